@@ -1,0 +1,28 @@
+#pragma once
+// attograd's core: tensors, reverse-mode autodiff and differentiable ops.
+//
+//   #include "autograd/autograd.h"
+//   ag::Generator gen(0);
+//   ag::Tensor x = ag::randn({4, 3}, gen, ag::DType::Float64);
+//   ag::Tensor w = ag::randn({3, 2}, gen, ag::DType::Float64).requires_grad_();
+//   ag::Tensor loss = ag::mean(ag::pow(ag::matmul(x, w), 2.0));
+//   loss.backward();                       // w.grad(): d loss / d w
+//   auto check = ag::gradcheck([](const std::vector<ag::Tensor>& in) {
+//     return ag::mean(ag::pow(ag::matmul(in[0], in[1]), 2.0));
+//   }, {x, w});                            // check.ok, check.message
+//
+// The map:
+//   dtype.h        DType (float32, float64, int64, bool) and dispatch to kernels
+//   shape.h        shapes, strides, broadcasting rules
+//   tensor.h       Tensor: storage, views, creation, element access, printing
+//   generator.h    the seeded random generator every random op takes explicitly
+//   engine.h       graph Nodes, backward(), NoGradGuard
+//   ops.h          the differentiable ops (implementations in ops/, one file per family)
+//   gradcheck.h    float64 finite-difference checks of any function's gradient
+#include "autograd/dtype.h"
+#include "autograd/engine.h"
+#include "autograd/generator.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "autograd/shape.h"
+#include "autograd/tensor.h"

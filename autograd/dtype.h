@@ -1,0 +1,67 @@
+#pragma once
+// Runtime element types. Kernels are templates on the C++ element type; DISPATCH_FLOAT
+// turns a runtime DType into a call of that template.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace ag {
+
+enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+
+inline size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
+
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+
+}  // namespace ag
+
+// Runs BODY with `scalar_t` bound to the element type of a floating DType.
+#define AG_DISPATCH_FLOAT(DT, WHAT, ...)                                                  \
+  [&] {                                                                                   \
+    switch (DT) {                                                                         \
+      case ::ag::DType::Float32: { using scalar_t = float; return __VA_ARGS__(); }        \
+      case ::ag::DType::Float64: { using scalar_t = double; return __VA_ARGS__(); }       \
+      default:                                                                            \
+        throw std::invalid_argument(std::string(WHAT) + ": expected a float32 or float64 " \
+                                    "tensor, got " + ::ag::dtype_name(DT));              \
+    }                                                                                     \
+  }()
+
+// Same, over every DType (bool is stored as one byte).
+#define AG_DISPATCH_ALL(DT, WHAT, ...)                                                    \
+  [&] {                                                                                   \
+    switch (DT) {                                                                         \
+      case ::ag::DType::Float32: { using scalar_t = float; return __VA_ARGS__(); }        \
+      case ::ag::DType::Float64: { using scalar_t = double; return __VA_ARGS__(); }       \
+      case ::ag::DType::Int64: { using scalar_t = int64_t; return __VA_ARGS__(); }        \
+      case ::ag::DType::Bool: { using scalar_t = bool; return __VA_ARGS__(); }            \
+    }                                                                                     \
+    throw std::invalid_argument(std::string(WHAT) + ": unknown dtype");                   \
+  }()
+
+// `#pragma` cannot appear inside a macro argument (the dispatched lambdas are ones).
+#define AG_SIMD _Pragma("omp simd")

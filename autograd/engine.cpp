@@ -1,0 +1,175 @@
+#include "autograd/engine.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <unordered_map>
+
+#include "autograd/ops.h"
+
+namespace ag {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  auto take_children = [&pending](Node& n) {
+    for (auto& e : n.next)
+      if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
+    n.next.clear();
+  };
+  take_children(*this);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    take_children(*n);
+  }  // n dies here with no children left to recurse into
+}
+
+bool needs_recording(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const auto& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void attach_backward(Tensor& out, const char* name, const std::vector<Tensor>& inputs,
+                     BackwardFn fn) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->backward = std::move(fn);
+  for (const auto& t : inputs) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      if (t.grad_fn())
+        e.fn = t.grad_fn();
+      else
+        e.leaf = t.impl_ptr();
+    }
+    node->next.push_back(std::move(e));
+    node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
+    node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+  }
+  out.impl()->requires_grad = true;
+  out.impl()->grad_fn = std::move(node);
+}
+
+namespace {
+
+void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
+  if (!leaf.grad) {
+    leaf.grad = g.clone().impl_ptr();  // a copy: g may alias another gradient
+    return;
+  }
+  Tensor acc(leaf.grad);
+  add_(acc, g);
+}
+
+void check_gradient(const Node& node, size_t i, const Tensor& g) {
+  if (g.shape() != node.input_shapes[i])
+    throw std::logic_error(fmt::format(
+        "{} returned a gradient of shape {} for input {} of shape {} (a missing "
+        "broadcast reduction?)",
+        node.name, shape_str(g.shape()), i, shape_str(node.input_shapes[i])));
+  if (g.dtype() != node.input_dtypes[i])
+    throw std::logic_error(fmt::format("{} returned a {} gradient for {} input {}", node.name,
+                                       dtype_name(g.dtype()),
+                                       dtype_name(node.input_dtypes[i]), i));
+}
+
+// Kahn's algorithm: count how many consumers each reachable node has, then release a
+// node to run once all of its consumers have delivered their gradient.
+std::vector<Node*> topological_order(Node* root) {
+  std::unordered_map<Node*, int> pending_consumers;
+  std::vector<Node*> stack{root};
+  pending_consumers[root] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& e : n->next) {
+      if (!e.fn) continue;
+      auto [it, inserted] = pending_consumers.try_emplace(e.fn.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(e.fn.get());
+    }
+  }
+  std::vector<Node*> order;
+  std::vector<Node*> ready{root};
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    order.push_back(n);
+    for (auto& e : n->next)
+      if (e.fn && --pending_consumers[e.fn.get()] == 0) ready.push_back(e.fn.get());
+  }
+  return order;
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  if (!root.requires_grad())
+    throw std::logic_error(
+        "backward(): the tensor does not require grad and has no grad_fn (did you forget "
+        "requires_grad_() on a parameter, or call it under NoGradGuard?)");
+  Tensor seed = gradient;
+  if (!seed.defined()) {
+    if (root.numel() != 1)
+      throw std::invalid_argument(fmt::format(
+          "backward(): a gradient can be implied only for a one-element tensor; this one "
+          "has shape {}, pass the upstream gradient explicitly",
+          shape_str(root.shape())));
+    seed = ones(root.shape(), root.dtype());
+  } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
+    throw std::invalid_argument(fmt::format(
+        "backward(): gradient of shape {} ({}) given for a tensor of shape {} ({})",
+        shape_str(seed.shape()), dtype_name(seed.dtype()), shape_str(root.shape()),
+        dtype_name(root.dtype())));
+  }
+
+  NoGradGuard no_grad;
+  if (root.is_leaf()) {
+    accumulate_leaf(*root.impl(), seed);
+    return;
+  }
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root.grad_fn().get()] = seed;
+  for (Node* n : topological_order(root.grad_fn().get())) {
+    auto it = grads.find(n);
+    if (it == grads.end()) continue;  // no gradient reached it
+    Tensor g = std::move(it->second);
+    grads.erase(it);
+    if (n->released)
+      throw std::logic_error(fmt::format(
+          "backward(): trying to backward through {} a second time; its saved tensors were "
+          "freed after the first backward. Pass retain_graph=true to the first call",
+          n->name));
+    std::vector<Tensor> in_grads = n->backward(g);
+    if (in_grads.size() != n->next.size())
+      throw std::logic_error(fmt::format("{} returned {} gradients for {} inputs", n->name,
+                                         in_grads.size(), n->next.size()));
+    for (size_t i = 0; i < in_grads.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.defined() || !in_grads[i].defined()) continue;
+      check_gradient(*n, i, in_grads[i]);
+      if (e.leaf) {
+        accumulate_leaf(*e.leaf, in_grads[i]);
+      } else {
+        auto [slot, fresh] = grads.try_emplace(e.fn.get(), in_grads[i]);
+        if (!fresh) slot->second = add(slot->second, in_grads[i]);
+      }
+    }
+    if (!retain_graph) {
+      n->backward = nullptr;
+      n->released = true;
+    }
+  }
+}
+
+}  // namespace ag

@@ -1,0 +1,67 @@
+#pragma once
+// The reverse-mode engine. Every differentiable op builds its output and attaches a Node:
+// the edges to its inputs' Nodes (or leaves) and one backward closure that maps the
+// output's gradient to each input's gradient. backward() is a topological sort of the
+// Nodes reachable from the root, walked in reverse with gradients summed per Node.
+//
+// Closures capture only what backward needs, as detached tensors (no grad_fn), so a graph
+// never holds a reference cycle; after backward the closures are freed unless
+// retain_graph is set.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+// Returns one gradient per input, in the order the inputs were given to attach_backward;
+// an undefined Tensor for an input that needs none.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+struct Edge {
+  std::shared_ptr<Node> fn;          // the input's producer, or
+  std::shared_ptr<TensorImpl> leaf;  // the leaf that accumulates the gradient
+  bool defined() const { return fn || leaf; }
+};
+
+struct Node {
+  const char* name = "";             // "MulBackward", shown in errors and printing
+  std::vector<Edge> next;            // one per input; undefined where no grad flows
+  std::vector<Shape> input_shapes;   // what each returned gradient must look like
+  std::vector<DType> input_dtypes;
+  BackwardFn backward;
+  bool released = false;
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // Tears the graph down with an explicit stack: a chain of 10,000 ops would otherwise
+  // recurse through 10,000 destructors.
+  ~Node();
+};
+
+// Grad mode is per thread; NoGradGuard switches recording off in its scope.
+bool grad_enabled();
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// Records `out` as produced by `name` from `inputs`. Call it only when
+// needs_recording(inputs) is true, so no closure is built for inference.
+void attach_backward(Tensor& out, const char* name, const std::vector<Tensor>& inputs,
+                     BackwardFn fn);
+
+// grad_enabled() && any input requires grad.
+bool needs_recording(const std::vector<Tensor>& inputs);
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+}  // namespace ag

@@ -1,0 +1,83 @@
+#pragma once
+// Differentiable ops. Each is implemented with its backward beside its forward, one file
+// per family under autograd/ops/. Elementwise binary ops broadcast as NumPy/PyTorch do;
+// mixing float32 and float64 is an error (convert with .to()).
+#include <limits>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+// ---- elementwise (ops/elementwise.cpp)
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor pow(const Tensor& a, double exponent);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor gelu(const Tensor& a);  // tanh approximation, as GPT-2
+void add_(Tensor& a, const Tensor& b);  // in place, not recorded: gradient accumulation
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator*(double a, const Tensor& b);
+
+// ---- reductions (ops/reduce.cpp); an empty dims list reduces over every dim
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& a);  // over all elements
+Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);  // int64, first of ties
+// Sums a broadcast gradient back down to `shape` (the reverse of broadcasting).
+Tensor sum_to(const Tensor& a, const Shape& shape);
+
+// ---- matmul (ops/matmul.cpp): 1-D, 2-D and batched N-D with batch broadcasting, GEMM via
+// CBLAS; transposed operands are passed to BLAS as flags instead of being copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- joining and splitting (ops/join.cpp)
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim);
+
+// ---- masking and softmax (ops/softmax.cpp)
+// Where mask (broadcast to a's shape, any dtype, nonzero = masked) is set, value.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+// Max-subtracted. A row that is -inf everywhere (fully masked) gives zeros from softmax
+// and -inf from log_softmax, with zero gradient, instead of NaN.
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+// Fused log-softmax + negative log-likelihood over the last dim of logits [..., C] with
+// int64 targets [...]; mean over targets that are not ignore_index (0 when all are).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+
+// ---- layers' primitives (ops/embedding.cpp, ops/layer_norm.cpp, ops/dropout.cpp)
+// Rows of weight [V, C] picked by int64 ids [...] -> [..., C]; backward scatter-adds.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+// Normalises over the last dim; weight and bias [C] are optional.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Inverted dropout: zeroes with probability p and scales survivors by 1/(1-p) when
+// training; the identity when !training or p == 0; all zeros when p == 1.
+Tensor dropout(const Tensor& a, double p, bool training, Generator& gen);
+
+// ---- constants
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace ag

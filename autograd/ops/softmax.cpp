@@ -1,0 +1,202 @@
+// masked_fill, softmax, log_softmax and the fused cross-entropy. Every row is
+// max-subtracted before exp; a row that is -inf everywhere (fully masked) is defined as
+// zeros (softmax) or -inf (log_softmax) with zero gradient rather than NaN.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "autograd/ops/rows.h"
+#include "autograd/strided_loop.h"
+
+namespace ag {
+
+namespace {
+
+// out = masked ? fill : a, mask broadcast to a's shape (nonzero = masked).
+Tensor where_masked(const Tensor& a, const Tensor& mask, double fill, const char* what) {
+  Shape s = broadcast_shapes(a.shape(), mask.shape(), what);
+  if (s != a.shape())
+    throw std::invalid_argument(fmt::format("{}: mask of shape {} does not broadcast to the "
+                                            "input's shape {}",
+                                            what, shape_str(mask.shape()), shape_str(a.shape())));
+  Shape ms = broadcast_strides(mask.shape(), mask.strides(), s);
+  Tensor out = empty(s, a.dtype());
+  AG_DISPATCH_FLOAT(a.dtype(), what, [&] {
+    using T = scalar_t;
+    T* o = out.data<T>();
+    const T* pa = a.data<T>();
+    const T v = static_cast<T>(fill);
+    AG_DISPATCH_ALL(mask.dtype(), what, [&] {
+      const scalar_t* pm = static_cast<const scalar_t*>(mask.raw_data());
+      detail::for_each_run<3>(s, {out.strides(), a.strides(), ms}, [&](auto off, int64_t n,
+                                                                       auto st) {
+        for (int64_t i = 0; i < n; ++i)
+          o[off[0] + i * st[0]] =
+              pm[off[2] + i * st[2]] != scalar_t(0) ? v : pa[off[1] + i * st[1]];
+      });
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+// d out / d a = 0 where masked, 1 elsewhere
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  Tensor out = where_masked(a, mask, value, "masked_fill");
+  if (needs_recording({a}))
+    attach_backward(out, "MaskedFillBackward", {a},
+                    [mask = mask.detach()](const Tensor& g) -> std::vector<Tensor> {
+                      return {where_masked(g, mask, 0.0, "masked_fill backward")};
+                    });
+  return out;
+}
+
+// y = exp(x - max) / sum exp(x - max);  dx = y (g - sum(g y))
+Tensor softmax(const Tensor& a, int64_t dim) {
+  dim = normalize_dim(dim, a.dim(), "softmax");
+  Tensor out = detail::map_rows<1>({a}, dim, "softmax", [](auto in, auto* y, int64_t n) {
+    using T = std::remove_pointer_t<decltype(y)>;
+    const T* x = in[0];
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+    if (m == -std::numeric_limits<T>::infinity()) {
+      for (int64_t i = 0; i < n; ++i) y[i] = 0;
+      return;
+    }
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - m));
+    const T inv = static_cast<T>(1.0 / s);
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  });
+  if (needs_recording({a}))
+    attach_backward(out, "SoftmaxBackward", {a},
+                    [y = out.detach(), dim](const Tensor& g) -> std::vector<Tensor> {
+                      return {detail::map_rows<2>({g, y}, dim, "softmax backward",
+                                                  [](auto in, auto* dx, int64_t n) {
+                                                    const auto* gr = in[0];
+                                                    const auto* yr = in[1];
+                                                    double dot = 0;
+                                                    for (int64_t i = 0; i < n; ++i)
+                                                      dot += gr[i] * yr[i];
+                                                    for (int64_t i = 0; i < n; ++i)
+                                                      dx[i] = yr[i] * (gr[i] - dot);
+                                                  })};
+                    });
+  return out;
+}
+
+// y = x - max - log sum exp(x - max);  dx = g - exp(y) sum(g)
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  dim = normalize_dim(dim, a.dim(), "log_softmax");
+  Tensor out = detail::map_rows<1>({a}, dim, "log_softmax", [](auto in, auto* y, int64_t n) {
+    using T = std::remove_pointer_t<decltype(y)>;
+    const T* x = in[0];
+    const T inf = std::numeric_limits<T>::infinity();
+    T m = -inf;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+    if (m == -inf) {
+      for (int64_t i = 0; i < n; ++i) y[i] = -inf;
+      return;
+    }
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+    const T shift = m + static_cast<T>(std::log(s));
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+  });
+  if (needs_recording({a}))
+    attach_backward(out, "LogSoftmaxBackward", {a},
+                    [y = out.detach(), dim](const Tensor& g) -> std::vector<Tensor> {
+                      return {detail::map_rows<2>({g, y}, dim, "log_softmax backward",
+                                                  [](auto in, auto* dx, int64_t n) {
+                                                    using T = std::remove_pointer_t<decltype(dx)>;
+                                                    const T* gr = in[0];
+                                                    const T* yr = in[1];
+                                                    double gsum = 0;
+                                                    bool all_masked = true;
+                                                    for (int64_t i = 0; i < n; ++i) {
+                                                      gsum += gr[i];
+                                                      all_masked &= std::isinf(yr[i]) && yr[i] < 0;
+                                                    }
+                                                    for (int64_t i = 0; i < n; ++i)
+                                                      dx[i] = all_masked ? T(0)
+                                                                         : static_cast<T>(gr[i] - std::exp(yr[i]) * gsum);
+                                                  })};
+                    });
+  return out;
+}
+
+// loss = mean over counted rows of (logsumexp(x) - x[target]);
+// dx = (softmax(x) - onehot(target)) * g / count, zero on ignored rows.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  if (logits.dim() < 1)
+    throw std::invalid_argument("cross_entropy: logits need a class dim, got a scalar");
+  if (targets.dtype() != DType::Int64)
+    throw std::invalid_argument(fmt::format("cross_entropy: targets must be int64, got {}",
+                                            dtype_name(targets.dtype())));
+  Shape expected(logits.shape().begin(), logits.shape().end() - 1);
+  if (targets.shape() != expected)
+    throw std::invalid_argument(fmt::format("cross_entropy: logits of shape {} need targets of "
+                                            "shape {}, got {}",
+                                            shape_str(logits.shape()), shape_str(expected),
+                                            shape_str(targets.shape())));
+  const int64_t C = logits.shape().back();
+  Tensor x = detail::rows_view(logits, logits.dim() - 1);  // [rows, C] contiguous
+  Tensor t = targets.contiguous();
+  const int64_t rows = t.numel();
+  const int64_t* tp = t.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (tp[r] == ignore_index) continue;
+    if (tp[r] < 0 || tp[r] >= C)
+      throw std::out_of_range(fmt::format("cross_entropy: target {} at position {} is out of "
+                                          "range for {} classes",
+                                          tp[r], r, C));
+    ++count;
+  }
+  Tensor lse = empty({rows}, logits.dtype());  // saved for backward: log sum exp per row
+  Tensor loss = empty({}, logits.dtype());
+  AG_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", [&] {
+    const scalar_t* xp = x.data<scalar_t>();
+    scalar_t* lp = lse.data<scalar_t>();
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const scalar_t* row = xp + r * C;
+      scalar_t m = -std::numeric_limits<scalar_t>::infinity();
+      for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
+      double s = 0;
+      for (int64_t i = 0; i < C; ++i) s += std::exp(static_cast<double>(row[i] - m));
+      lp[r] = static_cast<scalar_t>(m + std::log(s));
+      if (tp[r] != ignore_index) total += static_cast<double>(lp[r]) - row[tp[r]];
+    }
+    *loss.data<scalar_t>() = static_cast<scalar_t>(count ? total / count : 0.0);
+  });
+  if (needs_recording({logits}))
+    attach_backward(
+        loss, "CrossEntropyBackward", {logits},
+        [x = x.detach(), t, lse, count, ignore_index,
+         in_shape = logits.shape()](const Tensor& g) -> std::vector<Tensor> {
+          Tensor dx = zeros(x.shape(), x.dtype());
+          if (count == 0) return {dx.view(in_shape)};
+          const int64_t C = x.shape().back();
+          const int64_t* tp = t.data<int64_t>();
+          AG_DISPATCH_FLOAT(x.dtype(), "cross_entropy backward", [&] {
+            const scalar_t* xp = x.data<scalar_t>();
+            const scalar_t* lp = lse.data<scalar_t>();
+            scalar_t* d = dx.data<scalar_t>();
+            const scalar_t scale = static_cast<scalar_t>(g.item() / count);
+            for (int64_t r = 0; r < t.numel(); ++r) {
+              if (tp[r] == ignore_index) continue;
+              for (int64_t i = 0; i < C; ++i)
+                d[r * C + i] = std::exp(xp[r * C + i] - lp[r]) * scale;
+              d[r * C + tp[r]] -= scale;
+            }
+          });
+          return {dx.view(in_shape)};
+        });
+  return loss;
+}
+
+}  // namespace ag
