@@ -108,6 +108,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         "matmul: shapes {} and {} are not aligned (inner dims {} vs {})", shape_str(a.shape()),
         shape_str(b.shape()), ka, kb));
   // vectors become matrices through differentiable views, as in NumPy
+  if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(-1)).reshape({});
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul(a, b.unsqueeze(-1)).squeeze(-1);
   // [..., M, K] @ [K, N]: fold the batch into M, one GEMM (and one for dB in backward)
