@@ -94,7 +94,7 @@ TEST_CASE("a tensor used twice receives the sum of both gradients", "[engine]") 
   REQUIRE(x.grad().item() == 54.0);
 }
 
-TEST_CASE("a 10,000-op chain runs backward and is freed without deep recursion", "[engine]") {
+TEST_CASE("a 10000-op chain runs backward and is freed without deep recursion", "[engine]") {
   const int depth = GENERATE(10000, 200000);
   CAPTURE(depth);
   Tensor x = ag::tensor({1.0}, DType::Float64).requires_grad_();

@@ -99,7 +99,7 @@ TEST_CASE("chapter 3.3.1: context vector z(2) weights every input", "[chapter]")
   require_values(ag::matmul(weights, inputs), {0.4419, 0.6515, 0.5683});
 }
 
-TEST_CASE("chapter 3.3.2: all scores, weights and context vectors by matmul", "[chapter]") {
+TEST_CASE("chapter 3.3.2: all scores and weights and context vectors by matmul", "[chapter]") {
   Tensor inputs = chapter_inputs();
   Tensor scores = ag::matmul(inputs, inputs.t());
   require_values(scores, {0.9995, 0.9544, 0.9422, 0.4753, 0.4576, 0.6310,
@@ -122,7 +122,7 @@ TEST_CASE("chapter 3.3.2: all scores, weights and context vectors by matmul", "[
                                                0.4671, 0.5910, 0.5266, 0.4177, 0.6503, 0.5645});
 }
 
-TEST_CASE("chapter 3.4.1: query, key and value projections with trainable weights", "[chapter]") {
+TEST_CASE("chapter 3.4.1: query and key and value projections with trainable weights", "[chapter]") {
   Tensor inputs = chapter_inputs();
   Tensor W_query = seed123_weight(0), W_key = seed123_weight(1), W_value = seed123_weight(2);
   Tensor x_2 = inputs.select(0, 1);
@@ -147,7 +147,7 @@ TEST_CASE("chapter 3.4.2: SelfAttention_v1 gives the printed context vectors", "
                                          0.2948, 0.7939, 0.2927, 0.7891, 0.2990, 0.8040});
 }
 
-TEST_CASE("chapter 3.4.2: SelfAttention_v2 with Linear weights stored [out, in]", "[chapter]") {
+TEST_CASE("chapter 3.4.2: SelfAttention_v2 with Linear weights stored out by in", "[chapter]") {
   Tensor x = chapter_inputs();
   // nn.Linear computes x @ W^T: the transpose is a view handed to BLAS as a flag
   Tensor queries = ag::matmul(x, seed789_linear_weight(0).t());
@@ -195,7 +195,7 @@ TEST_CASE("chapter 3.5.1: causal weights renormalised after masking equal softma
                   -0.0983, 0.0489, -0.0514, 0.1098, -0.0754, 0.0693});
 }
 
-TEST_CASE("renormalising after masking equals masking with -inf, exactly in float64", "[chapter][causal]") {
+TEST_CASE("renormalising after masking equals masking with -inf exactly in float64", "[chapter][causal]") {
   ag::Generator gen(5);
   Tensor scores = ag::randn({3, 7, 7}, gen, DType::Float64);
   Tensor mask = causal_mask(7);

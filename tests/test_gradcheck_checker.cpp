@@ -119,7 +119,7 @@ TEST_CASE("gradcheck refuses float32 inputs and inputs that need no grad", "[gra
   REQUIRE_FALSE(r2.ok);
 }
 
-TEST_CASE("gradcheck fails across a kink, which is why samples avoid them", "[gradcheck][checker]") {
+TEST_CASE("gradcheck fails across a kink which is why samples avoid them", "[gradcheck][checker]") {
   // relu at exactly 0: the engine's one-sided derivative (0) against a central
   // difference (0.5) disagree, as they must
   Tensor x = ag::zeros({1}, DType::Float64).requires_grad_();

@@ -1,0 +1,159 @@
+// Forward values against results worked out by hand, and the behaviour of each op at its
+// edges (fully masked rows, ignored targets, dropout's p = 0 and p = 1).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autograd/autograd.h"
+
+using ag::DType;
+using ag::Tensor;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+
+namespace {
+void require_values(const Tensor& t, const std::vector<double>& expected, double tol) {
+  auto got = t.to_vector();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << " of " << t);
+    REQUIRE_THAT(got[i], WithinAbs(expected[i], tol));
+  }
+}
+}  // namespace
+
+TEST_CASE("elementwise ops broadcast a row across a matrix", "[values]") {
+  Tensor m = ag::tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, DType::Float64);
+  Tensor r = ag::tensor({10.0, 20.0, 30.0}, DType::Float64);
+  require_values(m + r, {11, 22, 33, 14, 25, 36}, 0);
+  require_values(r - m, {9, 18, 27, 6, 15, 24}, 0);
+  require_values(m * r, {10, 40, 90, 40, 100, 180}, 0);
+  require_values(m / r.reshape({3}).unsqueeze(0), {0.1, 0.1, 0.1, 0.4, 0.25, 0.2}, 1e-15);
+  Tensor col = ag::from_vector({1.0, 2.0}, {2, 1}, DType::Float64);
+  require_values(ag::pow(m, col), {1, 2, 3, 16, 25, 36}, 1e-12);
+}
+
+TEST_CASE("unary ops match their closed forms", "[values]") {
+  Tensor x = ag::tensor({-2.0, -0.5, 0.0, 0.5, 2.0}, DType::Float64);
+  require_values(ag::relu(x), {0, 0, 0, 0.5, 2}, 0);
+  require_values(ag::tanh(x), {std::tanh(-2.0), std::tanh(-0.5), 0, std::tanh(0.5), std::tanh(2.0)}, 1e-15);
+  // GELU, tanh approximation; reference values from the formula with sqrt(2/pi)
+  require_values(ag::gelu(x), {-0.04540230, -0.15428599, 0.0, 0.34571401, 1.95459769}, 1e-7);
+  require_values(ag::exp(ag::log(ag::tensor({0.25, 4.0}, DType::Float64))), {0.25, 4.0}, 1e-15);
+  require_values(ag::sqrt(ag::tensor({4.0, 2.25}, DType::Float64)), {2, 1.5}, 0);
+  require_values(-x, {2, 0.5, 0, -0.5, -2}, 0);
+}
+
+TEST_CASE("sum and mean and max reduce the named dims", "[values][reduce]") {
+  Tensor a = ag::arange(24, DType::Float64).reshape({2, 3, 4});
+  REQUIRE(ag::sum(a).item() == 276);
+  require_values(ag::sum(a, {0, 2}), {60, 92, 124}, 0);
+  REQUIRE(ag::sum(a, {1}, true).shape() == ag::Shape{2, 1, 4});
+  require_values(ag::mean(a, {-1}), {1.5, 5.5, 9.5, 13.5, 17.5, 21.5}, 1e-15);
+  require_values(ag::max(a, 1), {8, 9, 10, 11, 20, 21, 22, 23}, 0);
+  REQUIRE(ag::max(a).item() == 23);
+  Tensor t = ag::tensor({{1.0, 7.0, 7.0}, {-3.0, -1.0, -2.0}});
+  REQUIRE(ag::argmax(t, 1).to_vector() == std::vector<double>{1, 1});  // first of a tie
+}
+
+TEST_CASE("max sends the gradient to the first maximum only", "[values][reduce]") {
+  Tensor t = ag::tensor({3.0, 7.0, 7.0, 1.0}, DType::Float64).requires_grad_();
+  ag::max(t, 0).backward();
+  REQUIRE(t.grad().to_vector() == std::vector<double>{0, 1, 0, 0});
+}
+
+TEST_CASE("matmul handles transposed operands without copying them", "[values][matmul]") {
+  Tensor a = ag::arange(6, DType::Float64).reshape({2, 3});
+  Tensor b = ag::arange(6, DType::Float64).reshape({2, 3});
+  require_values(ag::matmul(a, b.t()), {5, 14, 14, 50}, 0);
+  require_values(ag::matmul(a.t(), b), {9, 12, 15, 12, 17, 22, 15, 22, 29}, 0);
+  Tensor batched = ag::arange(12, DType::Float64).reshape({2, 2, 3});
+  require_values(ag::matmul(batched, b.t()), {5, 14, 14, 50, 23, 86, 32, 122}, 0);
+  REQUIRE(ag::matmul(ag::ones({2, 0}), ag::ones({0, 3})).to_vector() == std::vector<double>(6, 0.0));
+}
+
+TEST_CASE("cat and stack and split are inverse to each other", "[values][join]") {
+  Tensor a = ag::arange(6, DType::Float64).reshape({2, 3});
+  Tensor c = ag::cat({a, a * 10.0}, 0);
+  REQUIRE(c.shape() == ag::Shape{4, 3});
+  require_values(c, {0, 1, 2, 3, 4, 5, 0, 10, 20, 30, 40, 50}, 0);
+  auto parts = ag::split(c, 2, 0);
+  REQUIRE(parts.size() == 2);
+  require_values(parts[1], {0, 10, 20, 30, 40, 50}, 0);
+  Tensor s = ag::stack({a, a}, 2);
+  REQUIRE(s.shape() == ag::Shape{2, 3, 2});
+  require_values(s.select(2, 1), a.to_vector(), 0);
+}
+
+TEST_CASE("a fully masked softmax row is zeros and not NaN", "[values][softmax]") {
+  Tensor s = ag::tensor({{-ag::kInf, -ag::kInf}, {0.0, -ag::kInf}});
+  require_values(ag::softmax(s, -1), {0, 0, 1, 0}, 0);
+  Tensor ls = ag::log_softmax(s, -1);
+  REQUIRE(ls.at({0, 0}) == -ag::kInf);
+  REQUIRE(ls.at({1, 0}) == 0.0);
+}
+
+TEST_CASE("log_softmax is the log of softmax computed stably", "[values][softmax]") {
+  Tensor x = ag::tensor({{1.0, 2.0, 3.0}, {1000.0, 1000.0, 1000.0}}, DType::Float64);
+  Tensor ls = ag::log_softmax(x, 1);
+  require_values(ag::exp(ls), ag::softmax(x, 1).to_vector(), 1e-14);
+  REQUIRE_THAT(ls.at({1, 0}), WithinAbs(-std::log(3.0), 1e-15));
+}
+
+TEST_CASE("cross_entropy is the mean negative log-likelihood of the non-ignored targets", "[values][softmax]") {
+  Tensor logits = ag::zeros({3, 4}, DType::Float64);  // uniform: each loss is ln 4
+  Tensor targets = ag::from_vector(std::vector<int64_t>{0, 3, -100}, {3});
+  REQUIRE_THAT(ag::cross_entropy(logits, targets).item(), WithinRel(std::log(4.0), 1e-15));
+  Tensor l2 = ag::tensor({{2.0, 0.0}}, DType::Float64);
+  Tensor t2 = ag::from_vector(std::vector<int64_t>{1}, {1});
+  REQUIRE_THAT(ag::cross_entropy(l2, t2).item(), WithinRel(std::log(1 + std::exp(2.0)), 1e-15));
+  Tensor all_ignored = ag::from_vector(std::vector<int64_t>{-100, -100, -100}, {3});
+  REQUIRE(ag::cross_entropy(logits, all_ignored).item() == 0.0);
+}
+
+TEST_CASE("embedding picks rows and scatter-adds repeated ids", "[values][embedding]") {
+  Tensor w = ag::arange(6, DType::Float64).reshape({3, 2}).detach().requires_grad_();
+  Tensor ids = ag::from_vector(std::vector<int64_t>{2, 0, 2}, {3});
+  Tensor e = ag::embedding(w, ids);
+  require_values(e, {4, 5, 0, 1, 4, 5}, 0);
+  ag::sum(e).backward();
+  REQUIRE(w.grad().to_vector() == std::vector<double>{1, 1, 0, 0, 2, 2});
+}
+
+TEST_CASE("layer_norm centres and scales each row", "[values][layer_norm]") {
+  Tensor x = ag::tensor({{1.0, 2.0, 3.0}, {2.0, 2.0, 2.0}}, DType::Float64);
+  const double s = 1.0 / std::sqrt(2.0 / 3.0 + 1e-5);
+  require_values(ag::layer_norm(x, Tensor(), Tensor()), {-s, 0, s, 0, 0, 0}, 1e-12);
+  Tensor w = ag::tensor({1.0, 2.0, 3.0}, DType::Float64), b = ag::tensor({0.5, 0.5, 0.5}, DType::Float64);
+  require_values(ag::layer_norm(x, w, b), {0.5 - s, 0.5, 0.5 + 3 * s, 0.5, 0.5, 0.5}, 1e-12);
+}
+
+TEST_CASE("dropout zeroes about p of the elements and scales the rest by 1/(1-p)", "[values][dropout]") {
+  ag::Generator gen(3);
+  Tensor x = ag::ones({100000}, DType::Float64);
+  Tensor y = ag::dropout(x, 0.25, true, gen);
+  auto v = y.to_vector();
+  int64_t zeros = 0;
+  for (double e : v) {
+    if (e == 0) ++zeros;
+    else REQUIRE_THAT(e, WithinRel(1.0 / 0.75, 1e-15));
+  }
+  REQUIRE_THAT(zeros / 100000.0, WithinAbs(0.25, 0.005));  // ~6 standard deviations
+  REQUIRE_THAT(ag::mean(y).item(), WithinAbs(1.0, 0.01));  // expectation preserved
+}
+
+TEST_CASE("dropout is the identity in eval mode and at p = 0 and all zeros at p = 1", "[values][dropout]") {
+  ag::Generator gen(4);
+  Tensor x = ag::randn({5, 5}, gen);
+  REQUIRE(ag::dropout(x, 0.5, false, gen).shares_storage_with(x));
+  REQUIRE(ag::dropout(x, 0.0, true, gen).shares_storage_with(x));
+  REQUIRE(ag::dropout(x, 1.0, true, gen).to_vector() == std::vector<double>(25, 0.0));
+}
+
+TEST_CASE("dropout with the same seed draws the same mask", "[values][dropout]") {
+  Tensor x = ag::ones({64});
+  ag::Generator g1(11), g2(11), g3(12);
+  auto a = ag::dropout(x, 0.5, true, g1).to_vector();
+  REQUIRE(a == ag::dropout(x, 0.5, true, g2).to_vector());
+  REQUIRE(a != ag::dropout(x, 0.5, true, g3).to_vector());
+}
