@@ -103,8 +103,9 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
     }
     double s = 0;
     for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
-    const T shift = m + static_cast<T>(std::log(s));
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+    // (x - m) - log s, not x - (m + log s): m + log s would round at the scale of m
+    const T log_s = static_cast<T>(std::log(s));
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_s;
   });
   if (needs_recording({a}))
     attach_backward(out, "LogSoftmaxBackward", {a},
@@ -168,8 +169,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
       for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
       double s = 0;
       for (int64_t i = 0; i < C; ++i) s += std::exp(static_cast<double>(row[i] - m));
-      lp[r] = static_cast<scalar_t>(m + std::log(s));
-      if (tp[r] != ignore_index) total += static_cast<double>(lp[r]) - row[tp[r]];
+      const double log_s = std::log(s);
+      lp[r] = static_cast<scalar_t>(m + log_s);
+      if (tp[r] != ignore_index) total += static_cast<double>(m - row[tp[r]]) + log_s;
     }
     *loss.data<scalar_t>() = static_cast<scalar_t>(count ? total / count : 0.0);
   });
