@@ -91,7 +91,8 @@ void render(const Tensor& t, const Formatter& f, bool summarize, size_t indent,
         i = n - kEdgeItems;
       }
       if (on_line == per_line) {
-        out += "\n" + std::string(indent + 1, ' ');
+        out += '\n';
+        out.append(indent + 1, ' ');
         on_line = 0;
       } else if (i > 0) {
         out += ' ';
@@ -101,10 +102,13 @@ void render(const Tensor& t, const Formatter& f, bool summarize, size_t indent,
       ++on_line;
     }
   } else {
-    const std::string sep = "," + std::string(t.dim() - 1, '\n') + std::string(indent + 1, ' ');
+    std::string sep(1, ',');
+    sep.append(t.dim() - 1, '\n');  // a blank line between blocks of rank 3 and up
+    sep.append(indent + 1, ' ');
     for (int64_t i = 0; i < n; ++i) {
       if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
-        out += "..." + sep;
+        out += "...";
+        out += sep;
         i = n - kEdgeItems;
       }
       render(t.select(0, i), f, summarize, indent + 1, out);
