@@ -29,38 +29,73 @@ inline const char* dtype_name(DType d) {
   return "?";
 }
 
-inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
+inline bool is_floating(DType d) {
+  return d == DType::Float32 || d == DType::Float64;
+}
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::Float32; }
-template <> constexpr DType dtype_of<double>() { return DType::Float64; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::Float32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::Float64;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::Int64;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::Bool;
+}
 
 }  // namespace ag
 
 // Runs BODY with `scalar_t` bound to the element type of a floating DType.
-#define AG_DISPATCH_FLOAT(DT, WHAT, ...)                                                  \
-  [&] {                                                                                   \
-    switch (DT) {                                                                         \
-      case ::ag::DType::Float32: { using scalar_t = float; return __VA_ARGS__(); }        \
-      case ::ag::DType::Float64: { using scalar_t = double; return __VA_ARGS__(); }       \
-      default:                                                                            \
-        throw std::invalid_argument(std::string(WHAT) + ": expected a float32 or float64 " \
-                                    "tensor, got " + ::ag::dtype_name(DT));              \
-    }                                                                                     \
+#define AG_DISPATCH_FLOAT(DT, WHAT, ...)                               \
+  [&] {                                                                \
+    switch (DT) {                                                      \
+      case ::ag::DType::Float32: {                                     \
+        using scalar_t = float;                                        \
+        return __VA_ARGS__();                                          \
+      }                                                                \
+      case ::ag::DType::Float64: {                                     \
+        using scalar_t = double;                                       \
+        return __VA_ARGS__();                                          \
+      }                                                                \
+      default:                                                         \
+        throw std::invalid_argument(std::string(WHAT) +                \
+                                    ": expected a float32 or float64 " \
+                                    "tensor, got " +                   \
+                                    ::ag::dtype_name(DT));             \
+    }                                                                  \
   }()
 
 // Same, over every DType (bool is stored as one byte).
-#define AG_DISPATCH_ALL(DT, WHAT, ...)                                                    \
-  [&] {                                                                                   \
-    switch (DT) {                                                                         \
-      case ::ag::DType::Float32: { using scalar_t = float; return __VA_ARGS__(); }        \
-      case ::ag::DType::Float64: { using scalar_t = double; return __VA_ARGS__(); }       \
-      case ::ag::DType::Int64: { using scalar_t = int64_t; return __VA_ARGS__(); }        \
-      case ::ag::DType::Bool: { using scalar_t = bool; return __VA_ARGS__(); }            \
-    }                                                                                     \
-    throw std::invalid_argument(std::string(WHAT) + ": unknown dtype");                   \
+#define AG_DISPATCH_ALL(DT, WHAT, ...)                                  \
+  [&] {                                                                 \
+    switch (DT) {                                                       \
+      case ::ag::DType::Float32: {                                      \
+        using scalar_t = float;                                         \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+      case ::ag::DType::Float64: {                                      \
+        using scalar_t = double;                                        \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+      case ::ag::DType::Int64: {                                        \
+        using scalar_t = int64_t;                                       \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+      case ::ag::DType::Bool: {                                         \
+        using scalar_t = bool;                                          \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+    }                                                                   \
+    throw std::invalid_argument(std::string(WHAT) + ": unknown dtype"); \
   }()
 
 // `#pragma` cannot appear inside a macro argument (the dispatched lambdas are ones).

@@ -13,9 +13,15 @@ namespace {
 thread_local bool g_grad_enabled = true;
 }
 
-bool grad_enabled() { return g_grad_enabled; }
-NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+bool grad_enabled() {
+  return g_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) {
+  g_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  g_grad_enabled = prev_;
+}
 
 Node::~Node() {
   std::vector<std::shared_ptr<Node>> pending;
@@ -73,14 +79,13 @@ void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
 
 void check_gradient(const Node& node, size_t i, const Tensor& g) {
   if (g.shape() != node.input_shapes[i])
-    throw std::logic_error(fmt::format(
-        "{} returned a gradient of shape {} for input {} of shape {} (a missing "
-        "broadcast reduction?)",
-        node.name, shape_str(g.shape()), i, shape_str(node.input_shapes[i])));
+    throw std::logic_error(
+        fmt::format("{} returned a gradient of shape {} for input {} of shape {} (a missing "
+                    "broadcast reduction?)",
+                    node.name, shape_str(g.shape()), i, shape_str(node.input_shapes[i])));
   if (g.dtype() != node.input_dtypes[i])
     throw std::logic_error(fmt::format("{} returned a {} gradient for {} input {}", node.name,
-                                       dtype_name(g.dtype()),
-                                       dtype_name(node.input_dtypes[i]), i));
+                                       dtype_name(g.dtype()), dtype_name(node.input_dtypes[i]), i));
 }
 
 // Kahn's algorithm: count how many consumers each reachable node has, then release a
@@ -127,10 +132,10 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
           shape_str(root.shape())));
     seed = ones(root.shape(), root.dtype());
   } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
-    throw std::invalid_argument(fmt::format(
-        "backward(): gradient of shape {} ({}) given for a tensor of shape {} ({})",
-        shape_str(seed.shape()), dtype_name(seed.dtype()), shape_str(root.shape()),
-        dtype_name(root.dtype())));
+    throw std::invalid_argument(
+        fmt::format("backward(): gradient of shape {} ({}) given for a tensor of shape {} ({})",
+                    shape_str(seed.shape()), dtype_name(seed.dtype()), shape_str(root.shape()),
+                    dtype_name(root.dtype())));
   }
 
   NoGradGuard no_grad;

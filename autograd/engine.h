@@ -26,9 +26,9 @@ struct Edge {
 };
 
 struct Node {
-  const char* name = "";             // "MulBackward", shown in errors and printing
-  std::vector<Edge> next;            // one per input; undefined where no grad flows
-  std::vector<Shape> input_shapes;   // what each returned gradient must look like
+  const char* name = "";            // "MulBackward", shown in errors and printing
+  std::vector<Edge> next;           // one per input; undefined where no grad flows
+  std::vector<Shape> input_shapes;  // what each returned gradient must look like
   std::vector<DType> input_dtypes;
   BackwardFn backward;
   bool released = false;

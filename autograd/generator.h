@@ -13,8 +13,8 @@ class Generator {
   void manual_seed(uint64_t seed);
 
   uint64_t next_u64();
-  double uniform();              // [0, 1) with 53 random bits
-  double normal();               // standard normal, Box-Muller (no cached spare)
+  double uniform();  // [0, 1) with 53 random bits
+  double normal();   // standard normal, Box-Muller (no cached spare)
 
   using State = std::array<uint64_t, 4>;
   State state() const { return s_; }

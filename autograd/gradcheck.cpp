@@ -31,8 +31,8 @@ struct Analytic {
   std::vector<std::vector<double>> per_input;  // flattened gradient per input
 };
 
-Analytic analytic_gradient(const TensorFn& fn, const std::vector<Tensor>& inputs,
-                           int64_t element, const Tensor& projection) {
+Analytic analytic_gradient(const TensorFn& fn, const std::vector<Tensor>& inputs, int64_t element,
+                           const Tensor& projection) {
   for (const auto& t : inputs) t.zero_grad();
   Tensor out = fn(inputs);
   if (!out.requires_grad())
@@ -65,9 +65,10 @@ GradcheckResult gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs,
   try {
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].requires_grad() && inputs[i].dtype() != DType::Float64)
-        throw std::invalid_argument(fmt::format("gradcheck: input {} is {}; finite differences "
-                                                "need float64",
-                                                i, dtype_name(inputs[i].dtype())));
+        throw std::invalid_argument(
+            fmt::format("gradcheck: input {} is {}; finite differences "
+                        "need float64",
+                        i, dtype_name(inputs[i].dtype())));
     Tensor out0;
     {
       NoGradGuard ng;

@@ -24,7 +24,7 @@ Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor relu(const Tensor& a);
-Tensor gelu(const Tensor& a);  // tanh approximation, as GPT-2
+Tensor gelu(const Tensor& a);           // tanh approximation, as GPT-2
 void add_(Tensor& a, const Tensor& b);  // in place, not recorded: gradient accumulation
 
 Tensor operator+(const Tensor& a, const Tensor& b);

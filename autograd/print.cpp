@@ -72,8 +72,7 @@ void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
   }
 }
 
-void render(const Tensor& t, const Formatter& f, bool summarize, size_t indent,
-            std::string& out) {
+void render(const Tensor& t, const Formatter& f, bool summarize, size_t indent, std::string& out) {
   if (t.dim() == 0) {
     out += f.format(t.item());
     return;
@@ -81,9 +80,8 @@ void render(const Tensor& t, const Formatter& f, bool summarize, size_t indent,
   const int64_t n = t.shape()[0];
   out += '[';
   if (t.dim() == 1) {
-    const size_t per_line =
-        std::max<int64_t>(1, (kLineWidth - static_cast<int64_t>(indent)) /
-                                 static_cast<int64_t>(f.width + 2));
+    const size_t per_line = std::max<int64_t>(
+        1, (kLineWidth - static_cast<int64_t>(indent)) / static_cast<int64_t>(f.width + 2));
     size_t on_line = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {

@@ -6,7 +6,9 @@
 
 namespace ag {
 
-std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const Shape& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
@@ -31,9 +33,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* what) {
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw std::invalid_argument(fmt::format(
-          "{}: shapes {} and {} cannot be broadcast together (dim {}: {} vs {})", what,
-          shape_str(a), shape_str(b), i, da, db));
+      throw std::invalid_argument(
+          fmt::format("{}: shapes {} and {} cannot be broadcast together (dim {}: {} vs {})", what,
+                      shape_str(a), shape_str(b), i, da, db));
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -50,8 +52,8 @@ Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& t
 int64_t normalize_dim(int64_t dim, int64_t rank, const char* what) {
   int64_t r = rank == 0 ? 1 : rank;
   if (dim < -r || dim >= r)
-    throw std::out_of_range(fmt::format("{}: dim {} is out of range for a tensor of rank {}",
-                                        what, dim, rank));
+    throw std::out_of_range(
+        fmt::format("{}: dim {} is out of range for a tensor of rank {}", what, dim, rank));
   return dim < 0 ? dim + r : dim;
 }
 

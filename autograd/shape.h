@@ -8,7 +8,7 @@ namespace ag {
 
 using Shape = std::vector<int64_t>;
 
-std::string shape_str(const Shape& s);                // "[2, 3]"
+std::string shape_str(const Shape& s);  // "[2, 3]"
 int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 

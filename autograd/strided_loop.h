@@ -12,7 +12,7 @@ namespace ag::detail {
 
 template <size_t N>
 struct StridedLayout {
-  Shape shape;                  // merged shape, rank >= 1
+  Shape shape;  // merged shape, rank >= 1
   std::array<Shape, N> strides;
 
   StridedLayout(const Shape& s, const std::array<Shape, N>& st) {

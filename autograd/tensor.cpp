@@ -20,14 +20,18 @@ Storage::Storage(size_t n) : nbytes(n) {
   data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (!data) throw std::bad_alloc();
 }
-Storage::~Storage() { std::free(data); }
+Storage::~Storage() {
+  std::free(data);
+}
 
 const TensorImpl& Tensor::checked() const {
   if (!impl_) throw std::logic_error("use of an undefined (empty) Tensor");
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[normalize_dim(d, dim(), "size")];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -76,16 +80,15 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   int64_t off = element_offset(*this, index);
-  AG_DISPATCH_ALL(dtype(), "set", [&] {
-    static_cast<scalar_t*>(raw_data())[off] = static_cast<scalar_t>(value);
-  });
+  AG_DISPATCH_ALL(dtype(), "set",
+                  [&] { static_cast<scalar_t*>(raw_data())[off] = static_cast<scalar_t>(value); });
 }
 
 double Tensor::item() const {
   if (numel() != 1)
-    throw std::invalid_argument(fmt::format(
-        "item(): only a one-element tensor converts to a number, this one has shape {}",
-        shape_str(shape())));
+    throw std::invalid_argument(
+        fmt::format("item(): only a one-element tensor converts to a number, this one has shape {}",
+                    shape_str(shape())));
   return at(std::vector<int64_t>(dim(), 0));
 }
 
@@ -102,27 +105,32 @@ std::vector<double> Tensor::to_vector() const {
 // ---------------------------------------------------------------- autograd handles
 Tensor& Tensor::requires_grad_(bool on) {
   if (on && !is_floating(dtype()))
-    throw std::invalid_argument(fmt::format(
-        "requires_grad_(): only float tensors can require grad, this one is {}",
-        dtype_name(dtype())));
+    throw std::invalid_argument(
+        fmt::format("requires_grad_(): only float tensors can require grad, this one is {}",
+                    dtype_name(dtype())));
   if (!on && !is_leaf())
     throw std::logic_error("requires_grad_(false) on a non-leaf tensor: use detach()");
   impl_->requires_grad = on;
   return *this;
 }
 
-Tensor Tensor::grad() const { return checked().grad ? Tensor(impl_->grad) : Tensor(); }
+Tensor Tensor::grad() const {
+  return checked().grad ? Tensor(impl_->grad) : Tensor();
+}
 
 void Tensor::set_grad(const Tensor& g) const {
   checked();
   if (g.defined() && g.shape() != shape())
-    throw std::invalid_argument(fmt::format("set_grad(): gradient of shape {} for a tensor "
-                                            "of shape {}",
-                                            shape_str(g.shape()), shape_str(shape())));
+    throw std::invalid_argument(
+        fmt::format("set_grad(): gradient of shape {} for a tensor "
+                    "of shape {}",
+                    shape_str(g.shape()), shape_str(shape())));
   impl_->grad = g.defined() ? g.impl_ptr() : nullptr;
 }
 
-void Tensor::zero_grad() const { checked(), impl_->grad.reset(); }
+void Tensor::zero_grad() const {
+  checked(), impl_->grad.reset();
+}
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   run_backward(*this, gradient, retain_graph);
@@ -139,8 +147,7 @@ Tensor Tensor::detach() const {
   return Tensor(std::move(impl));
 }
 
-Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides,
-                 int64_t offset) {
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
   Tensor v = base.detach();
   v.impl()->shape = shape;
   v.impl()->strides = strides;
@@ -148,23 +155,25 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides,
   return v;
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  return os << t.str();
+}
 
 // ---------------------------------------------------------------- copy and fill
 void copy_(const Tensor& dst, const Tensor& src) {
   Shape target = broadcast_shapes(src.shape(), dst.shape(), "copy_");
   if (target != dst.shape())
-    throw std::invalid_argument(fmt::format("copy_: source of shape {} does not broadcast to "
-                                            "destination shape {}",
-                                            shape_str(src.shape()), shape_str(dst.shape())));
+    throw std::invalid_argument(
+        fmt::format("copy_: source of shape {} does not broadcast to "
+                    "destination shape {}",
+                    shape_str(src.shape()), shape_str(dst.shape())));
   Shape sst = broadcast_strides(src.shape(), src.strides(), dst.shape());
   AG_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
     using dst_t = scalar_t;
     dst_t* d = static_cast<dst_t*>(dst.raw_data());
     AG_DISPATCH_ALL(src.dtype(), "copy_", [&] {
       const scalar_t* s = static_cast<const scalar_t*>(src.raw_data());
-      detail::for_each_run<2>(dst.shape(), {dst.strides(), sst}, [&](auto off, int64_t n,
-                                                                     auto st) {
+      detail::for_each_run<2>(dst.shape(), {dst.strides(), sst}, [&](auto off, int64_t n, auto st) {
         dst_t* dp = d + off[0];
         const scalar_t* sp = s + off[1];
         if (st[0] == 1 && st[1] == 1) {
@@ -210,11 +219,19 @@ Tensor zeros(const Shape& shape, DType dtype) {
   std::memset(t.raw_data(), 0, t.numel() * dtype_size(dtype));
   return t;
 }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor ones(const Shape& shape, DType dtype) {
+  return full(shape, 1.0, dtype);
+}
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), t.dtype());
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.shape(), t.dtype());
+}
 
-Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
+Tensor arange(double end, DType dtype) {
+  return arange(0, end, 1, dtype);
+}
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0) throw std::invalid_argument("arange: step must be nonzero");
   double span = (end - start) / step;
@@ -231,10 +248,10 @@ namespace {
 template <typename T>
 Tensor from_values(const std::vector<T>& values, const Shape& shape, DType dtype) {
   if (static_cast<int64_t>(values.size()) != shape_numel(shape))
-    throw std::invalid_argument(fmt::format("from_vector: {} values do not fill shape {} ({} "
-                                            "elements)",
-                                            values.size(), shape_str(shape),
-                                            shape_numel(shape)));
+    throw std::invalid_argument(
+        fmt::format("from_vector: {} values do not fill shape {} ({} "
+                    "elements)",
+                    values.size(), shape_str(shape), shape_numel(shape)));
   Tensor t = empty(shape, dtype);
   AG_DISPATCH_ALL(dtype, "from_vector", [&] {
     scalar_t* p = t.data<scalar_t>();
@@ -263,12 +280,11 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType d
   size_t cols = rows.size() ? rows.begin()->size() : 0;
   for (const auto& r : rows) {
     if (r.size() != cols)
-      throw std::invalid_argument(fmt::format("tensor(): ragged rows ({} and {} values)", cols,
-                                              r.size()));
+      throw std::invalid_argument(
+          fmt::format("tensor(): ragged rows ({} and {} values)", cols, r.size()));
     flat.insert(flat.end(), r.begin(), r.end());
   }
-  return from_vector(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)},
-                     dtype);
+  return from_vector(flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)}, dtype);
 }
 
 namespace {

@@ -63,7 +63,8 @@ class Tensor {
   bool shares_storage_with(const Tensor& other) const;
 
   // --- raw access: a pointer to element 0 of this view; T must match dtype()
-  template <typename T> T* data() const;
+  template <typename T>
+  T* data() const;
   void* raw_data() const;
 
   // --- element access (bounds-checked, converted to double)
@@ -71,7 +72,7 @@ class Tensor {
   double at(std::initializer_list<int64_t> index) const;
   double at(const std::vector<int64_t>& index) const;
   void set(const std::vector<int64_t>& index, double value) const;  // writes through views
-  std::vector<double> to_vector() const;  // logical row-major order
+  std::vector<double> to_vector() const;                            // logical row-major order
 
   // --- autograd
   bool requires_grad() const { return checked().requires_grad; }
@@ -90,7 +91,7 @@ class Tensor {
   Tensor view(const Shape& shape) const;     // needs compatible strides; -1 infers one size
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor t() const;                          // transpose of a 2-D tensor
+  Tensor t() const;  // transpose of a 2-D tensor
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;  // narrow then drop the dim

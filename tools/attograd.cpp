@@ -1,9 +1,9 @@
 // attograd command line. Until the trainer lands, its one job is a demonstration of the
 // engine: the attention chapter's worked numbers, then a small network trained by
 // gradient descent with every gradient computed by reverse-mode autodiff.
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include <boost/program_options.hpp>
 #include <iostream>
 
 #include "autograd/autograd.h"
@@ -14,11 +14,11 @@ using ag::Tensor;
 namespace {
 
 void attention_walkthrough() {
-  Tensor inputs = ag::tensor({{0.43, 0.15, 0.89},   // Your
-                              {0.55, 0.87, 0.66},   // journey
-                              {0.57, 0.85, 0.64},   // starts
-                              {0.22, 0.58, 0.33},   // with
-                              {0.77, 0.25, 0.10},   // one
+  Tensor inputs = ag::tensor({{0.43, 0.15, 0.89},    // Your
+                              {0.55, 0.87, 0.66},    // journey
+                              {0.57, 0.85, 0.64},    // starts
+                              {0.22, 0.58, 0.33},    // with
+                              {0.77, 0.25, 0.10},    // one
                               {0.05, 0.80, 0.55}});  // step
   Tensor scores = ag::matmul(inputs, inputs.t());
   Tensor weights = ag::softmax(scores, -1);
@@ -36,13 +36,13 @@ void fit_mlp(uint64_t seed, int steps, double lr) {
   Tensor x = ag::uniform({n, 2}, -1, 1, gen);
   Tensor x0 = x.narrow(1, 0, 1), x1 = x.narrow(1, 1, 1);
   Tensor y = x0 * x1 + ag::pow(x0, 2.0) * 0.5;
-  std::vector<Tensor> params = {ag::normal({2, hidden}, 0, 0.5, gen).requires_grad_(),
-                                ag::zeros({hidden}).requires_grad_(),
-                                ag::normal({hidden, 1}, 0, 0.5, gen).requires_grad_(),
-                                ag::zeros({1}).requires_grad_()};
-  fmt::print("Fitting y = x0*x1 + x0^2/2 with a 2-32-1 tanh network, {} steps of gradient "
-             "descent (lr {})\n",
-             steps, lr);
+  std::vector<Tensor> params = {
+      ag::normal({2, hidden}, 0, 0.5, gen).requires_grad_(), ag::zeros({hidden}).requires_grad_(),
+      ag::normal({hidden, 1}, 0, 0.5, gen).requires_grad_(), ag::zeros({1}).requires_grad_()};
+  fmt::print(
+      "Fitting y = x0*x1 + x0^2/2 with a 2-32-1 tanh network, {} steps of gradient "
+      "descent (lr {})\n",
+      steps, lr);
   for (int step = 1; step <= steps; ++step) {
     Tensor h = ag::tanh(ag::matmul(x, params[0]) + params[1]);
     Tensor pred = ag::matmul(h, params[2]) + params[3];
@@ -62,8 +62,8 @@ void fit_mlp(uint64_t seed, int steps, double lr) {
 
 int main(int argc, char** argv) {
   po::options_description opts("attograd demo options");
-  opts.add_options()("help,h", "show this help")(
-      "seed", po::value<uint64_t>()->default_value(0), "random seed")(
+  opts.add_options()("help,h", "show this help")("seed", po::value<uint64_t>()->default_value(0),
+                                                 "random seed")(
       "steps", po::value<int>()->default_value(300), "gradient descent steps")(
       "lr", po::value<double>()->default_value(0.1), "learning rate");
   po::variables_map vm;

@@ -22,11 +22,9 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   });
   Tensor out = detail::map2(a, mask, "dropout", [](auto x, auto m) { return x * m; });
   if (needs_recording({a}))
-    attach_backward(out, "DropoutBackward", {a},
-                    [mask](const Tensor& g) -> std::vector<Tensor> {
-                      return {detail::map2(g, mask, "dropout backward",
-                                           [](auto gv, auto m) { return gv * m; })};
-                    });
+    attach_backward(out, "DropoutBackward", {a}, [mask](const Tensor& g) -> std::vector<Tensor> {
+      return {detail::map2(g, mask, "dropout backward", [](auto gv, auto m) { return gv * m; })};
+    });
   return out;
 }
 

@@ -28,8 +28,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = map2(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (needs_recording({a, b}))
     attach_backward(out, "SubBackward", {a, b},
-                    [sa = a.shape(), sb = b.shape(), gb = b.requires_grad()](
-                        const Tensor& g) -> std::vector<Tensor> {
+                    [sa = a.shape(), sb = b.shape(),
+                     gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
                       return {sum_to(g, sa), gb ? sum_to(neg(g), sb) : Tensor()};
                     });
   return out;
@@ -111,8 +111,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
                     [a = a.detach(), b = b.detach(), y = out.detach(), ga = a.requires_grad(),
                      gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
                       Tensor da, db;
-                      if (ga)
-                        da = sum_to(mul(g, mul(b, pow(a, add(b, -1.0)))), a.shape());
+                      if (ga) da = sum_to(mul(g, mul(b, pow(a, add(b, -1.0)))), a.shape());
                       if (gb) db = sum_to(mul(g, mul(y, log(a))), b.shape());
                       return {da, db};
                     });
@@ -124,10 +123,9 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 Tensor exp(const Tensor& a) {
   Tensor out = map1(a, "exp", [](auto x) { return std::exp(x); });
   if (needs_recording({a}))
-    attach_backward(out, "ExpBackward", {a},
-                    [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
-                      return {mul(g, y)};
-                    });
+    attach_backward(
+        out, "ExpBackward", {a},
+        [y = out.detach()](const Tensor& g) -> std::vector<Tensor> { return {mul(g, y)}; });
   return out;
 }
 
@@ -135,10 +133,9 @@ Tensor exp(const Tensor& a) {
 Tensor log(const Tensor& a) {
   Tensor out = map1(a, "log", [](auto x) { return std::log(x); });
   if (needs_recording({a}))
-    attach_backward(out, "LogBackward", {a},
-                    [a = a.detach()](const Tensor& g) -> std::vector<Tensor> {
-                      return {div(g, a)};
-                    });
+    attach_backward(
+        out, "LogBackward", {a},
+        [a = a.detach()](const Tensor& g) -> std::vector<Tensor> { return {div(g, a)}; });
   return out;
 }
 
@@ -146,11 +143,10 @@ Tensor log(const Tensor& a) {
 Tensor sqrt(const Tensor& a) {
   Tensor out = map1(a, "sqrt", [](auto x) { return std::sqrt(x); });
   if (needs_recording({a}))
-    attach_backward(out, "SqrtBackward", {a},
-                    [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
-                      return {map2(g, y, "sqrt backward",
-                                    [](auto gv, auto yv) { return gv / (yv + yv); })};
-                    });
+    attach_backward(
+        out, "SqrtBackward", {a}, [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
+          return {map2(g, y, "sqrt backward", [](auto gv, auto yv) { return gv / (yv + yv); })};
+        });
   return out;
 }
 
@@ -158,11 +154,10 @@ Tensor sqrt(const Tensor& a) {
 Tensor tanh(const Tensor& a) {
   Tensor out = map1(a, "tanh", [](auto x) { return std::tanh(x); });
   if (needs_recording({a}))
-    attach_backward(out, "TanhBackward", {a},
-                    [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
-                      return {map2(g, y, "tanh backward",
-                                    [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
-                    });
+    attach_backward(
+        out, "TanhBackward", {a}, [y = out.detach()](const Tensor& g) -> std::vector<Tensor> {
+          return {map2(g, y, "tanh backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
+        });
   return out;
 }
 
@@ -172,9 +167,8 @@ Tensor relu(const Tensor& a) {
   if (needs_recording({a}))
     attach_backward(out, "ReluBackward", {a},
                     [a = a.detach()](const Tensor& g) -> std::vector<Tensor> {
-                      return {map2(g, a, "relu backward", [](auto gv, auto x) {
-                        return x > 0 ? gv : decltype(gv)(0);
-                      })};
+                      return {map2(g, a, "relu backward",
+                                   [](auto gv, auto x) { return x > 0 ? gv : decltype(gv)(0); })};
                     });
   return out;
 }
@@ -217,7 +211,7 @@ void add_(Tensor& a, const Tensor& b) {
     const scalar_t* pb = b.data<scalar_t>();
     detail::for_each_run<2>(s, {a.strides(), sb}, [&](auto off, int64_t n, auto st) {
       if (st[0] == 1 && st[1] == 1) {
-AG_SIMD
+        AG_SIMD
         for (int64_t i = 0; i < n; ++i) pa[off[0] + i] += pb[off[1] + i];
       } else {
         for (int64_t i = 0; i < n; ++i) pa[off[0] + i * st[0]] += pb[off[1] + i * st[1]];
@@ -227,15 +221,35 @@ AG_SIMD
 }
 
 // ---------------------------------------------------------------- operators
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+Tensor operator+(const Tensor& a, double b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, double b) {
+  return add(a, -b);
+}
+Tensor operator*(const Tensor& a, double b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, double b) {
+  return mul(a, 1.0 / b);
+}
+Tensor operator*(double a, const Tensor& b) {
+  return mul(b, a);
+}
 
 }  // namespace ag

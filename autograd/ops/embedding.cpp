@@ -11,20 +11,22 @@ namespace ag {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   if (weight.dim() != 2)
-    throw std::invalid_argument(fmt::format("embedding: weight must be [num_embeddings, dim], "
-                                            "got shape {}",
-                                            shape_str(weight.shape())));
+    throw std::invalid_argument(
+        fmt::format("embedding: weight must be [num_embeddings, dim], "
+                    "got shape {}",
+                    shape_str(weight.shape())));
   if (ids.dtype() != DType::Int64)
-    throw std::invalid_argument(fmt::format("embedding: ids must be int64, got {}",
-                                            dtype_name(ids.dtype())));
+    throw std::invalid_argument(
+        fmt::format("embedding: ids must be int64, got {}", dtype_name(ids.dtype())));
   const int64_t V = weight.shape()[0], C = weight.shape()[1];
   Tensor idc = ids.contiguous();
   const int64_t* id = idc.data<int64_t>();
   for (int64_t i = 0; i < idc.numel(); ++i)
     if (id[i] < 0 || id[i] >= V)
-      throw std::out_of_range(fmt::format("embedding: id {} at position {} is out of range for "
-                                          "{} embeddings",
-                                          id[i], i, V));
+      throw std::out_of_range(
+          fmt::format("embedding: id {} at position {} is out of range for "
+                      "{} embeddings",
+                      id[i], i, V));
   Shape out_shape = ids.shape();
   out_shape.push_back(C);
   Tensor out = empty(out_shape, weight.dtype());

@@ -53,8 +53,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw std::invalid_argument("stack: no tensors given");
   for (size_t i = 1; i < tensors.size(); ++i)
     if (tensors[i].shape() != tensors[0].shape())
-      throw std::invalid_argument(fmt::format("stack: tensor {} has shape {}, tensor 0 has {}",
-                                              i, shape_str(tensors[i].shape()),
+      throw std::invalid_argument(fmt::format("stack: tensor {} has shape {}, tensor 0 has {}", i,
+                                              shape_str(tensors[i].shape()),
                                               shape_str(tensors[0].shape())));
   dim = normalize_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;
@@ -70,10 +70,10 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
     total += s;
   }
   if (total != a.shape()[dim])
-    throw std::invalid_argument(fmt::format("split: sizes [{}] sum to {}, but dim {} of shape "
-                                            "{} has {}",
-                                            fmt::join(sizes, ", "), total, dim,
-                                            shape_str(a.shape()), a.shape()[dim]));
+    throw std::invalid_argument(
+        fmt::format("split: sizes [{}] sum to {}, but dim {} of shape "
+                    "{} has {}",
+                    fmt::join(sizes, ", "), total, dim, shape_str(a.shape()), a.shape()[dim]));
   std::vector<Tensor> parts;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -85,8 +85,8 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
 
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   if (split_size <= 0)
-    throw std::invalid_argument(fmt::format("split: split_size must be positive, got {}",
-                                            split_size));
+    throw std::invalid_argument(
+        fmt::format("split: split_size must be positive, got {}", split_size));
   dim = normalize_dim(dim, a.dim(), "split");
   std::vector<int64_t> sizes;
   for (int64_t left = a.shape()[dim]; left > 0; left -= split_size)

@@ -15,10 +15,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   const int64_t C = x.shape().back();
   for (const Tensor* p : {&weight, &bias})
     if (p->defined() && (p->shape() != Shape{C} || p->dtype() != x.dtype()))
-      throw std::invalid_argument(fmt::format(
-          "layer_norm: {} of shape {} ({}) does not match the normalised dim [{}] ({})",
-          p == &weight ? "weight" : "bias", shape_str(p->shape()), dtype_name(p->dtype()), C,
-          dtype_name(x.dtype())));
+      throw std::invalid_argument(
+          fmt::format("layer_norm: {} of shape {} ({}) does not match the normalised dim [{}] ({})",
+                      p == &weight ? "weight" : "bias", shape_str(p->shape()),
+                      dtype_name(p->dtype()), C, dtype_name(x.dtype())));
   Tensor xc = x.detach().contiguous();
   const int64_t rows = C ? x.numel() / C : 0;
   Tensor out = empty(x.shape(), x.dtype());
@@ -53,7 +53,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   if (needs_recording({x, weight, bias}))
     attach_backward(
         out, "LayerNormBackward", {x, weight, bias},
-        [xc, wc, mean, rstd, rows, C, has_bias = bias.defined()](const Tensor& g) -> std::vector<Tensor> {
+        [xc, wc, mean, rstd, rows, C,
+         has_bias = bias.defined()](const Tensor& g) -> std::vector<Tensor> {
           Tensor gc = g.contiguous();
           Tensor dx = empty(xc.shape(), xc.dtype());
           Tensor dw = wc.defined() ? zeros({C}, xc.dtype()) : Tensor();
@@ -83,8 +84,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
               for (int64_t i = 0; i < C; ++i) {
                 scalar_t xhat = (xr[i] - m) * rs;
                 scalar_t dxhat = gr[i] * (w ? w[i] : scalar_t(1));
-                dxp[r * C + i] = static_cast<scalar_t>(
-                    rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+                dxp[r * C + i] =
+                    static_cast<scalar_t>(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
               }
             }
           });

@@ -12,9 +12,8 @@ namespace ag::detail {
 inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* what) {
   if (a.dtype() != b.dtype())
     throw std::invalid_argument(fmt::format(
-        "{}: dtype mismatch, {} {} vs {} {} (convert one with .to())", what,
-        dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()),
-        shape_str(b.shape())));
+        "{}: dtype mismatch, {} {} vs {} {} (convert one with .to())", what, dtype_name(a.dtype()),
+        shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape())));
 }
 
 // out[i] = f(a[i]) for a float tensor a.
@@ -26,7 +25,7 @@ Tensor map1(const Tensor& a, const char* what, F f) {
     const scalar_t* p = a.data<scalar_t>();
     if (a.is_contiguous()) {
       const int64_t n = a.numel();
-AG_SIMD
+      AG_SIMD
       for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
       return;
     }
@@ -49,7 +48,7 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* what, F f) {
     const scalar_t* pb = b.data<scalar_t>();
     if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
       const int64_t n = a.numel();
-AG_SIMD
+      AG_SIMD
       for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
       return;
     }
@@ -60,11 +59,11 @@ AG_SIMD
       const scalar_t* ap = pa + off[1];
       const scalar_t* bp = pb + off[2];
       if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-AG_SIMD
+        AG_SIMD
         for (int64_t i = 0; i < n; ++i) op[i] = f(ap[i], bp[i]);
       } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
         const scalar_t bv = *bp;
-AG_SIMD
+        AG_SIMD
         for (int64_t i = 0; i < n; ++i) op[i] = f(ap[i], bv);
       } else {
         for (int64_t i = 0; i < n; ++i) op[i * st[0]] = f(ap[i * st[1]], bp[i * st[2]]);

@@ -94,9 +94,10 @@ Tensor matmul_forward(Tensor a, Tensor b) {
 // C = A B: dA = dC B^T, dB = A^T dC, each summed back over broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0)
-    throw std::invalid_argument(fmt::format("matmul: both operands need at least one dim, got "
-                                            "{} and {}",
-                                            shape_str(a.shape()), shape_str(b.shape())));
+    throw std::invalid_argument(
+        fmt::format("matmul: both operands need at least one dim, got "
+                    "{} and {}",
+                    shape_str(a.shape()), shape_str(b.shape())));
   if (a.dtype() != b.dtype())
     throw std::invalid_argument(fmt::format("matmul: dtype mismatch, {} {} vs {} {}",
                                             dtype_name(a.dtype()), shape_str(a.shape()),
@@ -104,9 +105,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t ka = a.shape().back();
   const int64_t kb = b.dim() == 1 ? b.shape()[0] : b.shape()[b.dim() - 2];
   if (ka != kb)
-    throw std::invalid_argument(fmt::format(
-        "matmul: shapes {} and {} are not aligned (inner dims {} vs {})", shape_str(a.shape()),
-        shape_str(b.shape()), ka, kb));
+    throw std::invalid_argument(
+        fmt::format("matmul: shapes {} and {} are not aligned (inner dims {} vs {})",
+                    shape_str(a.shape()), shape_str(b.shape()), ka, kb));
   // vectors become matrices through differentiable views, as in NumPy
   if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(-1)).reshape({});
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);

@@ -20,8 +20,8 @@ std::vector<bool> reduced_mask(const Tensor& a, const std::vector<int64_t>& dims
   for (int64_t d : dims) {
     int64_t n = normalize_dim(d, a.dim(), what);
     if (mask[n])
-      throw std::invalid_argument(fmt::format("{}: dim {} appears twice in [{}]", what, n,
-                                              fmt::join(dims, ", ")));
+      throw std::invalid_argument(
+          fmt::format("{}: dim {} appears twice in [{}]", what, n, fmt::join(dims, ", ")));
     mask[n] = true;
   }
   return mask;
@@ -97,8 +97,8 @@ Tensor dim_last(const Tensor& a, int64_t dim) {
 // Values and first-occurrence argmax along `dim`, keepdim shape. NaN wins, as in PyTorch.
 std::pair<Tensor, Tensor> max_along(const Tensor& a, int64_t dim) {
   if (a.shape()[dim] == 0)
-    throw std::invalid_argument(fmt::format("max: dim {} of shape {} is empty", dim,
-                                            shape_str(a.shape())));
+    throw std::invalid_argument(
+        fmt::format("max: dim {} of shape {} is empty", dim, shape_str(a.shape())));
   Tensor rows = dim_last(a, dim);
   const int64_t n = a.shape()[dim];
   const int64_t r = a.numel() / n;

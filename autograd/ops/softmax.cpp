@@ -18,9 +18,10 @@ namespace {
 Tensor where_masked(const Tensor& a, const Tensor& mask, double fill, const char* what) {
   Shape s = broadcast_shapes(a.shape(), mask.shape(), what);
   if (s != a.shape())
-    throw std::invalid_argument(fmt::format("{}: mask of shape {} does not broadcast to the "
-                                            "input's shape {}",
-                                            what, shape_str(mask.shape()), shape_str(a.shape())));
+    throw std::invalid_argument(
+        fmt::format("{}: mask of shape {} does not broadcast to the "
+                    "input's shape {}",
+                    what, shape_str(mask.shape()), shape_str(a.shape())));
   Shape ms = broadcast_strides(mask.shape(), mask.strides(), s);
   Tensor out = empty(s, a.dtype());
   AG_DISPATCH_FLOAT(a.dtype(), what, [&] {
@@ -30,12 +31,12 @@ Tensor where_masked(const Tensor& a, const Tensor& mask, double fill, const char
     const T v = static_cast<T>(fill);
     AG_DISPATCH_ALL(mask.dtype(), what, [&] {
       const scalar_t* pm = static_cast<const scalar_t*>(mask.raw_data());
-      detail::for_each_run<3>(s, {out.strides(), a.strides(), ms}, [&](auto off, int64_t n,
-                                                                       auto st) {
-        for (int64_t i = 0; i < n; ++i)
-          o[off[0] + i * st[0]] =
-              pm[off[2] + i * st[2]] != scalar_t(0) ? v : pa[off[1] + i * st[1]];
-      });
+      detail::for_each_run<3>(
+          s, {out.strides(), a.strides(), ms}, [&](auto off, int64_t n, auto st) {
+            for (int64_t i = 0; i < n; ++i)
+              o[off[0] + i * st[0]] =
+                  pm[off[2] + i * st[2]] != scalar_t(0) ? v : pa[off[1] + i * st[1]];
+          });
     });
   });
   return out;
@@ -110,21 +111,21 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
   if (needs_recording({a}))
     attach_backward(out, "LogSoftmaxBackward", {a},
                     [y = out.detach(), dim](const Tensor& g) -> std::vector<Tensor> {
-                      return {detail::map_rows<2>({g, y}, dim, "log_softmax backward",
-                                                  [](auto in, auto* dx, int64_t n) {
-                                                    using T = std::remove_pointer_t<decltype(dx)>;
-                                                    const T* gr = in[0];
-                                                    const T* yr = in[1];
-                                                    double gsum = 0;
-                                                    bool all_masked = true;
-                                                    for (int64_t i = 0; i < n; ++i) {
-                                                      gsum += gr[i];
-                                                      all_masked &= std::isinf(yr[i]) && yr[i] < 0;
-                                                    }
-                                                    for (int64_t i = 0; i < n; ++i)
-                                                      dx[i] = all_masked ? T(0)
-                                                                         : static_cast<T>(gr[i] - std::exp(yr[i]) * gsum);
-                                                  })};
+                      return {detail::map_rows<2>(
+                          {g, y}, dim, "log_softmax backward", [](auto in, auto* dx, int64_t n) {
+                            using T = std::remove_pointer_t<decltype(dx)>;
+                            const T* gr = in[0];
+                            const T* yr = in[1];
+                            double gsum = 0;
+                            bool all_masked = true;
+                            for (int64_t i = 0; i < n; ++i) {
+                              gsum += gr[i];
+                              all_masked &= std::isinf(yr[i]) && yr[i] < 0;
+                            }
+                            for (int64_t i = 0; i < n; ++i)
+                              dx[i] = all_masked ? T(0)
+                                                 : static_cast<T>(gr[i] - std::exp(yr[i]) * gsum);
+                          })};
                     });
   return out;
 }
@@ -135,14 +136,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (logits.dim() < 1)
     throw std::invalid_argument("cross_entropy: logits need a class dim, got a scalar");
   if (targets.dtype() != DType::Int64)
-    throw std::invalid_argument(fmt::format("cross_entropy: targets must be int64, got {}",
-                                            dtype_name(targets.dtype())));
+    throw std::invalid_argument(
+        fmt::format("cross_entropy: targets must be int64, got {}", dtype_name(targets.dtype())));
   Shape expected(logits.shape().begin(), logits.shape().end() - 1);
   if (targets.shape() != expected)
-    throw std::invalid_argument(fmt::format("cross_entropy: logits of shape {} need targets of "
-                                            "shape {}, got {}",
-                                            shape_str(logits.shape()), shape_str(expected),
-                                            shape_str(targets.shape())));
+    throw std::invalid_argument(
+        fmt::format("cross_entropy: logits of shape {} need targets of "
+                    "shape {}, got {}",
+                    shape_str(logits.shape()), shape_str(expected), shape_str(targets.shape())));
   const int64_t C = logits.shape().back();
   Tensor x = detail::rows_view(logits, logits.dim() - 1);  // [rows, C] contiguous
   Tensor t = targets.contiguous();
@@ -152,9 +153,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   for (int64_t r = 0; r < rows; ++r) {
     if (tp[r] == ignore_index) continue;
     if (tp[r] < 0 || tp[r] >= C)
-      throw std::out_of_range(fmt::format("cross_entropy: target {} at position {} is out of "
-                                          "range for {} classes",
-                                          tp[r], r, C));
+      throw std::out_of_range(
+          fmt::format("cross_entropy: target {} at position {} is out of "
+                      "range for {} classes",
+                      tp[r], r, C));
     ++count;
   }
   Tensor lse = empty({rows}, logits.dtype());  // saved for backward: log sum exp per row
@@ -176,28 +178,27 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     *loss.data<scalar_t>() = static_cast<scalar_t>(count ? total / count : 0.0);
   });
   if (needs_recording({logits}))
-    attach_backward(
-        loss, "CrossEntropyBackward", {logits},
-        [x = x.detach(), t, lse, count, ignore_index,
-         in_shape = logits.shape()](const Tensor& g) -> std::vector<Tensor> {
-          Tensor dx = zeros(x.shape(), x.dtype());
-          if (count == 0) return {dx.view(in_shape)};
-          const int64_t C = x.shape().back();
-          const int64_t* tp = t.data<int64_t>();
-          AG_DISPATCH_FLOAT(x.dtype(), "cross_entropy backward", [&] {
-            const scalar_t* xp = x.data<scalar_t>();
-            const scalar_t* lp = lse.data<scalar_t>();
-            scalar_t* d = dx.data<scalar_t>();
-            const scalar_t scale = static_cast<scalar_t>(g.item() / count);
-            for (int64_t r = 0; r < t.numel(); ++r) {
-              if (tp[r] == ignore_index) continue;
-              for (int64_t i = 0; i < C; ++i)
-                d[r * C + i] = std::exp(xp[r * C + i] - lp[r]) * scale;
-              d[r * C + tp[r]] -= scale;
-            }
-          });
-          return {dx.view(in_shape)};
-        });
+    attach_backward(loss, "CrossEntropyBackward", {logits},
+                    [x = x.detach(), t, lse, count, ignore_index,
+                     in_shape = logits.shape()](const Tensor& g) -> std::vector<Tensor> {
+                      Tensor dx = zeros(x.shape(), x.dtype());
+                      if (count == 0) return {dx.view(in_shape)};
+                      const int64_t C = x.shape().back();
+                      const int64_t* tp = t.data<int64_t>();
+                      AG_DISPATCH_FLOAT(x.dtype(), "cross_entropy backward", [&] {
+                        const scalar_t* xp = x.data<scalar_t>();
+                        const scalar_t* lp = lse.data<scalar_t>();
+                        scalar_t* d = dx.data<scalar_t>();
+                        const scalar_t scale = static_cast<scalar_t>(g.item() / count);
+                        for (int64_t r = 0; r < t.numel(); ++r) {
+                          if (tp[r] == ignore_index) continue;
+                          for (int64_t i = 0; i < C; ++i)
+                            d[r * C + i] = std::exp(xp[r * C + i] - lp[r]) * scale;
+                          d[r * C + tp[r]] -= scale;
+                        }
+                      });
+                      return {dx.view(in_shape)};
+                    });
   return loss;
 }
 

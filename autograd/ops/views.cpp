@@ -20,24 +20,24 @@ Shape infer_shape(const Shape& requested, int64_t numel, const Shape& from) {
       if (infer_at >= 0) throw std::invalid_argument("view: only one dimension can be -1");
       infer_at = static_cast<int64_t>(i);
     } else if (s[i] < 0) {
-      throw std::invalid_argument(fmt::format("view: invalid size {} in shape {}", s[i],
-                                              shape_str(requested)));
+      throw std::invalid_argument(
+          fmt::format("view: invalid size {} in shape {}", s[i], shape_str(requested)));
     } else {
       known *= s[i];
     }
   }
   if (infer_at >= 0 && known != 0 && numel % known == 0) s[infer_at] = numel / known;
   if ((infer_at >= 0 && known == 0) || shape_numel(s) != numel)
-    throw std::invalid_argument(fmt::format("view: shape {} is invalid for a tensor of shape "
-                                            "{} ({} elements)",
-                                            shape_str(requested), shape_str(from), numel));
+    throw std::invalid_argument(
+        fmt::format("view: shape {} is invalid for a tensor of shape "
+                    "{} ({} elements)",
+                    shape_str(requested), shape_str(from), numel));
   return s;
 }
 
 // Strides for viewing (shape, strides) as new_shape without copying, if they exist
 // (PyTorch's computeStride: split or merge runs of dims that are contiguous together).
-bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape,
-                  Shape& out) {
+bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape& out) {
   out.assign(new_shape.size(), 0);
   if (shape.empty() || shape_numel(shape) == 0) {
     out = contiguous_strides(new_shape);
@@ -82,10 +82,9 @@ Tensor Tensor::view(const Shape& requested) const {
         "reshape() (which copies) or contiguous() first",
         shape_str(s), shape_str(strides()), shape_str(shape())));
   Shape in_shape = shape();
-  return recorded(make_view(*this, s, st, offset()), *this, "ViewBackward",
-                  [in_shape](const Tensor& g) -> std::vector<Tensor> {
-                    return {g.reshape(in_shape)};
-                  });
+  return recorded(
+      make_view(*this, s, st, offset()), *this, "ViewBackward",
+      [in_shape](const Tensor& g) -> std::vector<Tensor> { return {g.reshape(in_shape)}; });
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
@@ -104,16 +103,15 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   for (int64_t i = 0; i < dim(); ++i) {
     int64_t d = normalize_dim(dims[i], dim(), "permute");
     if (inverse[d] != -1)
-      throw std::invalid_argument(fmt::format("permute: dim {} repeated in [{}]", d,
-                                              fmt::join(dims, ", ")));
+      throw std::invalid_argument(
+          fmt::format("permute: dim {} repeated in [{}]", d, fmt::join(dims, ", ")));
     inverse[d] = i;
     s[i] = shape()[d];
     st[i] = strides()[d];
   }
-  return recorded(make_view(*this, s, st, offset()), *this, "PermuteBackward",
-                  [inverse](const Tensor& g) -> std::vector<Tensor> {
-                    return {g.permute(inverse)};
-                  });
+  return recorded(
+      make_view(*this, s, st, offset()), *this, "PermuteBackward",
+      [inverse](const Tensor& g) -> std::vector<Tensor> { return {g.permute(inverse)}; });
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
@@ -126,8 +124,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 
 Tensor Tensor::t() const {
   if (dim() != 2)
-    throw std::invalid_argument(fmt::format("t(): expects a 2-D tensor, got shape {}",
-                                            shape_str(shape())));
+    throw std::invalid_argument(
+        fmt::format("t(): expects a 2-D tensor, got shape {}", shape_str(shape())));
   return transpose(0, 1);
 }
 
@@ -174,10 +172,9 @@ Tensor Tensor::expand(const Shape& requested) const {
     if (i >= lead && have == want) st[i] = strides()[i - lead];
   }
   Shape in_shape = shape();
-  return recorded(make_view(*this, s, st, offset()), *this, "ExpandBackward",
-                  [in_shape](const Tensor& g) -> std::vector<Tensor> {
-                    return {sum_to(g, in_shape)};
-                  });
+  return recorded(
+      make_view(*this, s, st, offset()), *this, "ExpandBackward",
+      [in_shape](const Tensor& g) -> std::vector<Tensor> { return {sum_to(g, in_shape)}; });
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
