@@ -37,11 +37,12 @@ struct Formatter {
     }
     if (hi > 0) {
       if (int_mode)
-        sci_mode = hi > 1e8;
+        sci_mode = hi / lo > 1000.0 || hi > 1e8;
       else
         sci_mode = hi / lo > 1000.0 || hi > 1e8 || lo < 1e-4;
     }
-    for (double v : values) width = std::max(width, format(v).size());
+    for (double v : values)
+      if (std::isfinite(v) && v != 0) width = std::max(width, format(v).size());
   }
 
   std::string format(double v) const {
@@ -80,24 +81,24 @@ void render(const Tensor& t, const Formatter& f, bool summarize, size_t indent, 
   const int64_t n = t.shape()[0];
   out += '[';
   if (t.dim() == 1) {
-    const size_t per_line = std::max<int64_t>(
+    const int64_t per_line = std::max<int64_t>(
         1, (kLineWidth - static_cast<int64_t>(indent)) / static_cast<int64_t>(f.width + 2));
-    size_t on_line = 0;
+    std::vector<std::string> data;
     for (int64_t i = 0; i < n; ++i) {
       if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
-        out += " ...,";
+        data.push_back(" ...");
         i = n - kEdgeItems;
       }
-      if (on_line == per_line) {
-        out += '\n';
+      data.push_back(f.pad(t.at({i})));
+    }
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (i > 0 && i % per_line == 0) {
+        out += ",\n";
         out.append(indent + 1, ' ');
-        on_line = 0;
       } else if (i > 0) {
-        out += ' ';
+        out += ", ";
       }
-      out += f.pad(t.at({i}));
-      if (i + 1 < n) out += ',';
-      ++on_line;
+      out += data[i];
     }
   } else {
     std::string sep(1, ',');
@@ -134,7 +135,8 @@ std::string Tensor::str() const {
   std::vector<std::string> suffix;
   if (numel() == 0 && dim() != 1)
     suffix.push_back(fmt::format("size=({})", fmt::join(shape(), ", ")));
-  if (dtype() == DType::Float64) suffix.push_back("dtype=torch.float64");
+  if (dtype() == DType::Float64 || (numel() == 0 && dtype() != DType::Float32))
+    suffix.push_back(std::string("dtype=torch.") + dtype_name(dtype()));
   if (requires_grad() && is_leaf()) suffix.push_back("requires_grad=True");
   if (!is_leaf()) suffix.push_back(fmt::format("grad_fn=<{}>", grad_fn()->name));
   std::string s = "tensor(" + body;

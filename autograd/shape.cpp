@@ -50,7 +50,7 @@ Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& t
 }
 
 int64_t normalize_dim(int64_t dim, int64_t rank, const char* what) {
-  int64_t r = rank == 0 ? 1 : rank;
+  const int64_t r = rank;
   if (dim < -r || dim >= r)
     throw std::out_of_range(
         fmt::format("{}: dim {} is out of range for a tensor of rank {}", what, dim, rank));

@@ -120,11 +120,10 @@ Tensor Tensor::grad() const {
 
 void Tensor::set_grad(const Tensor& g) const {
   checked();
-  if (g.defined() && g.shape() != shape())
-    throw std::invalid_argument(
-        fmt::format("set_grad(): gradient of shape {} for a tensor "
-                    "of shape {}",
-                    shape_str(g.shape()), shape_str(shape())));
+  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
+    throw std::invalid_argument(fmt::format(
+        "set_grad(): gradient of shape {} ({}) for a tensor of shape {} ({})", shape_str(g.shape()),
+        dtype_name(g.dtype()), shape_str(shape()), dtype_name(dtype())));
   impl_->grad = g.defined() ? g.impl_ptr() : nullptr;
 }
 
@@ -198,9 +197,14 @@ void fill_(const Tensor& dst, double value) {
 
 // ---------------------------------------------------------------- creation
 Tensor empty(const Shape& shape, DType dtype) {
-  for (int64_t d : shape)
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape) {
     if (d < 0)
       throw std::invalid_argument(fmt::format("negative size in shape {}", shape_str(shape)));
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      throw std::length_error(
+          fmt::format("shape {} holds more elements than memory can address", shape_str(shape)));
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype));
   impl->shape = shape;
@@ -233,6 +237,9 @@ Tensor arange(double end, DType dtype) {
   return arange(0, end, 1, dtype);
 }
 Tensor arange(double start, double end, double step, DType dtype) {
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw std::invalid_argument(
+        fmt::format("arange: start {}, end {} and step {} must be finite", start, end, step));
   if (step == 0) throw std::invalid_argument("arange: step must be nonzero");
   double span = (end - start) / step;
   int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;

@@ -128,7 +128,6 @@ std::pair<Tensor, Tensor> max_along(const Tensor& a, int64_t dim) {
 // max: the gradient flows to the (first) position that won; ties take the first.
 Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
   dim = normalize_dim(dim, a.dim(), "max");
-  if (a.dim() == 0) return max(a.reshape({1}), 0, false);
   auto [values, indices] = max_along(a, dim);
   Tensor out = values;
   if (!keepdim) out = out.squeeze(dim);
@@ -164,7 +163,6 @@ Tensor max(const Tensor& a) {
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
   dim = normalize_dim(dim, a.dim(), "argmax");
-  if (a.dim() == 0) return zeros({}, DType::Int64);
   Tensor idx = max_along(a, dim).second;
   return keepdim ? idx : idx.squeeze(dim);
 }

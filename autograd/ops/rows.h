@@ -34,11 +34,6 @@ inline Tensor undo_rows_view(const Tensor& rows, int64_t dim) {
 // f(std::array<const T*, N> in_rows, T* out_row, int64_t n).
 template <size_t N, typename F>
 Tensor map_rows(const std::array<Tensor, N>& ins, int64_t dim, const char* what, F f) {
-  if (ins[0].dim() == 0) {  // a scalar is one row of one element
-    std::array<Tensor, N> as_rows;
-    for (size_t k = 0; k < N; ++k) as_rows[k] = make_view(ins[k], {1}, {1}, ins[k].offset());
-    return map_rows<N>(as_rows, 0, what, f).view({});
-  }
   const Tensor& a = ins[0];
   std::array<Tensor, N> rows;
   for (size_t k = 0; k < N; ++k) rows[k] = rows_view(ins[k], dim);

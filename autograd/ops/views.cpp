@@ -132,7 +132,7 @@ Tensor Tensor::t() const {
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = normalize_dim(d, dim(), "narrow");
   if (start < 0) start += shape()[d];
-  if (start < 0 || length < 0 || start + length > shape()[d])
+  if (start < 0 || length < 0 || start > shape()[d] || length > shape()[d] - start)
     throw std::out_of_range(fmt::format("narrow: [{}, {}) is out of range for dim {} of shape {}",
                                         start, start + length, d, shape_str(shape())));
   Shape s = shape();
