@@ -54,46 +54,34 @@ constexpr DType dtype_of<bool>() {
 
 }  // namespace ag
 
-// Runs BODY with `scalar_t` bound to the element type of a floating DType.
-#define AG_DISPATCH_FLOAT(DT, WHAT, ...)                               \
-  [&] {                                                                \
-    switch (DT) {                                                      \
-      case ::ag::DType::Float32: {                                     \
-        using scalar_t = float;                                        \
-        return __VA_ARGS__();                                          \
-      }                                                                \
-      case ::ag::DType::Float64: {                                     \
-        using scalar_t = double;                                       \
-        return __VA_ARGS__();                                          \
-      }                                                                \
-      default:                                                         \
-        throw std::invalid_argument(std::string(WHAT) +                \
-                                    ": expected a float32 or float64 " \
-                                    "tensor, got " +                   \
-                                    ::ag::dtype_name(DT));             \
-    }                                                                  \
+// One case of a dispatch switch: binds `scalar_t` to TYPE and runs the lambda.
+#define AG_DISPATCH_CASE(ENUM, TYPE, ...) \
+  case ::ag::DType::ENUM: {               \
+    using scalar_t = TYPE;                \
+    return __VA_ARGS__();                 \
+  }
+
+// Runs the lambda with `scalar_t` bound to the element type of a floating DType.
+#define AG_DISPATCH_FLOAT(DT, WHAT, ...)                                             \
+  [&] {                                                                              \
+    switch (DT) {                                                                    \
+      AG_DISPATCH_CASE(Float32, float, __VA_ARGS__)                                  \
+      AG_DISPATCH_CASE(Float64, double, __VA_ARGS__)                                 \
+      default:                                                                       \
+        throw std::invalid_argument(std::string(WHAT) +                              \
+                                    ": expected a float32 or float64 tensor, got " + \
+                                    ::ag::dtype_name(DT));                           \
+    }                                                                                \
   }()
 
 // Same, over every DType (bool is stored as one byte).
 #define AG_DISPATCH_ALL(DT, WHAT, ...)                                  \
   [&] {                                                                 \
     switch (DT) {                                                       \
-      case ::ag::DType::Float32: {                                      \
-        using scalar_t = float;                                         \
-        return __VA_ARGS__();                                           \
-      }                                                                 \
-      case ::ag::DType::Float64: {                                      \
-        using scalar_t = double;                                        \
-        return __VA_ARGS__();                                           \
-      }                                                                 \
-      case ::ag::DType::Int64: {                                        \
-        using scalar_t = int64_t;                                       \
-        return __VA_ARGS__();                                           \
-      }                                                                 \
-      case ::ag::DType::Bool: {                                         \
-        using scalar_t = bool;                                          \
-        return __VA_ARGS__();                                           \
-      }                                                                 \
+      AG_DISPATCH_CASE(Float32, float, __VA_ARGS__)                     \
+      AG_DISPATCH_CASE(Float64, double, __VA_ARGS__)                    \
+      AG_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)                     \
+      AG_DISPATCH_CASE(Bool, bool, __VA_ARGS__)                         \
     }                                                                   \
     throw std::invalid_argument(std::string(WHAT) + ": unknown dtype"); \
   }()

@@ -251,6 +251,14 @@ Tensor arange(double start, double end, double step, DType dtype) {
   return t;
 }
 
+Tensor triu_mask(int64_t rows, int64_t cols, int64_t diagonal) {
+  Tensor m = empty({rows, cols}, DType::Bool);
+  bool* p = m.data<bool>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) p[i * cols + j] = j - i >= diagonal;
+  return m;
+}
+
 namespace {
 template <typename T>
 Tensor from_values(const std::vector<T>& values, const Shape& shape, DType dtype) {

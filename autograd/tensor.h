@@ -120,6 +120,9 @@ Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor arange(double end, DType dtype = DType::Int64);
 Tensor arange(double start, double end, double step = 1, DType dtype = DType::Int64);
+// Bool [rows, cols], true where col - row >= diagonal: with diagonal 1, the future
+// positions that causal attention hides.
+Tensor triu_mask(int64_t rows, int64_t cols, int64_t diagonal = 1);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                    DType dtype = DType::Float32);
 Tensor from_vector(const std::vector<float>& values, const Shape& shape);

@@ -254,19 +254,10 @@ TEST_CASE("gradcheck split into equal and unequal parts", "[gradcheck][join]") {
 }
 
 // ------------------------------------------------------------------ masking and softmax
-namespace {
-Tensor causal_mask(int64_t t) {  // true above the diagonal: the future
-  Tensor m = ag::zeros({t, t}, DType::Bool);
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = i + 1; j < t; ++j) m.set({i, j}, 1);
-  return m;
-}
-}  // namespace
-
 TEST_CASE("gradcheck masked_fill gives zero gradient at masked positions", "[gradcheck][softmax]") {
   ag::Generator gen(29);
   Tensor a = randn_leaf({2, 4, 4}, gen, any_layout());
-  Tensor mask = causal_mask(4);
+  Tensor mask = ag::triu_mask(4, 4);
   REQUIRE_GRADCHECK([mask](In x) { return ag::masked_fill(x[0], mask, 7.0) * x[0]; },
                     (std::vector<Tensor>{a}));
   a.zero_grad();
@@ -294,7 +285,7 @@ TEST_CASE("gradcheck log_softmax along each dim", "[gradcheck][softmax]") {
 TEST_CASE("gradcheck softmax of causally masked scores", "[gradcheck][softmax]") {
   ag::Generator gen(32);
   Tensor scores = randn_leaf({2, 5, 5}, gen, any_layout());
-  Tensor mask = causal_mask(5);
+  Tensor mask = ag::triu_mask(5, 5);
   REQUIRE_GRADCHECK([mask](In x) { return ag::softmax(ag::masked_fill(x[0], mask, -ag::kInf), -1); },
                     (std::vector<Tensor>{scores}));
   // log-probabilities of masked positions are -inf; the outer masked_fill stops gradient
@@ -368,7 +359,7 @@ TEST_CASE("gradcheck scaled dot-product attention composed from ops", "[gradchec
   Tensor x = randn_leaf({2, 4, 3}, gen);
   Tensor wq = randn_leaf({3, 2}, gen), wk = randn_leaf({3, 2}, gen, Layout::transposed),
          wv = randn_leaf({3, 2}, gen, Layout::sliced);
-  Tensor mask = causal_mask(4);
+  Tensor mask = ag::triu_mask(4, 4);
   REQUIRE_GRADCHECK([mask](In in) {
     Tensor q = ag::matmul(in[0], in[1]), k = ag::matmul(in[0], in[2]), v = ag::matmul(in[0], in[3]);
     Tensor scores = ag::matmul(q, k.transpose(-1, -2)) / std::sqrt(2.0);

@@ -1,26 +1,17 @@
 // Forward values against results worked out by hand, and the behaviour of each op at its
 // edges (fully masked rows, ignored targets, dropout's p = 0 and p = 1).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "support.h"
 
 using ag::DType;
 using ag::Tensor;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
 
-namespace {
-void require_values(const Tensor& t, const std::vector<double>& expected, double tol) {
-  auto got = t.to_vector();
-  REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << " of " << t);
-    REQUIRE_THAT(got[i], WithinAbs(expected[i], tol));
-  }
-}
-}  // namespace
+using ag_test::require_values;
 
 TEST_CASE("elementwise ops broadcast a row across a matrix", "[values]") {
   Tensor m = ag::tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, DType::Float64);
@@ -36,7 +27,8 @@ TEST_CASE("elementwise ops broadcast a row across a matrix", "[values]") {
 TEST_CASE("unary ops match their closed forms", "[values]") {
   Tensor x = ag::tensor({-2.0, -0.5, 0.0, 0.5, 2.0}, DType::Float64);
   require_values(ag::relu(x), {0, 0, 0, 0.5, 2}, 0);
-  require_values(ag::tanh(x), {std::tanh(-2.0), std::tanh(-0.5), 0, std::tanh(0.5), std::tanh(2.0)}, 1e-15);
+  require_values(ag::tanh(x), {std::tanh(-2.0), std::tanh(-0.5), 0, std::tanh(0.5), std::tanh(2.0)},
+                 1e-15);
   // GELU, tanh approximation; reference values from the formula with sqrt(2/pi)
   require_values(ag::gelu(x), {-0.04540230, -0.15428599, 0.0, 0.34571401, 1.95459769}, 1e-7);
   require_values(ag::exp(ag::log(ag::tensor({0.25, 4.0}, DType::Float64))), {0.25, 4.0}, 1e-15);
@@ -69,7 +61,8 @@ TEST_CASE("matmul handles transposed operands without copying them", "[values][m
   require_values(ag::matmul(a.t(), b), {9, 12, 15, 12, 17, 22, 15, 22, 29}, 0);
   Tensor batched = ag::arange(12, DType::Float64).reshape({2, 2, 3});
   require_values(ag::matmul(batched, b.t()), {5, 14, 14, 50, 23, 86, 32, 122}, 0);
-  REQUIRE(ag::matmul(ag::ones({2, 0}), ag::ones({0, 3})).to_vector() == std::vector<double>(6, 0.0));
+  REQUIRE(ag::matmul(ag::ones({2, 0}), ag::ones({0, 3})).to_vector() ==
+          std::vector<double>(6, 0.0));
 }
 
 TEST_CASE("cat and stack and split are inverse to each other", "[values][join]") {
@@ -100,7 +93,8 @@ TEST_CASE("log_softmax is the log of softmax computed stably", "[values][softmax
   REQUIRE_THAT(ls.at({1, 0}), WithinAbs(-std::log(3.0), 1e-15));
 }
 
-TEST_CASE("cross_entropy is the mean negative log-likelihood of the non-ignored targets", "[values][softmax]") {
+TEST_CASE("cross_entropy is the mean negative log-likelihood of the non-ignored targets",
+          "[values][softmax]") {
   Tensor logits = ag::zeros({3, 4}, DType::Float64);  // uniform: each loss is ln 4
   Tensor targets = ag::from_vector(std::vector<int64_t>{0, 3, -100}, {3});
   REQUIRE_THAT(ag::cross_entropy(logits, targets).item(), WithinRel(std::log(4.0), 1e-15));
@@ -124,25 +118,30 @@ TEST_CASE("layer_norm centres and scales each row", "[values][layer_norm]") {
   Tensor x = ag::tensor({{1.0, 2.0, 3.0}, {2.0, 2.0, 2.0}}, DType::Float64);
   const double s = 1.0 / std::sqrt(2.0 / 3.0 + 1e-5);
   require_values(ag::layer_norm(x, Tensor(), Tensor()), {-s, 0, s, 0, 0, 0}, 1e-12);
-  Tensor w = ag::tensor({1.0, 2.0, 3.0}, DType::Float64), b = ag::tensor({0.5, 0.5, 0.5}, DType::Float64);
+  Tensor w = ag::tensor({1.0, 2.0, 3.0}, DType::Float64),
+         b = ag::tensor({0.5, 0.5, 0.5}, DType::Float64);
   require_values(ag::layer_norm(x, w, b), {0.5 - s, 0.5, 0.5 + 3 * s, 0.5, 0.5, 0.5}, 1e-12);
 }
 
-TEST_CASE("dropout zeroes about p of the elements and scales the rest by 1/(1-p)", "[values][dropout]") {
+TEST_CASE("dropout zeroes about p of the elements and scales the rest by 1/(1-p)",
+          "[values][dropout]") {
   ag::Generator gen(3);
   Tensor x = ag::ones({100000}, DType::Float64);
   Tensor y = ag::dropout(x, 0.25, true, gen);
   auto v = y.to_vector();
   int64_t zeros = 0;
   for (double e : v) {
-    if (e == 0) ++zeros;
-    else REQUIRE_THAT(e, WithinRel(1.0 / 0.75, 1e-15));
+    if (e == 0)
+      ++zeros;
+    else
+      REQUIRE_THAT(e, WithinRel(1.0 / 0.75, 1e-15));
   }
   REQUIRE_THAT(zeros / 100000.0, WithinAbs(0.25, 0.005));  // ~6 standard deviations
   REQUIRE_THAT(ag::mean(y).item(), WithinAbs(1.0, 0.01));  // expectation preserved
 }
 
-TEST_CASE("dropout is the identity in eval mode and at p = 0 and all zeros at p = 1", "[values][dropout]") {
+TEST_CASE("dropout is the identity in eval mode and at p = 0 and all zeros at p = 1",
+          "[values][dropout]") {
   ag::Generator gen(4);
   Tensor x = ag::randn({5, 5}, gen);
   REQUIRE(ag::dropout(x, 0.5, false, gen).shares_storage_with(x));
