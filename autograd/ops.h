@@ -77,6 +77,22 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // training; the identity when !training or p == 0; all zeros when p == 1.
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen);
 
+// ---- attention (ops/attention.cpp)
+// softmax(q k^T * scale, causal: key j > query i hidden), dropped out, times v.
+// q [..., T, D], k [..., S, D], v [..., S, Dv] with equal leading dims; scale 0 means
+// 1/sqrt(D). Forward and backward are one kernel each: no [..., T, S] score or mask tensor
+// is materialised, masked entries are skipped, rows are processed one at a time (saving
+// only each row's log-sum-exp). With dropout_p > 0 the op takes one draw from gen and
+// derives every row's mask from it, so backward replays the mask instead of storing it.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal, double dropout_p, Generator* gen,
+                                    double scale = 0);
+// The mask (0 or 1/(1-p), [rows, T, S] with rows = product of leading dims) that the
+// fused attention applies after taking `draw` from its generator: for tests that compare
+// it with the composed ops.
+Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, double p,
+                              uint64_t draw, DType dtype);
+
 // ---- constants
 constexpr double kInf = std::numeric_limits<double>::infinity();
 

@@ -1,0 +1,161 @@
+#include "nn/gpt.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace nn {
+
+void GPTConfig::validate() const {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0)
+      throw std::invalid_argument(fmt::format("config: {} must be positive, got {}", name, v));
+  };
+  positive("vocab_size", vocab_size);
+  positive("context_length", context_length);
+  positive("d_model", d_model);
+  positive("n_heads", n_heads);
+  positive("n_layers", n_layers);
+  if (d_ff < 0) throw std::invalid_argument(fmt::format("config: d_ff must be >= 0, got {}", d_ff));
+  if (d_model % n_heads != 0)
+    throw std::invalid_argument(
+        fmt::format("config: d_model ({}) must be divisible by n_heads ({})", d_model, n_heads));
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    throw std::invalid_argument(fmt::format("config: dropout must be in [0, 1), got {}", dropout));
+}
+
+TransformerBlock::TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
+                                   std::shared_ptr<ag::Generator> dropout_gen) {
+  ln1 = register_module("ln1", std::make_shared<LayerNorm>(cfg.d_model));
+  attn = register_module("attn", std::make_shared<MultiHeadAttention>(
+                                     cfg.d_model, cfg.d_model, cfg.context_length, cfg.dropout,
+                                     cfg.n_heads, cfg.qkv_bias, gen, dropout_gen));
+  ln2 = register_module("ln2", std::make_shared<LayerNorm>(cfg.d_model));
+  mlp = register_module("mlp", std::make_shared<MLP>(cfg.d_model, cfg.ff_width(), gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
+}
+
+ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
+  ag::Tensor x = h + dropout->forward(attn->forward(ln1->forward(h)));
+  return x + dropout->forward(mlp->forward(ln2->forward(x)));
+}
+
+GPT::GPT(const GPTConfig& cfg, uint64_t seed)
+    : cfg_(cfg), dropout_gen_(std::make_shared<ag::Generator>(seed + 1)) {
+  cfg_.validate();
+  ag::Generator gen(seed);
+  tok_emb =
+      register_module("tok_emb", std::make_shared<Embedding>(cfg.vocab_size, cfg.d_model, gen));
+  pos_emb =
+      register_module("pos_emb", std::make_shared<Embedding>(cfg.context_length, cfg.d_model, gen));
+  drop_emb = register_module("drop_emb", std::make_shared<Dropout>(cfg.dropout, dropout_gen_));
+  blocks = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
+  for (int64_t i = 0; i < cfg.n_layers; ++i)
+    blocks->push_back(std::make_shared<TransformerBlock>(cfg_, gen, dropout_gen_));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(cfg.d_model));
+  if (!cfg.tie_weights)
+    lm_head = register_module("lm_head",
+                              std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, gen));
+
+  // GPT-2 initialisation: N(0, 0.02) for Linear and embedding weights, scaled down by
+  // sqrt(2 n_layers) on the projections that write into the residual stream; biases 0.
+  ag::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * cfg.n_layers);
+  for (auto& [name, p] : named_parameters()) {
+    auto ends_with = [&](const char* suffix) {
+      return name.size() >= std::string(suffix).size() &&
+             name.compare(name.size() - std::string(suffix).size(), std::string::npos, suffix) == 0;
+    };
+    if (name.rfind("ln", 0) == 0 || name.find(".ln") != std::string::npos) continue;
+    if (ends_with(".bias")) {
+      ag::fill_(p, 0.0);
+    } else if (ends_with("out_proj.weight") || ends_with("mlp.fc2.weight")) {
+      ag::copy_(p, ag::normal(p.shape(), 0.0, residual_std, gen));
+    } else {
+      ag::copy_(p, ag::normal(p.shape(), 0.0, 0.02, gen));
+    }
+  }
+}
+
+// B = batch, T = tokens, C = d_model, V = vocab_size
+GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const {
+  if (ids.dim() != 2 || ids.dtype() != ag::DType::Int64)
+    throw std::invalid_argument(fmt::format("GPT: ids must be int64 [batch, tokens], got {} {}",
+                                            ag::dtype_name(ids.dtype()),
+                                            ag::shape_str(ids.shape())));
+  const int64_t T = ids.shape()[1];
+  if (T > cfg_.context_length || T == 0)
+    throw std::invalid_argument(
+        fmt::format("GPT: sequence of {} tokens; it must be between 1 and context_length {}", T,
+                    cfg_.context_length));
+  if (targets.defined() && targets.shape() != ids.shape())
+    throw std::invalid_argument(fmt::format("GPT: targets of shape {} for ids of shape {}",
+                                            ag::shape_str(targets.shape()),
+                                            ag::shape_str(ids.shape())));
+  ag::Tensor positions = ag::arange(T);
+  ag::Tensor h = tok_emb->forward(ids) + pos_emb->forward(positions);  // [B, T, C]
+  h = drop_emb->forward(h);
+  for (const auto& block : *blocks) h = block->forward(h);
+  h = ln_f->forward(h);
+  Output out;
+  out.logits = lm_head ? lm_head->forward(h) : ag::matmul(h, tok_emb->weight.t());  // [B, T, V]
+  if (targets.defined()) out.loss = ag::cross_entropy(out.logits, targets);
+  return out;
+}
+
+ag::Tensor GPT::generate(const ag::Tensor& ids, int64_t max_new_tokens, double temperature,
+                         int64_t top_k, ag::Generator& gen) const {
+  if (!(temperature >= 0.0))
+    throw std::invalid_argument(
+        fmt::format("generate: temperature must be >= 0, got {}", temperature));
+  if (top_k < 0)
+    throw std::invalid_argument(fmt::format("generate: top_k must be >= 0, got {}", top_k));
+  ag::NoGradGuard no_grad;
+  const int64_t B = ids.shape()[0], V = cfg_.vocab_size;
+  std::vector<std::vector<int64_t>> rows(B);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < ids.shape()[1]; ++t)
+      rows[b].push_back(static_cast<int64_t>(ids.at({b, t})));
+  for (int64_t step = 0; step < max_new_tokens; ++step) {
+    const int64_t len = static_cast<int64_t>(rows[0].size());
+    const int64_t T = std::min(len, cfg_.context_length);
+    std::vector<int64_t> window;
+    for (const auto& r : rows) window.insert(window.end(), r.end() - T, r.end());
+    ag::Tensor logits = forward(ag::from_vector(window, {B, T})).logits.select(1, T - 1);  // [B, V]
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<double> l = logits.select(0, b).to_vector();
+      int64_t next;
+      if (temperature == 0.0) {
+        next = std::max_element(l.begin(), l.end()) - l.begin();
+      } else {
+        if (top_k > 0 && top_k < V) {
+          std::vector<double> sorted = l;
+          std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
+                           std::greater<double>());
+          const double kth = sorted[top_k - 1];
+          for (auto& x : l)
+            if (x < kth) x = -ag::kInf;
+        }
+        const double m = *std::max_element(l.begin(), l.end());
+        double total = 0;
+        for (auto& x : l) total += (x = std::exp((x - m) / temperature));
+        double u = gen.uniform() * total;
+        next = V - 1;
+        for (int64_t i = 0; i < V; ++i) {
+          if (u < l[i]) {
+            next = i;
+            break;
+          }
+          u -= l[i];
+        }
+      }
+      rows[b].push_back(next);
+    }
+  }
+  std::vector<int64_t> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return ag::from_vector(flat, {B, static_cast<int64_t>(rows[0].size())});
+}
+
+}  // namespace nn

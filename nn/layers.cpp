@@ -1,0 +1,66 @@
+#include "nn/layers.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, ag::Generator& gen) {
+  if (in_features <= 0 || out_features <= 0)
+    throw std::invalid_argument(
+        fmt::format("Linear: in_features ({}) and out_features ({}) must be positive", in_features,
+                    out_features));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight =
+      register_parameter("weight", ag::uniform({out_features, in_features}, -bound, bound, gen));
+  if (with_bias) bias = register_parameter("bias", ag::uniform({out_features}, -bound, bound, gen));
+}
+
+// y = x W^T + b; W^T is a transposed view that BLAS reads in place
+ag::Tensor Linear::forward(const ag::Tensor& x) const {
+  if (x.dim() < 1 || x.shape().back() != weight.shape()[1])
+    throw std::invalid_argument(
+        fmt::format("Linear: input of shape {} does not end in in_features = {}",
+                    ag::shape_str(x.shape()), weight.shape()[1]));
+  ag::Tensor y = ag::matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ag::Generator& gen) {
+  weight = register_parameter("weight", ag::randn({num_embeddings, embedding_dim}, gen));
+}
+
+ag::Tensor Embedding::forward(const ag::Tensor& ids) const {
+  return ag::embedding(weight, ids);
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", ag::ones({dim}));
+  bias = register_parameter("bias", ag::zeros({dim}));
+}
+
+ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
+  return ag::layer_norm(x, weight, bias, eps);
+}
+
+Dropout::Dropout(double p_, std::shared_ptr<ag::Generator> gen_) : p(p_), gen(std::move(gen_)) {
+  if (!(p >= 0.0 && p <= 1.0))
+    throw std::invalid_argument(fmt::format("Dropout: p must be in [0, 1], got {}", p));
+  if (!gen) gen = std::make_shared<ag::Generator>(0);
+}
+
+ag::Tensor Dropout::forward(const ag::Tensor& x) const {
+  return ag::dropout(x, p, is_training(), *gen);
+}
+
+MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen) {
+  fc1 = register_module("fc1", std::make_shared<Linear>(d_model, d_ff, true, gen));
+  fc2 = register_module("fc2", std::make_shared<Linear>(d_ff, d_model, true, gen));
+}
+
+ag::Tensor MLP::forward(const ag::Tensor& x) const {
+  return fc2->forward(ag::gelu(fc1->forward(x)));
+}
+
+}  // namespace nn

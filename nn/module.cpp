@@ -1,0 +1,95 @@
+#include "nn/module.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <stdexcept>
+
+namespace nn {
+
+ag::Tensor Module::register_parameter(const std::string& name, ag::Tensor value) {
+  for (const auto& [existing, t] : params_)
+    if (existing == name)
+      throw std::logic_error(fmt::format("register_parameter: '{}' is registered twice", name));
+  value.requires_grad_();
+  params_.emplace_back(name, value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, StateDict& out) const {
+  for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+StateDict Module::named_parameters() const {
+  StateDict out;
+  collect("", out);
+  return out;
+}
+
+std::vector<ag::Tensor> Module::parameters() const {
+  std::vector<ag::Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::zero_grad() {
+  for (const auto& t : parameters()) t.zero_grad();
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::load_state_dict(const StateDict& state) {
+  StateDict mine = named_parameters();
+  std::set<std::string> given;
+  for (const auto& [name, t] : state) {
+    if (!given.insert(name).second)
+      throw std::invalid_argument(fmt::format("load_state_dict: '{}' is given twice", name));
+  }
+  // check everything before copying anything, so a bad state leaves the module intact
+  for (const auto& [name, param] : mine) {
+    auto it = std::find_if(state.begin(), state.end(), [&](auto& e) { return e.first == name; });
+    if (it == state.end())
+      throw std::invalid_argument(fmt::format("load_state_dict: missing parameter '{}' {}", name,
+                                              ag::shape_str(param.shape())));
+    if (it->second.shape() != param.shape())
+      throw std::invalid_argument(
+          fmt::format("load_state_dict: '{}' has shape {} in the state but {} in the model", name,
+                      ag::shape_str(it->second.shape()), ag::shape_str(param.shape())));
+    if (!ag::is_floating(it->second.dtype()))
+      throw std::invalid_argument(fmt::format("load_state_dict: '{}' is {}, not a float tensor",
+                                              name, ag::dtype_name(it->second.dtype())));
+  }
+  for (const auto& [name, t] : state) {
+    if (std::none_of(mine.begin(), mine.end(), [&](auto& e) { return e.first == name; }))
+      throw std::invalid_argument(fmt::format("load_state_dict: unexpected parameter '{}' {}", name,
+                                              ag::shape_str(t.shape())));
+  }
+  ag::NoGradGuard no_grad;
+  for (const auto& [name, param] : mine) {
+    auto it = std::find_if(state.begin(), state.end(), [&](auto& e) { return e.first == name; });
+    ag::copy_(param, it->second);
+  }
+}
+
+void Module::to(ag::DType dtype) {
+  for (auto& [name, t] : params_) {
+    if (t.dtype() == dtype) continue;
+    ag::Tensor converted = t.detach().to(dtype);
+    // rebind storage in place so every handle on this parameter sees the new dtype
+    *t.impl() = *converted.impl();
+    t.impl()->requires_grad = true;
+  }
+  for (auto& [name, child] : children_) child->to(dtype);
+}
+
+}  // namespace nn

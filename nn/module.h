@@ -1,0 +1,90 @@
+#pragma once
+// Module: the base of every layer. Parameters and submodules are registered by name, so
+// named_parameters() yields PyTorch-style hierarchical names in registration order
+// ("blocks.0.attn.W_query.weight") and a state_dict loads into an equivalent PyTorch
+// module by name.
+//
+//   class Affine : public nn::Module {
+//    public:
+//     Affine(int64_t n, ag::Generator& gen) {
+//       scale = register_parameter("scale", ag::ones({n}));
+//       shift = register_parameter("shift", ag::zeros({n}));
+//     }
+//     ag::Tensor forward(const ag::Tensor& x) { return x * scale + shift; }
+//     ag::Tensor scale, shift;
+//   };
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/autograd.h"
+
+namespace nn {
+
+// Name to tensor, in registration order (the order PyTorch's state_dict() keeps).
+using StateDict = std::vector<std::pair<std::string, ag::Tensor>>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Every parameter of this module and its descendants, with dotted hierarchical names.
+  StateDict named_parameters() const;
+  std::vector<ag::Tensor> parameters() const;
+  int64_t num_parameters() const;
+  void zero_grad();
+
+  // Training mode reaches every descendant (dropout reads it).
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // The parameters by name, sharing storage with the module.
+  StateDict state_dict() const { return named_parameters(); }
+  // Copies every entry into the parameter of that name (converting dtype if needed).
+  // Every parameter must be given, with its exact shape, and no other name: the first
+  // missing, unexpected or mis-shaped entry is an error naming it, and nothing is
+  // modified unless every entry checks out.
+  void load_state_dict(const StateDict& state);
+
+  // Converts every parameter to `dtype` in place (float64 for gradient checks).
+  void to(ag::DType dtype);
+
+ protected:
+  // Registers a leaf tensor as a parameter (it is made to require grad) and returns it.
+  ag::Tensor register_parameter(const std::string& name, ag::Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, StateDict& out) const;
+
+  std::vector<std::pair<std::string, ag::Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// Holds submodules under the names "0", "1", ... like torch.nn.ModuleList.
+template <typename M>
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<M> m) {
+    items_.push_back(register_module(std::to_string(items_.size()), std::move(m)));
+  }
+  size_t size() const { return items_.size(); }
+  M& operator[](size_t i) const { return *items_.at(i); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
+};
+
+}  // namespace nn
