@@ -19,6 +19,7 @@
 //   engine.h       graph Nodes, backward(), NoGradGuard
 //   ops.h          the differentiable ops (implementations in ops/, one file per family)
 //   gradcheck.h    float64 finite-difference checks of any function's gradient
+//   threading.h    one thread count for OpenMP loops and BLAS
 #include "autograd/dtype.h"
 #include "autograd/engine.h"
 #include "autograd/generator.h"
@@ -26,3 +27,4 @@
 #include "autograd/ops.h"
 #include "autograd/shape.h"
 #include "autograd/tensor.h"
+#include "autograd/threading.h"
