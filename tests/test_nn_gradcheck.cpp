@@ -1,0 +1,196 @@
+// Float64 finite-difference checks of every layer's gradient, with respect to its
+// parameters and its input at once. Each module is converted with to(Float64) and its
+// parameters (shared with the module) are passed to gradcheck followed by the input, so
+// the function simply calls the module. Dropout masks are made repeatable by re-seeding the
+// dropout generator at the start of every evaluation.
+#include <catch2/catch.hpp>
+#include <memory>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "gradcheck_helpers.h"
+#include "nn/nn.h"
+
+using ag::DType;
+using ag::Tensor;
+
+namespace {
+
+constexpr uint64_t kMaskSeed = 2024;
+
+// The module's parameters followed by x: the order the functions below rely on (x last).
+std::vector<Tensor> params_and(const nn::Module& m, const Tensor& x) {
+  std::vector<Tensor> inputs = m.parameters();
+  for (const auto& p : inputs) REQUIRE(p.dtype() == DType::Float64);
+  inputs.push_back(x);
+  return inputs;
+}
+
+bool differ(const Tensor& a, const Tensor& b) {
+  return a.to_vector() != b.to_vector();
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck Linear with and without bias on 2-D and 3-D inputs", "[nn][gradcheck]") {
+  for (bool bias : {true, false}) {
+    for (const ag::Shape& shape : {ag::Shape{4, 3}, ag::Shape{2, 3, 3}}) {
+      INFO("bias " << bias << " input " << ag::shape_str(shape));
+      ag::Generator gen(1);
+      nn::Linear lin(3, 2, bias, gen);
+      lin.to(DType::Float64);
+      Tensor x = ag_test::randn_leaf(shape, gen);
+      auto inputs = params_and(lin, x);
+      REQUIRE(inputs.size() == (bias ? 3u : 2u));
+      REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return lin.forward(in.back()); },
+                        inputs);
+    }
+  }
+}
+
+TEST_CASE("gradcheck Embedding with repeated ids", "[nn][gradcheck]") {
+  ag::Generator gen(2);
+  nn::Embedding emb(5, 3, gen);
+  emb.to(DType::Float64);
+  // id 2 three times (scatter-add), id 4 never (zero gradient row)
+  Tensor ids = ag::from_vector(std::vector<int64_t>{2, 0, 2, 1, 3, 2}, {2, 3});
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>&) { return emb.forward(ids); }, emb.parameters());
+}
+
+TEST_CASE("gradcheck LayerNorm with non-trivial weight and bias", "[nn][gradcheck]") {
+  ag::Generator gen(3);
+  nn::LayerNorm ln(5);
+  ln.to(DType::Float64);
+  // away from the initial ones and zeros so every term of the backward matters
+  ag::copy_(ln.weight, ag::randn({5}, gen, DType::Float64));
+  ag::copy_(ln.bias, ag::randn({5}, gen, DType::Float64));
+  Tensor x = ag_test::randn_leaf({2, 3, 5}, gen);
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return ln.forward(in.back()); },
+                    params_and(ln, x));
+}
+
+TEST_CASE("gradcheck MLP", "[nn][gradcheck]") {
+  ag::Generator gen(4);
+  nn::MLP mlp(3, 5, gen);
+  mlp.to(DType::Float64);
+  Tensor x = ag_test::randn_leaf({2, 2, 3}, gen);
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return mlp.forward(in.back()); },
+                    params_and(mlp, x));
+}
+
+TEST_CASE("gradcheck GELU module", "[nn][gradcheck]") {
+  ag::Generator gen(5);
+  nn::GELU gelu;
+  Tensor x = ag_test::randn_leaf({3, 4}, gen);
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return gelu.forward(in[0]); }, {x});
+}
+
+TEST_CASE("gradcheck Dropout in train mode with a re-seeded mask", "[nn][gradcheck]") {
+  ag::Generator gen(6);
+  auto mask_gen = std::make_shared<ag::Generator>(0);
+  nn::Dropout drop(0.5, mask_gen);
+  REQUIRE(drop.is_training());
+  Tensor x = ag_test::away_from_zero_leaf({4, 5}, gen);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    mask_gen->manual_seed(kMaskSeed);
+    return drop.forward(in[0]);
+  };
+  // the mask is active (some dropped, some kept) and the same at every evaluation
+  Tensor y = fn({x});
+  int dropped = 0;
+  for (double v : y.to_vector()) dropped += v == 0.0;
+  REQUIRE(dropped > 0);
+  REQUIRE(dropped < 20);
+  REQUIRE_FALSE(differ(y, fn({x})));
+  REQUIRE_GRADCHECK(fn, {x});
+}
+
+TEST_CASE("gradcheck SelfAttention_v1", "[nn][gradcheck][attention]") {
+  ag::Generator gen(7);
+  nn::SelfAttention_v1 attn(3, 2, gen);
+  attn.to(DType::Float64);
+  Tensor x = ag_test::randn_leaf({4, 3}, gen);
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return attn.forward(in.back()); },
+                    params_and(attn, x));
+}
+
+TEST_CASE("gradcheck SelfAttention_v2 with and without qkv bias", "[nn][gradcheck][attention]") {
+  for (bool bias : {false, true}) {
+    INFO("qkv_bias " << bias);
+    ag::Generator gen(8);
+    nn::SelfAttention_v2 attn(3, 2, bias, gen);
+    attn.to(DType::Float64);
+    Tensor x = ag_test::randn_leaf({2, 4, 3}, gen);
+    REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return attn.forward(in.back()); },
+                      params_and(attn, x));
+  }
+}
+
+TEST_CASE("gradcheck CausalAttention with dropout 0 and 0.3", "[nn][gradcheck][attention]") {
+  for (double p : {0.0, 0.3}) {
+    INFO("dropout " << p);
+    ag::Generator gen(9);
+    auto mask_gen = std::make_shared<ag::Generator>(0);
+    nn::CausalAttention attn(3, 2, /*context_length=*/5, p, /*qkv_bias=*/true, gen, mask_gen);
+    attn.to(DType::Float64);
+    Tensor x = ag_test::randn_leaf({2, 4, 3}, gen);
+    auto fn = [&](const std::vector<Tensor>& in) {
+      mask_gen->manual_seed(kMaskSeed);
+      return attn.forward(in.back());
+    };
+    if (p > 0) {  // the check below really goes through a dropout mask
+      Tensor train = fn({x});
+      attn.eval();
+      Tensor eval = attn.forward(x);
+      attn.train();
+      REQUIRE(differ(train, eval));
+      REQUIRE_FALSE(differ(train, fn({x})));
+    }
+    REQUIRE_GRADCHECK(fn, params_and(attn, x));
+  }
+}
+
+TEST_CASE("gradcheck MultiHeadAttentionWrapper", "[nn][gradcheck][attention]") {
+  for (double p : {0.0, 0.3}) {
+    INFO("dropout " << p);
+    ag::Generator gen(10);
+    auto mask_gen = std::make_shared<ag::Generator>(0);
+    nn::MultiHeadAttentionWrapper attn(3, 2, /*context_length=*/4, p, /*num_heads=*/2,
+                                       /*qkv_bias=*/false, gen, mask_gen);
+    attn.to(DType::Float64);
+    Tensor x = ag_test::randn_leaf({2, 3, 3}, gen);
+    auto fn = [&](const std::vector<Tensor>& in) {
+      mask_gen->manual_seed(kMaskSeed);
+      return attn.forward(in.back());
+    };
+    REQUIRE_GRADCHECK(fn, params_and(attn, x));
+  }
+}
+
+TEST_CASE("gradcheck MultiHeadAttention with dropout 0 and 0.3", "[nn][gradcheck][attention]") {
+  for (double p : {0.0, 0.3}) {
+    for (bool bias : {false, true}) {
+      INFO("dropout " << p << " qkv_bias " << bias);
+      ag::Generator gen(11);
+      auto mask_gen = std::make_shared<ag::Generator>(0);
+      nn::MultiHeadAttention attn(3, 4, /*context_length=*/5, p, /*num_heads=*/2, bias, gen,
+                                  mask_gen);
+      attn.to(DType::Float64);
+      Tensor x = ag_test::randn_leaf({2, 4, 3}, gen);
+      // the fused kernel takes one draw per forward: re-seeding replays the same mask
+      auto fn = [&](const std::vector<Tensor>& in) {
+        mask_gen->manual_seed(kMaskSeed);
+        return attn.forward(in.back());
+      };
+      if (p > 0) {
+        Tensor train = fn({x});
+        attn.eval();
+        Tensor eval = attn.forward(x);
+        attn.train();
+        REQUIRE(differ(train, eval));
+        REQUIRE_FALSE(differ(train, fn({x})));
+      }
+      REQUIRE_GRADCHECK(fn, params_and(attn, x));
+    }
+  }
+}
