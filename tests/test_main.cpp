@@ -7,6 +7,7 @@
 #include "autograd/threading.h"
 
 int main(int argc, char* argv[]) {
+  ag::select_blas_kernel(argv);
   ag::set_num_threads(1);
   return Catch::Session().run(argc, argv);
 }
