@@ -308,7 +308,8 @@ Tensor random_tensor(const Shape& shape, DType dtype, Draw&& draw) {
   Tensor t = empty(shape, dtype);
   AG_DISPATCH_FLOAT(dtype, "random tensor", [&] {
     scalar_t* p = t.data<scalar_t>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<scalar_t>(draw());
+    const int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<scalar_t>(draw());
   });
   return t;
 }

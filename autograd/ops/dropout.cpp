@@ -18,7 +18,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   AG_DISPATCH_FLOAT(a.dtype(), "dropout", [&] {
     scalar_t* m = mask.data<scalar_t>();
     const scalar_t keep = p == 1.0 ? scalar_t(0) : static_cast<scalar_t>(1.0 / (1.0 - p));
-    for (int64_t i = 0; i < mask.numel(); ++i) m[i] = gen.uniform() < p ? scalar_t(0) : keep;
+    const int64_t n = mask.numel();
+    for (int64_t i = 0; i < n; ++i) m[i] = gen.uniform() < p ? scalar_t(0) : keep;
   });
   Tensor out = detail::map2(a, mask, "dropout", [](auto x, auto m) { return x * m; });
   if (needs_recording({a}))

@@ -178,19 +178,30 @@ Tensor relu(const Tensor& a) {
 namespace {
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi)
 constexpr double kGeluA = 0.044715;
+
+// tanh through one exp, 1 - 2 / (exp(2u) + 1), for float: several times faster than
+// tanhf (which goes through expm1f) and within a few 1e-8 of it; exp's overflow to inf
+// gives exactly +-1. float64 keeps std::tanh so gradient checks see the exact function.
+template <typename T>
+inline T gelu_tanh(T u) {
+  if constexpr (std::is_same_v<T, float>)
+    return 1.0f - 2.0f / (std::exp(2.0f * u) + 1.0f);
+  else
+    return std::tanh(u);
+}
 }  // namespace
 
 Tensor gelu(const Tensor& a) {
   Tensor out = map1(a, "gelu", [](auto x) {
     using T = decltype(x);
-    return T(0.5) * x * (T(1) + std::tanh(T(kGeluC) * (x + T(kGeluA) * x * x * x)));
+    return T(0.5) * x * (T(1) + gelu_tanh(T(kGeluC) * (x + T(kGeluA) * x * x * x)));
   });
   if (needs_recording({a}))
     attach_backward(out, "GeluBackward", {a},
                     [a = a.detach()](const Tensor& g) -> std::vector<Tensor> {
                       return {map2(g, a, "gelu backward", [](auto gv, auto x) {
                         using T = decltype(x);
-                        T t = std::tanh(T(kGeluC) * (x + T(kGeluA) * x * x * x));
+                        T t = gelu_tanh(T(kGeluC) * (x + T(kGeluA) * x * x * x));
                         T du = T(kGeluC) * (T(1) + T(3 * kGeluA) * x * x);
                         return gv * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
                       })};

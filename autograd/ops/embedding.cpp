@@ -21,7 +21,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   const int64_t V = weight.shape()[0], C = weight.shape()[1];
   Tensor idc = ids.contiguous();
   const int64_t* id = idc.data<int64_t>();
-  for (int64_t i = 0; i < idc.numel(); ++i)
+  const int64_t n_ids = idc.numel();
+  for (int64_t i = 0; i < n_ids; ++i)
     if (id[i] < 0 || id[i] >= V)
       throw std::out_of_range(
           fmt::format("embedding: id {} at position {} is out of range for "
@@ -34,19 +35,19 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   AG_DISPATCH_FLOAT(weight.dtype(), "embedding", [&] {
     const scalar_t* src = w.data<scalar_t>();
     scalar_t* dst = out.data<scalar_t>();
-    for (int64_t i = 0; i < idc.numel(); ++i)
+    for (int64_t i = 0; i < n_ids; ++i)
       std::memcpy(dst + i * C, src + id[i] * C, C * sizeof(scalar_t));
   });
   if (needs_recording({weight}))
     attach_backward(out, "EmbeddingBackward", {weight},
-                    [idc = idc.detach(), V, C](const Tensor& g) -> std::vector<Tensor> {
+                    [idc = idc.detach(), n_ids, V, C](const Tensor& g) -> std::vector<Tensor> {
                       Tensor dw = zeros({V, C}, g.dtype());
                       Tensor gc = g.contiguous();
                       const int64_t* id = idc.data<int64_t>();
                       AG_DISPATCH_FLOAT(g.dtype(), "embedding backward", [&] {
                         const scalar_t* src = gc.data<scalar_t>();
                         scalar_t* dst = dw.data<scalar_t>();
-                        for (int64_t i = 0; i < idc.numel(); ++i)
+                        for (int64_t i = 0; i < n_ids; ++i)
                           for (int64_t c = 0; c < C; ++c) dst[id[i] * C + c] += src[i * C + c];
                       });
                       return {dw};

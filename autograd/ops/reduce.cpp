@@ -146,7 +146,7 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
                       AG_DISPATCH_FLOAT(g.dtype(), "max backward", [&] {
                         scalar_t* dst = grad.data<scalar_t>();
                         const scalar_t* src = gc.data<scalar_t>();
-                        for (int64_t i = 0; i < indices.numel(); ++i) dst[i * n + idx[i]] = src[i];
+                        for (int64_t i = 0, count = indices.numel(); i < count; ++i) dst[i * n + idx[i]] = src[i];
                       });
                       std::vector<int64_t> back(in_shape.size());
                       for (int64_t d = 0, k = 0; d < static_cast<int64_t>(in_shape.size()); ++d)
