@@ -1,0 +1,10 @@
+#pragma once
+// Text in, token ids out: the map of data/.
+//   utf8.h       strict UTF-8 decoding (errors name the byte offset)
+//   tokenizer.h  the spec's char tokenizer and a byte tokenizer
+//   dataset.h    the train/val split, random-window batches, evaluation windows, baselines
+//   corpus.h     the built-in corpus, whose ideal loss is known exactly
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "data/utf8.h"

@@ -1,0 +1,70 @@
+#include "data/dataset.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace data {
+
+Split split_tokens(const std::vector<int64_t>& ids, double val_fraction) {
+  if (!(val_fraction >= 0 && val_fraction < 1))
+    throw std::invalid_argument(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
+  const size_t n_val = static_cast<size_t>(std::floor(ids.size() * val_fraction));
+  const size_t n_train = ids.size() - n_val;
+  return {std::vector<int64_t>(ids.begin(), ids.begin() + n_train),
+          std::vector<int64_t>(ids.begin() + n_train, ids.end())};
+}
+
+BatchSampler::BatchSampler(const std::vector<int64_t>* ids, int64_t batch_size, int64_t T)
+    : ids_(ids), batch_(batch_size), T_(T) {
+  if (batch_size <= 0 || T <= 0)
+    throw std::invalid_argument(fmt::format("batch size {} and context length {} must be positive", batch_size, T));
+  if (static_cast<int64_t>(ids->size()) < T + 1)
+    throw std::invalid_argument(fmt::format("{} tokens cannot fill one window of {} + 1", ids->size(), T));
+}
+
+std::pair<ag::Tensor, ag::Tensor> BatchSampler::next(ag::Generator& gen) const {
+  ag::Tensor x = ag::empty({batch_, T_}, ag::DType::Int64), y = ag::empty({batch_, T_}, ag::DType::Int64);
+  int64_t* xp = x.data<int64_t>();
+  int64_t* yp = y.data<int64_t>();
+  const uint64_t starts = ids_->size() - T_;  // s in [0, n - T - 1]
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t s = static_cast<int64_t>(gen.next_u64() % starts);
+    for (int64_t t = 0; t < T_; ++t) {
+      xp[b * T_ + t] = (*ids_)[s + t];
+      yp[b * T_ + t] = (*ids_)[s + t + 1];
+    }
+  }
+  return {x, y};
+}
+
+std::vector<std::pair<int64_t, int64_t>> eval_windows(size_t n_ids, int64_t T) {
+  std::vector<std::pair<int64_t, int64_t>> w;
+  if (T <= 0) return w;
+  for (int64_t s = 0; s + T + 1 <= static_cast<int64_t>(n_ids); s += T) w.emplace_back(s, T);
+  return w;
+}
+
+double unigram_loss(const std::vector<int64_t>& ids, int64_t vocab) {
+  std::vector<double> count(vocab, 0);
+  for (int64_t id : ids) count.at(id) += 1;
+  double loss = 0;
+  for (double c : count)
+    if (c > 0) loss -= c * std::log(c / ids.size());
+  return ids.empty() ? 0 : loss / ids.size();
+}
+
+double bigram_loss(const std::vector<int64_t>& train, const std::vector<int64_t>& val, int64_t vocab) {
+  std::vector<double> pair(vocab * vocab, 1.0), row(vocab, static_cast<double>(vocab));  // add-one
+  for (size_t i = 0; i + 1 < train.size(); ++i) {
+    pair.at(train[i] * vocab + train[i + 1]) += 1;
+    row.at(train[i]) += 1;
+  }
+  double loss = 0;
+  for (size_t i = 0; i + 1 < val.size(); ++i)
+    loss -= std::log(pair.at(val[i] * vocab + val[i + 1]) / row.at(val[i]));
+  return val.size() < 2 ? 0 : loss / (val.size() - 1);
+}
+
+}  // namespace data

@@ -1,0 +1,201 @@
+#include "optim/optimizer.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace optim {
+
+std::vector<ParamGroup> decay_groups(const nn::StateDict& named, double weight_decay) {
+  ParamGroup decayed{{}, weight_decay}, plain{{}, 0.0};
+  for (const auto& [name, p] : named) (p.dim() >= 2 ? decayed : plain).params.emplace_back(name, p);
+  return {decayed, plain};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
+  set_lr(lr);
+  for (auto& g : groups) {
+    if (!(g.weight_decay >= 0))
+      throw std::invalid_argument(fmt::format("weight_decay must be >= 0, got {}", g.weight_decay));
+    for (auto& [name, p] : g.params) slots_.push_back({name, p, g.weight_decay, {}});
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw std::invalid_argument(fmt::format("learning rate must be finite and >= 0, got {}", lr));
+  lr_ = lr;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& s : slots_) s.param.zero_grad();
+}
+
+void Optimizer::step() {
+  ++steps_;
+  ag::NoGradGuard no_grad;
+  for (auto& s : slots_) {
+    ag::Tensor g = s.param.grad();
+    if (!g.defined()) continue;
+    if (s.buffers.empty())
+      for (size_t b = 0; b < buffer_names().size(); ++b) s.buffers.push_back(ag::zeros_like(s.param));
+    update(s, g.contiguous());
+  }
+}
+
+OptimizerState Optimizer::state() const {
+  OptimizerState st;
+  st.type = type();
+  st.scalars = hyperparameters();
+  st.scalars.emplace_back("lr", lr_);
+  st.scalars.emplace_back("step", static_cast<double>(steps_));
+  const auto names = buffer_names();
+  for (size_t b = 0; b < names.size(); ++b)
+    for (const auto& s : slots_)
+      st.tensors.emplace_back(names[b] + "/" + s.name,
+                              s.buffers.empty() ? ag::zeros_like(s.param) : s.buffers[b]);
+  return st;
+}
+
+void Optimizer::load_state(const OptimizerState& st) {
+  if (st.type != type())
+    throw std::invalid_argument(fmt::format("optimizer state is '{}', this optimizer is '{}'",
+                                            st.type, type()));
+  auto find = [&](const std::string& name) -> const ag::Tensor* {
+    for (const auto& [n, t] : st.tensors)
+      if (n == name) return &t;
+    return nullptr;
+  };
+  const auto names = buffer_names();
+  for (const auto& s : slots_)
+    for (const auto& b : names) {
+      const ag::Tensor* t = find(b + "/" + s.name);
+      if (!t) throw std::invalid_argument(fmt::format("optimizer state lacks '{}/{}'", b, s.name));
+      if (t->shape() != s.param.shape())
+        throw std::invalid_argument(fmt::format("optimizer state '{}/{}' has shape {}, the parameter {}",
+                                                b, s.name, ag::shape_str(t->shape()),
+                                                ag::shape_str(s.param.shape())));
+    }
+  double steps = -1;
+  for (const auto& [k, v] : st.scalars)
+    if (k == "step") steps = v;
+  if (steps < 0) throw std::invalid_argument("optimizer state lacks its step count");
+  for (auto& s : slots_) {
+    s.buffers.clear();
+    for (const auto& b : names) {
+      ag::Tensor buf = ag::empty(s.param.shape(), s.param.dtype());
+      ag::copy_(buf, *find(b + "/" + s.name));
+      s.buffers.push_back(buf);
+    }
+  }
+  steps_ = static_cast<int64_t>(steps);
+  for (const auto& [k, v] : st.scalars)
+    if (k == "lr") lr_ = v;
+}
+
+// ------------------------------------------------------------------ SGD
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, bool nesterov)
+    : Optimizer(std::move(groups), lr), momentum_(momentum), nesterov_(nesterov) {
+  if (!(momentum >= 0)) throw std::invalid_argument(fmt::format("momentum must be >= 0, got {}", momentum));
+  if (nesterov && momentum == 0) throw std::invalid_argument("Nesterov momentum needs momentum > 0");
+}
+
+std::vector<std::string> SGD::buffer_names() const {
+  return momentum_ > 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+}
+
+std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
+  return {{"momentum", momentum_}, {"nesterov", nesterov_ ? 1.0 : 0.0}};
+}
+
+// d = g + wd p;  b = mu b + d (b = d at the first step);  p -= lr (nesterov ? d + mu b : b)
+void SGD::update(Slot& s, const ag::Tensor& grad) {
+  AG_DISPATCH_FLOAT(s.param.dtype(), "SGD", [&] {
+    scalar_t* p = s.param.data<scalar_t>();
+    const scalar_t* g = grad.data<scalar_t>();
+    scalar_t* b = momentum_ > 0 ? s.buffers[0].data<scalar_t>() : nullptr;
+    const scalar_t lr = lr_, wd = s.weight_decay, mu = momentum_;
+    const bool first = steps_ == 1;
+    const int64_t n = s.param.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      scalar_t d = g[i] + wd * p[i];
+      if (b) {
+        b[i] = first ? d : mu * b[i] + d;
+        d = nesterov_ ? d + mu * b[i] : b[i];
+      }
+      p[i] -= lr * d;
+    }
+  });
+}
+
+// ------------------------------------------------------------------ Adam / AdamW
+Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps)
+    : Adam(std::move(groups), lr, beta1, beta2, eps, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
+           bool decoupled)
+    : Optimizer(std::move(groups), lr), beta1_(beta1), beta2_(beta2), eps_(eps), decoupled_(decoupled) {
+  if (!(beta1 >= 0 && beta1 < 1)) throw std::invalid_argument(fmt::format("beta1 must be in [0, 1), got {}", beta1));
+  if (!(beta2 >= 0 && beta2 < 1)) throw std::invalid_argument(fmt::format("beta2 must be in [0, 1), got {}", beta2));
+  if (!(eps > 0)) throw std::invalid_argument(fmt::format("eps must be positive, got {}", eps));
+}
+
+std::vector<std::pair<std::string, double>> Adam::hyperparameters() const {
+  return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}};
+}
+
+// AdamW: p -= lr wd p.  Adam: g += wd p.  Then m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+// p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+void Adam::update(Slot& s, const ag::Tensor& grad) {
+  const double c1 = 1 - std::pow(beta1_, static_cast<double>(steps_));
+  const double c2 = 1 - std::pow(beta2_, static_cast<double>(steps_));
+  AG_DISPATCH_FLOAT(s.param.dtype(), "Adam", [&] {
+    scalar_t* p = s.param.data<scalar_t>();
+    const scalar_t* g = grad.data<scalar_t>();
+    scalar_t* m = s.buffers[0].data<scalar_t>();
+    scalar_t* v = s.buffers[1].data<scalar_t>();
+    const scalar_t lr = lr_, wd = s.weight_decay, b1 = beta1_, b2 = beta2_, eps = eps_;
+    const scalar_t step_size = static_cast<scalar_t>(lr_ / c1);
+    const scalar_t inv_sqrt_c2 = static_cast<scalar_t>(1.0 / std::sqrt(c2));
+    const scalar_t decay = decoupled_ ? scalar_t(1) - lr * wd : scalar_t(1);
+    const scalar_t l2 = decoupled_ ? scalar_t(0) : wd;
+    const int64_t n = s.param.numel();
+    AG_SIMD
+    for (int64_t i = 0; i < n; ++i) {
+      const scalar_t gi = g[i] + l2 * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_c2 + eps);
+    }
+  });
+}
+
+// ------------------------------------------------------------------ clipping
+double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
+  double sq = 0;
+  for (const auto& p : params) {
+    ag::Tensor g = p.grad();
+    if (!g.defined()) continue;
+    AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
+      ag::Tensor c = g.contiguous();
+      const scalar_t* x = c.data<scalar_t>();
+      for (int64_t i = 0, n = c.numel(); i < n; ++i) sq += static_cast<double>(x[i]) * x[i];
+    });
+  }
+  const double norm = std::sqrt(sq);
+  if (!std::isfinite(norm) || norm <= max_norm) return norm;
+  const double scale = max_norm / (norm + 1e-6);
+  for (const auto& p : params) {
+    ag::Tensor g = p.grad();
+    if (!g.defined()) continue;
+    AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
+      scalar_t* x = g.data<scalar_t>();  // leaf gradients are contiguous
+      const scalar_t s = static_cast<scalar_t>(scale);
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) x[i] *= s;
+    });
+  }
+  return norm;
+}
+
+}  // namespace optim

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# End-to-end tests of the attograd command line, one scenario per ctest entry:
+#   cli_test.sh SCENARIO PATH/TO/attograd
+# Each scenario runs in a fresh temporary folder and exits non-zero with a message
+# naming what went wrong.
+set -euo pipefail
+scenario=$1
+bin=$(readlink -f "$2")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+
+# A tiny model that trains in seconds.
+tiny=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8
+      --dropout 0.1 --eval-windows 20 --log-interval 50 --threads 2 --sample-tokens 20)
+
+# expect_usage_error EXPECTED_TEXT CMD...: exit code 2, one line on stderr with the text
+expect_usage_error() {
+  local expected=$1; shift
+  local rc=0
+  "$@" >out.txt 2>err.txt || rc=$?
+  [ "$rc" -eq 2 ] || fail "'$*' exited $rc, not 2 (stderr: $(cat err.txt))"
+  [ "$(wc -l <err.txt)" -eq 1 ] || fail "'$*' printed $(wc -l <err.txt) lines on stderr: $(cat err.txt)"
+  grep -qF -- "$expected" err.txt || fail "'$*' said '$(cat err.txt)', expected it to mention '$expected'"
+}
+
+hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
+
+case "$scenario" in
+help)
+  "$bin" --help | grep -q "train" || fail "--help does not list train"
+  for c in train resume sample eval inspect gradcheck; do
+    "$bin" "$c" --help >/dev/null || fail "$c --help failed"
+  done
+  "$bin" train --help | grep -q -- "--d-model" || fail "train --help does not list --d-model"
+  ;;
+usage_errors)
+  expect_usage_error "unrecognised option" "$bin" train --no-such-option 3
+  expect_usage_error "--steps" "$bin" train --steps abc
+  expect_usage_error "dropout" "$bin" train --dropout 1.5
+  expect_usage_error "n_heads" "$bin" train --d-model 30 --n-heads 4
+  expect_usage_error "missing.txt" "$bin" train --data missing.txt
+  expect_usage_error "unknown command" "$bin" fly
+  expect_usage_error "nope.h5" "$bin" sample --checkpoint nope.h5
+  expect_usage_error "checkpoint" "$bin" eval --data x.txt
+  printf 'steps = 5\nbogus-key = 1\n' > bad.cfg
+  expect_usage_error "bad.cfg:2" "$bin" train --config bad.cfg
+  printf '# comment\nlr = fast\n' > bad2.cfg
+  expect_usage_error "bad2.cfg:2" "$bin" train --config bad2.cfg
+  expect_usage_error "missing.cfg" "$bin" train --config missing.cfg
+  ;;
+train_tiny)
+  "$bin" train "${tiny[@]}" --steps 300 --eval-interval 100 --metrics m.jsonl --out run.h5 > log.txt
+  [ -f run.h5 ] || fail "no checkpoint written"
+  grep -q "^sample:" log.txt || fail "no sample printed"
+  unigram=$(sed -n 's/.*unigram \([0-9.]*\).*/\1/p' log.txt)
+  val=$(grep '"val_loss"' m.jsonl | tail -1 | sed 's/.*"val_loss":\([0-9.e+-]*\).*/\1/')
+  [ -n "$unigram" ] && [ -n "$val" ] || fail "could not read the losses: $(cat log.txt)"
+  awk -v v="$val" -v u="$unigram" 'BEGIN { exit !(v < u - 0.5) }' ||
+    fail "val loss $val is not well below the unigram baseline $unigram"
+  [ "$(grep -c '"step"' m.jsonl)" -ge 7 ] || fail "too few metric lines"
+  ;;
+resume_exact)
+  "$bin" train "${tiny[@]}" --steps 40 --out straight.h5 --sample-tokens 0 > a.txt
+  "$bin" train "${tiny[@]}" --steps 40 --stop-at 20 --out split.h5 --sample-tokens 0 > b.txt
+  "$bin" inspect split.h5 | grep -q "^step 20" || fail "the split run did not stop at step 20"
+  "$bin" resume --checkpoint split.h5 --threads 2 > c.txt
+  "$bin" inspect split.h5 | grep -q "^step 40" || fail "the resumed run did not reach step 40"
+  diff <(hashes straight.h5) <(hashes split.h5) >/dev/null ||
+    fail "20 + resume + 20 steps differ from 40 straight: $(diff <(hashes straight.h5) <(hashes split.h5) | head -4)"
+  [ "$(hashes straight.h5 | wc -l)" -gt 10 ] || fail "no parameters compared"
+  ;;
+sample_eval_inspect)
+  "$bin" train "${tiny[@]}" --steps 30 --out run.h5 --sample-tokens 0 > /dev/null
+  text=$("$bin" sample --checkpoint run.h5 --prompt "the " --tokens 40 --seed 3)
+  [ ${#text} -ge 40 ] || fail "sample too short: '$text'"
+  [ "$text" = "$("$bin" sample --checkpoint run.h5 --prompt "the " --tokens 40 --seed 3)" ] ||
+    fail "the same seed sampled different text"
+  "$bin" sample --checkpoint run.h5 --prompt "the " --tokens 10 --temperature 0 --top-k 1 > /dev/null
+  printf 'the cat sat on the mat and the dog ran home. the end of the line.\n%.0s' {1..20} > eval.txt
+  "$bin" eval --checkpoint run.h5 --data eval.txt --json --dump-grads grads.h5 > e.txt
+  grep -q '^loss [0-9]' e.txt || fail "eval printed no 'loss X' line: $(cat e.txt)"
+  tail -1 e.txt | grep -q '"loss":' || fail "eval --json last line is not JSON: $(tail -1 e.txt)"
+  tail -1 e.txt | grep -q '"tokens":' || fail "eval --json has no tokens"
+  [ -f grads.h5 ] || fail "--dump-grads wrote nothing"
+  "$bin" inspect grads.h5 | grep -q "blocks.0.attn.W_query.weight" || fail "gradient file lacks parameter names"
+  "$bin" inspect run.h5 | grep -q "tok_emb.weight" || fail "inspect shows no parameter table"
+  "$bin" inspect run.h5 --verify | grep -q "all checksums good" || fail "verify failed on a good file"
+  printf 'not hdf5' > junk.h5
+  rc=0; "$bin" inspect junk.h5 2> err.txt || rc=$?
+  [ "$rc" -ne 0 ] && grep -q "junk.h5" err.txt || fail "a junk file was not rejected by name"
+  printf 'Ω unknown\n' > alien.txt
+  rc=0; "$bin" eval --checkpoint run.h5 --data alien.txt 2> err.txt || rc=$?
+  [ "$rc" -ne 0 ] && grep -q "U+03A9" err.txt || fail "an unknown character was not named: $(cat err.txt)"
+  ;;
+sigint_saves)
+  "$bin" train "${tiny[@]}" --steps 100000 --out run.h5 > log.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 1 100); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.1; done
+  sleep 1
+  kill -INT "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "SIGINT exit code $rc, not 0: $(tail -3 log.txt)"
+  [ -f run.h5 ] || fail "no checkpoint after SIGINT"
+  "$bin" inspect run.h5 --verify | grep -q "all checksums good" || fail "checkpoint after SIGINT is bad"
+  ls -a | grep -q tmp && fail "a temporary file was left behind: $(ls -a)"
+  ;;
+gradcheck)
+  "$bin" gradcheck > g.txt || fail "gradcheck failed: $(grep FAIL g.txt)"
+  grep -q "scaled_dot_product_attention" g.txt || fail "gradcheck table lacks the fused attention"
+  ;;
+*)
+  fail "unknown scenario"
+  ;;
+esac
+echo "ok ($scenario)"

@@ -1,0 +1,332 @@
+#include "train/commands.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "io/checkpoint.h"
+#include "train/options.h"
+#include "train/trainer.h"
+
+namespace train {
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: attograd <command> [options]
+
+commands:
+  train      train a GPT (default: the spec's model on the built-in corpus)
+  resume     continue a run from its checkpoint, exactly
+  sample     generate text from a checkpoint
+  eval       the evaluation loss of a checkpoint on a text file
+  inspect    show what a checkpoint holds (--verify checks every dataset)
+  gradcheck  run the finite-difference gradient checks of every op
+  demo       the attention chapter's numbers and a small network trained by backprop
+
+'attograd <command> --help' lists a command's options.
+)";
+
+// One line, exit code 2: the contract for every usage problem.
+int usage_error(const std::string& command, const std::string& what) {
+  fmt::print(stderr, "attograd {}: error: {}\n", command, what);
+  return 2;
+}
+
+bool wants_help(const po::variables_map& vm, const std::string& command,
+                const po::options_description& desc) {
+  if (!vm.count("help")) return false;
+  std::cout << "usage: attograd " << command << " [options]\n\n" << desc << "\n";
+  return true;
+}
+
+po::options_description run_options(RunConfig& c) {
+  po::options_description model("model (the spec's config keys)");
+  model.add_options()
+      ("vocab-size", po::value(&c.model.vocab_size)->default_value(0), "token ids (0: from the tokenizer)")
+      ("context-length", po::value(&c.model.context_length)->default_value(64), "longest sequence T")
+      ("d-model", po::value(&c.model.d_model)->default_value(128), "embedding width C")
+      ("n-heads", po::value(&c.model.n_heads)->default_value(4), "attention heads")
+      ("n-layers", po::value(&c.model.n_layers)->default_value(4), "transformer blocks")
+      ("d-ff", po::value(&c.model.d_ff)->default_value(0), "MLP width (0: 4 * d-model)")
+      ("dropout", po::value(&c.model.dropout)->default_value(0.1), "dropout probability")
+      ("qkv-bias", po::value(&c.model.qkv_bias)->default_value(false)->implicit_value(true), "bias in W_query/W_key/W_value")
+      ("tie-weights", po::value(&c.model.tie_weights)->default_value(true)->implicit_value(true), "lm_head shares tok_emb.weight");
+  po::options_description data("data");
+  data.add_options()
+      ("data", po::value(&c.data)->default_value(""), "UTF-8 text file (default: the built-in corpus)")
+      ("val-fraction", po::value(&c.val_fraction)->default_value(0.1), "last fraction of the tokens held out")
+      ("tokenizer", po::value(&c.tokenizer)->default_value("char"), "char or byte")
+      ("corpus-seed", po::value(&c.corpus_seed)->default_value(0), "seed of the built-in corpus");
+  po::options_description opt("optimisation (AdamW, warm-up then cosine)");
+  opt.add_options()
+      ("steps", po::value(&c.steps)->default_value(300), "optimiser steps")
+      ("batch-size", po::value(&c.batch_size)->default_value(16), "sequences per step")
+      ("lr", po::value(&c.lr)->default_value(1e-3), "peak learning rate")
+      ("min-lr", po::value(&c.min_lr)->default_value(-1), "final learning rate (negative: lr / 10)")
+      ("warmup-steps", po::value(&c.warmup_steps)->default_value(30), "linear warm-up steps")
+      ("weight-decay", po::value(&c.weight_decay)->default_value(0.1), "AdamW decay of 2-D+ parameters")
+      ("beta1", po::value(&c.beta1)->default_value(0.9), "AdamW beta1")
+      ("beta2", po::value(&c.beta2)->default_value(0.95), "AdamW beta2")
+      ("grad-clip", po::value(&c.grad_clip)->default_value(1.0), "global gradient norm limit (0: off)");
+  po::options_description run("run");
+  run.add_options()
+      ("help,h", "show this help")
+      ("config", po::value<std::string>(), "read options from an INI file (the command line wins)")
+      ("seed", po::value(&c.seed)->default_value(1337), "initialisation, batches and dropout")
+      ("out", po::value(&c.out)->default_value("attograd.h5"), "checkpoint path")
+      ("eval-interval", po::value(&c.eval_interval)->default_value(100), "steps between validation (0: end only)")
+      ("eval-windows", po::value(&c.eval_windows)->default_value(0), "validation windows per evaluation (0: all)")
+      ("checkpoint-interval", po::value(&c.checkpoint_interval)->default_value(0), "steps between checkpoints (0: end only)")
+      ("log-interval", po::value(&c.log_interval)->default_value(10), "steps between report lines")
+      ("metrics", po::value(&c.metrics)->default_value(""), "append JSON lines of metrics to this file")
+      ("threads", po::value(&c.threads)->default_value(2), "threads for kernels and BLAS")
+      ("sample-tokens", po::value(&c.sample_tokens)->default_value(200), "length of the sample printed at the end")
+      ("init-from", po::value(&c.init_from)->default_value(""), "start from this checkpoint's weights")
+      ("stop-at", po::value(&c.stop_at)->default_value(0), "end this run after this step, checkpointed (0: run all steps)");
+  po::options_description all;
+  all.add(model).add(data).add(opt).add(run);
+  return all;
+}
+
+// Identical weights give identical hashes: how two runs are compared bit for bit.
+uint64_t fnv1a(const ag::Tensor& t) {
+  ag::Tensor f = t.to(ag::DType::Float32).contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(f.raw_data());
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int64_t i = 0; i < f.numel() * 4; ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+void require_file(const std::string& path, const char* what) {
+  std::ifstream f(path);
+  if (!f) throw UsageError(fmt::format("{} '{}' does not exist or cannot be read", what, path));
+}
+
+// Runs body, mapping errors to the CLI's exit codes: bad usage 2, anything else 1.
+template <typename Body>
+int guarded(const std::string& command, Body body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    return usage_error(command, e.what());
+  } catch (const std::invalid_argument& e) {
+    return usage_error(command, e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "attograd {}: error: {}\n", command, e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int train_command(const Args& args) {
+  return guarded("train", [&] {
+    RunConfig cfg;
+    auto desc = run_options(cfg);
+    auto vm = parse_options(args, desc);
+    if (wants_help(vm, "train", desc)) return 0;
+    if (!cfg.data.empty()) require_file(cfg.data, "data file");
+    if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
+    cfg.validate();
+    return run_training(cfg, "");
+  });
+}
+
+int resume_command(const Args& args) {
+  return guarded("resume", [&] {
+    std::string path, out, metrics;
+    int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1;
+    int threads = 2;
+    po::options_description desc("resume options");
+    desc.add_options()("help,h", "show this help")(
+        "checkpoint", po::value(&path)->required(), "the checkpoint to continue")(
+        "steps", po::value(&steps), "total steps (default: the run's)")(
+        "out", po::value(&out), "checkpoint path (default: the resumed file)")(
+        "eval-interval", po::value(&eval_interval), "steps between validation")(
+        "checkpoint-interval", po::value(&checkpoint_interval), "steps between checkpoints")(
+        "metrics", po::value(&metrics), "append JSON lines of metrics to this file")(
+        "threads", po::value(&threads)->default_value(2), "threads for kernels and BLAS")(
+        "stop-at", po::value<int64_t>(), "end this run after this step, checkpointed")(
+        "config", po::value<std::string>(), "read options from an INI file");
+    auto vm = parse_options(args, desc);
+    if (wants_help(vm, "resume", desc)) return 0;
+    require_file(path, "checkpoint");
+    io::Checkpoint ckpt = io::load_checkpoint(path);
+    RunConfig cfg = RunConfig::from_json(ckpt.config);
+    cfg.out = vm.count("out") ? out : path;
+    cfg.threads = threads;
+    if (vm.count("steps")) cfg.steps = steps;
+    if (vm.count("eval-interval")) cfg.eval_interval = eval_interval;
+    if (vm.count("checkpoint-interval")) cfg.checkpoint_interval = checkpoint_interval;
+    if (vm.count("metrics")) cfg.metrics = metrics;
+    cfg.stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : 0;
+    cfg.validate();
+    if (cfg.steps < ckpt.step)
+      throw UsageError(fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));
+    return run_training(cfg, path);
+  });
+}
+
+int sample_command(const Args& args) {
+  return guarded("sample", [&] {
+    std::string path, prompt;
+    int64_t tokens = 200, top_k = 0;
+    double temperature = 1.0;
+    uint64_t seed = 0;
+    int threads = 2;
+    po::options_description desc("sample options");
+    desc.add_options()("help,h", "show this help")(
+        "checkpoint", po::value(&path)->required(), "checkpoint to sample from")(
+        "prompt", po::value(&prompt)->default_value(""), "text to continue (default: newline)")(
+        "tokens", po::value(&tokens)->default_value(200), "tokens to generate")(
+        "temperature", po::value(&temperature)->default_value(1.0), "softmax temperature (0: greedy)")(
+        "top-k", po::value(&top_k)->default_value(0), "keep the k likeliest tokens (0: all)")(
+        "seed", po::value(&seed)->default_value(0), "sampling seed")(
+        "threads", po::value(&threads)->default_value(2), "threads")(
+        "config", po::value<std::string>(), "read options from an INI file");
+    auto vm = parse_options(args, desc);
+    if (wants_help(vm, "sample", desc)) return 0;
+    if (tokens < 0) throw UsageError(fmt::format("--tokens must be >= 0, got {}", tokens));
+    if (!(temperature >= 0)) throw UsageError(fmt::format("--temperature must be >= 0, got {}", temperature));
+    if (top_k < 0) throw UsageError(fmt::format("--top-k must be >= 0, got {}", top_k));
+    if (threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", threads));
+    require_file(path, "checkpoint");
+    ag::set_num_threads(threads);
+    io::Checkpoint ckpt = io::load_checkpoint(path);
+    auto model = model_from_checkpoint(ckpt);
+    model->eval();
+    auto tok = make_tokenizer(ckpt.tokenizer);
+    std::vector<int64_t> ids = tok->encode(prompt.empty() ? "\n" : prompt);
+    ag::Generator gen(seed);
+    ag::Tensor out = model->generate(ag::from_vector(ids, {1, static_cast<int64_t>(ids.size())}),
+                                     tokens, temperature, top_k, gen);
+    std::vector<int64_t> all;
+    for (double v : out.to_vector()) all.push_back(static_cast<int64_t>(v));
+    if (prompt.empty()) all.erase(all.begin());
+    fmt::print("{}\n", tok->decode(all));
+    return 0;
+  });
+}
+
+int eval_command(const Args& args) {
+  return guarded("eval", [&] {
+    std::string path, data_path, dump;
+    int64_t context = 0;
+    int threads = 2;
+    po::options_description desc("eval options");
+    desc.add_options()("help,h", "show this help")(
+        "checkpoint", po::value(&path)->required(), "checkpoint to evaluate")(
+        "data", po::value(&data_path)->required(), "UTF-8 text file")(
+        "context-length", po::value(&context)->default_value(0), "window length T (0: the model's)")(
+        "json", "print one JSON object as the last line")(
+        "dump-grads", po::value(&dump), "also write d loss / d parameter to this HDF5 file")(
+        "threads", po::value(&threads)->default_value(2), "threads")(
+        "config", po::value<std::string>(), "read options from an INI file");
+    auto vm = parse_options(args, desc);
+    if (wants_help(vm, "eval", desc)) return 0;
+    if (threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", threads));
+    require_file(path, "checkpoint");
+    require_file(data_path, "data file");
+    ag::set_num_threads(threads);
+    io::Checkpoint ckpt = io::load_checkpoint(path);
+    auto model = model_from_checkpoint(ckpt);
+    if (context < 0 || context > model->config().context_length)
+      throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
+                                   context, model->config().context_length));
+    auto tok = make_tokenizer(ckpt.tokenizer);
+    std::ifstream in(data_path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::vector<int64_t> ids = tok->encode(ss.str());
+    auto result = evaluate_with_grads(*model, ids, context, vm.count("dump-grads") ? &dump : nullptr);
+    if (result.tokens == 0)
+      throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",
+                                           data_path, ids.size(),
+                                           context ? context : model->config().context_length));
+    fmt::print("loss {:.4f}\n", result.loss);
+    if (vm.count("dump-grads")) fmt::print("gradients written to {}\n", dump);
+    if (vm.count("json"))
+      fmt::print("{}\n", nlohmann::json{{"loss", result.loss}, {"tokens", result.tokens},
+                                        {"windows", result.windows}, {"checkpoint", path},
+                                        {"data", data_path}}.dump());
+    return 0;
+  });
+}
+
+int inspect_command(const Args& args) {
+  return guarded("inspect", [&] {
+    std::string path;
+    po::options_description desc("inspect options");
+    desc.add_options()("help,h", "show this help")("checkpoint", po::value(&path)->required(),
+                                                   "checkpoint file")(
+        "verify", "read every dataset and report checksum failures by name")(
+        "checksums", "print a 64-bit FNV-1a hash of each parameter's float32 bytes");
+    po::positional_options_description pos;
+    pos.add("checkpoint", 1);
+    po::variables_map vm;
+    try {
+      po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+      if (vm.count("help")) {
+        std::cout << "usage: attograd inspect FILE [--verify]\n\n" << desc << "\n";
+        return 0;
+      }
+      po::notify(vm);
+    } catch (const po::error& e) {
+      throw UsageError(e.what());
+    }
+    require_file(path, "checkpoint");
+    size_t verified = 0;
+    if (vm.count("verify")) {
+      // every dataset first, so each corrupted one is named even when loading would stop
+      io::VerifyReport r = io::verify_checkpoint(path);
+      for (const auto& f : r.failures) fmt::print(stderr, "FAILED {}\n", f);
+      if (!r.failures.empty()) {
+        fmt::print("verified {} datasets: {} failed\n", r.checked.size(), r.failures.size());
+        return 1;
+      }
+      verified = r.checked.size();
+    }
+    io::Checkpoint ckpt = io::load_checkpoint(path);
+    fmt::print("checkpoint {}\nstep {}\nconfig {}\n", path, ckpt.step, ckpt.config.dump(2));
+    fmt::print("tokenizer {} ({} entries)\n", ckpt.tokenizer.type, ckpt.tokenizer.vocab.size());
+    const bool sums = vm.count("checksums") > 0;
+    fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
+    int64_t total = 0;
+    for (const auto& [name, t] : ckpt.model) {
+      fmt::print("{:<40} {:>16} {:>12}{}\n", name, ag::shape_str(t.shape()), t.numel(),
+                 sums ? fmt::format("  {:016x}", fnv1a(t)) : "");
+      total += t.numel();
+    }
+    fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);
+    fmt::print("\noptimizer: {}\n", ckpt.optimizer ? ckpt.optimizer->type : "none (weights only)");
+    for (const auto& [name, s] : ckpt.rng) fmt::print("rng {}: saved\n", name);
+    if (vm.count("verify")) fmt::print("verified {} datasets: all checksums good\n", verified);
+    return 0;
+  });
+}
+
+int cli_main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cout << kUsage;
+    return 0;
+  }
+  const std::string command = argv[1];
+  Args args(argv + 2, argv + argc);
+  if (command == "train") return train_command(args);
+  if (command == "resume") return resume_command(args);
+  if (command == "sample") return sample_command(args);
+  if (command == "eval") return eval_command(args);
+  if (command == "inspect") return inspect_command(args);
+  if (command == "gradcheck") return gradcheck_command(args);
+  if (command == "demo") return demo_command(args);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  fmt::print(stderr, "attograd: error: unknown command '{}' (try 'attograd --help')\n", command);
+  return 2;
+}
+
+}  // namespace train

@@ -1,0 +1,51 @@
+#pragma once
+// A training run's whole configuration: the model of ../shared/spec/model.md plus data,
+// optimiser, schedule and run settings. It is what the command line and config files
+// fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "nn/gpt.h"
+
+namespace train {
+
+struct RunConfig {
+  nn::GPTConfig model;  // vocab_size 0 means "from the tokenizer"
+  // data
+  std::string data;  // a UTF-8 text file; empty for the built-in corpus
+  double val_fraction = 0.1;
+  std::string tokenizer = "char";  // char | byte
+  uint64_t corpus_seed = 0;        // the built-in corpus's generator seed
+  // optimisation
+  int64_t steps = 300;
+  int64_t batch_size = 16;
+  double lr = 1e-3;
+  double min_lr = -1;  // negative means lr / 10
+  int64_t warmup_steps = 30;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  // run
+  uint64_t seed = 1337;
+  std::string out = "attograd.h5";
+  int64_t eval_interval = 100;       // 0: only at the end
+  int64_t checkpoint_interval = 0;   // 0: only at the end (and on SIGINT/SIGTERM)
+  int64_t log_interval = 10;
+  int64_t eval_windows = 0;          // cap on validation windows per evaluation; 0: all
+  std::string metrics;               // JSON-lines file; empty: none
+  int threads = 2;
+  int64_t sample_tokens = 200;       // sample printed at the end
+  std::string init_from;             // start from this checkpoint's weights
+  int64_t stop_at = 0;               // end this invocation after this step (0: at steps);
+                                     // the schedule still spans `steps`, so resume continues
+
+  double effective_min_lr() const { return min_lr >= 0 ? min_lr : lr / 10; }
+  // Throws std::invalid_argument naming the first out-of-range value.
+  void validate() const;
+  nlohmann::json to_json() const;
+  // Keys it does not know are ignored (a checkpoint exported elsewhere may carry more).
+  static RunConfig from_json(const nlohmann::json& j);
+};
+
+}  // namespace train

@@ -1,0 +1,92 @@
+#include "train/options.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace train {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+struct FileOption {
+  std::string key, value;
+  int line;
+};
+
+// INI-style "key = value" lines; '#' or ';' start a comment; [sections] are not used.
+std::vector<FileOption> read_config_file(const std::string& path,
+                                         const po::options_description& desc) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("cannot read config file '{}'", path));
+  std::vector<FileOption> out;
+  std::string raw;
+  for (int line = 1; std::getline(in, raw); ++line) {
+    std::string text = trim(raw.substr(0, raw.find_first_of("#;")));
+    if (text.empty()) continue;
+    auto eq = text.find('=');
+    if (eq == std::string::npos)
+      throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line, text));
+    std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
+    std::replace(key.begin(), key.end(), '_', '-');
+    if (key == "config")
+      throw UsageError(fmt::format("{}:{}: a config file cannot include another", path, line));
+    if (!desc.find_nothrow(key, false))
+      throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, key));
+    out.push_back({key, value, line});
+  }
+  return out;
+}
+
+// An option given twice takes its last value, as in most command lines (a base command
+// with an override appended), instead of Boost's "specified more than once" error.
+po::parsed_options parse_args(const std::vector<std::string>& args,
+                              const po::options_description& desc) {
+  po::parsed_options parsed = po::command_line_parser(args).options(desc).style(
+      po::command_line_style::default_style & ~po::command_line_style::allow_guessing).run();
+  std::vector<po::option> last_of_each;
+  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it)
+    if (std::none_of(last_of_each.begin(), last_of_each.end(),
+                     [&](const po::option& o) { return o.string_key == it->string_key; }))
+      last_of_each.push_back(*it);
+  parsed.options.assign(last_of_each.rbegin(), last_of_each.rend());
+  return parsed;
+}
+
+}  // namespace
+
+po::variables_map parse_options(const std::vector<std::string>& args,
+                                const po::options_description& desc) {
+  po::variables_map vm;
+  try {
+    po::store(parse_args(args, desc), vm);  // stored first: the command line wins
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  if (vm.count("config")) {
+    const std::string path = vm["config"].as<std::string>();
+    for (const auto& opt : read_config_file(path, desc)) {
+      try {
+        po::store(parse_args({"--" + opt.key + "=" + opt.value}, desc), vm);
+      } catch (const po::error& e) {
+        throw UsageError(fmt::format("{}:{}: {}", path, opt.line, e.what()));
+      }
+    }
+  }
+  if (vm.count("help")) return vm;  // --help needs none of the required options
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return vm;
+}
+
+}  // namespace train

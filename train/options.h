@@ -1,0 +1,26 @@
+#pragma once
+// Command-line and config-file options with Boost.Program_options. Option names are the
+// config keys with '-' for '_' (--d-model); a config file (--config run.cfg) uses the
+// same names in INI syntax (`d-model = 128`, `d_model = 128` works too), and the command
+// line wins over the file. Every problem is a UsageError with one line that names the
+// option, the value and, for a file, the line.
+#include <boost/program_options.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace train {
+
+namespace po = boost::program_options;
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses args (without the program and subcommand names) against desc, reading
+// --config FILE when desc has a "config" option. Returns the merged variables.
+po::variables_map parse_options(const std::vector<std::string>& args,
+                                const po::options_description& desc);
+
+}  // namespace train
