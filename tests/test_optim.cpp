@@ -1,0 +1,234 @@
+// optim/: SGD, Adam and AdamW steps against values worked out by hand (the formulas of
+// torch.optim), parameter groups, gradient clipping, schedules, and optimizer state that
+// round-trips exactly.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "optim/optim.h"
+#include "support.h"
+
+using ag::Tensor;
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+
+namespace {
+
+// One float64 parameter with a fixed gradient, so every step's arithmetic is known.
+struct Fixture {
+  Tensor p;
+  explicit Fixture(std::vector<double> values) {
+    p = ag::from_vector(values, {static_cast<int64_t>(values.size())}, ag::DType::Float64).requires_grad_();
+  }
+  std::vector<optim::ParamGroup> groups(double wd = 0) const { return {{{{"w", p}}, wd}}; }
+  void grad(std::vector<double> g) const {
+    p.set_grad(ag::from_vector(g, {static_cast<int64_t>(g.size())}, ag::DType::Float64));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SGD without momentum steps against the gradient plus weight decay") {
+  Fixture f({1.0, -2.0});
+  optim::SGD sgd(f.groups(/*wd=*/0.1), /*lr=*/0.5);
+  f.grad({0.2, 0.4});
+  sgd.step();
+  // p -= lr * (g + wd p)
+  ag_test::require_values(f.p, {1.0 - 0.5 * (0.2 + 0.1), -2.0 - 0.5 * (0.4 - 0.2)}, 1e-15);
+}
+
+TEST_CASE("SGD momentum and Nesterov follow torch.optim.SGD over two steps") {
+  const double lr = 0.1, mu = 0.9, g1 = 0.5, g2 = -0.25;
+  SECTION("heavy ball") {
+    Fixture f({1.0});
+    optim::SGD sgd(f.groups(), lr, mu);
+    f.grad({g1});
+    sgd.step();  // b = g1
+    f.grad({g2});
+    sgd.step();  // b = mu g1 + g2
+    const double b2 = mu * g1 + g2;
+    ag_test::require_values(f.p, {1.0 - lr * g1 - lr * b2}, 1e-15);
+  }
+  SECTION("nesterov") {
+    Fixture f({1.0});
+    optim::SGD sgd(f.groups(), lr, mu, /*nesterov=*/true);
+    f.grad({g1});
+    sgd.step();  // b = g1, d = g1 + mu b
+    f.grad({g2});
+    sgd.step();  // b = mu g1 + g2, d = g2 + mu b
+    const double d1 = g1 + mu * g1, b2 = mu * g1 + g2, d2 = g2 + mu * b2;
+    ag_test::require_values(f.p, {1.0 - lr * d1 - lr * d2}, 1e-15);
+  }
+}
+
+TEST_CASE("Adam and AdamW match the bias-corrected update worked by hand") {
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+  const double p0 = 0.7, g1 = 0.3, g2 = -0.6;
+  auto adam_delta = [&](double m, double v, int t) {
+    const double mh = m / (1 - std::pow(b1, t)), vh = v / (1 - std::pow(b2, t));
+    return lr * mh / (std::sqrt(vh) + eps);
+  };
+  SECTION("AdamW decays the weight itself, outside the moments") {
+    Fixture f({p0});
+    optim::AdamW opt(f.groups(wd), lr, b1, b2, eps);
+    f.grad({g1});
+    opt.step();
+    double m = (1 - b1) * g1, v = (1 - b2) * g1 * g1;
+    double p = p0 * (1 - lr * wd) - adam_delta(m, v, 1);
+    ag_test::require_values(f.p, {p}, 1e-12);
+    f.grad({g2});
+    opt.step();
+    m = b1 * m + (1 - b1) * g2;
+    v = b2 * v + (1 - b2) * g2 * g2;
+    p = p * (1 - lr * wd) - adam_delta(m, v, 2);
+    ag_test::require_values(f.p, {p}, 1e-12);
+    REQUIRE(opt.steps() == 2);
+  }
+  SECTION("Adam adds L2 decay to the gradient") {
+    Fixture f({p0});
+    optim::Adam opt(f.groups(wd), lr, b1, b2, eps);
+    f.grad({g1});
+    opt.step();
+    const double g = g1 + wd * p0;
+    const double m = (1 - b1) * g, v = (1 - b2) * g * g;
+    ag_test::require_values(f.p, {p0 - adam_delta(m, v, 1)}, 1e-12);
+  }
+}
+
+TEST_CASE("the first Adam step moves every weight by about lr whatever its gradient's scale") {
+  Fixture f({0.0, 0.0, 0.0});
+  optim::Adam opt(f.groups(), 1e-3);
+  f.grad({1e-4, 3.0, -50.0});
+  opt.step();
+  ag_test::require_values(f.p, {-1e-3, -1e-3, 1e-3}, 1e-7);
+}
+
+TEST_CASE("decay_groups decays matrices and embeddings but not biases or LayerNorm") {
+  nn::StateDict named = {{"fc.weight", ag::zeros({3, 2})},
+                         {"fc.bias", ag::zeros({3})},
+                         {"ln.weight", ag::ones({2})},
+                         {"emb.weight", ag::zeros({5, 2})}};
+  auto groups = optim::decay_groups(named, 0.1);
+  REQUIRE(groups.size() == 2);
+  REQUIRE(groups[0].weight_decay == 0.1);
+  REQUIRE(groups[0].params.size() == 2);
+  CHECK(groups[0].params[0].first == "fc.weight");
+  CHECK(groups[0].params[1].first == "emb.weight");
+  REQUIRE(groups[1].weight_decay == 0.0);
+  CHECK(groups[1].params[0].first == "fc.bias");
+  CHECK(groups[1].params[1].first == "ln.weight");
+}
+
+TEST_CASE("parameters without a gradient are left alone by step") {
+  Fixture f({1.0}), g({2.0});
+  optim::AdamW opt({{{{"a", f.p}, {"b", g.p}}, 0.1}}, 0.1);
+  f.grad({1.0});
+  opt.step();
+  ag_test::require_values(g.p, {2.0}, 0);
+  REQUIRE(f.p.item() != 1.0);
+}
+
+TEST_CASE("clip_grad_norm scales to the limit and returns the norm before clipping") {
+  Fixture a({0.0, 0.0}), b({0.0});
+  a.grad({3.0, 0.0});
+  b.grad({4.0});
+  const double norm = optim::clip_grad_norm({a.p, b.p}, 1.0);
+  REQUIRE_THAT(norm, WithinAbs(5.0, 1e-12));
+  const double s = 1.0 / (5.0 + 1e-6);  // torch.nn.utils.clip_grad_norm_'s factor
+  ag_test::require_values(a.p.grad(), {3.0 * s, 0.0}, 1e-15);
+  ag_test::require_values(b.p.grad(), {4.0 * s}, 1e-15);
+
+  SECTION("gradients under the limit are untouched") {
+    REQUIRE_THAT(optim::clip_grad_norm({a.p, b.p}, 10.0), WithinRel(5.0 * s, 1e-12));
+    ag_test::require_values(b.p.grad(), {4.0 * s}, 0);
+  }
+  SECTION("a non-finite norm is reported and the gradients are not touched") {
+    b.grad({std::nan("")});
+    REQUIRE(std::isnan(optim::clip_grad_norm({a.p, b.p}, 1.0)));
+    ag_test::require_values(a.p.grad(), {3.0 * s, 0.0}, 0);
+  }
+}
+
+TEST_CASE("warm-up then cosine rises linearly and decays to the floor") {
+  optim::WarmupCosineLR s(1e-3, 1e-4, /*warmup=*/10, /*total=*/110);
+  REQUIRE_THAT(s.lr_at(1), WithinRel(1e-4, 1e-12));
+  REQUIRE_THAT(s.lr_at(5), WithinRel(5e-4, 1e-12));
+  REQUIRE_THAT(s.lr_at(10), WithinRel(1e-3, 1e-12));
+  REQUIRE_THAT(s.lr_at(60), WithinRel(1e-4 + 0.5 * 9e-4, 1e-12));  // half way: cos = 0
+  REQUIRE_THAT(s.lr_at(35), WithinRel(1e-4 + 0.5 * 9e-4 * (1 + std::cos(M_PI / 4)), 1e-12));
+  REQUIRE_THAT(s.lr_at(110), WithinRel(1e-4, 1e-12));
+  REQUIRE_THAT(s.lr_at(500), WithinRel(1e-4, 1e-12));
+  REQUIRE_THROWS_WITH(optim::WarmupCosineLR(1e-3, 2e-3, 0, 10), Contains("min_lr"));
+}
+
+TEST_CASE("step decay and constant schedules and their JSON round trip") {
+  optim::StepLR step(0.1, /*step_size=*/3, /*gamma=*/0.5);
+  CHECK(step.lr_at(1) == 0.1);
+  CHECK(step.lr_at(3) == 0.1);
+  CHECK(step.lr_at(4) == 0.05);
+  CHECK(step.lr_at(7) == 0.025);
+  optim::ConstantLR constant(0.02);
+  optim::WarmupCosineLR cosine(1e-3, 1e-4, 10, 100);
+  for (const optim::LRSchedule* s : std::vector<const optim::LRSchedule*>{&step, &constant, &cosine}) {
+    auto back = optim::schedule_from_json(s->to_json());
+    for (int64_t t : {1, 2, 5, 9, 10, 11, 50, 100, 200}) CHECK(back->lr_at(t) == s->lr_at(t));
+  }
+  REQUIRE_THROWS_WITH(optim::schedule_from_json({{"type", "zigzag"}}), Contains("zigzag"));
+}
+
+TEST_CASE("optimizer state round-trips so the next step is bit-identical") {
+  ag::Generator gen(7);
+  Tensor w1 = ag::randn({4, 3}, gen).requires_grad_(), b1 = ag::randn({3}, gen).requires_grad_();
+  Tensor w2 = w1.detach().clone().requires_grad_(), b2 = b1.detach().clone().requires_grad_();
+  optim::AdamW a(optim::decay_groups({{"w", w1}, {"b", b1}}, 0.1), 1e-2);
+  optim::AdamW b(optim::decay_groups({{"w", w2}, {"b", b2}}, 0.1), 1e-2);
+  std::vector<Tensor> grads = {ag::randn({4, 3}, gen), ag::randn({3}, gen)};
+  for (int i = 0; i < 3; ++i) {
+    w1.set_grad(grads[0]), b1.set_grad(grads[1]);
+    a.step();
+  }
+  // b continues from a's state, with a's weights
+  ag::copy_(w2, w1), ag::copy_(b2, b1);
+  b.load_state(a.state());
+  REQUIRE(b.steps() == 3);
+  Tensor next_w = ag::randn({4, 3}, gen), next_b = ag::randn({3}, gen);
+  w1.set_grad(next_w), b1.set_grad(next_b);
+  w2.set_grad(next_w), b2.set_grad(next_b);
+  a.step();
+  b.step();
+  REQUIRE(w1.to_vector() == w2.to_vector());
+  REQUIRE(b1.to_vector() == b2.to_vector());
+}
+
+TEST_CASE("loading a mismatched optimizer state is an error that names the problem and changes nothing") {
+  Fixture f({1.0, 2.0});
+  optim::AdamW opt(f.groups(), 0.1);
+  f.grad({1.0, 1.0});
+  opt.step();
+  optim::OptimizerState good = opt.state();
+  SECTION("another optimizer's state") {
+    optim::SGD sgd(f.groups(), 0.1, 0.9);
+    REQUIRE_THROWS_WITH(sgd.load_state(good), Contains("'adamw'") && Contains("'sgd'"));
+  }
+  SECTION("a missing buffer") {
+    optim::OptimizerState st = good;
+    st.tensors.erase(st.tensors.begin());
+    REQUIRE_THROWS_WITH(opt.load_state(st), Contains("m/w"));
+    REQUIRE(opt.steps() == 1);
+  }
+  SECTION("a buffer of the wrong shape") {
+    optim::OptimizerState st = good;
+    st.tensors[1].second = ag::zeros({3});
+    REQUIRE_THROWS_WITH(opt.load_state(st), Contains("v/w") && Contains("[3]") && Contains("[2]"));
+  }
+}
+
+TEST_CASE("optimizer hyperparameters out of range are clear errors") {
+  Fixture f({1.0});
+  REQUIRE_THROWS_WITH(optim::AdamW(f.groups(), 1e-3, 1.0), Contains("beta1"));
+  REQUIRE_THROWS_WITH(optim::AdamW(f.groups(), 1e-3, 0.9, -0.1), Contains("beta2"));
+  REQUIRE_THROWS_WITH(optim::Adam(f.groups(), 1e-3, 0.9, 0.99, 0.0), Contains("eps"));
+  REQUIRE_THROWS_WITH(optim::SGD(f.groups(), -1.0), Contains("learning rate"));
+  REQUIRE_THROWS_WITH(optim::SGD(f.groups(), 0.1, 0.0, true), Contains("Nesterov"));
+  REQUIRE_THROWS_WITH(optim::SGD(f.groups(-0.1), 0.1), Contains("weight_decay"));
+}
