@@ -42,8 +42,7 @@ try:
     import h5py
     import numpy as np
     import torch
-    import torch.nn as tnn
-    import torch.nn.functional as F
+    from spec_gpt import GPT
 except Exception as e:  # not only ImportError: a half-installed torch raises others
     print(f"skipped: torch/numpy/h5py unavailable for {sys.executable}: {e!r}")
     sys.exit(SKIP)
@@ -74,90 +73,6 @@ SHAPES = [
 PERTURB = 0.3
 CONFIGS = [(name, over) for name, over in SHAPES] + \
           [(name + "+noise", dict(over, perturb=PERTURB)) for name, over in SHAPES]
-
-
-# ------------------------------------------------------------------ the spec's model
-
-def gelu_tanh(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-class MultiHeadAttention(tnn.Module):
-    def __init__(self, d_model, n_heads, context_length, qkv_bias):
-        super().__init__()
-        assert d_model % n_heads == 0
-        self.n_heads = n_heads
-        self.head_dim = d_model // n_heads
-        self.W_query = tnn.Linear(d_model, d_model, bias=qkv_bias)
-        self.W_key = tnn.Linear(d_model, d_model, bias=qkv_bias)
-        self.W_value = tnn.Linear(d_model, d_model, bias=qkv_bias)
-        self.out_proj = tnn.Linear(d_model, d_model)
-        # A buffer that is not persistent, so the state_dict holds exactly the spec's names.
-        self.register_buffer(
-            "mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool),
-                               diagonal=1), persistent=False)
-
-    def forward(self, a):
-        B, T, C = a.shape
-        H, D = self.n_heads, self.head_dim
-
-        def heads(x):  # [B, T, C] -> [B, H, T, D]
-            return x.view(B, T, H, D).transpose(1, 2)
-
-        q, k, v = heads(self.W_query(a)), heads(self.W_key(a)), heads(self.W_value(a))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(D)
-        scores = scores.masked_fill(self.mask[:T, :T], float("-inf"))
-        w = torch.softmax(scores, dim=-1)
-        ctx = (w @ v).transpose(1, 2).reshape(B, T, C)
-        return self.out_proj(ctx)
-
-
-class MLP(tnn.Module):
-    def __init__(self, d_model, d_ff):
-        super().__init__()
-        self.fc1 = tnn.Linear(d_model, d_ff)
-        self.fc2 = tnn.Linear(d_ff, d_model)
-
-    def forward(self, x):
-        return self.fc2(gelu_tanh(self.fc1(x)))
-
-
-class Block(tnn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        C = cfg["d_model"]
-        self.ln1 = tnn.LayerNorm(C, eps=1e-5)
-        self.attn = MultiHeadAttention(C, cfg["n_heads"], cfg["context_length"],
-                                       bool(cfg["qkv_bias"]))
-        self.ln2 = tnn.LayerNorm(C, eps=1e-5)
-        self.mlp = MLP(C, cfg["d_ff"] or 4 * C)
-
-    def forward(self, h):
-        h = h + self.attn(self.ln1(h))
-        return h + self.mlp(self.ln2(h))
-
-
-class GPT(tnn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        V, C = cfg["vocab_size"], cfg["d_model"]
-        self.tok_emb = tnn.Embedding(V, C)
-        self.pos_emb = tnn.Embedding(cfg["context_length"], C)
-        self.blocks = tnn.ModuleList(Block(cfg) for _ in range(cfg["n_layers"]))
-        self.ln_f = tnn.LayerNorm(C, eps=1e-5)
-        # Tied: no lm_head parameter at all; the head reads tok_emb.weight.
-        self.lm_head = None if cfg["tie_weights"] else tnn.Linear(C, V, bias=False)
-
-    def forward(self, ids, targets):
-        T = ids.shape[1]
-        h = self.tok_emb.weight[ids] + self.pos_emb.weight[:T]
-        for block in self.blocks:
-            h = block(h)
-        h = self.ln_f(h)
-        head = self.tok_emb.weight if self.lm_head is None else self.lm_head.weight
-        logits = h @ head.T
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        return logits, loss
 
 
 # ------------------------------------------------------------------ comparison
