@@ -18,6 +18,17 @@ void GPTConfig::validate() const {
   positive("n_heads", n_heads);
   positive("n_layers", n_layers);
   if (d_ff < 0) throw std::invalid_argument(fmt::format("config: d_ff must be >= 0, got {}", d_ff));
+  // Bounds far beyond any model that fits in memory, so that size arithmetic (parameter
+  // counts, memory plans) cannot overflow on absurd input.
+  auto at_most = [](const char* name, int64_t v, int64_t limit) {
+    if (v > limit)
+      throw std::invalid_argument(fmt::format("config: {} = {} is larger than the supported {}", name, v, limit));
+  };
+  at_most("vocab_size", vocab_size, int64_t{1} << 24);
+  at_most("context_length", context_length, int64_t{1} << 20);
+  at_most("d_model", d_model, int64_t{1} << 20);
+  at_most("d_ff", d_ff, int64_t{1} << 22);
+  at_most("n_layers", n_layers, int64_t{1} << 14);
   if (d_model % n_heads != 0)
     throw std::invalid_argument(
         fmt::format("config: d_model ({}) must be divisible by n_heads ({})", d_model, n_heads));
@@ -39,6 +50,15 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
 ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
   ag::Tensor x = h + dropout->forward(attn->forward(ln1->forward(h)));
   return x + dropout->forward(mlp->forward(ln2->forward(x)));
+}
+
+int64_t GPTConfig::num_parameters() const {
+  const int64_t C = d_model, F = ff_width();
+  const int64_t attention = 4 * C * C + (qkv_bias ? 3 * C : 0) + C;  // W_q, W_k, W_v, out_proj
+  const int64_t mlp = C * F + F + F * C + C;
+  const int64_t block = 2 * 2 * C + attention + mlp;  // two LayerNorms
+  return vocab_size * C + context_length * C + n_layers * block + 2 * C +
+         (tie_weights ? 0 : vocab_size * C);
 }
 
 GPT::GPT(const GPTConfig& cfg, uint64_t seed)

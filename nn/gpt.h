@@ -29,6 +29,9 @@ struct GPTConfig {
   bool tie_weights = true;
 
   int64_t ff_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  // What GPT(cfg).num_parameters() will be, computed without allocating anything, so
+  // that a run too large for memory is refused before it is built.
+  int64_t num_parameters() const;
   // Throws naming the first inconsistent value (e.g. d_model % n_heads != 0).
   void validate() const;
 };

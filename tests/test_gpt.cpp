@@ -83,6 +83,29 @@ TEST_CASE("an untied head adds lm_head.weight and qkv_bias adds the projection b
   REQUIRE(ns[14] == std::make_pair(std::string("blocks.0.mlp.fc1.weight"), Shape{12, 8}));
 }
 
+TEST_CASE("the parameter count is known from the config before the model is built", "[gpt]") {
+  nn::GPTConfig c = tiny_config();
+  for (bool tie : {true, false})
+    for (bool bias : {true, false})
+      for (int64_t d_ff : {0, 12}) {
+        c.tie_weights = tie, c.qkv_bias = bias, c.d_ff = d_ff;
+        INFO("tie " << tie << " qkv_bias " << bias << " d_ff " << d_ff);
+        REQUIRE(c.num_parameters() == nn::GPT(c, 1).num_parameters());
+      }
+  nn::GPTConfig spec;  // the spec's default with a 65-character vocabulary
+  spec.vocab_size = 65;
+  REQUIRE(spec.num_parameters() == 65 * 128 + 64 * 128 + 4 * (4 * 128 + 4 * 128 * 128 + 128 + 2 * 128 * 512 + 512 + 128) + 2 * 128);
+}
+
+TEST_CASE("absurd model sizes are refused by name before any arithmetic overflows", "[gpt]") {
+  nn::GPTConfig c = tiny_config();
+  c.d_model = int64_t{1} << 40;
+  REQUIRE_THROWS_WITH(c.validate(), Contains("d_model") && Contains("larger than the supported"));
+  c = tiny_config();
+  c.vocab_size = int64_t{1} << 30;
+  REQUIRE_THROWS_WITH(c.validate(), Contains("vocab_size"));
+}
+
 TEST_CASE("GPT initialisation follows GPT-2", "[gpt][init]") {
   nn::GPTConfig c;
   c.vocab_size = 65;

@@ -30,14 +30,18 @@ int64_t available_memory() {
 
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters) {
   const auto& m = cfg.model;
-  const int64_t tokens = cfg.batch_size * m.context_length;
-  const int64_t per_token = m.n_layers * (20 * m.d_model + 2 * m.ff_width()) * 2 +
-                            3 * m.vocab_size + 4 * m.d_model;
+  // in double: absurd sizes must give an absurd plan, not an overflowed one
+  const double tokens = static_cast<double>(cfg.batch_size) * static_cast<double>(m.context_length);
+  const double per_token = static_cast<double>(m.n_layers) * (20.0 * m.d_model + 2.0 * m.ff_width()) * 2 +
+                           3.0 * m.vocab_size + 4.0 * m.d_model;
+  auto bytes = [](double b) {
+    return b < 9e18 ? static_cast<int64_t>(b) : static_cast<int64_t>(9e18);
+  };
   MemoryPlan p;
-  p.parameters = 4 * num_parameters;
-  p.gradients = 4 * num_parameters;
-  p.optimizer = 8 * num_parameters;  // AdamW's two moments
-  p.activations = 4 * tokens * per_token;
+  p.parameters = bytes(4.0 * num_parameters);
+  p.gradients = bytes(4.0 * num_parameters);
+  p.optimizer = bytes(8.0 * num_parameters);  // AdamW's two moments
+  p.activations = bytes(4.0 * tokens * per_token);
   p.available = available_memory();
   return p;
 }

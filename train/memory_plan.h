@@ -11,7 +11,10 @@ namespace train {
 struct MemoryPlan {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
   int64_t available = 0;  // MemAvailable from /proc/meminfo, 0 when unknown
-  int64_t total() const { return parameters + gradients + optimizer + activations; }
+  int64_t total() const {  // saturates rather than overflows
+    const double t = static_cast<double>(parameters) + gradients + optimizer + activations;
+    return t < 9e18 ? static_cast<int64_t>(t) : static_cast<int64_t>(9e18);
+  }
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
 };

@@ -248,6 +248,16 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
                                             "context_length + 1 = {}",
                                             d.train.size(), T + 1));
 
+  // the plan before anything large is allocated: what the run will hold in memory
+  MemoryPlan plan = plan_memory(cfg, cfg.model.num_parameters());
+  fmt::print("attograd: {} parameters | data {} | {} train / {} val tokens | vocab {}\n",
+             cfg.model.num_parameters(), d.source, d.train.size(), d.val.size(), cfg.model.vocab_size);
+  fmt::print("{}\n", plan.describe());
+  if (!plan.fits())
+    throw std::runtime_error(fmt::format(
+        "this run needs about {} but only {} of memory is available; lower --batch-size, "
+        "--context-length or the model size",
+        format_bytes(plan.total()), format_bytes(plan.available)));
   nn::GPT model(cfg.model, cfg.seed);
   if (init) io::load_model_weights(*init, model);
   if (resumed) io::load_model_weights(*resumed, model);
@@ -267,16 +277,6 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
     step = resumed->step;
   }
 
-  // the plan before step 1: what the run will hold in memory
-  MemoryPlan plan = plan_memory(cfg, model.num_parameters());
-  fmt::print("attograd: {} parameters | data {} | {} train / {} val tokens | vocab {}\n",
-             model.num_parameters(), d.source, d.train.size(), d.val.size(), cfg.model.vocab_size);
-  fmt::print("{}\n", plan.describe());
-  if (!plan.fits())
-    throw std::runtime_error(fmt::format(
-        "this run needs about {} but only {} of memory is available; lower --batch-size, "
-        "--context-length or the model size",
-        format_bytes(plan.total()), format_bytes(plan.available)));
   if (d.ideal_loss >= 0)
     fmt::print("baselines on val: unigram {:.4f} | bigram {:.4f} | corpus floor (ideal) {:.4f}\n",
                data::unigram_loss(d.val, cfg.model.vocab_size),
@@ -302,23 +302,25 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
     auto [x, y] = sampler.next(data_gen);
     opt.zero_grad();
     auto out = model.forward(x, y);
-    const double loss = out.loss.item();
-    if (!std::isfinite(loss)) {
-      fmt::print(stderr, "{}attograd: loss is {} at step {}; stopping. {}\n", report.tty ? "\n" : "",
-                 loss, step,
+    // A non-finite value stops the run before it touches the weights: the last
+    // checkpoint stays the last good state.
+    auto stop_non_finite = [&](const char* what, double value) {
+      fmt::print(stderr, "{}attograd: {} is {} at step {}; stopping before the update. {}\n",
+                 report.tty ? "\n" : "", what, std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf",
+                 step,
                  last_saved >= 0 ? fmt::format("The last good checkpoint is {} (step {}).", cfg.out, last_saved)
                                  : "No checkpoint was written in this run.");
       exit_code = 1;
+    };
+    const double loss = out.loss.item();
+    if (!std::isfinite(loss)) {
+      stop_non_finite("the loss", loss);
       break;
     }
     out.loss.backward();
     const double grad_norm = optim::clip_grad_norm(params, cfg.grad_clip > 0 ? cfg.grad_clip : INFINITY);
     if (!std::isfinite(grad_norm)) {
-      fmt::print(stderr, "{}attograd: gradient norm is {} at step {}; stopping before the update. {}\n",
-                 report.tty ? "\n" : "", grad_norm, step,
-                 last_saved >= 0 ? fmt::format("The last good checkpoint is {} (step {}).", cfg.out, last_saved)
-                                 : "No checkpoint was written in this run.");
-      exit_code = 1;
+      stop_non_finite("the gradient norm", grad_norm);
       break;
     }
     opt.step();

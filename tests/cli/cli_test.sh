@@ -107,6 +107,41 @@ sigint_saves)
   "$bin" inspect run.h5 --verify | grep -q "all checksums good" || fail "checkpoint after SIGINT is bad"
   ls -a | grep -q tmp && fail "a temporary file was left behind: $(ls -a)"
   ;;
+nan_stops)
+  # an absurd learning rate blows the weights up within a few steps
+  rc=0
+  "$bin" train "${tiny[@]}" --steps 200 --lr 1e4 --warmup-steps 0 --checkpoint-interval 2 \
+      --log-interval 1 --out run.h5 > log.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] || fail "a non-finite loss exited $rc, not 1"
+  grep -qE "(loss|gradient norm) is .* at step [0-9]+" err.txt || fail "no message naming the step: $(cat err.txt)"
+  grep -q "last good checkpoint is run.h5 (step" err.txt || fail "the last good checkpoint is not named: $(cat err.txt)"
+  saved=$(sed -n 's/.*(step \([0-9]*\)).*/\1/p' err.txt)
+  "$bin" inspect run.h5 --verify | grep -q "^step $saved$" || fail "run.h5 does not hold step $saved"
+  ;;
+memory_refused)
+  rc=0
+  timeout 60 "$bin" train --d-model 16384 --n-heads 16 --n-layers 256 --batch-size 64 > log.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] || fail "an impossible run exited $rc, not 1 (stderr: $(cat err.txt))"
+  grep -q "parameters" log.txt && grep -q "memory plan" log.txt || fail "no plan printed: $(cat log.txt)"
+  grep -q "needs about .* available" err.txt || fail "the refusal does not say why: $(cat err.txt)"
+  ;;
+init_from_and_config)
+  "$bin" train "${tiny[@]}" --steps 150 --out first.h5 --sample-tokens 0 > /dev/null
+  # a config file, overridden on the command line; fresh optimiser from first.h5's weights
+  printf '# a run file\nsteps = 500\nd_model = 32\nn-heads = 2\nn_layers = 2\ncontext-length = 16\nlr = 5e-4\n' > run.cfg
+  "$bin" train --config run.cfg --steps 10 --init-from first.h5 --out second.h5 --batch-size 8 \
+      --sample-tokens 0 --eval-windows 5 > log.txt
+  "$bin" inspect second.h5 > i.txt
+  grep -q "^step 10$" i.txt || fail "the command line did not win over the config file: $(grep ^step i.txt)"
+  grep -q '"lr": 0.0005' i.txt || fail "the config file's lr was not used"
+  "$bin" train --config run.cfg --steps 10 --out fresh.h5 --batch-size 8 --sample-tokens 0 \
+      --eval-windows 5 > fresh.txt
+  first_loss() { grep -m1 "step     1/" "$1" | sed 's/.*loss \([0-9.]*\).*/\1/'; }
+  awk -v a="$(first_loss log.txt)" -v b="$(first_loss fresh.txt)" 'BEGIN { exit !(a < b - 0.3) }' ||
+    fail "--init-from did not start from trained weights (first loss $(first_loss log.txt), fresh $(first_loss fresh.txt))"
+  rc=0; "$bin" train "${tiny[@]}" --d-model 64 --init-from first.h5 --steps 1 --out x.h5 2> err.txt || rc=$?
+  [ "$rc" -ne 0 ] && grep -q "tok_emb.weight" err.txt || fail "a mismatched --init-from was not named: $(cat err.txt)"
+  ;;
 gradcheck)
   "$bin" gradcheck > g.txt || fail "gradcheck failed: $(grep FAIL g.txt)"
   grep -q "scaled_dot_product_attention" g.txt || fail "gradcheck table lacks the fused attention"
