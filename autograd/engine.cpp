@@ -68,9 +68,18 @@ void attach_backward(Tensor& out, const char* name, const std::vector<Tensor>& i
 
 namespace {
 
-void accumulate_leaf(TensorImpl& leaf, const Tensor& g) {
+// A gradient nothing else refers to (its handle and its storage are held only here, it
+// is a plain contiguous tensor) can be kept or added into without a copy.
+bool exclusively_owned(const Tensor& g) {
+  return g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 &&
+         g.is_contiguous() && g.offset() == 0 && !g.impl()->grad_fn;
+}
+
+void accumulate_leaf(TensorImpl& leaf, Tensor g) {
   if (!leaf.grad) {
-    leaf.grad = g.clone().impl_ptr();  // a copy: g may alias another gradient
+    // g may alias another gradient or a saved tensor: keep it only when it is ours alone
+    leaf.grad = exclusively_owned(g) ? g.impl_ptr() : g.clone().impl_ptr();
+    leaf.grad->requires_grad = false;
     return;
   }
   Tensor acc(leaf.grad);
@@ -164,10 +173,14 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       if (!e.defined() || !in_grads[i].defined()) continue;
       check_gradient(*n, i, in_grads[i]);
       if (e.leaf) {
-        accumulate_leaf(*e.leaf, in_grads[i]);
+        accumulate_leaf(*e.leaf, std::move(in_grads[i]));
       } else {
-        auto [slot, fresh] = grads.try_emplace(e.fn.get(), in_grads[i]);
-        if (!fresh) slot->second = add(slot->second, in_grads[i]);
+        auto [slot, fresh] = grads.try_emplace(e.fn.get(), std::move(in_grads[i]));
+        if (fresh) continue;
+        if (exclusively_owned(slot->second))
+          add_(slot->second, in_grads[i]);  // in place: same shape, checked above
+        else
+          slot->second = add(slot->second, in_grads[i]);
       }
     }
     if (!retain_graph) {

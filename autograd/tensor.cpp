@@ -9,20 +9,15 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "autograd/allocator.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/strided_loop.h"
 
 namespace ag {
 
-Storage::Storage(size_t n) : nbytes(n) {
-  size_t rounded = (n + 63) / 64 * 64;
-  data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!data) throw std::bad_alloc();
-}
-Storage::~Storage() {
-  std::free(data);
-}
+Storage::Storage(size_t n) : data(allocate_block(n)), nbytes(n) {}
+Storage::~Storage() { free_block(data, nbytes); }
 
 const TensorImpl& Tensor::checked() const {
   if (!impl_) throw std::logic_error("use of an undefined (empty) Tensor");

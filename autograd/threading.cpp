@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include <unistd.h>
 
@@ -30,18 +31,25 @@ int num_threads() {
 const char* blas_kernel_name() { return openblas_get_corename(); }
 
 void select_blas_kernel(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user chose, or we did
-  if (std::strcmp(openblas_get_corename(), "Prescott") != 0) return;
-  const char* core = nullptr;
+  if (std::getenv("ATTOGRAD_KEEP_BLAS_KERNEL") != nullptr) return;  // the user's explicit wish
+  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) return;    // once is enough
+  const std::string current = openblas_get_corename();
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // OpenBLAS 0.3.21 maps AMD Zen 4/5 to its Haswell (AVX2) kernels and unknown CPUs to
+  // Prescott (SSE3), and environments often pin OPENBLAS_CORETYPE=Haswell for safety; on
+  // an AVX-512 machine the SkylakeX kernel's sgemm is 1.8x Haswell's.
+  const char* core = nullptr;
+  if (avx512 && current != "SkylakeX" && current != "Cooperlake" && current != "SapphireRapids")
     core = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  else if (!avx512 && avx2 && current == "Prescott")
     core = "Haswell";
   if (core == nullptr) return;
   setenv("OPENBLAS_CORETYPE", core, 1);
-  execv("/proc/self/exe", argv);  // only returns on failure: carry on with Prescott
+  setenv("ATTOGRAD_BLAS_REEXECUTED", "1", 1);
+  execv("/proc/self/exe", argv);  // only returns on failure: carry on with the current kernel
 }
 
 }  // namespace ag

@@ -11,12 +11,13 @@ int num_threads();
 namespace ag {
 
 // OpenBLAS picks its GEMM kernel from the CPU model when it loads; on CPUs it does not
-// recognise (common in VMs, which report a generic "Intel Xeon Processor") it falls
-// back to its SSE3 "Prescott" kernel, several times slower than the AVX2/AVX-512 ones
-// the CPU supports. When that happened and OPENBLAS_CORETYPE is unset, this sets it
-// from the CPU's features and re-executes the program (argv) so the library loads
-// again with the right kernel. Call it first thing in main(); it returns normally when
-// nothing needs doing or re-executing fails.
+// know it falls back to slower kernels than the CPU supports: SSE3 "Prescott" for VMs
+// that report a generic model, AVX2 "Haswell" for AMD Zen 4/5, which have AVX-512.
+// When the kernel in use (whether OpenBLAS chose it or OPENBLAS_CORETYPE named it) is
+// weaker than the CPU supports, this sets OPENBLAS_CORETYPE from the CPU's features and
+// re-executes the program (argv) so the library loads again with the right kernel; set
+// ATTOGRAD_KEEP_BLAS_KERNEL=1 to keep the kernel as it is. Call it first thing in
+// main(); it returns normally when nothing needs doing or re-executing fails.
 void select_blas_kernel(char** argv);
 
 // The kernel OpenBLAS is using, e.g. "SkylakeX".

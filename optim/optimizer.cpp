@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "autograd/parallel.h"
+
 namespace optim {
 
 std::vector<ParamGroup> decay_groups(const nn::StateDict& named, double weight_decay) {
@@ -32,16 +34,36 @@ void Optimizer::zero_grad() {
   for (auto& s : slots_) s.param.zero_grad();
 }
 
+// One pass over every parameter at once: the parameters are cut into chunks of at most
+// kElementwiseGrain elements and the chunks shared out among the threads, so a model of
+// many small tensors (biases, LayerNorms) keeps both cores busy too. Each element's update
+// is independent of the others, so the split cannot change the bits.
 void Optimizer::step() {
   ++steps_;
   ag::NoGradGuard no_grad;
+  struct Chunk {
+    Slot* slot;
+    const ag::Tensor* grad;
+    int64_t begin, end;
+  };
+  std::vector<ag::Tensor> grads;
+  std::vector<Slot*> live;
+  grads.reserve(slots_.size());
   for (auto& s : slots_) {
     ag::Tensor g = s.param.grad();
     if (!g.defined()) continue;
     if (s.buffers.empty())
       for (size_t b = 0; b < buffer_names().size(); ++b) s.buffers.push_back(ag::zeros_like(s.param));
-    update(s, g.contiguous());
+    grads.push_back(g.contiguous());
+    live.push_back(&s);
   }
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < live.size(); ++i)
+    for (int64_t b = 0, n = live[i]->param.numel(); b < n; b += ag::detail::kElementwiseGrain)
+      chunks.push_back({live[i], &grads[i], b, std::min(n, b + ag::detail::kElementwiseGrain)});
+  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
+  });
 }
 
 OptimizerState Optimizer::state() const {
@@ -110,15 +132,14 @@ std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
 }
 
 // d = g + wd p;  b = mu b + d (b = d at the first step);  p -= lr (nesterov ? d + mu b : b)
-void SGD::update(Slot& s, const ag::Tensor& grad) {
+void SGD::update(Slot& s, const ag::Tensor& grad, int64_t begin, int64_t end) {
   AG_DISPATCH_FLOAT(s.param.dtype(), "SGD", [&] {
     scalar_t* p = s.param.data<scalar_t>();
     const scalar_t* g = grad.data<scalar_t>();
     scalar_t* b = momentum_ > 0 ? s.buffers[0].data<scalar_t>() : nullptr;
     const scalar_t lr = lr_, wd = s.weight_decay, mu = momentum_;
     const bool first = steps_ == 1;
-    const int64_t n = s.param.numel();
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       scalar_t d = g[i] + wd * p[i];
       if (b) {
         b[i] = first ? d : mu * b[i] + d;
@@ -147,7 +168,7 @@ std::vector<std::pair<std::string, double>> Adam::hyperparameters() const {
 
 // AdamW: p -= lr wd p.  Adam: g += wd p.  Then m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 // p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-void Adam::update(Slot& s, const ag::Tensor& grad) {
+void Adam::update(Slot& s, const ag::Tensor& grad, int64_t begin, int64_t end) {
   const double c1 = 1 - std::pow(beta1_, static_cast<double>(steps_));
   const double c2 = 1 - std::pow(beta2_, static_cast<double>(steps_));
   AG_DISPATCH_FLOAT(s.param.dtype(), "Adam", [&] {
@@ -160,9 +181,8 @@ void Adam::update(Slot& s, const ag::Tensor& grad) {
     const scalar_t inv_sqrt_c2 = static_cast<scalar_t>(1.0 / std::sqrt(c2));
     const scalar_t decay = decoupled_ ? scalar_t(1) - lr * wd : scalar_t(1);
     const scalar_t l2 = decoupled_ ? scalar_t(0) : wd;
-    const int64_t n = s.param.numel();
     AG_SIMD
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       const scalar_t gi = g[i] + l2 * p[i];
       m[i] = b1 * m[i] + (1 - b1) * gi;
       v[i] = b2 * v[i] + (1 - b2) * gi * gi;
@@ -180,7 +200,12 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
     AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
       ag::Tensor c = g.contiguous();
       const scalar_t* x = c.data<scalar_t>();
-      for (int64_t i = 0, n = c.numel(); i < n; ++i) sq += static_cast<double>(x[i]) * x[i];
+      sq += ag::detail::parallel_sum(c.numel(), ag::detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+        double part = 0;
+        AG_SIMD
+        for (int64_t i = i0; i < i1; ++i) part += static_cast<double>(x[i]) * x[i];
+        return part;
+      });
     });
   }
   const double norm = std::sqrt(sq);
@@ -192,7 +217,10 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
     AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
       scalar_t* x = g.data<scalar_t>();  // leaf gradients are contiguous
       const scalar_t s = static_cast<scalar_t>(scale);
-      for (int64_t i = 0, n = g.numel(); i < n; ++i) x[i] *= s;
+      ag::detail::parallel_for(g.numel(), ag::detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+        AG_SIMD
+        for (int64_t i = i0; i < i1; ++i) x[i] *= s;
+      });
     });
   }
   return norm;

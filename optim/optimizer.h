@@ -1,6 +1,6 @@
 #pragma once
-// Optimizers update parameters in place from their .grad(), one fused pass per parameter,
-// with no allocation after the first step. Their state (moments, step count,
+// Optimizers update parameters in place from their .grad(), in one fused pass over all
+// parameters, with no allocation after the first step. Their state (moments, step count,
 // hyperparameters) goes into checkpoints as named tensors and scalars.
 #include <string>
 #include <utility>
@@ -50,7 +50,9 @@ class Optimizer {
   virtual std::string type() const = 0;
   virtual std::vector<std::string> buffer_names() const = 0;
   virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
-  virtual void update(Slot& slot, const ag::Tensor& grad) = 0;  // steps_ already counts this step
+  // Updates elements [begin, end) of one parameter; steps_ already counts this step.
+  // Called concurrently for disjoint ranges.
+  virtual void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) = 0;
 
   std::vector<Slot> slots_;
   double lr_;
@@ -66,7 +68,7 @@ class SGD : public Optimizer {
   std::string type() const override { return "sgd"; }
   std::vector<std::string> buffer_names() const override;
   std::vector<std::pair<std::string, double>> hyperparameters() const override;
-  void update(Slot& slot, const ag::Tensor& grad) override;
+  void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) override;
   double momentum_;
   bool nesterov_;
 };
@@ -84,7 +86,7 @@ class Adam : public Optimizer {
   std::string type() const override { return decoupled_ ? "adamw" : "adam"; }
   std::vector<std::string> buffer_names() const override { return {"m", "v"}; }
   std::vector<std::pair<std::string, double>> hyperparameters() const override;
-  void update(Slot& slot, const ag::Tensor& grad) override;
+  void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) override;
   double beta1_, beta2_, eps_;
   bool decoupled_;
 };

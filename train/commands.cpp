@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "bench/bench.h"
 #include "io/checkpoint.h"
 #include "train/options.h"
 #include "train/trainer.h"
@@ -23,6 +24,7 @@ commands:
   eval       the evaluation loss of a checkpoint on a text file
   inspect    show what a checkpoint holds (--verify checks every dataset)
   gradcheck  run the finite-difference gradient checks of every op
+  bench      time training steps (tiny, small, base) or the hot kernels (--micro)
   demo       the attention chapter's numbers and a small network trained by backprop
 
 'attograd <command> --help' lists a command's options.
@@ -320,6 +322,7 @@ int cli_main(int argc, char** argv) {
   if (command == "eval") return eval_command(args);
   if (command == "inspect") return inspect_command(args);
   if (command == "gradcheck") return gradcheck_command(args);
+  if (command == "bench") return bench::bench_command(args);
   if (command == "demo") return demo_command(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;

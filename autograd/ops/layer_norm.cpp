@@ -6,8 +6,68 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 namespace ag {
+
+namespace {
+
+constexpr int64_t kRowGrain = 32;  // rows per parallel chunk
+
+// Rows [r0, r1) of x [rows, C]: y = xhat w + b, saving mean and rstd per row.
+// Statistics accumulate in double: float sums over thousands of channels lose digits.
+template <typename T>
+void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t r0,
+                        int64_t r1, int64_t C, double eps) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* row = x + r * C;
+    double m = 0;
+#pragma omp simd reduction(+ : m)
+    for (int64_t i = 0; i < C; ++i) m += row[i];
+    m /= C;
+    double v = 0;
+#pragma omp simd reduction(+ : v)
+    for (int64_t i = 0; i < C; ++i) v += (row[i] - m) * (row[i] - m);
+    v /= C;
+    const T mt = static_cast<T>(m), rs = static_cast<T>(1.0 / std::sqrt(v + eps));
+    mean[r] = mt;
+    rstd[r] = rs;
+    T* yr = y + r * C;
+    AG_SIMD
+    for (int64_t i = 0; i < C; ++i) yr[i] = (row[i] - mt) * rs * w[i] + b[i];
+  }
+}
+
+// dxhat = g w;  dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat));
+// dw += g xhat and db += g into this chunk's partial sums pw, pb (double).
+template <typename T>
+void layer_norm_backward(T* dx, double* pw, double* pb, const T* g, const T* x, const T* w,
+                         const T* mean, const T* rstd, int64_t r0, int64_t r1, int64_t C) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T m = mean[r], rs = rstd[r];
+    const T* xr = x + r * C;
+    const T* gr = g + r * C;
+    double sum_dxhat = 0, sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+    for (int64_t i = 0; i < C; ++i) {
+      const T xhat = (xr[i] - m) * rs, dxhat = gr[i] * w[i];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+      pw[i] += gr[i] * xhat;
+      pb[i] += gr[i];
+    }
+    const T mean_dxhat = static_cast<T>(sum_dxhat / C);
+    const T mean_dxhat_xhat = static_cast<T>(sum_dxhat_xhat / C);
+    T* dxr = dx + r * C;
+    AG_SIMD
+    for (int64_t i = 0; i < C; ++i) {
+      const T xhat = (xr[i] - m) * rs;
+      dxr[i] = rs * (gr[i] * w[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+}
+
+}  // namespace
 
 // y = xhat * w + b,  xhat = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -24,72 +84,46 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor out = empty(x.shape(), x.dtype());
   Tensor mean = empty({rows}, x.dtype());
   Tensor rstd = empty({rows}, x.dtype());
-  Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  // absent affine parameters act as weight 1 and bias 0, so the kernels have one form
+  Tensor wc = weight.defined() ? weight.detach().contiguous() : ones({C}, x.dtype());
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : zeros({C}, x.dtype());
   AG_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&] {
-    const scalar_t* xp = xc.data<scalar_t>();
-    const scalar_t* w = wc.defined() ? wc.data<scalar_t>() : nullptr;
-    const scalar_t* b = bc.defined() ? bc.data<scalar_t>() : nullptr;
-    scalar_t* y = out.data<scalar_t>();
-    for (int64_t r = 0; r < rows; ++r) {
-      const scalar_t* row = xp + r * C;
-      double m = 0;
-      for (int64_t i = 0; i < C; ++i) m += row[i];
-      m /= C;
-      double v = 0;
-      for (int64_t i = 0; i < C; ++i) v += (row[i] - m) * (row[i] - m);
-      v /= C;
-      const double rs = 1.0 / std::sqrt(v + eps);
-      mean.data<scalar_t>()[r] = static_cast<scalar_t>(m);
-      rstd.data<scalar_t>()[r] = static_cast<scalar_t>(rs);
-      for (int64_t i = 0; i < C; ++i) {
-        scalar_t xhat = static_cast<scalar_t>((row[i] - m) * rs);
-        y[r * C + i] = xhat * (w ? w[i] : scalar_t(1)) + (b ? b[i] : scalar_t(0));
-      }
-    }
+    detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+      layer_norm_forward(out.data<scalar_t>(), mean.data<scalar_t>(), rstd.data<scalar_t>(),
+                         xc.data<scalar_t>(), wc.data<scalar_t>(), bc.data<scalar_t>(), r0, r1, C,
+                         eps);
+    });
   });
-  // dxhat = g w;  dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
-  // dw = sum_rows g xhat;  db = sum_rows g
   if (needs_recording({x, weight, bias}))
     attach_backward(
         out, "LayerNormBackward", {x, weight, bias},
-        [xc, wc, mean, rstd, rows, C,
+        [xc, wc, mean, rstd, rows, C, has_weight = weight.defined(),
          has_bias = bias.defined()](const Tensor& g) -> std::vector<Tensor> {
           Tensor gc = g.contiguous();
           Tensor dx = empty(xc.shape(), xc.dtype());
-          Tensor dw = wc.defined() ? zeros({C}, xc.dtype()) : Tensor();
-          Tensor db = has_bias ? zeros({C}, xc.dtype()) : Tensor();
+          Tensor dw = empty({C}, xc.dtype()), db = empty({C}, xc.dtype());
+          // dw and db are sums over rows: partial sums per fixed chunk of rows, added in
+          // chunk order, so the result does not depend on the thread count
+          const int64_t chunks = std::max<int64_t>((rows + kRowGrain - 1) / kRowGrain, 1);
+          std::vector<double> part_w(chunks * C, 0.0), part_b(chunks * C, 0.0);
           AG_DISPATCH_FLOAT(xc.dtype(), "layer_norm backward", [&] {
-            const scalar_t* xp = xc.data<scalar_t>();
-            const scalar_t* gp = gc.data<scalar_t>();
-            const scalar_t* w = wc.defined() ? wc.data<scalar_t>() : nullptr;
-            scalar_t* dxp = dx.data<scalar_t>();
-            scalar_t* dwp = dw.defined() ? dw.data<scalar_t>() : nullptr;
-            scalar_t* dbp = db.defined() ? db.data<scalar_t>() : nullptr;
-            for (int64_t r = 0; r < rows; ++r) {
-              const scalar_t m = mean.data<scalar_t>()[r], rs = rstd.data<scalar_t>()[r];
-              const scalar_t* xr = xp + r * C;
-              const scalar_t* gr = gp + r * C;
-              double mean_dxhat = 0, mean_dxhat_xhat = 0;
-              for (int64_t i = 0; i < C; ++i) {
-                scalar_t xhat = (xr[i] - m) * rs;
-                scalar_t dxhat = gr[i] * (w ? w[i] : scalar_t(1));
-                mean_dxhat += dxhat;
-                mean_dxhat_xhat += dxhat * xhat;
-                if (dwp) dwp[i] += gr[i] * xhat;
-                if (dbp) dbp[i] += gr[i];
-              }
-              mean_dxhat /= C;
-              mean_dxhat_xhat /= C;
-              for (int64_t i = 0; i < C; ++i) {
-                scalar_t xhat = (xr[i] - m) * rs;
-                scalar_t dxhat = gr[i] * (w ? w[i] : scalar_t(1));
-                dxp[r * C + i] =
-                    static_cast<scalar_t>(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-              }
+            detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+              const int64_t chunk = r0 / kRowGrain;
+              layer_norm_backward(dx.data<scalar_t>(), part_w.data() + chunk * C,
+                                  part_b.data() + chunk * C, gc.data<scalar_t>(),
+                                  xc.data<scalar_t>(), wc.data<scalar_t>(), mean.data<scalar_t>(),
+                                  rstd.data<scalar_t>(), r0, r1, C);
+            });
+            scalar_t* dwp = dw.data<scalar_t>();
+            scalar_t* dbp = db.data<scalar_t>();
+            for (int64_t i = 0; i < C; ++i) {
+              double tw = 0, tb = 0;
+              for (int64_t c = 0; c < chunks; ++c) tw += part_w[c * C + i], tb += part_b[c * C + i];
+              dwp[i] = static_cast<scalar_t>(tw);
+              dbp[i] = static_cast<scalar_t>(tb);
             }
           });
-          return {dx.view(g.shape()), dw, db};
+          return {dx.view(g.shape()), has_weight ? dw : Tensor(), has_bias ? db : Tensor()};
         });
   return out;
 }

@@ -4,6 +4,7 @@
 // ops build their forward and backward from these.
 #include <fmt/format.h>
 
+#include "autograd/parallel.h"
 #include "autograd/strided_loop.h"
 #include "autograd/tensor.h"
 
@@ -24,9 +25,10 @@ Tensor map1(const Tensor& a, const char* what, F f) {
     scalar_t* o = out.data<scalar_t>();
     const scalar_t* p = a.data<scalar_t>();
     if (a.is_contiguous()) {
-      const int64_t n = a.numel();
-      AG_SIMD
-      for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
+      parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        AG_SIMD
+        for (int64_t i = begin; i < end; ++i) o[i] = f(p[i]);
+      });
       return;
     }
     for_each_run<2>(a.shape(), {out.strides(), a.strides()}, [&](auto off, int64_t n, auto st) {
@@ -47,9 +49,10 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* what, F f) {
     const scalar_t* pa = a.data<scalar_t>();
     const scalar_t* pb = b.data<scalar_t>();
     if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
-      const int64_t n = a.numel();
-      AG_SIMD
-      for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
+      parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        AG_SIMD
+        for (int64_t i = begin; i < end; ++i) o[i] = f(pa[i], pb[i]);
+      });
       return;
     }
     Shape sa = broadcast_strides(a.shape(), a.strides(), shape);

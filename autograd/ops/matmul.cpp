@@ -4,6 +4,7 @@
 // (e.g. expanded or doubly strided) are copied first.
 #include <cblas.h>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
@@ -11,6 +12,10 @@
 namespace ag {
 
 namespace {
+
+// Multiply-adds below which the two GEMMs of a backward run side by side on one thread
+// each rather than one after the other on all threads.
+constexpr double kSmallGemmWork = 1 << 26;
 
 struct BlasOperand {
   CBLAS_TRANSPOSE trans;
@@ -124,8 +129,27 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                     [a = a.detach(), b = b.detach(), ga = a.requires_grad(),
                      gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
                       Tensor da, db;
-                      if (ga) da = sum_to(matmul_forward(g, b.transpose(-1, -2)), a.shape());
-                      if (gb) db = sum_to(matmul_forward(a.transpose(-1, -2), g), b.shape());
+                      auto grad_a = [&] { da = matmul_forward(g, b.transpose(-1, -2)); };
+                      auto grad_b = [&] { db = matmul_forward(a.transpose(-1, -2), g); };
+                      // Two small GEMMs keep one core each busier than one GEMM keeps two
+                      // (OpenBLAS splits M and N, never K, so each C element is summed in
+                      // the same order either way: the bits do not depend on this choice).
+                      const double work = static_cast<double>(g.numel()) * a.shape().back();
+                      if (ga && gb && work < kSmallGemmWork && omp_get_max_threads() > 1 &&
+                          !omp_in_parallel()) {
+#pragma omp parallel sections num_threads(2)
+                        {
+#pragma omp section
+                          grad_a();
+#pragma omp section
+                          grad_b();
+                        }
+                      } else {
+                        if (ga) grad_a();
+                        if (gb) grad_b();
+                      }
+                      if (ga) da = sum_to(da, a.shape());
+                      if (gb) db = sum_to(db, b.shape());
                       return {da, db};
                     });
   return out;

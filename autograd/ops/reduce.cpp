@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/strided_loop.h"
 
 namespace ag {
@@ -46,6 +47,33 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   auto mask = reduced_mask(a, dims, "sum");
   Shape kept = reduced_shape(a.shape(), mask, true);
   Tensor out = empty(kept, a.dtype());
+  // leading dims of a contiguous tensor summed away (every bias gradient): rows in fixed
+  // chunks, in parallel, partial sums added in chunk order
+  int64_t lead = 0;
+  while (lead < a.dim() && mask[lead]) ++lead;
+  const bool rows_only = lead > 0 && a.is_contiguous() &&
+                         std::none_of(mask.begin() + lead, mask.end(), [](bool m) { return m; });
+  if (rows_only && a.dtype() == DType::Float32) {
+    const int64_t N = shape_numel(Shape(a.shape().begin() + lead, a.shape().end()));
+    const int64_t R = N ? a.numel() / N : 0;
+    constexpr int64_t kRows = 64;
+    const int64_t chunks = std::max<int64_t>((R + kRows - 1) / kRows, 1);
+    std::vector<double> part(chunks * N, 0.0);
+    const float* p = a.data<float>();
+    detail::parallel_for(R, kRows, [&](int64_t r0, int64_t r1) {
+      double* acc = part.data() + (r0 / kRows) * N;
+      for (int64_t r = r0; r < r1; ++r) {
+        AG_SIMD
+        for (int64_t j = 0; j < N; ++j) acc[j] += p[r * N + j];
+      }
+    });
+    float* o = out.data<float>();
+    for (int64_t j = 0; j < N; ++j) {
+      double total = 0;
+      for (int64_t c = 0; c < chunks; ++c) total += part[c * N + j];
+      o[j] = static_cast<float>(total);
+    }
+  } else
   AG_DISPATCH_FLOAT(a.dtype(), "sum", [&] {
     // accumulate in double: float32 sums over thousands of terms lose digits otherwise
     std::vector<double> acc(out.numel(), 0.0);

@@ -8,11 +8,15 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/ops/rows.h"
+#include "autograd/parallel.h"
 #include "autograd/strided_loop.h"
+#include "autograd/vec_math.h"
 
 namespace ag {
 
 namespace {
+
+constexpr int64_t kRowGrain = 64;  // rows per parallel chunk
 
 // out = masked ? fill : a, mask broadcast to a's shape (nonzero = masked).
 Tensor where_masked(const Tensor& a, const Tensor& mask, double fill, const char* what) {
@@ -68,7 +72,7 @@ Tensor softmax(const Tensor& a, int64_t dim) {
       return;
     }
     double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - m));
+    for (int64_t i = 0; i < n; ++i) s += (y[i] = detail::exp_fast(x[i] - m));
     const T inv = static_cast<T>(1.0 / s);
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
   });
@@ -103,7 +107,7 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
       return;
     }
     double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+    for (int64_t i = 0; i < n; ++i) s += detail::exp_fast(x[i] - m);
     // (x - m) - log s, not x - (m + log s): m + log s would round at the scale of m
     const T log_s = static_cast<T>(std::log(s));
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_s;
@@ -164,17 +168,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   AG_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", [&] {
     const scalar_t* xp = x.data<scalar_t>();
     scalar_t* lp = lse.data<scalar_t>();
-    double total = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const scalar_t* row = xp + r * C;
-      scalar_t m = -std::numeric_limits<scalar_t>::infinity();
-      for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
-      double s = 0;
-      for (int64_t i = 0; i < C; ++i) s += std::exp(static_cast<double>(row[i] - m));
-      const double log_s = std::log(s);
-      lp[r] = static_cast<scalar_t>(m + log_s);
-      if (tp[r] != ignore_index) total += static_cast<double>(m - row[tp[r]]) + log_s;
-    }
+    const double total = detail::parallel_sum(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+      double part = 0;
+      for (int64_t r = r0; r < r1; ++r) {
+        const scalar_t* row = xp + r * C;
+        scalar_t m = -std::numeric_limits<scalar_t>::infinity();
+        for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
+        double s = 0;
+        for (int64_t i = 0; i < C; ++i) s += detail::exp_fast(row[i] - m);
+        const double log_s = std::log(s);
+        lp[r] = static_cast<scalar_t>(m + log_s);
+        if (tp[r] != ignore_index) part += static_cast<double>(m - row[tp[r]]) + log_s;
+      }
+      return part;
+    });
     *loss.data<scalar_t>() = static_cast<scalar_t>(count ? total / count : 0.0);
   });
   if (needs_recording({logits}))
@@ -190,12 +197,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                         const scalar_t* lp = lse.data<scalar_t>();
                         scalar_t* d = dx.data<scalar_t>();
                         const scalar_t scale = static_cast<scalar_t>(g.item() / count);
-                        for (int64_t r = 0; r < t.numel(); ++r) {
-                          if (tp[r] == ignore_index) continue;
-                          for (int64_t i = 0; i < C; ++i)
-                            d[r * C + i] = std::exp(xp[r * C + i] - lp[r]) * scale;
-                          d[r * C + tp[r]] -= scale;
-                        }
+                        detail::parallel_for(t.numel(), kRowGrain, [&](int64_t r0, int64_t r1) {
+                          for (int64_t r = r0; r < r1; ++r) {
+                            if (tp[r] == ignore_index) continue;
+                            AG_SIMD
+                            for (int64_t i = 0; i < C; ++i)
+                              d[r * C + i] = detail::exp_fast(xp[r * C + i] - lp[r]) * scale;
+                            d[r * C + tp[r]] -= scale;
+                          }
+                        });
                       });
                       return {dx.view(in_shape)};
                     });

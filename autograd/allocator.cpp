@@ -1,0 +1,98 @@
+#include "autograd/allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace ag {
+
+namespace {
+
+// Blocks larger than this are cached; smaller ones are cheap for malloc to recycle.
+constexpr size_t kCacheFrom = 4096;
+// Above this much idle cache a freed block goes back to the system instead.
+constexpr size_t kMaxCachedBytes = size_t{4} << 30;
+
+size_t rounded(size_t nbytes) { return nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64; }
+
+class BlockCache {
+ public:
+  void* take(size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.live_bytes += size;
+      if (stats_.live_bytes > stats_.peak_live_bytes) stats_.peak_live_bytes = stats_.live_bytes;
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        stats_.cached_bytes -= size;
+        ++stats_.hits;
+        return p;
+      }
+      ++stats_.misses;
+    }
+    void* p = std::aligned_alloc(64, size);
+    if (!p) {
+      release();  // one retry with the cache emptied
+      p = std::aligned_alloc(64, size);
+    }
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.live_bytes -= size;
+      throw std::bad_alloc();
+    }
+    return p;
+  }
+
+  void give(void* p, size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.live_bytes -= size;
+      if (size >= kCacheFrom && stats_.cached_bytes + size <= kMaxCachedBytes) {
+        free_[size].push_back(p);
+        stats_.cached_bytes += size;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+  void release() {
+    std::unordered_map<size_t, std::vector<void*>> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks.swap(free_);
+      stats_.cached_bytes = 0;
+    }
+    for (auto& [size, list] : blocks)
+      for (void* p : list) std::free(p);
+  }
+
+  AllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  AllocatorStats stats_;
+};
+
+// Never destroyed: tensors in static storage may be freed after other statics are gone.
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache;
+  return *c;
+}
+
+}  // namespace
+
+void* allocate_block(size_t nbytes) { return cache().take(rounded(nbytes)); }
+void free_block(void* p, size_t nbytes) { cache().give(p, rounded(nbytes)); }
+AllocatorStats allocator_stats() { return cache().stats(); }
+void release_cached_blocks() { cache().release(); }
+
+}  // namespace ag

@@ -1,0 +1,25 @@
+#pragma once
+// Where tensor storage comes from. A training step allocates the same sizes in the same
+// order every time, so freed blocks are kept by size and handed out again: after the
+// first step no storage goes back to malloc/mmap, and the kernel's page faults on fresh
+// memory (the cost of glibc returning large blocks to the OS and mapping them again) are
+// gone. Blocks are 64-byte aligned so inner loops vectorise on aligned data.
+#include <cstddef>
+
+namespace ag {
+
+void* allocate_block(size_t nbytes);  // never null: throws std::bad_alloc
+void free_block(void* p, size_t nbytes);
+
+struct AllocatorStats {
+  size_t cached_bytes = 0;  // held for reuse
+  size_t live_bytes = 0;    // handed out and not yet freed
+  size_t peak_live_bytes = 0;
+  size_t hits = 0, misses = 0;
+};
+AllocatorStats allocator_stats();
+// Gives every cached block back to the system (e.g. after a phase whose sizes will not
+// recur, such as generation with growing contexts).
+void release_cached_blocks();
+
+}  // namespace ag

@@ -1,0 +1,16 @@
+#pragma once
+// `attograd bench`: the speed and memory of full training steps (forward, backward,
+// clip, AdamW) on the three configs of the performance issue, and microbenchmarks of
+// the hot kernels against the machine's cblas_sgemm peak. bench/torch_reference.py runs
+// the identical step in PyTorch; bench/compare.py runs both, interleaved, as a table.
+//
+//   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
+//   attograd bench --micro
+#include <string>
+#include <vector>
+
+namespace bench {
+
+int bench_command(const std::vector<std::string>& args);
+
+}  // namespace bench

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The training step of `attograd bench`, in PyTorch: the same model (tests/reference/
+spec_gpt.py, the spec's GPT), the same configs, the same step (forward, backward,
+clip_grad_norm_ to 1.0, AdamW with the spec's decay groups), timed the same way (median
+ms/step over --steps steps after --warmup untimed ones), one config per process so that
+peak RSS belongs to that config alone.
+
+usage: torch_reference.py --config tiny|small|base [--dropout P] [--steps N]
+                          [--warmup W] [--threads K] [--json]
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+import torch  # noqa: E402
+from spec_gpt import GPT, adamw_for_spec, init_spec_  # noqa: E402
+
+CONFIGS = {  # name: (context_length, d_model, n_heads, n_layers, batch)
+    "tiny": (64, 64, 4, 2, 16),
+    "small": (128, 128, 4, 4, 16),
+    "base": (256, 256, 8, 6, 8),
+}
+VOCAB = 65
+
+
+def step_flops(T, C, L, B, V=VOCAB):
+    """The formula of bench/bench.cpp: 6 (12 L C^2 + V C) B T + 12 L C T B T."""
+    return 6 * (L * (4 * C * C + 2 * C * 4 * C) + V * C) * B * T + 12 * L * C * T * B * T
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS))
+    ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1337)
+    T, C, H, L, B = CONFIGS[a.config]
+    cfg = dict(vocab_size=VOCAB, context_length=T, d_model=C, n_heads=H, n_layers=L, d_ff=0,
+               qkv_bias=False, tie_weights=True, dropout=a.dropout)
+    model = GPT(cfg)
+    init_spec_(model, L)
+    model.train()
+    opt = adamw_for_spec(model, 3e-4)
+    params = list(model.parameters())
+    times = []
+    for i in range(a.warmup + a.steps):
+        ids = torch.randint(0, VOCAB, (B, T + 1))
+        start = time.perf_counter()
+        x, y = ids[:, :T].contiguous(), ids[:, 1:].contiguous()
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        elapsed = (time.perf_counter() - start) * 1e3
+        if i >= a.warmup:
+            times.append(elapsed)
+    median = statistics.median(times)
+    row = dict(impl="torch", config=a.config, dropout=a.dropout, threads=a.threads,
+               ms_per_step=median, tokens_per_s=B * T / (median / 1e3),
+               gflops=step_flops(T, C, L, B) / (median / 1e3) / 1e9,
+               peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+               steps=a.steps, parameters=sum(p.numel() for p in params),
+               torch_version=torch.__version__)
+    if a.json:
+        print(json.dumps(row))
+    else:
+        print(f"torch {a.config} (dropout {a.dropout}, {a.threads} threads, {row['parameters']} "
+              f"parameters): median {median:.2f} ms/step | {row['tokens_per_s']:.0f} tokens/s | "
+              f"{row['gflops']:.1f} GFLOP/s | peak RSS {row['peak_rss_mb']:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+// Runs are reproducible: the same seed gives the same bits, and so does any thread count,
+// because every parallel reduction has a fixed order (chunks cut by problem size, not by
+// threads) and OpenBLAS splits GEMMs over rows and columns, never over the inner dim.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "autograd/autograd.h"
+#include "nn/gpt.h"
+#include "optim/optim.h"
+
+namespace {
+
+// A few full training steps (dropout on, so the masks are part of what must repeat) at
+// a size where every kernel takes its parallel path; returns every parameter's bytes.
+std::vector<std::vector<float>> train_steps(int threads, int steps) {
+  const int saved = ag::num_threads();
+  ag::set_num_threads(threads);
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 50;
+  cfg.context_length = 64;
+  cfg.d_model = 64;
+  cfg.n_heads = 4;
+  cfg.n_layers = 2;
+  cfg.dropout = 0.1;
+  nn::GPT model(cfg, 11);
+  optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 1e-3);
+  ag::Generator gen(5);
+  const int64_t B = 16, T = 64;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<int64_t> x(B * T), y(B * T);
+    for (auto& id : x) id = static_cast<int64_t>(gen.next_u64() % cfg.vocab_size);
+    for (auto& id : y) id = static_cast<int64_t>(gen.next_u64() % cfg.vocab_size);
+    opt.zero_grad();
+    auto out = model.forward(ag::from_vector(x, {B, T}), ag::from_vector(y, {B, T}));
+    out.loss.backward();
+    optim::clip_grad_norm(model.parameters(), 1.0);
+    opt.step();
+  }
+  std::vector<std::vector<float>> bytes;
+  for (const auto& p : model.parameters()) {
+    const float* d = p.data<float>();
+    bytes.emplace_back(d, d + p.numel());
+  }
+  ag::set_num_threads(saved);
+  return bytes;
+}
+
+bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), 4 * a[i].size()) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the same seed trains to the same bits") {
+  REQUIRE(bit_identical(train_steps(2, 3), train_steps(2, 3)));
+}
+
+TEST_CASE("one and two threads train to the same bits") {
+  REQUIRE(bit_identical(train_steps(1, 3), train_steps(2, 3)));
+}
+
+TEST_CASE("the determinism check can fail: one more step changes the bits") {
+  REQUIRE_FALSE(bit_identical(train_steps(2, 3), train_steps(2, 4)));
+}
