@@ -81,8 +81,9 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen);
 // softmax(q k^T * scale, causal: key j > query i hidden), dropped out, times v.
 // q [..., T, D], k [..., S, D], v [..., S, Dv] with equal leading dims; scale 0 means
 // 1/sqrt(D). Forward and backward are one kernel each: no [..., T, S] score or mask tensor
-// is materialised, masked entries are skipped, rows are processed one at a time (saving
-// only each row's log-sum-exp). With dropout_p > 0 the op takes one draw from gen and
+// is materialised, masked entries are skipped, queries are processed in tiles of 64
+// (saving only each query's log-sum-exp; backward also reads the output, so do not
+// modify the output in place). With dropout_p > 0 the op takes one draw from gen and
 // derives every row's mask from it, so backward replays the mask instead of storing it.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal, double dropout_p, Generator* gen,
