@@ -88,3 +88,7 @@ constexpr DType dtype_of<bool>() {
 
 // `#pragma` cannot appear inside a macro argument (the dispatched lambdas are ones).
 #define AG_SIMD _Pragma("omp simd")
+#define AG_PRAGMA_STRING(x) #x
+// A vectorised sum into `var` (needs the reduction clause: without it the compiler
+// keeps a sum's order and so its scalar loop).
+#define AG_SIMD_SUM(var) _Pragma(AG_PRAGMA_STRING(omp simd reduction(+ : var)))

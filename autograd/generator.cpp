@@ -11,9 +11,6 @@ uint64_t splitmix64(uint64_t& x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-uint64_t rotl(uint64_t x, int k) {
-  return (x << k) | (x >> (64 - k));
-}
 }  // namespace
 
 void Generator::manual_seed(uint64_t seed) {
@@ -21,16 +18,11 @@ void Generator::manual_seed(uint64_t seed) {
   for (auto& w : s_) w = splitmix64(x);
 }
 
-uint64_t Generator::next_u64() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
+Generator Generator::substream(uint64_t draw, uint64_t index) {
+  uint64_t x = index + 1;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return Generator(draw ^ (x ^ (x >> 31)));
 }
 
 double Generator::uniform() {

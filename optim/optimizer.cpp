@@ -202,7 +202,7 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
       const scalar_t* x = c.data<scalar_t>();
       sq += ag::detail::parallel_sum(c.numel(), ag::detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
         double part = 0;
-        AG_SIMD
+        AG_SIMD_SUM(part)
         for (int64_t i = i0; i < i1; ++i) part += static_cast<double>(x[i]) * x[i];
         return part;
       });

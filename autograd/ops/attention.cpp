@@ -45,16 +45,10 @@ namespace ag {
 
 namespace {
 
-uint64_t mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Row (r, i) draws its dropout mask from its own stream, derived from the op's one draw,
 // so rows can run in any order (or thread) and backward can replay any row alone.
 Generator row_stream(uint64_t draw, int64_t r, int64_t i, int64_t T) {
-  return Generator(draw ^ mix64(static_cast<uint64_t>(r * T + i) + 1));
+  return Generator::substream(draw, static_cast<uint64_t>(r * T + i));
 }
 
 struct Dims {

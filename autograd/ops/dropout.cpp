@@ -1,30 +1,62 @@
 // Inverted dropout: survivors are scaled by 1/(1-p) at training time so evaluation needs
-// no rescaling. The mask is drawn from an explicit generator, so a fixed seed gives the
-// same mask (gradient checks rely on that).
+// no rescaling. The op takes one draw from the explicit generator and derives the mask of
+// each fixed chunk of elements from that draw and the chunk's index, so chunks can be
+// drawn in parallel, in any order, with the same result on any number of threads; a
+// fixed seed gives the same mask (gradient checks rely on that).
 #include <fmt/format.h>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/ops/map.h"
+#include "autograd/parallel.h"
 
 namespace ag {
 
-// out = a * mask, mask in {0, 1/(1-p)};  da = g * mask
+namespace {
+
+constexpr int64_t kMaskChunk = 4096;  // elements drawn from one stream
+
+}  // namespace
+
+// out = a * keep / (1 - p) with keep ~ Bernoulli(1 - p);  da = g * keep / (1 - p)
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   if (!(p >= 0.0 && p <= 1.0))
     throw std::invalid_argument(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!training || p == 0.0) return a;
-  Tensor mask = empty(a.shape(), a.dtype());
+  Tensor x = a.detach().contiguous();
+  Tensor keep = empty(a.shape(), DType::Bool);  // one byte per element, not a float mask
+  Tensor out = empty(a.shape(), a.dtype());
+  const uint64_t draw = gen.next_u64();
+  // uniform() < p, exactly, on the 53 bits uniform() uses
+  const uint64_t drop_below = static_cast<uint64_t>(p * 9007199254740992.0);  // p 2^53
+  const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   AG_DISPATCH_FLOAT(a.dtype(), "dropout", [&] {
-    scalar_t* m = mask.data<scalar_t>();
-    const scalar_t keep = p == 1.0 ? scalar_t(0) : static_cast<scalar_t>(1.0 / (1.0 - p));
-    const int64_t n = mask.numel();
-    for (int64_t i = 0; i < n; ++i) m[i] = gen.uniform() < p ? scalar_t(0) : keep;
+    const scalar_t* xp = x.data<scalar_t>();
+    scalar_t* o = out.data<scalar_t>();
+    bool* k = keep.data<bool>();
+    const scalar_t s = static_cast<scalar_t>(scale);
+    detail::parallel_for(a.numel(), kMaskChunk, [&](int64_t begin, int64_t end) {
+      Generator stream = Generator::substream(draw, static_cast<uint64_t>(begin / kMaskChunk));
+      for (int64_t i = begin; i < end; ++i) k[i] = (stream.next_u64() >> 11) >= drop_below;
+      AG_SIMD
+      for (int64_t i = begin; i < end; ++i) o[i] = k[i] ? xp[i] * s : scalar_t(0);
+    });
   });
-  Tensor out = detail::map2(a, mask, "dropout", [](auto x, auto m) { return x * m; });
   if (needs_recording({a}))
-    attach_backward(out, "DropoutBackward", {a}, [mask](const Tensor& g) -> std::vector<Tensor> {
-      return {detail::map2(g, mask, "dropout backward", [](auto gv, auto m) { return gv * m; })};
+    attach_backward(out, "DropoutBackward", {a}, [keep, scale](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gc = g.contiguous();
+      Tensor dx = empty(gc.shape(), gc.dtype());
+      AG_DISPATCH_FLOAT(gc.dtype(), "dropout backward", [&] {
+        const scalar_t* gp = gc.data<scalar_t>();
+        const bool* k = keep.data<bool>();
+        scalar_t* d = dx.data<scalar_t>();
+        const scalar_t s = static_cast<scalar_t>(scale);
+        detail::parallel_for(gc.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+          AG_SIMD
+          for (int64_t i = begin; i < end; ++i) d[i] = k[i] ? gp[i] * s : scalar_t(0);
+        });
+      });
+      return {dx};
     });
   return out;
 }
