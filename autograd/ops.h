@@ -50,6 +50,13 @@ Tensor sum_to(const Tensor& a, const Shape& shape);
 // ---- matmul (ops/matmul.cpp): 1-D, 2-D and batched N-D with batch broadcasting, GEMM via
 // CBLAS; transposed operands are passed to BLAS as flags instead of being copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// y = act(x W^T + b) for x [..., in], weight [out, in] (PyTorch's layout), bias [out] or
+// undefined: one GEMM with the bias already in its output, the activation applied in the
+// same pass that reads it, one node in the graph. Backward: dh = g act'(h), db = sum dh,
+// dx = dh W, dW = dh^T x.
+enum class Activation { None, Gelu };
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Activation activation = Activation::None);
 
 // ---- joining and splitting (ops/join.cpp)
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
@@ -88,6 +95,12 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal, double dropout_p, Generator* gen,
                                     double scale = 0);
+// The same causal attention over a packed projection: qkv [B, T, 3C] holds q, k and v side
+// by side (C = num_heads * head_dim), the result is [B, T, C] with the heads side by side,
+// and the gradient comes back as one [B, T, 3C] tensor: one GEMM makes q, k and v, and no
+// transpose or split appears in the graph. Masks as above with rows r = b * num_heads + h.
+Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p,
+                             Generator* gen);
 // The mask (0 or 1/(1-p), [rows, T, S] with rows = product of leading dims) that the
 // fused attention applies after taking `draw` from its generator: for tests that compare
 // it with the composed ops.

@@ -47,4 +47,21 @@ inline double exp_fast(double x) { return std::exp(x); }
 inline float tanh_fast(float u) { return 1.0f - 2.0f / (exp_fast(2.0f * u) + 1.0f); }
 inline double tanh_fast(double u) { return std::tanh(u); }
 
+// gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), GPT-2's approximation;
+// gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kGeluA = 0.044715;
+
+template <typename T>
+inline T gelu_value(T x) {
+  return T(0.5) * x * (T(1) + tanh_fast(T(kGeluC) * (x + T(kGeluA) * x * x * x)));
+}
+
+template <typename T>
+inline T gelu_derivative(T x) {
+  const T t = tanh_fast(T(kGeluC) * (x + T(kGeluA) * x * x * x));
+  const T du = T(kGeluC) * (T(1) + T(3 * kGeluA) * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+
 }  // namespace ag::detail

@@ -23,8 +23,7 @@ ag::Tensor Linear::forward(const ag::Tensor& x) const {
     throw std::invalid_argument(
         fmt::format("Linear: input of shape {} does not end in in_features = {}",
                     ag::shape_str(x.shape()), weight.shape()[1]));
-  ag::Tensor y = ag::matmul(x, weight.t());
-  return bias.defined() ? y + bias : y;
+  return ag::linear(x, weight, bias);
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ag::Generator& gen) {
@@ -59,8 +58,9 @@ MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen) {
   fc2 = register_module("fc2", std::make_shared<Linear>(d_ff, d_model, true, gen));
 }
 
+// gelu fused into fc1: one pass over its output instead of two, one node instead of two
 ag::Tensor MLP::forward(const ag::Tensor& x) const {
-  return fc2->forward(ag::gelu(fc1->forward(x)));
+  return fc2->forward(ag::linear(x, fc1->weight, fc1->bias, ag::Activation::Gelu));
 }
 
 }  // namespace nn

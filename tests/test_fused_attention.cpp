@@ -138,3 +138,41 @@ TEST_CASE("fused attention gives identical bits on one and two threads",
   };
   REQUIRE(run(1) == run(2));
 }
+
+TEST_CASE("packed causal self-attention equals the fused op on split heads", "[attention][fused]") {
+  ag::Generator gen(6);
+  const int64_t B = 2, T = 5, H = 3, D = 2, C = H * D;
+  double p = GENERATE(0.0, 0.3);
+  CAPTURE(p);
+  Tensor qkv = ag::randn({B, T, 3 * C}, gen, DType::Float64).requires_grad_();
+  ag::Generator g1(9), g2(9);
+  Tensor packed = ag::causal_self_attention(qkv, H, p, &g1);  // [B, T, C]
+  auto heads = [&](int64_t part) {
+    return qkv.narrow(2, part * C, C).view({B, T, H, D}).transpose(1, 2);
+  };
+  Tensor split = ag::scaled_dot_product_attention(heads(0), heads(1), heads(2), true, p, &g2)
+                     .transpose(1, 2)
+                     .reshape({B, T, C});
+  require_close(packed, split, 1e-13);
+  Tensor weights = ag::randn({B, T, C}, gen, DType::Float64);
+  ag::sum(packed * weights).backward();
+  Tensor packed_grad = qkv.grad();
+  qkv.zero_grad();
+  ag::sum(split * weights).backward();
+  require_close(packed_grad, qkv.grad(), 1e-13);
+}
+
+TEST_CASE("gradcheck packed causal self-attention", "[gradcheck][attention][fused]") {
+  ag::Generator gen(7);
+  double p = GENERATE(0.0, 0.4);
+  CAPTURE(p);
+  Tensor qkv = randn_leaf({2, 4, 12}, gen);  // 2 heads of 2
+  REQUIRE_GRADCHECK(
+      [p](const std::vector<Tensor>& in) {
+        ag::Generator g(5);
+        return ag::causal_self_attention(in[0], 2, p, &g);
+      },
+      (std::vector<Tensor>{qkv}));
+  REQUIRE_THROWS_WITH(ag::causal_self_attention(ag::zeros({2, 4, 10}), 2, 0.0, nullptr),
+                      Catch::Matchers::Contains("[2, 4, 10]"));
+}

@@ -367,3 +367,31 @@ TEST_CASE("gradcheck scaled dot-product attention composed from ops", "[gradchec
     return ag::matmul(w, v);
   }, (std::vector<Tensor>{x, wq, wk, wv}));
 }
+
+// ------------------------------------------------------------------ linear (fused)
+TEST_CASE("gradcheck linear with and without bias and GELU", "[gradcheck][linear]") {
+  ag::Generator gen(41);
+  auto layout = any_layout();
+  bool with_bias = GENERATE(true, false);
+  auto act = GENERATE(ag::Activation::None, ag::Activation::Gelu);
+  CAPTURE(with_bias, act == ag::Activation::Gelu);
+  // a batch of [2, 3] rows of 4 features into 5 outputs; the weight may be a transposed view
+  Tensor x = randn_leaf({2, 3, 4}, gen, layout), w = randn_leaf({5, 4}, gen, layout);
+  Tensor b = randn_leaf({5}, gen);
+  std::vector<Tensor> inputs = with_bias ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x, w};
+  REQUIRE_GRADCHECK(
+      [act](In in) { return ag::linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor(), act); },
+      inputs);
+}
+
+TEST_CASE("linear equals matmul plus bias and gelu composed", "[linear]") {
+  ag::Generator gen(42);
+  Tensor x = ag::randn({3, 7, 6}, gen, DType::Float64), w = ag::randn({4, 6}, gen, DType::Float64),
+         b = ag::randn({4}, gen, DType::Float64);
+  Tensor fused = ag::linear(x, w, b, ag::Activation::Gelu);
+  Tensor composed = ag::gelu(ag::matmul(x, w.t()) + b);
+  REQUIRE(fused.shape() == composed.shape());
+  auto f = fused.to_vector(), c = composed.to_vector();
+  for (size_t i = 0; i < f.size(); ++i) REQUIRE_THAT(f[i], Catch::Matchers::WithinAbs(c[i], 1e-12));
+  REQUIRE_THROWS_WITH(ag::linear(x, ag::zeros({4, 5}, DType::Float64)), Catch::Matchers::Contains("[4, 5]"));
+}

@@ -100,6 +100,14 @@ std::vector<Case> cases() {
          ag::Generator g(5);
          return ag::scaled_dot_product_attention(x[0], x[1], x[2], true, 0.3, &g);
        }},
+      {"causal_self_attention (packed qkv)", one({2, 4, 12}), [](In x) {
+         ag::Generator g(5);
+         return ag::causal_self_attention(x[0], 2, 0.3, &g);
+       }},
+      {"linear (bias)", [](ag::Generator& g) { return std::vector<Tensor>{leaf({2, 3, 4}, g), leaf({5, 4}, g), leaf({5}, g)}; },
+       [](In x) { return ag::linear(x[0], x[1], x[2]); }},
+      {"linear + gelu (fused)", [](ag::Generator& g) { return std::vector<Tensor>{leaf({2, 3, 4}, g), leaf({5, 4}, g), leaf({5}, g)}; },
+       [](In x) { return ag::linear(x[0], x[1], x[2], ag::Activation::Gelu); }},
   };
 }
 

@@ -39,6 +39,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/vec_math.h"
 
 namespace ag {
@@ -547,6 +548,96 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                             dq.data<scalar_t>(), dk.data<scalar_t>(), dv.data<scalar_t>());
                       });
                       return {dq, dk, dv};
+                    });
+  return out;
+}
+
+namespace {
+
+// [B, T, H, D] rows (stride `row_stride` between tokens, heads D apart) <-> [B, H, T, D]
+// contiguous, the layout the kernels read: one pass of D-element copies per (b, h, t).
+template <typename T>
+void gather_heads(T* dst, const T* src, int64_t B, int64_t Tn, int64_t H, int64_t D,
+                  int64_t row_stride) {
+  detail::parallel_for(B * H, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / H, h = r % H;
+      for (int64_t t = 0; t < Tn; ++t)
+        std::memcpy(dst + (r * Tn + t) * D, src + (b * Tn + t) * row_stride + h * D, D * sizeof(T));
+    }
+  });
+}
+
+template <typename T>
+void scatter_heads(T* dst, const T* src, int64_t B, int64_t Tn, int64_t H, int64_t D,
+                   int64_t row_stride) {
+  detail::parallel_for(B * H, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / H, h = r % H;
+      for (int64_t t = 0; t < Tn; ++t)
+        std::memcpy(dst + (b * Tn + t) * row_stride + h * D, src + (r * Tn + t) * D, D * sizeof(T));
+    }
+  });
+}
+
+}  // namespace
+
+// qkv [B, T, 3C] = [q | k | v], each C = H * D split into heads; out [B, T, C] with the
+// heads side by side: what MultiHeadAttention needs, with no transposes in the graph.
+// The same kernels and masks as scaled_dot_product_attention(q, k, v, causal = true),
+// row r = b * H + h.
+Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p, Generator* gen) {
+  if (qkv.dim() != 3 || num_heads <= 0 || qkv.shape()[2] % (3 * num_heads) != 0)
+    throw std::invalid_argument(fmt::format(
+        "causal_self_attention: qkv must be [batch, tokens, 3 * heads * head_dim] for {} heads, "
+        "got {}", num_heads, shape_str(qkv.shape())));
+  if (!is_floating(qkv.dtype()))
+    throw std::invalid_argument("causal_self_attention: qkv must be float32 or float64");
+  if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
+    throw std::invalid_argument(fmt::format(
+        "causal_self_attention: dropout_p must be in [0, 1], got {}", dropout_p));
+  if (dropout_p > 0 && gen == nullptr)
+    throw std::invalid_argument("causal_self_attention: dropout_p > 0 needs a generator for the mask");
+  const int64_t B = qkv.shape()[0], Tn = qkv.shape()[1], C = qkv.shape()[2] / 3, H = num_heads;
+  const Dims d{B * H, Tn, Tn, C / H, C / H};
+  const uint64_t draw = dropout_p > 0 ? gen->next_u64() : 0;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(d.D, 1)));
+  Tensor x = qkv.detach().contiguous();
+  Tensor q = empty({B, H, Tn, d.D}, x.dtype()), k = empty(q.shape(), x.dtype()),
+         v = empty(q.shape(), x.dtype()), o = empty(q.shape(), x.dtype());
+  Tensor out = empty({B, Tn, C}, x.dtype());
+  Tensor lse = empty({d.R, Tn}, x.dtype());
+  AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
+    const scalar_t* p = x.data<scalar_t>();
+    gather_heads(q.data<scalar_t>(), p, B, Tn, H, d.D, 3 * C);
+    gather_heads(k.data<scalar_t>(), p + C, B, Tn, H, d.D, 3 * C);
+    gather_heads(v.data<scalar_t>(), p + 2 * C, B, Tn, H, d.D, 3 * C);
+    sdpa_forward<scalar_t>(d, true, dropout_p, draw, static_cast<scalar_t>(scale), q.data<scalar_t>(),
+                           k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
+                           lse.data<scalar_t>());
+    scatter_heads(out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, d.D, C);
+  });
+  if (needs_recording({qkv}))
+    attach_backward(out, "CausalSelfAttentionBackward", {qkv},
+                    [q, k, v, o, lse, d, H, C, dropout_p, draw, scale](const Tensor& g) -> std::vector<Tensor> {
+                      const int64_t B = d.R / H, Tn = d.T;
+                      Tensor gc = g.contiguous();
+                      Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), q.dtype()),
+                             dk = empty(q.shape(), q.dtype()), dv = empty(q.shape(), q.dtype());
+                      Tensor dqkv = empty({B, Tn, 3 * C}, q.dtype());
+                      AG_DISPATCH_FLOAT(q.dtype(), "causal_self_attention backward", [&] {
+                        gather_heads(go.data<scalar_t>(), gc.data<scalar_t>(), B, Tn, H, d.D, C);
+                        sdpa_backward<scalar_t>(
+                            d, true, dropout_p, draw, static_cast<scalar_t>(scale), q.data<scalar_t>(),
+                            k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
+                            lse.data<scalar_t>(), go.data<scalar_t>(), dq.data<scalar_t>(),
+                            dk.data<scalar_t>(), dv.data<scalar_t>());
+                        scalar_t* p = dqkv.data<scalar_t>();
+                        scatter_heads(p, dq.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+                        scatter_heads(p + C, dk.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+                        scatter_heads(p + 2 * C, dv.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+                      });
+                      return {dqkv};
                     });
   return out;
 }

@@ -174,25 +174,14 @@ Tensor relu(const Tensor& a) {
   return out;
 }
 
-// gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
-// gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi)
-constexpr double kGeluA = 0.044715;
-
+// gelu and its derivative: detail::gelu_value / gelu_derivative (vec_math.h)
 Tensor gelu(const Tensor& a) {
-  Tensor out = map1(a, "gelu", [](auto x) {
-    using T = decltype(x);
-    return T(0.5) * x * (T(1) + detail::tanh_fast(T(kGeluC) * (x + T(kGeluA) * x * x * x)));
-  });
+  Tensor out = map1(a, "gelu", [](auto x) { return detail::gelu_value(x); });
   if (needs_recording({a}))
     attach_backward(out, "GeluBackward", {a},
                     [a = a.detach()](const Tensor& g) -> std::vector<Tensor> {
-                      return {map2(g, a, "gelu backward", [](auto gv, auto x) {
-                        using T = decltype(x);
-                        T t = detail::tanh_fast(T(kGeluC) * (x + T(kGeluA) * x * x * x));
-                        T du = T(kGeluC) * (T(1) + T(3 * kGeluA) * x * x);
-                        return gv * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
-                      })};
+                      return {map2(g, a, "gelu backward",
+                                   [](auto gv, auto x) { return gv * detail::gelu_derivative(x); })};
                     });
   return out;
 }

@@ -6,8 +6,12 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <cstring>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
+#include "autograd/vec_math.h"
 
 namespace ag {
 
@@ -46,13 +50,34 @@ BlasOperand prepare(Tensor& x) {
   return op;
 }
 
+// C = A B + beta C
 void gemm(const BlasOperand& oa, const BlasOperand& ob, int64_t M, int64_t N, int64_t K,
-          const float* A, const float* B, float* C) {
-  cblas_sgemm(CblasRowMajor, oa.trans, ob.trans, M, N, K, 1.0f, A, oa.ld, B, ob.ld, 0.0f, C, N);
+          const float* A, const float* B, float* C, float beta = 0) {
+  cblas_sgemm(CblasRowMajor, oa.trans, ob.trans, M, N, K, 1.0f, A, oa.ld, B, ob.ld, beta, C, N);
 }
 void gemm(const BlasOperand& oa, const BlasOperand& ob, int64_t M, int64_t N, int64_t K,
-          const double* A, const double* B, double* C) {
-  cblas_dgemm(CblasRowMajor, oa.trans, ob.trans, M, N, K, 1.0, A, oa.ld, B, ob.ld, 0.0, C, N);
+          const double* A, const double* B, double* C, double beta = 0) {
+  cblas_dgemm(CblasRowMajor, oa.trans, ob.trans, M, N, K, 1.0, A, oa.ld, B, ob.ld, beta, C, N);
+}
+
+// Runs the two GEMMs of a backward: side by side on one thread each when they are small
+// (two small GEMMs keep one core each busier than one GEMM keeps two), else one after
+// the other on all threads. OpenBLAS splits M and N, never K, so each C element is
+// summed in the same order either way: the bits do not depend on this choice.
+template <typename A, typename B>
+void run_pair(bool do_a, bool do_b, double work, A&& first, B&& second) {
+  if (do_a && do_b && work < kSmallGemmWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel sections num_threads(2)
+    {
+#pragma omp section
+      first();
+#pragma omp section
+      second();
+    }
+    return;
+  }
+  if (do_a) first();
+  if (do_b) second();
 }
 
 // a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both rank >= 2; not recorded.
@@ -129,30 +154,99 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                     [a = a.detach(), b = b.detach(), ga = a.requires_grad(),
                      gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
                       Tensor da, db;
-                      auto grad_a = [&] { da = matmul_forward(g, b.transpose(-1, -2)); };
-                      auto grad_b = [&] { db = matmul_forward(a.transpose(-1, -2), g); };
-                      // Two small GEMMs keep one core each busier than one GEMM keeps two
-                      // (OpenBLAS splits M and N, never K, so each C element is summed in
-                      // the same order either way: the bits do not depend on this choice).
-                      const double work = static_cast<double>(g.numel()) * a.shape().back();
-                      if (ga && gb && work < kSmallGemmWork && omp_get_max_threads() > 1 &&
-                          !omp_in_parallel()) {
-#pragma omp parallel sections num_threads(2)
-                        {
-#pragma omp section
-                          grad_a();
-#pragma omp section
-                          grad_b();
-                        }
-                      } else {
-                        if (ga) grad_a();
-                        if (gb) grad_b();
-                      }
+                      run_pair(
+                          ga, gb, static_cast<double>(g.numel()) * a.shape().back(),
+                          [&] { da = matmul_forward(g, b.transpose(-1, -2)); },
+                          [&] { db = matmul_forward(a.transpose(-1, -2), g); });
                       if (ga) da = sum_to(da, a.shape());
                       if (gb) db = sum_to(db, b.shape());
                       return {da, db};
                     });
   return out;
+}
+
+// M = rows of x, K = in, N = out.  h = x W^T + b;  y = act(h)
+// dh = g act'(h);  db = sum over rows of dh;  dx = dh W;  dW = dh^T x
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  if (x.dim() < 1 || weight.dim() != 2 || x.shape().back() != weight.shape()[1])
+    throw std::invalid_argument(fmt::format(
+        "linear: input {} and weight {} do not fit (the weight is [out, in], the input [..., in])",
+        shape_str(x.shape()), shape_str(weight.shape())));
+  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
+    throw std::invalid_argument(fmt::format("linear: dtypes differ (input {}, weight {}{})",
+                                            dtype_name(x.dtype()), dtype_name(weight.dtype()),
+                                            bias.defined() ? ", bias " + std::string(dtype_name(bias.dtype())) : ""));
+  const int64_t K = weight.shape()[1], N = weight.shape()[0];
+  if (bias.defined() && bias.shape() != Shape{N})
+    throw std::invalid_argument(fmt::format("linear: bias {} for {} outputs", shape_str(bias.shape()), N));
+  const int64_t M = K ? x.numel() / K : 0;
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  Tensor x2 = x.detach().contiguous().view({M, K});
+  Tensor w = weight.detach();
+  Tensor h = empty({M, N}, x.dtype());
+  AG_DISPATCH_FLOAT(x.dtype(), "linear", [&] {
+    scalar_t* hp = h.data<scalar_t>();
+    if (bias.defined()) {  // the bias goes in first; the GEMM adds onto it (beta = 1)
+      Tensor bc = bias.detach().contiguous();
+      const scalar_t* b = bc.data<scalar_t>();
+      detail::parallel_for(M, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(N, 1)),
+                           [&](int64_t r0, int64_t r1) {
+                             for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, b, N * sizeof(scalar_t));
+                           });
+    }
+    if (M > 0 && N > 0) {
+      if (K > 0) {
+        Tensor wt = w.t();
+        BlasOperand ox = prepare(x2), ow = prepare(wt);
+        gemm(ox, ow, M, N, K, x2.data<scalar_t>(), wt.data<scalar_t>(), hp,
+             bias.defined() ? scalar_t(1) : scalar_t(0));
+      } else if (!bias.defined()) {
+        std::fill(hp, hp + M * N, scalar_t(0));
+      }
+    }
+  });
+  Tensor y = h;
+  if (activation == Activation::Gelu) {
+    y = empty({M, N}, x.dtype());
+    AG_DISPATCH_FLOAT(x.dtype(), "linear gelu", [&] {
+      const scalar_t* hp = h.data<scalar_t>();
+      scalar_t* yp = y.data<scalar_t>();
+      detail::parallel_for(M * N, detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+        AG_SIMD
+        for (int64_t i = i0; i < i1; ++i) yp[i] = detail::gelu_value(hp[i]);
+      });
+    });
+  }
+  y = y.view(out_shape);
+  if (needs_recording({x, weight, bias}))
+    attach_backward(
+        y, activation == Activation::Gelu ? "LinearGeluBackward" : "LinearBackward", {x, weight, bias},
+        [x2, w, h = activation == Activation::Gelu ? h : Tensor(), M, N, K, in_shape = x.shape(),
+         gx = x.requires_grad(), gw = weight.requires_grad(),
+         gb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+          Tensor dh = g.contiguous().view({M, N});
+          if (h.defined()) {  // through the GELU first
+            Tensor d = empty({M, N}, dh.dtype());
+            AG_DISPATCH_FLOAT(dh.dtype(), "linear gelu backward", [&] {
+              const scalar_t* gp = dh.data<scalar_t>();
+              const scalar_t* hp = h.data<scalar_t>();
+              scalar_t* dp = d.data<scalar_t>();
+              detail::parallel_for(M * N, detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+                AG_SIMD
+                for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * detail::gelu_derivative(hp[i]);
+              });
+            });
+            dh = d;
+          }
+          Tensor dx, dw, db;
+          run_pair(gx, gw, static_cast<double>(M) * N * K,
+                   [&] { dx = matmul_forward(dh, w).view(in_shape); },
+                   [&] { dw = matmul_forward(dh.t(), x2); });
+          if (gb) db = sum(dh, {0});
+          return {dx, dw, db};
+        });
+  return y;
 }
 
 }  // namespace ag
