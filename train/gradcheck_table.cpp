@@ -100,7 +100,7 @@ std::vector<Case> cases() {
          ag::Generator g(5);
          return ag::scaled_dot_product_attention(x[0], x[1], x[2], true, 0.3, &g);
        }},
-      {"causal_self_attention (packed qkv)", one({2, 4, 12}), [](In x) {
+      {"causal_self_attention (qkv)", one({2, 4, 12}), [](In x) {
          ag::Generator g(5);
          return ag::causal_self_attention(x[0], 2, 0.3, &g);
        }},
