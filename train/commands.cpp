@@ -43,50 +43,57 @@ bool wants_help(const po::variables_map& vm, const std::string& command,
   return true;
 }
 
+// An option bound to a config field, shown with its default as fmt writes it
+// (0.1, not Boost's 0.10000000000000001).
+template <typename T>
+po::typed_value<T>* field(T& f) {
+  return po::value(&f)->default_value(f, fmt::format("{}", f));
+}
+
 po::options_description run_options(RunConfig& c) {
   po::options_description model("model (the spec's config keys)");
   model.add_options()
-      ("vocab-size", po::value(&c.model.vocab_size)->default_value(0), "token ids (0: from the tokenizer)")
-      ("context-length", po::value(&c.model.context_length)->default_value(64), "longest sequence T")
-      ("d-model", po::value(&c.model.d_model)->default_value(128), "embedding width C")
-      ("n-heads", po::value(&c.model.n_heads)->default_value(4), "attention heads")
-      ("n-layers", po::value(&c.model.n_layers)->default_value(4), "transformer blocks")
-      ("d-ff", po::value(&c.model.d_ff)->default_value(0), "MLP width (0: 4 * d-model)")
-      ("dropout", po::value(&c.model.dropout)->default_value(0.1), "dropout probability")
-      ("qkv-bias", po::value(&c.model.qkv_bias)->default_value(false)->implicit_value(true), "bias in W_query/W_key/W_value")
-      ("tie-weights", po::value(&c.model.tie_weights)->default_value(true)->implicit_value(true), "lm_head shares tok_emb.weight");
+      ("vocab-size", field(c.model.vocab_size), "token ids (0: from the tokenizer)")
+      ("context-length", field(c.model.context_length), "longest sequence T")
+      ("d-model", field(c.model.d_model), "embedding width C")
+      ("n-heads", field(c.model.n_heads), "attention heads")
+      ("n-layers", field(c.model.n_layers), "transformer blocks")
+      ("d-ff", field(c.model.d_ff), "MLP width (0: 4 * d-model)")
+      ("dropout", field(c.model.dropout), "dropout probability")
+      ("qkv-bias", field(c.model.qkv_bias)->implicit_value(true), "bias in W_query/W_key/W_value")
+      ("tie-weights", field(c.model.tie_weights)->implicit_value(true), "lm_head shares tok_emb.weight");
   po::options_description data("data");
   data.add_options()
-      ("data", po::value(&c.data)->default_value(""), "UTF-8 text file (default: the built-in corpus)")
-      ("val-fraction", po::value(&c.val_fraction)->default_value(0.1), "last fraction of the tokens held out")
-      ("tokenizer", po::value(&c.tokenizer)->default_value("char"), "char or byte")
-      ("corpus-seed", po::value(&c.corpus_seed)->default_value(0), "seed of the built-in corpus");
+      ("data", field(c.data), "UTF-8 text file (default: the built-in corpus)")
+      ("val-fraction", field(c.val_fraction), "last fraction of the tokens held out")
+      ("tokenizer", field(c.tokenizer), "char or byte")
+      ("corpus-seed", field(c.corpus_seed), "seed of the built-in corpus");
   po::options_description opt("optimisation (AdamW, warm-up then cosine)");
   opt.add_options()
-      ("steps", po::value(&c.steps)->default_value(300), "optimiser steps")
-      ("batch-size", po::value(&c.batch_size)->default_value(16), "sequences per step")
-      ("lr", po::value(&c.lr)->default_value(1e-3), "peak learning rate")
-      ("min-lr", po::value(&c.min_lr)->default_value(-1), "final learning rate (negative: lr / 10)")
-      ("warmup-steps", po::value(&c.warmup_steps)->default_value(30), "linear warm-up steps")
-      ("weight-decay", po::value(&c.weight_decay)->default_value(0.1), "AdamW decay of 2-D+ parameters")
-      ("beta1", po::value(&c.beta1)->default_value(0.9), "AdamW beta1")
-      ("beta2", po::value(&c.beta2)->default_value(0.95), "AdamW beta2")
-      ("grad-clip", po::value(&c.grad_clip)->default_value(1.0), "global gradient norm limit (0: off)");
+      ("steps", field(c.steps), "optimiser steps")
+      ("batch-size", field(c.batch_size), "sequences per step")
+      ("lr", field(c.lr), "peak learning rate")
+      ("min-lr", field(c.min_lr), "final learning rate (negative: lr / 10)")
+      ("warmup-steps", field(c.warmup_steps), "linear warm-up steps")
+      ("weight-decay", field(c.weight_decay), "AdamW decay of 2-D+ parameters")
+      ("beta1", field(c.beta1), "AdamW beta1")
+      ("beta2", field(c.beta2), "AdamW beta2")
+      ("grad-clip", field(c.grad_clip), "global gradient norm limit (0: off)");
   po::options_description run("run");
   run.add_options()
       ("help,h", "show this help")
       ("config", po::value<std::string>(), "read options from an INI file (the command line wins)")
-      ("seed", po::value(&c.seed)->default_value(1337), "initialisation, batches and dropout")
-      ("out", po::value(&c.out)->default_value("attograd.h5"), "checkpoint path")
-      ("eval-interval", po::value(&c.eval_interval)->default_value(100), "steps between validation (0: end only)")
-      ("eval-windows", po::value(&c.eval_windows)->default_value(0), "validation windows per evaluation (0: all)")
-      ("checkpoint-interval", po::value(&c.checkpoint_interval)->default_value(0), "steps between checkpoints (0: end only)")
-      ("log-interval", po::value(&c.log_interval)->default_value(10), "steps between report lines")
-      ("metrics", po::value(&c.metrics)->default_value(""), "append JSON lines of metrics to this file")
-      ("threads", po::value(&c.threads)->default_value(2), "threads for kernels and BLAS")
-      ("sample-tokens", po::value(&c.sample_tokens)->default_value(200), "length of the sample printed at the end")
-      ("init-from", po::value(&c.init_from)->default_value(""), "start from this checkpoint's weights")
-      ("stop-at", po::value(&c.stop_at)->default_value(0), "end this run after this step, checkpointed (0: run all steps)");
+      ("seed", field(c.seed), "initialisation, batches and dropout")
+      ("out", field(c.out), "checkpoint path")
+      ("eval-interval", field(c.eval_interval), "steps between validation (0: end only)")
+      ("eval-windows", field(c.eval_windows), "validation windows per evaluation (0: all)")
+      ("checkpoint-interval", field(c.checkpoint_interval), "steps between checkpoints (0: end only)")
+      ("log-interval", field(c.log_interval), "steps between report lines")
+      ("metrics", field(c.metrics), "append JSON lines of metrics to this file")
+      ("threads", field(c.threads), "threads for kernels and BLAS")
+      ("sample-tokens", field(c.sample_tokens), "length of the sample printed at the end")
+      ("init-from", field(c.init_from), "start from this checkpoint's weights")
+      ("stop-at", field(c.stop_at), "end this run after this step, checkpointed (0: run all steps)");
   po::options_description all;
   all.add(model).add(data).add(opt).add(run);
   return all;

@@ -11,14 +11,18 @@
 namespace train {
 
 struct RunConfig {
-  nn::GPTConfig model;  // vocab_size 0 means "from the tokenizer"
+  nn::GPTConfig model = [] {  // the spec's defaults, with vocab_size 0: "from the tokenizer"
+    nn::GPTConfig m;
+    m.vocab_size = 0;
+    return m;
+  }();
   // data
   std::string data;  // a UTF-8 text file; empty for the built-in corpus
   double val_fraction = 0.1;
   std::string tokenizer = "char";  // char | byte
   uint64_t corpus_seed = 0;        // the built-in corpus's generator seed
   // optimisation
-  int64_t steps = 300;
+  int64_t steps = 2000;  // about a minute for the spec's model on 2 cores
   int64_t batch_size = 16;
   double lr = 1e-3;
   double min_lr = -1;  // negative means lr / 10
@@ -29,9 +33,9 @@ struct RunConfig {
   // run
   uint64_t seed = 1337;
   std::string out = "attograd.h5";
-  int64_t eval_interval = 100;       // 0: only at the end
+  int64_t eval_interval = 250;       // 0: only at the end
   int64_t checkpoint_interval = 0;   // 0: only at the end (and on SIGINT/SIGTERM)
-  int64_t log_interval = 10;
+  int64_t log_interval = 50;
   int64_t eval_windows = 0;          // cap on validation windows per evaluation; 0: all
   std::string metrics;               // JSON-lines file; empty: none
   int threads = 2;
