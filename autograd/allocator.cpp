@@ -10,8 +10,6 @@ namespace ag {
 
 namespace {
 
-// Blocks larger than this are cached; smaller ones are cheap for malloc to recycle.
-constexpr size_t kCacheFrom = 4096;
 // Above this much idle cache a freed block goes back to the system instead.
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 
@@ -51,7 +49,7 @@ class BlockCache {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.live_bytes -= size;
-      if (size >= kCacheFrom && stats_.cached_bytes + size <= kMaxCachedBytes) {
+      if (stats_.cached_bytes + size <= kMaxCachedBytes) {
         free_[size].push_back(p);
         stats_.cached_bytes += size;
         return;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 extern "C" char* openblas_get_corename();
+extern "C" int openblas_get_parallel();
 
 namespace ag {
 
@@ -20,6 +21,14 @@ void set_num_threads(int n) {
     throw std::invalid_argument(fmt::format("set_num_threads: need at least 1, got {}", n));
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
+  // 0 sequential, 1 its own pthreads pool, 2 OpenMP
+  static bool warned = false;
+  if (n > 1 && openblas_get_parallel() == 1 && !warned) {
+    warned = true;
+    fmt::print(stderr,
+               "attograd: warning: the OpenBLAS in use keeps its own pthread pool, which competes "
+               "with OpenMP's threads for the cores; install libopenblas-openmp-dev and rebuild\n");
+  }
 }
 
 int num_threads() {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
@@ -65,4 +66,35 @@ TEST_CASE("one and two threads train to the same bits") {
 
 TEST_CASE("the determinism check can fail: one more step changes the bits") {
   REQUIRE_FALSE(bit_identical(train_steps(2, 3), train_steps(2, 4)));
+}
+
+TEST_CASE("after the first training step no tensor storage comes from the system") {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 30;
+  cfg.context_length = 16;
+  cfg.d_model = 32;
+  cfg.n_heads = 2;
+  cfg.n_layers = 2;
+  cfg.dropout = 0.1;
+  nn::GPT model(cfg, 3);
+  optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 1e-3);
+  ag::Generator gen(1);
+  auto step = [&] {
+    std::vector<int64_t> x(4 * 16), y(4 * 16);
+    for (auto& id : x) id = static_cast<int64_t>(gen.next_u64() % 30);
+    for (auto& id : y) id = static_cast<int64_t>(gen.next_u64() % 30);
+    opt.zero_grad();
+    auto out = model.forward(ag::from_vector(x, {4, 16}), ag::from_vector(y, {4, 16}));
+    out.loss.backward();
+    optim::clip_grad_norm(model.parameters(), 1.0);
+    opt.step();
+  };
+  step();
+  step();
+  const auto before = ag::allocator_stats();
+  for (int i = 0; i < 5; ++i) step();
+  const auto after = ag::allocator_stats();
+  INFO("misses " << before.misses << " -> " << after.misses << ", hits " << before.hits << " -> " << after.hits);
+  REQUIRE(after.hits > before.hits);      // storage was asked for...
+  REQUIRE(after.misses == before.misses);  // ...and every block came from the cache
 }
