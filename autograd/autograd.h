@@ -20,6 +20,8 @@
 //   ops.h          the differentiable ops (implementations in ops/, one file per family)
 //   gradcheck.h    float64 finite-difference checks of any function's gradient
 //   threading.h    one thread count for OpenMP loops and BLAS
+//   anomaly.h      detect_anomaly: the first non-finite value named by op and module
+#include "autograd/anomaly.h"
 #include "autograd/dtype.h"
 #include "autograd/engine.h"
 #include "autograd/generator.h"

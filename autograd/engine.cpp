@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "autograd/anomaly.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -61,6 +62,11 @@ void attach_backward(Tensor& out, const char* name, const std::vector<Tensor>& i
     node->next.push_back(std::move(e));
     node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
     node->input_dtypes.push_back(t.defined() ? t.dtype() : DType::Float32);
+  }
+  if (tracking_modules()) {
+    node->where = current_module_path();
+    maybe_inject_nan(false, node->where, out, inputs);
+    if (detect_anomaly()) check_forward(name, out, inputs);
   }
   out.impl()->requires_grad = true;
   out.impl()->grad_fn = std::move(node);
@@ -168,6 +174,11 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     if (in_grads.size() != n->next.size())
       throw std::logic_error(fmt::format("{} returned {} gradients for {} inputs", n->name,
                                          in_grads.size(), n->next.size()));
+    if (tracking_modules()) {
+      for (auto& gi : in_grads)
+        if (maybe_inject_nan(true, n->where, gi)) break;
+      if (detect_anomaly()) check_backward(n->name, n->where, g, in_grads);
+    }
     for (size_t i = 0; i < in_grads.size(); ++i) {
       const Edge& e = n->next[i];
       if (!e.defined() || !in_grads[i].defined()) continue;

@@ -8,6 +8,7 @@
 // never holds a reference cycle; after backward the closures are freed unless
 // retain_graph is set.
 #include <functional>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct Node {
   std::vector<DType> input_dtypes;
   BackwardFn backward;
   bool released = false;
+  std::string where;  // the module path it ran in, kept only while anomaly detection is on
 
   Node() = default;
   Node(const Node&) = delete;

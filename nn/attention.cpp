@@ -29,6 +29,7 @@ SelfAttention_v1::SelfAttention_v1(int64_t d_in, int64_t d_out, ag::Generator& g
 }
 
 ag::Tensor SelfAttention_v1::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   ag::Tensor keys = ag::matmul(x, W_key), queries = ag::matmul(x, W_query),
              values = ag::matmul(x, W_value);
   ag::Tensor scores = ag::matmul(queries, keys.transpose(-1, -2));  // omega
@@ -45,6 +46,7 @@ SelfAttention_v2::SelfAttention_v2(int64_t d_in, int64_t d_out, bool qkv_bias, a
 }
 
 ag::Tensor SelfAttention_v2::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   ag::Tensor keys = W_key->forward(x), queries = W_query->forward(x), values = W_value->forward(x);
   ag::Tensor scores = ag::matmul(queries, keys.transpose(-1, -2));
   ag::Tensor weights =
@@ -65,6 +67,7 @@ CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_le
 }
 
 ag::Tensor CausalAttention::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   check_sequence("CausalAttention", x, W_query->weight.shape()[1], context_length);
   const int64_t T = x.shape()[1];
   ag::Tensor keys = W_key->forward(x), queries = W_query->forward(x), values = W_value->forward(x);
@@ -92,6 +95,7 @@ MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out
 }
 
 ag::Tensor MultiHeadAttentionWrapper::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   std::vector<ag::Tensor> outs;
   for (const auto& head : *heads) outs.push_back(head->forward(x));
   return ag::cat(outs, -1);
@@ -123,13 +127,20 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t con
 
 // B = batch, T = tokens, H = heads, D = head_dim
 ag::Tensor MultiHeadAttention::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   check_sequence("MultiHeadAttention", x, W_query->weight.shape()[1], context_length);
   // W_query, W_key and W_value applied as one [3 d_out, d_in] projection: one GEMM (and
   // two in backward) instead of three; the heads are split inside the fused kernel
-  ag::Tensor w = ag::cat({W_query->weight, W_key->weight, W_value->weight}, 0);
-  ag::Tensor b = W_query->bias.defined() ? ag::cat({W_query->bias, W_key->bias, W_value->bias}, 0)
-                                         : ag::Tensor();
-  ag::Tensor qkv = ag::linear(x, w, b);  // [B, T, 3 d_out]
+  ag::Tensor qkv;  // [B, T, 3 d_out]
+  if (ag::tracking_modules()) {
+    // anomaly detection names W_query, W_key or W_value: three projections, each in its scope
+    qkv = ag::cat({W_query->forward(x), W_key->forward(x), W_value->forward(x)}, -1);
+  } else {
+    ag::Tensor w = ag::cat({W_query->weight, W_key->weight, W_value->weight}, 0);
+    ag::Tensor b = W_query->bias.defined() ? ag::cat({W_query->bias, W_key->bias, W_value->bias}, 0)
+                                           : ag::Tensor();
+    qkv = ag::linear(x, w, b);
+  }
   const double p = is_training() ? dropout : 0.0;
   ag::Tensor context = ag::causal_self_attention(qkv, num_heads, p, dropout_gen.get());  // [B, T, C]
   return out_proj->forward(context);

@@ -48,6 +48,7 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
 }
 
 ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
+  auto scope = anomaly_scope();
   ag::Tensor x = h + dropout->forward(attn->forward(ln1->forward(h)));
   return x + dropout->forward(mlp->forward(ln2->forward(x)));
 }
@@ -100,6 +101,7 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
 
 // B = batch, T = tokens, C = d_model, V = vocab_size
 GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const {
+  auto scope = anomaly_scope();
   if (ids.dim() != 2 || ids.dtype() != ag::DType::Int64)
     throw std::invalid_argument(fmt::format("GPT: ids must be int64 [batch, tokens], got {} {}",
                                             ag::dtype_name(ids.dtype()),

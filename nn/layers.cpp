@@ -19,6 +19,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, ag::Ge
 
 // y = x W^T + b; W^T is a transposed view that BLAS reads in place
 ag::Tensor Linear::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   if (x.dim() < 1 || x.shape().back() != weight.shape()[1])
     throw std::invalid_argument(
         fmt::format("Linear: input of shape {} does not end in in_features = {}",
@@ -31,6 +32,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ag::Generato
 }
 
 ag::Tensor Embedding::forward(const ag::Tensor& ids) const {
+  auto scope = anomaly_scope();
   return ag::embedding(weight, ids);
 }
 
@@ -40,6 +42,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {
 }
 
 ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   return ag::layer_norm(x, weight, bias, eps);
 }
 
@@ -50,6 +53,7 @@ Dropout::Dropout(double p_, std::shared_ptr<ag::Generator> gen_) : p(p_), gen(st
 }
 
 ag::Tensor Dropout::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
   return ag::dropout(x, p, is_training(), *gen);
 }
 
@@ -60,7 +64,13 @@ MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen) {
 
 // gelu fused into fc1: one pass over its output instead of two, one node instead of two
 ag::Tensor MLP::forward(const ag::Tensor& x) const {
-  return fc2->forward(ag::linear(x, fc1->weight, fc1->bias, ag::Activation::Gelu));
+  auto scope = anomaly_scope();
+  ag::Tensor h;
+  {
+    auto fc1_scope = fc1->anomaly_scope();
+    h = ag::linear(x, fc1->weight, fc1->bias, ag::Activation::Gelu);
+  }
+  return fc2->forward(h);
 }
 
 }  // namespace nn

@@ -81,6 +81,14 @@ void Module::load_state_dict(const StateDict& state) {
   }
 }
 
+const std::string& Module::path() const {
+  if (path_.empty() && parent_) {
+    const std::string& up = parent_->path();
+    path_ = up.empty() ? name_ : up + "." + name_;
+  }
+  return path_;
+}
+
 void Module::to(ag::DType dtype) {
   for (auto& [name, t] : params_) {
     if (t.dtype() == dtype) continue;

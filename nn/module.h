@@ -54,16 +54,30 @@ class Module {
   // Converts every parameter to `dtype` in place (float64 for gradient checks).
   void to(ag::DType dtype);
 
+  // The dotted path from the root module ("blocks.0.attn.W_query"; "" for the root).
+  const std::string& path() const;
+  // Opened at the top of each forward: ops run inside are attributed to this module by
+  // anomaly detection (autograd/anomaly.h). Free when detection is off.
+  ag::AnomalyScope anomaly_scope() const { return ag::AnomalyScope(&Module::path_of, this); }
+
  protected:
   // Registers a leaf tensor as a parameter (it is made to require grad) and returns it.
   ag::Tensor register_parameter(const std::string& name, ag::Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
+    module->parent_ = this;
+    module->name_ = name;
     return module;
   }
 
  private:
+  static const std::string& path_of(const void* module) {
+    return static_cast<const Module*>(module)->path();
+  }
+  const Module* parent_ = nullptr;  // set by the parent's register_module
+  std::string name_;
+  mutable std::string path_;  // computed on first use
   void collect(const std::string& prefix, StateDict& out) const;
 
   std::vector<std::pair<std::string, ag::Tensor>> params_;

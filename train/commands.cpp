@@ -93,7 +93,11 @@ po::options_description run_options(RunConfig& c) {
       ("threads", field(c.threads), "threads for kernels and BLAS")
       ("sample-tokens", field(c.sample_tokens), "length of the sample printed at the end")
       ("init-from", field(c.init_from), "start from this checkpoint's weights")
-      ("stop-at", field(c.stop_at), "end this run after this step, checkpointed (0: run all steps)");
+      ("stop-at", field(c.stop_at), "end this run after this step, checkpointed (0: run all steps)")
+      ("detect-anomaly", po::bool_switch(&c.detect_anomaly), "check every op's output and gradients for NaN/inf; "
+       "report the first with its op, module and input statistics")
+      ("inject-nan", field(c.inject_nan), "testing aid: plant a NaN, forward:MODULE or backward:MODULE, "
+       "optionally @STEP (e.g. backward:blocks.0.mlp.fc2@5)");
   po::options_description all;
   all.add(model).add(data).add(opt).add(run);
   return all;
@@ -158,6 +162,7 @@ int resume_command(const Args& args) {
         "metrics", po::value(&metrics), "append JSON lines of metrics to this file")(
         "threads", po::value(&threads)->default_value(2), "threads for kernels and BLAS")(
         "stop-at", po::value<int64_t>(), "end this run after this step, checkpointed")(
+        "detect-anomaly", "check every op's output and gradients for NaN/inf")(
         "config", po::value<std::string>(), "read options from an INI file");
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "resume", desc)) return 0;
@@ -171,6 +176,7 @@ int resume_command(const Args& args) {
     if (vm.count("checkpoint-interval")) cfg.checkpoint_interval = checkpoint_interval;
     if (vm.count("metrics")) cfg.metrics = metrics;
     cfg.stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : 0;
+    cfg.detect_anomaly = vm.count("detect-anomaly") > 0;
     cfg.validate();
     if (cfg.steps < ckpt.step)
       throw UsageError(fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));

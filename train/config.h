@@ -41,6 +41,8 @@ struct RunConfig {
   int threads = 2;
   int64_t sample_tokens = 200;       // sample printed at the end
   std::string init_from;             // start from this checkpoint's weights
+  bool detect_anomaly = false;        // check every op for NaN/inf (autograd/anomaly.h)
+  std::string inject_nan;            // fault injection: PHASE:MODULE[@STEP]
   int64_t stop_at = 0;               // end this invocation after this step (0: at steps);
                                      // the schedule still spans `steps`, so resume continues
 

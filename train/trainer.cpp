@@ -283,6 +283,21 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
                data::bigram_loss(d.train, d.val, cfg.model.vocab_size), d.ideal_loss);
 
   data::BatchSampler sampler(&d.train, cfg.batch_size, T);
+  // --detect-anomaly, and --inject-nan PHASE:MODULE[@STEP] (a fault-injection aid for
+  // testing that detection: it arms at STEP, default 1)
+  ag::set_detect_anomaly(cfg.detect_anomaly);
+  std::string inject_spec = cfg.inject_nan;
+  int64_t inject_at = inject_spec.empty() ? -1 : 1;
+  if (const auto at = inject_spec.find('@'); at != std::string::npos) {
+    try {
+      inject_at = std::stoll(inject_spec.substr(at + 1));
+    } catch (const std::exception&) {
+      throw std::invalid_argument(fmt::format("--inject-nan '{}': the step after '@' is not a number", cfg.inject_nan));
+    }
+    inject_spec.resize(at);
+  }
+  ag::set_nan_injection(inject_spec);  // validates the spec
+  ag::set_nan_injection("");
   Reporter report(cfg, step);
   auto params = model.parameters();
   g_stop_requested = false;
@@ -301,24 +316,35 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
     opt.set_lr(lr);
     auto [x, y] = sampler.next(data_gen);
     opt.zero_grad();
-    auto out = model.forward(x, y);
+    if (inject_at == step) ag::set_nan_injection(inject_spec);
     // A non-finite value stops the run before it touches the weights: the last
     // checkpoint stays the last good state.
+    auto last_good = [&] {
+      return last_saved >= 0 ? fmt::format("The last good checkpoint is {} (step {}).", cfg.out, last_saved)
+                             : std::string("No checkpoint was written in this run.");
+    };
     auto stop_non_finite = [&](const char* what, double value) {
       fmt::print(stderr, "{}attograd: {} is {} at step {}; stopping before the update. {}\n",
                  report.tty ? "\n" : "", what, std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf",
-                 step,
-                 last_saved >= 0 ? fmt::format("The last good checkpoint is {} (step {}).", cfg.out, last_saved)
-                                 : "No checkpoint was written in this run.");
+                 step, last_good());
       exit_code = 1;
     };
-    const double loss = out.loss.item();
-    if (!std::isfinite(loss)) {
-      stop_non_finite("the loss", loss);
+    double loss = 0, grad_norm = 0;
+    try {
+      auto out = model.forward(x, y);
+      loss = out.loss.item();
+      if (!std::isfinite(loss)) {
+        stop_non_finite("the loss", loss);
+        break;
+      }
+      out.loss.backward();
+      grad_norm = optim::clip_grad_norm(params, cfg.grad_clip > 0 ? cfg.grad_clip : INFINITY);
+    } catch (const ag::AnomalyError& e) {
+      fmt::print(stderr, "{}attograd: step {}: {}; stopping before the update. {}\n",
+                 report.tty ? "\n" : "", step, e.what(), last_good());
+      exit_code = 1;
       break;
     }
-    out.loss.backward();
-    const double grad_norm = optim::clip_grad_norm(params, cfg.grad_clip > 0 ? cfg.grad_clip : INFINITY);
     if (!std::isfinite(grad_norm)) {
       stop_non_finite("the gradient norm", grad_norm);
       break;

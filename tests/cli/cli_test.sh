@@ -118,6 +118,29 @@ nan_stops)
   saved=$(sed -n 's/.*(step \([0-9]*\)).*/\1/p' err.txt)
   "$bin" inspect run.h5 --verify | grep -q "^step $saved$" || fail "run.h5 does not hold step $saved"
   ;;
+anomaly_named)
+  # a NaN planted in one backward at step 6: --detect-anomaly names the op and the module,
+  # and the checkpoint of step 5 stays the last good one
+  rc=0
+  "$bin" train "${tiny[@]}" --steps 20 --checkpoint-interval 5 --detect-anomaly \
+      --inject-nan backward:blocks.1.mlp.fc2@6 --out run.h5 > log.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] || fail "an anomaly exited $rc, not 1: $(cat err.txt)"
+  [ "$(wc -l < err.txt)" -eq 1 ] || fail "more than one line on stderr: $(cat err.txt)"
+  grep -q "step 6: anomaly: the backward of linear in module blocks.1.mlp.fc2" err.txt ||
+    fail "the anomaly is not named: $(cat err.txt)"
+  grep -q "last good checkpoint is run.h5 (step 5)" err.txt || fail "the last good checkpoint is not named"
+  "$bin" inspect run.h5 --verify | grep -q "^step 5$" || fail "run.h5 does not hold step 5"
+  # a NaN planted in a forward: named with the op's input statistics
+  rc=0
+  "$bin" train "${tiny[@]}" --steps 5 --detect-anomaly --inject-nan forward:blocks.0.attn.W_key \
+      --out run2.h5 > log.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "forward of linear in module blocks.0.attn.W_key produced non-finite values" err.txt &&
+    grep -q "input 0: \[8, 16, 32\] float32: min" err.txt || fail "the forward anomaly is not described: $(cat err.txt)"
+  # without detection the same NaN is still caught, at the gradient norm
+  rc=0
+  "$bin" train "${tiny[@]}" --steps 5 --inject-nan backward:blocks.1.mlp.fc2 --out run3.h5 > log.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "gradient norm is NaN at step 1" err.txt || fail "an undetected NaN was not stopped: $(cat err.txt)"
+  ;;
 memory_refused)
   rc=0
   timeout 60 "$bin" train --d-model 16384 --n-heads 16 --n-layers 256 --batch-size 64 > log.txt 2> err.txt || rc=$?

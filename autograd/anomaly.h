@@ -1,0 +1,67 @@
+#pragma once
+// Anomaly detection, like torch.autograd.detect_anomaly but pointing further: with it on,
+// every recorded op's output is checked as it is made, and every backward's gradients as
+// they come back. The first non-finite value stops the run with an AnomalyError that names
+// the op, the module it ran in (nn modules open a scope with their dotted path, e.g.
+// "blocks.0.attn.W_query") and, for a forward, the statistics of each input, so the cause
+// can be seen: a NaN weight, an input already overflowing, a division by zero.
+//
+//   ag::set_detect_anomaly(true);
+//   try { loss = model.forward(x, y).loss; loss.backward(); }
+//   catch (const ag::AnomalyError& e) { std::cerr << e.what(); }
+//
+// Off by default: the checks read every tensor once more.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+struct AnomalyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void set_detect_anomaly(bool on);
+bool detect_anomaly();
+// Whether module scopes are being recorded (detection or NaN injection is on).
+bool tracking_modules();
+
+// The module path of the current forward: modules open a scope around their forward.
+// Costs one branch when anomaly detection is off.
+class AnomalyScope {
+ public:
+  explicit AnomalyScope(const std::string& (*path_of)(const void*), const void* module);
+  ~AnomalyScope();
+  AnomalyScope(const AnomalyScope&) = delete;
+  AnomalyScope& operator=(const AnomalyScope&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+// The innermost open scope's path, "" outside every module.
+std::string current_module_path();
+void push_module_path(std::string path);
+void pop_module_path();
+
+// "[3, 4] float32: min -1.2 max 3.4 mean 0.01, 2 NaN, 0 inf (first at [0, 2])"
+std::string describe_values(const Tensor& t);
+// Number of NaN and infinite elements (0 for non-float tensors).
+int64_t count_non_finite(const Tensor& t);
+
+// Checks made by the engine (engine.cpp) when anomaly detection is on.
+void check_forward(const char* op, const Tensor& out, const std::vector<Tensor>& inputs);
+void check_backward(const char* op, const std::string& where, const Tensor& grad_out,
+                    const std::vector<Tensor>& grads_in);
+
+// Fault injection for tests of the checks themselves: "forward:PATH" plants a NaN in the
+// output of the first op run inside module PATH, "backward:PATH" in the first gradient that
+// op's backward returns; "" clears. The CLI exposes it as --inject-nan.
+void set_nan_injection(const std::string& spec);
+// Called by the engine: plants the NaN when the spec matches (returns whether it did). A
+// forward output that is a view of one of the op's inputs is left alone.
+bool maybe_inject_nan(bool backward, const std::string& where, Tensor& t,
+                      const std::vector<Tensor>& inputs = {});
+
+}  // namespace ag
