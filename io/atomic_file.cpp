@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,14 +30,52 @@ struct TempFile {
   }
 };
 
+namespace fs = std::filesystem;
+
+fs::path folder_of(const fs::path& target) {
+  return target.has_parent_path() ? target.parent_path() : fs::path(".");
+}
+
+std::string partial_prefix(const fs::path& target) {
+  return fmt::format(".{}.partial-", target.filename().string());
+}
+
+// ".NAME.partial-PID" files whose writer no longer exists
+void remove_stale_partials(const fs::path& target) {
+  std::error_code ec;
+  const std::string prefix = partial_prefix(target);
+  for (const auto& entry : fs::directory_iterator(folder_of(target), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stoll(pid_text));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  namespace fs = std::filesystem;
+void check_can_write(const std::string& path) {
   const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (fs::is_directory(target))
+    throw std::runtime_error(fmt::format("cannot write '{}': it is a folder", path));
+  const fs::path probe = folder_of(target) / (partial_prefix(target) + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw os_error(fmt::format("cannot write '{}' (creating a file in '{}')", path, folder_of(target).string()), err);
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const fs::path target(path);
+  const fs::path folder = folder_of(target);
+  remove_stale_partials(target);
   TempFile tmp;
-  tmp.path = (folder / fmt::format(".{}.partial-{}", target.filename().string(), ::getpid())).string();
+  tmp.path = (folder / (partial_prefix(target) + std::to_string(::getpid()))).string();
   tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (tmp.fd < 0) {
     const int err = errno;

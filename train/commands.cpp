@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "bench/bench.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "train/options.h"
 #include "train/trainer.h"
@@ -43,12 +44,55 @@ bool wants_help(const po::variables_map& vm, const std::string& command,
   return true;
 }
 
+
+// Identical weights give identical hashes: how two runs are compared bit for bit.
+uint64_t fnv1a(const ag::Tensor& t) {
+  ag::Tensor f = t.to(ag::DType::Float32).contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(f.raw_data());
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int64_t i = 0; i < f.numel() * 4; ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+void require_file(const std::string& path, const char* what) {
+  std::ifstream f(path);
+  if (!f) throw UsageError(fmt::format("{} '{}' does not exist or cannot be read", what, path));
+}
+
+// --out must be writable before any work is done: a usage error, not a lost run.
+void require_writable(const std::string& path) {
+  try {
+    io::check_can_write(path);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// Runs body, mapping errors to the CLI's exit codes: bad usage 2, anything else 1.
+template <typename Body>
+int guarded(const std::string& command, Body body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    return usage_error(command, e.what());
+  } catch (const std::invalid_argument& e) {
+    return usage_error(command, e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "attograd {}: error: {}\n", command, e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
 // An option bound to a config field, shown with its default as fmt writes it
 // (0.1, not Boost's 0.10000000000000001).
+namespace {
 template <typename T>
 po::typed_value<T>* field(T& f) {
   return po::value(&f)->default_value(f, fmt::format("{}", f));
 }
+}  // namespace
 
 po::options_description run_options(RunConfig& c) {
   po::options_description model("model (the spec's config keys)");
@@ -103,37 +147,6 @@ po::options_description run_options(RunConfig& c) {
   return all;
 }
 
-// Identical weights give identical hashes: how two runs are compared bit for bit.
-uint64_t fnv1a(const ag::Tensor& t) {
-  ag::Tensor f = t.to(ag::DType::Float32).contiguous();
-  const auto* bytes = static_cast<const unsigned char*>(f.raw_data());
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int64_t i = 0; i < f.numel() * 4; ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
-  return h;
-}
-
-void require_file(const std::string& path, const char* what) {
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("{} '{}' does not exist or cannot be read", what, path));
-}
-
-// Runs body, mapping errors to the CLI's exit codes: bad usage 2, anything else 1.
-template <typename Body>
-int guarded(const std::string& command, Body body) {
-  try {
-    return body();
-  } catch (const UsageError& e) {
-    return usage_error(command, e.what());
-  } catch (const std::invalid_argument& e) {
-    return usage_error(command, e.what());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "attograd {}: error: {}\n", command, e.what());
-    return 1;
-  }
-}
-
-}  // namespace
-
 int train_command(const Args& args) {
   return guarded("train", [&] {
     RunConfig cfg;
@@ -143,6 +156,7 @@ int train_command(const Args& args) {
     if (!cfg.data.empty()) require_file(cfg.data, "data file");
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     cfg.validate();
+    require_writable(cfg.out);
     return run_training(cfg, "");
   });
 }
@@ -180,6 +194,7 @@ int resume_command(const Args& args) {
     cfg.validate();
     if (cfg.steps < ckpt.step)
       throw UsageError(fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));
+    require_writable(cfg.out);
     return run_training(cfg, path);
   });
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -32,6 +33,15 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Where the final state goes when the checkpoint path cannot be written: the temporary
+// folder, which is on another file system often enough to matter.
+std::string rescue_path(const std::string& out) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string folder = tmp && *tmp ? tmp : "/tmp";
+  return fmt::format("{}/attograd-rescue-{}-{}", folder, ::getpid(),
+                     std::filesystem::path(out).filename().string());
 }
 
 std::string format_duration(double seconds) {
@@ -360,8 +370,17 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
     else
       report.progress(step, loss);
     if (cfg.checkpoint_interval > 0 && step % cfg.checkpoint_interval == 0 && !last) {
-      save(step);
-      last_saved = step;
+      // A failed periodic save (full disk, folder gone) loses nothing: the run goes on
+      // with its state in memory and tries again at the next interval.
+      try {
+        save(step);
+        last_saved = step;
+      } catch (const io::CheckpointError& e) {
+        fmt::print(stderr, "{}attograd: warning: step {}: {}; training continues and tries again at step {} ({})\n",
+                   report.tty ? "\n" : "", step, e.what(), step + cfg.checkpoint_interval,
+                   last_saved >= 0 ? fmt::format("last good checkpoint: step {}", last_saved)
+                                   : std::string("no checkpoint written yet"));
+      }
     }
     if (cfg.stop_at > 0 && step >= cfg.stop_at) {
       fmt::print("{}attograd: stopping after step {} as asked (--stop-at)\n", report.tty ? "\n" : "", step);
@@ -375,7 +394,21 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (exit_code != 0) return exit_code;
-  if (last_saved != step) save(step);
+  if (last_saved != step) {
+    try {
+      save(step);
+    } catch (const io::CheckpointError& e) {
+      // the run's state is still in memory: keep it somewhere before giving up
+      const std::string rescue = rescue_path(cfg.out);
+      try {
+        io::save_checkpoint(rescue, make_checkpoint(cfg, step, model, opt, *d.tokenizer, data_gen, model));
+      } catch (const io::CheckpointError& e2) {
+        throw std::runtime_error(fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
+      }
+      throw std::runtime_error(fmt::format("{}; the run's state (step {}) was saved to {} instead",
+                                           e.what(), step, rescue));
+    }
+  }
   fmt::print("saved checkpoint {} (step {})\n", cfg.out, step);
   if (!std::isnan(last_val) && d.ideal_loss >= 0)
     fmt::print("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", last_val,

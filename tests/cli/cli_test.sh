@@ -141,6 +141,57 @@ anomaly_named)
   "$bin" train "${tiny[@]}" --steps 5 --inject-nan backward:blocks.1.mlp.fc2 --out run3.h5 > log.txt 2> err.txt || rc=$?
   [ "$rc" -eq 1 ] && grep -q "gradient norm is NaN at step 1" err.txt || fail "an undetected NaN was not stopped: $(cat err.txt)"
   ;;
+kill9_checkpoint)
+  # SIGKILL at random moments of a run that checkpoints every step (4 MB files, so some
+  # kills land mid-write): the checkpoint under the final name is always whole
+  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4
+          --threads 2 --sample-tokens 0 --eval-interval 0 --log-interval 1)
+  "$bin" train "${medium[@]}" --steps 2 --out run.h5 > /dev/null
+  for delay in 0.13 0.21 0.34 0.05 0.55 0.29 0.42 0.17; do
+    "$bin" train "${medium[@]}" --steps 100000 --checkpoint-interval 1 --out run.h5 > log.txt 2>&1 &
+    pid=$!
+    sleep 0.3; sleep "$delay"
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    "$bin" inspect run.h5 --verify > v.txt 2>&1 || fail "after SIGKILL (delay $delay) run.h5 is damaged: $(cat v.txt)"
+    grep -q "all checksums good" v.txt || fail "after SIGKILL run.h5 did not verify: $(cat v.txt)"
+  done
+  # the next save removes what killed writers left behind
+  "$bin" train "${medium[@]}" --steps 1 --out run.h5 > /dev/null
+  ls -a | grep -q "partial" && fail "partial files of killed writers were left: $(ls -a)"
+  ;;
+unwritable_out)
+  expect_usage_error "no/such/folder/run.h5" "$bin" train "${tiny[@]}" --steps 5 --out no/such/folder/run.h5
+  mkdir taken.h5
+  expect_usage_error "it is a folder" "$bin" train "${tiny[@]}" --steps 5 --out taken.h5
+  ;;
+folder_vanishes)
+  # the checkpoint folder disappears mid-run: saves fail with a warning, training goes on
+  # with its state in memory, and saves succeed again once the folder is back
+  mkdir sub
+  "$bin" train "${tiny[@]}" --steps 300 --checkpoint-interval 5 --log-interval 1 --out sub/run.h5 > log.txt 2> err.txt &
+  pid=$!
+  for _ in $(seq 1 200); do [ -f sub/run.h5 ] && break; sleep 0.05; done
+  mv sub gone
+  for _ in $(seq 1 200); do grep -q "warning" err.txt && break; sleep 0.05; done
+  mkdir sub
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "the run exited $rc after its folder came back: $(tail -3 err.txt)"
+  grep -q "warning: step [0-9]*: cannot write 'sub/run.h5'.*training continues" err.txt ||
+    fail "no warning about the failed save: $(cat err.txt)"
+  "$bin" inspect sub/run.h5 --verify | grep -q "^step 300$" || fail "the final checkpoint was not written"
+  ;;
+disk_full)
+  # a file-size limit makes every write fail part-way, as a full disk does
+  rc=0
+  (ulimit -f 64; "$bin" train "${tiny[@]}" --steps 10 --out run.h5 > log.txt 2> err.txt) || rc=$?
+  [ "$rc" -eq 1 ] || fail "a failed final save exited $rc, not 1: $(cat err.txt)"
+  [ "$(wc -l < err.txt)" -eq 1 ] || fail "more than one line on stderr: $(cat err.txt)"
+  grep -q "cannot write 'run.h5': File too large" err.txt && grep -q "rescue copy failed too" err.txt ||
+    fail "the error does not say what failed: $(cat err.txt)"
+  [ ! -f run.h5 ] || fail "a partial run.h5 exists"
+  ls -a | grep -q partial && fail "a partial file was left behind"
+  ;;
 memory_refused)
   rc=0
   timeout 60 "$bin" train --d-model 16384 --n-heads 16 --n-layers 256 --batch-size 64 > log.txt 2> err.txt || rc=$?
