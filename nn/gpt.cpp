@@ -84,9 +84,9 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
   ag::NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * cfg.n_layers);
   for (auto& [name, p] : named_parameters()) {
-    auto ends_with = [&](const char* suffix) {
-      return name.size() >= std::string(suffix).size() &&
-             name.compare(name.size() - std::string(suffix).size(), std::string::npos, suffix) == 0;
+    auto ends_with = [&name = name](const std::string& suffix) {
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), std::string::npos, suffix) == 0;
     };
     if (name.rfind("ln", 0) == 0 || name.find(".ln") != std::string::npos) continue;
     if (ends_with(".bias")) {

@@ -55,9 +55,12 @@ void Module::load_state_dict(const StateDict& state) {
     if (!given.insert(name).second)
       throw std::invalid_argument(fmt::format("load_state_dict: '{}' is given twice", name));
   }
+  auto entry_named = [&](const std::string& key) {
+    return std::find_if(state.begin(), state.end(), [&](auto& e) { return e.first == key; });
+  };
   // check everything before copying anything, so a bad state leaves the module intact
   for (const auto& [name, param] : mine) {
-    auto it = std::find_if(state.begin(), state.end(), [&](auto& e) { return e.first == name; });
+    auto it = entry_named(name);
     if (it == state.end())
       throw std::invalid_argument(fmt::format("load_state_dict: missing parameter '{}' {}", name,
                                               ag::shape_str(param.shape())));
@@ -70,15 +73,13 @@ void Module::load_state_dict(const StateDict& state) {
                                               name, ag::dtype_name(it->second.dtype())));
   }
   for (const auto& [name, t] : state) {
-    if (std::none_of(mine.begin(), mine.end(), [&](auto& e) { return e.first == name; }))
+    const std::string& key = name;
+    if (std::none_of(mine.begin(), mine.end(), [&](auto& e) { return e.first == key; }))
       throw std::invalid_argument(fmt::format("load_state_dict: unexpected parameter '{}' {}", name,
                                               ag::shape_str(t.shape())));
   }
   ag::NoGradGuard no_grad;
-  for (const auto& [name, param] : mine) {
-    auto it = std::find_if(state.begin(), state.end(), [&](auto& e) { return e.first == name; });
-    ag::copy_(param, it->second);
-  }
+  for (const auto& [name, param] : mine) ag::copy_(param, entry_named(name)->second);
 }
 
 const std::string& Module::path() const {

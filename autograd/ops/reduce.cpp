@@ -161,7 +161,7 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
   if (!keepdim) out = out.squeeze(dim);
   if (needs_recording({a}))
     attach_backward(out, "MaxBackward", {a},
-                    [indices, dim, in_shape = a.shape()](const Tensor& g) -> std::vector<Tensor> {
+                    [indices = indices, dim, in_shape = a.shape()](const Tensor& g) -> std::vector<Tensor> {
                       // scatter in the dim-last layout, then move the dim back
                       Tensor gk = g.reshape(indices.shape());
                       const int64_t n = in_shape[dim];
