@@ -15,6 +15,15 @@
 #include "io/atomic_file.h"
 #include "io/hdf5.h"
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTOGRAD_HAS_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(ATTOGRAD_HAS_ASAN)
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void));
+#endif
+
 namespace io {
 
 namespace {
@@ -238,21 +247,44 @@ VerifyReport verify_checkpoint_image(const std::string& bytes, const std::string
 // read out of bounds and crash (our fuzzer found such files in seconds). So a file is
 // first read in a forked child: if the library crashes there, the parent reports the file
 // as damaged instead of dying; if the child survives, the same deterministic read is safe
-// in this process. The second read costs what the first did (milliseconds per MB).
-void survive_probe_read(const std::string& source, const std::function<void()>& read) {
+// in this process. The second read costs what the first did (milliseconds per MB). The
+// same goes for a file that makes the library loop forever: the child is given a time
+// limit.
+void survive_probe_read(const std::string& source, size_t bytes_hint,
+                        const std::function<void()>& read) {
   if (std::getenv("ATTOGRAD_NO_PROBE_READ")) return;  // e.g. under a debugger
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return;  // no child to spare: read directly
   if (pid == 0) {
+    // die of the crash, so the parent sees it: no handler of a debugger, fuzzer or
+    // sanitizer may turn it into a report of this (child) process
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
+#if defined(__SANITIZE_ADDRESS__) || defined(ATTOGRAD_HAS_ASAN)
+    __sanitizer_set_death_callback([] { ::_exit(70); });
+#endif
     try {
       read();
     } catch (...) {
     }
     ::_exit(0);  // the parent reads again and gets the same error, if any
   }
+  // a damaged file can also send the library into an endless loop: give the read a
+  // generous time for its size, then give up on the file
+  const double limit_s = 3.0 + static_cast<double>(bytes_hint) / 50e6;  // 1 GB: 23 s
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  for (double waited = 0, nap = 1e-4;; waited += nap, nap = std::min(nap * 2, 0.05)) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) return;
+    if (waited > limit_s) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      throw CheckpointError(fmt::format(
+          "'{}' is damaged: the HDF5 library did not finish reading it in {:.0f} s", source, limit_s));
+    }
+    ::usleep(static_cast<useconds_t>(nap * 1e6));
   }
   if (WIFSIGNALED(status))
     throw CheckpointError(fmt::format(
@@ -281,7 +313,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
 
 
 Checkpoint load_checkpoint_image(const std::string& bytes, const std::string& source) {
-  survive_probe_read(source, [&] { read_checkpoint_image(bytes, source); });
+  survive_probe_read(source, bytes.size(), [&] { read_checkpoint_image(bytes, source); });
   return read_checkpoint_image(bytes, source);
 }
 
@@ -292,7 +324,7 @@ VerifyReport verify_checkpoint(const std::string& path) {
   } catch (const std::exception& e) {
     throw CheckpointError(e.what());
   }
-  survive_probe_read(path, [&] { verify_checkpoint_image(bytes, path); });
+  survive_probe_read(path, bytes.size(), [&] { verify_checkpoint_image(bytes, path); });
   return verify_checkpoint_image(bytes, path);
 }
 

@@ -20,8 +20,9 @@ for target in checkpoint tokenizer config; do
   echo "fuzzing $target for ${seconds}s"
   # one thread: BLAS and OpenMP would only add noise to the search
   if ! OMP_NUM_THREADS=1 ATTOGRAD_KEEP_BLAS_KERNEL=1 ASAN_OPTIONS=detect_leaks=1 \
+      LSAN_OPTIONS=suppressions=fuzz/lsan.supp:print_suppressions=0 \
       build-fuzz/${target}_fuzz "$work" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
-      -max_len=200000 -artifact_prefix="$findings/" -print_final_stats=1 > "build-fuzz/$target.log" 2>&1; then
+      -max_len=200000 -seed=1 -artifact_prefix="$findings/" -print_final_stats=1 > "build-fuzz/$target.log" 2>&1; then
     echo "FINDING in $target: $(ls "$findings")"; tail -30 "build-fuzz/$target.log"; status=1
   else
     grep -E "stat::number_of_executed_units|cov:" "build-fuzz/$target.log" | tail -2
