@@ -269,7 +269,12 @@ int eval_command(const Args& args) {
     std::ifstream in(data_path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    std::vector<int64_t> ids = tok->encode(ss.str());
+    std::vector<int64_t> ids;
+    try {
+      ids = tok->encode(ss.str());
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("{}: {}", data_path, e.what()));
+    }
     auto result = evaluate_with_grads(*model, ids, context, vm.count("dump-grads") ? &dump : nullptr);
     if (result.tokens == 0)
       throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",

@@ -78,17 +78,17 @@ RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved) {
     text = read_text_file(cfg.data);
     d.source = fmt::format("{} ({} bytes)", cfg.data, text.size());
   }
-  if (saved)
-    d.tokenizer = make_tokenizer(*saved);
-  else if (cfg.tokenizer == "byte")
-    d.tokenizer = std::make_unique<data::ByteTokenizer>();
-  else
-    d.tokenizer = std::make_unique<data::CharTokenizer>(data::CharTokenizer::from_text(text));
   std::vector<int64_t> ids;
-  try {
+  try {  // text problems (bad UTF-8, unknown characters) name the file
+    if (saved)
+      d.tokenizer = make_tokenizer(*saved);
+    else if (cfg.tokenizer == "byte")
+      d.tokenizer = std::make_unique<data::ByteTokenizer>();
+    else
+      d.tokenizer = std::make_unique<data::CharTokenizer>(data::CharTokenizer::from_text(text));
     ids = d.tokenizer->encode(text);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("{}: {}", cfg.data.empty() ? "corpus" : cfg.data, e.what()));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", cfg.data.empty() ? "corpus" : cfg.data, e.what()));
   }
   data::Split split = data::split_tokens(ids, cfg.val_fraction);
   d.train = std::move(split.train);
