@@ -174,6 +174,14 @@ void read_rng(hid_t file, Checkpoint& c) {
   });
 }
 
+std::string read_checkpoint_file(const std::string& path) {
+  try {
+    return read_whole_file(path);
+  } catch (const std::exception& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
 Checkpoint read_checkpoint_image(const std::string& bytes, const std::string& source) {
   h5::silence_library_errors();
   Handle file = open_image(bytes, source);
@@ -311,31 +319,19 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   }
 }
 
-
 Checkpoint load_checkpoint_image(const std::string& bytes, const std::string& source) {
   survive_probe_read(source, bytes.size(), [&] { read_checkpoint_image(bytes, source); });
   return read_checkpoint_image(bytes, source);
 }
 
 VerifyReport verify_checkpoint(const std::string& path) {
-  std::string bytes;
-  try {
-    bytes = read_whole_file(path);
-  } catch (const std::exception& e) {
-    throw CheckpointError(e.what());
-  }
+  const std::string bytes = read_checkpoint_file(path);
   survive_probe_read(path, bytes.size(), [&] { verify_checkpoint_image(bytes, path); });
   return verify_checkpoint_image(bytes, path);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  std::string bytes;
-  try {
-    bytes = read_whole_file(path);
-  } catch (const std::exception& e) {
-    throw CheckpointError(e.what());
-  }
-  return load_checkpoint_image(bytes, path);
+  return load_checkpoint_image(read_checkpoint_file(path), path);
 }
 
 void load_model_weights(const Checkpoint& ckpt, nn::Module& model) {

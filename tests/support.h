@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "nn/gpt.h"
 
 namespace ag_test {
 
@@ -15,6 +16,19 @@ inline void require_values(const ag::Tensor& t, const std::vector<double>& expec
     INFO("element " << i << " of " << t);
     REQUIRE_THAT(got[i], Catch::Matchers::WithinAbs(expected[i], tol));
   }
+}
+
+// A GPT config for tests: sizes given, everything else the spec's default.
+inline nn::GPTConfig gpt_config(int64_t vocab, int64_t context, int64_t d_model, int64_t heads,
+                                int64_t layers, double dropout) {
+  nn::GPTConfig c;
+  c.vocab_size = vocab;
+  c.context_length = context;
+  c.d_model = d_model;
+  c.n_heads = heads;
+  c.n_layers = layers;
+  c.dropout = dropout;
+  return c;
 }
 
 }  // namespace ag_test

@@ -5,21 +5,13 @@
 
 #include "autograd/autograd.h"
 #include "nn/gpt.h"
+#include "support.h"
 
 using Catch::Matchers::Contains;
 
 namespace {
 
-nn::GPTConfig small_config() {
-  nn::GPTConfig c;
-  c.vocab_size = 13;
-  c.context_length = 8;
-  c.d_model = 8;
-  c.n_heads = 2;
-  c.n_layers = 2;
-  c.dropout = 0.0;
-  return c;
-}
+nn::GPTConfig small_config() { return ag_test::gpt_config(13, 8, 8, 2, 2, 0.0); }
 
 // Anomaly detection and injection switched on for one test and off afterwards.
 struct AnomalyMode {

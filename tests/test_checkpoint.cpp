@@ -16,6 +16,7 @@
 #include "io/hdf5.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
+#include "support.h"
 
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
@@ -37,15 +38,7 @@ struct TempDir {
   }
 };
 
-nn::GPTConfig tiny() {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 7;
-  cfg.context_length = 5;
-  cfg.d_model = 8;
-  cfg.n_heads = 2;
-  cfg.n_layers = 1;
-  return cfg;
-}
+nn::GPTConfig tiny() { return ag_test::gpt_config(7, 5, 8, 2, 1, 0.1); }
 
 // A checkpoint with every section filled: weights after one AdamW step, its moments, a
 // char vocabulary, two generator states.

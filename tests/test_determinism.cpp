@@ -8,6 +8,7 @@
 #include "autograd/autograd.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
+#include "support.h"
 
 namespace {
 
@@ -16,13 +17,7 @@ namespace {
 std::vector<std::vector<float>> train_steps(int threads, int steps) {
   const int saved = ag::num_threads();
   ag::set_num_threads(threads);
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.context_length = 64;
-  cfg.d_model = 64;
-  cfg.n_heads = 4;
-  cfg.n_layers = 2;
-  cfg.dropout = 0.1;
+  const nn::GPTConfig cfg = ag_test::gpt_config(50, 64, 64, 4, 2, 0.1);
   nn::GPT model(cfg, 11);
   optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 1e-3);
   ag::Generator gen(5);
@@ -69,14 +64,7 @@ TEST_CASE("the determinism check can fail: one more step changes the bits") {
 }
 
 TEST_CASE("after the first training step no tensor storage comes from the system") {
-  nn::GPTConfig cfg;
-  cfg.vocab_size = 30;
-  cfg.context_length = 16;
-  cfg.d_model = 32;
-  cfg.n_heads = 2;
-  cfg.n_layers = 2;
-  cfg.dropout = 0.1;
-  nn::GPT model(cfg, 3);
+  nn::GPT model(ag_test::gpt_config(30, 16, 32, 2, 2, 0.1), 3);
   optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 1e-3);
   ag::Generator gen(1);
   auto step = [&] {

@@ -556,26 +556,21 @@ namespace {
 
 // [B, T, H, D] rows (stride `row_stride` between tokens, heads D apart) <-> [B, H, T, D]
 // contiguous, the layout the kernels read: one pass of D-element copies per (b, h, t).
-template <typename T>
-void gather_heads(T* dst, const T* src, int64_t B, int64_t Tn, int64_t H, int64_t D,
-                  int64_t row_stride) {
-  detail::parallel_for(B * H, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / H, h = r % H;
-      for (int64_t t = 0; t < Tn; ++t)
-        std::memcpy(dst + (r * Tn + t) * D, src + (b * Tn + t) * row_stride + h * D, D * sizeof(T));
-    }
-  });
-}
+enum class HeadCopy { gather, scatter };
 
 template <typename T>
-void scatter_heads(T* dst, const T* src, int64_t B, int64_t Tn, int64_t H, int64_t D,
-                   int64_t row_stride) {
+void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn, int64_t H,
+                int64_t D, int64_t row_stride) {
   detail::parallel_for(B * H, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / H, h = r % H;
-      for (int64_t t = 0; t < Tn; ++t)
-        std::memcpy(dst + (b * Tn + t) * row_stride + h * D, src + (r * Tn + t) * D, D * sizeof(T));
+      for (int64_t t = 0; t < Tn; ++t) {
+        const int64_t rows = (b * Tn + t) * row_stride + h * D, heads = (r * Tn + t) * D;
+        if (direction == HeadCopy::gather)
+          std::memcpy(dst + heads, src + rows, D * sizeof(T));
+        else
+          std::memcpy(dst + rows, src + heads, D * sizeof(T));
+      }
     }
   });
 }
@@ -609,13 +604,13 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   Tensor lse = empty({d.R, Tn}, x.dtype());
   AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
     const scalar_t* p = x.data<scalar_t>();
-    gather_heads(q.data<scalar_t>(), p, B, Tn, H, d.D, 3 * C);
-    gather_heads(k.data<scalar_t>(), p + C, B, Tn, H, d.D, 3 * C);
-    gather_heads(v.data<scalar_t>(), p + 2 * C, B, Tn, H, d.D, 3 * C);
+    copy_heads(HeadCopy::gather, q.data<scalar_t>(), p, B, Tn, H, d.D, 3 * C);
+    copy_heads(HeadCopy::gather, k.data<scalar_t>(), p + C, B, Tn, H, d.D, 3 * C);
+    copy_heads(HeadCopy::gather, v.data<scalar_t>(), p + 2 * C, B, Tn, H, d.D, 3 * C);
     sdpa_forward<scalar_t>(d, true, dropout_p, draw, static_cast<scalar_t>(scale), q.data<scalar_t>(),
                            k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
                            lse.data<scalar_t>());
-    scatter_heads(out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, d.D, C);
+    copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, d.D, C);
   });
   if (needs_recording({qkv}))
     attach_backward(out, "CausalSelfAttentionBackward", {qkv},
@@ -626,16 +621,16 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
                              dk = empty(q.shape(), q.dtype()), dv = empty(q.shape(), q.dtype());
                       Tensor dqkv = empty({B, Tn, 3 * C}, q.dtype());
                       AG_DISPATCH_FLOAT(q.dtype(), "causal_self_attention backward", [&] {
-                        gather_heads(go.data<scalar_t>(), gc.data<scalar_t>(), B, Tn, H, d.D, C);
+                        copy_heads(HeadCopy::gather, go.data<scalar_t>(), gc.data<scalar_t>(), B, Tn, H, d.D, C);
                         sdpa_backward<scalar_t>(
                             d, true, dropout_p, draw, static_cast<scalar_t>(scale), q.data<scalar_t>(),
                             k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
                             lse.data<scalar_t>(), go.data<scalar_t>(), dq.data<scalar_t>(),
                             dk.data<scalar_t>(), dv.data<scalar_t>());
                         scalar_t* p = dqkv.data<scalar_t>();
-                        scatter_heads(p, dq.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
-                        scatter_heads(p + C, dk.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
-                        scatter_heads(p + 2 * C, dv.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+                        copy_heads(HeadCopy::scatter, p, dq.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+                        copy_heads(HeadCopy::scatter, p + C, dk.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+                        copy_heads(HeadCopy::scatter, p + 2 * C, dv.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
                       });
                       return {dqkv};
                     });
