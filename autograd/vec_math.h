@@ -16,7 +16,8 @@ namespace ag::detail {
 
 inline float exp_fast(float x) {
   const float lo = -87.336544f, hi = 88.72283f;
-  const float xc = x < lo ? lo : (x > hi ? hi : x);
+  // NaN is clamped too (to lo), so the int conversion below never sees a NaN
+  const float xc = x > hi ? hi : (x >= lo ? x : lo);
   // round to nearest by the 1.5 * 2^23 trick: floorf does not vectorise without
   // -fno-trapping-math, and no fast-math flag lets the compiler undo this addition
   const float shifter = 12582912.0f;

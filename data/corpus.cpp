@@ -59,7 +59,10 @@ Corpus builtin_corpus(uint64_t seed, size_t min_chars) {
       default: {
         const size_t count = 1 + c.pick(4);
         std::string words;
-        for (size_t i = 0; i < count; ++i) words += (i ? " " : "") + std::string(c.pick_from(kWords));
+        for (size_t i = 0; i < count; ++i) {
+          if (i > 0) words += ' ';
+          words += c.pick_from(kWords);
+        }
         text += "(" + words + ")\n";
         break;
       }

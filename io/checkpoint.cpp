@@ -258,6 +258,8 @@ VerifyReport verify_checkpoint_image(const std::string& bytes, const std::string
 // in this process. The second read costs what the first did (milliseconds per MB). The
 // same goes for a file that makes the library loop forever: the child is given a time
 // limit.
+constexpr int kSanitizerExit = 70;  // the probe child's exit status after a sanitizer report
+
 void survive_probe_read(const std::string& source, size_t bytes_hint,
                         const std::function<void()>& read) {
   if (std::getenv("ATTOGRAD_NO_PROBE_READ")) return;  // e.g. under a debugger
@@ -269,7 +271,7 @@ void survive_probe_read(const std::string& source, size_t bytes_hint,
     // sanitizer may turn it into a report of this (child) process
     for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
 #if defined(__SANITIZE_ADDRESS__) || defined(ATTOGRAD_HAS_ASAN)
-    __sanitizer_set_death_callback([] { ::_exit(70); });
+    __sanitizer_set_death_callback([] { ::_exit(kSanitizerExit); });
 #endif
     try {
       read();
@@ -298,8 +300,13 @@ void survive_probe_read(const std::string& source, size_t bytes_hint,
     throw CheckpointError(fmt::format(
         "'{}' is damaged: the HDF5 library crashed reading it (signal {}, {})", source,
         WTERMSIG(status), strsignal(WTERMSIG(status))));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kSanitizerExit)
+    throw CheckpointError(fmt::format(
+        "'{}' is damaged: the HDF5 library crashed reading it (a memory error caught by the sanitizer)",
+        source));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw CheckpointError(fmt::format("'{}' is damaged: reading it failed in the HDF5 library", source));
+    throw CheckpointError(fmt::format("'{}' is damaged: the HDF5 library failed reading it (exit status {})",
+                                      source, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ TEST_CASE("a checkpoint round trip keeps every tensor bit for bit") {
   for (const auto& [key, value] : c.optimizer->scalars) {
     INFO(key);
     auto it = std::find_if(back.optimizer->scalars.begin(), back.optimizer->scalars.end(),
-                           [&](auto& kv) { return kv.first == key; });
+                           [&key = key](auto& kv) { return kv.first == key; });
     REQUIRE(it != back.optimizer->scalars.end());
     REQUIRE(it->second == value);
   }
