@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -263,10 +266,18 @@ constexpr int kSanitizerExit = 70;  // the probe child's exit status after a san
 void survive_probe_read(const std::string& source, size_t bytes_hint,
                         const std::function<void()>& read) {
   if (std::getenv("ATTOGRAD_NO_PROBE_READ")) return;  // e.g. under a debugger
+  // the child holds the write end of a pipe until it exits, however it exits, so the
+  // parent wakes the moment it is done rather than polling
+  int done[2];
+  if (::pipe2(done, O_CLOEXEC) != 0) return;  // no pipe to spare: read directly
   std::fflush(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) return;  // no child to spare: read directly
+  if (pid < 0) {  // no child to spare: read directly
+    ::close(done[0]), ::close(done[1]);
+    return;
+  }
   if (pid == 0) {
+    ::close(done[0]);
     // die of the crash, so the parent sees it: no handler of a debugger, fuzzer or
     // sanitizer may turn it into a report of this (child) process
     for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
@@ -279,23 +290,36 @@ void survive_probe_read(const std::string& source, size_t bytes_hint,
     }
     ::_exit(0);  // the parent reads again and gets the same error, if any
   }
+  ::close(done[1]);
   // a damaged file can also send the library into an endless loop: give the read a
   // generous time for its size, then give up on the file
   const double limit_s = 3.0 + static_cast<double>(bytes_hint) / 50e6;  // 1 GB: 23 s
-  int status = 0;
-  for (double waited = 0, nap = 1e-4;; waited += nap, nap = std::min(nap * 2, 0.05)) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) return;
-    if (waited > limit_s) {
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      throw CheckpointError(fmt::format(
-          "'{}' is damaged: the HDF5 library did not finish reading it in {:.0f} s", source, limit_s));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+  bool finished = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd wait_for_exit{done[0], POLLIN, 0};
+    const int r = ::poll(&wait_for_exit, 1, static_cast<int>(left.count()));
+    if (r > 0) {
+      finished = true;
+      break;
     }
-    ::usleep(static_cast<useconds_t>(nap * 1e6));
+    if (r < 0 && errno != EINTR) {
+      finished = true;  // cannot time it: wait for the child as it is
+      break;
+    }
   }
+  ::close(done[0]);
+  if (!finished) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return;
+  }
+  if (!finished)
+    throw CheckpointError(fmt::format(
+        "'{}' is damaged: the HDF5 library did not finish reading it in {:.0f} s", source, limit_s));
   if (WIFSIGNALED(status))
     throw CheckpointError(fmt::format(
         "'{}' is damaged: the HDF5 library crashed reading it (signal {}, {})", source,
