@@ -39,6 +39,11 @@ int num_threads() {
 
 const char* blas_kernel_name() { return openblas_get_corename(); }
 
+bool blas_bits_independent_of_threads() {
+  const std::string core = openblas_get_corename();
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+
 void select_blas_kernel(char** argv) {
   if (std::getenv("ATTOGRAD_KEEP_BLAS_KERNEL") != nullptr) return;  // the user's explicit wish
   if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) return;    // once is enough

@@ -23,4 +23,11 @@ void select_blas_kernel(char** argv);
 // The kernel OpenBLAS is using, e.g. "SkylakeX".
 const char* blas_kernel_name();
 
+// Whether that kernel's sgemm gives the same bits on any thread count. Measured on
+// OpenBLAS 0.3.21: yes for the AVX-512 kernels (SkylakeX and the kernels that reuse its
+// sgemm); no for Haswell and Zen, whose threaded sgemm rounds a sixth of the elements
+// differently from the one-thread call. Our own kernels are thread-count invariant on
+// every machine; with the other BLAS kernels only the same thread count repeats bits.
+bool blas_bits_independent_of_threads();
+
 }  // namespace ag

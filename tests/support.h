@@ -18,6 +18,11 @@ inline void require_values(const ag::Tensor& t, const std::vector<double>& expec
   }
 }
 
+// Same shape and the same values, element for element.
+inline bool bit_equal(const ag::Tensor& a, const ag::Tensor& b) {
+  return a.shape() == b.shape() && a.to_vector() == b.to_vector();
+}
+
 // A GPT config for tests: sizes given, everything else the spec's default.
 inline nn::GPTConfig gpt_config(int64_t vocab, int64_t context, int64_t d_model, int64_t heads,
                                 int64_t layers, double dropout) {

@@ -14,6 +14,7 @@
 
 using ag::DType;
 using ag::Tensor;
+using ag_test::bit_equal;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -30,10 +31,6 @@ Tensor chapter_inputs(DType dtype = DType::Float32) {
 
 Tensor chapter_batch(DType dtype = DType::Float32) {
   return ag::stack({chapter_inputs(dtype), chapter_inputs(dtype)}, 0);  // [2, 6, 3]
-}
-
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.to_vector() == b.to_vector();
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {

@@ -14,6 +14,7 @@
 
 using ag::DType;
 using ag::Tensor;
+using ag_test::bit_equal;
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinAbs;
 
@@ -30,10 +31,6 @@ std::vector<std::vector<double>> values_of(const nn::Module& m) {
   std::vector<std::vector<double>> out;
   for (const auto& t : m.parameters()) out.push_back(t.to_vector());
   return out;
-}
-
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.to_vector() == b.to_vector();
 }
 
 nn::MultiHeadAttention make_mha(uint64_t seed, bool qkv_bias = false, double dropout = 0.0) {
