@@ -177,7 +177,9 @@ folder_vanishes)
   mkdir sub
   rc=0; wait "$pid" || rc=$?
   [ "$rc" -eq 0 ] || fail "the run exited $rc after its folder came back: $(tail -3 err.txt)"
-  grep -q "warning: step [0-9]*: cannot write 'sub/run.h5'.*training continues" err.txt ||
+  # the folder can vanish before a save (cannot write) or in the middle of one (cannot
+  # rename the new file onto the old): either way a warning, and training goes on
+  grep -Eq "warning: step [0-9]+: cannot [a-z ]*'sub/run.h5'.*training continues" err.txt ||
     fail "no warning about the failed save: $(cat err.txt)"
   "$bin" inspect sub/run.h5 --verify | grep -q "^step 300$" || fail "the final checkpoint was not written"
   ;;
