@@ -254,6 +254,8 @@ VerifyReport verify_checkpoint_image(const std::string& bytes, const std::string
   return r;
 }
 
+constexpr int kSanitizerExit = 70;  // the probe child's exit status after a sanitizer report
+
 // libhdf5 (1.10) is not hardened against hostile files: a damaged chunk index can make it
 // read out of bounds and crash (our fuzzer found such files in seconds). So a file is
 // first read in a forked child: if the library crashes there, the parent reports the file
@@ -261,8 +263,6 @@ VerifyReport verify_checkpoint_image(const std::string& bytes, const std::string
 // in this process. The second read costs what the first did (milliseconds per MB). The
 // same goes for a file that makes the library loop forever: the child is given a time
 // limit.
-constexpr int kSanitizerExit = 70;  // the probe child's exit status after a sanitizer report
-
 void survive_probe_read(const std::string& source, size_t bytes_hint,
                         const std::function<void()>& read) {
   if (std::getenv("ATTOGRAD_NO_PROBE_READ")) return;  // e.g. under a debugger
