@@ -13,11 +13,17 @@
 
 namespace {
 
+// The thread count for one scope, restored however the scope ends.
+struct ThreadCount {
+  int saved = ag::num_threads();
+  explicit ThreadCount(int n) { ag::set_num_threads(n); }
+  ~ThreadCount() { ag::set_num_threads(saved); }
+};
+
 // A few full training steps (dropout on, so the masks are part of what must repeat) at
 // a size where every kernel takes its parallel path; returns every parameter's bytes.
 std::vector<std::vector<float>> train_steps(int threads, int steps) {
-  const int saved = ag::num_threads();
-  ag::set_num_threads(threads);
+  ThreadCount use(threads);
   const nn::GPTConfig cfg = ag_test::gpt_config(50, 64, 64, 4, 2, 0.1);
   nn::GPT model(cfg, 11);
   optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 1e-3);
@@ -38,7 +44,6 @@ std::vector<std::vector<float>> train_steps(int threads, int steps) {
     const float* d = p.data<float>();
     bytes.emplace_back(d, d + p.numel());
   }
-  ag::set_num_threads(saved);
   return bytes;
 }
 
@@ -77,8 +82,7 @@ TEST_CASE("our own kernels give the same bits on one and two threads") {
   // thresholds, forward and backward, then an AdamW step and gradient clipping: these
   // must repeat bits whatever BLAS kernel the machine has.
   auto run = [](int threads) {
-    const int saved = ag::num_threads();
-    ag::set_num_threads(threads);
+    ThreadCount use(threads);
     ag::Generator gen(21);
     const int64_t B = 8, T = 128, C = 256, H = 4, V = 96;
     auto x = ag::randn({B, T, C}, gen).requires_grad_();
@@ -107,7 +111,6 @@ TEST_CASE("our own kernels give the same bits on one and two threads") {
       bytes.emplace_back(p.data<float>(), p.data<float>() + p.numel());
       bytes.emplace_back(p.grad().data<float>(), p.grad().data<float>() + p.numel());
     }
-    ag::set_num_threads(saved);
     return bytes;
   };
   REQUIRE(bit_identical(run(1), run(2)));

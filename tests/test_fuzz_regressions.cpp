@@ -21,15 +21,20 @@ std::vector<std::string> inputs_of(const std::string& target) {
   return files;
 }
 
+// Feeds every input of a target (at least min_count of them) to what its fuzzer runs.
+void replay_all(const std::string& target, size_t min_count, void (*run)(const std::string&)) {
+  const auto files = inputs_of(target);
+  REQUIRE(files.size() >= min_count);
+  for (const auto& f : files) {
+    INFO(f);
+    REQUIRE_NOTHROW(run(io::read_whole_file(f)));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("checkpoint fuzz findings and seeds load or fail cleanly") {
-  auto files = inputs_of("checkpoint");
-  REQUIRE(files.size() >= 4);
-  for (const auto& f : files) {
-    INFO(f);
-    REQUIRE_NOTHROW(fuzz::checkpoint(io::read_whole_file(f)));
-  }
+  replay_all("checkpoint", 4, fuzz::checkpoint);
 }
 
 TEST_CASE("files that crash or hang the HDF5 library are reported as damaged") {
@@ -52,19 +57,9 @@ TEST_CASE("files that crash or hang the HDF5 library are reported as damaged") {
 }
 
 TEST_CASE("tokenizer fuzz findings and seeds round-trip or fail cleanly") {
-  auto files = inputs_of("tokenizer");
-  REQUIRE(files.size() >= 3);
-  for (const auto& f : files) {
-    INFO(f);
-    REQUIRE_NOTHROW(fuzz::tokenizer(io::read_whole_file(f)));
-  }
+  replay_all("tokenizer", 3, fuzz::tokenizer);
 }
 
 TEST_CASE("config fuzz findings and seeds parse or fail cleanly") {
-  auto files = inputs_of("config");
-  REQUIRE(files.size() >= 3);
-  for (const auto& f : files) {
-    INFO(f);
-    REQUIRE_NOTHROW(fuzz::config(io::read_whole_file(f)));
-  }
+  replay_all("config", 3, fuzz::config);
 }

@@ -313,8 +313,8 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
   g_stop_requested = false;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  auto save = [&](int64_t at) {
-    io::save_checkpoint(cfg.out, make_checkpoint(cfg, at, model, opt, *d.tokenizer, data_gen, model));
+  auto save = [&](int64_t at, const std::string& path) {
+    io::save_checkpoint(path, make_checkpoint(cfg, at, model, opt, *d.tokenizer, data_gen, model));
   };
   int64_t last_saved = resumed ? step : -1;
   int64_t tokens = 0;
@@ -373,7 +373,7 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
       // A failed periodic save (full disk, folder gone) loses nothing: the run goes on
       // with its state in memory and tries again at the next interval.
       try {
-        save(step);
+        save(step, cfg.out);
         last_saved = step;
       } catch (const io::CheckpointError& e) {
         fmt::print(stderr, "{}attograd: warning: step {}: {}; training continues and tries again at step {} ({})\n",
@@ -396,12 +396,12 @@ int run_training(RunConfig cfg, const std::string& resume_path) {
   if (exit_code != 0) return exit_code;
   if (last_saved != step) {
     try {
-      save(step);
+      save(step, cfg.out);
     } catch (const io::CheckpointError& e) {
       // the run's state is still in memory: keep it somewhere before giving up
       const std::string rescue = rescue_path(cfg.out);
       try {
-        io::save_checkpoint(rescue, make_checkpoint(cfg, step, model, opt, *d.tokenizer, data_gen, model));
+        save(step, rescue);
       } catch (const io::CheckpointError& e2) {
         throw std::runtime_error(fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
       }
