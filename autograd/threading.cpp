@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 extern "C" char* openblas_get_corename();
@@ -44,9 +45,37 @@ bool blas_bits_independent_of_threads() {
   return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
 }
 
+namespace {
+
+// The process name (what ps, top and pgrep show) of the program as the user started it:
+// executing /proc/self/exe would otherwise name it "exe".
+void keep_process_name(const char* argv0) {
+  if (argv0 == nullptr) return;
+  const char* slash = std::strrchr(argv0, '/');
+  ::prctl(PR_SET_NAME, slash ? slash + 1 : argv0, 0, 0, 0);
+}
+
+// This executable's path, so that the re-executed process keeps its name; /proc/self/exe
+// when the file was replaced or removed since it started.
+std::string own_executable() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return "/proc/self/exe";
+  const std::string s(path, static_cast<size_t>(n));
+  const std::string deleted = " (deleted)";
+  if (s.size() >= deleted.size() && s.compare(s.size() - deleted.size(), deleted.size(), deleted) == 0)
+    return "/proc/self/exe";
+  return s;
+}
+
+}  // namespace
+
 void select_blas_kernel(char** argv) {
   if (std::getenv("ATTOGRAD_KEEP_BLAS_KERNEL") != nullptr) return;  // the user's explicit wish
-  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) return;    // once is enough
+  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) {          // once is enough
+    keep_process_name(argv[0]);
+    return;
+  }
   const std::string current = openblas_get_corename();
   __builtin_cpu_init();
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -63,7 +92,7 @@ void select_blas_kernel(char** argv) {
   if (core == nullptr) return;
   setenv("OPENBLAS_CORETYPE", core, 1);
   setenv("ATTOGRAD_BLAS_REEXECUTED", "1", 1);
-  execv("/proc/self/exe", argv);  // only returns on failure: carry on with the current kernel
+  execv(own_executable().c_str(), argv);  // only returns on failure: carry on as we are
 }
 
 }  // namespace ag

@@ -4,7 +4,9 @@
 //   tokenizer.h  the spec's char tokenizer and a byte tokenizer
 //   dataset.h    the train/val split, random-window batches, evaluation windows, baselines
 //   corpus.h     the built-in corpus, whose ideal loss is known exactly
+//   identity.h   a hash naming the data a run trained on
 #include "data/corpus.h"
 #include "data/dataset.h"
+#include "data/identity.h"
 #include "data/tokenizer.h"
 #include "data/utf8.h"

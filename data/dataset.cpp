@@ -8,12 +8,19 @@
 namespace data {
 
 Split split_tokens(const std::vector<int64_t>& ids, double val_fraction) {
+  return split_tokens(std::vector<int64_t>(ids), val_fraction);
+}
+
+Split split_tokens(std::vector<int64_t>&& ids, double val_fraction) {
   if (!(val_fraction >= 0 && val_fraction < 1))
     throw std::invalid_argument(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
   const size_t n_val = static_cast<size_t>(std::floor(ids.size() * val_fraction));
   const size_t n_train = ids.size() - n_val;
-  return {std::vector<int64_t>(ids.begin(), ids.begin() + n_train),
-          std::vector<int64_t>(ids.begin() + n_train, ids.end())};
+  Split split;
+  split.val.assign(ids.begin() + n_train, ids.end());
+  ids.resize(n_train);
+  split.train = std::move(ids);  // the ids' own storage: no second copy of the corpus
+  return split;
 }
 
 BatchSampler::BatchSampler(const std::vector<int64_t>* ids, int64_t batch_size, int64_t T)

@@ -14,6 +14,7 @@ struct Split {
 };
 // The last val_fraction of the ids is validation, everything before it training.
 Split split_tokens(const std::vector<int64_t>& ids, double val_fraction);
+Split split_tokens(std::vector<int64_t>&& ids, double val_fraction);  // reuses ids' storage
 
 // B windows of T+1 consecutive ids, each starting uniformly in [0, n - T - 1].
 class BatchSampler {
@@ -34,6 +35,7 @@ std::vector<std::pair<int64_t, int64_t>> eval_windows(size_t n_ids, int64_t T);
 // Cross-entropy (nats) of predicting `ids` from their own frequencies (unigram), and of
 // predicting val from train's add-one-smoothed bigram counts.
 double unigram_loss(const std::vector<int64_t>& ids, int64_t vocab);
-double bigram_loss(const std::vector<int64_t>& train, const std::vector<int64_t>& val, int64_t vocab);
+double bigram_loss(const std::vector<int64_t>& train, const std::vector<int64_t>& val,
+                   int64_t vocab);
 
 }  // namespace data

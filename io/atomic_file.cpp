@@ -1,133 +1,210 @@
 #include "io/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <memory>
 #include <stdexcept>
+
+#include "io/posix_file.h"
 
 namespace io {
 
 namespace {
 
-std::runtime_error os_error(const std::string& what, int err) {
-  return std::runtime_error(fmt::format("{}: {}", what, std::strerror(err)));
+namespace fs = std::filesystem;
+using posix::os_error;
+using posix::UniqueFd;
+
+constexpr size_t kPidDigits = 10;  // the longest pid_t
+constexpr size_t kRandomChars = 6;
+constexpr int kNameAttempts = 100;
+constexpr char kPartialTag[] = ".partial-";
+
+// ".NAME.partial-", NAME cut so that a whole temporary name (PID and random suffix included)
+// fits in NAME_MAX however long the output's name is
+std::string partial_prefix(const std::string& path) {
+  constexpr size_t room = NAME_MAX - 1 - (sizeof(kPartialTag) - 1) - kPidDigits - 1 - kRandomChars;
+  return fmt::format(".{}{}", posix::fit_name(posix::base_name(path), room), kPartialTag);
+}
+
+// Names need only be unlikely to be taken, not secret: a taken one is skipped (O_EXCL), so
+// when the kernel has no entropy yet (early boot) a clock-seeded generator does.
+std::string random_suffix() {
+  static constexpr char alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char raw[kRandomChars];
+  if (::getrandom(raw, sizeof raw, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof raw)) {
+    static std::atomic<uint64_t> calls{0};
+    uint64_t x =
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+        (++calls * 0x9E3779B97F4A7C15ULL);
+    for (auto& b : raw) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      b = static_cast<unsigned char>(x >> 56);
+    }
+  }
+  std::string s;
+  for (unsigned char b : raw) s += alphabet[b % (sizeof(alphabet) - 1)];
+  return s;
+}
+
+// Creates prefix + "PID-XXXXXX" in folder without ever opening an existing file or following
+// a link: a taken name (a planted file, folder or link included) is skipped for another.
+// Returns the descriptor and sets *made, or returns -1 with errno set.
+int create_exclusive(const std::string& folder, const std::string& prefix, std::string* made) {
+  for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
+    const std::string name = fmt::format("{}{}-{}", prefix, ::getpid(), random_suffix());
+    const std::string path = (fs::path(folder) / name).string();
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) *made = path;
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+std::string refusal(const std::string& path, mode_t mode) {
+  if (S_ISLNK(mode))
+    return fmt::format(
+        "cannot write '{}': it is a symbolic link; attograd neither writes through a link nor "
+        "replaces one (name the file it points to instead)",
+        path);
+  if (S_ISDIR(mode)) return fmt::format("cannot write '{}': it is a folder", path);
+  return fmt::format("cannot write '{}': it is {}, not a regular file", path,
+                     posix::file_kind(mode));
+}
+
+// The permission bits the written file gets: those of the file it replaces, or 0666 less the
+// umask for a new one, as open() would give. Refuses a path that exists and is not a regular
+// file: renaming over a link would silently replace it, and a planted link is the attack.
+mode_t output_mode(const std::string& path) {
+  if (posix::base_name(path).empty())
+    throw std::runtime_error(fmt::format("cannot write '{}': it names a folder", path));
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    // a missing folder is reported by the file creation, with the folder's name
+    if (errno == ENOENT || errno == ENOTDIR) return 0666 & ~posix::current_umask();
+    throw os_error(fmt::format("cannot write '{}'", path), errno);
+  }
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error(refusal(path, st.st_mode));
+  return st.st_mode & 0777;
+}
+
+// Whether the writer of a ".NAME.partial-PID[-XXXXXX]" file is gone; rest follows the prefix.
+bool writer_is_gone(const std::string& rest) {
+  const size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+  if (digits == 0 || digits > kPidDigits || (digits < rest.size() && rest[digits] != '-'))
+    return false;
+  const long long pid = std::stoll(rest.substr(0, digits));
+  if (pid <= 0 || pid > INT_MAX || pid == ::getpid()) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// A leftover of a killed writer: a regular file of this user (a link is never followed nor
+// removed) that no process holds locked. Writers lock their temporary file, which protects
+// one whose PID means nothing here (a writer in another PID namespace sharing the folder).
+bool is_abandoned(int dir, const char* name) {
+  struct stat st;
+  if (::fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) return false;
+  UniqueFd fd(::openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return true;  // unreadable (mode 000): the dead PID alone decides
+  struct stat opened;
+  if (::fstat(fd.get(), &opened) != 0 || opened.st_dev != st.st_dev || opened.st_ino != st.st_ino)
+    return false;
+  return ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
+}
+
+// Best effort and never an error: a save must not fail over someone else's leftovers.
+void remove_stale_partials(const std::string& path) noexcept {
+  try {
+    const std::string prefix = partial_prefix(path);
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(posix::folder_of(path).c_str()), ::closedir);
+    if (!dir) return;
+    while (const dirent* e = ::readdir(dir.get())) {
+      const std::string name = e->d_name;
+      if (name.rfind(prefix, 0) != 0 || !writer_is_gone(name.substr(prefix.size()))) continue;
+      if (is_abandoned(::dirfd(dir.get()), e->d_name)) ::unlinkat(::dirfd(dir.get()), e->d_name, 0);
+    }
+  } catch (...) {
+  }
 }
 
 // Closes the descriptor and removes the temporary file unless the write was committed.
 struct TempFile {
   std::string path;
-  int fd = -1;
+  UniqueFd fd;
   bool committed = false;
   ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!committed) ::unlink(path.c_str());
+    fd.reset();
+    if (!committed && !path.empty()) ::unlink(path.c_str());
   }
 };
 
-namespace fs = std::filesystem;
-
-fs::path folder_of(const fs::path& target) {
-  return target.has_parent_path() ? target.parent_path() : fs::path(".");
-}
-
-std::string partial_prefix(const fs::path& target) {
-  return fmt::format(".{}.partial-", target.filename().string());
-}
-
-// ".NAME.partial-PID" files whose writer no longer exists
-void remove_stale_partials(const fs::path& target) {
-  std::error_code ec;
-  const std::string prefix = partial_prefix(target);
-  for (const auto& entry : fs::directory_iterator(folder_of(target), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string pid_text = name.substr(prefix.size());
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = static_cast<pid_t>(std::stoll(pid_text));
-    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
+void write_all(int fd, const std::string& bytes, const std::string& path) {
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw os_error(fmt::format("cannot write '{}'", path), errno);
+    done += static_cast<size_t>(n);
   }
 }
 
 }  // namespace
 
 void check_can_write(const std::string& path) {
-  const fs::path target(path);
-  if (fs::is_directory(target))
-    throw std::runtime_error(fmt::format("cannot write '{}': it is a folder", path));
-  const fs::path probe = folder_of(target) / (partial_prefix(target) + std::to_string(::getpid()));
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    throw os_error(fmt::format("cannot write '{}' (creating a file in '{}')", path, folder_of(target).string()), err);
-  }
-  ::close(fd);
+  output_mode(path);
+  const std::string folder = posix::folder_of(path);
+  std::string probe;
+  UniqueFd fd(create_exclusive(folder, partial_prefix(path), &probe));
+  if (!fd.valid())
+    throw os_error(fmt::format("cannot write '{}' (creating a file in '{}')", path, folder), errno);
   ::unlink(probe.c_str());
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const fs::path target(path);
-  const fs::path folder = folder_of(target);
-  remove_stale_partials(target);
+  const mode_t mode = output_mode(path);
+  const std::string folder = posix::folder_of(path);
+  remove_stale_partials(path);
   TempFile tmp;
-  tmp.path = (folder / (partial_prefix(target) + std::to_string(::getpid()))).string();
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (tmp.fd < 0) {
-    const int err = errno;
-    throw os_error(fmt::format("cannot write '{}' (creating a temporary file in '{}')", path,
-                               folder.string()),
-                   err);
-  }
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(tmp.fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw os_error(fmt::format("cannot write '{}'", path), errno);
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(tmp.fd) != 0) throw os_error(fmt::format("cannot write '{}' (fsync)", path), errno);
-  const int fd = tmp.fd;
-  tmp.fd = -1;
-  if (::close(fd) != 0) throw os_error(fmt::format("cannot write '{}' (close)", path), errno);
+  tmp.fd = UniqueFd(create_exclusive(folder, partial_prefix(path), &tmp.path));
+  if (!tmp.fd.valid())
+    throw os_error(
+        fmt::format("cannot write '{}' (creating a temporary file in '{}')", path, folder), errno);
+  // held until the rename (a dup shares the lock), so no cleaner removes the file meanwhile
+  ::flock(tmp.fd.get(), LOCK_EX | LOCK_NB);
+  UniqueFd lock_holder(::dup(tmp.fd.get()));
+  write_all(tmp.fd.get(), bytes, path);
+  ::fchmod(tmp.fd.get(), mode);  // if this fails the file stays 0600: stricter, never looser
+  if (::fsync(tmp.fd.get()) != 0)
+    throw os_error(fmt::format("cannot write '{}' (fsync)", path), errno);
+  if (const int err = tmp.fd.reset())
+    throw os_error(fmt::format("cannot write '{}' (close)", path), err);
   if (::rename(tmp.path.c_str(), path.c_str()) != 0)
     throw os_error(fmt::format("cannot rename the new checkpoint onto '{}'", path), errno);
   tmp.committed = true;
   // make the rename itself durable
-  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) ::fsync(dir.get());
 }
 
 std::string read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw os_error(fmt::format("cannot read '{}'", path), errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw std::runtime_error(fmt::format("cannot read '{}': not a regular file", path));
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw os_error(fmt::format("cannot read '{}'", path), err);
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(done);
-  return bytes;
+  return posix::read_regular(path, fmt::format("'{}'", path), std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace io

@@ -1,21 +1,31 @@
 #pragma once
 // Whole-file I/O with POSIX calls, so every failure is an errno message naming the file.
+// io/files.h is the map of everything else a run needs to read and write files safely.
+//
+// Every file made here other than the named output itself is created exclusively
+// (O_CREAT|O_EXCL|O_NOFOLLOW with a random name, another one tried when it is taken), so a
+// file, folder or symbolic link planted in the output's folder can neither redirect nor
+// block a save.
 #include <string>
 
 namespace io {
 
-// Writes bytes to a temporary file in path's folder, fsyncs it, renames it over path and
-// fsyncs the folder. On any failure the temporary file is removed, path keeps its old
-// contents and std::runtime_error says what failed ("No space left on device", ...).
-// Temporary files left by writers that were killed (SIGKILL, power loss) are removed.
+// Writes bytes to a temporary file ".NAME.partial-PID-XXXXXX" in path's folder, fsyncs it,
+// renames it over path and fsyncs the folder. On any failure the temporary file is removed,
+// path keeps its old contents and std::runtime_error says what failed ("No space left on
+// device", ...). A new file gets 0666 & ~umask, like any created file; a replaced file keeps
+// its permission bits. A path that exists and is not a regular file (a folder, a FIFO, a
+// device, a symbolic link) is refused. Temporary files of writers that were killed (SIGKILL,
+// power loss) are removed: only regular files of this user whose writer is gone.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
-// Throws std::runtime_error naming path and the reason when a file cannot be created in
-// path's folder (missing, not a folder, read-only): checked before a run starts, so a
-// bad --out is found before any work is done.
+// Throws std::runtime_error naming path and the reason when path exists and is not a regular
+// file, or when a file cannot be created in path's folder (missing, not a folder, read-only):
+// checked before a run starts, so a bad output is found before any work is done.
 void check_can_write(const std::string& path);
 
-// The whole file; std::runtime_error naming it when it cannot be read.
+// The whole file, with the checks of io::read_input_file (a FIFO, a device or a folder is
+// refused, never read); messages name it as "'path'".
 std::string read_whole_file(const std::string& path);
 
 }  // namespace io

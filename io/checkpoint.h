@@ -13,8 +13,24 @@
 // generator). Every dataset that can be chunked carries HDF5's Fletcher32 checksum, so a
 // flipped bit is found on load; verify_checkpoint reads everything and names each failure.
 // Every error names the file and the part of it that is wrong.
+//
+// A checkpoint is data from elsewhere, read as if hostile:
+// - It is parsed once, by libhdf5 in a forked child that streams what it reads to this
+//   process over a pipe; this process never runs libhdf5 on the file's bytes and checks
+//   every frame it receives. A crash of the library there is reported as a damaged file,
+//   and so is a child that makes no progress (no bytes read or decoded) for 3 s of its own
+//   CPU time, or for 60 s of wall time: a large file on a slow or throttled machine keeps
+//   making progress and is never called damaged. ATTOGRAD_NO_PROBE_READ=1 parses in this
+//   process instead (under a debugger).
+// - Data only: a soft, external or user-defined link anywhere in the file, a dataset with
+//   external storage or a virtual layout, or a filter other than deflate, shuffle and
+//   Fletcher32, is refused by name before anything is read through it.
+// - Bounded: every dataset must store what it declares (no 40 GB of fill values from a
+//   4 KB file), and all datasets together may declare at most 16 times the file's size plus
+//   16 MiB; the config attribute is at most 16 MiB of JSON nested at most 64 deep.
+// - NaN or infinite values in /model or /optimizer are refused by name (LoadOptions lets
+//   `inspect` show them with a warning instead).
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -49,7 +65,16 @@ struct Checkpoint {
   std::optional<OptimizerSection> optimizer;  // absent in weights-only files
   TokenizerSection tokenizer;
   std::vector<std::pair<std::string, ag::Generator::State>> rng;
-  std::string source;  // the file it was read from, for messages
+  std::string data_identity;          // root attribute: what the run trained on ("" when unknown)
+  std::string source;                 // the file it was read from, for messages
+  std::vector<std::string> warnings;  // what LoadOptions let through, one message each
+};
+
+struct LoadOptions {
+  // NaN or infinite values in /model or /optimizer: refused (a CheckpointError naming the
+  // dataset, the counts and the first position), or, when true, loaded with that message in
+  // Checkpoint::warnings (for `inspect`, to show such a file).
+  bool allow_non_finite = false;
 };
 
 constexpr const char* kFormatName = "attograd-checkpoint";
@@ -62,23 +87,48 @@ constexpr int64_t kFormatVersion = 1;
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 
 // Reads and checks a checkpoint: not HDF5, truncated, foreign (no `format`), a wrong
-// version, bad JSON, a failed checksum, a non-float weight or a malformed section are
-// CheckpointErrors naming the file and the object.
-Checkpoint load_checkpoint(const std::string& path);
+// version, bad JSON, a failed checksum, a non-float weight, a malformed section, anything
+// that points outside the file or declares more than it stores, NaN or infinite weights
+// (unless options allow them): CheckpointErrors naming the file and the object. Anything
+// that is not a regular file (a FIFO, a device) is refused without being read.
+Checkpoint load_checkpoint(const std::string& path, const LoadOptions& options = {});
 // The same from bytes in memory (`source` names them in messages).
-Checkpoint load_checkpoint_image(const std::string& bytes, const std::string& source);
+Checkpoint load_checkpoint_image(const std::string& bytes, const std::string& source,
+                                 const LoadOptions& options = {});
+// The same parse run in this process, with no child: a crash of libhdf5 on a hostile file
+// crashes the caller. For the fuzzer (so that it sees our reading code) and for debugging.
+Checkpoint parse_checkpoint_in_process(const std::string& bytes, const std::string& source,
+                                       const LoadOptions& options = {});
 
 // Copies the checkpoint's /model into the module: every parameter present with its exact
 // shape and nothing else, or a CheckpointError naming the first offending entry (the
 // module is left untouched).
 void load_model_weights(const Checkpoint& ckpt, nn::Module& model);
 
+// What reading every dataset of a file showed. Paths are full ("/model/ln_f.bias"); the
+// entries of the last three lists are "<path>: <why>".
 struct VerifyReport {
-  std::vector<std::string> checked;   // every dataset read, by full path
-  std::vector<std::string> failures;  // "<dataset>: <why>"
+  std::vector<std::string> checked;    // a Fletcher32 checksum on every chunk, all good
+  std::vector<std::string> failures;   // could not be read: a failed checksum, damage
+  std::vector<std::string> unchecked;  // read whole, but with nothing to check it against: no
+                                       // checksum (h5py's contiguous datasets), a scalar, empty
+  std::vector<std::string> refused;    // never read: links, external or virtual storage, an
+                                       // unknown filter, data the file does not store
+  size_t datasets() const { return checked.size() + failures.size() + unchecked.size(); }
+  // Only then may anyone say "all checksums good".
+  bool all_checked() const { return failures.empty() && unchecked.empty() && refused.empty(); }
 };
-// Reads every dataset of the file; a dataset whose checksum fails (or that cannot be
-// read) is a failure listed by name. Throws only when the file cannot be opened at all.
+// Reads every dataset of the file (in the child, in pieces) and gives each its verdict.
+// Throws only when the file cannot be read at all (missing, not HDF5, crashes the library).
 VerifyReport verify_checkpoint(const std::string& path);
+
+// `inspect --verify` in one pass: the verdicts, and the checkpoint (as load_checkpoint with
+// options would return it) or why it does not load.
+struct Inspection {
+  VerifyReport report;
+  std::optional<Checkpoint> checkpoint;  // absent when it does not load
+  std::string load_error;                // then: the message load_checkpoint would throw
+};
+Inspection inspect_checkpoint(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace io

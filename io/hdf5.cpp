@@ -1,8 +1,11 @@
 #include "io/hdf5.h"
 
+#include <H5PLpublic.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <stdexcept>
 
@@ -63,6 +66,120 @@ void check_status(herr_t status, const std::string& what) {
   }
 }
 
+// ------------------------------------------------------------------ files in memory
+std::string memory_file_name() {
+  static std::atomic<uint64_t> counter{0};
+  return fmt::format("/dev/null/attograd-image-{}-{}", ::getpid(), counter++);
+}
+
+Handle create_memory_file() {
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+  check_status(H5Pset_fapl_core(fapl, 1 << 20, /*backing_store=*/0), "H5Pset_fapl_core");
+  return check(H5Fcreate(memory_file_name().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl),
+               "H5Fcreate");
+}
+
+std::string image(hid_t file) {
+  check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "H5Fflush");
+  const ssize_t size = H5Fget_file_image(file, nullptr, 0);
+  if (size < 0) check_status(-1, "H5Fget_file_image");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (H5Fget_file_image(file, bytes.data(), bytes.size()) != size)
+    check_status(-1, "H5Fget_file_image");
+  return bytes;
+}
+
+// libhdf5 copies a file image into the property list and again into the open file unless
+// its callbacks hand out the caller's buffer instead; reading never writes to it, so the
+// one buffer serves every "copy" (a 1 GB checkpoint costs 1 GB, not 3).
+struct ImageFile::Borrowed {
+  const void* data;
+  size_t size;
+};
+
+namespace {
+
+void* borrowed_malloc(size_t size, H5FD_file_image_op_t, void* udata) {
+  const auto* b = static_cast<const ImageFile::Borrowed*>(udata);
+  return size == b->size ? const_cast<void*>(b->data) : nullptr;
+}
+void* borrowed_memcpy(void* dest, const void* src, size_t size, H5FD_file_image_op_t, void* udata) {
+  const auto* b = static_cast<const ImageFile::Borrowed*>(udata);
+  return dest == src && src == b->data && size == b->size ? dest : nullptr;
+}
+void* refuse_realloc(void*, size_t, H5FD_file_image_op_t, void*) {
+  return nullptr;
+}
+herr_t keep_buffer(void*, H5FD_file_image_op_t, void*) {
+  return 0;
+}
+void* share_udata(void* udata) {
+  return udata;
+}  // ImageFile owns it and outlives the file
+herr_t keep_udata(void*) {
+  return 0;
+}
+
+}  // namespace
+
+ImageFile::ImageFile(std::string_view bytes) : borrowed_(new Borrowed{bytes.data(), bytes.size()}) {
+  // a filter id in a file must never make libhdf5 dlopen() a library
+  static const bool plugins_off = H5PLset_loading_state(0) >= 0;
+  (void)plugins_off;
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+  check_status(H5Pset_fapl_core(fapl, 1 << 20, /*backing_store=*/0), "H5Pset_fapl_core");
+  check_status(H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG), "H5Pset_fclose_degree");
+  H5FD_file_image_callbacks_t callbacks = {borrowed_malloc, borrowed_memcpy, refuse_realloc,
+                                           keep_buffer,     share_udata,     keep_udata,
+                                           borrowed_};
+  check_status(H5Pset_file_image_callbacks(fapl, &callbacks), "H5Pset_file_image_callbacks");
+  check_status(H5Pset_file_image(fapl, const_cast<char*>(bytes.data()), bytes.size()),
+               "H5Pset_file_image");
+  file_ = H5Fopen(memory_file_name().c_str(), H5F_ACC_RDONLY, fapl);
+}
+
+ImageFile::~ImageFile() {
+  if (file_ >= 0) H5Fclose(file_);
+  delete borrowed_;
+}
+
+// ------------------------------------------------------------------ reading from elsewhere
+namespace {
+
+// An external link is never followed: its traversal callback fails.
+herr_t refuse_external_link(const char*, const char*, const char*, const char*, unsigned*, hid_t,
+                            void*) {
+  return -1;
+}
+
+hid_t make_access(hid_t cls) {
+  const hid_t plist = H5Pcreate(cls);
+  if (plist < 0 || H5Pset_elink_cb(plist, refuse_external_link, nullptr) < 0) return -1;
+  if (cls == H5P_DATASET_ACCESS) {
+    // names under a non-folder: no external or virtual source file can be found through them
+    H5Pset_efile_prefix(plist, "/dev/null/no-external-files");
+    H5Pset_virtual_prefix(plist, "/dev/null/no-virtual-sources");
+  }
+  return plist;
+}
+
+}  // namespace
+
+hid_t link_access() {
+  static const hid_t plist = make_access(H5P_LINK_ACCESS);
+  return plist;
+}
+
+hid_t dataset_access() {
+  static const hid_t plist = make_access(H5P_DATASET_ACCESS);
+  return plist;
+}
+
+hid_t group_access() {
+  static const hid_t plist = make_access(H5P_GROUP_ACCESS);
+  return plist;
+}
+
 // ------------------------------------------------------------------ writing
 namespace {
 
@@ -80,16 +197,18 @@ Handle checksummed_layout(const std::vector<hsize_t>& dims, size_t elem_size) {
   return dcpl;
 }
 
-void write_raw(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, hid_t file_type,
-               hid_t mem_type, size_t elem_size, const void* data) {
+void write_raw(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims,
+               hid_t file_type, hid_t mem_type, size_t elem_size, const void* data) {
   const std::string what = fmt::format("writing dataset '{}'", name);
-  Handle space = check(dims.empty() ? H5Screate(H5S_SCALAR)
-                                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                       what);
+  Handle space =
+      check(dims.empty() ? H5Screate(H5S_SCALAR)
+                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+            what);
   Handle dcpl = checksummed_layout(dims, elem_size);
   Handle lcpl = check(H5Pcreate(H5P_LINK_CREATE), what);
   check_status(H5Pset_create_intermediate_group(lcpl, 1), what);
-  Handle dset = check(H5Dcreate2(loc, name.c_str(), file_type, space, lcpl, dcpl, H5P_DEFAULT), what);
+  Handle dset =
+      check(H5Dcreate2(loc, name.c_str(), file_type, space, lcpl, dcpl, H5P_DEFAULT), what);
   check_status(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what);
 }
 
@@ -148,7 +267,7 @@ Handle create_group(hid_t loc, const std::string& name) {
 
 // ------------------------------------------------------------------ reading
 bool exists(hid_t loc, const std::string& name) {
-  const htri_t r = H5Lexists(loc, name.c_str(), H5P_DEFAULT);
+  const htri_t r = H5Lexists(loc, name.c_str(), link_access());
   if (r < 0) last_error();
   return r > 0;
 }
@@ -164,7 +283,8 @@ namespace {
 Handle open_attr(hid_t loc, const std::string& name, const std::string& where) {
   if (!attr_exists(loc, name))
     throw std::runtime_error(fmt::format("attribute '{}' of {} is missing", name, where));
-  return check(H5Aopen(loc, name.c_str(), H5P_DEFAULT), fmt::format("attribute '{}' of {}", name, where));
+  return check(H5Aopen(loc, name.c_str(), H5P_DEFAULT),
+               fmt::format("attribute '{}' of {}", name, where));
 }
 
 void require_single_value(hid_t attr, const std::string& name, const std::string& where) {
@@ -184,7 +304,8 @@ T read_attr_number(hid_t loc, const std::string& name, const std::string& where,
   if (cls != want && !(want == H5T_FLOAT && cls == H5T_INTEGER))
     throw std::runtime_error(fmt::format("attribute '{}' of {} is not {}", name, where, kind));
   T value{};
-  check_status(H5Aread(attr, mem_type, &value), fmt::format("reading attribute '{}' of {}", name, where));
+  check_status(H5Aread(attr, mem_type, &value),
+               fmt::format("reading attribute '{}' of {}", name, where));
   return value;
 }
 
@@ -197,10 +318,11 @@ struct DatasetInfo {
 
 DatasetInfo open_dataset(hid_t loc, const std::string& name, const std::string& where) {
   DatasetInfo d;
-  d.dset = check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), fmt::format("opening {}", where));
+  d.dset = check(H5Dopen2(loc, name.c_str(), dataset_access()), fmt::format("opening {}", where));
   Handle space = check(H5Dget_space(d.dset), fmt::format("dataspace of {}", where));
   const int rank = H5Sget_simple_extent_ndims(space);
-  if (rank < 0 || rank > 16) throw std::runtime_error(fmt::format("{} has an unsupported rank", where));
+  if (rank < 0 || rank > H5S_MAX_RANK)
+    throw std::runtime_error(fmt::format("{} has an unsupported rank", where));
   d.dims.resize(rank);
   if (rank > 0) H5Sget_simple_extent_dims(space, d.dims.data(), nullptr);
   for (hsize_t x : d.dims) {
@@ -214,19 +336,26 @@ DatasetInfo open_dataset(hid_t loc, const std::string& name, const std::string& 
   return d;
 }
 
+}  // namespace
+
 std::string dims_str(const std::vector<hsize_t>& dims) {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
-}  // namespace
-
-std::string read_attr_string(hid_t loc, const std::string& name, const std::string& where) {
+std::string read_attr_string(hid_t loc, const std::string& name, const std::string& where,
+                             size_t max_bytes) {
   Handle attr = open_attr(loc, name, where);
   require_single_value(attr, name, where);
   Handle type = check(H5Aget_type(attr), fmt::format("attribute '{}' of {}", name, where));
   if (H5Tget_class(type) != H5T_STRING)
     throw std::runtime_error(fmt::format("attribute '{}' of {} is not a string", name, where));
   const std::string what = fmt::format("reading attribute '{}' of {}", name, where);
+  auto refuse_long = [&](size_t size) {
+    if (size > max_bytes)
+      throw std::runtime_error(
+          fmt::format("attribute '{}' of {} is a string of {} bytes, more than the {} allowed",
+                      name, where, size, max_bytes));
+  };
   if (H5Tis_variable_str(type) > 0) {
     Handle mem = utf8_string_type();
     check_status(H5Tset_cset(mem, H5Tget_cset(type)), what);
@@ -234,13 +363,15 @@ std::string read_attr_string(hid_t loc, const std::string& name, const std::stri
     check_status(H5Aread(attr, mem, &p), what);
     std::string s = p ? p : "";
     H5free_memory(p);
+    refuse_long(s.size());
     return s;
   }
   const size_t size = H5Tget_size(type);
-  if (size == 0 || size > (1u << 30)) throw std::runtime_error(fmt::format("{}: bad string size", what));
+  if (size == 0) throw std::runtime_error(fmt::format("{}: bad string size", what));
+  refuse_long(size);
   std::string s(size, '\0');
   check_status(H5Aread(attr, type, s.data()), what);
-  s.resize(std::min(s.size(), s.find('\0')));  // fixed-length strings may be NUL-padded
+  s.resize(std::min(s.size(), s.find('\0')));          // fixed-length strings may be NUL-padded
   while (!s.empty() && s.back() == ' ') s.pop_back();  // or space-padded
   return s;
 }
@@ -260,7 +391,8 @@ std::vector<std::string> attr_names(hid_t loc) {
     return 0;
   };
   hsize_t idx = 0;
-  check_status(H5Aiterate2(loc, H5_INDEX_NAME, H5_ITER_INC, &idx, collect, &names), "listing attributes");
+  check_status(H5Aiterate2(loc, H5_INDEX_NAME, H5_ITER_INC, &idx, collect, &names),
+               "listing attributes");
   return names;
 }
 
@@ -270,53 +402,97 @@ bool attr_is_string(hid_t loc, const std::string& name) {
   return H5Tget_class(type) == H5T_STRING;
 }
 
-std::vector<std::string> member_names(hid_t group) {
-  H5_index_t index = H5_INDEX_NAME;
+H5_index_t link_order(hid_t group) {
   Handle gcpl = check(H5Gget_create_plist(group), "H5Gget_create_plist");
   unsigned flags = 0;
   if (H5Pget_link_creation_order(gcpl, &flags) >= 0 && (flags & H5P_CRT_ORDER_INDEXED))
-    index = H5_INDEX_CRT_ORDER;
-  H5G_info_t info;
-  check_status(H5Gget_info(group, &info), "listing a group");
-  std::vector<std::string> names;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(group, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (len < 0) check_status(-1, "listing a group");
-    std::string name(static_cast<size_t>(len) + 1, '\0');
-    H5Lget_name_by_idx(group, ".", index, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
-    name.resize(static_cast<size_t>(len));
-    names.push_back(std::move(name));
-  }
-  return names;
+    return H5_INDEX_CRT_ORDER;
+  last_error();
+  return H5_INDEX_NAME;
+}
+
+std::string link_name(hid_t group, H5_index_t order, hsize_t i, size_t max_bytes) {
+  const ssize_t len =
+      H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, nullptr, 0, link_access());
+  if (len < 0) check_status(-1, "listing a group");
+  if (static_cast<size_t>(len) > max_bytes)
+    throw std::runtime_error(fmt::format("a link name of {} bytes (more than {})", len, max_bytes));
+  std::string name(static_cast<size_t>(len) + 1, '\0');
+  if (H5Lget_name_by_idx(group, ".", order, H5_ITER_INC, i, name.data(), name.size(),
+                         link_access()) != len)
+    check_status(-1, "listing a group");
+  name.resize(static_cast<size_t>(len));
+  return name;
 }
 
 namespace {
-H5I_type_t object_type(hid_t loc, const std::string& name) {
-  if (!exists(loc, name)) return H5I_BADID;
-  const hid_t obj = H5Oopen(loc, name.c_str(), H5P_DEFAULT);
-  if (obj < 0) {
-    last_error();
-    return H5I_BADID;
-  }
-  Handle owned(obj);
-  return H5Iget_type(obj);
+
+// Rows [row, row + rows) of a dataset: all of its other dimensions.
+void read_rows(hid_t dset, hid_t file_space, hid_t mem_type, const std::vector<hsize_t>& dims,
+               hsize_t row, hsize_t rows, void* out, const std::string& where) {
+  std::vector<hsize_t> start(dims.size(), 0), count = dims;
+  start[0] = row, count[0] = rows;
+  check_status(
+      H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+      fmt::format("selecting rows of {}", where));
+  Handle mem_space =
+      check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where);
+  check_status(H5Dread(dset, mem_type, mem_space, file_space, H5P_DEFAULT, out),
+               fmt::format("reading {}", where));
 }
+
+// Rows per piece: about piece_bytes of them, a whole number of chunks along the first dimension.
+hsize_t rows_per_piece(hid_t dset, const std::vector<hsize_t>& dims, size_t row_bytes,
+                       size_t piece_bytes) {
+  hsize_t rows = std::max<hsize_t>(1, piece_bytes / std::max<size_t>(row_bytes, 1));
+  Handle dcpl = check(H5Dget_create_plist(dset), "H5Dget_create_plist");
+  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(dims.size());
+    if (H5Pget_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()) ==
+            static_cast<int>(dims.size()) &&
+        chunk[0] > 0)
+      rows = std::max<hsize_t>(1, rows / chunk[0]) * chunk[0];
+  }
+  return std::min(rows, dims[0]);
+}
+
 }  // namespace
 
-bool is_dataset(hid_t loc, const std::string& name) { return object_type(loc, name) == H5I_DATASET; }
-bool is_group(hid_t loc, const std::string& name) { return object_type(loc, name) == H5I_GROUP; }
-
-ag::Tensor read_float_tensor(hid_t loc, const std::string& name, const std::string& where) {
-  DatasetInfo d = open_dataset(loc, name, where);
-  if (d.cls != H5T_FLOAT)
-    throw std::runtime_error(fmt::format("{} holds {} values, expected floats", where,
-                                         d.cls == H5T_INTEGER ? "integer" : "non-numeric"));
-  ag::Shape shape(d.dims.begin(), d.dims.end());
-  ag::Tensor t = ag::empty(shape, ag::DType::Float32);
-  if (d.numel > 0)
-    check_status(H5Dread(d.dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw_data()),
+void read_in_pieces(hid_t dset, hid_t mem_type, size_t mem_size, const std::string& where,
+                    size_t piece_bytes, std::vector<char>& scratch,
+                    const std::function<void(const void*, size_t)>& piece) {
+  Handle space = check(H5Dget_space(dset), fmt::format("dataspace of {}", where));
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0 || rank > H5S_MAX_RANK)
+    throw std::runtime_error(fmt::format("{} has an unsupported rank", where));
+  std::vector<hsize_t> dims(rank);
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  const bool vlen = H5Tis_variable_str(mem_type) > 0 || H5Tdetect_class(mem_type, H5T_VLEN) > 0;
+  if (rank == 0) {
+    scratch.resize(std::max(scratch.size(), mem_size));
+    check_status(H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, scratch.data()),
                  fmt::format("reading {}", where));
-  return t;
+    piece(scratch.data(), 1);
+    if (vlen) H5Dvlen_reclaim(mem_type, space, H5P_DEFAULT, scratch.data());
+    return;
+  }
+  hsize_t row_elems = 1;
+  for (int d = 1; d < rank; ++d) row_elems *= dims[d];
+  if (dims[0] == 0 || row_elems == 0) return;
+  const hsize_t rows = rows_per_piece(dset, dims, row_elems * mem_size, piece_bytes);
+  // grown, never shrunk: fresh pages for every dataset would cost more than reading it
+  scratch.resize(std::max<size_t>(scratch.size(), rows * row_elems * mem_size));
+  for (hsize_t row = 0; row < dims[0]; row += rows) {
+    const hsize_t n = std::min(rows, dims[0] - row);
+    read_rows(dset, space, mem_type, dims, row, n, scratch.data(), where);
+    piece(scratch.data(), n * row_elems);
+    if (vlen) {
+      std::vector<hsize_t> count = dims;
+      count[0] = n;
+      Handle mem_space = check(H5Screate_simple(rank, count.data(), nullptr), where);
+      H5Dvlen_reclaim(mem_type, mem_space, H5P_DEFAULT, scratch.data());
+    }
+  }
 }
 
 std::vector<int64_t> read_int_values(hid_t loc, const std::string& name, const std::string& where,
@@ -332,7 +508,8 @@ std::vector<int64_t> read_int_values(hid_t loc, const std::string& name, const s
                  fmt::format("reading {}", where));
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i] < lo || v[i] > hi)
-      throw std::runtime_error(fmt::format("{} element {} is {}, outside [{}, {}]", where, i, v[i], lo, hi));
+      throw std::runtime_error(
+          fmt::format("{} element {} is {}, outside [{}, {}]", where, i, v[i], lo, hi));
   if (dims) *dims = d.dims;
   return v;
 }
@@ -348,26 +525,6 @@ std::vector<uint64_t> read_u64_values(hid_t loc, const std::string& name, const 
                  fmt::format("reading {}", where));
   if (dims) *dims = d.dims;
   return v;
-}
-
-void read_all(hid_t dataset, const std::string& where) {
-  Handle type = check(H5Dget_type(dataset), fmt::format("datatype of {}", where));
-  Handle space = check(H5Dget_space(dataset), fmt::format("dataspace of {}", where));
-  const hssize_t n = H5Sget_simple_extent_npoints(space);
-  const size_t size = H5Tget_size(type);
-  if (n < 0 || size == 0) throw std::runtime_error(fmt::format("{} has a bad shape or type", where));
-  if (n == 0) return;
-  if (H5Tis_variable_str(type) > 0 || H5Tdetect_class(type, H5T_VLEN) > 0) {
-    // variable-length data lives on the heap: read it through the library and reclaim it
-    std::vector<char> buf(static_cast<size_t>(n) * size);
-    check_status(H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), fmt::format("reading {}", where));
-    H5Dvlen_reclaim(type, space, H5P_DEFAULT, buf.data());
-    return;
-  }
-  if (static_cast<double>(n) * size > 16.0 * (1 << 30))
-    throw std::runtime_error(fmt::format("{} is implausibly large", where));
-  std::vector<char> buf(static_cast<size_t>(n) * size);
-  check_status(H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), fmt::format("reading {}", where));
 }
 
 }  // namespace io::h5

@@ -1,11 +1,14 @@
 #pragma once
 // A thin layer over HDF5's C API for the checkpoint code: owned handles, errors that carry
-// HDF5's own innermost reason, and typed reads and writes of datasets and attributes.
-// Internal to io/; checkpoint.h is the public map.
+// HDF5's own innermost reason, files that live in memory, typed reads and writes of datasets
+// and attributes, and the property lists that keep a hostile file from reaching outside
+// itself. Internal to io/; checkpoint.h is the public map.
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -43,6 +46,43 @@ std::string last_error();
 Handle check(hid_t id, const std::string& what);
 void check_status(herr_t status, const std::string& what);
 
+// ---- files in memory
+// The core driver open()s the name it is given even when it is handed the bytes (to refuse
+// a file that exists, and, when creating, to read one), so a real name would let a file
+// planted in the working folder break every save and load or be read by them. These names
+// lie under /dev/null, which is not a folder, so no file can have them; each is new, because
+// libhdf5 takes two open files of one name for the same file.
+std::string memory_file_name();
+// An empty file in memory, written with the usual calls; image() then takes its bytes.
+Handle create_memory_file();
+std::string image(hid_t file);
+
+// A file opened read-only on bytes in memory without copying them; the bytes must outlive
+// it. Closing it closes every object opened in it (so nothing can read the bytes later).
+class ImageFile {
+ public:
+  explicit ImageFile(std::string_view bytes);
+  ~ImageFile();
+  ImageFile(const ImageFile&) = delete;
+  ImageFile& operator=(const ImageFile&) = delete;
+  // Negative, with HDF5's reason on its error stack, when the bytes are not a readable file.
+  hid_t get() const { return file_; }
+  operator hid_t() const { return file_; }
+  struct Borrowed;  // what libhdf5's image callbacks hand out instead of copies
+
+ private:
+  Borrowed* borrowed_ = nullptr;
+  hid_t file_ = -1;
+};
+
+// ---- reading files from elsewhere
+// Property lists that make libhdf5 refuse to follow an external link, and no filter plugin
+// ever loaded: the second line of defence, after the reader's own check of every link and
+// dataset (checkpoint_reader.cpp), against a file that points outside itself.
+hid_t link_access();     // H5Lexists, H5Lget_info, H5Oopen, H5Oget_info
+hid_t dataset_access();  // H5Dopen2
+hid_t group_access();    // H5Gopen2
+
 // ---- writing
 // Float tensors are stored as float32; chunked with Fletcher32 when rank >= 1 and non-empty.
 void write_tensor(hid_t loc, const std::string& name, const ag::Tensor& t);
@@ -57,24 +97,36 @@ Handle create_group(hid_t loc, const std::string& name);
 // ---- reading (errors name `where`, the object's path in the file)
 bool exists(hid_t loc, const std::string& name);
 bool attr_exists(hid_t loc, const std::string& name);
-std::string read_attr_string(hid_t loc, const std::string& name, const std::string& where);
+// Strings longer than max_bytes are refused (a variable-length one after it is read: HDF5
+// cannot tell its length before).
+std::string read_attr_string(hid_t loc, const std::string& name, const std::string& where,
+                             size_t max_bytes = 64 << 10);
 int64_t read_attr_int(hid_t loc, const std::string& name, const std::string& where);
 double read_attr_double(hid_t loc, const std::string& name, const std::string& where);
 std::vector<std::string> attr_names(hid_t loc);
 bool attr_is_string(hid_t loc, const std::string& name);
 
-// Link names of a group, in creation order when the group tracks it, else by name.
-std::vector<std::string> member_names(hid_t group);
-bool is_dataset(hid_t loc, const std::string& name);
-bool is_group(hid_t loc, const std::string& name);
+// How a group's links are listed: in creation order when the group tracks it, else by name.
+H5_index_t link_order(hid_t group);
+// The name of link i in that order; names over max_bytes are an error.
+std::string link_name(hid_t group, H5_index_t order, hsize_t i, size_t max_bytes = 4096);
 
-ag::Tensor read_float_tensor(hid_t loc, const std::string& name, const std::string& where);
+// Calls piece(values, count) for consecutive runs of a dataset's elements, read as mem_type
+// (of mem_size bytes each) into scratch (kept by the caller from one dataset to the next) in
+// pieces of about piece_bytes: whole rows along the first dimension, whole chunks when it is
+// chunked. Variable-length data is reclaimed after each piece. A dataset is never read whole
+// at once, so its reader can report progress and memory stays at one piece.
+void read_in_pieces(hid_t dataset, hid_t mem_type, size_t mem_size, const std::string& where,
+                    size_t piece_bytes, std::vector<char>& scratch,
+                    const std::function<void(const void*, size_t)>& piece);
+
 // Integer datasets, every value checked to lie in [lo, hi].
 std::vector<int64_t> read_int_values(hid_t loc, const std::string& name, const std::string& where,
                                      int64_t lo, int64_t hi, std::vector<hsize_t>* dims = nullptr);
 std::vector<uint64_t> read_u64_values(hid_t loc, const std::string& name, const std::string& where,
                                       std::vector<hsize_t>* dims = nullptr);
-// Reads every element (so checksums are verified) and discards them.
-void read_all(hid_t dataset, const std::string& where);
+
+// "[4, 4]"
+std::string dims_str(const std::vector<hsize_t>& dims);
 
 }  // namespace io::h5

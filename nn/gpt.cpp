@@ -53,7 +53,32 @@ ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
   return x + dropout->forward(mlp->forward(ln2->forward(x)));
 }
 
+std::vector<std::pair<std::string, ag::Shape>> GPTConfig::parameter_shapes() const {
+  const int64_t C = d_model, F = ff_width();
+  std::vector<std::pair<std::string, ag::Shape>> shapes{{"tok_emb.weight", {vocab_size, C}},
+                                                        {"pos_emb.weight", {context_length, C}}};
+  for (int64_t i = 0; i < n_layers; ++i) {
+    const std::string b = fmt::format("blocks.{}.", i);
+    auto add = [&](const std::string& name, ag::Shape shape) { shapes.emplace_back(b + name, shape); };
+    add("ln1.weight", {C}), add("ln1.bias", {C});
+    for (const char* proj : {"W_query", "W_key", "W_value"}) {
+      add(fmt::format("attn.{}.weight", proj), {C, C});
+      if (qkv_bias) add(fmt::format("attn.{}.bias", proj), {C});
+    }
+    add("attn.out_proj.weight", {C, C}), add("attn.out_proj.bias", {C});
+    add("ln2.weight", {C}), add("ln2.bias", {C});
+    add("mlp.fc1.weight", {F, C}), add("mlp.fc1.bias", {F});
+    add("mlp.fc2.weight", {C, F}), add("mlp.fc2.bias", {C});
+  }
+  shapes.emplace_back("ln_f.weight", ag::Shape{C});
+  shapes.emplace_back("ln_f.bias", ag::Shape{C});
+  if (!tie_weights) shapes.emplace_back("lm_head.weight", ag::Shape{vocab_size, C});
+  return shapes;
+}
+
 int64_t GPTConfig::num_parameters() const {
+  // in closed form: the list above has n_layers * 16 entries, too many to build for an
+  // absurd config that is about to be refused
   const int64_t C = d_model, F = ff_width();
   const int64_t attention = 4 * C * C + (qkv_bias ? 3 * C : 0) + C;  // W_q, W_k, W_v, out_proj
   const int64_t mlp = C * F + F + F * C + C;

@@ -12,6 +12,8 @@
 //   ag::Tensor more = model.generate(ids, 100, /*temperature=*/1.0, /*top_k=*/0, gen);
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/attention.h"
 
@@ -29,8 +31,12 @@ struct GPTConfig {
   bool tie_weights = true;
 
   int64_t ff_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }
-  // What GPT(cfg).num_parameters() will be, computed without allocating anything, so
-  // that a run too large for memory is refused before it is built.
+  // The name and shape of every parameter GPT(cfg) registers, in its order, computed
+  // without allocating anything: a checkpoint's datasets are compared with it before a
+  // model is built, so a config that lies about its sizes cannot make us allocate them.
+  std::vector<std::pair<std::string, ag::Shape>> parameter_shapes() const;
+  // What GPT(cfg).num_parameters() will be, without allocating anything, so that a run
+  // too large for memory is refused before it is built.
   int64_t num_parameters() const;
   // Throws naming the first inconsistent value (e.g. d_model % n_heads != 0).
   void validate() const;

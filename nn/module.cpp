@@ -27,6 +27,15 @@ StateDict Module::named_parameters() const {
   return out;
 }
 
+std::vector<std::string> Module::module_paths() const {
+  std::vector<std::string> out;
+  for (const auto& [name, child] : children_) {
+    out.push_back(child->path());
+    for (auto& below : child->module_paths()) out.push_back(std::move(below));
+  }
+  return out;
+}
+
 std::vector<ag::Tensor> Module::parameters() const {
   std::vector<ag::Tensor> out;
   for (auto& [name, t] : named_parameters()) out.push_back(t);

@@ -56,6 +56,8 @@ class Module {
 
   // The dotted path from the root module ("blocks.0.attn.W_query"; "" for the root).
   const std::string& path() const;
+  // The paths of every descendant, parents before children ("blocks", "blocks.0", ...).
+  std::vector<std::string> module_paths() const;
   // Opened at the top of each forward: ops run inside are attributed to this module by
   // anomaly detection (autograd/anomaly.h). Free when detection is off.
   ag::AnomalyScope anomaly_scope() const { return ag::AnomalyScope(&Module::path_of, this); }

@@ -1,12 +1,40 @@
 #pragma once
 // Small helpers shared by the test files.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "nn/gpt.h"
 
 namespace ag_test {
+
+// A fresh folder per use, removed afterwards (remove_all never follows links planted in it).
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int made = 0;
+    path = std::filesystem::temp_directory_path() /
+           fmt::format("attograd-test-{}-{}", ::getpid(), made++);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  // Writes content to name (folders made as needed) and returns its path.
+  std::string write(const std::string& name, const std::string& content) const {
+    const auto p = path / name;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    return p.string();
+  }
+};
 
 // Every element of t (in logical order) within tol of expected.
 inline void require_values(const ag::Tensor& t, const std::vector<double>& expected, double tol) {

@@ -23,22 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder per test, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / fmt::format("attograd-ckpt-test-{}-{}", ::getpid(), counter()++);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-};
+using ag_test::TempDir;
 
-nn::GPTConfig tiny() { return ag_test::gpt_config(7, 5, 8, 2, 1, 0.1); }
+nn::GPTConfig tiny() {
+  return ag_test::gpt_config(7, 5, 8, 2, 1, 0.1);
+}
 
 // A checkpoint with every section filled: weights after one AdamW step, its moments, a
 // char vocabulary, two generator states.
@@ -49,8 +38,8 @@ io::Checkpoint full_checkpoint(const nn::GPT& model) {
   for (auto& p : model.parameters()) p.set_grad(ag::randn(p.shape(), gen));
   opt.step();
   io::Checkpoint c;
-  c.config = {{"vocab_size", 7}, {"context_length", 5}, {"d_model", 8}, {"n_heads", 2},
-              {"n_layers", 1}, {"d_ff", 32}, {"dropout", 0.1}, {"qkv_bias", false},
+  c.config = {{"vocab_size", 7},     {"context_length", 5}, {"d_model", 8},   {"n_heads", 2},
+              {"n_layers", 1},       {"d_ff", 32},          {"dropout", 0.1}, {"qkv_bias", false},
               {"tie_weights", true}, {"lr", 1e-2}};
   c.step = 1;
   c.model = model.named_parameters();
@@ -58,6 +47,7 @@ io::Checkpoint full_checkpoint(const nn::GPT& model) {
   c.optimizer = io::OptimizerSection{st.type, st.scalars, st.tensors};
   c.tokenizer = {"char", {'\n', ' ', 'a', 'b', 'c', 0xE9, 0x1F642}};
   c.rng = {{"data", ag::Generator(1).state()}, {"dropout", ag::Generator(2).state()}};
+  c.data_identity = "sha256:0123456789abcdef";
   return c;
 }
 
@@ -75,7 +65,8 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 template <typename Body>
 void hand_made(const std::string& path, Body body) {
   io::h5::silence_library_errors();
-  io::h5::Handle f = io::h5::check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path);
+  io::h5::Handle f =
+      io::h5::check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path);
   body(f.get());
 }
 
@@ -115,11 +106,22 @@ TEST_CASE("a checkpoint round trip keeps every tensor bit for bit") {
   REQUIRE(back.tokenizer.type == "char");
   REQUIRE(back.tokenizer.vocab == c.tokenizer.vocab);
   REQUIRE(back.rng == c.rng);
+  REQUIRE(back.data_identity == c.data_identity);
+  REQUIRE(back.warnings.empty());
 
+  SECTION("and inspect verifies every dataset and loads it in one pass") {
+    const io::Inspection inspection = io::inspect_checkpoint(dir.file("run.h5"));
+    REQUIRE(inspection.report.all_checked());
+    REQUIRE(inspection.report.checked.size() == c.model.size() + c.optimizer->tensors.size() + 3);
+    REQUIRE(inspection.checkpoint);
+    REQUIRE(inspection.checkpoint->config == c.config);
+    REQUIRE(inspection.load_error.empty());
+  }
   SECTION("and the weights load into a fresh model") {
     nn::GPT other(tiny(), 99);
     io::load_model_weights(back, other);
-    for (size_t i = 0; i < c.model.size(); ++i) REQUIRE(same_bits(other.parameters()[i], c.model[i].second));
+    for (size_t i = 0; i < c.model.size(); ++i)
+      REQUIRE(same_bits(other.parameters()[i], c.model[i].second));
   }
 }
 
@@ -231,13 +233,17 @@ TEST_CASE("a flipped bit in a weight is caught by its checksum and named") {
   bytes[at + 100] ^= 0x04;
   write_bytes(dir.file("flipped.h5"), bytes);
 
-  REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("flipped.h5")),
-                      Contains("flipped.h5") && Contains("/model/probe.weight") && Contains("Fletcher32"));
+  REQUIRE_THROWS_WITH(
+      io::load_checkpoint(dir.file("flipped.h5")),
+      Contains("flipped.h5") && Contains("/model/probe.weight") && Contains("Fletcher32"));
   io::VerifyReport r = io::verify_checkpoint(dir.file("flipped.h5"));
-  REQUIRE(r.checked.size() == 2);
+  REQUIRE(r.checked == std::vector<std::string>{"/model/other.bias"});
   REQUIRE(r.failures.size() == 1);
   REQUIRE_THAT(r.failures[0], Contains("/model/probe.weight") && Contains("checksum"));
-  REQUIRE(io::verify_checkpoint(dir.file("ok.h5")).failures.empty());
+  REQUIRE(r.unchecked.empty());
+  REQUIRE(r.refused.empty());
+  REQUIRE_FALSE(r.all_checked());
+  REQUIRE(io::verify_checkpoint(dir.file("ok.h5")).all_checked());
 }
 
 TEST_CASE("HDF5 files that are not attograd checkpoints are rejected with the reason") {
@@ -245,8 +251,9 @@ TEST_CASE("HDF5 files that are not attograd checkpoints are rejected with the re
   using namespace io::h5;
   SECTION("no format attribute") {
     hand_made(dir.file("foreign.h5"), [](hid_t f) { create_group(f, "data"); });
-    REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("foreign.h5")),
-                        Contains("foreign.h5") && Contains("not an attograd checkpoint") && Contains("'format'"));
+    REQUIRE_THROWS_WITH(
+        io::load_checkpoint(dir.file("foreign.h5")),
+        Contains("foreign.h5") && Contains("not an attograd checkpoint") && Contains("'format'"));
   }
   SECTION("another format") {
     hand_made(dir.file("other.h5"), [](hid_t f) { write_attr_string(f, "format", "keras"); });
@@ -267,7 +274,8 @@ TEST_CASE("HDF5 files that are not attograd checkpoints are rejected with the re
   };
   SECTION("config that is not JSON") {
     hand_made(dir.file("badjson.h5"), [&](hid_t f) { valid_root(f, "{d_model: 8"); });
-    REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("badjson.h5")), Contains("'config'") && Contains("JSON"));
+    REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("badjson.h5")),
+                        Contains("'config'") && Contains("JSON"));
   }
   SECTION("no /model group") {
     hand_made(dir.file("nomodel.h5"), [&](hid_t f) { valid_root(f, "{}"); });
@@ -302,7 +310,8 @@ TEST_CASE("HDF5 files that are not attograd checkpoints are rejected with the re
       Handle r = create_group(f, "rng");
       write_u64(r, "data", {1, 2, 3});
     });
-    REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("rng.h5")), Contains("/rng/data") && Contains("4 uint64"));
+    REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("rng.h5")),
+                        Contains("/rng/data") && Contains("4 uint64"));
   }
   SECTION("fixed-length string attributes are read too (as some writers make them)") {
     hand_made(dir.file("fixed.h5"), [&](hid_t f) {
@@ -333,20 +342,23 @@ TEST_CASE("weights of another shape are rejected by name and the model is left a
   io::save_checkpoint(dir.file("big.h5"), c);
   io::Checkpoint back = io::load_checkpoint(dir.file("big.h5"));
   const auto before = target.parameters()[0].to_vector();
-  REQUIRE_THROWS_WITH(io::load_model_weights(back, target),
-                      Contains("big.h5") && Contains("tok_emb.weight") && Contains("[9, 8]") && Contains("[7, 8]"));
+  REQUIRE_THROWS_WITH(
+      io::load_model_weights(back, target),
+      Contains("big.h5") && Contains("tok_emb.weight") && Contains("[9, 8]") && Contains("[7, 8]"));
   REQUIRE(target.parameters()[0].to_vector() == before);
 
   SECTION("a missing parameter is named") {
     io::Checkpoint partial = back;
     partial.model = target.named_parameters();
     partial.model.pop_back();
-    REQUIRE_THROWS_WITH(io::load_model_weights(partial, target), Contains("missing") && Contains("ln_f.bias"));
+    REQUIRE_THROWS_WITH(io::load_model_weights(partial, target),
+                        Contains("missing") && Contains("ln_f.bias"));
   }
   SECTION("an unexpected parameter is named") {
     io::Checkpoint extra = back;
     extra.model = target.named_parameters();
     extra.model.emplace_back("lm_head.weight", ag::zeros({7, 8}));
-    REQUIRE_THROWS_WITH(io::load_model_weights(extra, target), Contains("unexpected") && Contains("lm_head.weight"));
+    REQUIRE_THROWS_WITH(io::load_model_weights(extra, target),
+                        Contains("unexpected") && Contains("lm_head.weight"));
   }
 }

@@ -2,13 +2,16 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
+#include <unistd.h>
+
+#include <cmath>
 #include <iostream>
-#include <sstream>
+#include <limits>
 
 #include "bench/bench.h"
-#include "io/atomic_file.h"
+#include "data/utf8.h"
 #include "io/checkpoint.h"
+#include "io/files.h"
 #include "train/options.h"
 #include "train/trainer.h"
 
@@ -54,18 +57,43 @@ uint64_t fnv1a(const ag::Tensor& t) {
   return h;
 }
 
+// An input must be a regular file we can read: a folder, a FIFO (whose open would block)
+// or a device such as /dev/zero is refused by name before any work.
 void require_file(const std::string& path, const char* what) {
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("{} '{}' does not exist or cannot be read", what, path));
-}
-
-// --out must be writable before any work is done: a usage error, not a lost run.
-void require_writable(const std::string& path) {
   try {
-    io::check_can_write(path);
+    io::regular_file_size(path, what);
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
+}
+
+// Before any work: every output can be written (its folder exists and takes a new file;
+// what is there now, if anything, is a regular file), no two outputs are one file and
+// none of them is one of the inputs, by name, hard link or symbolic link.
+void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs) {
+  try {
+    io::refuse_shared_outputs(outputs);
+    for (const auto& [option, path] : outputs) {
+      if (path.empty()) continue;
+      io::refuse_output_over_inputs(path, option, inputs);  // first: it names both files
+      io::check_can_write(path);
+    }
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// One run at a time per checkpoint path: a second is refused naming the first one's PID.
+io::OutputLock lock_output(const std::string& path) {
+  try {
+    return io::OutputLock(path);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::string config_file(const po::variables_map& vm) {
+  return vm.count("config") ? vm["config"].as<std::string>() : std::string();
 }
 
 // Runs body, mapping errors to the CLI's exit codes: bad usage 2, anything else 1.
@@ -156,9 +184,36 @@ int train_command(const Args& args) {
     if (!cfg.data.empty()) require_file(cfg.data, "data file");
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     cfg.validate();
-    require_writable(cfg.out);
-    return run_training(cfg, "");
+    require_outputs({{"--out", cfg.out}, {"--metrics", cfg.metrics}},
+                    {{"--data", cfg.data}, {"--config", config_file(vm)}, {"--init-from", cfg.init_from}});
+    io::OutputLock lock = lock_output(cfg.out);
+    return run_training(cfg);
   });
+}
+
+// The text a resumed run continues on: --data when given (a corpus that moved), else the
+// path its config recorded -- only when the checkpoint also records the text's identity,
+// since a file could name any path on this machine as its "data".
+std::string resume_data(const io::Checkpoint& ckpt, const RunConfig& cfg, const po::variables_map& vm) {
+  if (vm.count("data")) {
+    const std::string given = vm["data"].as<std::string>();
+    require_file(given, "data file");
+    return given;
+  }
+  if (cfg.data.empty()) return "";  // the built-in corpus
+  if (ckpt.data_identity.empty())
+    throw UsageError(fmt::format(
+        "'{}' does not record which text it trained on (no data_identity); give the corpus "
+        "with --data (its config names '{}')",
+        ckpt.source, data::printable(cfg.data)));
+  try {
+    io::regular_file_size(cfg.data, "data file");
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("the run trained on '{}', which cannot be read now ({}); if it "
+                                 "moved, give its new place with --data",
+                                 data::printable(cfg.data), e.what()));
+  }
+  return cfg.data;
 }
 
 int resume_command(const Args& args) {
@@ -171,6 +226,8 @@ int resume_command(const Args& args) {
         "checkpoint", po::value(&path)->required(), "the checkpoint to continue")(
         "steps", po::value(&steps), "total steps (default: the run's)")(
         "out", po::value(&out), "checkpoint path (default: the resumed file)")(
+        "data", po::value<std::string>(), "the corpus, when it moved since the run began "
+        "(checked against the text the run trained on)")(
         "eval-interval", po::value(&eval_interval), "steps between validation")(
         "checkpoint-interval", po::value(&checkpoint_interval), "steps between checkpoints")(
         "metrics", po::value(&metrics), "append JSON lines of metrics to this file")(
@@ -181,9 +238,17 @@ int resume_command(const Args& args) {
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "resume", desc)) return 0;
     require_file(path, "checkpoint");
+    if (!vm.count("out")) out = path;  // the resumed file is replaced, atomically
+    const std::string data_option = vm.count("data") ? vm["data"].as<std::string>() : "";
+    // --out may be the checkpoint it continues (the default); --metrics may not
+    require_outputs({{"--metrics", metrics}}, {{"--checkpoint", path}});
+    require_outputs({{"--out", out}, {"--metrics", metrics}},
+                    {{"--data", data_option}, {"--config", config_file(vm)}});
+    io::OutputLock lock = lock_output(out);
     io::Checkpoint ckpt = io::load_checkpoint(path);
     RunConfig cfg = RunConfig::from_json(ckpt.config);
-    cfg.out = vm.count("out") ? out : path;
+    cfg.data = resume_data(ckpt, cfg, vm);
+    cfg.out = out;
     cfg.threads = threads;
     if (vm.count("steps")) cfg.steps = steps;
     if (vm.count("eval-interval")) cfg.eval_interval = eval_interval;
@@ -194,8 +259,7 @@ int resume_command(const Args& args) {
     cfg.validate();
     if (cfg.steps < ckpt.step)
       throw UsageError(fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));
-    require_writable(cfg.out);
-    return run_training(cfg, path);
+    return run_training(cfg, &ckpt);
   });
 }
 
@@ -219,7 +283,8 @@ int sample_command(const Args& args) {
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "sample", desc)) return 0;
     if (tokens < 0) throw UsageError(fmt::format("--tokens must be >= 0, got {}", tokens));
-    if (!(temperature >= 0)) throw UsageError(fmt::format("--temperature must be >= 0, got {}", temperature));
+    if (!(temperature >= 0 && std::isfinite(temperature)))
+      throw UsageError(fmt::format("--temperature must be >= 0 and finite, got {}", temperature));
     if (top_k < 0) throw UsageError(fmt::format("--top-k must be >= 0, got {}", top_k));
     if (threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", threads));
     require_file(path, "checkpoint");
@@ -228,14 +293,21 @@ int sample_command(const Args& args) {
     auto model = model_from_checkpoint(ckpt);
     model->eval();
     auto tok = make_tokenizer(ckpt.tokenizer);
-    std::vector<int64_t> ids = tok->encode(prompt.empty() ? "\n" : prompt);
+    std::vector<int64_t> ids;
+    try {
+      ids = tok->encode(prompt.empty() ? "\n" : prompt);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--prompt: {}", e.what()));
+    }
     ag::Generator gen(seed);
     ag::Tensor out = model->generate(ag::from_vector(ids, {1, static_cast<int64_t>(ids.size())}),
                                      tokens, temperature, top_k, gen);
     std::vector<int64_t> all;
     for (double v : out.to_vector()) all.push_back(static_cast<int64_t>(v));
     if (prompt.empty()) all.erase(all.begin());
-    fmt::print("{}\n", tok->decode(all));
+    // a vocabulary from a file may hold escape sequences: a terminal is shown them escaped
+    const std::string text = tok->decode(all);
+    fmt::print("{}\n", isatty(STDOUT_FILENO) ? data::printable(text, /*keep_line_breaks=*/true) : text);
     return 0;
   });
 }
@@ -259,6 +331,8 @@ int eval_command(const Args& args) {
     if (threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", threads));
     require_file(path, "checkpoint");
     require_file(data_path, "data file");
+    require_outputs({{"--dump-grads", vm.count("dump-grads") ? dump : ""}},
+                    {{"--checkpoint", path}, {"--data", data_path}, {"--config", config_file(vm)}});
     ag::set_num_threads(threads);
     io::Checkpoint ckpt = io::load_checkpoint(path);
     auto model = model_from_checkpoint(ckpt);
@@ -266,12 +340,9 @@ int eval_command(const Args& args) {
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
                                    context, model->config().context_length));
     auto tok = make_tokenizer(ckpt.tokenizer);
-    std::ifstream in(data_path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
     std::vector<int64_t> ids;
     try {
-      ids = tok->encode(ss.str());
+      ids = tok->encode(io::read_input_file(data_path, "data file", std::numeric_limits<int64_t>::max()));
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("{}: {}", data_path, e.what()));
     }
@@ -289,6 +360,39 @@ int eval_command(const Args& args) {
     return 0;
   });
 }
+
+namespace {
+
+// "all checksums good" only when every dataset carries a checksum that held.
+std::string verify_summary(const io::VerifyReport& r) {
+  if (r.all_checked()) return fmt::format("verified {} datasets: all checksums good", r.datasets());
+  std::string s = fmt::format("verified {} datasets: {} checksums good, {} failed, {} without a checksum "
+                              "(unchecked)",
+                              r.datasets(), r.checked.size(), r.failures.size(), r.unchecked.size());
+  if (!r.refused.empty()) s += fmt::format(", {} objects refused", r.refused.size());
+  return s;
+}
+
+// What a checkpoint holds; every name and string from the file is escaped for the terminal.
+void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
+  fmt::print("checkpoint {}\nstep {}\nconfig {}\n", data::printable(ckpt.source), ckpt.step,
+             data::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
+  if (!ckpt.data_identity.empty()) fmt::print("data {}\n", data::printable(ckpt.data_identity));
+  fmt::print("tokenizer {} ({} entries)\n", data::printable(ckpt.tokenizer.type), ckpt.tokenizer.vocab.size());
+  fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
+  int64_t total = 0;
+  for (const auto& [name, t] : ckpt.model) {
+    fmt::print("{:<40} {:>16} {:>12}{}\n", data::printable(name), ag::shape_str(t.shape()), t.numel(),
+               sums ? fmt::format("  {:016x}", fnv1a(t)) : "");
+    total += t.numel();
+  }
+  fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);
+  fmt::print("\noptimizer: {}\n",
+             ckpt.optimizer ? data::printable(ckpt.optimizer->type) : "none (weights only)");
+  for (const auto& [name, s] : ckpt.rng) fmt::print("rng {}: saved\n", data::printable(name));
+}
+
+}  // namespace
 
 int inspect_command(const Args& args) {
   return guarded("inspect", [&] {
@@ -312,33 +416,30 @@ int inspect_command(const Args& args) {
       throw UsageError(e.what());
     }
     require_file(path, "checkpoint");
-    size_t verified = 0;
+    // inspect shows a file with NaN weights (the load of any other command refuses it)
+    const io::LoadOptions shown{.allow_non_finite = true};
+    std::optional<io::VerifyReport> report;
+    io::Checkpoint ckpt;
     if (vm.count("verify")) {
-      // every dataset first, so each corrupted one is named even when loading would stop
-      io::VerifyReport r = io::verify_checkpoint(path);
-      for (const auto& f : r.failures) fmt::print(stderr, "FAILED {}\n", f);
-      if (!r.failures.empty()) {
-        fmt::print("verified {} datasets: {} failed\n", r.checked.size(), r.failures.size());
-        return 1;
+      // every dataset in the same pass, so each bad one is named even when loading stops
+      io::Inspection r = io::inspect_checkpoint(path, shown);
+      for (const auto& f : r.report.refused) fmt::print(stderr, "REFUSED {}\n", f);
+      for (const auto& f : r.report.failures) fmt::print(stderr, "FAILED {}\n", f);
+      for (const auto& f : r.report.unchecked) fmt::print(stderr, "UNCHECKED {}\n", f);
+      if (!r.checkpoint) {
+        fmt::print("{}\n", verify_summary(r.report));
+        throw io::CheckpointError(r.load_error);
       }
-      verified = r.checked.size();
+      ckpt = std::move(*r.checkpoint);
+      report = std::move(r.report);
+    } else {
+      ckpt = io::load_checkpoint(path, shown);
     }
-    io::Checkpoint ckpt = io::load_checkpoint(path);
-    fmt::print("checkpoint {}\nstep {}\nconfig {}\n", path, ckpt.step, ckpt.config.dump(2));
-    fmt::print("tokenizer {} ({} entries)\n", ckpt.tokenizer.type, ckpt.tokenizer.vocab.size());
-    const bool sums = vm.count("checksums") > 0;
-    fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
-    int64_t total = 0;
-    for (const auto& [name, t] : ckpt.model) {
-      fmt::print("{:<40} {:>16} {:>12}{}\n", name, ag::shape_str(t.shape()), t.numel(),
-                 sums ? fmt::format("  {:016x}", fnv1a(t)) : "");
-      total += t.numel();
-    }
-    fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);
-    fmt::print("\noptimizer: {}\n", ckpt.optimizer ? ckpt.optimizer->type : "none (weights only)");
-    for (const auto& [name, s] : ckpt.rng) fmt::print("rng {}: saved\n", name);
-    if (vm.count("verify")) fmt::print("verified {} datasets: all checksums good\n", verified);
-    return 0;
+    for (const auto& w : ckpt.warnings) fmt::print(stderr, "attograd inspect: warning: {}\n", w);
+    print_checkpoint(ckpt, vm.count("checksums") > 0);
+    if (!report) return 0;
+    fmt::print("{}\n", verify_summary(*report));
+    return report->failures.empty() && report->refused.empty() ? 0 : 1;
   });
 }
 

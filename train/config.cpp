@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 namespace train {
 
@@ -15,14 +18,17 @@ void RunConfig::validate() const {
     fail(fmt::format("tokenizer must be 'char' or 'byte', got '{}'", tokenizer));
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (batch_size <= 0) fail(fmt::format("batch_size must be positive, got {}", batch_size));
-  if (!(lr > 0)) fail(fmt::format("lr must be positive, got {}", lr));
+  if (!(lr > 0 && std::isfinite(lr))) fail(fmt::format("lr must be positive and finite, got {}", lr));
+  if (!std::isfinite(min_lr)) fail(fmt::format("min_lr must be finite, got {}", min_lr));
   if (min_lr > lr) fail(fmt::format("min_lr ({}) must not exceed lr ({})", min_lr, lr));
   if (warmup_steps < 0) fail(fmt::format("warmup_steps must be >= 0, got {}", warmup_steps));
   if (!(beta1 >= 0 && beta1 < 1)) fail(fmt::format("beta1 must be in [0, 1), got {}", beta1));
   if (!(beta2 >= 0 && beta2 < 1)) fail(fmt::format("beta2 must be in [0, 1), got {}", beta2));
-  if (!(eps > 0)) fail(fmt::format("eps must be positive, got {}", eps));
-  if (!(weight_decay >= 0)) fail(fmt::format("weight_decay must be >= 0, got {}", weight_decay));
-  if (!(grad_clip >= 0)) fail(fmt::format("grad_clip must be >= 0 (0 disables), got {}", grad_clip));
+  if (!(eps > 0 && std::isfinite(eps))) fail(fmt::format("eps must be positive and finite, got {}", eps));
+  if (!(weight_decay >= 0 && std::isfinite(weight_decay)))
+    fail(fmt::format("weight_decay must be >= 0 and finite, got {}", weight_decay));
+  if (!(grad_clip >= 0 && std::isfinite(grad_clip)))
+    fail(fmt::format("grad_clip must be >= 0 and finite (0 disables), got {}", grad_clip));
   if (eval_interval < 0) fail(fmt::format("eval_interval must be >= 0, got {}", eval_interval));
   if (checkpoint_interval < 0)
     fail(fmt::format("checkpoint_interval must be >= 0, got {}", checkpoint_interval));
@@ -74,17 +80,50 @@ nlohmann::json RunConfig::to_json() const {
   };
 }
 
+namespace {
+
+// A JSON value as the type of the field it fills, refusing anything that would change in
+// the conversion: 16.9 or 1e19 for an integer, -1 for a seed, a string for a number.
+template <typename T>
+T json_as(const nlohmann::json& v, const char* key) {
+  auto wrong = [&](const char* expected) {
+    return std::invalid_argument(
+        fmt::format("config: key '{}' must be {}, got {}", key, expected, v.dump().substr(0, 80)));
+  };
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) throw wrong("true or false");
+    return v.get<bool>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) throw wrong("a string");
+    return v.get<std::string>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) throw wrong("a finite number");
+    return v.get<double>();
+  } else {
+    constexpr bool is_unsigned = std::is_unsigned_v<T>;
+    const char* expected = is_unsigned ? "a non-negative integer" : "an integer";
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) throw wrong(expected);
+      return static_cast<T>(v.get<uint64_t>());
+    }
+    if (v.is_number_integer()) {
+      if (is_unsigned && v.get<int64_t>() < 0) throw wrong(expected);
+      return static_cast<T>(v.get<int64_t>());
+    }
+    // a float only when it is a whole number that a double holds exactly
+    const double d = v.is_number_float() ? v.get<double>() : NAN;
+    if (!(std::trunc(d) == d && std::fabs(d) <= 0x1p53 && (!is_unsigned || d >= 0))) throw wrong(expected);
+    return static_cast<T>(d);
+  }
+}
+
+}  // namespace
+
 RunConfig RunConfig::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("config: expected a JSON object");
   RunConfig c;
   auto get = [&](const char* key, auto& field) {
-    if (!j.contains(key)) return;
-    try {
-      field = j.at(key).get<std::remove_reference_t<decltype(field)>>();
-    } catch (const nlohmann::json::exception&) {
-      throw std::invalid_argument(
-          fmt::format("config: key '{}' has the wrong type ({})", key, j.at(key).dump()));
-    }
+    if (j.contains(key)) field = json_as<std::remove_reference_t<decltype(field)>>(j.at(key), key);
   };
   get("vocab_size", c.model.vocab_size);
   get("context_length", c.model.context_length);

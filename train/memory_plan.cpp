@@ -2,20 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace train {
 
-std::string format_bytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
-  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
-  return fmt::format("{:.1f} kB", b / 1e3);
+namespace {
+
+constexpr double kSaturate = 9e18;
+
+int64_t saturated(double b) {
+  return b < kSaturate ? static_cast<int64_t>(b) : static_cast<int64_t>(kSaturate);
 }
 
-namespace {
-int64_t available_memory() {
+int64_t mem_available_kb_field() {
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -26,31 +29,124 @@ int64_t available_memory() {
   }
   return 0;
 }
+
+// The first number in a file, -1 when it is absent, unreadable or "max".
+int64_t read_number(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  int64_t v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+// A counter of a memory.stat file ("inactive_file 1234"), 0 when absent.
+int64_t stat_field(const std::filesystem::path& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string k;
+  int64_t v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+// What one cgroup folder still allows, -1 when it sets no limit.
+int64_t folder_headroom(const std::filesystem::path& dir, bool v2) {
+  const int64_t limit = read_number(dir / (v2 ? "memory.max" : "memory.limit_in_bytes"));
+  if (limit < 0 || limit >= (int64_t{1} << 60)) return -1;  // "max", or v1's "unlimited"
+  const int64_t usage = read_number(dir / (v2 ? "memory.current" : "memory.usage_in_bytes"));
+  const int64_t cache =
+      stat_field(dir / "memory.stat", v2 ? "inactive_file" : "total_inactive_file");
+  return std::max<int64_t>(0, limit - std::max<int64_t>(0, usage - cache));
+}
+
+// The smallest headroom of a cgroup folder and its parents up to the mount root. In a
+// container the mount root is often the cgroup itself, so the root is tried too.
+int64_t chain_headroom(const std::filesystem::path& mount, const std::string& group, bool v2) {
+  int64_t best = -1;
+  auto take = [&](int64_t h) {
+    if (h >= 0) best = best < 0 ? h : std::min(best, h);
+  };
+  std::filesystem::path rel = std::filesystem::path(group).relative_path();
+  for (;; rel = rel.parent_path()) {
+    take(folder_headroom(mount / rel, v2));
+    if (rel.empty()) break;
+  }
+  return best;
+}
+
 }  // namespace
 
-MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters) {
+int64_t cgroup_memory_available(const std::string& proc_self_cgroup, const std::string& root) {
+  std::istringstream lines(proc_self_cgroup);
+  std::string line;
+  int64_t best = -1;
+  while (std::getline(lines, line)) {
+    // "0::/path" (v2, unified) or "4:memory:/path" (v1)
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string group = line.substr(second + 1);
+    int64_t h = -1;
+    if (line.compare(0, first, "0") == 0 && controllers.empty())
+      h = chain_headroom(root, group, true);
+    else if (("," + controllers + ",").find(",memory,") != std::string::npos)
+      h = chain_headroom(std::filesystem::path(root) / "memory", group, false);
+    if (h >= 0) best = best < 0 ? h : std::min(best, h);
+  }
+  return best;
+}
+
+int64_t available_memory() {
+  int64_t available = mem_available_kb_field();
+  std::ifstream in("/proc/self/cgroup");
+  std::stringstream text;
+  text << in.rdbuf();
+  const int64_t cgroup = cgroup_memory_available(text.str(), "/sys/fs/cgroup");
+  if (cgroup >= 0) available = available > 0 ? std::min(available, cgroup) : cgroup;
+  return available;
+}
+
+std::string format_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  return fmt::format("{:.1f} kB", b / 1e3);
+}
+
+int64_t data_bytes_for_text(int64_t text_bytes) {
+  return saturated(9.0 * static_cast<double>(text_bytes));
+}
+
+MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes) {
   const auto& m = cfg.model;
   // in double: absurd sizes must give an absurd plan, not an overflowed one
   const double tokens = static_cast<double>(cfg.batch_size) * static_cast<double>(m.context_length);
-  const double per_token = static_cast<double>(m.n_layers) * (20.0 * m.d_model + 2.0 * m.ff_width()) * 2 +
-                           3.0 * m.vocab_size + 4.0 * m.d_model;
-  auto bytes = [](double b) {
-    return b < 9e18 ? static_cast<int64_t>(b) : static_cast<int64_t>(9e18);
-  };
+  const double per_token =
+      static_cast<double>(m.n_layers) * (20.0 * m.d_model + 2.0 * m.ff_width()) * 2 +
+      3.0 * m.vocab_size + 4.0 * m.d_model;
+  const double params = static_cast<double>(num_parameters);
   MemoryPlan p;
-  p.parameters = bytes(4.0 * num_parameters);
-  p.gradients = bytes(4.0 * num_parameters);
-  p.optimizer = bytes(8.0 * num_parameters);  // AdamW's two moments
-  p.activations = bytes(4.0 * tokens * per_token);
+  p.parameters = saturated(4.0 * params);
+  p.gradients = saturated(4.0 * params);
+  p.optimizer = saturated(8.0 * params);  // AdamW's two moments
+  p.activations = saturated(4.0 * tokens * per_token);
+  p.data = data_bytes;
+  p.checkpoint = saturated(2.0 * 12.0 * params);  // weights and moments, twice
   p.available = available_memory();
   return p;
 }
 
+int64_t MemoryPlan::total() const {
+  return saturated(static_cast<double>(parameters) + gradients + optimizer + activations + data +
+                   checkpoint);
+}
+
 std::string MemoryPlan::describe() const {
   return fmt::format(
-      "memory plan: parameters {} + gradients {} + AdamW state {} + activations ~{} = ~{}{}",
+      "memory plan: parameters {} + gradients {} + AdamW state {} + activations ~{} + data {} + "
+      "checkpoint save {} = ~{}{}",
       format_bytes(parameters), format_bytes(gradients), format_bytes(optimizer),
-      format_bytes(activations), format_bytes(total()),
+      format_bytes(activations), format_bytes(data), format_bytes(checkpoint),
+      format_bytes(total()),
       available ? fmt::format(" of {} available", format_bytes(available)) : "");
 }
 

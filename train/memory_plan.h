@@ -10,11 +10,10 @@ namespace train {
 
 struct MemoryPlan {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
-  int64_t available = 0;  // MemAvailable from /proc/meminfo, 0 when unknown
-  int64_t total() const {  // saturates rather than overflows
-    const double t = static_cast<double>(parameters) + gradients + optimizer + activations;
-    return t < 9e18 ? static_cast<int64_t>(t) : static_cast<int64_t>(9e18);
-  }
+  int64_t data = 0;        // the token ids held for the run (and the text while reading it)
+  int64_t checkpoint = 0;  // a save: the file built in memory, then copied out once
+  int64_t available = 0;   // what the machine and our cgroup leave us, 0 when unknown
+  int64_t total() const;   // saturates rather than overflows
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
 };
@@ -22,7 +21,22 @@ struct MemoryPlan {
 // Bytes, float32. Activations: what the graph saves per token and layer (attention and
 // MLP inputs and outputs, dropout masks, LayerNorm statistics; about 20*d_model +
 // 2*d_ff floats), doubled for backward's transients, plus three logits-sized buffers.
-MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters);
+// data_bytes: what the caller holds for the data (see data_bytes_for_text).
+MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes = 0);
+
+// Reading a text of `text_bytes`: the text itself plus at most one int64 id per byte.
+int64_t data_bytes_for_text(int64_t text_bytes);
+
+// MemAvailable from /proc/meminfo, lowered to what the process's memory cgroup (v2's
+// memory.max, or v1's memory.limit_in_bytes, in the cgroup and each of its parents)
+// still allows; 0 when nothing is known.
+int64_t available_memory();
+
+// The cgroup part alone, from the text of /proc/self/cgroup and a cgroup file-system
+// root (normally /sys/fs/cgroup): the smallest limit minus what is in use (page cache
+// that can be dropped not counted), or -1 when no limit is set. Apart for testing.
+int64_t cgroup_memory_available(const std::string& proc_self_cgroup, const std::string& root);
+
 std::string format_bytes(int64_t bytes);
 
 }  // namespace train

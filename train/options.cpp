@@ -3,11 +3,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
+#include <sstream>
+
+#include "data/utf8.h"
+#include "io/files.h"
 
 namespace train {
 
 namespace {
+
+constexpr int64_t kMaxConfigBytes = 1 << 20;  // a run file is a few hundred bytes
 
 std::string trim(const std::string& s) {
   auto b = s.find_first_not_of(" \t\r");
@@ -21,23 +26,31 @@ struct FileOption {
   int line;
 };
 
-// INI-style "key = value" lines; '#' or ';' start a comment; [sections] are not used.
+// INI-style "key = value" lines; '#' or ';' start a comment; [sections] are not used. A
+// UTF-8 byte-order mark (editors on Windows write one) is skipped; a key given twice is
+// an error, since which one was meant cannot be known.
 std::vector<FileOption> read_config_file(const std::string& path,
                                          const po::options_description& desc) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("cannot read config file '{}'", path));
+  std::string content;
+  try {
+    content = io::read_input_file(path, "config file", kMaxConfigBytes);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+  if (content.rfind("\xEF\xBB\xBF", 0) == 0) content.erase(0, 3);
   std::vector<FileOption> out;
+  std::istringstream in(content);
   std::string raw;
   for (int line = 1; std::getline(in, raw); ++line) {
     std::string text = trim(raw.substr(0, raw.find_first_of("#;")));
     if (text.empty()) continue;
     auto eq = text.find('=');
     if (eq == std::string::npos)
-      throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line, text));
+      throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line, data::printable(text)));
     std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
     std::replace(key.begin(), key.end(), '_', '-');
     if (key.empty())
-      throw UsageError(fmt::format("{}:{}: no option name before '=' in '{}'", path, line, text));
+      throw UsageError(fmt::format("{}:{}: no option name before '=' in '{}'", path, line, data::printable(text)));
     if (key == "config")
       throw UsageError(fmt::format("{}:{}: a config file cannot include another", path, line));
     bool known = false;
@@ -45,10 +58,27 @@ std::vector<FileOption> read_config_file(const std::string& path,
       known = desc.find_nothrow(key, false) != nullptr;
     } catch (const po::error&) {
     }
-    if (!known) throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, key));
+    if (!known) throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, data::printable(key)));
+    for (const FileOption& earlier : out)
+      if (earlier.key == key)
+        throw UsageError(fmt::format("{}:{}: '{}' is already set on line {}", path, line, key, earlier.line));
     out.push_back({key, value, line});
   }
   return out;
+}
+
+// Boost reads "-1" as 2^64 - 1 for an unsigned option: a negative value for one of those
+// (a seed) is refused here instead of silently wrapped around.
+void refuse_negative_unsigned(const po::parsed_options& parsed, const po::options_description& desc) {
+  for (const po::option& o : parsed.options) {
+    const auto* d = desc.find_nothrow(o.string_key, false);
+    if (!d || o.value.empty()) continue;
+    const bool is_unsigned = dynamic_cast<const po::typed_value<uint64_t>*>(d->semantic().get()) ||
+                             dynamic_cast<const po::typed_value<uint32_t>*>(d->semantic().get());
+    const std::string value = trim(o.value.front());
+    if (is_unsigned && !value.empty() && value[0] == '-')
+      throw UsageError(fmt::format("--{} must be >= 0, got {}", o.string_key, data::printable(value)));
+  }
 }
 
 // An option given twice takes its last value, as in most command lines (a base command
@@ -63,6 +93,7 @@ po::parsed_options parse_args(const std::vector<std::string>& args,
                      [&](const po::option& o) { return o.string_key == it->string_key; }))
       last_of_each.push_back(*it);
   parsed.options.assign(last_of_each.rbegin(), last_of_each.rend());
+  refuse_negative_unsigned(parsed, desc);
   return parsed;
 }
 
@@ -96,6 +127,8 @@ po::variables_map parse_options(const std::vector<std::string>& args,
         po::store(parse_args({"--" + opt.key + "=" + opt.value}, desc), vm);
       } catch (const po::error& e) {
         throw UsageError(fmt::format("{}:{}: {}", path, opt.line, describe(e, {opt.key, opt.value})));
+      } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{}:{}: {}", path, opt.line, e.what()));
       }
     }
   }

@@ -222,6 +222,150 @@ gradcheck)
   "$bin" gradcheck > g.txt || fail "gradcheck failed: $(grep FAIL g.txt)"
   grep -q "scaled_dot_product_attention" g.txt || fail "gradcheck table lacks the fused attention"
   ;;
+signals_save)
+  # every way a run is told to end -- a closed terminal (SIGHUP), kill (SIGTERM), Ctrl-C,
+  # and a second signal while it saves -- ends with the checkpoint written and loadable
+  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4
+          --threads 2 --sample-tokens 0 --eval-interval 0 --log-interval 1)
+  for signals in "HUP" "TERM" "INT" "TERM TERM" "HUP INT" "INT INT INT"; do
+    rm -f run.h5
+    "$bin" train "${medium[@]}" --steps 100000 --out run.h5 > log.txt 2> err.txt &
+    pid=$!
+    for _ in $(seq 1 200); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+    for sig in $signals; do kill -"$sig" "$pid"; sleep 0.02; done
+    rc=0; wait "$pid" || rc=$?
+    [ "$rc" -eq 0 ] || fail "after SIG$signals the run exited $rc: $(tail -3 err.txt)"
+    grep -q "SIG${signals%% *}: stopping after step" err.txt || fail "no stop message for SIG$signals: $(cat err.txt)"
+    "$bin" inspect run.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIG$signals"
+  done
+  # a second SIGTERM while the final save is being written (a 40 MB checkpoint): the save
+  # still completes
+  big=(--context-length 32 --d-model 256 --n-heads 4 --n-layers 4 --batch-size 2 --threads 2
+       --sample-tokens 0 --eval-interval 0 --log-interval 1)
+  "$bin" train "${big[@]}" --steps 100000 --out big.h5 > log.txt 2> err.txt &
+  pid=$!
+  for _ in $(seq 1 400); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  kill -TERM "$pid"
+  for _ in $(seq 1 400); do grep -q "saving big.h5" err.txt 2>/dev/null && break; sleep 0.01; done
+  kill -TERM "$pid" 2>/dev/null || true
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "a second SIGTERM during the save made the run exit $rc: $(cat err.txt)"
+  "$bin" inspect big.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after a SIGTERM during the save"
+  # a reader that goes away (SIGPIPE): the run stops and saves
+  set +o pipefail
+  "$bin" train "${tiny[@]}" --steps 100000 --log-interval 1 --out pipe.h5 2> err.txt | head -n 3 > /dev/null
+  set -o pipefail
+  grep -q "SIGPIPE: stopping after step" err.txt || fail "SIGPIPE did not stop the run gracefully: $(cat err.txt)"
+  [ "$(grep -c 'cannot write to standard output' err.txt)" -le 1 ] || fail "the broken pipe was reported more than once"
+  "$bin" inspect pipe.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGPIPE"
+  ;;
+closed_stdout)
+  # a closed stdout is reported once; the run goes on and its checkpoint is whole
+  rc=0; "$bin" train "${tiny[@]}" --steps 30 --log-interval 1 --out run.h5 >&- 2> err.txt || rc=$?
+  [ "$rc" -eq 0 ] || fail "a closed stdout made the run exit $rc: $(cat err.txt)"
+  [ "$(grep -c 'cannot write to standard output' err.txt)" -eq 1 ] || fail "not reported exactly once: $(cat err.txt)"
+  "$bin" inspect run.h5 --verify | grep -q "^step 30$" || fail "the checkpoint is not step 30"
+  ;;
+outputs_never_inputs)
+  printf 'the cat sat on the mat. the dog ran far away.\n%.0s' {1..40} > corpus.txt
+  cp corpus.txt keep.txt
+  ln corpus.txt hard.txt
+  ln -s corpus.txt soft.txt
+  printf 'steps = 3\n' > run.cfg
+  expect_usage_error "same file as --data" "$bin" train "${tiny[@]}" --data corpus.txt --out corpus.txt
+  expect_usage_error "same file as --data" "$bin" train "${tiny[@]}" --data corpus.txt --out hard.txt
+  expect_usage_error "same file as --data" "$bin" train "${tiny[@]}" --data corpus.txt --metrics soft.txt
+  expect_usage_error "same file as --config" "$bin" train "${tiny[@]}" --config run.cfg --metrics run.cfg
+  expect_usage_error "--metrics" "$bin" train "${tiny[@]}" --out same.h5 --metrics same.h5
+  cmp -s corpus.txt keep.txt || fail "an input was modified"
+  "$bin" train "${tiny[@]}" --data corpus.txt --steps 3 --out run.h5 > /dev/null
+  cp run.h5 keep.h5
+  expect_usage_error "same file as --checkpoint" "$bin" eval --checkpoint run.h5 --data corpus.txt --dump-grads run.h5
+  expect_usage_error "same file as --data" "$bin" eval --checkpoint run.h5 --data corpus.txt --dump-grads soft.txt
+  expect_usage_error "same file as --checkpoint" "$bin" resume --checkpoint run.h5 --metrics run.h5
+  expect_usage_error "same file as --init-from" "$bin" train "${tiny[@]}" --data corpus.txt --init-from run.h5 --metrics run.h5
+  cmp -s run.h5 keep.h5 || fail "the checkpoint read was modified"
+  cmp -s corpus.txt keep.txt || fail "the corpus was modified"
+  ;;
+one_writer)
+  # a second run on the same --out is refused, naming the first one's PID
+  "$bin" train "${tiny[@]}" --steps 100000 --out run.h5 > log.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  expect_usage_error "PID $pid" "$bin" train "${tiny[@]}" --steps 5 --out run.h5
+  kill -TERM "$pid"; wait "$pid" || fail "the first run failed after SIGTERM"
+  "$bin" train "${tiny[@]}" --steps 3 --out run.h5 > /dev/null || fail "the output stayed locked after its run ended"
+  ls -a | grep -q "lock" && fail "a lock file was left behind: $(ls -a)"
+  true
+  ;;
+hostile_folder)
+  # links and stray files planted in the output folder never redirect or block a save
+  echo "precious" > victim.txt
+  for pid in $(seq 1 40) 99999; do ln -s victim.txt ".run.h5.partial-$pid"; done
+  mkdir ".run.h5.partial-77-XXXXXX"
+  "$bin" train "${tiny[@]}" --steps 3 --checkpoint-interval 1 --out run.h5 > log.txt 2> err.txt ||
+    fail "planted files blocked the save: $(cat err.txt)"
+  [ "$(cat victim.txt)" = "precious" ] || fail "a planted link redirected a write"
+  "$bin" inspect run.h5 --verify | grep -q "all checksums good" || fail "the checkpoint is not good"
+  # an --out that is a link, a folder or a FIFO is refused; permission bits survive a save
+  ln -s victim.txt link.h5
+  expect_usage_error "link.h5" "$bin" train "${tiny[@]}" --steps 3 --out link.h5
+  mkfifo pipe.h5
+  expect_usage_error "pipe.h5" "$bin" train "${tiny[@]}" --steps 3 --out pipe.h5
+  chmod 640 run.h5
+  "$bin" train "${tiny[@]}" --steps 3 --out run.h5 > /dev/null
+  [ "$(stat -c %a run.h5)" = "640" ] || fail "saving over run.h5 changed its mode to $(stat -c %a run.h5)"
+  [ "$(cat victim.txt)" = "precious" ] || fail "the victim was changed"
+  # an output name at the file-name limit still saves (its temporary name is shortened)
+  long=$(printf 'x%.0s' $(seq 1 252)).h5
+  "$bin" train "${tiny[@]}" --steps 2 --out "$long" > /dev/null || fail "a 255-byte output name failed"
+  [ -f "$long" ] || fail "the long-named checkpoint is missing"
+  ;;
+resume_moved_data)
+  printf 'the cat sat on the mat. the dog ran far away from home.\n%.0s' {1..40} > corpus.txt
+  "$bin" train "${tiny[@]}" --data corpus.txt --steps 20 --stop-at 10 --out run.h5 > /dev/null
+  mkdir moved && mv corpus.txt moved/
+  expect_usage_error "--data" "$bin" resume --checkpoint run.h5
+  "$bin" resume --checkpoint run.h5 --data moved/corpus.txt > log.txt || fail "resume with the moved corpus failed"
+  "$bin" inspect run.h5 | grep -q "^step 20$" || fail "the resumed run did not reach step 20"
+  printf 'other text entirely, not the one trained on.\n%.0s' {1..40} > other.txt
+  rc=0; "$bin" resume --checkpoint run.h5 --data other.txt --steps 30 > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -ne 0 ] && grep -q "is not the text this run trained on" err.txt || fail "other text was accepted: $(cat err.txt)"
+  # a resume with nothing to train says so, or writes the --out it was given
+  "$bin" resume --checkpoint run.h5 --data moved/corpus.txt > log.txt
+  grep -q "no step was trained" log.txt && grep -q "run.h5 is unchanged" log.txt || fail "a resume at its last step did not say so: $(cat log.txt)"
+  "$bin" resume --checkpoint run.h5 --data moved/corpus.txt --out copy.h5 > log.txt
+  "$bin" inspect copy.h5 | grep -q "^step 20$" || fail "resume to a reached step did not write its --out"
+  ;;
+bad_values)
+  expect_usage_error "--seed must be >= 0" "$bin" train --seed -1
+  expect_usage_error "min_lr must be finite" "$bin" train --min-lr nan
+  expect_usage_error "weight_decay must be >= 0 and finite" "$bin" train --weight-decay inf
+  expect_usage_error "grad_clip must be >= 0 and finite" "$bin" train --grad-clip inf
+  expect_usage_error "'/dev/zero' is not a regular file" "$bin" train --data /dev/zero
+  mkdir folder
+  expect_usage_error "folder" "$bin" train --data folder
+  mkfifo fifo.cfg
+  expect_usage_error "fifo.cfg" timeout 20 "$bin" train --config fifo.cfg
+  printf '\xef\xbb\xbfsteps = 2\n' > bom.cfg
+  "$bin" train "${tiny[@]}" --config bom.cfg --out bom.h5 > /dev/null || fail "a config with a byte-order mark was refused"
+  printf 'steps = 2\nlr = 0.1\nsteps = 3\n' > twice.cfg
+  expect_usage_error "twice.cfg:3: 'steps' is already set on line 1" "$bin" train --config twice.cfg
+  expect_usage_error "no module 'blocks.7.mlp'" "$bin" train "${tiny[@]}" --steps 2 --inject-nan backward:blocks.7.mlp
+  expect_usage_error "--temperature must be >= 0 and finite" "$bin" sample --checkpoint bom.h5 --temperature inf
+  expect_usage_error "--prompt: " "$bin" sample --checkpoint bom.h5 --prompt "Ω"
+  ;;
+process_name)
+  # the re-execution that picks the BLAS kernel keeps the process name; the header names
+  # the kernel
+  "$bin" train "${tiny[@]}" --steps 100000 --out run.h5 > log.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  comm=$(cat /proc/$pid/comm)
+  kill -TERM "$pid"; wait "$pid" || true
+  [ "$comm" = "$(basename "$bin")" ] || fail "the process is named '$comm', not $(basename "$bin")"
+  grep -q "BLAS OpenBLAS" log.txt || fail "the run header does not name the BLAS kernel: $(head -2 log.txt)"
+  ;;
 *)
   fail "unknown scenario"
   ;;

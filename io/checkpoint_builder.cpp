@@ -1,0 +1,249 @@
+#include "io/checkpoint_builder.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace io::detail {
+
+namespace {
+
+// What is wrong with JSON text that a recursive parser should not be given, or "".
+std::string json_shape_problem(const std::string& text) {
+  int depth = 0;
+  size_t run = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+      if (++run > kMaxJsonString)
+        return fmt::format("holds a string of more than {} bytes", kMaxJsonString);
+    } else if (ch == '"') {
+      in_string = true, run = 0;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxJsonDepth)
+        return fmt::format("nests JSON deeper than {} levels", kMaxJsonDepth);
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return "";
+}
+
+std::string index_str(const ag::Shape& shape, uint64_t flat) {
+  std::vector<int64_t> at(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    at[d] = static_cast<int64_t>(flat % static_cast<uint64_t>(shape[d]));
+    flat /= static_cast<uint64_t>(shape[d]);
+  }
+  return fmt::format("[{}]", fmt::join(at, ", "));
+}
+
+}  // namespace
+
+nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
+  if (text.size() > kMaxConfigBytes)
+    throw CheckpointError(
+        fmt::format("'{}': root attribute 'config' holds {} bytes, more than the {} allowed",
+                    source, text.size(), kMaxConfigBytes));
+  if (const std::string why = json_shape_problem(text); !why.empty())
+    throw CheckpointError(fmt::format("'{}': root attribute 'config' {}", source, why));
+  nlohmann::json config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded())
+    throw CheckpointError(fmt::format("'{}': root attribute 'config' is not valid JSON: '{}'",
+                                      source, printable(text.substr(0, 80))));
+  if (!config.is_object())
+    throw CheckpointError(fmt::format("'{}': root attribute 'config' is not a JSON object: '{}'",
+                                      source, printable(text.substr(0, 80))));
+  return config;
+}
+
+CheckpointBuilder::CheckpointBuilder(std::string source, LoadOptions options, ReadRequest request,
+                                     uint64_t file_bytes)
+    : source_(std::move(source)),
+      options_(options),
+      request_(request),
+      budget_(data_budget(file_bytes)) {
+  ckpt_.source = source_;
+}
+
+void CheckpointBuilder::expect_open(const char* what) const {
+  if (done_) throw StreamError(fmt::format("{} after the end", what));
+}
+
+// Everything received counts against what the file could hold, so a reader that lies
+// cannot make this process allocate more than the file's size allows.
+void CheckpointBuilder::charge(uint64_t bytes, const char* what) {
+  if (bytes > budget_ - used_)
+    throw StreamError(
+        fmt::format("{} beyond the {} bytes a file of this size may hold", what, budget_));
+  used_ += bytes;
+}
+
+void CheckpointBuilder::fatal(const std::string& message) {
+  expect_open("an error");
+  charge(message.size(), "an error message");
+  if (fatal_.empty()) fatal_ = message;
+  open_.reset();
+}
+
+void CheckpointBuilder::load_error(const std::string& message) {
+  expect_open("an error");
+  charge(message.size(), "an error message");
+  if (load_error_.empty()) load_error_ = message;
+  open_.reset();  // a tensor cut short by the error ends here
+}
+
+void CheckpointBuilder::config(const std::string& json) {
+  expect_open("a config");
+  if (config_seen_) throw StreamError("a second config");
+  config_seen_ = true;
+  charge(json.size(), "a config");
+  if (!loading()) return;
+  try {
+    ckpt_.config = parse_config_json(json, source_);
+  } catch (const CheckpointError& e) {
+    load_error(e.what());
+  }
+}
+
+void CheckpointBuilder::step(int64_t step) {
+  expect_open("a step");
+  if (step_seen_ || step < 0) throw StreamError("a second or negative step");
+  step_seen_ = true;
+  ckpt_.step = step;
+}
+
+void CheckpointBuilder::data_identity(const std::string& identity) {
+  expect_open("a data identity");
+  charge(identity.size(), "a data identity");
+  ckpt_.data_identity = identity;
+}
+
+void CheckpointBuilder::begin_tensor(Section section, const std::string& name,
+                                     const std::vector<uint64_t>& dims) {
+  expect_open("a tensor");
+  if (open_) throw StreamError("a tensor begun inside another");
+  if (section == Section::optimizer && loading() && !ckpt_.optimizer)
+    throw StreamError("optimizer state before the optimizer");
+  if (dims.size() > 32) throw StreamError("a tensor of more than 32 dimensions");  // HDF5's limit
+  uint64_t numel = 1;
+  for (uint64_t d : dims) {
+    if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / 4 / d)
+      throw StreamError("a tensor of more elements than memory holds");
+    numel *= d;
+  }
+  charge(name.size() + 4 * numel, "a tensor");
+  OpenTensor t{section, name, {}, numel, 0, loading()};
+  if (t.keep) t.tensor = ag::empty(ag::Shape(dims.begin(), dims.end()), ag::DType::Float32);
+  open_ = std::move(t);
+}
+
+void CheckpointBuilder::tensor_data(const void* values, size_t count) {
+  expect_open("tensor values");
+  if (!open_) throw StreamError("tensor values outside a tensor");
+  if (count > open_->numel - open_->filled)
+    throw StreamError("more values than the tensor's shape holds");
+  if (open_->keep && count > 0)
+    std::memcpy(open_->tensor.data<float>() + open_->filled, values, count * sizeof(float));
+  open_->filled += count;
+}
+
+void CheckpointBuilder::check_finite(const OpenTensor& t) {
+  const float* v = t.tensor.data<float>();
+  uint64_t nan = 0, inf = 0, first = 0;
+  for (uint64_t i = 0; i < t.numel; ++i) {
+    if (std::isfinite(v[i])) continue;
+    if (nan + inf == 0) first = i;
+    std::isnan(v[i]) ? ++nan : ++inf;
+  }
+  if (nan + inf == 0) return;
+  const std::string message =
+      fmt::format("'{}': /{}/{} holds {} NaN and {} infinite values (first at {})", source_,
+                  t.section == Section::model ? "model" : "optimizer", printable(t.name), nan, inf,
+                  index_str(t.tensor.shape(), first));
+  if (options_.allow_non_finite)
+    ckpt_.warnings.push_back(message);
+  else
+    load_error(message);
+}
+
+void CheckpointBuilder::end_tensor() {
+  expect_open("a tensor's end");
+  if (!open_ || open_->filled != open_->numel)
+    throw StreamError("a tensor ended before all its values came");
+  OpenTensor t = std::move(*open_);
+  open_.reset();
+  if (!t.keep || !loading()) return;
+  check_finite(t);
+  if (!loading()) return;
+  auto& into = t.section == Section::model ? ckpt_.model : ckpt_.optimizer->tensors;
+  into.emplace_back(std::move(t.name), std::move(t.tensor));
+}
+
+void CheckpointBuilder::optimizer(const std::string& type) {
+  expect_open("an optimizer");
+  if (ckpt_.optimizer) throw StreamError("a second optimizer");
+  charge(type.size(), "an optimizer");
+  ckpt_.optimizer = OptimizerSection{type, {}, {}};
+}
+
+void CheckpointBuilder::optimizer_scalar(const std::string& key, double value) {
+  expect_open("an optimizer setting");
+  if (!ckpt_.optimizer) throw StreamError("an optimizer setting before the optimizer");
+  charge(key.size() + sizeof value, "an optimizer setting");
+  ckpt_.optimizer->scalars.emplace_back(key, value);
+}
+
+void CheckpointBuilder::tokenizer(const std::string& type, const std::vector<uint32_t>& vocab) {
+  expect_open("a tokenizer");
+  if (tokenizer_seen_) throw StreamError("a second tokenizer");
+  tokenizer_seen_ = true;
+  charge(type.size() + 4 * vocab.size(), "a tokenizer");
+  for (uint32_t cp : vocab)
+    if (cp > 0x10FFFF) throw StreamError("a vocabulary entry that is not a code point");
+  ckpt_.tokenizer = TokenizerSection{type, vocab};
+}
+
+void CheckpointBuilder::rng(const std::string& name, const std::array<uint64_t, 4>& words) {
+  expect_open("a generator state");
+  charge(name.size() + sizeof words, "a generator state");
+  if (words[0] == 0 && words[1] == 0 && words[2] == 0 && words[3] == 0)
+    throw StreamError("a generator state of all zeros");
+  ckpt_.rng.emplace_back(name, ag::Generator::State{words[0], words[1], words[2], words[3]});
+}
+
+void CheckpointBuilder::verdict(Verdict verdict, const std::string& path, const std::string& why) {
+  expect_open("a verdict");
+  if (!request_.verify) throw StreamError("a verdict when none was asked for");
+  charge(path.size() + why.size() + 2, "a verdict");
+  const std::string entry = why.empty() ? path : path + ": " + why;
+  switch (verdict) {
+    case Verdict::checked: report_.checked.push_back(path); break;
+    case Verdict::unchecked: report_.unchecked.push_back(entry); break;
+    case Verdict::failed: report_.failures.push_back(entry); break;
+    case Verdict::refused: report_.refused.push_back(entry); break;
+  }
+}
+
+void CheckpointBuilder::done() {
+  expect_open("a second end");
+  if (open_) throw StreamError("the end inside a tensor");
+  done_ = true;
+  if (loading() && !(config_seen_ && step_seen_ && tokenizer_seen_))
+    throw StreamError("a checkpoint without its config, step or tokenizer");
+}
+
+Checkpoint CheckpointBuilder::take_checkpoint() {
+  if (!done_ || !loading()) throw StreamError("no checkpoint to take");
+  return std::move(ckpt_);
+}
+
+}  // namespace io::detail

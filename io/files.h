@@ -1,0 +1,95 @@
+#pragma once
+// The files a run reads and writes, made safe against a hostile or careless neighbour:
+// inputs are read only when they are regular files, an output never names an input or
+// another output, one run at a time writes an output, temporary files are created
+// exclusively (io/atomic_file.h) and the rescue copy goes into a private folder.
+//
+//   // before any work (each throw is a usage error: exit 2)
+//   io::refuse_shared_outputs({{"--out", cfg.out}, {"--metrics", cfg.metrics}});
+//   io::refuse_output_over_inputs(cfg.out, "--out", {{"--data", cfg.data}, {"--config", config}});
+//   io::check_can_write(cfg.out);
+//   io::OutputLock lock(cfg.out, "--out");  // held until the run ends
+//   int64_t bytes = io::regular_file_size(cfg.data, "data file");  // for the memory plan
+//   std::string text = io::read_input_file(cfg.data, "data file");
+//   int metrics = io::open_append_output(cfg.metrics, "metrics file");
+//   ...
+//   io::write_file_atomically(cfg.out, image);  // if that fails:
+//   io::write_file_atomically(io::make_rescue_path(cfg.out), image);
+#include <sys/types.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/atomic_file.h"
+
+namespace io {
+
+// ---- inputs
+
+// The contents of an input file; what says what it is ("data file", "config file") for the
+// messages. Anything that is not a regular file is refused before it is opened ("data file
+// '/dev/zero' is not a regular file (a character device)"; "(a folder)", "(a FIFO)"), so a
+// FIFO or a device never blocks or floods the reader; so is a file over max_bytes. Memory:
+// one buffer of the file's size. std::runtime_error naming the file and the reason.
+std::string read_input_file(const std::string& path, const std::string& what,
+                            int64_t max_bytes = std::numeric_limits<int64_t>::max());
+
+// The size in bytes of the file read_input_file(path, what) would read, with the same checks
+// and messages: the memory plan counts a file before it is read.
+int64_t regular_file_size(const std::string& path, const std::string& what);
+
+// ---- outputs
+
+// Whether a and b name one file: the same inode when both exist (a hard link, or a symbolic
+// link to it, included), else the same path once resolved as far as it exists.
+bool same_file(const std::string& a, const std::string& b);
+
+// {option or role, path}: {"--data", "corpus.txt"}. An empty path is skipped.
+using NamedPaths = std::vector<std::pair<std::string, std::string>>;
+
+// Throws std::invalid_argument ("--out 'x.txt' is the same file as --data 'corpus.txt';
+// refusing to overwrite an input") when output names the same file as one of inputs, by
+// path, hard link or symbolic link. An output that does not exist yet is fine.
+void refuse_output_over_inputs(const std::string& output, const std::string& option_name,
+                               const NamedPaths& inputs);
+
+// Throws std::invalid_argument when two of outputs name one file, whether it exists yet or
+// not ("--metrics 'a' is the same file as --out 'a'; give each output its own file").
+void refuse_shared_outputs(const NamedPaths& outputs);
+
+// A user-named file that lines are appended to (--metrics), opened O_APPEND and created
+// 0666 & ~umask when missing. Returns the descriptor (O_CLOEXEC; the caller closes it and
+// reports its write errors). Throws std::runtime_error naming the file when it cannot be
+// opened, is a symbolic link (never followed) or is not a regular file (a FIFO never blocks).
+int open_append_output(const std::string& path, const std::string& what);
+
+// Where to put the run's state when its output cannot be written: a fresh private folder
+// (mode 0700, made by mkdtemp) in $TMPDIR, or /tmp when that is unset or fails, and in it a
+// file named after out's base name. std::runtime_error when no folder can be made.
+std::string make_rescue_path(const std::string& out);
+
+// One writer per output: an advisory flock on ".NAME.lock" beside output, holding the
+// owner's PID. A second OutputLock on the same output, in this process or another, throws
+// std::runtime_error("'run.h5' is being written by another attograd run (PID 1234); wait for
+// it or choose another --out"). A lock file that is a symbolic link or not a regular file is
+// refused. Released, and the lock file removed, when destroyed; the kernel releases it when
+// the process dies, and the next run takes over the file left behind.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& output, const std::string& option_name = "--out");
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+  const std::string& lock_path() const { return lock_path_; }
+
+ private:
+  std::string lock_path_;
+  int fd_ = -1;
+  pid_t owner_ = 0;  // a forked child must not remove its parent's lock file
+};
+
+}  // namespace io

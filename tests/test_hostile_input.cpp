@@ -1,0 +1,248 @@
+// What a file or an option from someone else can do to a run, seen from train/ and data/:
+// configs whose numbers do not fit their fields, configs that lie about their shapes,
+// names with terminal escapes, cgroup limits, signals and outputs that fail.
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "data/identity.h"
+#include "data/utf8.h"
+#include "support.h"
+#include "train/commands.h"
+#include "train/console.h"
+#include "train/memory_plan.h"
+#include "train/options.h"
+#include "train/stop_signals.h"
+#include "train/trainer.h"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using ag_test::TempDir;
+
+train::RunConfig config_from(const std::string& json) {
+  return train::RunConfig::from_json(nlohmann::json::parse(json));
+}
+
+}  // namespace
+
+TEST_CASE("config numbers that do not fit their field are refused and never cast") {
+  REQUIRE_THROWS_WITH(config_from(R"({"d_model": 16.9})"),
+                      Contains("'d_model'") && Contains("integer"));
+  REQUIRE_THROWS_WITH(config_from(R"({"steps": 1e19})"), Contains("'steps'") && Contains("1e+19"));
+  REQUIRE_THROWS_WITH(config_from(R"({"steps": 18446744073709551615})"), Contains("'steps'"));
+  REQUIRE_THROWS_WITH(config_from(R"({"seed": -1})"),
+                      Contains("'seed'") && Contains("non-negative"));
+  REQUIRE_THROWS_WITH(config_from(R"({"n_layers": "4"})"), Contains("'n_layers'"));
+  REQUIRE_THROWS_WITH(config_from(R"({"qkv_bias": 1})"),
+                      Contains("'qkv_bias'") && Contains("true or false"));
+  REQUIRE_THROWS_WITH(config_from(R"({"lr": "fast"})"),
+                      Contains("'lr'") && Contains("finite number"));
+  REQUIRE_THROWS_WITH(config_from(R"({"data": 5})"), Contains("'data'") && Contains("string"));
+  // whole numbers written as floats are what they say
+  REQUIRE(config_from(R"({"d_model": 64.0, "seed": 18446744073709551615})").model.d_model == 64);
+  REQUIRE(config_from(R"({"seed": 18446744073709551615})").seed == 18446744073709551615ULL);
+}
+
+TEST_CASE("non-finite hyperparameters are refused by name") {
+  auto refused = [](auto set, const char* name) {
+    train::RunConfig c;
+    set(c);
+    REQUIRE_THROWS_WITH(c.validate(), Contains(name));
+  };
+  refused([](auto& c) { c.min_lr = NAN; }, "min_lr");
+  refused([](auto& c) { c.weight_decay = INFINITY; }, "weight_decay");
+  refused([](auto& c) { c.grad_clip = INFINITY; }, "grad_clip");
+  refused([](auto& c) { c.lr = INFINITY; }, "lr");
+  refused([](auto& c) { c.eps = INFINITY; }, "eps");
+}
+
+TEST_CASE("the parameter shapes known from a config are those a GPT registers") {
+  for (bool tie : {true, false}) {
+    for (bool bias : {false, true}) {
+      nn::GPTConfig cfg = ag_test::gpt_config(11, 8, 12, 3, 2, 0.0);
+      cfg.tie_weights = tie, cfg.qkv_bias = bias, cfg.d_ff = 20;
+      const nn::GPT model(cfg, 1);
+      const auto params = model.named_parameters();
+      const auto shapes = cfg.parameter_shapes();
+      REQUIRE(shapes.size() == params.size());
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        INFO(params[i].first);
+        REQUIRE(shapes[i].first == params[i].first);
+        REQUIRE(shapes[i].second == params[i].second.shape());
+      }
+    }
+  }
+}
+
+TEST_CASE("a checkpoint whose config lies about its shapes is refused before a model is built") {
+  nn::GPTConfig small = ag_test::gpt_config(11, 8, 12, 3, 2, 0.0);
+  const nn::GPT model(small, 1);
+  io::Checkpoint ckpt;
+  ckpt.source = "liar.h5";
+  ckpt.model = model.named_parameters();
+  train::RunConfig cfg;
+  cfg.model = small;
+  ckpt.config = cfg.to_json();
+  REQUIRE(train::model_from_checkpoint(ckpt)->num_parameters() == model.num_parameters());
+  // about 10^12 parameters if it were believed: refused at once, nothing allocated
+  ckpt.config["d_model"] = 100002;
+  ckpt.config["n_heads"] = 2;
+  ckpt.config["n_layers"] = 8000;
+  ckpt.config["d_ff"] = 0;
+  REQUIRE_THROWS_WITH(
+      train::model_from_checkpoint(ckpt),
+      Contains("'liar.h5' disagrees with its own config") &&
+          Contains("'tok_emb.weight' has shape [11, 12] in the file but [11, 100002]"));
+  ckpt.config["d_model"] = 12, ckpt.config["n_heads"] = 3, ckpt.config["n_layers"] = 3;
+  REQUIRE_THROWS_WITH(train::model_from_checkpoint(ckpt),
+                      Contains("'blocks.2.ln1.weight' is missing"));
+  ckpt.config["n_layers"] = 2;
+  ckpt.model.emplace_back("extra\x1b]0;pwned\x07", ag::zeros({1}));
+  REQUIRE_THROWS_WITH(train::model_from_checkpoint(ckpt),
+                      Contains("the file has 'extra\\x1b]0;pwned\\x07'"));
+}
+
+TEST_CASE("text from a file is escaped before it reaches a terminal") {
+  REQUIRE(data::printable("blocks.0.attn") == "blocks.0.attn");
+  REQUIRE(data::printable("caf\xc3\xa9 \xf0\x9f\x99\x82") ==
+          "caf\xc3\xa9 \xf0\x9f\x99\x82");  // é, emoji
+  REQUIRE(data::printable("a\x1b[2Jb") == "a\\x1b[2Jb");
+  REQUIRE(data::printable("line\nnext\ttab") == "line\\nnext\\ttab");
+  REQUIRE(data::printable("line\nnext\ttab", true) == "line\nnext\ttab");
+  REQUIRE(data::printable("\xc2\x9b"
+                          "31m") == "\\u{009b}31m");              // C1 CSI
+  REQUIRE(data::printable("x\xe2\x80\xaeyz") == "x\\u{202e}yz");  // right-to-left override
+  REQUIRE(data::printable("\xff\xc3") == "\\xff\\xc3");           // not UTF-8
+  REQUIRE(data::printable("\x7f") == "\\x7f");
+  REQUIRE(data::describe_code_point(0x9B) == "U+009B");
+}
+
+TEST_CASE("the data identity is the SHA-256 of the bytes") {
+  REQUIRE(data::text_identity("") ==
+          "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  REQUIRE(data::text_identity("abc") ==
+          "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("a cgroup memory limit lowers what the plan may use") {
+  TempDir dir;
+  const std::string root = dir.file("cg");
+  SECTION("v2: the smallest limit of the group and its parents, less what is in use") {
+    dir.write("cg/memory.max", "max\n");
+    dir.write("cg/jobs/memory.max", "1000000000\n");
+    dir.write("cg/jobs/memory.current", "0\n");
+    dir.write("cg/jobs/run/memory.max", "max\n");
+    dir.write("cg/jobs/run/memory.current", "300000000\n");
+    dir.write("cg/jobs/run/memory.stat", "anon 200000000\ninactive_file 100000000\n");
+    // the run's own group sets no limit; its parent allows 1 GB of which 0.2 GB is used
+    // (the inactive page cache can be dropped)
+    REQUIRE(train::cgroup_memory_available("0::/jobs/run\n", root) == 1000000000);
+    dir.write("cg/jobs/memory.current", "200000000\n");
+    REQUIRE(train::cgroup_memory_available("0::/jobs/run\n", root) == 800000000);
+  }
+  SECTION("v1: the memory controller's hierarchy, and a container's own root") {
+    dir.write("cg/memory/memory.limit_in_bytes", "536870912\n");
+    dir.write("cg/memory/memory.usage_in_bytes", "36870912\n");
+    dir.write("cg/memory/memory.stat", "total_inactive_file 0\n");
+    REQUIRE(train::cgroup_memory_available("4:memory:/docker/abc\n1:cpu:/\n", root) == 500000000);
+  }
+  SECTION("no limit anywhere") {
+    dir.write("cg/memory.max", "max\n");
+    REQUIRE(train::cgroup_memory_available("0::/\n", root) == -1);
+    REQUIRE(train::cgroup_memory_available("", root) == -1);
+  }
+}
+
+TEST_CASE("the memory plan counts the data and a checkpoint save") {
+  train::RunConfig cfg;
+  cfg.model.vocab_size = 65;
+  const auto with = train::plan_memory(cfg, 1000, 5000);
+  const auto without = train::plan_memory(cfg, 1000, 0);
+  REQUIRE(with.total() - without.total() == 5000);
+  REQUIRE(with.checkpoint == 24 * 1000);
+  REQUIRE(with.describe().find("data 5.0 kB") != std::string::npos);
+  REQUIRE(train::data_bytes_for_text(1000) == 9000);
+}
+
+TEST_CASE("config files take a byte-order mark and refuse a repeated key and a negative seed") {
+  TempDir dir;
+  train::RunConfig cfg;
+  auto desc = train::run_options(cfg);
+  train::parse_options({"--config", dir.write("bom.cfg", "\xEF\xBB\xBFsteps = 7\n")}, desc);
+  REQUIRE(cfg.steps == 7);
+  REQUIRE_THROWS_WITH(train::parse_options(
+                          {"--config", dir.write("twice.cfg", "lr = 1\nsteps = 2\nlr = 3\n")}, desc),
+                      Contains("twice.cfg:3") && Contains("'lr' is already set on line 1"));
+  REQUIRE_THROWS_WITH(train::parse_options({"--seed", "-1"}, desc),
+                      Contains("--seed must be >= 0, got -1"));
+  REQUIRE_THROWS_WITH(
+      train::parse_options({"--config", dir.write("neg.cfg", "corpus-seed = -3\n")}, desc),
+      Contains("neg.cfg:1") && Contains("--corpus-seed must be >= 0"));
+}
+
+TEST_CASE("config and data that are not regular files are refused by name") {
+  TempDir dir;
+  train::RunConfig cfg;
+  auto desc = train::run_options(cfg);
+  REQUIRE_THROWS_WITH(train::parse_options({"--config", "/dev/zero"}, desc),
+                      Contains("/dev/zero") && Contains("not a regular file"));
+  REQUIRE_THROWS_WITH(train::parse_options({"--config", dir.path.string()}, desc),
+                      Contains(dir.path.string()));
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // opening it to read would block forever
+  REQUIRE_THROWS_WITH(train::parse_options({"--config", fifo}, desc), Contains("fifo"));
+  cfg.data = fifo;
+  REQUIRE_THROWS_WITH(train::text_bytes_of(cfg), Contains("fifo"));
+}
+
+TEST_CASE("stop signals are counted instead of ending the process") {
+  {
+    train::StopSignals guard;
+    REQUIRE_FALSE(train::StopSignals::requested());
+    std::raise(SIGHUP);
+    REQUIRE(train::StopSignals::count() == 1);
+    REQUIRE(train::StopSignals::first() == SIGHUP);
+    std::raise(SIGPIPE);  // after a stop, a broken pipe is no second request
+    REQUIRE(train::StopSignals::count() == 1);
+    std::raise(SIGTERM);
+    REQUIRE(train::StopSignals::count() == 2);
+    REQUIRE(std::string(train::signal_name(train::StopSignals::first())) == "SIGHUP");
+  }
+  struct sigaction now;
+  ::sigaction(SIGHUP, nullptr, &now);
+  REQUIRE(now.sa_handler == SIG_DFL);  // restored when the run ends
+}
+
+TEST_CASE("a metrics file that cannot be written is reported once and the run goes on") {
+  TempDir dir;
+  const std::string path = dir.file("m.jsonl");
+  train::MetricsFile metrics(path);
+  metrics.append(R"({"step": 1})");
+  // a file-size limit makes the next write fail as a full disk would
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old;
+  ::getrlimit(RLIMIT_FSIZE, &old);
+  rlimit tight = old;
+  tight.rlim_cur = 14;
+  ::setrlimit(RLIMIT_FSIZE, &tight);
+  REQUIRE_NOTHROW(metrics.append(R"({"step": 2})"));
+  REQUIRE_NOTHROW(metrics.append(R"({"step": 3})"));
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, SIG_DFL);
+  metrics.append(R"({"step": 4})");
+  std::ifstream in(path);
+  std::string first, second, third;
+  std::getline(in, first), std::getline(in, second), std::getline(in, third);
+  REQUIRE(first == R"({"step": 1})");
+  REQUIRE(second == R"({")");  // the part that fitted stays on a line of its own
+  REQUIRE(third == R"({"step": 4})");
+}

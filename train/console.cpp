@@ -1,0 +1,89 @@
+#include "train/console.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "io/files.h"
+
+namespace train {
+
+namespace {
+
+bool g_stdout_was_closed = false;
+bool g_stdout_reported = false;
+
+// Writes all of text to fd; 0 or the errno of the write that failed.
+int write_fully(int fd, std::string_view text, size_t* written = nullptr) {
+  size_t done = 0;
+  int err = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (written) *written = done;
+  return err;
+}
+
+}  // namespace
+
+void guard_standard_streams() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null >= 0 && null != fd) ::dup2(null, fd), ::close(null);
+    if (fd == 1) g_stdout_was_closed = true;
+  }
+}
+
+void say(std::string_view text) {
+  // stdio's buffer is flushed first, so lines printed through it elsewhere keep their order
+  std::fflush(stdout);
+  const int err = g_stdout_was_closed ? EBADF : write_fully(STDOUT_FILENO, text);
+  if (err == 0 || g_stdout_reported) return;
+  g_stdout_reported = true;
+  warn(
+      fmt::format("cannot write to standard output ({}); the run goes on without its progress "
+                  "lines, and its checkpoint is still written",
+                  std::strerror(err)));
+}
+
+void warn(std::string_view text) {
+  std::fflush(stderr);
+  write_fully(STDERR_FILENO, fmt::format("attograd: warning: {}\n", text));
+}
+
+MetricsFile::MetricsFile(const std::string& path) : path_(path) {
+  fd_ = io::open_append_output(path, "metrics file");
+}
+
+MetricsFile::~MetricsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MetricsFile::append(std::string_view line) {
+  if (fd_ < 0) return;
+  std::string text = cut_line_ ? "\n" : "";
+  text.append(line).push_back('\n');
+  size_t written = 0;
+  const int err = write_fully(fd_, text, &written);
+  if (err == 0 || written > 0) cut_line_ = err != 0;
+  if (err == 0 || reported_) return;
+  reported_ = true;
+  warn(
+      fmt::format("cannot write metrics file '{}' ({}); training goes on, and lines from here on "
+                  "may be missing from it",
+                  path_, std::strerror(err)));
+}
+
+}  // namespace train

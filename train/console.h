@@ -1,0 +1,47 @@
+#pragma once
+// Where a run's lines go. A run must outlive its audience: a closed terminal (SIGHUP, then
+// EIO), a reader that went away (`attograd train | head`: EPIPE), a closed stdout (EBADF)
+// or a full disk under --metrics must never stop it, and must never go unnoticed. The
+// first failed write to each stream is reported once on stderr; the run goes on, and later
+// writes are still tried.
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+
+namespace train {
+
+// Called first thing in main(): a standard descriptor that was closed (`attograd ... >&-`)
+// is opened on /dev/null, so that no file we open later takes its number and receives
+// our progress lines; say() then reports the closed stdout once.
+void guard_standard_streams();
+
+// Writes text to stdout and flushes it.
+void say(std::string_view text);
+template <typename... Args>
+void sayf(fmt::format_string<Args...> format, Args&&... args) {
+  say(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// "attograd: warning: <text>" on stderr (which has nowhere to report its own failures).
+void warn(std::string_view text);
+
+// A user-named JSON-lines file opened for appending (never through a symbolic link).
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path);  // throws naming the path
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+
+  // One line (a newline is added); a failure is reported once and the run goes on.
+  void append(std::string_view line);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool reported_ = false;
+  bool cut_line_ = false;  // a write failed part-way: start the next line on a line of its own
+};
+
+}  // namespace train

@@ -1,0 +1,27 @@
+#pragma once
+// The signals that end a training run gracefully: SIGINT (Ctrl-C), SIGTERM (kill, a job
+// scheduler), SIGHUP (the terminal or ssh session closed) and SIGPIPE (the reader of our
+// output went away). While a StopSignals is alive, each of them only sets a flag: the run
+// finishes its step, saves and exits. A second signal never interrupts the save; it can
+// only cut short what would follow it.
+#include <csignal>
+
+namespace train {
+
+class StopSignals {
+ public:
+  StopSignals();   // installs the handlers and clears the count
+  ~StopSignals();  // restores what was there before
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // How many stop signals arrived, and the one that stopped the run (0 when none).
+  static int count();
+  static int first();
+  static bool requested() { return count() > 0; }
+};
+
+// "SIGTERM", "SIGHUP", ...
+const char* signal_name(int sig);
+
+}  // namespace train
