@@ -1,0 +1,287 @@
+#include "data/pretokenize.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <fmt/format.h>
+#include <pcre2.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace data {
+
+namespace {
+
+enum class Utf8 { kOk, kCutOff, kBad };
+
+// The character at text[i]: its length in `len`, or why it is not UTF-8. The rules and
+// the wording are utf8_decode's (utf8.cpp keeps its decoder private); this one is
+// separate because checking must run at memory speed without building code points.
+Utf8 char_at(std::string_view text, size_t i, uint64_t base, size_t& len, std::string& why) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const unsigned char c = s[i];
+  uint32_t cp, min;
+  if ((c & 0xE0) == 0xC0)
+    len = 2, cp = c & 0x1F, min = 0x80;
+  else if ((c & 0xF0) == 0xE0)
+    len = 3, cp = c & 0x0F, min = 0x800;
+  else if ((c & 0xF8) == 0xF0)
+    len = 4, cp = c & 0x07, min = 0x10000;
+  else {
+    why = fmt::format("byte 0x{:02X} at offset {} cannot start a character", c, base + i);
+    return Utf8::kBad;
+  }
+  if (i + len > text.size()) {
+    why = fmt::format("the character at offset {} is cut off by the end of the text", base + i);
+    return Utf8::kCutOff;
+  }
+  for (size_t k = 1; k < len; ++k) {
+    if ((s[i + k] & 0xC0) != 0x80) {
+      why = fmt::format("byte 0x{:02X} at offset {} is not a continuation byte", s[i + k],
+                        base + i + k);
+      return Utf8::kBad;
+    }
+    cp = (cp << 6) | (s[i + k] & 0x3F);
+  }
+  if (cp < min)
+    why = fmt::format("overlong encoding at offset {}", base + i);
+  else if (cp >= 0xD800 && cp <= 0xDFFF)
+    why = fmt::format("surrogate U+{:04X} at offset {}", cp, base + i);
+  else if (cp > 0x10FFFF)
+    why = fmt::format("U+{:X} beyond U+10FFFF at offset {}", cp, base + i);
+  else
+    return Utf8::kOk;
+  return Utf8::kBad;
+}
+
+// The length of the valid prefix of text: all of it, or (with allow_cut_off) up to a
+// character the end cuts off. Anything else invalid throws.
+size_t check_utf8_prefix(std::string_view text, uint64_t base, bool allow_cut_off) {
+  const size_t n = text.size();
+  size_t i = 0;
+  std::string why;
+  while (i < n) {
+    // ASCII eight bytes at a time: most text is mostly ASCII
+    while (i + 8 <= n) {
+      uint64_t word;
+      std::memcpy(&word, text.data() + i, 8);
+      if (word & 0x8080808080808080ULL) break;
+      i += 8;
+    }
+    if (i >= n) break;
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    const Utf8 r = char_at(text, i, base, len, why);
+    if (r == Utf8::kCutOff && allow_cut_off) return i;
+    if (r != Utf8::kOk) throw std::invalid_argument("invalid UTF-8: " + why);
+    i += len;
+  }
+  return n;
+}
+
+std::string pcre2_message(int code) {
+  PCRE2_UCHAR buffer[256];
+  if (pcre2_get_error_message(code, buffer, sizeof buffer) < 0)
+    return fmt::format("PCRE2 error {}", code);
+  return reinterpret_cast<const char*>(buffer);
+}
+
+// The start of the character before byte i (i > 0) of valid UTF-8.
+size_t previous_char(std::string_view text, size_t i) {
+  do --i;
+  while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80);
+  return i;
+}
+
+size_t next_char(std::string_view text, size_t i) {
+  do ++i;
+  while (i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80);
+  return i;
+}
+
+constexpr size_t kMaxPatternBytes = 65536;
+
+}  // namespace
+
+void check_utf8(std::string_view text, uint64_t base_offset) {
+  check_utf8_prefix(text, base_offset, false);
+}
+
+std::string replace_invalid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  std::string why;
+  for (size_t i = 0; i < bytes.size();) {
+    size_t len = 1;
+    if (static_cast<unsigned char>(bytes[i]) < 0x80 ||
+        char_at(bytes, i, 0, len, why) == Utf8::kOk) {
+      out.append(bytes.substr(i, len));
+      i += len;
+      continue;
+    }
+    // one U+FFFD for the bad byte and the continuation bytes that follow it
+    out += "\xEF\xBF\xBD";
+    do ++i;
+    while (i < bytes.size() && (static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80);
+  }
+  return out;
+}
+
+// ---- SplitPattern ----------------------------------------------------------------------
+
+struct SplitPattern::Code {
+  pcre2_code* code = nullptr;
+  ~Code() { pcre2_code_free(code); }
+};
+
+SplitPattern::SplitPattern(std::string pattern) : pattern_(std::move(pattern)) {
+  if (pattern_.size() > kMaxPatternBytes)
+    throw std::invalid_argument(
+        fmt::format("split pattern: {} bytes is longer than the limit of {}", pattern_.size(),
+                    kMaxPatternBytes));
+  int error = 0;
+  PCRE2_SIZE error_offset = 0;
+  // \C would match one byte of a character and cut it; pieces are whole characters.
+  const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
+  auto code = std::make_shared<Code>();
+  code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
+                             options, &error, &error_offset, nullptr);
+  if (!code->code)
+    throw std::invalid_argument(fmt::format("split pattern does not compile: {} at offset {}",
+                                            pcre2_message(error), error_offset));
+  // Without JIT (a platform PCRE2 does not support) the interpreter gives the same matches.
+  jit_ = pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD) == 0;
+  pcre2_pattern_info(code->code, PCRE2_INFO_MAXLOOKBEHIND, &max_lookbehind_);
+  code_ = std::move(code);
+}
+
+// ---- PieceMatcher ----------------------------------------------------------------------
+
+struct PieceMatcher::State {
+  std::shared_ptr<const SplitPattern::Code> code;
+  pcre2_match_data* match_data = nullptr;
+  pcre2_match_context* context = nullptr;
+  pcre2_jit_stack* jit_stack = nullptr;
+
+  ~State() {
+    pcre2_match_data_free(match_data);
+    pcre2_match_context_free(context);
+    pcre2_jit_stack_free(jit_stack);
+  }
+};
+
+PieceMatcher::PieceMatcher(const SplitPattern& pattern) : state_(std::make_unique<State>()) {
+  state_->code = pattern.code_;
+  state_->match_data = pcre2_match_data_create_from_pattern(pattern.code_->code, nullptr);
+  state_->context = pcre2_match_context_create(nullptr);
+  if (!state_->match_data || !state_->context) throw std::bad_alloc();
+  // The default 32 KiB JIT stack is small for patterns that backtrack over long runs; it
+  // grows on demand up to 1 MiB (null without JIT: the interpreter uses the heap).
+  state_->jit_stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, nullptr);
+  if (state_->jit_stack) pcre2_jit_stack_assign(state_->context, nullptr, state_->jit_stack);
+}
+
+PieceMatcher::~PieceMatcher() = default;
+PieceMatcher::PieceMatcher(PieceMatcher&&) noexcept = default;
+PieceMatcher& PieceMatcher::operator=(PieceMatcher&&) noexcept = default;
+
+size_t PieceMatcher::piece_end(std::string_view text, size_t pos, bool more_may_follow) {
+  State& s = *state_;
+  // The window a match may see: kMaxPieceBytes from pos, ending at a character start.
+  size_t limit = text.size();
+  if (limit - pos > kMaxPieceBytes) {
+    limit = pos + kMaxPieceBytes;
+    while ((static_cast<unsigned char>(text[limit]) & 0xC0) == 0x80) --limit;
+  }
+  const bool windowed = limit < text.size();
+  uint32_t options = PCRE2_NOTEMPTY | PCRE2_NO_UTF_CHECK;
+  if (more_may_follow || windowed) options |= PCRE2_PARTIAL_HARD;
+  const int rc = pcre2_match(s.code->code, reinterpret_cast<PCRE2_SPTR>(text.data()), limit, pos,
+                             options, s.match_data, s.context);
+  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.match_data);
+  if (rc == PCRE2_ERROR_PARTIAL) {
+    if (!windowed) return kNeedMore;
+    // Bytes before the partial match failed for good; a piece reaching the window's end
+    // is cut there.
+    return ov[0] > pos ? ov[0] : limit;
+  }
+  // No match starts before the end: the rest is one piece, which more text could lengthen.
+  if (rc == PCRE2_ERROR_NOMATCH) return more_may_follow && !windowed ? kNeedMore : limit;
+  if (rc < 0)
+    throw std::runtime_error(
+        fmt::format("split pattern: matching at byte {} failed: {}", pos, pcre2_message(rc)));
+  const size_t start = ov[0], end = ov[1];
+  // \K can move a match's reported start; a match that does not get past pos (never from
+  // a sane pattern) yields one character, so every call makes progress.
+  if (end <= pos || end <= start) return next_char(text, pos);
+  // Bytes the pattern skipped are a piece; the match is found again by the next call
+  // (no state is kept between calls, and real patterns skip nothing).
+  return start <= pos ? end : start;
+}
+
+// ---- TextStream ------------------------------------------------------------------------
+
+void TextStream::add(std::string_view chunk) {
+  buffer_.append(chunk);
+  bytes_added_ += chunk.size();
+  const std::string_view rest = std::string_view(buffer_).substr(complete_);
+  complete_ += check_utf8_prefix(rest, offset_ + complete_, true);
+}
+
+void TextStream::finish() {
+  const std::string_view rest = std::string_view(buffer_).substr(complete_);
+  complete_ += check_utf8_prefix(rest, offset_ + complete_, false);
+}
+
+void TextStream::reset() {
+  buffer_.clear();
+  begin_ = complete_ = 0;
+  offset_ = 0;
+}
+
+void TextStream::consume(size_t end) {
+  begin_ = end;
+  // Keep the characters a lookbehind (or \b, or ^ not matching mid-text) may inspect.
+  size_t drop = end;
+  for (uint32_t k = 0; k < std::max<uint32_t>(lookbehind_chars_, 1) && drop > 0; ++k)
+    drop = previous_char(buffer_, drop);
+  // Erasing moves the held bytes; wait until that is cheap next to what was consumed.
+  if (drop == 0 || drop < buffer_.size() - drop) return;
+  buffer_.erase(0, drop);
+  begin_ -= drop;
+  complete_ -= drop;
+  offset_ += drop;
+}
+
+// ---- PieceStream -----------------------------------------------------------------------
+
+PieceStream::PieceStream(const SplitPattern& pattern)
+    : matcher_(pattern), text_(pattern.max_lookbehind()) {}
+
+void PieceStream::cut(bool more_may_follow, const OnPiece& on_piece) {
+  const std::string_view subject = text_.subject();
+  size_t pos = text_.begin();
+  while (pos < subject.size()) {
+    const size_t end = matcher_.piece_end(subject, pos, more_may_follow);
+    if (end == PieceMatcher::kNeedMore) break;
+    on_piece(subject.substr(pos, end - pos));
+    pos = end;
+  }
+  text_.consume(pos);
+}
+
+void PieceStream::add(std::string_view chunk, const OnPiece& on_piece) {
+  bytes_added_ += chunk.size();
+  text_.add(chunk);
+  cut(true, on_piece);
+}
+
+void PieceStream::finish(const OnPiece& on_piece) {
+  text_.finish();
+  cut(false, on_piece);
+  text_.reset();
+}
+
+}  // namespace data
