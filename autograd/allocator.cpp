@@ -13,7 +13,9 @@ namespace {
 // Above this much idle cache a freed block goes back to the system instead.
 constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 
-size_t rounded(size_t nbytes) { return nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64; }
+size_t rounded(size_t nbytes) {
+  return nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
+}
 
 class BlockCache {
  public:
@@ -88,9 +90,17 @@ BlockCache& cache() {
 
 }  // namespace
 
-void* allocate_block(size_t nbytes) { return cache().take(rounded(nbytes)); }
-void free_block(void* p, size_t nbytes) { cache().give(p, rounded(nbytes)); }
-AllocatorStats allocator_stats() { return cache().stats(); }
-void release_cached_blocks() { cache().release(); }
+void* allocate_block(size_t nbytes) {
+  return cache().take(rounded(nbytes));
+}
+void free_block(void* p, size_t nbytes) {
+  cache().give(p, rounded(nbytes));
+}
+AllocatorStats allocator_stats() {
+  return cache().stats();
+}
+void release_cached_blocks() {
+  cache().release();
+}
 
 }  // namespace ag

@@ -48,9 +48,15 @@ std::string index_text(const Shape& shape, int64_t flat) {
 
 }  // namespace
 
-void set_detect_anomaly(bool on) { g_detect = on; }
-bool detect_anomaly() { return g_detect; }
-bool tracking_modules() { return g_detect || !g_inject_path.empty(); }
+void set_detect_anomaly(bool on) {
+  g_detect = on;
+}
+bool detect_anomaly() {
+  return g_detect;
+}
+bool tracking_modules() {
+  return g_detect || !g_inject_path.empty();
+}
 
 AnomalyScope::AnomalyScope(const std::string& (*path_of)(const void*), const void* module) {
   if (!tracking_modules()) return;
@@ -61,8 +67,12 @@ AnomalyScope::~AnomalyScope() {
   if (pushed_) g_paths.pop_back();
 }
 
-std::string current_module_path() { return g_paths.empty() ? "" : g_paths.back(); }
-void push_module_path(std::string path) { g_paths.push_back(std::move(path)); }
+std::string current_module_path() {
+  return g_paths.empty() ? "" : g_paths.back();
+}
+void push_module_path(std::string path) {
+  g_paths.push_back(std::move(path));
+}
 void pop_module_path() {
   if (!g_paths.empty()) g_paths.pop_back();
 }
@@ -82,16 +92,19 @@ std::string describe_values(const Tensor& t) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
   int64_t nan = 0, inf = 0, finite = 0, first = -1;
   for (size_t i = 0; i < v.size(); ++i) {
-    if (std::isnan(v[i])) ++nan;
-    else if (std::isinf(v[i])) ++inf;
+    if (std::isnan(v[i]))
+      ++nan;
+    else if (std::isinf(v[i]))
+      ++inf;
     else {
       lo = std::min(lo, v[i]), hi = std::max(hi, v[i]), sum += v[i], ++finite;
       continue;
     }
     if (first < 0) first = static_cast<int64_t>(i);
   }
-  std::string stats = finite ? fmt::format("min {:.4g} max {:.4g} mean {:.4g}", lo, hi, sum / finite)
-                             : "no finite values";
+  std::string stats = finite
+                          ? fmt::format("min {:.4g} max {:.4g} mean {:.4g}", lo, hi, sum / finite)
+                          : "no finite values";
   std::string bad = fmt::format("{} NaN, {} inf", nan, inf);
   if (first >= 0) bad += fmt::format(" (first at {})", index_text(t.shape(), first));
   return fmt::format("{}: {}, {}", head, stats, bad);
@@ -99,9 +112,9 @@ std::string describe_values(const Tensor& t) {
 
 void check_forward(const char* node_name, const Tensor& out, const std::vector<Tensor>& inputs) {
   if (count_non_finite(out) == 0) return;
-  std::string msg = fmt::format("anomaly: the forward of {} {} produced non-finite values: {}",
-                                op_name(node_name), where_text(current_module_path()),
-                                describe_values(out));
+  std::string msg =
+      fmt::format("anomaly: the forward of {} {} produced non-finite values: {}",
+                  op_name(node_name), where_text(current_module_path()), describe_values(out));
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined()) msg += fmt::format("; input {}: {}", i, describe_values(inputs[i]));
   throw AnomalyError(msg);
@@ -124,10 +137,12 @@ void set_nan_injection(const std::string& spec) {
   if (spec.empty()) return;
   const auto colon = spec.find(':');
   const std::string phase = spec.substr(0, colon);
-  if (colon == std::string::npos || (phase != "forward" && phase != "backward") || colon + 1 == spec.size())
-    throw std::invalid_argument(fmt::format(
-        "NaN injection '{}': expected forward:MODULE or backward:MODULE (e.g. backward:blocks.0.mlp.fc2)",
-        spec));
+  if (colon == std::string::npos || (phase != "forward" && phase != "backward") ||
+      colon + 1 == spec.size())
+    throw std::invalid_argument(
+        fmt::format("NaN injection '{}': expected forward:MODULE or backward:MODULE (e.g. "
+                    "backward:blocks.0.mlp.fc2)",
+                    spec));
   g_inject_phase = phase;
   g_inject_path = spec.substr(colon + 1);
 }

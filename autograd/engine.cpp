@@ -77,8 +77,8 @@ namespace {
 // A gradient nothing else refers to (its handle and its storage are held only here, it
 // is a plain contiguous tensor) can be kept or added into without a copy.
 bool exclusively_owned(const Tensor& g) {
-  return g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 &&
-         g.is_contiguous() && g.offset() == 0 && !g.impl()->grad_fn;
+  return g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_contiguous() &&
+         g.offset() == 0 && !g.impl()->grad_fn;
 }
 
 void accumulate_leaf(TensorImpl& leaf, Tensor g) {

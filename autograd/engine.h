@@ -8,8 +8,8 @@
 // never holds a reference cycle; after backward the closures are freed unless
 // retain_graph is set.
 #include <functional>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/tensor.h"

@@ -92,9 +92,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen);
 // (saving only each query's log-sum-exp; backward also reads the output, so do not
 // modify the output in place). With dropout_p > 0 the op takes one draw from gen and
 // derives every row's mask from it, so backward replays the mask instead of storing it.
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal, double dropout_p, Generator* gen,
-                                    double scale = 0);
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                    double dropout_p, Generator* gen, double scale = 0);
 // The same causal attention over a packed projection: qkv [B, T, 3C] holds q, k and v side
 // by side (C = num_heads * head_dim), the result is [B, T, C] with the heads side by side,
 // and the gradient comes back as one [B, T, 3C] tensor: one GEMM makes q, k and v, and no

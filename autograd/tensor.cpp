@@ -17,7 +17,9 @@
 namespace ag {
 
 Storage::Storage(size_t n) : data(allocate_block(n)), nbytes(n) {}
-Storage::~Storage() { free_block(data, nbytes); }
+Storage::~Storage() {
+  free_block(data, nbytes);
+}
 
 const TensorImpl& Tensor::checked() const {
   if (!impl_) throw std::logic_error("use of an undefined (empty) Tensor");

@@ -3,14 +3,13 @@
 #include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
-
-#include <sys/prctl.h>
-#include <unistd.h>
 
 extern "C" char* openblas_get_corename();
 extern "C" int openblas_get_parallel();
@@ -36,9 +35,9 @@ int num_threads() {
   return omp_get_max_threads();
 }
 
-
-
-const char* blas_kernel_name() { return openblas_get_corename(); }
+const char* blas_kernel_name() {
+  return openblas_get_corename();
+}
 
 bool blas_bits_independent_of_threads() {
   const std::string core = openblas_get_corename();
@@ -63,7 +62,8 @@ std::string own_executable() {
   if (n <= 0) return "/proc/self/exe";
   const std::string s(path, static_cast<size_t>(n));
   const std::string deleted = " (deleted)";
-  if (s.size() >= deleted.size() && s.compare(s.size() - deleted.size(), deleted.size(), deleted) == 0)
+  if (s.size() >= deleted.size() &&
+      s.compare(s.size() - deleted.size(), deleted.size(), deleted) == 0)
     return "/proc/self/exe";
   return s;
 }
@@ -72,7 +72,7 @@ std::string own_executable() {
 
 void select_blas_kernel(char** argv) {
   if (std::getenv("ATTOGRAD_KEEP_BLAS_KERNEL") != nullptr) return;  // the user's explicit wish
-  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) {          // once is enough
+  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) {         // once is enough
     keep_process_name(argv[0]);
     return;
   }

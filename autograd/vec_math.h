@@ -42,11 +42,17 @@ inline float exp_fast(float x) {
   return x != x ? x : y;
 }
 
-inline double exp_fast(double x) { return std::exp(x); }
+inline double exp_fast(double x) {
+  return std::exp(x);
+}
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1): exact +-1 at the extremes, within a few 1e-8 of tanhf.
-inline float tanh_fast(float u) { return 1.0f - 2.0f / (exp_fast(2.0f * u) + 1.0f); }
-inline double tanh_fast(double u) { return std::tanh(u); }
+inline float tanh_fast(float u) {
+  return 1.0f - 2.0f / (exp_fast(2.0f * u) + 1.0f);
+}
+inline double tanh_fast(double u) {
+  return std::tanh(u);
+}
 
 // gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), GPT-2's approximation;
 // gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)

@@ -59,8 +59,8 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // kB on Linux
 }
 
-int run_steps(const std::string& config, double dropout, int64_t steps, int64_t warmup,
-              int threads, bool json) {
+int run_steps(const std::string& config, double dropout, int64_t steps, int64_t warmup, int threads,
+              bool json) {
   ag::set_num_threads(threads);
   BenchConfig c = named_config(config);
   c.model.dropout = dropout;
@@ -108,22 +108,29 @@ int run_steps(const std::string& config, double dropout, int64_t steps, int64_t 
   const double tokens_per_s = B * T / (median / 1e3);
   const double gflops = step_flops(c) / (median / 1e3) / 1e9;
   if (json) {
-    std::cout << nlohmann::json{{"impl", "attograd"}, {"config", c.name}, {"dropout", dropout},
-                                {"threads", threads}, {"ms_per_step", median},
-                                {"tokens_per_s", tokens_per_s}, {"gflops", gflops},
-                                {"peak_rss_mb", peak_rss_mb()}, {"steps", steps},
+    std::cout << nlohmann::json{{"impl", "attograd"},
+                                {"config", c.name},
+                                {"dropout", dropout},
+                                {"threads", threads},
+                                {"ms_per_step", median},
+                                {"tokens_per_s", tokens_per_s},
+                                {"gflops", gflops},
+                                {"peak_rss_mb", peak_rss_mb()},
+                                {"steps", steps},
                                 {"parameters", model.num_parameters()},
-                                {"forward_ms", median_of(fwd_ms)}, {"backward_ms", median_of(bwd_ms)},
+                                {"forward_ms", median_of(fwd_ms)},
+                                {"backward_ms", median_of(bwd_ms)},
                                 {"optimizer_ms", median_of(opt_ms)}}
                      .dump()
               << std::endl;
   } else {
-    fmt::print("attograd {} (dropout {}, {} threads, {} parameters): median {:.2f} ms/step over {} steps "
-               "(min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, clip+AdamW {:.2f}) | "
-               "{:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
-               c.name, dropout, threads, model.num_parameters(), median, steps, ms.front(), ms.back(),
-               median_of(fwd_ms), median_of(bwd_ms), median_of(opt_ms), tokens_per_s, gflops,
-               peak_rss_mb());
+    fmt::print(
+        "attograd {} (dropout {}, {} threads, {} parameters): median {:.2f} ms/step over {} steps "
+        "(min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, clip+AdamW {:.2f}) | "
+        "{:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
+        c.name, dropout, threads, model.num_parameters(), median, steps, ms.front(), ms.back(),
+        median_of(fwd_ms), median_of(bwd_ms), median_of(opt_ms), tokens_per_s, gflops,
+        peak_rss_mb());
   }
   return 0;
 }
@@ -153,8 +160,10 @@ int bench_command(const std::vector<std::string>& args) {
       return 0;
     }
     if (steps < 1) throw std::invalid_argument(fmt::format("--steps must be >= 1, got {}", steps));
-    if (warmup < 0) throw std::invalid_argument(fmt::format("--warmup must be >= 0, got {}", warmup));
-    if (threads < 1) throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", threads));
+    if (warmup < 0)
+      throw std::invalid_argument(fmt::format("--warmup must be >= 0, got {}", warmup));
+    if (threads < 1)
+      throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", threads));
     if (!(dropout >= 0 && dropout < 1))
       throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", dropout));
     if (vm.count("micro")) return run_micro(threads, vm.count("json") > 0);

@@ -23,7 +23,8 @@ double median_ms(const std::function<void()>& fn, int reps = 15) {
   for (int i = 0; i < reps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -54,7 +55,8 @@ int run_micro(int threads, bool json) {
   }
   // The MLP's fc1 through ag::matmul, forward and backward.
   {
-    ag::Tensor x = ag::randn({BT, C}, gen).requires_grad_(), w = ag::randn({F, C}, gen).requires_grad_();
+    ag::Tensor x = ag::randn({BT, C}, gen).requires_grad_(),
+               w = ag::randn({F, C}, gen).requires_grad_();
     const double ms = median_ms([&] {
       x.zero_grad(), w.zero_grad();
       ag::sum(ag::matmul(x, w.t())).backward();
@@ -64,7 +66,8 @@ int run_micro(int threads, bool json) {
   }
   // The fused causal attention of one layer, forward and backward.
   {
-    ag::Tensor q = ag::randn({B, H, T, D}, gen).requires_grad_(), k = ag::randn({B, H, T, D}, gen).requires_grad_(),
+    ag::Tensor q = ag::randn({B, H, T, D}, gen).requires_grad_(),
+               k = ag::randn({B, H, T, D}, gen).requires_grad_(),
                v = ag::randn({B, H, T, D}, gen).requires_grad_();
     ag::Generator drop(3);
     const double ms = median_ms([&] {
@@ -84,7 +87,8 @@ int run_micro(int threads, bool json) {
       x.zero_grad(), w.zero_grad(), b.zero_grad();
       ag::sum(ag::layer_norm(x, w, b)).backward();
     });
-    rows.push_back({"layer_norm fwd+bwd", fmt::format("[{}, {}]", BT, C), ms, 0, 4.0 * 4 * BT * C / ms / 1e6});
+    rows.push_back(
+        {"layer_norm fwd+bwd", fmt::format("[{}, {}]", BT, C), ms, 0, 4.0 * 4 * BT * C / ms / 1e6});
   }
   // Cross-entropy over the head's logits, forward and backward.
   {
@@ -96,7 +100,8 @@ int run_micro(int threads, bool json) {
       logits.zero_grad();
       ag::cross_entropy(logits, targets).backward();
     });
-    rows.push_back({"cross_entropy fwd+bwd", fmt::format("[{}, {}]", BT, V), ms, 0, 2.0 * 4 * BT * V / ms / 1e6});
+    rows.push_back({"cross_entropy fwd+bwd", fmt::format("[{}, {}]", BT, V), ms, 0,
+                    2.0 * 4 * BT * V / ms / 1e6});
   }
   // GELU forward and backward.
   {
@@ -105,20 +110,26 @@ int run_micro(int threads, bool json) {
       x.zero_grad();
       ag::sum(ag::gelu(x)).backward();
     });
-    rows.push_back({"gelu fwd+bwd", fmt::format("[{}, {}]", BT, F), ms, 0, 4.0 * 4 * BT * F / ms / 1e6});
+    rows.push_back(
+        {"gelu fwd+bwd", fmt::format("[{}, {}]", BT, F), ms, 0, 4.0 * 4 * BT * F / ms / 1e6});
   }
 
   const double peak = rows[0].gflops;
   for (const auto& r : rows) {
     if (json) {
-      std::cout << nlohmann::json{{"kernel", r.kernel}, {"shape", r.shape}, {"threads", threads},
-                                  {"ms", r.ms}, {"gflops", r.gflops}, {"gbytes_per_s", r.gbytes},
+      std::cout << nlohmann::json{{"kernel", r.kernel},
+                                  {"shape", r.shape},
+                                  {"threads", threads},
+                                  {"ms", r.ms},
+                                  {"gflops", r.gflops},
+                                  {"gbytes_per_s", r.gbytes},
                                   {"fraction_of_sgemm_peak", r.gflops / peak}}
                        .dump()
                 << "\n";
     } else {
       fmt::print("{:<30} {:<28} {:8.3f} ms", r.kernel, r.shape, r.ms);
-      if (r.gflops > 0) fmt::print("  {:7.1f} GFLOP/s ({:3.0f}% of sgemm peak)", r.gflops, 100 * r.gflops / peak);
+      if (r.gflops > 0)
+        fmt::print("  {:7.1f} GFLOP/s ({:3.0f}% of sgemm peak)", r.gflops, 100 * r.gflops / peak);
       if (r.gbytes > 0) fmt::print("  {:7.1f} GB/s", r.gbytes);
       fmt::print("\n");
     }

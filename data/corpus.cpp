@@ -14,11 +14,12 @@ namespace {
 constexpr std::array<const char*, 8> kNames = {"alice", "bruno", "chloe", "dmitri",
                                                "elena", "farid", "greta", "hugo"};
 constexpr std::array<const char*, 8> kAdjectives = {"red", "blue", "green", "small",
-                                                    "big", "old", "new", "odd"};
-constexpr std::array<const char*, 8> kNouns = {"cat", "dog", "fox", "owl", "box", "cup", "map", "hat"};
+                                                    "big", "old",  "new",   "odd"};
+constexpr std::array<const char*, 8> kNouns = {"cat", "dog", "fox", "owl",
+                                               "box", "cup", "map", "hat"};
 constexpr std::array<const char*, 4> kVerbs = {"likes", "sees", "finds", "loses"};
-constexpr std::array<const char*, 8> kWords = {"sun", "moon", "star", "rain",
-                                               "wind", "snow", "sky", "sea"};
+constexpr std::array<const char*, 8> kWords = {"sun",  "moon", "star", "rain",
+                                               "wind", "snow", "sky",  "sea"};
 
 // Draws uniformly among n options and adds ln n to the running entropy.
 struct Chooser {
@@ -47,7 +48,8 @@ Corpus builtin_corpus(uint64_t seed, size_t min_chars) {
         const char* adjective = c.pick_from(kAdjectives);
         const char* noun = c.pick_from(kNouns);
         const char* verb = c.pick_from(kVerbs);
-        text += fmt::format("{} has the {} {}. {} {} the {}.\n", name, adjective, noun, name, verb, noun);
+        text += fmt::format("{} has the {} {}. {} {} the {}.\n", name, adjective, noun, name, verb,
+                            noun);
         break;
       }
       case 1: {

@@ -13,7 +13,8 @@ Split split_tokens(const std::vector<int64_t>& ids, double val_fraction) {
 
 Split split_tokens(std::vector<int64_t>&& ids, double val_fraction) {
   if (!(val_fraction >= 0 && val_fraction < 1))
-    throw std::invalid_argument(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
+    throw std::invalid_argument(
+        fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
   const size_t n_val = static_cast<size_t>(std::floor(ids.size() * val_fraction));
   const size_t n_train = ids.size() - n_val;
   Split split;
@@ -26,13 +27,16 @@ Split split_tokens(std::vector<int64_t>&& ids, double val_fraction) {
 BatchSampler::BatchSampler(const std::vector<int64_t>* ids, int64_t batch_size, int64_t T)
     : ids_(ids), batch_(batch_size), T_(T) {
   if (batch_size <= 0 || T <= 0)
-    throw std::invalid_argument(fmt::format("batch size {} and context length {} must be positive", batch_size, T));
+    throw std::invalid_argument(
+        fmt::format("batch size {} and context length {} must be positive", batch_size, T));
   if (static_cast<int64_t>(ids->size()) < T + 1)
-    throw std::invalid_argument(fmt::format("{} tokens cannot fill one window of {} + 1", ids->size(), T));
+    throw std::invalid_argument(
+        fmt::format("{} tokens cannot fill one window of {} + 1", ids->size(), T));
 }
 
 std::pair<ag::Tensor, ag::Tensor> BatchSampler::next(ag::Generator& gen) const {
-  ag::Tensor x = ag::empty({batch_, T_}, ag::DType::Int64), y = ag::empty({batch_, T_}, ag::DType::Int64);
+  ag::Tensor x = ag::empty({batch_, T_}, ag::DType::Int64),
+             y = ag::empty({batch_, T_}, ag::DType::Int64);
   int64_t* xp = x.data<int64_t>();
   int64_t* yp = y.data<int64_t>();
   const uint64_t starts = ids_->size() - T_;  // s in [0, n - T - 1]
@@ -62,7 +66,8 @@ double unigram_loss(const std::vector<int64_t>& ids, int64_t vocab) {
   return ids.empty() ? 0 : loss / ids.size();
 }
 
-double bigram_loss(const std::vector<int64_t>& train, const std::vector<int64_t>& val, int64_t vocab) {
+double bigram_loss(const std::vector<int64_t>& train, const std::vector<int64_t>& val,
+                   int64_t vocab) {
   std::vector<double> pair(vocab * vocab, 1.0), row(vocab, static_cast<double>(vocab));  // add-one
   for (size_t i = 0; i + 1 < train.size(); ++i) {
     pair.at(train[i] * vocab + train[i + 1]) += 1;

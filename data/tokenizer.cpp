@@ -14,13 +14,16 @@ CharTokenizer::CharTokenizer(std::vector<uint32_t> code_points) : vocab_(std::mo
   for (size_t i = 0; i < vocab_.size(); ++i) {
     const uint32_t cp = vocab_[i];
     if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-      throw std::invalid_argument(fmt::format("char tokenizer: entry {} (U+{:X}) is not a valid code point", i, cp));
+      throw std::invalid_argument(
+          fmt::format("char tokenizer: entry {} (U+{:X}) is not a valid code point", i, cp));
     if (i > 0 && cp <= vocab_[i - 1])
-      throw std::invalid_argument(fmt::format("char tokenizer: vocabulary not strictly ascending at entry {} (U+{:04X} after U+{:04X})",
-                                              i, cp, vocab_[i - 1]));
+      throw std::invalid_argument(fmt::format(
+          "char tokenizer: vocabulary not strictly ascending at entry {} (U+{:04X} after U+{:04X})",
+          i, cp, vocab_[i - 1]));
   }
   ascii_.assign(128, -1);
-  for (size_t i = 0; i < vocab_.size() && vocab_[i] < 128; ++i) ascii_[vocab_[i]] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < vocab_.size() && vocab_[i] < 128; ++i)
+    ascii_[vocab_[i]] = static_cast<int32_t>(i);
 }
 
 CharTokenizer CharTokenizer::from_text(const std::string& utf8) {
@@ -42,7 +45,8 @@ void CharTokenizer::set_replacement(std::optional<uint32_t> cp) {
   }
   const int64_t id = id_of(*cp);
   if (id < 0)
-    throw std::invalid_argument(fmt::format("char tokenizer: replacement {} is not in the vocabulary", describe_code_point(*cp)));
+    throw std::invalid_argument(fmt::format(
+        "char tokenizer: replacement {} is not in the vocabulary", describe_code_point(*cp)));
   replacement_ = id;
 }
 
@@ -61,8 +65,10 @@ std::vector<int64_t> CharTokenizer::encode(const std::string& utf8) const {
       id = *replacement_;
     }
     ids.push_back(id);
-    if (cps[i] == '\n') ++line, column = 1;
-    else ++column;
+    if (cps[i] == '\n')
+      ++line, column = 1;
+    else
+      ++column;
   }
   return ids;
 }
@@ -71,7 +77,9 @@ std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
   std::string out;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab_size())
-      throw std::out_of_range(fmt::format("char tokenizer: id {} at position {} is outside the vocabulary of {}", ids[i], i, vocab_size()));
+      throw std::out_of_range(
+          fmt::format("char tokenizer: id {} at position {} is outside the vocabulary of {}",
+                      ids[i], i, vocab_size()));
     utf8_append(out, vocab_[ids[i]]);
   }
   return out;
@@ -87,7 +95,8 @@ std::string ByteTokenizer::decode(const std::vector<int64_t>& ids) const {
   std::string out(ids.size(), '\0');
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] > 255)
-      throw std::out_of_range(fmt::format("byte tokenizer: id {} at position {} is not a byte", ids[i], i));
+      throw std::out_of_range(
+          fmt::format("byte tokenizer: id {} at position {} is not a byte", ids[i], i));
     out[i] = static_cast<char>(ids[i]);
   }
   return out;

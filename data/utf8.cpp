@@ -16,11 +16,23 @@ size_t decode_at(std::string_view text, size_t i, uint32_t& cp, std::string* why
   const unsigned char c = s[i];
   size_t len;
   uint32_t min;
-  if (c < 0x80) { len = 1; cp = c; min = 0; }
-  else if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; min = 0x10000; }
-  else {
+  if (c < 0x80) {
+    len = 1;
+    cp = c;
+    min = 0;
+  } else if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    cp = c & 0x1F;
+    min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    cp = c & 0x0F;
+    min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    cp = c & 0x07;
+    min = 0x10000;
+  } else {
     if (why) *why = fmt::format("byte 0x{:02X} at offset {} cannot start a character", c, i);
     return 0;
   }
@@ -30,7 +42,9 @@ size_t decode_at(std::string_view text, size_t i, uint32_t& cp, std::string* why
   }
   for (size_t k = 1; k < len; ++k) {
     if ((s[i + k] & 0xC0) != 0x80) {
-      if (why) *why = fmt::format("byte 0x{:02X} at offset {} is not a continuation byte", s[i + k], i + k);
+      if (why)
+        *why =
+            fmt::format("byte 0x{:02X} at offset {} is not a continuation byte", s[i + k], i + k);
       return 0;
     }
     cp = (cp << 6) | (s[i + k] & 0x3F);
@@ -102,11 +116,16 @@ std::string printable(std::string_view text, bool keep_line_breaks) {
     }
     if (!acts_on_terminal(cp) || (keep_line_breaks && (cp == '\n' || cp == '\t')))
       out.append(text.substr(i, len));
-    else if (cp == '\n') out += "\\n";
-    else if (cp == '\t') out += "\\t";
-    else if (cp == '\r') out += "\\r";
-    else if (cp < 0x80) out += fmt::format("\\x{:02x}", cp);
-    else out += fmt::format("\\u{{{:04x}}}", cp);
+    else if (cp == '\n')
+      out += "\\n";
+    else if (cp == '\t')
+      out += "\\t";
+    else if (cp == '\r')
+      out += "\\r";
+    else if (cp < 0x80)
+      out += fmt::format("\\x{:02x}", cp);
+    else
+      out += fmt::format("\\u{{{:04x}}}", cp);
     i += len;
   }
   return out;

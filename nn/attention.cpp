@@ -142,7 +142,8 @@ ag::Tensor MultiHeadAttention::forward(const ag::Tensor& x) const {
     qkv = ag::linear(x, w, b);
   }
   const double p = is_training() ? dropout : 0.0;
-  ag::Tensor context = ag::causal_self_attention(qkv, num_heads, p, dropout_gen.get());  // [B, T, C]
+  ag::Tensor context =
+      ag::causal_self_attention(qkv, num_heads, p, dropout_gen.get());  // [B, T, C]
   return out_proj->forward(context);
 }
 

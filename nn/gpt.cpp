@@ -22,7 +22,8 @@ void GPTConfig::validate() const {
   // counts, memory plans) cannot overflow on absurd input.
   auto at_most = [](const char* name, int64_t v, int64_t limit) {
     if (v > limit)
-      throw std::invalid_argument(fmt::format("config: {} = {} is larger than the supported {}", name, v, limit));
+      throw std::invalid_argument(
+          fmt::format("config: {} = {} is larger than the supported {}", name, v, limit));
   };
   at_most("vocab_size", vocab_size, int64_t{1} << 24);
   at_most("context_length", context_length, int64_t{1} << 20);
@@ -59,7 +60,9 @@ std::vector<std::pair<std::string, ag::Shape>> GPTConfig::parameter_shapes() con
                                                         {"pos_emb.weight", {context_length, C}}};
   for (int64_t i = 0; i < n_layers; ++i) {
     const std::string b = fmt::format("blocks.{}.", i);
-    auto add = [&](const std::string& name, ag::Shape shape) { shapes.emplace_back(b + name, shape); };
+    auto add = [&](const std::string& name, ag::Shape shape) {
+      shapes.emplace_back(b + name, shape);
+    };
     add("ln1.weight", {C}), add("ln1.bias", {C});
     for (const char* proj : {"W_query", "W_key", "W_value"}) {
       add(fmt::format("attn.{}.weight", proj), {C, C});

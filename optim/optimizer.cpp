@@ -53,7 +53,8 @@ void Optimizer::step() {
     ag::Tensor g = s.param.grad();
     if (!g.defined()) continue;
     if (s.buffers.empty())
-      for (size_t b = 0; b < buffer_names().size(); ++b) s.buffers.push_back(ag::zeros_like(s.param));
+      for (size_t b = 0; b < buffer_names().size(); ++b)
+        s.buffers.push_back(ag::zeros_like(s.param));
     grads.push_back(g.contiguous());
     live.push_back(&s);
   }
@@ -62,7 +63,8 @@ void Optimizer::step() {
     for (int64_t b = 0, n = live[i]->param.numel(); b < n; b += ag::detail::kElementwiseGrain)
       chunks.push_back({live[i], &grads[i], b, std::min(n, b + ag::detail::kElementwiseGrain)});
   ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
+    for (int64_t c = c0; c < c1; ++c)
+      update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
   });
 }
 
@@ -82,8 +84,8 @@ OptimizerState Optimizer::state() const {
 
 void Optimizer::load_state(const OptimizerState& st) {
   if (st.type != type())
-    throw std::invalid_argument(fmt::format("optimizer state is '{}', this optimizer is '{}'",
-                                            st.type, type()));
+    throw std::invalid_argument(
+        fmt::format("optimizer state is '{}', this optimizer is '{}'", st.type, type()));
   auto find = [&](const std::string& name) -> const ag::Tensor* {
     for (const auto& [n, t] : st.tensors)
       if (n == name) return &t;
@@ -95,9 +97,9 @@ void Optimizer::load_state(const OptimizerState& st) {
       const ag::Tensor* t = find(b + "/" + s.name);
       if (!t) throw std::invalid_argument(fmt::format("optimizer state lacks '{}/{}'", b, s.name));
       if (t->shape() != s.param.shape())
-        throw std::invalid_argument(fmt::format("optimizer state '{}/{}' has shape {}, the parameter {}",
-                                                b, s.name, ag::shape_str(t->shape()),
-                                                ag::shape_str(s.param.shape())));
+        throw std::invalid_argument(
+            fmt::format("optimizer state '{}/{}' has shape {}, the parameter {}", b, s.name,
+                        ag::shape_str(t->shape()), ag::shape_str(s.param.shape())));
     }
   double steps = -1;
   for (const auto& [k, v] : st.scalars)
@@ -119,8 +121,10 @@ void Optimizer::load_state(const OptimizerState& st) {
 // ------------------------------------------------------------------ SGD
 SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, bool nesterov)
     : Optimizer(std::move(groups), lr), momentum_(momentum), nesterov_(nesterov) {
-  if (!(momentum >= 0)) throw std::invalid_argument(fmt::format("momentum must be >= 0, got {}", momentum));
-  if (nesterov && momentum == 0) throw std::invalid_argument("Nesterov momentum needs momentum > 0");
+  if (!(momentum >= 0))
+    throw std::invalid_argument(fmt::format("momentum must be >= 0, got {}", momentum));
+  if (nesterov && momentum == 0)
+    throw std::invalid_argument("Nesterov momentum needs momentum > 0");
 }
 
 std::vector<std::string> SGD::buffer_names() const {
@@ -156,9 +160,15 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2
 
 Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
            bool decoupled)
-    : Optimizer(std::move(groups), lr), beta1_(beta1), beta2_(beta2), eps_(eps), decoupled_(decoupled) {
-  if (!(beta1 >= 0 && beta1 < 1)) throw std::invalid_argument(fmt::format("beta1 must be in [0, 1), got {}", beta1));
-  if (!(beta2 >= 0 && beta2 < 1)) throw std::invalid_argument(fmt::format("beta2 must be in [0, 1), got {}", beta2));
+    : Optimizer(std::move(groups), lr),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      decoupled_(decoupled) {
+  if (!(beta1 >= 0 && beta1 < 1))
+    throw std::invalid_argument(fmt::format("beta1 must be in [0, 1), got {}", beta1));
+  if (!(beta2 >= 0 && beta2 < 1))
+    throw std::invalid_argument(fmt::format("beta2 must be in [0, 1), got {}", beta2));
   if (!(eps > 0)) throw std::invalid_argument(fmt::format("eps must be positive, got {}", eps));
 }
 
@@ -200,12 +210,14 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
     AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
       ag::Tensor c = g.contiguous();
       const scalar_t* x = c.data<scalar_t>();
-      sq += ag::detail::parallel_sum(c.numel(), ag::detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-        double part = 0;
-        AG_SIMD_SUM(part)
-        for (int64_t i = i0; i < i1; ++i) part += static_cast<double>(x[i]) * x[i];
-        return part;
-      });
+      sq += ag::detail::parallel_sum(c.numel(), ag::detail::kElementwiseGrain,
+                                     [&](int64_t i0, int64_t i1) {
+                                       double part = 0;
+                                       AG_SIMD_SUM(part)
+                                       for (int64_t i = i0; i < i1; ++i)
+                                         part += static_cast<double>(x[i]) * x[i];
+                                       return part;
+                                     });
     });
   }
   const double norm = std::sqrt(sq);
@@ -217,10 +229,11 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
     AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
       scalar_t* x = g.data<scalar_t>();  // leaf gradients are contiguous
       const scalar_t s = static_cast<scalar_t>(scale);
-      ag::detail::parallel_for(g.numel(), ag::detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-        AG_SIMD
-        for (int64_t i = i0; i < i1; ++i) x[i] *= s;
-      });
+      ag::detail::parallel_for(g.numel(), ag::detail::kElementwiseGrain,
+                               [&](int64_t i0, int64_t i1) {
+                                 AG_SIMD
+                                 for (int64_t i = i0; i < i1; ++i) x[i] *= s;
+                               });
     });
   }
   return norm;

@@ -11,31 +11,39 @@ WarmupCosineLR::WarmupCosineLR(double base_lr, double min_lr, int64_t warmup_ste
                                int64_t total_steps)
     : base_(base_lr), min_(min_lr), warmup_(warmup_steps), total_(total_steps) {
   if (!(base_lr > 0) || !(min_lr >= 0) || min_lr > base_lr)
-    throw std::invalid_argument(fmt::format("schedule: need 0 <= min_lr ({}) <= lr ({}), lr > 0",
-                                            min_lr, base_lr));
+    throw std::invalid_argument(
+        fmt::format("schedule: need 0 <= min_lr ({}) <= lr ({}), lr > 0", min_lr, base_lr));
   if (warmup_steps < 0 || total_steps < 0)
     throw std::invalid_argument("schedule: warmup and total steps must be >= 0");
 }
 
 double WarmupCosineLR::lr_at(int64_t step) const {
-  if (warmup_ > 0 && step <= warmup_) return base_ * static_cast<double>(step) / static_cast<double>(warmup_);
+  if (warmup_ > 0 && step <= warmup_)
+    return base_ * static_cast<double>(step) / static_cast<double>(warmup_);
   if (step >= total_) return total_ <= warmup_ ? base_ : min_;
-  const double progress = static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
+  const double progress =
+      static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
   return min_ + 0.5 * (base_ - min_) * (1 + std::cos(M_PI * progress));
 }
 
 nlohmann::json WarmupCosineLR::to_json() const {
-  return {{"type", "warmup_cosine"}, {"lr", base_}, {"min_lr", min_}, {"warmup_steps", warmup_},
+  return {{"type", "warmup_cosine"},
+          {"lr", base_},
+          {"min_lr", min_},
+          {"warmup_steps", warmup_},
           {"total_steps", total_}};
 }
 
 StepLR::StepLR(double base_lr, int64_t step_size, double gamma)
     : base_(base_lr), step_size_(step_size), gamma_(gamma) {
-  if (step_size <= 0) throw std::invalid_argument(fmt::format("StepLR: step_size must be positive, got {}", step_size));
+  if (step_size <= 0)
+    throw std::invalid_argument(
+        fmt::format("StepLR: step_size must be positive, got {}", step_size));
 }
 
 double StepLR::lr_at(int64_t step) const {
-  return base_ * std::pow(gamma_, static_cast<double>((std::max<int64_t>(step, 1) - 1) / step_size_));
+  return base_ *
+         std::pow(gamma_, static_cast<double>((std::max<int64_t>(step, 1) - 1) / step_size_));
 }
 
 nlohmann::json StepLR::to_json() const {

@@ -1,9 +1,8 @@
 #pragma once
 // Learning-rate schedules: pure functions of the step (counted from 1), so a checkpoint
 // needs only their settings and the step count to continue them exactly.
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 namespace optim {
 

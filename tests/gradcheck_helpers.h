@@ -70,7 +70,8 @@ inline Tensor randn_leaf(const Shape& shape, ag::Generator& gen,
 // Values in [lo, hi] (e.g. positive for log/sqrt, away from relu's kink at 0).
 inline Tensor uniform_leaf(const Shape& shape, double lo, double hi, ag::Generator& gen,
                            Layout layout = Layout::contiguous) {
-  return leaf(shape, layout, gen, [lo, hi](ag::Generator& g) { return lo + (hi - lo) * g.uniform(); });
+  return leaf(shape, layout, gen,
+              [lo, hi](ag::Generator& g) { return lo + (hi - lo) * g.uniform(); });
 }
 
 // Magnitudes in [0.2, 2] with random signs: no element near 0.
@@ -85,9 +86,9 @@ inline Tensor away_from_zero_leaf(const Shape& shape, ag::Generator& gen,
 }  // namespace ag_test
 
 // REQUIRE_GRADCHECK(fn, inputs): variadic so that lambdas with commas pass through.
-#define REQUIRE_GRADCHECK(...)                                         \
-  do {                                                                 \
-    auto gc_result_ = ag::gradcheck(__VA_ARGS__, ag_test::tight());    \
-    INFO(gc_result_.message);                                          \
-    REQUIRE(gc_result_.ok);                                            \
+#define REQUIRE_GRADCHECK(...)                                      \
+  do {                                                              \
+    auto gc_result_ = ag::gradcheck(__VA_ARGS__, ag_test::tight()); \
+    INFO(gc_result_.message);                                       \
+    REQUIRE(gc_result_.ok);                                         \
   } while (0)

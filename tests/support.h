@@ -1,9 +1,9 @@
 #pragma once
 // Small helpers shared by the test files.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>

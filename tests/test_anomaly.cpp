@@ -11,7 +11,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-nn::GPTConfig small_config() { return ag_test::gpt_config(13, 8, 8, 2, 2, 0.0); }
+nn::GPTConfig small_config() {
+  return ag_test::gpt_config(13, 8, 8, 2, 2, 0.0);
+}
 
 // Anomaly detection and injection switched on for one test and off afterwards.
 struct AnomalyMode {
@@ -50,7 +52,8 @@ TEST_CASE("a NaN weight is reported at the first op that uses it with the module
   const std::string what = anomaly_of([&] { model.forward(batch(13, 1), batch(13, 2)); });
   INFO(what);
   REQUIRE_THAT(what, Contains("forward of linear in module blocks.0.attn.W_query"));
-  REQUIRE_THAT(what, Contains("input 1: [8, 8] float32") && Contains("1 NaN") && Contains("first at [1, 2]"));
+  REQUIRE_THAT(what, Contains("input 1: [8, 8] float32") && Contains("1 NaN") &&
+                         Contains("first at [1, 2]"));
   REQUIRE_THAT(what, Contains("input 0: [2, 8, 8] float32") && Contains("0 NaN, 0 inf"));
 }
 

@@ -28,7 +28,8 @@ TEST_CASE("backward takes an explicit upstream gradient for a non-scalar", "[eng
   y.backward(ag::tensor({10.0, -1.0}, DType::Float64));
   REQUIRE(x.grad().to_vector() == std::vector<double>{20, -4});
   Tensor z = x * 2.0;
-  REQUIRE_THROWS_WITH(z.backward(ag::ones({3}, DType::Float64)), Contains("[3]") && Contains("[2]"));
+  REQUIRE_THROWS_WITH(z.backward(ag::ones({3}, DType::Float64)),
+                      Contains("[3]") && Contains("[2]"));
 }
 
 TEST_CASE("a second backward through a freed graph is an error unless retain_graph", "[engine]") {
@@ -48,9 +49,7 @@ TEST_CASE("NoGradGuard stops recording and restores the previous mode", "[engine
     Tensor y = w * 2.0;
     REQUIRE_FALSE(y.requires_grad());
     REQUIRE(y.is_leaf());
-    {
-      ag::NoGradGuard nested;
-    }
+    { ag::NoGradGuard nested; }
     REQUIRE_FALSE(ag::grad_enabled());
   }
   REQUIRE(ag::grad_enabled());

@@ -54,7 +54,8 @@ TEST_CASE("invalid UTF-8 is an error naming the byte offset") {
   REQUIRE_THROWS_WITH(data::utf8_decode("\xc0\xaf"), Contains("overlong"));
   REQUIRE_THROWS_WITH(data::utf8_decode("\xed\xa0\x80"), Contains("surrogate"));
   REQUIRE_THROWS_WITH(data::utf8_decode("\xf4\x90\x80\x80"), Contains("beyond U+10FFFF"));
-  REQUIRE_THROWS_WITH(data::utf8_decode("\xc3\x28"), Contains("continuation") && Contains("offset 1"));
+  REQUIRE_THROWS_WITH(data::utf8_decode("\xc3\x28"),
+                      Contains("continuation") && Contains("offset 1"));
   REQUIRE(data::utf8_decode("\xf0\x9f\x99\x82") == std::vector<uint32_t>{0x1F642});
 }
 
@@ -124,9 +125,11 @@ TEST_CASE("evaluation windows start at multiples of T and need T plus one ids") 
 
 TEST_CASE("unigram and bigram baselines are exact on small examples") {
   // ids 0 1 0 1: unigram p = 1/2 each, loss ln 2
-  REQUIRE_THAT(data::unigram_loss({0, 1, 0, 1}, 2), Catch::Matchers::WithinAbs(std::log(2.0), 1e-12));
+  REQUIRE_THAT(data::unigram_loss({0, 1, 0, 1}, 2),
+               Catch::Matchers::WithinAbs(std::log(2.0), 1e-12));
   // train 0 1 0 1 with add-one: P(1|0) = (2+1)/(2+2) = 3/4; val 0 1: loss -ln(3/4)
-  REQUIRE_THAT(data::bigram_loss({0, 1, 0, 1}, {0, 1}, 2), Catch::Matchers::WithinAbs(-std::log(0.75), 1e-12));
+  REQUIRE_THAT(data::bigram_loss({0, 1, 0, 1}, {0, 1}, 2),
+               Catch::Matchers::WithinAbs(-std::log(0.75), 1e-12));
 }
 
 TEST_CASE("the built-in corpus is deterministic and a bigram model stays far above its floor") {

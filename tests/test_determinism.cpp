@@ -47,7 +47,8 @@ std::vector<std::vector<float>> train_steps(int threads, int steps) {
   return bytes;
 }
 
-bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+bool bit_identical(const std::vector<std::vector<float>>& a,
+                   const std::vector<std::vector<float>>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), 4 * a[i].size()) != 0)
@@ -68,7 +69,8 @@ TEST_CASE("one and two threads train to the same bits") {
   } else {
     // OpenBLAS's AVX2 sgemm rounds differently on two threads (autograd/threading.h):
     // the runs must still agree to float32 rounding, and the README says so
-    WARN("OpenBLAS kernel " << ag::blas_kernel_name() << ": 1 and 2 threads agree to rounding only");
+    WARN("OpenBLAS kernel " << ag::blas_kernel_name()
+                            << ": 1 and 2 threads agree to rounding only");
     REQUIRE_FALSE(one.empty());
     for (size_t i = 0; i < one.size(); ++i) {
       REQUIRE(one[i].size() == two[i].size());
@@ -98,13 +100,15 @@ TEST_CASE("our own kernels give the same bits on one and two threads") {
     h = ag::dropout(h, 0.1, true, drop);
     h = ag::add(h, ag::causal_self_attention(qkv, H, 0.1, &drop));
     auto logits = h.narrow(2, 0, V);  // [B, T, V], not contiguous
-    auto loss = ag::add(ag::cross_entropy(logits.reshape({B * T, V}), ag::from_vector(targets, {B * T})),
-                        ag::mean(ag::softmax(h, -1)));
+    auto loss =
+        ag::add(ag::cross_entropy(logits.reshape({B * T, V}), ag::from_vector(targets, {B * T})),
+                ag::mean(ag::softmax(h, -1)));
     loss.backward();
     std::vector<ag::Tensor> params{x, w, b, qkv, table};
     optim::clip_grad_norm(params, 1.0);
-    optim::AdamW opt(optim::decay_groups({{"x", x}, {"w", w}, {"b", b}, {"qkv", qkv}, {"table", table}}, 0.1),
-                     1e-3);
+    optim::AdamW opt(
+        optim::decay_groups({{"x", x}, {"w", w}, {"b", b}, {"qkv", qkv}, {"table", table}}, 0.1),
+        1e-3);
     opt.step();
     std::vector<std::vector<float>> bytes;
     for (const auto& p : params) {
@@ -139,7 +143,8 @@ TEST_CASE("after the first training step no tensor storage comes from the system
   const auto before = ag::allocator_stats();
   for (int i = 0; i < 5; ++i) step();
   const auto after = ag::allocator_stats();
-  INFO("misses " << before.misses << " -> " << after.misses << ", hits " << before.hits << " -> " << after.hits);
-  REQUIRE(after.hits > before.hits);      // storage was asked for...
+  INFO("misses " << before.misses << " -> " << after.misses << ", hits " << before.hits << " -> "
+                 << after.hits);
+  REQUIRE(after.hits > before.hits);       // storage was asked for...
   REQUIRE(after.misses == before.misses);  // ...and every block came from the cache
 }

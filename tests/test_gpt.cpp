@@ -94,7 +94,9 @@ TEST_CASE("the parameter count is known from the config before the model is buil
       }
   nn::GPTConfig spec;  // the spec's default with a 65-character vocabulary
   spec.vocab_size = 65;
-  REQUIRE(spec.num_parameters() == 65 * 128 + 64 * 128 + 4 * (4 * 128 + 4 * 128 * 128 + 128 + 2 * 128 * 512 + 512 + 128) + 2 * 128);
+  REQUIRE(spec.num_parameters() ==
+          65 * 128 + 64 * 128 + 4 * (4 * 128 + 4 * 128 * 128 + 128 + 2 * 128 * 512 + 512 + 128) +
+              2 * 128);
 }
 
 TEST_CASE("absurd model sizes are refused by name before any arithmetic overflows", "[gpt]") {

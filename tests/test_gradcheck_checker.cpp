@@ -16,11 +16,11 @@ Tensor mul_with_wrong_backward(const Tensor& a, const Tensor& b, Tamper tamper) 
     ag::NoGradGuard ng;
     out = ag::mul(a, b);
   }
-  ag::attach_backward(out, "TamperedMulBackward", {a, b},
-                      [a = a.detach(), b = b.detach(), tamper](const Tensor& g) -> std::vector<Tensor> {
-                        return {tamper(ag::sum_to(ag::mul(g, b), a.shape())),
-                                ag::sum_to(ag::mul(g, a), b.shape())};
-                      });
+  ag::attach_backward(
+      out, "TamperedMulBackward", {a, b},
+      [a = a.detach(), b = b.detach(), tamper](const Tensor& g) -> std::vector<Tensor> {
+        return {tamper(ag::sum_to(ag::mul(g, b), a.shape())), ag::sum_to(ag::mul(g, a), b.shape())};
+      });
   return out;
 }
 
@@ -47,7 +47,8 @@ TEST_CASE("gradcheck fails a backward with a flipped sign", "[gradcheck][checker
   REQUIRE_FALSE(r.ok);
   REQUIRE(r.input == 0);
   REQUIRE_THAT(r.analytic, Catch::Matchers::WithinAbs(-r.numeric, 1e-8));
-  REQUIRE_THAT(r.message, Catch::Matchers::Contains("FAILED") && Catch::Matchers::Contains("input 0"));
+  REQUIRE_THAT(r.message,
+               Catch::Matchers::Contains("FAILED") && Catch::Matchers::Contains("input 0"));
 }
 
 TEST_CASE("gradcheck fails a backward that is off by a factor of 1.01", "[gradcheck][checker]") {
@@ -71,7 +72,8 @@ TEST_CASE("gradcheck names the one wrong element of a gradient", "[gradcheck][ch
   REQUIRE_THAT(r.message, Catch::Matchers::Contains("[1, 2]"));
 }
 
-TEST_CASE("gradcheck fails an add whose backward drops the broadcast reduction", "[gradcheck][checker]") {
+TEST_CASE("gradcheck fails an add whose backward drops the broadcast reduction",
+          "[gradcheck][checker]") {
   ag::Generator gen(8);
   Tensor a = randn_leaf({3, 4}, gen), b = randn_leaf({4}, gen);
   auto bad_add = [](In in) {
@@ -81,17 +83,21 @@ TEST_CASE("gradcheck fails an add whose backward drops the broadcast reduction",
       out = ag::add(in[0], in[1]);
     }
     ag::attach_backward(out, "BadAddBackward", {in[0], in[1]},
-                        [](const Tensor& g) -> std::vector<Tensor> { return {g, g}; });
+                        [](const Tensor& g) -> std::vector<Tensor> {
+                          return {g, g};
+                        });
     return out;
   };
   auto r = ag::gradcheck(bad_add, {a, b}, tight());
   INFO(r.message);
   REQUIRE_FALSE(r.ok);
   REQUIRE_THAT(r.message, Catch::Matchers::Contains("BadAddBackward") &&
-                              Catch::Matchers::Contains("[3, 4]") && Catch::Matchers::Contains("[4]"));
+                              Catch::Matchers::Contains("[3, 4]") &&
+                              Catch::Matchers::Contains("[4]"));
 }
 
-TEST_CASE("gradcheck over a random projection still fails a wrong backward", "[gradcheck][checker]") {
+TEST_CASE("gradcheck over a random projection still fails a wrong backward",
+          "[gradcheck][checker]") {
   ag::Generator gen(9);
   Tensor a = randn_leaf({10, 10}, gen), b = randn_leaf({10, 10}, gen);  // 100 outputs > 64
   auto sign_flip = [](In in) {

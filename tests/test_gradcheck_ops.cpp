@@ -17,8 +17,9 @@ TEST_CASE("gradcheck add with broadcasting", "[gradcheck][elementwise]") {
   ag::Generator gen(1);
   auto layout = any_layout();
   CAPTURE(layout_name(layout));
-  auto shapes = GENERATE(std::pair<Shape, Shape>{{3, 4}, {3, 4}}, std::pair<Shape, Shape>{{2, 3, 4}, {3, 1}},
-                         std::pair<Shape, Shape>{{4, 1}, {1, 5}}, std::pair<Shape, Shape>{{3, 4}, {}});
+  auto shapes =
+      GENERATE(std::pair<Shape, Shape>{{3, 4}, {3, 4}}, std::pair<Shape, Shape>{{2, 3, 4}, {3, 1}},
+               std::pair<Shape, Shape>{{4, 1}, {1, 5}}, std::pair<Shape, Shape>{{3, 4}, {}});
   Tensor a = randn_leaf(shapes.first, gen, layout), b = randn_leaf(shapes.second, gen, layout);
   REQUIRE_GRADCHECK([](In in) { return in[0] + in[1]; }, (std::vector<Tensor>{a, b}));
 }
@@ -126,10 +127,12 @@ TEST_CASE("gradcheck sum over dims with and without keepdim", "[gradcheck][reduc
 TEST_CASE("gradcheck mean over dims with and without keepdim", "[gradcheck][reduce]") {
   ag::Generator gen(16);
   Tensor a = randn_leaf({2, 3, 4}, gen, any_layout());
-  auto dims = GENERATE(std::vector<int64_t>{}, std::vector<int64_t>{1}, std::vector<int64_t>{0, -1});
+  auto dims =
+      GENERATE(std::vector<int64_t>{}, std::vector<int64_t>{1}, std::vector<int64_t>{0, -1});
   bool keepdim = GENERATE(false, true);
   CAPTURE(dims, keepdim);
-  REQUIRE_GRADCHECK([&](In in) { return ag::mean(in[0], dims, keepdim); }, (std::vector<Tensor>{a}));
+  REQUIRE_GRADCHECK([&](In in) { return ag::mean(in[0], dims, keepdim); },
+                    (std::vector<Tensor>{a}));
 }
 
 // Random normals have no ties, so every max has one winner and a well-defined gradient.
@@ -155,8 +158,10 @@ TEST_CASE("gradcheck matmul 2-D", "[gradcheck][matmul]") {
 TEST_CASE("gradcheck matmul batched with batch broadcasting", "[gradcheck][matmul]") {
   ag::Generator gen(19);
   auto layout = any_layout();
-  auto shapes = GENERATE(std::pair<Shape, Shape>{{2, 3, 4}, {2, 4, 2}}, std::pair<Shape, Shape>{{2, 1, 3, 4}, {3, 4, 2}},
-                         std::pair<Shape, Shape>{{2, 3, 4}, {4, 5}}, std::pair<Shape, Shape>{{3, 4}, {2, 4, 2}});
+  auto shapes = GENERATE(std::pair<Shape, Shape>{{2, 3, 4}, {2, 4, 2}},
+                         std::pair<Shape, Shape>{{2, 1, 3, 4}, {3, 4, 2}},
+                         std::pair<Shape, Shape>{{2, 3, 4}, {4, 5}},
+                         std::pair<Shape, Shape>{{3, 4}, {2, 4, 2}});
   Tensor a = randn_leaf(shapes.first, gen, layout), b = randn_leaf(shapes.second, gen, layout);
   REQUIRE_GRADCHECK([](In in) { return ag::matmul(in[0], in[1]); }, (std::vector<Tensor>{a, b}));
 }
@@ -187,7 +192,11 @@ TEST_CASE("gradcheck views: transpose permute reshape narrow select expand", "[g
   REQUIRE_GRADCHECK([](In x) { return x[0].transpose(0, 2) * x[1]; }, in);
   REQUIRE_GRADCHECK([](In x) { return x[0].reshape({4, 3, 2}) * x[1]; }, in);
   REQUIRE_GRADCHECK([](In x) { return x[0].reshape({-1}).narrow(0, 5, 11) * 2.0; }, in);
-  REQUIRE_GRADCHECK([](In x) { return x[0].narrow(2, 1, 2) * x[1].narrow(0, 0, 2).permute({2, 1, 0}); }, in);
+  REQUIRE_GRADCHECK(
+      [](In x) {
+        return x[0].narrow(2, 1, 2) * x[1].narrow(0, 0, 2).permute({2, 1, 0});
+      },
+      in);
   REQUIRE_GRADCHECK([](In x) { return x[0].select(1, 2) * 3.0; }, in);
   REQUIRE_GRADCHECK([](In x) { return x[0].unsqueeze(1).squeeze(1).contiguous() * x[0]; }, in);
   REQUIRE_GRADCHECK([](In x) { return x[0].clone() * x[0]; }, in);
@@ -196,7 +205,11 @@ TEST_CASE("gradcheck views: transpose permute reshape narrow select expand", "[g
 TEST_CASE("gradcheck expand sums the gradient over expanded dims", "[gradcheck][views]") {
   ag::Generator gen(23);
   Tensor a = randn_leaf({3, 1}, gen), w = randn_leaf({2, 3, 4}, gen);
-  REQUIRE_GRADCHECK([](In x) { return x[0].expand({2, 3, 4}) * x[1]; }, (std::vector<Tensor>{a, w}));
+  REQUIRE_GRADCHECK(
+      [](In x) {
+        return x[0].expand({2, 3, 4}) * x[1];
+      },
+      (std::vector<Tensor>{a, w}));
 }
 
 TEST_CASE("gradcheck view of a contiguous tensor", "[gradcheck][views]") {
@@ -228,29 +241,39 @@ TEST_CASE("gradcheck cat along each dim", "[gradcheck][join]") {
   Shape sw = sa;
   sw[dim < 0 ? 2 : dim] += sb[dim < 0 ? 2 : dim];
   Tensor w = randn_leaf(sw, gen);
-  REQUIRE_GRADCHECK([dim](In x) { return ag::cat({x[0], x[1]}, dim) * x[2]; },
-                    (std::vector<Tensor>{a, b, w}));
+  REQUIRE_GRADCHECK(
+      [dim](In x) {
+        return ag::cat({x[0], x[1]}, dim) * x[2];
+      },
+      (std::vector<Tensor>{a, b, w}));
 }
 
 TEST_CASE("gradcheck stack", "[gradcheck][join]") {
   ag::Generator gen(27);
   Tensor a = randn_leaf({2, 3}, gen), b = randn_leaf({2, 3}, gen, Layout::transposed),
          w = randn_leaf({2, 2, 3}, gen);
-  REQUIRE_GRADCHECK([](In x) { return ag::stack({x[0], x[1]}, 1) * x[2]; },
-                    (std::vector<Tensor>{a, b, w}));
+  REQUIRE_GRADCHECK(
+      [](In x) {
+        return ag::stack({x[0], x[1]}, 1) * x[2];
+      },
+      (std::vector<Tensor>{a, b, w}));
 }
 
 TEST_CASE("gradcheck split into equal and unequal parts", "[gradcheck][join]") {
   ag::Generator gen(28);
   Tensor a = randn_leaf({5, 3}, gen, any_layout());
-  REQUIRE_GRADCHECK([](In x) {
-    auto parts = ag::split(x[0], 2, 0);  // sizes 2, 2, 1
-    return parts[0] * parts[1] + ag::sum(parts[2]);
-  }, (std::vector<Tensor>{a}));
-  REQUIRE_GRADCHECK([](In x) {
-    auto parts = ag::split(x[0], std::vector<int64_t>{1, 2}, 1);
-    return ag::sum(parts[0], {1}, true) * parts[1] * 2.0;
-  }, (std::vector<Tensor>{a}));
+  REQUIRE_GRADCHECK(
+      [](In x) {
+        auto parts = ag::split(x[0], 2, 0);  // sizes 2, 2, 1
+        return parts[0] * parts[1] + ag::sum(parts[2]);
+      },
+      (std::vector<Tensor>{a}));
+  REQUIRE_GRADCHECK(
+      [](In x) {
+        auto parts = ag::split(x[0], std::vector<int64_t>{1, 2}, 1);
+        return ag::sum(parts[0], {1}, true) * parts[1] * 2.0;
+      },
+      (std::vector<Tensor>{a}));
 }
 
 // ------------------------------------------------------------------ masking and softmax
@@ -286,13 +309,17 @@ TEST_CASE("gradcheck softmax of causally masked scores", "[gradcheck][softmax]")
   ag::Generator gen(32);
   Tensor scores = randn_leaf({2, 5, 5}, gen, any_layout());
   Tensor mask = ag::triu_mask(5, 5);
-  REQUIRE_GRADCHECK([mask](In x) { return ag::softmax(ag::masked_fill(x[0], mask, -ag::kInf), -1); },
-                    (std::vector<Tensor>{scores}));
+  REQUIRE_GRADCHECK(
+      [mask](In x) { return ag::softmax(ag::masked_fill(x[0], mask, -ag::kInf), -1); },
+      (std::vector<Tensor>{scores}));
   // log-probabilities of masked positions are -inf; the outer masked_fill stops gradient
   // reaching them, as any loss over masked log-probabilities must
-  REQUIRE_GRADCHECK([mask](In x) {
-    return ag::masked_fill(ag::log_softmax(ag::masked_fill(x[0], mask, -ag::kInf), -1), mask, 0.0);
-  }, (std::vector<Tensor>{scores}));
+  REQUIRE_GRADCHECK(
+      [mask](In x) {
+        return ag::masked_fill(ag::log_softmax(ag::masked_fill(x[0], mask, -ag::kInf), -1), mask,
+                               0.0);
+      },
+      (std::vector<Tensor>{scores}));
 }
 
 TEST_CASE("gradcheck softmax with a fully masked row", "[gradcheck][softmax]") {
@@ -302,8 +329,9 @@ TEST_CASE("gradcheck softmax with a fully masked row", "[gradcheck][softmax]") {
   for (int64_t j = 0; j < 4; ++j) mask.set({1, j}, 1);  // row 1 sees nothing
   mask.set({2, 3}, 1);
   Tensor w = randn_leaf({3, 4}, gen);
-  REQUIRE_GRADCHECK([mask](In x) { return ag::softmax(ag::masked_fill(x[0], mask, -ag::kInf), -1) * x[1]; },
-                    (std::vector<Tensor>{scores, w}));
+  REQUIRE_GRADCHECK(
+      [mask](In x) { return ag::softmax(ag::masked_fill(x[0], mask, -ag::kInf), -1) * x[1]; },
+      (std::vector<Tensor>{scores, w}));
 }
 
 TEST_CASE("gradcheck cross_entropy with ignored targets", "[gradcheck][softmax]") {
@@ -314,7 +342,8 @@ TEST_CASE("gradcheck cross_entropy with ignored targets", "[gradcheck][softmax]"
                     (std::vector<Tensor>{logits}));
   Tensor flat = randn_leaf({4, 3}, gen);
   Tensor t2 = ag::from_vector(std::vector<int64_t>{2, 0, 1, 7}, {4});
-  REQUIRE_GRADCHECK([t2](In x) { return ag::cross_entropy(x[0], t2, 7); }, (std::vector<Tensor>{flat}));
+  REQUIRE_GRADCHECK([t2](In x) { return ag::cross_entropy(x[0], t2, 7); },
+                    (std::vector<Tensor>{flat}));
 }
 
 // ------------------------------------------------------------------ layers' primitives
@@ -347,10 +376,12 @@ TEST_CASE("gradcheck dropout with a fixed mask", "[gradcheck][dropout]") {
   Tensor a = randn_leaf({4, 5}, gen, any_layout());
   double p = GENERATE(0.0, 0.3, 0.5, 1.0);
   CAPTURE(p);
-  REQUIRE_GRADCHECK([p](In x) {
-    ag::Generator g(99);
-    return ag::dropout(x[0], p, true, g) * x[0];
-  }, (std::vector<Tensor>{a}));
+  REQUIRE_GRADCHECK(
+      [p](In x) {
+        ag::Generator g(99);
+        return ag::dropout(x[0], p, true, g) * x[0];
+      },
+      (std::vector<Tensor>{a}));
 }
 
 // ------------------------------------------------------------------ compositions
@@ -360,12 +391,15 @@ TEST_CASE("gradcheck scaled dot-product attention composed from ops", "[gradchec
   Tensor wq = randn_leaf({3, 2}, gen), wk = randn_leaf({3, 2}, gen, Layout::transposed),
          wv = randn_leaf({3, 2}, gen, Layout::sliced);
   Tensor mask = ag::triu_mask(4, 4);
-  REQUIRE_GRADCHECK([mask](In in) {
-    Tensor q = ag::matmul(in[0], in[1]), k = ag::matmul(in[0], in[2]), v = ag::matmul(in[0], in[3]);
-    Tensor scores = ag::matmul(q, k.transpose(-1, -2)) / std::sqrt(2.0);
-    Tensor w = ag::softmax(ag::masked_fill(scores, mask, -ag::kInf), -1);
-    return ag::matmul(w, v);
-  }, (std::vector<Tensor>{x, wq, wk, wv}));
+  REQUIRE_GRADCHECK(
+      [mask](In in) {
+        Tensor q = ag::matmul(in[0], in[1]), k = ag::matmul(in[0], in[2]),
+               v = ag::matmul(in[0], in[3]);
+        Tensor scores = ag::matmul(q, k.transpose(-1, -2)) / std::sqrt(2.0);
+        Tensor w = ag::softmax(ag::masked_fill(scores, mask, -ag::kInf), -1);
+        return ag::matmul(w, v);
+      },
+      (std::vector<Tensor>{x, wq, wk, wv}));
 }
 
 // ------------------------------------------------------------------ linear (fused)
@@ -393,5 +427,6 @@ TEST_CASE("linear equals matmul plus bias and gelu composed", "[linear]") {
   REQUIRE(fused.shape() == composed.shape());
   auto f = fused.to_vector(), c = composed.to_vector();
   for (size_t i = 0; i < f.size(); ++i) REQUIRE_THAT(f[i], Catch::Matchers::WithinAbs(c[i], 1e-12));
-  REQUIRE_THROWS_WITH(ag::linear(x, ag::zeros({4, 5}, DType::Float64)), Catch::Matchers::Contains("[4, 5]"));
+  REQUIRE_THROWS_WITH(ag::linear(x, ag::zeros({4, 5}, DType::Float64)),
+                      Catch::Matchers::Contains("[4, 5]"));
 }

@@ -179,9 +179,10 @@ TEST_CASE("config files take a byte-order mark and refuse a repeated key and a n
   auto desc = train::run_options(cfg);
   train::parse_options({"--config", dir.write("bom.cfg", "\xEF\xBB\xBFsteps = 7\n")}, desc);
   REQUIRE(cfg.steps == 7);
-  REQUIRE_THROWS_WITH(train::parse_options(
-                          {"--config", dir.write("twice.cfg", "lr = 1\nsteps = 2\nlr = 3\n")}, desc),
-                      Contains("twice.cfg:3") && Contains("'lr' is already set on line 1"));
+  REQUIRE_THROWS_WITH(
+      train::parse_options({"--config", dir.write("twice.cfg", "lr = 1\nsteps = 2\nlr = 3\n")},
+                           desc),
+      Contains("twice.cfg:3") && Contains("'lr' is already set on line 1"));
   REQUIRE_THROWS_WITH(train::parse_options({"--seed", "-1"}, desc),
                       Contains("--seed must be >= 0, got -1"));
   REQUIRE_THROWS_WITH(

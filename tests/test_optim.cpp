@@ -18,7 +18,8 @@ namespace {
 struct Fixture {
   Tensor p;
   explicit Fixture(std::vector<double> values) {
-    p = ag::from_vector(values, {static_cast<int64_t>(values.size())}, ag::DType::Float64).requires_grad_();
+    p = ag::from_vector(values, {static_cast<int64_t>(values.size())}, ag::DType::Float64)
+            .requires_grad_();
   }
   std::vector<optim::ParamGroup> groups(double wd = 0) const { return {{{{"w", p}}, wd}}; }
   void grad(std::vector<double> g) const {
@@ -169,7 +170,8 @@ TEST_CASE("step decay and constant schedules and their JSON round trip") {
   CHECK(step.lr_at(7) == 0.025);
   optim::ConstantLR constant(0.02);
   optim::WarmupCosineLR cosine(1e-3, 1e-4, 10, 100);
-  for (const optim::LRSchedule* s : std::vector<const optim::LRSchedule*>{&step, &constant, &cosine}) {
+  for (const optim::LRSchedule* s :
+       std::vector<const optim::LRSchedule*>{&step, &constant, &cosine}) {
     auto back = optim::schedule_from_json(s->to_json());
     for (int64_t t : {1, 2, 5, 9, 10, 11, 50, 100, 200}) CHECK(back->lr_at(t) == s->lr_at(t));
   }
@@ -200,7 +202,8 @@ TEST_CASE("optimizer state round-trips so the next step is bit-identical") {
   REQUIRE(b1.to_vector() == b2.to_vector());
 }
 
-TEST_CASE("loading a mismatched optimizer state is an error that names the problem and changes nothing") {
+TEST_CASE(
+    "loading a mismatched optimizer state is an error that names the problem and changes nothing") {
   Fixture f({1.0, 2.0});
   optim::AdamW opt(f.groups(), 0.1);
   f.grad({1.0, 1.0});

@@ -1,7 +1,6 @@
 // The same op on the same numbers in float32 and float64 agrees to float32 precision,
 // forward and backward: the kernels are one template instantiated twice.
 #include <catch2/catch.hpp>
-
 #include <functional>
 
 #include "autograd/autograd.h"
@@ -45,23 +44,37 @@ void require_float32_matches_float64(const Fn& fn, const std::vector<ag::Shape>&
 }  // namespace
 
 TEST_CASE("float32 and float64 agree on elementwise ops", "[precision]") {
-  require_float32_matches_float64([](auto& x) { return x[0] * x[1] + x[0] / (x[1] * x[1] + 1.0); }, {{3, 4}, {4}});
-  require_float32_matches_float64([](auto& x) { return ag::exp(x[0]) - ag::tanh(x[1]); }, {{3, 4}, {3, 4}});
-  require_float32_matches_float64([](auto& x) { return ag::gelu(x[0]) + ag::relu(x[0]); }, {{5, 7}});
-  require_float32_matches_float64([](auto& x) { return ag::log(x[0]) * ag::sqrt(x[0]) + ag::pow(x[0], x[1]); }, {{3, 4}, {3, 4}}, true);
+  require_float32_matches_float64([](auto& x) { return x[0] * x[1] + x[0] / (x[1] * x[1] + 1.0); },
+                                  {{3, 4}, {4}});
+  require_float32_matches_float64([](auto& x) { return ag::exp(x[0]) - ag::tanh(x[1]); },
+                                  {{3, 4}, {3, 4}});
+  require_float32_matches_float64([](auto& x) { return ag::gelu(x[0]) + ag::relu(x[0]); },
+                                  {{5, 7}});
+  require_float32_matches_float64(
+      [](auto& x) { return ag::log(x[0]) * ag::sqrt(x[0]) + ag::pow(x[0], x[1]); },
+      {{3, 4}, {3, 4}}, true);
 }
 
 TEST_CASE("float32 and float64 agree on reductions and matmul", "[precision]") {
-  require_float32_matches_float64([](auto& x) { return ag::sum(x[0], {1}) + ag::max(x[0], 1); }, {{4, 50}});
-  require_float32_matches_float64([](auto& x) { return ag::mean(x[0], {0, 2}, true); }, {{3, 4, 5}});
-  require_float32_matches_float64([](auto& x) { return ag::matmul(x[0], x[1].transpose(-1, -2)); }, {{2, 8, 16}, {2, 8, 16}});
+  require_float32_matches_float64([](auto& x) { return ag::sum(x[0], {1}) + ag::max(x[0], 1); },
+                                  {{4, 50}});
+  require_float32_matches_float64(
+      [](auto& x) {
+        return ag::mean(x[0], {0, 2}, true);
+      },
+      {{3, 4, 5}});
+  require_float32_matches_float64([](auto& x) { return ag::matmul(x[0], x[1].transpose(-1, -2)); },
+                                  {{2, 8, 16}, {2, 8, 16}});
 }
 
 TEST_CASE("float32 and float64 agree on softmax and cross-entropy and layer_norm", "[precision]") {
-  require_float32_matches_float64([](auto& x) { return ag::softmax(x[0], -1) + ag::log_softmax(x[0], 0); }, {{6, 9}});
+  require_float32_matches_float64(
+      [](auto& x) { return ag::softmax(x[0], -1) + ag::log_softmax(x[0], 0); }, {{6, 9}});
   Tensor targets = ag::from_vector(std::vector<int64_t>{0, 3, 5, 1, 2, 4}, {2, 3});
-  require_float32_matches_float64([targets](auto& x) { return ag::cross_entropy(x[0], targets); }, {{2, 3, 7}});
-  require_float32_matches_float64([](auto& x) { return ag::layer_norm(x[0], x[1], x[2]); }, {{4, 16}, {16}, {16}});
+  require_float32_matches_float64([targets](auto& x) { return ag::cross_entropy(x[0], targets); },
+                                  {{2, 3, 7}});
+  require_float32_matches_float64([](auto& x) { return ag::layer_norm(x[0], x[1], x[2]); },
+                                  {{4, 16}, {16}, {16}});
   Tensor ids = ag::from_vector(std::vector<int64_t>{1, 1, 0, 3}, {4});
   require_float32_matches_float64([ids](auto& x) { return ag::embedding(x[0], ids); }, {{4, 6}});
 }

@@ -86,8 +86,7 @@ TEST_CASE("fractional values spanning more than 1e3 print in scientific notation
 
 // attograd prints "tensor([    1., 10000.])": its integer mode switches to scientific only
 // above 1e8, while PyTorch also does when max/min of the nonzero magnitudes exceeds 1e3.
-TEST_CASE("integer-valued floats spanning more than 1e3 print in scientific notation",
-          "[print]") {
+TEST_CASE("integer-valued floats spanning more than 1e3 print in scientific notation", "[print]") {
   CHECK(ag::tensor({1., 10000.}).str() == "tensor([1.0000e+00, 1.0000e+04])");
 }
 

@@ -13,7 +13,8 @@ TEST_CASE("exp_fast is within 2 ulp of exp over the whole float range") {
   float worst_x = 0;
   for (float x = -87.0f; x < 88.7f; x += 3.7e-4f) {
     const double exact = std::exp(static_cast<double>(x));
-    const float ulp = std::nextafter(static_cast<float>(exact), INFINITY) - static_cast<float>(exact);
+    const float ulp =
+        std::nextafter(static_cast<float>(exact), INFINITY) - static_cast<float>(exact);
     const double err = std::fabs(exp_fast(x) - exact) / ulp;
     if (err > worst) worst = err, worst_x = x;
   }

@@ -1,7 +1,6 @@
 #include "train/commands.h"
 
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -46,7 +45,6 @@ bool wants_help(const po::variables_map& vm, const std::string& command,
   std::cout << "usage: attograd " << command << " [options]\n\n" << desc << "\n";
   return true;
 }
-
 
 // Identical weights give identical hashes: how two runs are compared bit for bit.
 uint64_t fnv1a(const ag::Tensor& t) {
@@ -124,52 +122,51 @@ po::typed_value<T>* field(T& f) {
 
 po::options_description run_options(RunConfig& c) {
   po::options_description model("model (the spec's config keys)");
-  model.add_options()
-      ("vocab-size", field(c.model.vocab_size), "token ids (0: from the tokenizer)")
-      ("context-length", field(c.model.context_length), "longest sequence T")
-      ("d-model", field(c.model.d_model), "embedding width C")
-      ("n-heads", field(c.model.n_heads), "attention heads")
-      ("n-layers", field(c.model.n_layers), "transformer blocks")
-      ("d-ff", field(c.model.d_ff), "MLP width (0: 4 * d-model)")
-      ("dropout", field(c.model.dropout), "dropout probability")
-      ("qkv-bias", field(c.model.qkv_bias)->implicit_value(true), "bias in W_query/W_key/W_value")
-      ("tie-weights", field(c.model.tie_weights)->implicit_value(true), "lm_head shares tok_emb.weight");
+  model.add_options()("vocab-size", field(c.model.vocab_size), "token ids (0: from the tokenizer)")(
+      "context-length", field(c.model.context_length), "longest sequence T")(
+      "d-model", field(c.model.d_model), "embedding width C")(
+      "n-heads", field(c.model.n_heads), "attention heads")("n-layers", field(c.model.n_layers),
+                                                            "transformer blocks")(
+      "d-ff", field(c.model.d_ff), "MLP width (0: 4 * d-model)")("dropout", field(c.model.dropout),
+                                                                 "dropout probability")(
+      "qkv-bias", field(c.model.qkv_bias)->implicit_value(true), "bias in W_query/W_key/W_value")(
+      "tie-weights", field(c.model.tie_weights)->implicit_value(true),
+      "lm_head shares tok_emb.weight");
   po::options_description data("data");
-  data.add_options()
-      ("data", field(c.data), "UTF-8 text file (default: the built-in corpus)")
-      ("val-fraction", field(c.val_fraction), "last fraction of the tokens held out")
-      ("tokenizer", field(c.tokenizer), "char or byte")
-      ("corpus-seed", field(c.corpus_seed), "seed of the built-in corpus");
+  data.add_options()("data", field(c.data), "UTF-8 text file (default: the built-in corpus)")(
+      "val-fraction", field(c.val_fraction), "last fraction of the tokens held out")(
+      "tokenizer", field(c.tokenizer), "char or byte")("corpus-seed", field(c.corpus_seed),
+                                                       "seed of the built-in corpus");
   po::options_description opt("optimisation (AdamW, warm-up then cosine)");
-  opt.add_options()
-      ("steps", field(c.steps), "optimiser steps")
-      ("batch-size", field(c.batch_size), "sequences per step")
-      ("lr", field(c.lr), "peak learning rate")
-      ("min-lr", field(c.min_lr), "final learning rate (negative: lr / 10)")
-      ("warmup-steps", field(c.warmup_steps), "linear warm-up steps")
-      ("weight-decay", field(c.weight_decay), "AdamW decay of 2-D+ parameters")
-      ("beta1", field(c.beta1), "AdamW beta1")
-      ("beta2", field(c.beta2), "AdamW beta2")
-      ("grad-clip", field(c.grad_clip), "global gradient norm limit (0: off)");
+  opt.add_options()("steps", field(c.steps), "optimiser steps")("batch-size", field(c.batch_size),
+                                                                "sequences per step")(
+      "lr", field(c.lr), "peak learning rate")("min-lr", field(c.min_lr),
+                                               "final learning rate (negative: lr / 10)")(
+      "warmup-steps", field(c.warmup_steps), "linear warm-up steps")(
+      "weight-decay", field(c.weight_decay), "AdamW decay of 2-D+ parameters")(
+      "beta1", field(c.beta1), "AdamW beta1")("beta2", field(c.beta2), "AdamW beta2")(
+      "grad-clip", field(c.grad_clip), "global gradient norm limit (0: off)");
   po::options_description run("run");
-  run.add_options()
-      ("help,h", "show this help")
-      ("config", po::value<std::string>(), "read options from an INI file (the command line wins)")
-      ("seed", field(c.seed), "initialisation, batches and dropout")
-      ("out", field(c.out), "checkpoint path")
-      ("eval-interval", field(c.eval_interval), "steps between validation (0: end only)")
-      ("eval-windows", field(c.eval_windows), "validation windows per evaluation (0: all)")
-      ("checkpoint-interval", field(c.checkpoint_interval), "steps between checkpoints (0: end only)")
-      ("log-interval", field(c.log_interval), "steps between report lines")
-      ("metrics", field(c.metrics), "append JSON lines of metrics to this file")
-      ("threads", field(c.threads), "threads for kernels and BLAS")
-      ("sample-tokens", field(c.sample_tokens), "length of the sample printed at the end")
-      ("init-from", field(c.init_from), "start from this checkpoint's weights")
-      ("stop-at", field(c.stop_at), "end this run after this step, checkpointed (0: run all steps)")
-      ("detect-anomaly", po::bool_switch(&c.detect_anomaly), "check every op's output and gradients for NaN/inf; "
-       "report the first with its op, module and input statistics")
-      ("inject-nan", field(c.inject_nan), "testing aid: plant a NaN, forward:MODULE or backward:MODULE, "
-       "optionally @STEP (e.g. backward:blocks.0.mlp.fc2@5)");
+  run.add_options()("help,h", "show this help")(
+      "config", po::value<std::string>(), "read options from an INI file (the command line wins)")(
+      "seed", field(c.seed), "initialisation, batches and dropout")(
+      "out", field(c.out), "checkpoint path")("eval-interval", field(c.eval_interval),
+                                              "steps between validation (0: end only)")(
+      "eval-windows", field(c.eval_windows), "validation windows per evaluation (0: all)")(
+      "checkpoint-interval", field(c.checkpoint_interval),
+      "steps between checkpoints (0: end only)")("log-interval", field(c.log_interval),
+                                                 "steps between report lines")(
+      "metrics", field(c.metrics), "append JSON lines of metrics to this file")(
+      "threads", field(c.threads), "threads for kernels and BLAS")(
+      "sample-tokens", field(c.sample_tokens), "length of the sample printed at the end")(
+      "init-from", field(c.init_from), "start from this checkpoint's weights")(
+      "stop-at", field(c.stop_at), "end this run after this step, checkpointed (0: run all steps)")(
+      "detect-anomaly", po::bool_switch(&c.detect_anomaly),
+      "check every op's output and gradients for NaN/inf; "
+      "report the first with its op, module and input statistics")(
+      "inject-nan", field(c.inject_nan),
+      "testing aid: plant a NaN, forward:MODULE or backward:MODULE, "
+      "optionally @STEP (e.g. backward:blocks.0.mlp.fc2@5)");
   po::options_description all;
   all.add(model).add(data).add(opt).add(run);
   return all;
@@ -184,8 +181,9 @@ int train_command(const Args& args) {
     if (!cfg.data.empty()) require_file(cfg.data, "data file");
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     cfg.validate();
-    require_outputs({{"--out", cfg.out}, {"--metrics", cfg.metrics}},
-                    {{"--data", cfg.data}, {"--config", config_file(vm)}, {"--init-from", cfg.init_from}});
+    require_outputs(
+        {{"--out", cfg.out}, {"--metrics", cfg.metrics}},
+        {{"--data", cfg.data}, {"--config", config_file(vm)}, {"--init-from", cfg.init_from}});
     io::OutputLock lock = lock_output(cfg.out);
     return run_training(cfg);
   });
@@ -194,7 +192,8 @@ int train_command(const Args& args) {
 // The text a resumed run continues on: --data when given (a corpus that moved), else the
 // path its config recorded -- only when the checkpoint also records the text's identity,
 // since a file could name any path on this machine as its "data".
-std::string resume_data(const io::Checkpoint& ckpt, const RunConfig& cfg, const po::variables_map& vm) {
+std::string resume_data(const io::Checkpoint& ckpt, const RunConfig& cfg,
+                        const po::variables_map& vm) {
   if (vm.count("data")) {
     const std::string given = vm["data"].as<std::string>();
     require_file(given, "data file");
@@ -209,9 +208,10 @@ std::string resume_data(const io::Checkpoint& ckpt, const RunConfig& cfg, const 
   try {
     io::regular_file_size(cfg.data, "data file");
   } catch (const std::exception& e) {
-    throw UsageError(fmt::format("the run trained on '{}', which cannot be read now ({}); if it "
-                                 "moved, give its new place with --data",
-                                 data::printable(cfg.data), e.what()));
+    throw UsageError(
+        fmt::format("the run trained on '{}', which cannot be read now ({}); if it "
+                    "moved, give its new place with --data",
+                    data::printable(cfg.data), e.what()));
   }
   return cfg.data;
 }
@@ -222,13 +222,14 @@ int resume_command(const Args& args) {
     int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1;
     int threads = 2;
     po::options_description desc("resume options");
-    desc.add_options()("help,h", "show this help")(
-        "checkpoint", po::value(&path)->required(), "the checkpoint to continue")(
+    desc.add_options()("help,h", "show this help")("checkpoint", po::value(&path)->required(),
+                                                   "the checkpoint to continue")(
         "steps", po::value(&steps), "total steps (default: the run's)")(
         "out", po::value(&out), "checkpoint path (default: the resumed file)")(
-        "data", po::value<std::string>(), "the corpus, when it moved since the run began "
-        "(checked against the text the run trained on)")(
-        "eval-interval", po::value(&eval_interval), "steps between validation")(
+        "data", po::value<std::string>(),
+        "the corpus, when it moved since the run began "
+        "(checked against the text the run trained on)")("eval-interval", po::value(&eval_interval),
+                                                         "steps between validation")(
         "checkpoint-interval", po::value(&checkpoint_interval), "steps between checkpoints")(
         "metrics", po::value(&metrics), "append JSON lines of metrics to this file")(
         "threads", po::value(&threads)->default_value(2), "threads for kernels and BLAS")(
@@ -258,7 +259,8 @@ int resume_command(const Args& args) {
     cfg.detect_anomaly = vm.count("detect-anomaly") > 0;
     cfg.validate();
     if (cfg.steps < ckpt.step)
-      throw UsageError(fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));
+      throw UsageError(
+          fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));
     return run_training(cfg, &ckpt);
   });
 }
@@ -271,12 +273,13 @@ int sample_command(const Args& args) {
     uint64_t seed = 0;
     int threads = 2;
     po::options_description desc("sample options");
-    desc.add_options()("help,h", "show this help")(
-        "checkpoint", po::value(&path)->required(), "checkpoint to sample from")(
+    desc.add_options()("help,h", "show this help")("checkpoint", po::value(&path)->required(),
+                                                   "checkpoint to sample from")(
         "prompt", po::value(&prompt)->default_value(""), "text to continue (default: newline)")(
         "tokens", po::value(&tokens)->default_value(200), "tokens to generate")(
-        "temperature", po::value(&temperature)->default_value(1.0), "softmax temperature (0: greedy)")(
-        "top-k", po::value(&top_k)->default_value(0), "keep the k likeliest tokens (0: all)")(
+        "temperature", po::value(&temperature)->default_value(1.0),
+        "softmax temperature (0: greedy)")("top-k", po::value(&top_k)->default_value(0),
+                                           "keep the k likeliest tokens (0: all)")(
         "seed", po::value(&seed)->default_value(0), "sampling seed")(
         "threads", po::value(&threads)->default_value(2), "threads")(
         "config", po::value<std::string>(), "read options from an INI file");
@@ -307,7 +310,8 @@ int sample_command(const Args& args) {
     if (prompt.empty()) all.erase(all.begin());
     // a vocabulary from a file may hold escape sequences: a terminal is shown them escaped
     const std::string text = tok->decode(all);
-    fmt::print("{}\n", isatty(STDOUT_FILENO) ? data::printable(text, /*keep_line_breaks=*/true) : text);
+    fmt::print("{}\n",
+               isatty(STDOUT_FILENO) ? data::printable(text, /*keep_line_breaks=*/true) : text);
     return 0;
   });
 }
@@ -318,11 +322,11 @@ int eval_command(const Args& args) {
     int64_t context = 0;
     int threads = 2;
     po::options_description desc("eval options");
-    desc.add_options()("help,h", "show this help")(
-        "checkpoint", po::value(&path)->required(), "checkpoint to evaluate")(
+    desc.add_options()("help,h", "show this help")("checkpoint", po::value(&path)->required(),
+                                                   "checkpoint to evaluate")(
         "data", po::value(&data_path)->required(), "UTF-8 text file")(
-        "context-length", po::value(&context)->default_value(0), "window length T (0: the model's)")(
-        "json", "print one JSON object as the last line")(
+        "context-length", po::value(&context)->default_value(0),
+        "window length T (0: the model's)")("json", "print one JSON object as the last line")(
         "dump-grads", po::value(&dump), "also write d loss / d parameter to this HDF5 file")(
         "threads", po::value(&threads)->default_value(2), "threads")(
         "config", po::value<std::string>(), "read options from an INI file");
@@ -342,11 +346,13 @@ int eval_command(const Args& args) {
     auto tok = make_tokenizer(ckpt.tokenizer);
     std::vector<int64_t> ids;
     try {
-      ids = tok->encode(io::read_input_file(data_path, "data file", std::numeric_limits<int64_t>::max()));
+      ids = tok->encode(
+          io::read_input_file(data_path, "data file", std::numeric_limits<int64_t>::max()));
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("{}: {}", data_path, e.what()));
     }
-    auto result = evaluate_with_grads(*model, ids, context, vm.count("dump-grads") ? &dump : nullptr);
+    auto result =
+        evaluate_with_grads(*model, ids, context, vm.count("dump-grads") ? &dump : nullptr);
     if (result.tokens == 0)
       throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",
                                            data_path, ids.size(),
@@ -354,9 +360,12 @@ int eval_command(const Args& args) {
     fmt::print("loss {:.4f}\n", result.loss);
     if (vm.count("dump-grads")) fmt::print("gradients written to {}\n", dump);
     if (vm.count("json"))
-      fmt::print("{}\n", nlohmann::json{{"loss", result.loss}, {"tokens", result.tokens},
-                                        {"windows", result.windows}, {"checkpoint", path},
-                                        {"data", data_path}}.dump());
+      fmt::print("{}\n", nlohmann::json{{"loss", result.loss},
+                                        {"tokens", result.tokens},
+                                        {"windows", result.windows},
+                                        {"checkpoint", path},
+                                        {"data", data_path}}
+                             .dump());
     return 0;
   });
 }
@@ -366,9 +375,10 @@ namespace {
 // "all checksums good" only when every dataset carries a checksum that held.
 std::string verify_summary(const io::VerifyReport& r) {
   if (r.all_checked()) return fmt::format("verified {} datasets: all checksums good", r.datasets());
-  std::string s = fmt::format("verified {} datasets: {} checksums good, {} failed, {} without a checksum "
-                              "(unchecked)",
-                              r.datasets(), r.checked.size(), r.failures.size(), r.unchecked.size());
+  std::string s = fmt::format(
+      "verified {} datasets: {} checksums good, {} failed, {} without a checksum "
+      "(unchecked)",
+      r.datasets(), r.checked.size(), r.failures.size(), r.unchecked.size());
   if (!r.refused.empty()) s += fmt::format(", {} objects refused", r.refused.size());
   return s;
 }
@@ -378,12 +388,13 @@ void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
   fmt::print("checkpoint {}\nstep {}\nconfig {}\n", data::printable(ckpt.source), ckpt.step,
              data::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
   if (!ckpt.data_identity.empty()) fmt::print("data {}\n", data::printable(ckpt.data_identity));
-  fmt::print("tokenizer {} ({} entries)\n", data::printable(ckpt.tokenizer.type), ckpt.tokenizer.vocab.size());
+  fmt::print("tokenizer {} ({} entries)\n", data::printable(ckpt.tokenizer.type),
+             ckpt.tokenizer.vocab.size());
   fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
   int64_t total = 0;
   for (const auto& [name, t] : ckpt.model) {
-    fmt::print("{:<40} {:>16} {:>12}{}\n", data::printable(name), ag::shape_str(t.shape()), t.numel(),
-               sums ? fmt::format("  {:016x}", fnv1a(t)) : "");
+    fmt::print("{:<40} {:>16} {:>12}{}\n", data::printable(name), ag::shape_str(t.shape()),
+               t.numel(), sums ? fmt::format("  {:016x}", fnv1a(t)) : "");
     total += t.numel();
   }
   fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);

@@ -18,13 +18,15 @@ void RunConfig::validate() const {
     fail(fmt::format("tokenizer must be 'char' or 'byte', got '{}'", tokenizer));
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (batch_size <= 0) fail(fmt::format("batch_size must be positive, got {}", batch_size));
-  if (!(lr > 0 && std::isfinite(lr))) fail(fmt::format("lr must be positive and finite, got {}", lr));
+  if (!(lr > 0 && std::isfinite(lr)))
+    fail(fmt::format("lr must be positive and finite, got {}", lr));
   if (!std::isfinite(min_lr)) fail(fmt::format("min_lr must be finite, got {}", min_lr));
   if (min_lr > lr) fail(fmt::format("min_lr ({}) must not exceed lr ({})", min_lr, lr));
   if (warmup_steps < 0) fail(fmt::format("warmup_steps must be >= 0, got {}", warmup_steps));
   if (!(beta1 >= 0 && beta1 < 1)) fail(fmt::format("beta1 must be in [0, 1), got {}", beta1));
   if (!(beta2 >= 0 && beta2 < 1)) fail(fmt::format("beta2 must be in [0, 1), got {}", beta2));
-  if (!(eps > 0 && std::isfinite(eps))) fail(fmt::format("eps must be positive and finite, got {}", eps));
+  if (!(eps > 0 && std::isfinite(eps)))
+    fail(fmt::format("eps must be positive and finite, got {}", eps));
   if (!(weight_decay >= 0 && std::isfinite(weight_decay)))
     fail(fmt::format("weight_decay must be >= 0 and finite, got {}", weight_decay));
   if (!(grad_clip >= 0 && std::isfinite(grad_clip)))
@@ -34,7 +36,8 @@ void RunConfig::validate() const {
     fail(fmt::format("checkpoint_interval must be >= 0, got {}", checkpoint_interval));
   if (log_interval <= 0) fail(fmt::format("log_interval must be positive, got {}", log_interval));
   if (eval_windows < 0) fail(fmt::format("eval_windows must be >= 0, got {}", eval_windows));
-  if (threads < 1 || threads > 256) fail(fmt::format("threads must be in [1, 256], got {}", threads));
+  if (threads < 1 || threads > 256)
+    fail(fmt::format("threads must be in [1, 256], got {}", threads));
   if (sample_tokens < 0) fail(fmt::format("sample_tokens must be >= 0, got {}", sample_tokens));
   if (stop_at < 0) fail(fmt::format("stop_at must be >= 0, got {}", stop_at));
   if (out.empty()) fail("out (the checkpoint path) must not be empty");
@@ -103,7 +106,8 @@ T json_as(const nlohmann::json& v, const char* key) {
     constexpr bool is_unsigned = std::is_unsigned_v<T>;
     const char* expected = is_unsigned ? "a non-negative integer" : "an integer";
     if (v.is_number_unsigned()) {
-      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) throw wrong(expected);
+      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        throw wrong(expected);
       return static_cast<T>(v.get<uint64_t>());
     }
     if (v.is_number_integer()) {
@@ -112,7 +116,8 @@ T json_as(const nlohmann::json& v, const char* key) {
     }
     // a float only when it is a whole number that a double holds exactly
     const double d = v.is_number_float() ? v.get<double>() : NAN;
-    if (!(std::trunc(d) == d && std::fabs(d) <= 0x1p53 && (!is_unsigned || d >= 0))) throw wrong(expected);
+    if (!(std::trunc(d) == d && std::fabs(d) <= 0x1p53 && (!is_unsigned || d >= 0)))
+      throw wrong(expected);
     return static_cast<T>(d);
   }
 }

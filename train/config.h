@@ -3,7 +3,6 @@
 // optimiser, schedule and run settings. It is what the command line and config files
 // fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "nn/gpt.h"
@@ -33,18 +32,18 @@ struct RunConfig {
   // run
   uint64_t seed = 1337;
   std::string out = "attograd.h5";
-  int64_t eval_interval = 250;       // 0: only at the end
-  int64_t checkpoint_interval = 0;   // 0: only at the end (and on SIGINT/SIGTERM)
+  int64_t eval_interval = 250;      // 0: only at the end
+  int64_t checkpoint_interval = 0;  // 0: only at the end (and on SIGINT/SIGTERM)
   int64_t log_interval = 50;
-  int64_t eval_windows = 0;          // cap on validation windows per evaluation; 0: all
-  std::string metrics;               // JSON-lines file; empty: none
+  int64_t eval_windows = 0;  // cap on validation windows per evaluation; 0: all
+  std::string metrics;       // JSON-lines file; empty: none
   int threads = 2;
-  int64_t sample_tokens = 200;       // sample printed at the end
-  std::string init_from;             // start from this checkpoint's weights
-  bool detect_anomaly = false;        // check every op for NaN/inf (autograd/anomaly.h)
-  std::string inject_nan;            // fault injection: PHASE:MODULE[@STEP]
-  int64_t stop_at = 0;               // end this invocation after this step (0: at steps);
-                                     // the schedule still spans `steps`, so resume continues
+  int64_t sample_tokens = 200;  // sample printed at the end
+  std::string init_from;        // start from this checkpoint's weights
+  bool detect_anomaly = false;  // check every op for NaN/inf (autograd/anomaly.h)
+  std::string inject_nan;       // fault injection: PHASE:MODULE[@STEP]
+  int64_t stop_at = 0;          // end this invocation after this step (0: at steps);
+                                // the schedule still spans `steps`, so resume continues
 
   double effective_min_lr() const { return min_lr >= 0 ? min_lr : lr / 10; }
   // Throws std::invalid_argument naming the first out-of-range value.

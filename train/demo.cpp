@@ -64,8 +64,8 @@ int demo_command(const Args& args) {
   int steps = 300;
   double lr = 0.1;
   po::options_description desc("demo options");
-  desc.add_options()("help,h", "show this help")(
-      "seed", po::value(&seed)->default_value(0), "random seed")(
+  desc.add_options()("help,h", "show this help")("seed", po::value(&seed)->default_value(0),
+                                                 "random seed")(
       "steps", po::value(&steps)->default_value(300), "gradient descent steps")(
       "lr", po::value(&lr)->default_value(0.1), "learning rate");
   try {

@@ -46,11 +46,13 @@ std::vector<FileOption> read_config_file(const std::string& path,
     if (text.empty()) continue;
     auto eq = text.find('=');
     if (eq == std::string::npos)
-      throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line, data::printable(text)));
+      throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line,
+                                   data::printable(text)));
     std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
     std::replace(key.begin(), key.end(), '_', '-');
     if (key.empty())
-      throw UsageError(fmt::format("{}:{}: no option name before '=' in '{}'", path, line, data::printable(text)));
+      throw UsageError(fmt::format("{}:{}: no option name before '=' in '{}'", path, line,
+                                   data::printable(text)));
     if (key == "config")
       throw UsageError(fmt::format("{}:{}: a config file cannot include another", path, line));
     bool known = false;
@@ -58,10 +60,12 @@ std::vector<FileOption> read_config_file(const std::string& path,
       known = desc.find_nothrow(key, false) != nullptr;
     } catch (const po::error&) {
     }
-    if (!known) throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, data::printable(key)));
+    if (!known)
+      throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, data::printable(key)));
     for (const FileOption& earlier : out)
       if (earlier.key == key)
-        throw UsageError(fmt::format("{}:{}: '{}' is already set on line {}", path, line, key, earlier.line));
+        throw UsageError(
+            fmt::format("{}:{}: '{}' is already set on line {}", path, line, key, earlier.line));
     out.push_back({key, value, line});
   }
   return out;
@@ -69,7 +73,8 @@ std::vector<FileOption> read_config_file(const std::string& path,
 
 // Boost reads "-1" as 2^64 - 1 for an unsigned option: a negative value for one of those
 // (a seed) is refused here instead of silently wrapped around.
-void refuse_negative_unsigned(const po::parsed_options& parsed, const po::options_description& desc) {
+void refuse_negative_unsigned(const po::parsed_options& parsed,
+                              const po::options_description& desc) {
   for (const po::option& o : parsed.options) {
     const auto* d = desc.find_nothrow(o.string_key, false);
     if (!d || o.value.empty()) continue;
@@ -77,7 +82,8 @@ void refuse_negative_unsigned(const po::parsed_options& parsed, const po::option
                              dynamic_cast<const po::typed_value<uint32_t>*>(d->semantic().get());
     const std::string value = trim(o.value.front());
     if (is_unsigned && !value.empty() && value[0] == '-')
-      throw UsageError(fmt::format("--{} must be >= 0, got {}", o.string_key, data::printable(value)));
+      throw UsageError(
+          fmt::format("--{} must be >= 0, got {}", o.string_key, data::printable(value)));
   }
 }
 
@@ -85,8 +91,11 @@ void refuse_negative_unsigned(const po::parsed_options& parsed, const po::option
 // with an override appended), instead of Boost's "specified more than once" error.
 po::parsed_options parse_args(const std::vector<std::string>& args,
                               const po::options_description& desc) {
-  po::parsed_options parsed = po::command_line_parser(args).options(desc).style(
-      po::command_line_style::default_style & ~po::command_line_style::allow_guessing).run();
+  po::parsed_options parsed =
+      po::command_line_parser(args)
+          .options(desc)
+          .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+          .run();
   std::vector<po::option> last_of_each;
   for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it)
     if (std::none_of(last_of_each.begin(), last_of_each.end(),
@@ -126,7 +135,8 @@ po::variables_map parse_options(const std::vector<std::string>& args,
       try {
         po::store(parse_args({"--" + opt.key + "=" + opt.value}, desc), vm);
       } catch (const po::error& e) {
-        throw UsageError(fmt::format("{}:{}: {}", path, opt.line, describe(e, {opt.key, opt.value})));
+        throw UsageError(
+            fmt::format("{}:{}: {}", path, opt.line, describe(e, {opt.key, opt.value})));
       } catch (const UsageError& e) {
         throw UsageError(fmt::format("{}:{}: {}", path, opt.line, e.what()));
       }

@@ -5,7 +5,6 @@
 // line wins over the file. Every problem is a UsageError with one line that names the
 // option, the value and, for a file, the line.
 #include <boost/program_options.hpp>
-
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -43,7 +43,8 @@ io::TokenizerSection tokenizer_section(const data::Tokenizer& tok) {
 }
 
 int64_t text_bytes_of(const RunConfig& cfg) {
-  if (cfg.data.empty()) return static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size());
+  if (cfg.data.empty())
+    return static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size());
   return io::regular_file_size(cfg.data, "data file");
 }
 
@@ -73,7 +74,8 @@ RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved,
       d.tokenizer = std::make_unique<data::CharTokenizer>(data::CharTokenizer::from_text(text));
     ids = d.tokenizer->encode(text);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format("{}: {}", cfg.data.empty() ? "corpus" : cfg.data, e.what()));
+    throw std::invalid_argument(
+        fmt::format("{}: {}", cfg.data.empty() ? "corpus" : cfg.data, e.what()));
   }
   std::string().swap(text);  // the ids replace the text
   data::Split split = data::split_tokens(std::move(ids), cfg.val_fraction);
@@ -84,7 +86,8 @@ RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved,
 
 // ------------------------------------------------------------------ evaluation
 EvalResult evaluate_with_grads(nn::GPT& model, std::span<const int64_t> ids, int64_t T,
-                               const std::string* grads_path, const std::function<bool()>& cancelled) {
+                               const std::string* grads_path,
+                               const std::function<bool()>& cancelled) {
   constexpr int64_t kBatch = 16;
   if (T == 0) T = model.config().context_length;
   const auto windows = data::eval_windows(ids.size(), T);
@@ -135,8 +138,8 @@ EvalResult evaluate_with_grads(nn::GPT& model, std::span<const int64_t> ids, int
   return r;
 }
 
-std::pair<double, int64_t> evaluate(nn::GPT& model, std::span<const int64_t> ids, int64_t max_windows,
-                                    const std::function<bool()>& cancelled) {
+std::pair<double, int64_t> evaluate(nn::GPT& model, std::span<const int64_t> ids,
+                                    int64_t max_windows, const std::function<bool()>& cancelled) {
   const int64_t T = model.config().context_length;
   if (max_windows > 0 && static_cast<int64_t>(ids.size()) > max_windows * T + 1)
     ids = ids.first(max_windows * T + 1);  // the first max_windows windows
@@ -203,17 +206,20 @@ struct Reporter {
     sayf("\r[{}{}] step {}/{} loss {:.4f}\033[K", std::string(filled, '#'),
          std::string(width - filled, '.'), step, cfg.steps, loss);
   }
-  void line(int64_t step, double loss, double val_loss, double lr, double grad_norm, int64_t tokens) {
+  void line(int64_t step, double loss, double val_loss, double lr, double grad_norm,
+            int64_t tokens) {
     const double secs = elapsed();
     const double done = static_cast<double>(step - first_step);
     const double tok_s = secs > 0 ? tokens / secs : 0;
     const double eta = done > 0 ? secs / done * (cfg.steps - step) : 0;
     std::string val = std::isnan(val_loss) ? "" : fmt::format(" | val {:.4f}", val_loss);
     sayf("{}step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}\n",
-         tty ? "\r\033[K" : "", step, cfg.steps, loss, val, lr, grad_norm, tok_s, format_duration(eta));
+         tty ? "\r\033[K" : "", step, cfg.steps, loss, val, lr, grad_norm, tok_s,
+         format_duration(eta));
     if (metrics) {
-      nlohmann::json j = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                          {"tokens_per_s", tok_s}, {"elapsed_s", secs}, {"eta_s", eta}};
+      nlohmann::json j = {
+          {"step", step},          {"loss", loss},      {"lr", lr},    {"grad_norm", grad_norm},
+          {"tokens_per_s", tok_s}, {"elapsed_s", secs}, {"eta_s", eta}};
       if (!std::isnan(val_loss)) j["val_loss"] = val_loss;
       metrics->append(j.dump());
     }
@@ -254,7 +260,8 @@ void check_data_fits(const RunConfig& cfg) {
 }
 
 // A resumed run must continue on the text it trained on, wherever that text is now.
-void check_same_data(const io::Checkpoint& resumed, const std::string& identity, const RunConfig& cfg) {
+void check_same_data(const io::Checkpoint& resumed, const std::string& identity,
+                     const RunConfig& cfg) {
   if (resumed.data_identity.empty() || resumed.data_identity == identity) return;
   throw std::runtime_error(fmt::format(
       "{} is not the text this run trained on ({} has data_identity {}, the text has {}); resume "
@@ -266,7 +273,8 @@ void check_same_data(const io::Checkpoint& resumed, const std::string& identity,
 
 // --inject-nan PHASE:MODULE[@STEP], a fault-injection aid for testing anomaly detection:
 // the module must exist; it arms at STEP (default 1). Returns {spec without step, step}.
-std::pair<std::string, int64_t> parse_nan_injection(const std::string& option, const nn::GPT& model) {
+std::pair<std::string, int64_t> parse_nan_injection(const std::string& option,
+                                                    const nn::GPT& model) {
   if (option.empty()) return {"", -1};
   std::string spec = option;
   int64_t at = 1;
@@ -274,8 +282,8 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option, c
     try {
       at = std::stoll(spec.substr(pos + 1));
     } catch (const std::exception&) {
-      throw std::invalid_argument(
-          fmt::format("--inject-nan '{}': the step after '@' is not a number", data::printable(option)));
+      throw std::invalid_argument(fmt::format(
+          "--inject-nan '{}': the step after '@' is not a number", data::printable(option)));
     }
     spec.resize(pos);
   }
@@ -284,9 +292,9 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option, c
   const std::string module = spec.substr(spec.find(':') + 1);
   const auto paths = model.module_paths();
   if (std::find(paths.begin(), paths.end(), module) == paths.end())
-    throw std::invalid_argument(fmt::format(
-        "--inject-nan: this model has no module '{}' (modules are named like {}, {})",
-        data::printable(module), "blocks.0.attn.W_query", "blocks.0.mlp.fc2"));
+    throw std::invalid_argument(
+        fmt::format("--inject-nan: this model has no module '{}' (modules are named like {}, {})",
+                    data::printable(module), "blocks.0.attn.W_query", "blocks.0.mlp.fc2"));
   return {spec, at};
 }
 
@@ -295,15 +303,17 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option, c
 int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
   ag::set_num_threads(cfg.threads);
   if (resumed && (!resumed->optimizer || resumed->rng.empty()))
-    throw std::runtime_error(fmt::format(
-        "{} holds weights only (no optimizer or RNG state): resume needs a training "
-        "checkpoint; start a new run from its weights with 'train --init-from {}'",
-        resumed->source, resumed->source));
+    throw std::runtime_error(
+        fmt::format("{} holds weights only (no optimizer or RNG state): resume needs a training "
+                    "checkpoint; start a new run from its weights with 'train --init-from {}'",
+                    resumed->source, resumed->source));
   std::optional<io::Checkpoint> init;
   if (!cfg.init_from.empty()) init = io::load_checkpoint(cfg.init_from);
 
   check_data_fits(cfg);
-  const io::TokenizerSection* saved_tok = resumed ? &resumed->tokenizer : init ? &init->tokenizer : nullptr;
+  const io::TokenizerSection* saved_tok = resumed ? &resumed->tokenizer
+                                          : init  ? &init->tokenizer
+                                                  : nullptr;
   RunData d = load_run_data(cfg, saved_tok, [&](const std::string& identity) {
     if (resumed) check_same_data(*resumed, identity, cfg);
   });
@@ -314,18 +324,20 @@ int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
   cfg.validate();
   const int64_t T = cfg.model.context_length;
   if (static_cast<int64_t>(d.train.size()) < T + 1)
-    throw std::invalid_argument(fmt::format("the training split has {} tokens, fewer than "
-                                            "context_length + 1 = {}",
-                                            d.train.size(), T + 1));
+    throw std::invalid_argument(
+        fmt::format("the training split has {} tokens, fewer than "
+                    "context_length + 1 = {}",
+                    d.train.size(), T + 1));
   // before anything large is allocated: the weights must fit, and so must the run
   if (init) check_weights_fit(*init, cfg.model);
   if (resumed) check_weights_fit(*resumed, cfg.model);
   const int64_t held = static_cast<int64_t>((d.train.size() + d.val.size()) * sizeof(int64_t));
   MemoryPlan plan = plan_memory(cfg, cfg.model.num_parameters(), held);
-  sayf("attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
-       "threads)\n",
-       cfg.model.num_parameters(), d.source, d.train.size(), d.val.size(), cfg.model.vocab_size,
-       "OpenBLAS", ag::blas_kernel_name(), cfg.threads);
+  sayf(
+      "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
+      "threads)\n",
+      cfg.model.num_parameters(), d.source, d.train.size(), d.val.size(), cfg.model.vocab_size,
+      "OpenBLAS", ag::blas_kernel_name(), cfg.threads);
   sayf("{}\n", plan.describe());
   if (!plan.fits())
     throw std::runtime_error(fmt::format(
@@ -380,12 +392,16 @@ int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
     // A non-finite value stops the run before it touches the weights: the last
     // checkpoint stays the last good state.
     auto last_good = [&] {
-      return last_saved >= 0 ? fmt::format("The last good checkpoint is {} (step {}).", cfg.out, last_saved)
-                             : std::string("No checkpoint was written in this run.");
+      return last_saved >= 0
+                 ? fmt::format("The last good checkpoint is {} (step {}).", cfg.out, last_saved)
+                 : std::string("No checkpoint was written in this run.");
     };
     auto stop_non_finite = [&](const char* what, double value) {
       fmt::print(stderr, "{}attograd: {} is {} at step {}; stopping before the update. {}\n",
-                 report.fresh_line(), what, std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf",
+                 report.fresh_line(), what,
+                 std::isnan(value) ? "NaN"
+                 : value > 0       ? "+inf"
+                                   : "-inf",
                  step, last_good());
       exit_code = 1;
     };
@@ -412,7 +428,8 @@ int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
     opt.step();
     tokens += cfg.batch_size * T;
     const bool last = step == cfg.steps;
-    const bool eval_now = !d.val.empty() && ((cfg.eval_interval > 0 && step % cfg.eval_interval == 0) || last);
+    const bool eval_now =
+        !d.val.empty() && ((cfg.eval_interval > 0 && step % cfg.eval_interval == 0) || last);
     if (eval_now) last_val = evaluate(model, d.val, cfg.eval_windows, StopSignals::requested).first;
     if (step % cfg.log_interval == 0 || last || eval_now || step == 1)
       report.line(step, loss, eval_now ? last_val : NAN, lr, grad_norm, tokens);
@@ -451,7 +468,8 @@ int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
         rescue = io::make_rescue_path(cfg.out);
         save(step, rescue);
       } catch (const std::exception& e2) {
-        throw std::runtime_error(fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
+        throw std::runtime_error(
+            fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
       }
       throw std::runtime_error(fmt::format("{}; the run's state (step {}) was saved to {} instead",
                                            e.what(), step, rescue));
@@ -471,7 +489,8 @@ int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
     ag::Generator gen(cfg.seed);
     std::vector<int64_t> prompt{d.val.empty() ? d.train.front() : d.val.front()};
     model.eval();
-    ag::Tensor ids = model.generate(ag::from_vector(prompt, {1, 1}), cfg.sample_tokens, 0.8, 0, gen);
+    ag::Tensor ids =
+        model.generate(ag::from_vector(prompt, {1, 1}), cfg.sample_tokens, 0.8, 0, gen);
     std::vector<int64_t> out;
     for (double v : ids.to_vector()) out.push_back(static_cast<int64_t>(v));
     sayf("sample:\n{}\n", d.tokenizer->decode(out));

@@ -581,18 +581,21 @@ void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn,
 // heads side by side: what MultiHeadAttention needs, with no transposes in the graph.
 // The same kernels and masks as scaled_dot_product_attention(q, k, v, causal = true),
 // row r = b * H + h.
-Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p, Generator* gen) {
+Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p,
+                             Generator* gen) {
   if (qkv.dim() != 3 || num_heads <= 0 || qkv.shape()[2] % (3 * num_heads) != 0)
     throw std::invalid_argument(fmt::format(
         "causal_self_attention: qkv must be [batch, tokens, 3 * heads * head_dim] for {} heads, "
-        "got {}", num_heads, shape_str(qkv.shape())));
+        "got {}",
+        num_heads, shape_str(qkv.shape())));
   if (!is_floating(qkv.dtype()))
     throw std::invalid_argument("causal_self_attention: qkv must be float32 or float64");
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
-    throw std::invalid_argument(fmt::format(
-        "causal_self_attention: dropout_p must be in [0, 1], got {}", dropout_p));
+    throw std::invalid_argument(
+        fmt::format("causal_self_attention: dropout_p must be in [0, 1], got {}", dropout_p));
   if (dropout_p > 0 && gen == nullptr)
-    throw std::invalid_argument("causal_self_attention: dropout_p > 0 needs a generator for the mask");
+    throw std::invalid_argument(
+        "causal_self_attention: dropout_p > 0 needs a generator for the mask");
   const int64_t B = qkv.shape()[0], Tn = qkv.shape()[1], C = qkv.shape()[2] / 3, H = num_heads;
   const Dims d{B * H, Tn, Tn, C / H, C / H};
   const uint64_t draw = dropout_p > 0 ? gen->next_u64() : 0;
@@ -607,33 +610,34 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
     copy_heads(HeadCopy::gather, q.data<scalar_t>(), p, B, Tn, H, d.D, 3 * C);
     copy_heads(HeadCopy::gather, k.data<scalar_t>(), p + C, B, Tn, H, d.D, 3 * C);
     copy_heads(HeadCopy::gather, v.data<scalar_t>(), p + 2 * C, B, Tn, H, d.D, 3 * C);
-    sdpa_forward<scalar_t>(d, true, dropout_p, draw, static_cast<scalar_t>(scale), q.data<scalar_t>(),
-                           k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
-                           lse.data<scalar_t>());
+    sdpa_forward<scalar_t>(d, true, dropout_p, draw, static_cast<scalar_t>(scale),
+                           q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
+                           o.data<scalar_t>(), lse.data<scalar_t>());
     copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, d.D, C);
   });
   if (needs_recording({qkv}))
-    attach_backward(out, "CausalSelfAttentionBackward", {qkv},
-                    [q, k, v, o, lse, d, H, C, dropout_p, draw, scale](const Tensor& g) -> std::vector<Tensor> {
-                      const int64_t B = d.R / H, Tn = d.T;
-                      Tensor gc = g.contiguous();
-                      Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), q.dtype()),
-                             dk = empty(q.shape(), q.dtype()), dv = empty(q.shape(), q.dtype());
-                      Tensor dqkv = empty({B, Tn, 3 * C}, q.dtype());
-                      AG_DISPATCH_FLOAT(q.dtype(), "causal_self_attention backward", [&] {
-                        copy_heads(HeadCopy::gather, go.data<scalar_t>(), gc.data<scalar_t>(), B, Tn, H, d.D, C);
-                        sdpa_backward<scalar_t>(
-                            d, true, dropout_p, draw, static_cast<scalar_t>(scale), q.data<scalar_t>(),
-                            k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
-                            lse.data<scalar_t>(), go.data<scalar_t>(), dq.data<scalar_t>(),
-                            dk.data<scalar_t>(), dv.data<scalar_t>());
-                        scalar_t* p = dqkv.data<scalar_t>();
-                        copy_heads(HeadCopy::scatter, p, dq.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
-                        copy_heads(HeadCopy::scatter, p + C, dk.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
-                        copy_heads(HeadCopy::scatter, p + 2 * C, dv.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
-                      });
-                      return {dqkv};
-                    });
+    attach_backward(
+        out, "CausalSelfAttentionBackward", {qkv},
+        [q, k, v, o, lse, d, H, C, dropout_p, draw, scale](const Tensor& g) -> std::vector<Tensor> {
+          const int64_t B = d.R / H, Tn = d.T;
+          Tensor gc = g.contiguous();
+          Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), q.dtype()),
+                 dk = empty(q.shape(), q.dtype()), dv = empty(q.shape(), q.dtype());
+          Tensor dqkv = empty({B, Tn, 3 * C}, q.dtype());
+          AG_DISPATCH_FLOAT(q.dtype(), "causal_self_attention backward", [&] {
+            copy_heads(HeadCopy::gather, go.data<scalar_t>(), gc.data<scalar_t>(), B, Tn, H, d.D,
+                       C);
+            sdpa_backward<scalar_t>(d, true, dropout_p, draw, static_cast<scalar_t>(scale),
+                                    q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
+                                    o.data<scalar_t>(), lse.data<scalar_t>(), go.data<scalar_t>(),
+                                    dq.data<scalar_t>(), dk.data<scalar_t>(), dv.data<scalar_t>());
+            scalar_t* p = dqkv.data<scalar_t>();
+            copy_heads(HeadCopy::scatter, p, dq.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+            copy_heads(HeadCopy::scatter, p + C, dk.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+            copy_heads(HeadCopy::scatter, p + 2 * C, dv.data<scalar_t>(), B, Tn, H, d.D, 3 * C);
+          });
+          return {dqkv};
+        });
   return out;
 }
 

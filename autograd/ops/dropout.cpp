@@ -43,21 +43,24 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
     });
   });
   if (needs_recording({a}))
-    attach_backward(out, "DropoutBackward", {a}, [keep, scale](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gc = g.contiguous();
-      Tensor dx = empty(gc.shape(), gc.dtype());
-      AG_DISPATCH_FLOAT(gc.dtype(), "dropout backward", [&] {
-        const scalar_t* gp = gc.data<scalar_t>();
-        const bool* k = keep.data<bool>();
-        scalar_t* d = dx.data<scalar_t>();
-        const scalar_t s = static_cast<scalar_t>(scale);
-        detail::parallel_for(gc.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-          AG_SIMD
-          for (int64_t i = begin; i < end; ++i) d[i] = k[i] ? gp[i] * s : scalar_t(0);
-        });
-      });
-      return {dx};
-    });
+    attach_backward(out, "DropoutBackward", {a},
+                    [keep, scale](const Tensor& g) -> std::vector<Tensor> {
+                      Tensor gc = g.contiguous();
+                      Tensor dx = empty(gc.shape(), gc.dtype());
+                      AG_DISPATCH_FLOAT(gc.dtype(), "dropout backward", [&] {
+                        const scalar_t* gp = gc.data<scalar_t>();
+                        const bool* k = keep.data<bool>();
+                        scalar_t* d = dx.data<scalar_t>();
+                        const scalar_t s = static_cast<scalar_t>(scale);
+                        detail::parallel_for(gc.numel(), detail::kElementwiseGrain,
+                                             [&](int64_t begin, int64_t end) {
+                                               AG_SIMD
+                                               for (int64_t i = begin; i < end; ++i)
+                                                 d[i] = k[i] ? gp[i] * s : scalar_t(0);
+                                             });
+                      });
+                      return {dx};
+                    });
   return out;
 }
 

@@ -178,11 +178,11 @@ Tensor relu(const Tensor& a) {
 Tensor gelu(const Tensor& a) {
   Tensor out = map1(a, "gelu", [](auto x) { return detail::gelu_value(x); });
   if (needs_recording({a}))
-    attach_backward(out, "GeluBackward", {a},
-                    [a = a.detach()](const Tensor& g) -> std::vector<Tensor> {
-                      return {map2(g, a, "gelu backward",
-                                   [](auto gv, auto x) { return gv * detail::gelu_derivative(x); })};
-                    });
+    attach_backward(
+        out, "GeluBackward", {a}, [a = a.detach()](const Tensor& g) -> std::vector<Tensor> {
+          return {map2(g, a, "gelu backward",
+                       [](auto gv, auto x) { return gv * detail::gelu_derivative(x); })};
+        });
   return out;
 }
 

@@ -173,12 +173,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
         "linear: input {} and weight {} do not fit (the weight is [out, in], the input [..., in])",
         shape_str(x.shape()), shape_str(weight.shape())));
   if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
-    throw std::invalid_argument(fmt::format("linear: dtypes differ (input {}, weight {}{})",
-                                            dtype_name(x.dtype()), dtype_name(weight.dtype()),
-                                            bias.defined() ? ", bias " + std::string(dtype_name(bias.dtype())) : ""));
+    throw std::invalid_argument(
+        fmt::format("linear: dtypes differ (input {}, weight {}{})", dtype_name(x.dtype()),
+                    dtype_name(weight.dtype()),
+                    bias.defined() ? ", bias " + std::string(dtype_name(bias.dtype())) : ""));
   const int64_t K = weight.shape()[1], N = weight.shape()[0];
   if (bias.defined() && bias.shape() != Shape{N})
-    throw std::invalid_argument(fmt::format("linear: bias {} for {} outputs", shape_str(bias.shape()), N));
+    throw std::invalid_argument(
+        fmt::format("linear: bias {} for {} outputs", shape_str(bias.shape()), N));
   const int64_t M = K ? x.numel() / K : 0;
   Shape out_shape = x.shape();
   out_shape.back() = N;
@@ -190,10 +192,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
     if (bias.defined()) {  // the bias goes in first; the GEMM adds onto it (beta = 1)
       Tensor bc = bias.detach().contiguous();
       const scalar_t* b = bc.data<scalar_t>();
-      detail::parallel_for(M, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(N, 1)),
-                           [&](int64_t r0, int64_t r1) {
-                             for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, b, N * sizeof(scalar_t));
-                           });
+      detail::parallel_for(
+          M, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(N, 1)),
+          [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, b, N * sizeof(scalar_t));
+          });
     }
     if (M > 0 && N > 0) {
       if (K > 0) {
@@ -221,7 +224,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
   y = y.view(out_shape);
   if (needs_recording({x, weight, bias}))
     attach_backward(
-        y, activation == Activation::Gelu ? "LinearGeluBackward" : "LinearBackward", {x, weight, bias},
+        y, activation == Activation::Gelu ? "LinearGeluBackward" : "LinearBackward",
+        {x, weight, bias},
         [x2, w, h = activation == Activation::Gelu ? h : Tensor(), M, N, K, in_shape = x.shape(),
          gx = x.requires_grad(), gw = weight.requires_grad(),
          gb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
@@ -240,9 +244,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
             dh = d;
           }
           Tensor dx, dw, db;
-          run_pair(gx, gw, static_cast<double>(M) * N * K,
-                   [&] { dx = matmul_forward(dh, w).view(in_shape); },
-                   [&] { dw = matmul_forward(dh.t(), x2); });
+          run_pair(
+              gx, gw, static_cast<double>(M) * N * K,
+              [&] { dx = matmul_forward(dh, w).view(in_shape); },
+              [&] { dw = matmul_forward(dh.t(), x2); });
           if (gb) db = sum(dh, {0});
           return {dx, dw, db};
         });

@@ -74,26 +74,26 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
       o[j] = static_cast<float>(total);
     }
   } else
-  AG_DISPATCH_FLOAT(a.dtype(), "sum", [&] {
-    // accumulate in double: float32 sums over thousands of terms lose digits otherwise
-    std::vector<double> acc(out.numel(), 0.0);
-    Shape ost = contiguous_strides(kept);
-    for (size_t d = 0; d < ost.size(); ++d)
-      if (mask[d]) ost[d] = 0;
-    const scalar_t* p = a.data<scalar_t>();
-    detail::for_each_run<2>(a.shape(), {a.strides(), ost}, [&](auto off, int64_t n, auto st) {
-      const scalar_t* ap = p + off[0];
-      if (st[1] == 0) {
-        double s = 0;
-        for (int64_t i = 0; i < n; ++i) s += ap[i * st[0]];
-        acc[off[1]] += s;
-      } else {
-        for (int64_t i = 0; i < n; ++i) acc[off[1] + i * st[1]] += ap[i * st[0]];
-      }
+    AG_DISPATCH_FLOAT(a.dtype(), "sum", [&] {
+      // accumulate in double: float32 sums over thousands of terms lose digits otherwise
+      std::vector<double> acc(out.numel(), 0.0);
+      Shape ost = contiguous_strides(kept);
+      for (size_t d = 0; d < ost.size(); ++d)
+        if (mask[d]) ost[d] = 0;
+      const scalar_t* p = a.data<scalar_t>();
+      detail::for_each_run<2>(a.shape(), {a.strides(), ost}, [&](auto off, int64_t n, auto st) {
+        const scalar_t* ap = p + off[0];
+        if (st[1] == 0) {
+          double s = 0;
+          for (int64_t i = 0; i < n; ++i) s += ap[i * st[0]];
+          acc[off[1]] += s;
+        } else {
+          for (int64_t i = 0; i < n; ++i) acc[off[1] + i * st[1]] += ap[i * st[0]];
+        }
+      });
+      scalar_t* o = out.data<scalar_t>();
+      for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<scalar_t>(acc[i]);
     });
-    scalar_t* o = out.data<scalar_t>();
-    for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<scalar_t>(acc[i]);
-  });
   if (!keepdim) out = out.view(reduced_shape(a.shape(), mask, false));
   if (needs_recording({a}))
     attach_backward(out, "SumBackward", {a},
@@ -160,27 +160,29 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
   Tensor out = values;
   if (!keepdim) out = out.squeeze(dim);
   if (needs_recording({a}))
-    attach_backward(out, "MaxBackward", {a},
-                    [indices = indices, dim, in_shape = a.shape()](const Tensor& g) -> std::vector<Tensor> {
-                      // scatter in the dim-last layout, then move the dim back
-                      Tensor gk = g.reshape(indices.shape());
-                      const int64_t n = in_shape[dim];
-                      Shape perm_shape = in_shape;
-                      perm_shape.erase(perm_shape.begin() + dim);
-                      perm_shape.push_back(n);
-                      Tensor grad = zeros(perm_shape, g.dtype());
-                      Tensor gc = gk.contiguous();
-                      const int64_t* idx = indices.data<int64_t>();
-                      AG_DISPATCH_FLOAT(g.dtype(), "max backward", [&] {
-                        scalar_t* dst = grad.data<scalar_t>();
-                        const scalar_t* src = gc.data<scalar_t>();
-                        for (int64_t i = 0, count = indices.numel(); i < count; ++i) dst[i * n + idx[i]] = src[i];
-                      });
-                      std::vector<int64_t> back(in_shape.size());
-                      for (int64_t d = 0, k = 0; d < static_cast<int64_t>(in_shape.size()); ++d)
-                        back[d] = d == dim ? static_cast<int64_t>(in_shape.size()) - 1 : k++;
-                      return {grad.permute(back).contiguous()};
-                    });
+    attach_backward(
+        out, "MaxBackward", {a},
+        [indices = indices, dim, in_shape = a.shape()](const Tensor& g) -> std::vector<Tensor> {
+          // scatter in the dim-last layout, then move the dim back
+          Tensor gk = g.reshape(indices.shape());
+          const int64_t n = in_shape[dim];
+          Shape perm_shape = in_shape;
+          perm_shape.erase(perm_shape.begin() + dim);
+          perm_shape.push_back(n);
+          Tensor grad = zeros(perm_shape, g.dtype());
+          Tensor gc = gk.contiguous();
+          const int64_t* idx = indices.data<int64_t>();
+          AG_DISPATCH_FLOAT(g.dtype(), "max backward", [&] {
+            scalar_t* dst = grad.data<scalar_t>();
+            const scalar_t* src = gc.data<scalar_t>();
+            for (int64_t i = 0, count = indices.numel(); i < count; ++i)
+              dst[i * n + idx[i]] = src[i];
+          });
+          std::vector<int64_t> back(in_shape.size());
+          for (int64_t d = 0, k = 0; d < static_cast<int64_t>(in_shape.size()); ++d)
+            back[d] = d == dim ? static_cast<int64_t>(in_shape.size()) - 1 : k++;
+          return {grad.permute(back).contiguous()};
+        });
   return out;
 }
 

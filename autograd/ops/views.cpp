@@ -133,12 +133,12 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = normalize_dim(d, dim(), "narrow");
   if (start < 0) start += shape()[d];
   if (start < 0 || length < 0 || start > shape()[d] || length > shape()[d] - start)
-    throw std::out_of_range(fmt::format(
-        "narrow: {} is out of range for dim {} of shape {}",
-        length >= 0 && start <= INT64_MAX - length  // the end could overflow
-            ? fmt::format("[{}, {})", start, start + length)
-            : fmt::format("start {} with length {}", start, length),
-        d, shape_str(shape())));
+    throw std::out_of_range(
+        fmt::format("narrow: {} is out of range for dim {} of shape {}",
+                    length >= 0 && start <= INT64_MAX - length  // the end could overflow
+                        ? fmt::format("[{}, {})", start, start + length)
+                        : fmt::format("start {} with length {}", start, length),
+                    d, shape_str(shape())));
   Shape s = shape();
   s[d] = length;
   Shape in_shape = shape();
