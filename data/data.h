@@ -5,12 +5,20 @@
 //   pretokenize.h  cutting text into pieces with a PCRE2 split pattern (GPT-4's), streamed
 //   bpe.h        the byte-level BPE tokenizer: training, encoding, a stream encoder
 //   dataset.h    the train/val split, random-window batches, evaluation windows, baselines
+//   token_store.h  token ids as uint16/uint32, memory-mapped from a file or owned
+//   prepared.h   prepare(): text files to a prepared folder in bounded memory; open_prepared()
+//   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
+//   data_error.h the error of data files: every message names the file
 //   corpus.h     the built-in corpus, whose ideal loss is known exactly
 //   identity.h   a hash naming the data a run trained on
 #include "data/bpe.h"
 #include "data/corpus.h"
+#include "data/data_error.h"
 #include "data/dataset.h"
 #include "data/identity.h"
+#include "data/prepared.h"
 #include "data/pretokenize.h"
+#include "data/token_store.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_file.h"
 #include "data/utf8.h"

@@ -34,14 +34,29 @@ BatchSampler::BatchSampler(const std::vector<int64_t>* ids, int64_t batch_size, 
         fmt::format("{} tokens cannot fill one window of {} + 1", ids->size(), T));
 }
 
+BatchSampler::BatchSampler(const TokenStore* ids, int64_t batch_size, int64_t T)
+    : store_(ids), batch_(batch_size), T_(T) {
+  if (batch_size <= 0 || T <= 0)
+    throw std::invalid_argument(
+        fmt::format("batch size {} and context length {} must be positive", batch_size, T));
+  if (static_cast<int64_t>(ids->size()) < T + 1)
+    throw std::invalid_argument(
+        fmt::format("{}: {} tokens cannot fill one window of {} + 1", ids->name(), ids->size(), T));
+}
+
 std::pair<ag::Tensor, ag::Tensor> BatchSampler::next(ag::Generator& gen) const {
   ag::Tensor x = ag::empty({batch_, T_}, ag::DType::Int64),
              y = ag::empty({batch_, T_}, ag::DType::Int64);
   int64_t* xp = x.data<int64_t>();
   int64_t* yp = y.data<int64_t>();
-  const uint64_t starts = ids_->size() - T_;  // s in [0, n - T - 1]
+  const uint64_t starts = size() - T_;  // s in [0, n - T - 1]
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t s = static_cast<int64_t>(gen.next_u64() % starts);
+    if (store_) {
+      store_->copy(s, T_, xp + b * T_);
+      store_->copy(s + 1, T_, yp + b * T_);
+      continue;
+    }
     for (int64_t t = 0; t < T_; ++t) {
       xp[b * T_ + t] = (*ids_)[s + t];
       yp[b * T_ + t] = (*ids_)[s + t + 1];
@@ -55,6 +70,29 @@ std::vector<std::pair<int64_t, int64_t>> eval_windows(size_t n_ids, int64_t T) {
   if (T <= 0) return w;
   for (int64_t s = 0; s + T + 1 <= static_cast<int64_t>(n_ids); s += T) w.emplace_back(s, T);
   return w;
+}
+
+EvalWindows::EvalWindows(size_t n_ids, int64_t T) : T_(T) {
+  if (T > 0 && n_ids >= static_cast<size_t>(T) + 1) count_ = static_cast<int64_t>((n_ids - 1) / T);
+}
+
+void EvalWindows::copy(const TokenStore& ids, int64_t first, int64_t n, int64_t* x,
+                       int64_t* y) const {
+  if (first < 0 || n < 0 || first > count_ || n > count_ - first)
+    throw std::out_of_range(fmt::format("evaluation windows [{}, {}) of {}: there are {}", first,
+                                        first + n, ids.name(), count_));
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t s = (first + b) * T_;
+    ids.copy(s, T_, x + b * T_);
+    ids.copy(s + 1, T_, y + b * T_);
+  }
+}
+
+std::pair<ag::Tensor, ag::Tensor> EvalWindows::batch(const TokenStore& ids, int64_t first,
+                                                     int64_t n) const {
+  ag::Tensor x = ag::empty({n, T_}, ag::DType::Int64), y = ag::empty({n, T_}, ag::DType::Int64);
+  copy(ids, first, n, x.data<int64_t>(), y.data<int64_t>());
+  return {x, y};
 }
 
 double unigram_loss(const std::vector<int64_t>& ids, int64_t vocab) {

@@ -1,0 +1,172 @@
+#pragma once
+// Prepared corpora: text files tokenized once, in bounded memory, into a folder that
+// training maps instead of reading text (issue 12).
+//
+//   data::PrepareOptions o;
+//   o.sources = {"books/"};            // files, or folders: every *.txt below, recursively
+//   o.tokenizer = "bpe";               // char | byte | bpe
+//   o.vocab_size = 4096;               // bpe only
+//   o.out_dir = "books.prepared";
+//   o.progress = [](const data::PrepareProgress& p) { ... p.all_done / p.all_total ... };
+//   data::PrepareResult r = data::prepare(o);
+//
+//   data::PreparedData d = data::open_prepared("books.prepared");   // milliseconds, any size
+//   data::BatchSampler sampler(&d.train, batch, T);                  // dataset.h
+//
+// The folder (format version 1):
+//   tokenizer.json  the tokenizer (tokenizer_file.h)
+//   train.bin       the training ids, little-endian uint16 when vocab_size <= 65536, else
+//   val.bin         uint32; no header (the counts are in meta.json)
+//   meta.json       format, format_version, tokenizer {type, vocab_size, sha256 of
+//                   tokenizer.json}, dtype, val_fraction, corpus {bytes, chars, sources
+//                   [{path, bytes, chars, sha256}]}, split {unit, units, val_units,
+//                   byte_offset, char_offset}, train and val {tokens, text_bytes}
+// meta.json is written last, after the other files are complete and renamed into place
+// (and the old meta.json removed first), so a folder with a meta.json is complete; the
+// data's identity (what a checkpoint records as data_identity) is the SHA-256 of
+// meta.json's bytes. Preparing the same files the same way gives the same bytes.
+//
+// The corpus is the concatenation of the sources in order (each must be valid UTF-8 by
+// itself). The spec's split, the last val_fraction, counts characters for char and bpe and
+// bytes for byte: val_units = floor(units * val_fraction), the last val_units are
+// validation. For char and byte, train.bin and val.bin are exactly split_tokens(encode(
+// corpus)) of dataset.h; for bpe the text is split at that character first, the merges are
+// learned from the training text only, and each part is encoded on its own (no token
+// crosses the boundary). The char vocabulary is every distinct code point of the whole
+// corpus, as CharTokenizer::from_text gives it.
+//
+// Passes over the sources: byte 1 (check, hash, write); char 2 (check UTF-8 and collect
+// the code points; encode, hash, write); bpe 3 (check and count; learn merges from the
+// training text; encode, hash, write). The SHA-256 and sizes recorded are of the bytes the
+// last pass encoded; a source that changes between passes is an error.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/pretokenize.h"
+#include "data/token_store.h"
+#include "data/tokenizer.h"
+
+namespace data {
+
+inline constexpr std::string_view kPreparedFormat = "attograd-prepared";
+inline constexpr uint64_t kPreparedVersion = 1;
+inline constexpr uint64_t kMaxMetaBytes = uint64_t{16} << 20;
+inline constexpr const char* kMetaFile = "meta.json";
+inline constexpr const char* kTokenizerFile = "tokenizer.json";
+inline constexpr const char* kTrainFile = "train.bin";
+inline constexpr const char* kValFile = "val.bin";
+
+// ---- metadata
+
+struct SourceFile {
+  std::string path;  // as given (invalid UTF-8 in it replaced by U+FFFD)
+  uint64_t bytes = 0, chars = 0;
+  std::string sha256;  // 64 lowercase hex digits
+};
+
+struct SplitPart {
+  uint64_t tokens = 0;      // ids in the .bin file
+  uint64_t text_bytes = 0;  // bytes of corpus text they encode (for bits per byte)
+};
+
+struct PreparedMeta {
+  std::string tokenizer_type;    // char | byte | bpe
+  std::string tokenizer_sha256;  // of tokenizer.json's bytes
+  int64_t vocab_size = 0;
+  TokenDtype dtype = TokenDtype::kUint16;
+  double val_fraction = 0;
+  std::vector<SourceFile> sources;  // in corpus order
+  uint64_t total_bytes = 0, total_chars = 0;
+  std::string split_unit;  // "char" (char, bpe) or "byte" (byte)
+  uint64_t split_units = 0, val_units = 0;
+  // Where validation starts in the corpus: a byte offset, and the number of characters
+  // that start before it.
+  uint64_t split_byte = 0, split_char = 0;
+  SplitPart train, val;
+};
+
+// meta.json's bytes (JSON, keys sorted, two-space indent, a final newline).
+std::string prepared_meta_bytes(const PreparedMeta& meta);
+// Reads and checks meta.json: every key and type, and that the numbers agree with each
+// other (sums of the sources, the split rule, token counts against text, the dtype
+// against the vocabulary). A DataError "NAME: ..." says what is wrong and where.
+PreparedMeta parse_prepared_meta(std::string_view bytes, const std::string& name);
+
+// ---- preparing
+
+struct PrepareProgress {
+  int pass = 0, passes = 0;  // 1-based
+  std::string_view stage;    // "checking", "learning merges", "encoding"
+  uint64_t bytes_done = 0, bytes_total = 0;  // of this pass
+  uint64_t all_done = 0, all_total = 0;      // over all passes: one bar for the whole run
+};
+// Called at the start of each pass and after each chunk. Throwing from it stops the
+// prepare (the exception propagates; the folder is left as it was).
+using PrepareCallback = std::function<void(const PrepareProgress&)>;
+
+struct PrepareOptions {
+  std::vector<std::string> sources;  // text files, or folders (their *.txt files)
+  bool recursive = true;             // into the folders' subfolders
+  std::string tokenizer = "char";    // char | byte | bpe
+  int64_t vocab_size = 0;            // bpe: the vocabulary wanted (>= 256); else 0
+  std::string split_pattern = std::string(kGpt4SplitPattern);  // bpe
+  double val_fraction = 0.1;         // in [0, 1)
+  std::string out_dir;               // new, empty, or a prepared folder to replace
+  size_t chunk_bytes = size_t{16} << 20;  // text read at a time (memory ~ 4x this)
+  bool sync = true;  // fsync the files before they are renamed (survives power loss)
+  PrepareCallback progress;
+};
+
+struct PrepareResult {
+  PreparedMeta meta;
+  std::string identity;  // "sha256:" + SHA-256 of meta.json
+};
+
+// Writes options.out_dir. Refused (DataError, before any work): a source that is not a
+// regular file or is given twice, a folder with no *.txt, an empty corpus, an out_dir
+// that is a symbolic link or not a folder, one that holds anything but a prepared folder's
+// files, one another prepare is writing; options out of range are std::invalid_argument.
+// Invalid UTF-8 is a DataError naming the source and the byte offset in it.
+PrepareResult prepare(const PrepareOptions& options);
+PrepareResult prepare(const std::vector<std::string>& sources, const std::string& tokenizer,
+                      int64_t vocab_size, double val_fraction, const std::string& out_dir,
+                      PrepareCallback progress = {});
+
+// The files prepare() reads for these sources, in corpus order: a file as given; a folder's
+// *.txt files (regular files or links to them; subfolders when recursive, never through a
+// link), sorted by path. DataError for a missing path or a folder without *.txt.
+std::vector<std::string> list_sources(const std::vector<std::string>& paths, bool recursive = true);
+
+// ---- using prepared data
+
+struct PreparedData {
+  std::unique_ptr<Tokenizer> tokenizer;
+  TokenStore train, val;
+  std::string identity;  // a folder: SHA-256 of meta.json; a text: text_identity(text)
+  uint64_t train_text_bytes = 0, val_text_bytes = 0;  // for bits per byte
+  std::optional<PreparedMeta> meta;                   // a folder's
+};
+
+// Opens a prepared folder: meta.json checked, tokenizer.json checked against it (its
+// SHA-256, type, vocabulary size), train.bin and val.bin mapped after their sizes are
+// checked against the counts. No id is read: each is checked as it is copied. Errors are
+// DataErrors naming the file (a folder without meta.json: not prepared, or interrupted).
+PreparedData open_prepared(const std::string& dir);
+
+// The same structure from a text in memory, as prepare() would make it from a file holding
+// that text (same split, same ids; identity = text_identity(text)). `name` names the text
+// in messages. The stores are owned, not mapped.
+PreparedData prepare_text(std::string_view text, const std::string& tokenizer,
+                          int64_t vocab_size, double val_fraction,
+                          const std::string& name = "text");
+// With a tokenizer already made (a checkpoint's): bpe splits the text at the split
+// character and encodes each part; any other splits the ids of the whole text.
+PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> tokenizer,
+                          double val_fraction, const std::string& name = "text");
+
+}  // namespace data

@@ -1,0 +1,78 @@
+#pragma once
+// Token ids as training reads them: uint16 or uint32, either memory-mapped read-only from a
+// prepared folder's train.bin / val.bin (little-endian, no header) or owned in memory (the
+// plain-text path and tests). Both copy windows of ids into int64 buffers for batches.
+//
+//   data::TokenStore train = data::TokenStore::map_file("run/train.bin", data::TokenDtype::kUint16,
+//                                                       vocab_size, meta.train.tokens);
+//   std::vector<int64_t> window(65);
+//   train.copy(start, 65, window.data());  // each id checked < vocab_size here
+//
+// Opening a mapped file reads no id (a gigabyte opens in microseconds): the range of every
+// id is checked as it is copied, and an id outside the vocabulary is a DataError naming
+// the file and the token's position. The pages a mapped store has touched are released
+// every few megabytes (madvise), so reading a corpus of any size keeps the process's
+// resident memory bounded; the pages stay in the page cache, so this costs a minor fault.
+// If another process truncates a mapped file while it is in use, reading the lost pages
+// raises SIGBUS, as with any memory map: prepared folders are not to be edited in place.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace data {
+
+enum class TokenDtype { kUint16, kUint32 };
+
+// uint16 when every id fits (vocab_size <= 65536), else uint32.
+TokenDtype dtype_for_vocab(int64_t vocab_size);
+size_t dtype_bytes(TokenDtype dtype);
+std::string_view dtype_name(TokenDtype dtype);  // "uint16", "uint32"
+std::optional<TokenDtype> parse_dtype(std::string_view name);
+
+class TokenStore {
+ public:
+  enum class Access { kRandom, kSequential };  // how a mapped file will be read (madvise)
+
+  TokenStore();  // empty
+  // Owned ids; each must be < vocab_size (checked when copied, as for a file).
+  TokenStore(std::vector<uint16_t> ids, int64_t vocab_size, std::string name = "tokens");
+  TokenStore(std::vector<uint32_t> ids, int64_t vocab_size, std::string name = "tokens");
+  // The ids in the narrowest dtype for vocab_size; an id outside [0, vocab_size) is a
+  // DataError naming its position.
+  static TokenStore from_ids(const std::vector<int64_t>& ids, int64_t vocab_size,
+                             std::string name = "tokens");
+  // Maps `path` read-only. Its size must be exactly tokens * dtype_bytes(dtype); a file
+  // that is missing, not regular, or of another size is a DataError naming it.
+  static TokenStore map_file(const std::string& path, TokenDtype dtype, int64_t vocab_size,
+                             uint64_t tokens, Access access = Access::kRandom);
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  TokenDtype dtype() const { return dtype_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  const std::string& name() const { return name_; }  // the file, for messages
+  bool is_mapped() const;
+
+  // Copies ids [start, start + count) into out, checking each against the vocabulary.
+  // A range past the end is std::out_of_range; threads may copy from one store at once.
+  void copy(size_t start, size_t count, int64_t* out) const;
+  std::vector<int64_t> slice(size_t start, size_t count) const;
+  std::vector<int64_t> to_vector() const { return slice(0, size_); }
+
+  struct Backing;  // what holds the ids (token_store.cpp)
+
+ private:
+  [[noreturn]] void bad_id(size_t position, int64_t id) const;
+
+  std::shared_ptr<const Backing> backing_;  // owns the vector or the mapping; shared by copies
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+  TokenDtype dtype_ = TokenDtype::kUint16;
+  int64_t vocab_size_ = 0;
+  std::string name_;
+};
+
+}  // namespace data

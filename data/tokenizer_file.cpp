@@ -1,0 +1,126 @@
+#include "data/tokenizer_file.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "data/bpe.h"
+#include "data/data_error.h"
+#include "data/posix_io.h"
+#include "data/strict_json.h"
+
+namespace data {
+
+namespace {
+
+using detail::JsonObject;
+
+std::string header(std::string_view type) {
+  return fmt::format("{{\n  \"format\": {},\n  \"format_version\": {},\n  \"type\": {}",
+                     nlohmann::json(kTokenizerFileFormat).dump(), kTokenizerFileVersion,
+                     nlohmann::json(type).dump());
+}
+
+// One line per 16 code points, one per merge: a file a person can read and diff.
+std::string char_file(const CharTokenizer& tok) {
+  std::string out = header("char") + ",\n  \"code_points\": [";
+  const auto& cps = tok.code_points();
+  for (size_t i = 0; i < cps.size(); ++i)
+    out += fmt::format("{}{}", i == 0 ? "\n    " : i % 16 == 0 ? ",\n    " : ", ", cps[i]);
+  return out + (cps.empty() ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+std::string bpe_file(const BpeTokenizer& tok) {
+  std::string out = header("bpe") + ",\n  \"split_pattern\": " +
+                    nlohmann::json(tok.split_pattern()).dump() + ",\n  \"merges\": [";
+  const auto& merges = tok.merges();
+  for (size_t i = 0; i < merges.size(); ++i)
+    out += fmt::format("{}[{}, {}]", i == 0 ? "\n    " : ",\n    ", merges[i].first,
+                       merges[i].second);
+  return out + (merges.empty() ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+std::unique_ptr<Tokenizer> char_from(const JsonObject& top, const std::string& name) {
+  top.expect_keys({"format", "format_version", "type", "code_points"});
+  const nlohmann::json& list = top.array("code_points");
+  if (list.empty()) top.fail("code_points", "is empty: a char tokenizer needs a vocabulary");
+  std::vector<uint32_t> cps;
+  cps.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_number_unsigned() || list[i].get<uint64_t>() > 0x10FFFF)
+      top.fail("code_points", fmt::format("[{}] must be a code point (0 to 1114111), not {}", i,
+                                          list[i].is_number_unsigned() ? detail::quote(list[i])
+                                                                       : detail::json_kind(list[i])));
+    cps.push_back(list[i].get<uint32_t>());
+  }
+  try {
+    return std::make_unique<CharTokenizer>(std::move(cps));
+  } catch (const std::invalid_argument& e) {
+    throw DataError(fmt::format("{}: {}", name, e.what()));
+  }
+}
+
+std::unique_ptr<Tokenizer> bpe_from(const JsonObject& top, const std::string& name) {
+  top.expect_keys({"format", "format_version", "type", "split_pattern", "merges"});
+  std::string pattern = top.string("split_pattern");
+  const nlohmann::json& list = top.array("merges");
+  std::vector<BpeTokenizer::Merge> merges;
+  merges.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& m = list[i];
+    const bool ok = m.is_array() && m.size() == 2 && m[0].is_number_unsigned() &&
+                    m[1].is_number_unsigned() && m[0].get<uint64_t>() <= UINT32_MAX &&
+                    m[1].get<uint64_t>() <= UINT32_MAX;
+    if (!ok)
+      top.fail("merges", fmt::format("[{}] must be a pair of token ids [left, right], not {}", i,
+                                     m.is_array() ? detail::quote(m) : detail::json_kind(m)));
+    merges.emplace_back(m[0].get<uint32_t>(), m[1].get<uint32_t>());
+  }
+  try {
+    return std::make_unique<BpeTokenizer>(std::move(merges), std::move(pattern));
+  } catch (const std::invalid_argument& e) {
+    throw DataError(fmt::format("{}: {}", name, e.what()));
+  } catch (const std::length_error& e) {
+    throw DataError(fmt::format("{}: {}", name, e.what()));
+  }
+}
+
+}  // namespace
+
+std::string tokenizer_file_bytes(const Tokenizer& tokenizer) {
+  if (const auto* c = dynamic_cast<const CharTokenizer*>(&tokenizer)) return char_file(*c);
+  if (const auto* b = dynamic_cast<const BpeTokenizer*>(&tokenizer)) return bpe_file(*b);
+  if (dynamic_cast<const ByteTokenizer*>(&tokenizer)) return header("byte") + "\n}\n";
+  throw std::invalid_argument(
+      fmt::format("a '{}' tokenizer cannot be saved as a file", tokenizer.type()));
+}
+
+std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const std::string& name) {
+  if (bytes.size() > kMaxTokenizerFileBytes)
+    throw DataError(fmt::format("{}: {} bytes is more than a tokenizer file may have ({})", name,
+                                bytes.size(), kMaxTokenizerFileBytes));
+  const nlohmann::json json = detail::parse_strict_json(bytes, name);
+  const JsonObject top(json, name, "");
+  if (top.string("format") != kTokenizerFileFormat)
+    top.fail("format", fmt::format("must be \"{}\": this is not an attograd tokenizer file",
+                                   kTokenizerFileFormat));
+  if (const uint64_t v = top.uint("format_version"); v != kTokenizerFileVersion)
+    top.fail("format_version", fmt::format("is {}; this attograd reads version {}", v,
+                                           kTokenizerFileVersion));
+  const std::string type = top.string("type");
+  if (type == "char") return char_from(top, name);
+  if (type == "bpe") return bpe_from(top, name);
+  if (type == "byte") {
+    top.expect_keys({"format", "format_version", "type"});
+    return std::make_unique<ByteTokenizer>();
+  }
+  top.fail("type", fmt::format("is {}, not one of char, byte, bpe", detail::quote(type)));
+}
+
+std::unique_ptr<Tokenizer> read_tokenizer_file(const std::string& path) {
+  detail::InputFile file(path, path);
+  return parse_tokenizer_file(file.read_all(kMaxTokenizerFileBytes), path);
+}
+
+}  // namespace data

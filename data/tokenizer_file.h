@@ -1,0 +1,38 @@
+#pragma once
+// A tokenizer as a small JSON file (a prepared folder's tokenizer.json), read as hostile
+// input: every key checked, nothing unknown accepted, the vocabulary or merges validated
+// by the tokenizer's own constructor. Saving and reading give the same tokenizer, and
+// saving it again gives the same bytes.
+//
+//   {"format": "attograd-tokenizer", "format_version": 1, "type": "char",
+//    "code_points": [10, 32, 33, ...]}                   strictly ascending, id = rank
+//   {"format": "attograd-tokenizer", "format_version": 1, "type": "byte"}
+//   {"format": "attograd-tokenizer", "format_version": 1, "type": "bpe",
+//    "split_pattern": "...", "merges": [[104, 101], ...]}  merge i makes token 256 + i
+//
+//   std::string bytes = data::tokenizer_file_bytes(tokenizer);
+//   std::unique_ptr<data::Tokenizer> same = data::read_tokenizer_file("run/tokenizer.json");
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "data/tokenizer.h"
+
+namespace data {
+
+inline constexpr std::string_view kTokenizerFileFormat = "attograd-tokenizer";
+inline constexpr uint64_t kTokenizerFileVersion = 1;
+// No valid tokenizer file comes near this (every code point is 9 MB; 1M merges ~16 MB).
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{64} << 20;
+
+// The file's bytes for a char, byte or bpe tokenizer (std::invalid_argument for another).
+std::string tokenizer_file_bytes(const Tokenizer& tokenizer);
+
+// Rebuilds the tokenizer from a file's bytes; `name` names the file in messages. Anything
+// wrong is a DataError "NAME: ..." saying what and where ("'merges'[12]: ...").
+std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const std::string& name);
+// The file at path (a regular file of at most kMaxTokenizerFileBytes).
+std::unique_ptr<Tokenizer> read_tokenizer_file(const std::string& path);
+
+}  // namespace data
