@@ -1,11 +1,15 @@
 #pragma once
 // File handling for data/ (internal to the library): inputs opened only when they are
-// regular files, outputs created exclusively in a locked folder and renamed into place,
-// and streamed SHA-256. Every error is a DataError naming the file and the errno reason.
-// io/ has its own versions for checkpoints; data/ does not depend on io/.
+// regular files, prepared folders read under a shared lock and written under an exclusive
+// one, outputs created exclusively and renamed into place, and streamed SHA-256. Every
+// error is a DataError naming the file and the errno reason. io/ has its own versions for
+// checkpoints; data/ does not depend on io/.
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
+#include <future>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +20,7 @@ namespace data::detail {
 
 // "No such file or directory" for an errno value.
 std::string errno_text(int err);
-// "a folder", "a FIFO", "a symbolic link", ... for a st_mode that is not a regular file.
+// "a folder", "a FIFO", "a symbolic link", ... for a st_mode.
 std::string file_kind(mode_t mode);
 
 // SHA-256 of bytes given in pieces (OpenSSL's EVP, which uses the CPU's SHA instructions).
@@ -32,39 +36,67 @@ class Sha256 {
   evp_md_ctx_st* ctx_;
 };
 
+// What identifies a file's version: a source whose stamp changes between the passes of a
+// prepare was replaced or edited meanwhile.
+struct FileStamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
 // A file opened read-only after checking that it is a regular file: a FIFO is opened
 // non-blocking and refused, never read, so it cannot block; a device is refused unopened.
 class InputFile {
  public:
-  // `display` names the file in messages; with dir_fd, `path` is relative to that folder.
+  // `display` names the file in messages. With dir_fd, `path` is a name in that folder and
+  // a symbolic link there is refused rather than followed.
   InputFile(const std::string& path, const std::string& display, int dir_fd = -1);
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
 
   int fd() const { return fd_; }
-  uint64_t size() const { return size_; }  // when opened
-  dev_t device() const { return dev_; }
-  ino_t inode() const { return ino_; }
+  uint64_t size() const { return stamp_.size; }      // when opened
+  const FileStamp& stamp() const { return stamp_; }  // when opened
+  FileStamp stamp_now() const;                       // fstat now
   const std::string& display() const { return display_; }
   // Reads up to n bytes (fewer only at the end of the file); 0 at the end.
   size_t read(char* buffer, size_t n);
   // The whole file, refused when larger than max_bytes (a hostile file must not exhaust
-  // memory).
+  // memory) or when it changes size while read.
   std::string read_all(uint64_t max_bytes);
 
  private:
   int fd_ = -1;
-  uint64_t size_ = 0;
-  dev_t dev_ = 0;
-  ino_t ino_ = 0;
+  FileStamp stamp_;
   std::string display_;
+};
+
+// A prepared folder opened for reading under a shared lock (flock), so a prepare writing
+// it at the same time is noticed instead of read half-written. The lock is released when
+// this is destroyed; what was mapped meanwhile stays valid (renames never touch it).
+class InputFolder {
+ public:
+  explicit InputFolder(const std::string& path);
+  ~InputFolder();
+  InputFolder(const InputFolder&) = delete;
+  InputFolder& operator=(const InputFolder&) = delete;
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  std::string display(const std::string& name) const { return path_ + "/" + name; }
+  bool has(const std::string& name) const;  // an entry of that name, of any kind
+
+ private:
+  int fd_ = -1;
+  std::string path_;
 };
 
 // The folder a prepare writes: opened without following a symbolic link, created when
 // missing, and held under an exclusive flock so two writers never share it. A folder with
 // anything but `own_names` (regular files) and the temporary files of earlier writers is
-// refused, so a user's folder is never written into; those temporary files are removed.
+// refused, so a user's folder is never written into.
 class OutputFolder {
  public:
   OutputFolder(const std::string& path, const std::vector<std::string>& own_names);
@@ -75,8 +107,13 @@ class OutputFolder {
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   std::string display(const std::string& name) const { return path_ + "/" + name; }
-  // The name of the entry that is this file (by device and inode), or "".
+  bool has(const std::string& name) const;         // an own name present when opened
+  bool empty() const { return entries_.empty(); }  // nothing but leftovers (or nothing)
+  // The name of the entry (own file or leftover) that is this file, or "".
   std::string entry_of(dev_t dev, ino_t ino) const;
+  // Removes the temporary files earlier writers left (under the lock, no live writer owns
+  // them); call it after checking that none of them is an input.
+  void remove_leftovers();
   void remove(const std::string& name);  // a missing name is fine
   void sync();                           // fsync the folder itself
 
@@ -89,11 +126,16 @@ class OutputFolder {
   void check_entries(const std::vector<std::string>& own_names);
   int fd_ = -1;
   std::string path_;
-  std::vector<Entry> entries_;
+  std::vector<Entry> entries_, leftovers_;
 };
 
-// A temporary file ".NAME.partial-PID-XXXXXX" created exclusively (O_EXCL|O_NOFOLLOW) in
+// A temporary file ".NAME.partial-PID-XXXXXXXX" created exclusively (O_EXCL|O_NOFOLLOW) in
 // an OutputFolder; commit() renames it to NAME. Removed when destroyed uncommitted.
+//
+// Writes are buffered: a full buffer goes to a background thread while the caller fills
+// the other, so encoding and writing overlap. Where the file system allows, the buffers
+// are written with O_DIRECT, which costs the CPU no copy into the page cache (on a 2-core
+// machine, that copy is a large part of preparing a corpus) and leaves the cache alone.
 class TempFile {
  public:
   TempFile(OutputFolder& folder, std::string name);
@@ -103,17 +145,30 @@ class TempFile {
 
   void write(const void* bytes, size_t n);
   uint64_t bytes_written() const { return written_; }
-  // Closes the file, after an fsync when `sync` (the bytes are on disk before any rename).
+  // Writes what is buffered and closes the file, after an fsync when `sync` (the bytes are
+  // on disk before any rename).
   void close(bool sync);
   void commit();  // renames over NAME; close() first
 
   static bool is_temp_name(std::string_view entry, std::string_view name);
+  // kBuffers buffers of kBufferBytes: all but the one being filled may be in flight, which
+  // keeps a virtual disk's queue busy.
+  static constexpr size_t kBufferBytes = size_t{4} << 20;
+  static constexpr int kBuffers = 3;
 
  private:
+  struct Buffer;
+  void launch();         // hands the full buffer to the background and moves to the next
+  void wait(Buffer& b);  // for b's write, if in flight; rethrows its error
+  void write_out(const char* bytes, size_t n, uint64_t offset);
+
   OutputFolder& folder_;
   std::string name_, temp_;
   int fd_ = -1;
-  uint64_t written_ = 0, flushed_ = 0;
+  std::atomic<bool> direct_ = false;
+  uint64_t written_ = 0, file_bytes_ = 0;
+  std::unique_ptr<Buffer> buffers_[kBuffers];
+  int current_ = 0;
   bool committed_ = false;
 };
 

@@ -1,15 +1,14 @@
 // Using prepared data: open_prepared() for a folder, prepare_text() for a text in memory.
+#include "data/prepared.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
-
-#include <cmath>
 
 #include "data/bpe.h"
 #include "data/data_error.h"
 #include "data/dataset.h"
 #include "data/identity.h"
 #include "data/posix_io.h"
-#include "data/prepared.h"
 #include "data/text_scan.h"
 #include "data/tokenizer_file.h"
 
@@ -17,20 +16,18 @@ namespace data {
 
 namespace {
 
-std::string read_small(const std::string& path, uint64_t max_bytes) {
-  detail::InputFile file(path, path);
-  return file.read_all(max_bytes);
-}
-
 // The tokenizer of a folder must be the file its meta.json was written with.
-std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path, const PreparedMeta& meta,
-                                          const std::string& meta_path) {
-  const std::string bytes = read_small(path, kMaxTokenizerFileBytes);
+std::unique_ptr<Tokenizer> open_tokenizer(const detail::InputFolder& folder,
+                                          const PreparedMeta& meta, const std::string& meta_path) {
+  const std::string path = folder.display(kTokenizerFile);
+  const std::string bytes =
+      detail::InputFile(kTokenizerFile, path, folder.fd()).read_all(kMaxTokenizerFileBytes);
   const std::string sha = text_identity(bytes).substr(7);
   if (sha != meta.tokenizer_sha256)
-    throw DataError(fmt::format("{}: its SHA-256 is {}, but {} records {}: the file was changed "
-                                "or comes from another prepared folder",
-                                path, sha, meta_path, meta.tokenizer_sha256));
+    throw DataError(
+        fmt::format("{}: its SHA-256 is {}, but {} records {}: the file was changed "
+                    "or comes from another prepared folder",
+                    path, sha, meta_path, meta.tokenizer_sha256));
   std::unique_ptr<Tokenizer> tok = parse_tokenizer_file(bytes, path);
   if (tok->type() != meta.tokenizer_type || tok->vocab_size() != meta.vocab_size)
     throw DataError(fmt::format("{}: a {} tokenizer of {} ids, but {} says {} of {}", path,
@@ -39,63 +36,119 @@ std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path, const Prepare
   return tok;
 }
 
-TokenStore store_of(const std::vector<uint32_t>& ids, int64_t vocab, const std::string& name) {
-  if (dtype_for_vocab(vocab) == TokenDtype::kUint32) return TokenStore(ids, vocab, name);
+TokenStore open_in(const detail::InputFolder& folder, const char* name, const PreparedMeta& m,
+                   uint64_t tokens, TokenStore::FileAccess access) {
+  const detail::InputFile file(name, folder.display(name), folder.fd());
+  return TokenStore::open_fd(file.fd(), file.display(), m.dtype, m.vocab_size, tokens, access);
+}
+
+// Ids in the narrowest dtype for the vocabulary, moved into a store.
+template <class T>
+TokenStore owned_store(std::vector<T> ids, int64_t vocab, const std::string& name) {
+  if (dtype_for_vocab(vocab) == TokenDtype::kUint32 || sizeof(T) == 2)
+    return TokenStore(std::move(ids), vocab, name);
   return TokenStore(std::vector<uint16_t>(ids.begin(), ids.end()), vocab, name);
 }
 
-// bpe: the text is cut at the split character and each part encoded on its own.
-void split_text_bpe(std::string_view text, const BpeTokenizer& tok, double val_fraction,
-                    const std::string& name, PreparedData& d) {
-  const uint64_t chars = detail::count_chars(text);
-  const auto val = static_cast<uint64_t>(std::floor(static_cast<size_t>(chars) * val_fraction));
-  const size_t cut = detail::skip_chars(text, chars - val);
-  std::vector<uint32_t> ids;
-  tok.encode_append(text.substr(0, cut), ids);
-  d.train = store_of(ids, tok.vocab_size(), name + " (training part)");
-  ids.clear();
-  tok.encode_append(text.substr(cut), ids);
-  d.val = store_of(ids, tok.vocab_size(), name + " (validation part)");
-  d.train_text_bytes = cut, d.val_text_bytes = text.size() - cut;
+// Ids [0, n_train) of `ids` to d.train, the rest to d.val.
+template <class T>
+void split_into(std::vector<T> ids, size_t n_train, int64_t vocab, const std::string& name,
+                PreparedData& d) {
+  std::vector<T> val(ids.begin() + n_train, ids.end());
+  ids.resize(n_train);
+  ids.shrink_to_fit();
+  d.train = owned_store(std::move(ids), vocab, name + " (training part)");
+  d.val = owned_store(std::move(val), vocab, name + " (validation part)");
 }
 
-// char and byte: the ids of the whole text, split as split_tokens splits them.
-void split_ids(std::string_view text, const Tokenizer& tok, double val_fraction,
-               const std::string& name, PreparedData& d) {
+// char (the vocabulary of the text itself) and byte: one id per unit, straight to 2 or 4
+// bytes an id, as prepare() encodes a file.
+template <class T>
+void encode_units(std::string_view text, const Tokenizer& tok, double val_fraction,
+                  const std::string& name, PreparedData& d) {
+  std::vector<T> ids(text.size() + 4);
+  const bool chars = tok.type() == "char";
+  if (chars) {
+    const detail::CharIds table(dynamic_cast<const CharTokenizer&>(tok).code_points());
+    ids.resize(table.encode(text, 0, ids.data()));
+  } else {
+    for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
+    ids.resize(text.size());
+  }
+  const size_t n_train = ids.size() - split_val_units(ids.size(), val_fraction);
+  d.train_text_bytes = chars ? detail::skip_chars(text, n_train) : n_train;
+  d.val_text_bytes = text.size() - d.train_text_bytes;
+  split_into(std::move(ids), n_train, tok.vocab_size(), name, d);
+}
+
+// bpe: the text is cut at the split character and each part encoded on its own.
+void encode_bpe(std::string_view text, const BpeTokenizer& tok, double val_fraction,
+                const std::string& name, PreparedData& d) {
+  const uint64_t chars = detail::count_chars(text);
+  const size_t cut = detail::skip_chars(text, chars - split_val_units(chars, val_fraction));
+  std::vector<uint32_t> ids;
+  tok.encode_append(text.substr(0, cut), ids);
+  const size_t n_train = ids.size();
+  tok.encode_append(text.substr(cut), ids);
+  d.train_text_bytes = cut, d.val_text_bytes = text.size() - cut;
+  split_into(std::move(ids), n_train, tok.vocab_size(), name, d);
+}
+
+// Any other tokenizer (a checkpoint's char tokenizer, which may replace unknown
+// characters): its own encode, split as split_tokens splits.
+void encode_any(std::string_view text, const Tokenizer& tok, double val_fraction,
+                const std::string& name, PreparedData& d) {
   Split split = split_tokens(tok.encode(std::string(text)), val_fraction);
-  d.train_text_bytes = tok.type() == "char" ? detail::skip_chars(text, split.train.size())
-                                            : split.train.size();
+  d.train_text_bytes =
+      tok.type() == "char" ? detail::skip_chars(text, split.train.size()) : split.train.size();
   d.val_text_bytes = text.size() - d.train_text_bytes;
   d.train = TokenStore::from_ids(split.train, tok.vocab_size(), name + " (training part)");
   std::vector<int64_t>().swap(split.train);
   d.val = TokenStore::from_ids(split.val, tok.vocab_size(), name + " (validation part)");
 }
 
+std::unique_ptr<Tokenizer> tokenizer_for(std::string_view text, const std::string& type,
+                                         int64_t vocab_size, double val_fraction) {
+  if (type == "byte" && vocab_size == 0) return std::make_unique<ByteTokenizer>();
+  if (type == "char" && vocab_size == 0) {
+    detail::CharCollector collector;
+    collector.add(text, 0);
+    return std::make_unique<CharTokenizer>(collector.distinct_code_points());
+  }
+  if (type == "bpe" && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize) {
+    const uint64_t chars = detail::count_utf8(text, 0);
+    const uint64_t train = chars - split_val_units(chars, val_fraction);
+    return std::make_unique<BpeTokenizer>(
+        BpeTokenizer::train(text.substr(0, detail::skip_chars(text, train)), vocab_size));
+  }
+  throw std::logic_error("tokenizer_for: options not checked");
+}
+
 }  // namespace
 
-PreparedData open_prepared(const std::string& dir) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
+bool is_prepared_folder(const std::string& path) {
   struct stat st {};
-  if (stat(d.c_str(), &st) != 0)
-    throw DataError(fmt::format("{}: cannot read: {}", d, detail::errno_text(errno)));
-  if (!S_ISDIR(st.st_mode))
-    throw DataError(fmt::format("{}: is {}, not a prepared folder", d, detail::file_kind(st.st_mode)));
-  const std::string meta_path = d + "/" + kMetaFile;
-  if (lstat(meta_path.c_str(), &st) != 0 && errno == ENOENT)
-    throw DataError(fmt::format("{}: no {}: not a prepared folder, or its prepare did not finish "
-                                "(prepare it again)",
-                                d, kMetaFile));
-  const std::string meta_bytes = read_small(meta_path, kMaxMetaBytes);
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+         lstat((path + "/" + kMetaFile).c_str(), &st) == 0;
+}
+
+PreparedData open_prepared(const std::string& dir, TokenStore::FileAccess access) {
+  const detail::InputFolder folder(dir);
+  const std::string meta_path = folder.display(kMetaFile);
+  if (!folder.has(kMetaFile))
+    throw DataError(
+        fmt::format("{}: no {}: not a prepared folder, or its prepare did not finish "
+                    "(prepare it again)",
+                    folder.path(), kMetaFile));
+  const std::string meta_bytes =
+      detail::InputFile(kMetaFile, meta_path, folder.fd()).read_all(kMaxMetaBytes);
   PreparedData out;
   out.meta = parse_prepared_meta(meta_bytes, meta_path);
   const PreparedMeta& m = *out.meta;
-  out.tokenizer = open_tokenizer(d + "/" + kTokenizerFile, m, meta_path);
-  out.train = TokenStore::map_file(d + "/" + kTrainFile, m.dtype, m.vocab_size, m.train.tokens,
-                                   TokenStore::Access::kRandom);
-  out.val = TokenStore::map_file(d + "/" + kValFile, m.dtype, m.vocab_size, m.val.tokens,
-                                 TokenStore::Access::kSequential);
-  out.identity = text_identity(meta_bytes);
+  out.tokenizer = open_tokenizer(folder, m, meta_path);
+  out.train = open_in(folder, kTrainFile, m, m.train.tokens, access);
+  out.val = open_in(folder, kValFile, m, m.val.tokens, access);
+  out.identity = prepared_identity(m);
   out.train_text_bytes = m.train.text_bytes, out.val_text_bytes = m.val.text_bytes;
   return out;
 }
@@ -105,13 +158,17 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
   if (!(val_fraction >= 0 && val_fraction < 1))
     throw std::invalid_argument(
         fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
+  if (text.empty()) throw DataError(fmt::format("{}: the text is empty", name));
   PreparedData d;
   try {
     check_utf8(text);
-    if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(tokenizer.get()))
-      split_text_bpe(text, *bpe, val_fraction, name, d);
+    const Tokenizer& tok = *tokenizer;
+    if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok))
+      encode_bpe(text, *bpe, val_fraction, name, d);
+    else if (tok.type() == "byte" && dtype_for_vocab(tok.vocab_size()) == TokenDtype::kUint16)
+      encode_units<uint16_t>(text, tok, val_fraction, name, d);
     else
-      split_ids(text, *tokenizer, val_fraction, name, d);
+      encode_any(text, tok, val_fraction, name, d);
   } catch (const std::invalid_argument& e) {  // bad UTF-8, a character the vocabulary lacks
     throw DataError(fmt::format("{}: {}", name, e.what()));
   }
@@ -120,38 +177,50 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
   return d;
 }
 
-PreparedData prepare_text(std::string_view text, const std::string& tokenizer,
-                          int64_t vocab_size, double val_fraction, const std::string& name) {
-  std::unique_ptr<Tokenizer> tok;
-  if (tokenizer == "byte" && vocab_size == 0) {
-    tok = std::make_unique<ByteTokenizer>();
-  } else if (tokenizer == "char" && vocab_size == 0) {
-    detail::Utf8Scan scan(true);
-    try {
-      detail::scan_utf8(text, 0, scan);
-    } catch (const std::invalid_argument& e) {
-      throw DataError(fmt::format("{}: {}", name, e.what()));
-    }
-    tok = std::make_unique<CharTokenizer>(scan.distinct_code_points());
-  } else if (tokenizer == "bpe" && vocab_size >= 256 && vocab_size <= INT32_MAX) {
-    if (!(val_fraction >= 0 && val_fraction < 1))
-      throw std::invalid_argument(
-          fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
-    const uint64_t chars = detail::count_chars(text);
-    const auto val = static_cast<uint64_t>(std::floor(static_cast<size_t>(chars) * val_fraction));
-    try {
-      tok = std::make_unique<BpeTokenizer>(
-          BpeTokenizer::train(text.substr(0, detail::skip_chars(text, chars - val)), vocab_size));
-    } catch (const std::invalid_argument& e) {
-      throw DataError(fmt::format("{}: {}", name, e.what()));
-    }
-  } else {
+PreparedData prepare_text(std::string_view text, const std::string& tokenizer, int64_t vocab_size,
+                          double val_fraction, const std::string& name) {
+  const bool ok = ((tokenizer == "char" || tokenizer == "byte") && vocab_size == 0) ||
+                  (tokenizer == "bpe" && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize);
+  if (!ok)
     throw std::invalid_argument(fmt::format(
-        "tokenizer '{}' with vocab_size {}: expected char or byte with 0, or bpe with 256 to "
-        "2^31 - 1",
-        replace_invalid_utf8(tokenizer), vocab_size));
+        "tokenizer '{}' with vocab_size {}: expected char or byte with 0, or bpe with 256 to {}",
+        replace_invalid_utf8(tokenizer), vocab_size, kMaxBpeVocabSize));
+  if (!(val_fraction >= 0 && val_fraction < 1))
+    throw std::invalid_argument(
+        fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
+  if (text.empty()) throw DataError(fmt::format("{}: the text is empty", name));
+  std::unique_ptr<Tokenizer> tok;
+  try {
+    tok = tokenizer_for(text, tokenizer, vocab_size, val_fraction);
+  } catch (const std::invalid_argument& e) {  // bad UTF-8
+    throw DataError(fmt::format("{}: {}", name, e.what()));
   }
-  return prepare_text(text, std::move(tok), val_fraction, name);
+  if (tokenizer != "char") return prepare_text(text, std::move(tok), val_fraction, name);
+  PreparedData d;  // the vocabulary is the text's own: no character can be unknown
+  if (dtype_for_vocab(tok->vocab_size()) == TokenDtype::kUint16)
+    encode_units<uint16_t>(text, *tok, val_fraction, name, d);
+  else
+    encode_units<uint32_t>(text, *tok, val_fraction, name, d);
+  d.tokenizer = std::move(tok);
+  d.identity = text_identity(text);
+  return d;
+}
+
+std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer) {
+  std::vector<uint32_t> lengths(static_cast<size_t>(tokenizer.vocab_size()), 1);
+  if (const auto* c = dynamic_cast<const CharTokenizer*>(&tokenizer)) {
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const uint32_t cp = c->code_points()[i];
+      lengths[i] = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    }
+  } else if (const auto* b = dynamic_cast<const BpeTokenizer*>(&tokenizer)) {
+    for (size_t i = 0; i < lengths.size(); ++i)
+      lengths[i] = static_cast<uint32_t>(b->token_bytes(static_cast<uint32_t>(i)).size());
+  } else if (tokenizer.type() != "byte") {
+    throw std::invalid_argument(
+        fmt::format("token_byte_lengths: a '{}' tokenizer is not known", tokenizer.type()));
+  }
+  return lengths;
 }
 
 }  // namespace data

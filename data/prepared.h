@@ -7,11 +7,18 @@
 //   o.tokenizer = "bpe";               // char | byte | bpe
 //   o.vocab_size = 4096;               // bpe only
 //   o.out_dir = "books.prepared";
-//   o.progress = [](const data::PrepareProgress& p) { ... p.all_done / p.all_total ... };
+//   o.progress = [](const data::PrepareProgress& p) {   // a bar: p.all_done / p.all_total,
+//     ... p.all_done / 1e6 / p.seconds ...               // MB/s over every pass
+//   };
 //   data::PrepareResult r = data::prepare(o);
 //
-//   data::PreparedData d = data::open_prepared("books.prepared");   // milliseconds, any size
+//   data::PreparedData d = data::open_prepared("books.prepared");   // a millisecond, any size
 //   data::BatchSampler sampler(&d.train, batch, T);                  // dataset.h
+//   data::EvalWindows windows(d.val.size(), T);                      // dataset.h
+//   checkpoint.data_identity = d.identity;
+//
+//   // a plain text file as --data: the same structure, in memory
+//   data::PreparedData t = data::prepare_text(text, "char", 0, 0.1, "input.txt");
 //
 // The folder (format version 1):
 //   tokenizer.json  the tokenizer (tokenizer_file.h)
@@ -22,23 +29,29 @@
 //                   [{path, bytes, chars, sha256}]}, split {unit, units, val_units,
 //                   byte_offset, char_offset}, train and val {tokens, text_bytes}
 // meta.json is written last, after the other files are complete and renamed into place
-// (and the old meta.json removed first), so a folder with a meta.json is complete; the
-// data's identity (what a checkpoint records as data_identity) is the SHA-256 of
-// meta.json's bytes. Preparing the same files the same way gives the same bytes.
+// (and the old meta.json removed first), so a folder with a meta.json is complete. A
+// prepare holds the folder under an exclusive lock (flock) and open_prepared under a shared
+// one, so neither sees the other's half-done work.
+//
+// The data's identity (what a checkpoint records as data_identity) is "sha256:" and the
+// SHA-256 of meta.json's bytes with the source paths left out: preparing the same text the
+// same way gives the same identity wherever the files lie (prepared_identity).
 //
 // The corpus is the concatenation of the sources in order (each must be valid UTF-8 by
-// itself). The spec's split, the last val_fraction, counts characters for char and bpe and
-// bytes for byte: val_units = floor(units * val_fraction), the last val_units are
-// validation. For char and byte, train.bin and val.bin are exactly split_tokens(encode(
-// corpus)) of dataset.h; for bpe the text is split at that character first, the merges are
-// learned from the training text only, and each part is encoded on its own (no token
-// crosses the boundary). The char vocabulary is every distinct code point of the whole
-// corpus, as CharTokenizer::from_text gives it.
+// itself, for every tokenizer). The spec's split, the last val_fraction, counts characters
+// for char and bpe and bytes for byte: val_units = floor(units * val_fraction), the last
+// val_units are validation. For char and byte, train.bin and val.bin are exactly
+// split_tokens(encode(corpus)) of dataset.h; for bpe the text is split at that character
+// first, the merges are learned from the training text only, and each part is encoded on
+// its own (no token crosses the boundary). The char vocabulary is every distinct code
+// point of the whole corpus, as CharTokenizer::from_text gives it.
 //
 // Passes over the sources: byte 1 (check, hash, write); char 2 (check UTF-8 and collect
 // the code points; encode, hash, write); bpe 3 (check and count; learn merges from the
-// training text; encode, hash, write). The SHA-256 and sizes recorded are of the bytes the
-// last pass encoded; a source that changes between passes is an error.
+// training text; encode, hash, write). The SHA-256 recorded is of the bytes the last pass
+// encoded; a source that changes between or during the passes (its size, modification
+// time or inode) is an error. Memory: about 2 x chunk_bytes plus 20 MB of buffers, and for
+// bpe the trainer's piece counts (bounded by the distinct pieces, not the text's length).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -100,10 +113,11 @@ PreparedMeta parse_prepared_meta(std::string_view bytes, const std::string& name
 // ---- preparing
 
 struct PrepareProgress {
-  int pass = 0, passes = 0;  // 1-based
-  std::string_view stage;    // "checking", "learning merges", "encoding"
-  uint64_t bytes_done = 0, bytes_total = 0;  // of this pass
+  int pass = 0, passes = 0;                  // 1-based
+  std::string_view stage;                    // "checking", "learning merges", "encoding"
+  uint64_t bytes_done = 0, bytes_total = 0;  // of this pass (bytes_total: the corpus)
   uint64_t all_done = 0, all_total = 0;      // over all passes: one bar for the whole run
+  double seconds = 0;                        // since prepare() began
 };
 // Called at the start of each pass and after each chunk. Throwing from it stops the
 // prepare (the exception propagates; the folder is left as it was).
@@ -115,9 +129,9 @@ struct PrepareOptions {
   std::string tokenizer = "char";    // char | byte | bpe
   int64_t vocab_size = 0;            // bpe: the vocabulary wanted (>= 256); else 0
   std::string split_pattern = std::string(kGpt4SplitPattern);  // bpe
-  double val_fraction = 0.1;         // in [0, 1)
-  std::string out_dir;               // new, empty, or a prepared folder to replace
-  size_t chunk_bytes = size_t{16} << 20;  // text read at a time (memory ~ 4x this)
+  double val_fraction = 0.1;                                   // in [0, 1)
+  std::string out_dir;                    // new, empty, or a prepared folder to replace
+  size_t chunk_bytes = size_t{16} << 20;  // text read at a time (memory ~ 2x this)
   bool sync = true;  // fsync the files before they are renamed (survives power loss)
   PrepareCallback progress;
 };
@@ -130,8 +144,10 @@ struct PrepareResult {
 // Writes options.out_dir. Refused (DataError, before any work): a source that is not a
 // regular file or is given twice, a folder with no *.txt, an empty corpus, an out_dir
 // that is a symbolic link or not a folder, one that holds anything but a prepared folder's
-// files, one another prepare is writing; options out of range are std::invalid_argument.
-// Invalid UTF-8 is a DataError naming the source and the byte offset in it.
+// files (or such files without a prepared folder's meta.json), one of whose files is a
+// source, one another process is writing or opening; options out of range are
+// std::invalid_argument. Invalid UTF-8 is a DataError naming the source and the byte offset
+// in it. On any error the folder is left as it was (a new one stays, empty).
 PrepareResult prepare(const PrepareOptions& options);
 PrepareResult prepare(const std::vector<std::string>& sources, const std::string& tokenizer,
                       int64_t vocab_size, double val_fraction, const std::string& out_dir,
@@ -142,28 +158,45 @@ PrepareResult prepare(const std::vector<std::string>& sources, const std::string
 // link), sorted by path. DataError for a missing path or a folder without *.txt.
 std::vector<std::string> list_sources(const std::vector<std::string>& paths, bool recursive = true);
 
+// The spec's split rule, in split_tokens' arithmetic: floor(units * val_fraction).
+uint64_t split_val_units(uint64_t units, double val_fraction);
+
 // ---- using prepared data
+
+// Whether `path` is a folder holding a meta.json (a prepared folder, or a damaged one that
+// open_prepared will explain): how a command tells `--data DIR` from a text file.
+bool is_prepared_folder(const std::string& path);
 
 struct PreparedData {
   std::unique_ptr<Tokenizer> tokenizer;
   TokenStore train, val;
-  std::string identity;  // a folder: SHA-256 of meta.json; a text: text_identity(text)
+  std::string identity;  // a folder: prepared_identity(meta); a text: text_identity(text)
   uint64_t train_text_bytes = 0, val_text_bytes = 0;  // for bits per byte
   std::optional<PreparedMeta> meta;                   // a folder's
 };
 
 // Opens a prepared folder: meta.json checked, tokenizer.json checked against it (its
-// SHA-256, type, vocabulary size), train.bin and val.bin mapped after their sizes are
-// checked against the counts. No id is read: each is checked as it is copied. Errors are
-// DataErrors naming the file (a folder without meta.json: not prepared, or interrupted).
-PreparedData open_prepared(const std::string& dir);
+// SHA-256, type, vocabulary size), train.bin and val.bin opened after their sizes are
+// checked against the counts (read or mapped: token_store.h). No id is read: each is
+// checked as it is copied. Errors are DataErrors naming the file (a folder without
+// meta.json: not prepared, or interrupted; a symbolic link or anything but a regular file
+// where a file should be; a prepare writing the folder now).
+PreparedData open_prepared(const std::string& dir,
+                           TokenStore::FileAccess access = TokenStore::FileAccess::kRead);
+
+// "sha256:" + SHA-256 of prepared_meta_bytes(meta) with every source path made "".
+std::string prepared_identity(const PreparedMeta& meta);
+
+// The bytes of text each id stands for (char: its code point's UTF-8 length; byte: 1;
+// bpe: its token's bytes), for bits per byte over any stretch of ids.
+std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer);
 
 // The same structure from a text in memory, as prepare() would make it from a file holding
-// that text (same split, same ids; identity = text_identity(text)). `name` names the text
-// in messages. The stores are owned, not mapped.
-PreparedData prepare_text(std::string_view text, const std::string& tokenizer,
-                          int64_t vocab_size, double val_fraction,
-                          const std::string& name = "text");
+// that text (same tokenizer, split and ids; identity = text_identity(text), what
+// checkpoints trained on a text file record). `name` names the text in messages. The
+// stores are owned, not mapped: 2 or 4 bytes per id.
+PreparedData prepare_text(std::string_view text, const std::string& tokenizer, int64_t vocab_size,
+                          double val_fraction, const std::string& name = "text");
 // With a tokenizer already made (a checkpoint's): bpe splits the text at the split
 // character and encodes each part; any other splits the ids of the whole text.
 PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> tokenizer,

@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "data/data_error.h"
+#include "data/identity.h"
 #include "data/prepared.h"
 #include "data/strict_json.h"
+#include "data/tokenizer_file.h"
 
 namespace data {
 
@@ -31,8 +33,8 @@ bool is_sha256_hex(const std::string& s) {
 std::string sha256_of(const JsonObject& o, std::string_view key) {
   std::string s = o.string(key);
   if (!is_sha256_hex(s))
-    o.fail(key, fmt::format("must be 64 lowercase hex digits (a SHA-256), not {}",
-                            detail::quote(s)));
+    o.fail(key,
+           fmt::format("must be 64 lowercase hex digits (a SHA-256), not {}", detail::quote(s)));
   return s;
 }
 
@@ -46,8 +48,9 @@ void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
     o.fail("type", fmt::format("is {}, not one of char, byte, bpe", detail::quote(t)));
   if (t == "byte" && m.vocab_size != 256)
     o.fail("vocab_size", fmt::format("is {}; a byte tokenizer has 256", m.vocab_size));
-  if (t == "bpe" && m.vocab_size < 256)
-    o.fail("vocab_size", fmt::format("is {}; a bpe tokenizer has at least 256", m.vocab_size));
+  if (t == "bpe" && (m.vocab_size < 256 || m.vocab_size > kMaxBpeVocabSize))
+    o.fail("vocab_size",
+           fmt::format("is {}; a bpe tokenizer has 256 to {}", m.vocab_size, kMaxBpeVocabSize));
   if (t == "char" && (m.vocab_size < 1 || m.vocab_size > 0x110000))
     o.fail("vocab_size", fmt::format("is {}; a char tokenizer has 1 to 1114112", m.vocab_size));
 }
@@ -83,11 +86,6 @@ void read_corpus(const JsonObject& o, PreparedMeta& m) {
   read_sources(o, m);
 }
 
-// The split rule of dataset.h's split_tokens, in the same arithmetic.
-uint64_t val_units_of(uint64_t units, double val_fraction) {
-  return static_cast<uint64_t>(std::floor(static_cast<size_t>(units) * val_fraction));
-}
-
 void read_split(const JsonObject& o, PreparedMeta& m) {
   o.expect_keys({"unit", "units", "val_units", "byte_offset", "char_offset"});
   m.split_unit = o.string("unit");
@@ -101,13 +99,13 @@ void read_split(const JsonObject& o, PreparedMeta& m) {
   m.split_char = o.uint("char_offset", kMaxCount);
   const uint64_t units = bytes ? m.total_bytes : m.total_chars;
   if (m.split_units != units)
-    o.fail("units", fmt::format("is {}, but the corpus has {} {}s", m.split_units, units,
-                                m.split_unit));
-  if (const uint64_t v = val_units_of(units, m.val_fraction); m.val_units != v)
-    o.fail("val_units", fmt::format("is {}, but floor({} * {}) is {}", m.val_units, units,
-                                    m.val_fraction, v));
-  if (m.split_byte > m.total_bytes || m.split_char > m.total_chars ||
-      m.split_char > m.split_byte || m.total_chars - m.split_char > m.total_bytes - m.split_byte)
+    o.fail("units",
+           fmt::format("is {}, but the corpus has {} {}s", m.split_units, units, m.split_unit));
+  if (const uint64_t v = split_val_units(units, m.val_fraction); m.val_units != v)
+    o.fail("val_units",
+           fmt::format("is {}, but floor({} * {}) is {}", m.val_units, units, m.val_fraction, v));
+  if (m.split_byte > m.total_bytes || m.split_char > m.total_chars || m.split_char > m.split_byte ||
+      m.total_chars - m.split_char > m.total_bytes - m.split_byte)
     o.fail("byte_offset", fmt::format("{} with char_offset {} is not a place in a corpus of {} "
                                       "bytes and {} characters",
                                       m.split_byte, m.split_char, m.total_bytes, m.total_chars));
@@ -125,8 +123,8 @@ SplitPart read_part(const JsonObject& top, std::string_view key, uint64_t text_b
   if (p.text_bytes != text_bytes)
     o.fail("text_bytes", fmt::format("is {}, but the split gives {}", p.text_bytes, text_bytes));
   if (p.tokens > p.text_bytes || (p.tokens == 0) != (p.text_bytes == 0))
-    o.fail("tokens", fmt::format("is {}: {} bytes of text cannot give that many", p.tokens,
-                                 p.text_bytes));
+    o.fail("tokens",
+           fmt::format("is {}: {} bytes of text cannot give that many", p.tokens, p.text_bytes));
   return p;
 }
 
@@ -137,15 +135,16 @@ void check_tokens(const JsonObject& top, const PreparedMeta& m) {
   const uint64_t train = bytes ? m.split_byte : m.split_char;
   const uint64_t val = (bytes ? m.total_bytes : m.total_chars) - train;
   if (m.train.tokens != train)
-    top.object("train").fail("tokens", fmt::format("is {}, but the split gives {}", m.train.tokens,
-                                                   train));
+    top.object("train").fail("tokens",
+                             fmt::format("is {}, but the split gives {}", m.train.tokens, train));
   if (m.val.tokens != val)
-    top.object("val").fail("tokens", fmt::format("is {}, but the split gives {}", m.val.tokens,
-                                                 val));
+    top.object("val").fail("tokens",
+                           fmt::format("is {}, but the split gives {}", m.val.tokens, val));
   if (m.tokenizer_type == "char" && static_cast<uint64_t>(m.vocab_size) > m.total_chars)
-    top.object("tokenizer").fail("vocab_size", fmt::format("is {}, more than the {} characters of "
-                                                           "the corpus",
-                                                           m.vocab_size, m.total_chars));
+    top.object("tokenizer")
+        .fail("vocab_size", fmt::format("is {}, more than the {} characters of "
+                                        "the corpus",
+                                        m.vocab_size, m.total_chars));
 }
 
 }  // namespace
@@ -182,14 +181,14 @@ PreparedMeta parse_prepared_meta(std::string_view bytes, const std::string& name
                                 bytes.size(), kMaxMetaBytes));
   const nlohmann::json json = detail::parse_strict_json(bytes, name);
   const JsonObject top(json, name, "");
-  top.expect_keys({"format", "format_version", "tokenizer", "dtype", "val_fraction", "corpus",
-                   "split", "train", "val"});
   if (top.string("format") != kPreparedFormat)
     top.fail("format", fmt::format("must be \"{}\": this is not a prepared folder's metadata",
                                    kPreparedFormat));
   if (const uint64_t v = top.uint("format_version"); v != kPreparedVersion)
     top.fail("format_version",
              fmt::format("is {}; this attograd reads version {}", v, kPreparedVersion));
+  top.expect_keys({"format", "format_version", "tokenizer", "dtype", "val_fraction", "corpus",
+                   "split", "train", "val"});
   PreparedMeta m;
   read_tokenizer(top.object("tokenizer"), m);
   const std::string dtype = top.string("dtype");
@@ -206,6 +205,12 @@ PreparedMeta parse_prepared_meta(std::string_view bytes, const std::string& name
   m.val = read_part(top, "val", m.total_bytes - m.split_byte);
   check_tokens(top, m);
   return m;
+}
+
+std::string prepared_identity(const PreparedMeta& meta) {
+  PreparedMeta anywhere = meta;
+  for (SourceFile& s : anywhere.sources) s.path.clear();
+  return text_identity(prepared_meta_bytes(anywhere));
 }
 
 }  // namespace data

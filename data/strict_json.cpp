@@ -9,31 +9,106 @@
 
 namespace data::detail {
 
-nlohmann::json parse_strict_json(std::string_view bytes, const std::string& name) {
-  using Event = nlohmann::json::parse_event_t;
-  // the keys of each open object; is_object says what each open level is
-  std::vector<std::set<std::string>> objects;
-  std::vector<bool> is_object;
-  const auto check = [&](int /*depth*/, Event event, nlohmann::json& parsed) {
-    if (event == Event::object_start || event == Event::array_start) {
-      if (is_object.size() >= static_cast<size_t>(kMaxJsonDepth))
-        throw DataError(fmt::format("{}: JSON nested deeper than {} levels, which this format "
-                                    "never needs",
-                                    name, kMaxJsonDepth));
-      is_object.push_back(event == Event::object_start);
-      if (event == Event::object_start) objects.emplace_back();
-    } else if (event == Event::object_end || event == Event::array_end) {
-      if (is_object.back()) objects.pop_back();
-      is_object.pop_back();
-    } else if (event == Event::key) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!objects.back().insert(key).second)
-        throw DataError(fmt::format("{}: the key '{}' appears twice in one object", name, key));
-    }
+namespace {
+
+using Event = nlohmann::json::parse_event_t;
+
+// The parser callback: limits the nesting, refuses a key given twice, and diverts the
+// entries of NumberLists. Returning false drops a value from the tree.
+class StrictParse {
+ public:
+  StrictParse(const std::string& name, const std::vector<NumberList*>& lists)
+      : name_(name), lists_(lists) {}
+  bool operator()(Event event, nlohmann::json& parsed);
+
+ private:
+  bool in_list(Event event, nlohmann::json& parsed);
+  [[noreturn]] void bad_entry(const nlohmann::json* shown = nullptr) const;
+  const std::string& name_;
+  const std::vector<NumberList*>& lists_;
+  std::vector<std::set<std::string>> objects_;  // the keys of each open object
+  std::vector<bool> is_object_;                 // what each open level is
+  std::string top_key_;                         // the last key of the top object
+  NumberList* list_ = nullptr;                  // the list being read
+  size_t in_group_ = 0;                         // numbers of the open group
+};
+
+bool StrictParse::operator()(Event event, nlohmann::json& parsed) {
+  if (list_ && is_object_.size() >= 2) return in_list(event, parsed);
+  if (event == Event::object_start || event == Event::array_start) {
+    if (is_object_.size() >= static_cast<size_t>(kMaxJsonDepth))
+      throw DataError(
+          fmt::format("{}: JSON nested deeper than {} levels, which this format "
+                      "never needs",
+                      name_, kMaxJsonDepth));
+    if (event == Event::array_start && is_object_.size() == 1)
+      for (NumberList* l : lists_)
+        if (l->key == top_key_) list_ = l, l->found = true;
+    is_object_.push_back(event == Event::object_start);
+    if (event == Event::object_start) objects_.emplace_back();
+  } else if (event == Event::object_end || event == Event::array_end) {
+    if (is_object_.back()) objects_.pop_back();
+    is_object_.pop_back();
+    list_ = nullptr;
+  } else if (event == Event::key) {
+    const std::string& key = parsed.get_ref<const std::string&>();
+    if (!objects_.back().insert(key).second)
+      throw DataError(fmt::format("{}: the key '{}' appears twice in one object", name_, key));
+    if (is_object_.size() == 1) top_key_ = key;
+  }
+  return true;
+}
+
+// Inside a NumberList's array (is_object_ holds the top object and the list).
+bool StrictParse::in_list(Event event, nlohmann::json& parsed) {
+  NumberList& l = *list_;
+  const bool group_open = is_object_.size() == 3;
+  if (event == Event::array_end && !group_open) {  // the list ends
+    is_object_.pop_back();
+    list_ = nullptr;
     return true;
-  };
+  }
+  if (l.group > 0 && !group_open && event == Event::array_start) {
+    if (l.values.size() / l.group >= l.max_entries) bad_entry();
+    is_object_.push_back(false), in_group_ = 0;
+    return true;
+  }
+  if (l.group > 0 && group_open && event == Event::array_end) {
+    if (in_group_ != l.group) bad_entry();
+    is_object_.pop_back(), in_group_ = 0;
+    return false;
+  }
+  const bool number_here = (l.group == 0) != group_open;
+  if (event != Event::value || !number_here || !parsed.is_number_unsigned() ||
+      parsed.get<uint64_t>() > l.max_value || (l.group == 0 && l.values.size() >= l.max_entries) ||
+      (l.group > 0 && in_group_ >= l.group))
+    bad_entry(event == Event::value ? &parsed : nullptr);
+  l.values.push_back(parsed.get<uint32_t>());
+  ++in_group_;
+  return false;
+}
+
+void StrictParse::bad_entry(const nlohmann::json* shown) const {
+  const NumberList& l = *list_;
+  const size_t index = l.group == 0 ? l.values.size() : (l.values.size() - in_group_) / l.group;
+  if (index >= l.max_entries)
+    throw DataError(
+        fmt::format("{}: '{}' has more than {} entries, more than any tokenizer "
+                    "this format allows",
+                    name_, l.key, l.max_entries));
+  throw DataError(fmt::format("{}: '{}'[{}] must be {}{}", name_, l.key, index, l.entry,
+                              shown ? ", not " + quote(*shown) : std::string()));
+}
+
+}  // namespace
+
+nlohmann::json parse_strict_json(std::string_view bytes, const std::string& name,
+                                 const std::vector<NumberList*>& lists) {
+  StrictParse parse(name, lists);
   try {
-    return nlohmann::json::parse(bytes.begin(), bytes.end(), check);
+    return nlohmann::json::parse(
+        bytes.begin(), bytes.end(),
+        [&](int /*depth*/, Event event, nlohmann::json& parsed) { return parse(event, parsed); });
   } catch (const nlohmann::json::exception& e) {
     throw DataError(fmt::format("{}: not valid JSON: {}", name, e.what()));
   }
@@ -109,7 +184,8 @@ std::string JsonObject::string(std::string_view key) const {
 }
 
 JsonObject JsonObject::object(std::string_view key) const {
-  return JsonObject(value(key), file_, path_.empty() ? std::string(key) : path_ + "." + std::string(key));
+  return JsonObject(value(key), file_,
+                    path_.empty() ? std::string(key) : path_ + "." + std::string(key));
 }
 
 JsonObject JsonObject::element(std::string_view key, size_t index) const {

@@ -8,13 +8,30 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace data::detail {
 
 inline constexpr int kMaxJsonDepth = 8;
 
-// Throws DataError "NAME: not valid JSON: ..." (or: nested too deep, a key given twice).
-nlohmann::json parse_strict_json(std::string_view bytes, const std::string& name);
+// An array of unsigned integers at a key of the top object, or an array of arrays of
+// `group` of them, read into `values` while the text is parsed instead of into the JSON
+// tree (where the array is left empty): a large vocabulary costs 4 bytes a number, not a
+// JSON value each, whatever a hostile file holds.
+struct NumberList {
+  std::string key;
+  size_t group = 0;  // 0: [n, n, ...]; k > 0: [[n_1, ..., n_k], ...]
+  uint32_t max_value = UINT32_MAX;
+  size_t max_entries = 0;  // numbers, or groups
+  std::string entry;       // what an entry is, for messages: "a code point (0 to 1114111)"
+  std::vector<uint32_t> values;
+  bool found = false;
+};
+
+// Throws DataError "NAME: not valid JSON: ..." (or: nested too deep, a key given twice, an
+// entry of a NumberList that is not what it should be).
+nlohmann::json parse_strict_json(std::string_view bytes, const std::string& name,
+                                 const std::vector<NumberList*>& lists = {});
 
 class JsonObject {
  public:

@@ -33,10 +33,14 @@ size_t decode_multi(const unsigned char* p, size_t avail, uint32_t& cp) {
   const unsigned c = p[0];
   size_t len;
   uint32_t min;
-  if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-  else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-  else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
+  if ((c & 0xE0) == 0xC0)
+    len = 2, cp = c & 0x1F, min = 0x80;
+  else if ((c & 0xF0) == 0xE0)
+    len = 3, cp = c & 0x0F, min = 0x800;
+  else if ((c & 0xF8) == 0xF0)
+    len = 4, cp = c & 0x07, min = 0x10000;
+  else
+    return 0;
   if (len > avail) return 0;
   for (size_t k = 1; k < len; ++k) {
     if ((p[k] & 0xC0) != 0x80) return 0;
@@ -69,10 +73,10 @@ std::vector<uint32_t> CodePointSet::sorted() const {
   return out;
 }
 
-std::vector<uint32_t> Utf8Scan::distinct_code_points() const {
-  CodePointSet all = code_points;
+std::vector<uint32_t> CharCollector::distinct_code_points() const {
+  CodePointSet all = code_points_;
   for (uint32_t c = 0; c < 128; ++c)
-    if (ascii_seen[c]) all.add(c);
+    if (ascii_seen_[c]) all.add(c);
   return all.sorted();
 }
 
@@ -87,33 +91,48 @@ size_t complete_prefix(std::string_view bytes) {
   return n;  // no lead byte in the last four: invalid, and reported where it is
 }
 
-void scan_utf8(std::string_view text, uint64_t base, Utf8Scan& scan) {
+void CharCollector::add(std::string_view text, uint64_t base) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
-  uint8_t* seen = scan.ascii_seen;
   uint64_t chars = 0;
   size_t i = 0;
   while (i < n) {
-    if (scan.collect) {
-      for (; i + 32 <= n && ascii32(p + i); i += 32, chars += 32)
-        for (size_t k = 0; k < 32; ++k) seen[p[i + k]] = 1;
-    } else {
-      for (; i + 32 <= n && ascii32(p + i); i += 32) chars += 32;
-    }
+    for (; i + 32 <= n && ascii32(p + i); i += 32, chars += 32)
+      for (size_t k = 0; k < 32; ++k) ascii_seen_[p[i + k]] = 1;
     if (i >= n) break;
     ++chars;
     if (p[i] < 0x80) {
-      if (scan.collect) seen[p[i]] = 1;
+      ascii_seen_[p[i++]] = 1;
+      continue;
+    }
+    uint32_t cp = 0;
+    const size_t len = decode_multi(p + i, n - i, cp);
+    if (len == 0) report_invalid(text, i, base);
+    code_points_.add(cp);
+    i += len;
+  }
+  chars_ += chars;
+}
+
+uint64_t count_utf8(std::string_view text, uint64_t base) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  uint64_t chars = 0;
+  size_t i = 0;
+  while (i < n) {
+    for (; i + 32 <= n && ascii32(p + i); i += 32) chars += 32;
+    if (i >= n) break;
+    ++chars;
+    if (p[i] < 0x80) {
       ++i;
       continue;
     }
     uint32_t cp = 0;
     const size_t len = decode_multi(p + i, n - i, cp);
     if (len == 0) report_invalid(text, i, base);
-    if (scan.collect) scan.code_points.add(cp);
     i += len;
   }
-  scan.chars += chars;
+  return chars;
 }
 
 uint64_t count_chars(std::string_view text) {

@@ -25,14 +25,20 @@ class CodePointSet {
   std::vector<uint64_t> bits_;
 };
 
-// What scan_utf8 has seen so far; code points are collected only when `collect`.
-struct Utf8Scan {
-  explicit Utf8Scan(bool collect) : collect(collect) {}
-  bool collect;
-  uint64_t chars = 0;
-  uint8_t ascii_seen[128] = {};  // folded into code_points by distinct_code_points()
-  CodePointSet code_points;      // the non-ASCII ones
+// The characters of a text given in pieces: how many, and which (the char tokenizer's
+// vocabulary is the distinct code points of the corpus).
+class CharCollector {
+ public:
+  // Validates `text` as UTF-8 and adds its characters. Throws std::invalid_argument
+  // ("invalid UTF-8: ...") naming the first bad byte's offset + base.
+  void add(std::string_view text, uint64_t base);
+  uint64_t chars() const { return chars_; }
   std::vector<uint32_t> distinct_code_points() const;
+
+ private:
+  uint64_t chars_ = 0;
+  uint8_t ascii_seen_[128] = {};  // folded into code_points_ by distinct_code_points()
+  CodePointSet code_points_;      // the non-ASCII ones
 };
 
 // The length of the longest prefix of `bytes` that does not end inside a character: a
@@ -40,9 +46,9 @@ struct Utf8Scan {
 // text read in chunks is cut between characters.
 size_t complete_prefix(std::string_view bytes);
 
-// Validates `text` as UTF-8 and adds its characters to `scan`. Throws
-// std::invalid_argument("invalid UTF-8: ...") naming the first bad byte's offset + base.
-void scan_utf8(std::string_view text, uint64_t base, Utf8Scan& scan);
+// Validates `text` as UTF-8 and returns its number of characters. Throws
+// std::invalid_argument ("invalid UTF-8: ...") naming the first bad byte's offset + base.
+uint64_t count_utf8(std::string_view text, uint64_t base);
 
 // Characters of valid UTF-8 (bytes that do not continue a character).
 uint64_t count_chars(std::string_view valid_utf8);

@@ -1,12 +1,15 @@
 #include "data/token_store.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <stdexcept>
 
 #include "data/data_error.h"
@@ -20,14 +23,14 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-// A mapped store releases its pages once about this much may be resident. A fault maps up
-// to 16 pages around the one touched (the kernel's fault-around), so each copy is counted
-// as that many more pages than it spans.
+// A mapped store releases its pages once about this much may be resident.
 constexpr uint64_t kResidentBudgetBytes = uint64_t{16} << 20;
-constexpr uint64_t kFaultAroundPages = 16;
+// A read store reads at most this much at a time (on the stack).
+constexpr size_t kReadBytes = size_t{16} << 10;
 
+// Copies n ids, returns the largest.
 template <class T>
-T copy_ids(const T* src, size_t n, int64_t* out) {
+int64_t widen(const T* src, size_t n, int64_t* out) {
   T max = 0;
   for (size_t i = 0; i < n; ++i) {
     out[i] = src[i];
@@ -36,12 +39,17 @@ T copy_ids(const T* src, size_t n, int64_t* out) {
   return max;
 }
 
+int64_t widen(const void* src, TokenDtype dtype, size_t n, int64_t* out) {
+  if (dtype == TokenDtype::kUint16) return widen(static_cast<const uint16_t*>(src), n, out);
+  return widen(static_cast<const uint32_t*>(src), n, out);
+}
+
 }  // namespace
 
 struct TokenStore::Backing {
   virtual ~Backing() = default;
-  // Bytes [begin, end) of the data were just read.
-  virtual void touched(size_t /*begin*/, size_t /*end*/) const {}
+  // Copies ids [start, start + n) into out; returns the largest.
+  virtual int64_t copy(size_t start, size_t n, TokenDtype dtype, int64_t* out) const = 0;
 };
 
 namespace {
@@ -49,19 +57,26 @@ namespace {
 template <class T>
 struct OwnedIds : TokenStore::Backing {
   explicit OwnedIds(std::vector<T> v) : ids(std::move(v)) {}
+  int64_t copy(size_t start, size_t n, TokenDtype, int64_t* out) const override {
+    return widen(ids.data() + start, n, out);
+  }
   std::vector<T> ids;
 };
 
 struct Mapping : TokenStore::Backing {
   Mapping(void* a, size_t n) : address(a), length(n) {}
   ~Mapping() override { munmap(address, length); }
-  void touched(size_t begin, size_t end) const override {
-    const uint64_t span = (end - 1) / page - begin / page + 1 + kFaultAroundPages;
-    if (pages.fetch_add(span, std::memory_order_relaxed) + span < budget) return;
-    // Dropping a read-only file mapping's pages only unmaps them: a reader on another
-    // thread faults them back in from the page cache.
-    pages.store(0, std::memory_order_relaxed);
-    madvise(address, length, MADV_DONTNEED);
+  int64_t copy(size_t start, size_t n, TokenDtype dtype, int64_t* out) const override {
+    const size_t width = dtype_bytes(dtype);
+    const int64_t max = widen(static_cast<const char*>(address) + start * width, dtype, n, out);
+    const uint64_t span = ((start + n) * width - 1) / page - start * width / page + 1;
+    if (pages.fetch_add(span, std::memory_order_relaxed) + span >= budget) {
+      // Dropping a read-only file mapping's pages only unmaps them: a reader on another
+      // thread faults them back in from the page cache.
+      pages.store(0, std::memory_order_relaxed);
+      madvise(address, length, MADV_DONTNEED);
+    }
+    return max;
   }
   void* address;
   size_t length;
@@ -70,13 +85,46 @@ struct Mapping : TokenStore::Backing {
   mutable std::atomic<uint64_t> pages{0};
 };
 
+struct FileReader : TokenStore::Backing {
+  FileReader(int fd, std::string name) : fd(fd), name(std::move(name)) {}
+  ~FileReader() override { close(fd); }
+  int64_t copy(size_t start, size_t n, TokenDtype dtype, int64_t* out) const override {
+    const size_t width = dtype_bytes(dtype), per_read = kReadBytes / width;
+    alignas(8) char buffer[kReadBytes];
+    int64_t max = 0;
+    for (size_t done = 0; done < n; done += per_read) {
+      const size_t m = std::min(per_read, n - done);
+      read_exactly(buffer, m * width, (start + done) * width);
+      max = std::max(max, widen(buffer, dtype, m, out + done));
+    }
+    return max;
+  }
+  void read_exactly(char* p, size_t bytes, uint64_t offset) const {
+    while (bytes > 0) {
+      const ssize_t r = pread(fd, p, bytes, static_cast<off_t>(offset));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw DataError(fmt::format("{}: {} at byte {}", name,
+                                    r == 0 ? "the file is shorter than when it was opened "
+                                             "(it was changed in place)"
+                                           : "read failed: " + detail::errno_text(errno),
+                                    offset));
+      p += r, bytes -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
+    }
+  }
+  int fd;
+  std::string name;
+};
+
 }  // namespace
 
 TokenDtype dtype_for_vocab(int64_t vocab_size) {
   return vocab_size <= 65536 ? TokenDtype::kUint16 : TokenDtype::kUint32;
 }
 
-size_t dtype_bytes(TokenDtype dtype) { return dtype == TokenDtype::kUint16 ? 2 : 4; }
+size_t dtype_bytes(TokenDtype dtype) {
+  return dtype == TokenDtype::kUint16 ? 2 : 4;
+}
 
 std::string_view dtype_name(TokenDtype dtype) {
   return dtype == TokenDtype::kUint16 ? "uint16" : "uint32";
@@ -91,17 +139,19 @@ std::optional<TokenDtype> parse_dtype(std::string_view name) {
 TokenStore::TokenStore() = default;
 
 TokenStore::TokenStore(std::vector<uint16_t> ids, int64_t vocab_size, std::string name)
-    : vocab_size_(vocab_size), name_(std::move(name)) {
-  auto owned = std::make_shared<OwnedIds<uint16_t>>(std::move(ids));
-  data_ = owned->ids.data(), size_ = owned->ids.size(), dtype_ = TokenDtype::kUint16;
-  backing_ = std::move(owned);
+    : size_(ids.size()),
+      dtype_(TokenDtype::kUint16),
+      vocab_size_(vocab_size),
+      name_(std::move(name)) {
+  backing_ = std::make_shared<OwnedIds<uint16_t>>(std::move(ids));
 }
 
 TokenStore::TokenStore(std::vector<uint32_t> ids, int64_t vocab_size, std::string name)
-    : vocab_size_(vocab_size), name_(std::move(name)) {
-  auto owned = std::make_shared<OwnedIds<uint32_t>>(std::move(ids));
-  data_ = owned->ids.data(), size_ = owned->ids.size(), dtype_ = TokenDtype::kUint32;
-  backing_ = std::move(owned);
+    : size_(ids.size()),
+      dtype_(TokenDtype::kUint32),
+      vocab_size_(vocab_size),
+      name_(std::move(name)) {
+  backing_ = std::make_shared<OwnedIds<uint32_t>>(std::move(ids));
 }
 
 TokenStore TokenStore::from_ids(const std::vector<int64_t>& ids, int64_t vocab_size,
@@ -115,29 +165,56 @@ TokenStore TokenStore::from_ids(const std::vector<int64_t>& ids, int64_t vocab_s
   return TokenStore(std::vector<uint32_t>(ids.begin(), ids.end()), vocab_size, std::move(name));
 }
 
-TokenStore TokenStore::map_file(const std::string& path, TokenDtype dtype, int64_t vocab_size,
-                                uint64_t tokens, Access access) {
-  detail::InputFile file(path, path);
+TokenStore TokenStore::open_file(const std::string& path, TokenDtype dtype, int64_t vocab_size,
+                                 uint64_t tokens, FileAccess access) {
+  const detail::InputFile file(path, path);
+  return open_fd(file.fd(), path, dtype, vocab_size, tokens, access);
+}
+
+TokenStore TokenStore::open_fd(int fd, const std::string& name, TokenDtype dtype,
+                               int64_t vocab_size, uint64_t tokens, FileAccess access) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0)
+    throw DataError(fmt::format("{}: cannot read: {}", name, detail::errno_text(errno)));
+  if (!S_ISREG(st.st_mode))
+    throw DataError(
+        fmt::format("{}: is {}, not a regular file", name, detail::file_kind(st.st_mode)));
+  const auto size = static_cast<uint64_t>(st.st_size);
   const size_t width = dtype_bytes(dtype);
-  if (tokens > file.size() / width || file.size() != tokens * width)
-    throw DataError(fmt::format("{}: {} bytes, but the metadata says {} {} tokens ({} bytes)", path,
-                                file.size(), tokens, dtype_name(dtype),
+  if (tokens > size / width || size != tokens * width)
+    throw DataError(fmt::format("{}: {} bytes, but the metadata says {} {} tokens ({} bytes)", name,
+                                size, tokens, dtype_name(dtype),
                                 tokens <= UINT64_MAX / width ? fmt::format("{}", tokens * width)
                                                              : std::string("too many")));
   TokenStore store;
-  store.dtype_ = dtype, store.vocab_size_ = vocab_size, store.name_ = path;
-  if (tokens == 0) return store;  // mmap refuses a length of 0
-  void* address = mmap(nullptr, file.size(), PROT_READ, MAP_SHARED, file.fd(), 0);
-  if (address == MAP_FAILED)
-    throw DataError(fmt::format("{}: cannot map: {}", path, detail::errno_text(errno)));
-  madvise(address, file.size(), access == Access::kRandom ? MADV_RANDOM : MADV_SEQUENTIAL);
-  store.backing_ = std::make_shared<Mapping>(address, file.size());
-  store.data_ = address, store.size_ = tokens;
+  store.dtype_ = dtype, store.vocab_size_ = vocab_size, store.name_ = name;
+  if (tokens == 0) return store;  // nothing to read (and mmap refuses a length of 0)
+  if (access == FileAccess::kRead) {
+    const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) throw DataError(fmt::format("{}: {}", name, detail::errno_text(errno)));
+    store.backing_ = std::make_shared<FileReader>(own, name);
+  } else {
+    void* address = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (address == MAP_FAILED)
+      throw DataError(fmt::format("{}: cannot map: {}", name, detail::errno_text(errno)));
+    store.backing_ = std::make_shared<Mapping>(address, size);
+  }
+  store.size_ = tokens;
   return store;
+}
+
+bool TokenStore::is_file() const {
+  return is_mapped() || dynamic_cast<const FileReader*>(backing_.get()) != nullptr;
 }
 
 bool TokenStore::is_mapped() const {
   return dynamic_cast<const Mapping*>(backing_.get()) != nullptr;
+}
+
+size_t TokenStore::memory_bytes() const {
+  const size_t bytes = size_ * dtype_bytes(dtype_);
+  if (is_mapped()) return std::min<size_t>(bytes, kResidentBudgetBytes);
+  return is_file() ? 0 : bytes;
 }
 
 void TokenStore::copy(size_t start, size_t count, int64_t* out) const {
@@ -145,14 +222,7 @@ void TokenStore::copy(size_t start, size_t count, int64_t* out) const {
     throw std::out_of_range(fmt::format("{}: tokens [{}, {}) are past the end of its {} tokens",
                                         name_, start, start + count, size_));
   if (count == 0) return;
-  int64_t max;
-  if (dtype_ == TokenDtype::kUint16)
-    max = copy_ids(static_cast<const uint16_t*>(data_) + start, count, out);
-  else
-    max = copy_ids(static_cast<const uint32_t*>(data_) + start, count, out);
-  const size_t width = dtype_bytes(dtype_);
-  backing_->touched(start * width, (start + count) * width);
-  if (max < vocab_size_) return;
+  if (backing_->copy(start, count, dtype_, out) < vocab_size_) return;
   for (size_t i = 0; i < count; ++i)
     if (out[i] >= vocab_size_) bad_id(start + i, out[i]);
 }

@@ -1,20 +1,25 @@
 #pragma once
-// Token ids as training reads them: uint16 or uint32, either memory-mapped read-only from a
-// prepared folder's train.bin / val.bin (little-endian, no header) or owned in memory (the
-// plain-text path and tests). Both copy windows of ids into int64 buffers for batches.
+// Token ids as training reads them: uint16 or uint32, either read from a prepared folder's
+// train.bin / val.bin (little-endian, no header) or owned in memory (the plain-text path
+// and tests). Both copy windows of ids into int64 buffers for batches.
 //
-//   data::TokenStore train = data::TokenStore::map_file("run/train.bin", data::TokenDtype::kUint16,
-//                                                       vocab_size, meta.train.tokens);
+//   data::TokenStore train = data::TokenStore::open_file("run/train.bin",
+//       data::TokenDtype::kUint16, vocab_size, meta.train.tokens);
 //   std::vector<int64_t> window(65);
 //   train.copy(start, 65, window.data());  // each id checked < vocab_size here
 //
-// Opening a mapped file reads no id (a gigabyte opens in microseconds): the range of every
-// id is checked as it is copied, and an id outside the vocabulary is a DataError naming
-// the file and the token's position. The pages a mapped store has touched are released
-// every few megabytes (madvise), so reading a corpus of any size keeps the process's
-// resident memory bounded; the pages stay in the page cache, so this costs a minor fault.
-// If another process truncates a mapped file while it is in use, reading the lost pages
-// raises SIGBUS, as with any memory map: prepared folders are not to be edited in place.
+// Opening a file reads no id (a gigabyte opens in microseconds): the range of every id is
+// checked as it is copied, and an id outside the vocabulary is a DataError naming the file
+// and the token's position. A file-backed store reads its ids in one of two ways:
+//   kRead  (the default) each window is copied with pread from the page cache: no page of
+//          the file is ever mapped into the process, so its resident memory does not grow
+//          with the corpus, and a file truncated by another process is a DataError;
+//   kMap   the file is mapped read-only (mmap) and windows are copied from the mapping; the
+//          pages touched are released every 16 MB (madvise), which bounds resident memory.
+//          If another process truncates the file, reading lost pages raises SIGBUS.
+// Both give the same ids. kRead is the default because a page fault is far dearer than a
+// small read on a virtual machine (on the machine this was written on: 37 us against 3 us
+// per random 65-token window; bench/prepare_bench.cpp measures both).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,7 +39,7 @@ std::optional<TokenDtype> parse_dtype(std::string_view name);
 
 class TokenStore {
  public:
-  enum class Access { kRandom, kSequential };  // how a mapped file will be read (madvise)
+  enum class FileAccess { kRead, kMap };
 
   TokenStore();  // empty
   // Owned ids; each must be < vocab_size (checked when copied, as for a file).
@@ -44,17 +49,26 @@ class TokenStore {
   // DataError naming its position.
   static TokenStore from_ids(const std::vector<int64_t>& ids, int64_t vocab_size,
                              std::string name = "tokens");
-  // Maps `path` read-only. Its size must be exactly tokens * dtype_bytes(dtype); a file
-  // that is missing, not regular, or of another size is a DataError naming it.
-  static TokenStore map_file(const std::string& path, TokenDtype dtype, int64_t vocab_size,
-                             uint64_t tokens, Access access = Access::kRandom);
+  // The ids of the file at `path`. Its size must be exactly tokens * dtype_bytes(dtype); a
+  // file that is missing, not regular, or of another size is a DataError naming it.
+  static TokenStore open_file(const std::string& path, TokenDtype dtype, int64_t vocab_size,
+                              uint64_t tokens, FileAccess access = FileAccess::kRead);
+  // The same for a file already open (a regular file; the store keeps its own descriptor
+  // or mapping, so fd may be closed afterwards). `name` names it in messages.
+  static TokenStore open_fd(int fd, const std::string& name, TokenDtype dtype, int64_t vocab_size,
+                            uint64_t tokens, FileAccess access = FileAccess::kRead);
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   TokenDtype dtype() const { return dtype_; }
   int64_t vocab_size() const { return vocab_size_; }
   const std::string& name() const { return name_; }  // the file, for messages
-  bool is_mapped() const;
+  bool is_file() const;                              // read from a file (either access)
+  bool is_mapped() const;                            // FileAccess::kMap
+  // What the store may keep resident, for a memory plan: an owned store's ids; a mapped
+  // store's page budget, or the file when smaller; nothing for kRead (the page cache is
+  // the kernel's, reclaimable).
+  size_t memory_bytes() const;
 
   // Copies ids [start, start + count) into out, checking each against the vocabulary.
   // A range past the end is std::out_of_range; threads may copy from one store at once.
@@ -67,8 +81,7 @@ class TokenStore {
  private:
   [[noreturn]] void bad_id(size_t position, int64_t id) const;
 
-  std::shared_ptr<const Backing> backing_;  // owns the vector or the mapping; shared by copies
-  const void* data_ = nullptr;
+  std::shared_ptr<const Backing> backing_;  // shared by copies of the store
   size_t size_ = 0;
   TokenDtype dtype_ = TokenDtype::kUint16;
   int64_t vocab_size_ = 0;

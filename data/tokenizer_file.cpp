@@ -32,58 +32,60 @@ std::string char_file(const CharTokenizer& tok) {
 }
 
 std::string bpe_file(const BpeTokenizer& tok) {
-  std::string out = header("bpe") + ",\n  \"split_pattern\": " +
-                    nlohmann::json(tok.split_pattern()).dump() + ",\n  \"merges\": [";
+  std::string out = header("bpe") +
+                    ",\n  \"split_pattern\": " + nlohmann::json(tok.split_pattern()).dump() +
+                    ",\n  \"merges\": [";
   const auto& merges = tok.merges();
   for (size_t i = 0; i < merges.size(); ++i)
-    out += fmt::format("{}[{}, {}]", i == 0 ? "\n    " : ",\n    ", merges[i].first,
-                       merges[i].second);
+    out +=
+        fmt::format("{}[{}, {}]", i == 0 ? "\n    " : ",\n    ", merges[i].first, merges[i].second);
   return out + (merges.empty() ? "]\n}\n" : "\n  ]\n}\n");
 }
 
-std::unique_ptr<Tokenizer> char_from(const JsonObject& top, const std::string& name) {
-  top.expect_keys({"format", "format_version", "type", "code_points"});
-  const nlohmann::json& list = top.array("code_points");
-  if (list.empty()) top.fail("code_points", "is empty: a char tokenizer needs a vocabulary");
-  std::vector<uint32_t> cps;
-  cps.reserve(list.size());
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_number_unsigned() || list[i].get<uint64_t>() > 0x10FFFF)
-      top.fail("code_points", fmt::format("[{}] must be a code point (0 to 1114111), not {}", i,
-                                          list[i].is_number_unsigned() ? detail::quote(list[i])
-                                                                       : detail::json_kind(list[i])));
-    cps.push_back(list[i].get<uint32_t>());
+// The lists of numbers a tokenizer file may hold, read as they are parsed.
+struct Lists {
+  Lists() {
+    code_points.key = "code_points", code_points.max_value = 0x10FFFF;
+    code_points.max_entries = 0x110000, code_points.entry = "a code point (0 to 1114111)";
+    merges.key = "merges", merges.group = 2;
+    merges.max_entries = static_cast<size_t>(kMaxBpeVocabSize - 256);
+    merges.entry = "a pair of token ids [left, right]";
   }
-  try {
-    return std::make_unique<CharTokenizer>(std::move(cps));
-  } catch (const std::invalid_argument& e) {
-    throw DataError(fmt::format("{}: {}", name, e.what()));
-  }
-}
+  detail::NumberList code_points, merges;
+};
 
-std::unique_ptr<Tokenizer> bpe_from(const JsonObject& top, const std::string& name) {
-  top.expect_keys({"format", "format_version", "type", "split_pattern", "merges"});
-  std::string pattern = top.string("split_pattern");
-  const nlohmann::json& list = top.array("merges");
-  std::vector<BpeTokenizer::Merge> merges;
-  merges.reserve(list.size());
-  for (size_t i = 0; i < list.size(); ++i) {
-    const nlohmann::json& m = list[i];
-    const bool ok = m.is_array() && m.size() == 2 && m[0].is_number_unsigned() &&
-                    m[1].is_number_unsigned() && m[0].get<uint64_t>() <= UINT32_MAX &&
-                    m[1].get<uint64_t>() <= UINT32_MAX;
-    if (!ok)
-      top.fail("merges", fmt::format("[{}] must be a pair of token ids [left, right], not {}", i,
-                                     m.is_array() ? detail::quote(m) : detail::json_kind(m)));
-    merges.emplace_back(m[0].get<uint32_t>(), m[1].get<uint32_t>());
-  }
+template <class Make>
+std::unique_ptr<Tokenizer> construct(const std::string& name, Make make) {
   try {
-    return std::make_unique<BpeTokenizer>(std::move(merges), std::move(pattern));
-  } catch (const std::invalid_argument& e) {
+    return make();
+  } catch (const std::invalid_argument& e) {  // what the tokenizer's own checks refuse
     throw DataError(fmt::format("{}: {}", name, e.what()));
   } catch (const std::length_error& e) {
     throw DataError(fmt::format("{}: {}", name, e.what()));
   }
+}
+
+std::unique_ptr<Tokenizer> char_from(const JsonObject& top, Lists& lists, const std::string& name) {
+  top.expect_keys({"format", "format_version", "type", "code_points"});
+  top.array("code_points");
+  if (lists.code_points.values.empty())
+    top.fail("code_points", "is empty: a char tokenizer needs a vocabulary");
+  return construct(
+      name, [&] { return std::make_unique<CharTokenizer>(std::move(lists.code_points.values)); });
+}
+
+std::unique_ptr<Tokenizer> bpe_from(const JsonObject& top, Lists& lists, const std::string& name) {
+  top.expect_keys({"format", "format_version", "type", "split_pattern", "merges"});
+  std::string pattern = top.string("split_pattern");
+  if (pattern.size() > kMaxSplitPatternBytes)
+    top.fail("split_pattern", fmt::format("has {} bytes, more than the {} a pattern may have",
+                                          pattern.size(), kMaxSplitPatternBytes));
+  top.array("merges");
+  const std::vector<uint32_t>& ids = lists.merges.values;
+  std::vector<BpeTokenizer::Merge> merges(ids.size() / 2);
+  for (size_t i = 0; i < merges.size(); ++i) merges[i] = {ids[2 * i], ids[2 * i + 1]};
+  return construct(
+      name, [&] { return std::make_unique<BpeTokenizer>(std::move(merges), std::move(pattern)); });
 }
 
 }  // namespace
@@ -100,17 +102,19 @@ std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const st
   if (bytes.size() > kMaxTokenizerFileBytes)
     throw DataError(fmt::format("{}: {} bytes is more than a tokenizer file may have ({})", name,
                                 bytes.size(), kMaxTokenizerFileBytes));
-  const nlohmann::json json = detail::parse_strict_json(bytes, name);
+  Lists lists;
+  const nlohmann::json json =
+      detail::parse_strict_json(bytes, name, {&lists.code_points, &lists.merges});
   const JsonObject top(json, name, "");
   if (top.string("format") != kTokenizerFileFormat)
     top.fail("format", fmt::format("must be \"{}\": this is not an attograd tokenizer file",
                                    kTokenizerFileFormat));
   if (const uint64_t v = top.uint("format_version"); v != kTokenizerFileVersion)
-    top.fail("format_version", fmt::format("is {}; this attograd reads version {}", v,
-                                           kTokenizerFileVersion));
+    top.fail("format_version",
+             fmt::format("is {}; this attograd reads version {}", v, kTokenizerFileVersion));
   const std::string type = top.string("type");
-  if (type == "char") return char_from(top, name);
-  if (type == "bpe") return bpe_from(top, name);
+  if (type == "char") return char_from(top, lists, name);
+  if (type == "bpe") return bpe_from(top, lists, name);
   if (type == "byte") {
     top.expect_keys({"format", "format_version", "type"});
     return std::make_unique<ByteTokenizer>();

@@ -23,8 +23,13 @@ namespace data {
 
 inline constexpr std::string_view kTokenizerFileFormat = "attograd-tokenizer";
 inline constexpr uint64_t kTokenizerFileVersion = 1;
-// No valid tokenizer file comes near this (every code point is 9 MB; 1M merges ~16 MB).
-inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{64} << 20;
+// The largest bpe vocabulary a file (or a prepare) may have: 2^20 ids, four times the
+// largest vocabularies in use, so a hostile file cannot ask for unbounded memory.
+inline constexpr int64_t kMaxBpeVocabSize = int64_t{1} << 20;
+inline constexpr size_t kMaxSplitPatternBytes = size_t{1} << 16;
+// No valid tokenizer file comes near this (every code point: 11 MB; 2^20 ids: 26 MB).
+// Reading one costs the file's bytes and 4 bytes a number, never a JSON value per number.
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{32} << 20;
 
 // The file's bytes for a char, byte or bpe tokenizer (std::invalid_argument for another).
 std::string tokenizer_file_bytes(const Tokenizer& tokenizer);

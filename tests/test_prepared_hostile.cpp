@@ -1,0 +1,365 @@
+// Prepared folders and their files as hostile input: damaged or forged meta.json,
+// tokenizer.json and token files, links and FIFOs where files should be, output folders
+// that are not ours, sources that are outputs, and folders another process holds. Every
+// refusal is a DataError naming the file.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/data.h"
+#include "support.h"
+
+using ag_test::TempDir;
+using Catch::Matchers::Contains;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// A prepared folder at dir/o from a small corpus.
+struct Prepared {
+  TempDir dir;
+  std::string out = dir.file("o"), meta = dir.file("o/meta.json"),
+              tokenizer = dir.file("o/tokenizer.json"), train = dir.file("o/train.bin");
+  explicit Prepared(const std::string& tokenizer_type = "char", int64_t vocab = 0) {
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += "some text, t\xc3\xa9xt and more text\n";
+    data::PrepareOptions o;
+    o.sources = {dir.write("corpus.txt", text)}, o.tokenizer = tokenizer_type;
+    o.vocab_size = vocab, o.out_dir = out, o.sync = false;
+    data::prepare(o);
+  }
+  Json meta_json() const { return Json::parse(read_file(meta)); }
+  void write_meta(const Json& j) const { write_file(meta, j.dump(2)); }
+};
+
+data::PrepareOptions options(const std::vector<std::string>& sources, const std::string& out) {
+  data::PrepareOptions o;
+  o.sources = sources, o.tokenizer = "char", o.out_dir = out, o.sync = false;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("forged or damaged metadata is refused naming the file and the key", "[prepared]") {
+  const Prepared p;
+  Json j = p.meta_json();
+  const auto refused = [&](const std::string& what) {
+    p.write_meta(j);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.meta) && Contains(what));
+  };
+  SECTION("not JSON") {
+    write_file(p.meta, "{\"format\": ");
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.meta) && Contains("not valid JSON"));
+  }
+  SECTION("another format") {
+    j["format"] = "something-else";
+    refused("'format'");
+  }
+  SECTION("a newer version") {
+    j["format_version"] = 2;
+    refused("'format_version' is 2");
+  }
+  SECTION("an unknown key") {
+    j["extra"] = 1;
+    refused("'extra' is not a key");
+  }
+  SECTION("a count that is negative") {
+    j["train"]["tokens"] = -5;
+    refused("'train.tokens' must be an unsigned integer");
+  }
+  SECTION("token counts that disagree with the split") {
+    j["train"]["tokens"] = j["train"]["tokens"].get<uint64_t>() + 1;
+    refused("'train.tokens'");
+  }
+  SECTION("a split that is not the spec's") {
+    j["split"]["val_units"] = 0;
+    refused("'split.val_units'");
+  }
+  SECTION("sources that do not add up") {
+    j["corpus"]["sources"][0]["bytes"] = j["corpus"]["sources"][0]["bytes"].get<uint64_t>() + 1;
+    refused("'corpus.bytes'");
+  }
+  SECTION("a dtype that does not fit the vocabulary") {
+    j["dtype"] = "uint32";
+    refused("'dtype'");
+  }
+  SECTION("a vocabulary beyond any tokenizer") {
+    j["tokenizer"]["vocab_size"] = uint64_t{1} << 40;
+    refused("'tokenizer.vocab_size'");
+  }
+  SECTION("a key given twice") {
+    write_file(p.meta, "{\"format\": \"attograd-prepared\", \"format\": \"attograd-prepared\"}");
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.meta) && Contains("twice"));
+  }
+  SECTION("nesting without end") {
+    write_file(p.meta, std::string(100000, '[') + std::string(100000, ']'));
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.meta) && Contains("nested"));
+  }
+  SECTION("larger than any metadata") {
+    write_file(p.meta, std::string(data::kMaxMetaBytes + 1, ' '));
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.meta) && Contains("more than"));
+  }
+}
+
+TEST_CASE("a tokenizer file that is not the folder's is refused", "[prepared]") {
+  const Prepared p;
+  SECTION("edited after the prepare") {
+    write_file(p.tokenizer, read_file(p.tokenizer) + " ");
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.tokenizer) && Contains("SHA-256"));
+  }
+  SECTION("another tokenizer, with meta.json forged to match its hash") {
+    const std::string bytes = data::tokenizer_file_bytes(data::ByteTokenizer());
+    write_file(p.tokenizer, bytes);
+    Json j = p.meta_json();
+    j["tokenizer"]["sha256"] = data::text_identity(bytes).substr(7);
+    p.write_meta(j);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out),
+                        Contains(p.tokenizer) && Contains("a byte tokenizer of 256 ids"));
+  }
+  SECTION("missing") {
+    std::filesystem::remove(p.tokenizer);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.tokenizer));
+  }
+}
+
+TEST_CASE("token files of the wrong size or with ids out of range are refused", "[prepared]") {
+  const Prepared p;
+  const auto access =
+      GENERATE(data::TokenStore::FileAccess::kRead, data::TokenStore::FileAccess::kMap);
+  SECTION("one byte short") {
+    std::filesystem::resize_file(p.train, std::filesystem::file_size(p.train) - 1);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out, access),
+                        Contains(p.train) && Contains("bytes, but the metadata says"));
+  }
+  SECTION("ids beyond the vocabulary: refused when read, naming the position") {
+    std::string bytes = read_file(p.train);
+    for (size_t i = 10; 2 * i < bytes.size(); i += 8)  // tokens 10, 18, 26, ... are id 65535
+      bytes[2 * i] = '\xff', bytes[2 * i + 1] = '\xff';
+    write_file(p.train, bytes);
+    const data::PreparedData d = data::open_prepared(p.out, access);
+    REQUIRE_NOTHROW(d.train.slice(0, 10));
+    REQUIRE_THROWS_WITH(d.train.slice(5, 10),
+                        Contains(p.train) && Contains("token 10") && Contains("id 65535"));
+    data::BatchSampler sampler(&d.train, 64, 32);
+    ag::Generator gen(1);
+    REQUIRE_THROWS_WITH(sampler.next(gen), Contains(p.train));
+  }
+}
+
+TEST_CASE("a token file truncated while open is an error when read", "[prepared]") {
+  const Prepared p;
+  const data::PreparedData d = data::open_prepared(p.out);  // FileAccess::kRead
+  const size_t n = d.train.size();
+  std::filesystem::resize_file(p.train, 100);
+  REQUIRE_NOTHROW(d.train.slice(0, 50));
+  REQUIRE_THROWS_WITH(d.train.slice(n - 10, 10), Contains(p.train) && Contains("shorter"));
+}
+
+TEST_CASE("links and special files in a prepared folder are refused", "[prepared]") {
+  const Prepared p;
+  SECTION("train.bin a symbolic link to a file of the right size") {
+    std::filesystem::rename(p.train, p.dir.file("elsewhere.bin"));
+    std::filesystem::create_symlink(p.dir.file("elsewhere.bin"), p.train);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.train) && Contains("symbolic link"));
+  }
+  SECTION("meta.json a symbolic link") {
+    std::filesystem::rename(p.meta, p.dir.file("meta-elsewhere.json"));
+    std::filesystem::create_symlink(p.dir.file("meta-elsewhere.json"), p.meta);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.meta) && Contains("symbolic link"));
+  }
+  SECTION("val.bin a FIFO: refused without blocking") {
+    const std::string val = p.dir.file("o/val.bin");
+    std::filesystem::remove(val);
+    REQUIRE(mkfifo(val.c_str(), 0600) == 0);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(val) && Contains("FIFO"));
+  }
+  SECTION("the folder is a file, or missing, or not prepared") {
+    REQUIRE_THROWS_WITH(data::open_prepared(p.dir.file("corpus.txt")),
+                        Contains("corpus.txt") && Contains("not a prepared folder"));
+    REQUIRE_THROWS_WITH(data::open_prepared(p.dir.file("none")), Contains("none"));
+    std::filesystem::remove(p.meta);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains("no meta.json"));
+    REQUIRE(data::is_prepared_folder(p.dir.file("nothing")) == false);
+  }
+}
+
+TEST_CASE("prepare writes only into new empty or prepared folders", "[prepared]") {
+  TempDir dir;
+  const std::string src = dir.write("corpus.txt", "hello\n");
+  SECTION("a folder with someone else's file") {
+    dir.write("mine/notes.txt", "keep me");
+    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))),
+                        Contains("notes.txt") && Contains("not part of a prepared folder"));
+    REQUIRE(read_file(dir.file("mine/notes.txt")) == "keep me");
+  }
+  SECTION("a folder with a train.bin but no meta.json") {
+    dir.write("mine/train.bin", "their data");
+    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))), Contains("no meta.json"));
+    REQUIRE(read_file(dir.file("mine/train.bin")) == "their data");
+  }
+  SECTION("a folder whose meta.json is not a prepared folder's") {
+    dir.write("mine/meta.json", "{\"name\": \"my project\"}");
+    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))),
+                        Contains("not the metadata of a prepared folder"));
+  }
+  SECTION("a symbolic link to a folder") {
+    std::filesystem::create_directory(dir.file("real"));
+    std::filesystem::create_directory_symlink(dir.file("real"), dir.file("link"));
+    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("link"))), Contains("symbolic link"));
+    REQUIRE(std::filesystem::is_empty(dir.file("real")));
+  }
+  SECTION("a regular file") {
+    REQUIRE_THROWS_WITH(data::prepare(options({src}, src)), Contains("not a folder"));
+    REQUIRE(read_file(src) == "hello\n");
+  }
+  SECTION("a subfolder in it") {
+    std::filesystem::create_directories(dir.file("mine/sub"));
+    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))), Contains("'sub'"));
+  }
+  SECTION("the temporary files of an interrupted prepare are removed") {
+    dir.write("out/.train.bin.partial-1-00000000", "left over");
+    data::prepare(options({src}, dir.file("out")));
+    REQUIRE_FALSE(std::filesystem::exists(dir.file("out/.train.bin.partial-1-00000000")));
+  }
+}
+
+TEST_CASE("prepare never writes over one of its inputs", "[prepared]") {
+  TempDir dir;
+  const std::string src = dir.write("corpus.txt", "hello\n");
+  data::prepare(options({src}, dir.file("o")));
+  SECTION("a source that is the folder's train.bin") {
+    REQUIRE_THROWS_WITH(data::prepare(options({dir.file("o/train.bin")}, dir.file("o"))),
+                        Contains("refusing to overwrite an input"));
+  }
+  SECTION("a source hard-linked to its meta.json") {
+    std::filesystem::create_hard_link(dir.file("o/meta.json"), dir.file("m.txt"));
+    REQUIRE_THROWS_WITH(data::prepare(options({dir.file("m.txt")}, dir.file("o"))),
+                        Contains("m.txt") && Contains("overwrite an input"));
+  }
+  SECTION("a source that is a leftover temporary file") {
+    const std::string temp = dir.write("o/.val.bin.partial-9-0000abcd", "x");
+    REQUIRE_THROWS_WITH(data::prepare(options({temp}, dir.file("o"))),
+                        Contains("overwrite an input"));
+    REQUIRE(std::filesystem::exists(temp));
+  }
+}
+
+TEST_CASE("sources that are not regular files or come twice are refused", "[prepared]") {
+  TempDir dir;
+  const std::string src = dir.write("corpus.txt", "hello\n");
+  SECTION("a FIFO, without blocking") {
+    REQUIRE(mkfifo(dir.file("fifo.txt").c_str(), 0600) == 0);
+    REQUIRE_THROWS_WITH(data::prepare(options({dir.file("fifo.txt")}, dir.file("o"))),
+                        Contains("fifo.txt") && Contains("FIFO"));
+  }
+  SECTION("a device") {
+    REQUIRE_THROWS_WITH(data::prepare(options({"/dev/zero"}, dir.file("o"))),
+                        Contains("/dev/zero") && Contains("device"));
+  }
+  SECTION("the same file twice, by a link") {
+    std::filesystem::create_symlink(src, dir.file("again.txt"));
+    REQUIRE_THROWS_WITH(data::prepare(options({src, dir.file("again.txt")}, dir.file("o"))),
+                        Contains("given twice"));
+  }
+  SECTION("an empty corpus") {
+    const std::string empty = dir.write("empty.txt", "");
+    REQUIRE_THROWS_WITH(data::prepare(options({empty}, dir.file("o"))), Contains("empty"));
+  }
+  SECTION("options out of range") {
+    data::PrepareOptions o = options({src}, dir.file("o"));
+    o.val_fraction = 1;
+    REQUIRE_THROWS_AS(data::prepare(o), std::invalid_argument);
+    o.val_fraction = 0.1, o.tokenizer = "bpe", o.vocab_size = 100;
+    REQUIRE_THROWS_AS(data::prepare(o), std::invalid_argument);
+    o.vocab_size = data::kMaxBpeVocabSize + 1;
+    REQUIRE_THROWS_AS(data::prepare(o), std::invalid_argument);
+    o.tokenizer = "char";
+    REQUIRE_THROWS_WITH(data::prepare(o), Contains("bpe only"));
+  }
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("o/meta.json")));
+}
+
+TEST_CASE("a folder another process is writing is refused", "[prepared]") {
+  TempDir dir;
+  const std::string src = dir.write("corpus.txt", "hello\n");
+  data::prepare(options({src}, dir.file("o")));
+  // what a prepare in another process holds (flock locks belong to an open file)
+  const int fd = open(dir.file("o").c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  REQUIRE(flock(fd, LOCK_EX) == 0);
+  REQUIRE_THROWS_WITH(data::open_prepared(dir.file("o")), Contains("a prepare is writing"));
+  REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("o"))), Contains("another process"));
+  flock(fd, LOCK_UN);
+  REQUIRE(flock(fd, LOCK_SH) == 0);  // a reader: another prepare must wait, readers share
+  REQUIRE_NOTHROW(data::open_prepared(dir.file("o")));
+  REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("o"))), Contains("another process"));
+  close(fd);
+  REQUIRE_NOTHROW(data::prepare(options({src}, dir.file("o"))));
+}
+
+TEST_CASE("tokenizer files round-trip every tokenizer", "[prepared]") {
+  const std::string text = "round trip: na\xc3\xafve \xf0\x9f\x98\x80 text text text";
+  std::vector<std::unique_ptr<data::Tokenizer>> all;
+  all.push_back(std::make_unique<data::CharTokenizer>(data::CharTokenizer::from_text(text)));
+  all.push_back(std::make_unique<data::ByteTokenizer>());
+  all.push_back(std::make_unique<data::BpeTokenizer>(data::BpeTokenizer::train(text, 280)));
+  for (const auto& tok : all) {
+    const std::string bytes = data::tokenizer_file_bytes(*tok);
+    const auto again = data::parse_tokenizer_file(bytes, "t.json");
+    REQUIRE(again->type() == tok->type());
+    REQUIRE(again->encode(text) == tok->encode(text));
+    REQUIRE(data::tokenizer_file_bytes(*again) == bytes);
+  }
+}
+
+TEST_CASE("hostile tokenizer files are refused naming the file and the entry", "[prepared]") {
+  const std::string head = R"({"format": "attograd-tokenizer", "format_version": 1, )";
+  const auto refused = [&](const std::string& rest, const std::string& what) {
+    INFO(rest);
+    REQUIRE_THROWS_WITH(data::parse_tokenizer_file(head + rest, "tok.json"),
+                        Contains("tok.json") && Contains(what));
+  };
+  refused(R"("type": "char", "code_points": [98, 97]})", "ascending");
+  refused(R"("type": "char", "code_points": [55296]})", "not a valid code point");
+  refused(R"("type": "char", "code_points": [1114112]})", "'code_points'[0] must be a code point");
+  refused(R"("type": "char", "code_points": [1, -2]})", "'code_points'[1]");
+  refused(R"("type": "char", "code_points": [1, [2]]})", "'code_points'[1]");
+  refused(R"("type": "char", "code_points": []})", "is empty");
+  refused(R"("type": "char", "code_points": "abc"})", "must be an array");
+  refused(R"("type": "char", "code_points": [1], "merges": []})", "'merges' is not a key");
+  refused(R"("type": "bpe", "split_pattern": " ", "merges": [[256, 1]]})", "merge 0");
+  refused(R"("type": "bpe", "split_pattern": " ", "merges": [[1, 2, 3]]})", "'merges'[0]");
+  refused(R"("type": "bpe", "split_pattern": " ", "merges": [[1]]})", "'merges'[0]");
+  refused(R"("type": "bpe", "split_pattern": " ", "merges": [[1, 2], 3]})", "'merges'[1]");
+  refused(R"("type": "bpe", "split_pattern": " ", "merges": [[1, 2], [1, 2]]})", "merge 1");
+  refused(R"("type": "bpe", "split_pattern": "(", "merges": []})", "pattern");
+  refused(R"("type": "bpe", "split_pattern": ")" + std::string(70000, 'a') + R"(", "merges": []})",
+          "more than the 65536");
+  refused(R"("type": "byte", "type": "byte"})", "twice");
+  refused(R"("type": "word"})", "not one of char, byte, bpe");
+  refused(R"("type": "byte", "extra": 1})", "'extra' is not a key");
+  REQUIRE_THROWS_WITH(data::parse_tokenizer_file("[1, 2]", "tok.json"),
+                      Contains("tok.json") && Contains("must be a JSON object"));
+  // many merges of the same pair: refused at the second
+  std::string many = R"("type": "bpe", "split_pattern": " ", "merges": [)";
+  for (int i = 0; i < 100000; ++i) many += "[97, 97],";
+  refused(many + "[97, 97]]}", "merge 1");
+  std::string too_many = R"("type": "char", "code_points": [)";
+  for (int i = 0; i <= 0x110000; ++i) too_many += "1,";
+  refused(too_many + "1]}", "more than 1114112 entries");
+}
