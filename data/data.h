@@ -5,9 +5,12 @@
 //   pretokenize.h  cutting text into pieces with a PCRE2 split pattern (GPT-4's), streamed
 //   bpe.h        the byte-level BPE tokenizer: training, encoding, a stream encoder
 //   dataset.h    the train/val split, random-window batches, evaluation windows, baselines
-//   token_store.h  token ids as uint16/uint32, memory-mapped from a file or owned
+//   token_store.h  token ids as uint16/uint32, read or mapped from a file, or owned
 //   prepared.h   prepare(): text files to a prepared folder in bounded memory; open_prepared()
+//                and prepare_text() for training; data identities
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
+// Internal to the library: text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
+// locks, SHA-256), strict_json.h (JSON as hostile input), prepare_passes.h (prepare's passes).
 //   data_error.h the error of data files: every message names the file
 //   corpus.h     the built-in corpus, whose ideal loss is known exactly
 //   identity.h   a hash naming the data a run trained on

@@ -2,10 +2,25 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace data {
+
+namespace {
+
+// Inputs ids[s, s + T) into x and targets ids[s + 1, s + T + 1) into y, from one read of
+// the T + 1 ids (one pread for a file store).
+void copy_window(const TokenStore& ids, int64_t s, int64_t T, int64_t* x, int64_t* y) {
+  thread_local std::vector<int64_t> window;
+  window.resize(static_cast<size_t>(T) + 1);
+  ids.copy(static_cast<size_t>(s), window.size(), window.data());
+  std::copy(window.begin(), window.end() - 1, x);
+  std::copy(window.begin() + 1, window.end(), y);
+}
+
+}  // namespace
 
 Split split_tokens(const std::vector<int64_t>& ids, double val_fraction) {
   return split_tokens(std::vector<int64_t>(ids), val_fraction);
@@ -53,8 +68,7 @@ std::pair<ag::Tensor, ag::Tensor> BatchSampler::next(ag::Generator& gen) const {
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t s = static_cast<int64_t>(gen.next_u64() % starts);
     if (store_) {
-      store_->copy(s, T_, xp + b * T_);
-      store_->copy(s + 1, T_, yp + b * T_);
+      copy_window(*store_, s, T_, xp + b * T_, yp + b * T_);
       continue;
     }
     for (int64_t t = 0; t < T_; ++t) {
@@ -83,8 +97,7 @@ void EvalWindows::copy(const TokenStore& ids, int64_t first, int64_t n, int64_t*
                                         first + n, ids.name(), count_));
   for (int64_t b = 0; b < n; ++b) {
     const int64_t s = (first + b) * T_;
-    ids.copy(s, T_, x + b * T_);
-    ids.copy(s + 1, T_, y + b * T_);
+    copy_window(ids, s, T_, x + b * T_, y + b * T_);
   }
 }
 

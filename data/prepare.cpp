@@ -1,8 +1,6 @@
 // prepare(): text files to a prepared folder in at most three streamed passes (prepared.h).
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "data/identity.h"
 #include "data/prepare_passes.h"
 #include "data/strict_json.h"
@@ -37,6 +35,9 @@ Kind check_options(const PrepareOptions& o) {
   if (kind == Kind::kBpe && (o.vocab_size < 256 || o.vocab_size > kMaxBpeVocabSize))
     throw std::invalid_argument(fmt::format(
         "prepare: a bpe vocabulary has 256 to {} tokens, got {}", kMaxBpeVocabSize, o.vocab_size));
+  if (o.split_pattern.size() > kMaxSplitPatternBytes)
+    throw std::invalid_argument(fmt::format("prepare: the split pattern has {} bytes; at most {}",
+                                            o.split_pattern.size(), kMaxSplitPatternBytes));
   if (kind != Kind::kBpe && o.vocab_size != 0)
     throw std::invalid_argument(fmt::format(
         "prepare: vocab_size is for bpe only ({} has {}), got {}", o.tokenizer,
@@ -71,6 +72,18 @@ void check_replaceable(OutputFolder& folder, const std::vector<Source>& sources)
   }
   if (!j.is_object() || !j.contains("format") || j["format"] != kPreparedFormat)
     refuse(fmt::format("{} is not the metadata of a prepared folder", meta));
+}
+
+// meta.json lists every source: so many that it would pass the reader's limit are refused
+// before any work (each entry takes its path and about 200 bytes).
+void check_meta_size(const std::vector<Source>& sources) {
+  uint64_t bytes = 4096;
+  for (const Source& s : sources) bytes += 200 + 6 * s.path.size();  // \u escapes at worst
+  if (bytes > kMaxMetaBytes)
+    throw DataError(
+        fmt::format("{} source files are more than one prepared folder can list "
+                    "(its meta.json may have {} bytes); join them into fewer files",
+                    sources.size(), kMaxMetaBytes));
 }
 
 // Pass 1 of char and bpe: every source is valid UTF-8 by itself; the characters of each
@@ -174,14 +187,10 @@ void finish_folder(OutputFolder& folder, detail::EncodePass& enc,
 
 }  // namespace
 
-uint64_t split_val_units(uint64_t units, double val_fraction) {
-  // the arithmetic of dataset.h's split_tokens: size_t times double, floored
-  return static_cast<uint64_t>(std::floor(static_cast<size_t>(units) * val_fraction));
-}
-
 PrepareResult prepare(const PrepareOptions& o) {
   const Kind kind = check_options(o);
   std::vector<Source> sources = detail::open_sources(o.sources, o.recursive);
+  check_meta_size(sources);
   OutputFolder folder(o.out_dir, {kMetaFile, kTokenizerFile, kTrainFile, kValFile});
   check_replaceable(folder, sources);
   folder.remove_leftovers();

@@ -17,6 +17,8 @@ namespace {
 // Char and byte text is encoded this much at a time, so the text, its ids and the
 // buffer they are copied to stay in the CPU's cache.
 constexpr size_t kSliceBytes = size_t{64} << 10;
+// A chunk at least this long is hashed on another thread while it is encoded.
+constexpr size_t kParallelHashBytes = size_t{1} << 20;
 
 }  // namespace
 
@@ -44,6 +46,11 @@ void EncodePass::run(std::vector<Source>& sources, size_t chunk_bytes, Progress&
       sources, chunk_bytes, progress,
       [&](Source&, std::string_view chunk, uint64_t offset) {
         if (!sha_) sha_.emplace();
+        if (chunk.size() < kParallelHashBytes) {
+          sha_->update(chunk);
+          encode(chunk, offset);
+          return true;
+        }
         // the hash on a second core while this one encodes (the future's destructor waits
         // for it, also when encode throws)
         std::future<void> hashing = std::async(std::launch::async, [&] { sha_->update(chunk); });

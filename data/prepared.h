@@ -182,7 +182,7 @@ struct PreparedData {
 // meta.json: not prepared, or interrupted; a symbolic link or anything but a regular file
 // where a file should be; a prepare writing the folder now).
 PreparedData open_prepared(const std::string& dir,
-                           TokenStore::FileAccess access = TokenStore::FileAccess::kRead);
+                           TokenStore::FileAccess access = TokenStore::FileAccess::kAuto);
 
 // "sha256:" + SHA-256 of prepared_meta_bytes(meta) with every source path made "".
 std::string prepared_identity(const PreparedMeta& meta);

@@ -207,6 +207,11 @@ PreparedMeta parse_prepared_meta(std::string_view bytes, const std::string& name
   return m;
 }
 
+uint64_t split_val_units(uint64_t units, double val_fraction) {
+  // the arithmetic of dataset.h's split_tokens: size_t times double, floored
+  return static_cast<uint64_t>(std::floor(static_cast<size_t>(units) * val_fraction));
+}
+
 std::string prepared_identity(const PreparedMeta& meta) {
   PreparedMeta anywhere = meta;
   for (SourceFile& s : anywhere.sources) s.path.clear();

@@ -23,8 +23,6 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-// A mapped store releases its pages once about this much may be resident.
-constexpr uint64_t kResidentBudgetBytes = uint64_t{16} << 20;
 // A read store reads at most this much at a time (on the stack).
 constexpr size_t kReadBytes = size_t{16} << 10;
 
@@ -81,7 +79,7 @@ struct Mapping : TokenStore::Backing {
   void* address;
   size_t length;
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t budget = kResidentBudgetBytes / page;
+  const uint64_t budget = TokenStore::kResidentBudgetBytes / page;
   mutable std::atomic<uint64_t> pages{0};
 };
 
@@ -189,6 +187,8 @@ TokenStore TokenStore::open_fd(int fd, const std::string& name, TokenDtype dtype
   TokenStore store;
   store.dtype_ = dtype, store.vocab_size_ = vocab_size, store.name_ = name;
   if (tokens == 0) return store;  // nothing to read (and mmap refuses a length of 0)
+  if (access == FileAccess::kAuto)
+    access = size <= kResidentBudgetBytes ? FileAccess::kMap : FileAccess::kRead;
   if (access == FileAccess::kRead) {
     const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0) throw DataError(fmt::format("{}: {}", name, detail::errno_text(errno)));

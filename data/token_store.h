@@ -11,15 +11,18 @@
 // Opening a file reads no id (a gigabyte opens in microseconds): the range of every id is
 // checked as it is copied, and an id outside the vocabulary is a DataError naming the file
 // and the token's position. A file-backed store reads its ids in one of two ways:
-//   kRead  (the default) each window is copied with pread from the page cache: no page of
-//          the file is ever mapped into the process, so its resident memory does not grow
-//          with the corpus, and a file truncated by another process is a DataError;
+//   kRead  each window is copied with pread from the page cache: no page of the file is
+//          ever mapped into the process, so its resident memory does not grow with the
+//          corpus, and a file truncated by another process is a DataError;
 //   kMap   the file is mapped read-only (mmap) and windows are copied from the mapping; the
 //          pages touched are released every 16 MB (madvise), which bounds resident memory.
 //          If another process truncates the file, reading lost pages raises SIGBUS.
-// Both give the same ids. kRead is the default because a page fault is far dearer than a
-// small read on a virtual machine (on the machine this was written on: 37 us against 3 us
-// per random 65-token window; bench/prepare_bench.cpp measures both).
+//   kAuto  (the default) kMap for a file of at most 16 MB, which never needs a release,
+//          kRead for a larger one.
+// All give the same ids. Large files are read rather than mapped because a page fault is
+// far dearer than a small read on a virtual machine (on the 2-core machine this was
+// written on: 37 us against 3 us for a random 65-token window of a 1.7 GB file), and with
+// pages released a mapping faults again and again; bench/prepare_bench.cpp measures both.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,7 +42,7 @@ std::optional<TokenDtype> parse_dtype(std::string_view name);
 
 class TokenStore {
  public:
-  enum class FileAccess { kRead, kMap };
+  enum class FileAccess { kAuto, kRead, kMap };
 
   TokenStore();  // empty
   // Owned ids; each must be < vocab_size (checked when copied, as for a file).
@@ -52,11 +55,11 @@ class TokenStore {
   // The ids of the file at `path`. Its size must be exactly tokens * dtype_bytes(dtype); a
   // file that is missing, not regular, or of another size is a DataError naming it.
   static TokenStore open_file(const std::string& path, TokenDtype dtype, int64_t vocab_size,
-                              uint64_t tokens, FileAccess access = FileAccess::kRead);
+                              uint64_t tokens, FileAccess access = FileAccess::kAuto);
   // The same for a file already open (a regular file; the store keeps its own descriptor
   // or mapping, so fd may be closed afterwards). `name` names it in messages.
   static TokenStore open_fd(int fd, const std::string& name, TokenDtype dtype, int64_t vocab_size,
-                            uint64_t tokens, FileAccess access = FileAccess::kRead);
+                            uint64_t tokens, FileAccess access = FileAccess::kAuto);
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -65,6 +68,8 @@ class TokenStore {
   const std::string& name() const { return name_; }  // the file, for messages
   bool is_file() const;                              // read from a file (either access)
   bool is_mapped() const;                            // FileAccess::kMap
+  // A mapped store releases its pages past this (and kAuto maps files up to this size).
+  static constexpr uint64_t kResidentBudgetBytes = uint64_t{16} << 20;
   // What the store may keep resident, for a memory plan: an owned store's ids; a mapped
   // store's page budget, or the file when smaller; nothing for kRead (the page cache is
   // the kernel's, reclaimable).

@@ -79,6 +79,46 @@ inline void tokenizer(const std::string& text) {
   }
 }
 
+// Any bytes as a prepared folder's meta.json: refused with a DataError naming the file, or
+// read; what is read writes back to bytes that read the same and write the same again.
+inline void prepared_meta(const std::string& bytes) {
+  data::PreparedMeta meta;
+  try {
+    meta = data::parse_prepared_meta(bytes, "meta.json");
+  } catch (const data::DataError& e) {
+    if (std::string(e.what()).rfind("meta.json: ", 0) != 0) std::abort();
+    return;
+  }
+  const std::string again = data::prepared_meta_bytes(meta);
+  const data::PreparedMeta reread = data::parse_prepared_meta(again, "meta.json");
+  if (data::prepared_meta_bytes(reread) != again) std::abort();
+  if (data::prepared_identity(reread) != data::prepared_identity(meta)) std::abort();
+}
+
+// Any bytes as a tokenizer file (a prepared folder's tokenizer.json): refused with a
+// DataError naming the file, or a tokenizer that saves to a file reading the same, and
+// round-trips a text (bpe: any text; char: its own characters).
+inline void tokenizer_file(const std::string& bytes) {
+  std::unique_ptr<data::Tokenizer> tok;
+  try {
+    tok = data::parse_tokenizer_file(bytes, "tokenizer.json");
+  } catch (const data::DataError& e) {
+    if (std::string(e.what()).rfind("tokenizer.json: ", 0) != 0) std::abort();
+    return;
+  }
+  const std::string again = data::tokenizer_file_bytes(*tok);
+  if (data::tokenizer_file_bytes(*data::parse_tokenizer_file(again, "tokenizer.json")) != again)
+    std::abort();
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; id < std::min<int64_t>(tok->vocab_size(), 300); ++id) ids.push_back(id);
+  std::string text =
+      tok->type() == "bpe" ? "Hello w\xc3\xb6rld 123\n  \xf0\x9f\x98\x80" : tok->decode(ids);
+  try {
+    if (tok->decode(tok->encode(text)) != text) std::abort();
+  } catch (const std::runtime_error&) {  // a split pattern PCRE2 gives up on (match limit)
+  }
+}
+
 // Any bytes as a `--config` file of `attograd train`.
 inline void config(const std::string& bytes) {
   const int fd = memfd_create("config", MFD_CLOEXEC);  // a file that lives in memory

@@ -71,3 +71,11 @@ TEST_CASE("tokenizer fuzz findings and seeds round-trip or fail cleanly") {
 TEST_CASE("config fuzz findings and seeds parse or fail cleanly") {
   replay_all("config", 3, fuzz::config);
 }
+
+TEST_CASE("prepared meta fuzz findings and seeds read or fail cleanly") {
+  replay_all("prepared_meta", 3, fuzz::prepared_meta);
+}
+
+TEST_CASE("tokenizer file fuzz findings and seeds read or fail cleanly") {
+  replay_all("tokenizer_file", 3, fuzz::tokenizer_file);
+}

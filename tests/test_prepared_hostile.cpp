@@ -163,7 +163,7 @@ TEST_CASE("token files of the wrong size or with ids out of range are refused", 
 
 TEST_CASE("a token file truncated while open is an error when read", "[prepared]") {
   const Prepared p;
-  const data::PreparedData d = data::open_prepared(p.out);  // FileAccess::kRead
+  const data::PreparedData d = data::open_prepared(p.out, data::TokenStore::FileAccess::kRead);
   const size_t n = d.train.size();
   std::filesystem::resize_file(p.train, 100);
   REQUIRE_NOTHROW(d.train.slice(0, 50));
