@@ -3,13 +3,14 @@
 //
 //   attograd_prepare_bench --out DIR [--tokenizer char|byte|bpe] [--vocab 4096]
 //                          [--val-fraction 0.1] [--chunk-mb 16] [--no-sync]
-//                          [--generate-mb N] [--batches N] SOURCE...
+//                          [--generate-mb N] [--batches N] [--open-only] SOURCE...
 //
 // --generate-mb N first writes N MB of generated text (English-like words, a few percent
 // of them accented, Greek, CJK or emoji) to the first SOURCE, unless it already has that
 // size. The prepare runs in a child process, so its peak RSS is its own; then this process
 // opens the folder and draws batches of 16 x 64 from the mapped training ids, reporting
-// the time per batch and how much its resident memory grew.
+// the time per batch and how much its resident memory grew, reading the ids (pread) and
+// mapping them (mmap). --open-only skips the prepare (a folder prepared before).
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -43,6 +44,7 @@ struct Options {
   data::PrepareOptions prepare;
   int64_t generate_mb = 0;
   int64_t batches = 20000;
+  bool open_only = false;  // the folder is there: open and sample it, no prepare
 };
 
 Options parse(int argc, char** argv) {
@@ -70,6 +72,8 @@ Options parse(int argc, char** argv) {
       o.generate_mb = std::stoll(value());
     else if (a == "--batches")
       o.batches = std::stoll(value());
+    else if (a == "--open-only")
+      o.open_only = true;
     else
       p.sources.push_back(a);
   }
@@ -170,7 +174,7 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
     if (o.generate_mb > 0) generate(o.prepare.sources.front(), o.generate_mb);
-    prepare_in_child(o.prepare);
+    if (!o.open_only) prepare_in_child(o.prepare);
     using Access = data::TokenStore::FileAccess;
     for (const Access access : {Access::kRead, Access::kMap}) {
       const char* how = access == Access::kRead ? "read" : "map";

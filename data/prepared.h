@@ -50,8 +50,10 @@
 // the code points; encode, hash, write); bpe 3 (check and count; learn merges from the
 // training text; encode, hash, write). The SHA-256 recorded is of the bytes the last pass
 // encoded; a source that changes between or during the passes (its size, modification
-// time or inode) is an error. Memory: about 2 x chunk_bytes plus 20 MB of buffers, and for
-// bpe the trainer's piece counts (bounded by the distinct pieces, not the text's length).
+// time or inode) is an error. Memory: chunk_bytes of text, 24 MB of write buffers (the
+// token files are written by a background thread, with O_DIRECT where the file system
+// allows), and for bpe the trainer's piece counts (bounded by the distinct pieces, not by
+// the text's length). Measured: 50 MB peak RSS for char or byte on 1 GB.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -131,14 +133,14 @@ struct PrepareOptions {
   std::string split_pattern = std::string(kGpt4SplitPattern);  // bpe
   double val_fraction = 0.1;                                   // in [0, 1)
   std::string out_dir;                    // new, empty, or a prepared folder to replace
-  size_t chunk_bytes = size_t{16} << 20;  // text read at a time (memory ~ 2x this)
+  size_t chunk_bytes = size_t{16} << 20;  // text read at a time (memory: this + ~30 MB)
   bool sync = true;  // fsync the files before they are renamed (survives power loss)
   PrepareCallback progress;
 };
 
 struct PrepareResult {
   PreparedMeta meta;
-  std::string identity;  // "sha256:" + SHA-256 of meta.json
+  std::string identity;  // prepared_identity(meta): what a checkpoint records
 };
 
 // Writes options.out_dir. Refused (DataError, before any work): a source that is not a

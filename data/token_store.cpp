@@ -23,6 +23,9 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
+// A fault maps up to 16 pages around the one touched (the kernel's fault-around, which
+// MADV_RANDOM does not turn off on every kernel), so each copy counts that many more.
+constexpr uint64_t kFaultAroundPages = 16;
 // A read store reads at most this much at a time (on the stack).
 constexpr size_t kReadBytes = size_t{16} << 10;
 
@@ -67,7 +70,8 @@ struct Mapping : TokenStore::Backing {
   int64_t copy(size_t start, size_t n, TokenDtype dtype, int64_t* out) const override {
     const size_t width = dtype_bytes(dtype);
     const int64_t max = widen(static_cast<const char*>(address) + start * width, dtype, n, out);
-    const uint64_t span = ((start + n) * width - 1) / page - start * width / page + 1;
+    const uint64_t span =
+        ((start + n) * width - 1) / page - start * width / page + 1 + kFaultAroundPages;
     if (pages.fetch_add(span, std::memory_order_relaxed) + span >= budget) {
       // Dropping a read-only file mapping's pages only unmaps them: a reader on another
       // thread faults them back in from the page cache.
@@ -197,6 +201,7 @@ TokenStore TokenStore::open_fd(int fd, const std::string& name, TokenDtype dtype
     void* address = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (address == MAP_FAILED)
       throw DataError(fmt::format("{}: cannot map: {}", name, detail::errno_text(errno)));
+    if (size > kResidentBudgetBytes) madvise(address, size, MADV_RANDOM);  // no read-ahead
     store.backing_ = std::make_shared<Mapping>(address, size);
   }
   store.size_ = tokens;
