@@ -7,11 +7,11 @@
 #include <functional>
 
 #include "autograd/autograd.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 #include "nn/nn.h"
-#include "train/commands.h"
-#include "train/options.h"
 
-namespace train {
+namespace cli {
 
 namespace {
 
@@ -208,4 +208,4 @@ int gradcheck_command(const Args& args) {
   return failed ? 1 : 0;
 }
 
-}  // namespace train
+}  // namespace cli
