@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "autograd/test_hooks.h"
 #include "nn/gpt.h"
 #include "support.h"
 

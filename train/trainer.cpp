@@ -9,6 +9,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
 #include "autograd/threading.h"
 #include "io/files.h"
 #include "optim/optim.h"
