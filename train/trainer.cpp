@@ -295,7 +295,7 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option,
   if (std::find(paths.begin(), paths.end(), module) == paths.end())
     throw std::invalid_argument(
         fmt::format("--inject-nan: this model has no module '{}' (modules are named like {}, {})",
-                    data::printable(module), "blocks.0.attn.W_query", "blocks.0.mlp.fc2"));
+                    data::printable(module), "blocks.0.attn.qkv", "blocks.0.mlp.fc2"));
   return {spec, at};
 }
 
