@@ -220,7 +220,7 @@ int resume_command(const Args& args) {
   return guarded("resume", [&] {
     std::string path, out, metrics;
     int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1;
-    int threads = 2;
+    int threads = ag::kDefaultThreads;
     po::options_description desc("resume options");
     desc.add_options()("help,h", "show this help")("checkpoint", po::value(&path)->required(),
                                                    "the checkpoint to continue")(
@@ -232,8 +232,9 @@ int resume_command(const Args& args) {
                                                          "steps between validation")(
         "checkpoint-interval", po::value(&checkpoint_interval), "steps between checkpoints")(
         "metrics", po::value(&metrics), "append JSON lines of metrics to this file")(
-        "threads", po::value(&threads)->default_value(2), "threads for kernels and BLAS")(
-        "stop-at", po::value<int64_t>(), "end this run after this step, checkpointed")(
+        "threads", po::value(&threads)->default_value(ag::kDefaultThreads),
+        "threads for kernels and BLAS")("stop-at", po::value<int64_t>(),
+                                        "end this run after this step, checkpointed")(
         "detect-anomaly", "check every op's output and gradients for NaN/inf")(
         "config", po::value<std::string>(), "read options from an INI file");
     auto vm = parse_options(args, desc);
@@ -271,7 +272,7 @@ int sample_command(const Args& args) {
     int64_t tokens = 200, top_k = 0;
     double temperature = 1.0;
     uint64_t seed = 0;
-    int threads = 2;
+    int threads = ag::kDefaultThreads;
     po::options_description desc("sample options");
     desc.add_options()("help,h", "show this help")("checkpoint", po::value(&path)->required(),
                                                    "checkpoint to sample from")(
@@ -281,7 +282,7 @@ int sample_command(const Args& args) {
         "softmax temperature (0: greedy)")("top-k", po::value(&top_k)->default_value(0),
                                            "keep the k likeliest tokens (0: all)")(
         "seed", po::value(&seed)->default_value(0), "sampling seed")(
-        "threads", po::value(&threads)->default_value(2), "threads")(
+        "threads", po::value(&threads)->default_value(ag::kDefaultThreads), "threads")(
         "config", po::value<std::string>(), "read options from an INI file");
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "sample", desc)) return 0;
@@ -320,7 +321,7 @@ int eval_command(const Args& args) {
   return guarded("eval", [&] {
     std::string path, data_path, dump;
     int64_t context = 0;
-    int threads = 2;
+    int threads = ag::kDefaultThreads;
     po::options_description desc("eval options");
     desc.add_options()("help,h", "show this help")("checkpoint", po::value(&path)->required(),
                                                    "checkpoint to evaluate")(
@@ -328,7 +329,7 @@ int eval_command(const Args& args) {
         "context-length", po::value(&context)->default_value(0),
         "window length T (0: the model's)")("json", "print one JSON object as the last line")(
         "dump-grads", po::value(&dump), "also write d loss / d parameter to this HDF5 file")(
-        "threads", po::value(&threads)->default_value(2), "threads")(
+        "threads", po::value(&threads)->default_value(ag::kDefaultThreads), "threads")(
         "config", po::value<std::string>(), "read options from an INI file");
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "eval", desc)) return 0;

@@ -353,7 +353,7 @@ int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
   auto groups = optim::decay_groups(model.named_parameters(), cfg.weight_decay);
   optim::AdamW opt(groups, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps);
   optim::WarmupCosineLR schedule(cfg.lr, cfg.effective_min_lr(), cfg.warmup_steps, cfg.steps);
-  ag::Generator data_gen(cfg.seed + 2);
+  ag::Generator data_gen(cfg.seed + ag::kDataStream);
   int64_t step = 0;
   if (resumed) {
     optim::OptimizerState st{resumed->optimizer->type, resumed->optimizer->scalars,
