@@ -17,7 +17,7 @@ namespace {
 struct EvalOptions {
   std::string path, data_path, dump;
   int64_t context = 0;
-  int threads = 2;
+  int threads = ag::kDefaultThreads;
 };
 
 po::options_description eval_options(EvalOptions& o) {
@@ -30,7 +30,7 @@ po::options_description eval_options(EvalOptions& o) {
       "window length T (0: the model's)");
   add("json", "print one JSON object as the last line");
   add("dump-grads", po::value(&o.dump), "also write d loss / d parameter to this HDF5 file");
-  add("threads", po::value(&o.threads)->default_value(2), "threads");
+  add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
 }

@@ -20,7 +20,7 @@ struct SampleOptions {
   int64_t tokens = 200, top_k = 0;
   double temperature = 1.0;
   uint64_t seed = 0;
-  int threads = 2;
+  int threads = ag::kDefaultThreads;
 };
 
 po::options_description sample_options(SampleOptions& o) {
@@ -34,7 +34,7 @@ po::options_description sample_options(SampleOptions& o) {
       "softmax temperature (0: greedy)");
   add("top-k", po::value(&o.top_k)->default_value(0), "keep the k likeliest tokens (0: all)");
   add("seed", po::value(&o.seed)->default_value(0), "sampling seed");
-  add("threads", po::value(&o.threads)->default_value(2), "threads");
+  add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
 }

@@ -59,7 +59,7 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
 struct ResumeOptions {
   std::string path, out, metrics;
   int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1;
-  int threads = 2;
+  int threads = ag::kDefaultThreads;
 };
 
 po::options_description resume_options(ResumeOptions& o) {
@@ -75,7 +75,8 @@ po::options_description resume_options(ResumeOptions& o) {
   add("eval-interval", po::value(&o.eval_interval), "steps between validation");
   add("checkpoint-interval", po::value(&o.checkpoint_interval), "steps between checkpoints");
   add("metrics", po::value(&o.metrics), "append JSON lines of metrics to this file");
-  add("threads", po::value(&o.threads)->default_value(2), "threads for kernels and BLAS");
+  add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
+      "threads for kernels and BLAS");
   add("stop-at", po::value<int64_t>(), "end this run after this step, checkpointed");
   add("detect-anomaly", "check every op's output and gradients for NaN/inf");
   add("config", po::value<std::string>(), "read options from an INI file");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
 #include "autograd/threading.h"
 #include "io/files.h"
 #include "io/tokenizer_section.h"
@@ -80,7 +81,7 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option,
   if (std::find(paths.begin(), paths.end(), module) == paths.end())
     throw std::invalid_argument(
         fmt::format("--inject-nan: this model has no module '{}' (modules are named like {}, {})",
-                    data::printable(module), "blocks.0.attn.W_query", "blocks.0.mlp.fc2"));
+                    data::printable(module), "blocks.0.attn.qkv", "blocks.0.mlp.fc2"));
   return {spec, at};
 }
 
@@ -92,7 +93,7 @@ const char* sign_name(double value) {
 
 // ------------------------------------------------------------------ set-up
 TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
-    : cfg_(std::move(cfg)), resumed_(resumed), data_gen_(cfg_.seed + 2) {
+    : cfg_(std::move(cfg)), resumed_(resumed), data_gen_(cfg_.seed + ag::kDataStream) {
   ag::set_num_threads(cfg_.threads);
   refuse_weights_only(resumed_);
   if (!cfg_.init_from.empty()) init_ = io::load_checkpoint(cfg_.init_from);
