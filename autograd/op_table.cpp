@@ -123,7 +123,7 @@ std::vector<Row> scalar_rows() {
                                                                     {1.7, positive()},
                                                                     {0, positive()}})
     rows.push_back({fam, "pow_scalar " + py_num(e), "torch.pow(x[0], " + py_num(e) + ")",
-                    one([e](In x) { return ag::pow(x[0], e); }),
+                    one([exponent = e](In x) { return ag::pow(x[0], exponent); }),
                     in_layouts({f({3, 4}, fill)}) + Sweep{{f({2, 1, 3, 2}, fill)}}});
   return rows;
 }
@@ -186,11 +186,12 @@ std::vector<Row> max_rows() {
       std::string args = fmt::format("dim={}, keepdim={}", dim, py_bool(keepdim));
       std::string label = fmt::format(" dim {}{}", dim, keepdim ? " keepdim" : "");
       rows.push_back({"reduce", "max" + label, "x[0].max(" + args + ").values",
-                      one([=](In x) { return ag::max(x[0], dim, keepdim); }), cube + extra});
+                      one([d = dim, keepdim](In x) { return ag::max(x[0], d, keepdim); }),
+                      cube + extra});
       // int64 indices have no gradient: PyTorch only
       rows.push_back({"reduce", "argmax" + label, "x[0].argmax(" + args + ")",
-                      one([=](In x) { return ag::argmax(x[0], dim, keepdim); }), cube + extra,
-                      Checks::torch_only});
+                      one([d = dim, keepdim](In x) { return ag::argmax(x[0], d, keepdim); }),
+                      cube + extra, Checks::torch_only});
     }
   return rows;
 }
