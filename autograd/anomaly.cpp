@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/test_hooks.h"
+
 namespace ag {
 
 namespace {
@@ -69,12 +71,6 @@ AnomalyScope::~AnomalyScope() {
 
 std::string current_module_path() {
   return g_paths.empty() ? "" : g_paths.back();
-}
-void push_module_path(std::string path) {
-  g_paths.push_back(std::move(path));
-}
-void pop_module_path() {
-  if (!g_paths.empty()) g_paths.pop_back();
 }
 
 int64_t count_non_finite(const Tensor& t) {

@@ -3,7 +3,7 @@
 // every recorded op's output is checked as it is made, and every backward's gradients as
 // they come back. The first non-finite value stops the run with an AnomalyError that names
 // the op, the module it ran in (nn modules open a scope with their dotted path, e.g.
-// "blocks.0.attn.W_query") and, for a forward, the statistics of each input, so the cause
+// "blocks.0.mlp.fc2") and, for a forward, the statistics of each input, so the cause
 // can be seen: a NaN weight, an input already overflowing, a division by zero.
 //
 //   ag::set_detect_anomaly(true);
@@ -42,8 +42,6 @@ class AnomalyScope {
 };
 // The innermost open scope's path, "" outside every module.
 std::string current_module_path();
-void push_module_path(std::string path);
-void pop_module_path();
 
 // "[3, 4] float32: min -1.2 max 3.4 mean 0.01, 2 NaN, 0 inf (first at [0, 2])"
 std::string describe_values(const Tensor& t);
@@ -54,14 +52,5 @@ int64_t count_non_finite(const Tensor& t);
 void check_forward(const char* op, const Tensor& out, const std::vector<Tensor>& inputs);
 void check_backward(const char* op, const std::string& where, const Tensor& grad_out,
                     const std::vector<Tensor>& grads_in);
-
-// Fault injection for tests of the checks themselves: "forward:PATH" plants a NaN in the
-// output of the first op run inside module PATH, "backward:PATH" in the first gradient that
-// op's backward returns; "" clears. The CLI exposes it as --inject-nan.
-void set_nan_injection(const std::string& spec);
-// Called by the engine: plants the NaN when the spec matches (returns whether it did). A
-// forward output that is a view of one of the op's inputs is left alone.
-bool maybe_inject_nan(bool backward, const std::string& where, Tensor& t,
-                      const std::vector<Tensor>& inputs = {});
 
 }  // namespace ag

@@ -21,6 +21,7 @@
 //   gradcheck.h    float64 finite-difference checks of any function's gradient
 //   threading.h    one thread count for OpenMP loops and BLAS
 //   anomaly.h      detect_anomaly: the first non-finite value named by op and module
+//   test_hooks.h   for tests only, not included here: NaN injection, the attention mask replay
 #include "autograd/anomaly.h"
 #include "autograd/dtype.h"
 #include "autograd/engine.h"

@@ -1,6 +1,6 @@
 #pragma once
-// Runtime element types. Kernels are templates on the C++ element type; DISPATCH_FLOAT
-// turns a runtime DType into a call of that template.
+// Runtime element types. Kernels are templates on the C++ element type; AG_DISPATCH_FLOAT
+// (and AG_DISPATCH_ALL) turns a runtime DType into a call of that template.
 #include <cstdint>
 #include <stdexcept>
 #include <string>

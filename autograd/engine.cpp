@@ -7,6 +7,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
+#include "autograd/test_hooks.h"
 
 namespace ag {
 
@@ -131,28 +132,67 @@ std::vector<Node*> topological_order(Node* root) {
   return order;
 }
 
-}  // namespace
-
-void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+// The gradient backward starts from: the given one, checked against the root, or ones
+// for a one-element root
+Tensor seed_gradient(const Tensor& root, const Tensor& gradient) {
   if (!root.requires_grad())
     throw std::logic_error(
         "backward(): the tensor does not require grad and has no grad_fn (did you forget "
         "requires_grad_() on a parameter, or call it under NoGradGuard?)");
-  Tensor seed = gradient;
-  if (!seed.defined()) {
+  if (!gradient.defined()) {
     if (root.numel() != 1)
       throw std::invalid_argument(fmt::format(
           "backward(): a gradient can be implied only for a one-element tensor; this one "
           "has shape {}, pass the upstream gradient explicitly",
           shape_str(root.shape())));
-    seed = ones(root.shape(), root.dtype());
-  } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
+    return ones(root.shape(), root.dtype());
+  }
+  if (gradient.shape() != root.shape() || gradient.dtype() != root.dtype())
     throw std::invalid_argument(
         fmt::format("backward(): gradient of shape {} ({}) given for a tensor of shape {} ({})",
-                    shape_str(seed.shape()), dtype_name(seed.dtype()), shape_str(root.shape()),
-                    dtype_name(root.dtype())));
-  }
+                    shape_str(gradient.shape()), dtype_name(gradient.dtype()),
+                    shape_str(root.shape()), dtype_name(root.dtype())));
+  return gradient;
+}
 
+// Runs node n's backward on its gradient g and hands each input its share: leaves
+// accumulate it, producers collect it in `grads` (summed with what they already have)
+void run_node(Node& n, const Tensor& g, std::unordered_map<Node*, Tensor>& grads) {
+  if (n.released)
+    throw std::logic_error(fmt::format(
+        "backward(): trying to backward through {} a second time; its saved tensors were "
+        "freed after the first backward. Pass retain_graph=true to the first call",
+        n.name));
+  std::vector<Tensor> in_grads = n.backward(g);
+  if (in_grads.size() != n.next.size())
+    throw std::logic_error(fmt::format("{} returned {} gradients for {} inputs", n.name,
+                                       in_grads.size(), n.next.size()));
+  if (tracking_modules()) {
+    for (auto& gi : in_grads)
+      if (maybe_inject_nan(true, n.where, gi)) break;
+    if (detect_anomaly()) check_backward(n.name, n.where, g, in_grads);
+  }
+  for (size_t i = 0; i < in_grads.size(); ++i) {
+    const Edge& e = n.next[i];
+    if (!e.defined() || !in_grads[i].defined()) continue;
+    check_gradient(n, i, in_grads[i]);
+    if (e.leaf) {
+      accumulate_leaf(*e.leaf, std::move(in_grads[i]));
+      continue;
+    }
+    auto [slot, fresh] = grads.try_emplace(e.fn.get(), std::move(in_grads[i]));
+    if (fresh) continue;
+    if (exclusively_owned(slot->second))
+      add_(slot->second, in_grads[i]);  // in place: same shape, checked above
+    else
+      slot->second = add(slot->second, in_grads[i]);
+  }
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  Tensor seed = seed_gradient(root, gradient);
   NoGradGuard no_grad;
   if (root.is_leaf()) {
     accumulate_leaf(*root.impl(), seed);
@@ -165,35 +205,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     if (it == grads.end()) continue;  // no gradient reached it
     Tensor g = std::move(it->second);
     grads.erase(it);
-    if (n->released)
-      throw std::logic_error(fmt::format(
-          "backward(): trying to backward through {} a second time; its saved tensors were "
-          "freed after the first backward. Pass retain_graph=true to the first call",
-          n->name));
-    std::vector<Tensor> in_grads = n->backward(g);
-    if (in_grads.size() != n->next.size())
-      throw std::logic_error(fmt::format("{} returned {} gradients for {} inputs", n->name,
-                                         in_grads.size(), n->next.size()));
-    if (tracking_modules()) {
-      for (auto& gi : in_grads)
-        if (maybe_inject_nan(true, n->where, gi)) break;
-      if (detect_anomaly()) check_backward(n->name, n->where, g, in_grads);
-    }
-    for (size_t i = 0; i < in_grads.size(); ++i) {
-      const Edge& e = n->next[i];
-      if (!e.defined() || !in_grads[i].defined()) continue;
-      check_gradient(*n, i, in_grads[i]);
-      if (e.leaf) {
-        accumulate_leaf(*e.leaf, std::move(in_grads[i]));
-      } else {
-        auto [slot, fresh] = grads.try_emplace(e.fn.get(), std::move(in_grads[i]));
-        if (fresh) continue;
-        if (exclusively_owned(slot->second))
-          add_(slot->second, in_grads[i]);  // in place: same shape, checked above
-        else
-          slot->second = add(slot->second, in_grads[i]);
-      }
-    }
+    run_node(*n, g, grads);
     if (!retain_graph) {
       n->backward = nullptr;
       n->released = true;

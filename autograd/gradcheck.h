@@ -35,8 +35,10 @@ struct GradcheckResult {
 
 using TensorFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-// Inputs must be float64; those with requires_grad() are checked. Never throws for a
-// wrong or failing backward: the failure is reported in the result.
+// Inputs that require grad must be float64 and are checked; the others, and undefined
+// tensors (an absent optional argument), are passed to fn as they are. Never throws for a
+// wrong or failing backward: the failure is reported in the result. Every op's cases, with
+// the tolerances they are checked at, are in op_cases.h.
 GradcheckResult gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 GradcheckResult gradcheck(const TensorFn& fn, const std::vector<Tensor>& inputs, double eps,

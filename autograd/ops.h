@@ -57,6 +57,12 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 enum class Activation { None, Gelu };
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               Activation activation = Activation::None);
+// Several projections of one input as one: the weights [N_i, in] stacked along the outputs
+// (the biases [N_i] likewise: one per weight, or none), y [..., sum N_i]. One GEMM forward
+// and two backward for all the parts together, in one node whose inputs are x, the
+// weights, then the biases, so that each part gets its own gradient.
+Tensor linear(const Tensor& x, const std::vector<Tensor>& weights,
+              const std::vector<Tensor>& biases = {});
 
 // ---- joining and splitting (ops/join.cpp)
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
@@ -100,11 +106,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // transpose or split appears in the graph. Masks as above with rows r = b * num_heads + h.
 Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p,
                              Generator* gen);
-// The mask (0 or 1/(1-p), [rows, T, S] with rows = product of leading dims) that the
-// fused attention applies after taking `draw` from its generator: for tests that compare
-// it with the composed ops.
-Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, double p,
-                              uint64_t draw, DType dtype);
 
 // ---- constants
 constexpr double kInf = std::numeric_limits<double>::infinity();

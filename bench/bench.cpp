@@ -141,15 +141,15 @@ int bench_command(const std::vector<std::string>& args) {
   std::string config = "tiny";
   double dropout = 0.0;
   int64_t steps = 20, warmup = 3;
-  int threads = 2;
+  int threads = ag::kDefaultThreads;
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&config)->default_value("tiny"), "tiny, small or base")(
       "dropout", po::value(&dropout)->default_value(0.0), "dropout probability")(
       "steps", po::value(&steps)->default_value(20), "timed steps (the median is reported)")(
       "warmup", po::value(&warmup)->default_value(3), "untimed steps first")(
-      "threads", po::value(&threads)->default_value(2), "threads for kernels and BLAS")(
-      "json", "one JSON object per line")(
+      "threads", po::value(&threads)->default_value(ag::kDefaultThreads),
+      "threads for kernels and BLAS")("json", "one JSON object per line")(
       "micro", "microbenchmarks of the hot kernels instead of training steps");
   po::variables_map vm;
   try {

@@ -10,12 +10,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "data/bpe.h"
+#include "io/files.h"
 
 namespace {
 
@@ -27,14 +27,6 @@ double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_maxrss / 1024.0;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The longest prefix of at most n bytes that ends at a character boundary.
@@ -105,7 +97,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    const std::string text = read_file(argv[1]);
+    const std::string text = io::read_input_file(argv[1], "text file");
     const size_t split = char_boundary(text, static_cast<size_t>(train_mb * 1e6));
     const data::BpeTokenizer tok = train(text.substr(0, split), vocab, chunk_kb * 1024);
     const std::string held_out = split < text.size() ? text.substr(split) : text;

@@ -10,11 +10,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "cli/cli.h"
+#include "cli/options.h"
 #include "data/data.h"
 #include "io/checkpoint.h"
-#include "train/commands.h"
-#include "train/options.h"
-#include "train/trainer.h"
+#include "io/tokenizer_section.h"
+#include "train/train.h"
 
 namespace fuzz {
 
@@ -40,7 +41,7 @@ inline void checkpoint(const std::string& bytes) {
   }
   if (!error.empty()) return;
   try {
-    auto tokenizer = train::make_tokenizer(ckpt.tokenizer);
+    auto tokenizer = io::make_tokenizer(ckpt.tokenizer);
     if (tokenizer->vocab_size() > 0) tokenizer->decode({0});
   } catch (const std::runtime_error&) {
   } catch (const std::invalid_argument&) {
@@ -129,10 +130,10 @@ inline void config(const std::string& bytes) {
   }
   train::RunConfig cfg;
   try {
-    auto desc = train::run_options(cfg);
-    train::parse_options({"--config", "/proc/self/fd/" + std::to_string(fd)}, desc);
+    auto desc = cli::run_options(cfg);
+    cli::parse_options({"--config", "/proc/self/fd/" + std::to_string(fd)}, desc);
     cfg.validate();
-  } catch (const train::UsageError&) {
+  } catch (const cli::UsageError&) {
   } catch (const std::invalid_argument&) {
   }
   close(fd);

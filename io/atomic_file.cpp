@@ -203,8 +203,4 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (dir.valid()) ::fsync(dir.get());
 }
 
-std::string read_whole_file(const std::string& path) {
-  return posix::read_regular(path, fmt::format("'{}'", path), std::numeric_limits<int64_t>::max());
-}
-
 }  // namespace io

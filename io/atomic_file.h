@@ -24,8 +24,4 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // checked before a run starts, so a bad output is found before any work is done.
 void check_can_write(const std::string& path);
 
-// The whole file, with the checks of io::read_input_file (a FIFO, a device or a folder is
-// refused, never read); messages name it as "'path'".
-std::string read_whole_file(const std::string& path);
-
 }  // namespace io

@@ -21,7 +21,7 @@ namespace {
 
 using h5::Handle;
 
-void write_optimizer(hid_t file, const OptimizerSection& s) {
+void write_optimizer(hid_t file, const optim::OptimizerState& s) {
   Handle opt = h5::create_group(file, "optimizer");
   h5::write_attr_string(opt, "type", s.type);
   for (const auto& [key, value] : s.scalars) {

@@ -39,18 +39,13 @@
 
 #include "autograd/generator.h"
 #include "nn/module.h"
+#include "optim/optimizer.h"
 
 namespace io {
 
 // A problem with a checkpoint file: its message names the file and what is wrong.
 struct CheckpointError : std::runtime_error {
   using std::runtime_error::runtime_error;
-};
-
-struct OptimizerSection {
-  std::string type;                                     // "adamw", "sgd", ...
-  std::vector<std::pair<std::string, double>> scalars;  // hyperparameters, lr, step
-  nn::StateDict tensors;                                // "m/<param name>", "v/<param name>"
 };
 
 struct TokenizerSection {
@@ -62,7 +57,7 @@ struct Checkpoint {
   nlohmann::json config = nlohmann::json::object();
   int64_t step = 0;
   nn::StateDict model;
-  std::optional<OptimizerSection> optimizer;  // absent in weights-only files
+  std::optional<optim::OptimizerState> optimizer;  // absent in weights-only files
   TokenizerSection tokenizer;
   std::vector<std::pair<std::string, ag::Generator::State>> rng;
   std::string data_identity;          // root attribute: what the run trained on ("" when unknown)

@@ -192,7 +192,7 @@ void CheckpointBuilder::optimizer(const std::string& type) {
   expect_open("an optimizer");
   if (ckpt_.optimizer) throw StreamError("a second optimizer");
   charge(type.size(), "an optimizer");
-  ckpt_.optimizer = OptimizerSection{type, {}, {}};
+  ckpt_.optimizer = optim::OptimizerState{type, {}, {}};
 }
 
 void CheckpointBuilder::optimizer_scalar(const std::string& key, double value) {

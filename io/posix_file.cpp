@@ -91,21 +91,26 @@ UniqueFd open_regular(const std::string& path, const std::string& named, int64_t
   return fd;
 }
 
-// One buffer of the size fstat gave; a file that shrank meanwhile is returned as it was read.
+// Read to the end; a file that shrank meanwhile is returned as it was read.
 std::string read_regular(const std::string& path, const std::string& named, int64_t max_bytes) {
   int64_t size = 0;
   UniqueFd fd = open_regular(path, named, &size);
-  if (size > max_bytes)
-    throw std::runtime_error(
-        fmt::format("{} is {} bytes, more than the {} bytes allowed", named, size, max_bytes));
-  std::string bytes(static_cast<size_t>(size), '\0');
+  auto too_big = [&](int64_t bytes) {
+    return std::runtime_error(
+        fmt::format("{} is {} bytes, more than the {} bytes allowed", named, bytes, max_bytes));
+  };
+  if (size > max_bytes) throw too_big(size);
+  // to the end, not to the stated size: /proc files state 0 and a growing file more later
+  std::string bytes(static_cast<size_t>(size) + 1, '\0');
   size_t done = 0;
-  while (done < bytes.size()) {
+  for (;;) {
+    if (done == bytes.size()) bytes.resize(bytes.size() * 2);
     const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw os_error(fmt::format("cannot read {}", named), errno);
     if (n == 0) break;
     done += static_cast<size_t>(n);
+    if (static_cast<int64_t>(done) > max_bytes) throw too_big(static_cast<int64_t>(done));
   }
   bytes.resize(done);
   return bytes;

@@ -57,7 +57,7 @@ mode_t current_umask();
 // named ("data file 'x'") starts the messages; *size gets the file's size.
 UniqueFd open_regular(const std::string& path, const std::string& named, int64_t* size);
 
-// The whole of the file open_regular opens, in one buffer of its size; refused when larger
+// The whole of the file open_regular opens, read to its end; refused when larger
 // than max_bytes.
 std::string read_regular(const std::string& path, const std::string& named, int64_t max_bytes);
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace nn {
 
@@ -55,27 +57,27 @@ ag::Tensor SelfAttention_v2::forward(const ag::Tensor& x) const {
 }
 
 // ------------------------------------------------------------------ CausalAttention
-CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length_,
-                                 double dropout_p, bool qkv_bias, ag::Generator& gen,
+CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length,
+                                 double dropout, bool qkv_bias, ag::Generator& gen,
                                  std::shared_ptr<ag::Generator> dropout_gen)
-    : context_length(context_length_) {
+    : context_length_(context_length) {
   W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p, dropout_gen));
+  drop_attn = register_module("drop_attn", std::make_shared<Dropout>(dropout, dropout_gen));
   mask = ag::triu_mask(context_length, context_length, 1);  // a buffer, not a parameter
 }
 
 ag::Tensor CausalAttention::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  check_sequence("CausalAttention", x, W_query->weight.shape()[1], context_length);
+  check_sequence("CausalAttention", x, W_query->weight.shape()[1], context_length_);
   const int64_t T = x.shape()[1];
   ag::Tensor keys = W_key->forward(x), queries = W_query->forward(x), values = W_value->forward(x);
   ag::Tensor scores = ag::matmul(queries, keys.transpose(1, 2));
   scores = ag::masked_fill(scores, mask.narrow(0, 0, T).narrow(1, 0, T), -ag::kInf);
   ag::Tensor weights =
       ag::softmax(scores / std::sqrt(static_cast<double>(keys.shape().back())), -1);
-  weights = dropout->forward(weights);
+  weights = drop_attn->forward(weights);
   return ag::matmul(weights, values);
 }
 
@@ -101,49 +103,50 @@ ag::Tensor MultiHeadAttentionWrapper::forward(const ag::Tensor& x) const {
   return ag::cat(outs, -1);
 }
 
+// ------------------------------------------------------------------ QKVProjection
+QKVProjection::QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Linear> key,
+                             std::shared_ptr<Linear> value)
+    : query_(std::move(query)), key_(std::move(key)), value_(std::move(value)) {}
+
+ag::Tensor QKVProjection::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
+  std::vector<ag::Tensor> weights{query_->weight, key_->weight, value_->weight}, biases;
+  if (query_->bias.defined()) biases = {query_->bias, key_->bias, value_->bias};
+  return ag::linear(x, weights, biases);
+}
+
 // ------------------------------------------------------------------ MultiHeadAttention
-MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out_, int64_t context_length_,
-                                       double dropout_, int64_t num_heads_, bool qkv_bias,
+MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length,
+                                       double dropout, int64_t num_heads, bool qkv_bias,
                                        ag::Generator& gen,
-                                       std::shared_ptr<ag::Generator> dropout_gen_)
-    : d_out(d_out_),
-      num_heads(num_heads_),
-      context_length(context_length_),
-      dropout(dropout_),
-      dropout_gen(std::move(dropout_gen_)) {
+                                       std::shared_ptr<ag::Generator> dropout_gen)
+    : num_heads_(num_heads),
+      context_length_(context_length),
+      dropout_(dropout),
+      dropout_gen_(std::move(dropout_gen)) {
   if (num_heads <= 0 || d_out % num_heads != 0)
     throw std::invalid_argument(fmt::format(
         "MultiHeadAttention: d_out ({}) must be divisible by num_heads ({})", d_out, num_heads));
   if (!(dropout >= 0.0 && dropout <= 1.0))
     throw std::invalid_argument(
         fmt::format("MultiHeadAttention: dropout must be in [0, 1], got {}", dropout));
-  head_dim = d_out / num_heads;
+  head_dim_ = d_out / num_heads;
   W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
   W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
+  qkv = register_module("qkv", std::make_shared<QKVProjection>(W_query, W_key, W_value));
   out_proj = register_module("out_proj", std::make_shared<Linear>(d_out, d_out, true, gen));
-  if (!dropout_gen) dropout_gen = std::make_shared<ag::Generator>(0);
+  if (!dropout_gen_) dropout_gen_ = std::make_shared<ag::Generator>(0);
 }
 
 // B = batch, T = tokens, H = heads, D = head_dim
 ag::Tensor MultiHeadAttention::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  check_sequence("MultiHeadAttention", x, W_query->weight.shape()[1], context_length);
-  // W_query, W_key and W_value applied as one [3 d_out, d_in] projection: one GEMM (and
-  // two in backward) instead of three; the heads are split inside the fused kernel
-  ag::Tensor qkv;  // [B, T, 3 d_out]
-  if (ag::tracking_modules()) {
-    // anomaly detection names W_query, W_key or W_value: three projections, each in its scope
-    qkv = ag::cat({W_query->forward(x), W_key->forward(x), W_value->forward(x)}, -1);
-  } else {
-    ag::Tensor w = ag::cat({W_query->weight, W_key->weight, W_value->weight}, 0);
-    ag::Tensor b = W_query->bias.defined() ? ag::cat({W_query->bias, W_key->bias, W_value->bias}, 0)
-                                           : ag::Tensor();
-    qkv = ag::linear(x, w, b);
-  }
-  const double p = is_training() ? dropout : 0.0;
+  check_sequence("MultiHeadAttention", x, W_query->weight.shape()[1], context_length_);
+  ag::Tensor projected = qkv->forward(x);  // [B, T, 3 H D] = [q | k | v]
+  const double p = is_training() ? dropout_ : 0.0;
   ag::Tensor context =
-      ag::causal_self_attention(qkv, num_heads, p, dropout_gen.get());  // [B, T, C]
+      ag::causal_self_attention(projected, num_heads_, p, dropout_gen_.get());  // [B, T, H D]
   return out_proj->forward(context);
 }
 

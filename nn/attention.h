@@ -1,9 +1,9 @@
 #pragma once
 // The attention chapter, class by class (../shared/seeds): self-attention with raw
 // weight matrices (v1) and with Linear layers (v2), causal attention with dropout, a
-// wrapper that stacks single heads, and the efficient MultiHeadAttention that splits one
-// projection into heads and runs them through the fused
-// ag::scaled_dot_product_attention kernel.
+// wrapper that stacks single heads, and the efficient MultiHeadAttention, which applies
+// W_query, W_key and W_value as one fused projection (qkv) and runs every head at once
+// through the fused ag::causal_self_attention kernel.
 //
 //   ag::Generator gen(123);
 //   auto dropout_gen = std::make_shared<ag::Generator>(0);
@@ -11,6 +11,9 @@
 //                              /*dropout=*/0.0, /*num_heads=*/2, /*qkv_bias=*/false, gen,
 //                              dropout_gen);
 //   ag::Tensor context = mha.forward(batch);  // [B, T, 3] -> [B, T, 4]
+//
+// As in the chapter, `dropout` is always a rate (the probability of zeroing); the Dropout
+// modules that apply it are named drop_*.
 #include <memory>
 
 #include "nn/layers.h"
@@ -41,9 +44,11 @@ class CausalAttention : public Module {
                   bool qkv_bias, ag::Generator& gen, std::shared_ptr<ag::Generator> dropout_gen);
   ag::Tensor forward(const ag::Tensor& x) const;
   std::shared_ptr<Linear> W_query, W_key, W_value;
-  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Dropout> drop_attn;  // on the attention weights
   ag::Tensor mask;  // [context_length, context_length] bool, true above the diagonal
-  int64_t context_length;
+
+ private:
+  int64_t context_length_;
 };
 
 // num_heads CausalAttention heads side by side: [B, T, d_in] -> [B, T, num_heads * d_out].
@@ -56,19 +61,39 @@ class MultiHeadAttentionWrapper : public Module {
   std::shared_ptr<ModuleList<CausalAttention>> heads;
 };
 
-// One projection split into num_heads heads of d_out / num_heads; the causal attention
-// core is one fused op (no [B, H, T, T] mask, masked entries skipped). [B, T, d_in] ->
-// [B, T, d_out].
+// W_query, W_key and W_value applied as one projection, [B, T, d_in] -> [B, T, 3 d_out]:
+// one GEMM forward (two backward) where three Linears take three (six). It owns no
+// parameters: they stay in the three Linears, under the chapter's names (checkpoints load
+// into PyTorch by them); as a module it gives the projection one name, "qkv", that anomaly
+// reports and NaN injection use.
+class QKVProjection : public Module {
+ public:
+  QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Linear> key,
+                std::shared_ptr<Linear> value);
+  ag::Tensor forward(const ag::Tensor& x) const;
+
+ private:
+  std::shared_ptr<Linear> query_, key_, value_;
+};
+
+// num_heads heads of d_out / num_heads over the fused projection qkv; the causal attention
+// core is one fused op (no [B, H, T, T] mask, masked entries skipped).
+// [B, T, d_in] -> [B, T, d_out].
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
                      int64_t num_heads, bool qkv_bias, ag::Generator& gen,
                      std::shared_ptr<ag::Generator> dropout_gen);
   ag::Tensor forward(const ag::Tensor& x) const;
-  std::shared_ptr<Linear> W_query, W_key, W_value, out_proj;
-  int64_t d_out, num_heads, head_dim, context_length;
-  double dropout;
-  std::shared_ptr<ag::Generator> dropout_gen;
+  int64_t head_dim() const { return head_dim_; }
+  std::shared_ptr<Linear> W_query, W_key, W_value;
+  std::shared_ptr<QKVProjection> qkv;  // runs W_query, W_key and W_value
+  std::shared_ptr<Linear> out_proj;
+
+ private:
+  int64_t num_heads_, head_dim_, context_length_;
+  double dropout_;
+  std::shared_ptr<ag::Generator> dropout_gen_;
 };
 
 }  // namespace nn

@@ -45,13 +45,15 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
                                      cfg.n_heads, cfg.qkv_bias, gen, dropout_gen));
   ln2 = register_module("ln2", std::make_shared<LayerNorm>(cfg.d_model));
   mlp = register_module("mlp", std::make_shared<MLP>(cfg.d_model, cfg.ff_width(), gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
+  drop_resid = register_module("drop_resid", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
+  attn->out_proj->residual_projection = true;
+  mlp->fc2->residual_projection = true;
 }
 
 ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
   auto scope = anomaly_scope();
-  ag::Tensor x = h + dropout->forward(attn->forward(ln1->forward(h)));
-  return x + dropout->forward(mlp->forward(ln2->forward(x)));
+  ag::Tensor x = h + drop_resid->forward(attn->forward(ln1->forward(h)));
+  return x + drop_resid->forward(mlp->forward(ln2->forward(x)));
 }
 
 std::vector<std::pair<std::string, ag::Shape>> GPTConfig::parameter_shapes() const {
@@ -90,8 +92,32 @@ int64_t GPTConfig::num_parameters() const {
          (tie_weights ? 0 : vocab_size * C);
 }
 
+namespace {
+
+// GPT-2 initialisation: N(0, 0.02) for Linear and embedding weights, scaled down by
+// sqrt(2 n_layers) on the projections that write into the residual stream; biases 0;
+// LayerNorms keep their ones and zeros. Modules are visited in registration order, the
+// order of named_parameters(), which fixes the order of the draws.
+void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen) {
+  ag::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * n_layers);
+  auto draw = [&gen](ag::Tensor& p, double std) {
+    ag::copy_(p, ag::normal(p.shape(), 0.0, std, gen));
+  };
+  model.for_each_module([&](Module& m) {
+    if (auto* linear = dynamic_cast<Linear*>(&m)) {
+      draw(linear->weight, linear->residual_projection ? residual_std : 0.02);
+      if (linear->bias.defined()) ag::fill_(linear->bias, 0.0);
+    } else if (auto* embedding = dynamic_cast<Embedding*>(&m)) {
+      draw(embedding->weight, 0.02);
+    }
+  });
+}
+
+}  // namespace
+
 GPT::GPT(const GPTConfig& cfg, uint64_t seed)
-    : cfg_(cfg), dropout_gen_(std::make_shared<ag::Generator>(seed + 1)) {
+    : cfg_(cfg), dropout_gen_(std::make_shared<ag::Generator>(seed + ag::kDropoutStream)) {
   cfg_.validate();
   ag::Generator gen(seed);
   tok_emb =
@@ -106,25 +132,7 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
   if (!cfg.tie_weights)
     lm_head = register_module("lm_head",
                               std::make_shared<Linear>(cfg.d_model, cfg.vocab_size, false, gen));
-
-  // GPT-2 initialisation: N(0, 0.02) for Linear and embedding weights, scaled down by
-  // sqrt(2 n_layers) on the projections that write into the residual stream; biases 0.
-  ag::NoGradGuard no_grad;
-  const double residual_std = 0.02 / std::sqrt(2.0 * cfg.n_layers);
-  for (auto& [name, p] : named_parameters()) {
-    auto ends_with = [&name = name](const std::string& suffix) {
-      return name.size() >= suffix.size() &&
-             name.compare(name.size() - suffix.size(), std::string::npos, suffix) == 0;
-    };
-    if (name.rfind("ln", 0) == 0 || name.find(".ln") != std::string::npos) continue;
-    if (ends_with(".bias")) {
-      ag::fill_(p, 0.0);
-    } else if (ends_with("out_proj.weight") || ends_with("mlp.fc2.weight")) {
-      ag::copy_(p, ag::normal(p.shape(), 0.0, residual_std, gen));
-    } else {
-      ag::copy_(p, ag::normal(p.shape(), 0.0, 0.02, gen));
-    }
-  }
+  init_gpt2(*this, cfg.n_layers, gen);
 }
 
 // B = batch, T = tokens, C = d_model, V = vocab_size

@@ -42,7 +42,9 @@ struct GPTConfig {
   void validate() const;
 };
 
-// h = h + dropout(attn(ln1(h)));  h = h + dropout(mlp(ln2(h)))
+// h = h + drop_resid(attn(ln1(h)));  h = h + drop_resid(mlp(ln2(h)))
+// attn.out_proj and mlp.fc2 write into the residual stream, and are marked so
+// (Linear::residual_projection) for GPT-2's initialisation.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
@@ -51,13 +53,13 @@ class TransformerBlock : public Module {
   std::shared_ptr<LayerNorm> ln1, ln2;
   std::shared_ptr<MultiHeadAttention> attn;
   std::shared_ptr<MLP> mlp;
-  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Dropout> drop_resid;  // on each branch, before it joins the residual stream
 };
 
 class GPT : public Module {
  public:
   // Weights initialised GPT-2 style from `seed`; dropout masks drawn from a generator
-  // seeded with seed + 1 (see dropout_generator()).
+  // seeded with seed + ag::kDropoutStream (see dropout_generator()).
   GPT(const GPTConfig& cfg, uint64_t seed);
 
   struct Output {

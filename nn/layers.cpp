@@ -36,25 +36,25 @@ ag::Tensor Embedding::forward(const ag::Tensor& ids) const {
   return ag::embedding(weight, ids);
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {
+LayerNorm::LayerNorm(int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", ag::ones({dim}));
   bias = register_parameter("bias", ag::zeros({dim}));
 }
 
 ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  return ag::layer_norm(x, weight, bias, eps);
+  return ag::layer_norm(x, weight, bias, eps_);
 }
 
-Dropout::Dropout(double p_, std::shared_ptr<ag::Generator> gen_) : p(p_), gen(std::move(gen_)) {
-  if (!(p >= 0.0 && p <= 1.0))
-    throw std::invalid_argument(fmt::format("Dropout: p must be in [0, 1], got {}", p));
-  if (!gen) gen = std::make_shared<ag::Generator>(0);
+Dropout::Dropout(double p, std::shared_ptr<ag::Generator> gen) : p_(p), gen_(std::move(gen)) {
+  if (!(p_ >= 0.0 && p_ <= 1.0))
+    throw std::invalid_argument(fmt::format("Dropout: p must be in [0, 1], got {}", p_));
+  if (!gen_) gen_ = std::make_shared<ag::Generator>(0);
 }
 
 ag::Tensor Dropout::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  return ag::dropout(x, p, is_training(), *gen);
+  return ag::dropout(x, p_, is_training(), *gen_);
 }
 
 MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen) {

@@ -14,6 +14,9 @@ class Linear : public Module {
   ag::Tensor forward(const ag::Tensor& x) const;
   ag::Tensor weight;  // [out_features, in_features]
   ag::Tensor bias;    // [out_features], undefined when bias == false
+  // Set by a model on the projections whose output is added into its residual stream, for
+  // initialisations that scale those down (GPT-2's; see GPT). Plain layers leave it false.
+  bool residual_projection = false;
 };
 
 // Weight ~ N(0, 1) as torch.nn.Embedding draws it.
@@ -28,18 +31,25 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
   ag::Tensor forward(const ag::Tensor& x) const;
+  double eps() const { return eps_; }
   ag::Tensor weight, bias;  // [dim], ones and zeros
-  double eps;
+
+ private:
+  double eps_;
 };
 
-// Draws its masks from a generator it shares with its model, so one saved generator
-// state reproduces every dropout mask of a run.
+// Zeroes elements with probability p (the dropout rate) while training. Draws its masks
+// from a generator it shares with its model, so one saved generator state reproduces every
+// dropout mask of a run; a null generator means a private one seeded 0.
 class Dropout : public Module {
  public:
   Dropout(double p, std::shared_ptr<ag::Generator> gen);
   ag::Tensor forward(const ag::Tensor& x) const;
-  double p;
-  std::shared_ptr<ag::Generator> gen;
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  std::shared_ptr<ag::Generator> gen_;
 };
 
 class GELU : public Module {

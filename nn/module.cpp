@@ -36,6 +36,11 @@ std::vector<std::string> Module::module_paths() const {
   return out;
 }
 
+void Module::for_each_module(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [name, child] : children_) child->for_each_module(fn);
+}
+
 std::vector<ag::Tensor> Module::parameters() const {
   std::vector<ag::Tensor> out;
   for (auto& [name, t] : named_parameters()) out.push_back(t);

@@ -13,6 +13,7 @@
 //     ag::Tensor forward(const ag::Tensor& x) { return x * scale + shift; }
 //     ag::Tensor scale, shift;
 //   };
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +54,10 @@ class Module {
 
   // Converts every parameter to `dtype` in place (float64 for gradient checks).
   void to(ag::DType dtype);
+
+  // Calls fn on this module, then on every descendant: parents before children, siblings
+  // in registration order, so modules come in the order named_parameters() lists theirs.
+  void for_each_module(const std::function<void(Module&)>& fn);
 
   // The dotted path from the root module ("blocks.0.attn.W_query"; "" for the root).
   const std::string& path() const;

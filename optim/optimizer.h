@@ -20,7 +20,8 @@ struct ParamGroup {
 // are decayed, the rest (biases, LayerNorm) are not. Returns {decayed, not decayed}.
 std::vector<ParamGroup> decay_groups(const nn::StateDict& named, double weight_decay);
 
-// What a checkpoint stores: tensors named "<buffer>/<parameter name>" and scalars.
+// What a checkpoint's /optimizer group stores (io::Checkpoint holds it as it is):
+// tensors named "<buffer>/<parameter name>" and scalars.
 struct OptimizerState {
   std::string type;
   std::vector<std::pair<std::string, double>> scalars;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "autograd/autograd.h"
+#include "autograd/op_cases.h"
 
 namespace ag_test {
 
@@ -11,27 +12,14 @@ using ag::DType;
 using ag::Shape;
 using ag::Tensor;
 
-// Tolerances for every float64 gradient check in the suite: central differences with
-// eps 1e-6 have truncation error ~eps^2 * f''' and rounding error ~1e-16/eps ~ 1e-10, so
-// these bounds leave two orders of margin while a 1% error in a backward fails by ~4.
+// Tolerances for every float64 gradient check in the suite: the op table's, where they are
+// stated once with the reasons for them (autograd/op_cases.h, Tolerance).
 inline ag::GradcheckOptions tight() {
-  ag::GradcheckOptions o;
-  o.eps = 1e-6;
-  o.atol = 1e-8;
-  o.rtol = 1e-6;
-  return o;
+  return ag::Tolerance{}.gradcheck_options();
 }
 
-enum class Layout { contiguous, transposed, sliced };
-
-inline const char* layout_name(Layout l) {
-  switch (l) {
-    case Layout::contiguous: return "contiguous";
-    case Layout::transposed: return "transposed";
-    case Layout::sliced: return "sliced";
-  }
-  return "?";
-}
+// contiguous, transposed or sliced, as the op table's inputs (autograd/op_cases.h)
+using ag::Layout;
 
 // A float64 leaf requiring grad with values from `draw`, laid out as asked:
 // transposed = a transpose view of a contiguous buffer (last two dims swapped),

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "autograd/test_hooks.h"
 #include "nn/gpt.h"
 #include "support.h"
 
@@ -51,7 +52,7 @@ TEST_CASE("a NaN weight is reported at the first op that uses it with the module
   AnomalyMode mode(true);
   const std::string what = anomaly_of([&] { model.forward(batch(13, 1), batch(13, 2)); });
   INFO(what);
-  REQUIRE_THAT(what, Contains("forward of linear in module blocks.0.attn.W_query"));
+  REQUIRE_THAT(what, Contains("forward of linear in module blocks.0.attn.qkv"));
   REQUIRE_THAT(what, Contains("input 1: [8, 8] float32") && Contains("1 NaN") &&
                          Contains("first at [1, 2]"));
   REQUIRE_THAT(what, Contains("input 0: [2, 8, 8] float32") && Contains("0 NaN, 0 inf"));
@@ -69,10 +70,10 @@ TEST_CASE("a NaN planted in a gradient is reported at the backward that produced
 
 TEST_CASE("a non-finite value planted in a forward is reported where it appeared") {
   nn::GPT model(small_config(), 1);
-  AnomalyMode mode(true, "forward:blocks.1.attn.W_value");
+  AnomalyMode mode(true, "forward:blocks.1.attn.qkv");
   const std::string what = anomaly_of([&] { model.forward(batch(13, 1), batch(13, 2)); });
   INFO(what);
-  REQUIRE_THAT(what, Contains("forward of linear in module blocks.1.attn.W_value"));
+  REQUIRE_THAT(what, Contains("forward of linear in module blocks.1.attn.qkv"));
   REQUIRE_THAT(what, Contains("first at [0, 0, 0]"));
 }
 

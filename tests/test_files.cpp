@@ -46,7 +46,7 @@ void put(const std::string& path, const std::string& text) {
 }
 
 std::string contents(const std::string& path) {
-  return io::read_whole_file(path);
+  return io::read_input_file(path, "file");
 }
 
 mode_t permission_bits(const std::string& path) {
@@ -487,7 +487,7 @@ TEST_CASE("input files that are folders FIFOs or devices are refused without blo
   REQUIRE_THROWS_WITH(io::regular_file_size("/dev/zero", "data file"),
                       Contains("(a character device)"));
   REQUIRE_THROWS_WITH(io::regular_file_size(fifo, "data file"), Contains("(a FIFO)"));
-  REQUIRE_THROWS_WITH(io::read_whole_file(fifo), Contains(fifo) && Contains("(a FIFO)"));
+  REQUIRE_THROWS_WITH(io::read_input_file(fifo, "file"), Contains(fifo) && Contains("(a FIFO)"));
   REQUIRE_THROWS_WITH(io::read_input_file(dir.file("missing.txt"), "data file"),
                       Contains("data file '" + dir.file("missing.txt") + "'") &&
                           Contains("No such file or directory"));
@@ -495,7 +495,7 @@ TEST_CASE("input files that are folders FIFOs or devices are refused without blo
   REQUIRE(io::read_input_file(text, "data file") == "hello");
   REQUIRE(io::read_input_file(dir.file("link.txt"), "data file") == "hello");  // links are fine
   REQUIRE(io::regular_file_size(text, "data file") == 5);
-  REQUIRE(io::read_whole_file(text) == "hello");
+  REQUIRE(io::read_input_file(text, "file") == "hello");
   REQUIRE(io::read_input_file(text, "config file", 5) == "hello");
   REQUIRE_THROWS_WITH(io::read_input_file(text, "config file", 4),
                       Contains("config file") && Contains("is 5 bytes, more than the 4 bytes"));

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "autograd/test_hooks.h"
 #include "gradcheck_helpers.h"
 
 using ag::DType;

@@ -6,6 +6,7 @@
 
 #include "fuzz/targets.h"
 #include "io/atomic_file.h"
+#include "io/files.h"
 
 namespace {
 
@@ -27,7 +28,7 @@ void replay_all(const std::string& target, size_t min_count, void (*run)(const s
   REQUIRE(files.size() >= min_count);
   for (const auto& f : files) {
     INFO(f);
-    REQUIRE_NOTHROW(run(io::read_whole_file(f)));
+    REQUIRE_NOTHROW(run(io::read_input_file(f, "file")));
   }
 }
 

@@ -138,6 +138,22 @@ TEST_CASE("GPT initialisation follows GPT-2", "[gpt][init]") {
   }
 }
 
+TEST_CASE("the block marks its residual projections, and only those", "[gpt][init]") {
+  nn::GPTConfig c = tiny_config();
+  c.tie_weights = false;
+  nn::GPT model(c, 7);
+  for (const auto& block : *model.blocks) {
+    REQUIRE(block->attn->out_proj->residual_projection);
+    REQUIRE(block->mlp->fc2->residual_projection);
+    REQUIRE_FALSE(block->attn->W_query->residual_projection);
+    REQUIRE_FALSE(block->mlp->fc1->residual_projection);
+  }
+  REQUIRE_FALSE(model.lm_head->residual_projection);
+  // a standalone layer is not one: the flag is the model's to set
+  ag::Generator gen(1);
+  REQUIRE_FALSE(nn::MLP(4, 8, gen).fc2->residual_projection);
+}
+
 TEST_CASE("the loss at initialisation is close to ln vocab_size", "[gpt]") {
   nn::GPTConfig c;
   c.vocab_size = 65;

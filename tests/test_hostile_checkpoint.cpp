@@ -21,11 +21,12 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/checkpoint_builder.h"
+#include "io/files.h"
 #include "io/hdf5.h"
 #include "io/read_child.h"
 #include "io/read_frames.h"
 #include "support.h"
-#include "train/trainer.h"
+#include "train/train.h"
 
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
@@ -72,7 +73,7 @@ void require_refused(const std::string& path, const std::string& object, const s
   const std::string error = load_error(path);
   REQUIRE_THAT(error, Contains(path) && Contains(object) && Contains(why));
   REQUIRE_THAT(load_error(path, {.allow_non_finite = true}), Contains(object));
-  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(io::read_whole_file(path), path),
+  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(io::read_input_file(path, "file"), path),
                       Contains(object));
   const io::Inspection inspection = io::inspect_checkpoint(path);
   REQUIRE_FALSE(inspection.checkpoint);
@@ -169,7 +170,7 @@ TEST_CASE("a config nested 100000 deep is a clear error and not a stack overflow
   const std::string path = h.file("deep_json.h5");
   REQUIRE_THAT(load_error(path),
                Contains(path) && Contains("'config' nests JSON deeper than 64 levels"));
-  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(io::read_whole_file(path), path),
+  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(io::read_input_file(path, "file"), path),
                       Contains("deeper than 64"));
 }
 
@@ -267,7 +268,8 @@ TEST_CASE("a file named like the old in-memory image in the working folder chang
   io::save_checkpoint("run.h5", small_checkpoint(7));
   REQUIRE(io::load_checkpoint("run.h5").step == 7);
   REQUIRE(io::verify_checkpoint("run.h5").checked == std::vector<std::string>{"/model/w"});
-  REQUIRE(io::parse_checkpoint_in_process(io::read_whole_file("run.h5"), "run.h5").step == 7);
+  REQUIRE(io::parse_checkpoint_in_process(io::read_input_file("run.h5", "file"), "run.h5").step ==
+          7);
   struct stat st;
   REQUIRE(::lstat("checkpoint-image.h5", &st) == 0);
   REQUIRE((S_ISFIFO(st.st_mode) || st.st_size == 2));
@@ -278,8 +280,8 @@ TEST_CASE("two files in memory open at once keep their own contents") {
   Hostile h({});
   io::save_checkpoint(h.file("a.h5"), small_checkpoint(1));
   io::save_checkpoint(h.file("b.h5"), small_checkpoint(2));
-  const std::string a = io::read_whole_file(h.file("a.h5")),
-                    b = io::read_whole_file(h.file("b.h5"));
+  const std::string a = io::read_input_file(h.file("a.h5"), "file"),
+                    b = io::read_input_file(h.file("b.h5"), "file");
   io::h5::ImageFile fa(a), fb(b);
   REQUIRE(fa.get() >= 0);
   REQUIRE(fb.get() >= 0);
@@ -423,7 +425,7 @@ TEST_CASE("frames from a corrupted reader are refused and never crash the parent
   // what a child sends for a small checkpoint, loaded and verified
   Hostile h({});
   io::save_checkpoint(h.file("run.h5"), small_checkpoint(5));
-  const std::string file = io::read_whole_file(h.file("run.h5"));
+  const std::string file = io::read_input_file(h.file("run.h5"), "file");
   const io::detail::ReadRequest both{true, true};
   std::string stream;
   {

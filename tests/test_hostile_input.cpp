@@ -10,15 +10,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/cli.h"
+#include "cli/options.h"
 #include "data/identity.h"
 #include "data/utf8.h"
 #include "support.h"
-#include "train/commands.h"
 #include "train/console.h"
 #include "train/memory_plan.h"
-#include "train/options.h"
 #include "train/stop_signals.h"
-#include "train/trainer.h"
+#include "train/train.h"
 
 using Catch::Matchers::Contains;
 
@@ -176,31 +176,30 @@ TEST_CASE("the memory plan counts the data and a checkpoint save") {
 TEST_CASE("config files take a byte-order mark and refuse a repeated key and a negative seed") {
   TempDir dir;
   train::RunConfig cfg;
-  auto desc = train::run_options(cfg);
-  train::parse_options({"--config", dir.write("bom.cfg", "\xEF\xBB\xBFsteps = 7\n")}, desc);
+  auto desc = cli::run_options(cfg);
+  cli::parse_options({"--config", dir.write("bom.cfg", "\xEF\xBB\xBFsteps = 7\n")}, desc);
   REQUIRE(cfg.steps == 7);
   REQUIRE_THROWS_WITH(
-      train::parse_options({"--config", dir.write("twice.cfg", "lr = 1\nsteps = 2\nlr = 3\n")},
-                           desc),
+      cli::parse_options({"--config", dir.write("twice.cfg", "lr = 1\nsteps = 2\nlr = 3\n")}, desc),
       Contains("twice.cfg:3") && Contains("'lr' is already set on line 1"));
-  REQUIRE_THROWS_WITH(train::parse_options({"--seed", "-1"}, desc),
+  REQUIRE_THROWS_WITH(cli::parse_options({"--seed", "-1"}, desc),
                       Contains("--seed must be >= 0, got -1"));
   REQUIRE_THROWS_WITH(
-      train::parse_options({"--config", dir.write("neg.cfg", "corpus-seed = -3\n")}, desc),
+      cli::parse_options({"--config", dir.write("neg.cfg", "corpus-seed = -3\n")}, desc),
       Contains("neg.cfg:1") && Contains("--corpus-seed must be >= 0"));
 }
 
 TEST_CASE("config and data that are not regular files are refused by name") {
   TempDir dir;
   train::RunConfig cfg;
-  auto desc = train::run_options(cfg);
-  REQUIRE_THROWS_WITH(train::parse_options({"--config", "/dev/zero"}, desc),
+  auto desc = cli::run_options(cfg);
+  REQUIRE_THROWS_WITH(cli::parse_options({"--config", "/dev/zero"}, desc),
                       Contains("/dev/zero") && Contains("not a regular file"));
-  REQUIRE_THROWS_WITH(train::parse_options({"--config", dir.path.string()}, desc),
+  REQUIRE_THROWS_WITH(cli::parse_options({"--config", dir.path.string()}, desc),
                       Contains(dir.path.string()));
   const std::string fifo = dir.file("fifo");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // opening it to read would block forever
-  REQUIRE_THROWS_WITH(train::parse_options({"--config", fifo}, desc), Contains("fifo"));
+  REQUIRE_THROWS_WITH(cli::parse_options({"--config", fifo}, desc), Contains("fifo"));
   cfg.data = fifo;
   REQUIRE_THROWS_WITH(train::text_bytes_of(cfg), Contains("fifo"));
 }

@@ -382,7 +382,7 @@ TEST_CASE("chapter 3.6: the wrapper and MultiHeadAttention on the chapter batch"
   nn::MultiHeadAttentionWrapper wrapper(3, 2, 6, 0.0, /*num_heads=*/2, false, gen, nullptr);
   REQUIRE(wrapper.forward(batch).shape() == ag::Shape{2, 6, 4});
   nn::MultiHeadAttention mha(3, 2, 6, 0.0, /*num_heads=*/2, false, gen, nullptr);
-  REQUIRE(mha.head_dim == 1);
+  REQUIRE(mha.head_dim() == 1);
   Tensor out = mha.forward(batch);
   REQUIRE(out.shape() == ag::Shape{2, 6, 2});
   REQUIRE(bit_equal(out.select(0, 0), out.select(0, 1)));

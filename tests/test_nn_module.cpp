@@ -227,7 +227,7 @@ TEST_CASE("eval reaches every dropout of a GPT", "[nn][module]") {
   for (const auto& block : *model.blocks) {
     REQUIRE_FALSE(block->is_training());
     REQUIRE_FALSE(block->attn->is_training());
-    REQUIRE_FALSE(block->dropout->is_training());
+    REQUIRE_FALSE(block->drop_resid->is_training());
     REQUIRE_FALSE(block->mlp->fc1->is_training());
   }
   model.train();
@@ -465,7 +465,7 @@ TEST_CASE("LayerNorm starts with weight ones and bias zeros and normalises the l
   REQUIRE(names_of(ln) == std::vector<std::string>{"weight", "bias"});
   ag_test::require_values(ln.weight, {1, 1, 1, 1}, 0.0);
   ag_test::require_values(ln.bias, {0, 0, 0, 0}, 0.0);
-  REQUIRE(ln.eps == 1e-5);
+  REQUIRE(ln.eps() == 1e-5);
   // (1, 2, 3, 4): mean 2.5, biased variance 1.25; out = (x - 2.5) / sqrt(1.25 + 1e-5).
   // float32 rounding of values ~1.3 is ~1e-7; 1e-6 allows a few roundings
   Tensor y = ln.forward(ag::tensor({{1, 2, 3, 4}}));

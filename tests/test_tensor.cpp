@@ -211,6 +211,34 @@ TEST_CASE("Generator state() and set_state() reproduce a stream", "[tensor][rand
   }
 }
 
+TEST_CASE("Generator::step on vector lanes advances each lane as next_u64 does",
+          "[tensor][random]") {
+  typedef uint64_t u64x4 __attribute__((vector_size(32)));
+  ag::Generator scalar[4] = {ag::Generator(1), ag::Generator(2), ag::Generator(3),
+                             ag::Generator(4)};
+  u64x4 w0, w1, w2, w3;
+  for (int l = 0; l < 4; ++l) {
+    const auto st = scalar[l].state();
+    w0[l] = st[0], w1[l] = st[1], w2[l] = st[2], w3[l] = st[3];
+  }
+  for (int i = 0; i < 100; ++i) {
+    const u64x4 u = ag::Generator::step(w0, w1, w2, w3);
+    for (int l = 0; l < 4; ++l) REQUIRE(u[l] == scalar[l].next_u64());
+  }
+}
+
+TEST_CASE("uniform_cutoff turns uniform() < p into an exact integer test", "[tensor][random]") {
+  // the draws whose 53 bits sit right at p 2^53 are where a rounding of the cutoff shows
+  const double p = GENERATE(0.0, 0.1, 0.3, 0.5, 1.0 / 3.0, 0.999, 1.0);
+  CAPTURE(p);
+  const uint64_t cutoff = ag::Generator::uniform_cutoff(p);
+  const auto at = static_cast<uint64_t>(std::ldexp(p, 53));
+  for (uint64_t n = at > 2 ? at - 2 : 0; n <= at + 2 && n < (uint64_t{1} << 53); ++n) {
+    const double u = static_cast<double>(n) * 0x1.0p-53;  // what uniform() makes of n
+    REQUIRE((n < cutoff) == (u < p));
+  }
+}
+
 // ------------------------------------------------------------------ dtypes
 TEST_CASE("each dtype has its element size and name", "[tensor][dtype]") {
   CHECK(ag::dtype_size(DType::Float32) == 4);

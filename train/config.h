@@ -37,7 +37,7 @@ struct RunConfig {
   int64_t log_interval = 50;
   int64_t eval_windows = 0;  // cap on validation windows per evaluation; 0: all
   std::string metrics;       // JSON-lines file; empty: none
-  int threads = 2;
+  int threads = ag::kDefaultThreads;
   int64_t sample_tokens = 200;  // sample printed at the end
   std::string init_from;        // start from this checkpoint's weights
   bool detect_anomaly = false;  // check every op for NaN/inf (autograd/anomaly.h)

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "io/files.h"
 
 namespace train {
 
@@ -18,8 +19,17 @@ int64_t saturated(double b) {
   return b < kSaturate ? static_cast<int64_t>(b) : static_cast<int64_t>(kSaturate);
 }
 
+// A small system file (/proc, /sys), "" when it cannot be read.
+std::string system_file(const std::filesystem::path& file) {
+  try {
+    return io::read_input_file(file.string(), "file", int64_t{1} << 20);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 int64_t mem_available_kb_field() {
-  std::ifstream in("/proc/meminfo");
+  std::istringstream in(system_file("/proc/meminfo"));
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream ss(line);
@@ -32,7 +42,7 @@ int64_t mem_available_kb_field() {
 
 // The first number in a file, -1 when it is absent, unreadable or "max".
 int64_t read_number(const std::filesystem::path& file) {
-  std::ifstream in(file);
+  std::istringstream in(system_file(file));
   int64_t v = -1;
   if (!(in >> v)) return -1;
   return v;
@@ -40,7 +50,7 @@ int64_t read_number(const std::filesystem::path& file) {
 
 // A counter of a memory.stat file ("inactive_file 1234"), 0 when absent.
 int64_t stat_field(const std::filesystem::path& file, const std::string& key) {
-  std::ifstream in(file);
+  std::istringstream in(system_file(file));
   std::string k;
   int64_t v = 0;
   while (in >> k >> v)
@@ -97,10 +107,8 @@ int64_t cgroup_memory_available(const std::string& proc_self_cgroup, const std::
 
 int64_t available_memory() {
   int64_t available = mem_available_kb_field();
-  std::ifstream in("/proc/self/cgroup");
-  std::stringstream text;
-  text << in.rdbuf();
-  const int64_t cgroup = cgroup_memory_available(text.str(), "/sys/fs/cgroup");
+  const int64_t cgroup =
+      cgroup_memory_available(system_file("/proc/self/cgroup"), "/sys/fs/cgroup");
   if (cgroup >= 0) available = available > 0 ? std::min(available, cgroup) : cgroup;
   return available;
 }

@@ -27,8 +27,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   Tensor keep = empty(a.shape(), DType::Bool);  // one byte per element, not a float mask
   Tensor out = empty(a.shape(), a.dtype());
   const uint64_t draw = gen.next_u64();
-  // uniform() < p, exactly, on the 53 bits uniform() uses
-  const uint64_t drop_below = static_cast<uint64_t>(p * 9007199254740992.0);  // p 2^53
+  const uint64_t cutoff = Generator::uniform_cutoff(p);  // dropped where uniform() < p
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   AG_DISPATCH_FLOAT(a.dtype(), "dropout", [&] {
     const scalar_t* xp = x.data<scalar_t>();
@@ -37,7 +36,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
     const scalar_t s = static_cast<scalar_t>(scale);
     detail::parallel_for(a.numel(), kMaskChunk, [&](int64_t begin, int64_t end) {
       Generator stream = Generator::substream(draw, static_cast<uint64_t>(begin / kMaskChunk));
-      for (int64_t i = begin; i < end; ++i) k[i] = (stream.next_u64() >> 11) >= drop_below;
+      for (int64_t i = begin; i < end; ++i) k[i] = (stream.next_u64() >> 11) >= cutoff;
       AG_SIMD
       for (int64_t i = begin; i < end; ++i) o[i] = k[i] ? xp[i] * s : scalar_t(0);
     });

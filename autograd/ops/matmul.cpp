@@ -165,9 +165,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// ---- linear
 // M = rows of x, K = in, N = out.  h = x W^T + b;  y = act(h)
 // dh = g act'(h);  db = sum over rows of dh;  dx = dh W;  dW = dh^T x
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+
+namespace {
+
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (x.dim() < 1 || weight.dim() != 2 || x.shape().back() != weight.shape()[1])
     throw std::invalid_argument(fmt::format(
         "linear: input {} and weight {} do not fit (the weight is [out, in], the input [..., in])",
@@ -177,25 +181,25 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
         fmt::format("linear: dtypes differ (input {}, weight {}{})", dtype_name(x.dtype()),
                     dtype_name(weight.dtype()),
                     bias.defined() ? ", bias " + std::string(dtype_name(bias.dtype())) : ""));
-  const int64_t K = weight.shape()[1], N = weight.shape()[0];
-  if (bias.defined() && bias.shape() != Shape{N})
+  if (bias.defined() && bias.shape() != Shape{weight.shape()[0]})
     throw std::invalid_argument(
-        fmt::format("linear: bias {} for {} outputs", shape_str(bias.shape()), N));
-  const int64_t M = K ? x.numel() / K : 0;
-  Shape out_shape = x.shape();
-  out_shape.back() = N;
-  Tensor x2 = x.detach().contiguous().view({M, K});
-  Tensor w = weight.detach();
-  Tensor h = empty({M, N}, x.dtype());
-  AG_DISPATCH_FLOAT(x.dtype(), "linear", [&] {
+        fmt::format("linear: bias {} for {} outputs", shape_str(bias.shape()), weight.shape()[0]));
+}
+
+// h [M, N] = x2 [M, K] w^T + b, b [N] or undefined: the bias goes in first and the GEMM
+// adds onto it (beta = 1)
+Tensor linear_forward(Tensor x2, const Tensor& w, const Tensor& b) {
+  const int64_t M = x2.shape()[0], K = x2.shape()[1], N = w.shape()[0];
+  Tensor h = empty({M, N}, x2.dtype());
+  AG_DISPATCH_FLOAT(x2.dtype(), "linear", [&] {
     scalar_t* hp = h.data<scalar_t>();
-    if (bias.defined()) {  // the bias goes in first; the GEMM adds onto it (beta = 1)
-      Tensor bc = bias.detach().contiguous();
-      const scalar_t* b = bc.data<scalar_t>();
+    if (b.defined()) {
+      Tensor bc = b.contiguous();
+      const scalar_t* bp = bc.data<scalar_t>();
       detail::parallel_for(
           M, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(N, 1)),
           [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, b, N * sizeof(scalar_t));
+            for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, bp, N * sizeof(scalar_t));
           });
     }
     if (M > 0 && N > 0) {
@@ -203,55 +207,132 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
         Tensor wt = w.t();
         BlasOperand ox = prepare(x2), ow = prepare(wt);
         gemm(ox, ow, M, N, K, x2.data<scalar_t>(), wt.data<scalar_t>(), hp,
-             bias.defined() ? scalar_t(1) : scalar_t(0));
-      } else if (!bias.defined()) {
+             b.defined() ? scalar_t(1) : scalar_t(0));
+      } else if (!b.defined()) {
         std::fill(hp, hp + M * N, scalar_t(0));
       }
     }
   });
-  Tensor y = h;
-  if (activation == Activation::Gelu) {
-    y = empty({M, N}, x.dtype());
-    AG_DISPATCH_FLOAT(x.dtype(), "linear gelu", [&] {
-      const scalar_t* hp = h.data<scalar_t>();
-      scalar_t* yp = y.data<scalar_t>();
-      detail::parallel_for(M * N, detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-        AG_SIMD
-        for (int64_t i = i0; i < i1; ++i) yp[i] = detail::gelu_value(hp[i]);
-      });
+  return h;
+}
+
+// {dx [M, K], dw [N, K], db [N]} from dh [M, N], each only where asked for
+std::vector<Tensor> linear_backward(const Tensor& dh, const Tensor& x2, const Tensor& w, bool gx,
+                                    bool gw, bool gb) {
+  Tensor dx, dw, db;
+  run_pair(
+      gx, gw, static_cast<double>(dh.numel()) * x2.shape()[1], [&] { dx = matmul_forward(dh, w); },
+      [&] { dw = matmul_forward(dh.t(), x2); });
+  if (gb) db = sum(dh, {0});
+  return {dx, dw, db};
+}
+
+// y = gelu(h) elementwise, and its backward dh = g gelu'(h)
+Tensor gelu_forward(const Tensor& h) {
+  Tensor y = empty(h.shape(), h.dtype());
+  AG_DISPATCH_FLOAT(h.dtype(), "linear gelu", [&] {
+    const scalar_t* hp = h.data<scalar_t>();
+    scalar_t* yp = y.data<scalar_t>();
+    detail::parallel_for(h.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      AG_SIMD
+      for (int64_t i = i0; i < i1; ++i) yp[i] = detail::gelu_value(hp[i]);
     });
-  }
-  y = y.view(out_shape);
-  if (needs_recording({x, weight, bias}))
-    attach_backward(
-        y, activation == Activation::Gelu ? "LinearGeluBackward" : "LinearBackward",
-        {x, weight, bias},
-        [x2, w, h = activation == Activation::Gelu ? h : Tensor(), M, N, K, in_shape = x.shape(),
-         gx = x.requires_grad(), gw = weight.requires_grad(),
-         gb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-          Tensor dh = g.contiguous().view({M, N});
-          if (h.defined()) {  // through the GELU first
-            Tensor d = empty({M, N}, dh.dtype());
-            AG_DISPATCH_FLOAT(dh.dtype(), "linear gelu backward", [&] {
-              const scalar_t* gp = dh.data<scalar_t>();
-              const scalar_t* hp = h.data<scalar_t>();
-              scalar_t* dp = d.data<scalar_t>();
-              detail::parallel_for(M * N, detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-                AG_SIMD
-                for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * detail::gelu_derivative(hp[i]);
-              });
-            });
-            dh = d;
-          }
-          Tensor dx, dw, db;
-          run_pair(
-              gx, gw, static_cast<double>(M) * N * K,
-              [&] { dx = matmul_forward(dh, w).view(in_shape); },
-              [&] { dw = matmul_forward(dh.t(), x2); });
-          if (gb) db = sum(dh, {0});
-          return {dx, dw, db};
-        });
+  });
   return y;
+}
+
+Tensor gelu_backward(const Tensor& g, const Tensor& h) {
+  Tensor d = empty(h.shape(), g.dtype());
+  AG_DISPATCH_FLOAT(g.dtype(), "linear gelu backward", [&] {
+    const scalar_t* gp = g.data<scalar_t>();
+    const scalar_t* hp = h.data<scalar_t>();
+    scalar_t* dp = d.data<scalar_t>();
+    detail::parallel_for(h.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      AG_SIMD
+      for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * detail::gelu_derivative(hp[i]);
+    });
+  });
+  return d;
+}
+
+// The gradients of the parts that were stacked along dim 0 into the operand whose
+// gradient is g (one part: g itself); undefined parts where g is
+std::vector<Tensor> unstack(const Tensor& g, const std::vector<int64_t>& sizes) {
+  if (sizes.size() == 1) return {g};
+  std::vector<Tensor> parts;
+  int64_t start = 0;
+  for (int64_t n : sizes) {
+    parts.push_back(g.defined() ? g.narrow(0, start, n).contiguous() : Tensor());
+    start += n;
+  }
+  return parts;
+}
+
+// y = act(x W^T + b) as one node whose inputs are x, the weights, then the biases; W and b
+// are the weights and the biases stacked along the outputs (one part: the part itself).
+// biases is empty or one per weight, undefined for none.
+Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
+                      const std::vector<Tensor>& biases, Activation activation) {
+  auto stacked = [](const std::vector<Tensor>& parts) {
+    if (parts.empty() || !parts[0].defined()) return Tensor();
+    if (parts.size() == 1) return parts[0].detach();
+    std::vector<Tensor> detached;
+    for (const auto& t : parts) detached.push_back(t.detach());
+    return cat(detached, 0);
+  };
+  Tensor w = stacked(weights), b = stacked(biases);
+  const int64_t K = w.shape()[1], N = w.shape()[0];
+  const int64_t M = K ? x.numel() / K : 0;
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  Tensor x2 = x.detach().contiguous().view({M, K});
+  Tensor h = linear_forward(x2, w, b);
+  const bool gelu = activation == Activation::Gelu;
+  Tensor y = (gelu ? gelu_forward(h) : h).view(out_shape);
+  std::vector<Tensor> inputs{x};
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
+  inputs.insert(inputs.end(), biases.begin(), biases.end());
+  if (!needs_recording(inputs)) return y;
+  std::vector<int64_t> sizes;
+  bool gw = false, gb = false;
+  for (const auto& t : weights) sizes.push_back(t.shape()[0]), gw |= t.requires_grad();
+  for (const auto& t : biases) gb |= t.defined() && t.requires_grad();
+  attach_backward(y, gelu ? "LinearGeluBackward" : "LinearBackward", inputs,
+                  [x2, w, h = gelu ? h : Tensor(), M, N, sizes, stacked_biases = biases.size(),
+                   in_shape = x.shape(), gx = x.requires_grad(), gw,
+                   gb](const Tensor& g) -> std::vector<Tensor> {
+                    Tensor dh = g.contiguous().view({M, N});
+                    if (h.defined()) dh = gelu_backward(dh, h);
+                    std::vector<Tensor> d = linear_backward(dh, x2, w, gx, gw, gb);
+                    std::vector<Tensor> grads{gx ? d[0].view(in_shape) : Tensor()};
+                    for (auto& part : unstack(d[1], sizes)) grads.push_back(part);
+                    if (stacked_biases > 0)
+                      for (auto& part : unstack(d[2], sizes)) grads.push_back(part);
+                    return grads;
+                  });
+  return y;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  check_linear(x, weight, bias);
+  return stacked_linear(x, {weight}, {bias}, activation);
+}
+
+Tensor linear(const Tensor& x, const std::vector<Tensor>& weights,
+              const std::vector<Tensor>& biases) {
+  if (weights.empty()) throw std::invalid_argument("linear: no weights given");
+  if (!biases.empty() && biases.size() != weights.size())
+    throw std::invalid_argument(
+        fmt::format("linear: {} biases for {} weights (give one per weight, or none)",
+                    biases.size(), weights.size()));
+  for (size_t i = 0; i < weights.size(); ++i)
+    check_linear(x, weights[i], biases.empty() ? Tensor() : biases[i]);
+  for (const auto& b : biases)
+    if (!b.defined())
+      throw std::invalid_argument("linear: an undefined bias among the stacked ones");
+  return stacked_linear(x, weights, biases, Activation::None);
 }
 
 }  // namespace ag

@@ -136,7 +136,11 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 
 // loss = mean over counted rows of (logsumexp(x) - x[target]);
 // dx = (softmax(x) - onehot(target)) * g / count, zero on ignored rows.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+
+namespace {
+
+// The rows whose target is not ignore_index, after checking that each of those is a class
+int64_t counted_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   if (logits.dim() < 1)
     throw std::invalid_argument("cross_entropy: logits need a class dim, got a scalar");
   if (targets.dtype() != DType::Int64)
@@ -149,12 +153,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                     "shape {}, got {}",
                     shape_str(logits.shape()), shape_str(expected), shape_str(targets.shape())));
   const int64_t C = logits.shape().back();
-  Tensor x = detail::rows_view(logits, logits.dim() - 1);  // [rows, C] contiguous
   Tensor t = targets.contiguous();
-  const int64_t rows = t.numel();
   const int64_t* tp = t.data<int64_t>();
   int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < t.numel(); ++r) {
     if (tp[r] == ignore_index) continue;
     if (tp[r] < 0 || tp[r] >= C)
       throw std::out_of_range(
@@ -163,26 +165,58 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                       tp[r], r, C));
     ++count;
   }
-  Tensor lse = empty({rows}, logits.dtype());  // saved for backward: log sum exp per row
+  return count;
+}
+
+// x [rows, C], t [rows]: lse[r] = log sum exp x[r] (saved for backward), and the loss
+template <typename T>
+T cross_entropy_forward(const T* x, const int64_t* t, int64_t rows, int64_t C, int64_t count,
+                        int64_t ignore_index, T* lse) {
+  const double total = detail::parallel_sum(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+    double part = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* row = x + r * C;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
+      double s = 0;
+      for (int64_t i = 0; i < C; ++i) s += detail::exp_fast(row[i] - m);
+      const double log_s = std::log(s);
+      lse[r] = static_cast<T>(m + log_s);
+      if (t[r] != ignore_index) part += static_cast<double>(m - row[t[r]]) + log_s;
+    }
+    return part;
+  });
+  return static_cast<T>(count ? total / count : 0.0);
+}
+
+// dx [rows, C], already zero, from the loss gradient scaled by 1 / count
+template <typename T>
+void cross_entropy_backward(T* dx, const T* x, const int64_t* t, const T* lse, int64_t rows,
+                            int64_t C, int64_t ignore_index, T scale) {
+  detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (t[r] == ignore_index) continue;
+      AG_SIMD
+      for (int64_t i = 0; i < C; ++i)
+        dx[r * C + i] = detail::exp_fast(x[r * C + i] - lse[r]) * scale;
+      dx[r * C + t[r]] -= scale;
+    }
+  });
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const int64_t count = counted_targets(logits, targets, ignore_index);
+  const int64_t C = logits.shape().back();
+  Tensor x = detail::rows_view(logits, logits.dim() - 1);  // [rows, C] contiguous
+  Tensor t = targets.contiguous();
+  const int64_t rows = t.numel();
+  Tensor lse = empty({rows}, logits.dtype());
   Tensor loss = empty({}, logits.dtype());
   AG_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", [&] {
-    const scalar_t* xp = x.data<scalar_t>();
-    scalar_t* lp = lse.data<scalar_t>();
-    const double total = detail::parallel_sum(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-      double part = 0;
-      for (int64_t r = r0; r < r1; ++r) {
-        const scalar_t* row = xp + r * C;
-        scalar_t m = -std::numeric_limits<scalar_t>::infinity();
-        for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
-        double s = 0;
-        for (int64_t i = 0; i < C; ++i) s += detail::exp_fast(row[i] - m);
-        const double log_s = std::log(s);
-        lp[r] = static_cast<scalar_t>(m + log_s);
-        if (tp[r] != ignore_index) part += static_cast<double>(m - row[tp[r]]) + log_s;
-      }
-      return part;
-    });
-    *loss.data<scalar_t>() = static_cast<scalar_t>(count ? total / count : 0.0);
+    *loss.data<scalar_t>() = cross_entropy_forward(x.data<scalar_t>(), t.data<int64_t>(), rows, C,
+                                                   count, ignore_index, lse.data<scalar_t>());
   });
   if (needs_recording({logits}))
     attach_backward(loss, "CrossEntropyBackward", {logits},
@@ -190,22 +224,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                      in_shape = logits.shape()](const Tensor& g) -> std::vector<Tensor> {
                       Tensor dx = zeros(x.shape(), x.dtype());
                       if (count == 0) return {dx.view(in_shape)};
-                      const int64_t C = x.shape().back();
-                      const int64_t* tp = t.data<int64_t>();
                       AG_DISPATCH_FLOAT(x.dtype(), "cross_entropy backward", [&] {
-                        const scalar_t* xp = x.data<scalar_t>();
-                        const scalar_t* lp = lse.data<scalar_t>();
-                        scalar_t* d = dx.data<scalar_t>();
-                        const scalar_t scale = static_cast<scalar_t>(g.item() / count);
-                        detail::parallel_for(t.numel(), kRowGrain, [&](int64_t r0, int64_t r1) {
-                          for (int64_t r = r0; r < r1; ++r) {
-                            if (tp[r] == ignore_index) continue;
-                            AG_SIMD
-                            for (int64_t i = 0; i < C; ++i)
-                              d[r * C + i] = detail::exp_fast(xp[r * C + i] - lp[r]) * scale;
-                            d[r * C + tp[r]] -= scale;
-                          }
-                        });
+                        cross_entropy_backward(dx.data<scalar_t>(), x.data<scalar_t>(),
+                                               t.data<int64_t>(), lse.data<scalar_t>(), t.numel(),
+                                               x.shape().back(), ignore_index,
+                                               static_cast<scalar_t>(g.item() / count));
                       });
                       return {dx.view(in_shape)};
                     });

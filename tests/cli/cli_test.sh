@@ -132,9 +132,9 @@ anomaly_named)
   "$bin" inspect run.h5 --verify | grep -q "^step 5$" || fail "run.h5 does not hold step 5"
   # a NaN planted in a forward: named with the op's input statistics
   rc=0
-  "$bin" train "${tiny[@]}" --steps 5 --detect-anomaly --inject-nan forward:blocks.0.attn.W_key \
+  "$bin" train "${tiny[@]}" --steps 5 --detect-anomaly --inject-nan forward:blocks.0.attn.qkv \
       --out run2.h5 > log.txt 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] && grep -q "forward of linear in module blocks.0.attn.W_key produced non-finite values" err.txt &&
+  [ "$rc" -eq 1 ] && grep -q "forward of linear in module blocks.0.attn.qkv produced non-finite values" err.txt &&
     grep -q "input 0: \[8, 16, 32\] float32: min" err.txt || fail "the forward anomaly is not described: $(cat err.txt)"
   # without detection the same NaN is still caught, at the gradient norm
   rc=0

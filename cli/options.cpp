@@ -1,4 +1,4 @@
-#include "train/options.h"
+#include "cli/options.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "data/utf8.h"
 #include "io/files.h"
 
-namespace train {
+namespace cli {
 
 namespace {
 
@@ -151,4 +151,4 @@ po::variables_map parse_options(const std::vector<std::string>& args,
   return vm;
 }
 
-}  // namespace train
+}  // namespace cli

@@ -1,8 +1,8 @@
-// attograd: the command line. Everything it does lives in train/ (commands.h).
+// attograd: the command line. Its subcommands live in cli/ (cli.h), training in train/.
 #include <csignal>
 
 #include "autograd/threading.h"
-#include "train/commands.h"
+#include "cli/cli.h"
 #include "train/console.h"
 
 int main(int argc, char** argv) {
@@ -11,5 +11,5 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   ag::select_blas_kernel(argv);  // may re-execute this program: nothing opened before it
   train::guard_standard_streams();
-  return train::cli_main(argc, argv);
+  return cli::cli_main(argc, argv);
 }

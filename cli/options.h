@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace train {
+namespace cli {
 
 namespace po = boost::program_options;
 
@@ -22,4 +22,4 @@ struct UsageError : std::runtime_error {
 po::variables_map parse_options(const std::vector<std::string>& args,
                                 const po::options_description& desc);
 
-}  // namespace train
+}  // namespace cli

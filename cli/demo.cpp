@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
-#include "train/commands.h"
-#include "train/options.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 
-namespace train {
+namespace cli {
 
 using ag::Tensor;
 
@@ -83,4 +83,4 @@ int demo_command(const Args& args) {
   return 0;
 }
 
-}  // namespace train
+}  // namespace cli

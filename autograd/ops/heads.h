@@ -1,0 +1,33 @@
+#pragma once
+// Internal: head packing for causal_self_attention (ops/attention.cpp). A projection's
+// output holds each token's heads side by side, [B, T, H, D] with a stride between tokens;
+// the attention kernels read each (batch, head) row as one contiguous [T, D] block.
+#include <cstdint>
+#include <cstring>
+
+#include "autograd/parallel.h"
+
+namespace ag::detail {
+
+enum class HeadCopy { gather, scatter };
+
+// gather: [B, T, H, D] rows (row_stride elements between tokens, heads D apart) into
+// [B, H, T, D] contiguous; scatter: back. One pass of D-element copies per (b, h, t).
+template <typename T>
+void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn, int64_t H,
+                int64_t D, int64_t row_stride) {
+  parallel_for(B * H, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / H, h = r % H;
+      for (int64_t t = 0; t < Tn; ++t) {
+        const int64_t rows = (b * Tn + t) * row_stride + h * D, heads = (r * Tn + t) * D;
+        if (direction == HeadCopy::gather)
+          std::memcpy(dst + heads, src + rows, D * sizeof(T));
+        else
+          std::memcpy(dst + rows, src + heads, D * sizeof(T));
+      }
+    }
+  });
+}
+
+}  // namespace ag::detail

@@ -1,0 +1,30 @@
+#pragma once
+// Test support: hooks that let tests (and the CLI's --inject-nan testing aid) look inside
+// or break the library on purpose. Not part of the public map (autograd/autograd.h does not
+// include it); nothing in a normal run calls these.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+// ---- fused attention (ops/attention.cpp)
+// The mask (0 or 1/(1-p), [rows, T, S] with rows = product of leading dims) that the
+// fused attention applies after taking `draw` from its generator, replayed through
+// Generator itself: for tests that compare the fused op with the composed ops.
+Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, double p,
+                              uint64_t draw, DType dtype);
+
+// ---- NaN injection (anomaly.cpp), for tests of anomaly detection itself
+// "forward:PATH" plants a NaN in the output of the first op run inside module PATH,
+// "backward:PATH" in the first gradient that op's backward returns; "" clears. Throws on a
+// malformed spec. While a spec is set, modules record their scopes as under detection.
+void set_nan_injection(const std::string& spec);
+// Called by the engine: plants the NaN when the spec matches (returns whether it did). A
+// forward output that is a view of one of the op's inputs is left alone.
+bool maybe_inject_nan(bool backward, const std::string& where, Tensor& t,
+                      const std::vector<Tensor>& inputs = {});
+
+}  // namespace ag

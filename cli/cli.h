@@ -1,0 +1,41 @@
+#pragma once
+// The `attograd` command line, the map of cli/: one function per subcommand, each taking
+// the arguments after its name and returning the process exit code (0 ok, 1 failure,
+// 2 usage error). Training itself lives in train/; this folder only turns words into a
+// RunConfig, checks paths before any work, and prints.
+//
+//   dispatch.cpp         cli_main: the usage text and the subcommand table
+//   options.h            parsing with Boost.Program_options (files too), UsageError
+//   run_options.cpp      the options of `train`, each bound to a RunConfig field
+//   command_support.h    what every command shares: error-to-exit-code, path checks
+//   train_commands.cpp   train, resume
+//   sample_command.cpp   sample
+//   eval_command.cpp     eval
+//   inspect_command.cpp  inspect
+//   gradcheck.cpp        gradcheck: the op table's checks, printed as a table
+//   demo.cpp             demo: the attention chapter's numbers
+//   main.cpp             main()
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace cli {
+
+using Args = std::vector<std::string>;
+
+int cli_main(int argc, char** argv);
+
+// The options of `train` (and of config files), each bound to a field of cfg.
+boost::program_options::options_description run_options(train::RunConfig& cfg);
+
+int train_command(const Args& args);
+int resume_command(const Args& args);
+int sample_command(const Args& args);
+int eval_command(const Args& args);
+int inspect_command(const Args& args);
+int gradcheck_command(const Args& args);
+int demo_command(const Args& args);
+
+}  // namespace cli

@@ -1,0 +1,52 @@
+#include "cli/command_support.h"
+
+#include <iostream>
+
+namespace cli {
+
+int usage_error(const std::string& command, const std::string& what) {
+  fmt::print(stderr, "attograd {}: error: {}\n", command, what);
+  return 2;
+}
+
+bool wants_help(const po::variables_map& vm, const std::string& command,
+                const po::options_description& desc) {
+  if (!vm.count("help")) return false;
+  std::cout << "usage: attograd " << command << " [options]\n\n" << desc << "\n";
+  return true;
+}
+
+std::string config_file(const po::variables_map& vm) {
+  return vm.count("config") ? vm["config"].as<std::string>() : std::string();
+}
+
+void require_file(const std::string& path, const char* what) {
+  try {
+    io::regular_file_size(path, what);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs) {
+  try {
+    io::refuse_shared_outputs(outputs);
+    for (const auto& [option, path] : outputs) {
+      if (path.empty()) continue;
+      io::refuse_output_over_inputs(path, option, inputs);  // first: it names both files
+      io::check_can_write(path);
+    }
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+io::OutputLock lock_output(const std::string& path) {
+  try {
+    return io::OutputLock(path);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace cli

@@ -1,0 +1,51 @@
+#pragma once
+// What every subcommand shares: the exit-code contract (usage problems 2, failures 1, each
+// one line naming the command), --help, and the checks on paths made before any work.
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "cli/options.h"
+#include "io/files.h"
+
+namespace cli {
+
+// One line on stderr, exit code 2: the contract for every usage problem.
+int usage_error(const std::string& command, const std::string& what);
+
+// Prints the command's usage and options when --help was given.
+bool wants_help(const po::variables_map& vm, const std::string& command,
+                const po::options_description& desc);
+
+// The --config file named on the command line, or "".
+std::string config_file(const po::variables_map& vm);
+
+// An input must be a regular file we can read: a folder, a FIFO (whose open would block)
+// or a device such as /dev/zero is refused by name before any work.
+void require_file(const std::string& path, const char* what);
+
+// Before any work: every output can be written (its folder exists and takes a new file;
+// what is there now, if anything, is a regular file), no two outputs are one file and
+// none of them is one of the inputs, by name, hard link or symbolic link.
+void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs);
+
+// One run at a time per checkpoint path: a second is refused naming the first one's PID.
+io::OutputLock lock_output(const std::string& path);
+
+// Runs body, mapping errors to the CLI's exit codes: bad usage 2, anything else 1.
+template <typename Body>
+int guarded(const std::string& command, Body body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    return usage_error(command, e.what());
+  } catch (const std::invalid_argument& e) {
+    return usage_error(command, e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "attograd {}: error: {}\n", command, e.what());
+    return 1;
+  }
+}
+
+}  // namespace cli

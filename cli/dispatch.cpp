@@ -1,0 +1,54 @@
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "bench/bench.h"
+#include "cli/cli.h"
+
+namespace cli {
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: attograd <command> [options]
+
+commands:
+  train      train a GPT (default: the spec's model on the built-in corpus)
+  resume     continue a run from its checkpoint, exactly
+  sample     generate text from a checkpoint
+  eval       the evaluation loss of a checkpoint on a text file
+  inspect    show what a checkpoint holds (--verify checks every dataset)
+  gradcheck  run the finite-difference gradient checks of every op
+  bench      time training steps (tiny, small, base) or the hot kernels (--micro)
+  demo       the attention chapter's numbers and a small network trained by backprop
+
+'attograd <command> --help' lists a command's options.
+)";
+
+using Command = int (*)(const Args&);
+
+Command find_command(const std::string& name) {
+  static const std::pair<const char*, Command> kCommands[] = {
+      {"train", train_command},        {"resume", resume_command},
+      {"sample", sample_command},      {"eval", eval_command},
+      {"inspect", inspect_command},    {"gradcheck", gradcheck_command},
+      {"bench", bench::bench_command}, {"demo", demo_command},
+  };
+  for (const auto& [n, command] : kCommands)
+    if (name == n) return command;
+  return nullptr;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  const std::string command = argc < 2 ? "help" : argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (Command run = find_command(command)) return run(Args(argv + 2, argv + argc));
+  fmt::print(stderr, "attograd: error: unknown command '{}' (try 'attograd --help')\n", command);
+  return 2;
+}
+
+}  // namespace cli

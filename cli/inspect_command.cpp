@@ -1,0 +1,115 @@
+// `inspect`: what a checkpoint holds, and with --verify whether every dataset's checksum
+// holds. Every name and string from the file is escaped for the terminal.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/cli.h"
+#include "cli/command_support.h"
+#include "data/utf8.h"
+#include "io/checkpoint.h"
+
+namespace cli {
+
+namespace {
+
+// Identical weights give identical hashes: how two runs are compared bit for bit.
+uint64_t fnv1a(const ag::Tensor& t) {
+  ag::Tensor f = t.to(ag::DType::Float32).contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(f.raw_data());
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int64_t i = 0; i < f.numel() * 4; ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+// "all checksums good" only when every dataset carries a checksum that held.
+std::string verify_summary(const io::VerifyReport& r) {
+  if (r.all_checked()) return fmt::format("verified {} datasets: all checksums good", r.datasets());
+  std::string s = fmt::format(
+      "verified {} datasets: {} checksums good, {} failed, {} without a checksum "
+      "(unchecked)",
+      r.datasets(), r.checked.size(), r.failures.size(), r.unchecked.size());
+  if (!r.refused.empty()) s += fmt::format(", {} objects refused", r.refused.size());
+  return s;
+}
+
+void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
+  fmt::print("checkpoint {}\nstep {}\nconfig {}\n", data::printable(ckpt.source), ckpt.step,
+             data::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
+  if (!ckpt.data_identity.empty()) fmt::print("data {}\n", data::printable(ckpt.data_identity));
+  fmt::print("tokenizer {} ({} entries)\n", data::printable(ckpt.tokenizer.type),
+             ckpt.tokenizer.vocab.size());
+  fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
+  int64_t total = 0;
+  for (const auto& [name, t] : ckpt.model) {
+    fmt::print("{:<40} {:>16} {:>12}{}\n", data::printable(name), ag::shape_str(t.shape()),
+               t.numel(), sums ? fmt::format("  {:016x}", fnv1a(t)) : "");
+    total += t.numel();
+  }
+  fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);
+  fmt::print("\noptimizer: {}\n",
+             ckpt.optimizer ? data::printable(ckpt.optimizer->type) : "none (weights only)");
+  for (const auto& [name, s] : ckpt.rng) fmt::print("rng {}: saved\n", data::printable(name));
+}
+
+// Parses `inspect FILE [--verify] [--checksums]`; nullopt after --help.
+std::optional<po::variables_map> inspect_options(const Args& args, std::string& path) {
+  po::options_description desc("inspect options");
+  auto add = desc.add_options();
+  add("help,h", "show this help");
+  add("checkpoint", po::value(&path)->required(), "checkpoint file");
+  add("verify", "read every dataset and report checksum failures by name");
+  add("checksums", "print a 64-bit FNV-1a hash of each parameter's float32 bytes");
+  po::positional_options_description pos;
+  pos.add("checkpoint", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: attograd inspect FILE [--verify]\n\n" << desc << "\n";
+      return std::nullopt;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return vm;
+}
+
+// Every dataset in the same pass, so each bad one is named even when loading stops.
+io::Checkpoint load_verified(const std::string& path, const io::LoadOptions& shown,
+                             std::optional<io::VerifyReport>& report) {
+  io::Inspection r = io::inspect_checkpoint(path, shown);
+  for (const auto& f : r.report.refused) fmt::print(stderr, "REFUSED {}\n", f);
+  for (const auto& f : r.report.failures) fmt::print(stderr, "FAILED {}\n", f);
+  for (const auto& f : r.report.unchecked) fmt::print(stderr, "UNCHECKED {}\n", f);
+  if (!r.checkpoint) {
+    fmt::print("{}\n", verify_summary(r.report));
+    throw io::CheckpointError(r.load_error);
+  }
+  report = std::move(r.report);
+  return std::move(*r.checkpoint);
+}
+
+}  // namespace
+
+int inspect_command(const Args& args) {
+  return guarded("inspect", [&] {
+    std::string path;
+    const auto vm = inspect_options(args, path);
+    if (!vm) return 0;
+    require_file(path, "checkpoint");
+    // inspect shows a file with NaN weights (the load of any other command refuses it)
+    const io::LoadOptions shown{.allow_non_finite = true};
+    std::optional<io::VerifyReport> report;
+    io::Checkpoint ckpt =
+        vm->count("verify") ? load_verified(path, shown, report) : io::load_checkpoint(path, shown);
+    for (const auto& w : ckpt.warnings) fmt::print(stderr, "attograd inspect: warning: {}\n", w);
+    print_checkpoint(ckpt, vm->count("checksums") > 0);
+    if (!report) return 0;
+    fmt::print("{}\n", verify_summary(*report));
+    return report->failures.empty() && report->refused.empty() ? 0 : 1;
+  });
+}
+
+}  // namespace cli

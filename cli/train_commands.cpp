@@ -1,0 +1,127 @@
+// `train` and `resume`: options to a RunConfig, paths checked, then train::run_training.
+#include <fmt/format.h>
+
+#include "cli/cli.h"
+#include "cli/command_support.h"
+#include "data/utf8.h"
+#include "io/checkpoint.h"
+#include "train/train.h"
+
+namespace cli {
+
+int train_command(const Args& args) {
+  return guarded("train", [&] {
+    train::RunConfig cfg;
+    auto desc = run_options(cfg);
+    auto vm = parse_options(args, desc);
+    if (wants_help(vm, "train", desc)) return 0;
+    if (!cfg.data.empty()) require_file(cfg.data, "data file");
+    if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
+    cfg.validate();
+    require_outputs(
+        {{"--out", cfg.out}, {"--metrics", cfg.metrics}},
+        {{"--data", cfg.data}, {"--config", config_file(vm)}, {"--init-from", cfg.init_from}});
+    io::OutputLock lock = lock_output(cfg.out);
+    return train::run_training(cfg);
+  });
+}
+
+namespace {
+
+// The text a resumed run continues on: --data when given (a corpus that moved), else the
+// path its config recorded -- only when the checkpoint also records the text's identity,
+// since a file could name any path on this machine as its "data".
+std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
+                        const po::variables_map& vm) {
+  if (vm.count("data")) {
+    const std::string given = vm["data"].as<std::string>();
+    require_file(given, "data file");
+    return given;
+  }
+  if (cfg.data.empty()) return "";  // the built-in corpus
+  if (ckpt.data_identity.empty())
+    throw UsageError(fmt::format(
+        "'{}' does not record which text it trained on (no data_identity); give the corpus "
+        "with --data (its config names '{}')",
+        ckpt.source, data::printable(cfg.data)));
+  try {
+    io::regular_file_size(cfg.data, "data file");
+  } catch (const std::exception& e) {
+    throw UsageError(
+        fmt::format("the run trained on '{}', which cannot be read now ({}); if it "
+                    "moved, give its new place with --data",
+                    data::printable(cfg.data), e.what()));
+  }
+  return cfg.data;
+}
+
+// What a resume may change; everything else comes from the checkpoint's config.
+struct ResumeOptions {
+  std::string path, out, metrics;
+  int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1;
+  int threads = ag::kDefaultThreads;
+};
+
+po::options_description resume_options(ResumeOptions& o) {
+  po::options_description desc("resume options");
+  auto add = desc.add_options();
+  add("help,h", "show this help");
+  add("checkpoint", po::value(&o.path)->required(), "the checkpoint to continue");
+  add("steps", po::value(&o.steps), "total steps (default: the run's)");
+  add("out", po::value(&o.out), "checkpoint path (default: the resumed file)");
+  add("data", po::value<std::string>(),
+      "the corpus, when it moved since the run began "
+      "(checked against the text the run trained on)");
+  add("eval-interval", po::value(&o.eval_interval), "steps between validation");
+  add("checkpoint-interval", po::value(&o.checkpoint_interval), "steps between checkpoints");
+  add("metrics", po::value(&o.metrics), "append JSON lines of metrics to this file");
+  add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
+      "threads for kernels and BLAS");
+  add("stop-at", po::value<int64_t>(), "end this run after this step, checkpointed");
+  add("detect-anomaly", "check every op's output and gradients for NaN/inf");
+  add("config", po::value<std::string>(), "read options from an INI file");
+  return desc;
+}
+
+// The checkpoint's config with the options given on this command line applied.
+train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions& o,
+                                const po::variables_map& vm) {
+  train::RunConfig cfg = train::RunConfig::from_json(ckpt.config);
+  cfg.data = resume_data(ckpt, cfg, vm);
+  cfg.out = o.out;
+  cfg.threads = o.threads;
+  if (vm.count("steps")) cfg.steps = o.steps;
+  if (vm.count("eval-interval")) cfg.eval_interval = o.eval_interval;
+  if (vm.count("checkpoint-interval")) cfg.checkpoint_interval = o.checkpoint_interval;
+  if (vm.count("metrics")) cfg.metrics = o.metrics;
+  cfg.stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : 0;
+  cfg.detect_anomaly = vm.count("detect-anomaly") > 0;
+  cfg.validate();
+  if (cfg.steps < ckpt.step)
+    throw UsageError(
+        fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));
+  return cfg;
+}
+
+}  // namespace
+
+int resume_command(const Args& args) {
+  return guarded("resume", [&] {
+    ResumeOptions o;
+    auto desc = resume_options(o);
+    auto vm = parse_options(args, desc);
+    if (wants_help(vm, "resume", desc)) return 0;
+    require_file(o.path, "checkpoint");
+    if (!vm.count("out")) o.out = o.path;  // the resumed file is replaced, atomically
+    const std::string data_option = vm.count("data") ? vm["data"].as<std::string>() : "";
+    // --out may be the checkpoint it continues (the default); --metrics may not
+    require_outputs({{"--metrics", o.metrics}}, {{"--checkpoint", o.path}});
+    require_outputs({{"--out", o.out}, {"--metrics", o.metrics}},
+                    {{"--data", data_option}, {"--config", config_file(vm)}});
+    io::OutputLock lock = lock_output(o.out);
+    io::Checkpoint ckpt = io::load_checkpoint(o.path);
+    return train::run_training(resumed_config(ckpt, o, vm), &ckpt);
+  });
+}
+
+}  // namespace cli

@@ -1,0 +1,46 @@
+#include "train/model_loading.h"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "data/utf8.h"
+#include "train/config.h"
+
+namespace train {
+
+void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
+                       const std::string& mismatch) {
+  auto fail = [&](const std::string& what) {
+    throw io::CheckpointError(fmt::format("'{}' {}: {}", ckpt.source, mismatch, what));
+  };
+  std::unordered_map<std::string, const ag::Tensor*> in_file;
+  for (const auto& [name, t] : ckpt.model) in_file.emplace(name, &t);
+  for (const auto& [name, shape] : model_cfg.parameter_shapes()) {
+    const auto it = in_file.find(name);
+    if (it == in_file.end()) fail(fmt::format("'{}' is missing from the file", name));
+    if (it->second->shape() != shape)
+      fail(fmt::format("'{}' has shape {} in the file but {} in the model", name,
+                       ag::shape_str(it->second->shape()), ag::shape_str(shape)));
+    in_file.erase(it);
+  }
+  for (const auto& [name, t] : ckpt.model)
+    if (in_file.count(name))
+      fail(fmt::format("the file has '{}', which the model does not", data::printable(name)));
+}
+
+std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {
+  RunConfig cfg;
+  try {
+    cfg = RunConfig::from_json(ckpt.config);
+    cfg.model.validate();
+  } catch (const std::invalid_argument& e) {
+    throw io::CheckpointError(fmt::format("'{}': {}", ckpt.source, e.what()));
+  }
+  check_weights_fit(ckpt, cfg.model, "disagrees with its own config");
+  auto model = std::make_unique<nn::GPT>(cfg.model, cfg.seed);
+  io::load_model_weights(ckpt, *model);
+  return model;
+}
+
+}  // namespace train

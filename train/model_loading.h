@@ -1,0 +1,21 @@
+#pragma once
+// A model from a checkpoint, with every shape checked before anything is allocated.
+#include <memory>
+#include <string>
+
+#include "io/checkpoint.h"
+#include "nn/gpt.h"
+
+namespace train {
+
+// Builds a GPT from a checkpoint's config and loads its weights (float32). The config's
+// shapes are checked against the datasets before anything is allocated.
+std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt);
+
+// Throws a CheckpointError "'<file>' <mismatch>: ..." naming the first parameter of the
+// model described by model_cfg that the checkpoint lacks or holds in another shape, or the
+// first dataset the model has no place for. Costs nothing: no model is built.
+void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
+                       const std::string& mismatch = "does not fit the model");
+
+}  // namespace train

@@ -1,0 +1,51 @@
+#include "train/reporter.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace train {
+
+std::string format_duration(double seconds) {
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60)
+                   : fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+Reporter::Reporter(const RunConfig& cfg, int64_t first_step)
+    : cfg_(cfg), tty_(isatty(STDOUT_FILENO)), first_step_(first_step) {
+  if (!cfg_.metrics.empty()) metrics_.emplace(cfg_.metrics);
+}
+
+double Reporter::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Reporter::progress(int64_t step, double loss) {
+  if (!tty_) return;
+  const int width = 24;
+  const int filled = static_cast<int>(width * step / std::max<int64_t>(cfg_.steps, 1));
+  sayf("\r[{}{}] step {}/{} loss {:.4f}\033[K", std::string(filled, '#'),
+       std::string(width - filled, '.'), step, cfg_.steps, loss);
+}
+
+void Reporter::line(const StepFigures& f) {
+  const double secs = elapsed();
+  const double done = static_cast<double>(f.step - first_step_);
+  const double tok_s = secs > 0 ? f.tokens / secs : 0;
+  const double eta = done > 0 ? secs / done * (cfg_.steps - f.step) : 0;
+  std::string val = std::isnan(f.val_loss) ? "" : fmt::format(" | val {:.4f}", f.val_loss);
+  sayf("{}step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}\n",
+       tty_ ? "\r\033[K" : "", f.step, cfg_.steps, f.loss, val, f.lr, f.grad_norm, tok_s,
+       format_duration(eta));
+  if (!metrics_) return;
+  nlohmann::json j = {
+      {"step", f.step},        {"loss", f.loss},    {"lr", f.lr},  {"grad_norm", f.grad_norm},
+      {"tokens_per_s", tok_s}, {"elapsed_s", secs}, {"eta_s", eta}};
+  if (!std::isnan(f.val_loss)) j["val_loss"] = f.val_loss;
+  metrics_->append(j.dump());
+}
+
+}  // namespace train

@@ -1,0 +1,25 @@
+#pragma once
+// Training, the map of train/: a RunConfig in, a trained model and its checkpoint out.
+//
+//   train::RunConfig cfg;                      // config.h: the spec's defaults
+//   cfg.steps = 200;
+//   int rc = train::run_training(cfg);         // training_run.h
+//
+//   config.h         RunConfig: model, data and optimiser settings, JSON both ways
+//   run_data.h       the text read, tokenized and split (train / val)
+//   training_run.h   TrainingRun: set-up, one step, what follows a step, the finish
+//   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
+//   model_loading.h  a model from a checkpoint, shapes checked first
+//   memory_plan.h    what a run will need in memory, checked before it starts
+//   reporter.h       progress bar, report lines, --metrics JSON lines
+//   console.h        stdout/stderr that survive a closed terminal or a broken pipe
+//   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved
+#include "train/config.h"
+#include "train/console.h"
+#include "train/evaluate.h"
+#include "train/memory_plan.h"
+#include "train/model_loading.h"
+#include "train/reporter.h"
+#include "train/run_data.h"
+#include "train/stop_signals.h"
+#include "train/training_run.h"

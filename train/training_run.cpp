@@ -1,0 +1,341 @@
+#include "train/training_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
+#include "autograd/threading.h"
+#include "io/files.h"
+#include "io/tokenizer_section.h"
+#include "train/console.h"
+#include "train/evaluate.h"
+#include "train/memory_plan.h"
+#include "train/model_loading.h"
+#include "train/stop_signals.h"
+
+namespace train {
+
+namespace {
+
+ag::Generator::State find_rng(const io::Checkpoint& c, const std::string& name) {
+  for (const auto& [n, s] : c.rng)
+    if (n == name) return s;
+  throw std::runtime_error(
+      fmt::format("{}: no /rng/{} state, so the run cannot resume exactly", c.source, name));
+}
+
+void refuse_weights_only(const io::Checkpoint* resumed) {
+  if (resumed && (!resumed->optimizer || resumed->rng.empty()))
+    throw std::runtime_error(
+        fmt::format("{} holds weights only (no optimizer or RNG state): resume needs a training "
+                    "checkpoint; start a new run from its weights with 'train --init-from {}'",
+                    resumed->source, resumed->source));
+}
+
+// Refuses, before the text is read, data that alone would not fit in memory.
+void check_data_fits(const RunConfig& cfg) {
+  const int64_t needed = data_bytes_for_text(text_bytes_of(cfg));
+  const int64_t available = available_memory();
+  if (available > 0 && needed > available)
+    throw std::runtime_error(fmt::format(
+        "reading '{}' needs about {} (the text and its token ids) but only {} of memory is "
+        "available",
+        cfg.data, format_bytes(needed), format_bytes(available)));
+}
+
+// A resumed run must continue on the text it trained on, wherever that text is now.
+void check_same_data(const io::Checkpoint& resumed, const std::string& identity,
+                     const RunConfig& cfg) {
+  if (resumed.data_identity.empty() || resumed.data_identity == identity) return;
+  throw std::runtime_error(fmt::format(
+      "{} is not the text this run trained on ({} has data_identity {}, the text has {}); resume "
+      "needs the same data (to train on new text, start from these weights with 'train "
+      "--init-from {}')",
+      cfg.data.empty() ? "the built-in corpus" : "'" + cfg.data + "'", resumed.source,
+      data::printable(resumed.data_identity), identity, resumed.source));
+}
+
+// --inject-nan PHASE:MODULE[@STEP], a fault-injection aid for testing anomaly detection:
+// the module must exist; it arms at STEP (default 1). Returns {spec without step, step}.
+std::pair<std::string, int64_t> parse_nan_injection(const std::string& option,
+                                                    const nn::GPT& model) {
+  if (option.empty()) return {"", -1};
+  std::string spec = option;
+  int64_t at = 1;
+  if (const auto pos = spec.find('@'); pos != std::string::npos) {
+    try {
+      at = std::stoll(spec.substr(pos + 1));
+    } catch (const std::exception&) {
+      throw std::invalid_argument(fmt::format(
+          "--inject-nan '{}': the step after '@' is not a number", data::printable(option)));
+    }
+    spec.resize(pos);
+  }
+  ag::set_nan_injection(spec);  // validates the phase
+  ag::set_nan_injection("");
+  const std::string module = spec.substr(spec.find(':') + 1);
+  const auto paths = model.module_paths();
+  if (std::find(paths.begin(), paths.end(), module) == paths.end())
+    throw std::invalid_argument(
+        fmt::format("--inject-nan: this model has no module '{}' (modules are named like {}, {})",
+                    data::printable(module), "blocks.0.attn.qkv", "blocks.0.mlp.fc2"));
+  return {spec, at};
+}
+
+const char* sign_name(double value) {
+  return std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf";
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ set-up
+TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
+    : cfg_(std::move(cfg)), resumed_(resumed), data_gen_(cfg_.seed + ag::kDataStream) {
+  ag::set_num_threads(cfg_.threads);
+  refuse_weights_only(resumed_);
+  if (!cfg_.init_from.empty()) init_ = io::load_checkpoint(cfg_.init_from);
+  load_data();
+  // before anything large is allocated: the weights must fit, and so must the run
+  if (init_) check_weights_fit(*init_, cfg_.model);
+  if (resumed_) check_weights_fit(*resumed_, cfg_.model);
+  check_plan();
+  model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed);
+  if (init_) io::load_model_weights(*init_, *model_);
+  if (resumed_) io::load_model_weights(*resumed_, *model_);
+  model_->train();
+  opt_ = std::make_unique<optim::AdamW>(
+      optim::decay_groups(model_->named_parameters(), cfg_.weight_decay), cfg_.lr, cfg_.beta1,
+      cfg_.beta2, cfg_.eps);
+  schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
+                                                      cfg_.warmup_steps, cfg_.steps);
+  if (resumed_) restore(*resumed_);
+  if (data_.ideal_loss >= 0)
+    sayf("baselines on val: unigram {:.4f} | bigram {:.4f} | corpus floor (ideal) {:.4f}\n",
+         data::unigram_loss(data_.val, cfg_.model.vocab_size),
+         data::bigram_loss(data_.train, data_.val, cfg_.model.vocab_size), data_.ideal_loss);
+  sampler_ = std::make_unique<data::BatchSampler>(&data_.train, cfg_.batch_size,
+                                                  cfg_.model.context_length);
+  ag::set_detect_anomaly(cfg_.detect_anomaly);
+  std::tie(inject_spec_, inject_at_) = parse_nan_injection(cfg_.inject_nan, *model_);
+  report_ = std::make_unique<Reporter>(cfg_, step_);
+  // a resume that writes back to its own file starts with that file saved
+  if (resumed_ && io::same_file(resumed_->source, cfg_.out)) last_saved_ = step_;
+}
+
+void TrainingRun::load_data() {
+  check_data_fits(cfg_);
+  const io::TokenizerSection* saved_tok = resumed_ ? &resumed_->tokenizer
+                                          : init_  ? &init_->tokenizer
+                                                   : nullptr;
+  data_ = load_run_data(cfg_, saved_tok, [&](const std::string& identity) {
+    if (resumed_) check_same_data(*resumed_, identity, cfg_);
+  });
+  const int64_t tokenizer_vocab = data_.tokenizer->vocab_size();
+  if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = tokenizer_vocab;
+  if (cfg_.model.vocab_size < tokenizer_vocab)
+    throw std::invalid_argument(fmt::format("vocab_size {} is smaller than the tokenizer's {}",
+                                            cfg_.model.vocab_size, tokenizer_vocab));
+  cfg_.validate();
+  const int64_t T = cfg_.model.context_length;
+  if (static_cast<int64_t>(data_.train.size()) < T + 1)
+    throw std::invalid_argument(
+        fmt::format("the training split has {} tokens, fewer than context_length + 1 = {}",
+                    data_.train.size(), T + 1));
+}
+
+void TrainingRun::check_plan() const {
+  const size_t ids = data_.train.size() + data_.val.size();
+  const MemoryPlan plan =
+      plan_memory(cfg_, cfg_.model.num_parameters(), static_cast<int64_t>(ids * sizeof(int64_t)));
+  sayf(
+      "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
+      "threads)\n",
+      cfg_.model.num_parameters(), data_.source, data_.train.size(), data_.val.size(),
+      cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads);
+  sayf("{}\n", plan.describe());
+  if (!plan.fits())
+    throw std::runtime_error(fmt::format(
+        "this run needs about {} but only {} of memory is available; lower --batch-size, "
+        "--context-length or the model size",
+        format_bytes(plan.total()), format_bytes(plan.available)));
+}
+
+void TrainingRun::restore(const io::Checkpoint& ckpt) {
+  opt_->load_state(*ckpt.optimizer);
+  data_gen_.set_state(find_rng(ckpt, "data"));
+  model_->dropout_generator().set_state(find_rng(ckpt, "dropout"));
+  step_ = ckpt.step;
+}
+
+// ------------------------------------------------------------------ the loop
+int TrainingRun::run() {
+  StopSignals stop_signals;  // from here on a signal ends the run after its step, saved
+  while (wants_another_step()) {
+    const StepOutcome s = train_step();
+    if (!s.updated) break;
+    after_step(s);
+    if (stop_at_reached()) break;
+  }
+  return finish();
+}
+
+bool TrainingRun::wants_another_step() const {
+  return step_ < cfg_.steps && !StopSignals::requested();
+}
+
+StepOutcome TrainingRun::train_step() {
+  StepOutcome s;
+  StepFigures& f = s.figures;
+  f.step = ++step_;
+  f.lr = schedule_->lr_at(step_);
+  opt_->set_lr(f.lr);
+  auto [x, y] = sampler_->next(data_gen_);
+  opt_->zero_grad();
+  if (inject_at_ == step_) ag::set_nan_injection(inject_spec_);
+  // A non-finite value stops the run before it touches the weights: the last checkpoint
+  // stays the last good state.
+  try {
+    auto out = model_->forward(x, y);
+    f.loss = out.loss.item();
+    if (!std::isfinite(f.loss)) {
+      stop_before_update(fmt::format("the loss is {} at step {}", sign_name(f.loss), step_));
+      return s;
+    }
+    out.loss.backward();
+    f.grad_norm =
+        optim::clip_grad_norm(model_->parameters(), cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY);
+  } catch (const ag::AnomalyError& e) {
+    stop_before_update(fmt::format("step {}: {}", step_, e.what()));
+    return s;
+  }
+  if (!std::isfinite(f.grad_norm)) {
+    stop_before_update(
+        fmt::format("the gradient norm is {} at step {}", sign_name(f.grad_norm), step_));
+    return s;
+  }
+  opt_->step();
+  tokens_ += cfg_.batch_size * cfg_.model.context_length;
+  f.tokens = tokens_;
+  s.updated = true;
+  return s;
+}
+
+void TrainingRun::stop_before_update(const std::string& why) {
+  const std::string last_good =
+      last_saved_ >= 0
+          ? fmt::format("The last good checkpoint is {} (step {}).", cfg_.out, last_saved_)
+          : std::string("No checkpoint was written in this run.");
+  fmt::print(stderr, "{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(), why,
+             last_good);
+  failed_ = true;
+}
+
+void TrainingRun::after_step(const StepOutcome& s) {
+  StepFigures f = s.figures;
+  const bool last = step_ == cfg_.steps;
+  const bool eval_now =
+      !data_.val.empty() && ((cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || last);
+  if (eval_now)
+    f.val_loss = last_val_ =
+        evaluate(*model_, data_.val, cfg_.eval_windows, StopSignals::requested).first;
+  if (step_ % cfg_.log_interval == 0 || last || eval_now || step_ == 1)
+    report_->line(f);
+  else
+    report_->progress(step_, f.loss);
+  if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && !last &&
+      !StopSignals::requested())
+    save_periodically();
+}
+
+bool TrainingRun::stop_at_reached() const {
+  if (cfg_.stop_at <= 0 || step_ < cfg_.stop_at) return false;
+  sayf("{}attograd: stopping after step {} as asked (--stop-at)\n", report_->fresh_line(), step_);
+  return true;
+}
+
+// ------------------------------------------------------------------ saving and the finish
+void TrainingRun::save(int64_t at, const std::string& path) {
+  io::Checkpoint c;
+  c.config = cfg_.to_json();
+  c.step = at;
+  c.model = model_->named_parameters();
+  c.optimizer = opt_->state();
+  c.tokenizer = io::tokenizer_section(*data_.tokenizer);
+  c.data_identity = data_.identity;
+  c.rng = {{"data", data_gen_.state()}, {"dropout", model_->dropout_generator().state()}};
+  io::save_checkpoint(path, c);
+}
+
+// A failed periodic save (full disk, folder gone) loses nothing: the run goes on with its
+// state in memory and tries again at the next interval.
+void TrainingRun::save_periodically() {
+  try {
+    save(step_, cfg_.out);
+    last_saved_ = step_;
+  } catch (const io::CheckpointError& e) {
+    warn(fmt::format("step {}: {}; training continues and tries again at step {} ({})", step_,
+                     e.what(), step_ + cfg_.checkpoint_interval,
+                     last_saved_ >= 0 ? fmt::format("last good checkpoint: step {}", last_saved_)
+                                      : std::string("no checkpoint written yet")));
+  }
+}
+
+int TrainingRun::finish() {
+  if (StopSignals::requested())
+    fmt::print(stderr, "{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
+               signal_name(StopSignals::first()), step_, cfg_.out);
+  if (failed_) return 1;
+  save_final();
+  if (!std::isnan(last_val_) && data_.ideal_loss >= 0)
+    sayf("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", last_val_,
+         last_val_ - data_.ideal_loss, data_.ideal_loss);
+  if (cfg_.sample_tokens > 0 && step_ == cfg_.steps && !StopSignals::requested()) print_sample();
+  return 0;
+}
+
+void TrainingRun::save_final() {
+  if (last_saved_ == step_ && resumed_ && step_ == resumed_->step) {
+    sayf("no step was trained (the run is at step {} of {}): {} is unchanged\n", step_, cfg_.steps,
+         cfg_.out);
+    return;
+  }
+  if (last_saved_ != step_) {
+    try {
+      save(step_, cfg_.out);
+    } catch (const io::CheckpointError& e) {
+      // the run's state is still in memory: keep it somewhere before giving up
+      std::string rescue;
+      try {
+        rescue = io::make_rescue_path(cfg_.out);
+        save(step_, rescue);
+      } catch (const std::exception& e2) {
+        throw std::runtime_error(
+            fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
+      }
+      throw std::runtime_error(fmt::format("{}; the run's state (step {}) was saved to {} instead",
+                                           e.what(), step_, rescue));
+    }
+  }
+  sayf("saved checkpoint {} (step {})\n", cfg_.out, step_);
+}
+
+void TrainingRun::print_sample() {
+  ag::Generator gen(cfg_.seed);
+  std::vector<int64_t> prompt{data_.val.empty() ? data_.train.front() : data_.val.front()};
+  model_->eval();
+  ag::Tensor ids =
+      model_->generate(ag::from_vector(prompt, {1, 1}), cfg_.sample_tokens, 0.8, 0, gen);
+  std::vector<int64_t> out;
+  for (double v : ids.to_vector()) out.push_back(static_cast<int64_t>(v));
+  sayf("sample:\n{}\n", data_.tokenizer->decode(out));
+}
+
+int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
+  TrainingRun run(std::move(cfg), resumed);
+  return run.run();
+}
+
+}  // namespace train

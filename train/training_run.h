@@ -1,0 +1,86 @@
+#pragma once
+// A training run as a story of short steps, each callable alone (tests drive them):
+//
+//   TrainingRun run(cfg, resumed);    // set-up: data, memory plan, model, optimiser, RNG
+//   while (run.wants_another_step()) {
+//     StepOutcome s = run.train_step();   // one optimiser step, or a stop before the update
+//     if (!s.updated) break;
+//     run.after_step(s);                   // evaluation, report line, periodic checkpoint
+//   }
+//   return run.finish();                   // final save (or rescue copy), sample
+//
+// run() is that loop with the stop signals installed; run_training(cfg) is run() on a new
+// TrainingRun.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/data.h"
+#include "io/checkpoint.h"
+#include "nn/gpt.h"
+#include "optim/optim.h"
+#include "train/config.h"
+#include "train/reporter.h"
+#include "train/run_data.h"
+
+namespace train {
+
+struct StepOutcome {
+  StepFigures figures;   // the step's loss, learning rate and gradient norm
+  bool updated = false;  // false: a NaN/inf or an anomaly stopped it before the update
+};
+
+class TrainingRun {
+ public:
+  // Trains from scratch (resumed null) or continues a loaded checkpoint. Checks the data,
+  // the weights and the memory plan before anything large is allocated; prints the header.
+  explicit TrainingRun(RunConfig cfg, const io::Checkpoint* resumed = nullptr);
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  int run();  // the whole loop; returns the exit code
+  bool wants_another_step() const;
+  StepOutcome train_step();
+  void after_step(const StepOutcome& s);
+  bool stop_at_reached() const;  // --stop-at: says so
+  int finish();                  // returns the exit code
+
+  int64_t step() const { return step_; }
+  int64_t last_saved() const { return last_saved_; }
+  double last_val_loss() const { return last_val_; }
+  nn::GPT& model() { return *model_; }
+  const RunConfig& config() const { return cfg_; }
+  const RunData& data() const { return data_; }
+
+ private:
+  void load_data();
+  void check_plan() const;
+  void restore(const io::Checkpoint& ckpt);
+  void save(int64_t at, const std::string& path);
+  void save_periodically();
+  void save_final();
+  void print_sample();
+  void stop_before_update(const std::string& why);
+
+  RunConfig cfg_;
+  const io::Checkpoint* resumed_;
+  std::optional<io::Checkpoint> init_;  // --init-from
+  RunData data_;
+  std::unique_ptr<nn::GPT> model_;
+  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<optim::WarmupCosineLR> schedule_;
+  std::unique_ptr<data::BatchSampler> sampler_;
+  ag::Generator data_gen_;
+  std::unique_ptr<Reporter> report_;
+  std::string inject_spec_;
+  int64_t inject_at_ = -1;
+  int64_t step_ = 0, last_saved_ = -1, tokens_ = 0;
+  double last_val_ = NAN;
+  bool failed_ = false;
+};
+
+// Trains from scratch (resumed null) or continues a loaded checkpoint. Returns the exit
+// code. SIGINT, SIGTERM, SIGHUP and SIGPIPE end the run after its step, saved.
+int run_training(RunConfig cfg, const io::Checkpoint* resumed = nullptr);
+
+}  // namespace train
