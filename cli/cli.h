@@ -9,6 +9,7 @@
 //   run_options.cpp      the options of `train`, each bound to a RunConfig field
 //   command_support.h    what every command shares: error-to-exit-code, path checks
 //   train_commands.cpp   train, resume
+//   prepare_command.cpp  prepare: text files to a tokenized folder (data/prepared.h)
 //   sample_command.cpp   sample
 //   eval_command.cpp     eval
 //   inspect_command.cpp  inspect
@@ -32,6 +33,7 @@ boost::program_options::options_description run_options(train::RunConfig& cfg);
 
 int train_command(const Args& args);
 int resume_command(const Args& args);
+int prepare_command(const Args& args);
 int sample_command(const Args& args);
 int eval_command(const Args& args);
 int inspect_command(const Args& args);

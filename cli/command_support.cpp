@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "data/prepared.h"
+
 namespace cli {
 
 int usage_error(const std::string& command, const std::string& what) {
@@ -26,6 +28,20 @@ void require_file(const std::string& path, const char* what) {
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
+}
+
+void require_data(const std::string& path) {
+  if (!data::is_prepared_folder(path)) require_file(path, "data file");
+}
+
+io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_path) {
+  if (data_path.empty() || !data::is_prepared_folder(data_path)) {
+    inputs.emplace_back("--data", data_path);
+    return inputs;
+  }
+  for (const char* file : {data::kMetaFile, data::kTokenizerFile, data::kTrainFile, data::kValFile})
+    inputs.emplace_back(fmt::format("--data's {}", file), data_path + "/" + file);
+  return inputs;
 }
 
 void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs) {

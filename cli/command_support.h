@@ -25,6 +25,13 @@ std::string config_file(const po::variables_map& vm);
 // or a device such as /dev/zero is refused by name before any work.
 void require_file(const std::string& path, const char* what);
 
+// --data: a prepared folder (data/prepared.h), or a text file as require_file checks it.
+void require_data(const std::string& path);
+
+// inputs with --data's files added: the folder's files when it is a prepared folder, so no
+// output can replace one of them.
+io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_path);
+
 // Before any work: every output can be written (its folder exists and takes a new file;
 // what is there now, if anything, is a regular file), no two outputs are one file and
 // none of them is one of the inputs, by name, hard link or symbolic link.

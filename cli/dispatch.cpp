@@ -14,8 +14,9 @@ constexpr const char* kUsage = R"(usage: attograd <command> [options]
 commands:
   train      train a GPT (default: the spec's model on the built-in corpus)
   resume     continue a run from its checkpoint, exactly
+  prepare    tokenize text files once into a folder that train and eval map (any size)
   sample     generate text from a checkpoint
-  eval       the evaluation loss of a checkpoint on a text file
+  eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte)
   inspect    show what a checkpoint holds (--verify checks every dataset)
   gradcheck  run the finite-difference gradient checks of every op
   bench      time training steps (tiny, small, base) or the hot kernels (--micro)
@@ -28,10 +29,11 @@ using Command = int (*)(const Args&);
 
 Command find_command(const std::string& name) {
   static const std::pair<const char*, Command> kCommands[] = {
-      {"train", train_command},        {"resume", resume_command},
-      {"sample", sample_command},      {"eval", eval_command},
-      {"inspect", inspect_command},    {"gradcheck", gradcheck_command},
-      {"bench", bench::bench_command}, {"demo", demo_command},
+      {"train", train_command},         {"resume", resume_command},
+      {"prepare", prepare_command},     {"sample", sample_command},
+      {"eval", eval_command},           {"inspect", inspect_command},
+      {"gradcheck", gradcheck_command}, {"bench", bench::bench_command},
+      {"demo", demo_command},
   };
   for (const auto& [n, command] : kCommands)
     if (name == n) return command;

@@ -1,13 +1,14 @@
-// `eval`: the spec's evaluation loss of a checkpoint on a text file.
+// `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
+// prepared folder's validation part (or training part), in nats per token and in bits per
+// byte of text.
 #include <fmt/format.h>
 
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/utf8.h"
 #include "io/checkpoint.h"
-#include "io/tokenizer_section.h"
 #include "train/train.h"
 
 namespace cli {
@@ -15,7 +16,7 @@ namespace cli {
 namespace {
 
 struct EvalOptions {
-  std::string path, data_path, dump;
+  std::string path, data_path, dump, split = "val";
   int64_t context = 0;
   int threads = ag::kDefaultThreads;
 };
@@ -25,7 +26,9 @@ po::options_description eval_options(EvalOptions& o) {
   auto add = desc.add_options();
   add("help,h", "show this help");
   add("checkpoint", po::value(&o.path)->required(), "checkpoint to evaluate");
-  add("data", po::value(&o.data_path)->required(), "UTF-8 text file");
+  add("data", po::value(&o.data_path)->required(),
+      "UTF-8 text file, or a folder made by 'attograd prepare'");
+  add("split", po::value(&o.split)->default_value("val"), "of a prepared folder: val or train");
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
   add("json", "print one JSON object as the last line");
@@ -35,25 +38,30 @@ po::options_description eval_options(EvalOptions& o) {
   return desc;
 }
 
-// The text's token ids under the checkpoint's tokenizer; text problems name the file.
-std::vector<int64_t> read_ids(const data::Tokenizer& tok, const std::string& data_path) {
-  try {
-    return tok.encode(
-        io::read_input_file(data_path, "data file", std::numeric_limits<int64_t>::max()));
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format("{}: {}", data_path, e.what()));
-  }
+// The ids to evaluate, under the checkpoint's tokenizer: a whole text, or one part of a
+// folder prepared with that same tokenizer.
+train::RunData eval_data(const io::Checkpoint& ckpt, const EvalOptions& o) {
+  train::RunConfig cfg;
+  cfg.data = o.data_path;
+  cfg.val_fraction = 0;  // a text is evaluated whole
+  train::RunData d = train::load_run_data(cfg, &ckpt.tokenizer);
+  if (d.prepared && o.split == "val") std::swap(d.train, d.val);
+  return d;
 }
 
 void print_result(const train::EvalResult& r, const EvalOptions& o, bool json) {
-  fmt::print("loss {:.4f}\n", r.loss);
+  fmt::print("loss {:.4f} | {:.4f} bits per byte | {} tokens\n", r.loss, r.bits_per_byte(),
+             r.tokens);
   if (!o.dump.empty()) fmt::print("gradients written to {}\n", o.dump);
   if (json)
     fmt::print("{}\n", nlohmann::json{{"loss", r.loss},
                                       {"tokens", r.tokens},
                                       {"windows", r.windows},
+                                      {"bytes", r.bytes},
+                                      {"bits_per_byte", r.bits_per_byte()},
+                                      {"split", o.split},
                                       {"checkpoint", o.path},
-                                      {"data", o.data_path}}
+                                      {"data", data::printable(o.data_path)}}
                            .dump());
 }
 
@@ -68,10 +76,15 @@ int eval_command(const Args& args) {
     if (!vm.count("dump-grads")) o.dump.clear();
     if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
     require_file(o.path, "checkpoint");
-    require_file(o.data_path, "data file");
+    require_data(o.data_path);
+    if (o.split != "val" && o.split != "train")
+      throw UsageError(
+          fmt::format("--split must be val or train, got '{}'", data::printable(o.split)));
+    if (vm.count("split") && !vm["split"].defaulted() && !data::is_prepared_folder(o.data_path))
+      throw UsageError("--split is for a prepared folder; a text file is evaluated whole");
     require_outputs(
         {{"--dump-grads", o.dump}},
-        {{"--checkpoint", o.path}, {"--data", o.data_path}, {"--config", config_file(vm)}});
+        with_data_files({{"--checkpoint", o.path}, {"--config", config_file(vm)}}, o.data_path));
     ag::set_num_threads(o.threads);
     io::Checkpoint ckpt = io::load_checkpoint(o.path);
     auto model = train::model_from_checkpoint(ckpt);
@@ -79,13 +92,14 @@ int eval_command(const Args& args) {
     if (o.context < 0 || o.context > model_T)
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
                                    o.context, model_T));
-    const std::vector<int64_t> ids = read_ids(*io::make_tokenizer(ckpt.tokenizer), o.data_path);
-    auto result = train::evaluate_with_grads(*model, ids, o.context,
+    const train::RunData d = eval_data(ckpt, o);
+    auto result = train::evaluate_with_grads(*model, d.train, d.token_bytes, o.context,
                                              vm.count("dump-grads") ? &o.dump : nullptr);
     if (result.tokens == 0)
-      throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",
-                                           o.data_path, ids.size(),
-                                           o.context ? o.context : model_T));
+      throw std::runtime_error(
+          fmt::format("{} has {} tokens, fewer than one window of {} + 1",
+                      d.prepared ? d.train.name() : "'" + data::printable(o.data_path) + "'",
+                      d.train.size(), o.context ? o.context : model_T));
     print_result(result, o, vm.count("json") > 0);
     return 0;
   });

@@ -34,9 +34,11 @@ po::options_description model_options(nn::GPTConfig& m) {
 po::options_description data_options(train::RunConfig& c) {
   po::options_description data("data");
   auto add = data.add_options();
-  add("data", field(c.data), "UTF-8 text file (default: the built-in corpus)");
-  add("val-fraction", field(c.val_fraction), "last fraction of the tokens held out");
-  add("tokenizer", field(c.tokenizer), "char or byte");
+  add("data", field(c.data),
+      "UTF-8 text file, or a folder made by 'attograd prepare' (default: the built-in corpus)");
+  add("val-fraction", field(c.val_fraction), "last fraction of a text held out");
+  add("tokenizer", field(c.tokenizer),
+      "for a text: char, byte or bpe (bpe learns --vocab-size tokens from the training part)");
   add("corpus-seed", field(c.corpus_seed), "seed of the built-in corpus");
   return data;
 }

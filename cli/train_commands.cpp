@@ -3,11 +3,28 @@
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/prepared.h"
 #include "data/utf8.h"
 #include "io/checkpoint.h"
 #include "train/train.h"
 
 namespace cli {
+
+namespace {
+
+// A prepared folder brings its tokenizer and split: options that would choose them for a
+// text are refused rather than silently ignored.
+void refuse_text_options_for_folder(const train::RunConfig& cfg, const po::variables_map& vm) {
+  if (cfg.data.empty() || !data::is_prepared_folder(cfg.data)) return;
+  for (const char* option : {"tokenizer", "val-fraction"})
+    if (vm.count(option) && !vm[option].defaulted())
+      throw UsageError(fmt::format(
+          "--{} chooses how a text is tokenized and split, but '{}' is a prepared folder, "
+          "which has its own (set them with 'attograd prepare')",
+          option, data::printable(cfg.data)));
+}
+
+}  // namespace
 
 int train_command(const Args& args) {
   return guarded("train", [&] {
@@ -15,12 +32,13 @@ int train_command(const Args& args) {
     auto desc = run_options(cfg);
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "train", desc)) return 0;
-    if (!cfg.data.empty()) require_file(cfg.data, "data file");
+    if (!cfg.data.empty()) require_data(cfg.data);
+    refuse_text_options_for_folder(cfg, vm);
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     cfg.validate();
     require_outputs(
         {{"--out", cfg.out}, {"--metrics", cfg.metrics}},
-        {{"--data", cfg.data}, {"--config", config_file(vm)}, {"--init-from", cfg.init_from}});
+        with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data));
     io::OutputLock lock = lock_output(cfg.out);
     return train::run_training(cfg);
   });
@@ -35,7 +53,7 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
                         const po::variables_map& vm) {
   if (vm.count("data")) {
     const std::string given = vm["data"].as<std::string>();
-    require_file(given, "data file");
+    require_data(given);
     return given;
   }
   if (cfg.data.empty()) return "";  // the built-in corpus
@@ -45,7 +63,7 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
         "with --data (its config names '{}')",
         ckpt.source, data::printable(cfg.data)));
   try {
-    io::regular_file_size(cfg.data, "data file");
+    if (!data::is_prepared_folder(cfg.data)) io::regular_file_size(cfg.data, "data file");
   } catch (const std::exception& e) {
     throw UsageError(
         fmt::format("the run trained on '{}', which cannot be read now ({}); if it "
@@ -117,7 +135,7 @@ int resume_command(const Args& args) {
     // --out may be the checkpoint it continues (the default); --metrics may not
     require_outputs({{"--metrics", o.metrics}}, {{"--checkpoint", o.path}});
     require_outputs({{"--out", o.out}, {"--metrics", o.metrics}},
-                    {{"--data", data_option}, {"--config", config_file(vm)}});
+                    with_data_files({{"--config", config_file(vm)}}, data_option));
     io::OutputLock lock = lock_output(o.out);
     io::Checkpoint ckpt = io::load_checkpoint(o.path);
     return train::run_training(resumed_config(ckpt, o, vm), &ckpt);

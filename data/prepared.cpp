@@ -94,8 +94,17 @@ void encode_bpe(std::string_view text, const BpeTokenizer& tok, double val_fract
   split_into(std::move(ids), n_train, tok.vocab_size(), name, d);
 }
 
-// Any other tokenizer (a checkpoint's char tokenizer, which may replace unknown
-// characters): its own encode, split as split_tokens splits.
+// Whether encode_units gives tok's ids in this dtype: bytes, or characters that are never
+// replaced (2 or 4 bytes an id instead of encode()'s 8).
+bool fits_units(const Tokenizer& tok, TokenDtype dtype) {
+  if (dtype_for_vocab(tok.vocab_size()) != dtype) return false;
+  if (tok.type() == "byte") return true;
+  const auto* chars = dynamic_cast<const CharTokenizer*>(&tok);
+  return chars && !chars->has_replacement();
+}
+
+// Any other tokenizer (a char tokenizer that replaces unknown characters): its own
+// encode, split as split_tokens splits.
 void encode_any(std::string_view text, const Tokenizer& tok, double val_fraction,
                 const std::string& name, PreparedData& d) {
   Split split = split_tokens(tok.encode(std::string(text)), val_fraction);
@@ -165,8 +174,10 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
     const Tokenizer& tok = *tokenizer;
     if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok))
       encode_bpe(text, *bpe, val_fraction, name, d);
-    else if (tok.type() == "byte" && dtype_for_vocab(tok.vocab_size()) == TokenDtype::kUint16)
+    else if (fits_units(tok, TokenDtype::kUint16))
       encode_units<uint16_t>(text, tok, val_fraction, name, d);
+    else if (fits_units(tok, TokenDtype::kUint32))
+      encode_units<uint32_t>(text, tok, val_fraction, name, d);
     else
       encode_any(text, tok, val_fraction, name, d);
   } catch (const std::invalid_argument& e) {  // bad UTF-8, a character the vocabulary lacks

@@ -27,6 +27,7 @@ class CharTokenizer : public Tokenizer {
   // An unknown character is an error naming it and its position, unless a replacement
   // (a code point of the vocabulary) is set.
   void set_replacement(std::optional<uint32_t> code_point);
+  bool has_replacement() const { return replacement_.has_value(); }
   std::vector<int64_t> encode(const std::string& utf8) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }

@@ -201,7 +201,7 @@ TEST_CASE("config and data that are not regular files are refused by name") {
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // opening it to read would block forever
   REQUIRE_THROWS_WITH(cli::parse_options({"--config", fifo}, desc), Contains("fifo"));
   cfg.data = fifo;
-  REQUIRE_THROWS_WITH(train::text_bytes_of(cfg), Contains("fifo"));
+  REQUIRE_THROWS_WITH(train::data_bytes_of(cfg), Contains("fifo"));
 }
 
 TEST_CASE("stop signals are counted instead of ending the process") {

@@ -12,17 +12,11 @@ namespace {
 
 constexpr int64_t kEvalBatch = 16;  // windows per forward pass
 
-// Windows [first, first + n) as inputs and targets, [n, T] each.
-std::pair<ag::Tensor, ag::Tensor> window_batch(std::span<const int64_t> ids,
-                                               const std::vector<std::pair<int64_t, int64_t>>& w,
-                                               size_t first, int64_t n, int64_t T) {
-  std::vector<int64_t> x, y;
-  for (int64_t b = 0; b < n; ++b) {
-    const int64_t s = w[first + b].first;
-    x.insert(x.end(), ids.begin() + s, ids.begin() + s + T);
-    y.insert(y.end(), ids.begin() + s + 1, ids.begin() + s + T + 1);
-  }
-  return {ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T})};
+// The bytes of text the targets stand for.
+int64_t target_bytes(const std::vector<int64_t>& y, std::span<const uint32_t> token_bytes) {
+  int64_t bytes = 0;
+  for (int64_t id : y) bytes += token_bytes[static_cast<size_t>(id)];
+  return bytes;
 }
 
 // The gradients the evaluation accumulated, as a checkpoint-shaped HDF5 file.
@@ -42,13 +36,14 @@ void write_gradients(nn::GPT& model, const EvalResult& r, const std::string& pat
 
 }  // namespace
 
-EvalResult evaluate_with_grads(nn::GPT& model, std::span<const int64_t> ids, int64_t T,
+EvalResult evaluate_with_grads(nn::GPT& model, const data::TokenStore& ids,
+                               std::span<const uint32_t> token_bytes, int64_t T,
                                const std::string* grads_path,
-                               const std::function<bool()>& cancelled) {
+                               const std::function<bool()>& cancelled, int64_t max_windows) {
   if (T == 0) T = model.config().context_length;
-  const auto windows = data::eval_windows(ids.size(), T);
+  const data::EvalWindows windows(ids.size(), T);
   EvalResult r;
-  r.windows = static_cast<int64_t>(windows.size());
+  r.windows = max_windows > 0 ? std::min(max_windows, windows.count()) : windows.count();
   r.tokens = r.windows * T;
   if (r.tokens == 0) return r;
   const bool was_training = model.is_training();
@@ -57,15 +52,18 @@ EvalResult evaluate_with_grads(nn::GPT& model, std::span<const int64_t> ids, int
   std::optional<ag::NoGradGuard> no_grad;
   if (!grads_path) no_grad.emplace();
   double total = 0;
-  for (size_t w = 0; w < windows.size(); w += kEvalBatch) {
+  std::vector<int64_t> x(kEvalBatch * T), y(kEvalBatch * T);
+  for (int64_t w = 0; w < r.windows; w += kEvalBatch) {
     if (cancelled && cancelled()) {
       model.zero_grad();
       model.train(was_training);
       return EvalResult{};
     }
-    const int64_t n = std::min<int64_t>(kEvalBatch, windows.size() - w);
-    auto [x, y] = window_batch(ids, windows, w, n, T);
-    auto out = model.forward(x, y);
+    const int64_t n = std::min<int64_t>(kEvalBatch, r.windows - w);
+    x.resize(n * T), y.resize(n * T);
+    windows.copy(ids, w, n, x.data(), y.data());
+    if (!token_bytes.empty()) r.bytes += target_bytes(y, token_bytes);
+    auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
     total += out.loss.item() * n * T;
     // the batch's share of the mean over every target, so the gradients add up to it
     if (grads_path) (out.loss * (static_cast<double>(n * T) / r.tokens)).backward();
@@ -79,13 +77,11 @@ EvalResult evaluate_with_grads(nn::GPT& model, std::span<const int64_t> ids, int
   return r;
 }
 
-std::pair<double, int64_t> evaluate(nn::GPT& model, std::span<const int64_t> ids,
-                                    int64_t max_windows, const std::function<bool()>& cancelled) {
-  const int64_t T = model.config().context_length;
-  if (max_windows > 0 && static_cast<int64_t>(ids.size()) > max_windows * T + 1)
-    ids = ids.first(max_windows * T + 1);  // the first max_windows windows
-  EvalResult r = evaluate_with_grads(model, ids, T, nullptr, cancelled);
-  return {r.tokens ? r.loss : NAN, r.tokens};
+EvalResult evaluate(nn::GPT& model, const data::TokenStore& ids,
+                    std::span<const uint32_t> token_bytes, int64_t max_windows,
+                    const std::function<bool()>& cancelled) {
+  return evaluate_with_grads(model, ids, token_bytes, model.config().context_length, nullptr,
+                             cancelled, max_windows);
 }
 
 }  // namespace train

@@ -1,30 +1,44 @@
 #pragma once
 // The spec's evaluation loss: windows at 0, T, 2T, ... with T+1 ids, mean cross-entropy
-// over every target, dropout off.
+// over every target, dropout off, no graph recorded; and the same loss in bits per byte
+// of the text the targets stand for, which compares across tokenizers. The ids are read
+// from their store a batch of windows at a time, so any length evaluates in bounded
+// memory.
+#include <cmath>
 #include <functional>
 #include <span>
 #include <string>
-#include <utility>
 
+#include "data/token_store.h"
 #include "nn/gpt.h"
 
 namespace train {
 
-// max_windows 0 means all. Returns {loss, tokens}. cancelled, asked between batches,
-// abandons the evaluation ({NaN, 0}).
-std::pair<double, int64_t> evaluate(nn::GPT& model, std::span<const int64_t> ids,
-                                    int64_t max_windows = 0,
-                                    const std::function<bool()>& cancelled = {});
-
 struct EvalResult {
-  double loss = 0;
+  double loss = 0;  // nats per target token (mean)
   int64_t tokens = 0, windows = 0;
+  int64_t bytes = 0;  // bytes of text the targets encode (0 when not counted)
+  // total nats / bytes / ln 2
+  double bits_per_byte() const {
+    return bytes > 0 ? loss * static_cast<double>(tokens) / static_cast<double>(bytes) / M_LN2
+                     : NAN;
+  }
 };
+
+// token_bytes[id]: the bytes of text id stands for (data::token_byte_lengths); empty: bytes
+// not counted. max_windows 0 means all. cancelled, asked between batches, abandons the
+// evaluation (an EvalResult with no tokens).
+EvalResult evaluate(nn::GPT& model, const data::TokenStore& ids,
+                    std::span<const uint32_t> token_bytes, int64_t max_windows = 0,
+                    const std::function<bool()>& cancelled = {});
+
 // The same loss with windows of T tokens (0: the model's context_length); with
 // grads_path, d loss / d parameter for every parameter is written there as an HDF5 file
 // whose /model/<name> datasets hold the gradients, named as the checkpoint's weights.
-EvalResult evaluate_with_grads(nn::GPT& model, std::span<const int64_t> ids, int64_t T,
+EvalResult evaluate_with_grads(nn::GPT& model, const data::TokenStore& ids,
+                               std::span<const uint32_t> token_bytes, int64_t T,
                                const std::string* grads_path,
-                               const std::function<bool()>& cancelled = {});
+                               const std::function<bool()>& cancelled = {},
+                               int64_t max_windows = 0);
 
 }  // namespace train

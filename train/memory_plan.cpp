@@ -1,6 +1,7 @@
 #include "train/memory_plan.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -103,6 +104,39 @@ int64_t cgroup_memory_available(const std::string& proc_self_cgroup, const std::
     if (h >= 0) best = best < 0 ? h : std::min(best, h);
   }
   return best;
+}
+
+namespace {
+
+int64_t mapped_bytes_now() {
+  std::istringstream in(system_file("/proc/self/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string key;
+    int64_t kb = 0;
+    if (ss >> key >> kb && key == "VmSize:") return kb * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void check_address_space(int64_t planned_bytes, int threads) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  const double cap = static_cast<double>(limit.rlim_cur);
+  const double mapped = static_cast<double>(mapped_bytes_now());
+  const double needed = static_cast<double>(planned_bytes) +
+                        static_cast<double>(kAddressSpacePerThread) * std::max(threads, 1);
+  if (mapped + needed <= cap) return;
+  throw std::runtime_error(fmt::format(
+      "the address-space limit (ulimit -v) of {} leaves {}, but this run needs about {} (its "
+      "memory plan plus {} per thread that OpenBLAS and the allocator map); raise the limit, "
+      "or lower --threads, --batch-size or the model size",
+      format_bytes(static_cast<int64_t>(cap)),
+      format_bytes(static_cast<int64_t>(std::max(cap - mapped, 0.0))),
+      format_bytes(static_cast<int64_t>(needed)), format_bytes(kAddressSpacePerThread)));
 }
 
 int64_t available_memory() {

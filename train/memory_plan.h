@@ -24,7 +24,8 @@ struct MemoryPlan {
 // data_bytes: what the caller holds for the data (see data_bytes_for_text).
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes = 0);
 
-// Reading a text of `text_bytes`: the text itself plus at most one int64 id per byte.
+// Tokenizing a text of `text_bytes` in memory, at its peak: the text, its ids (up to 4
+// bytes per byte) and the copy made when they are split.
 int64_t data_bytes_for_text(int64_t text_bytes);
 
 // MemAvailable from /proc/meminfo, lowered to what the process's memory cgroup (v2's
@@ -36,6 +37,15 @@ int64_t available_memory();
 // root (normally /sys/fs/cgroup): the smallest limit minus what is in use (page cache
 // that can be dropped not counted), or -1 when no limit is set. Apart for testing.
 int64_t cgroup_memory_available(const std::string& proc_self_cgroup, const std::string& root);
+
+// Address space (ulimit -v, RLIMIT_AS) is not memory, but OpenBLAS retries forever when
+// its buffers cannot be mapped: a run must be refused before that. Measured here, a
+// training process maps about this much per thread beyond its plan (OpenBLAS buffers,
+// allocator arenas, stacks).
+inline constexpr int64_t kAddressSpacePerThread = int64_t{320} << 20;
+// Throws std::runtime_error when RLIMIT_AS is set and leaves less than planned_bytes plus
+// kAddressSpacePerThread per thread beyond what the process maps now.
+void check_address_space(int64_t planned_bytes, int threads);
 
 std::string format_bytes(int64_t bytes);
 

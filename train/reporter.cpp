@@ -37,6 +37,8 @@ void Reporter::line(const StepFigures& f) {
   const double tok_s = secs > 0 ? f.tokens / secs : 0;
   const double eta = done > 0 ? secs / done * (cfg_.steps - f.step) : 0;
   std::string val = std::isnan(f.val_loss) ? "" : fmt::format(" | val {:.4f}", f.val_loss);
+  if (!std::isnan(f.val_bits_per_byte))
+    val += fmt::format(" ({:.3f} bits/byte)", f.val_bits_per_byte);
   sayf("{}step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}\n",
        tty_ ? "\r\033[K" : "", f.step, cfg_.steps, f.loss, val, f.lr, f.grad_norm, tok_s,
        format_duration(eta));
@@ -45,6 +47,7 @@ void Reporter::line(const StepFigures& f) {
       {"step", f.step},        {"loss", f.loss},    {"lr", f.lr},  {"grad_norm", f.grad_norm},
       {"tokens_per_s", tok_s}, {"elapsed_s", secs}, {"eta_s", eta}};
   if (!std::isnan(f.val_loss)) j["val_loss"] = f.val_loss;
+  if (!std::isnan(f.val_bits_per_byte)) j["val_bits_per_byte"] = f.val_bits_per_byte;
   metrics_->append(j.dump());
 }
 

@@ -13,7 +13,8 @@ namespace train {
 struct StepFigures {
   int64_t step = 0;
   double loss = 0, val_loss = NAN, lr = 0, grad_norm = 0;
-  int64_t tokens = 0;  // trained on in this process so far
+  double val_bits_per_byte = NAN;  // the validation loss per byte of text
+  int64_t tokens = 0;              // trained on in this process so far
 };
 
 class Reporter {

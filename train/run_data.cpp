@@ -2,26 +2,62 @@
 
 #include <fmt/format.h>
 
-#include <limits>
-
+#include "data/utf8.h"
 #include "io/files.h"
 #include "io/tokenizer_section.h"
+#include "train/memory_plan.h"
 
 namespace train {
 
-int64_t text_bytes_of(const RunConfig& cfg) {
+int64_t RunData::memory_bytes() const {
+  return static_cast<int64_t>(train.memory_bytes() + val.memory_bytes() +
+                              token_bytes.size() * sizeof(uint32_t));
+}
+
+int64_t data_bytes_of(const RunConfig& cfg) {
   if (cfg.data.empty())
-    return static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size());
-  return io::regular_file_size(cfg.data, "data file");
+    return data_bytes_for_text(
+        static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size()));
+  if (data::is_prepared_folder(cfg.data)) return 0;  // counted once open: a few MB at most
+  return data_bytes_for_text(io::regular_file_size(cfg.data, "data file"));
 }
 
 namespace {
 
+// A folder is only used with the tokenizer it was prepared with: its ids mean nothing
+// under another vocabulary.
+void check_same_tokenizer(const data::Tokenizer& folder_tok, const io::TokenizerSection& saved,
+                          const std::string& dir) {
+  const auto ckpt_tok = io::make_tokenizer(saved);
+  if (data::tokenizer_file_bytes(*ckpt_tok) == data::tokenizer_file_bytes(folder_tok)) return;
+  throw std::invalid_argument(fmt::format(
+      "'{}' was prepared with a {} tokenizer of {} ids, not the checkpoint's {} tokenizer of {} "
+      "ids; prepare the text again with the checkpoint's tokenizer or train a new model",
+      data::printable(dir), folder_tok.type(), folder_tok.vocab_size(), ckpt_tok->type(),
+      ckpt_tok->vocab_size()));
+}
+
+RunData open_folder(const RunConfig& cfg, const io::TokenizerSection* saved,
+                    const std::function<void(const std::string&)>& check_identity) {
+  data::PreparedData p = data::open_prepared(cfg.data);
+  if (check_identity) check_identity(p.identity);
+  if (saved) check_same_tokenizer(*p.tokenizer, *saved, cfg.data);
+  RunData d;
+  d.prepared = true;
+  d.source =
+      fmt::format("{} (prepared, {} tokenizer, {:.1f} MB of text)", data::printable(cfg.data),
+                  p.tokenizer->type(), static_cast<double>(p.meta->total_bytes) / 1e6);
+  d.identity = std::move(p.identity);
+  d.tokenizer = std::move(p.tokenizer);
+  d.train = std::move(p.train);
+  d.val = std::move(p.val);
+  return d;
+}
+
 std::string read_text(const RunConfig& cfg, RunData& d) {
   if (!cfg.data.empty()) {
-    std::string text =
-        io::read_input_file(cfg.data, "data file", std::numeric_limits<int64_t>::max());
-    d.source = fmt::format("{} ({} bytes)", cfg.data, text.size());
+    std::string text = io::read_input_file(cfg.data, "data file");
+    d.source = fmt::format("{} ({} bytes)", data::printable(cfg.data), text.size());
     return text;
   }
   data::Corpus corpus = data::builtin_corpus(cfg.corpus_seed);
@@ -31,35 +67,36 @@ std::string read_text(const RunConfig& cfg, RunData& d) {
   return std::move(corpus.text);
 }
 
-std::unique_ptr<data::Tokenizer> choose_tokenizer(const RunConfig& cfg,
-                                                  const io::TokenizerSection* saved,
-                                                  const std::string& text) {
-  if (saved) return io::make_tokenizer(*saved);
-  if (cfg.tokenizer == "byte") return std::make_unique<data::ByteTokenizer>();
-  return std::make_unique<data::CharTokenizer>(data::CharTokenizer::from_text(text));
+RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
+                      const std::function<void(const std::string&)>& check_identity) {
+  RunData d;
+  std::string text = read_text(cfg, d);
+  const std::string identity = data::text_identity(text);
+  if (check_identity) check_identity(identity);  // before the text meets the tokenizer
+  const std::string name = cfg.data.empty() ? "corpus" : data::printable(cfg.data);
+  const int64_t bpe_vocab = cfg.tokenizer == "bpe" ? cfg.model.vocab_size : 0;
+  if (!saved && cfg.tokenizer == "bpe" && bpe_vocab == 0)
+    throw std::invalid_argument(
+        "tokenizer bpe needs vocab_size (--vocab-size): the number of tokens to learn, 256 for "
+        "the bytes and the rest merges");
+  data::PreparedData p =
+      saved ? data::prepare_text(text, io::make_tokenizer(*saved), cfg.val_fraction, name)
+            : data::prepare_text(text, cfg.tokenizer, bpe_vocab, cfg.val_fraction, name);
+  d.identity = identity;
+  d.tokenizer = std::move(p.tokenizer);
+  d.train = std::move(p.train);
+  d.val = std::move(p.val);
+  return d;
 }
 
 }  // namespace
 
 RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved,
                       const std::function<void(const std::string&)>& check_identity) {
-  RunData d;
-  std::string text = read_text(cfg, d);
-  d.identity = data::text_identity(text);
-  if (check_identity) check_identity(d.identity);  // before the text meets the tokenizer
-  d.text_bytes = static_cast<int64_t>(text.size());
-  std::vector<int64_t> ids;
-  try {  // text problems (bad UTF-8, unknown characters) name the file
-    d.tokenizer = choose_tokenizer(cfg, saved, text);
-    ids = d.tokenizer->encode(text);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(
-        fmt::format("{}: {}", cfg.data.empty() ? "corpus" : cfg.data, e.what()));
-  }
-  std::string().swap(text);  // the ids replace the text
-  data::Split split = data::split_tokens(std::move(ids), cfg.val_fraction);
-  d.train = std::move(split.train);
-  d.val = std::move(split.val);
+  RunData d = !cfg.data.empty() && data::is_prepared_folder(cfg.data)
+                  ? open_folder(cfg, saved, check_identity)
+                  : tokenize_text(cfg, saved, check_identity);
+  d.token_bytes = data::token_byte_lengths(*d.tokenizer);
   return d;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The token ids a run trains and evaluates on, split as the spec says, with the tokenizer
-// that made them.
+// that made them: a prepared folder's token files (read or mapped, any size), or a text
+// file or the built-in corpus tokenized in memory into the same structure.
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,19 +15,26 @@ namespace train {
 
 struct RunData {
   std::unique_ptr<data::Tokenizer> tokenizer;
-  std::vector<int64_t> train, val;
-  double ideal_loss = -1;  // known for the built-in corpus, else negative
-  std::string source;      // the file, or a description of the built-in corpus
-  std::string identity;    // data::text_identity of the text
-  int64_t text_bytes = 0;
+  data::TokenStore train, val;
+  double ideal_loss = -1;             // known for the built-in corpus, else negative
+  std::string source;                 // the folder or file, or a description of the built-in corpus
+  std::string identity;               // what checkpoints record as data_identity
+  std::vector<uint32_t> token_bytes;  // bytes of text per id, for bits per byte
+  bool prepared = false;              // from a prepared folder
+  // What holding the data costs: the stores' resident bytes.
+  int64_t memory_bytes() const;
 };
 
-// The size of the text a run will read, before reading it (for the memory plan).
-int64_t text_bytes_of(const RunConfig& cfg);
+// What reading cfg.data will hold at its peak, before reading it (for the memory plan): a
+// text's bytes and its ids; a prepared folder's stores, which do not grow with its size.
+int64_t data_bytes_of(const RunConfig& cfg);
 
-// Reads cfg.data (or builds the built-in corpus) and tokenizes it; with a checkpoint's
-// tokenizer section the same vocabulary is reused, otherwise it is built from the text.
-// check_identity sees the text's identity before it is tokenized (and may throw).
+// Opens cfg.data when it is a prepared folder (data/prepared.h), else reads the text file
+// (or builds the built-in corpus) and tokenizes it the way `prepare` would. With a
+// checkpoint's tokenizer section, a text is encoded with that vocabulary and a folder
+// must have been prepared with the same tokenizer; otherwise the tokenizer is cfg's.
+// check_identity sees the data's identity before any text meets the tokenizer (and may
+// throw).
 RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved = nullptr,
                       const std::function<void(const std::string&)>& check_identity = {});
 

@@ -37,13 +37,13 @@ void refuse_weights_only(const io::Checkpoint* resumed) {
 
 // Refuses, before the text is read, data that alone would not fit in memory.
 void check_data_fits(const RunConfig& cfg) {
-  const int64_t needed = data_bytes_for_text(text_bytes_of(cfg));
+  const int64_t needed = data_bytes_of(cfg);
   const int64_t available = available_memory();
   if (available > 0 && needed > available)
     throw std::runtime_error(fmt::format(
         "reading '{}' needs about {} (the text and its token ids) but only {} of memory is "
-        "available",
-        cfg.data, format_bytes(needed), format_bytes(available)));
+        "available; prepare it once with 'attograd prepare', whose folders train in a few MB",
+        data::printable(cfg.data), format_bytes(needed), format_bytes(available)));
 }
 
 // A resumed run must continue on the text it trained on, wherever that text is now.
@@ -54,8 +54,8 @@ void check_same_data(const io::Checkpoint& resumed, const std::string& identity,
       "{} is not the text this run trained on ({} has data_identity {}, the text has {}); resume "
       "needs the same data (to train on new text, start from these weights with 'train "
       "--init-from {}')",
-      cfg.data.empty() ? "the built-in corpus" : "'" + cfg.data + "'", resumed.source,
-      data::printable(resumed.data_identity), identity, resumed.source));
+      cfg.data.empty() ? "the built-in corpus" : "'" + data::printable(cfg.data) + "'",
+      resumed.source, data::printable(resumed.data_identity), identity, resumed.source));
 }
 
 // --inject-nan PHASE:MODULE[@STEP], a fault-injection aid for testing anomaly detection:
@@ -112,10 +112,7 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) restore(*resumed_);
-  if (data_.ideal_loss >= 0)
-    sayf("baselines on val: unigram {:.4f} | bigram {:.4f} | corpus floor (ideal) {:.4f}\n",
-         data::unigram_loss(data_.val, cfg_.model.vocab_size),
-         data::bigram_loss(data_.train, data_.val, cfg_.model.vocab_size), data_.ideal_loss);
+  if (data_.ideal_loss >= 0) print_baselines();
   sampler_ = std::make_unique<data::BatchSampler>(&data_.train, cfg_.batch_size,
                                                   cfg_.model.context_length);
   ag::set_detect_anomaly(cfg_.detect_anomaly);
@@ -135,6 +132,7 @@ void TrainingRun::load_data() {
   });
   const int64_t tokenizer_vocab = data_.tokenizer->vocab_size();
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = tokenizer_vocab;
+  cfg_.tokenizer = data_.tokenizer->type();  // a folder's own, recorded as it is
   if (cfg_.model.vocab_size < tokenizer_vocab)
     throw std::invalid_argument(fmt::format("vocab_size {} is smaller than the tokenizer's {}",
                                             cfg_.model.vocab_size, tokenizer_vocab));
@@ -146,10 +144,16 @@ void TrainingRun::load_data() {
                     data_.train.size(), T + 1));
 }
 
+void TrainingRun::print_baselines() const {
+  // the built-in corpus is small: its ids are copied out for the counts
+  const std::vector<int64_t> train = data_.train.to_vector(), val = data_.val.to_vector();
+  sayf("baselines on val: unigram {:.4f} | bigram {:.4f} | corpus floor (ideal) {:.4f}\n",
+       data::unigram_loss(val, cfg_.model.vocab_size),
+       data::bigram_loss(train, val, cfg_.model.vocab_size), data_.ideal_loss);
+}
+
 void TrainingRun::check_plan() const {
-  const size_t ids = data_.train.size() + data_.val.size();
-  const MemoryPlan plan =
-      plan_memory(cfg_, cfg_.model.num_parameters(), static_cast<int64_t>(ids * sizeof(int64_t)));
+  const MemoryPlan plan = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes());
   sayf(
       "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
       "threads)\n",
@@ -161,6 +165,7 @@ void TrainingRun::check_plan() const {
         "this run needs about {} but only {} of memory is available; lower --batch-size, "
         "--context-length or the model size",
         format_bytes(plan.total()), format_bytes(plan.available)));
+  check_address_space(plan.total(), cfg_.threads);
 }
 
 void TrainingRun::restore(const io::Checkpoint& ckpt) {
@@ -238,9 +243,12 @@ void TrainingRun::after_step(const StepOutcome& s) {
   const bool last = step_ == cfg_.steps;
   const bool eval_now =
       !data_.val.empty() && ((cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || last);
-  if (eval_now)
-    f.val_loss = last_val_ =
-        evaluate(*model_, data_.val, cfg_.eval_windows, StopSignals::requested).first;
+  if (eval_now) {
+    const EvalResult r =
+        evaluate(*model_, data_.val, data_.token_bytes, cfg_.eval_windows, StopSignals::requested);
+    f.val_loss = last_val_ = r.tokens ? r.loss : NAN;
+    f.val_bits_per_byte = r.tokens ? r.bits_per_byte() : NAN;
+  }
   if (step_ % cfg_.log_interval == 0 || last || eval_now || step_ == 1)
     report_->line(f);
   else
@@ -324,7 +332,7 @@ void TrainingRun::save_final() {
 
 void TrainingRun::print_sample() {
   ag::Generator gen(cfg_.seed);
-  std::vector<int64_t> prompt{data_.val.empty() ? data_.train.front() : data_.val.front()};
+  std::vector<int64_t> prompt = data_.val.empty() ? data_.train.slice(0, 1) : data_.val.slice(0, 1);
   model_->eval();
   ag::Tensor ids =
       model_->generate(ag::from_vector(prompt, {1, 1}), cfg_.sample_tokens, 0.8, 0, gen);

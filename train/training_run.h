@@ -55,6 +55,7 @@ class TrainingRun {
  private:
   void load_data();
   void check_plan() const;
+  void print_baselines() const;
   void restore(const io::Checkpoint& ckpt);
   void save(int64_t at, const std::string& path);
   void save_periodically();

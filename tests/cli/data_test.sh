@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# End-to-end tests of prepared data (issue 12): `attograd prepare`, training and eval on a
+# prepared folder, bits per byte, and memory that does not grow with the corpus.
+#   data_test.sh SCENARIO PATH/TO/attograd
+# Exit 77 (ctest: skipped) only when the machine lacks the disk space a scenario needs.
+set -euo pipefail
+scenario=$1
+bin=$(readlink -f "$2")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+
+tiny=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 --dropout 0.1
+      --eval-windows 20 --log-interval 50 --threads 2 --sample-tokens 0)
+
+hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
+
+# A text of about 60 kB with accents, combining marks, CJK and emoji.
+make_text() {
+  for i in $(seq 1 400); do
+    printf 'line %d: the naïve café serves crème brûlée — 日本語のテキスト 😀 e\xcc\x81 %d\n' "$i" $((i * 7 % 13))
+    printf 'we train a small model on text number %d, and it learns which letter follows.\n' "$i"
+  done
+}
+
+# peak_rss_kb CMD...: runs CMD, prints its peak resident set (VmHWM, sampled every 50 ms).
+peak_rss_kb() {
+  "$@" > run.out 2> run.err &
+  local pid=$! peak=0 v
+  while kill -0 "$pid" 2>/dev/null; do
+    v=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    if [ -n "$v" ] && [ "$v" -gt "$peak" ]; then peak=$v; fi
+    sleep 0.05
+  done
+  wait "$pid" || fail "'$*' failed: $(tail -3 run.err)"
+  echo "$peak"
+}
+
+json_field() { tail -1 "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
+
+case "$scenario" in
+prepared_equals_text)
+  # The same text trains the same weights from a prepared folder as from the file itself.
+  make_text > t.txt
+  "$bin" prepare --data t.txt --out t.prepared > p.txt
+  grep -q "data_identity sha256:" p.txt || fail "prepare printed no identity: $(cat p.txt)"
+  for f in meta.json tokenizer.json train.bin val.bin; do
+    [ -f "t.prepared/$f" ] || fail "t.prepared has no $f"
+  done
+  "$bin" train "${tiny[@]}" --steps 30 --data t.txt --out text.h5 > a.txt
+  "$bin" train "${tiny[@]}" --steps 30 --data t.prepared --out prepared.h5 > b.txt
+  [ "$(hashes text.h5 | wc -l)" -gt 10 ] || fail "no parameters compared"
+  diff <(hashes text.h5) <(hashes prepared.h5) > /dev/null ||
+    fail "the prepared folder trained other weights than the text: $(diff <(hashes text.h5) <(hashes prepared.h5) | head -4)"
+  grep -q "bits/byte" b.txt || fail "the training log has no bits per byte: $(cat b.txt)"
+  # resume finds the folder by the identity it recorded, and refuses other data
+  "$bin" train "${tiny[@]}" --steps 30 --stop-at 15 --data t.prepared --out split.h5 > /dev/null
+  "$bin" resume --checkpoint split.h5 > /dev/null
+  diff <(hashes prepared.h5) <(hashes split.h5) > /dev/null || fail "15 + resume 15 differ from 30"
+  "$bin" train "${tiny[@]}" --steps 4 --stop-at 2 --data t.prepared --out other.h5 > /dev/null
+  rc=0
+  "$bin" resume --checkpoint other.h5 --data t.txt > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -ne 0 ] && grep -q "data_identity" err.txt || fail "resume on other data was not refused: $(cat err.txt)"
+  ;;
+bits_per_byte)
+  make_text > t.txt
+  "$bin" prepare --data t.txt --val-fraction 0.2 --out t.prepared > /dev/null
+  "$bin" train "${tiny[@]}" --steps 20 --data t.prepared --out run.h5 > /dev/null
+  "$bin" eval --checkpoint run.h5 --data t.prepared --json > e.txt
+  loss=$(json_field e.txt loss); bpb=$(json_field e.txt bits_per_byte)
+  tokens=$(json_field e.txt tokens); bytes=$(json_field e.txt bytes)
+  [ -n "$bpb" ] && [ -n "$bytes" ] || fail "eval --json lacks bits_per_byte or bytes: $(tail -1 e.txt)"
+  # bits per byte = loss * tokens / bytes / ln 2; the text has multi-byte characters, so
+  # bytes > tokens and bits per byte < loss / ln 2
+  awk -v l="$loss" -v b="$bpb" -v t="$tokens" -v n="$bytes" 'BEGIN {
+    want = l * t / n / log(2); exit !(n > t && (b - want) ^ 2 < 1e-8 && b < l / log(2)) }' ||
+    fail "bits per byte $bpb does not follow from loss $loss, $tokens tokens, $bytes bytes"
+  grep -q '"split":"val"' e.txt || fail "eval of a folder did not say which split"
+  "$bin" eval --checkpoint run.h5 --data t.prepared --split train --json > tr.txt
+  [ "$(json_field tr.txt tokens)" -gt "$tokens" ] || fail "--split train is not the larger part"
+  "$bin" eval --checkpoint run.h5 --data t.txt --json > whole.txt
+  [ -n "$(json_field whole.txt bits_per_byte)" ] || fail "eval of a text has no bits_per_byte"
+  ;;
+prepare_errors)
+  make_text > t.txt
+  printf 'good text\n' > a.txt
+  printf 'abc\xff\xfedef\n' > bad.txt
+  rc=0
+  "$bin" prepare --data a.txt bad.txt --out o > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] || fail "invalid UTF-8 exited $rc, not 1"
+  grep -q "bad.txt" err.txt && grep -q "offset 3" err.txt ||
+    fail "invalid UTF-8 not named with its file and offset: $(cat err.txt)"
+  rc=0
+  "$bin" prepare --data t.txt --tokenizer bpe --out o > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "vocab" err.txt || fail "bpe without a vocabulary size: rc $rc, $(cat err.txt)"
+  "$bin" prepare --data t.txt --out t.prepared > /dev/null
+  rc=0
+  "$bin" train --data t.prepared --tokenizer byte --steps 1 > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "prepared folder" err.txt || fail "--tokenizer with a folder: $(cat err.txt)"
+  rc=0
+  "$bin" train "${tiny[@]}" --steps 1 --data t.prepared --out t.prepared/train.bin > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "train.bin" err.txt || fail "--out over the folder's train.bin: $(cat err.txt)"
+  # a damaged folder is named, not trained on
+  printf 'x' >> t.prepared/train.bin
+  rc=0
+  "$bin" train "${tiny[@]}" --steps 1 --data t.prepared --out x.h5 > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "train.bin" err.txt || fail "a damaged train.bin was not named: $(cat err.txt)"
+  ;;
+big_corpus_bounded)
+  # Over a gigabyte of text prepared and trained on; neither the prepare's nor the
+  # training's resident memory grows with it, and training runs under an address-space
+  # limit smaller than the corpus.
+  free_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+  if [ "$free_kb" -lt 4500000 ]; then echo "SKIP: needs 4.5 GB free here, has ${free_kb} kB"; exit 77; fi
+  make_text > unit.txt
+  unit=$(stat -c %s unit.txt)
+  reps=$(( (1100 * 1000 * 1000) / unit + 1 ))
+  for _ in $(seq 1 64); do cat unit.txt; done > block.txt
+  for _ in $(seq 1 $(( reps / 64 + 1 ))); do cat block.txt; done > big.txt
+  size=$(stat -c %s big.txt)
+  [ "$size" -gt 1000000000 ] || fail "the corpus is only $size bytes"
+  start=$(date +%s.%N)
+  rss=$(peak_rss_kb "$bin" prepare --data big.txt --tokenizer byte --no-sync --out big.prepared)
+  secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN {print e - s}')
+  echo "prepare: $size bytes in ${secs}s, peak RSS ${rss} kB"
+  [ "$rss" -lt 300000 ] || fail "prepare's peak RSS ${rss} kB is over 300 MB"
+  rm big.txt
+  rss=$(peak_rss_kb bash -c "ulimit -v 900000; exec '$bin' train ${tiny[*]} --threads 1 --steps 20 \
+      --eval-windows 50 --data big.prepared --out big.h5")
+  echo "train on the prepared gigabyte: peak RSS ${rss} kB"; head -2 run.out; tail -2 run.out
+  [ "$rss" -lt 200000 ] || fail "training's peak RSS ${rss} kB grew with the corpus"
+  grep -q "data .* kB\|data [0-9.]* MB" run.out || fail "the memory plan does not count the data: $(head -3 run.out)"
+  ;;
+*)
+  fail "unknown scenario '$scenario'"
+  ;;
+esac
