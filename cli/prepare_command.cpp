@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <system_error>
+
 #include "autograd/threading.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
@@ -109,6 +111,12 @@ int prepare_command(const Args& args) {
     data::PrepareResult r;
     try {
       r = data::prepare(p);
+    } catch (const std::system_error& e) {  // a thread or a mapping the system refused
+      bar.end();
+      throw std::runtime_error(fmt::format(
+          "{} (prepare needs about 100 MB of memory and 500 MB of address space: is a limit such "
+          "as ulimit -v set too low?)",
+          e.what()));
     } catch (...) {
       bar.end();
       throw;

@@ -20,6 +20,9 @@ namespace train {
 
 namespace {
 
+// More validation windows than this make every evaluation cost more than many steps.
+constexpr int64_t kManyEvalWindows = 4096;
+
 ag::Generator::State find_rng(const io::Checkpoint& c, const std::string& name) {
   for (const auto& [n, s] : c.rng)
     if (n == name) return s;
@@ -166,6 +169,12 @@ void TrainingRun::check_plan() const {
         "--context-length or the model size",
         format_bytes(plan.total()), format_bytes(plan.available)));
   check_address_space(plan.total(), cfg_.threads);
+  const int64_t windows = data::EvalWindows(data_.val.size(), cfg_.model.context_length).count();
+  if (cfg_.eval_windows == 0 && windows > kManyEvalWindows)
+    sayf(
+        "note: each evaluation runs all {} validation windows ({} tokens); --eval-windows N "
+        "evaluates the first N\n",
+        windows, windows * cfg_.model.context_length);
 }
 
 void TrainingRun::restore(const io::Checkpoint& ckpt) {

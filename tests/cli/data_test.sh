@@ -133,6 +133,15 @@ big_corpus_bounded)
   [ "$rss" -lt 200000 ] || fail "training's peak RSS ${rss} kB grew with the corpus"
   grep -q "data .* kB\|data [0-9.]* MB" run.out || fail "the memory plan does not count the data: $(head -3 run.out)"
   ;;
+address_space_refused)
+  # OpenBLAS spins forever when it cannot map its buffers: a run that cannot fit under
+  # ulimit -v is refused up front instead (killed after 60 s if it hangs).
+  rc=0
+  (ulimit -v 500000; timeout -s KILL 60 "$bin" train --threads 2 --steps 2 --out x.h5) \
+    > out.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] || fail "exited $rc, not 1 (stderr: $(cat err.txt))"
+  grep -q "ulimit -v" err.txt || fail "the refusal does not name the limit: $(cat err.txt)"
+  ;;
 *)
   fail "unknown scenario '$scenario'"
   ;;
