@@ -14,6 +14,20 @@
 
 namespace ag_test {
 
+// Under AddressSanitizer, freed memory waits in a quarantine (256 MB) and shadow memory
+// doubles what is touched: resident-memory bounds measured there mean nothing.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 // A fresh folder per use, removed afterwards (remove_all never follows links planted in it).
 struct TempDir {
   std::filesystem::path path;

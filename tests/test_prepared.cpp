@@ -500,7 +500,8 @@ TEST_CASE("prepare streams a 200 MB corpus in bounded memory", "[prepared]") {
   for (const char* tokenizer : {"char", "byte"}) {
     INFO(tokenizer);
     const double mb = child_peak_growth_mb(options({corpus}, tokenizer, dir.file(tokenizer)));
-    REQUIRE(mb < 100);  // the corpus is 200 MB; the bound for the process is 300 MB
+    // the corpus is 200 MB; the bound for the process is 300 MB
+    if (!ag_test::kAddressSanitizer) REQUIRE(mb < 100);
     const auto d = data::open_prepared(dir.file(tokenizer));
     REQUIRE(d.train.size() + d.val.size() > (size_t{150} << 20));
   }
@@ -510,5 +511,5 @@ TEST_CASE("bpe prepare streams a 50 MB corpus in bounded memory", "[prepared]") 
   TempDir dir;
   const std::string corpus = write_big_corpus(dir, 50);
   const double mb = child_peak_growth_mb(options({corpus}, "bpe", dir.file("o"), 0.1, 512));
-  REQUIRE(mb < 250);
+  if (!ag_test::kAddressSanitizer) REQUIRE(mb < 250);
 }
