@@ -49,7 +49,7 @@ train::RunData eval_data(const io::Checkpoint& ckpt, const EvalOptions& o) {
   return d;
 }
 
-void print_result(const train::EvalResult& r, const EvalOptions& o, bool json) {
+void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepared, bool json) {
   fmt::print("loss {:.4f} | {:.4f} bits per byte | {} tokens\n", r.loss, r.bits_per_byte(),
              r.tokens);
   if (!o.dump.empty()) fmt::print("gradients written to {}\n", o.dump);
@@ -59,7 +59,7 @@ void print_result(const train::EvalResult& r, const EvalOptions& o, bool json) {
                                       {"windows", r.windows},
                                       {"bytes", r.bytes},
                                       {"bits_per_byte", r.bits_per_byte()},
-                                      {"split", o.split},
+                                      {"split", prepared ? o.split : "all"},
                                       {"checkpoint", o.path},
                                       {"data", data::printable(o.data_path)}}
                            .dump());
@@ -100,7 +100,7 @@ int eval_command(const Args& args) {
           fmt::format("{} has {} tokens, fewer than one window of {} + 1",
                       d.prepared ? d.train.name() : "'" + data::printable(o.data_path) + "'",
                       d.train.size(), o.context ? o.context : model_T));
-    print_result(result, o, vm.count("json") > 0);
+    print_result(result, o, d.prepared, vm.count("json") > 0);
     return 0;
   });
 }
