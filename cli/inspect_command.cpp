@@ -37,6 +37,7 @@ void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
   fmt::print("checkpoint {}\nstep {}\nconfig {}\n", data::printable(ckpt.source), ckpt.step,
              data::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
   if (!ckpt.data_identity.empty()) fmt::print("data {}\n", data::printable(ckpt.data_identity));
+  if (ckpt.micro_batches >= 0) fmt::print("micro_batches {}\n", ckpt.micro_batches);
   fmt::print("tokenizer {} ({} entries)\n", data::printable(ckpt.tokenizer.type),
              ckpt.tokenizer.vocab.size());
   fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");

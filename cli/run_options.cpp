@@ -47,7 +47,10 @@ po::options_description optimiser_options(train::RunConfig& c) {
   po::options_description opt("optimisation (AdamW, warm-up then cosine)");
   auto add = opt.add_options();
   add("steps", field(c.steps), "optimiser steps");
-  add("batch-size", field(c.batch_size), "sequences per step");
+  add("batch-size", field(c.batch_size), "sequences per micro-batch");
+  add("grad-accum-steps", field(c.grad_accum_steps),
+      "micro-batches per step: the gradient of batch-size x N sequences, one micro-batch in "
+      "memory at a time");
   add("lr", field(c.lr), "peak learning rate");
   add("min-lr", field(c.min_lr), "final learning rate (negative: lr / 10)");
   add("warmup-steps", field(c.warmup_steps), "linear warm-up steps");

@@ -76,7 +76,7 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
 // What a resume may change; everything else comes from the checkpoint's config.
 struct ResumeOptions {
   std::string path, out, metrics;
-  int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1;
+  int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1, grad_accum_steps = 1;
   int threads = ag::kDefaultThreads;
 };
 
@@ -91,6 +91,8 @@ po::options_description resume_options(ResumeOptions& o) {
       "the corpus, when it moved since the run began "
       "(checked against the text the run trained on)");
   add("eval-interval", po::value(&o.eval_interval), "steps between validation");
+  add("grad-accum-steps", po::value(&o.grad_accum_steps),
+      "micro-batches per step (default: the run's; another value changes the effective batch)");
   add("checkpoint-interval", po::value(&o.checkpoint_interval), "steps between checkpoints");
   add("metrics", po::value(&o.metrics), "append JSON lines of metrics to this file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
@@ -110,6 +112,7 @@ train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions&
   cfg.threads = o.threads;
   if (vm.count("steps")) cfg.steps = o.steps;
   if (vm.count("eval-interval")) cfg.eval_interval = o.eval_interval;
+  if (vm.count("grad-accum-steps")) cfg.grad_accum_steps = o.grad_accum_steps;
   if (vm.count("checkpoint-interval")) cfg.checkpoint_interval = o.checkpoint_interval;
   if (vm.count("metrics")) cfg.metrics = o.metrics;
   cfg.stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : 0;

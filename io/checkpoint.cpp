@@ -48,6 +48,7 @@ std::string checkpoint_image(const Checkpoint& c) {
   h5::write_attr_string(file, "config", c.config.dump());
   h5::write_attr_int(file, "step", c.step);
   if (!c.data_identity.empty()) h5::write_attr_string(file, "data_identity", c.data_identity);
+  if (c.micro_batches >= 0) h5::write_attr_int(file, "micro_batches", c.micro_batches);
 
   Handle model = h5::create_group(file, "model");
   for (const auto& [name, t] : c.model) h5::write_tensor(model, name, t);

@@ -60,7 +60,10 @@ struct Checkpoint {
   std::optional<optim::OptimizerState> optimizer;  // absent in weights-only files
   TokenizerSection tokenizer;
   std::vector<std::pair<std::string, ag::Generator::State>> rng;
-  std::string data_identity;          // root attribute: what the run trained on ("" when unknown)
+  std::string data_identity;  // root attribute: what the run trained on ("" when unknown)
+  // root attribute: micro-batches consumed over all processes (-1: not recorded, as in a
+  // file from elsewhere); at least `step` when recorded
+  int64_t micro_batches = -1;
   std::string source;                 // the file it was read from, for messages
   std::vector<std::string> warnings;  // what LoadOptions let through, one message each
 };

@@ -127,6 +127,13 @@ void CheckpointBuilder::data_identity(const std::string& identity) {
   ckpt_.data_identity = identity;
 }
 
+void CheckpointBuilder::micro_batches(int64_t count) {
+  expect_open("micro_batches");
+  if (!step_seen_ || ckpt_.micro_batches >= 0 || count < ckpt_.step)
+    throw StreamError("micro_batches out of order, repeated or less than the step");
+  ckpt_.micro_batches = count;
+}
+
 void CheckpointBuilder::begin_tensor(Section section, const std::string& name,
                                      const std::vector<uint64_t>& dims) {
   expect_open("a tensor");

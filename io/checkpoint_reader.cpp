@@ -438,6 +438,15 @@ void load_root(Context& c) {
   c.sink.step(step);
   if (h5::attr_exists(f, "data_identity"))
     c.sink.data_identity(h5::read_attr_string(f, "data_identity", "the root"));
+  if (h5::attr_exists(f, "micro_batches")) {
+    const int64_t micro = h5::read_attr_int(f, "micro_batches", "the root");
+    if (micro < step)
+      throw Refusal(
+          fmt::format("'{}': micro_batches {} is less than step {} (every step takes "
+                      "at least one micro-batch)",
+                      c.source, micro, step));
+    c.sink.micro_batches(micro);
+  }
 }
 
 const Entry& require_dataset(Context& c, size_t at) {

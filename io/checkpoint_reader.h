@@ -49,6 +49,7 @@ class ReadSink {
   virtual void config(const std::string& json) = 0;
   virtual void step(int64_t step) = 0;
   virtual void data_identity(const std::string& identity) = 0;
+  virtual void micro_batches(int64_t count) = 0;
   // A float32 tensor: its dims, then its values in row-major pieces (count floats in this
   // machine's byte order, at any alignment), then its end.
   virtual void begin_tensor(Section section, const std::string& name,

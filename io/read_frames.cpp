@@ -31,6 +31,7 @@ enum Frame : uint8_t {
   kRng,
   kVerdict,
   kDone,
+  kMicroBatches,
 };
 constexpr size_t kHeaderBytes = 5;
 constexpr size_t kMaxPayload = kMaxConfigBytes + (1 << 20);  // the config is the largest
@@ -123,6 +124,9 @@ void FrameWriter::step(int64_t step) {
 }
 void FrameWriter::data_identity(const std::string& id) {
   send(kDataIdentity, Payload().str(id).bytes());
+}
+void FrameWriter::micro_batches(int64_t count) {
+  send(kMicroBatches, Payload().put(count).bytes());
 }
 void FrameWriter::end_tensor() {
   send(kEndTensor, "");
@@ -245,6 +249,7 @@ void FrameReader::dispatch(uint8_t kind, PayloadReader& in) {
     case kConfig: return out_.config(in.str());
     case kStep: return out_.step(in.get<int64_t>());
     case kDataIdentity: return out_.data_identity(in.str());
+    case kMicroBatches: return out_.micro_batches(in.get<int64_t>());
     case kBeginTensor: return begin_tensor(in);
     case kTensorData: return tensor_data(in);
     case kEndTensor: return out_.end_tensor();

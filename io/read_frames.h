@@ -29,6 +29,7 @@ class FrameWriter final : public ReadSink {
   void config(const std::string& json) override;
   void step(int64_t step) override;
   void data_identity(const std::string& identity) override;
+  void micro_batches(int64_t count) override;
   void begin_tensor(Section section, const std::string& name,
                     const std::vector<uint64_t>& dims) override;
   void tensor_data(const void* values, size_t count) override;

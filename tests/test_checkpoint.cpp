@@ -363,3 +363,25 @@ TEST_CASE("weights of another shape are rejected by name and the model is left a
                         Contains("unexpected") && Contains("lm_head.weight"));
   }
 }
+
+TEST_CASE("micro_batches is kept when recorded and absent when not") {
+  TempDir dir;
+  nn::GPT model(tiny(), 3);
+  io::Checkpoint c = full_checkpoint(model);
+  io::save_checkpoint(dir.file("none.h5"), c);
+  REQUIRE(io::load_checkpoint(dir.file("none.h5")).micro_batches == -1);
+  c.micro_batches = 12;
+  io::save_checkpoint(dir.file("twelve.h5"), c);
+  REQUIRE(io::load_checkpoint(dir.file("twelve.h5")).micro_batches == 12);
+}
+
+TEST_CASE("micro_batches below the step is refused by name") {
+  TempDir dir;
+  nn::GPT model(tiny(), 3);
+  io::Checkpoint c = full_checkpoint(model);
+  c.step = 5;
+  c.micro_batches = 4;  // every step takes at least one micro-batch
+  io::save_checkpoint(dir.file("bad.h5"), c);
+  REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("bad.h5")),
+                      Contains("micro_batches 4 is less than step 5") && Contains("bad.h5"));
+}

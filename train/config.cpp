@@ -18,6 +18,9 @@ void RunConfig::validate() const {
     fail(fmt::format("tokenizer must be 'char', 'byte' or 'bpe', got '{}'", tokenizer));
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (batch_size <= 0) fail(fmt::format("batch_size must be positive, got {}", batch_size));
+  if (grad_accum_steps < 1 || grad_accum_steps > kMaxGradAccumSteps)
+    fail(fmt::format("grad_accum_steps must be in [1, {}], got {}", kMaxGradAccumSteps,
+                     grad_accum_steps));
   if (!(lr > 0 && std::isfinite(lr)))
     fail(fmt::format("lr must be positive and finite, got {}", lr));
   if (!std::isfinite(min_lr)) fail(fmt::format("min_lr must be finite, got {}", min_lr));
@@ -64,6 +67,7 @@ nlohmann::json RunConfig::to_json() const {
       {"corpus_seed", corpus_seed},
       {"steps", steps},
       {"batch_size", batch_size},
+      {"grad_accum_steps", grad_accum_steps},
       {"optimizer", "adamw"},
       {"lr", lr},
       {"min_lr", effective_min_lr()},
@@ -145,6 +149,7 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   get("corpus_seed", c.corpus_seed);
   get("steps", c.steps);
   get("batch_size", c.batch_size);
+  get("grad_accum_steps", c.grad_accum_steps);
   get("lr", c.lr);
   get("min_lr", c.min_lr);
   get("warmup_steps", c.warmup_steps);

@@ -9,6 +9,10 @@
 
 namespace train {
 
+// Micro-batches per step: far beyond any use (a million), small enough that counts of
+// tokens and micro-batches never overflow.
+inline constexpr int64_t kMaxGradAccumSteps = int64_t{1} << 20;
+
 struct RunConfig {
   nn::GPTConfig model = [] {  // the spec's defaults, with vocab_size 0: "from the tokenizer"
     nn::GPTConfig m;
@@ -21,8 +25,9 @@ struct RunConfig {
   std::string tokenizer = "char";  // char | byte | bpe (learns model.vocab_size tokens)
   uint64_t corpus_seed = 0;        // the built-in corpus's generator seed
   // optimisation
-  int64_t steps = 2000;  // about a minute for the spec's model on 2 cores
-  int64_t batch_size = 16;
+  int64_t steps = 2000;          // about a minute for the spec's model on 2 cores
+  int64_t batch_size = 16;       // sequences per micro-batch
+  int64_t grad_accum_steps = 1;  // micro-batches per optimiser step (see grad_accumulation.h)
   double lr = 1e-3;
   double min_lr = -1;  // negative means lr / 10
   int64_t warmup_steps = 30;
@@ -45,6 +50,7 @@ struct RunConfig {
   int64_t stop_at = 0;          // end this invocation after this step (0: at steps);
                                 // the schedule still spans `steps`, so resume continues
 
+  int64_t effective_batch() const { return batch_size * grad_accum_steps; }
   double effective_min_lr() const { return min_lr >= 0 ? min_lr : lr / 10; }
   // Throws std::invalid_argument naming the first out-of-range value.
   void validate() const;

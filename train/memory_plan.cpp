@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "io/files.h"
+#include "train/grad_accumulation.h"
 
 namespace train {
 
@@ -168,7 +169,8 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   const double params = static_cast<double>(num_parameters);
   MemoryPlan p;
   p.parameters = saturated(4.0 * params);
-  p.gradients = saturated(4.0 * params);
+  p.gradient_sets = 1 + partial_sums_held(cfg.grad_accum_steps);
+  p.gradients = saturated(4.0 * params * static_cast<double>(p.gradient_sets));
   p.optimizer = saturated(8.0 * params);  // AdamW's two moments
   p.activations = saturated(4.0 * tokens * per_token);
   p.data = data_bytes;
@@ -184,11 +186,13 @@ int64_t MemoryPlan::total() const {
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
-      "memory plan: parameters {} + gradients {} + AdamW state {} + activations ~{} + data {} + "
+      "memory plan: parameters {} + gradients {}{} + AdamW state {} + activations ~{} + data {} + "
       "checkpoint save {} = ~{}{}",
-      format_bytes(parameters), format_bytes(gradients), format_bytes(optimizer),
-      format_bytes(activations), format_bytes(data), format_bytes(checkpoint),
-      format_bytes(total()),
+      format_bytes(parameters), format_bytes(gradients),
+      gradient_sets > 1 ? fmt::format(" ({} sets: accumulation's partial sums)", gradient_sets)
+                        : "",
+      format_bytes(optimizer), format_bytes(activations), format_bytes(data),
+      format_bytes(checkpoint), format_bytes(total()),
       available ? fmt::format(" of {} available", format_bytes(available)) : "");
 }
 

@@ -10,10 +10,11 @@ namespace train {
 
 struct MemoryPlan {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
-  int64_t data = 0;        // the token ids held for the run (and the text while reading it)
-  int64_t checkpoint = 0;  // a save: the file built in memory, then copied out once
-  int64_t available = 0;   // what the machine and our cgroup leave us, 0 when unknown
-  int64_t total() const;   // saturates rather than overflows
+  int64_t data = 0;           // the token ids held for the run (and the text while reading it)
+  int64_t gradient_sets = 1;  // the gradients and the partial sums of accumulation
+  int64_t checkpoint = 0;     // a save: the file built in memory, then copied out once
+  int64_t available = 0;      // what the machine and our cgroup leave us, 0 when unknown
+  int64_t total() const;      // saturates rather than overflows
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
 };
@@ -21,6 +22,8 @@ struct MemoryPlan {
 // Bytes, float32. Activations: what the graph saves per token and layer (attention and
 // MLP inputs and outputs, dropout masks, LayerNorm statistics; about 20*d_model +
 // 2*d_ff floats), doubled for backward's transients, plus three logits-sized buffers.
+// Activations are a micro-batch's (one is in memory at a time); gradients are held once
+// plus floor(log2 grad_accum_steps) partial sums (grad_accumulation.h).
 // data_bytes: what the caller holds for the data (see data_bytes_for_text).
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes = 0);
 

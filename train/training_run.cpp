@@ -118,6 +118,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
   if (data_.ideal_loss >= 0) print_baselines();
   sampler_ = std::make_unique<data::BatchSampler>(&data_.train, cfg_.batch_size,
                                                   cfg_.model.context_length);
+  if (cfg_.grad_accum_steps > 1)
+    accumulator_ = std::make_unique<GradAccumulator>(model_->parameters());
   ag::set_detect_anomaly(cfg_.detect_anomaly);
   std::tie(inject_spec_, inject_at_) = parse_nan_injection(cfg_.inject_nan, *model_);
   report_ = std::make_unique<Reporter>(cfg_, step_);
@@ -162,6 +164,9 @@ void TrainingRun::check_plan() const {
       "threads)\n",
       cfg_.model.num_parameters(), data_.source, data_.train.size(), data_.val.size(),
       cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads);
+  sayf("batch: {} sequences x {} micro-batch{} = {} sequences of {} tokens per step\n",
+       cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
+       cfg_.effective_batch(), cfg_.model.context_length);
   sayf("{}\n", plan.describe());
   if (!plan.fits())
     throw std::runtime_error(fmt::format(
@@ -182,6 +187,8 @@ void TrainingRun::restore(const io::Checkpoint& ckpt) {
   data_gen_.set_state(find_rng(ckpt, "data"));
   model_->dropout_generator().set_state(find_rng(ckpt, "dropout"));
   step_ = ckpt.step;
+  // a file without the count (from elsewhere, or older) took one micro-batch per step
+  micro_batches_ = ckpt.micro_batches >= 0 ? ckpt.micro_batches : ckpt.step;
 }
 
 // ------------------------------------------------------------------ the loop
@@ -206,19 +213,16 @@ StepOutcome TrainingRun::train_step() {
   f.step = ++step_;
   f.lr = schedule_->lr_at(step_);
   opt_->set_lr(f.lr);
-  auto [x, y] = sampler_->next(data_gen_);
   opt_->zero_grad();
   if (inject_at_ == step_) ag::set_nan_injection(inject_spec_);
   // A non-finite value stops the run before it touches the weights: the last checkpoint
   // stays the last good state.
   try {
-    auto out = model_->forward(x, y);
-    f.loss = out.loss.item();
+    f.loss = forward_backward();
     if (!std::isfinite(f.loss)) {
       stop_before_update(fmt::format("the loss is {} at step {}", sign_name(f.loss), step_));
       return s;
     }
-    out.loss.backward();
     f.grad_norm =
         optim::clip_grad_norm(model_->parameters(), cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY);
   } catch (const ag::AnomalyError& e) {
@@ -231,10 +235,35 @@ StepOutcome TrainingRun::train_step() {
     return s;
   }
   opt_->step();
-  tokens_ += cfg_.batch_size * cfg_.model.context_length;
+  tokens_ += cfg_.effective_batch() * cfg_.model.context_length;
   f.tokens = tokens_;
   s.updated = true;
   return s;
+}
+
+// The step's micro-batches, each drawn in turn from the data stream: returns the mean of
+// their losses (the loss of their union) and leaves in the gradients the gradient of that
+// mean, summed in the accumulator's fixed order. Stops at a non-finite loss, returning it.
+double TrainingRun::forward_backward() {
+  const int64_t micro = cfg_.grad_accum_steps;
+  if (micro > 1) accumulator_->start();
+  double loss_sum = 0;
+  for (int64_t i = 0; i < micro; ++i) {
+    auto [x, y] = sampler_->next(data_gen_);
+    auto out = model_->forward(x, y);
+    const double loss = out.loss.item();
+    if (!std::isfinite(loss)) return loss;
+    loss_sum += loss;
+    if (micro == 1) {
+      out.loss.backward();
+    } else {
+      out.loss.backward(ag::full(out.loss.shape(), 1.0 / static_cast<double>(micro)));
+      if (i + 1 < micro) accumulator_->add();
+    }
+  }
+  if (micro > 1) accumulator_->finish();
+  micro_batches_ += micro;
+  return loss_sum / static_cast<double>(micro);
 }
 
 void TrainingRun::stop_before_update(const std::string& why) {
@@ -282,6 +311,7 @@ void TrainingRun::save(int64_t at, const std::string& path) {
   c.optimizer = opt_->state();
   c.tokenizer = io::tokenizer_section(*data_.tokenizer);
   c.data_identity = data_.identity;
+  c.micro_batches = micro_batches_;
   c.rng = {{"data", data_gen_.state()}, {"dropout", model_->dropout_generator().state()}};
   io::save_checkpoint(path, c);
 }

@@ -20,6 +20,7 @@
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
+#include "train/grad_accumulation.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
 
@@ -62,6 +63,7 @@ class TrainingRun {
   void save_final();
   void print_sample();
   void stop_before_update(const std::string& why);
+  double forward_backward();
 
   RunConfig cfg_;
   const io::Checkpoint* resumed_;
@@ -71,11 +73,13 @@ class TrainingRun {
   std::unique_ptr<optim::AdamW> opt_;
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   std::unique_ptr<data::BatchSampler> sampler_;
+  std::unique_ptr<GradAccumulator> accumulator_;  // with grad_accum_steps > 1
   ag::Generator data_gen_;
   std::unique_ptr<Reporter> report_;
   std::string inject_spec_;
   int64_t inject_at_ = -1;
   int64_t step_ = 0, last_saved_ = -1, tokens_ = 0;
+  int64_t micro_batches_ = 0;  // consumed since the run began (a checkpoint's micro_batches)
   double last_val_ = NAN;
   bool failed_ = false;
 };
