@@ -8,6 +8,7 @@
 //   config.h         RunConfig: model, data and optimiser settings, JSON both ways
 //   run_data.h       the text read, tokenized and split (train / val)
 //   training_run.h   TrainingRun: set-up, one step, what follows a step, the finish
+//   grad_accumulation.h  micro-batch gradients summed in a fixed binary tree
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
 //   model_loading.h  a model from a checkpoint, shapes checked first
 //   memory_plan.h    what a run will need in memory, checked before it starts
@@ -17,6 +18,7 @@
 #include "train/config.h"
 #include "train/console.h"
 #include "train/evaluate.h"
+#include "train/grad_accumulation.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
 #include "train/reporter.h"
