@@ -7,8 +7,7 @@
 namespace cli {
 
 int usage_error(const std::string& command, const std::string& what) {
-  fmt::print(stderr, "attograd {}: error: {}\n", command, what);
-  return 2;
+  return report_failure(command, 2, what);
 }
 
 bool wants_help(const po::variables_map& vm, const std::string& command,
@@ -63,6 +62,37 @@ io::OutputLock lock_output(const std::string& path) {
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
+}
+
+std::unique_ptr<io::OutputLock> lock_output_on_root(const std::string& path) {
+  if (!train::World::current().root()) return nullptr;
+  try {
+    return std::make_unique<io::OutputLock>(path);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+int report_failure(const std::string& command, int code, const std::string& message) {
+  train::World& world = train::World::current();
+  if (!world.distributed()) {
+    fmt::print(stderr, "attograd {}: error: {}\n", command, message);
+    return code;
+  }
+  if (!world.setup_agreed()) {  // every rank reaches this point or the end of set-up once
+    const train::World::Failure f = world.agree_setup(code, message);
+    if (world.root()) report_peer_failure(command, train::PeerFailure(f.code, f.rank, f.message));
+    return f.code;
+  }
+  fmt::print(stderr, "attograd {}: error on rank {}: {}\n", command, world.rank(), message);
+  world.abort(code);
+}
+
+int report_peer_failure(const std::string& command, const train::PeerFailure& e) {
+  if (train::World::current().root())
+    fmt::print(stderr, "attograd {}: error: {}{}\n", command, e.what(),
+               e.rank == 0 ? "" : fmt::format(" (rank {})", e.rank));
+  return e.code;
 }
 
 }  // namespace cli

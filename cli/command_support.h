@@ -3,11 +3,13 @@
 // one line naming the command), --help, and the checks on paths made before any work.
 #include <fmt/format.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "cli/options.h"
 #include "io/files.h"
+#include "train/world.h"
 
 namespace cli {
 
@@ -39,6 +41,15 @@ void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs
 
 // One run at a time per checkpoint path: a second is refused naming the first one's PID.
 io::OutputLock lock_output(const std::string& path);
+// The same on rank 0 of a distributed run (the one that writes), nothing on the others.
+std::unique_ptr<io::OutputLock> lock_output_on_root(const std::string& path);
+
+// One line on stderr naming the command; returns `code`. In a distributed run, a failure
+// during set-up is agreed on by every rank and printed once, by rank 0; a failure after
+// set-up is printed by its rank and ends the job (train::World::abort).
+int report_failure(const std::string& command, int code, const std::string& message);
+// Another rank's set-up failure, agreed on: rank 0 prints it.
+int report_peer_failure(const std::string& command, const train::PeerFailure& e);
 
 // Runs body, mapping errors to the CLI's exit codes: bad usage 2, anything else 1.
 template <typename Body>
@@ -49,9 +60,10 @@ int guarded(const std::string& command, Body body) {
     return usage_error(command, e.what());
   } catch (const std::invalid_argument& e) {
     return usage_error(command, e.what());
+  } catch (const train::PeerFailure& e) {
+    return report_peer_failure(command, e);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "attograd {}: error: {}\n", command, e.what());
-    return 1;
+    return report_failure(command, 1, e.what());
   }
 }
 

@@ -28,6 +28,7 @@ void refuse_text_options_for_folder(const train::RunConfig& cfg, const po::varia
 
 int train_command(const Args& args) {
   return guarded("train", [&] {
+    train::World::join();  // MPI, when an MPI launcher started this process
     train::RunConfig cfg;
     auto desc = run_options(cfg);
     auto vm = parse_options(args, desc);
@@ -39,7 +40,7 @@ int train_command(const Args& args) {
     require_outputs(
         {{"--out", cfg.out}, {"--metrics", cfg.metrics}},
         with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data));
-    io::OutputLock lock = lock_output(cfg.out);
+    const auto lock = lock_output_on_root(cfg.out);
     return train::run_training(cfg);
   });
 }
@@ -128,6 +129,7 @@ train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions&
 
 int resume_command(const Args& args) {
   return guarded("resume", [&] {
+    train::World::join();
     ResumeOptions o;
     auto desc = resume_options(o);
     auto vm = parse_options(args, desc);
@@ -139,7 +141,7 @@ int resume_command(const Args& args) {
     require_outputs({{"--metrics", o.metrics}}, {{"--checkpoint", o.path}});
     require_outputs({{"--out", o.out}, {"--metrics", o.metrics}},
                     with_data_files({{"--config", config_file(vm)}}, data_option));
-    io::OutputLock lock = lock_output(o.out);
+    const auto lock = lock_output_on_root(o.out);
     io::Checkpoint ckpt = io::load_checkpoint(o.path);
     return train::run_training(resumed_config(ckpt, o, vm), &ckpt);
   });

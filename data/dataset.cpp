@@ -79,6 +79,10 @@ std::pair<ag::Tensor, ag::Tensor> BatchSampler::next(ag::Generator& gen) const {
   return {x, y};
 }
 
+void BatchSampler::skip(ag::Generator& gen) const {
+  for (int64_t b = 0; b < batch_; ++b) gen.next_u64();  // one draw per row, as next()
+}
+
 std::vector<std::pair<int64_t, int64_t>> eval_windows(size_t n_ids, int64_t T) {
   std::vector<std::pair<int64_t, int64_t>> w;
   if (T <= 0) return w;

@@ -26,6 +26,8 @@ class BatchSampler {
   BatchSampler(const TokenStore* ids, int64_t batch_size, int64_t context_length);
   // inputs [B, T] and targets [B, T] (inputs shifted by one), int64
   std::pair<ag::Tensor, ag::Tensor> next(ag::Generator& gen) const;
+  // Advances gen past one batch (what next() would draw) without reading any ids.
+  void skip(ag::Generator& gen) const;
 
  private:
   size_t size() const { return store_ ? store_->size() : ids_->size(); }

@@ -46,7 +46,16 @@ void guard_standard_streams() {
   }
 }
 
+namespace {
+bool g_quiet = false;
+}  // namespace
+
+void set_quiet(bool quiet) {
+  g_quiet = quiet;
+}
+
 void say(std::string_view text) {
+  if (g_quiet) return;
   // stdio's buffer is flushed first, so lines printed through it elsewhere keep their order
   std::fflush(stdout);
   const int err = g_stdout_was_closed ? EBADF : write_fully(STDOUT_FILENO, text);
@@ -59,6 +68,7 @@ void say(std::string_view text) {
 }
 
 void warn(std::string_view text) {
+  if (g_quiet) return;
   std::fflush(stderr);
   write_fully(STDERR_FILENO, fmt::format("attograd: warning: {}\n", text));
 }

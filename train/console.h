@@ -16,6 +16,9 @@ namespace train {
 // our progress lines; say() then reports the closed stdout once.
 void guard_standard_streams();
 
+// On ranks other than 0 of a distributed run nothing is printed (say and warn are silent).
+void set_quiet(bool quiet);
+
 // Writes text to stdout and flushes it.
 void say(std::string_view text);
 template <typename... Args>

@@ -19,6 +19,12 @@ void add_span(float* into, const float* other, int64_t n) {
 
 }  // namespace
 
+int64_t tree_split(int64_t n) {
+  int64_t half = 1;
+  while (half * 2 < n) half *= 2;
+  return half;
+}
+
 int64_t partial_sums_held(int64_t micro_batches) {
   int64_t held = 0;
   while ((int64_t{2} << held) <= micro_batches) ++held;

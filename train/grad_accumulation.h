@@ -24,6 +24,9 @@
 
 namespace train {
 
+// Where the tree splits n >= 2 micro-batches: the largest power of two below n.
+int64_t tree_split(int64_t n);
+
 // Partial sums held at once while M micro-batches are summed: floor(log2 M) (0 for M = 1).
 int64_t partial_sums_held(int64_t micro_batches);
 

@@ -96,8 +96,16 @@ const char* sign_name(double value) {
 
 // ------------------------------------------------------------------ set-up
 TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
-    : cfg_(std::move(cfg)), resumed_(resumed), data_gen_(cfg_.seed + ag::kDataStream) {
+    : cfg_(std::move(cfg)),
+      resumed_(resumed),
+      data_gen_(cfg_.seed + ag::kDataStream),
+      world_(World::current()) {
   ag::set_num_threads(cfg_.threads);
+  if (!world_.root()) {  // rank 0 alone prints and writes
+    set_quiet(true);
+    cfg_.metrics.clear();
+    cfg_.sample_tokens = 0;
+  }
   refuse_weights_only(resumed_);
   if (!cfg_.init_from.empty()) init_ = io::load_checkpoint(cfg_.init_from);
   load_data();
@@ -120,6 +128,10 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
                                                   cfg_.model.context_length);
   if (cfg_.grad_accum_steps > 1)
     accumulator_ = std::make_unique<GradAccumulator>(model_->parameters());
+  if (world_.distributed()) {
+    reducer_ = std::make_unique<GradReducer>(world_, model_->parameters(), cfg_.grad_accum_steps);
+    dropout_draws_ = count_dropout_draws();
+  }
   ag::set_detect_anomaly(cfg_.detect_anomaly);
   std::tie(inject_spec_, inject_at_) = parse_nan_injection(cfg_.inject_nan, *model_);
   report_ = std::make_unique<Reporter>(cfg_, step_);
@@ -204,7 +216,8 @@ int TrainingRun::run() {
 }
 
 bool TrainingRun::wants_another_step() const {
-  return step_ < cfg_.steps && !StopSignals::requested();
+  const bool stop = world_.distributed() ? agreed_stop_ : StopSignals::requested();
+  return step_ < cfg_.steps && !stop;
 }
 
 StepOutcome TrainingRun::train_step() {
@@ -226,6 +239,8 @@ StepOutcome TrainingRun::train_step() {
     f.grad_norm =
         optim::clip_grad_norm(model_->parameters(), cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY);
   } catch (const ag::AnomalyError& e) {
+    // found by one rank only: the others cannot stop with it, so the job ends
+    if (world_.distributed()) throw std::runtime_error(e.what());
     stop_before_update(fmt::format("step {}: {}", step_, e.what()));
     return s;
   }
@@ -241,29 +256,93 @@ StepOutcome TrainingRun::train_step() {
   return s;
 }
 
+// The next micro-batch of the data stream, forward and (when its loss is finite) backward
+// with the loss scaled by 1 / (the step's micro-batches). Returns its loss.
+double TrainingRun::micro_batch(int64_t micro_batches_in_step) {
+  auto [x, y] = sampler_->next(data_gen_);
+  auto out = model_->forward(x, y);
+  const double loss = out.loss.item();
+  if (!std::isfinite(loss)) return loss;
+  if (micro_batches_in_step == 1)
+    out.loss.backward();
+  else
+    out.loss.backward(ag::full(out.loss.shape(), 1.0 / static_cast<double>(micro_batches_in_step)));
+  return loss;
+}
+
 // The step's micro-batches, each drawn in turn from the data stream: returns the mean of
 // their losses (the loss of their union) and leaves in the gradients the gradient of that
 // mean, summed in the accumulator's fixed order. Stops at a non-finite loss, returning it.
 double TrainingRun::forward_backward() {
+  if (world_.distributed()) return forward_backward_distributed();
   const int64_t micro = cfg_.grad_accum_steps;
   if (micro > 1) accumulator_->start();
   double loss_sum = 0;
   for (int64_t i = 0; i < micro; ++i) {
-    auto [x, y] = sampler_->next(data_gen_);
-    auto out = model_->forward(x, y);
-    const double loss = out.loss.item();
+    const double loss = micro_batch(micro);
     if (!std::isfinite(loss)) return loss;
     loss_sum += loss;
-    if (micro == 1) {
-      out.loss.backward();
-    } else {
-      out.loss.backward(ag::full(out.loss.shape(), 1.0 / static_cast<double>(micro)));
-      if (i + 1 < micro) accumulator_->add();
-    }
+    if (i + 1 < micro) accumulator_->add();
   }
   if (micro > 1) accumulator_->finish();
   micro_batches_ += micro;
   return loss_sum / static_cast<double>(micro);
+}
+
+// The same step spread over the ranks (grad_reduction.h): rank r computes micro-batches
+// [r A, r A + A) of the step's W A, with the data and dropout draws of exactly those
+// micro-batches (the others' draws are skipped), so every bit matches one process
+// accumulating W A micro-batches.
+double TrainingRun::forward_backward_distributed() {
+  const int64_t micro = cfg_.grad_accum_steps, ranks = world_.size();
+  const int64_t in_step = micro * ranks;
+  skip_micro_batches(world_.rank() * micro);
+  std::vector<double> losses;
+  for (size_t k = 0; k < reducer_->nodes().size(); ++k) {
+    const int64_t size = reducer_->nodes()[k].size;
+    if (accumulator_) accumulator_->start();
+    for (int64_t j = 0; j < size; ++j) {
+      losses.push_back(micro_batch(in_step));
+      if (j + 1 < size) accumulator_->add();
+    }
+    if (accumulator_) accumulator_->finish();
+    reducer_->keep_node(k);
+    opt_->zero_grad();
+  }
+  skip_micro_batches((ranks - 1 - world_.rank()) * micro);
+  double loss_sum = 0;  // in micro-batch order, as the single process adds them
+  for (double loss : world_.all_gather(losses)) loss_sum += loss;
+  micro_batches_ += in_step;
+  if (!std::isfinite(loss_sum)) return loss_sum;
+  reducer_->reduce();
+  return loss_sum / static_cast<double>(in_step);
+}
+
+// Another rank's micro-batches: their windows and dropout masks are drawn by it; here the
+// generators only advance past them.
+void TrainingRun::skip_micro_batches(int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    sampler_->skip(data_gen_);
+    for (int64_t d = 0; d < dropout_draws_; ++d) model_->dropout_generator().next_u64();
+  }
+}
+
+// Draws one forward takes from the dropout generator (one per dropout site when dropout
+// is on), found by running a one-token forward and restoring the generator.
+int64_t TrainingRun::count_dropout_draws() {
+  ag::Generator& gen = model_->dropout_generator();
+  const ag::Generator::State before = gen.state();
+  {
+    ag::NoGradGuard no_grad;
+    model_->forward(ag::zeros({1, 1}, ag::DType::Int64));
+  }
+  const ag::Generator::State after = gen.state();
+  gen.set_state(before);
+  ag::Generator probe;
+  probe.set_state(before);
+  for (int64_t draws = 0; draws < (int64_t{1} << 20); ++draws, probe.next_u64())
+    if (probe.state() == after) return draws;
+  throw std::logic_error("a forward took more than 2^20 dropout draws");
 }
 
 void TrainingRun::stop_before_update(const std::string& why) {
@@ -271,8 +350,9 @@ void TrainingRun::stop_before_update(const std::string& why) {
       last_saved_ >= 0
           ? fmt::format("The last good checkpoint is {} (step {}).", cfg_.out, last_saved_)
           : std::string("No checkpoint was written in this run.");
-  fmt::print(stderr, "{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(), why,
-             last_good);
+  if (world_.root())
+    fmt::print(stderr, "{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(),
+               why, last_good);
   failed_ = true;
 }
 
@@ -291,8 +371,10 @@ void TrainingRun::after_step(const StepOutcome& s) {
     report_->line(f);
   else
     report_->progress(step_, f.loss);
-  if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && !last &&
-      !StopSignals::requested())
+  // every rank must stop after the same step: a signal reaches the ranks at different times
+  if (world_.distributed()) agreed_stop_ = world_.any(StopSignals::requested());
+  const bool stopping = world_.distributed() ? agreed_stop_ : StopSignals::requested();
+  if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && !last && !stopping)
     save_periodically();
 }
 
@@ -304,6 +386,7 @@ bool TrainingRun::stop_at_reached() const {
 
 // ------------------------------------------------------------------ saving and the finish
 void TrainingRun::save(int64_t at, const std::string& path) {
+  if (!world_.root()) return;  // every rank holds the same state; rank 0 writes it
   io::Checkpoint c;
   c.config = cfg_.to_json();
   c.step = at;
@@ -382,6 +465,11 @@ void TrainingRun::print_sample() {
 
 int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
   TrainingRun run(std::move(cfg), resumed);
+  World& world = World::current();
+  if (world.distributed()) {  // set-up ends together: if another rank failed, so does this one
+    const World::Failure f = world.agree_setup(0, "");
+    if (f.code != 0) throw PeerFailure(f.code, f.rank, f.message);
+  }
   return run.run();
 }
 

@@ -21,8 +21,10 @@
 #include "optim/optim.h"
 #include "train/config.h"
 #include "train/grad_accumulation.h"
+#include "train/grad_reduction.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
+#include "train/world.h"
 
 namespace train {
 
@@ -64,6 +66,10 @@ class TrainingRun {
   void print_sample();
   void stop_before_update(const std::string& why);
   double forward_backward();
+  double forward_backward_distributed();
+  double micro_batch(int64_t micro_batches_in_step);
+  void skip_micro_batches(int64_t count);
+  int64_t count_dropout_draws();
 
   RunConfig cfg_;
   const io::Checkpoint* resumed_;
@@ -74,6 +80,10 @@ class TrainingRun {
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   std::unique_ptr<data::BatchSampler> sampler_;
   std::unique_ptr<GradAccumulator> accumulator_;  // with grad_accum_steps > 1
+  World& world_;
+  std::unique_ptr<GradReducer> reducer_;  // in a distributed world
+  int64_t dropout_draws_ = 0;             // per micro-batch's forward
+  bool agreed_stop_ = false;              // every rank saw a stop signal's request
   ag::Generator data_gen_;
   std::unique_ptr<Reporter> report_;
   std::string inject_spec_;

@@ -1,0 +1,206 @@
+#include "train/world.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#ifdef ATTOGRAD_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only: the deprecated C++ bindings need another library
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace train {
+
+namespace {
+
+int positive_int(const char* text) {
+  if (!text || !*text) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return *end == '\0' && v > 0 && v < (1 << 24) ? static_cast<int>(v) : 0;
+}
+
+World*& instance() {
+  static World* world = nullptr;
+  return world;
+}
+
+}  // namespace
+
+Launch detect_launch(const char* (*getenv)(const char*)) {
+  Launch l;
+  for (const char* key : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (getenv(key)) {
+      l.under_mpi = true;
+      l.size = positive_int(getenv(key));
+      return l;
+    }
+  if (getenv("PMIX_RANK")) l = {true, 0};
+  return l;
+}
+
+bool World::available() {
+#ifdef ATTOGRAD_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+World& World::current() {
+  static World single;
+  return instance() ? *instance() : single;
+}
+
+#ifdef ATTOGRAD_HAVE_MPI
+
+// ------------------------------------------------------------------ with MPI
+class World::Request {
+ public:
+  MPI_Request handle = MPI_REQUEST_NULL;
+};
+
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw std::runtime_error(fmt::format("MPI {} failed: {}", what, std::string(text, length)));
+}
+
+}  // namespace
+
+World& World::join() {
+  if (instance()) return *instance();
+  auto* w = new World();  // lives until exit: MPI_Finalize runs from its destructor's atexit
+  const Launch launch = detect_launch([](const char* k) -> const char* { return std::getenv(k); });
+  if (launch.under_mpi) {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    // errors come back as codes (check() names them) instead of aborting silently
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &w->rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &w->size_);
+    w->mpi_ = true;
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  }
+  instance() = w;
+  return *w;
+}
+
+World::Failure World::agree_setup(int code, const std::string& message) {
+  setup_agreed_ = true;
+  if (!distributed()) return {code, 0, message};
+  const std::vector<double> codes = all_gather({static_cast<double>(code)});
+  Failure f;
+  for (int r = 0; r < size_ && f.code == 0; ++r)
+    if (codes[r] != 0) f = {static_cast<int>(codes[r]), r, ""};
+  if (f.code == 0) return f;
+  std::string text = rank_ == f.rank ? message : "";
+  uint64_t length = text.size();
+  check(MPI_Bcast(&length, 1, MPI_UINT64_T, f.rank, MPI_COMM_WORLD), "MPI_Bcast");
+  text.resize(length);
+  check(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, f.rank, MPI_COMM_WORLD),
+        "MPI_Bcast");
+  f.message = text;
+  return f;
+}
+
+bool World::any(bool flag) const {
+  if (!distributed()) return flag;
+  int mine = flag ? 1 : 0, result = 0;
+  check(MPI_Allreduce(&mine, &result, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD), "MPI_Allreduce");
+  return result != 0;
+}
+
+std::vector<double> World::all_gather(const std::vector<double>& mine) const {
+  if (!distributed()) return mine;
+  std::vector<double> all(mine.size() * size_);
+  check(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                      static_cast<int>(mine.size()), MPI_DOUBLE, MPI_COMM_WORLD),
+        "MPI_Allgather");
+  return all;
+}
+
+std::shared_ptr<World::Request> World::start_all_to_all(const float* send, const Pattern& to,
+                                                        float* recv, const Pattern& from) const {
+  auto r = std::make_shared<Request>();
+  check(
+      MPI_Ialltoallv(send, to.counts.data(), to.displs.data(), MPI_FLOAT, recv, from.counts.data(),
+                     from.displs.data(), MPI_FLOAT, MPI_COMM_WORLD, &r->handle),
+      "MPI_Ialltoallv");
+  return r;
+}
+
+std::shared_ptr<World::Request> World::start_all_gather(const float* mine, int count, float* all,
+                                                        const Pattern& from) const {
+  auto r = std::make_shared<Request>();
+  check(MPI_Iallgatherv(mine, count, MPI_FLOAT, all, from.counts.data(), from.displs.data(),
+                        MPI_FLOAT, MPI_COMM_WORLD, &r->handle),
+        "MPI_Iallgatherv");
+  return r;
+}
+
+void World::wait(const std::shared_ptr<Request>& request) const {
+  check(MPI_Wait(&request->handle, MPI_STATUS_IGNORE), "MPI_Wait");
+}
+
+void World::abort(int code) const {
+  if (mpi_) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+#else
+
+// ------------------------------------------------------------------ without MPI
+class World::Request {};
+
+World& World::join() {
+  if (instance()) return *instance();
+  const Launch launch = detect_launch([](const char* k) -> const char* { return std::getenv(k); });
+  if (launch.under_mpi && launch.size != 1)
+    throw std::runtime_error(
+        "this attograd was built without MPI (libopenmpi-dev was not found), so it cannot run "
+        "as one of several processes; run it alone or rebuild with MPI");
+  instance() = new World();
+  return *instance();
+}
+
+World::Failure World::agree_setup(int code, const std::string& message) {
+  setup_agreed_ = true;
+  return {code, 0, message};
+}
+bool World::any(bool flag) const {
+  return flag;
+}
+std::vector<double> World::all_gather(const std::vector<double>& mine) const {
+  return mine;
+}
+std::shared_ptr<World::Request> World::start_all_to_all(const float* send, const Pattern& to,
+                                                        float* recv, const Pattern&) const {
+  std::memcpy(recv, send, sizeof(float) * static_cast<size_t>(to.counts.at(0)));
+  return nullptr;
+}
+std::shared_ptr<World::Request> World::start_all_gather(const float* mine, int count, float* all,
+                                                        const Pattern&) const {
+  std::memcpy(all, mine, sizeof(float) * static_cast<size_t>(count));
+  return nullptr;
+}
+void World::wait(const std::shared_ptr<Request>&) const {}
+void World::abort(int code) const {
+  std::_Exit(code);
+}
+
+#endif
+
+World::~World() = default;
+
+}  // namespace train

@@ -1,0 +1,88 @@
+#pragma once
+// The processes of a run. A plain `attograd train` is a world of one and never touches
+// MPI; under an MPI launcher (`mpirun -np N attograd train ...`, `srun --mpi=pmix ...`)
+// World::join() initialises MPI and every process learns its rank. Rank 0 alone prints,
+// writes metrics and checkpoints; every rank reads the options and data itself.
+//
+// Collectives must be called by every rank in the same order. Only data movement goes
+// through MPI (gathers, all-to-all): every sum that reaches the weights is computed by our
+// own code in a fixed order (grad_reduction.h), so results never depend on the number of
+// processes or on MPI's algorithms.
+//
+//   train::World& world = train::World::join();   // once, at the start of a command
+//   if (world.root()) print(...);
+//   bool stop = world.any(StopSignals::requested());
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace train {
+
+// Whether the environment says an MPI launcher started this process (Open MPI's
+// OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE, PMIx's PMIX_RANK), and the world size it gives
+// (0 when only PMIx's rank is known). `getenv` is a parameter for tests.
+struct Launch {
+  bool under_mpi = false;
+  int size = 1;
+};
+Launch detect_launch(const char* (*getenv)(const char*));
+
+// The failure of another rank during set-up, already agreed on: rank 0 prints `message`,
+// the others nothing, and every rank exits with `code`.
+struct PeerFailure : std::runtime_error {
+  PeerFailure(int code, int rank, const std::string& message)
+      : std::runtime_error(message), code(code), rank(rank) {}
+  int code, rank;
+};
+
+class World {
+ public:
+  // The world of this process, joined once (MPI_Init under a launcher). A launch of more
+  // than one process in a build without MPI is an error saying so.
+  static World& join();
+  // The world joined so far: one process when join() was never called.
+  static World& current();
+  static bool available();  // built with MPI
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool root() const { return rank_ == 0; }
+  bool distributed() const { return size_ > 1; }
+
+  // Set-up ends on every rank with exactly one call: with "" where it succeeded, or with
+  // the error that stopped it. Returns the failure of the lowest failing rank, if any (code
+  // 0: every rank succeeded). After it, a failure of one rank ends the whole job (abort).
+  struct Failure {
+    int code = 0, rank = 0;
+    std::string message;
+  };
+  Failure agree_setup(int code, const std::string& message);
+  bool setup_agreed() const { return setup_agreed_; }
+
+  bool any(bool flag) const;  // logical or over the ranks
+  // Each rank's values (every rank gives the same count), concatenated in rank order.
+  std::vector<double> all_gather(const std::vector<double>& mine) const;
+  // Non-blocking data movement for the gradient reduction. counts[r] floats go to (or come
+  // from) rank r, displs[r] floats from the buffer's start.
+  class Request;
+  struct Pattern {
+    std::vector<int> counts, displs;
+  };
+  std::shared_ptr<Request> start_all_to_all(const float* send, const Pattern& to, float* recv,
+                                            const Pattern& from) const;
+  std::shared_ptr<Request> start_all_gather(const float* mine, int count, float* all,
+                                            const Pattern& from) const;
+  void wait(const std::shared_ptr<Request>& request) const;
+  [[noreturn]] void abort(int code) const;  // ends every rank of the job
+
+  ~World();
+
+ private:
+  World() = default;
+  int rank_ = 0, size_ = 1;
+  bool mpi_ = false, setup_agreed_ = false;
+};
+
+}  // namespace train
