@@ -176,9 +176,11 @@ void TrainingRun::check_plan() const {
       "threads)\n",
       cfg_.model.num_parameters(), data_.source, data_.train.size(), data_.val.size(),
       cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads);
-  sayf("batch: {} sequences x {} micro-batch{} = {} sequences of {} tokens per step\n",
+  const int ranks = world_.size();
+  sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {} tokens per step\n",
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
-       cfg_.effective_batch(), cfg_.model.context_length);
+       ranks > 1 ? fmt::format(" x {} processes", ranks) : "", cfg_.effective_batch() * ranks,
+       cfg_.model.context_length);
   sayf("{}\n", plan.describe());
   if (!plan.fits())
     throw std::runtime_error(fmt::format(
@@ -250,7 +252,7 @@ StepOutcome TrainingRun::train_step() {
     return s;
   }
   opt_->step();
-  tokens_ += cfg_.effective_batch() * cfg_.model.context_length;
+  tokens_ += cfg_.effective_batch() * world_.size() * cfg_.model.context_length;
   f.tokens = tokens_;
   s.updated = true;
   return s;
@@ -414,7 +416,7 @@ void TrainingRun::save_periodically() {
 }
 
 int TrainingRun::finish() {
-  if (StopSignals::requested())
+  if (StopSignals::requested() && world_.root())
     fmt::print(stderr, "{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
                signal_name(StopSignals::first()), step_, cfg_.out);
   if (failed_) return 1;

@@ -80,11 +80,11 @@ class TrainingRun {
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   std::unique_ptr<data::BatchSampler> sampler_;
   std::unique_ptr<GradAccumulator> accumulator_;  // with grad_accum_steps > 1
+  ag::Generator data_gen_;
   World& world_;
   std::unique_ptr<GradReducer> reducer_;  // in a distributed world
   int64_t dropout_draws_ = 0;             // per micro-batch's forward
   bool agreed_stop_ = false;              // every rank saw a stop signal's request
-  ag::Generator data_gen_;
   std::unique_ptr<Reporter> report_;
   std::string inject_spec_;
   int64_t inject_at_ = -1;

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Distributed training under mpirun (issue 13), one scenario per ctest entry:
+#   mpi_test.sh SCENARIO PATH/TO/attograd
+# N processes must give the same weights, bit for bit, as one process accumulating the
+# same micro-batches; checkpoints resume across world sizes; set-up errors print once; a
+# killed rank ends the job and leaves the last checkpoint good. Exit 77 (skipped) without
+# mpirun.
+set -euo pipefail
+scenario=$1
+bin=$(readlink -f "$2")
+command -v mpirun > /dev/null || { echo "mpirun not installed: skipped"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+# CI runs as root in containers: Open MPI must be told that is fine, and a container may
+# forbid the cross-process memory copy its shared-memory transport tries first.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+# (a function: `mpi ... &` would make $! the subshell's PID, not mpirun's)
+mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$bin" "$@"; }
+
+# dropout on: the masks must follow the micro-batch too, not only the data
+tiny=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 4 --dropout 0.1
+      --eval-windows 10 --log-interval 5 --threads 1 --sample-tokens 0)
+hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
+state() { "$bin" inspect "$1" | grep -E '^(step|micro_batches) '; }
+same() {  # same weights, step and micro-batch count
+  diff <(hashes "$1") <(hashes "$2") > /dev/null || fail "$3: the weights differ"
+  diff <(state "$1") <(state "$2") > /dev/null || fail "$3: $(state "$1" | tr '\n' ' ') vs $(state "$2" | tr '\n' ' ')"
+  [ "$(hashes "$1" | wc -l)" -gt 10 ] || fail "$3: no parameters compared"
+}
+# np A  == one process with accumulation M
+check_world() {
+  mpi "$1" train "${tiny[@]}" --steps 12 --grad-accum-steps "$2" --out np.h5 > np.txt 2>&1 ||
+    fail "mpirun -np $1 failed: $(tail -5 np.txt)"
+  "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps "$3" --out one.h5 > one.txt
+  same np.h5 one.h5 "-np $1 --grad-accum-steps $2 against --grad-accum-steps $3"
+}
+
+case "$scenario" in
+same_bits_2)
+  check_world 2 1 2
+  grep -q "^batch: 4 sequences x 1 micro-batch x 2 processes = 8 sequences" np.txt ||
+    fail "the global batch is not printed: $(grep batch np.txt)"
+  [ "$(grep -c "^saved checkpoint" np.txt)" -eq 1 ] || fail "not exactly one rank saved: $(cat np.txt)"
+  check_world 2 2 4
+  check_world 2 3 6   # A not a power of two: the ranks' ranges are not subtrees
+  ;;
+same_bits_4)
+  check_world 4 1 4
+  check_world 4 2 8
+  ;;
+resume_across_world_sizes)
+  "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps 2 --out straight.h5 > a.txt
+  # 2 processes write it, 1 process with accumulation 2 finishes it
+  mpi 2 train "${tiny[@]}" --steps 12 --stop-at 6 --out split.h5 > b.txt 2>&1 || fail "$(tail -5 b.txt)"
+  "$bin" resume --checkpoint split.h5 --grad-accum-steps 2 --threads 1 > c.txt
+  same straight.h5 split.h5 "2 processes then 1 x accumulation 2"
+  # and the other way round
+  "$bin" train "${tiny[@]}" --steps 12 --stop-at 6 --grad-accum-steps 2 --out split2.h5 > d.txt
+  mpi 2 resume --checkpoint split2.h5 --grad-accum-steps 1 --threads 1 > e.txt 2>&1 || fail "$(tail -5 e.txt)"
+  same straight.h5 split2.h5 "1 x accumulation 2 then 2 processes"
+  ;;
+errors_once)
+  rc=0; mpi 2 train --data missing.txt > out.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 2 ] || fail "a missing --data under mpirun exited $rc, not 2"
+  [ "$(grep -c "attograd train: error" err.txt)" -eq 1 ] || fail "not one message: $(cat err.txt)"
+  grep -q "missing.txt" err.txt || fail "the message does not name the file: $(cat err.txt)"
+  # only rank 1 fails (MPMD: other arguments per rank): rank 0 prints its message
+  printf 'hello world, a small corpus of text\n%.0s' $(seq 1 200) > corpus.txt
+  rc=0
+  mpirun --oversubscribe -np 1 "$bin" train "${tiny[@]}" --data corpus.txt --steps 2 --out x.h5 : \
+    -np 1 "$bin" train "${tiny[@]}" --data absent.txt --steps 2 --out x.h5 > out.txt 2> err.txt || rc=$?
+  [ "$rc" -ne 0 ] || fail "a failure on rank 1 alone did not fail the job"
+  [ "$(grep -c "attograd train: error" err.txt)" -eq 1 ] || fail "not one message: $(cat err.txt)"
+  grep -q "absent.txt.*(rank 1)" err.txt || fail "rank 1's failure is not named: $(cat err.txt)"
+  [ ! -e x.h5 ] || fail "a failed set-up wrote a checkpoint"
+  ;;
+killed_rank)
+  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
+          --sample-tokens 0 --eval-interval 0 --log-interval 1 --checkpoint-interval 10)
+  mpi 2 train "${medium[@]}" --steps 100000 --out kill.h5 > log.txt 2> err.txt &
+  pid=$!
+  for _ in $(seq 1 600); do [ -f kill.h5 ] && break; sleep 0.05; done
+  [ -f kill.h5 ] || fail "no periodic checkpoint appeared"
+  victim=""
+  for p in $(pgrep -f -- "--out kill.h5" || true); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  done
+  [ -n "$victim" ] || fail "rank 1 not found"
+  kill -9 "$victim"
+  start=$SECONDS; rc=0; wait "$pid" || rc=$?
+  [ "$rc" -ne 0 ] || fail "the job exited 0 after a rank was killed"
+  [ $((SECONDS - start)) -le 10 ] || fail "the job took $((SECONDS - start)) s to end"
+  pgrep -f -- "--out kill.h5" > /dev/null && fail "processes of the job are left"
+  "$bin" inspect kill.h5 --verify | grep -q "all checksums good" || fail "the last checkpoint is damaged"
+  ;;
+sigterm_saves_once)
+  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
+          --sample-tokens 0 --eval-interval 0 --log-interval 1)
+  # (a background job of a script ignores SIGINT, and mpirun keeps that: TERM it is; mpirun
+  # forwards SIGINT and SIGTERM to the ranks as SIGTERM)
+  mpirun --oversubscribe -np 2 "$bin" train "${medium[@]}" --steps 3000 --out sig.h5 > log.txt 2> err.txt &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  kill -TERM "$pid"
+  wait "$pid" || true  # mpirun's own status after a signal is not ours to set
+  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $(cat err.txt)"
+  step=$("$bin" inspect sig.h5 | sed -n 's/^step //p')
+  [ "$step" -lt 3000 ] || fail "the run was not stopped by SIGTERM"
+  "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGTERM"
+  ;;
+*) fail "unknown scenario" ;;
+esac
+echo "ok ($scenario)"
