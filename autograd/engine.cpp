@@ -13,6 +13,16 @@ namespace ag {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local LeafGradReadyHook::Fn* g_leaf_ready = nullptr;
+}  // namespace
+
+LeafGradReadyHook::LeafGradReadyHook(Fn fn) {
+  if (g_leaf_ready) throw std::logic_error("LeafGradReadyHook: hooks do not nest");
+  g_leaf_ready = new Fn(std::move(fn));
+}
+LeafGradReadyHook::~LeafGradReadyHook() {
+  delete g_leaf_ready;
+  g_leaf_ready = nullptr;
 }
 
 bool grad_enabled() {
@@ -189,6 +199,26 @@ void run_node(Node& n, const Tensor& g, std::unordered_map<Node*, Tensor>& grads
   }
 }
 
+// With a LeafGradReadyHook: the edges still to run into each leaf; a leaf is announced when
+// its count reaches zero. Without one it does nothing.
+class LeafCountdown {
+ public:
+  explicit LeafCountdown(const std::vector<Node*>& order) {
+    if (!g_leaf_ready) return;
+    for (const Node* n : order)
+      for (const Edge& e : n->next)
+        if (e.leaf) ++pending_[e.leaf.get()];
+  }
+  void ran(const Node& n) {
+    if (!g_leaf_ready) return;
+    for (const Edge& e : n.next)
+      if (e.leaf && --pending_[e.leaf.get()] == 0) (*g_leaf_ready)(e.leaf.get());
+  }
+
+ private:
+  std::unordered_map<const TensorImpl*, int> pending_;
+};
+
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
@@ -200,16 +230,20 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   }
   std::unordered_map<Node*, Tensor> grads;
   grads[root.grad_fn().get()] = seed;
-  for (Node* n : topological_order(root.grad_fn().get())) {
+  const std::vector<Node*> order = topological_order(root.grad_fn().get());
+  LeafCountdown countdown(order);
+  for (Node* n : order) {
     auto it = grads.find(n);
-    if (it == grads.end()) continue;  // no gradient reached it
-    Tensor g = std::move(it->second);
-    grads.erase(it);
-    run_node(*n, g, grads);
-    if (!retain_graph) {
-      n->backward = nullptr;
-      n->released = true;
+    if (it != grads.end()) {  // else no gradient reached it
+      Tensor g = std::move(it->second);
+      grads.erase(it);
+      run_node(*n, g, grads);
+      if (!retain_graph) {
+        n->backward = nullptr;
+        n->released = true;
+      }
     }
+    countdown.ran(*n);
   }
 }
 

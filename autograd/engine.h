@@ -66,4 +66,17 @@ bool needs_recording(const std::vector<Tensor>& inputs);
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 
+// While one is alive on this thread, backward calls it for each leaf as soon as the leaf's
+// gradient is final (every node with an edge to it has run), with the leaf's TensorImpl:
+// what data-parallel training needs to send a bucket of gradients while the rest of
+// backward runs. Hooks do not nest.
+class LeafGradReadyHook {
+ public:
+  using Fn = std::function<void(const TensorImpl* leaf)>;
+  explicit LeafGradReadyHook(Fn fn);
+  ~LeafGradReadyHook();
+  LeafGradReadyHook(const LeafGradReadyHook&) = delete;
+  LeafGradReadyHook& operator=(const LeafGradReadyHook&) = delete;
+};
+
 }  // namespace ag

@@ -75,6 +75,10 @@ po::options_description run_only_options(train::RunConfig& c) {
   add("log-interval", field(c.log_interval), "steps between report lines");
   add("metrics", field(c.metrics), "append JSON lines of metrics to this file");
   add("threads", field(c.threads), "threads for kernels and BLAS");
+  add("bucket-mb", field(c.bucket_mb),
+      "under mpirun: gradient bucket size in MB (each is sent as soon as backward finishes it)");
+  add("profile", po::bool_switch(&c.profile),
+      "print where the steps' time went (compute, waiting on other processes)");
   add("sample-tokens", field(c.sample_tokens), "length of the sample printed at the end");
   add("init-from", field(c.init_from), "start from this checkpoint's weights");
   add("stop-at", field(c.stop_at), "end this run after this step, checkpointed (0: run all steps)");

@@ -79,6 +79,7 @@ struct ResumeOptions {
   std::string path, out, metrics;
   int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1, grad_accum_steps = 1;
   int threads = ag::kDefaultThreads;
+  int64_t bucket_mb = train::kDefaultBucketMb;
 };
 
 po::options_description resume_options(ResumeOptions& o) {
@@ -98,6 +99,9 @@ po::options_description resume_options(ResumeOptions& o) {
   add("metrics", po::value(&o.metrics), "append JSON lines of metrics to this file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
       "threads for kernels and BLAS");
+  add("bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
+      "under mpirun: gradient bucket size in MB");
+  add("profile", "print where the steps' time went");
   add("stop-at", po::value<int64_t>(), "end this run after this step, checkpointed");
   add("detect-anomaly", "check every op's output and gradients for NaN/inf");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -111,6 +115,8 @@ train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions&
   cfg.data = resume_data(ckpt, cfg, vm);
   cfg.out = o.out;
   cfg.threads = o.threads;
+  cfg.bucket_mb = o.bucket_mb;
+  cfg.profile = vm.count("profile") > 0;
   if (vm.count("steps")) cfg.steps = o.steps;
   if (vm.count("eval-interval")) cfg.eval_interval = o.eval_interval;
   if (vm.count("grad-accum-steps")) cfg.grad_accum_steps = o.grad_accum_steps;

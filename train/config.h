@@ -13,6 +13,10 @@ namespace train {
 // tokens and micro-batches never overflow.
 inline constexpr int64_t kMaxGradAccumSteps = int64_t{1} << 20;
 
+// Gradient bucket size in MB for data-parallel runs (see grad_reduction.h): measured with
+// `attograd bench --config base` under mpirun -np 2, see README "Distributed training".
+inline constexpr int64_t kDefaultBucketMb = 4;
+
 struct RunConfig {
   nn::GPTConfig model = [] {  // the spec's defaults, with vocab_size 0: "from the tokenizer"
     nn::GPTConfig m;
@@ -43,12 +47,14 @@ struct RunConfig {
   int64_t eval_windows = 0;  // cap on validation windows per evaluation; 0: all
   std::string metrics;       // JSON-lines file; empty: none
   int threads = ag::kDefaultThreads;
-  int64_t sample_tokens = 200;  // sample printed at the end
-  std::string init_from;        // start from this checkpoint's weights
-  bool detect_anomaly = false;  // check every op for NaN/inf (autograd/anomaly.h)
-  std::string inject_nan;       // fault injection: PHASE:MODULE[@STEP]
-  int64_t stop_at = 0;          // end this invocation after this step (0: at steps);
-                                // the schedule still spans `steps`, so resume continues
+  int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run
+  bool profile = false;                  // where a step's time goes, printed at the end
+  int64_t sample_tokens = 200;           // sample printed at the end
+  std::string init_from;                 // start from this checkpoint's weights
+  bool detect_anomaly = false;           // check every op for NaN/inf (autograd/anomaly.h)
+  std::string inject_nan;                // fault injection: PHASE:MODULE[@STEP]
+  int64_t stop_at = 0;                   // end this invocation after this step (0: at steps);
+                                         // the schedule still spans `steps`, so resume continues
 
   int64_t effective_batch() const { return batch_size * grad_accum_steps; }
   double effective_min_lr() const { return min_lr >= 0 ? min_lr : lr / 10; }

@@ -83,11 +83,14 @@ void GradAccumulator::add() {
 // sum(0, M) for the tree above is the right-nested sum of the stack's parts and the last
 // gradient: s_0 + (s_1 + (... + (s_k + g_last))).
 void GradAccumulator::finish() {
-  while (!stack_.empty()) {
-    add_into_grads(buffers_[stack_.back().buffer]);
-    free_.push_back(stack_.back().buffer);
-    stack_.pop_back();
-  }
+  finish_params(0, params_.size());
+  for (const Partial& p : stack_) free_.push_back(p.buffer);
+  stack_.clear();
+}
+
+void GradAccumulator::finish_params(size_t begin, size_t end) {
+  for (auto it = stack_.rbegin(); it != stack_.rend(); ++it)
+    add_into_grads(buffers_[it->buffer], begin, end);
 }
 
 void GradAccumulator::add_into(std::vector<float>& left, const std::vector<float>& right) {
@@ -115,8 +118,9 @@ void GradAccumulator::copy_grads_to(std::vector<float>& sum) const {
   }
 }
 
-void GradAccumulator::add_into_grads(const std::vector<float>& left) const {
-  for (size_t i = 0; i < params_.size(); ++i) {
+void GradAccumulator::add_into_grads(const std::vector<float>& left, size_t begin,
+                                     size_t end) const {
+  for (size_t i = begin; i < end; ++i) {
     ag::Tensor g = params_[i].grad();
     if (!g.defined()) {
       g = ag::zeros(params_[i].shape());

@@ -38,6 +38,10 @@ class GradAccumulator {
   void start();   // a new sum: forgets what was added
   void add();     // the gradients now held are the next micro-batch's; they are dropped
   void finish();  // the gradients now held are the last micro-batch's; they become the sum
+  // finish() for parameters [begin, end) alone (the sum is final for them; call it once per
+  // parameter, then start() before the next sum): a bucket of gradients can be sent while
+  // backward still computes the others.
+  void finish_params(size_t begin, size_t end);
 
   int64_t partial_sums_allocated() const { return static_cast<int64_t>(buffers_.size()); }
 
@@ -49,7 +53,8 @@ class GradAccumulator {
   int64_t acquire();
   void add_grads_into(std::vector<float>& sum) const;  // sum = sum + grads
   void copy_grads_to(std::vector<float>& sum) const;
-  void add_into_grads(const std::vector<float>& left) const;  // grads = left + grads
+  // grads = left + grads, for parameters [begin, end)
+  void add_into_grads(const std::vector<float>& left, size_t begin, size_t end) const;
   static void add_into(std::vector<float>& left, const std::vector<float>& right);
 
   std::vector<ag::Tensor> params_;

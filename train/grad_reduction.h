@@ -16,16 +16,19 @@
 //  4. an all-gather gives every rank the whole sum, which goes back into the gradients.
 // Every rank then holds the same bits, and clipping and AdamW see the same gradient.
 //
-//   GradReducer reducer(world, model.parameters(), accum_steps);
-//   for (size_t k = 0; k < reducer.nodes().size(); ++k) {
-//     ... accumulate node k's micro-batches into the gradients ...
-//     reducer.keep_node(k);
-//   }
+//   GradReducer reducer(world, model.parameters(), accum_steps, 25 << 20);
+//   for each node k but the last: accumulate its micro-batches; reducer.keep_node(k);
+//   the last node: accumulate all but its last micro-batch, then
+//     { auto overlap = reducer.overlap_last_backward(&acc);  loss.backward(); }
+//     reducer.last_backward_done(&acc);
 //   reducer.reduce();   // every rank's gradients: the sum over all M micro-batches
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/tensor.h"
+#include "train/grad_accumulation.h"
 #include "train/world.h"
 
 namespace train {
@@ -45,31 +48,76 @@ std::vector<TreeNode> tree_nodes_within(int64_t begin, int64_t end, int64_t tota
 void tree_combine(const std::vector<TreeNode>& leaves, const std::vector<const float*>& values,
                   int64_t total, int64_t n, float* out, std::vector<std::vector<float>>& scratch);
 
+// The gradients are cut into buckets of about bucket_bytes, in reverse order of the
+// parameters (the order backward finishes them); each bucket is exchanged on its own, and
+// during the step's last backward a bucket's exchange starts (non-blocking) as soon as its
+// last gradient is final, so communication overlaps the rest of backward, as in PyTorch's
+// DDP. Buckets start in bucket order on every rank (MPI matches collectives by order).
 class GradReducer {
  public:
-  GradReducer(const World& world, std::vector<ag::Tensor> params, int64_t accum_steps);
+  GradReducer(const World& world, std::vector<ag::Tensor> params, int64_t accum_steps,
+              int64_t bucket_bytes);
 
   const std::vector<TreeNode>& nodes() const { return mine_; }  // this rank's, in order
-  // The gradients now hold the sum of this rank's node k: they are copied out.
+  // The gradients hold the sum of this rank's node k, which is not the last: copied out.
   void keep_node(size_t k);
-  // Every rank: the gradients become the sum over all micro-batches of the step.
-  void reduce();
+  // The backward of the last node's last micro-batch runs while this lives: each bucket is
+  // finished in `accumulator` (when the node spans several micro-batches), copied out and
+  // sent as soon as its gradients are final.
+  class Overlap {
+   public:
+    explicit Overlap(ag::LeafGradReadyHook::Fn fn) : hook_(std::move(fn)) {}
 
-  // Floats held besides the gradients (for the memory plan).
-  int64_t buffer_floats() const;
+   private:
+    ag::LeafGradReadyHook hook_;
+  };
+  std::unique_ptr<Overlap> overlap_last_backward(GradAccumulator* accumulator);
+  // After that backward: sends what was not sent yet (parameters backward never reached).
+  void last_backward_done(GradAccumulator* accumulator);
+  // Every rank: waits for the exchanges, combines, gathers; the gradients become the sum
+  // over all micro-batches of the step. With use = false (a loss was not finite) the
+  // exchanges are only completed and the gradients left alone.
+  void reduce(bool use = true);
+
+  int64_t buffer_floats() const;  // held besides the gradients (for the memory plan)
+  double wait_seconds() const { return wait_seconds_; }  // after backward, in reduce()
+  size_t bucket_count() const { return buckets_.size(); }
 
  private:
-  int64_t shard_begin(int rank) const { return numel_ * rank / world_.size(); }
-  int64_t shard_size(int rank) const { return shard_begin(rank + 1) - shard_begin(rank); }
+  struct Bucket {
+    size_t first_param = 0, end_param = 0;  // parameters [first, end)
+    int64_t lo = 0, hi = 0;                 // their elements in the flat gradient
+    int64_t send_at = 0, recv_at = 0, reduced_at = 0;
+    World::Pattern to, from, gather;
+    size_t waiting = 0;  // parameters of the last backward not final yet
+    bool started = false;
+    std::shared_ptr<World::Request> exchange, gathering;
+  };
+  void make_buckets(int64_t bucket_bytes);
+  void lay_out(Bucket& b);
+  int64_t shard_begin(const Bucket& b, int rank) const {
+    return b.lo + (b.hi - b.lo) * rank / world_.size();
+  }
+  int64_t shard_size(const Bucket& b, int rank) const {
+    return shard_begin(b, rank + 1) - shard_begin(b, rank);
+  }
+  void copy_out(const Bucket& b, size_t k);
+  void param_ready(size_t param, GradAccumulator* accumulator);
+  void start_ready_buckets();
+  void combine_and_gather(Bucket& b);
 
   const World& world_;
   std::vector<ag::Tensor> params_;
   std::vector<int64_t> offsets_;
+  std::vector<size_t> bucket_of_;  // per parameter
   int64_t numel_ = 0, total_ = 0;
   std::vector<TreeNode> mine_, all_;  // this rank's nodes; every rank's, in rank order
+  std::vector<size_t> nodes_of_;      // per rank
+  std::vector<Bucket> buckets_;
+  size_t next_start_ = 0;  // buckets start in order
   std::vector<float> send_, recv_, reduced_, whole_;
-  World::Pattern to_, from_, gather_;
   std::vector<std::vector<float>> scratch_;
+  double wait_seconds_ = 0;
 };
 
 }  // namespace train

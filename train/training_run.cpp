@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <tuple>
 
@@ -19,6 +20,19 @@
 namespace train {
 
 namespace {
+
+// Adds the seconds of its scope to a total.
+class StepTimer {
+ public:
+  explicit StepTimer(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~StepTimer() {
+    total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // More validation windows than this make every evaluation cost more than many steps.
 constexpr int64_t kManyEvalWindows = 4096;
@@ -129,7 +143,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
   if (cfg_.grad_accum_steps > 1)
     accumulator_ = std::make_unique<GradAccumulator>(model_->parameters());
   if (world_.distributed()) {
-    reducer_ = std::make_unique<GradReducer>(world_, model_->parameters(), cfg_.grad_accum_steps);
+    reducer_ = std::make_unique<GradReducer>(world_, model_->parameters(), cfg_.grad_accum_steps,
+                                             cfg_.bucket_mb << 20);
     dropout_draws_ = count_dropout_draws();
   }
   ag::set_detect_anomaly(cfg_.detect_anomaly);
@@ -223,6 +238,7 @@ bool TrainingRun::wants_another_step() const {
 }
 
 StepOutcome TrainingRun::train_step() {
+  const StepTimer timer(step_seconds_);
   StepOutcome s;
   StepFigures& f = s.figures;
   f.step = ++step_;
@@ -300,23 +316,33 @@ double TrainingRun::forward_backward_distributed() {
   const int64_t in_step = micro * ranks;
   skip_micro_batches(world_.rank() * micro);
   std::vector<double> losses;
-  for (size_t k = 0; k < reducer_->nodes().size(); ++k) {
+  const size_t nodes = reducer_->nodes().size();
+  for (size_t k = 0; k < nodes; ++k) {
     const int64_t size = reducer_->nodes()[k].size;
     if (accumulator_) accumulator_->start();
-    for (int64_t j = 0; j < size; ++j) {
+    for (int64_t j = 0; j + 1 < size; ++j) {
       losses.push_back(micro_batch(in_step));
-      if (j + 1 < size) accumulator_->add();
+      accumulator_->add();
     }
-    if (accumulator_) accumulator_->finish();
-    reducer_->keep_node(k);
-    opt_->zero_grad();
+    GradAccumulator* open = size > 1 ? accumulator_.get() : nullptr;
+    if (k + 1 < nodes) {
+      losses.push_back(micro_batch(in_step));
+      if (open) open->finish();
+      reducer_->keep_node(k);
+      opt_->zero_grad();
+      continue;
+    }
+    {  // the step's last backward here: buckets leave as soon as they are final
+      const auto overlap = reducer_->overlap_last_backward(open);
+      losses.push_back(micro_batch(in_step));
+    }
+    reducer_->last_backward_done(open);
   }
   skip_micro_batches((ranks - 1 - world_.rank()) * micro);
   double loss_sum = 0;  // in micro-batch order, as the single process adds them
   for (double loss : world_.all_gather(losses)) loss_sum += loss;
   micro_batches_ += in_step;
-  if (!std::isfinite(loss_sum)) return loss_sum;
-  reducer_->reduce();
+  reducer_->reduce(std::isfinite(loss_sum));
   return loss_sum / static_cast<double>(in_step);
 }
 
@@ -415,7 +441,25 @@ void TrainingRun::save_periodically() {
   }
 }
 
+void TrainingRun::print_profile() const {
+  const int64_t steps = step_ - (resumed_ ? resumed_->step : 0);
+  if (!cfg_.profile || steps <= 0) return;
+  const double per_step = 1e3 * step_seconds_ / static_cast<double>(steps);
+  std::string waiting;
+  if (reducer_) {
+    const double wait = 1e3 * reducer_->wait_seconds() / static_cast<double>(steps);
+    waiting = fmt::format(
+        "; waiting on the other processes after backward {:.2f} ms/step ({:.1f}%), {} bucket{} "
+        "of up to {} MB",
+        wait, 100 * wait / per_step, reducer_->bucket_count(),
+        reducer_->bucket_count() == 1 ? "" : "s", cfg_.bucket_mb);
+  }
+  sayf("profile: {} steps, {:.2f} ms/step (forward, backward, reduction, update){}\n", steps,
+       per_step, waiting);
+}
+
 int TrainingRun::finish() {
+  print_profile();
   if (StopSignals::requested() && world_.root())
     fmt::print(stderr, "{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
                signal_name(StopSignals::first()), step_, cfg_.out);

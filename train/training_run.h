@@ -65,6 +65,7 @@ class TrainingRun {
   void save_final();
   void print_sample();
   void stop_before_update(const std::string& why);
+  void print_profile() const;
   double forward_backward();
   double forward_backward_distributed();
   double micro_batch(int64_t micro_batches_in_step);
@@ -89,6 +90,7 @@ class TrainingRun {
   std::string inject_spec_;
   int64_t inject_at_ = -1;
   int64_t step_ = 0, last_saved_ = -1, tokens_ = 0;
+  double step_seconds_ = 0;    // in train_step, for --profile
   int64_t micro_batches_ = 0;  // consumed since the run began (a checkpoint's micro_batches)
   double last_val_ = NAN;
   bool failed_ = false;

@@ -31,11 +31,13 @@ same() {  # same weights, step and micro-batch count
   diff <(state "$1") <(state "$2") > /dev/null || fail "$3: $(state "$1" | tr '\n' ' ') vs $(state "$2" | tr '\n' ' ')"
   [ "$(hashes "$1" | wc -l)" -gt 10 ] || fail "$3: no parameters compared"
 }
-# np A  == one process with accumulation M
+# check_world NP A M [options]: -np NP with accumulation A == one process with accumulation M
 check_world() {
-  mpi "$1" train "${tiny[@]}" --steps 12 --grad-accum-steps "$2" --out np.h5 > np.txt 2>&1 ||
-    fail "mpirun -np $1 failed: $(tail -5 np.txt)"
-  "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps "$3" --out one.h5 > one.txt
+  local np=$1 a=$2 m=$3; shift 3
+  mpi "$np" train "${tiny[@]}" --steps 12 --grad-accum-steps "$a" "$@" --out np.h5 > np.txt 2>&1 ||
+    fail "mpirun -np $np failed: $(tail -5 np.txt)"
+  "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps "$m" "$@" --out one.h5 > one.txt
+  set -- "$np" "$a" "$m"
   same np.h5 one.h5 "-np $1 --grad-accum-steps $2 against --grad-accum-steps $3"
 }
 
@@ -47,6 +49,9 @@ same_bits_2)
   [ "$(grep -c "^saved checkpoint" np.txt)" -eq 1 ] || fail "not exactly one rank saved: $(cat np.txt)"
   check_world 2 2 4
   check_world 2 3 6   # A not a power of two: the ranks' ranges are not subtrees
+  # a model of 1.4 MB in 1 MB buckets: two exchanges overlap backward
+  check_world 2 2 4 --d-model 96 --n-layers 3 --bucket-mb 1 --profile
+  grep -q "2 buckets of up to 1 MB" np.txt || fail "not two buckets: $(grep profile np.txt)"
   ;;
 same_bits_4)
   check_world 4 1 4
