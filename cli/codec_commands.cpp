@@ -264,31 +264,34 @@ void IdDecoder::take_token() {
   ++position_;
 }
 
-}  // namespace
-
-int encode_command(const Args& args) {
-  return guarded("encode", [&] {
+// What encode and decode share: the options, --help, the tokenizer, then body(tokenizer).
+template <typename Body>
+int codec_command(const Args& args, const std::string& name, const char* caption, Body body) {
+  return guarded(name, [&] {
     std::string path;
-    auto desc = codec_options(path, "encode: UTF-8 text on standard input to token ids");
+    auto desc = codec_options(path, caption);
     auto vm = parse_options(args, desc);
-    if (wants_help(vm, "encode", desc)) return 0;
-    const auto tok = load_tokenizer(path);
-    encode_stdin(*tok);
+    if (wants_help(vm, name, desc)) return 0;
+    body(*load_tokenizer(path));
     return 0;
   });
 }
 
+void decode_stdin(const data::Tokenizer& tok) {
+  IdDecoder decoder(tok);
+  pump_stdin(decoder);
+}
+
+}  // namespace
+
+int encode_command(const Args& args) {
+  return codec_command(args, "encode", "encode: UTF-8 text on standard input to token ids",
+                       encode_stdin);
+}
+
 int decode_command(const Args& args) {
-  return guarded("decode", [&] {
-    std::string path;
-    auto desc = codec_options(path, "decode: token ids on standard input to the text's bytes");
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "decode", desc)) return 0;
-    const auto tok = load_tokenizer(path);
-    IdDecoder decoder(*tok);
-    pump_stdin(decoder);
-    return 0;
-  });
+  return codec_command(args, "decode", "decode: token ids on standard input to the text's bytes",
+                       decode_stdin);
 }
 
 }  // namespace cli
