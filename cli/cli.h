@@ -10,6 +10,8 @@
 //   command_support.h    what every command shares: error-to-exit-code, path checks
 //   train_commands.cpp   train, resume
 //   prepare_command.cpp  prepare: text files to a tokenized folder (data/prepared.h)
+//   codec_commands.cpp   encode, decode: stdin to ids and back with a folder's or
+//                        checkpoint's tokenizer, streamed
 //   sample_command.cpp   sample
 //   eval_command.cpp     eval
 //   inspect_command.cpp  inspect
@@ -34,6 +36,8 @@ boost::program_options::options_description run_options(train::RunConfig& cfg);
 int train_command(const Args& args);
 int resume_command(const Args& args);
 int prepare_command(const Args& args);
+int encode_command(const Args& args);
+int decode_command(const Args& args);
 int sample_command(const Args& args);
 int eval_command(const Args& args);
 int inspect_command(const Args& args);

@@ -15,6 +15,8 @@ commands:
   train      train a GPT (default: the spec's model on the built-in corpus)
   resume     continue a run from its checkpoint, exactly
   prepare    tokenize text files once into a folder that train and eval map (any size)
+  encode     text on stdin to token ids with a prepared folder's or checkpoint's tokenizer
+  decode     token ids on stdin back to the exact text
   sample     generate text from a checkpoint
   eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte)
   inspect    show what a checkpoint holds (--verify checks every dataset)
@@ -30,7 +32,8 @@ using Command = int (*)(const Args&);
 Command find_command(const std::string& name) {
   static const std::pair<const char*, Command> kCommands[] = {
       {"train", train_command},         {"resume", resume_command},
-      {"prepare", prepare_command},     {"sample", sample_command},
+      {"prepare", prepare_command},     {"encode", encode_command},
+      {"decode", decode_command},       {"sample", sample_command},
       {"eval", eval_command},           {"inspect", inspect_command},
       {"gradcheck", gradcheck_command}, {"bench", bench::bench_command},
       {"demo", demo_command},

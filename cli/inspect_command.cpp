@@ -33,13 +33,21 @@ std::string verify_summary(const io::VerifyReport& r) {
   return s;
 }
 
+void print_tokenizer(const io::TokenizerSection& t) {
+  if (t.type != "bpe") {
+    fmt::print("tokenizer {} ({} entries)\n", data::printable(t.type), t.vocab.size());
+    return;
+  }
+  fmt::print("tokenizer bpe ({} ids: 256 bytes + {} merges)\nsplit_pattern {}\n",
+             256 + t.merges.size(), t.merges.size(), data::printable(t.split_pattern));
+}
+
 void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
   fmt::print("checkpoint {}\nstep {}\nconfig {}\n", data::printable(ckpt.source), ckpt.step,
              data::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
   if (!ckpt.data_identity.empty()) fmt::print("data {}\n", data::printable(ckpt.data_identity));
   if (ckpt.micro_batches >= 0) fmt::print("micro_batches {}\n", ckpt.micro_batches);
-  fmt::print("tokenizer {} ({} entries)\n", data::printable(ckpt.tokenizer.type),
-             ckpt.tokenizer.vocab.size());
+  print_tokenizer(ckpt.tokenizer);
   fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
   int64_t total = 0;
   for (const auto& [name, t] : ckpt.model) {

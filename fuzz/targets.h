@@ -34,7 +34,9 @@ inline void checkpoint(const std::string& bytes) {
   if (error.find("is damaged: the HDF5 library") != std::string::npos) return;
   try {
     const io::Checkpoint again = io::parse_checkpoint_in_process(bytes, "fuzz.h5");
-    if (!error.empty() || again.model.size() != ckpt.model.size() || again.config != ckpt.config)
+    if (!error.empty() || again.model.size() != ckpt.model.size() || again.config != ckpt.config ||
+        again.tokenizer.merges != ckpt.tokenizer.merges ||
+        again.tokenizer.split_pattern != ckpt.tokenizer.split_pattern)
       std::abort();
   } catch (const io::CheckpointError& e) {
     if (error != e.what()) std::abort();

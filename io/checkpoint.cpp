@@ -39,6 +39,23 @@ void write_optimizer(hid_t file, const optim::OptimizerState& s) {
   }
 }
 
+// /tokenizer: its type and what rebuilds it exactly (a char vocabulary, bpe merges and the
+// split pattern).
+void write_tokenizer(hid_t file, const TokenizerSection& t) {
+  Handle tok = h5::create_group(file, "tokenizer");
+  h5::write_attr_string(tok, "type", t.type);
+  if (t.type == "char") h5::write_u32(tok, "vocab", t.vocab);
+  if (t.type != "bpe") return;
+  // a string attribute ends at its first NUL: a pattern holding one would come back cut
+  if (t.split_pattern.find('\0') != std::string::npos)
+    throw std::invalid_argument("the bpe split pattern holds a NUL byte (write it as \\x00)");
+  h5::write_attr_string(tok, "split_pattern", t.split_pattern);
+  std::vector<uint32_t> pairs;
+  pairs.reserve(2 * t.merges.size());
+  for (const auto& [left, right] : t.merges) pairs.insert(pairs.end(), {left, right});
+  h5::write_u32_rows(tok, "merges", pairs, 2);
+}
+
 // The file is built in memory (HDF5's core driver) and written with POSIX calls, so a
 // full disk or an unwritable folder is an errno message and never a half-written file.
 std::string checkpoint_image(const Checkpoint& c) {
@@ -54,9 +71,7 @@ std::string checkpoint_image(const Checkpoint& c) {
   for (const auto& [name, t] : c.model) h5::write_tensor(model, name, t);
   if (c.optimizer) write_optimizer(file, *c.optimizer);
 
-  Handle tok = h5::create_group(file, "tokenizer");
-  h5::write_attr_string(tok, "type", c.tokenizer.type);
-  if (c.tokenizer.type == "char") h5::write_u32(tok, "vocab", c.tokenizer.vocab);
+  write_tokenizer(file, c.tokenizer);
 
   if (!c.rng.empty()) {
     Handle rng = h5::create_group(file, "rng");

@@ -9,10 +9,11 @@
 //
 // Layout: root attributes `format`, `format_version`, `config` (JSON), `step`; /model
 // (float32, one dataset per parameter), /optimizer (sub-groups per buffer, attributes for
-// its scalars), /tokenizer (attribute `type`, dataset `vocab`), /rng (uint64[4] per
-// generator). Every dataset that can be chunked carries HDF5's Fletcher32 checksum, so a
-// flipped bit is found on load; verify_checkpoint reads everything and names each failure.
-// Every error names the file and the part of it that is wrong.
+// its scalars), /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
+// [M, 2] uint32 and attribute `split_pattern`), /rng (uint64[4] per generator). Every dataset that
+// can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on load;
+// verify_checkpoint reads everything and names each failure. Every error names the file and the
+// part of it that is wrong.
 //
 // A checkpoint is data from elsewhere, read as if hostile:
 // - It is parsed once, by libhdf5 in a forked child that streams what it reads to this
@@ -49,8 +50,12 @@ struct CheckpointError : std::runtime_error {
 };
 
 struct TokenizerSection {
-  std::string type;             // "char", "byte", or "none" (a gradient dump)
+  std::string type;             // "char", "byte", "bpe", or "none" (a gradient dump)
   std::vector<uint32_t> vocab;  // char: the code points in id order
+  // bpe: merge i makes token 256 + i from the pair (left, right) of earlier tokens, within
+  // the pieces the split pattern (PCRE2) cuts the text into
+  std::vector<std::pair<uint32_t, uint32_t>> merges;
+  std::string split_pattern;
 };
 
 struct Checkpoint {

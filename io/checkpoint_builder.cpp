@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "data/bpe.h"
+
 namespace io::detail {
 
 namespace {
@@ -44,6 +46,16 @@ std::string index_str(const ag::Shape& shape, uint64_t flat) {
     flat /= static_cast<uint64_t>(shape[d]);
   }
   return fmt::format("[{}]", fmt::join(at, ", "));
+}
+
+// Whether the split pattern (rather than the merges) is what a bpe tokenizer refused.
+bool pattern_problem(const std::string& pattern) {
+  try {
+    data::SplitPattern compiled(pattern);
+    return false;
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
 }
 
 }  // namespace
@@ -209,14 +221,36 @@ void CheckpointBuilder::optimizer_scalar(const std::string& key, double value) {
   ckpt_.optimizer->scalars.emplace_back(key, value);
 }
 
-void CheckpointBuilder::tokenizer(const std::string& type, const std::vector<uint32_t>& vocab) {
+void CheckpointBuilder::tokenizer(const TokenizerSection& t) {
   expect_open("a tokenizer");
   if (tokenizer_seen_) throw StreamError("a second tokenizer");
   tokenizer_seen_ = true;
-  charge(type.size() + 4 * vocab.size(), "a tokenizer");
-  for (uint32_t cp : vocab)
+  charge(t.type.size() + 4 * t.vocab.size() + 8 * t.merges.size() + t.split_pattern.size(),
+         "a tokenizer");
+  for (uint32_t cp : t.vocab)
     if (cp > 0x10FFFF) throw StreamError("a vocabulary entry that is not a code point");
-  ckpt_.tokenizer = TokenizerSection{type, vocab};
+  if (t.type != "bpe" && (!t.merges.empty() || !t.split_pattern.empty()))
+    throw StreamError("bpe merges for a tokenizer that is not bpe");
+  ckpt_.tokenizer = t;
+  if (t.type == "bpe" && loading()) check_bpe(t);
+}
+
+// A bpe tokenizer is checked by building it: merges of tokens that exist before them, no
+// pair twice, tokens within their limits, a pattern that compiles. The message names the
+// part at fault.
+void CheckpointBuilder::check_bpe(const TokenizerSection& t) {
+  try {
+    data::BpeTokenizer(t.merges, t.split_pattern);
+    return;
+  } catch (const std::invalid_argument& e) {
+    std::string why = e.what();
+    if (why.rfind("bpe tokenizer: ", 0) == 0) why.erase(0, 15);
+    if (pattern_problem(t.split_pattern))
+      return load_error(
+          fmt::format("'{}': /tokenizer attribute 'split_pattern': {}", source_, printable(why)));
+    load_error(fmt::format("'{}': /tokenizer/merges is not a valid bpe tokenizer: {}", source_,
+                           printable(why)));
+  }
 }
 
 void CheckpointBuilder::rng(const std::string& name, const std::array<uint64_t, 4>& words) {

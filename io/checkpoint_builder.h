@@ -50,7 +50,7 @@ class CheckpointBuilder final : public ReadSink {
   void end_tensor() override;
   void optimizer(const std::string& type) override;
   void optimizer_scalar(const std::string& key, double value) override;
-  void tokenizer(const std::string& type, const std::vector<uint32_t>& vocab) override;
+  void tokenizer(const TokenizerSection& tokenizer) override;
   void rng(const std::string& name, const std::array<uint64_t, 4>& words) override;
   void verdict(Verdict verdict, const std::string& path, const std::string& why) override;
   void done() override;
@@ -80,6 +80,7 @@ class CheckpointBuilder final : public ReadSink {
   void expect_open(const char* what) const;
   void charge(uint64_t bytes, const char* what);
   void check_finite(const OpenTensor& t);
+  void check_bpe(const TokenizerSection& t);
 
   std::string source_;
   LoadOptions options_;

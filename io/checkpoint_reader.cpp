@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
 #include "io/hdf5.h"
 
@@ -27,6 +28,7 @@ constexpr uint64_t kMaxChunkBytes = 16 << 20;  // a chunk may exceed its dataset
 constexpr size_t kPieceBytes = 4 << 20;        // read, checked and sent at a time
 constexpr size_t kMaxLinkValue = 64 << 10;     // the target of a soft or external link
 constexpr uint64_t kMaxVocab = 0x110000;       // a char vocabulary: one entry per code point
+constexpr uint64_t kMaxMerges = data::kMaxBpeVocabSize - 256;  // a bpe tokenizer's
 
 // A problem with the file in a message that already names the file.
 struct Refusal : std::runtime_error {
@@ -231,8 +233,8 @@ std::string check_storage(hid_t dset, hid_t dcpl, H5D_layout_t layout, Entry& e,
 }
 
 std::string no_checksum_reason(H5D_layout_t layout, const Entry& e) {
+  if (e.fletcher32 >= 0) return "";  // empty too: no chunk, so none without its checksum
   if (e.numel == 0) return "empty, nothing to check";
-  if (e.fletcher32 >= 0) return "";
   if (e.dims.empty()) return "a scalar, which HDF5 cannot checksum";
   if (layout == H5D_CONTIGUOUS)
     return "no checksum (contiguous storage, as h5py writes by default)";
@@ -486,29 +488,66 @@ void load_optimizer(Context& c) {
   }
 }
 
+// The dataset /tokenizer/<name>, which the type requires.
+size_t tokenizer_dataset(Context& c, const std::string& type, const char* name) {
+  const size_t at = c.catalog.index(fmt::format("/tokenizer/{}", name));
+  if (at == Catalog::npos || c.catalog.at(at).kind != Kind::dataset)
+    throw std::runtime_error(
+        fmt::format("/tokenizer has type '{}' but no '{}' dataset", printable(type), name));
+  return at;
+}
+
+std::vector<uint32_t> read_char_vocab(Context& c, hid_t g) {
+  const size_t at = tokenizer_dataset(c, "char", "vocab");
+  if (c.catalog.at(at).numel > kMaxVocab)
+    throw std::runtime_error(
+        fmt::format("/tokenizer/vocab has {} entries, more than there are code points",
+                    c.catalog.at(at).numel));
+  std::vector<hsize_t> dims;
+  std::vector<int64_t> values;
+  judged(c, at,
+         [&] { values = h5::read_int_values(g, "vocab", "/tokenizer/vocab", 0, 0x10FFFF, &dims); });
+  if (dims.size() != 1) throw std::runtime_error("/tokenizer/vocab must be one-dimensional");
+  return {values.begin(), values.end()};
+}
+
+// bpe merges: [M, 2] integers, M bounded before anything is read. Whether they make a
+// tokenizer (parts that exist, no repeated pair) is the builder's check.
+std::vector<std::pair<uint32_t, uint32_t>> read_bpe_merges(Context& c, hid_t g) {
+  const size_t at = tokenizer_dataset(c, "bpe", "merges");
+  const Entry& e = c.catalog.at(at);
+  if (e.dims.size() != 2 || e.dims[1] != 2)
+    throw std::runtime_error(fmt::format(
+        "/tokenizer/merges has shape {}, expected [M, 2] (a (left, right) pair per merge)",
+        h5::dims_str(e.dims)));
+  if (e.type_class != H5T_INTEGER)
+    throw std::runtime_error("/tokenizer/merges does not hold integers (expected uint32 ids)");
+  if (e.dims[0] > kMaxMerges)
+    throw std::runtime_error(fmt::format(
+        "/tokenizer/merges holds {} merges, more than the {} of the largest vocabulary ({} ids)",
+        e.dims[0], kMaxMerges, data::kMaxBpeVocabSize));
+  std::vector<int64_t> values;
+  judged(c, at,
+         [&] { values = h5::read_int_values(g, "merges", "/tokenizer/merges", 0, UINT32_MAX); });
+  std::vector<std::pair<uint32_t, uint32_t>> merges(values.size() / 2);
+  for (size_t i = 0; i < merges.size(); ++i)
+    merges[i] = {static_cast<uint32_t>(values[2 * i]), static_cast<uint32_t>(values[2 * i + 1])};
+  return merges;
+}
+
 void load_tokenizer(Context& c) {
   const Entry* tok = c.catalog.find("/tokenizer");
   if (!tok || tok->kind != Kind::group) throw std::runtime_error("it has no /tokenizer group");
   Handle g = check(H5Gopen2(c.file, "tokenizer", h5::group_access()), "opening /tokenizer");
-  const std::string type = h5::read_attr_string(g, "type", "/tokenizer");
-  std::vector<uint32_t> vocab;
-  if (type == "char") {
-    const size_t at = c.catalog.index("/tokenizer/vocab");
-    if (at == Catalog::npos || c.catalog.at(at).kind != Kind::dataset)
-      throw std::runtime_error("/tokenizer has type 'char' but no 'vocab' dataset");
-    if (c.catalog.at(at).numel > kMaxVocab)
-      throw std::runtime_error(
-          fmt::format("/tokenizer/vocab has {} entries, more than there are code points",
-                      c.catalog.at(at).numel));
-    std::vector<hsize_t> dims;
-    std::vector<int64_t> values;
-    judged(c, at, [&] {
-      values = h5::read_int_values(g, "vocab", "/tokenizer/vocab", 0, 0x10FFFF, &dims);
-    });
-    if (dims.size() != 1) throw std::runtime_error("/tokenizer/vocab must be one-dimensional");
-    vocab.assign(values.begin(), values.end());
+  TokenizerSection section;
+  section.type = h5::read_attr_string(g, "type", "/tokenizer");
+  if (section.type == "char") section.vocab = read_char_vocab(c, g);
+  if (section.type == "bpe") {
+    section.split_pattern =
+        h5::read_attr_string(g, "split_pattern", "/tokenizer", data::kMaxSplitPatternBytes);
+    section.merges = read_bpe_merges(c, g);
   }
-  c.sink.tokenizer(type, vocab);
+  c.sink.tokenizer(section);
 }
 
 void load_rng(Context& c) {

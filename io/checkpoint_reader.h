@@ -15,6 +15,10 @@
 #include <string_view>
 #include <vector>
 
+namespace io {
+struct TokenizerSection;  // checkpoint.h
+}  // namespace io
+
 namespace io::detail {
 
 enum class Section : uint8_t { model = 0, optimizer = 1 };
@@ -58,7 +62,8 @@ class ReadSink {
   virtual void end_tensor() = 0;
   virtual void optimizer(const std::string& type) = 0;
   virtual void optimizer_scalar(const std::string& key, double value) = 0;
-  virtual void tokenizer(const std::string& type, const std::vector<uint32_t>& vocab) = 0;
+  // /tokenizer: its type and what rebuilds it (a char vocabulary; bpe merges and pattern).
+  virtual void tokenizer(const TokenizerSection& tokenizer) = 0;
   virtual void rng(const std::string& name, const std::array<uint64_t, 4>& words) = 0;
   // One object's verdict: `path` is its full path, `why` empty for checked.
   virtual void verdict(Verdict verdict, const std::string& path, const std::string& why) = 0;

@@ -183,15 +183,21 @@ hid_t group_access() {
 // ------------------------------------------------------------------ writing
 namespace {
 
-// Chunks of at most ~1 MiB along the first dimension, each with its Fletcher32 sum.
-Handle checksummed_layout(const std::vector<hsize_t>& dims, size_t elem_size) {
+// Chunks of at most ~1 MiB along the first dimension, each with its Fletcher32 sum. A
+// dataset empty along its first dimension only ([0, 2]: a bpe tokenizer with no merges)
+// carries the filter too: its first dimension is made growable (max_dims), as HDF5 allows
+// no chunk larger than a fixed dimension.
+Handle checksummed_layout(const std::vector<hsize_t>& dims, size_t elem_size,
+                          std::vector<hsize_t>& max_dims) {
   Handle dcpl = check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
-  hsize_t n = 1;
-  for (hsize_t d : dims) n *= d;
-  if (dims.empty() || n == 0) return dcpl;  // scalars and empty datasets cannot be chunked
+  max_dims = dims;
+  hsize_t row_elems = 1;
+  for (size_t d = 1; d < dims.size(); ++d) row_elems *= dims[d];
+  if (dims.empty() || row_elems == 0) return dcpl;  // scalars and rows of nothing: no chunks
   std::vector<hsize_t> chunk = dims;
-  const hsize_t row_bytes = n / dims[0] * elem_size;
-  chunk[0] = std::clamp<hsize_t>((1 << 20) / std::max<hsize_t>(row_bytes, 1), 1, dims[0]);
+  chunk[0] = std::clamp<hsize_t>((1 << 20) / std::max<hsize_t>(row_elems * elem_size, 1), 1,
+                                 std::max<hsize_t>(dims[0], 1));
+  if (dims[0] == 0) max_dims[0] = H5S_UNLIMITED;
   check_status(H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()), "H5Pset_chunk");
   check_status(H5Pset_fletcher32(dcpl), "H5Pset_fletcher32");
   return dcpl;
@@ -200,16 +206,19 @@ Handle checksummed_layout(const std::vector<hsize_t>& dims, size_t elem_size) {
 void write_raw(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims,
                hid_t file_type, hid_t mem_type, size_t elem_size, const void* data) {
   const std::string what = fmt::format("writing dataset '{}'", name);
-  Handle space =
-      check(dims.empty() ? H5Screate(H5S_SCALAR)
-                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-            what);
-  Handle dcpl = checksummed_layout(dims, elem_size);
+  std::vector<hsize_t> max_dims;
+  Handle dcpl = checksummed_layout(dims, elem_size, max_dims);
+  Handle space = check(
+      dims.empty() ? H5Screate(H5S_SCALAR)
+                   : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data()),
+      what);
   Handle lcpl = check(H5Pcreate(H5P_LINK_CREATE), what);
   check_status(H5Pset_create_intermediate_group(lcpl, 1), what);
   Handle dset =
       check(H5Dcreate2(loc, name.c_str(), file_type, space, lcpl, dcpl, H5P_DEFAULT), what);
-  check_status(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what);
+  hsize_t n = 1;
+  for (hsize_t d : dims) n *= d;
+  if (n > 0) check_status(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what);
 }
 
 void write_attr(hid_t loc, const std::string& name, hid_t type, const void* value) {
@@ -237,6 +246,12 @@ void write_tensor(hid_t loc, const std::string& name, const ag::Tensor& t) {
 
 void write_u32(hid_t loc, const std::string& name, const std::vector<uint32_t>& v) {
   write_raw(loc, name, {v.size()}, H5T_STD_U32LE, H5T_NATIVE_UINT32, 4, v.data());
+}
+
+void write_u32_rows(hid_t loc, const std::string& name, const std::vector<uint32_t>& v,
+                    size_t columns) {
+  write_raw(loc, name, {v.size() / columns, columns}, H5T_STD_U32LE, H5T_NATIVE_UINT32, 4,
+            v.data());
 }
 
 void write_u64(hid_t loc, const std::string& name, const std::vector<uint64_t>& v) {

@@ -87,6 +87,9 @@ hid_t group_access();    // H5Gopen2
 // Float tensors are stored as float32; chunked with Fletcher32 when rank >= 1 and non-empty.
 void write_tensor(hid_t loc, const std::string& name, const ag::Tensor& t);
 void write_u32(hid_t loc, const std::string& name, const std::vector<uint32_t>& values);
+// values as [values.size() / columns, columns] (row-major); checksummed unless empty.
+void write_u32_rows(hid_t loc, const std::string& name, const std::vector<uint32_t>& values,
+                    size_t columns);
 void write_u64(hid_t loc, const std::string& name, const std::vector<uint64_t>& values);
 void write_attr_string(hid_t loc, const std::string& name, const std::string& value);
 void write_attr_int(hid_t loc, const std::string& name, int64_t value);

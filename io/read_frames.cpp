@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "data/tokenizer_file.h"
 #include "io/checkpoint_builder.h"
 
 namespace io::detail {
@@ -34,6 +35,7 @@ enum Frame : uint8_t {
   kMicroBatches,
 };
 constexpr size_t kHeaderBytes = 5;
+constexpr size_t kMaxMerges = data::kMaxBpeVocabSize - 256;
 constexpr size_t kMaxPayload = kMaxConfigBytes + (1 << 20);  // the config is the largest
 constexpr size_t kMaxValuesPerFrame = (4 << 20) / sizeof(float);
 constexpr size_t kFlushBytes = 64 << 10;
@@ -87,6 +89,7 @@ class PayloadReader {
     const auto n = get<uint32_t>();
     return std::string(take(n), n);
   }
+  std::vector<uint32_t> u32s(size_t n, const char* what);
   size_t left() const { return static_cast<size_t>(end_ - p_); }
   const char* take(size_t n) {
     if (n > left()) throw StreamError("a frame shorter than what it holds");
@@ -163,10 +166,13 @@ void FrameWriter::tensor_data(const void* values, size_t count) {
   }
 }
 
-void FrameWriter::tokenizer(const std::string& type, const std::vector<uint32_t>& vocab) {
+void FrameWriter::tokenizer(const TokenizerSection& t) {
   Payload p;
-  p.str(type).put(static_cast<uint32_t>(vocab.size()));
-  p.raw(vocab.data(), vocab.size() * sizeof(uint32_t));
+  p.str(t.type).put(static_cast<uint32_t>(t.vocab.size()));
+  p.raw(t.vocab.data(), t.vocab.size() * sizeof(uint32_t));
+  p.put(static_cast<uint32_t>(t.merges.size()));
+  for (const auto& [left, right] : t.merges) p.put(left).put(right);
+  p.str(t.split_pattern);
   send(kTokenizer, p.bytes());
 }
 
@@ -289,14 +295,29 @@ void FrameReader::tensor_data(PayloadReader& in) {
   out_.tensor_data(in.take(n), n / sizeof(float));
 }
 
+// n uint32 values of the payload, n first checked against what it holds.
+std::vector<uint32_t> PayloadReader::u32s(size_t n, const char* what) {
+  if (n > left() / sizeof(uint32_t))
+    throw StreamError(fmt::format("{} longer than its frame", what));
+  std::vector<uint32_t> values(n);
+  const char* p = take(n * sizeof(uint32_t));
+  if (n > 0) std::memcpy(values.data(), p, n * sizeof(uint32_t));
+  return values;
+}
+
 void FrameReader::tokenizer(PayloadReader& in) {
-  const std::string type = in.str();
-  const auto n = in.get<uint32_t>();
-  if (n > in.left() / sizeof(uint32_t)) throw StreamError("a vocabulary longer than its frame");
-  std::vector<uint32_t> vocab(n);
-  const char* values = in.take(n * sizeof(uint32_t));
-  if (n > 0) std::memcpy(vocab.data(), values, n * sizeof(uint32_t));
-  out_.tokenizer(type, vocab);
+  TokenizerSection t;
+  t.type = in.str();
+  t.vocab = in.u32s(in.get<uint32_t>(), "a vocabulary");
+  const auto merges = in.get<uint32_t>();
+  if (merges > kMaxMerges) throw StreamError(fmt::format("{} bpe merges", merges));
+  const std::vector<uint32_t> pairs = in.u32s(2 * size_t{merges}, "bpe merges");
+  t.merges.resize(merges);
+  for (size_t i = 0; i < t.merges.size(); ++i) t.merges[i] = {pairs[2 * i], pairs[2 * i + 1]};
+  t.split_pattern = in.str();
+  if (t.split_pattern.size() > data::kMaxSplitPatternBytes)
+    throw StreamError(fmt::format("a split pattern of {} bytes", t.split_pattern.size()));
+  out_.tokenizer(t);
 }
 
 void FrameReader::verdict(PayloadReader& in) {

@@ -11,7 +11,9 @@
 
 namespace io {
 
-// The tokenizer a section describes; an unknown type is an error naming it.
+// The tokenizer a section describes; an unknown type is an error naming it, and so are bpe
+// merges or a pattern that BpeTokenizer refuses (std::invalid_argument; a loaded checkpoint
+// was checked on load).
 std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section);
 TokenizerSection tokenizer_section(const data::Tokenizer& tok);
 

@@ -424,7 +424,10 @@ TEST_CASE("frames from a corrupted reader are refused and never crash the parent
   using io::detail::FrameReader;
   // what a child sends for a small checkpoint, loaded and verified
   Hostile h({});
-  io::save_checkpoint(h.file("run.h5"), small_checkpoint(5));
+  io::Checkpoint ckpt = small_checkpoint(5);
+  // a bpe tokenizer: flipped merges, counts and pattern bytes are replayed too
+  ckpt.tokenizer = {"bpe", {}, {{104, 101}, {256, 108}}, "\\s+|\\S+"};
+  io::save_checkpoint(h.file("run.h5"), ckpt);
   const std::string file = io::read_input_file(h.file("run.h5"), "file");
   const io::detail::ReadRequest both{true, true};
   std::string stream;
@@ -450,8 +453,10 @@ TEST_CASE("frames from a corrupted reader are refused and never crash the parent
   };
   CheckpointBuilder whole("run.h5", {}, both, file.size());
   REQUIRE(replay(stream, 7, whole));
-  REQUIRE(whole.take_checkpoint().model.size() == 1);
-  REQUIRE(whole.take_report().checked == std::vector<std::string>{"/model/w"});
+  const io::Checkpoint back = whole.take_checkpoint();
+  REQUIRE(back.model.size() == 1);
+  REQUIRE(back.tokenizer.merges == ckpt.tokenizer.merges);
+  REQUIRE(whole.take_report().checked == std::vector<std::string>{"/model/w", "/tokenizer/merges"});
 
   int refused = 0;
   for (size_t at = 0; at < stream.size(); ++at) {

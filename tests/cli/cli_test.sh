@@ -31,7 +31,7 @@ hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f
 case "$scenario" in
 help)
   "$bin" --help | grep -q "train" || fail "--help does not list train"
-  for c in train resume sample eval inspect gradcheck; do
+  for c in train resume sample eval inspect gradcheck prepare encode decode; do
     "$bin" "$c" --help >/dev/null || fail "$c --help failed"
   done
   "$bin" train --help | grep -q -- "--d-model" || fail "train --help does not list --d-model"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of prepared data (issue 12): `attograd prepare`, training and eval on a
-# prepared folder, bits per byte, and memory that does not grow with the corpus.
+# prepared folder, bits per byte, memory that does not grow with the corpus, bpe
+# checkpoints, and `attograd encode` / `decode`.
 #   data_test.sh SCENARIO PATH/TO/attograd
 # Exit 77 (ctest: skipped) only when the machine lacks the disk space a scenario needs.
 set -euo pipefail
@@ -107,6 +108,93 @@ prepare_errors)
   rc=0
   "$bin" train "${tiny[@]}" --steps 1 --data t.prepared --out x.h5 > /dev/null 2> err.txt || rc=$?
   [ "$rc" -eq 1 ] && grep -q "train.bin" err.txt || fail "a damaged train.bin was not named: $(cat err.txt)"
+  ;;
+bpe_checkpoint)
+  # A model trained with --tokenizer bpe keeps its merges: eval, sample, inspect and an
+  # exact resume all work from the checkpoint alone.
+  make_text > t.txt
+  "$bin" train "${tiny[@]}" --steps 10 --tokenizer bpe --vocab-size 300 --data t.txt --out run.h5 > /dev/null
+  "$bin" inspect run.h5 --verify > i.txt || fail "inspect --verify failed: $(tail -3 i.txt)"
+  grep -q "^tokenizer bpe (300 ids: 256 bytes + 44 merges)$" i.txt || fail "inspect shows no bpe merges: $(grep tokenizer i.txt)"
+  grep -q "all checksums good" i.txt || fail "the merges are not checksummed: $(tail -1 i.txt)"
+  "$bin" eval --checkpoint run.h5 --data t.txt --json > e.txt || fail "eval of a bpe checkpoint failed"
+  [ -n "$(json_field e.txt bits_per_byte)" ] || fail "eval has no bits_per_byte: $(tail -1 e.txt)"
+  a=$("$bin" sample --checkpoint run.h5 --prompt "the naïve café " --tokens 30 --seed 4 | od -An -tx1)
+  b=$("$bin" sample --checkpoint run.h5 --prompt "the naïve café " --tokens 30 --seed 4 | od -An -tx1)
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "sample of a bpe checkpoint failed or differed"
+  "$bin" train "${tiny[@]}" --steps 10 --stop-at 5 --tokenizer bpe --vocab-size 300 --data t.txt --out split.h5 > /dev/null
+  "$bin" resume --checkpoint split.h5 > /dev/null
+  diff <(hashes run.h5) <(hashes split.h5) > /dev/null || fail "5 + resume 5 differ from 10 with bpe"
+  ;;
+bpe_checkpoint_h5py)
+  # Any HDF5 reader sees the spec's layout: merges [M, 2] uint32, Fletcher32, split_pattern.
+  py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  "$py" -c 'import h5py' 2> /dev/null || { echo "SKIP: no h5py"; exit 77; }
+  make_text > t.txt
+  "$bin" train "${tiny[@]}" --steps 2 --tokenizer bpe --vocab-size 300 --data t.txt --out run.h5 > /dev/null
+  "$py" - run.h5 <<'PY' || fail "h5py does not read the bpe tokenizer as the spec says"
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    t = f["tokenizer"]
+    m = t["merges"]
+    assert t.attrs["type"] == "bpe", t.attrs["type"]
+    assert m.dtype == "uint32" and m.shape == (44, 2) and m.fletcher32, (m.dtype, m.shape)
+    assert all(int(a) < 256 + i and int(b) < 256 + i for i, (a, b) in enumerate(m[()]))
+    assert isinstance(t.attrs["split_pattern"], str) and t.attrs["split_pattern"].startswith("'(?i:")
+PY
+  ;;
+encode_decode)
+  # encode | decode gives back the exact bytes with a prepared folder's, a tokenizer file's
+  # and a checkpoint's tokenizer; bad input is named with its position.
+  make_text > t.txt
+  "$bin" prepare --data t.txt --tokenizer bpe --vocab-size 300 --out bpe.prepared > /dev/null
+  "$bin" prepare --data t.txt --out char.prepared > /dev/null
+  "$bin" train "${tiny[@]}" --steps 2 --data bpe.prepared --out run.h5 > /dev/null
+  # combining marks, ZWJ emoji, a flag, CJK, Hangul, Hebrew, Arabic, a zero-width space,
+  # NUL, tab, CRLF, and no newline at the end
+  printf 'cafe\xcc\x81 Z\xcc\x88\xcc\x81\xcc\xa3 \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 \xf0\x9f\x87\xaf\xf0\x9f\x87\xb5 日本語 한국어 שלום مرحبا \xe2\x80\x8b\x00\ttab\r\nend' > hostile.txt
+  for tok in bpe.prepared bpe.prepared/tokenizer.json run.h5; do
+    "$bin" encode --tokenizer "$tok" < hostile.txt > ids.txt || fail "encode with $tok failed"
+    grep -qE '^[0-9]+( [0-9]+)*$' ids.txt && [ "$(wc -l < ids.txt)" -eq 1 ] ||
+      fail "encode with $tok did not print one line of ids: $(head -c 200 ids.txt)"
+    "$bin" decode --tokenizer "$tok" < ids.txt > back.txt || fail "decode with $tok failed"
+    cmp -s hostile.txt back.txt || fail "encode | decode with $tok changed the text"
+  done
+  diff <("$bin" encode --tokenizer bpe.prepared < t.txt) <("$bin" encode --tokenizer run.h5 < t.txt) > /dev/null ||
+    fail "the checkpoint's tokenizer encodes otherwise than its folder's"
+  [ "$("$bin" encode --tokenizer bpe.prepared < t.txt | wc -w)" -lt "$(wc -c < t.txt)" ] ||
+    fail "bpe gives no fewer ids than bytes"
+  "$bin" encode --tokenizer char.prepared < t.txt | "$bin" decode --tokenizer char.prepared | cmp -s - t.txt ||
+    fail "a char folder does not round-trip its own text"
+  [ "$(printf '72\n101\t108  108 \n' | "$bin" decode --tokenizer run.h5)" = "Hell" ] ||
+    fail "decode does not take ids separated by any whitespace"
+  rc=0; echo "72 101 99999" | "$bin" decode --tokenizer run.h5 > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "id 99999 at position 2" err.txt || fail "a bad id: rc $rc, $(cat err.txt)"
+  rc=0; echo "72 1o1" | "$bin" decode --tokenizer run.h5 > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "'1o1' at position 1" err.txt || fail "a non-number: rc $rc, $(cat err.txt)"
+  rc=0; printf 'abc\xffdef' | "$bin" encode --tokenizer run.h5 > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "invalid UTF-8.*offset 3" err.txt || fail "invalid UTF-8: rc $rc, $(cat err.txt)"
+  rc=0; printf 'the snow\xe2\x98\x83man' | "$bin" encode --tokenizer char.prepared > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 1 ] && grep -q "U+2603.*byte offset 8" err.txt ||
+    fail "an unknown character: rc $rc, $(cat err.txt)"
+  rc=0; "$bin" encode --tokenizer . < t.txt > /dev/null 2> err.txt || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "not a prepared folder" err.txt || fail "a plain folder: rc $rc, $(cat err.txt)"
+  ;;
+encode_streams)
+  # About 75 MB through encode and decode in bounded memory, back byte for byte.
+  make_text > unit.txt
+  for _ in $(seq 1 16); do cat unit.txt; done > block.txt
+  for _ in $(seq 1 70); do cat block.txt; done > big.txt
+  rm block.txt
+  "$bin" prepare --data unit.txt --tokenizer bpe --vocab-size 400 --out bpe.prepared > /dev/null
+  rss=$(peak_rss_kb bash -c "exec '$bin' encode --tokenizer bpe.prepared < big.txt > big.ids")
+  echo "encode $(stat -c %s big.txt) bytes: peak RSS ${rss} kB"
+  [ "$rss" -lt 100000 ] || fail "encode's peak RSS ${rss} kB grew with its input"
+  rss=$(peak_rss_kb bash -c "exec '$bin' decode --tokenizer bpe.prepared < big.ids > big.back")
+  echo "decode: peak RSS ${rss} kB"
+  [ "$rss" -lt 100000 ] || fail "decode's peak RSS ${rss} kB grew with its input"
+  cmp -s big.txt big.back || fail "75 MB did not round-trip"
   ;;
 big_corpus_bounded)
   # Over a gigabyte of text prepared and trained on; neither the prepare's nor the
