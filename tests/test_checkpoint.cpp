@@ -46,7 +46,8 @@ io::Checkpoint full_checkpoint(const nn::GPT& model) {
   c.model = model.named_parameters();
   auto st = opt.state();
   c.optimizer = st;
-  c.tokenizer = {"char", {'\n', ' ', 'a', 'b', 'c', 0xE9, 0x1F642}};
+  c.tokenizer.type = "char";
+  c.tokenizer.vocab = {'\n', ' ', 'a', 'b', 'c', 0xE9, 0x1F642};
   c.rng = {{"data", ag::Generator(1).state()}, {"dropout", ag::Generator(2).state()}};
   c.data_identity = "sha256:0123456789abcdef";
   return c;
