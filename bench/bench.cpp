@@ -12,6 +12,9 @@
 #include "bench/micro.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
+#include "train/config.h"
+#include "train/grad_reduction.h"
+#include "train/world.h"
 
 namespace bench {
 
@@ -59,19 +62,26 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // kB on Linux
 }
 
+// Under mpirun every process runs its own batch and the gradients are reduced as in
+// training (train/grad_reduction.h, buckets overlapping backward): tokens/s counts all
+// processes' tokens, and reduce_ms is the wait after backward.
 int run_steps(const std::string& config, double dropout, int64_t steps, int64_t warmup, int threads,
-              bool json) {
+              bool json, int64_t bucket_mb) {
   ag::set_num_threads(threads);
+  const train::World& world = train::World::join();
   BenchConfig c = named_config(config);
   c.model.dropout = dropout;
   nn::GPT model(c.model, 1337);
   model.train();
   optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 3e-4);
   const auto params = model.parameters();
-  ag::Generator gen(7);
+  std::unique_ptr<train::GradReducer> reducer;
+  if (world.distributed())
+    reducer = std::make_unique<train::GradReducer>(world, params, 1, bucket_mb << 20);
+  ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   const int64_t B = c.batch, T = c.model.context_length;
   std::vector<int64_t> ids(B * (T + 1));
-  std::vector<double> ms, fwd_ms, bwd_ms, opt_ms;
+  std::vector<double> ms, fwd_ms, bwd_ms, opt_ms, reduce_ms;
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point t) {
     return std::chrono::duration<double, std::milli>(clock::now() - t).count();
@@ -87,8 +97,16 @@ int run_steps(const std::string& config, double dropout, int64_t steps, int64_t 
     opt.zero_grad();
     auto out = model.forward(ag::from_vector(x, {B, T}), ag::from_vector(y, {B, T}));
     const double t_fwd = since(start);
-    out.loss.backward();
+    {
+      const auto overlap = reducer ? reducer->overlap_last_backward(nullptr) : nullptr;
+      out.loss.backward();
+    }
     const double t_bwd = since(start);
+    if (reducer) {
+      reducer->last_backward_done(nullptr);
+      reducer->reduce();
+    }
+    const double t_reduce = since(start);
     optim::clip_grad_norm(params, 1.0);
     opt.step();
     const double elapsed = since(start);
@@ -96,7 +114,8 @@ int run_steps(const std::string& config, double dropout, int64_t steps, int64_t 
       ms.push_back(elapsed);
       fwd_ms.push_back(t_fwd);
       bwd_ms.push_back(t_bwd - t_fwd);
-      opt_ms.push_back(elapsed - t_bwd);
+      reduce_ms.push_back(t_reduce - t_bwd);
+      opt_ms.push_back(elapsed - t_reduce);
     }
   }
   auto median_of = [](std::vector<double> v) {
@@ -105,13 +124,15 @@ int run_steps(const std::string& config, double dropout, int64_t steps, int64_t 
   };
   const double median = median_of(ms);
   std::sort(ms.begin(), ms.end());
-  const double tokens_per_s = B * T / (median / 1e3);
-  const double gflops = step_flops(c) / (median / 1e3) / 1e9;
+  const double tokens_per_s = world.size() * B * T / (median / 1e3);
+  const double gflops = world.size() * step_flops(c) / (median / 1e3) / 1e9;
+  if (!world.root()) return 0;
   if (json) {
     std::cout << nlohmann::json{{"impl", "attograd"},
                                 {"config", c.name},
                                 {"dropout", dropout},
                                 {"threads", threads},
+                                {"processes", world.size()},
                                 {"ms_per_step", median},
                                 {"tokens_per_s", tokens_per_s},
                                 {"gflops", gflops},
@@ -120,16 +141,18 @@ int run_steps(const std::string& config, double dropout, int64_t steps, int64_t 
                                 {"parameters", model.num_parameters()},
                                 {"forward_ms", median_of(fwd_ms)},
                                 {"backward_ms", median_of(bwd_ms)},
-                                {"optimizer_ms", median_of(opt_ms)}}
+                                {"optimizer_ms", median_of(opt_ms)},
+                                {"reduce_ms", median_of(reduce_ms)}}
                      .dump()
               << std::endl;
   } else {
     fmt::print(
-        "attograd {} (dropout {}, {} threads, {} parameters): median {:.2f} ms/step over {} steps "
-        "(min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, clip+AdamW {:.2f}) | "
-        "{:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
-        c.name, dropout, threads, model.num_parameters(), median, steps, ms.front(), ms.back(),
-        median_of(fwd_ms), median_of(bwd_ms), median_of(opt_ms), tokens_per_s, gflops,
+        "attograd {} (dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} ms/step "
+        "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
+        "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
+        c.name, dropout, world.size(), world.size() == 1 ? "" : "es", threads,
+        model.num_parameters(), median, steps, ms.front(), ms.back(), median_of(fwd_ms),
+        median_of(bwd_ms), median_of(reduce_ms), median_of(opt_ms), tokens_per_s, gflops,
         peak_rss_mb());
   }
   return 0;
@@ -142,6 +165,7 @@ int bench_command(const std::vector<std::string>& args) {
   double dropout = 0.0;
   int64_t steps = 20, warmup = 3;
   int threads = ag::kDefaultThreads;
+  int64_t bucket_mb = train::kDefaultBucketMb;
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&config)->default_value("tiny"), "tiny, small or base")(
@@ -150,7 +174,9 @@ int bench_command(const std::vector<std::string>& args) {
       "warmup", po::value(&warmup)->default_value(3), "untimed steps first")(
       "threads", po::value(&threads)->default_value(ag::kDefaultThreads),
       "threads for kernels and BLAS")("json", "one JSON object per line")(
-      "micro", "microbenchmarks of the hot kernels instead of training steps");
+      "micro", "microbenchmarks of the hot kernels instead of training steps")(
+      "bucket-mb", po::value(&bucket_mb)->default_value(train::kDefaultBucketMb),
+      "under mpirun: gradient bucket size in MB");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -167,7 +193,8 @@ int bench_command(const std::vector<std::string>& args) {
     if (!(dropout >= 0 && dropout < 1))
       throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", dropout));
     if (vm.count("micro")) return run_micro(threads, vm.count("json") > 0);
-    return run_steps(config, dropout, steps, warmup, threads, vm.count("json") > 0);
+    if (bucket_mb < 1) throw std::invalid_argument("--bucket-mb must be >= 1");
+    return run_steps(config, dropout, steps, warmup, threads, vm.count("json") > 0, bucket_mb);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attograd bench: error: {}\n", e.what());
     return 2;

@@ -69,11 +69,14 @@ void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepare
 
 int eval_command(const Args& args) {
   return guarded("eval", [&] {
+    const train::World& world = train::World::join();  // under mpirun: windows shared out
     EvalOptions o;
     auto desc = eval_options(o);
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "eval", desc)) return 0;
     if (!vm.count("dump-grads")) o.dump.clear();
+    if (!o.dump.empty() && world.distributed())
+      throw UsageError("--dump-grads runs in one process, not under mpirun");
     if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
     require_file(o.path, "checkpoint");
     require_data(o.data_path);
@@ -93,6 +96,7 @@ int eval_command(const Args& args) {
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
                                    o.context, model_T));
     const train::RunData d = eval_data(ckpt, o);
+    train::World::current().setup_done();
     auto result = train::evaluate_with_grads(*model, d.train, d.token_bytes, o.context,
                                              vm.count("dump-grads") ? &o.dump : nullptr);
     if (result.tokens == 0)
@@ -100,7 +104,7 @@ int eval_command(const Args& args) {
           fmt::format("{} has {} tokens, fewer than one window of {} + 1",
                       d.prepared ? d.train.name() : "'" + data::printable(o.data_path) + "'",
                       d.train.size(), o.context ? o.context : model_T));
-    print_result(result, o, d.prepared, vm.count("json") > 0);
+    if (world.root()) print_result(result, o, d.prepared, vm.count("json") > 0);
     return 0;
   });
 }

@@ -5,6 +5,7 @@
 #include "data/dataset.h"
 #include "io/checkpoint.h"
 #include "train/config.h"
+#include "train/world.h"
 
 namespace train {
 
@@ -51,22 +52,35 @@ EvalResult evaluate_with_grads(nn::GPT& model, const data::TokenStore& ids,
   model.zero_grad();
   std::optional<ag::NoGradGuard> no_grad;
   if (!grads_path) no_grad.emplace();
-  double total = 0;
+  // Under mpirun batch b is evaluated by rank b % ranks, and the batches' sums are added
+  // in batch order as one process adds them: the same loss, bit for bit, on any number.
+  const World& world = World::current();
+  const int ranks = world.distributed() && !grads_path ? world.size() : 1;
+  const int64_t batches = (r.windows + kEvalBatch - 1) / kEvalBatch;
+  const int64_t per_rank = (batches + ranks - 1) / ranks;
+  std::vector<double> sums(2 * per_rank);  // per own batch: nats, bytes
   std::vector<int64_t> x(kEvalBatch * T), y(kEvalBatch * T);
-  for (int64_t w = 0; w < r.windows; w += kEvalBatch) {
-    if (cancelled && cancelled()) {
+  for (int64_t b = ranks > 1 ? world.rank() : 0; b < batches; b += ranks) {
+    if (ranks == 1 && cancelled && cancelled()) {  // ranks must not leave one by one
       model.zero_grad();
       model.train(was_training);
       return EvalResult{};
     }
-    const int64_t n = std::min<int64_t>(kEvalBatch, r.windows - w);
+    const int64_t n = std::min<int64_t>(kEvalBatch, r.windows - b * kEvalBatch);
     x.resize(n * T), y.resize(n * T);
-    windows.copy(ids, w, n, x.data(), y.data());
-    if (!token_bytes.empty()) r.bytes += target_bytes(y, token_bytes);
+    windows.copy(ids, b * kEvalBatch, n, x.data(), y.data());
+    if (!token_bytes.empty()) sums[2 * (b / ranks) + 1] = target_bytes(y, token_bytes);
     auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
-    total += out.loss.item() * n * T;
+    sums[2 * (b / ranks)] = out.loss.item() * n * T;
     // the batch's share of the mean over every target, so the gradients add up to it
     if (grads_path) (out.loss * (static_cast<double>(n * T) / r.tokens)).backward();
+  }
+  const std::vector<double> all = ranks > 1 ? world.all_gather(sums) : sums;
+  double total = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t at = (b % ranks) * 2 * per_rank + 2 * (b / ranks);
+    total += all[at];
+    r.bytes += static_cast<int64_t>(all[at + 1]);
   }
   r.loss = total / r.tokens;
   if (grads_path) {

@@ -511,11 +511,7 @@ void TrainingRun::print_sample() {
 
 int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
   TrainingRun run(std::move(cfg), resumed);
-  World& world = World::current();
-  if (world.distributed()) {  // set-up ends together: if another rank failed, so does this one
-    const World::Failure f = world.agree_setup(0, "");
-    if (f.code != 0) throw PeerFailure(f.code, f.rank, f.message);
-  }
+  World::current().setup_done();  // if another rank's set-up failed, this one fails with it
   return run.run();
 }
 

@@ -201,6 +201,12 @@ void World::abort(int code) const {
 
 #endif
 
+void World::setup_done() {
+  if (!distributed()) return;
+  const Failure f = agree_setup(0, "");
+  if (f.code != 0) throw PeerFailure(f.code, f.rank, f.message);
+}
+
 World::~World() = default;
 
 }  // namespace train

@@ -60,6 +60,9 @@ class World {
   };
   Failure agree_setup(int code, const std::string& message);
   bool setup_agreed() const { return setup_agreed_; }
+  // agree_setup(0, "") on a rank whose set-up succeeded: throws PeerFailure when another
+  // rank's failed. Nothing in a world of one.
+  void setup_done();
 
   bool any(bool flag) const;  // logical or over the ranks
   // Each rank's values (every rank gives the same count), concatenated in rank order.

@@ -68,6 +68,19 @@ resume_across_world_sizes)
   mpi 2 resume --checkpoint split2.h5 --grad-accum-steps 1 --threads 1 > e.txt 2>&1 || fail "$(tail -5 e.txt)"
   same straight.h5 split2.h5 "1 x accumulation 2 then 2 processes"
   ;;
+eval_sharded)
+  # validation windows shared out over the ranks give the single process's loss, bit for bit
+  check_world 2 1 2
+  diff <(grep -o "val [0-9.]* ([0-9.]* bits/byte)" np.txt) <(grep -o "val [0-9.]* ([0-9.]* bits/byte)" one.txt) ||
+    fail "the training log's validation loss differs"
+  for _ in $(seq 1 400); do echo "the quick brown fox jumps over the lazy dog"; done > text.txt
+  "$bin" eval --checkpoint one.h5 --data text.txt --json | tail -1 > one.json
+  for np in 2 3; do
+    mpi "$np" eval --checkpoint one.h5 --data text.txt --json > np.json 2> err.txt || fail "$(cat err.txt)"
+    [ "$(wc -l < np.json)" -eq 2 ] || fail "-np $np printed $(wc -l < np.json) lines, not rank 0's 2"
+    diff <(tail -1 np.json) one.json > /dev/null || fail "-np $np: $(tail -1 np.json) vs $(cat one.json)"
+  done
+  ;;
 errors_once)
   rc=0; mpi 2 train --data missing.txt > out.txt 2> err.txt || rc=$?
   [ "$rc" -eq 2 ] || fail "a missing --data under mpirun exited $rc, not 2"
