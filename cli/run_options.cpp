@@ -77,6 +77,9 @@ po::options_description run_only_options(train::RunConfig& c) {
   add("threads", field(c.threads), "threads for kernels and BLAS");
   add("bucket-mb", field(c.bucket_mb),
       "under mpirun: gradient bucket size in MB (each is sent as soon as backward finishes it)");
+  add("reduce", field(c.reduce),
+      "under mpirun: tree (default: the same bits on any number of processes) or allreduce "
+      "(MPI_Allreduce: agrees to rounding only)");
   add("profile", po::bool_switch(&c.profile),
       "print where the steps' time went (compute, waiting on other processes)");
   add("sample-tokens", field(c.sample_tokens), "length of the sample printed at the end");

@@ -102,6 +102,8 @@ po::options_description resume_options(ResumeOptions& o) {
   add("bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
       "under mpirun: gradient bucket size in MB");
   add("profile", "print where the steps' time went");
+  add("reduce", po::value<std::string>()->default_value("tree"),
+      "under mpirun: tree (the same bits on any number of processes) or allreduce");
   add("stop-at", po::value<int64_t>(), "end this run after this step, checkpointed");
   add("detect-anomaly", "check every op's output and gradients for NaN/inf");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -117,6 +119,7 @@ train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions&
   cfg.threads = o.threads;
   cfg.bucket_mb = o.bucket_mb;
   cfg.profile = vm.count("profile") > 0;
+  cfg.reduce = vm["reduce"].as<std::string>();
   if (vm.count("steps")) cfg.steps = o.steps;
   if (vm.count("eval-interval")) cfg.eval_interval = o.eval_interval;
   if (vm.count("grad-accum-steps")) cfg.grad_accum_steps = o.grad_accum_steps;

@@ -39,6 +39,8 @@ void RunConfig::validate() const {
     fail(fmt::format("checkpoint_interval must be >= 0, got {}", checkpoint_interval));
   if (log_interval <= 0) fail(fmt::format("log_interval must be positive, got {}", log_interval));
   if (eval_windows < 0) fail(fmt::format("eval_windows must be >= 0, got {}", eval_windows));
+  if (reduce != "tree" && reduce != "allreduce")
+    fail(fmt::format("reduce must be 'tree' or 'allreduce', got '{}'", reduce));
   if (bucket_mb < 1 || bucket_mb > 1024)
     fail(fmt::format("bucket_mb must be in [1, 1024], got {}", bucket_mb));
   if (threads < 1 || threads > 256)

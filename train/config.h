@@ -49,6 +49,7 @@ struct RunConfig {
   int threads = ag::kDefaultThreads;
   int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run
   bool profile = false;                  // where a step's time goes, printed at the end
+  std::string reduce = "tree";           // tree (bits independent of processes) | allreduce (MPI's)
   int64_t sample_tokens = 200;           // sample printed at the end
   std::string init_from;                 // start from this checkpoint's weights
   bool detect_anomaly = false;           // check every op for NaN/inf (autograd/anomaly.h)

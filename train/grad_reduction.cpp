@@ -71,8 +71,8 @@ void tree_combine(const std::vector<TreeNode>& leaves, const std::vector<const f
 }
 
 GradReducer::GradReducer(const World& world, std::vector<ag::Tensor> params, int64_t accum_steps,
-                         int64_t bucket_bytes)
-    : world_(world), params_(std::move(params)) {
+                         int64_t bucket_bytes, Reduction reduction)
+    : world_(world), params_(std::move(params)), reduction_(reduction) {
   for (const ag::Tensor& p : params_) {
     offsets_.push_back(numel_);
     numel_ += p.numel();
@@ -89,6 +89,10 @@ GradReducer::GradReducer(const World& world, std::vector<ag::Tensor> params, int
   int64_t send = 0, recv = 0, reduced = 0;
   for (Bucket& b : buckets_) {
     b.send_at = send, b.recv_at = recv, b.reduced_at = reduced;
+    if (reduction_ == Reduction::mpi_allreduce) {  // this rank's nodes summed, then MPI's sum
+      send += b.hi - b.lo;
+      continue;
+    }
     lay_out(b);
     send += static_cast<int64_t>(mine_.size()) * (b.hi - b.lo);
     recv += static_cast<int64_t>(all_.size()) * shard_size(b, me);
@@ -142,6 +146,7 @@ int64_t GradReducer::buffer_floats() const {
 
 // Node k's values of shard s: send_[b.send_at + b.to.displs[s] + k * shard + offset in it].
 void GradReducer::copy_out(const Bucket& b, size_t k) {
+  if (reduction_ == Reduction::mpi_allreduce) return add_out(b, k);
   for (size_t i = b.first_param; i < b.end_param; ++i) {
     const ag::Tensor g = params_[i].grad();
     const float* values = g.defined() ? g.data<float>() : nullptr;
@@ -157,6 +162,24 @@ void GradReducer::copy_out(const Bucket& b, size_t k) {
       else
         std::fill(out, out + (hi - lo), 0.0f);
     }
+  }
+}
+
+// MPI's all-reduce: node 0 is copied, later nodes added (earlier + later) in order.
+void GradReducer::add_out(const Bucket& b, size_t k) {
+  for (size_t i = b.first_param; i < b.end_param; ++i) {
+    const ag::Tensor g = params_[i].grad();
+    float* out = send_.data() + b.send_at + (offsets_[i] - b.lo);
+    const int64_t n = params_[i].numel();
+    if (!g.defined()) {
+      if (k == 0) std::fill(out, out + n, 0.0f);
+      continue;
+    }
+    const float* values = g.data<float>();
+    if (k == 0)
+      std::copy(values, values + n, out);
+    else
+      add_vectors(out, values, out, n);
   }
 }
 
@@ -192,6 +215,12 @@ void GradReducer::param_ready(size_t param, GradAccumulator* accumulator) {
 void GradReducer::start_ready_buckets() {
   while (next_start_ < buckets_.size() && buckets_[next_start_].waiting == 0) {
     Bucket& b = buckets_[next_start_++];
+    b.started = true;
+    if (reduction_ == Reduction::mpi_allreduce) {
+      b.exchange = world_.start_all_reduce(send_.data() + b.send_at, whole_.data() + b.lo,
+                                           static_cast<int>(b.hi - b.lo));
+      continue;
+    }
     b.exchange =
         world_.start_all_to_all(send_.data() + b.send_at, b.to, recv_.data() + b.recv_at, b.from);
     b.started = true;
@@ -223,10 +252,11 @@ void GradReducer::reduce(bool use) {
   const auto start = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_) {
     world_.wait(b.exchange);
-    if (use) combine_and_gather(b);
+    if (use && reduction_ == Reduction::tree) combine_and_gather(b);
   }
   if (use) {
-    for (Bucket& b : buckets_) world_.wait(b.gathering);
+    if (reduction_ == Reduction::tree)
+      for (Bucket& b : buckets_) world_.wait(b.gathering);
     for (size_t i = 0; i < params_.size(); ++i) {
       ag::Tensor g = params_[i].grad();
       if (!g.defined()) {

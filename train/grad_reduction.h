@@ -53,10 +53,16 @@ void tree_combine(const std::vector<TreeNode>& leaves, const std::vector<const f
 // during the step's last backward a bucket's exchange starts (non-blocking) as soon as its
 // last gradient is final, so communication overlaps the rest of backward, as in PyTorch's
 // DDP. Buckets start in bucket order on every rank (MPI matches collectives by order).
+//
+// Reduction::mpi_allreduce trades that guarantee for MPI's own MPI_Iallreduce per bucket
+// (each rank's nodes summed in order first): MPI's summation order depends on its
+// algorithm and the process count, so results agree with one process only to rounding.
+enum class Reduction { tree, mpi_allreduce };
+
 class GradReducer {
  public:
   GradReducer(const World& world, std::vector<ag::Tensor> params, int64_t accum_steps,
-              int64_t bucket_bytes);
+              int64_t bucket_bytes, Reduction reduction = Reduction::tree);
 
   const std::vector<TreeNode>& nodes() const { return mine_; }  // this rank's, in order
   // The gradients hold the sum of this rank's node k, which is not the last: copied out.
@@ -102,12 +108,14 @@ class GradReducer {
     return shard_begin(b, rank + 1) - shard_begin(b, rank);
   }
   void copy_out(const Bucket& b, size_t k);
+  void add_out(const Bucket& b, size_t k);
   void param_ready(size_t param, GradAccumulator* accumulator);
   void start_ready_buckets();
   void combine_and_gather(Bucket& b);
 
   const World& world_;
   std::vector<ag::Tensor> params_;
+  Reduction reduction_;
   std::vector<int64_t> offsets_;
   std::vector<size_t> bucket_of_;  // per parameter
   int64_t numel_ = 0, total_ = 0;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "train/world.h"
+
 namespace train {
 
 std::string format_duration(double seconds) {
@@ -15,7 +17,10 @@ std::string format_duration(double seconds) {
 }
 
 Reporter::Reporter(const RunConfig& cfg, int64_t first_step)
-    : cfg_(cfg), tty_(isatty(STDOUT_FILENO)), first_step_(first_step) {
+    // mpirun gives its ranks a pseudo-terminal whatever its own output is: no live bar there
+    : cfg_(cfg),
+      tty_(isatty(STDOUT_FILENO) && !World::current().distributed()),
+      first_step_(first_step) {
   if (!cfg_.metrics.empty()) metrics_.emplace(cfg_.metrics);
 }
 

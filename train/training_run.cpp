@@ -143,8 +143,9 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
   if (cfg_.grad_accum_steps > 1)
     accumulator_ = std::make_unique<GradAccumulator>(model_->parameters());
   if (world_.distributed()) {
-    reducer_ = std::make_unique<GradReducer>(world_, model_->parameters(), cfg_.grad_accum_steps,
-                                             cfg_.bucket_mb << 20);
+    reducer_ = std::make_unique<GradReducer>(
+        world_, model_->parameters(), cfg_.grad_accum_steps, cfg_.bucket_mb << 20,
+        cfg_.reduce == "allreduce" ? Reduction::mpi_allreduce : Reduction::tree);
     dropout_draws_ = count_dropout_draws();
   }
   ag::set_detect_anomaly(cfg_.detect_anomaly);

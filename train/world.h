@@ -77,6 +77,8 @@ class World {
                                             const Pattern& from) const;
   std::shared_ptr<Request> start_all_gather(const float* mine, int count, float* all,
                                             const Pattern& from) const;
+  // MPI_Iallreduce with MPI_SUM: MPI's order of summation, not ours.
+  std::shared_ptr<Request> start_all_reduce(const float* mine, float* sum, int count) const;
   void wait(const std::shared_ptr<Request>& request) const;
   [[noreturn]] void abort(int code) const;  // ends every rank of the job
 

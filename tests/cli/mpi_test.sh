@@ -56,6 +56,13 @@ same_bits_2)
 same_bits_4)
   check_world 4 1 4
   check_world 4 2 8
+  # MPI's own all-reduce: agrees to rounding (its order is its algorithm's)
+  mpi 4 train "${tiny[@]}" --steps 12 --grad-accum-steps 2 --reduce allreduce --out ar.h5 > ar.txt 2>&1 ||
+    fail "--reduce allreduce failed: $(tail -5 ar.txt)"
+  a=$(grep -o "val [0-9.]*" ar.txt | tail -1 | cut -d' ' -f2)
+  b=$(grep -o "val [0-9.]*" one.txt | tail -1 | cut -d' ' -f2)
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }' ||
+    fail "--reduce allreduce: val $a against $b"
   ;;
 resume_across_world_sizes)
   "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps 2 --out straight.h5 > a.txt
