@@ -9,6 +9,8 @@
 //   run_data.h       the text read, tokenized and split (train / val)
 //   training_run.h   TrainingRun: set-up, one step, what follows a step, the finish
 //   grad_accumulation.h  micro-batch gradients summed in a fixed binary tree
+//   grad_reduction.h the same tree over MPI processes, in buckets overlapping backward
+//   world.h          the processes of a run: one, or MPI's when launched by mpirun
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
 //   model_loading.h  a model from a checkpoint, shapes checked first
 //   memory_plan.h    what a run will need in memory, checked before it starts
@@ -19,9 +21,11 @@
 #include "train/console.h"
 #include "train/evaluate.h"
 #include "train/grad_accumulation.h"
+#include "train/grad_reduction.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
 #include "train/stop_signals.h"
 #include "train/training_run.h"
+#include "train/world.h"
