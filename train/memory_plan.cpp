@@ -159,7 +159,8 @@ int64_t data_bytes_for_text(int64_t text_bytes) {
   return saturated(9.0 * static_cast<double>(text_bytes));
 }
 
-MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes) {
+MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes,
+                       int ranks) {
   const auto& m = cfg.model;
   // in double: absurd sizes must give an absurd plan, not an overflowed one
   const double tokens = static_cast<double>(cfg.batch_size) * static_cast<double>(m.context_length);
@@ -169,7 +170,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   const double params = static_cast<double>(num_parameters);
   MemoryPlan p;
   p.parameters = saturated(4.0 * params);
-  p.gradient_sets = 1 + partial_sums_held(cfg.grad_accum_steps);
+  p.gradient_sets = 1 + partial_sums_held(cfg.grad_accum_steps) + (ranks > 1 ? 3 : 0);
   p.gradients = saturated(4.0 * params * static_cast<double>(p.gradient_sets));
   p.optimizer = saturated(8.0 * params);  // AdamW's two moments
   p.activations = saturated(4.0 * tokens * per_token);
@@ -189,8 +190,9 @@ std::string MemoryPlan::describe() const {
       "memory plan: parameters {} + gradients {}{} + AdamW state {} + activations ~{} + data {} + "
       "checkpoint save {} = ~{}{}",
       format_bytes(parameters), format_bytes(gradients),
-      gradient_sets > 1 ? fmt::format(" ({} sets: accumulation's partial sums)", gradient_sets)
-                        : "",
+      gradient_sets > 1
+          ? fmt::format(" ({} sets: accumulation's partial sums, exchange buffers)", gradient_sets)
+          : "",
       format_bytes(optimizer), format_bytes(activations), format_bytes(data),
       format_bytes(checkpoint), format_bytes(total()),
       available ? fmt::format(" of {} available", format_bytes(available)) : "");

@@ -25,7 +25,10 @@ struct MemoryPlan {
 // Activations are a micro-batch's (one is in memory at a time); gradients are held once
 // plus floor(log2 grad_accum_steps) partial sums (grad_accumulation.h).
 // data_bytes: what the caller holds for the data (see data_bytes_for_text).
-MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes = 0);
+// ranks > 1 (a distributed run): three more gradient-sized sets, the exchange's buffers
+// (this rank's subtree sums, every rank's shards of them, the gathered sum).
+MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes = 0,
+                       int ranks = 1);
 
 // Tokenizing a text of `text_bytes` in memory, at its peak: the text, its ids (up to 4
 // bytes per byte) and the copy made when they are split.

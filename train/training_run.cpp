@@ -186,7 +186,8 @@ void TrainingRun::print_baselines() const {
 }
 
 void TrainingRun::check_plan() const {
-  const MemoryPlan plan = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes());
+  const MemoryPlan plan =
+      plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size());
   sayf(
       "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
       "threads)\n",

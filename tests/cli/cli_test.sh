@@ -79,7 +79,7 @@ grad_accum)
   "$bin" train "${acc[@]}" --steps 12 --out straight.h5 --metrics m.jsonl --log-interval 4 > a.txt
   grep -q "^batch: 4 sequences x 2 micro-batches = 8 sequences of 16 tokens per step" a.txt ||
     fail "no batch line: $(head -5 a.txt)"
-  grep -q "gradients .* (2 sets: accumulation's partial sums)" a.txt || fail "the plan does not count the partial sum"
+  grep -q "gradients .* (2 sets: accumulation's partial sums, exchange buffers)" a.txt || fail "the plan does not count the partial sum"
   "$bin" inspect straight.h5 | grep -q "^micro_batches 24$" || fail "the checkpoint does not hold micro_batches 24"
   "$bin" inspect straight.h5 | grep -q '"grad_accum_steps": 2' || fail "the config does not hold grad_accum_steps"
   "$bin" train "${acc[@]}" --steps 12 --stop-at 6 --out split.h5 > b.txt
