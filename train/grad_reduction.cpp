@@ -203,6 +203,7 @@ std::unique_ptr<GradReducer::Overlap> GradReducer::overlap_last_backward(
 }
 
 void GradReducer::param_ready(size_t param, GradAccumulator* accumulator) {
+  for (size_t i = 0; i < next_start_; ++i) world_.poke(buckets_[i].exchange);
   Bucket& b = buckets_[bucket_of_[param]];
   if (b.waiting == 0 || --b.waiting > 0) return;
   if (accumulator) accumulator->finish_params(b.first_param, b.end_param);

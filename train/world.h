@@ -80,6 +80,9 @@ class World {
   // MPI_Iallreduce with MPI_SUM: MPI's order of summation, not ours.
   std::shared_ptr<Request> start_all_reduce(const float* mine, float* sum, int count) const;
   void wait(const std::shared_ptr<Request>& request) const;
+  // Lets MPI move the request's data along (MPI_Test): non-blocking collectives progress
+  // only inside MPI calls, so backward pokes them while it runs.
+  void poke(const std::shared_ptr<Request>& request) const;
   [[noreturn]] void abort(int code) const;  // ends every rank of the job
 
   ~World();
