@@ -8,6 +8,7 @@
 set -euo pipefail
 scenario=$1
 bin=$(readlink -f "$2")
+here=$(dirname "$(readlink -f "$0")")
 command -v mpirun > /dev/null || { echo "mpirun not installed: skipped"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -18,6 +19,8 @@ fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
 # forbid the cross-process memory copy its shared-memory transport tries first.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+# Under the sanitizers: Open MPI holds allocations of its own until exit; they are not ours.
+export LSAN_OPTIONS="suppressions=$here/lsan_mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 # (a function: `mpi ... &` would make $! the subshell's PID, not mpirun's)
 mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$bin" "$@"; }
 
