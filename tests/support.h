@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,19 @@ inline nn::GPTConfig gpt_config(int64_t vocab, int64_t context, int64_t d_model,
   c.n_layers = layers;
   c.dropout = dropout;
   return c;
+}
+
+// rows x columns floats of wildly mixed magnitudes (normal times 10^U(-4, 4)), so that
+// every grouping of a sum over the rows rounds differently: for tests of summation order.
+inline std::vector<std::vector<float>> mixed_magnitudes(int64_t rows, int64_t columns,
+                                                        unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> exponent(-4, 4);
+  std::vector<std::vector<float>> v(rows, std::vector<float>(columns));
+  for (auto& row : v)
+    for (float& x : row) x = normal(rng) * std::pow(10.0f, exponent(rng));
+  return v;
 }
 
 }  // namespace ag_test

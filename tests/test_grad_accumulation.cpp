@@ -24,18 +24,6 @@ float fold_sum(const std::vector<float>& g) {
   return s;
 }
 
-// values[m][k]: micro-batch m's gradient element k, of wildly mixed magnitudes so that
-// every grouping of the sum rounds differently.
-std::vector<std::vector<float>> mixed_gradients(int64_t micro, int64_t elements) {
-  std::mt19937 rng(static_cast<unsigned>(micro));
-  std::normal_distribution<float> normal;
-  std::uniform_real_distribution<float> exponent(-4, 4);
-  std::vector<std::vector<float>> g(micro, std::vector<float>(elements));
-  for (auto& row : g)
-    for (float& v : row) v = normal(rng) * std::pow(10.0f, exponent(rng));
-  return g;
-}
-
 void set_grads(const std::vector<ag::Tensor>& params, const std::vector<float>& values) {
   size_t at = 0;
   for (const ag::Tensor& p : params) {
@@ -66,7 +54,7 @@ TEST_CASE("accumulation sums micro-batches in the canonical binary tree", "[accu
   train::GradAccumulator acc(params);
   int64_t orders_that_differ = 0;
   for (int64_t micro = 1; micro <= 17; ++micro) {
-    const auto g = mixed_gradients(micro, 7);
+    const auto g = ag_test::mixed_magnitudes(micro, 7, static_cast<unsigned>(micro));
     acc.start();
     for (int64_t m = 0; m < micro; ++m) {
       set_grads(params, g[m]);

@@ -6,23 +6,13 @@
 #include <random>
 #include <string>
 
+#include "support.h"
 #include "train/grad_accumulation.h"
 #include "train/grad_reduction.h"
 
 namespace {
 
 using train::TreeNode;
-
-// micro-batch m's n-vector: mixed magnitudes, so that every grouping rounds differently
-std::vector<std::vector<float>> mixed_vectors(int64_t count, int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::uniform_real_distribution<float> exponent(-4, 4);
-  std::vector<std::vector<float>> v(count, std::vector<float>(n));
-  for (auto& row : v)
-    for (float& x : row) x = normal(rng) * std::pow(10.0f, exponent(rng));
-  return v;
-}
 
 // The canonical tree over g[begin, begin + size), as grad_accumulation.h defines it.
 std::vector<float> tree_sum(const std::vector<std::vector<float>>& g, int64_t begin, int64_t size) {
@@ -67,7 +57,7 @@ TEST_CASE("combining the ranks' subtree sums gives the single process's bits", "
   std::vector<std::vector<float>> scratch;
   int64_t groupings_that_differ = 0;
   for (int64_t total : {2, 3, 4, 6, 8, 12}) {
-    const auto g = mixed_vectors(total, n, static_cast<unsigned>(total));
+    const auto g = ag_test::mixed_magnitudes(total, n, static_cast<unsigned>(total));
     const std::vector<float> expected = tree_sum(g, 0, total);
     for (int64_t ranks = 1; ranks <= total; ++ranks) {
       if (total % ranks) continue;

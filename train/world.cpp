@@ -181,8 +181,8 @@ World& World::join() {
   const Launch launch = detect_launch([](const char* k) -> const char* { return std::getenv(k); });
   if (launch.under_mpi && launch.size != 1)
     throw std::runtime_error(
-        "this attograd was built without MPI (libopenmpi-dev was not found), so it cannot run "
-        "as one of several processes; run it alone or rebuild with MPI");
+        "this attograd was built without MPI (libopenmpi-dev was not found, or ATTOGRAD_MPI=OFF), "
+        "so it cannot run as one of several processes; run it alone or rebuild with MPI");
   instance() = new World();
   return *instance();
 }
