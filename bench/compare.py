@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""attograd against PyTorch, side by side: every config and dropout, attograd on
---threads threads and PyTorch on 1 and on 2 threads (compared with its better one), run
-interleaved for --rounds rounds so both see the same machine, medians over rounds.
+"""attograd against PyTorch at its best, side by side.
+
+PyTorch's best is searched, not assumed: for every config and dropout each variant of
+  threads 1 or 2
+  x kernels: the environment as given (which may pin OPENBLAS_CORETYPE, e.g. Haswell),
+             OpenBLAS's own choice (OPENBLAS_CORETYPE unset), or AVX-512 forced
+             (OPENBLAS_CORETYPE=SkylakeX and ATEN_CPU_CAPABILITY=avx512)
+  x precision: fp32, or torch.autocast("cpu", dtype=torch.bfloat16)
+is timed once briefly; then the fastest fp32 variant and the fastest bf16 variant are run
+interleaved with attograd for --rounds rounds, so all see the same machine. Medians over
+rounds; the speed-up is against PyTorch's faster precision and, separately, its fp32.
 
 usage: compare.py [--attograd build/attograd] [--configs tiny,small,base]
                   [--dropouts 0,0.1] [--rounds 3] [--steps 20] [--threads 2] [--json OUT]
 
-Prints one table: ms/step, tokens/s, the speed ratio (PyTorch best ms / attograd ms),
-GFLOP/s, peak RSS and its ratio; then the cblas_sgemm peak on 2 threads and the base
+Prints one table (ms/step, tokens/s, speed-ups, GFLOP/s, peak RSS and its ratio against
+the variant PyTorch was fastest with), then the cblas_sgemm peak on 2 threads and the base
 config's share of it.
 """
 import argparse
@@ -18,13 +26,91 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = {  # name: environment changes (None removes the variable)
+    "as-given": {},
+    "openblas-auto": {"OPENBLAS_CORETYPE": None},
+    "avx512": {"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512"},
+}
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True)
+def run_json(cmd, env_changes=None):
+    env = dict(os.environ)
+    for k, v in (env_changes or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def torch_cmd(a, common, threads, precision):
+    return [a.python, os.path.join(HERE, "torch_reference.py"), "--threads", str(threads),
+            "--precision", precision] + common
+
+
+def common_args(config, dropout, steps):
+    return ["--config", config, "--dropout", dropout, "--steps", str(steps), "--json"]
+
+
+def best_variants(a, config, dropout):
+    """The fastest (threads, kernels) for each precision, from one short run of each."""
+    probe = common_args(config, dropout, max(3, a.steps // 4))
+    best = {}
+    for precision in ("fp32", "bf16"):
+        timed = []
+        for threads in (1, 2):
+            for kernels, env in KERNELS.items():
+                row = run_json(torch_cmd(a, probe, threads, precision), env)[0]
+                timed.append((row["ms_per_step"], threads, kernels))
+        best[precision] = min(timed)[1:]
+    return best
+
+
+def measure(a, config, dropout):
+    common = common_args(config, dropout, a.steps)
+    best = best_variants(a, config, dropout)
+    ours, theirs = [], {"fp32": [], "bf16": []}
+    for _ in range(a.rounds):
+        ours += run_json([a.attograd, "bench", "--threads", str(a.threads)] + common)
+        for precision, (threads, kernels) in best.items():
+            theirs[precision] += run_json(torch_cmd(a, common, threads, precision),
+                                          KERNELS[kernels])
+    med = lambda xs, k: statistics.median(x[k] for x in xs)
+    o_ms = med(ours, "ms_per_step")
+    t_ms = {p: med(theirs[p], "ms_per_step") for p in theirs}
+    fastest = min(t_ms, key=t_ms.get)
+    describe = lambda p: f"{p} {best[p][0]}t {best[p][1]}"
+    row = dict(config=config, dropout=float(dropout), ours_ms=o_ms,
+               torch_fp32_ms=t_ms["fp32"], torch_bf16_ms=t_ms["bf16"],
+               torch_fp32_variant=describe("fp32"), torch_bf16_variant=describe("bf16"),
+               torch_best=describe(fastest), speedup=t_ms[fastest] / o_ms,
+               speedup_fp32=t_ms["fp32"] / o_ms, ours_tok=med(ours, "tokens_per_s"),
+               torch_tok=med(theirs[fastest], "tokens_per_s"), ours_gflops=med(ours, "gflops"),
+               ours_rss=med(ours, "peak_rss_mb"), torch_rss=med(theirs[fastest], "peak_rss_mb"))
+    return row, ours + theirs["fp32"] + theirs["bf16"]
+
+
+def print_table(rows, peak):
+    print(f"{'config':7} {'drop':>4} | {'attograd ms':>11} | {'torch fp32 ms':>13} "
+          f"{'torch bf16 ms':>13} | {'vs best':>7} {'vs fp32':>7} | {'tok/s ours':>10} "
+          f"{'torch':>7} | {'GFLOP/s':>7} | {'RSS MB ours':>11} {'torch':>7} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['config']:7} {r['dropout']:4.1f} | {r['ours_ms']:11.2f} | "
+              f"{r['torch_fp32_ms']:13.2f} {r['torch_bf16_ms']:13.2f} | {r['speedup']:6.2f}x "
+              f"{r['speedup_fp32']:6.2f}x | {r['ours_tok']:10.0f} {r['torch_tok']:7.0f} | "
+              f"{r['ours_gflops']:7.1f} | {r['ours_rss']:11.1f} {r['torch_rss']:7.1f} "
+              f"{r['ours_rss'] / r['torch_rss']:6.2f}")
+    for r in rows:
+        print(f"  {r['config']} {r['dropout']}: PyTorch fp32 {r['torch_fp32_variant']}, "
+              f"bf16 {r['torch_bf16_variant']}; fastest {r['torch_best']}")
+    for r in rows:
+        if r["config"] == "base":
+            print(f"base dropout {r['dropout']}: {r['ours_gflops']:.1f} GFLOP/s = "
+                  f"{100 * r['ours_gflops'] / peak:.0f}% of the 2-thread cblas_sgemm peak "
+                  f"({peak:.0f} GFLOP/s)")
 
 
 def main():
@@ -42,43 +128,13 @@ def main():
     rows, raw = [], []
     for config in a.configs.split(","):
         for dropout in a.dropouts.split(","):
-            common = ["--config", config, "--dropout", dropout, "--steps", str(a.steps), "--json"]
-            ours, theirs = [], {1: [], 2: []}
-            for _ in range(a.rounds):
-                ours += run_json([a.attograd, "bench", "--threads", str(a.threads)] + common)
-                for t in (1, 2):
-                    theirs[t] += run_json([a.python, os.path.join(HERE, "torch_reference.py"),
-                                           "--threads", str(t)] + common)
-            raw += ours + theirs[1] + theirs[2]
-            med = lambda xs, k: statistics.median(x[k] for x in xs)
-            torch_t = min((1, 2), key=lambda t: med(theirs[t], "ms_per_step"))
-            o_ms, t_ms = med(ours, "ms_per_step"), med(theirs[torch_t], "ms_per_step")
-            o_rss, t_rss = med(ours, "peak_rss_mb"), med(theirs[torch_t], "peak_rss_mb")
-            rows.append(dict(config=config, dropout=float(dropout), ours_ms=o_ms, torch_ms=t_ms,
-                             torch_threads=torch_t, speedup=t_ms / o_ms,
-                             ours_tok=med(ours, "tokens_per_s"),
-                             torch_tok=med(theirs[torch_t], "tokens_per_s"),
-                             ours_gflops=med(ours, "gflops"), ours_rss=o_rss, torch_rss=t_rss,
-                             torch_1t_ms=med(theirs[1], "ms_per_step"),
-                             torch_2t_ms=med(theirs[2], "ms_per_step")))
+            row, measured = measure(a, config, dropout)
+            rows.append(row)
+            raw += measured
             print(f"measured {config} dropout {dropout}", file=sys.stderr)
-
     micro = run_json([a.attograd, "bench", "--micro", "--threads", "2", "--json"])
     peak = next(m["gflops"] for m in micro if m["kernel"].startswith("cblas_sgemm"))
-
-    print(f"{'config':7} {'drop':>4} | {'attograd ms':>11} {'torch ms':>9} {'(1t/2t)':>15} | "
-          f"{'speedup':>7} | {'tok/s ours':>10} {'tok/s torch':>11} | {'GFLOP/s':>7} | "
-          f"{'RSS MB ours':>11} {'torch':>7} {'ratio':>6}")
-    for r in rows:
-        print(f"{r['config']:7} {r['dropout']:4.1f} | {r['ours_ms']:11.2f} {r['torch_ms']:9.2f} "
-              f"({r['torch_1t_ms']:6.1f}/{r['torch_2t_ms']:6.1f}) | {r['speedup']:6.2f}x | "
-              f"{r['ours_tok']:10.0f} {r['torch_tok']:11.0f} | {r['ours_gflops']:7.1f} | "
-              f"{r['ours_rss']:11.1f} {r['torch_rss']:7.1f} {r['ours_rss'] / r['torch_rss']:6.2f}")
-    for r in rows:
-        if r["config"] == "base":
-            print(f"base dropout {r['dropout']}: {r['ours_gflops']:.1f} GFLOP/s = "
-                  f"{100 * r['ours_gflops'] / peak:.0f}% of the 2-thread cblas_sgemm peak "
-                  f"({peak:.0f} GFLOP/s)")
+    print_table(rows, peak)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(rows=rows, raw=raw, sgemm_peak_gflops=peak), f, indent=1)

@@ -6,8 +6,14 @@ ms/step over --steps steps after --warmup untimed ones), one config per process 
 peak RSS belongs to that config alone.
 
 usage: torch_reference.py --config tiny|small|base [--dropout P] [--steps N]
-                          [--warmup W] [--threads K] [--json]
+                          [--warmup W] [--threads K] [--precision fp32|bf16] [--json]
+
+--precision bf16 runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16),
+as PyTorch's mixed-precision training on a CPU does (its matmuls in bf16 through oneDNN).
+The BLAS kernel and PyTorch's own vector kernels are chosen by the environment
+(OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY); bench/compare.py tries the variants.
 """
+import contextlib
 import argparse
 import json
 import os
@@ -40,6 +46,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -58,7 +65,10 @@ def main():
         start = time.perf_counter()
         x, y = ids[:, :T].contiguous(), ids[:, 1:].contiguous()
         opt.zero_grad(set_to_none=True)
-        _, loss = model(x, y)
+        autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if a.precision == "bf16"
+                    else contextlib.nullcontext())
+        with autocast:
+            _, loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -67,6 +77,9 @@ def main():
             times.append(elapsed)
     median = statistics.median(times)
     row = dict(impl="torch", config=a.config, dropout=a.dropout, threads=a.threads,
+               precision=a.precision,
+               openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", "auto"),
+               aten_cpu_capability=os.environ.get("ATEN_CPU_CAPABILITY", "default"),
                ms_per_step=median, tokens_per_s=B * T / (median / 1e3),
                gflops=step_flops(T, C, L, B) / (median / 1e3) / 1e9,
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
