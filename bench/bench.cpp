@@ -62,6 +62,96 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // kB on Linux
 }
 
+// Milliseconds of each phase of the timed steps.
+struct StepTimes {
+  std::vector<double> total, forward, backward, reduce, optimizer;
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  }
+};
+
+// Random windows of ids: inputs [B, T] and targets shifted by one.
+std::pair<ag::Tensor, ag::Tensor> random_batch(ag::Generator& gen, int64_t B, int64_t T,
+                                               int64_t vocab) {
+  std::vector<int64_t> ids(B * (T + 1)), x, y;
+  for (auto& id : ids) id = static_cast<int64_t>(gen.next_u64() % vocab);
+  for (int64_t b = 0; b < B; ++b) {
+    x.insert(x.end(), ids.begin() + b * (T + 1), ids.begin() + b * (T + 1) + T);
+    y.insert(y.end(), ids.begin() + b * (T + 1) + 1, ids.begin() + (b + 1) * (T + 1));
+  }
+  return {ag::from_vector(x, {B, T}), ag::from_vector(y, {B, T})};
+}
+
+// One training step, its phases timed into `times` when `record`.
+void timed_step(nn::GPT& model, optim::AdamW& opt, const std::vector<ag::Tensor>& params,
+                train::GradReducer* reducer, const std::pair<ag::Tensor, ag::Tensor>& batch,
+                bool record, StepTimes& times) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto since = [&] {
+    return std::chrono::duration<double, std::milli>(clock::now() - start).count();
+  };
+  opt.zero_grad();
+  auto out = model.forward(batch.first, batch.second);
+  const double t_fwd = since();
+  {
+    const auto overlap = reducer ? reducer->overlap_last_backward(nullptr) : nullptr;
+    out.loss.backward();
+  }
+  const double t_bwd = since();
+  if (reducer) {
+    reducer->last_backward_done(nullptr);
+    reducer->reduce();
+  }
+  const double t_reduce = since();
+  optim::clip_grad_norm(params, 1.0);
+  opt.step();
+  const double elapsed = since();
+  if (!record) return;
+  times.total.push_back(elapsed);
+  times.forward.push_back(t_fwd);
+  times.backward.push_back(t_bwd - t_fwd);
+  times.reduce.push_back(t_reduce - t_bwd);
+  times.optimizer.push_back(elapsed - t_reduce);
+}
+
+void report_steps(const BenchConfig& c, double dropout, int threads, int processes,
+                  int64_t parameters, const StepTimes& t, bool json) {
+  const double median = StepTimes::median(t.total);
+  const double tokens_per_s = processes * c.batch * c.model.context_length / (median / 1e3);
+  const double gflops = processes * step_flops(c) / (median / 1e3) / 1e9;
+  const auto [lo, hi] = std::minmax_element(t.total.begin(), t.total.end());
+  if (json) {
+    std::cout << nlohmann::json{{"impl", "attograd"},
+                                {"config", c.name},
+                                {"dropout", dropout},
+                                {"threads", threads},
+                                {"processes", processes},
+                                {"ms_per_step", median},
+                                {"tokens_per_s", tokens_per_s},
+                                {"gflops", gflops},
+                                {"peak_rss_mb", peak_rss_mb()},
+                                {"steps", t.total.size()},
+                                {"parameters", parameters},
+                                {"forward_ms", StepTimes::median(t.forward)},
+                                {"backward_ms", StepTimes::median(t.backward)},
+                                {"optimizer_ms", StepTimes::median(t.optimizer)},
+                                {"reduce_ms", StepTimes::median(t.reduce)}}
+                     .dump()
+              << std::endl;
+    return;
+  }
+  fmt::print(
+      "attograd {} (dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} ms/step "
+      "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
+      "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
+      c.name, dropout, processes, processes == 1 ? "" : "es", threads, parameters, median,
+      t.total.size(), *lo, *hi, StepTimes::median(t.forward), StepTimes::median(t.backward),
+      StepTimes::median(t.reduce), StepTimes::median(t.optimizer), tokens_per_s, gflops,
+      peak_rss_mb());
+}
+
 // Under mpirun every process runs its own batch and the gradients are reduced as in
 // training (train/grad_reduction.h, buckets overlapping backward): tokens/s counts all
 // processes' tokens, and reduce_ms is the wait after backward.
@@ -79,82 +169,13 @@ int run_steps(const std::string& config, double dropout, int64_t steps, int64_t 
   if (world.distributed())
     reducer = std::make_unique<train::GradReducer>(world, params, 1, bucket_mb << 20);
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
-  const int64_t B = c.batch, T = c.model.context_length;
-  std::vector<int64_t> ids(B * (T + 1));
-  std::vector<double> ms, fwd_ms, bwd_ms, opt_ms, reduce_ms;
-  using clock = std::chrono::steady_clock;
-  auto since = [](clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(clock::now() - t).count();
-  };
+  StepTimes times;
   for (int64_t i = 0; i < warmup + steps; ++i) {
-    for (auto& id : ids) id = static_cast<int64_t>(gen.next_u64() % c.model.vocab_size);
-    std::vector<int64_t> x, y;
-    for (int64_t b = 0; b < B; ++b) {
-      x.insert(x.end(), ids.begin() + b * (T + 1), ids.begin() + b * (T + 1) + T);
-      y.insert(y.end(), ids.begin() + b * (T + 1) + 1, ids.begin() + (b + 1) * (T + 1));
-    }
-    const auto start = clock::now();
-    opt.zero_grad();
-    auto out = model.forward(ag::from_vector(x, {B, T}), ag::from_vector(y, {B, T}));
-    const double t_fwd = since(start);
-    {
-      const auto overlap = reducer ? reducer->overlap_last_backward(nullptr) : nullptr;
-      out.loss.backward();
-    }
-    const double t_bwd = since(start);
-    if (reducer) {
-      reducer->last_backward_done(nullptr);
-      reducer->reduce();
-    }
-    const double t_reduce = since(start);
-    optim::clip_grad_norm(params, 1.0);
-    opt.step();
-    const double elapsed = since(start);
-    if (i >= warmup) {
-      ms.push_back(elapsed);
-      fwd_ms.push_back(t_fwd);
-      bwd_ms.push_back(t_bwd - t_fwd);
-      reduce_ms.push_back(t_reduce - t_bwd);
-      opt_ms.push_back(elapsed - t_reduce);
-    }
+    const auto batch = random_batch(gen, c.batch, c.model.context_length, c.model.vocab_size);
+    timed_step(model, opt, params, reducer.get(), batch, i >= warmup, times);
   }
-  auto median_of = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
-  const double median = median_of(ms);
-  std::sort(ms.begin(), ms.end());
-  const double tokens_per_s = world.size() * B * T / (median / 1e3);
-  const double gflops = world.size() * step_flops(c) / (median / 1e3) / 1e9;
-  if (!world.root()) return 0;
-  if (json) {
-    std::cout << nlohmann::json{{"impl", "attograd"},
-                                {"config", c.name},
-                                {"dropout", dropout},
-                                {"threads", threads},
-                                {"processes", world.size()},
-                                {"ms_per_step", median},
-                                {"tokens_per_s", tokens_per_s},
-                                {"gflops", gflops},
-                                {"peak_rss_mb", peak_rss_mb()},
-                                {"steps", steps},
-                                {"parameters", model.num_parameters()},
-                                {"forward_ms", median_of(fwd_ms)},
-                                {"backward_ms", median_of(bwd_ms)},
-                                {"optimizer_ms", median_of(opt_ms)},
-                                {"reduce_ms", median_of(reduce_ms)}}
-                     .dump()
-              << std::endl;
-  } else {
-    fmt::print(
-        "attograd {} (dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} ms/step "
-        "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
-        "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
-        c.name, dropout, world.size(), world.size() == 1 ? "" : "es", threads,
-        model.num_parameters(), median, steps, ms.front(), ms.back(), median_of(fwd_ms),
-        median_of(bwd_ms), median_of(reduce_ms), median_of(opt_ms), tokens_per_s, gflops,
-        peak_rss_mb());
-  }
+  if (world.root())
+    report_steps(c, dropout, threads, world.size(), model.num_parameters(), times, json);
   return 0;
 }
 
