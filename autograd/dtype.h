@@ -5,9 +5,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/bfloat16.h"
+
 namespace ag {
 
-enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+// BFloat16 is a storage type (autograd/bfloat16.h): made, viewed, copied and converted, fed
+// by autocast to the GEMMs and the attention kernel; no arithmetic op takes it.
+enum class DType : uint8_t { Float32, Float64, Int64, Bool, BFloat16 };
 
 inline size_t dtype_size(DType d) {
   switch (d) {
@@ -15,6 +19,7 @@ inline size_t dtype_size(DType d) {
     case DType::Float64: return 8;
     case DType::Int64: return 8;
     case DType::Bool: return 1;
+    case DType::BFloat16: return 2;
   }
   return 0;
 }
@@ -25,6 +30,7 @@ inline const char* dtype_name(DType d) {
     case DType::Float64: return "float64";
     case DType::Int64: return "int64";
     case DType::Bool: return "bool";
+    case DType::BFloat16: return "bfloat16";
   }
   return "?";
 }
@@ -51,6 +57,10 @@ template <>
 constexpr DType dtype_of<bool>() {
   return DType::Bool;
 }
+template <>
+constexpr DType dtype_of<bfloat16>() {
+  return DType::BFloat16;
+}
 
 }  // namespace ag
 
@@ -74,7 +84,7 @@ constexpr DType dtype_of<bool>() {
     }                                                                                \
   }()
 
-// Same, over every DType (bool is stored as one byte).
+// Same, over every DType (bool is stored as one byte, bfloat16 converts through float).
 #define AG_DISPATCH_ALL(DT, WHAT, ...)                                  \
   [&] {                                                                 \
     switch (DT) {                                                       \
@@ -82,6 +92,7 @@ constexpr DType dtype_of<bool>() {
       AG_DISPATCH_CASE(Float64, double, __VA_ARGS__)                    \
       AG_DISPATCH_CASE(Int64, int64_t, __VA_ARGS__)                     \
       AG_DISPATCH_CASE(Bool, bool, __VA_ARGS__)                         \
+      AG_DISPATCH_CASE(BFloat16, ::ag::bfloat16, __VA_ARGS__)           \
     }                                                                   \
     throw std::invalid_argument(std::string(WHAT) + ": unknown dtype"); \
   }()

@@ -48,7 +48,9 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);  // int64, fi
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
 // ---- matmul (ops/matmul.cpp): 1-D, 2-D and batched N-D with batch broadcasting, GEMM via
-// CBLAS; transposed operands are passed to BLAS as flags instead of being copied.
+// CBLAS; transposed operands are passed to BLAS as flags instead of being copied. Under a
+// bf16 autocast scope (autograd/autocast.h), float32 matmul and linear multiply bfloat16
+// operands on oneDNN with float32 accumulation, forward and backward.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // y = act(x W^T + b) for x [..., in], weight [out, in] (PyTorch's layout), bias [out] or
 // undefined: one GEMM with the bias already in its output, the activation applied in the

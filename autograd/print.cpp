@@ -24,7 +24,7 @@ struct Formatter {
   size_t width = 1;
 
   explicit Formatter(DType dt, const std::vector<double>& values) : dtype(dt) {
-    if (!is_floating(dt)) {
+    if (!is_floating(dt) && dt != DType::BFloat16) {
       for (double v : values) width = std::max(width, format(v).size());
       return;
     }
@@ -135,7 +135,8 @@ std::string Tensor::str() const {
   std::vector<std::string> suffix;
   if (numel() == 0 && dim() != 1)
     suffix.push_back(fmt::format("size=({})", fmt::join(shape(), ", ")));
-  if (dtype() == DType::Float64 || (numel() == 0 && dtype() != DType::Float32))
+  if (dtype() == DType::Float64 || dtype() == DType::BFloat16 ||
+      (numel() == 0 && dtype() != DType::Float32))
     suffix.push_back(std::string("dtype=torch.") + dtype_name(dtype()));
   if (requires_grad() && is_leaf()) suffix.push_back("requires_grad=True");
   if (!is_leaf()) suffix.push_back(fmt::format("grad_fn=<{}>", grad_fn()->name));

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "autograd/autocast.h"
 #include "bench/micro.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
@@ -84,18 +85,22 @@ std::pair<ag::Tensor, ag::Tensor> random_batch(ag::Generator& gen, int64_t B, in
 }
 
 // One training step, its phases timed into `times` when `record`.
+// Forward and backward run in the step's precision (bfloat16 weight copies made once for
+// the step, as training makes them).
 void timed_step(nn::GPT& model, optim::AdamW& opt, const std::vector<ag::Tensor>& params,
                 train::GradReducer* reducer, const std::pair<ag::Tensor, ag::Tensor>& batch,
-                bool record, StepTimes& times) {
+                ag::Precision precision, bool record, StepTimes& times) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   auto since = [&] {
     return std::chrono::duration<double, std::milli>(clock::now() - start).count();
   };
   opt.zero_grad();
-  auto out = model.forward(batch.first, batch.second);
-  const double t_fwd = since();
+  double t_fwd;
   {
+    const ag::AutocastScope autocast(precision);
+    auto out = model.forward(batch.first, batch.second);
+    t_fwd = since();
     const auto overlap = reducer ? reducer->overlap_last_backward(nullptr) : nullptr;
     out.loss.backward();
   }
@@ -116,17 +121,31 @@ void timed_step(nn::GPT& model, optim::AdamW& opt, const std::vector<ag::Tensor>
   times.optimizer.push_back(elapsed - t_reduce);
 }
 
-void report_steps(const BenchConfig& c, double dropout, int threads, int processes,
-                  int64_t parameters, const StepTimes& t, bool json) {
+// What `attograd bench` (training steps) was asked for.
+struct StepOptions {
+  std::string config = "tiny";
+  double dropout = 0.0;
+  int64_t steps = 20, warmup = 3;
+  int threads = ag::kDefaultThreads;
+  bool json = false;
+  int64_t bucket_mb = train::kDefaultBucketMb;
+  ag::Precision precision = ag::Precision::fp32;
+};
+
+void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
+                  const StepTimes& t) {
+  const double dropout = o.dropout;
+  const int threads = o.threads;
   const double median = StepTimes::median(t.total);
   const double tokens_per_s = processes * c.batch * c.model.context_length / (median / 1e3);
   const double gflops = processes * step_flops(c) / (median / 1e3) / 1e9;
   const auto [lo, hi] = std::minmax_element(t.total.begin(), t.total.end());
-  if (json) {
+  if (o.json) {
     std::cout << nlohmann::json{{"impl", "attograd"},
                                 {"config", c.name},
                                 {"dropout", dropout},
                                 {"threads", threads},
+                                {"precision", ag::precision_name(o.precision)},
                                 {"processes", processes},
                                 {"ms_per_step", median},
                                 {"tokens_per_s", tokens_per_s},
@@ -143,60 +162,59 @@ void report_steps(const BenchConfig& c, double dropout, int threads, int process
     return;
   }
   fmt::print(
-      "attograd {} (dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} ms/step "
+      "attograd {} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
+      "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
       "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
-      c.name, dropout, processes, processes == 1 ? "" : "es", threads, parameters, median,
-      t.total.size(), *lo, *hi, StepTimes::median(t.forward), StepTimes::median(t.backward),
-      StepTimes::median(t.reduce), StepTimes::median(t.optimizer), tokens_per_s, gflops,
-      peak_rss_mb());
+      c.name, ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es",
+      threads, parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
+      StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
+      tokens_per_s, gflops, peak_rss_mb());
 }
 
 // Under mpirun every process runs its own batch and the gradients are reduced as in
 // training (train/grad_reduction.h, buckets overlapping backward): tokens/s counts all
 // processes' tokens, and reduce_ms is the wait after backward.
-int run_steps(const std::string& config, double dropout, int64_t steps, int64_t warmup, int threads,
-              bool json, int64_t bucket_mb) {
-  ag::set_num_threads(threads);
+int run_steps(const StepOptions& o) {
+  ag::set_num_threads(o.threads);
   const train::World& world = train::World::join();
-  BenchConfig c = named_config(config);
-  c.model.dropout = dropout;
+  BenchConfig c = named_config(o.config);
+  c.model.dropout = o.dropout;
   nn::GPT model(c.model, 1337);
   model.train();
   optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 3e-4);
   const auto params = model.parameters();
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())
-    reducer = std::make_unique<train::GradReducer>(world, params, 1, bucket_mb << 20);
+    reducer = std::make_unique<train::GradReducer>(world, params, 1, o.bucket_mb << 20);
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
-  for (int64_t i = 0; i < warmup + steps; ++i) {
+  for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
     const auto batch = random_batch(gen, c.batch, c.model.context_length, c.model.vocab_size);
-    timed_step(model, opt, params, reducer.get(), batch, i >= warmup, times);
+    timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
   }
-  if (world.root())
-    report_steps(c, dropout, threads, world.size(), model.num_parameters(), times, json);
+  if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times);
   return 0;
 }
 
 }  // namespace
 
 int bench_command(const std::vector<std::string>& args) {
-  std::string config = "tiny";
-  double dropout = 0.0;
-  int64_t steps = 20, warmup = 3;
-  int threads = ag::kDefaultThreads;
-  int64_t bucket_mb = train::kDefaultBucketMb;
+  StepOptions o;
+  std::string precision = "fp32";
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
-      "config", po::value(&config)->default_value("tiny"), "tiny, small or base")(
-      "dropout", po::value(&dropout)->default_value(0.0), "dropout probability")(
-      "steps", po::value(&steps)->default_value(20), "timed steps (the median is reported)")(
-      "warmup", po::value(&warmup)->default_value(3), "untimed steps first")(
-      "threads", po::value(&threads)->default_value(ag::kDefaultThreads),
-      "threads for kernels and BLAS")("json", "one JSON object per line")(
+      "config", po::value(&o.config)->default_value("tiny"), "tiny, small or base")(
+      "dropout", po::value(&o.dropout)->default_value(0.0), "dropout probability")(
+      "steps", po::value(&o.steps)->default_value(20), "timed steps (the median is reported)")(
+      "warmup", po::value(&o.warmup)->default_value(3), "untimed steps first")(
+      "threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
+      "threads for kernels and BLAS")(
+      "precision", po::value(&precision)->default_value("fp32"),
+      "fp32, or bf16 (autocast: bfloat16 matmul operands, float32 accumulation)")(
+      "json", "one JSON object per line")(
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
-      "bucket-mb", po::value(&bucket_mb)->default_value(train::kDefaultBucketMb),
+      "bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
       "under mpirun: gradient bucket size in MB");
   po::variables_map vm;
   try {
@@ -206,16 +224,19 @@ int bench_command(const std::vector<std::string>& args) {
       std::cout << "usage: attograd bench [options]\n\n" << desc << "\n";
       return 0;
     }
-    if (steps < 1) throw std::invalid_argument(fmt::format("--steps must be >= 1, got {}", steps));
-    if (warmup < 0)
-      throw std::invalid_argument(fmt::format("--warmup must be >= 0, got {}", warmup));
-    if (threads < 1)
-      throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", threads));
-    if (!(dropout >= 0 && dropout < 1))
-      throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", dropout));
-    if (vm.count("micro")) return run_micro(threads, vm.count("json") > 0);
-    if (bucket_mb < 1) throw std::invalid_argument("--bucket-mb must be >= 1");
-    return run_steps(config, dropout, steps, warmup, threads, vm.count("json") > 0, bucket_mb);
+    if (o.steps < 1)
+      throw std::invalid_argument(fmt::format("--steps must be >= 1, got {}", o.steps));
+    if (o.warmup < 0)
+      throw std::invalid_argument(fmt::format("--warmup must be >= 0, got {}", o.warmup));
+    if (o.threads < 1)
+      throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", o.threads));
+    if (!(o.dropout >= 0 && o.dropout < 1))
+      throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
+    o.precision = ag::parse_precision(precision, "--precision");
+    o.json = vm.count("json") > 0;
+    if (vm.count("micro")) return run_micro(o.threads, o.json);
+    if (o.bucket_mb < 1) throw std::invalid_argument("--bucket-mb must be >= 1");
+    return run_steps(o);
   } catch (const std::exception& e) {
     fmt::print(stderr, "attograd bench: error: {}\n", e.what());
     return 2;

@@ -75,6 +75,9 @@ po::options_description run_only_options(train::RunConfig& c) {
   add("log-interval", field(c.log_interval), "steps between report lines");
   add("metrics", field(c.metrics), "append JSON lines of metrics to this file");
   add("threads", field(c.threads), "threads for kernels and BLAS");
+  add("precision", field(c.precision),
+      "fp32, or bf16: matmuls and attention products on bfloat16 operands with float32 "
+      "accumulation (autocast); weights, optimizer and the rest stay float32");
   add("bucket-mb", field(c.bucket_mb),
       "under mpirun: gradient bucket size in MB (each is sent as soon as backward finishes it)");
   add("reduce", field(c.reduce),

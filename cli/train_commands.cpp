@@ -99,6 +99,7 @@ po::options_description resume_options(ResumeOptions& o) {
   add("metrics", po::value(&o.metrics), "append JSON lines of metrics to this file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
       "threads for kernels and BLAS");
+  add("precision", po::value<std::string>(), "fp32 or bf16 (default: the run's)");
   add("bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
       "under mpirun: gradient bucket size in MB");
   add("profile", "print where the steps' time went");
@@ -123,6 +124,7 @@ train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions&
   if (vm.count("steps")) cfg.steps = o.steps;
   if (vm.count("eval-interval")) cfg.eval_interval = o.eval_interval;
   if (vm.count("grad-accum-steps")) cfg.grad_accum_steps = o.grad_accum_steps;
+  if (vm.count("precision")) cfg.precision = vm["precision"].as<std::string>();
   if (vm.count("checkpoint-interval")) cfg.checkpoint_interval = o.checkpoint_interval;
   if (vm.count("metrics")) cfg.metrics = o.metrics;
   cfg.stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : 0;

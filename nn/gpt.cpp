@@ -157,7 +157,8 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const
   for (const auto& block : *blocks) h = block->forward(h);
   h = ln_f->forward(h);
   Output out;
-  out.logits = lm_head ? lm_head->forward(h) : ag::matmul(h, tok_emb->weight.t());  // [B, T, V]
+  // the tied head is F.linear(h, tok_emb.weight): [B, T, V]
+  out.logits = lm_head ? lm_head->forward(h) : ag::linear(h, tok_emb->weight);
   if (targets.defined()) out.loss = ag::cross_entropy(out.logits, targets);
   return out;
 }

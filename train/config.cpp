@@ -39,6 +39,8 @@ void RunConfig::validate() const {
     fail(fmt::format("checkpoint_interval must be >= 0, got {}", checkpoint_interval));
   if (log_interval <= 0) fail(fmt::format("log_interval must be positive, got {}", log_interval));
   if (eval_windows < 0) fail(fmt::format("eval_windows must be >= 0, got {}", eval_windows));
+  if (precision != "fp32" && precision != "bf16")
+    fail(fmt::format("precision must be 'fp32' or 'bf16', got '{}'", precision));
   if (reduce != "tree" && reduce != "allreduce")
     fail(fmt::format("reduce must be 'tree' or 'allreduce', got '{}'", reduce));
   if (bucket_mb < 1 || bucket_mb > 1024)
@@ -82,6 +84,7 @@ nlohmann::json RunConfig::to_json() const {
       {"eps", eps},
       {"weight_decay", weight_decay},
       {"grad_clip", grad_clip},
+      {"precision", precision},
       {"seed", seed},
       {"eval_interval", eval_interval},
       {"checkpoint_interval", checkpoint_interval},
@@ -162,6 +165,7 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   get("eps", c.eps);
   get("weight_decay", c.weight_decay);
   get("grad_clip", c.grad_clip);
+  get("precision", c.precision);
   get("seed", c.seed);
   get("eval_interval", c.eval_interval);
   get("checkpoint_interval", c.checkpoint_interval);

@@ -47,6 +47,7 @@ struct RunConfig {
   int64_t eval_windows = 0;  // cap on validation windows per evaluation; 0: all
   std::string metrics;       // JSON-lines file; empty: none
   int threads = ag::kDefaultThreads;
+  std::string precision = "fp32";        // fp32 | bf16 (autocast: bfloat16 GEMMs, float32 rest)
   int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run
   bool profile = false;                  // where a step's time goes, printed at the end
   std::string reduce = "tree";           // tree (bits independent of processes) | allreduce (MPI's)

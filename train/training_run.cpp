@@ -7,6 +7,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "autograd/autocast.h"
 #include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
 #include "autograd/threading.h"
 #include "io/files.h"
@@ -190,9 +191,12 @@ void TrainingRun::check_plan() const {
       plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size());
   sayf(
       "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
-      "threads)\n",
+      "threads){}\n",
       cfg_.model.num_parameters(), data_.source, data_.train.size(), data_.val.size(),
-      cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads);
+      cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads,
+      cfg_.precision == "bf16"
+          ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
+          : "");
   const int ranks = world_.size();
   sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {} tokens per step\n",
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
@@ -251,7 +255,10 @@ StepOutcome TrainingRun::train_step() {
   // A non-finite value stops the run before it touches the weights: the last checkpoint
   // stays the last good state.
   try {
-    f.loss = forward_backward();
+    {  // bfloat16 weight copies made once for the step's micro-batches, gone before the update
+      const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
+      f.loss = forward_backward();
+    }
     if (!std::isfinite(f.loss)) {
       stop_before_update(fmt::format("the loss is {} at step {}", sign_name(f.loss), step_));
       return s;
@@ -392,6 +399,7 @@ void TrainingRun::after_step(const StepOutcome& s) {
   const bool eval_now =
       !data_.val.empty() && ((cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || last);
   if (eval_now) {
+    const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
     const EvalResult r =
         evaluate(*model_, data_.val, data_.token_bytes, cfg_.eval_windows, StopSignals::requested);
     f.val_loss = last_val_ = r.tokens ? r.loss : NAN;

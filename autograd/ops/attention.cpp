@@ -21,6 +21,14 @@
 // by (r, tile) forward and by r backward, and each tile's arithmetic is the same whichever
 // thread runs it, so results do not depend on the thread count.
 // float64 takes the same path, with std::exp, so it stays exact.
+//
+// Under a bf16 autocast scope (float32 inputs) the products take bfloat16 operands and
+// accumulate in float32, as autocast's GEMMs do: q, k, v and do are rounded to bfloat16 as
+// they are packed, and so are the tiles that enter a product (p keep before p v; a and ds
+// before dv, dk and dq); the softmax statistics (max, sum, lse, delta) stay float32. The
+// operands are held as float32 with bfloat16 values and multiplied by the same tile
+// kernels: a product of two bfloat16 values is exact in float32 (see ops/gemm.h for why
+// FMAs rather than BF16 dot products).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +39,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/ops/heads.h"
@@ -52,7 +61,18 @@ struct Spec {
   double p;
   uint64_t draw;
   double scale;
+  bool bf16 = false;  // products on bfloat16 operands (autocast)
 };
+
+// The keys j < nk of a key-major tile rounded to bfloat16 values, when s.bf16
+template <typename T>
+void round_tile(const Spec& s, int64_t nk, T* tile) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!s.bf16) return;
+    AG_SIMD
+    for (int64_t i = 0; i < nk * kTile; ++i) tile[i] = bf16_rounded(tile[i]);
+  }
+}
 
 // visible keys of query row i
 inline int64_t visible(const Spec& s, int64_t i) {
@@ -191,6 +211,7 @@ void forward_tile(const Spec& s, int64_t r, int64_t i0, const T* q, const T* k, 
   hide_future(s.causal, i0, nk, w.st.data());
   tile_softmax(s, i0, nk, w);
   for (int64_t x = 0; x < m; ++x) lse[r * s.T + i0 + x] = w.mx[x] + std::log(w.total[x]);
+  round_tile(s, nk, w.st.data());
 
   // o = (st^T v) / total, the normalisation folded into the copy out
   T* ob = o + (r * s.T + i0) * s.Dv;
@@ -302,6 +323,8 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const T*
     w.delta[x] = dd;
   }
   tile_softmax_backward(s, i0, m, nk, w);
+  round_tile(s, nk, w.st.data());
+  round_tile(s, nk, w.dpt.data());
   key_rows(s.causal, i0, m, nk, fresh, w.st.data(), padded(dob, m, s.Dv, w.Dvp, w.dopad.data()),
            w.Dvp, w.Dvp, dv_acc, w.Dvp);
   key_rows(s.causal, i0, m, nk, fresh, w.dpt.data(), padded(qb, m, s.D, w.Dp, w.qpad.data()), w.Dp,
@@ -367,6 +390,16 @@ Spec check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
   return s;
 }
 
+// t's values rounded to bfloat16 when s.bf16, else t: in place when t is a packed copy of
+// ours (fresh), in a new tensor otherwise (t may be the caller's)
+Tensor bf16_values(const Spec& s, const Tensor& t, bool fresh) {
+  if (!s.bf16) return t;
+  Tensor c = t.contiguous();
+  Tensor out = fresh ? c : empty(c.shape(), c.dtype());
+  round_to_bfloat16(c.data<float>(), out.data<float>(), c.numel());
+  return out;
+}
+
 // Checks the dropout arguments of op `who` and fills in s.p and s.draw, taking the op's
 // one draw from gen when it drops anything
 void take_dropout(const char* who, double dropout_p, Generator* gen, Spec& s) {
@@ -388,7 +421,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   take_dropout("scaled_dot_product_attention", dropout_p, gen, s);
   s.causal = causal;
   s.scale = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.D, 1)));
-  Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(), vc = v.detach().contiguous();
+  s.bf16 = detail::autocast_to_bf16(q.dtype());
+  Tensor qc = bf16_values(s, q.detach().contiguous(), false);
+  Tensor kc = bf16_values(s, k.detach().contiguous(), false);
+  Tensor vc = bf16_values(s, v.detach().contiguous(), false);
   Shape out_shape = q.shape();
   out_shape.back() = s.Dv;
   Tensor out = empty(out_shape, q.dtype());
@@ -400,7 +436,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (needs_recording({q, k, v}))
     attach_backward(out, "ScaledDotProductAttentionBackward", {q, k, v},
                     [qc, kc, vc, o = out.detach(), lse, s](const Tensor& g) -> std::vector<Tensor> {
-                      Tensor gc = g.contiguous();
+                      Tensor gc = bf16_values(s, g.contiguous(), false);
                       Tensor dq = empty(qc.shape(), qc.dtype()), dk = empty(kc.shape(), kc.dtype()),
                              dv = empty(vc.shape(), vc.dtype());
                       AG_DISPATCH_FLOAT(qc.dtype(), "scaled_dot_product_attention backward", [&] {
@@ -431,6 +467,7 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   Spec s{B * H, Tn, Tn, C / H, C / H, true, 0.0, 0, 0.0};
   take_dropout("causal_self_attention", dropout_p, gen, s);
   s.scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.D, 1)));
+  s.bf16 = detail::autocast_to_bf16(qkv.dtype());
   Tensor x = qkv.detach().contiguous();
   Tensor q = empty({B, H, Tn, s.D}, x.dtype()), k = empty(q.shape(), x.dtype()),
          v = empty(q.shape(), x.dtype()), o = empty(q.shape(), x.dtype());
@@ -442,6 +479,7 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
     copy_heads(HeadCopy::gather, q.data<scalar_t>(), p, B, Tn, H, s.D, 3 * C);
     copy_heads(HeadCopy::gather, k.data<scalar_t>(), p + C, B, Tn, H, s.D, 3 * C);
     copy_heads(HeadCopy::gather, v.data<scalar_t>(), p + 2 * C, B, Tn, H, s.D, 3 * C);
+    for (const Tensor& packed : {q, k, v}) bf16_values(s, packed, true);
     sdpa_forward<scalar_t>(s, q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
                            o.data<scalar_t>(), lse.data<scalar_t>());
     copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, s.D, C);
@@ -458,6 +496,7 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
           AG_DISPATCH_FLOAT(q.dtype(), "causal_self_attention backward", [&] {
             copy_heads(HeadCopy::gather, go.data<scalar_t>(), gc.data<scalar_t>(), B, Tn, H, s.D,
                        C);
+            bf16_values(s, go, true);
             sdpa_backward<scalar_t>(s, q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
                                     o.data<scalar_t>(), lse.data<scalar_t>(), go.data<scalar_t>(),
                                     dq.data<scalar_t>(), dk.data<scalar_t>(), dv.data<scalar_t>());

@@ -1,15 +1,18 @@
-// matmul: GEMM through CBLAS. Each operand's last two dims are handed to BLAS as they lie
-// in memory: row-major as NoTrans, a transposed view as Trans with its leading dimension,
-// so q @ k^T and the backward's g @ W^T copy nothing. Only layouts BLAS cannot describe
-// (e.g. expanded or doubly strided) are copied first.
-#include <cblas.h>
+// matmul and linear: GEMMs (ops/gemm.h) with their backward beside them. Each operand's
+// last two dims are handed to the GEMM as they lie in memory, a transposed view as a
+// transposed operand, so q @ k^T and the backward's g @ W^T copy nothing; only layouts a
+// GEMM cannot describe (e.g. expanded or doubly strided) are copied first. Under a bf16
+// autocast scope (autograd/autocast.h) float32 operands are rounded to bfloat16 first and
+// the GEMMs, forward and backward, accumulate in float32.
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <cstring>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/ops/gemm.h"
 #include "autograd/parallel.h"
 #include "autograd/vec_math.h"
 
@@ -17,48 +20,11 @@ namespace ag {
 
 namespace {
 
+using detail::gemm, detail::gemm_operand, detail::GemmOperand;
+
 // Multiply-adds below which the two GEMMs of a backward run side by side on one thread
 // each rather than one after the other on all threads.
 constexpr double kSmallGemmWork = 1 << 26;
-
-struct BlasOperand {
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-};
-
-// How BLAS can read a rows x cols matrix with strides (sr, sc), if it can.
-bool blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, BlasOperand& out) {
-  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1))) {
-    out = {CblasNoTrans, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
-    return true;
-  }
-  if ((sr == 1 || rows == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1))) {
-    out = {CblasTrans, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
-    return true;
-  }
-  return false;
-}
-
-BlasOperand prepare(Tensor& x) {
-  const int64_t r = x.dim();
-  BlasOperand op;
-  if (!blas_layout(x.shape()[r - 2], x.shape()[r - 1], x.strides()[r - 2], x.strides()[r - 1],
-                   op)) {
-    x = x.detach().contiguous();
-    blas_layout(x.shape()[r - 2], x.shape()[r - 1], x.strides()[r - 2], x.strides()[r - 1], op);
-  }
-  return op;
-}
-
-// C = A B + beta C
-void gemm(const BlasOperand& oa, const BlasOperand& ob, int64_t M, int64_t N, int64_t K,
-          const float* A, const float* B, float* C, float beta = 0) {
-  cblas_sgemm(CblasRowMajor, oa.trans, ob.trans, M, N, K, 1.0f, A, oa.ld, B, ob.ld, beta, C, N);
-}
-void gemm(const BlasOperand& oa, const BlasOperand& ob, int64_t M, int64_t N, int64_t K,
-          const double* A, const double* B, double* C, double beta = 0) {
-  cblas_dgemm(CblasRowMajor, oa.trans, ob.trans, M, N, K, 1.0, A, oa.ld, B, ob.ld, beta, C, N);
-}
 
 // Runs the two GEMMs of a backward: side by side on one thread each when they are small
 // (two small GEMMs keep one core each busier than one GEMM keeps two), else one after
@@ -80,6 +46,24 @@ void run_pair(bool do_a, bool do_b, double work, A&& first, B&& second) {
   if (do_b) second();
 }
 
+// fn(In{}, Out{}) for the operand and result types of a GEMM on operands of dtype d:
+// bfloat16 operands give a float32 result.
+template <typename F>
+void dispatch_gemm(DType d, const char* what, F&& fn) {
+  switch (d) {
+    case DType::Float32: return fn(float{}, float{});
+    case DType::Float64: return fn(double{}, double{});
+    case DType::BFloat16: return fn(bfloat16{}, float{});
+    default:
+      throw std::invalid_argument(fmt::format(
+          "{}: expected float32, float64 or bfloat16 operands, got {}", what, dtype_name(d)));
+  }
+}
+
+DType gemm_result_type(DType operands) {
+  return operands == DType::BFloat16 ? DType::Float32 : operands;
+}
+
 // a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both rank >= 2; not recorded.
 Tensor matmul_forward(Tensor a, Tensor b) {
   const int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1];
@@ -90,21 +74,21 @@ Tensor matmul_forward(Tensor a, Tensor b) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  Tensor out = empty(out_shape, a.dtype());
+  Tensor out = empty(out_shape, gemm_result_type(a.dtype()));
   if (out.numel() == 0) return out;
   if (K == 0) {
     fill_(out, 0);
     return out;
   }
-  BlasOperand oa = prepare(a), ob = prepare(b);
+  GemmOperand oa = gemm_operand(a), ob = gemm_operand(b);
   Shape sa = broadcast_strides(batch_a, Shape(a.strides().begin(), a.strides().end() - 2), batch);
   Shape sb = broadcast_strides(batch_b, Shape(b.strides().begin(), b.strides().end() - 2), batch);
   const int64_t batches = shape_numel(batch);
-  AG_DISPATCH_FLOAT(a.dtype(), "matmul", [&] {
-    const scalar_t* pa = a.data<scalar_t>();
-    const scalar_t* pb = b.data<scalar_t>();
-    scalar_t* pc = out.data<scalar_t>();
-    std::vector<int64_t> idx(batch.size(), 0);
+  dispatch_gemm(a.dtype(), "matmul", [&](auto in, auto result) {
+    using In = decltype(in);
+    const In* pa = a.data<In>();
+    const In* pb = b.data<In>();
+    auto* pc = out.data<decltype(result)>();
     for (int64_t i = 0; i < batches; ++i) {
       int64_t offa = 0, offb = 0, rem = i;
       for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
@@ -148,12 +132,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     out_shape.back() = b.shape()[1];
     return matmul(a.reshape({-1, ka}), b).view(out_shape);
   }
-  Tensor out = matmul_forward(a, b);
+  // autocast: bfloat16 operands (a parameter's copy made once per scope), and the
+  // incoming gradient rounded to bfloat16 in backward
+  const bool bf16 = detail::autocast_to_bf16(a.dtype());
+  Tensor ca = bf16 ? detail::autocast_operand(a) : a.detach();
+  Tensor cb = bf16 ? detail::autocast_operand(b) : b.detach();
+  Tensor out = matmul_forward(ca, cb);
   if (needs_recording({a, b}))
     attach_backward(out, "MatmulBackward", {a, b},
-                    [a = a.detach(), b = b.detach(), ga = a.requires_grad(),
-                     gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-                      Tensor da, db;
+                    [a = ca, b = cb, ga = a.requires_grad(), gb = b.requires_grad(),
+                     bf16](const Tensor& grad) -> std::vector<Tensor> {
+                      Tensor da, db, g = bf16 ? detail::bf16_operand(grad) : grad;
                       run_pair(
                           ga, gb, static_cast<double>(g.numel()) * a.shape().back(),
                           [&] { da = matmul_forward(g, b.transpose(-1, -2)); },
@@ -187,42 +176,45 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 // h [M, N] = x2 [M, K] w^T + b, b [N] or undefined: the bias goes in first and the GEMM
-// adds onto it (beta = 1)
+// adds onto it (beta = 1). x2 and w may be bfloat16 (autocast); h and b are then float32.
 Tensor linear_forward(Tensor x2, const Tensor& w, const Tensor& b) {
   const int64_t M = x2.shape()[0], K = x2.shape()[1], N = w.shape()[0];
-  Tensor h = empty({M, N}, x2.dtype());
-  AG_DISPATCH_FLOAT(x2.dtype(), "linear", [&] {
-    scalar_t* hp = h.data<scalar_t>();
+  Tensor h = empty({M, N}, gemm_result_type(x2.dtype()));
+  dispatch_gemm(x2.dtype(), "linear", [&](auto in, auto result) {
+    using In = decltype(in);
+    using Out = decltype(result);
+    Out* hp = h.data<Out>();
     if (b.defined()) {
       Tensor bc = b.contiguous();
-      const scalar_t* bp = bc.data<scalar_t>();
+      const Out* bp = bc.data<Out>();
       detail::parallel_for(
           M, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(N, 1)),
           [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, bp, N * sizeof(scalar_t));
+            for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, bp, N * sizeof(Out));
           });
     }
     if (M > 0 && N > 0) {
       if (K > 0) {
         Tensor wt = w.t();
-        BlasOperand ox = prepare(x2), ow = prepare(wt);
-        gemm(ox, ow, M, N, K, x2.data<scalar_t>(), wt.data<scalar_t>(), hp,
-             b.defined() ? scalar_t(1) : scalar_t(0));
+        GemmOperand ox = gemm_operand(x2), ow = gemm_operand(wt);
+        gemm(ox, ow, M, N, K, x2.data<In>(), wt.data<In>(), hp, b.defined() ? Out(1) : Out(0));
       } else if (!b.defined()) {
-        std::fill(hp, hp + M * N, scalar_t(0));
+        std::fill(hp, hp + M * N, Out(0));
       }
     }
   });
   return h;
 }
 
-// {dx [M, K], dw [N, K], db [N]} from dh [M, N], each only where asked for
+// {dx [M, K], dw [N, K], db [N]} from dh [M, N], each only where asked for; the GEMMs take
+// dh rounded to bfloat16 when the forward's did (bf16), the bias sums it as it is
 std::vector<Tensor> linear_backward(const Tensor& dh, const Tensor& x2, const Tensor& w, bool gx,
-                                    bool gw, bool gb) {
+                                    bool gw, bool gb, bool bf16) {
+  const Tensor d = bf16 ? detail::bf16_operand(dh) : dh;
   Tensor dx, dw, db;
   run_pair(
-      gx, gw, static_cast<double>(dh.numel()) * x2.shape()[1], [&] { dx = matmul_forward(dh, w); },
-      [&] { dw = matmul_forward(dh.t(), x2); });
+      gx, gw, static_cast<double>(dh.numel()) * x2.shape()[1], [&] { dx = matmul_forward(d, w); },
+      [&] { dw = matmul_forward(d.t(), x2); });
   if (gb) db = sum(dh, {0});
   return {dx, dw, db};
 }
@@ -280,12 +272,15 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
     for (const auto& t : parts) detached.push_back(t.detach());
     return cat(detached, 0);
   };
-  Tensor w = stacked(weights), b = stacked(biases);
+  // autocast: x and the weights as bfloat16 (the weights' copy made once per scope)
+  const bool bf16 = detail::autocast_to_bf16(x.dtype());
+  Tensor w = bf16 ? detail::autocast_stacked(weights) : stacked(weights), b = stacked(biases);
   const int64_t K = w.shape()[1], N = w.shape()[0];
   const int64_t M = K ? x.numel() / K : 0;
   Shape out_shape = x.shape();
   out_shape.back() = N;
   Tensor x2 = x.detach().contiguous().view({M, K});
+  if (bf16) x2 = detail::bf16_operand(x2);
   Tensor h = linear_forward(x2, w, b);
   const bool gelu = activation == Activation::Gelu;
   Tensor y = (gelu ? gelu_forward(h) : h).view(out_shape);
@@ -299,11 +294,11 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
   for (const auto& t : biases) gb |= t.defined() && t.requires_grad();
   attach_backward(y, gelu ? "LinearGeluBackward" : "LinearBackward", inputs,
                   [x2, w, h = gelu ? h : Tensor(), M, N, sizes, stacked_biases = biases.size(),
-                   in_shape = x.shape(), gx = x.requires_grad(), gw,
-                   gb](const Tensor& g) -> std::vector<Tensor> {
+                   in_shape = x.shape(), gx = x.requires_grad(), gw, gb,
+                   bf16](const Tensor& g) -> std::vector<Tensor> {
                     Tensor dh = g.contiguous().view({M, N});
                     if (h.defined()) dh = gelu_backward(dh, h);
-                    std::vector<Tensor> d = linear_backward(dh, x2, w, gx, gw, gb);
+                    std::vector<Tensor> d = linear_backward(dh, x2, w, gx, gw, gb, bf16);
                     std::vector<Tensor> grads{gx ? d[0].view(in_shape) : Tensor()};
                     for (auto& part : unstack(d[1], sizes)) grads.push_back(part);
                     if (stacked_biases > 0)

@@ -34,7 +34,11 @@ help)
   for c in train resume sample eval inspect gradcheck prepare encode decode; do
     "$bin" "$c" --help >/dev/null || fail "$c --help failed"
   done
-  "$bin" train --help | grep -q -- "--d-model" || fail "train --help does not list --d-model"
+  # through a file: grep -q leaves at its match, and a help longer than one write would
+  # then meet a closed pipe
+  "$bin" train --help > help.txt || fail "train --help failed"
+  grep -q -- "--d-model" help.txt || fail "train --help does not list --d-model"
+  grep -q -- "--precision" help.txt || fail "train --help does not list --precision"
   ;;
 usage_errors)
   expect_usage_error "unrecognised option" "$bin" train --no-such-option 3

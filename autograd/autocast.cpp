@@ -1,0 +1,122 @@
+#include "autograd/autocast.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <stdexcept>
+
+#include "autograd/ops/gemm.h"
+
+namespace ag {
+
+// bfloat16 copies of parameters (or of stacks of them), keyed by the parameters' identity;
+// each entry keeps its parameters alive, so a key cannot be reused by another tensor while
+// the scope lasts.
+struct AutocastScope::WeightCache {
+  struct Entry {
+    std::vector<Tensor> sources;
+    Tensor converted;
+  };
+  std::map<std::vector<const TensorImpl*>, Entry> entries;
+};
+
+namespace {
+
+thread_local Precision t_precision = Precision::fp32;
+thread_local std::shared_ptr<AutocastScope::WeightCache> t_cache;
+
+bool is_parameter(const Tensor& t) {
+  return t.requires_grad() && t.is_leaf();
+}
+
+// rows [row0, row0 + rows of t) of dst [*, ...], bfloat16 or float32, = t rounded
+void convert_into(const Tensor& t, const Tensor& dst, int64_t row0) {
+  Tensor c = t.detach().contiguous();
+  const int64_t width = c.dim() == 0 ? 1 : c.numel() / std::max<int64_t>(c.shape()[0], 1);
+  if (dst.dtype() == DType::BFloat16)
+    to_bfloat16(c.data<float>(), dst.data<bfloat16>() + row0 * width, c.numel());
+  else
+    round_to_bfloat16(c.data<float>(), dst.data<float>() + row0 * width, c.numel());
+}
+
+DType operand_type() {
+  return detail::bf16_backend() == detail::Bf16Backend::onednn ? DType::BFloat16 : DType::Float32;
+}
+
+Tensor stacked_bf16(const std::vector<Tensor>& parts) {
+  if (parts.size() == 1) return detail::bf16_operand(parts[0]);
+  Shape shape = parts[0].shape();
+  shape[0] = 0;
+  for (const auto& p : parts) shape[0] += p.shape()[0];
+  Tensor out = empty(shape, operand_type());
+  int64_t row = 0;
+  for (const auto& p : parts) convert_into(p, out, row), row += p.shape()[0];
+  return out;
+}
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : "fp32";
+}
+
+Precision parse_precision(const std::string& text, const std::string& what) {
+  if (text == "fp32") return Precision::fp32;
+  if (text == "bf16") return Precision::bf16;
+  throw std::invalid_argument(
+      fmt::format("{} must be fp32 or bf16, got '{}'", what, text.size() > 64 ? "..." : text));
+}
+
+AutocastScope::AutocastScope(Precision precision)
+    : saved_precision_(t_precision), saved_cache_(t_cache) {
+  t_precision = precision;
+  if (precision == Precision::bf16 && !t_cache) t_cache = std::make_shared<WeightCache>();
+}
+
+AutocastScope::~AutocastScope() {
+  t_precision = saved_precision_;
+  t_cache = saved_cache_;
+}
+
+Precision autocast_precision() {
+  return t_precision;
+}
+
+Tensor to_bfloat16(const Tensor& t) {
+  if (t.dtype() != DType::Float32)
+    throw std::invalid_argument(
+        fmt::format("to_bfloat16: expected a float32 tensor, got {}", dtype_name(t.dtype())));
+  Tensor out = empty(t.shape(), DType::BFloat16);
+  if (t.numel() > 0) convert_into(t, out, 0);
+  return out;
+}
+
+namespace detail {
+
+bool autocast_to_bf16(DType operand) {
+  return t_precision == Precision::bf16 && operand == DType::Float32;
+}
+
+Tensor bf16_operand(const Tensor& t) {
+  Tensor out = empty(t.shape(), operand_type());
+  if (t.numel() > 0) convert_into(t, out, 0);
+  return out;
+}
+
+Tensor autocast_operand(const Tensor& t) {
+  return autocast_stacked({t});
+}
+
+Tensor autocast_stacked(const std::vector<Tensor>& parts) {
+  bool cacheable = t_cache != nullptr;
+  std::vector<const TensorImpl*> key;
+  for (const auto& p : parts) cacheable &= is_parameter(p), key.push_back(p.impl());
+  if (!cacheable) return stacked_bf16(parts);
+  auto [it, fresh] = t_cache->entries.try_emplace(key);
+  if (fresh) it->second = {parts, stacked_bf16(parts)};
+  return it->second.converted;
+}
+
+}  // namespace detail
+
+}  // namespace ag

@@ -1,0 +1,77 @@
+#pragma once
+// Mixed precision as torch.autocast("cpu", dtype=torch.bfloat16) does it: inside a bf16
+// scope, the float32 matmul-like ops (matmul, linear and the fused attention's two
+// products) multiply bfloat16 copies of their operands, accumulating in float32 and
+// returning float32, on the CPU's BF16 units; their backward GEMMs do the same with the
+// incoming gradient rounded to bfloat16. Everything else (LayerNorm, softmax and its
+// statistics, GELU, the loss, the optimizer) stays float32, as do the weights themselves.
+// float64 is never cast: gradient checks are unaffected.
+//
+//   {
+//     ag::AutocastScope autocast(ag::Precision::bf16);
+//     auto out = model.forward(x, y);      // GEMMs on bfloat16 operands
+//     out.loss.backward();                 // so are the backward's
+//   }                                      // bfloat16 weight copies released here
+//   opt.step();                            // float32 master weights
+//
+// The scope converts each parameter (a leaf that requires grad) once, however often it is
+// used, so a training step with several micro-batches rounds each weight once; it must end
+// before the weights change. Scopes nest; a fp32 scope inside a bf16 one turns the casts off.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+enum class Precision { fp32, bf16 };
+
+const char* precision_name(Precision p);  // "fp32", "bf16"
+// "fp32" or "bf16"; anything else throws naming `what` (e.g. "--precision") and the value.
+Precision parse_precision(const std::string& text, const std::string& what);
+
+class AutocastScope {
+ public:
+  explicit AutocastScope(Precision precision);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+  struct WeightCache;
+
+ private:
+  Precision saved_precision_;
+  std::shared_ptr<WeightCache> saved_cache_;
+};
+
+// The precision of the innermost scope on this thread (fp32 outside any).
+Precision autocast_precision();
+
+// What multiplies bfloat16 matrices on this CPU: "oneDNN brg:avx512_core_bf16" (its BF16
+// dot products), another oneDNN kernel, or "OpenBLAS sgemm on widened operands" where oneDNN
+// has only its reference code.
+const char* bf16_matmul_implementation();
+
+// A bfloat16 copy of a float32 tensor (contiguous, the same shape), rounded to nearest even.
+Tensor to_bfloat16(const Tensor& t);
+
+namespace detail {
+
+// Whether an op on float32 operands computes in bfloat16 here.
+bool autocast_to_bf16(DType operand);
+
+// t (float32) as a bfloat16 GEMM operand of this CPU's backend (ops/gemm.h): a bfloat16
+// tensor for oneDNN, or float32 holding the rounded values for OpenBLAS. Contiguous.
+Tensor bf16_operand(const Tensor& t);
+
+// The bfloat16 operand for t: cached per scope when t is a parameter, fresh otherwise.
+Tensor autocast_operand(const Tensor& t);
+
+// The parts stacked along dim 0 (one part: itself) as one bfloat16 tensor; cached per scope
+// when every part is a parameter.
+Tensor autocast_stacked(const std::vector<Tensor>& parts);
+
+}  // namespace detail
+
+}  // namespace ag

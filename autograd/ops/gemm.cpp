@@ -1,0 +1,290 @@
+#include "autograd/ops/gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/parallel.h"
+
+namespace ag::detail {
+
+bool gemm_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, GemmOperand& out) {
+  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1))) {
+    out = {false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
+    return true;
+  }
+  if ((sr == 1 || rows == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1))) {
+    out = {true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
+    return true;
+  }
+  return false;
+}
+
+GemmOperand gemm_operand(Tensor& x) {
+  const int64_t r = x.dim();
+  GemmOperand op;
+  if (!gemm_layout(x.shape()[r - 2], x.shape()[r - 1], x.strides()[r - 2], x.strides()[r - 1],
+                   op)) {
+    x = x.detach().contiguous();
+    gemm_layout(x.shape()[r - 2], x.shape()[r - 1], x.strides()[r - 2], x.strides()[r - 1], op);
+  }
+  return op;
+}
+
+namespace {
+
+CBLAS_TRANSPOSE blas_trans(const GemmOperand& o) {
+  return o.trans ? CblasTrans : CblasNoTrans;
+}
+
+}  // namespace
+
+void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+          const float* A, const float* B, float* C, float beta) {
+  cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0f, A, oa.ld, B, ob.ld,
+              beta, C, N);
+}
+
+void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+          const double* A, const double* B, double* C, double beta) {
+  cblas_dgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0, A, oa.ld, B, ob.ld, beta,
+              C, N);
+}
+
+// ---- bfloat16 through oneDNN
+
+namespace {
+
+// One oneDNN matmul: its shape, operand layouts and whether it adds onto C.
+struct MatmulKey {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool ta, tb, accumulate;
+  bool operator==(const MatmulKey&) const = default;
+};
+
+struct MatmulKeyHash {
+  size_t operator()(const MatmulKey& k) const {
+    size_t h = 0;
+    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
+                      int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.accumulate) << 2})
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+struct Matmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c, scratchpad;
+};
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, bool trans, int64_t ld,
+                               dnnl::memory::data_type type) {
+  const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc({rows, cols}, type, strides);
+}
+
+// Sets the calling thread's OpenMP thread count for its scope: oneDNN plans a primitive's
+// work split for the threads it sees when the primitive is made.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreadsScope() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// A oneDNN matmul for the key, made for one thread (so it never splits K) with a scratchpad
+// we provide; null where oneDNN has only its reference implementation for this CPU.
+std::unique_ptr<Matmul> make_matmul(const MatmulKey& k) {
+  using dt = dnnl::memory::data_type;
+  auto a = matrix_desc(k.m, k.k, k.ta, k.lda, dt::bf16);
+  auto b = matrix_desc(k.k, k.n, k.tb, k.ldb, dt::bf16);
+  auto c = matrix_desc(k.m, k.n, false, k.ldc, dt::f32);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (k.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  try {
+    OmpThreadsScope one_thread(1);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
+    return std::make_unique<Matmul>(Matmul{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()});
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+// Matmuls made once per key and kept for the process: a training step meets the same few
+// shapes every time.
+class MatmulCache {
+ public:
+  const Matmul* get(const MatmulKey& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, make_matmul(key)).first;
+    return it->second.get();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<MatmulKey, std::unique_ptr<Matmul>, MatmulKeyHash> cache_;
+};
+
+MatmulCache& matmul_cache() {
+  static MatmulCache cache;
+  return cache;
+}
+
+// Runs one cached matmul on the calling thread, with a per-thread scratchpad that grows to
+// the largest one needed and is then reused.
+void run_matmul(const Matmul& mm, const bfloat16* A, const bfloat16* B, float* C) {
+  thread_local dnnl::stream stream(cpu_engine());
+  thread_local std::vector<uint8_t> scratch;
+  const size_t bytes = mm.scratchpad.get_size();
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  auto& e = cpu_engine();
+  mm.primitive.execute(stream,
+                       {{DNNL_ARG_SRC, dnnl::memory(mm.a, e, const_cast<bfloat16*>(A))},
+                        {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, e, const_cast<bfloat16*>(B))},
+                        {DNNL_ARG_DST, dnnl::memory(mm.c, e, C)},
+                        {DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, e, scratch.data())}});
+  stream.wait();
+}
+
+// The fallback where oneDNN has no bfloat16 kernel for a shape on this CPU: the operands
+// widened (exactly) into per-thread buffers, multiplied by sgemm.
+void widen(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) from_bfloat16(src + r * ld, out.data() + r * cols, cols);
+}
+
+void widened_gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                  const bfloat16* A, const bfloat16* B, float* C, float beta) {
+  thread_local std::vector<float> a, b;
+  const int64_t a_cols = oa.trans ? M : K, b_cols = ob.trans ? K : N;
+  widen(A, oa.trans ? K : M, a_cols, oa.ld, a);
+  widen(B, ob.trans ? N : K, b_cols, ob.ld, b);
+  gemm(GemmOperand{oa.trans, a_cols}, GemmOperand{ob.trans, b_cols}, M, N, K, a.data(), b.data(), C,
+       beta);
+}
+
+// Output blocks: the longer of M and N cut into `count` pieces of `size` (the last may be
+// shorter). At least kBlockWork multiply-adds a block, at most kMaxBlocks, sizes rounded to
+// 32; all from the problem's size alone.
+constexpr double kBlockWork = 1 << 21;
+constexpr int64_t kMaxBlocks = 16;
+
+struct Blocks {
+  bool along_m;
+  int64_t size, count;
+};
+
+Blocks output_blocks(int64_t M, int64_t N, int64_t K) {
+  const bool along_m = M >= N;
+  const int64_t len = along_m ? M : N;
+  const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int64_t wanted =
+      std::clamp<int64_t>(static_cast<int64_t>(work / kBlockWork), 1, kMaxBlocks);
+  const int64_t size = std::max<int64_t>(32, (len + wanted - 1) / wanted + 31) / 32 * 32;
+  return {along_m, size, (len + size - 1) / size};
+}
+
+}  // namespace
+
+void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+          const bfloat16* A, const bfloat16* B, float* C, float beta) {
+  if (M == 0 || N == 0) return;
+  const Blocks blocks = output_blocks(M, N, K);
+  parallel_for(blocks.count, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      const int64_t start = i * blocks.size;
+      const int64_t len = std::min(blocks.size, (blocks.along_m ? M : N) - start);
+      const int64_t m = blocks.along_m ? len : M, n = blocks.along_m ? N : len;
+      const bfloat16* a = A;
+      const bfloat16* b = B;
+      float* c = C;
+      if (blocks.along_m)
+        a += oa.trans ? start : start * oa.ld, c += start * N;
+      else
+        b += ob.trans ? start * ob.ld : start, c += start;
+      const MatmulKey key{m, n, K, oa.ld, ob.ld, N, oa.trans, ob.trans, beta != 0};
+      if (const Matmul* mm = K > 0 ? matmul_cache().get(key) : nullptr)
+        run_matmul(*mm, a, b, c);
+      else
+        widened_gemm(oa, ob, m, n, K, a, b, c, beta);
+    }
+  });
+}
+
+}  // namespace ag::detail
+
+namespace ag {
+
+namespace detail {
+
+namespace {
+
+Bf16Backend backend_for_this_cpu() {
+  if (const char* forced = std::getenv("ATTOGRAD_BF16_GEMM")) {
+    const std::string f = forced;
+    if (f == "onednn") return Bf16Backend::onednn;
+    if (f == "openblas") return Bf16Backend::openblas;
+    throw std::invalid_argument("ATTOGRAD_BF16_GEMM must be onednn or openblas, got '" +
+                                f.substr(0, 64) + "'");
+  }
+  __builtin_cpu_init();
+  if (dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx) return Bf16Backend::onednn;
+  if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx512bf16")) return Bf16Backend::onednn;
+  return Bf16Backend::openblas;
+}
+
+}  // namespace
+
+Bf16Backend bf16_backend() {
+  static const Bf16Backend backend = backend_for_this_cpu();
+  return backend;
+}
+
+}  // namespace detail
+
+const char* bf16_matmul_implementation() {
+  static const std::string name = [] {
+    const std::string sgemm =
+        "OpenBLAS sgemm on bfloat16-rounded float32 operands (this CPU's BF16 dot products are "
+        "slower than its float32 FMAs)";
+    if (detail::bf16_backend() == detail::Bf16Backend::openblas) return sgemm;
+    try {
+      detail::OmpThreadsScope one_thread(1);
+      using dt = dnnl::memory::data_type;
+      auto a = detail::matrix_desc(256, 256, false, 256, dt::bf16);
+      auto c = detail::matrix_desc(256, 256, false, 256, dt::f32);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), detail::cpu_engine());
+      const std::string impl = pd.impl_info_str();
+      return impl.rfind("ref", 0) == 0 ? sgemm : "oneDNN " + impl;
+    } catch (const dnnl::error&) {
+      return sgemm;
+    }
+  }();
+  return name.c_str();
+}
+
+}  // namespace ag

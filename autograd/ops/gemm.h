@@ -1,0 +1,56 @@
+#pragma once
+// Internal: the GEMMs every matmul-like op runs (ops/matmul.cpp, the autocast paths).
+// float32 and float64 go to OpenBLAS; bfloat16 operands (autocast, autograd/autocast.h) go
+// to oneDNN's matmul, which multiplies them on the CPU's BF16 units and accumulates in
+// float32, where that is faster than float32 (bf16_backend()).
+//
+// Operands are described as BLAS sees them: a row-major matrix as it lies in memory, or
+// the transpose of one, with its leading dimension; so q @ k^T and the backward's
+// g @ W^T copy nothing. Results are thread-count invariant: OpenBLAS's AVX-512 sgemm splits
+// only M and N, and the bfloat16 GEMM is cut into blocks of output rows or columns by
+// problem size (never by thread count), each computed by one thread in one oneDNN call
+// (oneDNN would otherwise split K for some shapes, and its sums would depend on the
+// thread count).
+#include <cstdint>
+
+#include "autograd/bfloat16.h"
+#include "autograd/tensor.h"
+
+namespace ag::detail {
+
+// How this process multiplies autocast's bfloat16 operands, chosen once from the CPU:
+//  - onednn: operands stored as bfloat16, multiplied by oneDNN's BF16 dot-product kernels;
+//    where those outrun float32 FMAs: AMD Zen 4 and later (AVX-512 BF16 at twice the f32
+//    rate, measured by issue 14 on an EPYC: 770 against 350 GFLOP/s), or AMX.
+//  - openblas: operands stored as float32 holding bfloat16 values, multiplied by OpenBLAS's
+//    sgemm; where BF16 dot products are slower than FMAs (Intel without AMX: vdpbf16ps
+//    retires half the multiply-adds of vfmadd231ps per cycle, measured on a Xeon model
+//    207) or missing.
+// Products of bfloat16 values are exact in float32, so both sum the same products in
+// float32; only the order of the sums differs. ATTOGRAD_BF16_GEMM=onednn|openblas overrides.
+enum class Bf16Backend { onednn, openblas };
+Bf16Backend bf16_backend();
+
+struct GemmOperand {
+  bool trans;  // stored as the transpose: element (i, j) at j * ld + i
+  int64_t ld;
+};
+
+// How a GEMM can read a rows x cols matrix with strides (sr, sc), if it can.
+bool gemm_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, GemmOperand& out);
+
+// The last two dims of x as a GEMM operand; x becomes a contiguous copy when no layout fits
+// (an expanded or doubly strided view).
+GemmOperand gemm_operand(Tensor& x);
+
+// C [M, N] (leading dimension N) = A [M, K] B [K, N] + beta C, beta 0 or 1.
+void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+          const float* A, const float* B, float* C, float beta = 0);
+void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+          const double* A, const double* B, double* C, double beta = 0);
+// bfloat16 operands, float32 accumulation and result. Where oneDNN has no bfloat16 matmul
+// for this CPU, the operands are widened (exactly) and OpenBLAS multiplies them.
+void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+          const bfloat16* A, const bfloat16* B, float* C, float beta = 0);
+
+}  // namespace ag::detail
