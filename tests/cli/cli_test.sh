@@ -76,6 +76,29 @@ resume_exact)
     fail "20 + resume + 20 steps differ from 40 straight: $(diff <(hashes straight.h5) <(hashes split.h5) | head -4)"
   [ "$(hashes straight.h5 | wc -l)" -gt 10 ] || fail "no parameters compared"
   ;;
+bf16_parity)
+  # --precision bf16 learns as float32 does (issue 14: validation loss within 1% at the same
+  # step on the built-in corpus), records its precision, resumes exactly in it, and a
+  # resume may switch precision
+  "$bin" train --steps 300 --eval-interval 300 --precision fp32 --out f32.h5 --sample-tokens 0 > f.txt
+  "$bin" train --steps 300 --eval-interval 300 --precision bf16 --out b16.h5 --sample-tokens 0 > b.txt
+  grep -q "bf16 matmuls:" b.txt || fail "the bf16 run does not name its matmul backend: $(head -3 b.txt)"
+  vf=$(awk '/^val loss/ {print $3}' f.txt); vb=$(awk '/^val loss/ {print $3}' b.txt)
+  [ -n "$vf" ] && [ -n "$vb" ] || fail "no final validation loss: $(tail -3 f.txt b.txt)"
+  awk -v f="$vf" -v b="$vb" 'BEGIN { d = (b - f) / f; exit !(d < 0.01 && d > -0.01) }' ||
+    fail "bf16 validation loss $vb is not within 1% of float32's $vf"
+  [ "$vf" != "$vb" ] || fail "bf16 and float32 gave the same loss: bf16 did not run"
+  "$bin" inspect b16.h5 > i.txt  # a file: grep -q may close a pipe before inspect is done
+  grep -q '"precision": "bf16"' i.txt || fail "the config does not record bf16"
+  "$bin" train "${tiny[@]}" --precision bf16 --steps 20 --out straight.h5 --sample-tokens 0 > a.txt
+  "$bin" train "${tiny[@]}" --precision bf16 --steps 20 --stop-at 10 --out split.h5 > c.txt
+  "$bin" resume --checkpoint split.h5 > d.txt
+  diff <(hashes straight.h5) <(hashes split.h5) >/dev/null || fail "a bf16 resume is not exact"
+  "$bin" resume --checkpoint straight.h5 --steps 24 --precision fp32 > e.txt
+  "$bin" inspect straight.h5 > i.txt
+  grep -q '"precision": "fp32"' i.txt || fail "resume --precision fp32 not kept"
+  expect_usage_error "precision" "$bin" train --precision fp16
+  ;;
 grad_accum)
   # --grad-accum-steps 2: the header and the plan say so, tokens count the effective
   # batch, the checkpoint records the micro-batches, and a resume continues exactly
