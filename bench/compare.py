@@ -8,8 +8,10 @@ PyTorch's best is searched, not assumed: for every config and dropout each varia
              (OPENBLAS_CORETYPE=SkylakeX and ATEN_CPU_CAPABILITY=avx512)
   x precision: fp32, or torch.autocast("cpu", dtype=torch.bfloat16)
 is timed once briefly; then the fastest fp32 variant and the fastest bf16 variant are run
-interleaved with attograd for --rounds rounds, so all see the same machine. Medians over
-rounds; the speed-up is against PyTorch's faster precision and, separately, its fp32.
+interleaved with attograd in both precisions (--precision fp32 and bf16) for --rounds
+rounds, so all see the same machine. Medians over rounds; the speed-up is attograd's faster
+precision against PyTorch's faster one ("best/best") and fp32 against fp32; RSS is compared
+between those two fastest variants.
 
 usage: compare.py [--attograd build/attograd] [--configs tiny,small,base]
                   [--dropouts 0,0.1] [--rounds 3] [--steps 20] [--threads 2] [--json OUT]
@@ -72,40 +74,48 @@ def best_variants(a, config, dropout):
 def measure(a, config, dropout):
     common = common_args(config, dropout, a.steps)
     best = best_variants(a, config, dropout)
-    ours, theirs = [], {"fp32": [], "bf16": []}
+    ours, theirs = {"fp32": [], "bf16": []}, {"fp32": [], "bf16": []}
     for _ in range(a.rounds):
-        ours += run_json([a.attograd, "bench", "--threads", str(a.threads)] + common)
+        for precision in ours:
+            ours[precision] += run_json([a.attograd, "bench", "--threads", str(a.threads),
+                                         "--precision", precision] + common)
         for precision, (threads, kernels) in best.items():
             theirs[precision] += run_json(torch_cmd(a, common, threads, precision),
                                           KERNELS[kernels])
     med = lambda xs, k: statistics.median(x[k] for x in xs)
-    o_ms = med(ours, "ms_per_step")
+    o_ms = {p: med(ours[p], "ms_per_step") for p in ours}
     t_ms = {p: med(theirs[p], "ms_per_step") for p in theirs}
-    fastest = min(t_ms, key=t_ms.get)
+    mine, fastest = min(o_ms, key=o_ms.get), min(t_ms, key=t_ms.get)
     describe = lambda p: f"{p} {best[p][0]}t {best[p][1]}"
-    row = dict(config=config, dropout=float(dropout), ours_ms=o_ms,
+    row = dict(config=config, dropout=float(dropout), ours_fp32_ms=o_ms["fp32"],
+               ours_bf16_ms=o_ms["bf16"], ours_best=mine, ours_ms=o_ms[mine],
                torch_fp32_ms=t_ms["fp32"], torch_bf16_ms=t_ms["bf16"],
                torch_fp32_variant=describe("fp32"), torch_bf16_variant=describe("bf16"),
-               torch_best=describe(fastest), speedup=t_ms[fastest] / o_ms,
-               speedup_fp32=t_ms["fp32"] / o_ms, ours_tok=med(ours, "tokens_per_s"),
-               torch_tok=med(theirs[fastest], "tokens_per_s"), ours_gflops=med(ours, "gflops"),
-               ours_rss=med(ours, "peak_rss_mb"), torch_rss=med(theirs[fastest], "peak_rss_mb"))
-    return row, ours + theirs["fp32"] + theirs["bf16"]
+               torch_best=describe(fastest), speedup=t_ms[fastest] / o_ms[mine],
+               speedup_fp32=t_ms["fp32"] / o_ms["fp32"],
+               ours_tok=med(ours[mine], "tokens_per_s"),
+               torch_tok=med(theirs[fastest], "tokens_per_s"),
+               ours_gflops=med(ours[mine], "gflops"), ours_rss=med(ours[mine], "peak_rss_mb"),
+               torch_rss=med(theirs[fastest], "peak_rss_mb"))
+    return row, ours["fp32"] + ours["bf16"] + theirs["fp32"] + theirs["bf16"]
 
 
 def print_table(rows, peak):
-    print(f"{'config':7} {'drop':>4} | {'attograd ms':>11} | {'torch fp32 ms':>13} "
-          f"{'torch bf16 ms':>13} | {'vs best':>7} {'vs fp32':>7} | {'tok/s ours':>10} "
-          f"{'torch':>7} | {'GFLOP/s':>7} | {'RSS MB ours':>11} {'torch':>7} {'ratio':>6}")
+    print(f"{'config':7} {'drop':>4} | {'ours fp32 ms':>12} {'ours bf16 ms':>12} | "
+          f"{'torch fp32 ms':>13} {'torch bf16 ms':>13} | {'best/best':>9} {'fp32/fp32':>9} | "
+          f"{'tok/s ours':>10} {'torch':>7} | {'GFLOP/s':>7} | {'RSS MB ours':>11} {'torch':>7} "
+          f"{'ratio':>6}")
     for r in rows:
-        print(f"{r['config']:7} {r['dropout']:4.1f} | {r['ours_ms']:11.2f} | "
-              f"{r['torch_fp32_ms']:13.2f} {r['torch_bf16_ms']:13.2f} | {r['speedup']:6.2f}x "
-              f"{r['speedup_fp32']:6.2f}x | {r['ours_tok']:10.0f} {r['torch_tok']:7.0f} | "
+        print(f"{r['config']:7} {r['dropout']:4.1f} | {r['ours_fp32_ms']:12.2f} "
+              f"{r['ours_bf16_ms']:12.2f} | "
+              f"{r['torch_fp32_ms']:13.2f} {r['torch_bf16_ms']:13.2f} | {r['speedup']:8.2f}x "
+              f"{r['speedup_fp32']:8.2f}x | {r['ours_tok']:10.0f} {r['torch_tok']:7.0f} | "
               f"{r['ours_gflops']:7.1f} | {r['ours_rss']:11.1f} {r['torch_rss']:7.1f} "
               f"{r['ours_rss'] / r['torch_rss']:6.2f}")
     for r in rows:
-        print(f"  {r['config']} {r['dropout']}: PyTorch fp32 {r['torch_fp32_variant']}, "
-              f"bf16 {r['torch_bf16_variant']}; fastest {r['torch_best']}")
+        print(f"  {r['config']} {r['dropout']}: attograd's faster: {r['ours_best']}; PyTorch fp32 "
+              f"{r['torch_fp32_variant']}, bf16 {r['torch_bf16_variant']}; fastest "
+              f"{r['torch_best']}")
     for r in rows:
         if r["config"] == "base":
             print(f"base dropout {r['dropout']}: {r['ours_gflops']:.1f} GFLOP/s = "

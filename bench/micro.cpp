@@ -8,6 +8,8 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
 
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
@@ -37,38 +39,43 @@ struct Row {
   double ms, gflops, gbytes;  // gflops or gbytes may be 0 when not meaningful
 };
 
-// The GEMMs of one training step of the base config (B T = 2048 rows, C = 256, d_ff = 1024,
-// vocab 65), forward (x W^T), and backward (dx = dh W, dW = dh^T x), each by OpenBLAS's
-// sgemm on float32 and by oneDNN on bfloat16: which backend is faster per shape is what
-// autocast's choice of backend (autograd/ops/gemm.h) rests on.
+// The GEMMs of one training step of each bench config (rows = batch x context; width C,
+// d_ff 4C, vocab 65): forward (x W^T) and backward (dx = dh W, dW = dh^T x), each by
+// OpenBLAS's sgemm and oneDNN on float32, and oneDNN on bfloat16. Which backend is faster
+// per shape is what autocast's backend choice and the float32 path rest on (ops/gemm.h).
 void gemm_backend_rows(ag::Generator& gen, std::vector<Row>& rows) {
   using ag::detail::GemmOperand;
   struct Shape {
-    const char* name;
+    std::string name;
     int64_t M, N, K;
     bool ta, tb;
   };
-  const int64_t BT = 2048, C = 256, F = 1024, V = 65;
-  const Shape shapes[] = {
-      {"qkv x W^T", BT, 3 * C, C, false, true},  {"fc1 x W^T", BT, F, C, false, true},
-      {"fc2 x W^T", BT, C, F, false, true},      {"head x W^T", BT, V, C, false, true},
-      {"fc1 dh W", BT, C, F, false, false},      {"fc2 dh W", BT, F, C, false, false},
-      {"fc1 dh^T x", F, C, BT, true, false},     {"fc2 dh^T x", C, F, BT, true, false},
-      {"qkv dh^T x", 3 * C, C, BT, true, false}, {"head dh^T x", V, C, BT, true, false}};
+  std::vector<Shape> shapes;
+  for (auto [config, BT, C] :
+       {std::tuple{"tiny", 1024, 64}, {"small", 2048, 128}, {"base", 2048, 256}})
+    for (auto [layer, N] : {std::pair{"qkv", 3 * C}, {"fc1", 4 * C}, {"fc2", C}, {"head", 65}}) {
+      const int64_t K = std::string(layer) == "fc2" ? 4 * C : C;
+      const std::string at = std::string(config) + " " + layer;
+      shapes.push_back({at + " x W^T", BT, N, K, false, true});
+      shapes.push_back({at + " dh W", BT, K, N, false, false});
+      shapes.push_back({at + " dh^T x", N, K, BT, true, false});
+    }
   for (const Shape& s : shapes) {
     const GemmOperand oa{s.ta, s.ta ? s.M : s.K}, ob{s.tb, s.tb ? s.K : s.N};
     ag::Tensor a = ag::randn({s.M * s.K}, gen), b = ag::randn({s.K * s.N}, gen);
     ag::Tensor ab = ag::to_bfloat16(a), bb = ag::to_bfloat16(b), c = ag::empty({s.M, s.N});
     const double flop = 2.0 * s.M * s.N * s.K;
     const std::string shape = fmt::format("{} {}x{}x{}", s.name, s.M, s.N, s.K);
-    const double f32 = median_ms([&] {
-      ag::detail::gemm(oa, ob, s.M, s.N, s.K, a.data<float>(), b.data<float>(), c.data<float>());
-    });
+    const float *pa = a.data<float>(), *pb = b.data<float>();
+    float* pc = c.data<float>();
+    const double blas = median_ms([&] { ag::detail::gemm(oa, ob, s.M, s.N, s.K, pa, pb, pc); });
+    const double dnnl =
+        median_ms([&] { ag::detail::gemm_onednn(oa, ob, s.M, s.N, s.K, pa, pb, pc); });
     const double bf16 = median_ms([&] {
-      ag::detail::gemm(oa, ob, s.M, s.N, s.K, ab.data<ag::bfloat16>(), bb.data<ag::bfloat16>(),
-                       c.data<float>());
+      ag::detail::gemm(oa, ob, s.M, s.N, s.K, ab.data<ag::bfloat16>(), bb.data<ag::bfloat16>(), pc);
     });
-    rows.push_back({"gemm OpenBLAS f32", shape, f32, flop / f32 / 1e6, 0});
+    rows.push_back({"gemm OpenBLAS f32", shape, blas, flop / blas / 1e6, 0});
+    rows.push_back({"gemm oneDNN f32", shape, dnnl, flop / dnnl / 1e6, 0});
     rows.push_back({"gemm oneDNN bf16", shape, bf16, flop / bf16 / 1e6, 0});
   }
 }

@@ -172,7 +172,31 @@ TEST_CASE("the bfloat16 GEMM accumulates rounded operands in float32", "[bf16]")
         }
 }
 
-TEST_CASE("the bfloat16 GEMM gives the same bits on 1 and 2 threads", "[bf16]") {
+TEST_CASE("oneDNN's float32 GEMM agrees with float64 on every layout", "[bf16]") {
+  using ag::detail::GemmOperand;
+  ag::Generator gen(11);
+  for (const auto& [M, N, K] : std::vector<std::array<int64_t, 3>>{
+           {5, 7, 3}, {300, 70, 129}, {1000, 96, 64}, {64, 64, 8192}, {33, 1100, 40}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (float beta : {0.0f, 1.0f}) {
+          INFO("M " << M << " N " << N << " K " << K << " ta " << ta << " tb " << tb);
+          ag::Tensor a = ag::randn(ta ? ag::Shape{K, M} : ag::Shape{M, K}, gen);
+          ag::Tensor b = ag::randn(tb ? ag::Shape{N, K} : ag::Shape{K, N}, gen);
+          ag::Tensor c0 = ag::randn({M, N}, gen), c = c0.clone();
+          ag::detail::gemm_onednn(GemmOperand{ta != 0, ta ? M : K},
+                                  GemmOperand{tb != 0, tb ? K : N}, M, N, K, a.data<float>(),
+                                  b.data<float>(), c.data<float>(), beta);
+          ag::Tensor a64 = (ta ? a.t() : a).to(ag::DType::Float64);
+          ag::Tensor b64 = (tb ? b.t() : b).to(ag::DType::Float64);
+          ag::Tensor want = ag::matmul(a64, b64);
+          if (beta != 0) want = ag::add(want, c0.to(ag::DType::Float64));
+          require_within(c, want, ag::add(ag::matmul(abs64(a64), abs64(b64)), beta * abs64(c0)),
+                         4.0 * K * 0x1p-24, "oneDNN f32 gemm");
+        }
+}
+
+TEST_CASE("oneDNN GEMMs give the same bits on 1 and 2 threads", "[bf16]") {
   ag::Generator gen(2);
   for (const auto& [M, N, K] :
        std::vector<std::array<int64_t, 3>>{{64, 64, 8192}, {512, 192, 64}}) {
@@ -185,10 +209,17 @@ TEST_CASE("the bfloat16 GEMM gives the same bits on 1 and 2 threads", "[bf16]") 
       ag::Tensor c = ag::empty({M, N});
       ag::detail::gemm({true, M}, {false, N}, M, N, K, a.data<ag::bfloat16>(),
                        b.data<ag::bfloat16>(), c.data<float>());
+      ag::Tensor cf = ag::empty({M, N}), af = a.to(ag::DType::Float32),
+                 bf = b.to(ag::DType::Float32);
+      ag::detail::gemm_onednn({true, M}, {false, N}, M, N, K, af.data<float>(), bf.data<float>(),
+                              cf.data<float>());
+      results.emplace_back(cf.data<float>(), cf.data<float>() + cf.numel());
       ag::set_num_threads(saved);
       results.emplace_back(c.data<float>(), c.data<float>() + c.numel());
     }
-    REQUIRE(std::memcmp(results[0].data(), results[1].data(), 4 * results[0].size()) == 0);
+    // each thread count gives float32 then bfloat16: the same bits on both counts
+    REQUIRE(std::memcmp(results[0].data(), results[2].data(), 4 * results[0].size()) == 0);
+    REQUIRE(std::memcmp(results[1].data(), results[3].data(), 4 * results[1].size()) == 0);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -47,10 +48,31 @@ CBLAS_TRANSPOSE blas_trans(const GemmOperand& o) {
   return o.trans ? CblasTrans : CblasNoTrans;
 }
 
+// ATTOGRAD_F32_GEMM: auto (the measured rule), openblas or onednn
+F32Backend forced_f32_backend(F32Backend otherwise) {
+  static const int forced = [] {
+    const char* v = std::getenv("ATTOGRAD_F32_GEMM");
+    if (v == nullptr || std::string(v) == "auto") return 0;
+    if (std::string(v) == "openblas") return 1;
+    if (std::string(v) == "onednn") return 2;
+    throw std::invalid_argument("ATTOGRAD_F32_GEMM must be auto, openblas or onednn, got '" +
+                                std::string(v).substr(0, 64) + "'");
+  }();
+  return forced == 0 ? otherwise : forced == 1 ? F32Backend::openblas : F32Backend::onednn;
+}
+
 }  // namespace
+
+F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K) {
+  const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const bool blas = macs < kOneDnnMinWork || (oa.trans && M * N >= kBlasWeightGradOutputs);
+  return forced_f32_backend(blas ? F32Backend::openblas : F32Backend::onednn);
+}
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const float* A, const float* B, float* C, float beta) {
+  if (f32_backend(oa, M, N, K) == F32Backend::onednn)
+    return gemm_onednn(oa, ob, M, N, K, A, B, C, beta);
   cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0f, A, oa.ld, B, ob.ld,
               beta, C, N);
 }
@@ -61,14 +83,14 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
               C, N);
 }
 
-// ---- bfloat16 through oneDNN
+// ---- oneDNN
 
 namespace {
 
-// One oneDNN matmul: its shape, operand layouts and whether it adds onto C.
+// One oneDNN matmul: its shape, operand layouts and type, and whether it adds onto C.
 struct MatmulKey {
   int64_t m, n, k, lda, ldb, ldc;
-  bool ta, tb, accumulate;
+  bool ta, tb, accumulate, f32_operands;
   bool operator==(const MatmulKey&) const = default;
 };
 
@@ -76,7 +98,8 @@ struct MatmulKeyHash {
   size_t operator()(const MatmulKey& k) const {
     size_t h = 0;
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
-                      int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.accumulate) << 2})
+                      int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.accumulate) << 2 |
+                          int64_t(k.f32_operands) << 3})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -111,10 +134,11 @@ class OmpThreadsScope {
 
 // A oneDNN matmul for the key, made for one thread (so it never splits K) with a scratchpad
 // we provide; null where oneDNN has only its reference implementation for this CPU.
-std::unique_ptr<Matmul> make_matmul(const MatmulKey& k) {
+std::shared_ptr<const Matmul> make_matmul(const MatmulKey& k) {
   using dt = dnnl::memory::data_type;
-  auto a = matrix_desc(k.m, k.k, k.ta, k.lda, dt::bf16);
-  auto b = matrix_desc(k.k, k.n, k.tb, k.ldb, dt::bf16);
+  const dt operands = k.f32_operands ? dt::f32 : dt::bf16;
+  auto a = matrix_desc(k.m, k.k, k.ta, k.lda, operands);
+  auto b = matrix_desc(k.k, k.n, k.tb, k.ldb, operands);
   auto c = matrix_desc(k.m, k.n, false, k.ldc, dt::f32);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -127,26 +151,31 @@ std::unique_ptr<Matmul> make_matmul(const MatmulKey& k) {
     OmpThreadsScope one_thread(1);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
-    return std::make_unique<Matmul>(Matmul{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()});
+    return std::make_shared<const Matmul>(Matmul{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()});
   } catch (const dnnl::error&) {
     return nullptr;
   }
 }
 
-// Matmuls made once per key and kept for the process: a training step meets the same few
-// shapes every time.
+// Matmuls made once per key and kept: a training step meets the same few shapes every
+// time. A process that keeps meeting new shapes (sampling with a growing window) starts
+// afresh past kMaxCached, so the cache stays bounded; callers hold what they use.
 class MatmulCache {
  public:
-  const Matmul* get(const MatmulKey& key) {
+  static constexpr size_t kMaxCached = 4096;
+  std::shared_ptr<const Matmul> get(const MatmulKey& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache_.find(key);
-    if (it == cache_.end()) it = cache_.emplace(key, make_matmul(key)).first;
-    return it->second.get();
+    if (it == cache_.end()) {
+      if (cache_.size() >= kMaxCached) cache_.clear();
+      it = cache_.emplace(key, make_matmul(key)).first;
+    }
+    return it->second;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<MatmulKey, std::unique_ptr<Matmul>, MatmulKeyHash> cache_;
+  std::unordered_map<MatmulKey, std::shared_ptr<const Matmul>, MatmulKeyHash> cache_;
 };
 
 MatmulCache& matmul_cache() {
@@ -156,15 +185,15 @@ MatmulCache& matmul_cache() {
 
 // Runs one cached matmul on the calling thread, with a per-thread scratchpad that grows to
 // the largest one needed and is then reused.
-void run_matmul(const Matmul& mm, const bfloat16* A, const bfloat16* B, float* C) {
+void run_matmul(const Matmul& mm, const void* A, const void* B, float* C) {
   thread_local dnnl::stream stream(cpu_engine());
   thread_local std::vector<uint8_t> scratch;
   const size_t bytes = mm.scratchpad.get_size();
   if (scratch.size() < bytes) scratch.resize(bytes);
   auto& e = cpu_engine();
   mm.primitive.execute(stream,
-                       {{DNNL_ARG_SRC, dnnl::memory(mm.a, e, const_cast<bfloat16*>(A))},
-                        {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, e, const_cast<bfloat16*>(B))},
+                       {{DNNL_ARG_SRC, dnnl::memory(mm.a, e, const_cast<void*>(A))},
+                        {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, e, const_cast<void*>(B))},
                         {DNNL_ARG_DST, dnnl::memory(mm.c, e, C)},
                         {DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, e, scratch.data())}});
   stream.wait();
@@ -210,8 +239,13 @@ Blocks output_blocks(int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
-void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-          const bfloat16* A, const bfloat16* B, float* C, float beta) {
+namespace {
+
+// C = A B (+ C) by oneDNN, block by block (output_blocks), each block one single-threaded
+// oneDNN call; where oneDNN has no kernel for a block, `fallback` computes it.
+template <typename T, typename Fallback>
+void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                   const T* A, const T* B, float* C, float beta, Fallback&& fallback) {
   if (M == 0 || N == 0) return;
   const Blocks blocks = output_blocks(M, N, K);
   parallel_for(blocks.count, 1, [&](int64_t b0, int64_t b1) {
@@ -219,20 +253,40 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
       const int64_t start = i * blocks.size;
       const int64_t len = std::min(blocks.size, (blocks.along_m ? M : N) - start);
       const int64_t m = blocks.along_m ? len : M, n = blocks.along_m ? N : len;
-      const bfloat16* a = A;
-      const bfloat16* b = B;
+      const T* a = A;
+      const T* b = B;
       float* c = C;
       if (blocks.along_m)
         a += oa.trans ? start : start * oa.ld, c += start * N;
       else
         b += ob.trans ? start * ob.ld : start, c += start;
-      const MatmulKey key{m, n, K, oa.ld, ob.ld, N, oa.trans, ob.trans, beta != 0};
-      if (const Matmul* mm = K > 0 ? matmul_cache().get(key) : nullptr)
+      const MatmulKey key{m, n,        K,        oa.ld,     ob.ld,
+                          N, oa.trans, ob.trans, beta != 0, std::is_same_v<T, float>};
+      if (const auto mm = K > 0 ? matmul_cache().get(key) : nullptr)
         run_matmul(*mm, a, b, c);
       else
-        widened_gemm(oa, ob, m, n, K, a, b, c, beta);
+        fallback(m, n, a, b, c);
     }
   });
+}
+
+}  // namespace
+
+void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+          const bfloat16* A, const bfloat16* B, float* C, float beta) {
+  onednn_blocks(oa, ob, M, N, K, A, B, C, beta,
+                [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c) {
+                  widened_gemm(oa, ob, m, n, K, a, b, c, beta);
+                });
+}
+
+void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                 const float* A, const float* B, float* C, float beta) {
+  onednn_blocks(oa, ob, M, N, K, A, B, C, beta,
+                [&](int64_t m, int64_t n, const float* a, const float* b, float* c) {
+                  cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a,
+                              oa.ld, b, ob.ld, beta, c, N);
+                });
 }
 
 }  // namespace ag::detail

@@ -1,16 +1,16 @@
 #pragma once
 // Internal: the GEMMs every matmul-like op runs (ops/matmul.cpp, the autocast paths).
-// float32 and float64 go to OpenBLAS; bfloat16 operands (autocast, autograd/autocast.h) go
+// float64 goes to OpenBLAS, float32 to oneDNN or OpenBLAS by shape (f32_backend); bfloat16
+// operands (autocast, autograd/autocast.h) go
 // to oneDNN's matmul, which multiplies them on the CPU's BF16 units and accumulates in
 // float32, where that is faster than float32 (bf16_backend()).
 //
 // Operands are described as BLAS sees them: a row-major matrix as it lies in memory, or
 // the transpose of one, with its leading dimension; so q @ k^T and the backward's
 // g @ W^T copy nothing. Results are thread-count invariant: OpenBLAS's AVX-512 sgemm splits
-// only M and N, and the bfloat16 GEMM is cut into blocks of output rows or columns by
-// problem size (never by thread count), each computed by one thread in one oneDNN call
-// (oneDNN would otherwise split K for some shapes, and its sums would depend on the
-// thread count).
+// only M and N, and a oneDNN GEMM is cut into blocks of output rows or columns by problem
+// size (never by thread count), each computed by one thread in one oneDNN call (oneDNN
+// would otherwise split K for some shapes, and its sums would depend on the thread count).
 #include <cstdint>
 
 #include "autograd/bfloat16.h"
@@ -36,6 +36,18 @@ struct GemmOperand {
   int64_t ld;
 };
 
+// Which library multiplies a float32 GEMM, by shape. Measured with `attograd bench --micro`
+// over the training GEMMs of the tiny, small and base configs (README, "GEMM backends"):
+// oneDNN's float32 kernels, one output block per thread, beat OpenBLAS's sgemm on every
+// forward and input-gradient shape (1.0x to 2.3x, most where K is small and OpenBLAS's
+// packing dominates); OpenBLAS wins the weight gradients (A transposed) whose output has
+// 2^18 elements or more. Below 2^16 multiply-adds OpenBLAS keeps them: no kernel to compile
+// per shape. ATTOGRAD_F32_GEMM=openblas|onednn overrides.
+enum class F32Backend { openblas, onednn };
+constexpr double kOneDnnMinWork = 1 << 16;
+constexpr int64_t kBlasWeightGradOutputs = 1 << 18;
+F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K);
+
 // How a GEMM can read a rows x cols matrix with strides (sr, sc), if it can.
 bool gemm_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, GemmOperand& out);
 
@@ -52,5 +64,8 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
 // for this CPU, the operands are widened (exactly) and OpenBLAS multiplies them.
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta = 0);
+// The float32 GEMM by oneDNN (blocked the same way), for the shapes where it beats OpenBLAS.
+void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                 const float* A, const float* B, float* C, float beta = 0);
 
 }  // namespace ag::detail
