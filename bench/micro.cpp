@@ -80,6 +80,30 @@ void gemm_backend_rows(ag::Generator& gen, std::vector<Row>& rows) {
   }
 }
 
+// One line (or JSON object) per row, with the share of the sgemm peak (rows[0]).
+void print_rows(const std::vector<Row>& rows, int threads, bool json) {
+  const double peak = rows[0].gflops;
+  for (const auto& r : rows) {
+    if (json) {
+      std::cout << nlohmann::json{{"kernel", r.kernel},
+                                  {"shape", r.shape},
+                                  {"threads", threads},
+                                  {"ms", r.ms},
+                                  {"gflops", r.gflops},
+                                  {"gbytes_per_s", r.gbytes},
+                                  {"fraction_of_sgemm_peak", r.gflops / peak}}
+                       .dump()
+                << "\n";
+    } else {
+      fmt::print("{:<30} {:<28} {:8.3f} ms", r.kernel, r.shape, r.ms);
+      if (r.gflops > 0)
+        fmt::print("  {:7.1f} GFLOP/s ({:3.0f}% of sgemm peak)", r.gflops, 100 * r.gflops / peak);
+      if (r.gbytes > 0) fmt::print("  {:7.1f} GB/s", r.gbytes);
+      fmt::print("\n");
+    }
+  }
+}
+
 }  // namespace
 
 int run_micro(int threads, bool json) {
@@ -161,26 +185,7 @@ int run_micro(int threads, bool json) {
 
   gemm_backend_rows(gen, rows);
 
-  const double peak = rows[0].gflops;
-  for (const auto& r : rows) {
-    if (json) {
-      std::cout << nlohmann::json{{"kernel", r.kernel},
-                                  {"shape", r.shape},
-                                  {"threads", threads},
-                                  {"ms", r.ms},
-                                  {"gflops", r.gflops},
-                                  {"gbytes_per_s", r.gbytes},
-                                  {"fraction_of_sgemm_peak", r.gflops / peak}}
-                       .dump()
-                << "\n";
-    } else {
-      fmt::print("{:<30} {:<28} {:8.3f} ms", r.kernel, r.shape, r.ms);
-      if (r.gflops > 0)
-        fmt::print("  {:7.1f} GFLOP/s ({:3.0f}% of sgemm peak)", r.gflops, 100 * r.gflops / peak);
-      if (r.gbytes > 0) fmt::print("  {:7.1f} GB/s", r.gbytes);
-      fmt::print("\n");
-    }
-  }
+  print_rows(rows, threads, json);
   return 0;
 }
 
