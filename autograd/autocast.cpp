@@ -5,8 +5,6 @@
 #include <map>
 #include <stdexcept>
 
-#include "autograd/ops/gemm.h"
-
 namespace ag {
 
 // bfloat16 copies of parameters (or of stacks of them), keyed by the parameters' identity;
@@ -29,18 +27,11 @@ bool is_parameter(const Tensor& t) {
   return t.requires_grad() && t.is_leaf();
 }
 
-// rows [row0, row0 + rows of t) of dst [*, ...], bfloat16 or float32, = t rounded
+// rows [row0, row0 + rows of t) of dst [*, ...] bfloat16 = t rounded
 void convert_into(const Tensor& t, const Tensor& dst, int64_t row0) {
   Tensor c = t.detach().contiguous();
   const int64_t width = c.dim() == 0 ? 1 : c.numel() / std::max<int64_t>(c.shape()[0], 1);
-  if (dst.dtype() == DType::BFloat16)
-    to_bfloat16(c.data<float>(), dst.data<bfloat16>() + row0 * width, c.numel());
-  else
-    round_to_bfloat16(c.data<float>(), dst.data<float>() + row0 * width, c.numel());
-}
-
-DType operand_type() {
-  return detail::bf16_backend() == detail::Bf16Backend::onednn ? DType::BFloat16 : DType::Float32;
+  to_bfloat16(c.data<float>(), dst.data<bfloat16>() + row0 * width, c.numel());
 }
 
 Tensor stacked_bf16(const std::vector<Tensor>& parts) {
@@ -48,7 +39,7 @@ Tensor stacked_bf16(const std::vector<Tensor>& parts) {
   Shape shape = parts[0].shape();
   shape[0] = 0;
   for (const auto& p : parts) shape[0] += p.shape()[0];
-  Tensor out = empty(shape, operand_type());
+  Tensor out = empty(shape, DType::BFloat16);
   int64_t row = 0;
   for (const auto& p : parts) convert_into(p, out, row), row += p.shape()[0];
   return out;
@@ -98,9 +89,7 @@ bool autocast_to_bf16(DType operand) {
 }
 
 Tensor bf16_operand(const Tensor& t) {
-  Tensor out = empty(t.shape(), operand_type());
-  if (t.numel() > 0) convert_into(t, out, 0);
-  return out;
+  return to_bfloat16(t);
 }
 
 Tensor autocast_operand(const Tensor& t) {

@@ -61,8 +61,7 @@ namespace detail {
 // Whether an op on float32 operands computes in bfloat16 here.
 bool autocast_to_bf16(DType operand);
 
-// t (float32) as a bfloat16 GEMM operand of this CPU's backend (ops/gemm.h): a bfloat16
-// tensor for oneDNN, or float32 holding the rounded values for OpenBLAS. Contiguous.
+// t (float32) as a bfloat16 GEMM operand: rounded, contiguous.
 Tensor bf16_operand(const Tensor& t);
 
 // The bfloat16 operand for t: cached per scope when t is a parameter, fresh otherwise.

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "autograd/allocator.h"
 #include "autograd/autocast.h"
 #include "bench/micro.h"
 #include "nn/gpt.h"
@@ -151,6 +152,8 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"tokens_per_s", tokens_per_s},
                                 {"gflops", gflops},
                                 {"peak_rss_mb", peak_rss_mb()},
+                                {"tensor_peak_mb", ag::allocator_stats().peak_live_bytes / 1e6},
+                                {"tensor_cached_mb", ag::allocator_stats().cached_bytes / 1e6},
                                 {"steps", t.total.size()},
                                 {"parameters", parameters},
                                 {"forward_ms", StepTimes::median(t.forward)},

@@ -400,6 +400,18 @@ Tensor bf16_values(const Spec& s, const Tensor& t, bool fresh) {
   return out;
 }
 
+// What backward keeps of a float32 operand: under autocast, its bfloat16 values in half
+// the memory (exact for q, k and v, which hold bfloat16 values already; o is rounded, which
+// changes backward's delta = do . o by a bfloat16 rounding); the tensor itself otherwise.
+// kept_as_float32 undoes it.
+Tensor kept(const Spec& s, const Tensor& t) {
+  return s.bf16 ? to_bfloat16(t) : t;
+}
+
+Tensor kept_as_float32(const Tensor& t) {
+  return t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
+}
+
 // Checks the dropout arguments of op `who` and fills in s.p and s.draw, taking the op's
 // one draw from gen when it drops anything
 void take_dropout(const char* who, double dropout_p, Generator* gen, Spec& s) {
@@ -435,7 +447,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   });
   if (needs_recording({q, k, v}))
     attach_backward(out, "ScaledDotProductAttentionBackward", {q, k, v},
-                    [qc, kc, vc, o = out.detach(), lse, s](const Tensor& g) -> std::vector<Tensor> {
+                    [q16 = kept(s, qc), k16 = kept(s, kc), v16 = kept(s, vc),
+                     o16 = kept(s, out.detach()), lse, s](const Tensor& g) -> std::vector<Tensor> {
+                      const Tensor qc = kept_as_float32(q16), kc = kept_as_float32(k16),
+                                   vc = kept_as_float32(v16), o = kept_as_float32(o16);
                       Tensor gc = bf16_values(s, g.contiguous(), false);
                       Tensor dq = empty(qc.shape(), qc.dtype()), dk = empty(kc.shape(), kc.dtype()),
                              dv = empty(vc.shape(), vc.dtype());
@@ -487,7 +502,10 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   if (needs_recording({qkv}))
     attach_backward(
         out, "CausalSelfAttentionBackward", {qkv},
-        [q, k, v, o, lse, s, B, H, C](const Tensor& g) -> std::vector<Tensor> {
+        [q16 = kept(s, q), k16 = kept(s, k), v16 = kept(s, v), o16 = kept(s, o), lse, s, B, H,
+         C](const Tensor& g) -> std::vector<Tensor> {
+          const Tensor q = kept_as_float32(q16), k = kept_as_float32(k16), v = kept_as_float32(v16),
+                       o = kept_as_float32(o16);
           const int64_t Tn = s.T;
           Tensor gc = g.contiguous();
           Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), q.dtype()),

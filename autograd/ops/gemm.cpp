@@ -199,21 +199,27 @@ void run_matmul(const Matmul& mm, const void* A, const void* B, float* C) {
   stream.wait();
 }
 
-// The fallback where oneDNN has no bfloat16 kernel for a shape on this CPU: the operands
-// widened (exactly) into per-thread buffers, multiplied by sgemm.
-void widen(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& out) {
-  out.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) from_bfloat16(src + r * ld, out.data() + r * cols, cols);
+// The bfloat16 GEMM on float32 kernels: the operands widened (exactly) into float32
+// temporaries from the caching allocator, then the float32 GEMM of their shape. What the
+// openblas backend runs, and where oneDNN has no bfloat16 kernel for a shape.
+Tensor widened(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld) {
+  Tensor out = empty({rows, cols});
+  float* dst = out.data<float>();
+  parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cols, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   from_bfloat16(src + r * ld, dst + r * cols, cols);
+               });
+  return out;
 }
 
 void widened_gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                   const bfloat16* A, const bfloat16* B, float* C, float beta) {
-  thread_local std::vector<float> a, b;
   const int64_t a_cols = oa.trans ? M : K, b_cols = ob.trans ? K : N;
-  widen(A, oa.trans ? K : M, a_cols, oa.ld, a);
-  widen(B, ob.trans ? N : K, b_cols, ob.ld, b);
-  gemm(GemmOperand{oa.trans, a_cols}, GemmOperand{ob.trans, b_cols}, M, N, K, a.data(), b.data(), C,
-       beta);
+  const Tensor a = widened(A, oa.trans ? K : M, a_cols, oa.ld);
+  const Tensor b = widened(B, ob.trans ? N : K, b_cols, ob.ld);
+  gemm(GemmOperand{oa.trans, a_cols}, GemmOperand{ob.trans, b_cols}, M, N, K, a.data<float>(),
+       b.data<float>(), C, beta);
 }
 
 // Output blocks: the longer of M and N cut into `count` pieces of `size` (the last may be
@@ -274,6 +280,7 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta) {
+  if (bf16_backend() == Bf16Backend::openblas) return widened_gemm(oa, ob, M, N, K, A, B, C, beta);
   onednn_blocks(oa, ob, M, N, K, A, B, C, beta,
                 [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c) {
                   widened_gemm(oa, ob, m, n, K, a, b, c, beta);
@@ -323,8 +330,8 @@ Bf16Backend bf16_backend() {
 const char* bf16_matmul_implementation() {
   static const std::string name = [] {
     const std::string sgemm =
-        "OpenBLAS sgemm on bfloat16-rounded float32 operands (this CPU's BF16 dot products are "
-        "slower than its float32 FMAs)";
+        "float32 GEMMs on widened bfloat16 operands (this CPU's BF16 dot products are slower "
+        "than its float32 FMAs)";
     if (detail::bf16_backend() == detail::Bf16Backend::openblas) return sgemm;
     try {
       detail::OmpThreadsScope one_thread(1);

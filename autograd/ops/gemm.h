@@ -18,14 +18,15 @@
 
 namespace ag::detail {
 
-// How this process multiplies autocast's bfloat16 operands, chosen once from the CPU:
-//  - onednn: operands stored as bfloat16, multiplied by oneDNN's BF16 dot-product kernels;
-//    where those outrun float32 FMAs: AMD Zen 4 and later (AVX-512 BF16 at twice the f32
-//    rate, measured by issue 14 on an EPYC: 770 against 350 GFLOP/s), or AMX.
-//  - openblas: operands stored as float32 holding bfloat16 values, multiplied by OpenBLAS's
-//    sgemm; where BF16 dot products are slower than FMAs (Intel without AMX: vdpbf16ps
-//    retires half the multiply-adds of vfmadd231ps per cycle, measured on a Xeon model
-//    207) or missing.
+// How this process multiplies autocast's bfloat16 operands (always stored as bfloat16),
+// chosen once from the CPU:
+//  - onednn: oneDNN's BF16 dot-product kernels, where those outrun float32 FMAs: AMD Zen 4
+//    and later (AVX-512 BF16 at twice the f32 rate, measured by issue 14 on an EPYC: 770
+//    against 350 GFLOP/s), or AMX.
+//  - openblas: the operands widened to float32 and multiplied by the float32 GEMM (oneDNN's
+//    or OpenBLAS's, f32_backend), where BF16 dot products are slower than FMAs (Intel
+//    without AMX: vdpbf16ps retires half the multiply-adds of vfmadd231ps per cycle,
+//    measured on a Xeon model 207) or missing.
 // Products of bfloat16 values are exact in float32, so both sum the same products in
 // float32; only the order of the sums differs. ATTOGRAD_BF16_GEMM=onednn|openblas overrides.
 enum class Bf16Backend { onednn, openblas };
@@ -60,8 +61,7 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
           const float* A, const float* B, float* C, float beta = 0);
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const double* A, const double* B, double* C, double beta = 0);
-// bfloat16 operands, float32 accumulation and result. Where oneDNN has no bfloat16 matmul
-// for this CPU, the operands are widened (exactly) and OpenBLAS multiplies them.
+// bfloat16 operands, float32 accumulation and result, by the backend bf16_backend() names.
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta = 0);
 // The float32 GEMM by oneDNN (blocked the same way), for the shapes where it beats OpenBLAS.

@@ -247,6 +247,19 @@ Tensor gelu_backward(const Tensor& g, const Tensor& h) {
   return d;
 }
 
+// What GELU's backward keeps of its input h: nothing without GELU; under autocast h in
+// bfloat16, as torch.autocast keeps a linear's output (half the memory of the largest
+// activation of an MLP); h itself otherwise.
+Tensor saved_preactivation(bool gelu, bool bf16, const Tensor& h) {
+  if (!gelu) return Tensor();
+  return bf16 ? to_bfloat16(h) : h;
+}
+
+// A tensor autocast kept in bfloat16 back as float32 (any other as it is)
+Tensor widened(const Tensor& t) {
+  return t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
+}
+
 // The gradients of the parts that were stacked along dim 0 into the operand whose
 // gradient is g (one part: g itself); undefined parts where g is
 std::vector<Tensor> unstack(const Tensor& g, const std::vector<int64_t>& sizes) {
@@ -293,11 +306,11 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
   for (const auto& t : weights) sizes.push_back(t.shape()[0]), gw |= t.requires_grad();
   for (const auto& t : biases) gb |= t.defined() && t.requires_grad();
   attach_backward(y, gelu ? "LinearGeluBackward" : "LinearBackward", inputs,
-                  [x2, w, h = gelu ? h : Tensor(), M, N, sizes, stacked_biases = biases.size(),
-                   in_shape = x.shape(), gx = x.requires_grad(), gw, gb,
-                   bf16](const Tensor& g) -> std::vector<Tensor> {
+                  [x2, w, h = saved_preactivation(gelu, bf16, h), M, N, sizes,
+                   stacked_biases = biases.size(), in_shape = x.shape(), gx = x.requires_grad(), gw,
+                   gb, bf16](const Tensor& g) -> std::vector<Tensor> {
                     Tensor dh = g.contiguous().view({M, N});
-                    if (h.defined()) dh = gelu_backward(dh, h);
+                    if (h.defined()) dh = gelu_backward(dh, widened(h));
                     std::vector<Tensor> d = linear_backward(dh, x2, w, gx, gw, gb, bf16);
                     std::vector<Tensor> grads{gx ? d[0].view(in_shape) : Tensor()};
                     for (auto& part : unstack(d[1], sizes)) grads.push_back(part);

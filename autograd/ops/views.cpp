@@ -211,7 +211,13 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = empty(shape(), target);
-  copy_(out, *this);
+  const DType from = dtype();
+  if (from == DType::Float32 && target == DType::BFloat16 && is_contiguous())
+    to_bfloat16(data<float>(), out.data<bfloat16>(), numel());  // the bulk, vectorised path
+  else if (from == DType::BFloat16 && target == DType::Float32 && is_contiguous())
+    from_bfloat16(data<bfloat16>(), out.data<float>(), numel());
+  else
+    copy_(out, *this);
   if (!is_floating(target)) return out;
   DType source = dtype();
   return recorded(out, *this, "ToBackward",
