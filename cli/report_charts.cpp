@@ -1,0 +1,181 @@
+// The report's charts: one per quantity train reports, every run overlaid in its colour.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "cli/report.h"
+#include "io/html.h"
+#include "io/line_chart.h"
+
+namespace cli {
+
+namespace {
+
+using io::html::escape;
+using Field = double MetricsPoint::*;
+
+// Config keys that name the model or the optimisation, in the order a reader looks for them.
+const std::vector<std::string> kMainKeys{
+    "d_model", "n_layers", "n_heads",   "context_length", "lr",           "batch_size",
+    "steps",   "dropout",  "tokenizer", "vocab_size",     "weight_decay", "seed"};
+
+std::string value_text(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+const nlohmann::json* config_of(const MetricsRun& r) {
+  if (!r.start.is_object()) return nullptr;
+  const auto it = r.start.find("config");
+  return it != r.start.end() && it->is_object() ? &*it : nullptr;
+}
+
+// What tells run i apart: the config values that are not the same in every run (or, for a
+// single run, its main settings).
+std::string config_difference(const std::vector<MetricsRun>& runs, size_t i) {
+  const nlohmann::json* mine = config_of(runs[i]);
+  if (!mine) return "config unknown (the file has no run record)";
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : mine->items()) {
+    bool differs = runs.size() == 1 && std::count(kMainKeys.begin(), kMainKeys.end(), key);
+    for (const auto& other : runs) {
+      const nlohmann::json* theirs = config_of(other);
+      differs = differs || (runs.size() > 1 &&
+                            (!theirs || !theirs->contains(key) || theirs->at(key) != value));
+    }
+    if (differs) parts.push_back(key + "=" + value_text(value));
+  }
+  if (parts.empty()) return "the same config";
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " \u00b7 ") + p;
+  return out;
+}
+
+io::ChartSeries series_of(const MetricsRun& r, Field field, const std::string& name,
+                          const std::string& colour, bool strong) {
+  io::ChartSeries s{name, colour, strong, {}, {}};
+  for (const auto& p : r.points)
+    if (std::isfinite(p.*field)) {
+      s.x.push_back(static_cast<double>(p.step));
+      s.y.push_back(p.*field);
+    }
+  return s;
+}
+
+std::string prefix(const std::vector<MetricsRun>& runs, size_t i) {
+  return runs.size() > 1 ? runs[i].name + ": " : "";
+}
+
+// The built-in corpus's reference losses, once when every run shares them.
+std::vector<io::ChartGuide> baselines(const std::vector<MetricsRun>& runs, double scale) {
+  std::vector<io::ChartGuide> guides;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& start = runs[i].start;
+    if (!start.is_object() || !start.contains("baselines") || !start["baselines"].is_object())
+      continue;
+    for (const char* key : {"unigram", "bigram", "corpus_floor"}) {
+      const auto it = start["baselines"].find(key);
+      if (it == start["baselines"].end() || !it->is_number()) continue;
+      const std::string name = key == std::string("corpus_floor") ? "corpus floor (ideal)" : key;
+      const std::string label = fmt::format("{} {}", name, it->get<double>());
+      if (seen.insert(label).second)
+        guides.push_back({prefix(runs, i) + name, it->get<double>() * scale});
+    }
+  }
+  return guides;
+}
+
+io::LineChart chart(const std::string& id, const std::string& title, const std::string& y_label,
+                    const std::string& unit) {
+  io::LineChart c;
+  c.id = id, c.title = title, c.x_label = "step", c.y_label = y_label, c.y_unit = unit;
+  return c;
+}
+
+std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
+  io::LineChart loss = chart("loss", "Loss", "loss (nats per token)", "nats");
+  io::LineChart bpb =
+      chart("bpb", "Validation bits per byte", "bits per byte of text", "bits/byte");
+  io::LineChart lr = chart("lr", "Learning rate", "learning rate", "");
+  io::LineChart norm = chart("grad-norm", "Gradient norm", "gradient norm (before clipping)", "");
+  io::LineChart speed = chart("speed", "Throughput", "tokens per second", "tokens/s");
+  loss.log_option = bpb.log_option = norm.log_option = true;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const MetricsRun& r = runs[i];
+    const std::string c = run_colour(i), p = prefix(runs, i);
+    loss.series.push_back(series_of(r, &MetricsPoint::loss, p + "train loss", c, false));
+    if (r.has(&MetricsPoint::val_loss))
+      loss.series.push_back(series_of(r, &MetricsPoint::val_loss, p + "validation loss", c, true));
+    if (r.has(&MetricsPoint::val_bits_per_byte))
+      bpb.series.push_back(
+          series_of(r, &MetricsPoint::val_bits_per_byte, p + "validation", c, true));
+    lr.series.push_back(series_of(r, &MetricsPoint::lr, p + "learning rate", c, false));
+    norm.series.push_back(series_of(r, &MetricsPoint::grad_norm, p + "gradient norm", c, false));
+    speed.series.push_back(series_of(r, &MetricsPoint::tokens_per_s, p + "tokens/s", c, false));
+    const nlohmann::json* cfg = config_of(r);
+    if (cfg && cfg->contains("grad_clip") && (*cfg)["grad_clip"].is_number() &&
+        (*cfg)["grad_clip"].get<double>() > 0)
+      norm.guides.push_back({p + "clipped above", (*cfg)["grad_clip"].get<double>()});
+  }
+  loss.guides = baselines(runs, 1.0);
+  bpb.guides =
+      baselines(runs, 1.0 / std::log(2.0));  // the built-in corpus is ASCII: a char is a byte
+  std::vector<io::LineChart> charts{loss};
+  if (!bpb.series.empty()) charts.push_back(bpb);
+  for (auto* c : {&lr, &norm, &speed}) charts.push_back(*c);
+  return charts;
+}
+
+std::string legend(const std::vector<MetricsRun>& runs) {
+  std::string items;
+  for (size_t i = 0; i < runs.size(); ++i)
+    items += fmt::format(
+        "<li><svg class=\"swatch\" viewBox=\"0 0 28 10\" aria-hidden=\"true\"><line x1=\"0\" "
+        "y1=\"5\" x2=\"28\" y2=\"5\" stroke=\"{}\" stroke-width=\"3\"/></svg><strong>{}</strong> "
+        "<span class=\"config-diff\">{}</span></li>",
+        run_colour(i), escape(runs[i].name), escape(config_difference(runs, i)));
+  return "<ul class=\"run-legend\" aria-label=\"runs\">" + items +
+         "</ul><p class=\"note\">Thin lines: each reported step; thick lines with dots: "
+         "validation. Dashed: reference lines. Hover, or focus a chart and use the arrow keys, "
+         "for the exact values.</p>";
+}
+
+std::string figure(const io::LineChart& c, const io::RenderedChart& r) {
+  return fmt::format(
+      "<figure class=\"chart-figure\" id=\"fig-{0}\"><figcaption><span class=\"chart-title\">{1}"
+      "</span>{2}</figcaption>{3}<output class=\"readout\" aria-live=\"polite\"></output></figure>",
+      c.id, escape(c.title),
+      c.log_option
+          ? fmt::format("<label class=\"log-toggle\"><input type=\"checkbox\" data-chart=\"{}\"> "
+                        "log scale</label>",
+                        c.id)
+          : "",
+      r.svg);
+}
+
+}  // namespace
+
+std::string run_colour(size_t i) {
+  // Okabe and Ito's palette, told apart by the colour-blind
+  static const char* kColours[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                   "#e69f00", "#56b4e9", "#000000", "#999933"};
+  return kColours[i % (sizeof kColours / sizeof *kColours)];
+}
+
+std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& data) {
+  if (runs.empty()) return "";
+  std::string figures;
+  for (const io::LineChart& c : build_charts(runs)) {
+    const io::RenderedChart r = io::render_line_chart(c);
+    data["charts"].push_back(r.data);
+    figures += figure(c, r);
+  }
+  return "<section id=\"charts\" aria-labelledby=\"charts-h\"><h2 id=\"charts-h\">Training</h2>" +
+         legend(runs) + "<div class=\"charts\">" + figures + "</div></section>";
+}
+
+}  // namespace cli
