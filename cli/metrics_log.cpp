@@ -65,7 +65,7 @@ Json LogParser::parse(std::string_view text, bool complete) {
                       number_));
       return nullptr;
     }
-    fail(fmt::format("not valid JSON ({})", e.what()));
+    fail(fmt::format("not valid JSON ({})", data::printable(e.what())));
   }
 }
 

@@ -21,6 +21,7 @@ constexpr int kLevels = 32;  // colour steps of the scale
 constexpr double kCell = 12;
 constexpr size_t kMaxLabelChars = 10;
 constexpr double kCharWidth = 6.2;  // of the 10px label font, about
+constexpr const char* kLabelFont = "ui-monospace, DejaVu Sans Mono, monospace";
 
 // matplotlib's viridis at 0, 1/8, ..., 1: dark purple to yellow, readable in grey and by
 // the colour-blind
@@ -84,28 +85,27 @@ Geometry geometry_of(const HeatMap& m) {
   return g;
 }
 
+// Rows at the left, columns above (written upwards when long); each group positioned by a
+// transform so that a label is a bare <text> (a 64-token map has 128 of them).
 std::string token_labels(const HeatMap& m, const Geometry& g) {
-  std::string out = "<g class=\"tokens\">";
+  std::string rows, columns;
   for (size_t i = 0; i < g.n; ++i) {
     const std::string text = escape(short_label(m.labels[i]));
-    const double mid = kCell * (static_cast<double>(i) + 0.5);
-    out += fmt::format(
-        "<text class=\"tok\" x=\"{}\" y=\"{}\" text-anchor=\"end\" dy=\"0.35em\">{}</text>",
-        num(g.left - 4), num(g.top + mid), text);
-    if (g.rotated)
-      out += fmt::format(
-          "<text class=\"tok\" transform=\"translate({} {}) rotate(-90)\" dy=\"0.35em\">{}</text>",
-          num(g.left + mid), num(g.top - 4), text);
-    else
-      out += fmt::format("<text class=\"tok\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                         num(g.left + mid), num(g.top - 4), text);
+    const std::string mid = num(kCell * (static_cast<double>(i) + 0.5));
+    rows += fmt::format("<text y=\"{}\">{}</text>", mid, text);
+    columns += fmt::format("<text {}=\"{}\">{}</text>", g.rotated ? "y" : "x", mid, text);
   }
-  out += fmt::format(
-      "</g><text class=\"axis-label\" x=\"{}\" y=\"12\" text-anchor=\"middle\">keys</text>"
-      "<text class=\"axis-label\" transform=\"translate(12 {}) rotate(-90)\" "
-      "text-anchor=\"middle\">queries</text>",
+  return fmt::format(
+      "<g class=\"tokens\" font-size=\"10\" font-family=\"{}\" fill=\"#1f2328\">"
+      "<g transform=\"translate({} {})\" text-anchor=\"end\" dominant-baseline=\"central\">{}</g>"
+      "<g transform=\"translate({} {}){}\" {}>{}</g></g>"
+      "<g class=\"axes\" font-size=\"11\" fill=\"#1f2328\" text-anchor=\"middle\">"
+      "<text class=\"axis-label\" x=\"{}\" y=\"12\">keys</text>"
+      "<text class=\"axis-label\" transform=\"translate(12 {}) rotate(-90)\">queries</text></g>",
+      kLabelFont, num(g.left - 4), num(g.top), rows, num(g.left), num(g.top - 4),
+      g.rotated ? " rotate(-90)" : "",
+      g.rotated ? "dominant-baseline=\"central\"" : "text-anchor=\"middle\"", columns,
       num(g.left + kCell * g.n / 2), num(g.top + kCell * g.n / 2));
-  return out;
 }
 
 // The triangle on and below the diagonal, and the masked one above it, in cell units.
@@ -150,11 +150,13 @@ std::string hatch_pattern(const std::string& id) {
       id);
 }
 
-// The colour bar and the masked swatch at (x, y), 300 x 40.
+// The colour bar and the masked swatch at (x, y), 340 x 40.
 std::string legend_body(double x, double y, const std::string& hatch_id) {
-  std::string out =
-      fmt::format("<g class=\"legend\" transform=\"translate({} {})\">", num(x), num(y));
-  out += "<text class=\"axis-label\" x=\"0\" y=\"10\">attention weight</text>";
+  std::string out = fmt::format(
+      "<g class=\"legend\" transform=\"translate({} {})\" font-size=\"10\" fill=\"#59636e\">"
+      "<text class=\"axis-label\" x=\"0\" y=\"10\" font-size=\"11\" fill=\"#1f2328\">"
+      "attention weight</text>",
+      num(x), num(y));
   for (int level = 0; level < kLevels; ++level)
     out += fmt::format("<rect x=\"{}\" y=\"15\" width=\"6.5\" height=\"12\" fill=\"{}\"/>",
                        num(level * 6.25), level_colour(level));
@@ -163,7 +165,7 @@ std::string legend_body(double x, double y, const std::string& hatch_id) {
                        num(3.1 + k * 48.4),
                        k == 0   ? "0"
                        : k == 4 ? "1"
-                                : fmt::format("{:.2g}", k / 4.0));
+                                : fmt::format("{:g}", k / 4.0));
   out += fmt::format(
       "<g transform=\"translate(216 15) scale(12)\"><rect width=\"1\" height=\"1\" "
       "fill=\"url(#{})\"/></g><text class=\"tick\" x=\"232\" y=\"25\">future (masked)</text></g>",
@@ -216,22 +218,31 @@ std::string render_heat_map(const HeatMap& m, bool standalone) {
         fmt::format("heat map '{}': {} values for {} labels", m.id, m.values.size(), n));
   const Geometry g = geometry_of(m);
   const std::string id = "map-" + m.id, hatch = id + "-mask";
-  const double height = g.height + (standalone ? 52 : 0);
-  const double width = std::max(g.width, standalone ? 330.0 : 0.0);
+  const double heading = standalone ? 22 : 0;  // a file shows its title
+  const double height = heading + g.height + (standalone ? 52 : 0);
+  const double width = std::max(g.width, standalone ? 350.0 : 0.0);
   std::string out = fmt::format(
       "<svg class=\"heat-map\" id=\"{0}\" {1}viewBox=\"0 0 {2} {3}\" role=\"img\" tabindex=\"0\" "
       "aria-labelledby=\"{0}-t {0}-d\" data-grid=\"{4} {5} {6} {7}\"><title id=\"{0}-t\">{8}"
       "</title><desc id=\"{0}-d\">{9}</desc><defs>{10}</defs>",
-      id, standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", num(width), num(height),
-      num(g.left), num(g.top), kCell, n, escape(m.title),
+      id,
+      standalone ? "xmlns=\"http://www.w3.org/2000/svg\" font-family=\"system-ui, DejaVu Sans, "
+                   "sans-serif\" "
+                 : "",
+      num(width), num(height), num(g.left), num(g.top + heading), kCell, n, escape(m.title),
       escape(m.description.empty() ? describe_attention(m.values, m.labels) : m.description),
       hatch_pattern(hatch));
+  if (standalone)
+    out += fmt::format(
+        "<text x=\"4\" y=\"15\" font-size=\"13\" font-weight=\"600\">{}</text><g "
+        "transform=\"translate(0 {})\">",
+        escape(m.title), heading);
   out += token_labels(m, g);
   out +=
       fmt::format("<g transform=\"translate({} {}) scale({})\">", num(g.left), num(g.top), kCell);
   out += triangles(n, hatch) + "<g shape-rendering=\"crispEdges\">" + cell_paths(m) + "</g>";
   out += "<g class=\"cursor\"></g></g>";
-  if (standalone) out += legend_body(10, g.height + 4, hatch);
+  if (standalone) out += legend_body(10, g.height + 4, hatch) + "</g>";
   return out + "</svg>";
 }
 
