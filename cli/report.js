@@ -6,16 +6,22 @@
 (function () {
   'use strict';
   var SVG = 'http://www.w3.org/2000/svg';
-  var errorCount = 0;
+  var errorCount = 0, unshown = [];
 
+  function showErrors() {
+    var box = document.getElementById('page-errors');
+    if (!box) return;  // the body is not there yet: shown when it is
+    unshown.splice(0).forEach(function (text) {
+      var item = document.createElement('li');
+      item.textContent = text;
+      box.querySelector('ul').appendChild(item);
+    });
+    box.hidden = box.querySelector('li') === null;
+  }
   function recordError(text) {
     errorCount += 1;
-    var box = document.getElementById('page-errors');
-    if (!box) return;
-    var item = document.createElement('li');
-    item.textContent = text;
-    box.querySelector('ul').appendChild(item);
-    box.hidden = false;
+    unshown.push(text);
+    showErrors();
   }
   window.addEventListener('error', function (e) {
     recordError('script error: ' + e.message + ' (line ' + e.lineno + ')');
@@ -236,14 +242,19 @@
     document.body.setAttribute('data-selftest', errorCount ? 'errors' : 'done');
   }
 
-  try {
-    var data = JSON.parse(document.getElementById('report-data').textContent);
-    var charts = data.charts.map(function (c) { return new Chart(c); });
-    var maps = data.maps.map(function (m) { return new HeatMap(m); });
-    listenTokens();
-    if (location.hash === '#selftest') selftest(charts, maps);
-  } catch (e) {
-    recordError('script error: ' + e.message);
-    if (location.hash === '#selftest') document.body.setAttribute('data-selftest', 'errors');
-  }
+  // The script runs in the page's head, so that the listeners above hear everything the
+  // body does; the rest waits for the body.
+  document.addEventListener('DOMContentLoaded', function () {
+    showErrors();
+    try {
+      var data = JSON.parse(document.getElementById('report-data').textContent);
+      var charts = data.charts.map(function (c) { return new Chart(c); });
+      var maps = data.maps.map(function (m) { return new HeatMap(m); });
+      listenTokens();
+      if (location.hash === '#selftest') selftest(charts, maps);
+    } catch (e) {
+      recordError('script error: ' + e.message);
+      if (location.hash === '#selftest') document.body.setAttribute('data-selftest', 'errors');
+    }
+  });
 })();

@@ -115,7 +115,7 @@ std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
           series_of(r, &MetricsPoint::val_bits_per_byte, p + "validation", c, true));
     lr.series.push_back(series_of(r, &MetricsPoint::lr, p + "learning rate", c, false));
     norm.series.push_back(series_of(r, &MetricsPoint::grad_norm, p + "gradient norm", c, false));
-    speed.series.push_back(series_of(r, &MetricsPoint::tokens_per_s, p + "tokens/s", c, false));
+    speed.series.push_back(series_of(r, &MetricsPoint::tokens_per_s, p + "throughput", c, false));
     const nlohmann::json* cfg = config_of(r);
     if (cfg && cfg->contains("grad_clip") && (*cfg)["grad_clip"].is_number() &&
         (*cfg)["grad_clip"].get<double>() > 0)

@@ -249,12 +249,12 @@ std::string page_head(const ReportInputs& in) {
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src "
       "'{}'; style-src '{}'; img-src 'none'; base-uri 'none'; form-action 'none'\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{}"
-      "<title>{}</title><style>{}</style></head>",
+      "<title>{}</title><style>{}</style><script>{}</script></head>",
       io::html::csp_hash(report_script()), io::html::csp_hash(report_style()),
       in.refresh_seconds > 0
           ? fmt::format("<meta http-equiv=\"refresh\" content=\"{}\">", in.refresh_seconds)
           : "",
-      escape(title), report_style());
+      escape(title), report_style(), report_script());
 }
 
 }  // namespace
@@ -270,8 +270,7 @@ std::string render_report(const ReportInputs& in) {
   return page_head(in) + "<body>" + body +
          "<div id=\"page-errors\" role=\"alert\" hidden><h2>Errors on this page</h2><ul></ul></div>"
          "<pre id=\"selftest\" hidden></pre><script type=\"application/json\" id=\"report-data\">" +
-         io::html::script_json(data) + "</script><script>" + report_script() +
-         "</script></body></html>\n";
+         io::html::script_json(data) + "</script></body></html>\n";
 }
 
 }  // namespace cli
