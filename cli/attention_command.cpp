@@ -17,6 +17,7 @@ namespace {
 struct AttentionOptions {
   std::string checkpoint, prompt, svg;
   int64_t layer = -1, head = -1;
+  bool json = false;
   int threads = ag::kDefaultThreads;
 };
 
@@ -29,6 +30,8 @@ po::options_description attention_options(AttentionOptions& o) {
   add("layer", po::value(&o.layer), "only this layer (from 0)");
   add("head", po::value(&o.head), "only this head (from 0)");
   add("svg", po::value(&o.svg), "write the chosen head's heat map to this SVG file");
+  add("json", po::bool_switch(&o.json),
+      "print JSON instead: the token ids and labels, and each chosen head's weights in full");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
@@ -48,14 +51,34 @@ void print_tokens(const PromptView& pv) {
   fmt::print("{}\n", line);
 }
 
+bool chosen(const AttentionOptions& o, int64_t layer, int64_t head) {
+  return (o.layer < 0 || layer == o.layer) && (o.head < 0 || head == o.head);
+}
+
 void print_maps(const PromptView& pv, const AttentionOptions& o) {
   const int64_t T = static_cast<int64_t>(pv.tokens.size());
   for (int64_t l = 0; l < pv.layers; ++l)
     for (int64_t h = 0; h < pv.heads; ++h) {
-      if ((o.layer >= 0 && l != o.layer) || (o.head >= 0 && h != o.head)) continue;
+      if (!chosen(o, l, h)) continue;
       const ag::Tensor w = ag::from_vector(pv.weights[l * pv.heads + h], {T, T});
       fmt::print("\nlayer {}, head {} (rows: queries, columns: keys)\n{}\n", l, h, w.str());
     }
+}
+
+void print_json(const PromptView& pv, const AttentionOptions& o) {
+  const size_t T = pv.tokens.size();
+  nlohmann::json labels = nlohmann::json::array(), maps = nlohmann::json::array();
+  for (const auto& t : pv.tokens) labels.push_back(token_label(t));
+  for (int64_t l = 0; l < pv.layers; ++l)
+    for (int64_t h = 0; h < pv.heads; ++h) {
+      if (!chosen(o, l, h)) continue;
+      nlohmann::json rows = nlohmann::json::array();
+      const std::vector<float>& w = pv.weights[l * pv.heads + h];
+      for (size_t i = 0; i < T; ++i)
+        rows.push_back(std::vector<float>(w.begin() + i * T, w.begin() + (i + 1) * T));
+      maps.push_back({{"layer", l}, {"head", h}, {"weights", rows}});
+    }
+  fmt::print("{}\n", nlohmann::json({{"ids", pv.ids}, {"tokens", labels}, {"maps", maps}}).dump());
 }
 
 void write_svg(const PromptView& pv, const AttentionOptions& o) {
@@ -65,7 +88,7 @@ void write_svg(const PromptView& pv, const AttentionOptions& o) {
                         fmt::format("Layer {}, head {}", o.layer, o.head), "", labels,
                         pv.weights[o.layer * pv.heads + o.head]};
   io::write_file_atomically(o.svg, io::render_heat_map(map, /*standalone=*/true) + "\n");
-  fmt::print("\nwrote {}\n", o.svg);
+  if (!o.json) fmt::print("\nwrote {}\n", o.svg);
 }
 
 }  // namespace
@@ -92,8 +115,12 @@ int attention_command(const Args& args) {
     ModelViewOptions mo;
     mo.prompt = o.prompt, mo.sample_tokens = 0;
     const ModelView view = model_view(*model, *tokenizer, mo);
-    print_tokens(*view.prompt_view);
-    print_maps(*view.prompt_view, o);
+    if (o.json) {
+      print_json(*view.prompt_view, o);
+    } else {
+      print_tokens(*view.prompt_view);
+      print_maps(*view.prompt_view, o);
+    }
     if (!o.svg.empty()) write_svg(*view.prompt_view, o);
     return 0;
   });

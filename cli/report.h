@@ -35,6 +35,7 @@ namespace cli {
 
 // A prompt as the model sees it: its tokens, each layer's attention, the loss of each token.
 struct PromptView {
+  std::vector<int64_t> ids;
   std::vector<std::string> tokens;          // each token's text (its bytes as decoded)
   std::vector<std::vector<float>> weights;  // [layer * H + head] -> T x T, row-major
   int64_t layers = 0, heads = 0;
@@ -84,6 +85,9 @@ std::string render_report(const ReportInputs& inputs);
 // session's lines), with the attention maps of `prompt` (empty: the first 32 tokens of the
 // validation text) in the model as it is, written atomically: a reload never sees half a page.
 train::RunObserver live_report(const std::string& path, const std::string& prompt);
+
+// A config value as a person writes it: strings bare, floats short (0.0003), the rest as JSON.
+std::string json_text(const nlohmann::json& value);
 
 // 1234567 -> "1,234,567"
 std::string thousands(int64_t n);

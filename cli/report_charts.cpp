@@ -21,12 +21,6 @@ const std::vector<std::string> kMainKeys{
     "d_model", "n_layers", "n_heads",   "context_length", "lr",           "batch_size",
     "steps",   "dropout",  "tokenizer", "vocab_size",     "weight_decay", "seed"};
 
-std::string value_text(const nlohmann::json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
-  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 const nlohmann::json* config_of(const MetricsRun& r) {
   if (!r.start.is_object()) return nullptr;
   const auto it = r.start.find("config");
@@ -46,7 +40,7 @@ std::string config_difference(const std::vector<MetricsRun>& runs, size_t i) {
       differs = differs || (runs.size() > 1 &&
                             (!theirs || !theirs->contains(key) || theirs->at(key) != value));
     }
-    if (differs) parts.push_back(key + "=" + value_text(value));
+    if (differs) parts.push_back(key + "=" + json_text(value));
   }
   if (parts.empty()) return "the same config";
   std::string out;

@@ -74,6 +74,7 @@ PromptView prompt_view(const nn::GPT& model, const data::Tokenizer& tok,
                        const std::vector<int64_t>& ids) {
   const nn::AttentionMaps maps = nn::attention_maps(model, ids);
   PromptView pv;
+  pv.ids = ids;
   for (int64_t id : ids) pv.tokens.push_back(tok.decode({id}));
   pv.layers = static_cast<int64_t>(maps.weights.size());
   pv.heads = maps.weights.empty() ? 0 : maps.weights[0].shape()[0];

@@ -18,12 +18,6 @@ namespace {
 using io::html::escape;
 using Json = nlohmann::json;
 
-std::string value_text(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
-  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
 // A field of a run record (or of an object in it), or null.
 Json field(const Json& object, const char* key) {
   if (!object.is_object()) return nullptr;
@@ -74,7 +68,7 @@ std::string summary_row(const MetricsRun& r, size_t i) {
       "<tr><th scope=\"row\">{}{}</th><td>{}{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td>"
       "<td>{}</td><td>{}</td><td>{}</td></tr>",
       swatch(i), escape(r.name), f.last_step >= 0 ? std::to_string(f.last_step) : "\u2013",
-      steps.is_number_integer() ? " of " + escape(value_text(steps)) : "",
+      steps.is_number_integer() ? " of " + escape(json_text(steps)) : "",
       number_or_dash(f.last_loss), number_or_dash(f.best_val),
       f.best_val_step >= 0 ? fmt::format(" (step {})", f.best_val_step) : "",
       number_or_dash(f.last_bpb, "{:.3f}"),
@@ -96,6 +90,12 @@ std::string notes_of(const std::vector<MetricsRun>& runs) {
 }
 
 }  // namespace
+
+std::string json_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
+  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 std::string thousands(int64_t n) {
   std::string digits = std::to_string(n < 0 ? -n : n), out;
@@ -169,11 +169,11 @@ std::string run_value(const std::string& key, const Json& v) {
   if (key == "data" && v == "") return "(the built-in corpus)";
   if (v.is_number_integer() && key != "first_step" && key != "threads" && key != "processes")
     return thousands(v.get<int64_t>());
-  return value_text(v);
+  return json_text(v);
 }
 
 std::string bytes_or_value(const std::string& key, const Json& v) {
-  if (key == "gradient_sets" || !v.is_number_integer()) return value_text(v);
+  if (key == "gradient_sets" || !v.is_number_integer()) return json_text(v);
   return v.get<int64_t>() > 0 ? train::format_bytes(v.get<int64_t>()) : "unknown";
 }
 
@@ -184,7 +184,7 @@ std::string config_section(const ReportInputs& in) {
   const std::vector<std::string> keys = config_keys(cols);
   if (keys.empty()) return "";
   auto plain = [](const std::string& key, const Json& v) {
-    return key == "data" && v == "" ? "(the built-in corpus)" : value_text(v);
+    return key == "data" && v == "" ? "(the built-in corpus)" : json_text(v);
   };
   std::string out =
       "<section id=\"config\" aria-labelledby=\"config-h\"><h2 id=\"config-h\">Configuration"
