@@ -163,11 +163,16 @@ std::string run_colour(size_t i) {
 std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& data) {
   if (runs.empty()) return "";
   std::string figures;
-  for (const io::LineChart& c : build_charts(runs)) {
+  for (io::LineChart c : build_charts(runs)) {
+    c.series.erase(std::remove_if(c.series.begin(), c.series.end(),
+                                  [](const io::ChartSeries& s) { return s.x.empty(); }),
+                   c.series.end());
+    if (c.series.empty()) continue;  // nothing reported yet
     const io::RenderedChart r = io::render_line_chart(c);
     data["charts"].push_back(r.data);
     figures += figure(c, r);
   }
+  if (figures.empty()) figures = "<p class=\"note\">No step has been reported yet.</p>";
   return "<section id=\"charts\" aria-labelledby=\"charts-h\"><h2 id=\"charts-h\">Training</h2>" +
          legend(runs) + "<div class=\"charts\">" + figures + "</div></section>";
 }

@@ -90,7 +90,13 @@ PromptView prompt_view(const nn::GPT& model, const data::Tokenizer& tok,
 
 std::string sample_text(const nn::GPT& model, const data::Tokenizer& tok, std::vector<int64_t> ids,
                         const ModelViewOptions& o) {
-  if (ids.empty()) ids = tok.encode("\n");
+  if (ids.empty()) {
+    try {
+      ids = tok.encode("\n");
+    } catch (const std::invalid_argument&) {  // a vocabulary without newlines
+      ids = {0};
+    }
+  }
   const int64_t context = model.config().context_length;
   if (static_cast<int64_t>(ids.size()) > context) ids.erase(ids.begin(), ids.end() - context);
   ag::Generator gen(o.seed);

@@ -236,6 +236,8 @@ std::string scale_group(const LineChart& c, const std::vector<std::vector<size_t
   out += y_grid(ys) + guide_lines(c, ys);
   for (size_t k = 0; k < c.series.size(); ++k) {
     const ChartSeries& s = c.series[k];
+    const std::string d = series_path(s, kept[k], xs, ys);
+    if (d.empty()) continue;  // nothing drawable (on a log scale: nothing above zero)
     out += fmt::format("<path class=\"line{}\" stroke=\"{}\" d=\"{}\"><title>{}</title></path>",
                        s.strong ? " strong" : "", escape(s.colour), series_path(s, kept[k], xs, ys),
                        escape(s.name));

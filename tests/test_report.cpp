@@ -303,3 +303,20 @@ TEST_CASE("token labels make spaces, newlines and escapes visible", "[report][pa
   REQUIRE(cli::thousands(1234567) == "1,234,567");
   REQUIRE(cli::thousands(-12) == "-12");
 }
+
+TEST_CASE("a live page before the first step has no empty charts", "[report][page]") {
+  cli::ReportInputs in;
+  in.runs = {cli::parse_metrics("{\"event\": \"start\", \"config\": {\"lr\": 0.001}}\n", "a")};
+  in.refresh_seconds = 30;
+  const std::string page = cli::render_report(in);
+  REQUIRE_THAT(page, Contains("No step has been reported yet."));
+  REQUIRE(page.find("<svg class=\"chart\"") == std::string::npos);
+  REQUIRE(page.find("d=\"\"") == std::string::npos);
+  // a series with nothing drawable on the log scale gets no path there
+  io::LineChart c;
+  c.id = "x", c.title = "x", c.x_label = "step", c.y_label = "y", c.log_option = true;
+  c.series.push_back({"negative", "#000000", false, {1, 2}, {-1.0, -2.0}});
+  const std::string svg = io::render_line_chart(c).svg;
+  REQUIRE(count(svg, "<path class=\"line") == 1);
+  REQUIRE(svg.find("d=\"\"") == std::string::npos);
+}
