@@ -54,6 +54,12 @@ report_errors)
   { cat m.jsonl; printf '{"step": 7, "lo'; } > live.jsonl
   "$bin" report --metrics live.jsonl --out r.html > /dev/null
   grep -q "not valid JSON yet" r.html || fail "the skipped line is not noted on the page"
+  # --metrics repeated, or naming several files: every run is overlaid
+  "$bin" report --metrics m.jsonl --metrics live.jsonl --out two.html > /dev/null
+  "$bin" report --metrics m.jsonl live.jsonl --out two_b.html > /dev/null
+  for page in two.html two_b.html; do
+    [ "$(grep -o '<li><svg class="swatch"' $page | wc -l)" -eq 2 ] || fail "$page does not show both runs"
+  done
   # the page is replaced whole: no temporary file left, the old one gone
   echo "old" > r.html
   "$bin" report --metrics m.jsonl --checkpoint run.h5 --prompt "hi" --out r.html > /dev/null
