@@ -98,6 +98,7 @@ std::string token_label(const std::string& token);
 
 // ---- the page's parts (report_*.cpp), each a <section>
 std::string run_colour(size_t run);  // the colour of run i in every chart and legend
+std::string run_swatch(size_t run);  // a short line of that colour (SVG), for tables
 std::string summary_section(const ReportInputs& in);
 std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& data);
 std::string config_section(const ReportInputs& in);

@@ -127,11 +127,8 @@ std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
 std::string legend(const std::vector<MetricsRun>& runs) {
   std::string items;
   for (size_t i = 0; i < runs.size(); ++i)
-    items += fmt::format(
-        "<li><svg class=\"swatch\" viewBox=\"0 0 28 10\" aria-hidden=\"true\"><line x1=\"0\" "
-        "y1=\"5\" x2=\"28\" y2=\"5\" stroke=\"{}\" stroke-width=\"3\"/></svg><strong>{}</strong> "
-        "<span class=\"config-diff\">{}</span></li>",
-        run_colour(i), escape(runs[i].name), escape(config_difference(runs, i)));
+    items += fmt::format("<li>{}<strong>{}</strong> <span class=\"config-diff\">{}</span></li>",
+                         run_swatch(i), escape(runs[i].name), escape(config_difference(runs, i)));
   return "<ul class=\"run-legend\" aria-label=\"runs\">" + items +
          "</ul><p class=\"note\">Thin lines: each reported step; thick lines with dots: "
          "validation. Dashed: reference lines. Hover, or focus a chart and use the arrow keys, "
@@ -152,6 +149,13 @@ std::string figure(const io::LineChart& c, const io::RenderedChart& r) {
 }
 
 }  // namespace
+
+std::string run_swatch(size_t i) {
+  return fmt::format(
+      "<svg class=\"swatch\" viewBox=\"0 0 28 10\" aria-hidden=\"true\"><line x1=\"0\" y1=\"5\" "
+      "x2=\"28\" y2=\"5\" stroke=\"{}\" stroke-width=\"3\"/></svg>",
+      run_colour(i));
+}
 
 std::string run_colour(size_t i) {
   // Okabe and Ito's palette, told apart by the colour-blind

@@ -38,7 +38,8 @@ po::options_description report_options(ReportOptions& o) {
   add("out", po::value(&o.out)->required(), "the HTML file to write (replaced atomically)");
   add("sample-tokens", po::value(&o.sample_tokens)->default_value(200),
       "tokens of sample text from the checkpoint (0: none)");
-  add("temperature", po::value(&o.temperature)->default_value(0.8, "0.8"), "the sample's temperature");
+  add("temperature", po::value(&o.temperature)->default_value(0.8, "0.8"),
+      "the sample's temperature");
   add("seed", po::value(&o.seed)->default_value(0), "the sample's seed");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");

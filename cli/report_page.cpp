@@ -29,13 +29,6 @@ std::string number_or_dash(double v, const char* format = "{:.4f}") {
   return std::isfinite(v) ? fmt::format(fmt::runtime(format), v) : "\u2013";
 }
 
-std::string swatch(size_t i) {
-  return fmt::format(
-      "<svg class=\"swatch\" viewBox=\"0 0 28 10\" aria-hidden=\"true\"><line x1=\"0\" y1=\"5\" "
-      "x2=\"28\" y2=\"5\" stroke=\"{}\" stroke-width=\"3\"/></svg>",
-      run_colour(i));
-}
-
 struct RunFigures {
   double last_loss = NAN, best_val = NAN, last_bpb = NAN, median_speed = NAN;
   int64_t last_step = -1, best_val_step = -1;
@@ -67,7 +60,7 @@ std::string summary_row(const MetricsRun& r, size_t i) {
   return fmt::format(
       "<tr><th scope=\"row\">{}{}</th><td>{}{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td>"
       "<td>{}</td><td>{}</td><td>{}</td></tr>",
-      swatch(i), escape(r.name), f.last_step >= 0 ? std::to_string(f.last_step) : "\u2013",
+      run_swatch(i), escape(r.name), f.last_step >= 0 ? std::to_string(f.last_step) : "\u2013",
       steps.is_number_integer() ? " of " + escape(json_text(steps)) : "",
       number_or_dash(f.last_loss), number_or_dash(f.best_val),
       f.best_val_step >= 0 ? fmt::format(" (step {})", f.best_val_step) : "",
