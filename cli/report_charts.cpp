@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "cli/report.h"
 #include "io/html.h"
@@ -63,21 +62,27 @@ std::string prefix(const std::vector<MetricsRun>& runs, size_t i) {
   return runs.size() > 1 ? runs[i].name + ": " : "";
 }
 
-// The built-in corpus's reference losses, once when every run shares them.
+double baseline_of(const MetricsRun& r, const char* key) {
+  if (!r.start.is_object()) return NAN;
+  const auto b = r.start.find("baselines");
+  if (b == r.start.end() || !b->is_object()) return NAN;
+  const auto v = b->find(key);
+  return v != b->end() && v->is_number() ? v->get<double>() : NAN;
+}
+
+// The built-in corpus's reference losses: one line when every run has the same value, else
+// one per run.
 std::vector<io::ChartGuide> baselines(const std::vector<MetricsRun>& runs, double scale) {
   std::vector<io::ChartGuide> guides;
-  std::set<std::string> seen;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const auto& start = runs[i].start;
-    if (!start.is_object() || !start.contains("baselines") || !start["baselines"].is_object())
-      continue;
-    for (const char* key : {"unigram", "bigram", "corpus_floor"}) {
-      const auto it = start["baselines"].find(key);
-      if (it == start["baselines"].end() || !it->is_number()) continue;
-      const std::string name = key == std::string("corpus_floor") ? "corpus floor (ideal)" : key;
-      const std::string label = fmt::format("{} {}", name, it->get<double>());
-      if (seen.insert(label).second)
-        guides.push_back({prefix(runs, i) + name, it->get<double>() * scale});
+  for (const char* key : {"unigram", "bigram", "corpus_floor"}) {
+    const std::string name = key == std::string("corpus_floor") ? "corpus floor (ideal)" : key;
+    const double first = baseline_of(runs[0], key);
+    const bool shared = std::all_of(runs.begin(), runs.end(), [&](const MetricsRun& r) {
+      return baseline_of(r, key) == first;  // false for NaN
+    });
+    for (size_t i = 0; i < (shared ? 1 : runs.size()); ++i) {
+      const double v = baseline_of(runs[i], key);
+      if (std::isfinite(v)) guides.push_back({(shared ? "" : prefix(runs, i)) + name, v * scale});
     }
   }
   return guides;
@@ -98,12 +103,13 @@ std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
   io::LineChart norm = chart("grad-norm", "Gradient norm", "gradient norm (before clipping)", "");
   io::LineChart speed = chart("speed", "Throughput", "tokens per second", "tokens/s");
   loss.log_option = bpb.log_option = norm.log_option = true;
+  std::vector<io::ChartSeries> validation;  // drawn over every training curve
   for (size_t i = 0; i < runs.size(); ++i) {
     const MetricsRun& r = runs[i];
     const std::string c = run_colour(i), p = prefix(runs, i);
     loss.series.push_back(series_of(r, &MetricsPoint::loss, p + "train loss", c, false));
     if (r.has(&MetricsPoint::val_loss))
-      loss.series.push_back(series_of(r, &MetricsPoint::val_loss, p + "validation loss", c, true));
+      validation.push_back(series_of(r, &MetricsPoint::val_loss, p + "validation loss", c, true));
     if (r.has(&MetricsPoint::val_bits_per_byte))
       bpb.series.push_back(
           series_of(r, &MetricsPoint::val_bits_per_byte, p + "validation", c, true));
@@ -115,6 +121,7 @@ std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
         (*cfg)["grad_clip"].get<double>() > 0)
       norm.guides.push_back({p + "clipped above", (*cfg)["grad_clip"].get<double>()});
   }
+  loss.series.insert(loss.series.end(), validation.begin(), validation.end());
   loss.guides = baselines(runs, 1.0);
   bpb.guides =
       baselines(runs, 1.0 / std::log(2.0));  // the built-in corpus is ASCII: a char is a byte

@@ -17,7 +17,7 @@ using html::num;
 
 // The drawing in viewBox units; the page scales it to its column.
 constexpr double kWidth = 640, kHeight = 300;
-constexpr double kLeft = 76, kRight = 628, kTop = 12, kBottom = 250;
+constexpr double kLeft = 76, kRight = 612, kTop = 12, kBottom = 250;
 
 struct Range {
   double lo = std::numeric_limits<double>::infinity();
@@ -216,15 +216,31 @@ std::string x_grid(const Scale& xs) {
   return out;
 }
 
+// Whether a guide's label goes at the left end: where the lines pass farther from it.
+bool label_at_left(const LineChart& c, double y, const Scale& ys) {
+  double left = INFINITY, right = INFINITY;
+  for (const auto& s : c.series) {
+    std::vector<double> shown;
+    for (double v : s.y)
+      if (std::isfinite(v) && (!ys.log || v > 0)) shown.push_back(ys.at(v));
+    if (shown.empty()) continue;
+    left = std::min(left, std::fabs(shown.front() - ys.at(y)));
+    right = std::min(right, std::fabs(shown.back() - ys.at(y)));
+  }
+  return left > right;
+}
+
 std::string guide_lines(const LineChart& c, const Scale& ys) {
   std::string out;
   for (const auto& g : c.guides) {
     if (!std::isfinite(g.y) || (ys.log && g.y <= 0)) continue;
     const std::string y = num(ys.at(g.y));
+    const bool left = label_at_left(c, g.y, ys);
     out += fmt::format(
         "<line class=\"guide\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>"
-        "<text class=\"guide-label\" x=\"{}\" y=\"{}\" text-anchor=\"end\" dy=\"-3\">{} {}</text>",
-        kLeft, kRight, y, y, kRight - 4, y, escape(g.label), escape(fmt4(g.y)));
+        "<text class=\"guide-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\" dy=\"-3\">{} {}</text>",
+        kLeft, kRight, y, y, left ? kLeft + 4 : kRight - 4, y, left ? "start" : "end",
+        escape(g.label), escape(fmt4(g.y)));
   }
   return out;
 }
