@@ -62,6 +62,13 @@ std::string prefix(const std::vector<MetricsRun>& runs, size_t i) {
   return runs.size() > 1 ? runs[i].name + ": " : "";
 }
 
+// --grad-clip of a run, NaN when unknown.
+double grad_clip_of(const MetricsRun& r) {
+  const nlohmann::json* cfg = config_of(r);
+  if (!cfg || !cfg->contains("grad_clip") || !(*cfg)["grad_clip"].is_number()) return NAN;
+  return (*cfg)["grad_clip"].get<double>();
+}
+
 double baseline_of(const MetricsRun& r, const char* key) {
   if (!r.start.is_object()) return NAN;
   const auto b = r.start.find("baselines");
@@ -116,10 +123,10 @@ std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
     lr.series.push_back(series_of(r, &MetricsPoint::lr, p + "learning rate", c, false));
     norm.series.push_back(series_of(r, &MetricsPoint::grad_norm, p + "gradient norm", c, false));
     speed.series.push_back(series_of(r, &MetricsPoint::tokens_per_s, p + "throughput", c, false));
-    const nlohmann::json* cfg = config_of(r);
-    if (cfg && cfg->contains("grad_clip") && (*cfg)["grad_clip"].is_number() &&
-        (*cfg)["grad_clip"].get<double>() > 0)
-      norm.guides.push_back({p + "clipped above", (*cfg)["grad_clip"].get<double>()});
+    const double clip = grad_clip_of(r);
+    const bool seen = std::any_of(norm.guides.begin(), norm.guides.end(),
+                                  [&](const io::ChartGuide& g) { return g.y == clip; });
+    if (clip > 0 && !seen) norm.guides.push_back({"clipped above", clip});
   }
   loss.series.insert(loss.series.end(), validation.begin(), validation.end());
   loss.guides = baselines(runs, 1.0);

@@ -216,26 +216,28 @@ std::string x_grid(const Scale& xs) {
   return out;
 }
 
-// Whether a guide's label goes at the left end: where the lines pass farther from it.
-bool label_at_left(const LineChart& c, double y, const Scale& ys) {
+constexpr double kLabelSpan = 170;  // the width a guide's label takes, about
+
+// Whether a guide's label goes at the left end: where the lines pass farther from it under
+// the label.
+bool label_at_left(const LineChart& c, double y, const Scale& xs, const Scale& ys) {
   double left = INFINITY, right = INFINITY;
-  for (const auto& s : c.series) {
-    std::vector<double> shown;
-    for (double v : s.y)
-      if (std::isfinite(v) && (!ys.log || v > 0)) shown.push_back(ys.at(v));
-    if (shown.empty()) continue;
-    left = std::min(left, std::fabs(shown.front() - ys.at(y)));
-    right = std::min(right, std::fabs(shown.back() - ys.at(y)));
-  }
+  for (const auto& s : c.series)
+    for (size_t i = 0; i < s.y.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (ys.log && s.y[i] <= 0)) continue;
+      const double x = xs.at(s.x[i]), gap = std::fabs(ys.at(s.y[i]) - ys.at(y));
+      if (x <= kLeft + kLabelSpan) left = std::min(left, gap);
+      if (x >= kRight - kLabelSpan) right = std::min(right, gap);
+    }
   return left > right;
 }
 
-std::string guide_lines(const LineChart& c, const Scale& ys) {
+std::string guide_lines(const LineChart& c, const Scale& xs, const Scale& ys) {
   std::string out;
   for (const auto& g : c.guides) {
     if (!std::isfinite(g.y) || (ys.log && g.y <= 0)) continue;
     const std::string y = num(ys.at(g.y));
-    const bool left = label_at_left(c, g.y, ys);
+    const bool left = label_at_left(c, g.y, xs, ys);
     out += fmt::format(
         "<line class=\"guide\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>"
         "<text class=\"guide-label\" x=\"{}\" y=\"{}\" text-anchor=\"{}\" dy=\"-3\">{} {}</text>",
@@ -249,7 +251,7 @@ std::string guide_lines(const LineChart& c, const Scale& ys) {
 std::string scale_group(const LineChart& c, const std::vector<std::vector<size_t>>& kept,
                         const Scale& xs, const Scale& ys) {
   std::string out = fmt::format("<g class=\"scale {}\">", ys.log ? "log" : "lin");
-  out += y_grid(ys) + guide_lines(c, ys);
+  out += y_grid(ys) + guide_lines(c, xs, ys);
   for (size_t k = 0; k < c.series.size(); ++k) {
     const ChartSeries& s = c.series[k];
     const std::string d = series_path(s, kept[k], xs, ys);
