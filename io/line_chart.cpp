@@ -91,9 +91,15 @@ std::vector<double> linear_ticks(double lo, double hi, int count) {
       step = power * m;
       break;
     }
+  // counted, not accumulated: at 1e15 adding 0.2 changes nothing, and a metrics file may
+  // hold any value
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
-    ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
+  const double first = std::ceil(lo / step);
+  for (int k = 0; k < 4 * count + 4; ++k) {
+    const double t = (first + k) * step;
+    if (!(t <= hi + step * 1e-9)) break;
+    if (ticks.empty() || t > ticks.back()) ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
+  }
   return ticks;
 }
 

@@ -79,6 +79,25 @@ TEST_CASE("axis ticks are round numbers inside the range", "[report][chart]") {
   REQUIRE(io::log_ticks(0.9, 30) == std::vector<double>{1, 2, 5, 10, 20});
 }
 
+TEST_CASE("any values from a metrics file make a chart, with a few ticks", "[report][chart]") {
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{
+           {1e15, 1e15 + 1}, {-1e308, 1e308}, {5e-324, 1e-300}, {3, 3}, {-0.0, 0.0}}) {
+    INFO(lo << " to " << hi);
+    REQUIRE(io::linear_ticks(lo, hi, 5).size() <= 24);
+    if (lo > 0) REQUIRE(io::log_ticks(lo, hi).size() <= 2000);
+    io::LineChart c;
+    c.id = "x";
+    c.title = "chart";
+    c.x_label = "step";
+    c.y_label = "value";
+    c.log_option = true;
+    c.series.push_back({"s", "#000000", true, {0, 1e18}, {lo, hi}});
+    const io::RenderedChart r = io::render_line_chart(c);
+    REQUIRE(r.svg.size() < 200000);
+    REQUIRE(r.svg.find("nan") == std::string::npos);
+  }
+}
+
 TEST_CASE("tick labels print the precision their spacing needs", "[report][chart]") {
   REQUIRE(io::tick_label(0.25, 0.05) == "0.25");
   REQUIRE(io::tick_label(2, 0.5) == "2.0");
@@ -314,7 +333,11 @@ TEST_CASE("a live page before the first step has no empty charts", "[report][pag
   REQUIRE(page.find("d=\"\"") == std::string::npos);
   // a series with nothing drawable on the log scale gets no path there
   io::LineChart c;
-  c.id = "x", c.title = "x", c.x_label = "step", c.y_label = "y", c.log_option = true;
+  c.id = "x";
+  c.title = "chart";
+  c.x_label = "step";
+  c.y_label = "value";
+  c.log_option = true;
   c.series.push_back({"negative", "#000000", false, {1, 2}, {-1.0, -2.0}});
   const std::string svg = io::render_line_chart(c).svg;
   REQUIRE(count(svg, "<path class=\"line") == 1);
