@@ -21,6 +21,17 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// A chart with a log scale and no series yet.
+io::LineChart small_chart() {
+  io::LineChart c;
+  c.id = "x";
+  c.title = "chart";
+  c.x_label = "step";
+  c.y_label = "value";
+  c.log_option = true;
+  return c;
+}
+
 const std::string kHostile = "<script>alert('x')</script> & \"q\" <img src=x onerror=alert(1)>";
 
 }  // namespace
@@ -85,12 +96,7 @@ TEST_CASE("any values from a metrics file make a chart, with a few ticks", "[rep
     INFO(lo << " to " << hi);
     REQUIRE(io::linear_ticks(lo, hi, 5).size() <= 24);
     if (lo > 0) REQUIRE(io::log_ticks(lo, hi).size() <= 2000);
-    io::LineChart c;
-    c.id = "x";
-    c.title = "chart";
-    c.x_label = "step";
-    c.y_label = "value";
-    c.log_option = true;
+    io::LineChart c = small_chart();
     c.series.push_back({"s", "#000000", true, {0, 1e18}, {lo, hi}});
     const io::RenderedChart r = io::render_line_chart(c);
     REQUIRE(r.svg.size() < 200000);
@@ -332,12 +338,7 @@ TEST_CASE("a live page before the first step has no empty charts", "[report][pag
   REQUIRE(page.find("<svg class=\"chart\"") == std::string::npos);
   REQUIRE(page.find("d=\"\"") == std::string::npos);
   // a series with nothing drawable on the log scale gets no path there
-  io::LineChart c;
-  c.id = "x";
-  c.title = "chart";
-  c.x_label = "step";
-  c.y_label = "value";
-  c.log_option = true;
+  io::LineChart c = small_chart();
   c.series.push_back({"negative", "#000000", false, {1, 2}, {-1.0, -2.0}});
   const std::string svg = io::render_line_chart(c).svg;
   REQUIRE(count(svg, "<path class=\"line") == 1);
