@@ -30,11 +30,16 @@ hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f
 
 case "$scenario" in
 help)
-  "$bin" --help | grep -q "train" || fail "--help does not list train"
-  for c in train resume sample eval inspect gradcheck prepare encode decode; do
+  # the output whole first: `grep -q` in a pipe may exit before the second write, and the
+  # writer's SIGPIPE would fail the pipeline (pipefail)
+  usage=$("$bin" --help) || fail "--help failed"
+  grep -q "train" <<< "$usage" || fail "--help does not list train"
+  for c in train resume sample eval inspect gradcheck prepare encode decode report attention; do
     "$bin" "$c" --help >/dev/null || fail "$c --help failed"
   done
-  "$bin" train --help | grep -q -- "--d-model" || fail "train --help does not list --d-model"
+  usage=$("$bin" train --help) || fail "train --help failed"
+  grep -q -- "--d-model" <<< "$usage" || fail "train --help does not list --d-model"
+  grep -q -- "--report-prompt" <<< "$usage" || fail "train --help does not list --report-prompt"
   ;;
 usage_errors)
   expect_usage_error "unrecognised option" "$bin" train --no-such-option 3
