@@ -15,6 +15,11 @@
 //   sample_command.cpp   sample
 //   eval_command.cpp     eval
 //   inspect_command.cpp  inspect
+//   report.h             the training report page: report_page.cpp (head, tables),
+//                        report_charts.cpp, report_model.cpp (sample, token loss, attention),
+//                        report.js and report.css (built in), metrics_log.h (--metrics read back)
+//   report_command.cpp   report, and the page train --report refreshes
+//   attention_command.cpp  attention: a checkpoint's attention weights over a prompt
 //   gradcheck.cpp        gradcheck: the op table's checks, printed as a table
 //   demo.cpp             demo: the attention chapter's numbers
 //   main.cpp             main()
@@ -41,6 +46,8 @@ int decode_command(const Args& args);
 int sample_command(const Args& args);
 int eval_command(const Args& args);
 int inspect_command(const Args& args);
+int report_command(const Args& args);
+int attention_command(const Args& args);
 int gradcheck_command(const Args& args);
 int demo_command(const Args& args);
 

@@ -20,6 +20,8 @@ commands:
   sample     generate text from a checkpoint
   eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte)
   inspect    show what a checkpoint holds (--verify checks every dataset)
+  report     a training report page: curves of --metrics files, a checkpoint's attention maps
+  attention  a checkpoint's attention weights over a prompt, printed (or --svg, a heat map)
   gradcheck  run the finite-difference gradient checks of every op
   bench      time training steps (tiny, small, base) or the hot kernels (--micro)
   demo       the attention chapter's numbers and a small network trained by backprop
@@ -36,7 +38,8 @@ Command find_command(const std::string& name) {
       {"decode", decode_command},       {"sample", sample_command},
       {"eval", eval_command},           {"inspect", inspect_command},
       {"gradcheck", gradcheck_command}, {"bench", bench::bench_command},
-      {"demo", demo_command},
+      {"demo", demo_command},           {"report", report_command},
+      {"attention", attention_command},
   };
   for (const auto& [n, command] : kCommands)
     if (name == n) return command;

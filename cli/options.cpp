@@ -88,7 +88,8 @@ void refuse_negative_unsigned(const po::parsed_options& parsed,
 }
 
 // An option given twice takes its last value, as in most command lines (a base command
-// with an override appended), instead of Boost's "specified more than once" error.
+// with an override appended), instead of Boost's "specified more than once" error; one
+// that collects values (composing, as report's --metrics) keeps them all.
 po::parsed_options parse_args(const std::vector<std::string>& args,
                               const po::options_description& desc) {
   po::parsed_options parsed =
@@ -97,10 +98,13 @@ po::parsed_options parse_args(const std::vector<std::string>& args,
           .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
           .run();
   std::vector<po::option> last_of_each;
-  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it)
-    if (std::none_of(last_of_each.begin(), last_of_each.end(),
+  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+    const auto* d = desc.find_nothrow(it->string_key, false);
+    if ((d && d->semantic()->is_composing()) ||
+        std::none_of(last_of_each.begin(), last_of_each.end(),
                      [&](const po::option& o) { return o.string_key == it->string_key; }))
       last_of_each.push_back(*it);
+  }
   parsed.options.assign(last_of_each.rbegin(), last_of_each.rend());
   refuse_negative_unsigned(parsed, desc);
   return parsed;

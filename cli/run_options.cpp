@@ -74,6 +74,10 @@ po::options_description run_only_options(train::RunConfig& c) {
       "steps between checkpoints (0: end only)");
   add("log-interval", field(c.log_interval), "steps between report lines");
   add("metrics", field(c.metrics), "append JSON lines of metrics to this file");
+  add("report", field(c.report),
+      "write an HTML report here at each evaluation and at the end (replaced atomically)");
+  add("report-prompt", field(c.report_prompt),
+      "the text of the report's attention maps (default: the start of the validation text)");
   add("threads", field(c.threads), "threads for kernels and BLAS");
   add("precision", field(c.precision),
       "fp32, or bf16: matmuls and attention products on bfloat16 operands with float32 "

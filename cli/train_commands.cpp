@@ -3,6 +3,7 @@
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "cli/report.h"
 #include "data/prepared.h"
 #include "data/utf8.h"
 #include "io/checkpoint.h"
@@ -24,6 +25,12 @@ void refuse_text_options_for_folder(const train::RunConfig& cfg, const po::varia
           option, data::printable(cfg.data)));
 }
 
+// train --report: the page refreshed at each evaluation (cli/report.h).
+train::RunObserver report_observer(const train::RunConfig& cfg) {
+  if (cfg.report.empty()) return nullptr;
+  return live_report(cfg.report, cfg.report_prompt);
+}
+
 }  // namespace
 
 int train_command(const Args& args) {
@@ -38,10 +45,10 @@ int train_command(const Args& args) {
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     cfg.validate();
     require_outputs(
-        {{"--out", cfg.out}, {"--metrics", cfg.metrics}},
+        {{"--out", cfg.out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
         with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data));
     const auto lock = lock_output_on_root(cfg.out);
-    return train::run_training(cfg);
+    return train::run_training(cfg, nullptr, report_observer(cfg));
   });
 }
 
@@ -76,7 +83,7 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
 
 // What a resume may change; everything else comes from the checkpoint's config.
 struct ResumeOptions {
-  std::string path, out, metrics;
+  std::string path, out, metrics, report, report_prompt;
   int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1, grad_accum_steps = 1;
   int threads = ag::kDefaultThreads;
   int64_t bucket_mb = train::kDefaultBucketMb;
@@ -97,6 +104,10 @@ po::options_description resume_options(ResumeOptions& o) {
       "micro-batches per step (default: the run's; another value changes the effective batch)");
   add("checkpoint-interval", po::value(&o.checkpoint_interval), "steps between checkpoints");
   add("metrics", po::value(&o.metrics), "append JSON lines of metrics to this file");
+  add("report", po::value(&o.report),
+      "write an HTML report here at each evaluation and at the end (replaced atomically)");
+  add("report-prompt", po::value(&o.report_prompt),
+      "the text of the report's attention maps (default: the start of the validation text)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
       "threads for kernels and BLAS");
   add("precision", po::value<std::string>(), "fp32 or bf16 (default: the run's)");
@@ -127,6 +138,7 @@ train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions&
   if (vm.count("precision")) cfg.precision = vm["precision"].as<std::string>();
   if (vm.count("checkpoint-interval")) cfg.checkpoint_interval = o.checkpoint_interval;
   if (vm.count("metrics")) cfg.metrics = o.metrics;
+  cfg.report = o.report, cfg.report_prompt = o.report_prompt;
   cfg.stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : 0;
   cfg.detect_anomaly = vm.count("detect-anomaly") > 0;
   cfg.validate();
@@ -149,12 +161,13 @@ int resume_command(const Args& args) {
     if (!vm.count("out")) o.out = o.path;  // the resumed file is replaced, atomically
     const std::string data_option = vm.count("data") ? vm["data"].as<std::string>() : "";
     // --out may be the checkpoint it continues (the default); --metrics may not
-    require_outputs({{"--metrics", o.metrics}}, {{"--checkpoint", o.path}});
-    require_outputs({{"--out", o.out}, {"--metrics", o.metrics}},
+    require_outputs({{"--metrics", o.metrics}, {"--report", o.report}}, {{"--checkpoint", o.path}});
+    require_outputs({{"--out", o.out}, {"--metrics", o.metrics}, {"--report", o.report}},
                     with_data_files({{"--config", config_file(vm)}}, data_option));
     const auto lock = lock_output_on_root(o.out);
     io::Checkpoint ckpt = io::load_checkpoint(o.path);
-    return train::run_training(resumed_config(ckpt, o, vm), &ckpt);
+    const train::RunConfig cfg = resumed_config(ckpt, o, vm);
+    return train::run_training(cfg, &ckpt, report_observer(cfg));
   });
 }
 

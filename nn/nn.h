@@ -4,7 +4,9 @@
 //   layers.h     Linear, Embedding, LayerNorm, Dropout, GELU, MLP
 //   attention.h  the chapter's attention classes, v1 to MultiHeadAttention
 //   gpt.h        GPTConfig, TransformerBlock, GPT (forward, loss, generate)
+//   attention_maps.h  every layer's and head's attention weights for one sequence
 #include "nn/attention.h"
+#include "nn/attention_maps.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/module.h"

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "nn/attention_maps.h"
 #include "support.h"
 
 using ag::DType;
@@ -190,4 +191,28 @@ TEST_CASE("renormalising after masking equals masking with -inf exactly in float
   Tensor direct = ag::softmax(ag::masked_fill(scores, mask, -ag::kInf), -1);
   auto a = renormalised.to_vector(), b = direct.to_vector();
   for (size_t i = 0; i < a.size(); ++i) REQUIRE_THAT(a[i], WithinAbs(b[i], 1e-14));
+}
+
+TEST_CASE("chapter 3.5.1: nn::attention_weights prints the chapter's causal weights",
+          "[chapter][causal][attention_maps]") {
+  // the chapter's SelfAttention_v2 (torch.manual_seed(789)) as one head of MultiHeadAttention
+  ag::Generator gen(0);
+  nn::MultiHeadAttention one_head(/*d_in=*/3, /*d_out=*/2, /*context_length=*/6, /*dropout=*/0.0,
+                                  /*num_heads=*/1, /*qkv_bias=*/false, gen, nullptr);
+  {
+    ag::NoGradGuard no_grad;
+    ag::copy_(one_head.W_query->weight, seed789_linear_weight(0));
+    ag::copy_(one_head.W_key->weight, seed789_linear_weight(1));
+    ag::copy_(one_head.W_value->weight, seed789_linear_weight(2));
+  }
+  const Tensor batch = chapter_inputs().reshape({1, 6, 3});
+  const Tensor weights = nn::attention_weights(one_head, batch).select(0, 0).select(0, 0);
+  // printed by PyTorch in the chapter, less its grad_fn
+  REQUIRE(weights.str() ==
+          "tensor([[1.0000, 0.0000, 0.0000, 0.0000, 0.0000, 0.0000],\n"
+          "        [0.5517, 0.4483, 0.0000, 0.0000, 0.0000, 0.0000],\n"
+          "        [0.3800, 0.3097, 0.3103, 0.0000, 0.0000, 0.0000],\n"
+          "        [0.2758, 0.2460, 0.2462, 0.2319, 0.0000, 0.0000],\n"
+          "        [0.2175, 0.1983, 0.1984, 0.1888, 0.1971, 0.0000],\n"
+          "        [0.1935, 0.1663, 0.1666, 0.1542, 0.1666, 0.1529]])");
 }

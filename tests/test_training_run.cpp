@@ -63,3 +63,40 @@ TEST_CASE("finish saves the last step and evaluates at the end", "[training_run]
   REQUIRE(run.last_saved() == -1);  // the final save is not a periodic one
   REQUIRE(io::load_checkpoint(cfg.out).step == cfg.steps);
 }
+
+TEST_CASE("the observer sees every evaluation and the end, with the run record first",
+          "[training_run][report]") {
+  ag_test::TempDir dir;
+  train::RunConfig cfg = tiny_run(dir);
+  cfg.eval_interval = 2;
+  cfg.metrics = dir.file("m.jsonl");
+  std::vector<std::pair<int64_t, bool>> seen;
+  train::TrainingRun run(cfg, nullptr, [&](const train::TrainingRun& r, bool final) {
+    seen.emplace_back(r.step(), final);
+  });
+  REQUIRE(run.run() == 0);
+  // before the first step, after the evaluations at 2 and 4, and once at the end (step 6)
+  const std::vector<std::pair<int64_t, bool>> expected{
+      {0, false}, {2, false}, {4, false}, {6, true}};
+  REQUIRE(seen == expected);
+  const std::vector<std::string>& lines = run.reporter().records();
+  REQUIRE(lines.size() >= 4);
+  const nlohmann::json start = nlohmann::json::parse(lines[0]);
+  REQUIRE(start["event"] == "start");
+  REQUIRE(start["config"]["d_model"] == 16);
+  REQUIRE(start["parameters"] == run.model().num_parameters());
+  REQUIRE(start["memory_plan"]["total"].get<int64_t>() > 0);
+  REQUIRE(start["baselines"]["corpus_floor"].get<double>() > 0);  // the built-in corpus
+  // the same lines went to --metrics
+  std::ifstream in(cfg.metrics);
+  std::string first;
+  std::getline(in, first);
+  REQUIRE(first == lines[0]);
+}
+
+TEST_CASE("without an observer no records are kept", "[training_run][report]") {
+  ag_test::TempDir dir;
+  train::TrainingRun run(tiny_run(dir));
+  run.after_step(run.train_step());
+  REQUIRE(run.reporter().records().empty());
+}

@@ -44,8 +44,10 @@ struct RunConfig {
   int64_t eval_interval = 250;      // 0: only at the end
   int64_t checkpoint_interval = 0;  // 0: only at the end (and on SIGINT/SIGTERM)
   int64_t log_interval = 50;
-  int64_t eval_windows = 0;  // cap on validation windows per evaluation; 0: all
-  std::string metrics;       // JSON-lines file; empty: none
+  int64_t eval_windows = 0;   // cap on validation windows per evaluation; 0: all
+  std::string metrics;        // JSON-lines file; empty: none
+  std::string report;         // HTML page refreshed at each evaluation; empty: none
+  std::string report_prompt;  // the text of its attention maps; empty: the start of val
   int threads = ag::kDefaultThreads;
   std::string precision = "fp32";        // fp32 | bf16 (autocast: bfloat16 GEMMs, float32 rest)
   int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run

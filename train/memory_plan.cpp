@@ -198,4 +198,11 @@ std::string MemoryPlan::describe() const {
       available ? fmt::format(" of {} available", format_bytes(available)) : "");
 }
 
+nlohmann::json MemoryPlan::to_json() const {
+  return {
+      {"parameters", parameters}, {"gradients", gradients},     {"gradient_sets", gradient_sets},
+      {"optimizer", optimizer},   {"activations", activations}, {"data", data},
+      {"checkpoint", checkpoint}, {"total", total()},           {"available", available}};
+}
+
 }  // namespace train

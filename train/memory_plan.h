@@ -2,6 +2,7 @@
 // What a training run will hold in memory, estimated before step 1 so that a run that
 // cannot fit is refused up front instead of being killed half-way.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "train/config.h"
@@ -17,6 +18,8 @@ struct MemoryPlan {
   int64_t total() const;      // saturates rather than overflows
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
+  // The same figures in bytes, for the run record of --metrics (and the report's page).
+  nlohmann::json to_json() const;
 };
 
 // Bytes, float32. Activations: what the graph saves per token and layer (attention and

@@ -16,11 +16,12 @@ std::string format_duration(double seconds) {
                    : fmt::format("{}:{:02d}", s / 60, s % 60);
 }
 
-Reporter::Reporter(const RunConfig& cfg, int64_t first_step)
+Reporter::Reporter(const RunConfig& cfg, int64_t first_step, bool keep_records)
     // mpirun gives its ranks a pseudo-terminal whatever its own output is: no live bar there
     : cfg_(cfg),
       tty_(isatty(STDOUT_FILENO) && !World::current().distributed()),
-      first_step_(first_step) {
+      first_step_(first_step),
+      keep_records_(keep_records) {
   if (!cfg_.metrics.empty()) metrics_.emplace(cfg_.metrics);
 }
 
@@ -47,13 +48,31 @@ void Reporter::line(const StepFigures& f) {
   sayf("{}step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}\n",
        tty_ ? "\r\033[K" : "", f.step, cfg_.steps, f.loss, val, f.lr, f.grad_norm, tok_s,
        format_duration(eta));
-  if (!metrics_) return;
+  if (!metrics_ && !keep_records_) return;
   nlohmann::json j = {
       {"step", f.step},        {"loss", f.loss},    {"lr", f.lr},  {"grad_norm", f.grad_norm},
       {"tokens_per_s", tok_s}, {"elapsed_s", secs}, {"eta_s", eta}};
   if (!std::isnan(f.val_loss)) j["val_loss"] = f.val_loss;
   if (!std::isnan(f.val_bits_per_byte)) j["val_bits_per_byte"] = f.val_bits_per_byte;
-  metrics_->append(j.dump());
+  record(j);
+}
+
+void Reporter::start(const nlohmann::json& run_record) {
+  nlohmann::json j = run_record;
+  j["event"] = "start";
+  record(j);
+}
+
+void Reporter::sample(int64_t step, const std::string& text) {
+  record({{"event", "sample"}, {"step", step}, {"text", text}});
+}
+
+void Reporter::record(const nlohmann::json& j) {
+  if (!metrics_ && !keep_records_) return;
+  // a byte tokenizer's sample may stop inside a character: never let that end the run
+  const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (metrics_) metrics_->append(line);
+  if (keep_records_) records_.push_back(line);
 }
 
 }  // namespace train

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <tuple>
 
 #include "autograd/autocast.h"
@@ -110,16 +111,19 @@ const char* sign_name(double value) {
 }  // namespace
 
 // ------------------------------------------------------------------ set-up
-TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
+TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserver observer)
     : cfg_(std::move(cfg)),
       resumed_(resumed),
       data_gen_(cfg_.seed + ag::kDataStream),
-      world_(World::current()) {
+      world_(World::current()),
+      observer_(std::move(observer)) {
   ag::set_num_threads(cfg_.threads);
   if (!world_.root()) {  // rank 0 alone prints and writes
     set_quiet(true);
     cfg_.metrics.clear();
+    cfg_.report.clear();
     cfg_.sample_tokens = 0;
+    observer_ = nullptr;
   }
   refuse_weights_only(resumed_);
   if (!cfg_.init_from.empty()) init_ = io::load_checkpoint(cfg_.init_from);
@@ -151,7 +155,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed)
   }
   ag::set_detect_anomaly(cfg_.detect_anomaly);
   std::tie(inject_spec_, inject_at_) = parse_nan_injection(cfg_.inject_nan, *model_);
-  report_ = std::make_unique<Reporter>(cfg_, step_);
+  report_ = std::make_unique<Reporter>(cfg_, step_, static_cast<bool>(observer_));
+  report_->start(run_record());
   // a resume that writes back to its own file starts with that file saved
   if (resumed_ && io::same_file(resumed_->source, cfg_.out)) last_saved_ = step_;
 }
@@ -178,17 +183,47 @@ void TrainingRun::load_data() {
                     data_.train.size(), T + 1));
 }
 
-void TrainingRun::print_baselines() const {
+void TrainingRun::print_baselines() {
   // the built-in corpus is small: its ids are copied out for the counts
   const std::vector<int64_t> train = data_.train.to_vector(), val = data_.val.to_vector();
-  sayf("baselines on val: unigram {:.4f} | bigram {:.4f} | corpus floor (ideal) {:.4f}\n",
-       data::unigram_loss(val, cfg_.model.vocab_size),
-       data::bigram_loss(train, val, cfg_.model.vocab_size), data_.ideal_loss);
+  const double unigram = data::unigram_loss(val, cfg_.model.vocab_size);
+  const double bigram = data::bigram_loss(train, val, cfg_.model.vocab_size);
+  sayf("baselines on val: unigram {:.4f} | bigram {:.4f} | corpus floor (ideal) {:.4f}\n", unigram,
+       bigram, data_.ideal_loss);
+  baselines_ = {{"unigram", unigram}, {"bigram", bigram}, {"corpus_floor", data_.ideal_loss}};
 }
 
-void TrainingRun::check_plan() const {
-  const MemoryPlan plan =
-      plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size());
+nlohmann::json TrainingRun::run_record() const {
+  char started[32] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  if (gmtime_r(&now, &utc)) std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  nlohmann::json j = {{"config", cfg_.to_json()},
+                      {"parameters", cfg_.model.num_parameters()},
+                      {"memory_plan", plan_.to_json()},
+                      {"data", data_.source},
+                      {"train_tokens", data_.train.size()},
+                      {"val_tokens", data_.val.size()},
+                      {"first_step", step_},
+                      {"processes", world_.size()},
+                      {"threads", cfg_.threads},
+                      {"started_at", started}};
+  if (!baselines_.is_null()) j["baselines"] = baselines_;
+  return j;
+}
+
+void TrainingRun::notify(bool final) const {
+  if (!observer_) return;
+  try {
+    observer_(*this, final);
+  } catch (const std::exception& e) {
+    warn(fmt::format("step {}: {}; training goes on", step_, e.what()));
+  }
+}
+
+void TrainingRun::check_plan() {
+  plan_ = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size());
+  const MemoryPlan& plan = plan_;
   sayf(
       "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
       "threads){}\n",
@@ -229,6 +264,7 @@ void TrainingRun::restore(const io::Checkpoint& ckpt) {
 // ------------------------------------------------------------------ the loop
 int TrainingRun::run() {
   StopSignals stop_signals;  // from here on a signal ends the run after its step, saved
+  notify(false);             // a live report exists from the start
   while (wants_another_step()) {
     const StepOutcome s = train_step();
     if (!s.updated) break;
@@ -409,6 +445,7 @@ void TrainingRun::after_step(const StepOutcome& s) {
     report_->line(f);
   else
     report_->progress(step_, f.loss);
+  if (eval_now && !last) notify(false);  // the last step's report comes with the finish
   // every rank must stop after the same step: a signal reaches the ranks at different times
   if (world_.distributed()) agreed_stop_ = world_.any(StopSignals::requested());
   const bool stopping = world_.distributed() ? agreed_stop_ : StopSignals::requested();
@@ -473,12 +510,16 @@ int TrainingRun::finish() {
   if (StopSignals::requested() && world_.root())
     fmt::print(stderr, "{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
                signal_name(StopSignals::first()), step_, cfg_.out);
-  if (failed_) return 1;
+  if (failed_) {
+    notify(true);  // the curves up to the stop
+    return 1;
+  }
   save_final();
   if (!std::isnan(last_val_) && data_.ideal_loss >= 0)
     sayf("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", last_val_,
          last_val_ - data_.ideal_loss, data_.ideal_loss);
   if (cfg_.sample_tokens > 0 && step_ == cfg_.steps && !StopSignals::requested()) print_sample();
+  notify(true);
   return 0;
 }
 
@@ -516,11 +557,13 @@ void TrainingRun::print_sample() {
       model_->generate(ag::from_vector(prompt, {1, 1}), cfg_.sample_tokens, 0.8, 0, gen);
   std::vector<int64_t> out;
   for (double v : ids.to_vector()) out.push_back(static_cast<int64_t>(v));
-  sayf("sample:\n{}\n", data_.tokenizer->decode(out));
+  const std::string text = data_.tokenizer->decode(out);
+  sayf("sample:\n{}\n", text);
+  report_->sample(step_, text);
 }
 
-int run_training(RunConfig cfg, const io::Checkpoint* resumed) {
-  TrainingRun run(std::move(cfg), resumed);
+int run_training(RunConfig cfg, const io::Checkpoint* resumed, RunObserver observer) {
+  TrainingRun run(std::move(cfg), resumed, std::move(observer));
   World::current().setup_done();  // if another rank's set-up failed, this one fails with it
   return run.run();
 }

@@ -11,6 +11,7 @@
 //
 // run() is that loop with the stop signals installed; run_training(cfg) is run() on a new
 // TrainingRun.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "train/config.h"
 #include "train/grad_accumulation.h"
 #include "train/grad_reduction.h"
+#include "train/memory_plan.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
 #include "train/world.h"
@@ -33,11 +35,19 @@ struct StepOutcome {
   bool updated = false;  // false: a NaN/inf or an anomaly stopped it before the update
 };
 
+class TrainingRun;
+
+// Called on rank 0 after each evaluation (final false) and once when the run ends (final
+// true, also after a stop on a NaN): `train --report` writes its page from it. An exception
+// it throws is printed as a warning and the run goes on.
+using RunObserver = std::function<void(const TrainingRun& run, bool final)>;
+
 class TrainingRun {
  public:
   // Trains from scratch (resumed null) or continues a loaded checkpoint. Checks the data,
   // the weights and the memory plan before anything large is allocated; prints the header.
-  explicit TrainingRun(RunConfig cfg, const io::Checkpoint* resumed = nullptr);
+  explicit TrainingRun(RunConfig cfg, const io::Checkpoint* resumed = nullptr,
+                       RunObserver observer = {});
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
@@ -52,13 +62,20 @@ class TrainingRun {
   int64_t last_saved() const { return last_saved_; }
   double last_val_loss() const { return last_val_; }
   nn::GPT& model() { return *model_; }
+  const nn::GPT& model() const { return *model_; }
   const RunConfig& config() const { return cfg_; }
   const RunData& data() const { return data_; }
+  // This session's --metrics lines, kept in memory when there is an observer.
+  const Reporter& reporter() const { return *report_; }
+  // What --metrics records before the first step: the resolved config, the parameter
+  // count, the memory plan, the data, the corpus baselines (built-in corpus), the time.
+  nlohmann::json run_record() const;
 
  private:
   void load_data();
-  void check_plan() const;
-  void print_baselines() const;
+  void check_plan();
+  void print_baselines();
+  void notify(bool final) const;
   void restore(const io::Checkpoint& ckpt);
   void save(int64_t at, const std::string& path);
   void save_periodically();
@@ -87,6 +104,9 @@ class TrainingRun {
   int64_t dropout_draws_ = 0;             // per micro-batch's forward
   bool agreed_stop_ = false;              // every rank saw a stop signal's request
   std::unique_ptr<Reporter> report_;
+  RunObserver observer_;
+  MemoryPlan plan_;
+  nlohmann::json baselines_;  // {unigram, bigram, corpus_floor} on the built-in corpus
   std::string inject_spec_;
   int64_t inject_at_ = -1;
   int64_t step_ = 0, last_saved_ = -1, tokens_ = 0;
@@ -98,6 +118,6 @@ class TrainingRun {
 
 // Trains from scratch (resumed null) or continues a loaded checkpoint. Returns the exit
 // code. SIGINT, SIGTERM, SIGHUP and SIGPIPE end the run after its step, saved.
-int run_training(RunConfig cfg, const io::Checkpoint* resumed = nullptr);
+int run_training(RunConfig cfg, const io::Checkpoint* resumed = nullptr, RunObserver observer = {});
 
 }  // namespace train

@@ -30,8 +30,11 @@ hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f
 
 case "$scenario" in
 help)
-  "$bin" --help | grep -q "train" || fail "--help does not list train"
-  for c in train resume sample eval inspect gradcheck prepare encode decode; do
+  # the output whole first: `grep -q` in a pipe may exit before the second write, and the
+  # writer's SIGPIPE would fail the pipeline (pipefail)
+  usage=$("$bin" --help) || fail "--help failed"
+  grep -q "train" <<< "$usage" || fail "--help does not list train"
+  for c in train resume sample eval inspect gradcheck prepare encode decode report attention; do
     "$bin" "$c" --help >/dev/null || fail "$c --help failed"
   done
   # through a file: grep -q leaves at its match, and a help longer than one write would
@@ -39,6 +42,7 @@ help)
   "$bin" train --help > help.txt || fail "train --help failed"
   grep -q -- "--d-model" help.txt || fail "train --help does not list --d-model"
   grep -q -- "--precision" help.txt || fail "train --help does not list --precision"
+  grep -q -- "--report-prompt" help.txt || fail "train --help does not list --report-prompt"
   ;;
 usage_errors)
   expect_usage_error "unrecognised option" "$bin" train --no-such-option 3

@@ -50,6 +50,13 @@ same_bits_2)
   grep -q "^batch: 4 sequences x 1 micro-batch x 2 processes = 8 sequences" np.txt ||
     fail "the global batch is not printed: $(grep batch np.txt)"
   [ "$(grep -c "^saved checkpoint" np.txt)" -eq 1 ] || fail "not exactly one rank saved: $(cat np.txt)"
+  # train --report: rank 0 alone writes the page; the weights are the same bits
+  mpi 2 train "${tiny[@]}" --steps 12 --eval-interval 6 --report np.html --out report.h5 > rep.txt 2>&1 ||
+    fail "mpirun -np 2 train --report failed: $(tail -5 rep.txt)"
+  same report.h5 np.h5 "-np 2 with --report against without"
+  grep -q 'at step 12 of 12' np.html && tail -c 8 np.html | grep -q '</html>' ||
+    fail "no complete final report page"
+  [ -z "$(ls -A | grep partial)" ] || fail "a temporary file was left: $(ls -A)"
   check_world 2 2 4
   check_world 2 3 6   # A not a power of two: the ranks' ranges are not subtrees
   # a model of 1.4 MB in 1 MB buckets: two exchanges overlap backward

@@ -164,7 +164,8 @@ def main():
         run_attograd(binary, train_args + ["--out", run_path, "--metrics", metrics_path])
         ours_seconds = time.time() - t0
         with open(metrics_path) as f:
-            rows = [json.loads(line) for line in f]
+            # step lines only: the run record and the sample are events
+            rows = [r for r in map(json.loads, f) if "event" not in r]
     ours_losses = [r["loss"] for r in rows]
     ours_val = [r["val_loss"] for r in rows if "val_loss" in r][-1]
 

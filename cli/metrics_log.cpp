@@ -1,0 +1,188 @@
+#include "cli/metrics_log.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "data/utf8.h"
+#include "io/files.h"
+
+namespace cli {
+
+namespace {
+
+constexpr int kMaxDepth = 16;  // train writes 3; deeper is not ours and could exhaust a stack
+constexpr int64_t kMaxFileBytes = int64_t{1} << 30;
+
+using Json = nlohmann::json;
+
+// A value from the file, safe and short enough for a message.
+std::string shown(const Json& v) {
+  std::string s = v.dump(-1, ' ', true, Json::error_handler_t::replace);
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+class LogParser {
+ public:
+  explicit LogParser(const std::string& name) { run_.name = run_.path = name; }
+
+  void line(std::string_view text, size_t number, bool complete);
+  MetricsRun finish() {
+    close_session();
+    return std::move(run_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw MetricsError(fmt::format("{}:{}: {}", data::printable(run_.path), number_, what));
+  }
+  Json parse(std::string_view text, bool complete);
+  double number(const Json& j, const char* key) const;
+  void step_line(const Json& j);
+  void start_record(const Json& j);
+  void sample_record(const Json& j);
+  void drop_from(int64_t step);
+  void close_session();
+
+  MetricsRun run_;
+  size_t number_ = 0;
+  double session_elapsed_ = 0;
+};
+
+Json LogParser::parse(std::string_view text, bool complete) {
+  try {
+    return Json::parse(text, [this](int depth, Json::parse_event_t, Json&) {
+      if (depth > kMaxDepth) fail(fmt::format("nested more than {} deep", kMaxDepth));
+      return true;
+    });
+  } catch (const Json::exception& e) {
+    if (!complete) {
+      run_.notes.push_back(
+          fmt::format("line {} has no newline and is not valid JSON yet (a run "
+                      "still writing it?): skipped",
+                      number_));
+      return nullptr;
+    }
+    fail(fmt::format("not valid JSON ({})", data::printable(e.what())));
+  }
+}
+
+void LogParser::line(std::string_view text, size_t number, bool complete) {
+  number_ = number;
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  if (text.find_first_not_of(" \t") == std::string_view::npos) return;
+  const Json j = parse(text, complete);
+  if (j.is_null()) return;
+  if (!j.is_object()) fail(fmt::format("expected a JSON object, got {}", shown(j)));
+  if (!j.contains("event")) return step_line(j);
+  const Json& event = j["event"];
+  if (event == "start") return start_record(j);
+  if (event == "sample") return sample_record(j);
+  if (!event.is_string()) fail(fmt::format("'event' must be a string, got {}", shown(event)));
+}
+
+double LogParser::number(const Json& j, const char* key) const {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return NAN;  // JSON has no NaN: train writes none
+  if (!it->is_number()) fail(fmt::format("'{}' must be a number, got {}", key, shown(*it)));
+  return it->get<double>();
+}
+
+void LogParser::step_line(const Json& j) {
+  const auto it = j.find("step");
+  if (it == j.end()) fail("neither a step line (no 'step') nor an event");
+  if (!it->is_number_integer() || it->get<int64_t>() < 0)
+    fail(fmt::format("'step' must be a whole number >= 0, got {}", shown(*it)));
+  MetricsPoint p;
+  p.step = it->get<int64_t>();
+  p.loss = number(j, "loss"), p.lr = number(j, "lr"), p.grad_norm = number(j, "grad_norm");
+  p.tokens_per_s = number(j, "tokens_per_s"), p.elapsed_s = number(j, "elapsed_s");
+  p.val_loss = number(j, "val_loss"), p.val_bits_per_byte = number(j, "val_bits_per_byte");
+  if (std::isfinite(p.elapsed_s) && p.elapsed_s < session_elapsed_) close_session();  // a restart
+  if (std::isfinite(p.elapsed_s)) session_elapsed_ = p.elapsed_s;
+  drop_from(p.step);
+  run_.points.push_back(p);
+}
+
+// A later session that repeats steps (resumed from an earlier checkpoint) replaces them.
+void LogParser::drop_from(int64_t step) {
+  auto& pts = run_.points;
+  pts.erase(std::lower_bound(pts.begin(), pts.end(), step,
+                             [](const MetricsPoint& p, int64_t s) { return p.step < s; }),
+            pts.end());
+}
+
+void LogParser::start_record(const Json& j) {
+  if (j.contains("config") && !j["config"].is_object())
+    fail(fmt::format("'config' must be an object, got {}", shown(j["config"])));
+  const double first = number(j, "first_step");
+  if (std::isfinite(first)) drop_from(static_cast<int64_t>(first) + 1);
+  close_session();
+  run_.start = j;
+}
+
+void LogParser::sample_record(const Json& j) {
+  const auto text = j.find("text");
+  if (text == j.end() || !text->is_string()) fail("a sample event needs its 'text' as a string");
+  run_.sample = text->get<std::string>();
+  const double step = number(j, "step");
+  run_.sample_step = std::isfinite(step) ? static_cast<int64_t>(step) : -1;
+}
+
+void LogParser::close_session() {
+  if (session_elapsed_ > 0 || !run_.points.empty() || !run_.start.is_null()) {
+    run_.wall_seconds += session_elapsed_;
+    ++run_.sessions;
+  }
+  session_elapsed_ = 0;
+}
+
+}  // namespace
+
+bool MetricsRun::has(double MetricsPoint::*field) const {
+  return std::any_of(points.begin(), points.end(),
+                     [&](const MetricsPoint& p) { return std::isfinite(p.*field); });
+}
+
+MetricsRun parse_metrics(std::string_view text, const std::string& name) {
+  LogParser parser(name);
+  size_t number = 0;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    parser.line(text.substr(0, end), ++number, end != std::string_view::npos);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+  }
+  return parser.finish();
+}
+
+MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std::string& name) {
+  LogParser parser(name);
+  for (size_t i = 0; i < lines.size(); ++i) parser.line(lines[i], i + 1, true);
+  return parser.finish();
+}
+
+MetricsRun read_metrics(const std::string& path) {
+  return parse_metrics(io::read_input_file(path, "metrics file", kMaxFileBytes), path);
+}
+
+void name_runs(std::vector<MetricsRun>& runs) {
+  namespace fs = std::filesystem;
+  for (size_t depth = 1; depth < 64; ++depth) {
+    bool clash = false;
+    for (auto& r : runs) {
+      std::vector<std::string> parts;
+      for (const auto& part : fs::path(r.path).lexically_normal()) parts.push_back(part.string());
+      const size_t from = parts.size() > depth ? parts.size() - depth : 0;
+      std::string name;
+      for (size_t k = from; k < parts.size(); ++k) name += (name.empty() ? "" : "/") + parts[k];
+      r.name = name.empty() ? r.path : name;
+    }
+    for (size_t a = 0; a < runs.size(); ++a)
+      for (size_t b = a + 1; b < runs.size(); ++b) clash = clash || runs[a].name == runs[b].name;
+    if (!clash) return;
+  }
+}
+
+}  // namespace cli

@@ -1,0 +1,124 @@
+// A --metrics file read back for the report: what train writes, resumed runs, and lines
+// that are not what train writes.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "cli/metrics_log.h"
+#include "support.h"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char* kStart = R"({"event": "start", "config": {"lr": 0.001}, "first_step": 0})";
+
+std::string step_line(int64_t step, double loss, double elapsed) {
+  return fmt::format(R"({{"step": {}, "loss": {}, "lr": 0.001, "elapsed_s": {}}})", step, loss,
+                     elapsed);
+}
+
+}  // namespace
+
+TEST_CASE("metrics lines, the run record and the sample are read back", "[metrics_log]") {
+  const std::string text =
+      std::string(kStart) + "\n" + step_line(1, 3.5, 1) + "\n" +
+      R"({"step": 2, "loss": 3.0, "val_loss": 3.2, "val_bits_per_byte": 4.6, "elapsed_s": 2.5})" +
+      "\n" + R"({"event": "sample", "step": 2, "text": "hello"})" + "\n" +
+      R"({"event": "from the future", "x": 1})" + "\n\n";
+  const cli::MetricsRun r = cli::parse_metrics(text, "run.jsonl");
+  REQUIRE(r.points.size() == 2);
+  REQUIRE(r.points[0].loss == 3.5);
+  REQUIRE(std::isnan(r.points[0].val_loss));
+  REQUIRE(r.points[1].val_bits_per_byte == 4.6);
+  REQUIRE(r.start["config"]["lr"] == 0.001);
+  REQUIRE(r.sample == "hello");
+  REQUIRE(r.sample_step == 2);
+  REQUIRE(r.sessions == 1);
+  REQUIRE(r.wall_seconds == 2.5);
+  REQUIRE(r.has(&cli::MetricsPoint::val_loss));
+  REQUIRE_FALSE(r.has(&cli::MetricsPoint::grad_norm));
+  REQUIRE(r.notes.empty());
+}
+
+TEST_CASE("a resumed run's lines replace the steps it repeats", "[metrics_log]") {
+  // the first session reached step 3 but its last checkpoint was at step 2
+  const std::string text = std::string(kStart) + "\n" + step_line(1, 3, 1) + "\n" +
+                           step_line(2, 2.5, 2) + "\n" + step_line(3, 2.4, 3) + "\n" +
+                           R"({"event": "start", "first_step": 2})" + "\n" +
+                           step_line(3, 2.2, 0.5) + "\n" + step_line(4, 2.1, 1.5) + "\n";
+  const cli::MetricsRun r = cli::parse_metrics(text, "run.jsonl");
+  REQUIRE(r.points.size() == 4);
+  REQUIRE(r.points[2].step == 3);
+  REQUIRE(r.points[2].loss == 2.2);
+  REQUIRE(r.sessions == 2);
+  REQUIRE(r.wall_seconds == 4.5);
+  REQUIRE(r.start["first_step"] == 2);
+}
+
+TEST_CASE("an old metrics file without run records still reads, restarts found by the clock",
+          "[metrics_log]") {
+  const std::string text =
+      step_line(1, 3, 5) + "\n" + step_line(2, 2, 10) + "\n" + step_line(3, 1.5, 4) + "\n";
+  const cli::MetricsRun r = cli::parse_metrics(text, "old.jsonl");
+  REQUIRE(r.start.is_null());
+  REQUIRE(r.sessions == 2);
+  REQUIRE(r.wall_seconds == 14);
+}
+
+TEST_CASE("a line that is not what train writes is an error naming the file and line",
+          "[metrics_log]") {
+  auto error_of = [](const std::string& bad_line) {
+    try {
+      cli::parse_metrics(std::string(kStart) + "\n" + bad_line + "\n" + step_line(9, 1, 1) + "\n",
+                         "dir/run.jsonl");
+    } catch (const cli::MetricsError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  REQUIRE_THAT(error_of("{\"step\": 1, \"loss\": "), Contains("dir/run.jsonl:2: not valid JSON"));
+  REQUIRE_THAT(error_of("[1, 2]"), Contains("dir/run.jsonl:2: expected a JSON object, got [1,2]"));
+  REQUIRE_THAT(error_of(R"({"step": 1, "loss": "low"})"),
+               Contains(":2: 'loss' must be a number, got \"low\""));
+  REQUIRE_THAT(error_of(R"({"step": -1})"), Contains("'step' must be a whole number >= 0"));
+  REQUIRE_THAT(error_of(R"({"step": 1.5})"), Contains("'step' must be a whole number"));
+  REQUIRE_THAT(error_of(R"({"loss": 1})"), Contains("no 'step'"));
+  REQUIRE_THAT(error_of(R"({"event": "start", "config": 3})"),
+               Contains("'config' must be an object"));
+  REQUIRE_THAT(error_of(R"({"event": "sample", "text": 3})"), Contains("'text' as a string"));
+  REQUIRE_THAT(error_of(R"({"event": 5})"), Contains("'event' must be a string"));
+  REQUIRE_THAT(error_of(std::string(100000, '[') + std::string(100000, ']')),
+               Contains(":2: nested more than 16 deep"));
+  REQUIRE_THAT(error_of(R"({"step": 1, "loss": "\u001b[2J"})"), Contains("got \"\\u001b[2J\""));
+  // what the JSON parser quotes from a bad line is made printable too
+  const std::string raw = error_of("{\"step\": 1, \"loss\": \"\x1b[2J\"}");
+  REQUIRE_THAT(raw, Contains(":2: not valid JSON"));
+  REQUIRE(raw.find('\x1b') == std::string::npos);
+}
+
+TEST_CASE("a last line still being written is skipped and noted", "[metrics_log]") {
+  const cli::MetricsRun r = cli::parse_metrics(
+      std::string(kStart) + "\n" + step_line(1, 3, 1) + "\n{\"step\": 2, \"lo", "live.jsonl");
+  REQUIRE(r.points.size() == 1);
+  REQUIRE(r.notes.size() == 1);
+  REQUIRE_THAT(r.notes[0], Contains("line 3") && Contains("skipped"));
+  // a complete last line without its newline is read
+  REQUIRE(cli::parse_metrics(step_line(1, 3, 1), "x").points.size() == 1);
+}
+
+TEST_CASE("a metrics file must be a regular file", "[metrics_log]") {
+  ag_test::TempDir dir;
+  REQUIRE_THROWS_WITH(cli::read_metrics(dir.file("missing.jsonl")), Contains("missing.jsonl"));
+  REQUIRE_THROWS_WITH(cli::read_metrics(dir.path.string()), Contains("not a regular file"));
+  const std::string path = dir.write("m.jsonl", step_line(1, 2, 3) + "\n");
+  REQUIRE(cli::read_metrics(path).points.size() == 1);
+}
+
+TEST_CASE("run names grow until they tell the files apart", "[metrics_log]") {
+  std::vector<cli::MetricsRun> runs(3);
+  runs[0].path = "exp/a/run.jsonl", runs[1].path = "exp/b/run.jsonl", runs[2].path = "other.jsonl";
+  cli::name_runs(runs);
+  REQUIRE(runs[0].name == "a/run.jsonl");
+  REQUIRE(runs[1].name == "b/run.jsonl");
+  REQUIRE(runs[2].name == "other.jsonl");
+}
