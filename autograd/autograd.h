@@ -12,7 +12,8 @@
 //   }, {x, w});                            // check.ok, check.message
 //
 // The map:
-//   dtype.h        DType (float32, float64, int64, bool) and dispatch to kernels
+//   dtype.h        DType (float32, float64, int64, bool, bfloat16) and dispatch to kernels
+//   bfloat16.h     the bfloat16 storage type and its rounding (to nearest, ties to even)
 //   shape.h        shapes, strides, broadcasting rules
 //   tensor.h       Tensor: storage, views, creation, element access, printing
 //   generator.h    the seeded random generator every random op takes explicitly
@@ -20,9 +21,12 @@
 //   ops.h          the differentiable ops (implementations in ops/, one file per family)
 //   gradcheck.h    float64 finite-difference checks of any function's gradient
 //   threading.h    one thread count for OpenMP loops and BLAS
+//   autocast.h     mixed precision: bfloat16 GEMM operands, float32 accumulation
 //   anomaly.h      detect_anomaly: the first non-finite value named by op and module
 //   test_hooks.h   for tests only, not included here: NaN injection, the attention mask replay
 #include "autograd/anomaly.h"
+#include "autograd/autocast.h"
+#include "autograd/bfloat16.h"
 #include "autograd/dtype.h"
 #include "autograd/engine.h"
 #include "autograd/generator.h"
