@@ -177,8 +177,10 @@ T cross_entropy_forward(const T* x, const int64_t* t, int64_t rows, int64_t C, i
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * C;
       T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
       for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
-      double s = 0;
+      double s = 0;  // lane-wise partial sums: a fixed order, vectorised
+      AG_SIMD_SUM(s)
       for (int64_t i = 0; i < C; ++i) s += detail::exp_fast(row[i] - m);
       const double log_s = std::log(s);
       lse[r] = static_cast<T>(m + log_s);
