@@ -68,11 +68,13 @@ void gemm_backend_rows(ag::Generator& gen, std::vector<Row>& rows) {
     const std::string shape = fmt::format("{} {}x{}x{}", s.name, s.M, s.N, s.K);
     const float *pa = a.data<float>(), *pb = b.data<float>();
     float* pc = c.data<float>();
-    const double blas = median_ms([&] { ag::detail::gemm(oa, ob, s.M, s.N, s.K, pa, pb, pc); });
+    const double blas =
+        median_ms([&] { ag::detail::gemm_openblas(oa, ob, s.M, s.N, s.K, pa, pb, pc); });
     const double dnnl =
         median_ms([&] { ag::detail::gemm_onednn(oa, ob, s.M, s.N, s.K, pa, pb, pc); });
     const double bf16 = median_ms([&] {
-      ag::detail::gemm(oa, ob, s.M, s.N, s.K, ab.data<ag::bfloat16>(), bb.data<ag::bfloat16>(), pc);
+      ag::detail::gemm_onednn(oa, ob, s.M, s.N, s.K, ab.data<ag::bfloat16>(),
+                              bb.data<ag::bfloat16>(), pc);
     });
     rows.push_back({"gemm OpenBLAS f32", shape, blas, flop / blas / 1e6, 0});
     rows.push_back({"gemm oneDNN f32", shape, dnnl, flop / dnnl / 1e6, 0});

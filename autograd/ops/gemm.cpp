@@ -73,6 +73,11 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
           const float* A, const float* B, float* C, float beta) {
   if (f32_backend(oa, M, N, K) == F32Backend::onednn)
     return gemm_onednn(oa, ob, M, N, K, A, B, C, beta);
+  gemm_openblas(oa, ob, M, N, K, A, B, C, beta);
+}
+
+void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                   const float* A, const float* B, float* C, float beta) {
   cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0f, A, oa.ld, B, ob.ld,
               beta, C, N);
 }
@@ -281,6 +286,11 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta) {
   if (bf16_backend() == Bf16Backend::openblas) return widened_gemm(oa, ob, M, N, K, A, B, C, beta);
+  gemm_onednn(oa, ob, M, N, K, A, B, C, beta);
+}
+
+void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                 const bfloat16* A, const bfloat16* B, float* C, float beta) {
   onednn_blocks(oa, ob, M, N, K, A, B, C, beta,
                 [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c) {
                   widened_gemm(oa, ob, m, n, K, a, b, c, beta);

@@ -64,8 +64,14 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
 // bfloat16 operands, float32 accumulation and result, by the backend bf16_backend() names.
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta = 0);
-// The float32 GEMM by oneDNN (blocked the same way), for the shapes where it beats OpenBLAS.
+// Each library alone, whatever the backend rules say (gemm() above follows them): oneDNN,
+// blocked the same way, on float32 or on bfloat16 (its BF16 kernels; widened where it has
+// none); OpenBLAS's sgemm. For the measurements behind the rules, and tests of both.
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                  const float* A, const float* B, float* C, float beta = 0);
+void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                 const bfloat16* A, const bfloat16* B, float* C, float beta = 0);
+void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                   const float* A, const float* B, float* C, float beta = 0);
 
 }  // namespace ag::detail
