@@ -1,0 +1,78 @@
+#pragma once
+// Incremental decoding of a GPT with a key/value cache: the inference path of `sample`.
+//
+//   nn::Decoder dec(model, /*batch=*/2);          // cache and scratch allocated here, once
+//   auto logits = dec.prefill(ids, n);            // ids [2, n]: positions 0..n-1 of each row
+//   logits = dec.step(next);                      // next [2]: one more position per row
+//   // logits: [2, vocab_size], the last position's, valid until the next call
+//
+// The prompt is run once (prefill), then each step runs one position through every layer,
+// attending to the keys and values cached for the earlier positions. Keys and values of
+// every layer are kept for context_length positions of every row, in a cache allocated
+// when the decoder is made; steps allocate nothing and record no graph: the arithmetic is
+// plain float32 loops and BLAS calls on the model's parameters (read in place, never
+// copied), with dropout off as in eval(). The logits equal GPT::forward's at the same
+// positions to float32 rounding (tests/test_decode.cpp).
+//
+// Positions are learned and absolute, so the cache holds at most context_length positions
+// and cannot slide: a longer sequence is decoded by prefilling a later window again
+// (generation.h decides when).
+//
+// Layout: keys and values of layer l, row b, position t are the d_model floats at
+// ((l * batch + b) * context_length + t) * d_model of keys / values (heads side by side),
+// so a step's projection writes them in place and attention reads each head's positions
+// at a fixed stride.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "nn/gpt.h"
+
+namespace nn {
+
+class Decoder {
+ public:
+  // The model must outlive the decoder and be float32; its parameter values may change
+  // between calls (they are read, not copied). batch >= 1 rows are decoded side by side.
+  Decoder(const GPT& model, int64_t batch);
+
+  int64_t batch() const { return batch_; }
+  int64_t length() const { return length_; }  // positions cached in every row
+  int64_t capacity() const { return cfg_.context_length; }
+  // Bytes of the key/value cache and scratch buffers a decoder of `batch` rows allocates
+  // (computed without allocating, so that an impossible batch is refused up front).
+  static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch);
+
+  // Forgets the cache and runs ids [batch, n] (row-major, 1 <= n <= context_length) at
+  // positions 0..n-1. Rows with the same ids as an earlier row are computed once.
+  // Returns the logits of position n - 1, [batch, vocab_size].
+  std::span<const float> prefill(std::span<const int64_t> ids, int64_t n);
+  // Runs ids [batch] at position length() (< context_length) of each row.
+  std::span<const float> step(std::span<const int64_t> ids);
+
+ private:
+  struct LayerWeights {  // pointers into the model's parameters; bias null when absent
+    const float *ln1_w, *ln1_b, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
+    const float *ln2_w, *ln2_b, *w1, *b1, *w2, *b2;
+  };
+  void prefill_row(const int64_t* ids, int64_t b, int64_t n);
+  void copy_row(int64_t from, int64_t to, int64_t n);
+  void embed(const int64_t* ids, int64_t rows, int64_t position, int64_t position_step);
+  void attention_prefill(int64_t layer, int64_t b, int64_t n);
+  void attention_step(int64_t layer, int64_t position);
+  void mlp(const LayerWeights& w, int64_t rows);
+  void head(int64_t row, int64_t rows, float* logits);
+  float* keys(int64_t layer, int64_t b, int64_t t);
+  float* values(int64_t layer, int64_t b, int64_t t);
+
+  GPTConfig cfg_;
+  int64_t batch_, length_ = 0, head_dim_;
+  std::vector<LayerWeights> layers_;
+  const float *tok_emb_, *pos_emb_, *ln_f_w_, *ln_f_b_, *head_w_;
+  std::vector<float> keys_, values_;         // the cache
+  std::vector<float> x_, a_, q_, ctx_, ff_;  // rows being decoded: residual stream, normed,
+                                             // queries, attention output, MLP hidden
+  std::vector<float> scores_, logits_;
+};
+
+}  // namespace nn

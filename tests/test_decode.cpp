@@ -1,0 +1,125 @@
+// The key/value-cached decoder (nn/decode.h) against GPT::forward: the logits of every
+// position, after a prefill of any length, for batches of different rows, on the default
+// and base configs. Agreement is to float32 rounding: the decoder's GEMVs and the
+// forward's GEMMs add the same products in other orders; the tolerance is 1e-5 of the
+// largest logit.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "decode_support.h"
+
+using ag::Tensor;
+
+namespace {
+
+// The tolerance of a comparison with full logits: 1e-5 of their largest magnitude (84
+// float32 epsilons; measured: up to 3e-6 of it on the base config).
+double tolerance(const Tensor& full) {
+  double largest = 0;
+  for (double x : full.to_vector()) largest = std::max(largest, std::abs(x));
+  return 1e-5 * largest;
+}
+
+// The largest |cached - full| over the positions from `from` on of a row's window, with
+// the cached logits made by a prefill of `from` positions and then one step per position,
+// as a fraction of tolerance().
+double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int64_t from) {
+  const int64_t T = static_cast<int64_t>(row.size()), V = model.config().vocab_size;
+  const Tensor full = ag_test::forward_logits(model, row);  // [T, V]
+  nn::Decoder dec(model, 1);
+  std::span<const float> logits =
+      dec.prefill(std::span<const int64_t>(row.data(), static_cast<size_t>(from)), from);
+  double worst = 0;
+  for (int64_t t = from - 1; t < T; ++t) {
+    if (t > from - 1) logits = dec.step(std::span<const int64_t>(&row[t], 1));
+    REQUIRE(dec.length() == t + 1);
+    for (int64_t v = 0; v < V; ++v) worst = std::max(worst, std::abs(logits[v] - full.at({t, v})));
+  }
+  return worst / tolerance(full);
+}
+
+}  // namespace
+
+TEST_CASE("cached decoding gives the full forward's logits at every position", "[decode]") {
+  for (const auto& [name, cfg] : ag_test::decode_configs()) {
+    INFO(name);
+    const auto model_ptr = ag_test::sharp_model(cfg, 7);
+    const nn::GPT& model = *model_ptr;
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 3);
+    for (int64_t from : {int64_t{1}, cfg.context_length / 2 + 1, cfg.context_length}) {
+      INFO("prefill of " << from << " positions");
+      CHECK(max_step_error(model, row, from) < 1.0);
+    }
+  }
+}
+
+TEST_CASE("one wrong cached position moves the logits far beyond the tolerance", "[decode]") {
+  // What the comparison above catches: a cache holding another token's key and value at
+  // one position, or every position shifted by one, moves the logits by hundreds of
+  // times the tolerance (mutating the decoder that way makes the test above fail).
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 7);
+  const nn::GPT& model = *model_ptr;
+  const int64_t n = 9, V = cfg.vocab_size;
+  const std::vector<int64_t> row = ag_test::random_tokens(n + 1, V, 3);
+  const Tensor full = ag_test::forward_logits(model, row);
+  auto last_error = [&](const std::vector<int64_t>& fed, int64_t full_position) {
+    nn::Decoder dec(model, 1);
+    std::span<const float> logits = dec.prefill(std::span<const int64_t>(fed.data(), 1), 1);
+    for (size_t t = 1; t < fed.size(); ++t) logits = dec.step(std::span<const int64_t>(&fed[t], 1));
+    double worst = 0;
+    for (int64_t v = 0; v < V; ++v)
+      worst = std::max(worst, std::abs(logits[v] - full.at({full_position, v})));
+    return worst / tolerance(full);
+  };
+  CHECK(last_error(row, n) < 1.0);
+  std::vector<int64_t> other = row;
+  other[2] = (row[2] + 1) % V;
+  CHECK(last_error(other, n) > 100.0);
+  const std::vector<int64_t> shifted(row.begin() + 1, row.end());  // positions one lower
+  CHECK(last_error(shifted, n) > 100.0);
+}
+
+TEST_CASE("decoding rows side by side equals decoding each alone", "[decode]") {
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 11);
+  const nn::GPT& model = *model_ptr;
+  const int64_t T = cfg.context_length, V = cfg.vocab_size, n = 5;
+  std::vector<std::vector<int64_t>> rows = {ag_test::random_tokens(T, V, 1),
+                                            ag_test::random_tokens(T, V, 2)};
+  rows.push_back(rows[0]);  // a repeated row is copied, not recomputed: same logits
+  std::vector<int64_t> prompt;
+  for (const auto& r : rows) prompt.insert(prompt.end(), r.begin(), r.begin() + n);
+  nn::Decoder together(model, 3);
+  together.prefill(prompt, n);
+  std::vector<int64_t> next(3);
+  std::span<const float> logits;
+  for (int64_t t = n; t < T; ++t) {
+    for (int64_t b = 0; b < 3; ++b) next[b] = rows[b][t];
+    logits = together.step(next);
+  }
+  for (int64_t b = 0; b < 3; ++b) {
+    const Tensor full = ag_test::forward_logits(model, rows[b]);
+    for (int64_t v = 0; v < V; ++v)
+      CHECK(std::abs(logits[b * V + v] - full.at({T - 1, v})) < tolerance(full));
+  }
+}
+
+TEST_CASE("the decoder refuses misuse with a clear error", "[decode]") {
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 1);
+  const nn::GPT& model = *model_ptr;
+  nn::Decoder dec(model, 1);
+  const std::vector<int64_t> one{1}, bad{cfg.vocab_size};
+  CHECK_THROWS_WITH(dec.step(one), Catch::Contains("prefill first"));
+  CHECK_THROWS_WITH(dec.prefill(bad, 1), Catch::Contains("outside the vocabulary"));
+  const std::vector<int64_t> too_long(static_cast<size_t>(cfg.context_length + 1), 1);
+  CHECK_THROWS_WITH(dec.prefill(too_long, cfg.context_length + 1),
+                    Catch::Contains("context_length"));
+  std::vector<int64_t> full(static_cast<size_t>(cfg.context_length), 1);
+  dec.prefill(full, cfg.context_length);
+  CHECK_THROWS_WITH(dec.step(one), Catch::Contains("again past the context"));
+  nn::GPT wide(cfg, 1);
+  wide.to(ag::DType::Float64);
+  CHECK_THROWS_WITH(nn::Decoder(wide, 1), Catch::Contains("float32"));
+}
