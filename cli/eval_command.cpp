@@ -89,7 +89,7 @@ int eval_command(const Args& args) {
         {{"--dump-grads", o.dump}},
         with_data_files({{"--checkpoint", o.path}, {"--config", config_file(vm)}}, o.data_path));
     ag::set_num_threads(o.threads);
-    io::Checkpoint ckpt = io::load_checkpoint(o.path);
+    io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
     auto model = train::model_from_checkpoint(ckpt);
     const int64_t model_T = model->config().context_length;
     if (o.context < 0 || o.context > model_T)
