@@ -52,8 +52,8 @@ po::options_description sample_options(SampleOptions& o) {
   add("no-cache", po::bool_switch(&o.no_cache),
       "run the whole window for every token (no key/value cache; for verification)");
   add("slide", po::value(&o.slide)->default_value(0),
-      "past the context, the window moves this many tokens at a time (0: a quarter of the "
-      "context; 1: every token sees the last context_length tokens)");
+      "past the context, the window moves this many tokens at a time (0: half the context; "
+      "1: every token sees the last context_length tokens)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
@@ -81,7 +81,7 @@ void check_against_model(const SampleOptions& o, const nn::GPTConfig& cfg) {
   if (o.slide > cfg.context_length)
     throw UsageError(fmt::format("--slide must be at most the context length {}, got {}",
                                  cfg.context_length, o.slide));
-  const int64_t bytes = nn::Decoder::memory_bytes(cfg, o.num_samples);
+  const int64_t bytes = nn::Decoder::memory_bytes(cfg, o.num_samples, o.threads);
   const int64_t available = train::available_memory();
   if (o.num_samples > 1 && available > 0 && bytes > available / 2)
     throw UsageError(fmt::format(

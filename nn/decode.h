@@ -18,10 +18,14 @@
 // and cannot slide: a longer sequence is decoded by prefilling a later window again
 // (generation.h decides when).
 //
-// Layout: keys and values of layer l, row b, position t are the d_model floats at
-// ((l * batch + b) * context_length + t) * d_model of keys / values (heads side by side),
-// so a step's projection writes them in place and attention reads each head's positions
-// at a fixed stride.
+// Layout, per layer l and row b: values [context_length][d_model] (a position's heads side
+// by side), keys transposed, [d_model][context_length], so that one query's scores against
+// every cached position are computed position-parallel, without horizontal sums.
+//
+// Threads: a step runs in one parallel region (thread start-up costs microseconds, a
+// step of the default model a few tens of them): each thread computes a share of the
+// rows of every projection (BLAS on the calling thread) and of the attention heads, with
+// a barrier where the next part needs all of them. Models too small to gain run on one.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -40,8 +44,9 @@ class Decoder {
   int64_t length() const { return length_; }  // positions cached in every row
   int64_t capacity() const { return cfg_.context_length; }
   // Bytes of the key/value cache and scratch buffers a decoder of `batch` rows allocates
-  // (computed without allocating, so that an impossible batch is refused up front).
-  static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch);
+  // with `threads` OpenMP threads (computed without allocating, so that an impossible
+  // batch is refused up front).
+  static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch, int threads);
 
   // Forgets the cache and runs ids [batch, n] (row-major, 1 <= n <= context_length) at
   // positions 0..n-1. Rows with the same ids as an earlier row are computed once.
@@ -56,22 +61,23 @@ class Decoder {
     const float *ln2_w, *ln2_b, *w1, *b1, *w2, *b2;
   };
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
-  void copy_row(int64_t from, int64_t to, int64_t n);
+  void copy_row(int64_t from, int64_t to);
   void embed(const int64_t* ids, int64_t rows, int64_t position, int64_t position_step);
   void attention_prefill(int64_t layer, int64_t b, int64_t n);
-  void attention_step(int64_t layer, int64_t position);
-  void mlp(const LayerWeights& w, int64_t rows);
-  void head(int64_t row, int64_t rows, float* logits);
-  float* keys(int64_t layer, int64_t b, int64_t t);
+  void step_layer(const LayerWeights& w, int64_t layer, int tid, int threads);
+  void step_head(int tid, int threads);
+  float* keys(int64_t layer, int64_t b);  // [d_model][context_length]
   float* values(int64_t layer, int64_t b, int64_t t);
 
   GPTConfig cfg_;
   int64_t batch_, length_ = 0, head_dim_;
+  int threads_;  // the most a step uses (OpenMP's count when the decoder was made)
   std::vector<LayerWeights> layers_;
   const float *tok_emb_, *pos_emb_, *ln_f_w_, *ln_f_b_, *head_w_;
-  std::vector<float> keys_, values_;         // the cache
-  std::vector<float> x_, a_, q_, ctx_, ff_;  // rows being decoded: residual stream, normed,
-                                             // queries, attention output, MLP hidden
+  std::vector<float> keys_, values_;  // the cache
+  // the rows being decoded: residual stream, normed (a step: one copy per thread),
+  // queries, keys before they are transposed, attention output, MLP hidden
+  std::vector<float> x_, a_, q_, k_, ctx_, ff_;
   std::vector<float> scores_, logits_;
 };
 

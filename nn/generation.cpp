@@ -25,7 +25,7 @@ void GenerationOptions::validate(const GPTConfig& cfg) const {
 }
 
 int64_t default_slide(int64_t context_length) {
-  return std::max<int64_t>(1, context_length / 4);
+  return std::max<int64_t>(1, context_length / 2);
 }
 
 int64_t window_start(int64_t n, int64_t context_length, int64_t slide) {

@@ -50,8 +50,10 @@ struct GenerationOptions {
   void validate(const GPTConfig& cfg) const;
 };
 
-// A quarter of the context, at least 1: a rebuild every T/4 tokens costs a prefill of
-// 3T/4 positions, and every token still sees at least 3T/4 + 1 tokens.
+// Half the context, at least 1 (llama.cpp's context shift also drops half): a rebuild
+// every T/2 tokens costs a prefill of T/2 + 1 positions, about one position per token,
+// and every token still sees at least T/2 + 1 tokens. With T/4 the prefills cost three
+// positions per token, as much again as the steps on the base config.
 int64_t default_slide(int64_t context_length);
 // The first token of the window that predicts token n (n >= 1).
 int64_t window_start(int64_t n, int64_t context_length, int64_t slide);

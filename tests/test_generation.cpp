@@ -113,7 +113,7 @@ TEST_CASE("the window moves by the slide and always holds its last tokens", "[ge
       CHECK(w <= T);
       CHECK(w >= T - slide + 1);
     }
-  CHECK(nn::default_slide(64) == 16);
+  CHECK(nn::default_slide(64) == 32);
   CHECK(nn::default_slide(3) == 1);
 }
 

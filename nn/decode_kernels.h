@@ -1,0 +1,42 @@
+#pragma once
+// Internal to the decoder (decode.cpp): the float32 kernels of one position's pass, on raw
+// pointers. The arithmetic follows the training ops' (LayerNorm statistics in double,
+// exp_fast, gelu_value), so the logits agree with GPT::forward to float32 rounding.
+#include <cstdint>
+
+namespace nn::decode {
+
+// y[r] (r < rows, row stride ldy) = x[r] (row stride in) W^T + bias for W [out, in]; with
+// accumulate, y[r] += the same. BLAS GEMV for one row, GEMM for more; inside a parallel
+// region BLAS runs on the calling thread.
+void linear(const float* x, int64_t rows, int64_t in, const float* W, const float* bias,
+            int64_t out, float* y, int64_t ldy, bool accumulate);
+
+// LayerNorm (eps 1e-5) of rows of x [rows, C] into y.
+void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y);
+
+// y = gelu(y), GPT-2's tanh form.
+void gelu(float* y, int64_t n);
+
+// Row i of scores [n, n] becomes the softmax of its first i + 1 entries, the rest 0.
+void causal_softmax(float* scores, int64_t n);
+
+// One query q [D] against t cached positions of one head: keys transposed, kt[d * ldk + j]
+// for position j; values v[j * ldv + d]. out [D] = sum_j softmax_j(scale q.k_j) v_j.
+// s: t floats of scratch.
+void attend(const float* q, const float* kt, int64_t ldk, const float* v, int64_t ldv, int64_t t,
+            int64_t D, float scale, float* s, float* out);
+
+// Rows [0, n) of k [n, ld] (columns c0..c1 of the model's width, head-major: c = h D + d)
+// into the transposed cache kt, where column c of position t goes to kt[c * T + t].
+void transpose_into(const float* k, int64_t n, int64_t ld, int64_t c0, int64_t c1, float* kt,
+                    int64_t T, int64_t t0);
+
+// [begin, end) of `n` items for thread `tid` of `threads`, in whole multiples of `align`
+// (a cache line of floats, so that threads never write the same line).
+struct Range {
+  int64_t begin, end;
+};
+Range share(int64_t n, int tid, int threads, int64_t align = 16);
+
+}  // namespace nn::decode
