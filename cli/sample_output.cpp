@@ -13,8 +13,8 @@ namespace cli {
 SampleWriter::SampleWriter(int fd, int64_t samples, std::vector<std::string> stops, bool escape,
                            std::string_view prompt)
     : fd_(fd), stops_(std::move(stops)), escape_(escape), samples_(static_cast<size_t>(samples)) {
-  const std::string shown = escape ? data::printable(prompt, /*keep_line_breaks=*/true)
-                                   : std::string(prompt);
+  const std::string shown =
+      escape ? data::printable(prompt, /*keep_line_breaks=*/true) : std::string(prompt);
   for (int64_t b = 0; b < samples; ++b) {
     Sample& s = samples_[static_cast<size_t>(b)];
     if (samples > 1) s.kept = fmt::format("--- sample {} of {} ---\n", b + 1, samples);
@@ -107,7 +107,8 @@ size_t SampleWriter::may_begin_stop(const std::string& text) const {
   size_t longest = 0;
   for (const std::string& stop : stops_)
     for (size_t len = std::min(stop.size() - 1, text.size()); len > longest; --len)
-      if (std::string_view(text).substr(text.size() - len) == std::string_view(stop).substr(0, len)) {
+      if (std::string_view(text).substr(text.size() - len) ==
+          std::string_view(stop).substr(0, len)) {
         longest = len;
         break;
       }

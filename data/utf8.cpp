@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <stdexcept>
+
+#include "data/text_scan.h"
 
 namespace data {
 
@@ -133,17 +134,7 @@ std::string printable(std::string_view text, bool keep_line_breaks) {
 }
 
 size_t utf8_complete_prefix(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  // a lead byte among the last three whose character runs past the end, followed only by
-  // continuation bytes: decode_at would call it cut off now, and may decode it later
-  for (size_t back = 1; back <= std::min<size_t>(3, n); ++back) {
-    const unsigned char c = s[n - back];
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-    return len > back ? n - back : n;
-  }
-  return n;
+  return detail::complete_prefix(text);
 }
 
 std::string describe_code_point(uint32_t cp) {

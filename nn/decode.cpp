@@ -23,9 +23,9 @@ namespace {
 const float* weights_of(const ag::Tensor& p, const char* what) {
   if (!p.defined()) return nullptr;
   if (p.dtype() != ag::DType::Float32 || !p.is_contiguous())
-    throw std::invalid_argument(
-        fmt::format("Decoder: {} must be contiguous float32, got {} {}", what,
-                    ag::dtype_name(p.dtype()), ag::shape_str(p.shape())));
+    throw std::invalid_argument(fmt::format("Decoder: {} must be contiguous float32, got {} {}",
+                                            what, ag::dtype_name(p.dtype()),
+                                            ag::shape_str(p.shape())));
   return p.data<float>();
 }
 
@@ -96,9 +96,8 @@ void Decoder::embed(const int64_t* ids, int64_t rows, int64_t position, int64_t 
   const int64_t C = cfg_.d_model;
   for (int64_t r = 0; r < rows; ++r) {
     if (ids[r] < 0 || ids[r] >= cfg_.vocab_size)
-      throw std::out_of_range(
-          fmt::format("Decoder: token id {} is outside the vocabulary of {}", ids[r],
-                      cfg_.vocab_size));
+      throw std::out_of_range(fmt::format("Decoder: token id {} is outside the vocabulary of {}",
+                                          ids[r], cfg_.vocab_size));
     const float* te = tok_emb_ + ids[r] * C;
     const float* pe = pos_emb_ + (position + r * position_step) * C;
     float* x = x_.data() + r * C;
@@ -122,8 +121,8 @@ void Decoder::attention_prefill(int64_t layer, int64_t b, int64_t n) {
   ag::detail::parallel_for(cfg_.n_heads, grain, [&](int64_t h0, int64_t h1) {
     float* s = scores_.data() + omp_get_thread_num() * T * T;
     for (int64_t h = h0; h < h1; ++h) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, Db, scale, q_.data() + h * D,
-                  Cb, keys(layer, b) + h * D * T, Tb, 0.0f, s, N);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, Db, scale, q_.data() + h * D, Cb,
+                  keys(layer, b) + h * D * T, Tb, 0.0f, s, N);
       decode::causal_softmax(s, n);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Db, N, 1.0f, s, N,
                   values(layer, b, 0) + h * D, Cb, 0.0f, ctx_.data() + h * D, Cb);
@@ -167,9 +166,9 @@ void Decoder::copy_row(int64_t from, int64_t to) {
 
 std::span<const float> Decoder::prefill(std::span<const int64_t> ids, int64_t n) {
   if (n < 1 || n > cfg_.context_length || static_cast<int64_t>(ids.size()) != batch_ * n)
-    throw std::invalid_argument(fmt::format(
-        "Decoder::prefill: {} ids for {} rows of {} positions (context_length {})", ids.size(),
-        batch_, n, cfg_.context_length));
+    throw std::invalid_argument(
+        fmt::format("Decoder::prefill: {} ids for {} rows of {} positions (context_length {})",
+                    ids.size(), batch_, n, cfg_.context_length));
   length_ = 0;  // a failure below leaves an empty cache, never a half-written one
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t* row = ids.data() + b * n;
@@ -203,21 +202,21 @@ void Decoder::step_layer(const LayerWeights& w, int64_t l, int tid, int threads)
   for (int64_t b = 0; b < B; ++b) {
     decode::transpose_into(k_.data() + b * C, 1, C, q0, q0 + qn, keys(l, b), T, p);
     for (int64_t h = h0; h < h1; ++h)
-      decode::attend(q_.data() + b * C + h * D, keys(l, b) + h * D * T, T,
-                     values(l, b, 0) + h * D, C, p + 1, D, scale,
-                     scores_.data() + (b * cfg_.n_heads + h) * T, ctx_.data() + b * C + h * D);
+      decode::attend(q_.data() + b * C + h * D, keys(l, b) + h * D * T, T, values(l, b, 0) + h * D,
+                     C, p + 1, D, scale, scores_.data() + (b * cfg_.n_heads + h) * T,
+                     ctx_.data() + b * C + h * D);
   }
-#pragma omp barrier
+  barrier_.wait(threads);
   const auto [c0, c1] = share(C, tid, threads);
   decode::linear(ctx_.data(), B, C, w.wo + c0 * C, from(w.bo, c0), c1 - c0, x + c0, C, true);
-#pragma omp barrier
+  barrier_.wait(threads);
   decode::layer_norm(x, B, C, w.ln2_w, w.ln2_b, a);
   const auto [f0, f1] = share(F, tid, threads);
   decode::linear(a, B, C, w.w1 + f0 * C, from(w.b1, f0), f1 - f0, ff_.data() + f0, F, false);
   for (int64_t b = 0; b < B; ++b) decode::gelu(ff_.data() + b * F + f0, f1 - f0);
-#pragma omp barrier
+  barrier_.wait(threads);
   decode::linear(ff_.data(), B, F, w.w2 + c0 * F, from(w.b2, c0), c1 - c0, x + c0, C, true);
-#pragma omp barrier
+  barrier_.wait(threads);
 }
 
 // The logits of every row, each thread a share of the vocabulary.
@@ -238,7 +237,8 @@ std::span<const float> Decoder::step(std::span<const int64_t> ids) {
         "Decoder::step: {} positions cached of {}; prefill first, and again past the context",
         length_, cfg_.context_length));
   embed(ids.data(), batch_, length_, 0);
-  const int64_t work = batch_ * cfg_.n_layers * cfg_.d_model * (4 * cfg_.d_model + 2 * cfg_.ff_width());
+  const int64_t work =
+      batch_ * cfg_.n_layers * cfg_.d_model * (4 * cfg_.d_model + 2 * cfg_.ff_width());
   const int threads = work >= kThreadedStepWork && !omp_in_parallel()
                           ? std::min(threads_, std::max(1, omp_get_max_threads()))
                           : 1;

@@ -30,6 +30,7 @@
 #include <span>
 #include <vector>
 
+#include "nn/decode_kernels.h"
 #include "nn/gpt.h"
 
 namespace nn {
@@ -79,6 +80,7 @@ class Decoder {
   // queries, keys before they are transposed, attention output, MLP hidden
   std::vector<float> x_, a_, q_, k_, ctx_, ff_;
   std::vector<float> scores_, logits_;
+  decode::SpinBarrier barrier_;
 };
 
 }  // namespace nn

@@ -1,6 +1,7 @@
 #include "nn/decode_kernels.h"
 
 #include <cblas.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,12 +29,11 @@ void linear(const float* x, int64_t rows, int64_t in, const float* W, const floa
   if (rows == 1)
     cblas_sgemv(CblasRowMajor, CblasNoTrans, O, I, 1.0f, W, I, x, 1, beta, y, 1);
   else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), O, I, 1.0f,
-                x, I, W, I, beta, y, static_cast<blasint>(ldy));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), O, I, 1.0f, x,
+                I, W, I, beta, y, static_cast<blasint>(ldy));
 }
 
-void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b,
-                float* y) {
+void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * C;
     double m = 0, v = 0;
@@ -161,6 +161,23 @@ void transpose_into(const float* k, int64_t n, int64_t ld, int64_t c0, int64_t c
                     int64_t T, int64_t t0) {
   for (int64_t t = 0; t < n; ++t)
     for (int64_t c = c0; c < c1; ++c) kt[c * T + t0 + t] = k[t * ld + c];
+}
+
+void SpinBarrier::wait(int threads) {
+  if (threads <= 1) return;
+  const unsigned generation = generation_.load(std::memory_order_acquire);
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) == threads - 1) {
+    arrived_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  for (int spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
+    if (spins >= 2000) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+    else
+      __builtin_ia32_pause();
+#endif
+  }
 }
 
 Range share(int64_t n, int tid, int threads, int64_t align) {

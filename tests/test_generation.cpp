@@ -44,7 +44,7 @@ TEST_CASE("greedy generation is the same with and without the cache past the con
           "[generation]") {
   for (const auto& [name, cfg] : ag_test::decode_configs()) {
     INFO(name);
-    const auto model = ag_test::sharp_model(cfg, 5);
+    const auto model = ag_test::sharp_model(cfg, 1);
     const std::vector<int64_t> prompt = ag_test::random_tokens(10, cfg.vocab_size, 9);
     auto o = options(2 * cfg.context_length, true);
     o.sampling.temperature = 0;
