@@ -50,7 +50,7 @@ class SampleWriter {
   void release(int64_t sample, std::string_view text, bool last);
   void end(int64_t sample);
   void write(std::string_view text);
-  size_t stop_at(const std::string& text) const;  // where the first stop text begins
+  size_t stop_at(const std::string& text) const;         // where the first stop text begins
   size_t may_begin_stop(const std::string& text) const;  // length of the suffix to hold
 
   int fd_;

@@ -349,7 +349,7 @@ struct Context {
   Catalog& catalog;
   ReadSink& sink;
   bool verify;
-  bool optimizer;  // /optimizer is loaded
+  bool optimizer;                  // /optimizer is loaded
   std::vector<char> scratch = {};  // one piece of a dataset, reused for the next
 };
 
