@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -239,16 +240,21 @@ std::span<const float> Decoder::step(std::span<const int64_t> ids) {
   embed(ids.data(), batch_, length_, 0);
   const int64_t work =
       batch_ * cfg_.n_layers * cfg_.d_model * (4 * cfg_.d_model + 2 * cfg_.ff_width());
-  const int threads = work >= kThreadedStepWork && !omp_in_parallel()
-                          ? std::min(threads_, std::max(1, omp_get_max_threads()))
-                          : 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
+  const int team = work >= kThreadedStepWork && !omp_in_parallel()
+                       ? std::min(threads_, std::max(1, omp_get_max_threads()))
+                       : 1;
+  const bool threaded = team > 1 && pace_.threaded();
+  const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(team) if (threaded)
   {
-    const int tid = omp_get_thread_num(), team = omp_get_num_threads();
+    const int tid = omp_get_thread_num(), threads = omp_get_num_threads();
     for (int64_t l = 0; l < cfg_.n_layers; ++l)
-      step_layer(layers_[static_cast<size_t>(l)], l, tid, team);
-    step_head(tid, team);
+      step_layer(layers_[static_cast<size_t>(l)], l, tid, threads);
+    step_head(tid, threads);
   }
+  if (team > 1)
+    pace_.record(threaded,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   length_ += 1;
   return logits_;
 }

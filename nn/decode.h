@@ -26,6 +26,10 @@
 // step of the default model a few tens of them): each thread computes a share of the
 // rows of every projection (BLAS on the calling thread) and of the attention heads, with
 // a barrier where the next part needs all of them. Models too small to gain run on one.
+// Whether the threads pay is measured as the steps run (decode::StepPace): on a machine
+// whose cores are taken by other work, a step's ~25 barriers can cost more than the
+// second thread brings, and the steps then run on one. The logits are the same bits
+// either way (each output is computed by one thread, in the same order).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -81,6 +85,7 @@ class Decoder {
   std::vector<float> x_, a_, q_, k_, ctx_, ff_;
   std::vector<float> scores_, logits_;
   decode::SpinBarrier barrier_;
+  decode::StepPace pace_;
 };
 
 }  // namespace nn

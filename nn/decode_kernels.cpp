@@ -12,8 +12,79 @@
 
 namespace nn::decode {
 
+namespace {
+
+// Sixteen floats: one AVX-512 register (two AVX2 ones). The loops below keep several
+// independent sums in registers: one chain of multiply-adds waits four cycles a step.
+typedef float v16 __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+
+inline v16 load(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, v16 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+inline float sum_lanes(v16 v) {
+  float s = 0;
+  for (int i = 0; i < kLanes; ++i) s += v[i];
+  return s;
+}
+
+// y[r][o..o+4) (+)= bias + x[r] . W[o..o+4): four weight rows at a time, each read once
+// from memory for every row of x (they stay in the L1 cache), four sums in registers.
+void four_outputs(const float* x, int64_t rows, int64_t in, const float* W, const float* bias,
+                  int64_t o, float* y, int64_t ldy, bool accumulate) {
+  const float *w0 = W + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * in;
+    v16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    int64_t i = 0;
+    for (; i + kLanes <= in; i += kLanes) {
+      const v16 xv = load(xr + i);
+      a0 += load(w0 + i) * xv, a1 += load(w1 + i) * xv;
+      a2 += load(w2 + i) * xv, a3 += load(w3 + i) * xv;
+    }
+    float s[4] = {sum_lanes(a0), sum_lanes(a1), sum_lanes(a2), sum_lanes(a3)};
+    for (; i < in; ++i)
+      s[0] += w0[i] * xr[i], s[1] += w1[i] * xr[i], s[2] += w2[i] * xr[i], s[3] += w3[i] * xr[i];
+    float* yr = y + r * ldy + o;
+    for (int k = 0; k < 4; ++k) {
+      const float v = s[k] + (bias ? bias[o + k] : 0.0f);
+      yr[k] = accumulate ? yr[k] + v : v;
+    }
+  }
+}
+
+// The same for one output (the last out % 4).
+void one_output(const float* x, int64_t rows, int64_t in, const float* W, const float* bias,
+                int64_t o, float* y, int64_t ldy, bool accumulate) {
+  const float* w = W + o * in;
+  for (int64_t r = 0; r < rows; ++r) {
+    float s = 0;
+    for (int64_t i = 0; i < in; ++i) s += w[i] * x[r * in + i];
+    const float v = s + (bias ? bias[o] : 0.0f);
+    y[r * ldy + o] = accumulate ? y[r * ldy + o] + v : v;
+  }
+}
+
+// Rows this many or fewer go through the kernels above (a step: one row per sample);
+// more through BLAS's GEMM, which reuses each weight for more rows at a time.
+constexpr int64_t kVectorRows = 4;
+
+}  // namespace
+
 void linear(const float* x, int64_t rows, int64_t in, const float* W, const float* bias,
             int64_t out, float* y, int64_t ldy, bool accumulate) {
+  if (rows <= kVectorRows) {  // never BLAS's threads: a step shares its rows out itself
+    int64_t o = 0;
+    for (; o + 4 <= out; o += 4) four_outputs(x, rows, in, W, bias, o, y, ldy, accumulate);
+    for (; o < out; ++o) one_output(x, rows, in, W, bias, o, y, ldy, accumulate);
+    return;
+  }
   if (bias)
     for (int64_t r = 0; r < rows; ++r) {
       float* yr = y + r * ldy;
@@ -25,12 +96,10 @@ void linear(const float* x, int64_t rows, int64_t in, const float* W, const floa
       }
     }
   const float beta = bias || accumulate ? 1.0f : 0.0f;
-  const auto I = static_cast<blasint>(in), O = static_cast<blasint>(out);
-  if (rows == 1)
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, O, I, 1.0f, W, I, x, 1, beta, y, 1);
-  else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), O, I, 1.0f, x,
-                I, W, I, beta, y, static_cast<blasint>(ldy));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
+              static_cast<blasint>(out), static_cast<blasint>(in), 1.0f, x,
+              static_cast<blasint>(in), W, static_cast<blasint>(in), beta, y,
+              static_cast<blasint>(ldy));
 }
 
 void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y) {
@@ -81,20 +150,6 @@ void causal_softmax(float* scores, int64_t n) {
 }
 
 namespace {
-
-// Sixteen floats: one AVX-512 register (two AVX2 ones). The loops below keep several
-// independent sums in registers: one chain of multiply-adds waits four cycles a step.
-typedef float v16 __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-
-inline v16 load(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, v16 v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // s[0..t) = scale q . k_j, 64 positions at a time summed over the dimensions in four
 // registers (the keys are transposed: dimension d of position j at kt[d * ldk + j]).
@@ -177,6 +232,26 @@ void SpinBarrier::wait(int threads) {
     else
       __builtin_ia32_pause();
 #endif
+  }
+}
+
+bool StepPace::threaded() {
+  ++steps_;
+  if (average_[1] == 0) return true;  // each is timed first: threads, then one
+  if (average_[0] == 0) return false;
+  const bool faster = average_[1] <= average_[0];
+  trial_ = steps_ >= next_trial_;
+  return trial_ ? !faster : faster;
+}
+
+void StepPace::record(bool threaded, double seconds) {
+  double& avg = average_[threaded ? 1 : 0];
+  avg = avg == 0 ? seconds : 0.875 * avg + 0.125 * seconds;
+  if (average_[0] == 0 || average_[1] == 0) return;
+  if (trial_ || next_trial_ == 0) {  // the next trial of the slower: rarer the slower it is
+    const double ratio = std::max(average_[0], average_[1]) / std::min(average_[0], average_[1]);
+    next_trial_ = steps_ + static_cast<int64_t>(32 * std::min(ratio, 64.0));
+    trial_ = false;
   }
 }
 

@@ -8,8 +8,9 @@
 namespace nn::decode {
 
 // y[r] (r < rows, row stride ldy) = x[r] (row stride in) W^T + bias for W [out, in]; with
-// accumulate, y[r] += the same. BLAS GEMV for one row, GEMM for more; inside a parallel
-// region BLAS runs on the calling thread.
+// accumulate, y[r] += the same. A few rows (a step's) by our own vector kernel, which
+// never starts threads (a step shares its work out itself, and BLAS would start its own
+// threads for every GEMV outside a parallel region); more rows by BLAS's GEMM.
 void linear(const float* x, int64_t rows, int64_t in, const float* W, const float* bias,
             int64_t out, float* y, int64_t ldy, bool accumulate);
 
@@ -52,6 +53,20 @@ class SpinBarrier {
  private:
   std::atomic<int> arrived_{0};
   std::atomic<unsigned> generation_{0};
+};
+
+// Whether a step should run on its threads or on one: both are timed as steps run (a
+// moving average each), the faster is used, and the slower is tried again now and then,
+// the more rarely the slower it was, so that trying costs about 3% of the time.
+class StepPace {
+ public:
+  bool threaded();                             // the choice for the next step
+  void record(bool threaded, double seconds);  // how long that step took
+
+ private:
+  double average_[2] = {0, 0};  // one thread, threads (seconds a step; 0: not yet timed)
+  int64_t steps_ = 0, next_trial_ = 0;
+  bool trial_ = false;
 };
 
 }  // namespace nn::decode
