@@ -38,11 +38,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = {  # name: environment changes (None removes the variable), as compare.py
-    "as-given": {},
-    "openblas-auto": {"OPENBLAS_CORETYPE": None},
-    "avx512": {"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512"},
-}
+sys.path.insert(0, HERE)
+from compare import KERNELS  # noqa: E402  the kernel variants PyTorch is tried with
 CONFIGS = {
     "default": [],
     "base": ["--context-length", "256", "--d-model", "256", "--n-heads", "8", "--n-layers", "6"],

@@ -83,7 +83,7 @@ void check_against_model(const SampleOptions& o, const nn::GPTConfig& cfg) {
                                  cfg.context_length, o.slide));
   const int64_t bytes = nn::Decoder::memory_bytes(cfg, o.num_samples, o.threads);
   const int64_t available = train::available_memory();
-  if (o.num_samples > 1 && available > 0 && bytes > available / 2)
+  if (o.num_samples > 1 && available > 0 && bytes > available)
     throw UsageError(
         fmt::format("--num-samples {} needs {} for the key/value cache; {} of memory is available",
                     o.num_samples, train::format_bytes(bytes), train::format_bytes(available)));

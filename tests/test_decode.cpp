@@ -81,27 +81,30 @@ TEST_CASE("one wrong cached position moves the logits far beyond the tolerance",
 }
 
 TEST_CASE("decoding rows side by side equals decoding each alone", "[decode]") {
+  // 3 rows (a step's own vector kernel) and 6 (BLAS's GEMM), one of them repeated
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 11);
   const nn::GPT& model = *model_ptr;
   const int64_t T = cfg.context_length, V = cfg.vocab_size, n = 5;
-  std::vector<std::vector<int64_t>> rows = {ag_test::random_tokens(T, V, 1),
-                                            ag_test::random_tokens(T, V, 2)};
-  rows.push_back(rows[0]);  // a repeated row is copied, not recomputed: same logits
-  std::vector<int64_t> prompt;
-  for (const auto& r : rows) prompt.insert(prompt.end(), r.begin(), r.begin() + n);
-  nn::Decoder together(model, 3);
-  together.prefill(prompt, n);
-  std::vector<int64_t> next(3);
-  std::span<const float> logits;
-  for (int64_t t = n; t < T; ++t) {
-    for (int64_t b = 0; b < 3; ++b) next[b] = rows[b][t];
-    logits = together.step(next);
-  }
-  for (int64_t b = 0; b < 3; ++b) {
-    const Tensor full = ag_test::forward_logits(model, rows[b]);
-    for (int64_t v = 0; v < V; ++v)
-      CHECK(std::abs(logits[b * V + v] - full.at({T - 1, v})) < tolerance(full));
+  for (int64_t B : {3, 6}) {
+    std::vector<std::vector<int64_t>> rows;
+    for (int64_t b = 0; b < B; ++b) rows.push_back(ag_test::random_tokens(T, V, 1 + b));
+    rows[2] = rows[0];  // a repeated row is copied, not recomputed: same logits
+    std::vector<int64_t> prompt;
+    for (const auto& r : rows) prompt.insert(prompt.end(), r.begin(), r.begin() + n);
+    nn::Decoder together(model, B);
+    together.prefill(prompt, n);
+    std::vector<int64_t> next(static_cast<size_t>(B));
+    std::span<const float> logits;
+    for (int64_t t = n; t < T; ++t) {
+      for (int64_t b = 0; b < B; ++b) next[b] = rows[b][t];
+      logits = together.step(next);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const Tensor full = ag_test::forward_logits(model, rows[b]);
+      for (int64_t v = 0; v < V; ++v)
+        CHECK(std::abs(logits[b * V + v] - full.at({T - 1, v})) < tolerance(full));
+    }
   }
 }
 
@@ -122,4 +125,65 @@ TEST_CASE("the decoder refuses misuse with a clear error", "[decode]") {
   nn::GPT wide(cfg, 1);
   wide.to(ag::DType::Float64);
   CHECK_THROWS_WITH(nn::Decoder(wide, 1), Catch::Contains("float32"));
+}
+
+TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
+  // each output is computed by one thread in the same order: the thread count (and the
+  // pace's choice, step by step) changes no bit, so a seeded sample is the same on any
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 4);
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
+  auto all_logits = [&](int threads) {
+    const int before = ag::num_threads();
+    ag::set_num_threads(threads);
+    nn::Decoder dec(*model_ptr, 1);
+    std::vector<float> out;
+    std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
+    out.insert(out.end(), l.begin(), l.end());
+    for (size_t t = 1; t < row.size(); ++t) {
+      l = dec.step(std::span<const int64_t>(&row[t], 1));
+      out.insert(out.end(), l.begin(), l.end());
+    }
+    ag::set_num_threads(before);
+    return out;
+  };
+  CHECK(all_logits(1) == all_logits(2));
+}
+
+TEST_CASE("the pace runs steps on the faster of one thread and the team", "[decode]") {
+  auto run = [](double one, double team, int steps) {
+    nn::decode::StepPace pace;
+    int threaded = 0;
+    for (int i = 0; i < steps; ++i) {
+      const bool t = pace.threaded();
+      threaded += t;
+      pace.record(t, t ? team : one);
+    }
+    return threaded;
+  };
+  // the team twice as fast: nearly every step on it, one trial of one thread in 64 or so
+  const int fast_team = run(2.0, 1.0, 1000);
+  CHECK(fast_team > 950);
+  CHECK(fast_team < 1000);
+  // the team ten times slower (busy cores): one thread, the team tried about every 320
+  const int slow_team = run(1.0, 10.0, 1000);
+  CHECK(slow_team >= 2);
+  CHECK(slow_team < 10);
+}
+
+TEST_CASE("cached decoding covers query/key/value biases and an untied head", "[decode]") {
+  nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  cfg.qkv_bias = true, cfg.tie_weights = false, cfg.d_ff = 200, cfg.n_heads = 8;
+  cfg.d_model = 72;  // head_dim 9 and d_ff 200: no multiple of the vector width
+  auto model_ptr = ag_test::sharp_model(cfg, 12);
+  {
+    ag::NoGradGuard no_grad;  // biases start at 0: give them values
+    ag::Generator g(3);
+    for (auto& [name, p] : model_ptr->named_parameters())
+      if (p.dim() == 1 && name.find("bias") != std::string::npos)
+        ag::copy_(p, ag::randn(p.shape(), g) * 0.5);
+  }
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 5);
+  CHECK(max_step_error(*model_ptr, row, 1) < 1.0);
+  CHECK(max_step_error(*model_ptr, row, cfg.context_length / 2) < 1.0);
 }
