@@ -11,7 +11,6 @@
 #include <stdexcept>
 
 #include "autograd/dtype.h"
-#include "autograd/parallel.h"
 #include "nn/decode_kernels.h"
 
 namespace nn {
@@ -69,7 +68,7 @@ Decoder::Decoder(const GPT& model, int64_t batch)
   keys_.resize(floats(cfg_.n_layers * batch * T * C));
   values_.resize(keys_.size());
   for (auto* buffer : {&x_, &q_, &k_, &ctx_}) buffer->resize(floats(rows * C));
-  a_.resize(floats(std::max(T, batch * threads_) * C));
+  a_.resize(floats(threads_ * rows * C));  // each thread normalises for itself
   ff_.resize(floats(rows * cfg_.ff_width()));
   scores_.resize(floats(std::max(threads_ * T * T, batch * cfg_.n_heads * T)));
   logits_.resize(floats(batch * cfg_.vocab_size));
@@ -78,8 +77,7 @@ Decoder::Decoder(const GPT& model, int64_t batch)
 int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads) {
   const int64_t T = cfg.context_length, C = cfg.d_model, rows = std::max(T, batch);
   const int64_t floats = 2 * cfg.n_layers * batch * T * C + rows * (4 * C + cfg.ff_width()) +
-                         std::max(T, batch * threads) * C +
-                         std::max(threads * T * T, batch * cfg.n_heads * T) +
+                         threads * rows * C + std::max(threads * T * T, batch * cfg.n_heads * T) +
                          batch * cfg.vocab_size;
   return floats * static_cast<int64_t>(sizeof(float));
 }
@@ -107,51 +105,111 @@ void Decoder::embed(const int64_t* ids, int64_t rows, int64_t position, int64_t 
   }
 }
 
-// ------------------------------------------------------------------ prefill
+// ------------------------------------------------------------------ a pass
 
-// ctx_ [n, C] of row b's n positions, every head (heads shared out over the threads),
-// from q_ and the cache.
-void Decoder::attention_prefill(int64_t layer, int64_t b, int64_t n) {
-  const int64_t C = cfg_.d_model, D = head_dim_, T = cfg_.context_length;
-  const auto N = static_cast<blasint>(n), Db = static_cast<blasint>(D),
-             Cb = static_cast<blasint>(C), Tb = static_cast<blasint>(T);
+// The query, key and value columns of heads [h0, h1) for every row of the pass: queries
+// into q_, keys transposed into the cache (through k_), values into the cache.
+void Decoder::project_qkv(const LayerWeights& w, int64_t l, const Pass& pass, const float* a,
+                          int64_t h0, int64_t h1) {
+  const int64_t C = cfg_.d_model, T = cfg_.context_length, n = pass.rows;
+  const int64_t c0 = h0 * head_dim_, cn = (h1 - h0) * head_dim_;
+  decode::linear(a, n, C, w.wq + c0 * C, from(w.bq, c0), cn, q_.data() + c0, C, false);
+  decode::linear(a, n, C, w.wk + c0 * C, from(w.bk, c0), cn, k_.data() + c0, C, false);
+  if (pass.prefill) {
+    decode::transpose_into(k_.data(), n, C, c0, c0 + cn, keys(l, pass.b), T, 0);
+    decode::linear(a, n, C, w.wv + c0 * C, from(w.bv, c0), cn, values(l, pass.b, 0) + c0, C, false);
+    return;
+  }
+  for (int64_t b = 0; b < n; ++b)
+    decode::transpose_into(k_.data() + b * C, 1, C, c0, c0 + cn, keys(l, b), T, pass.position);
+  decode::linear(a, n, C, w.wv + c0 * C, from(w.bv, c0), cn, values(l, 0, pass.position) + c0,
+                 T * C, false);
+}
+
+// ctx_ of heads [h0, h1): a prefill's n causal queries of row b by GEMMs (thread tid's
+// scratch for the scores), or a step's query of each row against its cached positions.
+void Decoder::attention(int64_t l, const Pass& pass, int64_t h0, int64_t h1, int tid) {
+  const int64_t C = cfg_.d_model, D = head_dim_, T = cfg_.context_length, H = cfg_.n_heads;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  // a thread per head when heads are worth it and every thread has its scratch
-  const bool share_heads = n * n * D >= (int64_t{1} << 16) && omp_get_max_threads() <= threads_;
-  const int64_t grain = share_heads ? 1 : cfg_.n_heads;
-  ag::detail::parallel_for(cfg_.n_heads, grain, [&](int64_t h0, int64_t h1) {
-    float* s = scores_.data() + omp_get_thread_num() * T * T;
-    for (int64_t h = h0; h < h1; ++h) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, Db, scale, q_.data() + h * D, Cb,
-                  keys(layer, b) + h * D * T, Tb, 0.0f, s, N);
-      decode::causal_softmax(s, n);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Db, N, 1.0f, s, N,
-                  values(layer, b, 0) + h * D, Cb, 0.0f, ctx_.data() + h * D, Cb);
-    }
-  });
+  if (!pass.prefill) {
+    for (int64_t b = 0; b < pass.rows; ++b)
+      for (int64_t h = h0; h < h1; ++h)
+        decode::attend(q_.data() + b * C + h * D, keys(l, b) + h * D * T, T,
+                       values(l, b, 0) + h * D, C, pass.position + 1, D, scale,
+                       scores_.data() + (b * H + h) * T, ctx_.data() + b * C + h * D);
+    return;
+  }
+  const auto N = static_cast<blasint>(pass.rows), Db = static_cast<blasint>(D),
+             Cb = static_cast<blasint>(C), Tb = static_cast<blasint>(T);
+  float* s = scores_.data() + tid * T * T;
+  for (int64_t h = h0; h < h1; ++h) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, Db, scale, q_.data() + h * D, Cb,
+                keys(l, pass.b) + h * D * T, Tb, 0.0f, s, N);
+    decode::causal_softmax(s, pass.rows);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Db, N, 1.0f, s, N,
+                values(l, pass.b, 0) + h * D, Cb, 0.0f, ctx_.data() + h * D, Cb);
+  }
+}
+
+// One layer of a pass on thread `tid`: its heads (projections, then attention: no barrier
+// between the two), then its share of the other projections' output columns, with
+// barriers where the next part needs every column.
+void Decoder::layer(const LayerWeights& w, int64_t l, const Pass& pass, int tid, int threads) {
+  const int64_t n = pass.rows, C = cfg_.d_model, F = cfg_.ff_width();
+  float *x = x_.data(), *a = a_.data() + tid * n * C;  // each thread normalises for itself
+  decode::layer_norm(x, n, C, w.ln1_w, w.ln1_b, a);
+  const auto [h0, h1] = share(cfg_.n_heads, tid, threads, 1);
+  project_qkv(w, l, pass, a, h0, h1);
+  attention(l, pass, h0, h1, tid);
+  barrier_.wait(threads);
+  const auto [c0, c1] = share(C, tid, threads);
+  decode::linear(ctx_.data(), n, C, w.wo + c0 * C, from(w.bo, c0), c1 - c0, x + c0, C, true);
+  barrier_.wait(threads);
+  decode::layer_norm(x, n, C, w.ln2_w, w.ln2_b, a);
+  const auto [f0, f1] = share(F, tid, threads);
+  decode::linear(a, n, C, w.w1 + f0 * C, from(w.b1, f0), f1 - f0, ff_.data() + f0, F, false);
+  for (int64_t r = 0; r < n; ++r) decode::gelu(ff_.data() + r * F + f0, f1 - f0);
+  barrier_.wait(threads);
+  decode::linear(ff_.data(), n, F, w.w2 + c0 * F, from(w.b2, c0), c1 - c0, x + c0, C, true);
+  barrier_.wait(threads);
+}
+
+// The logits: of every row of a step, of the last position of a prefill (into its row);
+// each thread a share of the vocabulary.
+void Decoder::head(const Pass& pass, int tid, int threads) {
+  const int64_t C = cfg_.d_model, V = cfg_.vocab_size;
+  const int64_t first = pass.prefill ? pass.rows - 1 : 0, rows = pass.prefill ? 1 : pass.rows;
+  float* a = a_.data() + tid * pass.rows * C;
+  decode::layer_norm(x_.data() + first * C, rows, C, ln_f_w_, ln_f_b_, a);
+  const auto [v0, v1] = share(V, tid, threads);
+  float* logits = logits_.data() + (pass.prefill ? pass.b * V : 0);
+  decode::linear(a, rows, C, head_w_ + v0 * C, nullptr, v1 - v0, logits + v0, V, false);
+}
+
+// Every layer and the head, on the threads when they pay (`pace` times both ways).
+void Decoder::run(const Pass& pass, decode::StepPace& pace) {
+  const int64_t work =
+      pass.rows * cfg_.n_layers * cfg_.d_model * (4 * cfg_.d_model + 2 * cfg_.ff_width());
+  const int team = work >= kThreadedStepWork && !omp_in_parallel()
+                       ? std::min(threads_, std::max(1, omp_get_max_threads()))
+                       : 1;
+  const bool threaded = team > 1 && pace.threaded();
+  const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(team) if (threaded)
+  {
+    const int tid = omp_get_thread_num(), threads = omp_get_num_threads();
+    for (int64_t l = 0; l < cfg_.n_layers; ++l)
+      layer(layers_[static_cast<size_t>(l)], l, pass, tid, threads);
+    head(pass, tid, threads);
+  }
+  if (team > 1)
+    pace.record(threaded,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void Decoder::prefill_row(const int64_t* ids, int64_t b, int64_t n) {
-  const int64_t C = cfg_.d_model, F = cfg_.ff_width(), T = cfg_.context_length;
-  float *x = x_.data(), *a = a_.data();
   embed(ids, n, 0, 1);
-  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-    const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    decode::layer_norm(x, n, C, w.ln1_w, w.ln1_b, a);
-    decode::linear(a, n, C, w.wq, w.bq, C, q_.data(), C, false);
-    decode::linear(a, n, C, w.wk, w.bk, C, k_.data(), C, false);
-    decode::transpose_into(k_.data(), n, C, 0, C, keys(l, b), T, 0);
-    decode::linear(a, n, C, w.wv, w.bv, C, values(l, b, 0), C, false);
-    attention_prefill(l, b, n);
-    decode::linear(ctx_.data(), n, C, w.wo, w.bo, C, x, C, true);
-    decode::layer_norm(x, n, C, w.ln2_w, w.ln2_b, a);
-    decode::linear(a, n, C, w.w1, w.b1, F, ff_.data(), F, false);
-    decode::gelu(ff_.data(), n * F);
-    decode::linear(ff_.data(), n, F, w.w2, w.b2, C, x, C, true);
-  }
-  const int64_t last = n - 1, V = cfg_.vocab_size;
-  decode::layer_norm(x + last * C, 1, C, ln_f_w_, ln_f_b_, a);
-  decode::linear(a, 1, C, head_w_, nullptr, V, logits_.data() + b * V, V, false);
+  run(Pass{true, n, b, 0}, prefill_pace_);
 }
 
 // Row `to` of the cache and logits becomes a copy of row `from`.
@@ -184,51 +242,6 @@ std::span<const float> Decoder::prefill(std::span<const int64_t> ids, int64_t n)
   return logits_;
 }
 
-// ------------------------------------------------------------------ step
-
-// One layer of a step on thread `tid`: its share of the heads (their query, key and value
-// columns, then their attention: no barrier between the two) and of the output columns
-// of the other projections, with a barrier where the next part needs every column.
-void Decoder::step_layer(const LayerWeights& w, int64_t l, int tid, int threads) {
-  const int64_t B = batch_, C = cfg_.d_model, F = cfg_.ff_width(), T = cfg_.context_length;
-  const int64_t D = head_dim_, p = length_;
-  float *x = x_.data(), *a = a_.data() + tid * B * C;  // each thread normalises for itself
-  decode::layer_norm(x, B, C, w.ln1_w, w.ln1_b, a);
-  const auto [h0, h1] = share(cfg_.n_heads, tid, threads, 1);
-  const int64_t q0 = h0 * D, qn = (h1 - h0) * D;
-  decode::linear(a, B, C, w.wq + q0 * C, from(w.bq, q0), qn, q_.data() + q0, C, false);
-  decode::linear(a, B, C, w.wk + q0 * C, from(w.bk, q0), qn, k_.data() + q0, C, false);
-  decode::linear(a, B, C, w.wv + q0 * C, from(w.bv, q0), qn, values(l, 0, p) + q0, T * C, false);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  for (int64_t b = 0; b < B; ++b) {
-    decode::transpose_into(k_.data() + b * C, 1, C, q0, q0 + qn, keys(l, b), T, p);
-    for (int64_t h = h0; h < h1; ++h)
-      decode::attend(q_.data() + b * C + h * D, keys(l, b) + h * D * T, T, values(l, b, 0) + h * D,
-                     C, p + 1, D, scale, scores_.data() + (b * cfg_.n_heads + h) * T,
-                     ctx_.data() + b * C + h * D);
-  }
-  barrier_.wait(threads);
-  const auto [c0, c1] = share(C, tid, threads);
-  decode::linear(ctx_.data(), B, C, w.wo + c0 * C, from(w.bo, c0), c1 - c0, x + c0, C, true);
-  barrier_.wait(threads);
-  decode::layer_norm(x, B, C, w.ln2_w, w.ln2_b, a);
-  const auto [f0, f1] = share(F, tid, threads);
-  decode::linear(a, B, C, w.w1 + f0 * C, from(w.b1, f0), f1 - f0, ff_.data() + f0, F, false);
-  for (int64_t b = 0; b < B; ++b) decode::gelu(ff_.data() + b * F + f0, f1 - f0);
-  barrier_.wait(threads);
-  decode::linear(ff_.data(), B, F, w.w2 + c0 * F, from(w.b2, c0), c1 - c0, x + c0, C, true);
-  barrier_.wait(threads);
-}
-
-// The logits of every row, each thread a share of the vocabulary.
-void Decoder::step_head(int tid, int threads) {
-  const int64_t B = batch_, C = cfg_.d_model, V = cfg_.vocab_size;
-  float* a = a_.data() + tid * B * C;
-  decode::layer_norm(x_.data(), B, C, ln_f_w_, ln_f_b_, a);
-  const auto [v0, v1] = share(V, tid, threads);
-  decode::linear(a, B, C, head_w_ + v0 * C, nullptr, v1 - v0, logits_.data() + v0, V, false);
-}
-
 std::span<const float> Decoder::step(std::span<const int64_t> ids) {
   if (static_cast<int64_t>(ids.size()) != batch_)
     throw std::invalid_argument(
@@ -238,23 +251,7 @@ std::span<const float> Decoder::step(std::span<const int64_t> ids) {
         "Decoder::step: {} positions cached of {}; prefill first, and again past the context",
         length_, cfg_.context_length));
   embed(ids.data(), batch_, length_, 0);
-  const int64_t work =
-      batch_ * cfg_.n_layers * cfg_.d_model * (4 * cfg_.d_model + 2 * cfg_.ff_width());
-  const int team = work >= kThreadedStepWork && !omp_in_parallel()
-                       ? std::min(threads_, std::max(1, omp_get_max_threads()))
-                       : 1;
-  const bool threaded = team > 1 && pace_.threaded();
-  const auto start = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(team) if (threaded)
-  {
-    const int tid = omp_get_thread_num(), threads = omp_get_num_threads();
-    for (int64_t l = 0; l < cfg_.n_layers; ++l)
-      step_layer(layers_[static_cast<size_t>(l)], l, tid, threads);
-    step_head(tid, threads);
-  }
-  if (team > 1)
-    pace_.record(threaded,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  run(Pass{false, batch_, 0, length_}, step_pace_);
   length_ += 1;
   return logits_;
 }

@@ -22,14 +22,16 @@
 // by side), keys transposed, [d_model][context_length], so that one query's scores against
 // every cached position are computed position-parallel, without horizontal sums.
 //
-// Threads: a step runs in one parallel region (thread start-up costs microseconds, a
-// step of the default model a few tens of them): each thread computes a share of the
-// rows of every projection (BLAS on the calling thread) and of the attention heads, with
-// a barrier where the next part needs all of them. Models too small to gain run on one.
-// Whether the threads pay is measured as the steps run (decode::StepPace): on a machine
-// whose cores are taken by other work, a step's ~25 barriers can cost more than the
-// second thread brings, and the steps then run on one. The logits are the same bits
-// either way (each output is computed by one thread, in the same order).
+// Threads: a step, or the prefill of a row, runs in one parallel region (thread start-up
+// costs microseconds, a step of the default model a few tens of them): each thread
+// computes its share of the attention heads (their query, key and value columns and their
+// attention) and of the output columns of the other projections, with a barrier where the
+// next part needs all of them; BLAS, called inside the region, runs on the calling
+// thread. Passes too small to gain run on one. Whether the threads pay is measured as the
+// passes run (decode::StepPace, one for steps and one for prefills): on a machine whose
+// cores are taken by other work, a pass's ~25 barriers can cost more than the second
+// thread brings, and the passes then run on one. The logits are the same bits either way
+// (each output is computed by one thread, in the same order).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -65,18 +67,27 @@ class Decoder {
     const float *ln1_w, *ln1_b, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
     const float *ln2_w, *ln2_b, *w1, *b1, *w2, *b2;
   };
+  // What one pass through the layers computes: a step (rows = the batch, each at
+  // `position`) or a prefill of row `b` (rows = positions 0..n-1).
+  struct Pass {
+    bool prefill;
+    int64_t rows, b, position;
+  };
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
   void copy_row(int64_t from, int64_t to);
   void embed(const int64_t* ids, int64_t rows, int64_t position, int64_t position_step);
-  void attention_prefill(int64_t layer, int64_t b, int64_t n);
-  void step_layer(const LayerWeights& w, int64_t layer, int tid, int threads);
-  void step_head(int tid, int threads);
+  void run(const Pass& pass, decode::StepPace& pace);
+  void layer(const LayerWeights& w, int64_t l, const Pass& pass, int tid, int threads);
+  void project_qkv(const LayerWeights& w, int64_t l, const Pass& pass, const float* a, int64_t h0,
+                   int64_t h1);
+  void attention(int64_t l, const Pass& pass, int64_t h0, int64_t h1, int tid);
+  void head(const Pass& pass, int tid, int threads);
   float* keys(int64_t layer, int64_t b);  // [d_model][context_length]
   float* values(int64_t layer, int64_t b, int64_t t);
 
   GPTConfig cfg_;
   int64_t batch_, length_ = 0, head_dim_;
-  int threads_;  // the most a step uses (OpenMP's count when the decoder was made)
+  int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   std::vector<LayerWeights> layers_;
   const float *tok_emb_, *pos_emb_, *ln_f_w_, *ln_f_b_, *head_w_;
   std::vector<float> keys_, values_;  // the cache
@@ -85,7 +96,7 @@ class Decoder {
   std::vector<float> x_, a_, q_, k_, ctx_, ff_;
   std::vector<float> scores_, logits_;
   decode::SpinBarrier barrier_;
-  decode::StepPace pace_;
+  decode::StepPace step_pace_, prefill_pace_;
 };
 
 }  // namespace nn

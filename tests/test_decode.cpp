@@ -3,12 +3,33 @@
 // and base configs. Agreement is to float32 rounding: the decoder's GEMVs and the
 // forward's GEMMs add the same products in other orders; the tolerance is 1e-5 of the
 // largest logit.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 
 #include "decode_support.h"
 
 using ag::Tensor;
+
+// Every `new` of the test program is counted, so that a test can show a stretch of code
+// allocates nothing (aligned news are not replaced and not counted; the decoder has none).
+namespace {
+std::atomic<int64_t> g_news{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 
@@ -186,4 +207,27 @@ TEST_CASE("cached decoding covers query/key/value biases and an untied head", "[
   const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 5);
   CHECK(max_step_error(*model_ptr, row, 1) < 1.0);
   CHECK(max_step_error(*model_ptr, row, cfg.context_length / 2) < 1.0);
+}
+
+TEST_CASE("a step and the choice of a token allocate nothing", "[decode]") {
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 2);
+  nn::Decoder dec(*model_ptr, 2);
+  nn::SamplingOptions so;
+  so.top_k = 10, so.top_p = 0.9;
+  nn::TokenSampler sampler(cfg.vocab_size, so);
+  ag::Generator gen(1);
+  std::vector<int64_t> ids{1, 2};
+  std::span<const float> logits = dec.prefill(ids, 1);
+  const int64_t before = g_news.load();
+  for (int64_t t = 1; t < cfg.context_length; ++t) {
+    for (int64_t b = 0; b < 2; ++b)
+      ids[b] = sampler.choose(logits.subspan(b * cfg.vocab_size, cfg.vocab_size), gen);
+    logits = dec.step(ids);
+  }
+  CHECK(g_news.load() - before == 0);
+  // the counter counts: a vector's first element is a new
+  std::vector<int> probe;
+  probe.push_back(1);
+  CHECK(g_news.load() - before >= 1);
 }
