@@ -34,7 +34,7 @@ const float* from(const float* bias, int64_t at) {
   return bias ? bias + at : nullptr;
 }
 
-// A step's multiply-adds below this run on one thread: a barrier costs about a
+// A pass's multiply-adds below this run on one thread: a barrier costs about a
 // microsecond, and a model this small takes only tens of microseconds a step.
 constexpr int64_t kThreadedStepWork = int64_t{1} << 18;
 

@@ -44,7 +44,7 @@ make_text() {
     printf 'line %d: the naïve café serves crème brûlée — 日本語 😀 and the dog ran home.\n' "$i"
   done
 }
-train_small() {  # train_small OUT.h5 [options]
+train_small() {  # train_small OUT.h5 [options] (150 steps unless --steps is given)
   local out=$1; shift
   make_text > text.txt
   "$bin" train "${small[@]}" --data text.txt --steps 150 --out "$out" "$@" > /dev/null
@@ -71,7 +71,7 @@ cache_equals_no_cache)
   ;;
 streams)
   # Tokens reach stdout as they are made: the file grows while the sampler runs.
-  train_small run.h5
+  train_small run.h5 --steps 20
   "$bin" sample --checkpoint run.h5 --tokens 100000000 --max-time 3 --threads 1 > live.txt \
     2> stats.txt &
   pid=$!
@@ -87,7 +87,7 @@ streams)
     fail "no tokens/s on stderr: $(cat stats.txt)"
   ;;
 options)
-  train_small run.h5
+  train_small run.h5 --steps 5
   expect_usage_error "--top-p must be in (0, 1], got 0" "$bin" sample --checkpoint run.h5 --top-p 0
   expect_usage_error "--top-p must be in (0, 1], got 1.5" "$bin" sample --checkpoint run.h5 --top-p 1.5
   expect_usage_error "--top-p must be in (0, 1], got nan" "$bin" sample --checkpoint run.h5 --top-p nan
@@ -123,8 +123,8 @@ stop_and_samples)
 tokenizers)
   # byte and BPE models: multi-byte characters split over tokens come out whole, and the
   # cache changes nothing
-  train_small byte.h5 --tokenizer byte
-  train_small bpe.h5 --tokenizer bpe --vocab-size 300
+  train_small byte.h5 --tokenizer byte --steps 60
+  train_small bpe.h5 --tokenizer bpe --vocab-size 300 --steps 60
   for name in byte bpe; do
     sample "$name.h5" --tokens 80 --seed 1 --prompt "café 😀" > cached.txt
     sample "$name.h5" --tokens 80 --seed 1 --prompt "café 😀" --no-cache > full.txt
