@@ -6,7 +6,7 @@ For each config (default: the spec's default model and the base config, T 256, d
 the speed does not depend on the weights), and a prompt of --prompt-tokens characters of
 its vocabulary. Then, interleaved for --rounds rounds so that all see the same machine:
 
-  attograd           `sample` with its key/value cache (--threads, default 2)
+  attograd           `sample` with its key/value cache (--threads, default 2; and on 1)
   attograd no-cache  `sample --no-cache`: the whole window through GPT::forward per token
   torch cache        bench/torch_sample.py --mode cache: PyTorch with a key/value cache of
                      its own, the same window schedule, the same checkpoint
@@ -92,9 +92,9 @@ def prompt_text(a, path, cfg):
     return run_measured([a.attograd, "decode", "--tokenizer", path], stdin=ids.encode())[0].decode()
 
 
-def ours(a, path, prompt, tokens, cache):
+def ours(a, path, prompt, tokens, cache, threads=None):
     cmd = [a.attograd, "sample", "--checkpoint", path, "--prompt", prompt, "--tokens",
-           str(tokens), "--temperature", "0", "--threads", str(a.threads)]
+           str(tokens), "--temperature", "0", "--threads", str(threads or a.threads)]
     out, err, rss, _ = run_measured(cmd + ([] if cache else ["--no-cache"]))
     m = RATE.search(err)
     return dict(tokens_per_s=float(m.group(1)) / float(m.group(2)), rss=rss, text=out.decode())
@@ -128,9 +128,10 @@ def measure(a, config, folder):
     path, cfg, params = make_checkpoint(a, config, folder)
     prompt = prompt_text(a, path, cfg)
     best = best_torch(a, path, prompt)
-    runs = {k: [] for k in ("ours", "ours_full", "torch", "torch_full")}
+    runs = {k: [] for k in ("ours", "ours_1t", "ours_full", "torch", "torch_full")}
     for _ in range(a.rounds):
         runs["ours"].append(ours(a, path, prompt, a.tokens, True))
+        runs["ours_1t"].append(ours(a, path, prompt, a.tokens, True, threads=1))
         runs["ours_full"].append(ours(a, path, prompt, a.full_tokens, False))
         runs["torch"].append(theirs(a, path, prompt, a.tokens, "cache", *best["cache"]))
         runs["torch_full"].append(theirs(a, path, prompt, a.full_tokens, "full", *best["full"]))
@@ -146,15 +147,19 @@ def measure(a, config, folder):
                                     runs["torch"][0]["ids"]))
 
 
-def print_table(a, rows):
+def print_table(a, rows, loads):
     print(f"prompt {a.prompt_tokens} tokens, {a.tokens} new tokens with a cache, "
-          f"{a.full_tokens} without; attograd at {a.threads} threads; medians of {a.rounds}")
-    print(f"{'config':8} | {'attograd':>9} {'no-cache':>9} | {'torch kv':>9} {'nanoGPT':>8} | "
-          f"{'vs torch kv':>11} | {'RSS MB':>7} {'bound':>6} {'torch kv':>8} | same text")
+          f"{a.full_tokens} without; attograd at {a.threads} threads and at 1; medians of "
+          f"{a.rounds}; load average {loads[0]:.1f} before, {loads[1]:.1f} after")
+    print(f"{'config':8} | {'attograd':>9} {'1 thread':>9} {'no-cache':>9} | {'torch kv':>9} "
+          f"{'nanoGPT':>8} | {'best/torch':>11} | {'RSS MB':>7} {'bound':>6} {'torch kv':>8} | "
+          f"same text")
     for r in rows:
         t, m = r["tok_s"], r["rss_mb"]
-        print(f"{r['config']:8} | {t['ours']:9.0f} {t['ours_full']:9.0f} | {t['torch']:9.0f} "
-              f"{t['torch_full']:8.0f} | {t['ours'] / t['torch']:10.2f}x | {m['ours']:7.1f} "
+        print(f"{r['config']:8} | {t['ours']:9.0f} {t['ours_1t']:9.0f} {t['ours_full']:9.0f} | "
+              f"{t['torch']:9.0f} "
+              f"{t['torch_full']:8.0f} | {max(t['ours'], t['ours_1t']) / t['torch']:10.2f}x | "
+              f"{m['ours']:7.1f} "
               f"{r['rss_bound_mb']:6.1f} {m['torch']:8.1f} | {r['same_text']}")
     for r in rows:
         print(f"  {r['config']}: {r['parameters']} parameters ({r['weights_mb']:.1f} MB); "
@@ -173,12 +178,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
-    rows = []
+    rows, load_before = [], os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="attograd_sample_bench_") as folder:
         for config in a.configs.split(","):
             rows.append(measure(a, config, folder))
             print(f"measured {config}", file=sys.stderr)
-    print_table(a, rows)
+    print_table(a, rows, (load_before, os.getloadavg()[0]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -69,7 +69,7 @@ TEST_CASE("a stop text ends a sample even when it spans tokens", "[sample]") {
         }) == "hello x\n");
 }
 
-TEST_CASE("samples are written in order, each whole, whatever order their tokens come in",
+TEST_CASE("samples are written in order and whole whatever order their tokens come in",
           "[sample]") {
   const std::string out = written(3, {"."}, false, "P:", [](cli::SampleWriter& w) {
     w.add(1, "b1 ");
