@@ -193,7 +193,8 @@ void Decoder::run(const Pass& pass, decode::StepPace& pace) {
   const int team = work >= kThreadedStepWork && !omp_in_parallel()
                        ? std::min(threads_, std::max(1, omp_get_max_threads()))
                        : 1;
-  const bool threaded = team > 1 && pace.threaded();
+  const bool threaded =
+      team > 1 && (policy_ == Threads::kTeam || (policy_ == Threads::kTimed && pace.threaded()));
   const auto start = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(team) if (threaded)
   {
@@ -202,7 +203,7 @@ void Decoder::run(const Pass& pass, decode::StepPace& pace) {
       layer(layers_[static_cast<size_t>(l)], l, pass, tid, threads);
     head(pass, tid, threads);
   }
-  if (team > 1)
+  if (team > 1 && policy_ == Threads::kTimed)
     pace.record(threaded,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }

@@ -62,6 +62,11 @@ class Decoder {
   // Runs ids [batch] at position length() (< context_length) of each row.
   std::span<const float> step(std::span<const int64_t> ids);
 
+  // Whether passes large enough to share run on the threads: as timed (the default), or
+  // always on the team, or always on one (benchmarks and tests; the logits are the same).
+  enum class Threads { kTimed, kTeam, kOne };
+  void set_threads(Threads policy) { policy_ = policy; }
+
  private:
   struct LayerWeights {  // pointers into the model's parameters; bias null when absent
     const float *ln1_w, *ln1_b, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
@@ -97,6 +102,7 @@ class Decoder {
   std::vector<float> scores_, logits_;
   decode::SpinBarrier barrier_;
   decode::StepPace step_pace_, prefill_pace_;
+  Threads policy_ = Threads::kTimed;
 };
 
 }  // namespace nn

@@ -237,17 +237,21 @@ void SpinBarrier::wait(int threads) {
 
 bool StepPace::threaded() {
   ++steps_;
-  if (average_[1] == 0) return true;  // each is timed first: threads, then one
-  if (average_[0] == 0) return false;
+  if (timed_[1] < 2) return true;  // each is timed first, twice: the team, then one
+  if (timed_[0] < 2) return false;
   const bool faster = average_[1] <= average_[0];
   trial_ = steps_ >= next_trial_;
   return trial_ ? !faster : faster;
 }
 
 void StepPace::record(bool threaded, double seconds) {
-  double& avg = average_[threaded ? 1 : 0];
-  avg = avg == 0 ? seconds : 0.875 * avg + 0.125 * seconds;
-  if (average_[0] == 0 || average_[1] == 0) return;
+  const int mode = threaded ? 1 : 0;
+  if (timed_[mode]++ == 0) return;  // a warm-up: the team's threads start, caches fill
+  // the mode in use is averaged; a trial of the other stands for it alone (its old
+  // average may be from a busier minute)
+  double& avg = average_[mode];
+  avg = timed_[mode] == 2 || trial_ ? seconds : 0.875 * avg + 0.125 * seconds;
+  if (timed_[0] < 2 || timed_[1] < 2) return;
   if (trial_ || next_trial_ == 0) {  // the next trial of the slower: rarer the slower it is
     const double ratio = std::max(average_[0], average_[1]) / std::min(average_[0], average_[1]);
     next_trial_ = steps_ + static_cast<int64_t>(32 * std::min(ratio, 64.0));

@@ -154,10 +154,11 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 4);
   const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
-  auto all_logits = [&](int threads) {
+  auto all_logits = [&](int threads, nn::Decoder::Threads policy) {
     const int before = ag::num_threads();
     ag::set_num_threads(threads);
     nn::Decoder dec(*model_ptr, 1);
+    dec.set_threads(policy);
     std::vector<float> out;
     std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
     out.insert(out.end(), l.begin(), l.end());
@@ -168,7 +169,11 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
     ag::set_num_threads(before);
     return out;
   };
-  CHECK(all_logits(1) == all_logits(2));
+  using P = nn::Decoder::Threads;
+  const std::vector<float> one = all_logits(1, P::kTimed);
+  CHECK(one == all_logits(2, P::kTeam));
+  CHECK(one == all_logits(2, P::kOne));
+  CHECK(one == all_logits(2, P::kTimed));
 }
 
 TEST_CASE("the pace runs steps on the faster of one thread and the team", "[decode]") {
