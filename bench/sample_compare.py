@@ -49,7 +49,8 @@ RATE = re.compile(r"sampled (\d+) tokens in ([\d.]+) s: (\d+) tokens/s")
 
 def run_measured(cmd, env_changes=None, stdin=b""):
     """(stdout, stderr, peak RSS in MB, wall seconds) of one process: its own ru_maxrss,
-    from wait4 (which Popen.communicate would not give)."""
+    from wait4 (which Popen.communicate would not give). Its output goes to files, not
+    pipes: a reader woken for every token would compete for the cores it runs on."""
     env = dict(os.environ)
     for k, v in (env_changes or {}).items():
         if v is None:
@@ -57,16 +58,16 @@ def run_measured(cmd, env_changes=None, stdin=b""):
         else:
             env[k] = v
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as err_file:
-        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=err_file, env=env)
-        p.stdin.write(stdin)
-        p.stdin.close()
-        out = p.stdout.read()
+    with tempfile.TemporaryFile() as in_file, tempfile.TemporaryFile() as out_file, \
+            tempfile.TemporaryFile() as err_file:
+        in_file.write(stdin)
+        in_file.seek(0)
+        p = subprocess.Popen(cmd, stdin=in_file, stdout=out_file, stderr=err_file, env=env)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
+        out_file.seek(0)
         err_file.seek(0)
-        err = err_file.read().decode(errors="replace")
+        out, err = out_file.read(), err_file.read().decode(errors="replace")
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{out.decode(errors='replace')}{err}")
     return out, err, usage.ru_maxrss / 1024, time.perf_counter() - t0
