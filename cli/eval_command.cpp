@@ -7,8 +7,11 @@
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/prepared.h"
+#include "data/text_ids.h"
 #include "data/utf8.h"
 #include "io/checkpoint.h"
+#include "io/tokenizer_section.h"
 #include "train/train.h"
 
 namespace cli {
@@ -38,15 +41,35 @@ po::options_description eval_options(EvalOptions& o) {
   return desc;
 }
 
-// The ids to evaluate, under the checkpoint's tokenizer: a whole text, or one part of a
-// folder prepared with that same tokenizer.
-train::RunData eval_data(const io::Checkpoint& ckpt, const EvalOptions& o) {
+// A prepared folder's part (val or train), read a batch of windows at a time from its
+// files; it must have been prepared with the checkpoint's tokenizer.
+train::EvalResult eval_folder(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions& o,
+                              const std::string* dump) {
   train::RunConfig cfg;
   cfg.data = o.data_path;
-  cfg.val_fraction = 0;  // a text is evaluated whole
   train::RunData d = train::load_run_data(cfg, &ckpt.tokenizer);
-  if (d.prepared && o.split == "val") std::swap(d.train, d.val);
-  return d;
+  if (o.split == "val") std::swap(d.train, d.val);
+  train::World::current().setup_done();
+  auto r = train::evaluate_with_grads(model, d.train, d.token_bytes, o.context, dump);
+  if (r.tokens == 0)
+    throw std::runtime_error(fmt::format("{} has {} tokens, fewer than one window of {} + 1",
+                                         d.train.name(), d.train.size(),
+                                         o.context ? o.context : model.config().context_length));
+  return r;
+}
+
+// A text file, read and encoded a chunk at a time as its windows are evaluated.
+train::EvalResult eval_text(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions& o,
+                            const std::string* dump) {
+  const auto tok = io::make_tokenizer(ckpt.tokenizer);
+  data::TextIds text(o.data_path, *tok);
+  train::World::current().setup_done();
+  auto r = train::evaluate_text(model, text, data::token_byte_lengths(*tok), o.context, dump);
+  if (r.tokens == 0)
+    throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",
+                                         data::printable(o.data_path), r.ids,
+                                         o.context ? o.context : model.config().context_length));
+  return r;
 }
 
 void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepared, bool json) {
@@ -89,22 +112,18 @@ int eval_command(const Args& args) {
         {{"--dump-grads", o.dump}},
         with_data_files({{"--checkpoint", o.path}, {"--config", config_file(vm)}}, o.data_path));
     ag::set_num_threads(o.threads);
-    io::Checkpoint ckpt = io::load_checkpoint(o.path);
+    io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
     auto model = train::model_from_checkpoint(ckpt);
+    ckpt.model.clear();  // the model holds the weights now
     const int64_t model_T = model->config().context_length;
     if (o.context < 0 || o.context > model_T)
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
                                    o.context, model_T));
-    const train::RunData d = eval_data(ckpt, o);
-    train::World::current().setup_done();
-    auto result = train::evaluate_with_grads(*model, d.train, d.token_bytes, o.context,
-                                             vm.count("dump-grads") ? &o.dump : nullptr);
-    if (result.tokens == 0)
-      throw std::runtime_error(
-          fmt::format("{} has {} tokens, fewer than one window of {} + 1",
-                      d.prepared ? d.train.name() : "'" + data::printable(o.data_path) + "'",
-                      d.train.size(), o.context ? o.context : model_T));
-    if (world.root()) print_result(result, o, d.prepared, vm.count("json") > 0);
+    const bool prepared = data::is_prepared_folder(o.data_path);
+    const std::string* dump = vm.count("dump-grads") ? &o.dump : nullptr;
+    const auto result =
+        prepared ? eval_folder(*model, ckpt, o, dump) : eval_text(*model, ckpt, o, dump);
+    if (world.root()) print_result(result, o, prepared, vm.count("json") > 0);
     return 0;
   });
 }

@@ -1,14 +1,19 @@
-// `sample`: text generated from a checkpoint.
+// `sample`: text generated from a checkpoint, streamed as it is made.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "cli/sample_output.h"
 #include "data/utf8.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "nn/decode.h"
+#include "nn/generation.h"
+#include "train/memory_plan.h"
 #include "train/train.h"
 
 namespace cli {
@@ -17,10 +22,12 @@ namespace {
 
 struct SampleOptions {
   std::string path, prompt;
-  int64_t tokens = 200, top_k = 0;
-  double temperature = 1.0;
+  int64_t tokens = 200, top_k = 0, num_samples = 1, slide = 0;
+  double temperature = 1.0, top_p = 1.0, max_time = 0;
+  std::vector<std::string> stops;
   uint64_t seed = 0;
   int threads = ag::kDefaultThreads;
+  bool no_cache = false;
 };
 
 po::options_description sample_options(SampleOptions& o) {
@@ -29,11 +36,24 @@ po::options_description sample_options(SampleOptions& o) {
   add("help,h", "show this help");
   add("checkpoint", po::value(&o.path)->required(), "checkpoint to sample from");
   add("prompt", po::value(&o.prompt)->default_value(""), "text to continue (default: newline)");
-  add("tokens", po::value(&o.tokens)->default_value(200), "tokens to generate");
+  add("tokens", po::value(&o.tokens)->default_value(200), "tokens to generate (per sample)");
   add("temperature", po::value(&o.temperature)->default_value(1.0),
       "softmax temperature (0: greedy)");
   add("top-k", po::value(&o.top_k)->default_value(0), "keep the k likeliest tokens (0: all)");
+  add("top-p", po::value(&o.top_p)->default_value(1.0),
+      "then the fewest likeliest tokens whose probability reaches p (1: all)");
+  add("num-samples", po::value(&o.num_samples)->default_value(1),
+      "independent continuations, drawn side by side");
+  add("stop", po::value(&o.stops)->composing(),
+      "end a sample where its text reaches TEXT (not printed; may be repeated)");
+  add("max-time", po::value(&o.max_time)->default_value(0),
+      "stop after this many seconds (0: no limit)");
   add("seed", po::value(&o.seed)->default_value(0), "sampling seed");
+  add("no-cache", po::bool_switch(&o.no_cache),
+      "run the whole window for every token (no key/value cache; for verification)");
+  add("slide", po::value(&o.slide)->default_value(0),
+      "past the context, the window moves this many tokens at a time (0: half the context; "
+      "1: every token sees the last context_length tokens)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
@@ -44,7 +64,29 @@ void check_sample_options(const SampleOptions& o) {
   if (!(o.temperature >= 0 && std::isfinite(o.temperature)))
     throw UsageError(fmt::format("--temperature must be >= 0 and finite, got {}", o.temperature));
   if (o.top_k < 0) throw UsageError(fmt::format("--top-k must be >= 0, got {}", o.top_k));
+  if (!(o.top_p > 0 && o.top_p <= 1))
+    throw UsageError(fmt::format("--top-p must be in (0, 1], got {}", o.top_p));
+  if (o.num_samples < 1)
+    throw UsageError(fmt::format("--num-samples must be >= 1, got {}", o.num_samples));
+  if (!(o.max_time >= 0 && std::isfinite(o.max_time)))
+    throw UsageError(fmt::format("--max-time must be >= 0 and finite, got {}", o.max_time));
+  for (const std::string& stop : o.stops)
+    if (stop.empty()) throw UsageError("--stop must not be empty");
+  if (o.slide < 0) throw UsageError(fmt::format("--slide must be >= 0, got {}", o.slide));
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+}
+
+// What needs the model's config: the slide, and the memory the samples' caches take.
+void check_against_model(const SampleOptions& o, const nn::GPTConfig& cfg) {
+  if (o.slide > cfg.context_length)
+    throw UsageError(fmt::format("--slide must be at most the context length {}, got {}",
+                                 cfg.context_length, o.slide));
+  const int64_t bytes = nn::Decoder::memory_bytes(cfg, o.num_samples, o.threads);
+  const int64_t available = train::available_memory();
+  if (o.num_samples > 1 && available > 0 && bytes > available)
+    throw UsageError(
+        fmt::format("--num-samples {} needs {} for the key/value cache; {} of memory is available",
+                    o.num_samples, train::format_bytes(bytes), train::format_bytes(available)));
 }
 
 std::vector<int64_t> encode_prompt(const data::Tokenizer& tok, const std::string& prompt) {
@@ -53,6 +95,32 @@ std::vector<int64_t> encode_prompt(const data::Tokenizer& tok, const std::string
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--prompt: {}", e.what()));
   }
+}
+
+nn::GenerationOptions generation_options(const SampleOptions& o) {
+  nn::GenerationOptions g;
+  g.max_new_tokens = o.tokens;
+  g.num_samples = o.num_samples;
+  g.sampling.temperature = o.temperature;
+  g.sampling.top_k = o.top_k;
+  g.sampling.top_p = o.top_p;
+  g.seed = o.seed;
+  g.use_cache = !o.no_cache;
+  g.slide = o.slide;
+  g.max_seconds = o.max_time;
+  return g;
+}
+
+// The speed, on stderr (stdout holds only the text).
+void report(const nn::GenerationStats& st, const SampleOptions& o, int64_t slide) {
+  const double rate = st.seconds > 0 ? static_cast<double>(st.new_tokens) / st.seconds : 0.0;
+  fmt::print(stderr,
+             "sampled {} tokens in {:.3f} s: {:.0f} tokens/s ({} sample{}, {}; prompt window of {} "
+             "tokens in {:.1f} ms; the window moved {} times, {} tokens at a time{})\n",
+             st.new_tokens, st.seconds, rate, o.num_samples, o.num_samples > 1 ? "s" : "",
+             o.no_cache ? "no cache: the whole window per token" : "key/value cache",
+             st.prompt_tokens, st.prefill_seconds * 1e3, st.rebuilds, slide,
+             st.timed_out ? "; stopped by --max-time" : "");
 }
 
 }  // namespace
@@ -66,21 +134,28 @@ int sample_command(const Args& args) {
     check_sample_options(o);
     require_file(o.path, "checkpoint");
     ag::set_num_threads(o.threads);
-    io::Checkpoint ckpt = io::load_checkpoint(o.path);
-    auto model = train::model_from_checkpoint(ckpt);
+    std::unique_ptr<nn::GPT> model;
+    std::unique_ptr<data::Tokenizer> tok;
+    {  // the checkpoint's copy of the weights (and any optimizer state) is freed here
+      io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+      model = train::model_from_checkpoint(ckpt);
+      tok = io::make_tokenizer(ckpt.tokenizer);
+    }
     model->eval();
-    auto tok = io::make_tokenizer(ckpt.tokenizer);
+    check_against_model(o, model->config());
     const std::vector<int64_t> ids = encode_prompt(*tok, o.prompt);
-    ag::Generator gen(o.seed);
-    ag::Tensor out = model->generate(ag::from_vector(ids, {1, static_cast<int64_t>(ids.size())}),
-                                     o.tokens, o.temperature, o.top_k, gen);
-    std::vector<int64_t> all;
-    for (double v : out.to_vector()) all.push_back(static_cast<int64_t>(v));
-    if (o.prompt.empty()) all.erase(all.begin());
-    // a vocabulary from a file may hold escape sequences: a terminal is shown them escaped
-    const std::string text = tok->decode(all);
-    fmt::print("{}\n",
-               isatty(STDOUT_FILENO) ? data::printable(text, /*keep_line_breaks=*/true) : text);
+    SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0, o.prompt);
+    std::vector<int64_t> one(1);
+    const nn::GenerationStats st =
+        nn::generate(*model, ids, generation_options(o), [&](int64_t sample, int64_t id) {
+          one[0] = id;
+          return out.add(sample, tok->decode(one));
+        });
+    out.finish();
+    if (out.failed())
+      throw std::runtime_error(
+          fmt::format("cannot write to standard output ({})", std::strerror(out.failed())));
+    report(st, o, o.slide > 0 ? o.slide : nn::default_slide(model->config().context_length));
     return 0;
   });
 }

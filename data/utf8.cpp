@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "data/text_scan.h"
+
 namespace data {
 
 namespace {
@@ -129,6 +131,10 @@ std::string printable(std::string_view text, bool keep_line_breaks) {
     i += len;
   }
   return out;
+}
+
+size_t utf8_complete_prefix(std::string_view text) {
+  return detail::complete_prefix(text);
 }
 
 std::string describe_code_point(uint32_t cp) {

@@ -19,6 +19,11 @@ std::string describe_code_point(uint32_t cp);
 // are not UTF-8 are written as escapes (\n, \x1b, \u{202e}); everything else as is.
 // With keep_line_breaks, newlines and tabs pass unchanged (text shown as text).
 std::string printable(std::string_view text, bool keep_line_breaks = false);
+// The length of the longest prefix of text that does not end inside a character more
+// bytes could still complete: a text arriving in pieces (a sample's tokens may split a
+// character) is printed a prefix at a time, and printable() of the prefixes joined gives
+// printable() of the whole. At most 3 bytes are held back.
+size_t utf8_complete_prefix(std::string_view text);
 // Whether a code point is one that printable() escapes.
 bool acts_on_terminal(uint32_t cp);
 

@@ -148,7 +148,8 @@ Checkpoint finish_load(detail::CheckpointBuilder& builder) {
 
 Checkpoint load(const detail::ReadInput& input, const std::string& source,
                 const LoadOptions& options, const detail::ChildLimits& limits) {
-  const detail::ReadRequest request{/*load=*/true, /*verify=*/false};
+  const detail::ReadRequest request{/*load=*/true, /*verify=*/false,
+                                    /*optimizer=*/!options.weights_only};
   detail::CheckpointBuilder builder(source, options, request, input.size);
   read_into(builder, input, source, request, limits);
   return finish_load(builder);

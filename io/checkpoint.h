@@ -82,6 +82,9 @@ struct LoadOptions {
   // dataset, the counts and the first position), or, when true, loaded with that message in
   // Checkpoint::warnings (for `inspect`, to show such a file).
   bool allow_non_finite = false;
+  // Only what a model needs (the root, /model, /tokenizer, /rng): /optimizer, twice the
+  // weights in a training checkpoint, is neither read nor held (sample, eval).
+  bool weights_only = false;
 };
 
 constexpr const char* kFormatName = "attograd-checkpoint";

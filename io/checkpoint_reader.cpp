@@ -349,6 +349,7 @@ struct Context {
   Catalog& catalog;
   ReadSink& sink;
   bool verify;
+  bool optimizer;                  // /optimizer is loaded
   std::vector<char> scratch = {};  // one piece of a dataset, reused for the next
 };
 
@@ -573,7 +574,7 @@ void load_sections(Context& c) {
   try {
     load_root(c);
     load_model(c);
-    load_optimizer(c);
+    if (c.optimizer) load_optimizer(c);
     load_tokenizer(c);
     load_rng(c);
   } catch (const Refusal& e) {
@@ -651,7 +652,7 @@ void read_opened(hid_t file, std::string_view bytes, const std::string& source, 
   Catalog catalog;
   Walk walk{catalog, sink, bytes.size()};
   walk_file(file, walk);
-  Context c{file, source, catalog, sink, request.verify};
+  Context c{file, source, catalog, sink, request.verify, request.optimizer};
   const std::string too_big = over_budget(catalog, bytes.size());
   std::string problem = first_problem(catalog, source);
   if (problem.empty() && !too_big.empty()) problem = fmt::format("'{}': {}", source, too_big);

@@ -74,8 +74,9 @@ class ReadSink {
 };
 
 struct ReadRequest {
-  bool load = true;     // the sections of a checkpoint
-  bool verify = false;  // every dataset of the file, each with its verdict
+  bool load = true;       // the sections of a checkpoint
+  bool verify = false;    // every dataset of the file, each with its verdict
+  bool optimizer = true;  // with load: /optimizer too (sampling needs only the weights)
 };
 
 // Reads bytes as the checkpoint `source` (the name its messages use) and tells sink what it

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/sampling.h"
+
 namespace nn {
 
 void GPTConfig::validate() const {
@@ -165,13 +167,17 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const
 
 ag::Tensor GPT::generate(const ag::Tensor& ids, int64_t max_new_tokens, double temperature,
                          int64_t top_k, ag::Generator& gen) const {
-  if (!(temperature >= 0.0))
-    throw std::invalid_argument(
-        fmt::format("generate: temperature must be >= 0, got {}", temperature));
-  if (top_k < 0)
-    throw std::invalid_argument(fmt::format("generate: top_k must be >= 0, got {}", top_k));
+  SamplingOptions sampling;
+  sampling.temperature = temperature;
+  sampling.top_k = top_k;
+  try {
+    sampling.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("generate: {}", e.what()));
+  }
+  TokenSampler sampler(cfg_.vocab_size, sampling);
   ag::NoGradGuard no_grad;
-  const int64_t B = ids.shape()[0], V = cfg_.vocab_size;
+  const int64_t B = ids.shape()[0];
   std::vector<std::vector<int64_t>> rows(B);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < ids.shape()[1]; ++t)
@@ -183,33 +189,8 @@ ag::Tensor GPT::generate(const ag::Tensor& ids, int64_t max_new_tokens, double t
     for (const auto& r : rows) window.insert(window.end(), r.end() - T, r.end());
     ag::Tensor logits = forward(ag::from_vector(window, {B, T})).logits.select(1, T - 1);  // [B, V]
     for (int64_t b = 0; b < B; ++b) {
-      std::vector<double> l = logits.select(0, b).to_vector();
-      int64_t next;
-      if (temperature == 0.0) {
-        next = std::max_element(l.begin(), l.end()) - l.begin();
-      } else {
-        if (top_k > 0 && top_k < V) {
-          std::vector<double> sorted = l;
-          std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
-                           std::greater<double>());
-          const double kth = sorted[top_k - 1];
-          for (auto& x : l)
-            if (x < kth) x = -ag::kInf;
-        }
-        const double m = *std::max_element(l.begin(), l.end());
-        double total = 0;
-        for (auto& x : l) total += (x = std::exp((x - m) / temperature));
-        double u = gen.uniform() * total;
-        next = V - 1;
-        for (int64_t i = 0; i < V; ++i) {
-          if (u < l[i]) {
-            next = i;
-            break;
-          }
-          u -= l[i];
-        }
-      }
-      rows[b].push_back(next);
+      const std::vector<double> l = logits.select(0, b).to_vector();
+      rows[b].push_back(sampler.choose(l, gen));
     }
   }
   std::vector<int64_t> flat;

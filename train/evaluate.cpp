@@ -35,6 +35,146 @@ void write_gradients(nn::GPT& model, const EvalResult& r, const std::string& pat
   io::save_checkpoint(path, g);
 }
 
+// The evaluation windows, a batch at a time and in order.
+class WindowFeed {
+ public:
+  virtual ~WindowFeed() = default;
+  // Up to n windows: inputs into x and targets into y ([n, T] each); how many (0: no more).
+  virtual int64_t next(int64_t n, int64_t* x, int64_t* y) = 0;
+  virtual int64_t known_windows() const { return -1; }  // -1 until the end is seen
+};
+
+// Windows of ids in a store (data::EvalWindows).
+class StoreFeed : public WindowFeed {
+ public:
+  StoreFeed(const data::TokenStore& ids, int64_t T, int64_t max_windows)
+      : ids_(ids), windows_(ids.size(), T) {
+    count_ = max_windows > 0 ? std::min(max_windows, windows_.count()) : windows_.count();
+  }
+  int64_t next(int64_t n, int64_t* x, int64_t* y) override {
+    const int64_t m = std::min(n, count_ - done_);
+    if (m > 0) windows_.copy(ids_, done_, m, x, y);
+    done_ += m;
+    return m;
+  }
+  int64_t known_windows() const override { return count_; }
+
+ private:
+  const data::TokenStore& ids_;
+  data::EvalWindows windows_;
+  int64_t count_, done_ = 0;
+};
+
+// Windows of a text read a chunk at a time: ids are kept only from the next window's
+// start on.
+class TextFeed : public WindowFeed {
+ public:
+  TextFeed(data::TextIds& text, int64_t T) : text_(text), T_(T) {}
+  int64_t next(int64_t n, int64_t* x, int64_t* y) override {
+    int64_t m = 0;
+    for (; m < n && fill(); ++m, at_ += T_) {
+      std::copy_n(ids_.begin() + at_, T_, x + m * T_);
+      std::copy_n(ids_.begin() + at_ + 1, T_, y + m * T_);
+    }
+    return m;
+  }
+  int64_t ids_read() const { return read_; }
+
+ private:
+  bool fill() {  // whether T + 1 ids from at_ on are there
+    if (static_cast<int64_t>(ids_.size()) - at_ > T_) return true;
+    ids_.erase(ids_.begin(), ids_.begin() + at_);
+    at_ = 0;
+    while (static_cast<int64_t>(ids_.size()) <= T_) {
+      const size_t before = ids_.size();
+      if (!text_.next(ids_)) return false;
+      read_ += static_cast<int64_t>(ids_.size() - before);
+    }
+    return true;
+  }
+  data::TextIds& text_;
+  int64_t T_, at_ = 0, read_ = 0;
+  std::vector<int64_t> ids_;
+};
+
+// Restores the model's mode and drops its gradients unless they are wanted.
+struct EvalMode {
+  nn::GPT& model;
+  bool was_training = model.is_training();
+  std::optional<ag::NoGradGuard> no_grad;
+  EvalMode(nn::GPT& m, bool grads) : model(m) {
+    model.eval();
+    model.zero_grad();
+    if (!grads) no_grad.emplace();
+  }
+  ~EvalMode() { model.train(was_training); }
+};
+
+// Every batch's (nats, bytes), added in batch order as one process adds them: under
+// mpirun batch b is evaluated by rank b % ranks and the sums are gathered, so any number
+// of processes gives the same loss, bit for bit.
+void total_in_batch_order(std::vector<double> sums, int64_t batches, int ranks, EvalResult& r) {
+  const int64_t per_rank = (batches + ranks - 1) / ranks;
+  sums.resize(static_cast<size_t>(2 * per_rank));
+  const std::vector<double> all = ranks > 1 ? World::current().all_gather(sums) : sums;
+  double total = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t at = (b % ranks) * 2 * per_rank + 2 * (b / ranks);
+    total += all[static_cast<size_t>(at)];
+    r.bytes += static_cast<int64_t>(all[static_cast<size_t>(at + 1)]);
+  }
+  r.loss = total / static_cast<double>(r.tokens);
+}
+
+// Gradients were accumulated for the sum of nats; the loss is their mean.
+void scale_gradients(nn::GPT& model, double factor) {
+  ag::NoGradGuard no_grad;
+  for (const auto& p : model.parameters())
+    if (p.grad().defined()) p.set_grad(p.grad() * factor);
+}
+
+EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint32_t> token_bytes,
+                         int64_t T, const std::string* grads_path,
+                         const std::function<bool()>& cancelled) {
+  EvalResult r;
+  EvalMode mode(model, grads_path != nullptr);
+  const World& world = World::current();
+  const int ranks = world.distributed() && !grads_path ? world.size() : 1;
+  const int64_t known = feed.known_windows();
+  std::vector<double> sums;  // per own batch: nats, bytes
+  std::vector<int64_t> x(kEvalBatch * T), y(kEvalBatch * T);
+  int64_t b = 0;
+  for (;; ++b) {
+    if (ranks == 1 && cancelled && cancelled()) {  // ranks must not leave one by one
+      model.zero_grad();
+      return EvalResult{};
+    }
+    const int64_t n = feed.next(kEvalBatch, x.data(), y.data());
+    if (n == 0) break;
+    r.windows += n;
+    if (b % ranks != (ranks > 1 ? world.rank() : 0)) continue;
+    x.resize(n * T), y.resize(n * T);
+    auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
+    sums.push_back(out.loss.item() * static_cast<double>(n * T));
+    sums.push_back(token_bytes.empty() ? 0.0 : static_cast<double>(target_bytes(y, token_bytes)));
+    // the batch's share of the mean over every target (when the count is known ahead),
+    // so that the gradients add up to it
+    const double share =
+        static_cast<double>(n * T) / static_cast<double>(known > 0 ? known * T : 1);
+    if (grads_path) (out.loss * share).backward();
+    x.resize(kEvalBatch * T), y.resize(kEvalBatch * T);
+  }
+  r.tokens = r.windows * T;
+  if (r.tokens == 0) return r;
+  total_in_batch_order(std::move(sums), b, ranks, r);
+  if (grads_path) {
+    if (known <= 0) scale_gradients(model, 1.0 / static_cast<double>(r.tokens));
+    write_gradients(model, r, *grads_path);
+    model.zero_grad();
+  }
+  return r;
+}
+
 }  // namespace
 
 EvalResult evaluate_with_grads(nn::GPT& model, const data::TokenStore& ids,
@@ -42,52 +182,16 @@ EvalResult evaluate_with_grads(nn::GPT& model, const data::TokenStore& ids,
                                const std::string* grads_path,
                                const std::function<bool()>& cancelled, int64_t max_windows) {
   if (T == 0) T = model.config().context_length;
-  const data::EvalWindows windows(ids.size(), T);
-  EvalResult r;
-  r.windows = max_windows > 0 ? std::min(max_windows, windows.count()) : windows.count();
-  r.tokens = r.windows * T;
-  if (r.tokens == 0) return r;
-  const bool was_training = model.is_training();
-  model.eval();
-  model.zero_grad();
-  std::optional<ag::NoGradGuard> no_grad;
-  if (!grads_path) no_grad.emplace();
-  // Under mpirun batch b is evaluated by rank b % ranks, and the batches' sums are added
-  // in batch order as one process adds them: the same loss, bit for bit, on any number.
-  const World& world = World::current();
-  const int ranks = world.distributed() && !grads_path ? world.size() : 1;
-  const int64_t batches = (r.windows + kEvalBatch - 1) / kEvalBatch;
-  const int64_t per_rank = (batches + ranks - 1) / ranks;
-  std::vector<double> sums(2 * per_rank);  // per own batch: nats, bytes
-  std::vector<int64_t> x(kEvalBatch * T), y(kEvalBatch * T);
-  for (int64_t b = ranks > 1 ? world.rank() : 0; b < batches; b += ranks) {
-    if (ranks == 1 && cancelled && cancelled()) {  // ranks must not leave one by one
-      model.zero_grad();
-      model.train(was_training);
-      return EvalResult{};
-    }
-    const int64_t n = std::min<int64_t>(kEvalBatch, r.windows - b * kEvalBatch);
-    x.resize(n * T), y.resize(n * T);
-    windows.copy(ids, b * kEvalBatch, n, x.data(), y.data());
-    if (!token_bytes.empty()) sums[2 * (b / ranks) + 1] = target_bytes(y, token_bytes);
-    auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
-    sums[2 * (b / ranks)] = out.loss.item() * n * T;
-    // the batch's share of the mean over every target, so the gradients add up to it
-    if (grads_path) (out.loss * (static_cast<double>(n * T) / r.tokens)).backward();
-  }
-  const std::vector<double> all = ranks > 1 ? world.all_gather(sums) : sums;
-  double total = 0;
-  for (int64_t b = 0; b < batches; ++b) {
-    const int64_t at = (b % ranks) * 2 * per_rank + 2 * (b / ranks);
-    total += all[at];
-    r.bytes += static_cast<int64_t>(all[at + 1]);
-  }
-  r.loss = total / r.tokens;
-  if (grads_path) {
-    write_gradients(model, r, *grads_path);
-    model.zero_grad();
-  }
-  model.train(was_training);
+  StoreFeed feed(ids, T, max_windows);
+  return evaluate_feed(model, feed, token_bytes, T, grads_path, cancelled);
+}
+
+EvalResult evaluate_text(nn::GPT& model, data::TextIds& text, std::span<const uint32_t> token_bytes,
+                         int64_t T, const std::string* grads_path) {
+  if (T == 0) T = model.config().context_length;
+  TextFeed feed(text, T);
+  EvalResult r = evaluate_feed(model, feed, token_bytes, T, grads_path, {});
+  r.ids = feed.ids_read();
   return r;
 }
 

@@ -2,13 +2,14 @@
 // The spec's evaluation loss: windows at 0, T, 2T, ... with T+1 ids, mean cross-entropy
 // over every target, dropout off, no graph recorded; and the same loss in bits per byte
 // of the text the targets stand for, which compares across tokenizers. The ids are read
-// from their store a batch of windows at a time, so any length evaluates in bounded
-// memory.
+// from their store a batch of windows at a time, or from a text file a chunk at a time
+// (evaluate_text), so any length evaluates in bounded memory.
 #include <cmath>
 #include <functional>
 #include <span>
 #include <string>
 
+#include "data/text_ids.h"
 #include "data/token_store.h"
 #include "nn/gpt.h"
 
@@ -18,6 +19,7 @@ struct EvalResult {
   double loss = 0;  // nats per target token (mean)
   int64_t tokens = 0, windows = 0;
   int64_t bytes = 0;  // bytes of text the targets encode (0 when not counted)
+  int64_t ids = 0;    // evaluate_text: the ids the text holds
   // total nats / bytes / ln 2
   double bits_per_byte() const {
     return bytes > 0 ? loss * static_cast<double>(tokens) / static_cast<double>(bytes) / M_LN2
@@ -40,5 +42,11 @@ EvalResult evaluate_with_grads(nn::GPT& model, const data::TokenStore& ids,
                                const std::string* grads_path,
                                const std::function<bool()>& cancelled = {},
                                int64_t max_windows = 0);
+
+// The same loss on a text file's ids (data::TextIds), read and encoded a chunk at a time
+// while the windows are evaluated: memory does not grow with the text. Under mpirun every
+// process reads the text and evaluates its share of the batches.
+EvalResult evaluate_text(nn::GPT& model, data::TextIds& text, std::span<const uint32_t> token_bytes,
+                         int64_t T, const std::string* grads_path);
 
 }  // namespace train

@@ -1,0 +1,154 @@
+// attograd_decode_bench: the cached decoder's parts, timed in process (no checkpoint, no
+// output): what bench/sample_compare.py measures end to end, taken apart.
+//
+//   attograd_decode_bench [--config default|base|all] [--steps 1000] [--rounds 5] [--json]
+//
+// For each config (vocab 65, randomly initialised: the speed does not depend on the
+// weights) and each way of running a pass (one thread; the team of 2; as timed, the
+// default), best of --rounds:
+//   step_us      one step at the positions a 100-token prompt leads to (100 .. T - 1, again
+//                from 100 when the context is full), per token
+//   prefill_ms   a prefill of T/2 + 1 positions, what the window's move costs (every T/2
+//                tokens with the default slide)
+//   tokens_s     1 / (step + prefill / (T/2)): what `sample` makes past the context
+// and the bandwidth of the step's GEMVs alone over all the model's weights (GB/s) on 1 and
+// 2 threads: a token cannot cost less than reading the weights once.
+#include <omp.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "autograd/threading.h"
+#include "nn/decode.h"
+#include "nn/decode_kernels.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+nn::GPTConfig config_named(const std::string& name) {
+  nn::GPTConfig c;
+  c.vocab_size = 65;
+  c.dropout = 0.0;
+  if (name == "base") c.context_length = 256, c.d_model = 256, c.n_heads = 8, c.n_layers = 6;
+  return c;
+}
+
+// Seconds per step over `steps` steps from position 100 (prefilled), best of rounds.
+double step_seconds(nn::Decoder& dec, int64_t steps, int rounds) {
+  const int64_t T = dec.capacity(), start = std::min<int64_t>(100, T / 2);
+  std::vector<int64_t> ids(static_cast<size_t>(start), 1), one{2};
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    dec.prefill(ids, start);
+    const auto t0 = Clock::now();
+    for (int64_t k = 0; k < steps; ++k) {
+      if (dec.length() == T) dec.prefill(ids, start);  // untimed in effect: rare
+      dec.step(one);
+    }
+    best = std::min(best, seconds_since(t0) / static_cast<double>(steps));
+  }
+  return best;
+}
+
+double prefill_seconds(nn::Decoder& dec, int rounds) {
+  const int64_t n = dec.capacity() / 2 + 1;
+  std::vector<int64_t> ids(static_cast<size_t>(n), 3);
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = Clock::now();
+    dec.prefill(ids, n);
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+// GB/s of decode::linear over every projection's weights (one row), on `threads` threads
+// sharing the output rows, best of rounds.
+double gemv_gbs(const nn::GPT& model, int threads, int rounds) {
+  std::vector<std::pair<const float*, std::pair<int64_t, int64_t>>> mats;  // W, (out, in)
+  for (const auto& [name, p] : model.named_parameters())
+    if (p.dim() == 2 && name.rfind("blocks.", 0) == 0)
+      mats.push_back({p.data<float>(), {p.shape()[0], p.shape()[1]}});
+  std::vector<float> x(4096, 1.0f), y(4096);
+  double bytes = 0, best = 1e30;
+  for (const auto& m : mats) bytes += 4.0 * static_cast<double>(m.second.first * m.second.second);
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads)
+    for (const auto& [W, dims] : mats) {
+      const auto [o0, o1] = nn::decode::share(dims.first, omp_get_thread_num(), threads);
+      nn::decode::linear(x.data(), 1, dims.second, W + o0 * dims.second, nullptr, o1 - o0,
+                         y.data() + o0, dims.first, false);
+#pragma omp barrier
+    }
+    best = std::min(best, seconds_since(t0));
+  }
+  return bytes / best / 1e9;
+}
+
+void measure(const std::string& name, int64_t steps, int rounds, bool json) {
+  const nn::GPTConfig cfg = config_named(name);
+  nn::GPT model(cfg, 1);
+  model.eval();
+  using P = nn::Decoder::Threads;
+  for (auto [policy, label] :
+       {std::pair{P::kOne, "one"}, {P::kTeam, "team"}, {P::kTimed, "timed"}}) {
+    nn::Decoder dec(model, 1);
+    dec.set_threads(policy);
+    const double step = step_seconds(dec, steps, rounds), prefill = prefill_seconds(dec, rounds);
+    const double tokens_s = 1.0 / (step + prefill / static_cast<double>(cfg.context_length / 2));
+    if (json)
+      std::printf("%s\n", nlohmann::json{{"config", name},
+                                         {"threads", label},
+                                         {"step_us", step * 1e6},
+                                         {"prefill_ms", prefill * 1e3},
+                                         {"tokens_s", tokens_s}}
+                              .dump()
+                              .c_str());
+    else
+      std::printf("%-8s %-6s step %7.1f us  prefill %6.2f ms  -> %7.0f tokens/s\n", name.c_str(),
+                  label, step * 1e6, prefill * 1e3, tokens_s);
+  }
+  const double one = gemv_gbs(model, 1, rounds * 20), two = gemv_gbs(model, 2, rounds * 20);
+  if (json)
+    std::printf(
+        "%s\n",
+        nlohmann::json{{"config", name}, {"gemv_gbs_1", one}, {"gemv_gbs_2", two}}.dump().c_str());
+  else
+    std::printf("%-8s GEMV over the weights: %.1f GB/s on 1 thread, %.1f GB/s on 2\n", name.c_str(),
+                one, two);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ag::select_blas_kernel(argv);
+  namespace po = boost::program_options;
+  std::string config = "all";
+  int64_t steps = 1000;
+  int rounds = 5;
+  po::options_description desc("attograd_decode_bench");
+  desc.add_options()("help,h", "this help")("config", po::value(&config), "default, base or all")(
+      "steps", po::value(&steps), "steps timed per round")("rounds", po::value(&rounds), "rounds")(
+      "json", "one JSON object per line");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::printf("%s\n", (std::ostringstream() << desc).str().c_str());
+    return 0;
+  }
+  ag::set_num_threads(2);
+  for (const std::string name : {"default", "base"})
+    if (config == "all" || config == name) measure(name, steps, rounds, vm.count("json") > 0);
+  return 0;
+}

@@ -1,0 +1,94 @@
+#include "data/text_ids.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "data/bpe.h"
+#include "data/prepare_passes.h"
+#include "data/utf8.h"
+
+namespace data {
+
+namespace {
+
+// The file as a prepare's one source, or a DataError naming it (missing, not a regular
+// file, empty).
+std::vector<detail::Source> open_text(const std::string& path) {
+  if (detail::InputFile(path, path).size() == 0)
+    throw DataError(fmt::format("{}: the text is empty", printable(path)));
+  return detail::open_sources({path}, /*recursive=*/false);
+}
+
+}  // namespace
+
+struct TextIds::State {
+  std::vector<detail::Source> sources;
+  std::optional<detail::ChunkReader> reader;
+  const Tokenizer& tokenizer;
+  std::optional<detail::CharIds> char_ids;  // a char vocabulary (no replacement)
+  std::unique_ptr<BpeStreamEncoder> bpe;    // a bpe tokenizer
+  std::vector<uint32_t> ids;                // a chunk's, before they are widened
+  uint64_t bytes = 0;
+  bool ended = false;
+
+  State(const std::string& path, const Tokenizer& tok, size_t chunk_bytes)
+      : sources(open_text(path)), tokenizer(tok) {
+    reader.emplace(sources.front(), chunk_bytes);
+    if (const auto* chars = dynamic_cast<const CharTokenizer*>(&tok);
+        chars && !chars->has_replacement())
+      char_ids.emplace(chars->code_points());
+    if (const auto* merges = dynamic_cast<const BpeTokenizer*>(&tok))
+      bpe = std::make_unique<BpeStreamEncoder>(*merges);
+  }
+
+  // The ids of one chunk (cut between characters) that starts at `offset` in the file.
+  void encode(std::string_view chunk, uint64_t offset, std::vector<int64_t>& out) {
+    ids.clear();
+    if (char_ids) {
+      ids.resize(chunk.size());
+      ids.resize(char_ids->encode(chunk, offset, ids.data()));
+    } else if (bpe) {
+      detail::count_utf8(chunk, offset);  // validates, naming the file's offset
+      bpe->add(chunk, ids);
+    } else {
+      detail::count_utf8(chunk, offset);
+      const std::vector<int64_t> some = tokenizer.encode(std::string(chunk));
+      out.insert(out.end(), some.begin(), some.end());
+    }
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+};
+
+TextIds::TextIds(const std::string& path, const Tokenizer& tokenizer, size_t chunk_bytes)
+    : s_(std::make_unique<State>(path, tokenizer, chunk_bytes)) {}
+
+TextIds::~TextIds() = default;
+
+bool TextIds::next(std::vector<int64_t>& out) {
+  State& s = *s_;
+  if (s.ended) return false;
+  std::string_view chunk;
+  uint64_t offset = 0;
+  if (!s.reader->next(chunk, offset)) {
+    s.ended = true;
+    if (!s.bpe) return false;
+    s.ids.clear();
+    s.bpe->finish(s.ids);
+    out.insert(out.end(), s.ids.begin(), s.ids.end());
+    return !s.ids.empty();
+  }
+  try {
+    s.encode(chunk, offset, out);
+  } catch (const std::invalid_argument& e) {
+    throw DataError(fmt::format("{}: {}", printable(s.sources.front().path), e.what()));
+  }
+  s.bytes += chunk.size();
+  return true;
+}
+
+uint64_t TextIds::bytes_read() const {
+  return s_->bytes;
+}
+
+}  // namespace data

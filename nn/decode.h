@@ -1,0 +1,108 @@
+#pragma once
+// Incremental decoding of a GPT with a key/value cache: the inference path of `sample`.
+//
+//   nn::Decoder dec(model, /*batch=*/2);          // cache and scratch allocated here, once
+//   auto logits = dec.prefill(ids, n);            // ids [2, n]: positions 0..n-1 of each row
+//   logits = dec.step(next);                      // next [2]: one more position per row
+//   // logits: [2, vocab_size], the last position's, valid until the next call
+//
+// The prompt is run once (prefill), then each step runs one position through every layer,
+// attending to the keys and values cached for the earlier positions. Keys and values of
+// every layer are kept for context_length positions of every row, in a cache allocated
+// when the decoder is made; steps allocate nothing and record no graph: the arithmetic is
+// plain float32 loops and BLAS calls on the model's parameters (read in place, never
+// copied), with dropout off as in eval(). The logits equal GPT::forward's at the same
+// positions to float32 rounding (tests/test_decode.cpp).
+//
+// Positions are learned and absolute, so the cache holds at most context_length positions
+// and cannot slide: a longer sequence is decoded by prefilling a later window again
+// (generation.h decides when).
+//
+// Layout, per layer l and row b: values [context_length][d_model] (a position's heads side
+// by side), keys transposed, [d_model][context_length], so that one query's scores against
+// every cached position are computed position-parallel, without horizontal sums.
+//
+// Threads: a step, or the prefill of a row, runs in one parallel region (thread start-up
+// costs microseconds, a step of the default model a few tens of them): each thread
+// computes its share of the attention heads (their query, key and value columns and their
+// attention) and of the output columns of the other projections, with a barrier where the
+// next part needs all of them; BLAS, called inside the region, runs on the calling
+// thread. Passes too small to gain run on one. Whether the threads pay is measured as the
+// passes run (decode::StepPace, one for steps and one for prefills): on a machine whose
+// cores are taken by other work, a pass's ~25 barriers can cost more than the second
+// thread brings, and the passes then run on one. The logits are the same bits either way
+// (each output is computed by one thread, in the same order).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "nn/decode_kernels.h"
+#include "nn/gpt.h"
+
+namespace nn {
+
+class Decoder {
+ public:
+  // The model must outlive the decoder and be float32; its parameter values may change
+  // between calls (they are read, not copied). batch >= 1 rows are decoded side by side.
+  Decoder(const GPT& model, int64_t batch);
+
+  int64_t batch() const { return batch_; }
+  int64_t length() const { return length_; }  // positions cached in every row
+  int64_t capacity() const { return cfg_.context_length; }
+  // Bytes of the key/value cache and scratch buffers a decoder of `batch` rows allocates
+  // with `threads` OpenMP threads (computed without allocating, so that an impossible
+  // batch is refused up front).
+  static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch, int threads);
+
+  // Forgets the cache and runs ids [batch, n] (row-major, 1 <= n <= context_length) at
+  // positions 0..n-1. Rows with the same ids as an earlier row are computed once.
+  // Returns the logits of position n - 1, [batch, vocab_size].
+  std::span<const float> prefill(std::span<const int64_t> ids, int64_t n);
+  // Runs ids [batch] at position length() (< context_length) of each row.
+  std::span<const float> step(std::span<const int64_t> ids);
+
+  // Whether passes large enough to share run on the threads: as timed (the default), or
+  // always on the team, or always on one (benchmarks and tests; the logits are the same).
+  enum class Threads { kTimed, kTeam, kOne };
+  void set_threads(Threads policy) { policy_ = policy; }
+
+ private:
+  struct LayerWeights {  // pointers into the model's parameters; bias null when absent
+    const float *ln1_w, *ln1_b, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
+    const float *ln2_w, *ln2_b, *w1, *b1, *w2, *b2;
+  };
+  // What one pass through the layers computes: a step (rows = the batch, each at
+  // `position`) or a prefill of row `b` (rows = positions 0..n-1).
+  struct Pass {
+    bool prefill;
+    int64_t rows, b, position;
+  };
+  void prefill_row(const int64_t* ids, int64_t b, int64_t n);
+  void copy_row(int64_t from, int64_t to);
+  void embed(const int64_t* ids, int64_t rows, int64_t position, int64_t position_step);
+  void run(const Pass& pass, decode::StepPace& pace);
+  void layer(const LayerWeights& w, int64_t l, const Pass& pass, int tid, int threads);
+  void project_qkv(const LayerWeights& w, int64_t l, const Pass& pass, const float* a, int64_t h0,
+                   int64_t h1);
+  void attention(int64_t l, const Pass& pass, int64_t h0, int64_t h1, int tid);
+  void head(const Pass& pass, int tid, int threads);
+  float* keys(int64_t layer, int64_t b);  // [d_model][context_length]
+  float* values(int64_t layer, int64_t b, int64_t t);
+
+  GPTConfig cfg_;
+  int64_t batch_, length_ = 0, head_dim_;
+  int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
+  std::vector<LayerWeights> layers_;
+  const float *tok_emb_, *pos_emb_, *ln_f_w_, *ln_f_b_, *head_w_;
+  std::vector<float> keys_, values_;  // the cache
+  // the rows being decoded: residual stream, normed (a step: one copy per thread),
+  // queries, keys before they are transposed, attention output, MLP hidden
+  std::vector<float> x_, a_, q_, k_, ctx_, ff_;
+  std::vector<float> scores_, logits_;
+  decode::SpinBarrier barrier_;
+  decode::StepPace step_pace_, prefill_pace_;
+  Threads policy_ = Threads::kTimed;
+};
+
+}  // namespace nn

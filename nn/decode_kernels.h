@@ -1,0 +1,74 @@
+#pragma once
+// Internal to the decoder (decode.cpp): the float32 kernels of one position's pass, on raw
+// pointers. The arithmetic follows the training ops' (LayerNorm statistics in double,
+// exp_fast, gelu_value), so the logits agree with GPT::forward to float32 rounding.
+#include <atomic>
+#include <cstdint>
+
+namespace nn::decode {
+
+// y[r] (r < rows, row stride ldy) = x[r] (row stride in) W^T + bias for W [out, in]; with
+// accumulate, y[r] += the same. A few rows (a step's) by our own vector kernel, which
+// never starts threads (a step shares its work out itself, and BLAS would start its own
+// threads for every GEMV outside a parallel region); more rows by BLAS's GEMM.
+void linear(const float* x, int64_t rows, int64_t in, const float* W, const float* bias,
+            int64_t out, float* y, int64_t ldy, bool accumulate);
+
+// LayerNorm (eps 1e-5) of rows of x [rows, C] into y.
+void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y);
+
+// y = gelu(y), GPT-2's tanh form.
+void gelu(float* y, int64_t n);
+
+// Row i of scores [n, n] becomes the softmax of its first i + 1 entries, the rest 0.
+void causal_softmax(float* scores, int64_t n);
+
+// One query q [D] against t cached positions of one head: keys transposed, kt[d * ldk + j]
+// for position j; values v[j * ldv + d]. out [D] = sum_j softmax_j(scale q.k_j) v_j.
+// s: t floats of scratch.
+void attend(const float* q, const float* kt, int64_t ldk, const float* v, int64_t ldv, int64_t t,
+            int64_t D, float scale, float* s, float* out);
+
+// Rows [0, n) of k [n, ld] (columns c0..c1 of the model's width, head-major: c = h D + d)
+// into the transposed cache kt, where column c of position t goes to kt[c * T + t].
+void transpose_into(const float* k, int64_t n, int64_t ld, int64_t c0, int64_t c1, float* kt,
+                    int64_t T, int64_t t0);
+
+// [begin, end) of `n` items for thread `tid` of `threads`, in whole multiples of `align`
+// (a cache line of floats, so that threads never write the same line).
+struct Range {
+  int64_t begin, end;
+};
+Range share(int64_t n, int tid, int threads, int64_t align = 16);
+
+// A barrier for the threads of one parallel region that spins briefly, then yields the
+// core. OpenMP's own barrier spins for up to a few hundred microseconds: on a machine with
+// more runnable threads than cores the thread we wait for is then kept off the core by
+// our spinning, and a step of ~30 barriers took 30 ms instead of 0.2 (measured with 8
+// runnable processes on 2 cores). Yielding costs nothing when the cores are free.
+class SpinBarrier {
+ public:
+  void wait(int threads);
+
+ private:
+  std::atomic<int> arrived_{0};
+  std::atomic<unsigned> generation_{0};
+};
+
+// Whether a step should run on its threads or on one: both are timed as steps run (the
+// first of each discarded: the team's threads start then), the faster is used (a moving
+// average), and the slower is tried again now and then, the more rarely the slower it
+// was, so that trying costs about 3% of the time.
+class StepPace {
+ public:
+  bool threaded();                             // the choice for the next step
+  void record(bool threaded, double seconds);  // how long that step took
+
+ private:
+  double average_[2] = {0, 0};  // one thread, threads (seconds a step)
+  int64_t timed_[2] = {0, 0};   // steps timed each way
+  int64_t steps_ = 0, next_trial_ = 0;
+  bool trial_ = false;
+};
+
+}  // namespace nn::decode

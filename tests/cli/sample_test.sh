@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# End-to-end tests of `attograd sample` with its key/value cache, and of `eval` on a long
+# text (issue 16):
+#   sample_test.sh SCENARIO PATH/TO/attograd
+# Every scenario trains (or initialises) a small model in a fresh folder first.
+set -euo pipefail
+scenario=$1
+bin=$(readlink -f "$2")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+
+expect_usage_error() {
+  local expected=$1; shift
+  local rc=0
+  "$@" >out.txt 2>err.txt || rc=$?
+  [ "$rc" -eq 2 ] || fail "'$*' exited $rc, not 2 (stderr: $(cat err.txt))"
+  [ "$(wc -l <err.txt)" -eq 1 ] || fail "'$*' printed $(wc -l <err.txt) lines on stderr: $(cat err.txt)"
+  grep -qF -- "$expected" err.txt || fail "'$*' said '$(cat err.txt)', expected it to mention '$expected'"
+}
+
+# peak_rss_kb CMD...: runs CMD (stdout to run.out), prints its peak resident set (VmHWM,
+# sampled every 20 ms).
+peak_rss_kb() {
+  "$@" > run.out 2> run.err &
+  local pid=$! peak=0 v
+  while kill -0 "$pid" 2>/dev/null; do
+    v=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    if [ -n "$v" ] && [ "$v" -gt "$peak" ]; then peak=$v; fi
+    sleep 0.02
+  done
+  wait "$pid" || fail "'$*' failed: $(tail -3 run.err)"
+  echo "$peak"
+}
+
+# A model of context 16 trained briefly on a text with accents and emoji, so that its
+# greedy continuations are not one repeated character.
+small=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 --dropout 0
+       --eval-windows 5 --log-interval 100 --threads 2 --sample-tokens 0 --eval-interval 0)
+make_text() {
+  for i in $(seq 1 300); do
+    printf 'line %d: the naïve café serves crème brûlée — 日本語 😀 and the dog ran home.\n' "$i"
+  done
+}
+train_small() {  # train_small OUT.h5 [options] (150 steps unless --steps is given)
+  local out=$1; shift
+  make_text > text.txt
+  "$bin" train "${small[@]}" --data text.txt --steps 150 --out "$out" "$@" > /dev/null
+}
+
+sample() { "$bin" sample --checkpoint "$@" 2> stats.txt; }
+
+case "$scenario" in
+cache_equals_no_cache)
+  # Greedy and seeded samples, one and several at a time, are the same token for token
+  # with and without the cache, well past the context (16) and through window moves.
+  train_small run.h5
+  for opts in "--temperature 0" "--seed 3" "--seed 4 --top-k 5 --top-p 0.9 --num-samples 3" \
+              "--temperature 0 --slide 1" "--seed 5 --slide 3 --prompt naïve"; do
+    # shellcheck disable=SC2086
+    sample run.h5 --tokens 60 $opts > cached.txt
+    grep -q "key/value cache" stats.txt || fail "no tokens/s line on stderr: $(cat stats.txt)"
+    # shellcheck disable=SC2086
+    sample run.h5 --tokens 60 $opts --no-cache > full.txt
+    cmp -s cached.txt full.txt ||
+      fail "'$opts': the cache changed the text: $(diff cached.txt full.txt | head -4)"
+    [ "$(wc -c < cached.txt)" -ge 60 ] || fail "'$opts': a short sample: $(cat cached.txt)"
+  done
+  ;;
+streams)
+  # Tokens reach stdout as they are made: the file grows while the sampler runs.
+  train_small run.h5 --steps 20
+  "$bin" sample --checkpoint run.h5 --tokens 100000000 --max-time 3 --threads 1 > live.txt \
+    2> stats.txt &
+  pid=$!
+  seen=0
+  for _ in $(seq 1 100); do
+    if [ -s live.txt ] && kill -0 "$pid" 2>/dev/null; then seen=1; break; fi
+    sleep 0.05
+  done
+  wait "$pid" || fail "sample --max-time failed: $(cat stats.txt)"
+  [ "$seen" -eq 1 ] || fail "nothing was written before the sampler ended"
+  grep -q "stopped by --max-time" stats.txt || fail "--max-time did not stop it: $(cat stats.txt)"
+  grep -Eq "sampled [0-9]+ tokens in [0-9.]+ s: [0-9]+ tokens/s" stats.txt ||
+    fail "no tokens/s on stderr: $(cat stats.txt)"
+  ;;
+options)
+  train_small run.h5 --steps 5
+  expect_usage_error "--top-p must be in (0, 1], got 0" "$bin" sample --checkpoint run.h5 --top-p 0
+  expect_usage_error "--top-p must be in (0, 1], got 1.5" "$bin" sample --checkpoint run.h5 --top-p 1.5
+  expect_usage_error "--top-p must be in (0, 1], got nan" "$bin" sample --checkpoint run.h5 --top-p nan
+  expect_usage_error "--num-samples must be >= 1, got 0" "$bin" sample --checkpoint run.h5 --num-samples 0
+  expect_usage_error "--max-time must be >= 0 and finite, got -1" "$bin" sample --checkpoint run.h5 --max-time -1
+  expect_usage_error "--max-time must be >= 0 and finite, got inf" "$bin" sample --checkpoint run.h5 --max-time inf
+  expect_usage_error "--stop must not be empty" "$bin" sample --checkpoint run.h5 --stop ""
+  expect_usage_error "--slide must be >= 0, got -1" "$bin" sample --checkpoint run.h5 --slide -1
+  expect_usage_error "--slide must be at most the context length 16, got 17" "$bin" sample --checkpoint run.h5 --slide 17
+  expect_usage_error "--num-samples 100000000 needs" "$bin" sample --checkpoint run.h5 --num-samples 100000000
+  expect_usage_error "--prompt: character 'Ω' (U+03A9)" "$bin" sample --checkpoint run.h5 --prompt "aΩ"
+  ;;
+stop_and_samples)
+  train_small run.h5
+  sample run.h5 --tokens 80 --temperature 0 --prompt "line" > all.txt
+  # --stop: the sample ends where the text first reaches it, which is not printed
+  sample run.h5 --tokens 80 --temperature 0 --prompt "line" --stop "ran" > stopped.txt
+  all=$(cat all.txt)
+  rest=${all#line}
+  expected="line${rest%%ran*}"
+  [ "$expected" != "$all" ] || fail "the greedy sample has no 'ran' to stop at: $all"
+  [ "$(cat stopped.txt)" = "$expected" ] || fail "--stop ran gave '$(cat stopped.txt)', expected '$expected'"
+  sample run.h5 --tokens 80 --temperature 0 --prompt "line" --stop "zzzz" > nostop.txt
+  cmp -s all.txt nostop.txt || fail "a stop text that never occurs changed the sample"
+  # --num-samples: a header per sample; the first is the single sample of the same seed
+  sample run.h5 --tokens 30 --seed 9 > one.txt
+  sample run.h5 --tokens 30 --seed 9 --num-samples 3 > three.txt
+  [ "$(grep -c '^--- sample [123] of 3 ---$' three.txt)" -eq 3 ] || fail "no 3 headers: $(cat three.txt)"
+  first=$(awk '/^--- sample 1 of 3 ---$/ {on=1; next} /^--- sample 2 of 3 ---$/ {on=0} on' three.txt)
+  [ "$first" = "$(cat one.txt)" ] || fail "sample 1 of 3 '$first' is not the single sample '$(cat one.txt)'"
+  grep -q "90 tokens" stats.txt || fail "3 samples of 30 are not 90 tokens: $(cat stats.txt)"
+  ;;
+tokenizers)
+  # byte and BPE models: multi-byte characters split over tokens come out whole, and the
+  # cache changes nothing
+  train_small byte.h5 --tokenizer byte --steps 60
+  train_small bpe.h5 --tokenizer bpe --vocab-size 300 --steps 60
+  for name in byte bpe; do
+    sample "$name.h5" --tokens 80 --seed 1 --prompt "café 😀" > cached.txt
+    sample "$name.h5" --tokens 80 --seed 1 --prompt "café 😀" --no-cache > full.txt
+    cmp -s cached.txt full.txt || fail "$name: the cache changed the text"
+    head -c 11 cached.txt | grep -q "café 😀" || fail "$name: the prompt is not printed first"
+  done
+  ;;
+rss_bounded)
+  # A base-sized model (T 256, d 256, 6 layers, 8 heads): peak RSS of sample at most twice
+  # the weights plus 64 MB.
+  "$bin" train --context-length 256 --d-model 256 --n-heads 8 --n-layers 6 --steps 0 \
+    --sample-tokens 0 --out base.h5 > /dev/null
+  params=$("$bin" inspect base.h5 | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {n += $NF} END {print n}')
+  bound_kb=$(( params * 4 * 2 / 1024 + 64 * 1024 ))
+  kb=$(peak_rss_kb "$bin" sample --checkpoint base.h5 --tokens 300 --threads 2)
+  echo "sample on $params parameters: peak RSS $((kb / 1024)) MB, bound $((bound_kb / 1024)) MB"
+  [ "$kb" -le "$bound_kb" ] || fail "peak RSS ${kb} kB over the bound ${bound_kb} kB"
+  ;;
+eval_bounded)
+  # eval reads a text a chunk at a time: 3 MB and 24 MB of text evaluate in the same
+  # memory (before, the text and its ids were held whole: over 200 MB for 24 MB).
+  make_text > block.txt
+  "$bin" train --context-length 256 --d-model 8 --n-heads 1 --n-layers 1 --steps 0 \
+    --sample-tokens 0 --data block.txt --out tiny.h5 > /dev/null
+  for _ in $(seq 1 110); do cat block.txt; done > small.txt
+  for _ in $(seq 1 8); do cat small.txt; done > text.txt
+  small_kb=$(peak_rss_kb "$bin" eval --checkpoint tiny.h5 --data small.txt --threads 1)
+  big_kb=$(peak_rss_kb "$bin" eval --checkpoint tiny.h5 --data text.txt --threads 1)
+  text_kb=$(( $(wc -c < text.txt) / 1024 ))
+  echo "eval: peak RSS ${small_kb} kB on 3 MB, ${big_kb} kB on $((text_kb / 1024)) MB of text"
+  grep -q "tokens" run.out || fail "eval printed no result: $(cat run.out)"
+  [ "$((big_kb - small_kb))" -lt 4096 ] || fail "eval grew from ${small_kb} kB to ${big_kb} kB"
+  [ "$big_kb" -lt "$((text_kb * 2))" ] || fail "eval held ${big_kb} kB for ${text_kb} kB of text"
+  ;;
+*)
+  fail "unknown scenario"
+  ;;
+esac

@@ -1,0 +1,238 @@
+// The key/value-cached decoder (nn/decode.h) against GPT::forward: the logits of every
+// position, after a prefill of any length, for batches of different rows, on the default
+// and base configs. Agreement is to float32 rounding: the decoder's GEMVs and the
+// forward's GEMMs add the same products in other orders; the tolerance is 1e-5 of the
+// largest logit.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "decode_support.h"
+
+using ag::Tensor;
+
+// Every `new` of the test program is counted, so that a test can show a stretch of code
+// allocates nothing (aligned news are not replaced and not counted; the decoder has none).
+namespace {
+std::atomic<int64_t> g_news{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+namespace {
+
+// The tolerance of a comparison with full logits: 1e-5 of their largest magnitude (84
+// float32 epsilons; measured: up to 3e-6 of it on the base config).
+double tolerance(const Tensor& full) {
+  double largest = 0;
+  for (double x : full.to_vector()) largest = std::max(largest, std::abs(x));
+  return 1e-5 * largest;
+}
+
+// The largest |cached - full| over the positions from `from` on of a row's window, with
+// the cached logits made by a prefill of `from` positions and then one step per position,
+// as a fraction of tolerance().
+double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int64_t from) {
+  const int64_t T = static_cast<int64_t>(row.size()), V = model.config().vocab_size;
+  const Tensor full = ag_test::forward_logits(model, row);  // [T, V]
+  nn::Decoder dec(model, 1);
+  std::span<const float> logits =
+      dec.prefill(std::span<const int64_t>(row.data(), static_cast<size_t>(from)), from);
+  double worst = 0;
+  for (int64_t t = from - 1; t < T; ++t) {
+    if (t > from - 1) logits = dec.step(std::span<const int64_t>(&row[t], 1));
+    REQUIRE(dec.length() == t + 1);
+    for (int64_t v = 0; v < V; ++v) worst = std::max(worst, std::abs(logits[v] - full.at({t, v})));
+  }
+  return worst / tolerance(full);
+}
+
+}  // namespace
+
+TEST_CASE("cached decoding gives the full forward's logits at every position", "[decode]") {
+  for (const auto& [name, cfg] : ag_test::decode_configs()) {
+    INFO(name);
+    const auto model_ptr = ag_test::sharp_model(cfg, 7);
+    const nn::GPT& model = *model_ptr;
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 3);
+    for (int64_t from : {int64_t{1}, cfg.context_length / 2 + 1, cfg.context_length}) {
+      INFO("prefill of " << from << " positions");
+      CHECK(max_step_error(model, row, from) < 1.0);
+    }
+  }
+}
+
+TEST_CASE("one wrong cached position moves the logits far beyond the tolerance", "[decode]") {
+  // What the comparison above catches: a cache holding another token's key and value at
+  // one position, or every position shifted by one, moves the logits by hundreds of
+  // times the tolerance (mutating the decoder that way makes the test above fail).
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 7);
+  const nn::GPT& model = *model_ptr;
+  const int64_t n = 9, V = cfg.vocab_size;
+  const std::vector<int64_t> row = ag_test::random_tokens(n + 1, V, 3);
+  const Tensor full = ag_test::forward_logits(model, row);
+  auto last_error = [&](const std::vector<int64_t>& fed, int64_t full_position) {
+    nn::Decoder dec(model, 1);
+    std::span<const float> logits = dec.prefill(std::span<const int64_t>(fed.data(), 1), 1);
+    for (size_t t = 1; t < fed.size(); ++t) logits = dec.step(std::span<const int64_t>(&fed[t], 1));
+    double worst = 0;
+    for (int64_t v = 0; v < V; ++v)
+      worst = std::max(worst, std::abs(logits[v] - full.at({full_position, v})));
+    return worst / tolerance(full);
+  };
+  CHECK(last_error(row, n) < 1.0);
+  std::vector<int64_t> other = row;
+  other[2] = (row[2] + 1) % V;
+  CHECK(last_error(other, n) > 100.0);
+  const std::vector<int64_t> shifted(row.begin() + 1, row.end());  // positions one lower
+  CHECK(last_error(shifted, n) > 100.0);
+}
+
+TEST_CASE("decoding rows side by side equals decoding each alone", "[decode]") {
+  // 3 rows (a step's own vector kernel) and 6 (BLAS's GEMM), one of them repeated
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 11);
+  const nn::GPT& model = *model_ptr;
+  const int64_t T = cfg.context_length, V = cfg.vocab_size, n = 5;
+  for (int64_t B : {3, 6}) {
+    std::vector<std::vector<int64_t>> rows;
+    for (int64_t b = 0; b < B; ++b) rows.push_back(ag_test::random_tokens(T, V, 1 + b));
+    rows[2] = rows[0];  // a repeated row is copied, not recomputed: same logits
+    std::vector<int64_t> prompt;
+    for (const auto& r : rows) prompt.insert(prompt.end(), r.begin(), r.begin() + n);
+    nn::Decoder together(model, B);
+    together.prefill(prompt, n);
+    std::vector<int64_t> next(static_cast<size_t>(B));
+    std::span<const float> logits;
+    for (int64_t t = n; t < T; ++t) {
+      for (int64_t b = 0; b < B; ++b) next[b] = rows[b][t];
+      logits = together.step(next);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const Tensor full = ag_test::forward_logits(model, rows[b]);
+      for (int64_t v = 0; v < V; ++v)
+        CHECK(std::abs(logits[b * V + v] - full.at({T - 1, v})) < tolerance(full));
+    }
+  }
+}
+
+TEST_CASE("the decoder refuses misuse with a clear error", "[decode]") {
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 1);
+  const nn::GPT& model = *model_ptr;
+  nn::Decoder dec(model, 1);
+  const std::vector<int64_t> one{1}, bad{cfg.vocab_size};
+  CHECK_THROWS_WITH(dec.step(one), Catch::Contains("prefill first"));
+  CHECK_THROWS_WITH(dec.prefill(bad, 1), Catch::Contains("outside the vocabulary"));
+  const std::vector<int64_t> too_long(static_cast<size_t>(cfg.context_length + 1), 1);
+  CHECK_THROWS_WITH(dec.prefill(too_long, cfg.context_length + 1),
+                    Catch::Contains("context_length"));
+  std::vector<int64_t> full(static_cast<size_t>(cfg.context_length), 1);
+  dec.prefill(full, cfg.context_length);
+  CHECK_THROWS_WITH(dec.step(one), Catch::Contains("again past the context"));
+  nn::GPT wide(cfg, 1);
+  wide.to(ag::DType::Float64);
+  CHECK_THROWS_WITH(nn::Decoder(wide, 1), Catch::Contains("float32"));
+}
+
+TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
+  // each output is computed by one thread in the same order: the thread count (and the
+  // pace's choice, step by step) changes no bit, so a seeded sample is the same on any
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 4);
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
+  auto all_logits = [&](int threads, nn::Decoder::Threads policy) {
+    const int before = ag::num_threads();
+    ag::set_num_threads(threads);
+    nn::Decoder dec(*model_ptr, 1);
+    dec.set_threads(policy);
+    std::vector<float> out;
+    std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
+    out.insert(out.end(), l.begin(), l.end());
+    for (size_t t = 1; t < row.size(); ++t) {
+      l = dec.step(std::span<const int64_t>(&row[t], 1));
+      out.insert(out.end(), l.begin(), l.end());
+    }
+    ag::set_num_threads(before);
+    return out;
+  };
+  using P = nn::Decoder::Threads;
+  const std::vector<float> one = all_logits(1, P::kTimed);
+  CHECK(one == all_logits(2, P::kTeam));
+  CHECK(one == all_logits(2, P::kOne));
+  CHECK(one == all_logits(2, P::kTimed));
+}
+
+TEST_CASE("the pace runs steps on the faster of one thread and the team", "[decode]") {
+  auto run = [](double one, double team, int steps) {
+    nn::decode::StepPace pace;
+    int threaded = 0;
+    for (int i = 0; i < steps; ++i) {
+      const bool t = pace.threaded();
+      threaded += t;
+      pace.record(t, t ? team : one);
+    }
+    return threaded;
+  };
+  // the team twice as fast: nearly every step on it, one trial of one thread in 64 or so
+  const int fast_team = run(2.0, 1.0, 1000);
+  CHECK(fast_team > 950);
+  CHECK(fast_team < 1000);
+  // the team ten times slower (busy cores): one thread, the team tried about every 320
+  const int slow_team = run(1.0, 10.0, 1000);
+  CHECK(slow_team >= 2);
+  CHECK(slow_team < 10);
+}
+
+TEST_CASE("cached decoding covers query/key/value biases and an untied head", "[decode]") {
+  nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  cfg.qkv_bias = true, cfg.tie_weights = false, cfg.d_ff = 200, cfg.n_heads = 8;
+  cfg.d_model = 72;  // head_dim 9 and d_ff 200: no multiple of the vector width
+  auto model_ptr = ag_test::sharp_model(cfg, 12);
+  {
+    ag::NoGradGuard no_grad;  // biases start at 0: give them values
+    ag::Generator g(3);
+    for (auto& [name, p] : model_ptr->named_parameters())
+      if (p.dim() == 1 && name.find("bias") != std::string::npos)
+        ag::copy_(p, ag::randn(p.shape(), g) * 0.5);
+  }
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 5);
+  CHECK(max_step_error(*model_ptr, row, 1) < 1.0);
+  CHECK(max_step_error(*model_ptr, row, cfg.context_length / 2) < 1.0);
+}
+
+TEST_CASE("a step and the choice of a token allocate nothing", "[decode]") {
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 2);
+  nn::Decoder dec(*model_ptr, 2);
+  nn::SamplingOptions so;
+  so.top_k = 10, so.top_p = 0.9;
+  nn::TokenSampler sampler(cfg.vocab_size, so);
+  ag::Generator gen(1);
+  std::vector<int64_t> ids{1, 2};
+  std::span<const float> logits = dec.prefill(ids, 1);
+  const int64_t before = g_news.load();
+  for (int64_t t = 1; t < cfg.context_length; ++t) {
+    for (int64_t b = 0; b < 2; ++b)
+      ids[b] = sampler.choose(logits.subspan(b * cfg.vocab_size, cfg.vocab_size), gen);
+    logits = dec.step(ids);
+  }
+  CHECK(g_news.load() - before == 0);
+  // the counter counts: a vector's first element is a new
+  std::vector<int> probe;
+  probe.push_back(1);
+  CHECK(g_news.load() - before >= 1);
+}
