@@ -111,16 +111,25 @@ nn::GenerationOptions generation_options(const SampleOptions& o) {
   return g;
 }
 
+// "1 token", "2 tokens".
+std::string count_of(int64_t n, const char* noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
 // The speed, on stderr (stdout holds only the text).
 void report(const nn::GenerationStats& st, const SampleOptions& o, int64_t slide) {
   const double rate = st.seconds > 0 ? static_cast<double>(st.new_tokens) / st.seconds : 0.0;
-  fmt::print(stderr,
-             "sampled {} tokens in {:.3f} s: {:.0f} tokens/s ({} sample{}, {}; prompt window of {} "
-             "tokens in {:.1f} ms; the window moved {} times, {} tokens at a time{})\n",
-             st.new_tokens, st.seconds, rate, o.num_samples, o.num_samples > 1 ? "s" : "",
-             o.no_cache ? "no cache: the whole window per token" : "key/value cache",
-             st.prompt_tokens, st.prefill_seconds * 1e3, st.rebuilds, slide,
-             st.timed_out ? "; stopped by --max-time" : "");
+  const std::string moved =
+      st.rebuilds == 0 ? "the window never moved"
+                       : fmt::format("the window moved {}, {} at a time",
+                                     count_of(st.rebuilds, "time"), count_of(slide, "token"));
+  fmt::print(
+      stderr,
+      "sampled {} in {:.3f} s: {:.0f} tokens/s ({}, {}; prompt window of {} in {:.1f} ms; {}{})\n",
+      count_of(st.new_tokens, "token"), st.seconds, rate, count_of(o.num_samples, "sample"),
+      o.no_cache ? "no cache: the whole window per token" : "key/value cache",
+      count_of(st.prompt_tokens, "token"), st.prefill_seconds * 1e3, moved,
+      st.timed_out ? "; stopped by --max-time" : "");
 }
 
 }  // namespace

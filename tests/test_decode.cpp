@@ -14,20 +14,50 @@
 using ag::Tensor;
 
 // Every `new` of the test program is counted, so that a test can show a stretch of code
-// allocates nothing (aligned news are not replaced and not counted; the decoder has none).
+// allocates nothing. Every unaligned form is replaced, so that each `delete` meets the
+// `new` it belongs to (a sanitizer's own `new (std::nothrow)` freed by our `delete` is an
+// alloc-dealloc mismatch); aligned forms are not replaced and not counted (the decoder has
+// none).
 namespace {
 std::atomic<int64_t> g_news{0};
+void* counted_new(std::size_t n) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void* counted_new_or_throw(std::size_t n) {
+  if (void* p = counted_new(n)) return p;
+  throw std::bad_alloc();
+}
 }  // namespace
 
 void* operator new(std::size_t n) {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
+  return counted_new_or_throw(n);
+}
+void* operator new[](std::size_t n) {
+  return counted_new_or_throw(n);
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return counted_new(n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return counted_new(n);
 }
 void operator delete(void* p) noexcept {
   std::free(p);
 }
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
 void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 
