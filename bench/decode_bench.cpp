@@ -4,8 +4,8 @@
 //   attograd_decode_bench [--config default|base|all] [--steps 1000] [--rounds 5] [--json]
 //
 // For each config (vocab 65, randomly initialised: the speed does not depend on the
-// weights) and each way of running a pass (one thread; the team of 2; as timed, the
-// default), best of --rounds:
+// weights), each weight format (fp32; bf16, `sample --weights bf16`) and each way of
+// running a pass (one thread; the team of 2; as timed, the default), best of --rounds:
 //   step_us      one step at the positions a 100-token prompt leads to (100 .. T - 1, again
 //                from 100 when the context is full), per token
 //   prefill_ms   a prefill of T/2 + 1 positions, what the window's move costs (every T/2
@@ -86,7 +86,7 @@ double gemv_gbs(const nn::GPT& model, int threads, int rounds) {
 #pragma omp parallel num_threads(threads)
     for (const auto& [W, dims] : mats) {
       const auto [o0, o1] = nn::decode::share(dims.first, omp_get_thread_num(), threads);
-      nn::decode::linear(x.data(), 1, dims.second, W + o0 * dims.second, nullptr, o1 - o0,
+      nn::decode::linear(x.data(), 1, dims.second, {W + o0 * dims.second}, nullptr, o1 - o0,
                          y.data() + o0, dims.first, false);
 #pragma omp barrier
     }
@@ -100,23 +100,28 @@ void measure(const std::string& name, int64_t steps, int rounds, bool json) {
   nn::GPT model(cfg, 1);
   model.eval();
   using P = nn::Decoder::Threads;
-  for (auto [policy, label] :
-       {std::pair{P::kOne, "one"}, {P::kTeam, "team"}, {P::kTimed, "timed"}}) {
-    nn::Decoder dec(model, 1);
-    dec.set_threads(policy);
-    const double step = step_seconds(dec, steps, rounds), prefill = prefill_seconds(dec, rounds);
-    const double tokens_s = 1.0 / (step + prefill / static_cast<double>(cfg.context_length / 2));
-    if (json)
-      std::printf("%s\n", nlohmann::json{{"config", name},
-                                         {"threads", label},
-                                         {"step_us", step * 1e6},
-                                         {"prefill_ms", prefill * 1e3},
-                                         {"tokens_s", tokens_s}}
-                              .dump()
-                              .c_str());
-    else
-      std::printf("%-8s %-6s step %7.1f us  prefill %6.2f ms  -> %7.0f tokens/s\n", name.c_str(),
-                  label, step * 1e6, prefill * 1e3, tokens_s);
+  for (auto format : {nn::WeightFormat::fp32, nn::WeightFormat::bf16}) {
+    const char* weights = format == nn::WeightFormat::fp32 ? "fp32" : "bf16";
+    if (format == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(model);
+    for (auto [policy, label] :
+         {std::pair{P::kOne, "one"}, {P::kTeam, "team"}, {P::kTimed, "timed"}}) {
+      nn::Decoder dec(model, 1, format);
+      dec.set_threads(policy);
+      const double step = step_seconds(dec, steps, rounds), prefill = prefill_seconds(dec, rounds);
+      const double tokens_s = 1.0 / (step + prefill / static_cast<double>(cfg.context_length / 2));
+      if (json)
+        std::printf("%s\n", nlohmann::json{{"config", name},
+                                           {"weights", weights},
+                                           {"threads", label},
+                                           {"step_us", step * 1e6},
+                                           {"prefill_ms", prefill * 1e3},
+                                           {"tokens_s", tokens_s}}
+                                .dump()
+                                .c_str());
+      else
+        std::printf("%-8s %s %-6s step %7.1f us  prefill %6.2f ms  -> %7.0f tokens/s\n",
+                    name.c_str(), weights, label, step * 1e6, prefill * 1e3, tokens_s);
+    }
   }
   const double one = gemv_gbs(model, 1, rounds * 20), two = gemv_gbs(model, 2, rounds * 20);
   if (json)

@@ -7,16 +7,18 @@ the speed does not depend on the weights), and a prompt of --prompt-tokens chara
 its vocabulary. Then, interleaved for --rounds rounds so that all see the same machine:
 
   attograd           `sample` with its key/value cache (--threads, default 2; and on 1)
+  attograd bf16      the same with --weights bf16 (the weight matrices in bfloat16)
   attograd no-cache  `sample --no-cache`: the whole window through GPT::forward per token
   torch cache        bench/torch_sample.py --mode cache: PyTorch with a key/value cache of
                      its own, the same window schedule, the same checkpoint
   torch full         bench/torch_sample.py --mode full: nanoGPT's generate() loop
 
 PyTorch's best is searched first, as bench/compare.py does: threads 1 or 2 x kernels (the
-environment as given, OpenBLAS's own choice with OPENBLAS_CORETYPE unset, AVX-512 forced),
-one short run each; the fastest of each mode is then the one measured. Every run is greedy
+environment as given, OpenBLAS's own choice with OPENBLAS_CORETYPE unset, AVX-512 forced)
+x dtype (float32, or the whole model in bfloat16), one short run each; the fastest of each
+mode is then the one measured. Every run is greedy
 (the choice of a token costs the same either way), and the texts of attograd and PyTorch
-with their caches are compared: the same tokens, or the table says so.
+with their caches in float32 are compared: the same tokens, or the table says so.
 
 Tokens/s are over the generated tokens, the prompt's prefill included; medians over the
 rounds. Peak RSS is the process's (wait4's ru_maxrss), against the issue's bound for
@@ -93,28 +95,30 @@ def prompt_text(a, path, cfg):
     return run_measured([a.attograd, "decode", "--tokenizer", path], stdin=ids.encode())[0].decode()
 
 
-def ours(a, path, prompt, tokens, cache, threads=None):
+def ours(a, path, prompt, tokens, cache, threads=None, weights="fp32"):
     cmd = [a.attograd, "sample", "--checkpoint", path, "--prompt", prompt, "--tokens",
-           str(tokens), "--temperature", "0", "--threads", str(threads or a.threads)]
+           str(tokens), "--temperature", "0", "--threads", str(threads or a.threads),
+           "--weights", weights]
     out, err, rss, _ = run_measured(cmd + ([] if cache else ["--no-cache"]))
     m = RATE.search(err)
     return dict(tokens_per_s=float(m.group(1)) / float(m.group(2)), rss=rss, text=out.decode())
 
 
-def theirs(a, path, prompt, tokens, mode, threads, kernels):
+def theirs(a, path, prompt, tokens, mode, threads, kernels, dtype):
     cmd = [a.python, os.path.join(HERE, "torch_sample.py"), "--checkpoint", path, "--prompt",
-           prompt, "--tokens", str(tokens), "--mode", mode, "--threads", str(threads)]
+           prompt, "--tokens", str(tokens), "--mode", mode, "--threads", str(threads),
+           "--dtype", dtype]
     out, _, rss, _ = run_measured(cmd, KERNELS[kernels])
     row = json.loads(out.decode().splitlines()[-1])
     return dict(tokens_per_s=row["tokens_per_s"], rss=rss, ids=row["ids"])
 
 
 def best_torch(a, path, prompt):
-    """The fastest (threads, kernels) of each mode, from one short run of each."""
+    """The fastest (threads, kernels, dtype) of each mode, from one short run of each."""
     best = {}
     for mode, tokens in (("cache", 200), ("full", 30)):
-        timed = [(theirs(a, path, prompt, tokens, mode, t, k)["tokens_per_s"], t, k)
-                 for t in (1, 2) for k in KERNELS]
+        timed = [(theirs(a, path, prompt, tokens, mode, t, k, d)["tokens_per_s"], t, k, d)
+                 for t in (1, 2) for k in KERNELS for d in ("float32", "bfloat16")]
         best[mode] = max(timed)[1:]
     return best
 
@@ -129,9 +133,10 @@ def measure(a, config, folder):
     path, cfg, params = make_checkpoint(a, config, folder)
     prompt = prompt_text(a, path, cfg)
     best = best_torch(a, path, prompt)
-    runs = {k: [] for k in ("ours", "ours_1t", "ours_full", "torch", "torch_full")}
+    runs = {k: [] for k in ("ours", "ours_bf16", "ours_1t", "ours_full", "torch", "torch_full")}
     for _ in range(a.rounds):
         runs["ours"].append(ours(a, path, prompt, a.tokens, True))
+        runs["ours_bf16"].append(ours(a, path, prompt, a.tokens, True, weights="bf16"))
         runs["ours_1t"].append(ours(a, path, prompt, a.tokens, True, threads=1))
         runs["ours_full"].append(ours(a, path, prompt, a.full_tokens, False))
         runs["torch"].append(theirs(a, path, prompt, a.tokens, "cache", *best["cache"]))
@@ -142,25 +147,26 @@ def measure(a, config, folder):
     return dict(config=config, T=cfg["context_length"], d_model=cfg["d_model"],
                 n_layers=cfg["n_layers"], parameters=params, weights_mb=weights_mb,
                 tok_s=med, rss_mb=rss, rss_bound_mb=2 * weights_mb + 64,
-                torch_cache_variant=f"{best['cache'][0]}t {best['cache'][1]}",
-                torch_full_variant=f"{best['full'][0]}t {best['full'][1]}",
+                torch_cache_variant=" ".join(map(str, best["cache"])),
+                torch_full_variant=" ".join(map(str, best["full"])),
                 same_text=same_text(a, path, runs["ours"][0]["text"], prompt,
-                                    runs["torch"][0]["ids"]))
+                                    theirs(a, path, prompt, a.tokens, "cache", 1, "avx512",
+                                           "float32")["ids"]))
 
 
 def print_table(a, rows, loads):
     print(f"prompt {a.prompt_tokens} tokens, {a.tokens} new tokens with a cache, "
           f"{a.full_tokens} without; attograd at {a.threads} threads and at 1; medians of "
           f"{a.rounds}; load average {loads[0]:.1f} before, {loads[1]:.1f} after")
-    print(f"{'config':8} | {'attograd':>9} {'1 thread':>9} {'no-cache':>9} | {'torch kv':>9} "
-          f"{'nanoGPT':>8} | {'best/torch':>11} | {'RSS MB':>7} {'bound':>6} {'torch kv':>8} | "
-          f"same text")
+    print(f"{'config':8} | {'attograd':>9} {'bf16 w':>7} {'1 thread':>9} {'no-cache':>9} | "
+          f"{'torch kv':>9} {'nanoGPT':>8} | {'best/torch':>11} | {'RSS MB':>7} {'bf16 w':>7} "
+          f"{'bound':>6} {'torch kv':>8} | same text")
     for r in rows:
         t, m = r["tok_s"], r["rss_mb"]
-        print(f"{r['config']:8} | {t['ours']:9.0f} {t['ours_1t']:9.0f} {t['ours_full']:9.0f} | "
-              f"{t['torch']:9.0f} "
-              f"{t['torch_full']:8.0f} | {max(t['ours'], t['ours_1t']) / t['torch']:10.2f}x | "
-              f"{m['ours']:7.1f} "
+        ours_best = max(t["ours"], t["ours_bf16"], t["ours_1t"])
+        print(f"{r['config']:8} | {t['ours']:9.0f} {t['ours_bf16']:7.0f} {t['ours_1t']:9.0f} "
+              f"{t['ours_full']:9.0f} | {t['torch']:9.0f} {t['torch_full']:8.0f} | "
+              f"{ours_best / t['torch']:10.2f}x | {m['ours']:7.1f} {m['ours_bf16']:7.1f} "
               f"{r['rss_bound_mb']:6.1f} {m['torch']:8.1f} | {r['same_text']}")
     for r in rows:
         print(f"  {r['config']}: {r['parameters']} parameters ({r['weights_mb']:.1f} MB); "

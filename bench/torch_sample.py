@@ -12,7 +12,8 @@
 The model is the spec's (tests/reference/spec_gpt.py): loaded from an attograd checkpoint
 (h5py; a char tokenizer's prompt is encoded with its vocabulary), or at the given config
 with the spec's initialisation (the speed does not depend on the weights). Under
-torch.inference_mode, fp32, greedy (the choice costs the same either way). Prints one JSON
+torch.inference_mode, float32 or (--dtype bfloat16) the whole model in bfloat16, greedy
+(the choice costs the same either way). Prints one JSON
 line: tokens/s over the generated tokens (the prefill included), the prefill's time, peak
 RSS, and the generated ids. The BLAS kernel is chosen by the environment
 (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY).
@@ -20,7 +21,7 @@ RSS, and the generated ids. The BLAS kernel is chosen by the environment
 usage: torch_sample.py [--checkpoint run.h5 --prompt TEXT] [--vocab-size 65
                        --context-length 256 --d-model 256 --n-heads 8 --n-layers 6
                        --prompt-tokens 100] [--tokens 1000] [--mode cache|full] [--slide 0]
-                       [--threads 1]
+                       [--threads 1] [--dtype float32|bfloat16]
 """
 import argparse
 import json
@@ -40,8 +41,9 @@ class KVCache:
 
     def __init__(self, model, cfg, batch):
         T, C, H, L = cfg["context_length"], cfg["d_model"], cfg["n_heads"], cfg["n_layers"]
-        self.k = torch.zeros(L, batch, H, T, C // H)
-        self.v = torch.zeros(L, batch, H, T, C // H)
+        dtype = model.tok_emb.weight.dtype
+        self.k = torch.zeros(L, batch, H, T, C // H, dtype=dtype)
+        self.v = torch.zeros(L, batch, H, T, C // H, dtype=dtype)
         self.model, self.length = model, 0
 
     def run(self, ids, start):
@@ -84,7 +86,7 @@ def generate_cached(model, cfg, prompt, tokens, slide):
     logits = cache.run(torch.tensor([text[s:]]), 0)
     prefill = time.perf_counter() - t0
     for k in range(tokens):
-        text.append(int(logits[0].argmax()))
+        text.append(int(logits[0].float().argmax()))
         if k + 1 == tokens:
             break
         moved = window_start(len(text), T, slide)
@@ -104,7 +106,7 @@ def generate_full(model, cfg, prompt, tokens):
     prefill = None
     for _ in range(tokens):
         logits, _ = model(idx[:, -T:])
-        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        idx = torch.cat([idx, logits[:, -1].float().argmax(-1, keepdim=True)], dim=1)
         prefill = prefill or time.perf_counter() - t0
     return time.perf_counter() - t0, prefill, idx[0, len(prompt):].tolist()
 
@@ -135,6 +137,8 @@ def main():
     ap.add_argument("--mode", default="cache", choices=["cache", "full"])
     ap.add_argument("--checkpoint")
     ap.add_argument("--prompt", default="")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="the model's dtype: bfloat16 weights, activations and cache")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -148,13 +152,15 @@ def main():
         init_spec_(model, a.n_layers)
         prompt = torch.randint(0, a.vocab_size, (a.prompt_tokens,)).tolist()
     model.eval()
+    model.to(getattr(torch, a.dtype))
     slide = a.slide or max(1, cfg["context_length"] // 2)
     with torch.inference_mode():
         if a.mode == "cache":
             seconds, prefill, ids = generate_cached(model, cfg, prompt, a.tokens, slide)
         else:
             seconds, prefill, ids = generate_full(model, cfg, prompt, a.tokens)
-    print(json.dumps(dict(impl="torch", mode=a.mode, threads=a.threads, tokens=a.tokens, ids=ids,
+    print(json.dumps(dict(impl="torch", mode=a.mode, dtype=a.dtype, threads=a.threads,
+                          tokens=a.tokens, ids=ids,
                           seconds=seconds, tokens_per_s=a.tokens / seconds,
                           prefill_ms=prefill * 1e3,
                           peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -21,7 +21,7 @@ namespace cli {
 namespace {
 
 struct SampleOptions {
-  std::string path, prompt;
+  std::string path, prompt, weights = "fp32";
   int64_t tokens = 200, top_k = 0, num_samples = 1, slide = 0;
   double temperature = 1.0, top_p = 1.0, max_time = 0;
   std::vector<std::string> stops;
@@ -54,6 +54,9 @@ po::options_description sample_options(SampleOptions& o) {
   add("slide", po::value(&o.slide)->default_value(0),
       "past the context, the window moves this many tokens at a time (0: half the context; "
       "1: every token sees the last context_length tokens)");
+  add("weights", po::value(&o.weights)->default_value("fp32"),
+      "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads "
+      "(see README, Sampling)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
@@ -74,6 +77,13 @@ void check_sample_options(const SampleOptions& o) {
     if (stop.empty()) throw UsageError("--stop must not be empty");
   if (o.slide < 0) throw UsageError(fmt::format("--slide must be >= 0, got {}", o.slide));
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+  if (o.weights != "fp32" && o.weights != "bf16")
+    throw UsageError(
+        fmt::format("--weights must be fp32 or bf16, got '{}'", data::printable(o.weights)));
+}
+
+nn::WeightFormat weight_format(const SampleOptions& o) {
+  return o.weights == "bf16" ? nn::WeightFormat::bf16 : nn::WeightFormat::fp32;
 }
 
 // What needs the model's config: the slide, and the memory the samples' caches take.
@@ -81,7 +91,7 @@ void check_against_model(const SampleOptions& o, const nn::GPTConfig& cfg) {
   if (o.slide > cfg.context_length)
     throw UsageError(fmt::format("--slide must be at most the context length {}, got {}",
                                  cfg.context_length, o.slide));
-  const int64_t bytes = nn::Decoder::memory_bytes(cfg, o.num_samples, o.threads);
+  const int64_t bytes = nn::Decoder::memory_bytes(cfg, o.num_samples, o.threads, weight_format(o));
   const int64_t available = train::available_memory();
   if (o.num_samples > 1 && available > 0 && bytes > available)
     throw UsageError(
@@ -108,6 +118,7 @@ nn::GenerationOptions generation_options(const SampleOptions& o) {
   g.use_cache = !o.no_cache;
   g.slide = o.slide;
   g.max_seconds = o.max_time;
+  g.weights = weight_format(o);
   return g;
 }
 
@@ -151,6 +162,7 @@ int sample_command(const Args& args) {
       tok = io::make_tokenizer(ckpt.tokenizer);
     }
     model->eval();
+    if (weight_format(o) == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
     check_against_model(o, model->config());
     const std::vector<int64_t> ids = encode_prompt(*tok, o.prompt);
     SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0, o.prompt);

@@ -40,46 +40,95 @@ constexpr int64_t kThreadedStepWork = int64_t{1} << 18;
 
 }  // namespace
 
-Decoder::Decoder(const GPT& model, int64_t batch)
+Decoder::Decoder(const GPT& model, int64_t batch, WeightFormat format)
     : cfg_(model.config()),
       batch_(batch),
       head_dim_(cfg_.d_model / cfg_.n_heads),
       threads_(std::max(1, omp_get_max_threads())) {
   if (batch < 1) throw std::invalid_argument(fmt::format("Decoder: batch {} < 1", batch));
+  if (format == WeightFormat::bf16) packed_.reserve(static_cast<size_t>(streamed_weights(cfg_)));
+  auto matrix = [&](const ag::Tensor& p, const char* what) {
+    return format == WeightFormat::bf16 ? packed(p, what) : decode::Weights{weights_of(p, what)};
+  };
   for (const auto& block : *model.blocks) {
     const auto& at = *block->attn;
     layers_.push_back(LayerWeights{
         weights_of(block->ln1->weight, "ln1.weight"), weights_of(block->ln1->bias, "ln1.bias"),
-        weights_of(at.W_query->weight, "W_query"), weights_of(at.W_key->weight, "W_key"),
-        weights_of(at.W_value->weight, "W_value"), weights_of(at.W_query->bias, "W_query.bias"),
+        matrix(at.W_query->weight, "W_query"), matrix(at.W_key->weight, "W_key"),
+        matrix(at.W_value->weight, "W_value"), weights_of(at.W_query->bias, "W_query.bias"),
         weights_of(at.W_key->bias, "W_key.bias"), weights_of(at.W_value->bias, "W_value.bias"),
-        weights_of(at.out_proj->weight, "out_proj"), weights_of(at.out_proj->bias, "out_proj"),
+        matrix(at.out_proj->weight, "out_proj"), weights_of(at.out_proj->bias, "out_proj"),
         weights_of(block->ln2->weight, "ln2.weight"), weights_of(block->ln2->bias, "ln2.bias"),
-        weights_of(block->mlp->fc1->weight, "fc1"), weights_of(block->mlp->fc1->bias, "fc1"),
-        weights_of(block->mlp->fc2->weight, "fc2"), weights_of(block->mlp->fc2->bias, "fc2")});
+        matrix(block->mlp->fc1->weight, "fc1"), weights_of(block->mlp->fc1->bias, "fc1"),
+        matrix(block->mlp->fc2->weight, "fc2"), weights_of(block->mlp->fc2->bias, "fc2")});
   }
   tok_emb_ = weights_of(model.tok_emb->weight, "tok_emb");
   pos_emb_ = weights_of(model.pos_emb->weight, "pos_emb");
   ln_f_w_ = weights_of(model.ln_f->weight, "ln_f.weight");
   ln_f_b_ = weights_of(model.ln_f->bias, "ln_f.bias");
-  head_w_ = model.lm_head ? weights_of(model.lm_head->weight, "lm_head") : tok_emb_;
-  const int64_t T = cfg_.context_length, C = cfg_.d_model, rows = std::max(T, batch);
+  head_w_ = model.lm_head ? matrix(model.lm_head->weight, "lm_head")
+                          : matrix(model.tok_emb->weight, "tok_emb");
+  allocate_buffers();
+}
+
+// A bfloat16 copy of a weight matrix, appended to packed_ (reserved for all of them, so
+// that the pointers stay valid); its float32 values must already be bfloat16 values.
+decode::Weights Decoder::packed(const ag::Tensor& p, const char* what) {
+  const float* f = weights_of(p, what);
+  const auto n = static_cast<size_t>(p.numel());
+  for (size_t i = 0; i < n; ++i)
+    if (ag::bf16_rounded(f[i]) != f[i] && !std::isnan(f[i]))
+      throw std::invalid_argument(
+          fmt::format("Decoder: bfloat16 weights need {} rounded to bfloat16 first "
+                      "(nn::round_weights_to_bfloat16); element {} is {}",
+                      what, i, f[i]));
+  const size_t at = packed_.size();
+  packed_.resize(at + n);
+  ag::to_bfloat16(f, packed_.data() + at, static_cast<int64_t>(n));
+  return {f, packed_.data() + at};
+}
+
+void Decoder::allocate_buffers() {
+  const int64_t T = cfg_.context_length, C = cfg_.d_model, rows = std::max(T, batch_);
   auto floats = [](int64_t n) { return static_cast<size_t>(n); };
-  keys_.resize(floats(cfg_.n_layers * batch * T * C));
+  keys_.resize(floats(cfg_.n_layers * batch_ * T * C));
   values_.resize(keys_.size());
   for (auto* buffer : {&x_, &q_, &k_, &ctx_}) buffer->resize(floats(rows * C));
   a_.resize(floats(threads_ * rows * C));  // each thread normalises for itself
   ff_.resize(floats(rows * cfg_.ff_width()));
-  scores_.resize(floats(std::max(threads_ * T * T, batch * cfg_.n_heads * T)));
-  logits_.resize(floats(batch * cfg_.vocab_size));
+  scores_.resize(floats(std::max(threads_ * T * T, batch_ * cfg_.n_heads * T)));
+  logits_.resize(floats(batch_ * cfg_.vocab_size));
 }
 
-int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads) {
+int64_t Decoder::streamed_weights(const GPTConfig& cfg) {
+  return cfg.n_layers * cfg.d_model * (4 * cfg.d_model + 2 * cfg.ff_width()) +
+         cfg.vocab_size * cfg.d_model;
+}
+
+void round_weights_to_bfloat16(GPT& model) {
+  auto round = [](const ag::Tensor& p) {
+    if (!p.defined() || p.dtype() != ag::DType::Float32 || !p.is_contiguous()) return;
+    float* f = p.data<float>();
+    ag::round_to_bfloat16(f, f, p.numel());
+  };
+  for (const auto& block : *model.blocks) {
+    const auto& at = *block->attn;
+    for (const auto* w : {&at.W_query->weight, &at.W_key->weight, &at.W_value->weight,
+                          &at.out_proj->weight, &block->mlp->fc1->weight, &block->mlp->fc2->weight})
+      round(*w);
+  }
+  round(model.lm_head ? model.lm_head->weight : model.tok_emb->weight);
+}
+
+int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads,
+                              WeightFormat format) {
   const int64_t T = cfg.context_length, C = cfg.d_model, rows = std::max(T, batch);
   const int64_t floats = 2 * cfg.n_layers * batch * T * C + rows * (4 * C + cfg.ff_width()) +
                          threads * rows * C + std::max(threads * T * T, batch * cfg.n_heads * T) +
                          batch * cfg.vocab_size;
-  return floats * static_cast<int64_t>(sizeof(float));
+  const int64_t packed = format == WeightFormat::bf16 ? streamed_weights(cfg) : 0;
+  return floats * static_cast<int64_t>(sizeof(float)) +
+         packed * static_cast<int64_t>(sizeof(ag::bfloat16));
 }
 
 float* Decoder::keys(int64_t layer, int64_t b) {
@@ -113,17 +162,18 @@ void Decoder::project_qkv(const LayerWeights& w, int64_t l, const Pass& pass, co
                           int64_t h0, int64_t h1) {
   const int64_t C = cfg_.d_model, T = cfg_.context_length, n = pass.rows;
   const int64_t c0 = h0 * head_dim_, cn = (h1 - h0) * head_dim_;
-  decode::linear(a, n, C, w.wq + c0 * C, from(w.bq, c0), cn, q_.data() + c0, C, false);
-  decode::linear(a, n, C, w.wk + c0 * C, from(w.bk, c0), cn, k_.data() + c0, C, false);
+  decode::linear(a, n, C, w.wq.rows_from(c0, C), from(w.bq, c0), cn, q_.data() + c0, C, false);
+  decode::linear(a, n, C, w.wk.rows_from(c0, C), from(w.bk, c0), cn, k_.data() + c0, C, false);
   if (pass.prefill) {
     decode::transpose_into(k_.data(), n, C, c0, c0 + cn, keys(l, pass.b), T, 0);
-    decode::linear(a, n, C, w.wv + c0 * C, from(w.bv, c0), cn, values(l, pass.b, 0) + c0, C, false);
+    decode::linear(a, n, C, w.wv.rows_from(c0, C), from(w.bv, c0), cn, values(l, pass.b, 0) + c0, C,
+                   false);
     return;
   }
   for (int64_t b = 0; b < n; ++b)
     decode::transpose_into(k_.data() + b * C, 1, C, c0, c0 + cn, keys(l, b), T, pass.position);
-  decode::linear(a, n, C, w.wv + c0 * C, from(w.bv, c0), cn, values(l, 0, pass.position) + c0,
-                 T * C, false);
+  decode::linear(a, n, C, w.wv.rows_from(c0, C), from(w.bv, c0), cn,
+                 values(l, 0, pass.position) + c0, T * C, false);
 }
 
 // ctx_ of heads [h0, h1): a prefill's n causal queries of row b by GEMMs (thread tid's
@@ -163,14 +213,16 @@ void Decoder::layer(const LayerWeights& w, int64_t l, const Pass& pass, int tid,
   attention(l, pass, h0, h1, tid);
   barrier_.wait(threads);
   const auto [c0, c1] = share(C, tid, threads);
-  decode::linear(ctx_.data(), n, C, w.wo + c0 * C, from(w.bo, c0), c1 - c0, x + c0, C, true);
+  decode::linear(ctx_.data(), n, C, w.wo.rows_from(c0, C), from(w.bo, c0), c1 - c0, x + c0, C,
+                 true);
   barrier_.wait(threads);
   decode::layer_norm(x, n, C, w.ln2_w, w.ln2_b, a);
   const auto [f0, f1] = share(F, tid, threads);
-  decode::linear(a, n, C, w.w1 + f0 * C, from(w.b1, f0), f1 - f0, ff_.data() + f0, F, false);
+  decode::linear(a, n, C, w.w1.rows_from(f0, C), from(w.b1, f0), f1 - f0, ff_.data() + f0, F,
+                 false);
   for (int64_t r = 0; r < n; ++r) decode::gelu(ff_.data() + r * F + f0, f1 - f0);
   barrier_.wait(threads);
-  decode::linear(ff_.data(), n, F, w.w2 + c0 * F, from(w.b2, c0), c1 - c0, x + c0, C, true);
+  decode::linear(ff_.data(), n, F, w.w2.rows_from(c0, F), from(w.b2, c0), c1 - c0, x + c0, C, true);
   barrier_.wait(threads);
 }
 
@@ -183,7 +235,7 @@ void Decoder::head(const Pass& pass, int tid, int threads) {
   decode::layer_norm(x_.data() + first * C, rows, C, ln_f_w_, ln_f_b_, a);
   const auto [v0, v1] = share(V, tid, threads);
   float* logits = logits_.data() + (pass.prefill ? pass.b * V : 0);
-  decode::linear(a, rows, C, head_w_ + v0 * C, nullptr, v1 - v0, logits + v0, V, false);
+  decode::linear(a, rows, C, head_w_.rows_from(v0, C), nullptr, v1 - v0, logits + v0, V, false);
 }
 
 // Every layer and the head, on the threads when they pay (`pace` times both ways).

@@ -11,8 +11,9 @@
 // every layer are kept for context_length positions of every row, in a cache allocated
 // when the decoder is made; steps allocate nothing and record no graph: the arithmetic is
 // plain float32 loops and BLAS calls on the model's parameters (read in place, never
-// copied), with dropout off as in eval(). The logits equal GPT::forward's at the same
-// positions to float32 rounding (tests/test_decode.cpp).
+// copied, except WeightFormat::bf16's copies below), with dropout off as in eval(). The
+// logits equal GPT::forward's at the same positions to float32 rounding
+// (tests/test_decode.cpp).
 //
 // Positions are learned and absolute, so the cache holds at most context_length positions
 // and cannot slide: a longer sequence is decoded by prefilling a later window again
@@ -41,11 +42,26 @@
 
 namespace nn {
 
+// How a decoder's steps read the weight matrices: float32 (the model as it is), or
+// bfloat16 copies of matrices rounded to bfloat16 beforehand: half the bytes, and a step
+// is bound by the bytes it reads (`sample --weights bf16`).
+enum class WeightFormat { fp32, bf16 };
+
+// Rounds, in place, the matrices a decoder's steps read to bfloat16 values (ties to even):
+// every layer's query, key, value, output and MLP weights and the head (the token
+// embedding when the head is tied). After it the model is the one a bfloat16 decoder
+// runs exactly, and GPT::forward its reference.
+void round_weights_to_bfloat16(GPT& model);
+
 class Decoder {
  public:
   // The model must outlive the decoder and be float32; its parameter values may change
-  // between calls (they are read, not copied). batch >= 1 rows are decoded side by side.
-  Decoder(const GPT& model, int64_t batch);
+  // between calls (they are read, not copied), except with WeightFormat::bf16: then the
+  // matrices a step reads (the projections and the head) are copied once into bfloat16,
+  // half the bytes a token reads, and must already hold bfloat16 values
+  // (round_weights_to_bfloat16), so that the copies and the float32 values the prefills
+  // multiply are the same numbers. batch >= 1 rows are decoded side by side.
+  Decoder(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32);
 
   int64_t batch() const { return batch_; }
   int64_t length() const { return length_; }  // positions cached in every row
@@ -53,7 +69,8 @@ class Decoder {
   // Bytes of the key/value cache and scratch buffers a decoder of `batch` rows allocates
   // with `threads` OpenMP threads (computed without allocating, so that an impossible
   // batch is refused up front).
-  static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch, int threads);
+  static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch, int threads,
+                              WeightFormat format = WeightFormat::fp32);
 
   // Forgets the cache and runs ids [batch, n] (row-major, 1 <= n <= context_length) at
   // positions 0..n-1. Rows with the same ids as an earlier row are computed once.
@@ -69,9 +86,20 @@ class Decoder {
 
  private:
   struct LayerWeights {  // pointers into the model's parameters; bias null when absent
-    const float *ln1_w, *ln1_b, *wq, *wk, *wv, *bq, *bk, *bv, *wo, *bo;
-    const float *ln2_w, *ln2_b, *w1, *b1, *w2, *b2;
+    const float *ln1_w, *ln1_b;
+    decode::Weights wq, wk, wv;
+    const float *bq, *bk, *bv;
+    decode::Weights wo;
+    const float *bo, *ln2_w, *ln2_b;
+    decode::Weights w1;
+    const float* b1;
+    decode::Weights w2;
+    const float* b2;
   };
+  // Elements of the matrices a step streams: every layer's projections and the head.
+  static int64_t streamed_weights(const GPTConfig& cfg);
+  decode::Weights packed(const ag::Tensor& p, const char* what);
+  void allocate_buffers();
   // What one pass through the layers computes: a step (rows = the batch, each at
   // `position`) or a prefill of row `b` (rows = positions 0..n-1).
   struct Pass {
@@ -94,7 +122,9 @@ class Decoder {
   int64_t batch_, length_ = 0, head_dim_;
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   std::vector<LayerWeights> layers_;
-  const float *tok_emb_, *pos_emb_, *ln_f_w_, *ln_f_b_, *head_w_;
+  const float *tok_emb_, *pos_emb_, *ln_f_w_, *ln_f_b_;
+  decode::Weights head_w_;
+  std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
   std::vector<float> keys_, values_;  // the cache
   // the rows being decoded: residual stream, normed (a step: one copy per thread),
   // queries, keys before they are transposed, attention output, MLP hidden

@@ -5,14 +5,29 @@
 #include <atomic>
 #include <cstdint>
 
+#include "autograd/bfloat16.h"
+
 namespace nn::decode {
+
+// A weight matrix [out, in], row-major, as the decoder reads it: float32, and optionally
+// a bfloat16 copy holding the same values (the matrix was rounded to bfloat16 first), for
+// the steps, which then read half the bytes.
+struct Weights {
+  const float* f32 = nullptr;
+  const ag::bfloat16* bf16 = nullptr;
+  Weights rows_from(int64_t first, int64_t in) const {
+    return {f32 + first * in, bf16 ? bf16 + first * in : nullptr};
+  }
+};
 
 // y[r] (r < rows, row stride ldy) = x[r] (row stride in) W^T + bias for W [out, in]; with
 // accumulate, y[r] += the same. A few rows (a step's) by our own vector kernel, which
 // never starts threads (a step shares its work out itself, and BLAS would start its own
-// threads for every GEMV outside a parallel region); more rows by BLAS's GEMM.
-void linear(const float* x, int64_t rows, int64_t in, const float* W, const float* bias,
-            int64_t out, float* y, int64_t ldy, bool accumulate);
+// threads for every GEMV outside a parallel region), on the bfloat16 copy where there is
+// one (the same sums in the same order: the same bits as on the float32 values); more
+// rows by BLAS's GEMM on the float32 values.
+void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
+            float* y, int64_t ldy, bool accumulate);
 
 // LayerNorm (eps 1e-5) of rows of x [rows, C] into y.
 void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y);

@@ -97,7 +97,7 @@ class Run {
       gens_.push_back(b == 0 ? ag::Generator(o.seed) : ag::Generator::substream(o.seed, b));
     window_.reserve(static_cast<size_t>(B_ * T_));
     if (o.use_cache)
-      decoder_.emplace(model, B_);
+      decoder_.emplace(model, B_, o.weights);
     else
       full_logits_.resize(static_cast<size_t>(B_ * V_));
   }

@@ -33,6 +33,7 @@
 #include <span>
 #include <vector>
 
+#include "nn/decode.h"
 #include "nn/gpt.h"
 #include "nn/sampling.h"
 
@@ -46,6 +47,10 @@ struct GenerationOptions {
   bool use_cache = true;
   int64_t slide = 0;         // tokens the window moves past the context; 0: default_slide()
   double max_seconds = 0.0;  // stop every sample after this long; 0: no limit
+  // How the cached path's steps read the weights (decode.h); bf16 needs a model whose
+  // matrices hold bfloat16 values (round_weights_to_bfloat16), which the full-window path
+  // then runs as they are.
+  WeightFormat weights = WeightFormat::fp32;
   // Throws std::invalid_argument naming the first bad value.
   void validate(const GPTConfig& cfg) const;
 };

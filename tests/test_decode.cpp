@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <new>
 
 #include "decode_support.h"
@@ -74,10 +75,11 @@ double tolerance(const Tensor& full) {
 // The largest |cached - full| over the positions from `from` on of a row's window, with
 // the cached logits made by a prefill of `from` positions and then one step per position,
 // as a fraction of tolerance().
-double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int64_t from) {
+double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int64_t from,
+                      nn::WeightFormat format = nn::WeightFormat::fp32) {
   const int64_t T = static_cast<int64_t>(row.size()), V = model.config().vocab_size;
   const Tensor full = ag_test::forward_logits(model, row);  // [T, V]
-  nn::Decoder dec(model, 1);
+  nn::Decoder dec(model, 1, format);
   std::span<const float> logits =
       dec.prefill(std::span<const int64_t>(row.data(), static_cast<size_t>(from)), from);
   double worst = 0;
@@ -102,6 +104,45 @@ TEST_CASE("cached decoding gives the full forward's logits at every position", "
       CHECK(max_step_error(model, row, from) < 1.0);
     }
   }
+}
+
+TEST_CASE("bfloat16 weights: cached decoding gives the rounded model's full forward", "[decode]") {
+  // The steps read bfloat16 copies of the rounded matrices, the prefills and GPT::forward
+  // their float32 values: the same numbers, so the same tolerance as float32 decoding.
+  for (const auto& [name, cfg] : ag_test::decode_configs()) {
+    INFO(name);
+    const auto model_ptr = ag_test::sharp_model(cfg, 7);
+    nn::round_weights_to_bfloat16(*model_ptr);
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 3);
+    for (int64_t from : {int64_t{1}, cfg.context_length / 2 + 1}) {
+      INFO("prefill of " << from << " positions");
+      CHECK(max_step_error(*model_ptr, row, from, nn::WeightFormat::bf16) < 1.0);
+    }
+  }
+}
+
+TEST_CASE("bfloat16 rounding covers the matrices a step reads, and nothing else", "[decode]") {
+  const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 2);
+  nn::GPT& model = *model_ptr;
+  // unrounded weights are refused: the copies would not be the numbers the prefills use
+  CHECK_THROWS_WITH(nn::Decoder(model, 1, nn::WeightFormat::bf16),
+                    Catch::Contains("rounded to bfloat16 first"));
+  std::map<std::string, std::vector<double>> before;
+  for (const auto& [name, p] : model.named_parameters()) before[name] = p.to_vector();
+  nn::round_weights_to_bfloat16(model);
+  for (const auto& [name, p] : model.named_parameters()) {
+    INFO(name);
+    const auto &was = before.at(name), now = p.to_vector();
+    const bool streamed = p.dim() == 2 && name != "pos_emb.weight";  // tok_emb: the tied head
+    for (size_t i = 0; i < now.size(); ++i) {
+      const auto f = static_cast<float>(was[i]);
+      REQUIRE(static_cast<float>(now[i]) == (streamed ? ag::bf16_rounded(f) : f));
+    }
+  }
+  CHECK_NOTHROW(nn::Decoder(model, 1, nn::WeightFormat::bf16));
+  CHECK(nn::Decoder::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16) >
+        nn::Decoder::memory_bytes(cfg, 1, 2));
 }
 
 TEST_CASE("one wrong cached position moves the logits far beyond the tolerance", "[decode]") {

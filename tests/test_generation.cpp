@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "decode_support.h"
 
@@ -38,16 +39,28 @@ double smallest_top2_gap(const nn::GPT& model, const std::vector<int64_t>& text,
   return gap;
 }
 
+std::vector<std::tuple<std::string, nn::GPTConfig, nn::WeightFormat>> configs_and_formats() {
+  std::vector<std::tuple<std::string, nn::GPTConfig, nn::WeightFormat>> out;
+  for (const auto& [name, cfg] : ag_test::decode_configs())
+    for (auto format : {nn::WeightFormat::fp32, nn::WeightFormat::bf16})
+      out.emplace_back(name, cfg, format);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("greedy generation is the same with and without the cache past the context",
           "[generation]") {
-  for (const auto& [name, cfg] : ag_test::decode_configs()) {
-    INFO(name);
+  // with float32 weights, and with bfloat16 ones (the model rounded; the full-window path
+  // runs the rounded model, the cached one its bfloat16 copies)
+  for (const auto& [name, cfg, format] : configs_and_formats()) {
+    INFO(name << (format == nn::WeightFormat::bf16 ? ", bfloat16 weights" : ""));
     const auto model = ag_test::sharp_model(cfg, 1);
+    if (format == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
     const std::vector<int64_t> prompt = ag_test::random_tokens(10, cfg.vocab_size, 9);
     auto o = options(2 * cfg.context_length, true);
     o.sampling.temperature = 0;
+    o.weights = format;
     const auto cached = nn::generate_tokens(*model, prompt, o);
     o.use_cache = false;
     const auto full = nn::generate_tokens(*model, prompt, o);
