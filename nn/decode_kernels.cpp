@@ -89,13 +89,13 @@ struct FourRows {
 // step of the base config was bound by instructions, not by the bytes it reads.
 int64_t thirty_twos(FourRows<ag::bfloat16>& r, const float* x, int64_t in) {
   typedef uint32_t u32x16 __attribute__((vector_size(64)));
-  typedef int32_t i32x16 __attribute__((vector_size(64)));
-  const i32x16 evens = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-  const i32x16 odds = evens + 1;
   int64_t i = 0;
   for (; i + 2 * kLanes <= in; i += 2 * kLanes) {
     const v16 lo = load(x + i), hi = load(x + i + kLanes);
-    const v16 xe = __builtin_shuffle(lo, hi, evens), xo = __builtin_shuffle(lo, hi, odds);
+    const v16 xe =
+        __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const v16 xo =
+        __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int k = 0; k < 4; ++k) {
       u32x16 pairs;
       std::memcpy(&pairs, r.w[k] + i, sizeof pairs);
