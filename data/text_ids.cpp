@@ -2,10 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "data/bpe.h"
+#include "data/posix_io.h"
 #include "data/prepare_passes.h"
+#include "data/text_scan.h"
 #include "data/utf8.h"
 
 namespace data {
@@ -18,6 +23,29 @@ std::vector<detail::Source> open_text(const std::string& path) {
   if (detail::InputFile(path, path).size() == 0)
     throw DataError(fmt::format("{}: the text is empty", printable(path)));
   return detail::open_sources({path}, /*recursive=*/false);
+}
+
+// " (line L, column C)" of the character at byte `offset` of the file: its lines and
+// characters read again up to there (an error's path only; the text before the offset was
+// valid UTF-8 when it was read).
+std::string line_and_column(const std::string& path, uint64_t offset) {
+  detail::InputFile file(path, path);
+  std::vector<char> block(size_t{1} << 16);
+  uint64_t line = 1, column = 1, done = 0;
+  while (done < offset) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(block.size(), offset - done));
+    const size_t got = file.read(block.data(), want);
+    if (got == 0) return "";  // the file changed under us: say nothing rather than wrong
+    for (size_t i = 0; i < got; ++i) {
+      const auto byte = static_cast<unsigned char>(block[i]);
+      if (byte == '\n')
+        ++line, column = 1;
+      else if ((byte & 0xC0) != 0x80)  // not a continuation byte: a character starts
+        ++column;
+    }
+    done += got;
+  }
+  return fmt::format(" (line {}, column {})", line, column);
 }
 
 }  // namespace
@@ -80,6 +108,10 @@ bool TextIds::next(std::vector<int64_t>& out) {
   }
   try {
     s.encode(chunk, offset, out);
+  } catch (const detail::TextError& e) {
+    const std::string& path = s.sources.front().path;
+    throw DataError(
+        fmt::format("{}: {}{}", printable(path), e.what(), line_and_column(path, e.offset)));
   } catch (const std::invalid_argument& e) {
     throw DataError(fmt::format("{}: {}", printable(s.sources.front().path), e.what()));
   }

@@ -53,8 +53,12 @@ size_t decode_multi(const unsigned char* p, size_t avail, uint32_t& cp) {
 // The message for the bad bytes at text[i] comes from check_utf8, so it reads exactly as
 // every other UTF-8 error of the project.
 [[noreturn]] void report_invalid(std::string_view text, size_t i, uint64_t base) {
-  check_utf8(text.substr(i), base + i);
-  throw std::invalid_argument(fmt::format("invalid UTF-8 at offset {}", base + i));
+  try {
+    check_utf8(text.substr(i), base + i);
+  } catch (const std::invalid_argument& e) {
+    throw TextError(e.what(), base + i);
+  }
+  throw TextError(fmt::format("invalid UTF-8 at offset {}", base + i), base + i);
 }
 
 }  // namespace
@@ -177,8 +181,9 @@ size_t CharIds::encode_as(std::string_view text, uint64_t base, T* out) const {
     if (len == 0) report_invalid(text, i, base);
     const int32_t id = ids[cp];
     if (id < 0)
-      throw std::invalid_argument(fmt::format("character {} at offset {} is not in the vocabulary",
-                                              describe_code_point(cp), base + i));
+      throw TextError(fmt::format("character {} at offset {} is not in the vocabulary",
+                                  describe_code_point(cp), base + i),
+                      base + i);
     out[j++] = static_cast<T>(id);
     i += len;
   }

@@ -5,10 +5,19 @@
 // top bit set, and decode one character at a time otherwise. Invalid UTF-8 is reported
 // with check_utf8's words (pretokenize.h): offsets count from `base`.
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace data::detail {
+
+// Bytes of a text refused (invalid UTF-8, a character outside the vocabulary), with the
+// offset (from `base`) of the character, so that a reader can say where in its file.
+struct TextError : std::invalid_argument {
+  TextError(const std::string& what, uint64_t at) : std::invalid_argument(what), offset(at) {}
+  uint64_t offset;
+};
 
 // A set of Unicode code points: one bit each (139 KB).
 class CodePointSet {
@@ -29,8 +38,8 @@ class CodePointSet {
 // vocabulary is the distinct code points of the corpus).
 class CharCollector {
  public:
-  // Validates `text` as UTF-8 and adds its characters. Throws std::invalid_argument
-  // ("invalid UTF-8: ...") naming the first bad byte's offset + base.
+  // Validates `text` as UTF-8 and adds its characters. Throws TextError ("invalid
+  // UTF-8: ...") naming the first bad byte's offset + base.
   void add(std::string_view text, uint64_t base);
   uint64_t chars() const { return chars_; }
   std::vector<uint32_t> distinct_code_points() const;
@@ -46,8 +55,8 @@ class CharCollector {
 // text read in chunks is cut between characters.
 size_t complete_prefix(std::string_view bytes);
 
-// Validates `text` as UTF-8 and returns its number of characters. Throws
-// std::invalid_argument ("invalid UTF-8: ...") naming the first bad byte's offset + base.
+// Validates `text` as UTF-8 and returns its number of characters. Throws TextError
+// ("invalid UTF-8: ...") naming the first bad byte's offset + base.
 uint64_t count_utf8(std::string_view text, uint64_t base);
 
 // Characters of valid UTF-8 (bytes that do not continue a character).

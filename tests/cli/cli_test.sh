@@ -144,6 +144,11 @@ sample_eval_inspect)
   printf 'Ω unknown\n' > alien.txt
   rc=0; "$bin" eval --checkpoint run.h5 --data alien.txt 2> err.txt || rc=$?
   [ "$rc" -ne 0 ] && grep -q "U+03A9" err.txt || fail "an unknown character was not named: $(cat err.txt)"
+  # where: past the first chunk the reader holds, with the line and column of the character
+  { for _ in $(seq 1 40000); do printf 'the cat sat\n'; done; printf 'ok Ω\n'; } > late.txt
+  rc=0; "$bin" eval --checkpoint run.h5 --data late.txt 2> err.txt || rc=$?
+  [ "$rc" -ne 0 ] && grep -qF "at offset 480003 is not in the vocabulary (line 40001, column 4)" err.txt ||
+    fail "the unknown character's place was not named: $(cat err.txt)"
   ;;
 sigint_saves)
   "$bin" train "${tiny[@]}" --steps 100000 --out run.h5 > log.txt 2>&1 &
