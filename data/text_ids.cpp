@@ -27,8 +27,8 @@ std::vector<detail::Source> open_text(const std::string& path) {
 
 // " (line L, column C)" of the character at byte `offset` of the file: its lines and
 // characters read again up to there (an error's path only; the text before the offset was
-// valid UTF-8 when it was read).
-std::string line_and_column(const std::string& path, uint64_t offset) {
+// valid UTF-8 when it was read). Empty if the file cannot be read again as it was.
+std::string line_and_column(const std::string& path, uint64_t offset) try {
   detail::InputFile file(path, path);
   std::vector<char> block(size_t{1} << 16);
   uint64_t line = 1, column = 1, done = 0;
@@ -46,6 +46,8 @@ std::string line_and_column(const std::string& path, uint64_t offset) {
     done += got;
   }
   return fmt::format(" (line {}, column {})", line, column);
+} catch (const std::exception&) {  // gone or replaced since: the offset alone must do
+  return "";
 }
 
 }  // namespace
