@@ -4,29 +4,11 @@
 # Each scenario runs in a fresh temporary folder and exits non-zero with a message
 # naming what went wrong.
 set -euo pipefail
-scenario=$1
-bin=$(readlink -f "$2")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+source "$(dirname "$0")/scenario_lib.sh" "$@"
 
 # A tiny model that trains in seconds.
 tiny=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8
       --dropout 0.1 --eval-windows 20 --log-interval 50 --threads 2 --sample-tokens 20)
-
-# expect_usage_error EXPECTED_TEXT CMD...: exit code 2, one line on stderr with the text
-expect_usage_error() {
-  local expected=$1; shift
-  local rc=0
-  "$@" >out.txt 2>err.txt || rc=$?
-  [ "$rc" -eq 2 ] || fail "'$*' exited $rc, not 2 (stderr: $(cat err.txt))"
-  [ "$(wc -l <err.txt)" -eq 1 ] || fail "'$*' printed $(wc -l <err.txt) lines on stderr: $(cat err.txt)"
-  grep -qF -- "$expected" err.txt || fail "'$*' said '$(cat err.txt)', expected it to mention '$expected'"
-}
-
-hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
 
 case "$scenario" in
 help)

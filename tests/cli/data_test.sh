@@ -5,18 +5,10 @@
 #   data_test.sh SCENARIO PATH/TO/attograd
 # Exit 77 (ctest: skipped) only when the machine lacks the disk space a scenario needs.
 set -euo pipefail
-scenario=$1
-bin=$(readlink -f "$2")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+source "$(dirname "$0")/scenario_lib.sh" "$@"
 
 tiny=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 --dropout 0.1
       --eval-windows 20 --log-interval 50 --threads 2 --sample-tokens 0)
-
-hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
 
 # A text of about 60 kB with accents, combining marks, CJK and emoji.
 make_text() {
@@ -24,19 +16,6 @@ make_text() {
     printf 'line %d: the naïve café serves crème brûlée — 日本語のテキスト 😀 e\xcc\x81 %d\n' "$i" $((i * 7 % 13))
     printf 'we train a small model on text number %d, and it learns which letter follows.\n' "$i"
   done
-}
-
-# peak_rss_kb CMD...: runs CMD, prints its peak resident set (VmHWM, sampled every 50 ms).
-peak_rss_kb() {
-  "$@" > run.out 2> run.err &
-  local pid=$! peak=0 v
-  while kill -0 "$pid" 2>/dev/null; do
-    v=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    if [ -n "$v" ] && [ "$v" -gt "$peak" ]; then peak=$v; fi
-    sleep 0.05
-  done
-  wait "$pid" || fail "'$*' failed: $(tail -3 run.err)"
-  echo "$peak"
 }
 
 json_field() { tail -1 "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }

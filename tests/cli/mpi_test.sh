@@ -6,15 +6,9 @@
 # killed rank ends the job and leaves the last checkpoint good. Exit 77 (skipped) without
 # mpirun.
 set -euo pipefail
-scenario=$1
-bin=$(readlink -f "$2")
 here=$(dirname "$(readlink -f "$0")")
 command -v mpirun > /dev/null || { echo "mpirun not installed: skipped"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+source "$here/scenario_lib.sh" "$@"
 # CI runs as root in containers: Open MPI must be told that is fine, and a container may
 # forbid the cross-process memory copy its shared-memory transport tries first.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -27,7 +21,6 @@ mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$bin" "$@"; }
 # dropout on: the masks must follow the micro-batch too, not only the data
 tiny=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 4 --dropout 0.1
       --eval-windows 10 --log-interval 5 --threads 1 --sample-tokens 0)
-hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
 state() { "$bin" inspect "$1" | grep -E '^(step|micro_batches) '; }
 same() {  # same weights, step and micro-batch count
   diff <(hashes "$1") <(hashes "$2") > /dev/null || fail "$3: the weights differ"

@@ -11,28 +11,11 @@
 #                   text), no console message, no request of the page's own, readable at
 #                   1280x800 and 390 wide (skipped, exit 77, without chromium)
 set -euo pipefail
-scenario=$1
-bin=$(readlink -f "$2")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+source "$(dirname "$0")/scenario_lib.sh" "$@"
 
 # A tiny byte-level model (so that any prompt, "<script>" included, encodes) in seconds.
 tiny=(--context-length 32 --d-model 32 --n-heads 4 --n-layers 2 --batch-size 8 --tokenizer byte
       --eval-windows 10 --threads 2 --sample-tokens 40)
-
-expect_error() {  # expect_error CODE EXPECTED_TEXT CMD...
-  local code=$1 expected=$2; shift 2
-  local rc=0
-  "$@" >out.txt 2>err.txt || rc=$?
-  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, not $code (stderr: $(cat err.txt))"
-  [ "$(wc -l <err.txt)" -eq 1 ] || fail "'$*' printed $(wc -l <err.txt) lines on stderr: $(cat err.txt)"
-  grep -qF -- "$expected" err.txt || fail "'$*' said '$(cat err.txt)', expected '$expected'"
-}
-
-hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
 
 # One complete page: the doctype first, the closing tag last.
 complete_page() { head -c 15 "$1" | grep -q '<!DOCTYPE html>' && tail -c 8 "$1" | grep -q '</html>'; }

@@ -4,36 +4,7 @@
 #   sample_test.sh SCENARIO PATH/TO/attograd
 # Every scenario trains (or initialises) a small model in a fresh folder first.
 set -euo pipefail
-scenario=$1
-bin=$(readlink -f "$2")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-
-fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
-
-expect_usage_error() {
-  local expected=$1; shift
-  local rc=0
-  "$@" >out.txt 2>err.txt || rc=$?
-  [ "$rc" -eq 2 ] || fail "'$*' exited $rc, not 2 (stderr: $(cat err.txt))"
-  [ "$(wc -l <err.txt)" -eq 1 ] || fail "'$*' printed $(wc -l <err.txt) lines on stderr: $(cat err.txt)"
-  grep -qF -- "$expected" err.txt || fail "'$*' said '$(cat err.txt)', expected it to mention '$expected'"
-}
-
-# peak_rss_kb CMD...: runs CMD (stdout to run.out), prints its peak resident set (VmHWM,
-# sampled every 20 ms).
-peak_rss_kb() {
-  "$@" > run.out 2> run.err &
-  local pid=$! peak=0 v
-  while kill -0 "$pid" 2>/dev/null; do
-    v=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    if [ -n "$v" ] && [ "$v" -gt "$peak" ]; then peak=$v; fi
-    sleep 0.02
-  done
-  wait "$pid" || fail "'$*' failed: $(tail -3 run.err)"
-  echo "$peak"
-}
+source "$(dirname "$0")/scenario_lib.sh" "$@"
 
 # A model of context 16 trained briefly on a text with accents and emoji, so that its
 # greedy continuations are not one repeated character.

@@ -1,0 +1,43 @@
+# What every end-to-end scenario script here shares; each sources it first:
+#   source "$(dirname "$0")/scenario_lib.sh" "$@"     # (SCENARIO PATH/TO/attograd)
+# It names the scenario and the binary and moves into a fresh temporary folder, removed on
+# exit, and defines the checks below.
+# shellcheck shell=bash
+scenario=$1
+bin=$(readlink -f "$2")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+fail() { echo "FAIL ($scenario): $*" >&2; exit 1; }
+
+# expect_error CODE EXPECTED_TEXT CMD...: CMD exits CODE with one line on stderr holding
+# the text.
+expect_error() {
+  local code=$1 expected=$2; shift 2
+  local rc=0
+  "$@" >out.txt 2>err.txt || rc=$?
+  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, not $code (stderr: $(cat err.txt))"
+  [ "$(wc -l <err.txt)" -eq 1 ] || fail "'$*' printed $(wc -l <err.txt) lines on stderr: $(cat err.txt)"
+  grep -qF -- "$expected" err.txt || fail "'$*' said '$(cat err.txt)', expected it to mention '$expected'"
+}
+
+# expect_usage_error EXPECTED_TEXT CMD...: a usage error (exit 2) with the text
+expect_usage_error() { expect_error 2 "$@"; }
+
+# hashes CHECKPOINT: each parameter's name and checksum
+hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
+
+# peak_rss_kb CMD...: runs CMD (stdout to run.out, stderr to run.err), prints its peak
+# resident set (VmHWM, sampled every 20 ms).
+peak_rss_kb() {
+  "$@" > run.out 2> run.err &
+  local pid=$! peak=0 v
+  while kill -0 "$pid" 2>/dev/null; do
+    v=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    if [ -n "$v" ] && [ "$v" -gt "$peak" ]; then peak=$v; fi
+    sleep 0.02
+  done
+  wait "$pid" || fail "'$*' failed: $(tail -3 run.err)"
+  echo "$peak"
+}
