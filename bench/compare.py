@@ -35,14 +35,19 @@ KERNELS = {  # name: environment changes (None removes the variable)
 }
 
 
-def run_json(cmd, env_changes=None):
+def environment(env_changes=None):
+    """This process's environment with the changes made (a value None removes it)."""
     env = dict(os.environ)
     for k, v in (env_changes or {}).items():
         if v is None:
             env.pop(k, None)
         else:
             env[k] = v
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return env
+
+
+def run_json(cmd, env_changes=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=environment(env_changes))
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]

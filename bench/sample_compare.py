@@ -41,7 +41,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from compare import KERNELS  # noqa: E402  the kernel variants PyTorch is tried with
+from compare import KERNELS, environment  # noqa: E402  the kernel variants PyTorch is tried with
 CONFIGS = {
     "default": [],
     "base": ["--context-length", "256", "--d-model", "256", "--n-heads", "8", "--n-layers", "6"],
@@ -53,12 +53,7 @@ def run_measured(cmd, env_changes=None, stdin=b""):
     """(stdout, stderr, peak RSS in MB, wall seconds) of one process: its own ru_maxrss,
     from wait4 (which Popen.communicate would not give). Its output goes to files, not
     pipes: a reader woken for every token would compete for the cores it runs on."""
-    env = dict(os.environ)
-    for k, v in (env_changes or {}).items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
+    env = environment(env_changes)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as in_file, tempfile.TemporaryFile() as out_file, \
             tempfile.TemporaryFile() as err_file:
