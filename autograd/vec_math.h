@@ -71,4 +71,13 @@ inline T gelu_derivative(T x) {
   return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
 }
 
+// Both from one tanh: the same bits as gelu_value(x) and gelu_derivative(x)
+template <typename T>
+inline void gelu_and_derivative(T x, T& value, T& derivative) {
+  const T t = tanh_fast(T(kGeluC) * (x + T(kGeluA) * x * x * x));
+  const T du = T(kGeluC) * (T(1) + T(3 * kGeluA) * x * x);
+  value = T(0.5) * x * (T(1) + t);
+  derivative = T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+
 }  // namespace ag::detail

@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <cmath>
 #include <stdexcept>
@@ -62,10 +63,12 @@ void Optimizer::step() {
   for (size_t i = 0; i < live.size(); ++i)
     for (int64_t b = 0, n = live[i]->param.numel(); b < n; b += ag::detail::kElementwiseGrain)
       chunks.push_back({live[i], &grads[i], b, std::min(n, b + ag::detail::kElementwiseGrain)});
-  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c)
-      update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
-  });
+  // chunks differ in size (a bias is one short chunk): handed out one at a time; each
+  // element's update is the same on any thread
+  const int64_t n = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && !omp_in_parallel())
+  for (int64_t c = 0; c < n; ++c)
+    update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
 }
 
 OptimizerState Optimizer::state() const {
@@ -202,40 +205,57 @@ void Adam::update(Slot& s, const ag::Tensor& grad, int64_t begin, int64_t end) {
 }
 
 // ------------------------------------------------------------------ clipping
+// The squares are summed in chunks of kElementwiseGrain, all parameters' chunks in one
+// parallel region; each parameter's chunk sums are added in order, then the parameters'
+// sums in order: the same bits on any number of threads.
 double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
-  double sq = 0;
+  struct Chunk {
+    size_t grad;
+    int64_t begin, end;
+  };
+  std::vector<ag::Tensor> grads;
+  std::vector<Chunk> chunks;
   for (const auto& p : params) {
     ag::Tensor g = p.grad();
     if (!g.defined()) continue;
-    AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
-      ag::Tensor c = g.contiguous();
-      const scalar_t* x = c.data<scalar_t>();
-      sq += ag::detail::parallel_sum(c.numel(), ag::detail::kElementwiseGrain,
-                                     [&](int64_t i0, int64_t i1) {
-                                       double part = 0;
-                                       AG_SIMD_SUM(part)
-                                       for (int64_t i = i0; i < i1; ++i)
-                                         part += static_cast<double>(x[i]) * x[i];
-                                       return part;
-                                     });
-    });
+    if (!g.is_contiguous()) p.set_grad(g = g.contiguous());  // (set_grad may give a view)
+    grads.push_back(g);
+    for (int64_t b = 0, n = g.numel(); b < n; b += ag::detail::kElementwiseGrain)
+      chunks.push_back({grads.size() - 1, b, std::min(n, b + ag::detail::kElementwiseGrain)});
+  }
+  std::vector<double> parts(chunks.size());
+  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const Chunk& k = chunks[c];
+      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+        const scalar_t* x = grads[k.grad].data<scalar_t>();
+        double part = 0;
+        AG_SIMD_SUM(part)
+        for (int64_t i = k.begin; i < k.end; ++i) part += static_cast<double>(x[i]) * x[i];
+        parts[c] = part;
+      });
+    }
+  });
+  double sq = 0, param_sq = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    param_sq += parts[c];
+    if (c + 1 == chunks.size() || chunks[c + 1].grad != chunks[c].grad)
+      sq += param_sq, param_sq = 0;
   }
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm) || norm <= max_norm) return norm;
   const double scale = max_norm / (norm + 1e-6);
-  for (const auto& p : params) {
-    ag::Tensor g = p.grad();
-    if (!g.defined()) continue;
-    AG_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] {
-      scalar_t* x = g.data<scalar_t>();  // leaf gradients are contiguous
-      const scalar_t s = static_cast<scalar_t>(scale);
-      ag::detail::parallel_for(g.numel(), ag::detail::kElementwiseGrain,
-                               [&](int64_t i0, int64_t i1) {
-                                 AG_SIMD
-                                 for (int64_t i = i0; i < i1; ++i) x[i] *= s;
-                               });
-    });
-  }
+  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const Chunk& k = chunks[c];
+      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+        scalar_t* x = grads[k.grad].data<scalar_t>();
+        const scalar_t s = static_cast<scalar_t>(scale);
+        AG_SIMD
+        for (int64_t i = k.begin; i < k.end; ++i) x[i] *= s;
+      });
+    }
+  });
   return norm;
 }
 

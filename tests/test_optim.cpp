@@ -1,6 +1,8 @@
 // optim/: SGD, Adam and AdamW steps against values worked out by hand (the formulas of
 // torch.optim), parameter groups, gradient clipping, schedules, and optimizer state that
 // round-trips exactly.
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -148,6 +150,40 @@ TEST_CASE("clip_grad_norm scales to the limit and returns the norm before clippi
     REQUIRE(std::isnan(optim::clip_grad_norm({a.p, b.p}, 1.0)));
     ag_test::require_values(a.p.grad(), {3.0 * s, 0.0}, 0);
   }
+}
+
+TEST_CASE("clip_grad_norm scales a gradient set as a transposed view element by element") {
+  Tensor p = ag::zeros({2, 3}, ag::DType::Float64);
+  p.requires_grad_();
+  p.set_grad(ag::tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}, ag::DType::Float64).t());
+  REQUIRE_FALSE(p.grad().is_contiguous());
+  const double norm = optim::clip_grad_norm({p}, 1.0);
+  REQUIRE_THAT(norm, WithinAbs(std::sqrt(91.0), 1e-12));
+  const double s = 1.0 / (std::sqrt(91.0) + 1e-6);
+  ag_test::require_values(p.grad(), {1 * s, 3 * s, 5 * s, 2 * s, 4 * s, 6 * s}, 1e-15);
+}
+
+TEST_CASE("clip_grad_norm sums many chunks the same way on one and two threads") {
+  ag::Generator gen(5);
+  std::vector<Tensor> params;
+  for (int64_t n : {70000, 3, 40000}) {
+    params.push_back(ag::zeros({n}));
+    params.back().requires_grad_();
+    params.back().set_grad(ag::randn({n}, gen));
+  }
+  auto norm_on = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    ag::set_num_threads(threads);
+    const double norm = optim::clip_grad_norm(params, 1e9);
+    ag::set_num_threads(saved);
+    return norm;
+  };
+  const double one = norm_on(1), two = norm_on(2);
+  REQUIRE(one == two);
+  double sq = 0;
+  for (const auto& p : params)
+    for (double v : p.grad().to_vector()) sq += v * v;
+  REQUIRE_THAT(one, WithinRel(std::sqrt(sq), 1e-12));
 }
 
 TEST_CASE("warm-up then cosine rises linearly and decays to the floor") {

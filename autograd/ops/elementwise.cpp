@@ -197,6 +197,13 @@ void add_(Tensor& a, const Tensor& b) {
   AG_DISPATCH_FLOAT(a.dtype(), "add_", [&] {
     scalar_t* pa = a.data<scalar_t>();
     const scalar_t* pb = b.data<scalar_t>();
+    if (a.is_contiguous() && b.is_contiguous() && b.shape() == s) {  // gradient accumulation
+      detail::parallel_for(a.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+        AG_SIMD
+        for (int64_t i = i0; i < i1; ++i) pa[i] += pb[i];
+      });
+      return;
+    }
     detail::for_each_run<2>(s, {a.strides(), sb}, [&](auto off, int64_t n, auto st) {
       if (st[0] == 1 && st[1] == 1) {
         AG_SIMD

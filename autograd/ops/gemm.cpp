@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -48,6 +50,34 @@ CBLAS_TRANSPOSE blas_trans(const GemmOperand& o) {
   return o.trans ? CblasTrans : CblasNoTrans;
 }
 
+int64_t rows_grain(int64_t N) {
+  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(N, 1));
+}
+
+// rows_done over the whole of C [M, N], in chunks of rows on all threads
+template <typename T>
+void finish_rows(int64_t M, int64_t N, const GemmEpilogue<T>& e) {
+  if (e.rows_done)
+    parallel_for(M, rows_grain(N), [&](int64_t r0, int64_t r1) { e.rows_done(r0, r1 - r0); });
+}
+
+// C [rows, N] (leading dimension ldc) set to the bias, for a GEMM that then adds onto it
+template <typename T>
+void fill_with_bias(T* C, int64_t rows, int64_t N, int64_t ldc, const T* bias) {
+  parallel_for(rows, rows_grain(N), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) std::memcpy(C + r * ldc, bias, N * sizeof(T));
+  });
+}
+
+// The beta a library GEMM that knows no bias is called with once C holds the bias
+template <typename T>
+T beta_after_bias(T beta, T* C, int64_t rows, int64_t N, int64_t ldc, const T* bias) {
+  if (bias == nullptr) return beta;
+  if (beta != 0) throw std::logic_error("gemm: a bias with beta 1 (accumulate) is not supported");
+  fill_with_bias(C, rows, N, ldc, bias);
+  return 1;
+}
+
 // ATTOGRAD_F32_GEMM: auto (the measured rule), openblas or onednn
 F32Backend forced_f32_backend(F32Backend otherwise) {
   static const int forced = [] {
@@ -70,22 +100,27 @@ F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K) {
 }
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-          const float* A, const float* B, float* C, float beta) {
+          const float* A, const float* B, float* C, float beta, const GemmEpilogue<float>& e) {
   if (f32_backend(oa, M, N, K) == F32Backend::onednn)
-    return gemm_onednn(oa, ob, M, N, K, A, B, C, beta);
-  gemm_openblas(oa, ob, M, N, K, A, B, C, beta);
+    return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
+  gemm_openblas(oa, ob, M, N, K, A, B, C, beta, e);
 }
 
 void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                   const float* A, const float* B, float* C, float beta) {
+                   const float* A, const float* B, float* C, float beta,
+                   const GemmEpilogue<float>& e) {
+  beta = beta_after_bias(beta, C, M, N, N, e.bias);
   cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0f, A, oa.ld, B, ob.ld,
               beta, C, N);
+  finish_rows(M, N, e);
 }
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-          const double* A, const double* B, double* C, double beta) {
+          const double* A, const double* B, double* C, double beta, const GemmEpilogue<double>& e) {
+  beta = beta_after_bias(beta, C, M, N, N, e.bias);
   cblas_dgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0, A, oa.ld, B, ob.ld, beta,
               C, N);
+  finish_rows(M, N, e);
 }
 
 // ---- oneDNN
@@ -95,7 +130,7 @@ namespace {
 // One oneDNN matmul: its shape, operand layouts and type, and whether it adds onto C.
 struct MatmulKey {
   int64_t m, n, k, lda, ldb, ldc;
-  bool ta, tb, accumulate, f32_operands;
+  bool ta, tb, accumulate, f32_operands, bias;
   bool operator==(const MatmulKey&) const = default;
 };
 
@@ -104,7 +139,7 @@ struct MatmulKeyHash {
     size_t h = 0;
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
                       int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.accumulate) << 2 |
-                          int64_t(k.f32_operands) << 3})
+                          int64_t(k.f32_operands) << 3 | int64_t(k.bias) << 4})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -112,7 +147,7 @@ struct MatmulKeyHash {
 
 struct Matmul {
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, c, scratchpad;
+  dnnl::memory::desc a, b, c, bias, scratchpad;
 };
 
 dnnl::engine& cpu_engine() {
@@ -145,6 +180,7 @@ std::shared_ptr<const Matmul> make_matmul(const MatmulKey& k) {
   auto a = matrix_desc(k.m, k.k, k.ta, k.lda, operands);
   auto b = matrix_desc(k.k, k.n, k.tb, k.ldb, operands);
   auto c = matrix_desc(k.m, k.n, false, k.ldc, dt::f32);
+  auto bias = k.bias ? matrix_desc(1, k.n, false, k.n, dt::f32) : dnnl::memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (k.accumulate) {
@@ -154,9 +190,10 @@ std::shared_ptr<const Matmul> make_matmul(const MatmulKey& k) {
   }
   try {
     OmpThreadsScope one_thread(1);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, cpu_engine());
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
-    return std::make_shared<const Matmul>(Matmul{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()});
+    return std::make_shared<const Matmul>(
+        Matmul{dnnl::matmul(pd), a, b, c, bias, pd.scratchpad_desc()});
   } catch (const dnnl::error&) {
     return nullptr;
   }
@@ -189,18 +226,21 @@ MatmulCache& matmul_cache() {
 }
 
 // Runs one cached matmul on the calling thread, with a per-thread scratchpad that grows to
-// the largest one needed and is then reused.
-void run_matmul(const Matmul& mm, const void* A, const void* B, float* C) {
+// the largest one needed and is then reused; bias only where the matmul was made with one.
+void run_matmul(const Matmul& mm, const void* A, const void* B, float* C, const float* bias) {
   thread_local dnnl::stream stream(cpu_engine());
   thread_local std::vector<uint8_t> scratch;
   const size_t bytes = mm.scratchpad.get_size();
   if (scratch.size() < bytes) scratch.resize(bytes);
   auto& e = cpu_engine();
-  mm.primitive.execute(stream,
-                       {{DNNL_ARG_SRC, dnnl::memory(mm.a, e, const_cast<void*>(A))},
-                        {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, e, const_cast<void*>(B))},
-                        {DNNL_ARG_DST, dnnl::memory(mm.c, e, C)},
-                        {DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, e, scratch.data())}});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(mm.a, e, const_cast<void*>(A))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, e, const_cast<void*>(B))},
+      {DNNL_ARG_DST, dnnl::memory(mm.c, e, C)},
+      {DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, e, scratch.data())}};
+  if (bias != nullptr)
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(mm.bias, e, const_cast<float*>(bias)));
+  mm.primitive.execute(stream, args);
   stream.wait();
 }
 
@@ -219,17 +259,19 @@ Tensor widened(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld) {
 }
 
 void widened_gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                  const bfloat16* A, const bfloat16* B, float* C, float beta) {
+                  const bfloat16* A, const bfloat16* B, float* C, float beta,
+                  const GemmEpilogue<float>& e) {
   const int64_t a_cols = oa.trans ? M : K, b_cols = ob.trans ? K : N;
   const Tensor a = widened(A, oa.trans ? K : M, a_cols, oa.ld);
   const Tensor b = widened(B, ob.trans ? N : K, b_cols, ob.ld);
   gemm(GemmOperand{oa.trans, a_cols}, GemmOperand{ob.trans, b_cols}, M, N, K, a.data<float>(),
-       b.data<float>(), C, beta);
+       b.data<float>(), C, beta, e);
 }
 
 // Output blocks: the longer of M and N cut into `count` pieces of `size` (the last may be
-// shorter). At least kBlockWork multiply-adds a block, at most kMaxBlocks, sizes rounded to
-// 32; all from the problem's size alone.
+// shorter). At least kBlockWork multiply-adds a block, at most kMaxBlocks, a power of two
+// of them (so that two or four threads get equal shares of the usual power-of-two sizes),
+// sizes rounded to 32; all from the problem's size alone.
 constexpr double kBlockWork = 1 << 21;
 constexpr int64_t kMaxBlocks = 16;
 
@@ -242,24 +284,32 @@ Blocks output_blocks(int64_t M, int64_t N, int64_t K) {
   const bool along_m = M >= N;
   const int64_t len = along_m ? M : N;
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  const int64_t wanted =
-      std::clamp<int64_t>(static_cast<int64_t>(work / kBlockWork), 1, kMaxBlocks);
+  const int64_t wanted = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(
+      std::clamp<int64_t>(static_cast<int64_t>(work / kBlockWork), 1, kMaxBlocks))));
   const int64_t size = std::max<int64_t>(32, (len + wanted - 1) / wanted + 31) / 32 * 32;
   return {along_m, size, (len + size - 1) / size};
 }
 
-}  // namespace
+// fn(b0, b1) over [0, count) blocks: on all threads (parallel_for), or, inside a parallel
+// region (run_pair's tasks), as one task per block that any idle thread of the team takes.
+template <typename F>
+void for_each_block(int64_t count, F&& fn) {
+  if (!omp_in_parallel() || omp_get_num_threads() == 1) return parallel_for(count, 1, fn);
+#pragma omp taskloop grainsize(1)
+  for (int64_t i = 0; i < count; ++i) fn(i, i + 1);
+}
 
-namespace {
-
-// C = A B (+ C) by oneDNN, block by block (output_blocks), each block one single-threaded
-// oneDNN call; where oneDNN has no kernel for a block, `fallback` computes it.
+// C = A B (+ C) (+ bias) by oneDNN, block by block (output_blocks), each block one
+// single-threaded oneDNN call followed by rows_done on its rows while they are in cache
+// (blocks of columns: on all of C afterwards); where oneDNN has no kernel for a block,
+// `fallback(m, n, a, b, c, bias)` computes it.
 template <typename T, typename Fallback>
 void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                   const T* A, const T* B, float* C, float beta, Fallback&& fallback) {
+                   const T* A, const T* B, float* C, float beta, const GemmEpilogue<float>& e,
+                   Fallback&& fallback) {
   if (M == 0 || N == 0) return;
   const Blocks blocks = output_blocks(M, N, K);
-  parallel_for(blocks.count, 1, [&](int64_t b0, int64_t b1) {
+  for_each_block(blocks.count, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
       const int64_t start = i * blocks.size;
       const int64_t len = std::min(blocks.size, (blocks.along_m ? M : N) - start);
@@ -267,43 +317,62 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
       const T* a = A;
       const T* b = B;
       float* c = C;
+      const float* bias = e.bias;
       if (blocks.along_m)
         a += oa.trans ? start : start * oa.ld, c += start * N;
       else
-        b += ob.trans ? start * ob.ld : start, c += start;
-      const MatmulKey key{m, n,        K,        oa.ld,     ob.ld,
-                          N, oa.trans, ob.trans, beta != 0, std::is_same_v<T, float>};
+        b += ob.trans ? start * ob.ld : start, c += start, bias += bias ? start : 0;
+      const MatmulKey key{m,
+                          n,
+                          K,
+                          oa.ld,
+                          ob.ld,
+                          N,
+                          oa.trans,
+                          ob.trans,
+                          beta != 0,
+                          std::is_same_v<T, float>,
+                          bias != nullptr};
       if (const auto mm = K > 0 ? matmul_cache().get(key) : nullptr)
-        run_matmul(*mm, a, b, c);
+        run_matmul(*mm, a, b, c, bias);
       else
-        fallback(m, n, a, b, c);
+        fallback(m, n, a, b, c, bias);
+      if (blocks.along_m && e.rows_done) e.rows_done(start, len);
     }
   });
+  if (!blocks.along_m) finish_rows(M, N, e);
 }
 
 }  // namespace
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-          const bfloat16* A, const bfloat16* B, float* C, float beta) {
-  if (bf16_backend() == Bf16Backend::openblas) return widened_gemm(oa, ob, M, N, K, A, B, C, beta);
-  gemm_onednn(oa, ob, M, N, K, A, B, C, beta);
+          const bfloat16* A, const bfloat16* B, float* C, float beta,
+          const GemmEpilogue<float>& e) {
+  if (bf16_backend() == Bf16Backend::openblas)
+    return widened_gemm(oa, ob, M, N, K, A, B, C, beta, e);
+  gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
 }
 
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                 const bfloat16* A, const bfloat16* B, float* C, float beta) {
-  onednn_blocks(oa, ob, M, N, K, A, B, C, beta,
-                [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c) {
-                  widened_gemm(oa, ob, m, n, K, a, b, c, beta);
-                });
+                 const bfloat16* A, const bfloat16* B, float* C, float beta,
+                 const GemmEpilogue<float>& e) {
+  onednn_blocks(
+      oa, ob, M, N, K, A, B, C, beta, e,
+      [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c, const float* bias) {
+        widened_gemm(oa, ob, m, n, K, a, b, c, beta, {bias, nullptr});
+      });
 }
 
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                 const float* A, const float* B, float* C, float beta) {
-  onednn_blocks(oa, ob, M, N, K, A, B, C, beta,
-                [&](int64_t m, int64_t n, const float* a, const float* b, float* c) {
-                  cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a,
-                              oa.ld, b, ob.ld, beta, c, N);
-                });
+                 const float* A, const float* B, float* C, float beta,
+                 const GemmEpilogue<float>& e) {
+  onednn_blocks(
+      oa, ob, M, N, K, A, B, C, beta, e,
+      [&](int64_t m, int64_t n, const float* a, const float* b, float* c, const float* bias) {
+        const float block_beta = beta_after_bias(beta, c, m, n, N, bias);
+        cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a, oa.ld, b,
+                    ob.ld, block_beta, c, N);
+      });
 }
 
 }  // namespace ag::detail

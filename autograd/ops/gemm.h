@@ -10,8 +10,10 @@
 // g @ W^T copy nothing. Results are thread-count invariant: OpenBLAS's AVX-512 sgemm splits
 // only M and N, and a oneDNN GEMM is cut into blocks of output rows or columns by problem
 // size (never by thread count), each computed by one thread in one oneDNN call (oneDNN
-// would otherwise split K for some shapes, and its sums would depend on the thread count).
+// would otherwise split K for some shapes, and its sums would depend on the thread count);
+// inside a parallel region (a task of matmul.cpp's run_pair) the blocks become tasks.
 #include <cstdint>
+#include <functional>
 
 #include "autograd/bfloat16.h"
 #include "autograd/tensor.h"
@@ -56,22 +58,40 @@ bool gemm_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, GemmOperand
 // (an expanded or doubly strided view).
 GemmOperand gemm_operand(Tensor& x);
 
-// C [M, N] (leading dimension N) = A [M, K] B [K, N] + beta C, beta 0 or 1.
+// What a GEMM does to its result besides the product: a bias row added to every row, and
+// rows_done(row0, rows) called on finished rows while they are still in cache (every row
+// exactly once; calls for different rows may run at the same time on different threads).
+// oneDNN adds the bias in its kernel and calls rows_done after each block of output rows;
+// elsewhere C starts as the bias and rows_done runs over the finished C. Either way each
+// element is the same single float32 sum, product + bias.
+template <typename T>
+struct GemmEpilogue {
+  const T* bias = nullptr;  // [N]
+  std::function<void(int64_t row0, int64_t rows)> rows_done;
+};
+
+// C [M, N] (leading dimension N) = A [M, K] B [K, N] + beta C (+ bias), beta 0 or 1.
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-          const float* A, const float* B, float* C, float beta = 0);
+          const float* A, const float* B, float* C, float beta = 0,
+          const GemmEpilogue<float>& epilogue = {});
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-          const double* A, const double* B, double* C, double beta = 0);
+          const double* A, const double* B, double* C, double beta = 0,
+          const GemmEpilogue<double>& epilogue = {});
 // bfloat16 operands, float32 accumulation and result, by the backend bf16_backend() names.
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-          const bfloat16* A, const bfloat16* B, float* C, float beta = 0);
+          const bfloat16* A, const bfloat16* B, float* C, float beta = 0,
+          const GemmEpilogue<float>& epilogue = {});
 // Each library alone, whatever the backend rules say (gemm() above follows them): oneDNN,
 // blocked the same way, on float32 or on bfloat16 (its BF16 kernels; widened where it has
 // none); OpenBLAS's sgemm. For the measurements behind the rules, and tests of both.
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                 const float* A, const float* B, float* C, float beta = 0);
+                 const float* A, const float* B, float* C, float beta = 0,
+                 const GemmEpilogue<float>& epilogue = {});
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                 const bfloat16* A, const bfloat16* B, float* C, float beta = 0);
+                 const bfloat16* A, const bfloat16* B, float* C, float beta = 0,
+                 const GemmEpilogue<float>& epilogue = {});
 void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                   const float* A, const float* B, float* C, float beta = 0);
+                   const float* A, const float* B, float* C, float beta = 0,
+                   const GemmEpilogue<float>& epilogue = {});
 
 }  // namespace ag::detail

@@ -8,6 +8,8 @@
 #include <omp.h>
 
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
@@ -22,22 +24,25 @@ namespace {
 
 using detail::gemm, detail::gemm_operand, detail::GemmOperand;
 
-// Multiply-adds below which the two GEMMs of a backward run side by side on one thread
-// each rather than one after the other on all threads.
+// Multiply-adds below which the two GEMMs of a backward run side by side (run_pair)
+// rather than one after the other on all threads.
 constexpr double kSmallGemmWork = 1 << 26;
 
-// Runs the two GEMMs of a backward: side by side on one thread each when they are small
-// (two small GEMMs keep one core each busier than one GEMM keeps two), else one after
-// the other on all threads. OpenBLAS splits M and N, never K, so each C element is
-// summed in the same order either way: the bits do not depend on this choice.
+// Runs the two GEMMs of a backward: side by side as two OpenMP tasks when they are small
+// (two small GEMMs keep the cores busier than one after the other), else one after the
+// other on all threads. A oneDNN GEMM run in a task hands its blocks out as tasks too
+// (gemm.h), so a thread that finishes its GEMM first takes blocks of the other's. Every
+// block, and every OpenBLAS GEMM (which splits only M and N), sums each C element in the
+// same order whichever thread runs it: the bits do not depend on this choice.
 template <typename A, typename B>
 void run_pair(bool do_a, bool do_b, double work, A&& first, B&& second) {
   if (do_a && do_b && work < kSmallGemmWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-#pragma omp parallel sections num_threads(2)
+#pragma omp parallel num_threads(2)
+#pragma omp single
     {
-#pragma omp section
+#pragma omp task
       first();
-#pragma omp section
+#pragma omp task
       second();
     }
     return;
@@ -175,35 +180,30 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         fmt::format("linear: bias {} for {} outputs", shape_str(bias.shape()), weight.shape()[0]));
 }
 
-// h [M, N] = x2 [M, K] w^T + b, b [N] or undefined: the bias goes in first and the GEMM
-// adds onto it (beta = 1). x2 and w may be bfloat16 (autocast); h and b are then float32.
-Tensor linear_forward(Tensor x2, const Tensor& w, const Tensor& b) {
+// h [M, N] (allocated by the caller) = x2 [M, K] w^T + b, b [N] or undefined, with
+// rows_done(row0, rows) run on finished rows of h while they are in cache
+using RowsDone = std::function<void(int64_t row0, int64_t rows)>;
+
+void linear_forward(Tensor x2, const Tensor& w, const Tensor& b, Tensor& h,
+                    const RowsDone& rows_done = {}) {
   const int64_t M = x2.shape()[0], K = x2.shape()[1], N = w.shape()[0];
-  Tensor h = empty({M, N}, gemm_result_type(x2.dtype()));
+  if (M == 0 || N == 0) return;
   dispatch_gemm(x2.dtype(), "linear", [&](auto in, auto result) {
     using In = decltype(in);
     using Out = decltype(result);
     Out* hp = h.data<Out>();
-    if (b.defined()) {
-      Tensor bc = b.contiguous();
-      const Out* bp = bc.data<Out>();
-      detail::parallel_for(
-          M, std::max<int64_t>(1, detail::kElementwiseGrain / std::max<int64_t>(N, 1)),
-          [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) std::memcpy(hp + r * N, bp, N * sizeof(Out));
-          });
+    Tensor bc = b.defined() ? b.contiguous() : Tensor();
+    const detail::GemmEpilogue<Out> epilogue{bc.defined() ? bc.data<Out>() : nullptr, rows_done};
+    if (K == 0) {  // h is the bias, or zero
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t c = 0; c < N; ++c) hp[r * N + c] = epilogue.bias ? epilogue.bias[c] : Out(0);
+      if (rows_done) rows_done(0, M);
+      return;
     }
-    if (M > 0 && N > 0) {
-      if (K > 0) {
-        Tensor wt = w.t();
-        GemmOperand ox = gemm_operand(x2), ow = gemm_operand(wt);
-        gemm(ox, ow, M, N, K, x2.data<In>(), wt.data<In>(), hp, b.defined() ? Out(1) : Out(0));
-      } else if (!b.defined()) {
-        std::fill(hp, hp + M * N, Out(0));
-      }
-    }
+    Tensor wt = w.t();
+    GemmOperand ox = gemm_operand(x2), ow = gemm_operand(wt);
+    gemm(ox, ow, M, N, K, x2.data<In>(), wt.data<In>(), hp, Out(0), epilogue);
   });
-  return h;
 }
 
 // {dx [M, K], dw [N, K], db [N]} from dh [M, N], each only where asked for; the GEMMs take
@@ -219,45 +219,63 @@ std::vector<Tensor> linear_backward(const Tensor& dh, const Tensor& x2, const Te
   return {dx, dw, db};
 }
 
-// y = gelu(h) elementwise, and its backward dh = g gelu'(h)
-Tensor gelu_forward(const Tensor& h) {
-  Tensor y = empty(h.shape(), h.dtype());
-  AG_DISPATCH_FLOAT(h.dtype(), "linear gelu", [&] {
-    const scalar_t* hp = h.data<scalar_t>();
-    scalar_t* yp = y.data<scalar_t>();
-    detail::parallel_for(h.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-      AG_SIMD
-      for (int64_t i = i0; i < i1; ++i) yp[i] = detail::gelu_value(hp[i]);
-    });
-  });
-  return y;
-}
+// GELU after a linear, computed on each block of rows the GEMM finishes (while it is in
+// cache): y = gelu(h), and for backward either gelu'(h), written over h (float32 and
+// float64: backward is then one multiply), or, under autocast, h rounded to bfloat16 (as
+// torch.autocast keeps a linear's output; backward recomputes gelu' from it). Nothing is
+// kept when the op is not recorded.
+struct GeluAfterLinear {
+  Tensor y, saved;  // saved: gelu'(h) (that is, h itself), or bfloat16 h; or undefined
 
-Tensor gelu_backward(const Tensor& g, const Tensor& h) {
-  Tensor d = empty(h.shape(), g.dtype());
+  GeluAfterLinear(Tensor& h, bool bf16, bool record)
+      : y(empty(h.shape(), h.dtype())),
+        saved(!record ? Tensor()
+              : bf16  ? empty(h.shape(), DType::BFloat16)
+                      : h) {}
+
+  RowsDone rows_done(Tensor& h) {
+    const int64_t N = h.shape()[1];
+    return [this, &h, N](int64_t row0, int64_t rows) {
+      AG_DISPATCH_FLOAT(h.dtype(), "linear gelu", [&] {
+        scalar_t* hp = h.data<scalar_t>() + row0 * N;
+        scalar_t* yp = y.data<scalar_t>() + row0 * N;
+        const int64_t n = rows * N;
+        if (!saved.defined()) {
+          AG_SIMD
+          for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
+        } else if (saved.dtype() == DType::BFloat16) {  // autocast: h is float32
+          AG_SIMD
+          for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
+          to_bfloat16(h.data<float>() + row0 * N, saved.data<bfloat16>() + row0 * N, n);
+        } else {
+          AG_SIMD
+          for (int64_t i = 0; i < n; ++i) detail::gelu_and_derivative(hp[i], yp[i], hp[i]);
+        }
+      });
+    };
+  }
+};
+
+// dh = g gelu'(h) from what GeluAfterLinear saved
+Tensor gelu_backward(const Tensor& g, const Tensor& saved) {
+  Tensor d = empty(g.shape(), g.dtype());
+  const bool from_h = saved.dtype() == DType::BFloat16;
+  const Tensor s = from_h ? saved.to(DType::Float32) : saved;
   AG_DISPATCH_FLOAT(g.dtype(), "linear gelu backward", [&] {
     const scalar_t* gp = g.data<scalar_t>();
-    const scalar_t* hp = h.data<scalar_t>();
+    const scalar_t* sp = s.data<scalar_t>();
     scalar_t* dp = d.data<scalar_t>();
-    detail::parallel_for(h.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-      AG_SIMD
-      for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * detail::gelu_derivative(hp[i]);
+    detail::parallel_for(g.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      if (from_h) {
+        AG_SIMD
+        for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * detail::gelu_derivative(sp[i]);
+      } else {
+        AG_SIMD
+        for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * sp[i];
+      }
     });
   });
   return d;
-}
-
-// What GELU's backward keeps of its input h: nothing without GELU; under autocast h in
-// bfloat16, as torch.autocast keeps a linear's output (half the memory of the largest
-// activation of an MLP); h itself otherwise.
-Tensor saved_preactivation(bool gelu, bool bf16, const Tensor& h) {
-  if (!gelu) return Tensor();
-  return bf16 ? to_bfloat16(h) : h;
-}
-
-// A tensor autocast kept in bfloat16 back as float32 (any other as it is)
-Tensor widened(const Tensor& t) {
-  return t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
 }
 
 // The gradients of the parts that were stacked along dim 0 into the operand whose
@@ -289,28 +307,32 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
   const bool bf16 = detail::autocast_to_bf16(x.dtype());
   Tensor w = bf16 ? detail::autocast_stacked(weights) : stacked(weights), b = stacked(biases);
   const int64_t K = w.shape()[1], N = w.shape()[0];
-  const int64_t M = K ? x.numel() / K : 0;
+  const int64_t M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
   Shape out_shape = x.shape();
   out_shape.back() = N;
   Tensor x2 = x.detach().contiguous().view({M, K});
   if (bf16) x2 = detail::bf16_operand(x2);
-  Tensor h = linear_forward(x2, w, b);
-  const bool gelu = activation == Activation::Gelu;
-  Tensor y = (gelu ? gelu_forward(h) : h).view(out_shape);
   std::vector<Tensor> inputs{x};
   inputs.insert(inputs.end(), weights.begin(), weights.end());
   inputs.insert(inputs.end(), biases.begin(), biases.end());
-  if (!needs_recording(inputs)) return y;
+  const bool record = needs_recording(inputs);
+  Tensor h = empty({M, N}, gemm_result_type(x2.dtype()));
+  const bool gelu = activation == Activation::Gelu;
+  std::optional<GeluAfterLinear> act;
+  if (gelu) act.emplace(h, bf16, record);
+  linear_forward(x2, w, b, h, gelu ? act->rows_done(h) : RowsDone());
+  Tensor y = (gelu ? act->y : h).view(out_shape);
+  if (!record) return y;
   std::vector<int64_t> sizes;
   bool gw = false, gb = false;
   for (const auto& t : weights) sizes.push_back(t.shape()[0]), gw |= t.requires_grad();
   for (const auto& t : biases) gb |= t.defined() && t.requires_grad();
   attach_backward(y, gelu ? "LinearGeluBackward" : "LinearBackward", inputs,
-                  [x2, w, h = saved_preactivation(gelu, bf16, h), M, N, sizes,
+                  [x2, w, gelu_saved = gelu ? act->saved : Tensor(), M, N, sizes,
                    stacked_biases = biases.size(), in_shape = x.shape(), gx = x.requires_grad(), gw,
                    gb, bf16](const Tensor& g) -> std::vector<Tensor> {
                     Tensor dh = g.contiguous().view({M, N});
-                    if (h.defined()) dh = gelu_backward(dh, widened(h));
+                    if (gelu_saved.defined()) dh = gelu_backward(dh, gelu_saved);
                     std::vector<Tensor> d = linear_backward(dh, x2, w, gx, gw, gb, bf16);
                     std::vector<Tensor> grads{gx ? d[0].view(in_shape) : Tensor()};
                     for (auto& part : unstack(d[1], sizes)) grads.push_back(part);

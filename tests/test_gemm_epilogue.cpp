@@ -1,0 +1,136 @@
+// The GEMM epilogue (autograd/ops/gemm.h): the bias a library adds in its kernel gives the
+// bits of the product plus the bias added afterwards, on every backend and layout, and
+// rows_done sees every row exactly once, also when a GEMM's blocks run as tasks.
+#include <omp.h>
+
+#include <array>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/ops/gemm.h"
+
+using ag::detail::GemmEpilogue;
+using ag::detail::GemmOperand;
+
+namespace {
+
+using Shapes = std::vector<std::array<int64_t, 3>>;
+// one block, several along M, a ragged last block, blocks along N (N > M), an OpenBLAS-sized one
+const Shapes kShapes = {{5, 7, 3}, {300, 70, 129}, {1000, 96, 64}, {33, 1100, 40}, {2, 3, 4}};
+
+enum class Backend { chosen, onednn, openblas, bf16 };
+
+// C = A B (+ bias) on one backend; A [M, K] as its transpose when ta
+ag::Tensor product(Backend backend, const ag::Tensor& a, const ag::Tensor& b, bool ta,
+                   const float* bias, const std::function<void(int64_t, int64_t)>& rows_done) {
+  const int64_t K = b.shape()[0], N = b.shape()[1], M = ta ? a.shape()[1] : a.shape()[0];
+  ag::Tensor c = ag::full({M, N}, 7.0);  // garbage the GEMM must overwrite (beta 0)
+  const GemmOperand oa{ta, ta ? M : K}, ob{false, N};
+  const GemmEpilogue<float> e{bias, rows_done};
+  float* cp = c.data<float>();
+  switch (backend) {
+    case Backend::chosen:
+      ag::detail::gemm(oa, ob, M, N, K, a.data<float>(), b.data<float>(), cp, 0, e);
+      break;
+    case Backend::onednn:
+      ag::detail::gemm_onednn(oa, ob, M, N, K, a.data<float>(), b.data<float>(), cp, 0, e);
+      break;
+    case Backend::openblas:
+      ag::detail::gemm_openblas(oa, ob, M, N, K, a.data<float>(), b.data<float>(), cp, 0, e);
+      break;
+    case Backend::bf16: {
+      ag::Tensor ab = ag::to_bfloat16(a), bb = ag::to_bfloat16(b);
+      ag::detail::gemm_onednn(oa, ob, M, N, K, ab.data<ag::bfloat16>(), bb.data<ag::bfloat16>(), cp,
+                              0, e);
+      break;
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a GEMM's bias gives the bits of the product plus the bias", "[gemm]") {
+  ag::Generator gen(3);
+  for (Backend backend : {Backend::chosen, Backend::onednn, Backend::openblas, Backend::bf16})
+    for (const auto& [M, N, K] : kShapes)
+      for (int ta = 0; ta < 2; ++ta) {
+        INFO("backend " << static_cast<int>(backend) << " M " << M << " N " << N << " K " << K
+                        << " ta " << ta);
+        ag::Tensor a = ag::randn(ta ? ag::Shape{K, M} : ag::Shape{M, K}, gen);
+        ag::Tensor b = ag::randn({K, N}, gen), bias = ag::randn({N}, gen);
+        ag::Tensor with_bias = product(backend, a, b, ta, bias.data<float>(), {});
+        ag::Tensor plain = product(backend, a, b, ta, nullptr, {});
+        const float* w = with_bias.data<float>();
+        const float* p = plain.data<float>();
+        const float* bp = bias.data<float>();
+        int64_t differing = 0;
+        for (int64_t i = 0; i < M * N; ++i) differing += w[i] != p[i] + bp[i % N];
+        REQUIRE(differing == 0);
+      }
+}
+
+TEST_CASE("rows_done sees every row of C once, finished", "[gemm]") {
+  ag::Generator gen(4);
+  for (Backend backend : {Backend::onednn, Backend::openblas, Backend::bf16})
+    for (const auto& [M, N, K] : kShapes)
+      for (bool in_tasks : {false, true}) {
+        INFO("backend " << static_cast<int>(backend) << " M " << M << " N " << N << " K " << K
+                        << " in tasks " << in_tasks);
+        ag::Tensor a = ag::randn({M, K}, gen), b = ag::randn({K, N}, gen);
+        ag::Tensor want = product(backend, a, b, false, nullptr, {});
+        std::vector<std::atomic<int>> seen(M);
+        std::atomic<int64_t> wrong{0};
+        ag::Tensor c;
+        // rows_done reads C through `c`, which product() fills before any row is finished
+        auto check_rows = [&](int64_t row0, int64_t rows) {
+          for (int64_t r = row0; r < row0 + rows; ++r) {
+            ++seen[r];
+            wrong += std::memcmp(c.data<float>() + r * N, want.data<float>() + r * N, 4 * N) != 0;
+          }
+        };
+        c = ag::full({M, N}, 7.0);
+        const GemmEpilogue<float> e{nullptr, check_rows};
+        auto run = [&] {
+          const GemmOperand oa{false, K}, ob{false, N};
+          if (backend == Backend::openblas)
+            ag::detail::gemm_openblas(oa, ob, M, N, K, a.data<float>(), b.data<float>(),
+                                      c.data<float>(), 0, e);
+          else if (backend == Backend::onednn)
+            ag::detail::gemm_onednn(oa, ob, M, N, K, a.data<float>(), b.data<float>(),
+                                    c.data<float>(), 0, e);
+          else {
+            ag::Tensor ab = ag::to_bfloat16(a), bb = ag::to_bfloat16(b);
+            ag::detail::gemm_onednn(oa, ob, M, N, K, ab.data<ag::bfloat16>(),
+                                    bb.data<ag::bfloat16>(), c.data<float>(), 0, e);
+          }
+        };
+        if (in_tasks) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+          {
+#pragma omp task
+            run();
+          }
+        } else {
+          run();
+        }
+        REQUIRE(wrong == 0);
+        int64_t not_once = 0;
+        for (auto& s : seen) not_once += s != 1;
+        REQUIRE(not_once == 0);
+      }
+}
+
+TEST_CASE("a linear with no inputs gives its bias, through GELU too", "[gemm][linear]") {
+  ag::Tensor x = ag::zeros({3, 0}), w = ag::zeros({4, 0}), b = ag::tensor({-1.0, 0.0, 0.5, 2.0});
+  ag::Tensor h = ag::linear(x, w, b), y = ag::linear(x, w, b, ag::Activation::Gelu);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 4; ++c) {
+      REQUIRE(h.at({r, c}) == b.at({c}));
+      REQUIRE(y.at({r, c}) == ag::gelu(b).at({c}));
+    }
+}
