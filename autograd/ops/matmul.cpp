@@ -28,16 +28,16 @@ using detail::gemm, detail::gemm_operand, detail::GemmOperand;
 // rather than one after the other on all threads.
 constexpr double kSmallGemmWork = 1 << 26;
 
-// Runs the two GEMMs of a backward: side by side as two OpenMP tasks when they are small
-// (two small GEMMs keep the cores busier than one after the other), else one after the
-// other on all threads. A oneDNN GEMM run in a task hands its blocks out as tasks too
+// Runs the two GEMMs of a backward: side by side as two OpenMP tasks on all threads when
+// they are small (two small GEMMs keep the cores busier than one after the other), else
+// one after the other on all threads. A oneDNN GEMM run in a task hands its blocks out as tasks too
 // (gemm.h), so a thread that finishes its GEMM first takes blocks of the other's. Every
 // block, and every OpenBLAS GEMM (which splits only M and N), sums each C element in the
 // same order whichever thread runs it: the bits do not depend on this choice.
 template <typename A, typename B>
 void run_pair(bool do_a, bool do_b, double work, A&& first, B&& second) {
   if (do_a && do_b && work < kSmallGemmWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-#pragma omp parallel num_threads(2)
+#pragma omp parallel
 #pragma omp single
     {
 #pragma omp task
