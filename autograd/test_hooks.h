@@ -17,6 +17,13 @@ namespace ag {
 Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, double p,
                               uint64_t draw, DType dtype);
 
+// ---- GEMMs (ops/gemm.cpp)
+// While on, every block of a oneDNN GEMM is computed by its fallback (OpenBLAS's sgemm on
+// the block, bfloat16 operands widened), as on a CPU where oneDNN has no kernel.
+namespace detail {
+void force_gemm_fallback_for_tests(bool on);
+}
+
 // ---- NaN injection (anomaly.cpp), for tests of anomaly detection itself
 // "forward:PATH" plants a NaN in the output of the first op run inside module PATH,
 // "backward:PATH" in the first gradient that op's backward returns; "" clears. Throws on a

@@ -6,11 +6,13 @@
 #include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/ops/gemm.h"
+#include "autograd/test_hooks.h"
 
 using ag::detail::GemmEpilogue;
 using ag::detail::GemmOperand;
@@ -18,10 +20,17 @@ using ag::detail::GemmOperand;
 namespace {
 
 using Shapes = std::vector<std::array<int64_t, 3>>;
-// one block, several along M, a ragged last block, blocks along N (N > M), an OpenBLAS-sized one
-const Shapes kShapes = {{5, 7, 3}, {300, 70, 129}, {1000, 96, 64}, {33, 1100, 40}, {2, 3, 4}};
+// one block, several along M, a ragged last block, several blocks along N (N > M), an
+// OpenBLAS-sized one
+const Shapes kShapes = {{5, 7, 3}, {300, 70, 129}, {1000, 96, 64}, {40, 2050, 100}, {2, 3, 4}};
 
 enum class Backend { chosen, onednn, openblas, bf16 };
+
+// oneDNN's blocks computed by their fallback while in scope (as where oneDNN has no kernel)
+struct FallbackScope {
+  explicit FallbackScope(bool on) { ag::detail::force_gemm_fallback_for_tests(on); }
+  ~FallbackScope() { ag::detail::force_gemm_fallback_for_tests(false); }
+};
 
 // C = A B (+ bias) on one backend; A [M, K] as its transpose when ta
 ag::Tensor product(Backend backend, const ag::Tensor& a, const ag::Tensor& b, bool ta,
@@ -51,25 +60,49 @@ ag::Tensor product(Backend backend, const ag::Tensor& a, const ag::Tensor& b, bo
   return c;
 }
 
+ag::Tensor magnitudes(const ag::Tensor& t) {
+  std::vector<double> v = t.to_vector();
+  for (auto& x : v) x = std::fabs(x);
+  return ag::from_vector(v, t.shape(), ag::DType::Float64);
+}
+
 }  // namespace
 
 TEST_CASE("a GEMM's bias gives the bits of the product plus the bias", "[gemm]") {
   ag::Generator gen(3);
   for (Backend backend : {Backend::chosen, Backend::onednn, Backend::openblas, Backend::bf16})
     for (const auto& [M, N, K] : kShapes)
-      for (int ta = 0; ta < 2; ++ta) {
+      for (int variant = 0; variant < 4; ++variant) {  // A transposed or not, x fallback
+        const bool t = variant % 2;
+        FallbackScope fallback(variant >= 2);
         INFO("backend " << static_cast<int>(backend) << " M " << M << " N " << N << " K " << K
-                        << " ta " << ta);
-        ag::Tensor a = ag::randn(ta ? ag::Shape{K, M} : ag::Shape{M, K}, gen);
+                        << " ta " << t << " fallback " << (variant >= 2));
+        ag::Tensor a = ag::randn(t ? ag::Shape{K, M} : ag::Shape{M, K}, gen);
         ag::Tensor b = ag::randn({K, N}, gen), bias = ag::randn({N}, gen);
-        ag::Tensor with_bias = product(backend, a, b, ta, bias.data<float>(), {});
-        ag::Tensor plain = product(backend, a, b, ta, nullptr, {});
+        ag::Tensor with_bias = product(backend, a, b, t, bias.data<float>(), {});
+        ag::Tensor plain = product(backend, a, b, t, nullptr, {});
         const float* w = with_bias.data<float>();
         const float* p = plain.data<float>();
         const float* bp = bias.data<float>();
         int64_t differing = 0;
         for (int64_t i = 0; i < M * N; ++i) differing += w[i] != p[i] + bp[i % N];
         REQUIRE(differing == 0);
+        // and right: float32 sums of the (bf16: rounded) operands against float64, within
+        // 4 K 2^-24 sum |a b|, and the bias's addition within 2^-24 of the result
+        const auto wide = [&](const ag::Tensor& x) {
+          const ag::Tensor r =
+              backend == Backend::bf16 ? ag::to_bfloat16(x).to(ag::DType::Float32) : x;
+          return r.to(ag::DType::Float64);
+        };
+        const ag::Tensor a64 = wide(t ? a.t() : a), b64 = wide(b);
+        const std::vector<double> want = ag::matmul(a64, b64).to_vector();
+        const std::vector<double> scale = ag::matmul(magnitudes(a64), magnitudes(b64)).to_vector();
+        int64_t off = 0;
+        for (int64_t i = 0; i < M * N; ++i) {
+          const double exact = want[i] + bp[i % N];
+          off += std::abs(w[i] - exact) > 4.0 * K * 0x1p-24 * scale[i] + 0x1p-24 * std::abs(exact);
+        }
+        REQUIRE(off == 0);
       }
 }
 
@@ -77,9 +110,11 @@ TEST_CASE("rows_done sees every row of C once, finished", "[gemm]") {
   ag::Generator gen(4);
   for (Backend backend : {Backend::onednn, Backend::openblas, Backend::bf16})
     for (const auto& [M, N, K] : kShapes)
-      for (bool in_tasks : {false, true}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        const bool in_tasks = variant == 1;
+        FallbackScope fallback(variant == 2);
         INFO("backend " << static_cast<int>(backend) << " M " << M << " N " << N << " K " << K
-                        << " in tasks " << in_tasks);
+                        << " in tasks " << in_tasks << " fallback " << (variant == 2));
         ag::Tensor a = ag::randn({M, K}, gen), b = ag::randn({K, N}, gen);
         ag::Tensor want = product(backend, a, b, false, nullptr, {});
         std::vector<std::atomic<int>> seen(M);

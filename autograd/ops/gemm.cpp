@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -290,6 +291,8 @@ Blocks output_blocks(int64_t M, int64_t N, int64_t K) {
   return {along_m, size, (len + size - 1) / size};
 }
 
+std::atomic<bool> g_fallback_only{false};  // force_gemm_fallback_for_tests
+
 // fn(b0, b1) over [0, count) blocks: on all threads (parallel_for), or, inside a parallel
 // region (run_pair's tasks), as one task per block that any idle thread of the team takes.
 template <typename F>
@@ -333,7 +336,7 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
                           beta != 0,
                           std::is_same_v<T, float>,
                           bias != nullptr};
-      if (const auto mm = K > 0 ? matmul_cache().get(key) : nullptr)
+      if (const auto mm = K > 0 && !g_fallback_only ? matmul_cache().get(key) : nullptr)
         run_matmul(*mm, a, b, c, bias);
       else
         fallback(m, n, a, b, c, bias);
@@ -353,26 +356,44 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
   gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
 }
 
+namespace {
+
+// One block of C (leading dimension ldc) by OpenBLAS's sgemm on the calling thread: what
+// onednn_blocks falls back to
+void sgemm_block(const GemmOperand& oa, const GemmOperand& ob, int64_t m, int64_t n, int64_t K,
+                 const float* a, const float* b, float* c, int64_t ldc, float beta,
+                 const float* bias) {
+  beta = beta_after_bias(beta, c, m, n, ldc, bias);
+  cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a, oa.ld, b, ob.ld,
+              beta, c, ldc);
+}
+
+}  // namespace
+
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                  const bfloat16* A, const bfloat16* B, float* C, float beta,
                  const GemmEpilogue<float>& e) {
   onednn_blocks(
       oa, ob, M, N, K, A, B, C, beta, e,
       [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c, const float* bias) {
-        widened_gemm(oa, ob, m, n, K, a, b, c, beta, {bias, nullptr});
+        const int64_t a_cols = oa.trans ? m : K, b_cols = ob.trans ? K : n;
+        const Tensor wa = widened(a, oa.trans ? K : m, a_cols, oa.ld);
+        const Tensor wb = widened(b, ob.trans ? n : K, b_cols, ob.ld);
+        sgemm_block({oa.trans, a_cols}, {ob.trans, b_cols}, m, n, K, wa.data<float>(),
+                    wb.data<float>(), c, N, beta, bias);
       });
 }
 
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                  const float* A, const float* B, float* C, float beta,
                  const GemmEpilogue<float>& e) {
-  onednn_blocks(
-      oa, ob, M, N, K, A, B, C, beta, e,
-      [&](int64_t m, int64_t n, const float* a, const float* b, float* c, const float* bias) {
-        const float block_beta = beta_after_bias(beta, c, m, n, N, bias);
-        cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a, oa.ld, b,
-                    ob.ld, block_beta, c, N);
-      });
+  onednn_blocks(oa, ob, M, N, K, A, B, C, beta, e,
+                [&](int64_t m, int64_t n, const float* a, const float* b, float* c,
+                    const float* bias) { sgemm_block(oa, ob, m, n, K, a, b, c, N, beta, bias); });
+}
+
+void force_gemm_fallback_for_tests(bool on) {
+  g_fallback_only = on;
 }
 
 }  // namespace ag::detail
