@@ -71,8 +71,9 @@ ag::Tensor magnitudes(const ag::Tensor& t) {
 TEST_CASE("a GEMM's bias gives the bits of the product plus the bias", "[gemm]") {
   ag::Generator gen(3);
   for (Backend backend : {Backend::chosen, Backend::onednn, Backend::openblas, Backend::bf16})
-    for (const auto& [M, N, K] : kShapes)
-      for (int variant = 0; variant < 4; ++variant) {  // A transposed or not, x fallback
+    for (const auto& shape : kShapes)
+      for (int variant = 0; variant < 4; ++variant) {            // A transposed or not, x fallback
+        const int64_t M = shape[0], N = shape[1], K = shape[2];  // (clang 14: no captured bindings)
         const bool t = variant % 2;
         FallbackScope fallback(variant >= 2);
         INFO("backend " << static_cast<int>(backend) << " M " << M << " N " << N << " K " << K
@@ -109,8 +110,9 @@ TEST_CASE("a GEMM's bias gives the bits of the product plus the bias", "[gemm]")
 TEST_CASE("rows_done sees every row of C once, finished", "[gemm]") {
   ag::Generator gen(4);
   for (Backend backend : {Backend::onednn, Backend::openblas, Backend::bf16})
-    for (const auto& [M, N, K] : kShapes)
+    for (const auto& shape : kShapes)
       for (int variant = 0; variant < 3; ++variant) {
+        const int64_t M = shape[0], N = shape[1], K = shape[2];  // (clang 14: no captured bindings)
         const bool in_tasks = variant == 1;
         FallbackScope fallback(variant == 2);
         INFO("backend " << static_cast<int>(backend) << " M " << M << " N " << N << " K " << K

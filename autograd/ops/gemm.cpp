@@ -298,8 +298,9 @@ std::atomic<bool> g_fallback_only{false};  // force_gemm_fallback_for_tests
 template <typename F>
 void for_each_block(int64_t count, F&& fn) {
   if (!omp_in_parallel() || omp_get_num_threads() == 1) return parallel_for(count, 1, fn);
+  const uint64_t n = static_cast<uint64_t>(count);  // (clang's taskloop counts unsigned)
 #pragma omp taskloop grainsize(1)
-  for (int64_t i = 0; i < count; ++i) fn(i, i + 1);
+  for (uint64_t i = 0; i < n; ++i) fn(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);
 }
 
 // C = A B (+ C) (+ bias) by oneDNN, block by block (output_blocks), each block one
