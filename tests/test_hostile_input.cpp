@@ -1,6 +1,8 @@
 // What a file or an option from someone else can do to a run, seen from train/ and data/:
 // configs whose numbers do not fit their fields, configs that lie about their shapes,
 // names with terminal escapes, cgroup limits, signals and outputs that fail.
+#include <omp.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -204,22 +206,57 @@ TEST_CASE("config and data that are not regular files are refused by name") {
   REQUIRE_THROWS_WITH(train::data_bytes_of(cfg), Contains("fifo"));
 }
 
+namespace {
+
+// Sends sig to this process, as kill and schedulers do, and waits until it was counted.
+bool counted_after_kill(int sig, int count) {
+  ::kill(::getpid(), sig);
+  for (int i = 0; i < 2000 && train::StopSignals::count() < count; ++i) ::usleep(1000);
+  return train::StopSignals::count() == count;
+}
+
+// Whether sig is blocked in the calling thread and in every thread of an OpenMP team.
+bool blocked_in_team(int sig) {
+  int blocked = 0, threads = 0;
+#pragma omp parallel reduction(+ : blocked, threads)
+  {
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, nullptr, &now);
+    blocked += sigismember(&now, sig);
+    threads += 1;
+  }
+  return blocked == threads;
+}
+
+}  // namespace
+
 TEST_CASE("stop signals are counted instead of ending the process") {
   {
     train::StopSignals guard;
     REQUIRE_FALSE(train::StopSignals::requested());
-    std::raise(SIGHUP);
-    REQUIRE(train::StopSignals::count() == 1);
+    REQUIRE(counted_after_kill(SIGHUP, 1));
     REQUIRE(train::StopSignals::first() == SIGHUP);
     std::raise(SIGPIPE);  // after a stop, a broken pipe is no second request
     REQUIRE(train::StopSignals::count() == 1);
-    std::raise(SIGTERM);
-    REQUIRE(train::StopSignals::count() == 2);
+    REQUIRE(counted_after_kill(SIGTERM, 2));
     REQUIRE(std::string(train::signal_name(train::StopSignals::first())) == "SIGHUP");
   }
   struct sigaction now;
   ::sigaction(SIGHUP, nullptr, &now);
   REQUIRE(now.sa_handler == SIG_DFL);  // restored when the run ends
+}
+
+TEST_CASE("stop signals never interrupt the threads that compute") {
+  ag::set_num_threads(2);
+  REQUIRE_FALSE(blocked_in_team(SIGINT));
+  {
+    train::StopSignals guard;
+    // blocked in this thread and the OpenMP team: the guard's own thread takes them
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) REQUIRE(blocked_in_team(sig));
+    REQUIRE_FALSE(blocked_in_team(SIGPIPE));  // raised in the thread whose write failed
+    REQUIRE(counted_after_kill(SIGINT, 1));
+  }
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) REQUIRE_FALSE(blocked_in_team(sig));
 }
 
 TEST_CASE("a metrics file that cannot be written is reported once and the run goes on") {

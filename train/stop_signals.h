@@ -3,8 +3,10 @@
 // scheduler), SIGHUP (the terminal or ssh session closed) and SIGPIPE (the reader of our
 // output went away). While a StopSignals is alive, each of them only sets a flag: the run
 // finishes its step, saves and exits. A second signal never interrupts the save; it can
-// only cut short what would follow it.
+// only cut short what would follow it. SIGINT, SIGTERM and SIGHUP are taken by a thread
+// that does nothing else, never by a thread that computes.
 #include <csignal>
+#include <memory>
 
 namespace train {
 
@@ -19,6 +21,10 @@ class StopSignals {
   static int count();
   static int first();
   static bool requested() { return count() > 0; }
+
+ private:
+  struct Receiver;  // the thread that takes the signals (stop_signals.cpp says why)
+  std::unique_ptr<Receiver> receiver_;
 };
 
 // "SIGTERM", "SIGHUP", ...
