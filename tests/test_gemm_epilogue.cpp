@@ -32,31 +32,36 @@ struct FallbackScope {
   ~FallbackScope() { ag::detail::force_gemm_fallback_for_tests(false); }
 };
 
-// C = A B (+ bias) on one backend; A [M, K] as its transpose when ta
-ag::Tensor product(Backend backend, const ag::Tensor& a, const ag::Tensor& b, bool ta,
-                   const float* bias, const std::function<void(int64_t, int64_t)>& rows_done) {
+// C [M, N] = A B (+ bias) on one backend, into c; A [M, K] as its transpose when ta
+void multiply(Backend backend, const ag::Tensor& a, const ag::Tensor& b, bool ta, float* c,
+              const float* bias, const std::function<void(int64_t, int64_t)>& rows_done) {
   const int64_t K = b.shape()[0], N = b.shape()[1], M = ta ? a.shape()[1] : a.shape()[0];
-  ag::Tensor c = ag::full({M, N}, 7.0);  // garbage the GEMM must overwrite (beta 0)
   const GemmOperand oa{ta, ta ? M : K}, ob{false, N};
   const GemmEpilogue<float> e{bias, rows_done};
-  float* cp = c.data<float>();
   switch (backend) {
     case Backend::chosen:
-      ag::detail::gemm(oa, ob, M, N, K, a.data<float>(), b.data<float>(), cp, 0, e);
+      ag::detail::gemm(oa, ob, M, N, K, a.data<float>(), b.data<float>(), c, 0, e);
       break;
     case Backend::onednn:
-      ag::detail::gemm_onednn(oa, ob, M, N, K, a.data<float>(), b.data<float>(), cp, 0, e);
+      ag::detail::gemm_onednn(oa, ob, M, N, K, a.data<float>(), b.data<float>(), c, 0, e);
       break;
     case Backend::openblas:
-      ag::detail::gemm_openblas(oa, ob, M, N, K, a.data<float>(), b.data<float>(), cp, 0, e);
+      ag::detail::gemm_openblas(oa, ob, M, N, K, a.data<float>(), b.data<float>(), c, 0, e);
       break;
     case Backend::bf16: {
       ag::Tensor ab = ag::to_bfloat16(a), bb = ag::to_bfloat16(b);
-      ag::detail::gemm_onednn(oa, ob, M, N, K, ab.data<ag::bfloat16>(), bb.data<ag::bfloat16>(), cp,
+      ag::detail::gemm_onednn(oa, ob, M, N, K, ab.data<ag::bfloat16>(), bb.data<ag::bfloat16>(), c,
                               0, e);
       break;
     }
   }
+}
+
+// multiply's C, from garbage the GEMM must overwrite (beta 0)
+ag::Tensor product(Backend backend, const ag::Tensor& a, const ag::Tensor& b, bool ta,
+                   const float* bias, const std::function<void(int64_t, int64_t)>& rows_done) {
+  ag::Tensor c = ag::full({ta ? a.shape()[1] : a.shape()[0], b.shape()[1]}, 7.0);
+  multiply(backend, a, b, ta, c.data<float>(), bias, rows_done);
   return c;
 }
 
@@ -122,7 +127,7 @@ TEST_CASE("rows_done sees every row of C once, finished", "[gemm]") {
         std::vector<std::atomic<int>> seen(M);
         std::atomic<int64_t> wrong{0};
         ag::Tensor c;
-        // rows_done reads C through `c`, which product() fills before any row is finished
+        // rows_done reads C through `c`, which multiply() fills before any row is finished
         auto check_rows = [&](int64_t row0, int64_t rows) {
           for (int64_t r = row0; r < row0 + rows; ++r) {
             ++seen[r];
@@ -130,21 +135,7 @@ TEST_CASE("rows_done sees every row of C once, finished", "[gemm]") {
           }
         };
         c = ag::full({M, N}, 7.0);
-        const GemmEpilogue<float> e{nullptr, check_rows};
-        auto run = [&] {
-          const GemmOperand oa{false, K}, ob{false, N};
-          if (backend == Backend::openblas)
-            ag::detail::gemm_openblas(oa, ob, M, N, K, a.data<float>(), b.data<float>(),
-                                      c.data<float>(), 0, e);
-          else if (backend == Backend::onednn)
-            ag::detail::gemm_onednn(oa, ob, M, N, K, a.data<float>(), b.data<float>(),
-                                    c.data<float>(), 0, e);
-          else {
-            ag::Tensor ab = ag::to_bfloat16(a), bb = ag::to_bfloat16(b);
-            ag::detail::gemm_onednn(oa, ob, M, N, K, ab.data<ag::bfloat16>(),
-                                    bb.data<ag::bfloat16>(), c.data<float>(), 0, e);
-          }
-        };
+        auto run = [&] { multiply(backend, a, b, false, c.data<float>(), nullptr, check_rows); };
         if (in_tasks) {
 #pragma omp parallel num_threads(2)
 #pragma omp single

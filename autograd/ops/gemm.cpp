@@ -79,6 +79,16 @@ T beta_after_bias(T beta, T* C, int64_t rows, int64_t N, int64_t ldc, const T* b
   return 1;
 }
 
+// C [m, n] (leading dimension ldc) = A B (+ bias) by OpenBLAS's sgemm: gemm_openblas, and a
+// block onednn_blocks falls back to
+void sgemm_block(const GemmOperand& oa, const GemmOperand& ob, int64_t m, int64_t n, int64_t K,
+                 const float* a, const float* b, float* c, int64_t ldc, float beta,
+                 const float* bias) {
+  beta = beta_after_bias(beta, c, m, n, ldc, bias);
+  cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a, oa.ld, b, ob.ld,
+              beta, c, ldc);
+}
+
 // ATTOGRAD_F32_GEMM: auto (the measured rule), openblas or onednn
 F32Backend forced_f32_backend(F32Backend otherwise) {
   static const int forced = [] {
@@ -110,9 +120,7 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
 void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                    const float* A, const float* B, float* C, float beta,
                    const GemmEpilogue<float>& e) {
-  beta = beta_after_bias(beta, C, M, N, N, e.bias);
-  cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0f, A, oa.ld, B, ob.ld,
-              beta, C, N);
+  sgemm_block(oa, ob, M, N, K, A, B, C, N, beta, e.bias);
   finish_rows(M, N, e);
 }
 
@@ -246,27 +254,37 @@ void run_matmul(const Matmul& mm, const void* A, const void* B, float* C, const 
 }
 
 // The bfloat16 GEMM on float32 kernels: the operands widened (exactly) into float32
-// temporaries from the caching allocator, then the float32 GEMM of their shape. What the
+// temporaries from the caching allocator, then a float32 GEMM of their shape. What the
 // openblas backend runs, and where oneDNN has no bfloat16 kernel for a shape.
 Tensor widened(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld) {
   Tensor out = empty({rows, cols});
   float* dst = out.data<float>();
-  parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cols, 1)),
-               [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r)
-                   from_bfloat16(src + r * ld, dst + r * cols, cols);
-               });
+  parallel_for(rows, rows_grain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) from_bfloat16(src + r * ld, dst + r * cols, cols);
+  });
   return out;
+}
+
+// A [M, K] and B [K, N], as oa and ob lay them out, widened, with their new layouts
+struct WidenedOperands {
+  Tensor a, b;
+  GemmOperand oa, ob;
+};
+
+WidenedOperands widened_operands(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                                 int64_t K, const bfloat16* A, const bfloat16* B) {
+  const int64_t a_cols = oa.trans ? M : K, b_cols = ob.trans ? K : N;
+  return {widened(A, oa.trans ? K : M, a_cols, oa.ld),
+          widened(B, ob.trans ? N : K, b_cols, ob.ld),
+          {oa.trans, a_cols},
+          {ob.trans, b_cols}};
 }
 
 void widened_gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                   const bfloat16* A, const bfloat16* B, float* C, float beta,
                   const GemmEpilogue<float>& e) {
-  const int64_t a_cols = oa.trans ? M : K, b_cols = ob.trans ? K : N;
-  const Tensor a = widened(A, oa.trans ? K : M, a_cols, oa.ld);
-  const Tensor b = widened(B, ob.trans ? N : K, b_cols, ob.ld);
-  gemm(GemmOperand{oa.trans, a_cols}, GemmOperand{ob.trans, b_cols}, M, N, K, a.data<float>(),
-       b.data<float>(), C, beta, e);
+  const WidenedOperands w = widened_operands(oa, ob, M, N, K, A, B);
+  gemm(w.oa, w.ob, M, N, K, w.a.data<float>(), w.b.data<float>(), C, beta, e);
 }
 
 // Output blocks: the longer of M and N cut into `count` pieces of `size` (the last may be
@@ -357,31 +375,14 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
   gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
 }
 
-namespace {
-
-// One block of C (leading dimension ldc) by OpenBLAS's sgemm on the calling thread: what
-// onednn_blocks falls back to
-void sgemm_block(const GemmOperand& oa, const GemmOperand& ob, int64_t m, int64_t n, int64_t K,
-                 const float* a, const float* b, float* c, int64_t ldc, float beta,
-                 const float* bias) {
-  beta = beta_after_bias(beta, c, m, n, ldc, bias);
-  cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a, oa.ld, b, ob.ld,
-              beta, c, ldc);
-}
-
-}  // namespace
-
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                  const bfloat16* A, const bfloat16* B, float* C, float beta,
                  const GemmEpilogue<float>& e) {
   onednn_blocks(
       oa, ob, M, N, K, A, B, C, beta, e,
       [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c, const float* bias) {
-        const int64_t a_cols = oa.trans ? m : K, b_cols = ob.trans ? K : n;
-        const Tensor wa = widened(a, oa.trans ? K : m, a_cols, oa.ld);
-        const Tensor wb = widened(b, ob.trans ? n : K, b_cols, ob.ld);
-        sgemm_block({oa.trans, a_cols}, {ob.trans, b_cols}, m, n, K, wa.data<float>(),
-                    wb.data<float>(), c, N, beta, bias);
+        const WidenedOperands w = widened_operands(oa, ob, m, n, K, a, b);
+        sgemm_block(w.oa, w.ob, m, n, K, w.a.data<float>(), w.b.data<float>(), c, N, beta, bias);
       });
 }
 

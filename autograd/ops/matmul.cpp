@@ -30,10 +30,10 @@ constexpr double kSmallGemmWork = 1 << 26;
 
 // Runs the two GEMMs of a backward: side by side as two OpenMP tasks on all threads when
 // they are small (two small GEMMs keep the cores busier than one after the other), else
-// one after the other on all threads. A oneDNN GEMM run in a task hands its blocks out as tasks too
-// (gemm.h), so a thread that finishes its GEMM first takes blocks of the other's. Every
-// block, and every OpenBLAS GEMM (which splits only M and N), sums each C element in the
-// same order whichever thread runs it: the bits do not depend on this choice.
+// one after the other on all threads. A oneDNN GEMM run in a task hands its blocks out as
+// tasks too (gemm.h), so a thread that finishes its GEMM first takes blocks of the
+// other's. Every block, and every OpenBLAS GEMM (which splits only M and N), sums each C
+// element in the same order whichever thread runs it: the bits do not depend on this.
 template <typename A, typename B>
 void run_pair(bool do_a, bool do_b, double work, A&& first, B&& second) {
   if (do_a && do_b && work < kSmallGemmWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
@@ -240,17 +240,15 @@ struct GeluAfterLinear {
         scalar_t* hp = h.data<scalar_t>() + row0 * N;
         scalar_t* yp = y.data<scalar_t>() + row0 * N;
         const int64_t n = rows * N;
-        if (!saved.defined()) {
-          AG_SIMD
-          for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
-        } else if (saved.dtype() == DType::BFloat16) {  // autocast: h is float32
-          AG_SIMD
-          for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
-          to_bfloat16(h.data<float>() + row0 * N, saved.data<bfloat16>() + row0 * N, n);
-        } else {
+        if (saved.defined() && saved.dtype() != DType::BFloat16) {  // the derivative over h
           AG_SIMD
           for (int64_t i = 0; i < n; ++i) detail::gelu_and_derivative(hp[i], yp[i], hp[i]);
+          return;
         }
+        AG_SIMD
+        for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
+        if (saved.defined())  // autocast: h is float32
+          to_bfloat16(h.data<float>() + row0 * N, saved.data<bfloat16>() + row0 * N, n);
       });
     };
   }
