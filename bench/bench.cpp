@@ -46,16 +46,15 @@ BenchConfig named_config(const std::string& name) {
   throw std::invalid_argument(fmt::format("--config must be tiny, small or base, got '{}'", name));
 }
 
-// Matmul FLOPs of one training step (forward + backward = 3x forward, 2 FLOPs per
-// multiply-add), as nanoGPT and PaLM count them:
-//   6 * (12 L C^2 + V C) * B T        the projections, the MLP and the head
-// + 6 * 2 L C T * B T                 scores q k^T and weights @ v, full T x T (causal
-//                                     masking is not subtracted)
+// Matmul FLOPs of one training step, as nanoGPT and PaLM count them: forward + backward =
+// 3x the forward FLOPs the model's layers declare (nn::Footprint: 2 per multiply-add of
+// the projections, the MLP and the head, and of the scores q k^T and weights @ v over the
+// full T x T, causal masking not subtracted), for B T tokens.
 double step_flops(const BenchConfig& c) {
-  const double L = c.model.n_layers, C = c.model.d_model, V = c.model.vocab_size;
-  const double T = c.model.context_length, F = c.model.ff_width(), BT = c.batch * T;
-  const double matmul_params = L * (4 * C * C + 2 * C * F) + V * C;
-  return 6 * matmul_params * BT + 12 * L * C * T * BT;
+  nn::Footprint f(c.model.context_length, /*training=*/true);
+  nn::ShapeOnlyScope description;
+  nn::GPT(c.model, 0).footprint(f);
+  return 3 * f.forward_flops_per_token * static_cast<double>(c.batch * c.model.context_length);
 }
 
 double peak_rss_mb() {

@@ -2,6 +2,9 @@
 // spec's config keys with '-' for '_'.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <variant>
+
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -16,18 +19,21 @@ po::typed_value<T>* field(T& f) {
   return po::value(&f)->default_value(f, fmt::format("{}", f));
 }
 
+// One option per key of nn::config_fields(), named with '-' for '_'; a flag for a bool.
 po::options_description model_options(nn::GPTConfig& m) {
-  po::options_description model("model (the spec's config keys)");
-  auto add = model.add_options();
-  add("vocab-size", field(m.vocab_size), "token ids (0: from the tokenizer)");
-  add("context-length", field(m.context_length), "longest sequence T");
-  add("d-model", field(m.d_model), "embedding width C");
-  add("n-heads", field(m.n_heads), "attention heads");
-  add("n-layers", field(m.n_layers), "transformer blocks");
-  add("d-ff", field(m.d_ff), "MLP width (0: 4 * d-model)");
-  add("dropout", field(m.dropout), "dropout probability");
-  add("qkv-bias", field(m.qkv_bias)->implicit_value(true), "bias in W_query/W_key/W_value");
-  add("tie-weights", field(m.tie_weights)->implicit_value(true), "lm_head shares tok_emb.weight");
+  po::options_description model("model (the config keys of docs/model.md)");
+  for (const auto& f : nn::config_fields()) {
+    std::string name = f.key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    std::visit(
+        [&](auto member) {
+          auto* value = field(m.*member);
+          if constexpr (std::is_same_v<decltype(member), bool nn::GPTConfig::*>)
+            value->implicit_value(true);
+          model.add_options()(name.c_str(), value, f.help);
+        },
+        f.member);
+  }
   return model;
 }
 

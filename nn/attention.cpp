@@ -1,10 +1,13 @@
 #include "nn/attention.h"
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include <cmath>
 #include <utility>
 #include <vector>
+
+#include "nn/observer.h"
 
 namespace nn {
 
@@ -108,11 +111,23 @@ QKVProjection::QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Line
                              std::shared_ptr<Linear> value)
     : query_(std::move(query)), key_(std::move(key)), value_(std::move(value)) {}
 
+// Projections carrying adapters run one by one (each adds its low-rank term).
 ag::Tensor QKVProjection::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
+  if (query_->has_adapter() || key_->has_adapter() || value_->has_adapter())
+    return ag::cat({query_->forward(x), key_->forward(x), value_->forward(x)}, -1);
   std::vector<ag::Tensor> weights{query_->weight, key_->weight, value_->weight}, biases;
   if (query_->bias.defined()) biases = {query_->bias, key_->bias, value_->bias};
   return ag::linear(x, weights, biases);
+}
+
+// the one GEMM's weight: the three stacked, a copy its backward keeps
+void QKVProjection::footprint(Footprint& f) const {
+  if (query_->has_adapter() || key_->has_adapter() || value_->has_adapter()) return;
+  const auto in = static_cast<double>(query_->in_features());
+  const auto out =
+      static_cast<double>(query_->out_features() + key_->out_features() + value_->out_features());
+  f.save_once(path(), "the three weights stacked", 4 * in * out);
 }
 
 // ------------------------------------------------------------------ MultiHeadAttention
@@ -139,15 +154,122 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t cont
   if (!dropout_gen_) dropout_gen_ = std::make_shared<ag::Generator>(0);
 }
 
-// B = batch, T = tokens, H = heads, D = head_dim
+namespace {
+
+// B = batch, T = tokens, H = heads, D = head_dim, C = H D.
+// Part `which` (0 q, 1 k, 2 v) of the fused projection [B, T, 3C], as [B, H, T, D].
+ag::Tensor heads_of(const ag::Tensor& projected, int which, int64_t heads) {
+  const int64_t B = projected.shape()[0], T = projected.shape()[1];
+  const int64_t C = projected.shape()[2] / 3;
+  return projected.narrow(2, which * C, C).reshape({B, T, heads, C / heads}).transpose(1, 2);
+}
+
+// softmax(q k^T / sqrt(D)) with -inf above the diagonal: [B, H, T, T].
+ag::Tensor causal_weights(const ag::Tensor& projected, int64_t heads) {
+  const ag::Tensor q = heads_of(projected, 0, heads), k = heads_of(projected, 1, heads);
+  const int64_t T = q.shape()[2];
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.shape()[3]));
+  const ag::Tensor scores = ag::matmul(q, k.transpose(-1, -2)) * scale;
+  return ag::softmax(ag::masked_fill(scores, ag::triu_mask(T, T), -ag::kInf), -1);
+}
+
+// weights @ V with the heads side by side again: [B, T, C].
+ag::Tensor weighted_values(const ag::Tensor& projected, const ag::Tensor& weights) {
+  const int64_t heads = weights.shape()[1];
+  const ag::Tensor context = ag::matmul(weights, heads_of(projected, 2, heads));  // [B, H, T, D]
+  const int64_t B = context.shape()[0], T = context.shape()[2];
+  return context.transpose(1, 2).reshape({B, T, -1});
+}
+
+}  // namespace
+
 ag::Tensor MultiHeadAttention::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  check_sequence("MultiHeadAttention", x, W_query->weight.shape()[1], context_length_);
+  check_sequence("MultiHeadAttention", x, W_query->in_features(), context_length_);
   ag::Tensor projected = qkv->forward(x);  // [B, T, 3 H D] = [q | k | v]
+  if (Observer* observer = ObserverScope::current()) {
+    const ag::Tensor weights = causal_weights(projected, num_heads_);
+    observer->attention(*this, weights);
+    return out_proj->forward(weighted_values(projected, weights));
+  }
   const double p = is_training() ? dropout_ : 0.0;
   ag::Tensor context =
       ag::causal_self_attention(projected, num_heads_, p, dropout_gen_.get());  // [B, T, H D]
   return out_proj->forward(context);
+}
+
+ag::Tensor MultiHeadAttention::weights(const ag::Tensor& x) const {
+  ag::NoGradGuard no_grad;
+  return causal_weights(qkv->forward(x), num_heads_);
+}
+
+// the fused op keeps q, k, v and its output by head, and each row's log-sum-exp; out_proj
+// keeps its input; scores and weighted values cost 2 T C multiply-adds each (all T x T
+// counted, as nanoGPT counts them)
+void MultiHeadAttention::footprint(Footprint& f) const {
+  const auto C = static_cast<double>(W_query->out_features());
+  f.save(path(), "q, k, v and output by head, log-sum-exp",
+         4 * C + static_cast<double>(num_heads_));
+  f.save(path(), "context (out_proj's input)", C);
+  f.forward_flops_per_token += 4.0 * C * static_cast<double>(f.context);
+  f.backward(path(), "gradients of q, k, v, output and qkv", 7 * C);
+  Module::footprint(f);
+}
+
+// ------------------------------------------------------------------ inference
+
+void MultiHeadAttention::decode(DecodeContext& c, int64_t layer, const DecodePass& pass,
+                                const float* a, int tid, int threads) const {
+  const auto [h0, h1] = decode::share(num_heads_, tid, threads, 1);
+  project(c, layer, pass, a, h0, h1);
+  attend(c, layer, pass, h0, h1, tid);  // the heads this thread projected: no barrier between
+  c.barrier.wait(threads);
+  const auto [c0, c1] = decode::share(c.C, tid, threads);
+  out_proj->infer(c, c.ctx.data(), pass.rows, c0, c1, c.x.data(), c.C, true);
+  c.barrier.wait(threads);
+}
+
+// The query, key and value columns of heads [h0, h1) for every row of the pass: queries
+// into c.q, keys transposed into the cache (through c.k), values into the cache.
+void MultiHeadAttention::project(DecodeContext& c, int64_t l, const DecodePass& pass,
+                                 const float* a, int64_t h0, int64_t h1) const {
+  const int64_t C = c.C, T = c.T, n = pass.rows, c0 = h0 * head_dim_, c1 = h1 * head_dim_;
+  W_query->infer(c, a, n, c0, c1, c.q.data(), C, false);
+  W_key->infer(c, a, n, c0, c1, c.k.data(), C, false);
+  if (pass.prefill) {
+    decode::transpose_into(c.k.data(), n, C, c0, c1, c.keys(l, pass.b), T, 0);
+    W_value->infer(c, a, n, c0, c1, c.values(l, pass.b, 0), C, false);
+    return;
+  }
+  for (int64_t b = 0; b < n; ++b)
+    decode::transpose_into(c.k.data() + b * C, 1, C, c0, c1, c.keys(l, b), T, pass.position);
+  W_value->infer(c, a, n, c0, c1, c.values(l, 0, pass.position), T * C, false);
+}
+
+// c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs (thread tid's
+// scratch for the scores), or a step's query of each row against its cached positions.
+void MultiHeadAttention::attend(DecodeContext& c, int64_t l, const DecodePass& pass, int64_t h0,
+                                int64_t h1, int tid) const {
+  const int64_t C = c.C, D = head_dim_, T = c.T, H = num_heads_;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  if (!pass.prefill) {
+    for (int64_t b = 0; b < pass.rows; ++b)
+      for (int64_t h = h0; h < h1; ++h)
+        decode::attend(c.q.data() + b * C + h * D, c.keys(l, b) + h * D * T, T,
+                       c.values(l, b, 0) + h * D, C, pass.position + 1, D, scale,
+                       c.scores.data() + (b * H + h) * T, c.ctx.data() + b * C + h * D);
+    return;
+  }
+  const auto N = static_cast<blasint>(pass.rows), Db = static_cast<blasint>(D),
+             Cb = static_cast<blasint>(C), Tb = static_cast<blasint>(T);
+  float* s = c.scores.data() + tid * T * T;
+  for (int64_t h = h0; h < h1; ++h) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, Db, scale, c.q.data() + h * D, Cb,
+                c.keys(l, pass.b) + h * D * T, Tb, 0.0f, s, N);
+    decode::causal_softmax(s, pass.rows);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Db, N, 1.0f, s, N,
+                c.values(l, pass.b, 0) + h * D, Cb, 0.0f, c.ctx.data() + h * D, Cb);
+  }
 }
 
 }  // namespace nn

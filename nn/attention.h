@@ -1,5 +1,5 @@
 #pragma once
-// The attention chapter, class by class (../shared/seeds): self-attention with raw
+// The attention chapter, class by class: self-attention with raw
 // weight matrices (v1) and with Linear layers (v2), causal attention with dropout, a
 // wrapper that stacks single heads, and the efficient MultiHeadAttention, which applies
 // W_query, W_key and W_value as one fused projection (qkv) and runs every head at once
@@ -71,6 +71,7 @@ class QKVProjection : public Module {
   QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Linear> key,
                 std::shared_ptr<Linear> value);
   ag::Tensor forward(const ag::Tensor& x) const;
+  void footprint(Footprint& f) const override;
 
  private:
   std::shared_ptr<Linear> query_, key_, value_;
@@ -78,19 +79,34 @@ class QKVProjection : public Module {
 
 // num_heads heads of d_out / num_heads over the fused projection qkv; the causal attention
 // core is one fused op (no [B, H, T, T] mask, masked entries skipped).
-// [B, T, d_in] -> [B, T, d_out].
+// [B, T, d_in] -> [B, T, d_out]. Under an ObserverScope (observer.h) the weights are
+// computed explicitly by composed ops, shown to the observer, and attended with.
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
                      int64_t num_heads, bool qkv_bias, ag::Generator& gen,
                      std::shared_ptr<ag::Generator> dropout_gen);
   ag::Tensor forward(const ag::Tensor& x) const;
+  // softmax(q k^T / sqrt(head_dim)) with -inf above the diagonal, [B, H, T, T], no graph.
+  ag::Tensor weights(const ag::Tensor& x) const;
+  // Inference, layer `layer` of the decoder's cache: adds the attention of the normalised
+  // rows a [rows, C] into the residual stream c.x. This thread projects and attends its
+  // share of the heads, writing their keys and values into the cache, then computes its
+  // share of out_proj's columns.
+  void decode(DecodeContext& c, int64_t layer, const DecodePass& pass, const float* a, int tid,
+              int threads) const;
+  void footprint(Footprint& f) const override;
   int64_t head_dim() const { return head_dim_; }
+  int64_t num_heads() const { return num_heads_; }
   std::shared_ptr<Linear> W_query, W_key, W_value;
   std::shared_ptr<QKVProjection> qkv;  // runs W_query, W_key and W_value
   std::shared_ptr<Linear> out_proj;
 
  private:
+  void project(DecodeContext& c, int64_t layer, const DecodePass& pass, const float* a, int64_t h0,
+               int64_t h1) const;
+  void attend(DecodeContext& c, int64_t layer, const DecodePass& pass, int64_t h0, int64_t h1,
+              int tid) const;
   int64_t num_heads_, head_dim_, context_length_;
   double dropout_;
   std::shared_ptr<ag::Generator> dropout_gen_;

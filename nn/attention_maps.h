@@ -7,11 +7,12 @@
 //   maps.weights[layer]   // [H, T, T] float32
 //   maps.logits           // [T, V]: what GPT::forward predicts at each position
 //
-// The fused attention (ag::causal_self_attention) never materialises these weights. Here
-// they are computed from the same q and k by composed ops (scaled scores, -inf above the
-// diagonal, softmax), and each block's output from weights @ V, so a test can hold the
-// product against the fused op and the logits against GPT::forward. Dropout is off
-// whatever mode the model is in, and no graph is recorded.
+// The fused attention (ag::causal_self_attention) never materialises these weights. The
+// maps are GPT::forward run with an observer attached (observer.h): each attention layer
+// then computes its weights from the same q and k by composed ops (scaled scores, -inf
+// above the diagonal, softmax), shows them, and attends with them (weights @ V), so a
+// test can hold the product against the fused op and the logits against an unobserved
+// forward. Dropout is off whatever mode the model is in, and no graph is recorded.
 #include <vector>
 
 #include "nn/gpt.h"
@@ -19,7 +20,7 @@
 namespace nn {
 
 // B = batch, T = tokens, H = heads. x [B, T, d_in] -> weights [B, H, T, T].
-ag::Tensor attention_weights(const MultiHeadAttention& attn, const ag::Tensor& x);
+ag::Tensor attention_weights(const MultiHeadAttention& layer, const ag::Tensor& x);
 
 struct AttentionMaps {
   std::vector<ag::Tensor> weights;  // one [H, T, T] per layer

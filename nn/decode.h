@@ -1,5 +1,8 @@
 #pragma once
 // Incremental decoding of a GPT with a key/value cache: the inference path of `sample`.
+// The decoder owns the cache, the scratch buffers (decode_context.h), the threads and
+// their pace; what a pass computes is the model's own description (GPT::embed and
+// GPT::decode, which run each block's and layer's inference step).
 //
 //   nn::Decoder dec(model, /*batch=*/2);          // cache and scratch allocated here, once
 //   auto logits = dec.prefill(ids, n);            // ids [2, n]: positions 0..n-1 of each row
@@ -37,7 +40,7 @@
 #include <span>
 #include <vector>
 
-#include "nn/decode_kernels.h"
+#include "nn/decode_context.h"
 #include "nn/gpt.h"
 
 namespace nn {
@@ -47,20 +50,15 @@ namespace nn {
 // is bound by the bytes it reads (`sample --weights bf16`).
 enum class WeightFormat { fp32, bf16 };
 
-// Rounds, in place, the matrices a decoder's steps read to bfloat16 values (ties to even):
-// every layer's query, key, value, output and MLP weights and the head (the token
-// embedding when the head is tied). After it the model is the one a bfloat16 decoder
-// runs exactly, and GPT::forward its reference.
-void round_weights_to_bfloat16(GPT& model);
-
 class Decoder {
  public:
-  // The model must outlive the decoder and be float32; its parameter values may change
-  // between calls (they are read, not copied), except with WeightFormat::bf16: then the
-  // matrices a step reads (the projections and the head) are copied once into bfloat16,
-  // half the bytes a token reads, and must already hold bfloat16 values
-  // (round_weights_to_bfloat16), so that the copies and the float32 values the prefills
-  // multiply are the same numbers. batch >= 1 rows are decoded side by side.
+  // The model must outlive the decoder and be float32, with an LM head and no unmerged
+  // adapters; its parameter values may change between calls (they are read, not copied),
+  // except with WeightFormat::bf16: then the matrices a step reads
+  // (GPT::streamed_matrices) are copied once into bfloat16, half the bytes a token reads,
+  // and must already hold bfloat16 values (round_weights_to_bfloat16), so that the copies
+  // and the float32 values the prefills multiply are the same numbers. batch >= 1 rows are
+  // decoded side by side.
   Decoder(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32);
 
   int64_t batch() const { return batch_; }
@@ -85,52 +83,19 @@ class Decoder {
   void set_threads(Threads policy) { policy_ = policy; }
 
  private:
-  struct LayerWeights {  // pointers into the model's parameters; bias null when absent
-    const float *ln1_w, *ln1_b;
-    decode::Weights wq, wk, wv;
-    const float *bq, *bk, *bv;
-    decode::Weights wo;
-    const float *bo, *ln2_w, *ln2_b;
-    decode::Weights w1;
-    const float* b1;
-    decode::Weights w2;
-    const float* b2;
-  };
-  // Elements of the matrices a step streams: every layer's projections and the head.
-  static int64_t streamed_weights(const GPTConfig& cfg);
-  decode::Weights packed(const ag::Tensor& p, const char* what);
+  void check_model() const;
+  void pack_bfloat16();
   void allocate_buffers();
-  // What one pass through the layers computes: a step (rows = the batch, each at
-  // `position`) or a prefill of row `b` (rows = positions 0..n-1).
-  struct Pass {
-    bool prefill;
-    int64_t rows, b, position;
-  };
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
   void copy_row(int64_t from, int64_t to);
-  void embed(const int64_t* ids, int64_t rows, int64_t position, int64_t position_step);
-  void run(const Pass& pass, decode::StepPace& pace);
-  void layer(const LayerWeights& w, int64_t l, const Pass& pass, int tid, int threads);
-  void project_qkv(const LayerWeights& w, int64_t l, const Pass& pass, const float* a, int64_t h0,
-                   int64_t h1);
-  void attention(int64_t l, const Pass& pass, int64_t h0, int64_t h1, int tid);
-  void head(const Pass& pass, int tid, int threads);
-  float* keys(int64_t layer, int64_t b);  // [d_model][context_length]
-  float* values(int64_t layer, int64_t b, int64_t t);
+  void run(const DecodePass& pass, decode::StepPace& pace);
 
+  const GPT& model_;
   GPTConfig cfg_;
-  int64_t batch_, length_ = 0, head_dim_;
+  int64_t batch_, length_ = 0;
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
-  std::vector<LayerWeights> layers_;
-  const float *tok_emb_, *pos_emb_, *ln_f_w_, *ln_f_b_;
-  decode::Weights head_w_;
   std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
-  std::vector<float> keys_, values_;  // the cache
-  // the rows being decoded: residual stream, normed (a step: one copy per thread),
-  // queries, keys before they are transposed, attention output, MLP hidden
-  std::vector<float> x_, a_, q_, k_, ctx_, ff_;
-  std::vector<float> scores_, logits_;
-  decode::SpinBarrier barrier_;
+  DecodeContext c_;
   decode::StepPace step_pace_, prefill_pace_;
   Threads policy_ = Threads::kTimed;
 };

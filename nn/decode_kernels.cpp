@@ -175,7 +175,8 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
               static_cast<blasint>(ldy));
 }
 
-void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y) {
+void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, double eps,
+                float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * C;
     double m = 0, v = 0;
@@ -185,7 +186,7 @@ void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const f
     AG_SIMD_SUM(v)
     for (int64_t i = 0; i < C; ++i) v += (row[i] - m) * (row[i] - m);
     v /= static_cast<double>(C);
-    const float mt = static_cast<float>(m), rs = static_cast<float>(1.0 / std::sqrt(v + 1e-5));
+    const float mt = static_cast<float>(m), rs = static_cast<float>(1.0 / std::sqrt(v + eps));
     float* yr = y + r * C;
     AG_SIMD
     for (int64_t i = 0; i < C; ++i) yr[i] = (row[i] - mt) * rs * w[i] + b[i];

@@ -29,8 +29,9 @@ struct Weights {
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
             float* y, int64_t ldy, bool accumulate);
 
-// LayerNorm (eps 1e-5) of rows of x [rows, C] into y.
-void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y);
+// LayerNorm of rows of x [rows, C] into y.
+void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, double eps,
+                float* y);
 
 // y = gelu(y), GPT-2's tanh form.
 void gelu(float* y, int64_t n);

@@ -95,6 +95,7 @@ class Run {
         ids_(static_cast<size_t>(B_)) {
     for (int64_t b = 0; b < B_; ++b)
       gens_.push_back(b == 0 ? ag::Generator(o.seed) : ag::Generator::substream(o.seed, b));
+    if (o.generator) gens_[0] = *o.generator;
     window_.reserve(static_cast<size_t>(B_ * T_));
     if (o.use_cache)
       decoder_.emplace(model, B_, o.weights);
@@ -121,6 +122,7 @@ class Run {
       logits = compute(s, moved);
     }
     st_.seconds = seconds_since(t0);
+    if (o_.generator) *o_.generator = gens_[0];
     return st_;
   }
 
@@ -178,9 +180,9 @@ GenerationStats generate(const GPT& model, std::span<const int64_t> prompt,
                          const GenerationOptions& options, const TokenCallback& on_token) {
   options.validate(model.config());
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt must hold a token");
-  if (model.is_training())
-    throw std::logic_error("generate: the model is in training mode; call eval() first");
   if (options.max_new_tokens == 0) return GenerationStats{};
+  InferenceScope inference;
+  ag::NoGradGuard no_grad;
   Run run(model, prompt, options, on_token);
   return run.go();
 }

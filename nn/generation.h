@@ -27,7 +27,10 @@
 //
 // Randomness: sample b draws from its own generator, ag::Generator(seed) for sample 0 and
 // ag::Generator::substream(seed, b) for the others, so a sample's text does not depend on
-// how many are drawn beside it.
+// how many are drawn beside it. GenerationOptions::generator replaces sample 0's.
+//
+// This is the one generation loop: `attograd sample`, the sample at the end of `train`,
+// the report's sample and GPT::generate all run it, so their windows are the same.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -51,6 +54,9 @@ struct GenerationOptions {
   // matrices hold bfloat16 values (round_weights_to_bfloat16), which the full-window path
   // then runs as they are.
   WeightFormat weights = WeightFormat::fp32;
+  // When set, sample 0 draws from this generator (advancing it) instead of one seeded
+  // with `seed` (GPT::generate's callers hand theirs in).
+  ag::Generator* generator = nullptr;
   // Throws std::invalid_argument naming the first bad value.
   void validate(const GPTConfig& cfg) const;
 };
@@ -75,7 +81,8 @@ struct GenerationStats {
 // returning false ends that sample (it gets no more tokens).
 using TokenCallback = std::function<bool(int64_t sample, int64_t id)>;
 
-// prompt: at least one id. The model must be in eval mode (dropout off).
+// prompt: at least one id. Runs as an inference (no graph, dropout off) whatever mode the
+// model is in.
 GenerationStats generate(const GPT& model, std::span<const int64_t> prompt,
                          const GenerationOptions& options, const TokenCallback& on_token);
 

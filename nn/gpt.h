@@ -1,8 +1,15 @@
 #pragma once
-// The GPT of ../shared/spec/model.md: token + position embeddings, n_layers pre-LayerNorm
-// transformer blocks, a final LayerNorm and a head tied to the token embedding (or not).
-// Parameter names and shapes are the spec's, so a state_dict loads into the spec's
-// PyTorch module by name.
+// The GPT of docs/model.md: token + position embeddings, n_layers transformer blocks
+// (block.h), a final norm and a head (head.h: tied to the token embedding, its own, or a
+// replacement such as a classifier). Parameter names and shapes are docs/model.md's, so a
+// state_dict loads into that page's PyTorch module by name.
+//
+// The model is described once, here and in block.h; that description runs four ways:
+//   forward               the training forward (autograd ops), and under an
+//                         ObserverScope the attention maps (observer.h)
+//   embed / decode        the KV-cached inference step (decode.h drives it)
+//   footprint             FLOPs and the tensors kept for backward, per token (the memory plan)
+//   under ShapeOnlyScope  the parameter list and count, nothing allocated
 //
 //   nn::GPTConfig cfg;  cfg.vocab_size = 65;
 //   nn::GPT model(cfg, /*seed=*/1337);
@@ -15,65 +22,49 @@
 #include <utility>
 #include <vector>
 
-#include "nn/attention.h"
+#include "nn/block.h"
+#include "nn/config.h"
+#include "nn/head.h"
 
 namespace nn {
-
-struct GPTConfig {
-  int64_t vocab_size = 65;
-  int64_t context_length = 64;
-  int64_t d_model = 128;
-  int64_t n_heads = 4;
-  int64_t n_layers = 4;
-  int64_t d_ff = 0;  // 0 means 4 * d_model
-  double dropout = 0.1;
-  bool qkv_bias = false;
-  bool tie_weights = true;
-
-  int64_t ff_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }
-  // The name and shape of every parameter GPT(cfg) registers, in its order, computed
-  // without allocating anything: a checkpoint's datasets are compared with it before a
-  // model is built, so a config that lies about its sizes cannot make us allocate them.
-  std::vector<std::pair<std::string, ag::Shape>> parameter_shapes() const;
-  // What GPT(cfg).num_parameters() will be, without allocating anything, so that a run
-  // too large for memory is refused before it is built.
-  int64_t num_parameters() const;
-  // Throws naming the first inconsistent value (e.g. d_model % n_heads != 0).
-  void validate() const;
-};
-
-// h = h + drop_resid(attn(ln1(h)));  h = h + drop_resid(mlp(ln2(h)))
-// attn.out_proj and mlp.fc2 write into the residual stream, and are marked so
-// (Linear::residual_projection) for GPT-2's initialisation.
-class TransformerBlock : public Module {
- public:
-  TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
-                   std::shared_ptr<ag::Generator> dropout_gen);
-  ag::Tensor forward(const ag::Tensor& h) const;
-  std::shared_ptr<LayerNorm> ln1, ln2;
-  std::shared_ptr<MultiHeadAttention> attn;
-  std::shared_ptr<MLP> mlp;
-  std::shared_ptr<Dropout> drop_resid;  // on each branch, before it joins the residual stream
-};
 
 class GPT : public Module {
  public:
   // Weights initialised GPT-2 style from `seed`; dropout masks drawn from a generator
-  // seeded with seed + ag::kDropoutStream (see dropout_generator()).
+  // seeded with seed + ag::kDropoutStream (see dropout_generator()). Under a
+  // ShapeOnlyScope: the description only.
   GPT(const GPTConfig& cfg, uint64_t seed);
 
   struct Output {
-    ag::Tensor logits;  // [B, T, vocab_size]
-    ag::Tensor loss;    // mean cross-entropy, defined when targets are given
+    ag::Tensor logits;  // [B, T, vocab_size] (a replaced head: what it gives)
+    ag::Tensor loss;    // the head's loss, defined when targets are given
   };
-  // ids [B, T] int64 with T <= context_length; targets [B, T] int64 or undefined.
+  // ids [B, T] int64 with T <= context_length; targets as the head takes them (the LM
+  // head: [B, T] int64) or undefined.
   Output forward(const ag::Tensor& ids, const ag::Tensor& targets = ag::Tensor()) const;
 
-  // Appends max_new_tokens sampled ids to ids [B, T], feeding at most context_length of
-  // the latest ids each step. temperature 0 is greedy; top_k 0 keeps every token.
-  // Runs without recording a graph, in whatever train/eval mode the model is in.
+  // Appends max_new_tokens sampled ids to each row of ids [B, T], through generate()
+  // (generation.h: the KV cache, and its window once past the context). temperature 0 is
+  // greedy; top_k 0 keeps every token. Rows are generated one after the other, each
+  // drawing from `gen`. Records no graph; dropout is off.
   ag::Tensor generate(const ag::Tensor& ids, int64_t max_new_tokens, double temperature,
                       int64_t top_k, ag::Generator& gen) const;
+
+  // Inference (decode.h): ids[r] at position `position + r * position_step` into the rows
+  // of c.x; then every block and the head on them (the logits of a step's rows, or of a
+  // prefill's last row, into c.logits).
+  void embed(DecodeContext& c, const int64_t* ids, int64_t rows, int64_t position,
+             int64_t position_step) const;
+  void decode(DecodeContext& c, const DecodePass& pass, int tid, int threads) const;
+  // The weight matrices decode reads in full for every token (what bfloat16 weights halve).
+  std::vector<ag::Tensor> streamed_matrices() const;
+
+  void footprint(Footprint& f) const override;
+
+  // Puts `head` (registered as `name`) where the head was; the LM head's parameters, if it
+  // had its own, go with it.
+  void replace_head(std::shared_ptr<Head> head, const std::string& name);
+  Head& head() const { return *head_; }
 
   const GPTConfig& config() const { return cfg_; }
   ag::Generator& dropout_generator() { return *dropout_gen_; }
@@ -81,12 +72,18 @@ class GPT : public Module {
   std::shared_ptr<Embedding> tok_emb, pos_emb;
   std::shared_ptr<Dropout> drop_emb;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
-  std::shared_ptr<LayerNorm> ln_f;
-  std::shared_ptr<Linear> lm_head;  // null when tie_weights
+  std::shared_ptr<Norm> ln_f;
 
  private:
   GPTConfig cfg_;
   std::shared_ptr<ag::Generator> dropout_gen_;
+  std::shared_ptr<Head> head_;
+  std::string head_name_ = "lm_head";
 };
+
+// Rounds, in place, the matrices a decoder's steps read (GPT::streamed_matrices) to
+// bfloat16 values (ties to even). After it the model is the one a bfloat16 decoder runs
+// exactly, and GPT::forward its reference.
+void round_weights_to_bfloat16(GPT& model);
 
 }  // namespace nn

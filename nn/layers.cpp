@@ -6,29 +6,84 @@
 
 namespace nn {
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, ag::Generator& gen) {
+// ------------------------------------------------------------------ Linear
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, ag::Generator& gen)
+    : in_(in_features), out_(out_features) {
   if (in_features <= 0 || out_features <= 0)
     throw std::invalid_argument(
         fmt::format("Linear: in_features ({}) and out_features ({}) must be positive", in_features,
                     out_features));
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight =
-      register_parameter("weight", ag::uniform({out_features, in_features}, -bound, bound, gen));
-  if (with_bias) bias = register_parameter("bias", ag::uniform({out_features}, -bound, bound, gen));
+  weight = register_parameter("weight", {out_features, in_features}, [&] {
+    return ag::uniform({out_features, in_features}, -bound, bound, gen);
+  });
+  if (with_bias)
+    bias = register_parameter("bias", {out_features},
+                              [&] { return ag::uniform({out_features}, -bound, bound, gen); });
 }
 
 // y = x W^T + b; W^T is a transposed view that BLAS reads in place
 ag::Tensor Linear::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  if (x.dim() < 1 || x.shape().back() != weight.shape()[1])
+  if (x.dim() < 1 || x.shape().back() != in_)
     throw std::invalid_argument(
         fmt::format("Linear: input of shape {} does not end in in_features = {}",
-                    ag::shape_str(x.shape()), weight.shape()[1]));
-  return ag::linear(x, weight, bias);
+                    ag::shape_str(x.shape()), in_));
+  ag::Tensor y = ag::linear(x, weight, bias);
+  return has_adapter() ? y + adapter_delta(x) : y;
 }
 
+void Linear::add_adapter(int64_t rank, double alpha, ag::Generator& gen) {
+  if (has_adapter()) throw std::logic_error(fmt::format("Linear {}: has an adapter", path()));
+  if (rank < 1 || rank > std::min(in_, out_) || !(alpha > 0 && std::isfinite(alpha)))
+    throw std::invalid_argument(fmt::format(
+        "Linear {}: adapter rank must be in [1, {}] and alpha positive, got rank {} alpha {}",
+        path(), std::min(in_, out_), rank, alpha));
+  lora_A = register_module("lora_A", std::make_shared<Linear>(in_, rank, false, gen));
+  lora_B = register_module("lora_B", std::make_shared<Linear>(rank, out_, false, gen));
+  if (!ShapeOnlyScope::active()) {
+    ag::NoGradGuard no_grad;
+    ag::fill_(lora_B->weight, 0.0);
+  }
+  adapter_scale_ = alpha / static_cast<double>(rank);
+}
+
+ag::Tensor Linear::adapter_delta(const ag::Tensor& x) const {
+  if (!has_adapter()) return ag::Tensor();
+  return ag::linear(ag::linear(x, lora_A->weight), lora_B->weight) * adapter_scale_;
+}
+
+void Linear::merge_adapter() {
+  if (!has_adapter()) return;
+  {
+    ag::NoGradGuard no_grad;
+    const ag::Tensor delta = ag::matmul(lora_B->weight, lora_A->weight) * adapter_scale_;
+    ag::copy_(weight, weight + delta.to(weight.dtype()));
+  }
+  remove_module("lora_A");
+  remove_module("lora_B");
+  lora_A = lora_B = nullptr;
+}
+
+void Linear::infer(const DecodeContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1,
+                   float* y, int64_t ldy, bool accumulate) const {
+  decode::linear(x, rows, in_, c.weights(weight).rows_from(o0, in_),
+                 bias.defined() ? bias.data<float>() + o0 : nullptr, o1 - o0, y + o0, ldy,
+                 accumulate);
+}
+
+void Linear::footprint(Footprint& f) const {
+  f.forward_flops_per_token += 2.0 * static_cast<double>(in_) * static_cast<double>(out_);
+  if (!has_adapter()) return;
+  f.save(path(), "adapter's x A^T", static_cast<double>(lora_A->out_features()));
+  Module::footprint(f);
+}
+
+// ------------------------------------------------------------------ Embedding
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ag::Generator& gen) {
-  weight = register_parameter("weight", ag::randn({num_embeddings, embedding_dim}, gen));
+  weight = register_parameter("weight", {num_embeddings, embedding_dim}, [&] {
+    return ag::randn({num_embeddings, embedding_dim}, gen);
+  });
 }
 
 ag::Tensor Embedding::forward(const ag::Tensor& ids) const {
@@ -36,9 +91,10 @@ ag::Tensor Embedding::forward(const ag::Tensor& ids) const {
   return ag::embedding(weight, ids);
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps) : eps_(eps) {
-  weight = register_parameter("weight", ag::ones({dim}));
-  bias = register_parameter("bias", ag::zeros({dim}));
+// ------------------------------------------------------------------ LayerNorm, RMSNorm
+LayerNorm::LayerNorm(int64_t dim, double eps) : Norm(dim), eps_(eps) {
+  weight = register_parameter("weight", {dim}, [&] { return ag::ones({dim}); });
+  bias = register_parameter("bias", {dim}, [&] { return ag::zeros({dim}); });
 }
 
 ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
@@ -46,6 +102,45 @@ ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
   return ag::layer_norm(x, weight, bias, eps_);
 }
 
+void LayerNorm::infer(const float* x, int64_t rows, float* y) const {
+  decode::layer_norm(x, rows, dim(), weight.data<float>(), bias.data<float>(), eps_, y);
+}
+
+// its output (kept by the projection that reads it) and each row's mean and 1/std
+void LayerNorm::footprint(Footprint& f) const {
+  f.save(path(), "output, mean and rstd", static_cast<double>(dim()) + 2);
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps) : Norm(dim), eps_(eps) {
+  weight = register_parameter("weight", {dim}, [&] { return ag::ones({dim}); });
+}
+
+ag::Tensor RMSNorm::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
+  return x / ag::sqrt(ag::mean(x * x, {-1}, true) + eps_) * weight;  // INTERIM until the op lands
+}
+
+void RMSNorm::infer(const float* x, int64_t rows, float* y) const {
+  const int64_t C = dim();  // INTERIM until the op lands
+  const float* w = weight.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < C; ++i) ss += double(x[r * C + i]) * x[r * C + i];
+    const float rs = static_cast<float>(1.0 / std::sqrt(ss / C + eps_));
+    for (int64_t i = 0; i < C; ++i) y[r * C + i] = x[r * C + i] * rs * w[i];
+  }
+}
+
+void RMSNorm::footprint(Footprint& f) const {
+  f.save(path(), "output and rstd", static_cast<double>(dim()) + 1);
+}
+
+std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t dim) {
+  if (kind == "rmsnorm") return std::make_shared<RMSNorm>(dim);
+  return std::make_shared<LayerNorm>(dim);
+}
+
+// ------------------------------------------------------------------ Dropout
 Dropout::Dropout(double p, std::shared_ptr<ag::Generator> gen) : p_(p), gen_(std::move(gen)) {
   if (!(p_ >= 0.0 && p_ <= 1.0))
     throw std::invalid_argument(fmt::format("Dropout: p must be in [0, 1], got {}", p_));
@@ -57,6 +152,11 @@ ag::Tensor Dropout::forward(const ag::Tensor& x) const {
   return ag::dropout(x, p_, is_training(), *gen_);
 }
 
+void Dropout::save_mask(Footprint& f, double elements) const {
+  if (f.training && p_ > 0) f.save(path(), "mask", elements, 1);
+}
+
+// ------------------------------------------------------------------ MLP
 MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen) {
   fc1 = register_module("fc1", std::make_shared<Linear>(d_model, d_ff, true, gen));
   fc2 = register_module("fc2", std::make_shared<Linear>(d_ff, d_model, true, gen));
@@ -66,11 +166,35 @@ MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen) {
 ag::Tensor MLP::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
   ag::Tensor h;
-  {
+  if (fc1->has_adapter()) {
+    h = ag::gelu(fc1->forward(x));
+  } else {
     auto fc1_scope = fc1->anomaly_scope();
     h = ag::linear(x, fc1->weight, fc1->bias, ag::Activation::Gelu);
   }
   return fc2->forward(h);
+}
+
+// this thread's hidden columns, then (every hidden column needed) its output columns
+void MLP::decode(DecodeContext& c, const DecodePass& pass, const float* a, int tid,
+                 int threads) const {
+  const int64_t n = pass.rows, F = c.F;
+  const auto [f0, f1] = decode::share(F, tid, threads);
+  fc1->infer(c, a, n, f0, f1, c.hidden.data(), F, false);
+  for (int64_t r = 0; r < n; ++r) decode::gelu(c.hidden.data() + r * F + f0, f1 - f0);
+  c.barrier.wait(threads);
+  const auto [c0, c1] = decode::share(c.C, tid, threads);
+  fc2->infer(c, c.hidden.data(), n, c0, c1, c.x.data(), c.C, true);
+  c.barrier.wait(threads);
+}
+
+// fc1's GELU derivative (kept in its pre-activation's memory) and its output, which fc2 keeps
+void MLP::footprint(Footprint& f) const {
+  const auto F = static_cast<double>(fc1->out_features());
+  f.save(path(), "GELU derivative and output", 2 * F);
+  f.backward(path(), "gradients of the hidden layer and the input",
+             F + static_cast<double>(fc1->in_features()));
+  Module::footprint(f);
 }
 
 }  // namespace nn

@@ -1,22 +1,53 @@
 #pragma once
 // The basic layers, with PyTorch's parameter names and layouts: Linear stores its weight
-// [out_features, in_features] and computes x W^T + b.
+// [out_features, in_features] and computes x W^T + b. Each layer declares its parameters
+// (constructor), its training forward (autograd ops), its inference step on the KV-cached
+// decoder's float32 rows (infer/decode, decode_context.h) and what its forward keeps for
+// backward and computes (footprint), side by side.
 #include <memory>
+#include <string>
 
+#include "nn/decode_context.h"
 #include "nn/module.h"
 
 namespace nn {
 
 // Weight and bias drawn as torch.nn.Linear draws them: U(-1/sqrt(in), 1/sqrt(in)).
+//
+// A Linear can carry a low-rank adapter (LoRA): y = x W^T + b + (alpha / rank) (x A^T) B^T
+// with A [rank, in] drawn as a Linear's weight and B [out, rank] zero, so that the adapted
+// layer starts out equal to the plain one. A and B are registered as the Linears lora_A
+// and lora_B; freeze() the model first to train only them. merge_adapter() folds them into
+// W and removes them (the decoder runs plain Linears only).
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, ag::Generator& gen);
   ag::Tensor forward(const ag::Tensor& x) const;
-  ag::Tensor weight;  // [out_features, in_features]
-  ag::Tensor bias;    // [out_features], undefined when bias == false
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+  void add_adapter(int64_t rank, double alpha, ag::Generator& gen);
+  bool has_adapter() const { return lora_A != nullptr; }
+  // The adapter's term (alpha / rank) (x A^T) B^T; undefined without an adapter.
+  ag::Tensor adapter_delta(const ag::Tensor& x) const;
+  void merge_adapter();
+
+  // Inference: output columns [o0, o1) of rows of x [rows, in] into y (column 0 of the
+  // output, row stride ldy), added to y with accumulate.
+  void infer(const DecodeContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1, float* y,
+             int64_t ldy, bool accumulate) const;
+  void footprint(Footprint& f) const override;
+
+  ag::Tensor weight;                       // [out_features, in_features]
+  ag::Tensor bias;                         // [out_features], undefined when bias == false
+  std::shared_ptr<Linear> lora_A, lora_B;  // the adapter, null without one
   // Set by a model on the projections whose output is added into its residual stream, for
   // initialisations that scale those down (GPT-2's; see GPT). Plain layers leave it false.
   bool residual_projection = false;
+
+ private:
+  int64_t in_, out_;
+  double adapter_scale_ = 0;  // alpha / rank
 };
 
 // Weight ~ N(0, 1) as torch.nn.Embedding draws it.
@@ -27,16 +58,51 @@ class Embedding : public Module {
   ag::Tensor weight;  // [num_embeddings, embedding_dim]
 };
 
-class LayerNorm : public Module {
+// A normalisation over the last dimension, as a GPT's blocks and ln_f use it: LayerNorm or
+// RMSNorm (GPTConfig::norm; make_norm builds the one a config names).
+class Norm : public Module {
+ public:
+  virtual ag::Tensor forward(const ag::Tensor& x) const = 0;
+  // Inference: rows of x [rows, C] into y, as forward computes them in float32.
+  virtual void infer(const float* x, int64_t rows, float* y) const = 0;
+  int64_t dim() const { return dim_; }
+  ag::Tensor weight;  // [dim], ones
+
+ protected:
+  explicit Norm(int64_t dim) : dim_(dim) {}
+
+ private:
+  int64_t dim_;
+};
+
+class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
-  ag::Tensor forward(const ag::Tensor& x) const;
+  ag::Tensor forward(const ag::Tensor& x) const override;
+  void infer(const float* x, int64_t rows, float* y) const override;
+  void footprint(Footprint& f) const override;
   double eps() const { return eps_; }
-  ag::Tensor weight, bias;  // [dim], ones and zeros
+  ag::Tensor bias;  // [dim], zeros
 
  private:
   double eps_;
 };
+
+// x / sqrt(mean(x^2) + eps) * weight: no mean subtracted, no bias (LLaMA's, T5's).
+class RMSNorm : public Norm {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-5);
+  ag::Tensor forward(const ag::Tensor& x) const override;
+  void infer(const float* x, int64_t rows, float* y) const override;
+  void footprint(Footprint& f) const override;
+  double eps() const { return eps_; }
+
+ private:
+  double eps_;
+};
+
+// "layernorm" or "rmsnorm" (GPTConfig::norm, validated there).
+std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t dim);
 
 // Zeroes elements with probability p (the dropout rate) while training. Draws its masks
 // from a generator it shares with its model, so one saved generator state reproduces every
@@ -46,6 +112,9 @@ class Dropout : public Module {
   Dropout(double p, std::shared_ptr<ag::Generator> gen);
   ag::Tensor forward(const ag::Tensor& x) const;
   double p() const { return p_; }
+  // Its mask (a byte per element) of `elements` per token, when a training forward keeps
+  // one; the module that applies the dropout knows the width.
+  void save_mask(Footprint& f, double elements) const;
 
  private:
   double p_;
@@ -62,6 +131,10 @@ class MLP : public Module {
  public:
   MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen);
   ag::Tensor forward(const ag::Tensor& x) const;
+  // Inference: adds the MLP of the normalised rows a [rows, C] into the residual stream
+  // c.x, this thread's share of the hidden and output columns.
+  void decode(DecodeContext& c, const DecodePass& pass, const float* a, int tid, int threads) const;
+  void footprint(Footprint& f) const override;
   std::shared_ptr<Linear> fc1, fc2;
 };
 

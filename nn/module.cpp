@@ -2,23 +2,105 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
+#include "nn/observer.h"
+
 namespace nn {
 
+namespace {
+thread_local bool shape_only = false;
+thread_local bool inference = false;
+}  // namespace
+
+ShapeOnlyScope::ShapeOnlyScope() : previous_(shape_only) {
+  shape_only = true;
+}
+ShapeOnlyScope::~ShapeOnlyScope() {
+  shape_only = previous_;
+}
+bool ShapeOnlyScope::active() {
+  return shape_only;
+}
+
+InferenceScope::InferenceScope() : previous_(inference) {
+  inference = true;
+}
+InferenceScope::~InferenceScope() {
+  inference = previous_;
+}
+bool InferenceScope::active() {
+  return inference;
+}
+
+namespace {
+thread_local Observer* watching = nullptr;
+}  // namespace
+
+ObserverScope::ObserverScope(Observer& observer) : previous_(watching) {
+  watching = &observer;
+}
+ObserverScope::~ObserverScope() {
+  watching = previous_;
+}
+Observer* ObserverScope::current() {
+  return watching;
+}
+
 ag::Tensor Module::register_parameter(const std::string& name, ag::Tensor value) {
-  for (const auto& [existing, t] : params_)
-    if (existing == name)
+  return register_parameter(name, value.shape(), [&value] { return value; });
+}
+
+ag::Tensor Module::register_parameter(const std::string& name, const ag::Shape& shape,
+                                      const std::function<ag::Tensor()>& init) {
+  for (const auto& p : params_)
+    if (p.name == name)
       throw std::logic_error(fmt::format("register_parameter: '{}' is registered twice", name));
-  value.requires_grad_();
-  params_.emplace_back(name, value);
+  ag::Tensor value;
+  if (!ShapeOnlyScope::active()) {
+    value = init();
+    value.requires_grad_();
+  }
+  params_.push_back(Parameter{name, value, shape});
   return value;
 }
 
+void Module::replace_module(const std::string& old_name, const std::string& name,
+                            std::shared_ptr<Module> module) {
+  auto it = std::find_if(children_.begin(), children_.end(),
+                         [&](const auto& c) { return c.first == old_name; });
+  if (it == children_.end())
+    throw std::logic_error(fmt::format("replace_module: no child named '{}'", old_name));
+  module->parent_ = this;
+  module->name_ = name;
+  module->path_.clear();
+  *it = {name, std::move(module)};
+}
+
+void Module::remove_module(const std::string& name) {
+  std::erase_if(children_, [&](const auto& c) { return c.first == name; });
+}
+
 void Module::collect(const std::string& prefix, StateDict& out) const {
-  for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
+  for (const auto& p : params_) out.emplace_back(prefix + p.name, p.value);
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+void Module::collect_shapes(const std::string& prefix, ShapeList& out) const {
+  for (const auto& p : params_) out.emplace_back(prefix + p.name, p.shape);
+  for (const auto& [name, child] : children_) child->collect_shapes(prefix + name + ".", out);
+}
+
+ShapeList Module::named_parameter_shapes() const {
+  ShapeList out;
+  collect_shapes("", out);
+  return out;
+}
+
+void Module::footprint(Footprint& f) const {
+  for (const auto& [name, child] : children_) child->footprint(f);
 }
 
 StateDict Module::named_parameters() const {
@@ -49,8 +131,21 @@ std::vector<ag::Tensor> Module::parameters() const {
 
 int64_t Module::num_parameters() const {
   int64_t n = 0;
-  for (const auto& t : parameters()) n += t.numel();
+  for (const auto& [name, shape] : named_parameter_shapes()) n += ag::shape_numel(shape);
   return n;
+}
+
+void Module::requires_grad_(bool on) {
+  for (auto& p : params_)
+    if (p.value.defined()) p.value.requires_grad_(on);
+  for (auto& [name, child] : children_) child->requires_grad_(on);
+}
+
+std::vector<ag::Tensor> Module::trainable_parameters() const {
+  std::vector<ag::Tensor> out;
+  for (auto& [name, t] : named_parameters())
+    if (t.requires_grad()) out.push_back(t);
+  return out;
 }
 
 void Module::zero_grad() {
@@ -105,12 +200,13 @@ const std::string& Module::path() const {
 }
 
 void Module::to(ag::DType dtype) {
-  for (auto& [name, t] : params_) {
-    if (t.dtype() == dtype) continue;
+  for (auto& [name, t, shape] : params_) {
+    if (!t.defined() || t.dtype() == dtype) continue;
+    const bool frozen = !t.requires_grad();
     ag::Tensor converted = t.detach().to(dtype);
     // rebind storage in place so every handle on this parameter sees the new dtype
     *t.impl() = *converted.impl();
-    t.impl()->requires_grad = true;
+    t.impl()->requires_grad = !frozen;
   }
   for (auto& [name, child] : children_) child->to(dtype);
 }

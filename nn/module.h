@@ -20,11 +20,44 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "nn/footprint.h"
 
 namespace nn {
 
 // Name to tensor, in registration order (the order PyTorch's state_dict() keeps).
 using StateDict = std::vector<std::pair<std::string, ag::Tensor>>;
+using ShapeList = std::vector<std::pair<std::string, ag::Shape>>;
+
+// While one is alive on this thread, modules are built as descriptions only: parameters are
+// declared with their names and shapes, nothing is allocated and no generator is drawn
+// from. Parameter lists, counts, FLOPs and memory plans are read off such a description
+// (GPTConfig::parameter_shapes, GPT::footprint) before a model is built, so a config that
+// lies about its sizes cannot make us allocate them.
+class ShapeOnlyScope {
+ public:
+  ShapeOnlyScope();
+  ~ShapeOnlyScope();
+  ShapeOnlyScope(const ShapeOnlyScope&) = delete;
+  ShapeOnlyScope& operator=(const ShapeOnlyScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
+// While one is alive on this thread, every module runs as in eval(): an observed forward
+// (attention maps) is an inference whatever mode the model was left in.
+class InferenceScope {
+ public:
+  InferenceScope();
+  ~InferenceScope();
+  InferenceScope(const InferenceScope&) = delete;
+  InferenceScope& operator=(const InferenceScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
 
 class Module {
  public:
@@ -36,13 +69,27 @@ class Module {
   // Every parameter of this module and its descendants, with dotted hierarchical names.
   StateDict named_parameters() const;
   std::vector<ag::Tensor> parameters() const;
+  // Every parameter's name and shape, also of a shape-only description.
+  ShapeList named_parameter_shapes() const;
   int64_t num_parameters() const;
   void zero_grad();
 
-  // Training mode reaches every descendant (dropout reads it).
+  // Freezing: a frozen parameter takes no gradient and is left out of
+  // trainable_parameters(), what an optimiser is given (fine-tuning an adapter or a head
+  // over frozen weights).
+  void requires_grad_(bool on);
+  void freeze() { requires_grad_(false); }
+  std::vector<ag::Tensor> trainable_parameters() const;
+
+  // Training mode reaches every descendant (dropout reads it); an InferenceScope turns it
+  // off for the forwards run inside it.
   void train(bool on = true);
   void eval() { train(false); }
-  bool is_training() const { return training_; }
+  bool is_training() const { return training_ && !InferenceScope::active(); }
+
+  // What a forward of this module keeps for backward and computes, per token (footprint.h):
+  // by default its children's, in registration order. Layers that call ops add their own.
+  virtual void footprint(Footprint& f) const;
 
   // The parameters by name, sharing storage with the module.
   StateDict state_dict() const { return named_parameters(); }
@@ -70,6 +117,15 @@ class Module {
  protected:
   // Registers a leaf tensor as a parameter (it is made to require grad) and returns it.
   ag::Tensor register_parameter(const std::string& name, ag::Tensor value);
+  // Declares a parameter of `shape` whose value `init` makes; under a ShapeOnlyScope init
+  // is not called and the returned tensor is undefined.
+  ag::Tensor register_parameter(const std::string& name, const ag::Shape& shape,
+                                const std::function<ag::Tensor()>& init);
+  // Replaces the child registered as `old_name` (keeping its place) by `module`, registered
+  // as `name` (a model's head, swapped for a classifier).
+  void replace_module(const std::string& old_name, const std::string& name,
+                      std::shared_ptr<Module> module);
+  void remove_module(const std::string& name);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
@@ -86,8 +142,14 @@ class Module {
   std::string name_;
   mutable std::string path_;  // computed on first use
   void collect(const std::string& prefix, StateDict& out) const;
+  void collect_shapes(const std::string& prefix, ShapeList& out) const;
 
-  std::vector<std::pair<std::string, ag::Tensor>> params_;
+  struct Parameter {
+    std::string name;
+    ag::Tensor value;  // undefined in a shape-only description
+    ag::Shape shape;
+  };
+  std::vector<Parameter> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -1,18 +1,34 @@
 #pragma once
-// attograd's layers: the map of nn/.
-//   module.h          Module (named parameters, train/eval, state_dict), ModuleList
-//   layers.h          Linear, Embedding, LayerNorm, Dropout, GELU, MLP
+// attograd's layers: the map of nn/. The model is described once (block.h, gpt.h); the
+// training forward, the KV-cached inference step, the attention maps (a forward with an
+// observer), the parameter list and the footprint (FLOPs and saved tensors per token) are
+// that description run different ways.
+//   module.h          Module (named parameters, freezing, train/eval, state_dict, shape-only
+//                     descriptions), ModuleList
+//   config.h          GPTConfig and its one table of keys (bounds, choices, variants)
+//   layers.h          Linear (with an optional LoRA adapter), Embedding, LayerNorm, RMSNorm,
+//                     Dropout, GELU, MLP
 //   attention.h       the chapter's attention classes, v1 to MultiHeadAttention
-//   gpt.h             GPTConfig, TransformerBlock, GPT (forward, loss, generate)
+//   block.h           TransformerBlock: the one definition of a block
+//   head.h            Head: the LM head (tied or not) or a ClassificationHead
+//   gpt.h             GPT (forward, inference step, generate, replace_head)
+//   footprint.h       what a forward keeps for backward and computes, per token
+//   observer.h        watching a forward (attention weights); InferenceScope
 //   attention_maps.h  every layer's and head's attention weights for one sequence
 //   sampling.h        the next token from logits: greedy, temperature, top-k, top-p
+//   decode_context.h  what a layer's inference step works on: the cache and scratch
 //   decode.h          Decoder: inference with a key/value cache, one position per token
-//   generation.h      generate(): N samples of a prompt, cached or full-window, streamed
+//   generation.h      generate(): the one generation loop, cached or full-window, streamed
 #include "nn/attention.h"
 #include "nn/attention_maps.h"
+#include "nn/block.h"
+#include "nn/config.h"
 #include "nn/decode.h"
+#include "nn/footprint.h"
 #include "nn/generation.h"
 #include "nn/gpt.h"
+#include "nn/head.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/observer.h"
 #include "nn/sampling.h"

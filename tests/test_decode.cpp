@@ -285,6 +285,36 @@ TEST_CASE("cached decoding covers query/key/value biases and an untied head", "[
   CHECK(max_step_error(*model_ptr, row, cfg.context_length / 2) < 1.0);
 }
 
+TEST_CASE("cached decoding runs the RMSNorm variant as its forward does", "[decode]") {
+  nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  cfg.norm = "rmsnorm";
+  auto model_ptr = ag_test::sharp_model(cfg, 13);
+  {
+    ag::NoGradGuard no_grad;  // norm gains start at 1: give them values
+    ag::Generator g(4);
+    for (auto& [name, p] : model_ptr->named_parameters())
+      if (p.dim() == 1) ag::copy_(p, ag::randn(p.shape(), g) * 0.5 + 1.0);
+  }
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 6);
+  CHECK(max_step_error(*model_ptr, row, 1) < 1.0);
+  CHECK(max_step_error(*model_ptr, row, cfg.context_length / 2) < 1.0);
+}
+
+TEST_CASE("the decoder refuses a model it cannot run as described", "[decode]") {
+  nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  nn::GPT with_adapter(cfg, 1);
+  ag::Generator gen(1);
+  (*with_adapter.blocks)[0].mlp->fc1->add_adapter(2, 2.0, gen);
+  REQUIRE_THROWS_WITH(nn::Decoder(with_adapter, 1),
+                      Catch::Contains("blocks.0.mlp.fc1") && Catch::Contains("merge"));
+  (*with_adapter.blocks)[0].mlp->fc1->merge_adapter();
+  REQUIRE_NOTHROW(nn::Decoder(with_adapter, 1));
+  nn::GPT classifier(cfg, 1);
+  classifier.replace_head(std::make_shared<nn::ClassificationHead>(cfg.d_model, 2, gen),
+                          "classifier");
+  REQUIRE_THROWS_WITH(nn::Decoder(classifier, 1), Catch::Contains("does not predict tokens"));
+}
+
 TEST_CASE("a step and the choice of a token allocate nothing", "[decode]") {
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 2);

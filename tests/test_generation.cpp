@@ -95,12 +95,12 @@ TEST_CASE("seeded sampling draws the same text with and without the cache", "[ge
   }
 }
 
-TEST_CASE("a window sliding one token at a time is GPT::generate's window", "[generation]") {
+TEST_CASE("GPT::generate is the generation loop, its windows included", "[generation]") {
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model = ag_test::sharp_model(cfg, 8);
   const std::vector<int64_t> prompt = ag_test::random_tokens(5, cfg.vocab_size, 2);
-  auto o = options(cfg.context_length + 20, true);
-  o.slide = 1, o.seed = 3;
+  auto o = options(cfg.context_length + 20, true);  // past the context: the window moves
+  o.seed = 3;
   const auto cached = nn::generate_tokens(*model, prompt, o);
   ag::Generator gen(3);
   const ag::Tensor old =
@@ -193,8 +193,21 @@ TEST_CASE("generation options are checked", "[generation]") {
                     Catch::Contains("temperature"));
   CHECK_THROWS_WITH(nn::generate_tokens(*model, std::vector<int64_t>{}, options(5, true)),
                     Catch::Contains("prompt"));
-  model->train();
-  CHECK_THROWS_WITH(run([](O&) {}), Catch::Contains("eval()"));
+}
+
+TEST_CASE("generation is an inference whatever mode the model is in", "[generation]") {
+  nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  cfg.dropout = 0.5;
+  const auto model = ag_test::sharp_model(cfg, 9);
+  const std::vector<int64_t> prompt{1, 2, 3};
+  for (bool cache : {true, false}) {
+    auto o = options(cfg.context_length + 5, cache);
+    o.seed = 4;
+    model->eval();
+    const auto in_eval = nn::generate_tokens(*model, prompt, o);
+    model->train();
+    CHECK(nn::generate_tokens(*model, prompt, o) == in_eval);  // no dropout on the way
+  }
 }
 
 TEST_CASE("top-p keeps the smallest set of likeliest tokens reaching p", "[generation]") {

@@ -194,3 +194,55 @@ TEST_CASE("gradcheck MultiHeadAttention with dropout 0 and 0.3", "[nn][gradcheck
     }
   }
 }
+
+TEST_CASE("gradcheck RMSNorm with a non-trivial weight", "[nn][gradcheck]") {
+  ag::Generator gen(12);
+  nn::RMSNorm norm(5);
+  norm.to(DType::Float64);
+  ag::copy_(norm.weight, ag::randn({5}, gen, DType::Float64));
+  Tensor x = ag_test::randn_leaf({2, 3, 5}, gen);
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return norm.forward(in.back()); },
+                    params_and(norm, x));
+}
+
+TEST_CASE("gradcheck a Linear carrying a low-rank adapter", "[nn][gradcheck][adapter]") {
+  for (bool bias : {true, false}) {
+    INFO("bias " << bias);
+    ag::Generator gen(13);
+    nn::Linear lin(4, 3, bias, gen);
+    lin.add_adapter(/*rank=*/2, /*alpha=*/4.0, gen);
+    lin.to(DType::Float64);
+    // B starts at zero, where A's gradient is zero too: move it so both terms matter
+    ag::copy_(lin.lora_B->weight, ag::randn({3, 2}, gen, DType::Float64));
+    Tensor x = ag_test::randn_leaf({2, 3, 4}, gen);
+    auto inputs = params_and(lin, x);
+    REQUIRE(inputs.size() == (bias ? 5u : 4u));  // weight, (bias,) lora_A, lora_B, x
+    REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return lin.forward(in.back()); },
+                      inputs);
+  }
+}
+
+TEST_CASE("gradcheck a ClassificationHead and its loss", "[nn][gradcheck][head]") {
+  ag::Generator gen(14);
+  nn::ClassificationHead head(4, 3, gen);
+  head.to(DType::Float64);
+  Tensor h = ag_test::randn_leaf({2, 5, 4}, gen);
+  const Tensor labels = ag::from_vector(std::vector<int64_t>{2, 0}, {2});
+  REQUIRE_GRADCHECK(
+      [&](const std::vector<Tensor>& in) { return head.loss(head.forward(in.back()), labels); },
+      params_and(head, h));
+}
+
+TEST_CASE("gradcheck a GPT whose blocks use RMSNorm", "[nn][gradcheck][gpt]") {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 7, cfg.context_length = 4, cfg.d_model = 4, cfg.n_heads = 2;
+  cfg.n_layers = 1, cfg.dropout = 0.0, cfg.norm = "rmsnorm";
+  nn::GPT model(cfg, 15);
+  model.to(DType::Float64);
+  ag::Generator gen(15);
+  for (auto& p : model.parameters()) ag::copy_(p, ag::randn(p.shape(), gen, DType::Float64) * 0.5);
+  const Tensor ids = ag::from_vector(std::vector<int64_t>{1, 3, 6, 2, 0, 5}, {2, 3});
+  const Tensor targets = ag::from_vector(std::vector<int64_t>{3, 6, 2, 0, 5, 1}, {2, 3});
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>&) { return model.forward(ids, targets).loss; },
+                    model.parameters());
+}

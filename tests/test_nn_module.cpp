@@ -368,7 +368,7 @@ TEST_CASE("module.to Float64 converts every parameter in place", "[nn][module]")
   // the layers' own handles see the conversion
   REQUIRE(model.tok_emb->weight.dtype() == DType::Float64);
   REQUIRE((*model.blocks)[1].attn->W_query->weight.dtype() == DType::Float64);
-  REQUIRE(model.lm_head->weight.dtype() == DType::Float64);
+  REQUIRE(dynamic_cast<nn::LMHead&>(model.head()).weight.dtype() == DType::Float64);
   model.eval();
   auto out = model.forward(ag::from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 4}));
   REQUIRE(out.logits.dtype() == DType::Float64);

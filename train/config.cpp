@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
+#include <variant>
 
 namespace train {
 
@@ -55,18 +56,31 @@ void RunConfig::validate() const {
   m.validate();
 }
 
+namespace {
+
+// The model's keys (docs/model.md), top level, exactly as nn::config_fields() names them;
+// d_ff as the width it stands for; a variant at its default left out.
+nlohmann::json model_json(const nn::GPTConfig& model) {
+  nn::GPTConfig m = model;
+  m.d_ff = m.ff_width();
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : nn::config_fields())
+    std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<decltype(member), std::string nn::GPTConfig::*>) {
+            if (m.*member == f.choices.front()) return;
+          }
+          j[f.key] = m.*member;
+        },
+        f.member);
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json RunConfig::to_json() const {
-  return {
-      // the model keys of model.md, top level, exactly these names
-      {"vocab_size", model.vocab_size},
-      {"context_length", model.context_length},
-      {"d_model", model.d_model},
-      {"n_heads", model.n_heads},
-      {"n_layers", model.n_layers},
-      {"d_ff", model.ff_width()},
-      {"dropout", model.dropout},
-      {"qkv_bias", model.qkv_bias},
-      {"tie_weights", model.tie_weights},
+  nlohmann::json j = model_json(model);
+  j.update({
       {"data", data},
       {"val_fraction", val_fraction},
       {"tokenizer", tokenizer},
@@ -91,7 +105,8 @@ nlohmann::json RunConfig::to_json() const {
       {"log_interval", log_interval},
       {"eval_windows", eval_windows},
       {"sample_tokens", sample_tokens},
-  };
+  });
+  return j;
 }
 
 namespace {
@@ -141,15 +156,8 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   auto get = [&](const char* key, auto& field) {
     if (j.contains(key)) field = json_as<std::remove_reference_t<decltype(field)>>(j.at(key), key);
   };
-  get("vocab_size", c.model.vocab_size);
-  get("context_length", c.model.context_length);
-  get("d_model", c.model.d_model);
-  get("n_heads", c.model.n_heads);
-  get("n_layers", c.model.n_layers);
-  get("d_ff", c.model.d_ff);
-  get("dropout", c.model.dropout);
-  get("qkv_bias", c.model.qkv_bias);
-  get("tie_weights", c.model.tie_weights);
+  for (const auto& f : nn::config_fields())
+    std::visit([&](auto member) { get(f.key, c.model.*member); }, f.member);
   get("data", c.data);
   get("val_fraction", c.val_fraction);
   get("tokenizer", c.tokenizer);

@@ -161,23 +161,36 @@ int64_t data_bytes_for_text(int64_t text_bytes) {
 
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes,
                        int ranks) {
-  const auto& m = cfg.model;
   // in double: absurd sizes must give an absurd plan, not an overflowed one
-  const double tokens = static_cast<double>(cfg.batch_size) * static_cast<double>(m.context_length);
-  const double per_token =
-      static_cast<double>(m.n_layers) * (20.0 * m.d_model + 2.0 * m.ff_width()) * 2 +
-      3.0 * m.vocab_size + 4.0 * m.d_model;
+  const double tokens =
+      static_cast<double>(cfg.batch_size) * static_cast<double>(cfg.model.context_length);
+  const nn::Footprint f = model_footprint(cfg.model);
   const double params = static_cast<double>(num_parameters);
   MemoryPlan p;
   p.parameters = saturated(4.0 * params);
   p.gradient_sets = 1 + partial_sums_held(cfg.grad_accum_steps) + (ranks > 1 ? 3 : 0);
   p.gradients = saturated(4.0 * params * static_cast<double>(p.gradient_sets));
   p.optimizer = saturated(8.0 * params);  // AdamW's two moments
-  p.activations = saturated(4.0 * tokens * per_token);
+  p.activations = saturated(tokens * f.activation_bytes_per_token() + f.per_step_bytes());
+  for (const auto& term : f.saved)
+    p.activation_terms.emplace_back(term.name, saturated(tokens * term.bytes));
+  for (const auto& term : f.per_step)
+    p.activation_terms.emplace_back(term.name, saturated(term.bytes));
+  p.activation_terms.emplace_back("backward peak, " + f.backward_peak.name,
+                                  saturated(tokens * f.backward_peak.bytes));
   p.data = data_bytes;
   p.checkpoint = saturated(2.0 * 12.0 * params);  // weights and moments, twice
   p.available = available_memory();
   return p;
+}
+
+nn::Footprint model_footprint(const nn::GPTConfig& model) {
+  nn::GPTConfig m = model;
+  if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet: the tokenizer fills it in
+  nn::Footprint f(m.context_length, /*training=*/true);
+  nn::ShapeOnlyScope description;
+  nn::GPT(m, 0).footprint(f);
+  return f;
 }
 
 int64_t MemoryPlan::total() const {
@@ -199,10 +212,18 @@ std::string MemoryPlan::describe() const {
 }
 
 nlohmann::json MemoryPlan::to_json() const {
-  return {
-      {"parameters", parameters}, {"gradients", gradients},     {"gradient_sets", gradient_sets},
-      {"optimizer", optimizer},   {"activations", activations}, {"data", data},
-      {"checkpoint", checkpoint}, {"total", total()},           {"available", available}};
+  nlohmann::json terms = nlohmann::json::object();
+  for (const auto& [name, bytes] : activation_terms) terms[name] = bytes;
+  return {{"parameters", parameters},
+          {"gradients", gradients},
+          {"gradient_sets", gradient_sets},
+          {"optimizer", optimizer},
+          {"activations", activations},
+          {"activation_terms", terms},
+          {"data", data},
+          {"checkpoint", checkpoint},
+          {"total", total()},
+          {"available", available}};
 }
 
 }  // namespace train

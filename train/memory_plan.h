@@ -4,7 +4,10 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "nn/footprint.h"
 #include "train/config.h"
 
 namespace train {
@@ -15,17 +18,20 @@ struct MemoryPlan {
   int64_t gradient_sets = 1;  // the gradients and the partial sums of accumulation
   int64_t checkpoint = 0;     // a save: the file built in memory, then copied out once
   int64_t available = 0;      // what the machine and our cgroup leave us, 0 when unknown
-  int64_t total() const;      // saturates rather than overflows
+  // activations by term, as the model's layers declare them (nn::Footprint), for a batch
+  std::vector<std::pair<std::string, int64_t>> activation_terms;
+  int64_t total() const;  // saturates rather than overflows
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
   // The same figures in bytes, for the run record of --metrics (and the report's page).
   nlohmann::json to_json() const;
 };
 
-// Bytes, float32. Activations: what the graph saves per token and layer (attention and
-// MLP inputs and outputs, dropout masks, LayerNorm statistics; about 20*d_model +
-// 2*d_ff floats), doubled for backward's transients, plus three logits-sized buffers.
-// Activations are a micro-batch's (one is in memory at a time); gradients are held once
+// Bytes, float32. Activations: what the model's layers declare that their forward keeps
+// for backward, per token (model_footprint: each term named by the layer, e.g.
+// "blocks.*.attn: q, k, v and output by head, log-sum-exp"), plus the largest a layer's
+// backward allocates while it runs; a micro-batch's (one is in memory at a time).
+// Gradients are held once
 // plus floor(log2 grad_accum_steps) partial sums (grad_accumulation.h).
 // data_bytes: what the caller holds for the data (see data_bytes_for_text).
 // ranks > 1 (a distributed run): three more gradient-sized sets, the exchange's buffers
@@ -36,6 +42,10 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
 // Tokenizing a text of `text_bytes` in memory, at its peak: the text, its ids (up to 4
 // bytes per byte) and the copy made when they are split.
 int64_t data_bytes_for_text(int64_t text_bytes);
+
+// The footprint of a training forward of `model` (vocab_size 0: counted as 1), read off a
+// shape-only description of it: nothing is allocated.
+nn::Footprint model_footprint(const nn::GPTConfig& model);
 
 // MemAvailable from /proc/meminfo, lowered to what the process's memory cgroup (v2's
 // memory.max, or v1's memory.limit_in_bytes, in the cgroup and each of its parents)

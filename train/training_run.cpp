@@ -13,6 +13,7 @@
 #include "autograd/threading.h"
 #include "io/files.h"
 #include "io/tokenizer_section.h"
+#include "nn/generation.h"
 #include "train/console.h"
 #include "train/evaluate.h"
 #include "train/memory_plan.h"
@@ -549,14 +550,17 @@ void TrainingRun::save_final() {
   sayf("saved checkpoint {} (step {})\n", cfg_.out, step_);
 }
 
+// The first token of the held-out text, continued by the one generation loop (the
+// windows `attograd sample` uses), at temperature 0.8.
 void TrainingRun::print_sample() {
-  ag::Generator gen(cfg_.seed);
-  std::vector<int64_t> prompt = data_.val.empty() ? data_.train.slice(0, 1) : data_.val.slice(0, 1);
+  std::vector<int64_t> out = data_.val.empty() ? data_.train.slice(0, 1) : data_.val.slice(0, 1);
+  nn::GenerationOptions o;
+  o.max_new_tokens = cfg_.sample_tokens;
+  o.sampling.temperature = 0.8;
+  o.seed = cfg_.seed;
   model_->eval();
-  ag::Tensor ids =
-      model_->generate(ag::from_vector(prompt, {1, 1}), cfg_.sample_tokens, 0.8, 0, gen);
-  std::vector<int64_t> out;
-  for (double v : ids.to_vector()) out.push_back(static_cast<int64_t>(v));
+  const std::vector<std::vector<int64_t>> fresh = nn::generate_tokens(*model_, out, o);
+  out.insert(out.end(), fresh[0].begin(), fresh[0].end());
   const std::string text = data_.tokenizer->decode(out);
   sayf("sample:\n{}\n", text);
   report_->sample(step_, text);

@@ -1,10 +1,11 @@
-"""The GPT of ../shared/spec/model.md in PyTorch, written from the spec alone (not from
+"""The GPT of docs/model.md in PyTorch, written from that page alone (not from
 nn/*.cpp): the independent implementation that attograd's model, training and speed are
 held against (tests/reference/gpt_reference.py, tests/reference/train_reference.py,
 bench/torch_reference.py).
 
 cfg is a dict with the spec's keys: vocab_size, context_length, d_model, n_heads,
-n_layers, d_ff (0: 4 * d_model), qkv_bias, tie_weights, and optionally dropout (default 0).
+n_layers, d_ff (0: 4 * d_model), qkv_bias, tie_weights, and optionally dropout (default 0)
+and norm ("layernorm", the default, or "rmsnorm").
 state_dict() names and shapes are exactly the spec's, so attograd's checkpoints load by
 name with load_state_dict(strict=True).
 """
@@ -50,6 +51,24 @@ class MultiHeadAttention(tnn.Module):
         return self.out_proj(ctx)
 
 
+class RMSNorm(tnn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight (torch 1.13 has no nn.RMSNorm)."""
+
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.weight = tnn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(cfg, dim):
+    if cfg.get("norm", "layernorm") == "rmsnorm":
+        return RMSNorm(dim)
+    return tnn.LayerNorm(dim, eps=1e-5)
+
+
 class MLP(tnn.Module):
     def __init__(self, d_model, d_ff):
         super().__init__()
@@ -64,10 +83,10 @@ class Block(tnn.Module):
     def __init__(self, cfg):
         super().__init__()
         C, p = cfg["d_model"], cfg.get("dropout", 0.0)
-        self.ln1 = tnn.LayerNorm(C, eps=1e-5)
+        self.ln1 = make_norm(cfg, C)
         self.attn = MultiHeadAttention(C, cfg["n_heads"], cfg["context_length"],
                                        bool(cfg["qkv_bias"]), p)
-        self.ln2 = tnn.LayerNorm(C, eps=1e-5)
+        self.ln2 = make_norm(cfg, C)
         self.mlp = MLP(C, cfg["d_ff"] or 4 * C)
         self.dropout = tnn.Dropout(p)
 
@@ -84,7 +103,7 @@ class GPT(tnn.Module):
         self.pos_emb = tnn.Embedding(cfg["context_length"], C)
         self.drop_emb = tnn.Dropout(cfg.get("dropout", 0.0))
         self.blocks = tnn.ModuleList(Block(cfg) for _ in range(cfg["n_layers"]))
-        self.ln_f = tnn.LayerNorm(C, eps=1e-5)
+        self.ln_f = make_norm(cfg, C)
         # Tied: no lm_head parameter at all; the head reads tok_emb.weight.
         self.lm_head = None if cfg["tie_weights"] else tnn.Linear(C, V, bias=False)
 

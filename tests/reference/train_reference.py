@@ -171,6 +171,7 @@ def main():
 
     cfg = {k: config[k] for k in ("vocab_size", "context_length", "d_model", "n_heads",
                                   "n_layers", "d_ff", "qkv_bias", "tie_weights", "dropout")}
+    cfg["norm"] = config.get("norm", "layernorm")  # a variant at its default is not written
     hp = {k: config[k] for k in ("lr", "min_lr", "warmup_steps", "steps", "beta1", "beta2",
                                  "eps", "weight_decay", "grad_clip")}
     hp["steps"] = steps  # init.h5 was written by a run of 0 steps

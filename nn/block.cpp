@@ -1,0 +1,44 @@
+#include "nn/block.h"
+
+namespace nn {
+
+TransformerBlock::TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
+                                   std::shared_ptr<ag::Generator> dropout_gen) {
+  ln1 = register_module("ln1", make_norm(cfg.norm, cfg.d_model));
+  attn = register_module("attn", std::make_shared<MultiHeadAttention>(
+                                     cfg.d_model, cfg.d_model, cfg.context_length, cfg.dropout,
+                                     cfg.n_heads, cfg.qkv_bias, gen, dropout_gen));
+  ln2 = register_module("ln2", make_norm(cfg.norm, cfg.d_model));
+  mlp = register_module("mlp", std::make_shared<MLP>(cfg.d_model, cfg.ff_width(), gen));
+  drop_resid = register_module("drop_resid", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
+  attn->out_proj->residual_projection = true;
+  mlp->fc2->residual_projection = true;
+}
+
+ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
+  auto scope = anomaly_scope();
+  ag::Tensor x = h + drop_resid->forward(attn->forward(ln1->forward(h)));
+  return x + drop_resid->forward(mlp->forward(ln2->forward(x)));
+}
+
+// Each branch adds its output into the residual stream c.x itself (its last projection
+// accumulates); every thread normalises all rows for itself, so no barrier is needed
+// before a branch.
+void TransformerBlock::decode(DecodeContext& c, int64_t layer, const DecodePass& pass, int tid,
+                              int threads) const {
+  float* a = c.normed_rows(tid, pass.rows);
+  ln1->infer(c.x.data(), pass.rows, a);
+  attn->decode(c, layer, pass, a, tid, threads);
+  ln2->infer(c.x.data(), pass.rows, a);
+  mlp->decode(c, pass, a, tid, threads);
+}
+
+// The residual stream after each branch is kept by the norm that reads it next.
+void TransformerBlock::footprint(Footprint& f) const {
+  const auto C = static_cast<double>(ln1->dim());
+  f.save(path(), "residual stream after each branch", 2 * C);
+  drop_resid->save_mask(f, 2 * C);
+  Module::footprint(f);
+}
+
+}  // namespace nn

@@ -1,0 +1,33 @@
+#pragma once
+// The transformer block, described once: its sub-layers (the constructor), its training
+// forward, its inference step on the KV-cached decoder, and its footprint. GPT::forward,
+// the decoder and the attention maps (a forward with an observer) all run this one
+// description; nothing else in nn/ names its sub-layers.
+//
+//   h = h + drop_resid(attn(ln1(h)));  h = h + drop_resid(mlp(ln2(h)))
+//
+// attn.out_proj and mlp.fc2 write into the residual stream, and are marked so
+// (Linear::residual_projection) for GPT-2's initialisation.
+#include <memory>
+
+#include "nn/attention.h"
+#include "nn/config.h"
+
+namespace nn {
+
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
+                   std::shared_ptr<ag::Generator> dropout_gen);
+  ag::Tensor forward(const ag::Tensor& h) const;
+  // Inference: the block on the rows of c.x, in place, as layer `layer` of the cache.
+  void decode(DecodeContext& c, int64_t layer, const DecodePass& pass, int tid, int threads) const;
+  void footprint(Footprint& f) const override;
+
+  std::shared_ptr<Norm> ln1, ln2;
+  std::shared_ptr<MultiHeadAttention> attn;
+  std::shared_ptr<MLP> mlp;
+  std::shared_ptr<Dropout> drop_resid;  // on each branch, before it joins the residual stream
+};
+
+}  // namespace nn

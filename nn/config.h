@@ -1,0 +1,62 @@
+#pragma once
+// A GPT's configuration as data: one table (config_fields) declares every key once, with
+// its meaning, its bounds or choices and where it lives in GPTConfig. validate() holds a
+// config to that table; the checkpoint's config JSON (train/config.cpp) and the command
+// line's model options (cli/run_options.cpp) are generated from it, so a new architecture
+// variant is one row here plus the layer that reads it.
+//
+//   nn::GPTConfig cfg;  cfg.vocab_size = 65;  cfg.norm = "rmsnorm";
+//   cfg.validate();     // throws naming the first bad key
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "autograd/shape.h"
+
+namespace nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 65;
+  int64_t context_length = 64;
+  int64_t d_model = 128;
+  int64_t n_heads = 4;
+  int64_t n_layers = 4;
+  int64_t d_ff = 0;  // 0 means 4 * d_model
+  double dropout = 0.1;
+  bool qkv_bias = false;
+  bool tie_weights = true;
+  std::string norm = "layernorm";  // architecture variant: "layernorm" or "rmsnorm"
+
+  int64_t ff_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  // The name and shape of every parameter GPT(cfg) registers, in its order, read off a
+  // shape-only description of the model (nothing allocated): a checkpoint's datasets are
+  // compared with it before a model is built. The config must be valid.
+  std::vector<std::pair<std::string, ag::Shape>> parameter_shapes() const;
+  // What GPT(cfg).num_parameters() will be, from the same description, so that a run too
+  // large for memory is refused before it is built. The config must be valid.
+  int64_t num_parameters() const;
+  // Throws std::invalid_argument naming the first value config_fields() refuses, or the
+  // first inconsistency between values (d_model % n_heads != 0).
+  void validate() const;
+};
+
+// One key of the configuration.
+struct ConfigField {
+  using Member = std::variant<int64_t GPTConfig::*, double GPTConfig::*, bool GPTConfig::*,
+                              std::string GPTConfig::*>;
+  const char* key;   // the checkpoint's config key; the command line's --key with '-' for '_'
+  const char* help;  // for --help
+  Member member;
+  // numbers: the range validate() allows ([min, max], or [min, max) for doubles)
+  double min = 0, max = 0;
+  // strings: the values allowed, the first the default; a variant at its default is left
+  // out of a checkpoint's config (files written before the variant existed read the same)
+  std::vector<std::string> choices = {};
+};
+
+// Every key, in the order the command line lists them.
+const std::vector<ConfigField>& config_fields();
+
+}  // namespace nn

@@ -1,0 +1,50 @@
+#pragma once
+// What a module's inference step works on (Module::decode-style methods of the layers):
+// one pass of the KV-cached decoder through the model, and the cache and scratch buffers
+// the decoder (decode.h) owns. A pass is a step (every row of the batch at one position)
+// or a prefill (positions 0..rows-1 of one row). The threads of one parallel region run
+// the same pass; each layer shares its work out (decode::share) and waits at
+// barrier() where the next part needs every thread's part.
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "nn/decode_kernels.h"
+
+namespace nn {
+
+struct DecodePass {
+  bool prefill;
+  int64_t rows;      // positions of a prefill, or rows of a step
+  int64_t b;         // a prefill's row of the batch
+  int64_t position;  // a step's position (every row's)
+};
+
+struct DecodeContext {
+  int64_t C = 0, T = 0, F = 0;  // width, context length, MLP width
+  int64_t batch = 0;
+  // the rows of the pass: residual stream [rows, C]; normalised, one copy per thread;
+  // queries; keys before they are transposed into the cache; attention output; MLP hidden
+  std::vector<float> x, normed, q, k, ctx, hidden;
+  std::vector<float> scores, logits;  // per thread [T, T] or per row and head [T]; [batch, V]
+  std::vector<float> keys_cache, values_cache;
+  decode::SpinBarrier barrier;
+  // WeightFormat::bf16: each streamed matrix's bfloat16 copy, by its float32 data
+  std::unordered_map<const float*, const ag::bfloat16*> bf16_copies;
+
+  float* normed_rows(int tid, int64_t rows) { return normed.data() + tid * rows * C; }
+  // layer l, row b: keys transposed [C][T]; values [T][C]
+  float* keys(int64_t l, int64_t b) { return keys_cache.data() + (l * batch + b) * C * T; }
+  float* values(int64_t l, int64_t b, int64_t t) {
+    return values_cache.data() + ((l * batch + b) * T + t) * C;
+  }
+  // A weight matrix as a step reads it: its float32 values, and its bfloat16 copy if any.
+  decode::Weights weights(const ag::Tensor& w) const {
+    const float* f = w.data<float>();
+    const auto it = bf16_copies.find(f);
+    return {f, it == bf16_copies.end() ? nullptr : it->second};
+  }
+};
+
+}  // namespace nn

@@ -1,0 +1,48 @@
+#pragma once
+// What a model's description says about a training step, per token: the tensors each
+// layer's forward keeps for backward (the memory plan's activation terms) and the FLOPs
+// its forward computes. Each module adds its own terms (Module::footprint), named by its
+// path with layer numbers replaced by '*', so one term stands for every block:
+//
+//   nn::Footprint f(/*context=*/64, /*training=*/true);
+//   model.footprint(f);
+//   f.saved_bytes_per_token();   // the activations one token keeps until backward
+//   f.forward_flops_per_token;   // x3 for forward + backward
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace nn {
+
+struct Footprint {
+  Footprint(int64_t context, bool training) : context(context), training(training) {}
+
+  int64_t context;  // T: the positions each token attends over (attention's FLOPs grow with it)
+  bool training;    // dropout keeps its masks only while training
+
+  struct Term {
+    std::string name;  // "blocks.*.attn: q, k, v and output by head"
+    double bytes;      // per token, except per_step's
+  };
+  std::vector<Term> saved;     // kept from forward until backward, every term at once
+  Term backward_peak{"", 0};   // the largest a layer's backward allocates, one at a time
+  std::vector<Term> per_step;  // kept for backward once per step, whatever the tokens (bytes)
+  double forward_flops_per_token = 0;  // multiply-adds x 2, as nanoGPT and PaLM count them
+
+  // `elements` per token of `bytes_each` kept for backward by the module at `path`.
+  void save(const std::string& path, const std::string& what, double elements,
+            double bytes_each = 4);
+  // `bytes` kept for backward once per forward, however many tokens it runs.
+  void save_once(const std::string& path, const std::string& what, double bytes);
+  // What the backward of the module at `path` allocates while it runs, per token.
+  void backward(const std::string& path, const std::string& what, double elements,
+                double bytes_each = 4);
+  double saved_bytes_per_token() const;
+  double per_step_bytes() const;
+  // saved plus the backward peak: what a step holds at its fullest
+  double activation_bytes_per_token() const {
+    return saved_bytes_per_token() + backward_peak.bytes;
+  }
+};
+
+}  // namespace nn

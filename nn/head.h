@@ -1,0 +1,69 @@
+#pragma once
+// What a GPT puts after its final norm: the language-model head, or a replacement that
+// reads the same hidden states (GPT::replace_head). A head declares its parameters, its
+// training forward and loss, its inference step (LM heads only) and its footprint.
+//
+//   model.freeze();                                             // the body stays as it is
+//   model.replace_head(std::make_shared<nn::ClassificationHead>(cfg.d_model, 2, gen),
+//                      "classifier");
+//   auto out = model.forward(ids, labels);                      // labels: int64 [B]
+#include <memory>
+
+#include "nn/layers.h"
+
+namespace nn {
+
+class Head : public Module {
+ public:
+  // h [B, T, C], the final norm's output -> logits
+  virtual ag::Tensor forward(const ag::Tensor& h) const = 0;
+  // The mean loss of forward's logits against targets; throws naming both shapes when
+  // they do not fit.
+  virtual ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const = 0;
+  // Inference: logit columns [v0, v1) of rows a [rows, C] into y (row stride ldy). A head
+  // that does not predict tokens throws std::logic_error.
+  virtual void infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
+                     float* y, int64_t ldy) const;
+  // The matrix infer streams (a bfloat16 decoder keeps a copy of it); undefined if none.
+  virtual ag::Tensor streamed_weight() const { return ag::Tensor(); }
+};
+
+// logits = h W^T with W [vocab_size, C]: the head's own weight ("lm_head.weight", drawn as a
+// Linear's), or tied to the token embedding's (registering nothing).
+class LMHead : public Head {
+ public:
+  LMHead(int64_t d_model, int64_t vocab_size, ag::Generator& gen);
+  // Reads `tied_weight` [vocab_size, d_model] (undefined in a shape-only description).
+  LMHead(const ag::Tensor& tied_weight, int64_t d_model, int64_t vocab_size);
+  ag::Tensor forward(const ag::Tensor& h) const override;
+  // targets [B, T] of token ids: the mean next-token cross-entropy
+  ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
+  void infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1, float* y,
+             int64_t ldy) const override;
+  ag::Tensor streamed_weight() const override { return weight; }
+  void footprint(Footprint& f) const override;
+  bool tied() const { return tied_; }
+  ag::Tensor weight;  // [vocab_size, d_model]
+
+ private:
+  bool tied_;
+  int64_t d_model_ = 0, vocab_size_ = 0;
+};
+
+// num_classes logits from the last position's hidden state: logits [B, num_classes] =
+// h[:, T-1] W^T + b, trained with the cross-entropy of one label per sequence (the
+// chapter's spam classifier). Weight and bias drawn as a Linear's.
+class ClassificationHead : public Head {
+ public:
+  ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen);
+  ag::Tensor forward(const ag::Tensor& h) const override;
+  // targets [B] of class ids
+  ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
+  void footprint(Footprint& f) const override;
+  ag::Tensor weight, bias;  // [num_classes, d_model], [num_classes]
+
+ private:
+  int64_t d_model_, num_classes_;
+};
+
+}  // namespace nn
