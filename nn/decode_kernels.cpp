@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "autograd/dtype.h"
+#include "autograd/ops.h"
 #include "autograd/vec_math.h"
 
 namespace nn::decode {
@@ -176,20 +177,7 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
 }
 
 void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * C;
-    double m = 0, v = 0;
-    AG_SIMD_SUM(m)
-    for (int64_t i = 0; i < C; ++i) m += row[i];
-    m /= static_cast<double>(C);
-    AG_SIMD_SUM(v)
-    for (int64_t i = 0; i < C; ++i) v += (row[i] - m) * (row[i] - m);
-    v /= static_cast<double>(C);
-    const float mt = static_cast<float>(m), rs = static_cast<float>(1.0 / std::sqrt(v + 1e-5));
-    float* yr = y + r * C;
-    AG_SIMD
-    for (int64_t i = 0; i < C; ++i) yr[i] = (row[i] - mt) * rs * w[i] + b[i];
-  }
+  ag::kernels::layer_norm_rows(x, rows, C, w, b, 1e-5, y);
 }
 
 void gelu(float* y, int64_t n) {

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to the decoder (decode.cpp): the float32 kernels of one position's pass, on raw
-// pointers. The arithmetic follows the training ops' (LayerNorm statistics in double,
+// pointers. The arithmetic follows the training ops' (LayerNorm by the op's own row kernel,
 // exp_fast, gelu_value), so the logits agree with GPT::forward to float32 rounding.
 #include <atomic>
 #include <cstdint>
@@ -29,7 +29,7 @@ struct Weights {
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
             float* y, int64_t ldy, bool accumulate);
 
-// LayerNorm (eps 1e-5) of rows of x [rows, C] into y.
+// LayerNorm (eps 1e-5) of rows of x [rows, C] into y: the training op's own float32 kernel.
 void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, float* y);
 
 // y = gelu(y), GPT-2's tanh form.
