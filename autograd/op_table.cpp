@@ -680,6 +680,40 @@ std::vector<Row> layer_norm_rows() {
   return rows;
 }
 
+// LLaMA's RMSNorm, written out in PyTorch (torch 1.13 has no F.rms_norm).
+std::vector<Row> rms_norm_rows() {
+  struct Plan {
+    bool weight;
+    double eps;
+    std::vector<std::pair<Shape, Layout>> shapes;
+  };
+  const auto c = Layout::contiguous, t = Layout::transposed, s = Layout::sliced;
+  const std::vector<Plan> plans = {
+      {true,
+       1e-5,
+       {{{5}, c}, {{2, 2, 3}, c}, {{2, 3, 6}, c}, {{2, 3, 6}, t}, {{2, 3, 6}, s}, {{3, 1}, c}}},
+      {true, 1e-3, {{{2, 3, 4}, s}, {{6, 2}, c}, {{3, 64}, c}}},
+      {false, 1e-5, {{{4, 8}, c}, {{2, 3, 6}, c}, {{2, 3, 6}, t}, {{2, 3, 6}, s}}},
+      {false, 1e-3, {{{2, 5}, t}, {{3, 1}, c}}}};
+  std::vector<Row> rows;
+  for (const Plan& p : plans) {
+    Sweep sweep;
+    for (const auto& [shape, layout] : p.shapes) {
+      // one channel: y = x / sqrt(x^2 + eps), steep at 0, so x is kept away from it
+      Fill x = shape.back() == 1 ? away_from_zero() : normal(2, 0.5);
+      sweep.push_back(
+          {f(shape, x, layout), p.weight ? f({shape.back()}, normal(), layout) : none()});
+    }
+    rows.push_back({"layers",
+                    fmt::format("rms_norm{}{}", p.weight ? "" : " without weight",
+                                p.eps != 1e-5 ? " eps " + py_num(p.eps) : ""),
+                    fmt::format("x[0] * torch.rsqrt(x[0].pow(2).mean(-1, keepdim=True) + {}){}",
+                                py_num(p.eps), p.weight ? " * x[1]" : ""),
+                    one([eps = p.eps](In x) { return ag::rms_norm(x[0], x[1], eps); }), sweep});
+  }
+  return rows;
+}
+
 // A fresh generator with a fixed seed inside the function draws the same mask at every
 // evaluation, so the finite differences see the function that backward differentiates.
 // PyTorch cannot draw attograd's masks: gradcheck only.
@@ -780,7 +814,7 @@ std::vector<Row> softmax_rows() {
 }
 
 std::vector<Row> layer_rows() {
-  return concat({embedding_rows(), layer_norm_rows(), dropout_rows()});
+  return concat({embedding_rows(), layer_norm_rows(), rms_norm_rows(), dropout_rows()});
 }
 
 std::vector<Row> attention_rows() {

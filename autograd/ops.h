@@ -88,6 +88,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // Normalises over the last dim; weight and bias [C] are optional.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Scales each row (the last dim) by the inverse of its root mean square, as LLaMA and T5
+// do: x / sqrt(mean(x^2) + eps) * weight, no centring and no bias; weight [C] is optional.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5);
 // Inverted dropout: zeroes with probability p and scales survivors by 1/(1-p) when
 // training; the identity when !training or p == 0; all zeros when p == 1.
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen);
@@ -108,6 +111,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // transpose or split appears in the graph. Masks as above with rows r = b * num_heads + h.
 Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p,
                              Generator* gen);
+
+// ---- row kernels (ops/layer_norm.cpp): layer_norm's and rms_norm's float32 forwards on raw
+// pointers, rows [0, rows) of x [rows, C] into y, on the calling thread; w and b [C] are
+// required, mean and rstd [rows] written where not null. The ops run these very functions
+// on their float32 rows, so an inference path that calls them (the KV-cached decoder) gets
+// the bits of the training forward.
+namespace kernels {
+void layer_norm_rows(const float* x, int64_t rows, int64_t C, const float* w, const float* b,
+                     double eps, float* y, float* mean = nullptr, float* rstd = nullptr);
+void rms_norm_rows(const float* x, int64_t rows, int64_t C, const float* w, double eps, float* y,
+                   float* rstd = nullptr);
+}  // namespace kernels
 
 // ---- constants
 constexpr double kInf = std::numeric_limits<double>::infinity();

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "autograd/dtype.h"
+#include "autograd/ops.h"
 #include "autograd/vec_math.h"
 
 namespace nn::decode {
@@ -173,24 +174,6 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
               static_cast<blasint>(out), static_cast<blasint>(in), 1.0f, x,
               static_cast<blasint>(in), W.f32, static_cast<blasint>(in), beta, y,
               static_cast<blasint>(ldy));
-}
-
-void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, double eps,
-                float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * C;
-    double m = 0, v = 0;
-    AG_SIMD_SUM(m)
-    for (int64_t i = 0; i < C; ++i) m += row[i];
-    m /= static_cast<double>(C);
-    AG_SIMD_SUM(v)
-    for (int64_t i = 0; i < C; ++i) v += (row[i] - m) * (row[i] - m);
-    v /= static_cast<double>(C);
-    const float mt = static_cast<float>(m), rs = static_cast<float>(1.0 / std::sqrt(v + eps));
-    float* yr = y + r * C;
-    AG_SIMD
-    for (int64_t i = 0; i < C; ++i) yr[i] = (row[i] - mt) * rs * w[i] + b[i];
-  }
 }
 
 void gelu(float* y, int64_t n) {

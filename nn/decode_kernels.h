@@ -1,7 +1,7 @@
 #pragma once
-// Internal to the decoder (decode.cpp): the float32 kernels of one position's pass, on raw
-// pointers. The arithmetic follows the training ops' (LayerNorm statistics in double,
-// exp_fast, gelu_value), so the logits agree with GPT::forward to float32 rounding.
+// Internal to the decoder and the layers' inference steps: the float32 kernels of a pass, on raw
+// pointers. The arithmetic follows the training ops' (norms by the ops' own row kernels,
+// ag::kernels; exp_fast, gelu_value), so the logits agree with GPT::forward to float32 rounding.
 #include <atomic>
 #include <cstdint>
 
@@ -28,10 +28,6 @@ struct Weights {
 // rows by BLAS's GEMM on the float32 values.
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
             float* y, int64_t ldy, bool accumulate);
-
-// LayerNorm of rows of x [rows, C] into y.
-void layer_norm(const float* x, int64_t rows, int64_t C, const float* w, const float* b, double eps,
-                float* y);
 
 // y = gelu(y), GPT-2's tanh form.
 void gelu(float* y, int64_t n);

@@ -103,7 +103,7 @@ ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
 }
 
 void LayerNorm::infer(const float* x, int64_t rows, float* y) const {
-  decode::layer_norm(x, rows, dim(), weight.data<float>(), bias.data<float>(), eps_, y);
+  ag::kernels::layer_norm_rows(x, rows, dim(), weight.data<float>(), bias.data<float>(), eps_, y);
 }
 
 // its output (kept by the projection that reads it) and each row's mean and 1/std
@@ -117,18 +117,11 @@ RMSNorm::RMSNorm(int64_t dim, double eps) : Norm(dim), eps_(eps) {
 
 ag::Tensor RMSNorm::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  return x / ag::sqrt(ag::mean(x * x, {-1}, true) + eps_) * weight;  // INTERIM until the op lands
+  return ag::rms_norm(x, weight, eps_);
 }
 
 void RMSNorm::infer(const float* x, int64_t rows, float* y) const {
-  const int64_t C = dim();  // INTERIM until the op lands
-  const float* w = weight.data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    double ss = 0;
-    for (int64_t i = 0; i < C; ++i) ss += double(x[r * C + i]) * x[r * C + i];
-    const float rs = static_cast<float>(1.0 / std::sqrt(ss / C + eps_));
-    for (int64_t i = 0; i < C; ++i) y[r * C + i] = x[r * C + i] * rs * w[i];
-  }
+  ag::kernels::rms_norm_rows(x, rows, dim(), weight.data<float>(), eps_, y);
 }
 
 void RMSNorm::footprint(Footprint& f) const {

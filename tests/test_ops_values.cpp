@@ -123,6 +123,96 @@ TEST_CASE("layer_norm centres and scales each row", "[values][layer_norm]") {
   require_values(ag::layer_norm(x, w, b), {0.5 - s, 0.5, 0.5 + 3 * s, 0.5, 0.5, 0.5}, 1e-12);
 }
 
+TEST_CASE("rms_norm scales each row by its root mean square, without centring",
+          "[values][rms_norm]") {
+  Tensor x = ag::tensor({{1.0, 2.0, 3.0}, {2.0, 2.0, 2.0}}, DType::Float64);
+  const double r = 1.0 / std::sqrt(14.0 / 3.0 + 1e-5), q = 1.0 / std::sqrt(4.0 + 1e-5);
+  require_values(ag::rms_norm(x, Tensor()), {r, 2 * r, 3 * r, 2 * q, 2 * q, 2 * q}, 1e-12);
+  Tensor w = ag::tensor({1.0, 2.0, 3.0}, DType::Float64);
+  require_values(ag::rms_norm(x, w), {r, 4 * r, 9 * r, 2 * q, 4 * q, 6 * q}, 1e-12);
+  REQUIRE_THROWS_WITH(ag::rms_norm(x, ag::ones({2}, DType::Float64)),
+                      Catch::Contains("rms_norm: weight") && Catch::Contains("[2]"));
+}
+
+TEST_CASE("rms_norm adds eps to the mean square before the root", "[values][rms_norm]") {
+  Tensor x = ag::tensor({{3.0, 4.0}}, DType::Float64);  // mean square 12.5
+  require_values(ag::rms_norm(x, Tensor(), 0.0), {3 / std::sqrt(12.5), 4 / std::sqrt(12.5)}, 1e-15);
+  require_values(ag::rms_norm(x, Tensor(), 12.5), {0.6, 0.8}, 1e-15);  // rstd 1/5
+}
+
+TEST_CASE("rms_norm maps a row of zeros to zeros with a finite gradient", "[values][rms_norm]") {
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    Tensor x = ag::zeros({2, 4}, dtype).requires_grad_();
+    Tensor w = ag::tensor({1.0, -2.0, 0.5, 3.0}, dtype).requires_grad_();
+    Tensor y = ag::rms_norm(x, w);
+    require_values(y, std::vector<double>(8, 0.0), 0);
+    ag::sum(y).backward();
+    // at x = 0, y = x w / sqrt(eps): dx = w / sqrt(eps), and dw = sum of g xhat = 0
+    const double s = 1 / std::sqrt(1e-5);
+    require_values(x.grad(), {s, -2 * s, 0.5 * s, 3 * s, s, -2 * s, 0.5 * s, 3 * s}, 1e-3);
+    require_values(w.grad(), {0, 0, 0, 0}, 0);
+  }
+}
+
+// Under torch.autocast("cpu", bfloat16) the norms stay float32; here too: the same bits
+// inside a bf16 scope as outside, forward and backward. bfloat16 tensors are refused.
+TEST_CASE("layer_norm and rms_norm stay float32 under bf16 autocast", "[values][bf16][rms_norm]") {
+  ag::Generator gen(8);
+  Tensor x = ag::randn({5, 40}, gen).requires_grad_();
+  Tensor w = ag::randn({40}, gen).requires_grad_(), b = ag::randn({40}, gen).requires_grad_();
+  Tensor g = ag::randn({5, 40}, gen);
+  for (int rms = 0; rms < 2; ++rms) {
+    INFO((rms ? "rms_norm" : "layer_norm"));
+    auto norm = [&] { return rms ? ag::rms_norm(x, w) : ag::layer_norm(x, w, b); };
+    std::vector<std::vector<double>> runs[2];
+    for (int autocast = 0; autocast < 2; ++autocast) {
+      x.zero_grad(), w.zero_grad(), b.zero_grad();
+      ag::AutocastScope scope(autocast ? ag::Precision::bf16 : ag::Precision::fp32);
+      Tensor y = norm();
+      REQUIRE(y.dtype() == DType::Float32);
+      y.backward(g);
+      runs[autocast] = {y.to_vector(), x.grad().to_vector(), w.grad().to_vector()};
+    }
+    REQUIRE(runs[0] == runs[1]);
+    Tensor x16 = ag::to_bfloat16(x.detach());
+    REQUIRE_THROWS_WITH(rms ? ag::rms_norm(x16, Tensor()) : ag::layer_norm(x16, Tensor(), Tensor()),
+                        Catch::Contains("bfloat16"));
+  }
+}
+
+// The decoder's inference step calls the row kernels: they must give the op's very bits
+// (rows past one parallel chunk, a width past the SIMD one).
+TEST_CASE("the float32 norm row kernels give the training forward's bits", "[values][rms_norm]") {
+  ag::Generator gen(9);
+  const int64_t rows = 70, C = 67;
+  Tensor x = ag::randn({rows, C}, gen), w = ag::randn({C}, gen), b = ag::randn({C}, gen);
+  std::vector<float> y(rows * C);
+  const float* xp = x.data<float>();
+  ag::kernels::layer_norm_rows(xp, rows, C, w.data<float>(), b.data<float>(), 1e-5, y.data());
+  REQUIRE(ag::layer_norm(x, w, b).to_vector() == std::vector<double>(y.begin(), y.end()));
+  ag::kernels::rms_norm_rows(xp, rows, C, w.data<float>(), 1e-6, y.data());
+  REQUIRE(ag::rms_norm(x, w, 1e-6).to_vector() == std::vector<double>(y.begin(), y.end()));
+}
+
+// The weight's gradient sums over rows in fixed chunks, added in order: 1 or 2 threads,
+// the same bits.
+TEST_CASE("rms_norm gives the same bits on one and two threads", "[values][rms_norm]") {
+  const int saved = ag::num_threads();
+  auto run = [](int threads) {
+    ag::set_num_threads(threads);
+    ag::Generator gen(10);
+    Tensor x = ag::randn({300, 96}, gen).requires_grad_(),
+           w = ag::randn({96}, gen).requires_grad_();
+    Tensor y = ag::rms_norm(x, w);
+    y.backward(ag::randn({300, 96}, gen));
+    return std::vector<std::vector<double>>{y.to_vector(), x.grad().to_vector(),
+                                            w.grad().to_vector()};
+  };
+  const auto one = run(1), two = run(2);
+  ag::set_num_threads(saved);
+  REQUIRE(one == two);
+}
+
 TEST_CASE("dropout zeroes about p of the elements and scales the rest by 1/(1-p)",
           "[values][dropout]") {
   ag::Generator gen(3);

@@ -1,5 +1,7 @@
-// LayerNorm over the last dim, fused: one pass for the row statistics, one for the output.
-// B*T rows of C channels; mean and rstd per row are saved for backward.
+// LayerNorm and RMSNorm over the last dim, fused: one pass for the row statistics, one for
+// the output. B*T rows of C channels; the per-row statistics (LayerNorm's mean and rstd,
+// RMSNorm's rstd) are saved for backward. The float32 forwards run the row kernels that
+// ops.h exposes (ag::kernels), so the decoder's inference step gets the training bits.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -14,12 +16,12 @@ namespace {
 
 constexpr int64_t kRowGrain = 32;  // rows per parallel chunk
 
-// Rows [r0, r1) of x [rows, C]: y = xhat w + b, saving mean and rstd per row.
+// Rows [0, rows) of x [rows, C]: y = xhat w + b, saving mean and rstd per row where asked.
 // Statistics accumulate in double: float sums over thousands of channels lose digits.
 template <typename T>
-void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t r0,
-                        int64_t r1, int64_t C, double eps) {
-  for (int64_t r = r0; r < r1; ++r) {
+void layer_norm_forward(const T* x, int64_t rows, int64_t C, const T* w, const T* b, double eps,
+                        T* y, T* mean, T* rstd) {
+  for (int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * C;
     double m = 0;
 #pragma omp simd reduction(+ : m)
@@ -30,11 +32,28 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T*
     for (int64_t i = 0; i < C; ++i) v += (row[i] - m) * (row[i] - m);
     v /= C;
     const T mt = static_cast<T>(m), rs = static_cast<T>(1.0 / std::sqrt(v + eps));
-    mean[r] = mt;
-    rstd[r] = rs;
+    if (mean) mean[r] = mt;
+    if (rstd) rstd[r] = rs;
     T* yr = y + r * C;
     AG_SIMD
     for (int64_t i = 0; i < C; ++i) yr[i] = (row[i] - mt) * rs * w[i] + b[i];
+  }
+}
+
+// Rows [0, rows) of x [rows, C]: y = x rstd w, rstd = 1 / sqrt(mean(x^2) + eps), saving
+// rstd per row where asked. The mean of squares accumulates in double, as above.
+template <typename T>
+void rms_norm_forward(const T* x, int64_t rows, int64_t C, const T* w, double eps, T* y, T* rstd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = x + r * C;
+    double sq = 0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t i = 0; i < C; ++i) sq += static_cast<double>(row[i]) * row[i];
+    const T rs = static_cast<T>(1.0 / std::sqrt(sq / C + eps));
+    if (rstd) rstd[r] = rs;
+    T* yr = y + r * C;
+    AG_SIMD
+    for (int64_t i = 0; i < C; ++i) yr[i] = row[i] * rs * w[i];
   }
 }
 
@@ -67,31 +86,122 @@ void layer_norm_backward(T* dx, double* pw, double* pb, const T* g, const T* x, 
   }
 }
 
+// xhat = x rstd, dxhat = g w;  dx = rstd (dxhat - xhat mean(dxhat xhat)) (the mean of x
+// is not subtracted, so neither is the mean of dxhat); dw += g xhat into pw (double).
+template <typename T>
+void rms_norm_backward(T* dx, double* pw, const T* g, const T* x, const T* w, const T* rstd,
+                       int64_t r0, int64_t r1, int64_t C) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T rs = rstd[r];
+    const T* xr = x + r * C;
+    const T* gr = g + r * C;
+    double sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat_xhat)
+    for (int64_t i = 0; i < C; ++i) {
+      const T xhat = xr[i] * rs;
+      sum_dxhat_xhat += gr[i] * w[i] * xhat;
+      pw[i] += gr[i] * xhat;
+    }
+    const T mean_dxhat_xhat = static_cast<T>(sum_dxhat_xhat / C);
+    T* dxr = dx + r * C;
+    AG_SIMD
+    for (int64_t i = 0; i < C; ++i) dxr[i] = rs * (gr[i] * w[i] - xr[i] * rs * mean_dxhat_xhat);
+  }
+}
+
+// The affine parameter p (weight or bias) is absent or [C] of x's dtype.
+void check_affine(const char* op, const char* name, const Tensor& p, const Tensor& x) {
+  const int64_t C = x.shape().back();
+  if (p.defined() && (p.shape() != Shape{C} || p.dtype() != x.dtype()))
+    throw std::invalid_argument(
+        fmt::format("{}: {} of shape {} ({}) does not match the normalised dim [{}] ({})", op, name,
+                    shape_str(p.shape()), dtype_name(p.dtype()), C, dtype_name(x.dtype())));
+}
+
+// p contiguous, or `fill` [C] where p is absent (absent weights act as 1 and biases as 0,
+// so the kernels have one form).
+Tensor affine_or(const Tensor& p, int64_t C, DType dtype, double fill) {
+  return p.defined() ? p.detach().contiguous() : full({C}, fill, dtype);
+}
+
+// Runs kernel(r0, r1, partials) over the rows in chunks of kRowGrain, giving each chunk its
+// own zeroed partial sums [sums][C] in double, and returns the sums' totals [C]: the
+// per-channel gradients (dw, db) are sums over rows, and adding the chunks' partials in
+// chunk order makes them independent of the thread count.
+template <typename T, typename F>
+std::vector<Tensor> channel_sums_by_chunk(int64_t rows, int64_t C, int sums, const F& kernel) {
+  const int64_t chunks = std::max<int64_t>((rows + kRowGrain - 1) / kRowGrain, 1);
+  std::vector<double> part(chunks * sums * C, 0.0);
+  detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+    kernel(r0, r1, part.data() + r0 / kRowGrain * sums * C);
+  });
+  std::vector<Tensor> totals;
+  for (int k = 0; k < sums; ++k) {
+    Tensor total = empty({C}, dtype_of<T>());
+    T* t = total.data<T>();
+    for (int64_t i = 0; i < C; ++i) {
+      double s = 0;
+      for (int64_t c = 0; c < chunks; ++c) s += part[(c * sums + k) * C + i];
+      t[i] = static_cast<T>(s);
+    }
+    totals.push_back(total);
+  }
+  return totals;
+}
+
+}  // namespace
+
+namespace kernels {
+
+void layer_norm_rows(const float* x, int64_t rows, int64_t C, const float* w, const float* b,
+                     double eps, float* y, float* mean, float* rstd) {
+  layer_norm_forward(x, rows, C, w, b, eps, y, mean, rstd);
+}
+
+void rms_norm_rows(const float* x, int64_t rows, int64_t C, const float* w, double eps, float* y,
+                   float* rstd) {
+  rms_norm_forward(x, rows, C, w, eps, y, rstd);
+}
+
+}  // namespace kernels
+
+namespace {
+
+// The ops' rows: float32 through the kernels above (the decoder's very code), float64
+// through the same templates.
+using kernels::layer_norm_rows;
+using kernels::rms_norm_rows;
+
+void layer_norm_rows(const double* x, int64_t rows, int64_t C, const double* w, const double* b,
+                     double eps, double* y, double* mean, double* rstd) {
+  layer_norm_forward(x, rows, C, w, b, eps, y, mean, rstd);
+}
+
+void rms_norm_rows(const double* x, int64_t rows, int64_t C, const double* w, double eps, double* y,
+                   double* rstd) {
+  rms_norm_forward(x, rows, C, w, eps, y, rstd);
+}
+
 }  // namespace
 
 // y = xhat * w + b,  xhat = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   if (x.dim() < 1) throw std::invalid_argument("layer_norm: input must have at least one dim");
+  check_affine("layer_norm", "weight", weight, x);
+  check_affine("layer_norm", "bias", bias, x);
   const int64_t C = x.shape().back();
-  for (const Tensor* p : {&weight, &bias})
-    if (p->defined() && (p->shape() != Shape{C} || p->dtype() != x.dtype()))
-      throw std::invalid_argument(
-          fmt::format("layer_norm: {} of shape {} ({}) does not match the normalised dim [{}] ({})",
-                      p == &weight ? "weight" : "bias", shape_str(p->shape()),
-                      dtype_name(p->dtype()), C, dtype_name(x.dtype())));
   Tensor xc = x.detach().contiguous();
   const int64_t rows = C ? x.numel() / C : 0;
   Tensor out = empty(x.shape(), x.dtype());
   Tensor mean = empty({rows}, x.dtype());
   Tensor rstd = empty({rows}, x.dtype());
-  // absent affine parameters act as weight 1 and bias 0, so the kernels have one form
-  Tensor wc = weight.defined() ? weight.detach().contiguous() : ones({C}, x.dtype());
-  Tensor bc = bias.defined() ? bias.detach().contiguous() : zeros({C}, x.dtype());
+  Tensor wc = affine_or(weight, C, x.dtype(), 1.0), bc = affine_or(bias, C, x.dtype(), 0.0);
   AG_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&] {
     detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-      layer_norm_forward(out.data<scalar_t>(), mean.data<scalar_t>(), rstd.data<scalar_t>(),
-                         xc.data<scalar_t>(), wc.data<scalar_t>(), bc.data<scalar_t>(), r0, r1, C,
-                         eps);
+      const auto* xr = xc.data<scalar_t>() + r0 * C;
+      auto* yr = out.data<scalar_t>() + r0 * C;
+      auto *mr = mean.data<scalar_t>() + r0, *sr = rstd.data<scalar_t>() + r0;
+      layer_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), bc.data<scalar_t>(), eps, yr, mr, sr);
     });
   });
   if (needs_recording({x, weight, bias}))
@@ -101,30 +211,53 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
          has_bias = bias.defined()](const Tensor& g) -> std::vector<Tensor> {
           Tensor gc = g.contiguous();
           Tensor dx = empty(xc.shape(), xc.dtype());
-          Tensor dw = empty({C}, xc.dtype()), db = empty({C}, xc.dtype());
-          // dw and db are sums over rows: partial sums per fixed chunk of rows, added in
-          // chunk order, so the result does not depend on the thread count
-          const int64_t chunks = std::max<int64_t>((rows + kRowGrain - 1) / kRowGrain, 1);
-          std::vector<double> part_w(chunks * C, 0.0), part_b(chunks * C, 0.0);
-          AG_DISPATCH_FLOAT(xc.dtype(), "layer_norm backward", [&] {
-            detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-              const int64_t chunk = r0 / kRowGrain;
-              layer_norm_backward(dx.data<scalar_t>(), part_w.data() + chunk * C,
-                                  part_b.data() + chunk * C, gc.data<scalar_t>(),
-                                  xc.data<scalar_t>(), wc.data<scalar_t>(), mean.data<scalar_t>(),
-                                  rstd.data<scalar_t>(), r0, r1, C);
-            });
-            scalar_t* dwp = dw.data<scalar_t>();
-            scalar_t* dbp = db.data<scalar_t>();
-            for (int64_t i = 0; i < C; ++i) {
-              double tw = 0, tb = 0;
-              for (int64_t c = 0; c < chunks; ++c) tw += part_w[c * C + i], tb += part_b[c * C + i];
-              dwp[i] = static_cast<scalar_t>(tw);
-              dbp[i] = static_cast<scalar_t>(tb);
-            }
+          std::vector<Tensor> dwb = AG_DISPATCH_FLOAT(xc.dtype(), "layer_norm", [&] {
+            return channel_sums_by_chunk<scalar_t>(
+                rows, C, 2, [&](int64_t r0, int64_t r1, double* part) {
+                  layer_norm_backward(dx.data<scalar_t>(), part, part + C, gc.data<scalar_t>(),
+                                      xc.data<scalar_t>(), wc.data<scalar_t>(),
+                                      mean.data<scalar_t>(), rstd.data<scalar_t>(), r0, r1, C);
+                });
           });
-          return {dx.view(g.shape()), has_weight ? dw : Tensor(), has_bias ? db : Tensor()};
+          return {dx.view(g.shape()), has_weight ? dwb[0] : Tensor(), has_bias ? dwb[1] : Tensor()};
         });
+  return out;
+}
+
+// y = x * rstd * w,  rstd = 1 / sqrt(mean(x^2) + eps)
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  if (x.dim() < 1) throw std::invalid_argument("rms_norm: input must have at least one dim");
+  check_affine("rms_norm", "weight", weight, x);
+  const int64_t C = x.shape().back();
+  Tensor xc = x.detach().contiguous();
+  const int64_t rows = C ? x.numel() / C : 0;
+  Tensor out = empty(x.shape(), x.dtype());
+  Tensor rstd = empty({rows}, x.dtype());
+  Tensor wc = affine_or(weight, C, x.dtype(), 1.0);
+  AG_DISPATCH_FLOAT(x.dtype(), "rms_norm", [&] {
+    detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+      const auto* xr = xc.data<scalar_t>() + r0 * C;
+      auto* yr = out.data<scalar_t>() + r0 * C;
+      auto* sr = rstd.data<scalar_t>() + r0;
+      rms_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), eps, yr, sr);
+    });
+  });
+  if (needs_recording({x, weight}))
+    attach_backward(out, "RMSNormBackward", {x, weight},
+                    [xc, wc, rstd, rows, C,
+                     has_weight = weight.defined()](const Tensor& g) -> std::vector<Tensor> {
+                      Tensor gc = g.contiguous();
+                      Tensor dx = empty(xc.shape(), xc.dtype());
+                      std::vector<Tensor> dw = AG_DISPATCH_FLOAT(xc.dtype(), "rms_norm", [&] {
+                        return channel_sums_by_chunk<scalar_t>(
+                            rows, C, 1, [&](int64_t r0, int64_t r1, double* part) {
+                              rms_norm_backward(dx.data<scalar_t>(), part, gc.data<scalar_t>(),
+                                                xc.data<scalar_t>(), wc.data<scalar_t>(),
+                                                rstd.data<scalar_t>(), r0, r1, C);
+                            });
+                      });
+                      return {dx.view(g.shape()), has_weight ? dw[0] : Tensor()};
+                    });
   return out;
 }
 
