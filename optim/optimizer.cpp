@@ -16,7 +16,7 @@ std::vector<ParamGroup> decay_groups(const nn::StateDict& named, double weight_d
   return {decayed, plain};
 }
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
+ElementwiseOptimizer::ElementwiseOptimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
   set_lr(lr);
   for (auto& g : groups) {
     if (!(g.weight_decay >= 0))
@@ -25,13 +25,13 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
   }
 }
 
-void Optimizer::set_lr(double lr) {
+void ElementwiseOptimizer::set_lr(double lr) {
   if (!(lr >= 0) || !std::isfinite(lr))
     throw std::invalid_argument(fmt::format("learning rate must be finite and >= 0, got {}", lr));
   lr_ = lr;
 }
 
-void Optimizer::zero_grad() {
+void ElementwiseOptimizer::zero_grad() {
   for (auto& s : slots_) s.param.zero_grad();
 }
 
@@ -39,7 +39,7 @@ void Optimizer::zero_grad() {
 // kElementwiseGrain elements and the chunks shared out among the threads, so a model of
 // many small tensors (biases, LayerNorms) keeps both cores busy too. Each element's update
 // is independent of the others, so the split cannot change the bits.
-void Optimizer::step() {
+void ElementwiseOptimizer::step() {
   ++steps_;
   ag::NoGradGuard no_grad;
   struct Chunk {
@@ -71,7 +71,11 @@ void Optimizer::step() {
     update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
 }
 
-OptimizerState Optimizer::state() const {
+int64_t ElementwiseOptimizer::state_bytes_per_parameter() const {
+  return static_cast<int64_t>(buffer_names().size() * sizeof(float));
+}
+
+OptimizerState ElementwiseOptimizer::state() const {
   OptimizerState st;
   st.type = type();
   st.scalars = hyperparameters();
@@ -85,7 +89,7 @@ OptimizerState Optimizer::state() const {
   return st;
 }
 
-void Optimizer::load_state(const OptimizerState& st) {
+void ElementwiseOptimizer::load_state(const OptimizerState& st) {
   if (st.type != type())
     throw std::invalid_argument(
         fmt::format("optimizer state is '{}', this optimizer is '{}'", st.type, type()));
@@ -123,7 +127,7 @@ void Optimizer::load_state(const OptimizerState& st) {
 
 // ------------------------------------------------------------------ SGD
 SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, bool nesterov)
-    : Optimizer(std::move(groups), lr), momentum_(momentum), nesterov_(nesterov) {
+    : ElementwiseOptimizer(std::move(groups), lr), momentum_(momentum), nesterov_(nesterov) {
   if (!(momentum >= 0))
     throw std::invalid_argument(fmt::format("momentum must be >= 0, got {}", momentum));
   if (nesterov && momentum == 0)
@@ -163,7 +167,7 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2
 
 Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
            bool decoupled)
-    : Optimizer(std::move(groups), lr),
+    : ElementwiseOptimizer(std::move(groups), lr),
       beta1_(beta1),
       beta2_(beta2),
       eps_(eps),

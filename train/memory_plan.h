@@ -15,7 +15,8 @@ struct MemoryPlan {
   int64_t gradient_sets = 1;  // the gradients and the partial sums of accumulation
   int64_t checkpoint = 0;     // a save: the file built in memory, then copied out once
   int64_t available = 0;      // what the machine and our cgroup leave us, 0 when unknown
-  int64_t total() const;      // saturates rather than overflows
+  std::string optimizer_title = "AdamW";  // whose state `optimizer` is
+  int64_t total() const;                  // saturates rather than overflows
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
   // The same figures in bytes, for the run record of --metrics (and the report's page).
