@@ -60,13 +60,18 @@ void ElementwiseOptimizer::step() {
     live.push_back(&s);
   }
   std::vector<Chunk> chunks;
-  for (size_t i = 0; i < live.size(); ++i)
-    for (int64_t b = 0, n = live[i]->param.numel(); b < n; b += ag::detail::kElementwiseGrain)
+  double elements = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const int64_t n = live[i]->param.numel();
+    elements += static_cast<double>(n);
+    for (int64_t b = 0; b < n; b += ag::detail::kElementwiseGrain)
       chunks.push_back({live[i], &grads[i], b, std::min(n, b + ag::detail::kElementwiseGrain)});
+  }
   // chunks differ in size (a bias is one short chunk): handed out one at a time; each
-  // element's update is the same on any thread
+  // element's update is the same on any thread. An update reads and writes several arrays
+  // (AdamW: p, g, m and v), so an element counts as four for team_pays.
   const int64_t n = static_cast<int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && ag::detail::team_pays(4 * elements))
   for (int64_t c = 0; c < n; ++c)
     update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
 }
@@ -219,27 +224,31 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
   };
   std::vector<ag::Tensor> grads;
   std::vector<Chunk> chunks;
+  double elements = 0;
   for (const auto& p : params) {
     ag::Tensor g = p.grad();
     if (!g.defined()) continue;
     if (!g.is_contiguous()) p.set_grad(g = g.contiguous());  // (set_grad may give a view)
     grads.push_back(g);
+    elements += static_cast<double>(g.numel());
     for (int64_t b = 0, n = g.numel(); b < n; b += ag::detail::kElementwiseGrain)
       chunks.push_back({grads.size() - 1, b, std::min(n, b + ag::detail::kElementwiseGrain)});
   }
   std::vector<double> parts(chunks.size());
-  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const Chunk& k = chunks[c];
-      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
-        const scalar_t* x = grads[k.grad].data<scalar_t>();
-        double part = 0;
-        AG_SIMD_SUM(part)
-        for (int64_t i = k.begin; i < k.end; ++i) part += static_cast<double>(x[i]) * x[i];
-        parts[c] = part;
+  const double chunk_work = chunks.empty() ? 0 : elements / static_cast<double>(chunks.size());
+  ag::detail::parallel_for_items(
+      static_cast<int64_t>(chunks.size()), 1, chunk_work, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const Chunk& k = chunks[c];
+          AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+            const scalar_t* x = grads[k.grad].data<scalar_t>();
+            double part = 0;
+            AG_SIMD_SUM(part)
+            for (int64_t i = k.begin; i < k.end; ++i) part += static_cast<double>(x[i]) * x[i];
+            parts[c] = part;
+          });
+        }
       });
-    }
-  });
   double sq = 0, param_sq = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
     param_sq += parts[c];
@@ -249,17 +258,18 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm) || norm <= max_norm) return norm;
   const double scale = max_norm / (norm + 1e-6);
-  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const Chunk& k = chunks[c];
-      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
-        scalar_t* x = grads[k.grad].data<scalar_t>();
-        const scalar_t s = static_cast<scalar_t>(scale);
-        AG_SIMD
-        for (int64_t i = k.begin; i < k.end; ++i) x[i] *= s;
+  ag::detail::parallel_for_items(
+      static_cast<int64_t>(chunks.size()), 1, chunk_work, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const Chunk& k = chunks[c];
+          AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+            scalar_t* x = grads[k.grad].data<scalar_t>();
+            const scalar_t s = static_cast<scalar_t>(scale);
+            AG_SIMD
+            for (int64_t i = k.begin; i < k.end; ++i) x[i] *= s;
+          });
+        }
       });
-    }
-  });
   return norm;
 }
 

@@ -88,7 +88,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor wc = weight.defined() ? weight.detach().contiguous() : ones({C}, x.dtype());
   Tensor bc = bias.defined() ? bias.detach().contiguous() : zeros({C}, x.dtype());
   AG_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&] {
-    detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+    detail::parallel_for_items(rows, kRowGrain, C, [&](int64_t r0, int64_t r1) {
       layer_norm_forward(out.data<scalar_t>(), mean.data<scalar_t>(), rstd.data<scalar_t>(),
                          xc.data<scalar_t>(), wc.data<scalar_t>(), bc.data<scalar_t>(), r0, r1, C,
                          eps);
@@ -107,7 +107,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
           const int64_t chunks = std::max<int64_t>((rows + kRowGrain - 1) / kRowGrain, 1);
           std::vector<double> part_w(chunks * C, 0.0), part_b(chunks * C, 0.0);
           AG_DISPATCH_FLOAT(xc.dtype(), "layer_norm backward", [&] {
-            detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+            detail::parallel_for_items(rows, kRowGrain, C, [&](int64_t r0, int64_t r1) {
               const int64_t chunk = r0 / kRowGrain;
               layer_norm_backward(dx.data<scalar_t>(), part_w.data() + chunk * C,
                                   part_b.data() + chunk * C, gc.data<scalar_t>(),
