@@ -1,6 +1,9 @@
 #pragma once
 // One threading policy: attograd's OpenMP loops and the BLAS library share the same
-// thread count, so GEMM and the fused kernels never oversubscribe the cores.
+// thread count, so GEMM and the fused kernels never oversubscribe the cores. A library
+// user need not set it: work too small to pay for a team of threads runs on the calling
+// thread whatever the count (parallel.h), so a small program is no slower for the
+// default (every core) than for one thread, even when another program holds a core.
 namespace ag {
 
 // The thread count a run uses unless told otherwise: the CLI's --threads, the trainer's

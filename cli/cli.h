@@ -6,7 +6,8 @@
 //
 //   dispatch.cpp         cli_main: the usage text and the subcommand table
 //   options.h            parsing with Boost.Program_options (files too), UsageError
-//   run_options.cpp      the options of `train`, each bound to a RunConfig field
+//   run_options.cpp      the options of `train` (and those `resume` takes), each bound to a
+//                        RunConfig field
 //   command_support.h    what every command shares: error-to-exit-code, path checks
 //   train_commands.cpp   train, resume
 //   prepare_command.cpp  prepare: text files to a tokenized folder (data/prepared.h)
@@ -35,8 +36,12 @@ using Args = std::vector<std::string>;
 
 int cli_main(int argc, char** argv);
 
-// The options of `train` (and of config files), each bound to a field of cfg.
-boost::program_options::options_description run_options(train::RunConfig& cfg);
+// The options of `train` (and of config files), each bound to a field of cfg; for
+// `resume`, the ones a resumed run may change, without defaults (only the options given
+// are stored into cfg).
+enum class RunOptions { train, resume };
+boost::program_options::options_description run_options(train::RunConfig& cfg,
+                                                        RunOptions use = RunOptions::train);
 
 int train_command(const Args& args);
 int resume_command(const Args& args);

@@ -1,6 +1,8 @@
 // `train` and `resume`: options to a RunConfig, paths checked, then train::run_training.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "cli/report.h"
@@ -25,6 +27,26 @@ void refuse_text_options_for_folder(const train::RunConfig& cfg, const po::varia
           option, data::printable(cfg.data)));
 }
 
+// An optimiser setting given for an optimiser that does not read it is refused rather
+// than silently ignored (--momentum with adamw).
+void refuse_settings_of_other_optimizers(const train::RunConfig& cfg, const po::variables_map& vm) {
+  const auto reads = optim::hyperparameters_of(cfg.optimizer.name);
+  for (const optim::Hyperparameter& h : optim::hyperparameter_table()) {
+    std::string option = h.key;
+    std::replace(option.begin(), option.end(), '_', '-');
+    if (!vm.count(option) || vm[option].defaulted() ||
+        std::find(reads.begin(), reads.end(), h.key) != reads.end())
+      continue;
+    std::vector<std::string> readers;
+    for (const std::string& name : optim::optimizer_names()) {
+      const auto keys = optim::hyperparameters_of(name);
+      if (std::find(keys.begin(), keys.end(), h.key) != keys.end()) readers.push_back(name);
+    }
+    throw UsageError(fmt::format("--{} is a setting of {}, not of --optimizer {}", option,
+                                 fmt::join(readers, " and "), cfg.optimizer.name));
+  }
+}
+
 // train --report: the page refreshed at each evaluation (cli/report.h).
 train::RunObserver report_observer(const train::RunConfig& cfg) {
   if (cfg.report.empty()) return nullptr;
@@ -44,6 +66,7 @@ int train_command(const Args& args) {
     refuse_text_options_for_folder(cfg, vm);
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     cfg.validate();
+    refuse_settings_of_other_optimizers(cfg, vm);
     require_outputs(
         {{"--out", cfg.out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
         with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data));
@@ -54,15 +77,14 @@ int train_command(const Args& args) {
 
 namespace {
 
-// The text a resumed run continues on: --data when given (a corpus that moved), else the
-// path its config recorded -- only when the checkpoint also records the text's identity,
-// since a file could name any path on this machine as its "data".
+// The text a resumed run continues on: --data when given (a corpus that moved; cfg.data
+// holds it), else the path its config recorded -- only when the checkpoint also records
+// the text's identity, since a file could name any path on this machine as its "data".
 std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
                         const po::variables_map& vm) {
   if (vm.count("data")) {
-    const std::string given = vm["data"].as<std::string>();
-    require_data(given);
-    return given;
+    require_data(cfg.data);
+    return cfg.data;
   }
   if (cfg.data.empty()) return "";  // the built-in corpus
   if (ckpt.data_identity.empty())
@@ -81,71 +103,29 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
   return cfg.data;
 }
 
-// What a resume may change; everything else comes from the checkpoint's config.
-struct ResumeOptions {
-  std::string path, out, metrics, report, report_prompt;
-  int64_t steps = -1, checkpoint_interval = -1, eval_interval = -1, grad_accum_steps = 1;
-  int threads = ag::kDefaultThreads;
-  int64_t bucket_mb = train::kDefaultBucketMb;
-};
-
-po::options_description resume_options(ResumeOptions& o) {
-  po::options_description desc("resume options");
-  auto add = desc.add_options();
-  add("help,h", "show this help");
-  add("checkpoint", po::value(&o.path)->required(), "the checkpoint to continue");
-  add("steps", po::value(&o.steps), "total steps (default: the run's)");
-  add("out", po::value(&o.out), "checkpoint path (default: the resumed file)");
-  add("data", po::value<std::string>(),
-      "the corpus, when it moved since the run began "
-      "(checked against the text the run trained on)");
-  add("eval-interval", po::value(&o.eval_interval), "steps between validation");
-  add("grad-accum-steps", po::value(&o.grad_accum_steps),
-      "micro-batches per step (default: the run's; another value changes the effective batch)");
-  add("checkpoint-interval", po::value(&o.checkpoint_interval), "steps between checkpoints");
-  add("metrics", po::value(&o.metrics), "append JSON lines of metrics to this file");
-  add("report", po::value(&o.report),
-      "write an HTML report here at each evaluation and at the end (replaced atomically)");
-  add("report-prompt", po::value(&o.report_prompt),
-      "the text of the report's attention maps (default: the start of the validation text)");
-  add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads),
-      "threads for kernels and BLAS");
-  add("precision", po::value<std::string>(), "fp32 or bf16 (default: the run's)");
-  add("bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
-      "under mpirun: gradient bucket size in MB");
-  add("profile", "print where the steps' time went");
-  add("reduce", po::value<std::string>()->default_value("tree"),
-      "under mpirun: tree (the same bits on any number of processes) or allreduce");
-  add("stop-at", po::value<int64_t>(), "end this run after this step, checkpointed");
-  add("detect-anomaly", "check every op's output and gradients for NaN/inf");
-  add("config", po::value<std::string>(), "read options from an INI file");
+// What a resume may change is train's options marked so (run_options.cpp), without
+// defaults: cfg holds only the options given until the checkpoint's config is under them.
+po::options_description resume_options(train::RunConfig& cfg, std::string& path) {
+  po::options_description desc(
+      "resume options (each defaults to the run's, from the checkpoint; --out to the "
+      "checkpoint itself)");
+  desc.add_options()("checkpoint", po::value(&path)->required(), "the checkpoint to continue");
+  desc.add(run_options(cfg, RunOptions::resume));
   return desc;
 }
 
-// The checkpoint's config with the options given on this command line applied.
-train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions& o,
-                                const po::variables_map& vm) {
-  train::RunConfig cfg = train::RunConfig::from_json(ckpt.config);
+// The checkpoint's config with the options given on this command line over it: storing
+// vm again writes exactly the options given into the fields they are bound to, cfg's.
+void resume_config(train::RunConfig& cfg, const io::Checkpoint& ckpt, po::variables_map& vm,
+                   const std::string& out) {
+  cfg = train::RunConfig::from_json(ckpt.config);
+  po::notify(vm);
   cfg.data = resume_data(ckpt, cfg, vm);
-  cfg.out = o.out;
-  cfg.threads = o.threads;
-  cfg.bucket_mb = o.bucket_mb;
-  cfg.profile = vm.count("profile") > 0;
-  cfg.reduce = vm["reduce"].as<std::string>();
-  if (vm.count("steps")) cfg.steps = o.steps;
-  if (vm.count("eval-interval")) cfg.eval_interval = o.eval_interval;
-  if (vm.count("grad-accum-steps")) cfg.grad_accum_steps = o.grad_accum_steps;
-  if (vm.count("precision")) cfg.precision = vm["precision"].as<std::string>();
-  if (vm.count("checkpoint-interval")) cfg.checkpoint_interval = o.checkpoint_interval;
-  if (vm.count("metrics")) cfg.metrics = o.metrics;
-  cfg.report = o.report, cfg.report_prompt = o.report_prompt;
-  cfg.stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : 0;
-  cfg.detect_anomaly = vm.count("detect-anomaly") > 0;
+  cfg.out = out;
   cfg.validate();
   if (cfg.steps < ckpt.step)
     throw UsageError(
         fmt::format("--steps {} is before the checkpoint's step {}", cfg.steps, ckpt.step));
-  return cfg;
 }
 
 }  // namespace
@@ -153,20 +133,22 @@ train::RunConfig resumed_config(const io::Checkpoint& ckpt, const ResumeOptions&
 int resume_command(const Args& args) {
   return guarded("resume", [&] {
     train::World::join();
-    ResumeOptions o;
-    auto desc = resume_options(o);
+    train::RunConfig cfg;  // the options given (on train's defaults), then the resumed run's
+    std::string path;
+    auto desc = resume_options(cfg, path);
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "resume", desc)) return 0;
-    require_file(o.path, "checkpoint");
-    if (!vm.count("out")) o.out = o.path;  // the resumed file is replaced, atomically
-    const std::string data_option = vm.count("data") ? vm["data"].as<std::string>() : "";
+    require_file(path, "checkpoint");
+    const std::string out = vm.count("out") ? cfg.out : path;  // replaced atomically
+    const std::string data_option = vm.count("data") ? cfg.data : "";
     // --out may be the checkpoint it continues (the default); --metrics may not
-    require_outputs({{"--metrics", o.metrics}, {"--report", o.report}}, {{"--checkpoint", o.path}});
-    require_outputs({{"--out", o.out}, {"--metrics", o.metrics}, {"--report", o.report}},
+    require_outputs({{"--metrics", cfg.metrics}, {"--report", cfg.report}},
+                    {{"--checkpoint", path}});
+    require_outputs({{"--out", out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
                     with_data_files({{"--config", config_file(vm)}}, data_option));
-    const auto lock = lock_output_on_root(o.out);
-    io::Checkpoint ckpt = io::load_checkpoint(o.path);
-    const train::RunConfig cfg = resumed_config(ckpt, o, vm);
+    const auto lock = lock_output_on_root(out);
+    io::Checkpoint ckpt = io::load_checkpoint(path);
+    resume_config(cfg, ckpt, vm, out);
     return train::run_training(cfg, &ckpt, report_observer(cfg));
   });
 }

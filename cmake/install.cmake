@@ -1,14 +1,32 @@
 # `cmake --install build --prefix P`: the attograd program in P/bin, the libraries in
-# P/lib, every library header under P/include/attograd/, and a CMake package, so that
+# P/lib (libattograd_core.a, libattograd_nn.a, ...), every library header under
+# P/include/attograd/, and a CMake package of one target per layer:
 #
-#   find_package(attograd REQUIRED)
-#   target_link_libraries(app PRIVATE attograd::attograd)
+#   find_package(attograd REQUIRED COMPONENTS core)   # or without COMPONENTS: everything
+#   target_link_libraries(app PRIVATE attograd::core)
 #
-# builds a program including <attograd/autograd/autograd.h> and <attograd/nn/nn.h>.
+#   attograd::core      tensors, autograd, ops (autograd/): links BLAS, oneDNN, OpenMP only
+#   attograd::nn        layers, the GPT, sampling and the cached decoder (nn/), on core
+#   attograd::train     the trainer (train/) with data/, optim/ and io/ (HDF5, MPI when
+#                       built with it), each also a target: attograd::data, ::optim, ::io
+#   attograd::attograd  everything, the command line (attograd::cli, ::bench) included
+#
+# A program including <attograd/autograd/autograd.h> links attograd::core alone and gets no
+# HDF5, MPI or libcurl (examples/core_only, checked by .ci/run).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+include(${CMAKE_CURRENT_LIST_DIR}/library_names.cmake)
 
-set(ATTOGRAD_LIBRARIES autograd nn data optim io train bench cli)
+attograd_library_names(autograd NAME core)
+attograd_library_names(nn)
+attograd_library_names(data)
+attograd_library_names(optim)
+attograd_library_names(io)
+attograd_library_names(train)
+attograd_library_names(bench)
+attograd_library_names(cli)
+get_property(ATTOGRAD_LIBRARIES GLOBAL PROPERTY ATTOGRAD_LIBRARIES)
+
 # Headers include one another as "autograd/tensor.h": the installed tree answers both that
 # and <attograd/autograd/tensor.h>.
 target_include_directories(autograd PUBLIC
@@ -24,7 +42,7 @@ add_library(attograd::attograd ALIAS attograd_library)
 install(TARGETS attograd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${ATTOGRAD_LIBRARIES} attograd_library EXPORT attogradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(folder autograd nn data optim io train bench cli)
+foreach(folder ${ATTOGRAD_LIBRARIES})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd
           FILES_MATCHING PATTERN "*.h" PATTERN "test_hooks.h" EXCLUDE)

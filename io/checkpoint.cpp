@@ -14,6 +14,7 @@
 #include "io/checkpoint_reader.h"
 #include "io/hdf5.h"
 #include "io/read_child.h"
+#include "io/root_attributes.h"
 
 namespace io {
 
@@ -39,6 +40,24 @@ void write_optimizer(hid_t file, const optim::OptimizerState& s) {
   }
 }
 
+// The root attributes in kRootAttributes' order; an optional one only when it holds
+// something other than its default.
+void write_root(hid_t file, const Checkpoint& c) {
+  static const Checkpoint defaults;
+  for (const detail::RootAttribute& a : detail::kRootAttributes) {
+    const bool optional = a.presence == detail::Presence::optional;
+    if (a.integer()) {
+      const int64_t value = detail::integer_in(a, c);
+      if (!optional || value != detail::integer_in(a, defaults))
+        h5::write_attr_int(file, a.name, value);
+    } else {
+      const std::string value = detail::text_in(a, c);
+      if (!optional || value != detail::text_in(a, defaults))
+        h5::write_attr_string(file, a.name, value);
+    }
+  }
+}
+
 // /tokenizer: its type and what rebuilds it exactly (a char vocabulary, bpe merges and the
 // split pattern).
 void write_tokenizer(hid_t file, const TokenizerSection& t) {
@@ -60,12 +79,7 @@ void write_tokenizer(hid_t file, const TokenizerSection& t) {
 // full disk or an unwritable folder is an errno message and never a half-written file.
 std::string checkpoint_image(const Checkpoint& c) {
   Handle file = h5::create_memory_file();
-  h5::write_attr_string(file, "format", kFormatName);
-  h5::write_attr_int(file, "format_version", kFormatVersion);
-  h5::write_attr_string(file, "config", c.config.dump());
-  h5::write_attr_int(file, "step", c.step);
-  if (!c.data_identity.empty()) h5::write_attr_string(file, "data_identity", c.data_identity);
-  if (c.micro_batches >= 0) h5::write_attr_int(file, "micro_batches", c.micro_batches);
+  write_root(file, c);
 
   Handle model = h5::create_group(file, "model");
   for (const auto& [name, t] : c.model) h5::write_tensor(model, name, t);

@@ -11,7 +11,8 @@
 //   io::Checkpoint back = io::load_checkpoint("run.h5");
 //   io::load_model_weights(back, model);       // every name and shape checked first
 //
-// Layout: root attributes `format`, `format_version`, `config` (JSON), `step`; /model
+// Layout: root attributes `format`, `format_version`, `config` (JSON), `step`,
+// `data_identity`, `micro_batches` (one table, root_attributes.h, with their bounds); /model
 // (float32, one dataset per parameter), /optimizer (sub-groups per buffer, attributes for
 // its scalars), /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
 // [M, 2] uint32 and attribute `split_pattern`), /rng (uint64[4] per generator). Every dataset that

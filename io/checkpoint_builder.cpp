@@ -113,37 +113,42 @@ void CheckpointBuilder::load_error(const std::string& message) {
   open_.reset();  // a tensor cut short by the error ends here
 }
 
-void CheckpointBuilder::config(const std::string& json) {
-  expect_open("a config");
-  if (config_seen_) throw StreamError("a second config");
-  config_seen_ = true;
-  charge(json.size(), "a config");
+// A row the stream names: one that exists, of the type it is sent as, sent once, after the
+// row its bound names.
+const RootAttribute& CheckpointBuilder::root_row_once(size_t row, bool integer) {
+  expect_open("a root attribute");
+  if (row >= kRootAttributes.size()) throw StreamError("a root attribute of unknown row");
+  const RootAttribute& a = kRootAttributes[row];
+  if (a.integer() != integer)
+    throw StreamError(fmt::format("root attribute {} of the wrong type", a.name));
+  if (roots_seen_[row]) throw StreamError(fmt::format("a second {}", a.name));
+  if (a.limits.at_least_of && !roots_seen_[root_row(a.limits.at_least_of)])
+    throw StreamError(fmt::format("{} before {}", a.name, a.limits.at_least_of));
+  roots_seen_[row] = true;
+  return a;
+}
+
+void CheckpointBuilder::root_text(size_t row, const std::string& value) {
+  const RootAttribute& a = root_row_once(row, false);
+  charge(value.size(), a.name);
+  if (!root_text_problem(row, value, source_).empty())
+    throw StreamError(fmt::format("a refused {}", a.name));
   if (!loading()) return;
-  try {
-    ckpt_.config = parse_config_json(json, source_);
-  } catch (const CheckpointError& e) {
-    load_error(e.what());
+  if (const auto* field = std::get_if<std::string Checkpoint::*>(&a.value)) ckpt_.** field = value;
+  if (const auto* json = std::get_if<nlohmann::json Checkpoint::*>(&a.value)) {
+    try {
+      ckpt_.** json = parse_config_json(value, source_);
+    } catch (const CheckpointError& e) {
+      load_error(e.what());
+    }
   }
 }
 
-void CheckpointBuilder::step(int64_t step) {
-  expect_open("a step");
-  if (step_seen_ || step < 0) throw StreamError("a second or negative step");
-  step_seen_ = true;
-  ckpt_.step = step;
-}
-
-void CheckpointBuilder::data_identity(const std::string& identity) {
-  expect_open("a data identity");
-  charge(identity.size(), "a data identity");
-  ckpt_.data_identity = identity;
-}
-
-void CheckpointBuilder::micro_batches(int64_t count) {
-  expect_open("micro_batches");
-  if (!step_seen_ || ckpt_.micro_batches >= 0 || count < ckpt_.step)
-    throw StreamError("micro_batches out of order, repeated or less than the step");
-  ckpt_.micro_batches = count;
+void CheckpointBuilder::root_integer(size_t row, int64_t value) {
+  const RootAttribute& a = root_row_once(row, true);
+  if (!root_integer_problem(row, value, ckpt_, source_).empty())
+    throw StreamError(fmt::format("a refused {}", a.name));
+  if (const auto* field = std::get_if<int64_t Checkpoint::*>(&a.value)) ckpt_.** field = value;
 }
 
 void CheckpointBuilder::begin_tensor(Section section, const std::string& name,
@@ -278,8 +283,11 @@ void CheckpointBuilder::done() {
   expect_open("a second end");
   if (open_) throw StreamError("the end inside a tensor");
   done_ = true;
-  if (loading() && !(config_seen_ && step_seen_ && tokenizer_seen_))
-    throw StreamError("a checkpoint without its config, step or tokenizer");
+  if (!loading()) return;
+  for (size_t row = 0; row < kRootAttributes.size(); ++row)
+    if (kRootAttributes[row].presence != Presence::optional && !roots_seen_[row])
+      throw StreamError(fmt::format("a checkpoint without its {}", kRootAttributes[row].name));
+  if (!tokenizer_seen_) throw StreamError("a checkpoint without its tokenizer");
 }
 
 Checkpoint CheckpointBuilder::take_checkpoint() {

@@ -13,6 +13,7 @@
 
 #include "io/checkpoint.h"
 #include "io/checkpoint_reader.h"
+#include "io/root_attributes.h"
 
 namespace io::detail {
 
@@ -40,10 +41,8 @@ class CheckpointBuilder final : public ReadSink {
   void progress(uint64_t) override {}
   void fatal(const std::string& message) override;
   void load_error(const std::string& message) override;
-  void config(const std::string& json) override;
-  void step(int64_t step) override;
-  void data_identity(const std::string& identity) override;
-  void micro_batches(int64_t count) override;
+  void root_text(size_t row, const std::string& value) override;
+  void root_integer(size_t row, int64_t value) override;
   void begin_tensor(Section section, const std::string& name,
                     const std::vector<uint64_t>& dims) override;
   void tensor_data(const void* values, size_t count) override;
@@ -78,6 +77,7 @@ class CheckpointBuilder final : public ReadSink {
 
   bool loading() const { return request_.load && load_error_.empty() && fatal_.empty(); }
   void expect_open(const char* what) const;
+  const RootAttribute& root_row_once(size_t row, bool integer);
   void charge(uint64_t bytes, const char* what);
   void check_finite(const OpenTensor& t);
   void check_bpe(const TokenizerSection& t);
@@ -86,7 +86,8 @@ class CheckpointBuilder final : public ReadSink {
   LoadOptions options_;
   ReadRequest request_;
   uint64_t budget_, used_ = 0;
-  bool done_ = false, config_seen_ = false, step_seen_ = false, tokenizer_seen_ = false;
+  bool done_ = false, tokenizer_seen_ = false;
+  std::array<bool, kRootAttributes.size()> roots_seen_ = {};
   std::string fatal_, load_error_;
   Checkpoint ckpt_;
   std::optional<OpenTensor> open_;

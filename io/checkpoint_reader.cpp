@@ -13,6 +13,7 @@
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
 #include "io/hdf5.h"
+#include "io/root_attributes.h"
 
 namespace io::detail {
 
@@ -420,35 +421,30 @@ void stream_tensor(Context& c, Section section, const std::string& name, size_t 
   c.sink.end_tensor();
 }
 
+// The root attributes, row by row as kRootAttributes lists them: each present one (or
+// the default of a defaulted one) is checked, then sent.
 void load_root(Context& c) {
-  const hid_t f = c.file;
-  if (!h5::attr_exists(f, "format"))
-    throw Refusal(fmt::format(
-        "'{}' is an HDF5 file but not an attograd checkpoint (no root attribute 'format')",
-        c.source));
-  const std::string format = h5::read_attr_string(f, "format", "the root");
-  if (format != kFormatName)
-    throw Refusal(fmt::format("'{}' is not an attograd checkpoint: its format is '{}', not '{}'",
-                              c.source, printable(format.substr(0, 200)), kFormatName));
-  const int64_t version = h5::read_attr_int(f, "format_version", "the root");
-  if (version != kFormatVersion)
-    throw Refusal(
-        fmt::format("'{}' has checkpoint format version {}; this attograd reads version {}",
-                    c.source, version, kFormatVersion));
-  c.sink.config(h5::read_attr_string(f, "config", "the root", kMaxConfigBytes));
-  const int64_t step = h5::attr_exists(f, "step") ? h5::read_attr_int(f, "step", "the root") : 0;
-  if (step < 0) throw Refusal(fmt::format("'{}': step {} is negative", c.source, step));
-  c.sink.step(step);
-  if (h5::attr_exists(f, "data_identity"))
-    c.sink.data_identity(h5::read_attr_string(f, "data_identity", "the root"));
-  if (h5::attr_exists(f, "micro_batches")) {
-    const int64_t micro = h5::read_attr_int(f, "micro_batches", "the root");
-    if (micro < step)
-      throw Refusal(
-          fmt::format("'{}': micro_batches {} is less than step {} (every step takes "
-                      "at least one micro-batch)",
-                      c.source, micro, step));
-    c.sink.micro_batches(micro);
+  Checkpoint so_far;  // the integers read, for bounds that name an earlier row
+  for (size_t row = 0; row < kRootAttributes.size(); ++row) {
+    const RootAttribute& a = kRootAttributes[row];
+    const bool present = h5::attr_exists(c.file, a.name);
+    if (!present && a.presence == Presence::required)
+      throw Refusal(missing_root_attribute(row, c.source));
+    if (!present && a.presence == Presence::optional) continue;
+    if (a.integer()) {
+      const int64_t value =
+          present ? h5::read_attr_int(c.file, a.name, "the root") : integer_in(a, so_far);
+      if (std::string why = root_integer_problem(row, value, so_far, c.source); !why.empty())
+        throw Refusal(why);
+      if (auto* field = std::get_if<int64_t Checkpoint::*>(&a.value)) so_far.** field = value;
+      c.sink.root_integer(row, value);
+      continue;
+    }
+    const std::string value =
+        present ? h5::read_attr_string(c.file, a.name, "the root", a.limits.max_bytes)
+                : text_in(a, Checkpoint{});
+    if (std::string why = root_text_problem(row, value, c.source); !why.empty()) throw Refusal(why);
+    c.sink.root_text(row, value);
   }
 }
 

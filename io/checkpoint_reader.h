@@ -50,10 +50,10 @@ class ReadSink {
   // The file is not a loadable checkpoint; what it says names the file and the object. When
   // verifying, verdicts still follow.
   virtual void load_error(const std::string& message) = 0;
-  virtual void config(const std::string& json) = 0;
-  virtual void step(int64_t step) = 0;
-  virtual void data_identity(const std::string& identity) = 0;
-  virtual void micro_batches(int64_t count) = 0;
+  // Root attribute `row` of kRootAttributes (root_attributes.h), text or integer as its row
+  // says, after the reader checked it; a defaulted row the file lacks comes with its default.
+  virtual void root_text(size_t row, const std::string& value) = 0;
+  virtual void root_integer(size_t row, int64_t value) = 0;
   // A float32 tensor: its dims, then its values in row-major pieces (count floats in this
   // machine's byte order, at any alignment), then its end.
   virtual void begin_tensor(Section section, const std::string& name,

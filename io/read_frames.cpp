@@ -20,9 +20,8 @@ enum Frame : uint8_t {
   kProgress = 1,
   kFatal,
   kLoadError,
-  kConfig,
-  kStep,
-  kDataIdentity,
+  kRootText,
+  kRootInteger,
   kBeginTensor,
   kTensorData,
   kEndTensor,
@@ -32,7 +31,6 @@ enum Frame : uint8_t {
   kRng,
   kVerdict,
   kDone,
-  kMicroBatches,
 };
 constexpr size_t kHeaderBytes = 5;
 constexpr size_t kMaxMerges = data::kMaxBpeVocabSize - 256;
@@ -119,17 +117,11 @@ void FrameWriter::fatal(const std::string& m) {
 void FrameWriter::load_error(const std::string& m) {
   send(kLoadError, Payload().str(m).bytes());
 }
-void FrameWriter::config(const std::string& json) {
-  send(kConfig, Payload().str(json).bytes());
+void FrameWriter::root_text(size_t row, const std::string& value) {
+  send(kRootText, Payload().put(static_cast<uint8_t>(row)).str(value).bytes());
 }
-void FrameWriter::step(int64_t step) {
-  send(kStep, Payload().put(step).bytes());
-}
-void FrameWriter::data_identity(const std::string& id) {
-  send(kDataIdentity, Payload().str(id).bytes());
-}
-void FrameWriter::micro_batches(int64_t count) {
-  send(kMicroBatches, Payload().put(count).bytes());
+void FrameWriter::root_integer(size_t row, int64_t value) {
+  send(kRootInteger, Payload().put(static_cast<uint8_t>(row)).put(value).bytes());
 }
 void FrameWriter::end_tensor() {
   send(kEndTensor, "");
@@ -252,10 +244,14 @@ void FrameReader::dispatch(uint8_t kind, PayloadReader& in) {
     case kProgress: in.get<uint64_t>(); return;
     case kFatal: return out_.fatal(in.str());
     case kLoadError: return out_.load_error(in.str());
-    case kConfig: return out_.config(in.str());
-    case kStep: return out_.step(in.get<int64_t>());
-    case kDataIdentity: return out_.data_identity(in.str());
-    case kMicroBatches: return out_.micro_batches(in.get<int64_t>());
+    case kRootText: {
+      const auto row = in.get<uint8_t>();
+      return out_.root_text(row, in.str());
+    }
+    case kRootInteger: {
+      const auto row = in.get<uint8_t>();
+      return out_.root_integer(row, in.get<int64_t>());
+    }
     case kBeginTensor: return begin_tensor(in);
     case kTensorData: return tensor_data(in);
     case kEndTensor: return out_.end_tensor();

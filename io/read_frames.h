@@ -26,10 +26,8 @@ class FrameWriter final : public ReadSink {
   void progress(uint64_t work) override;
   void fatal(const std::string& message) override;
   void load_error(const std::string& message) override;
-  void config(const std::string& json) override;
-  void step(int64_t step) override;
-  void data_identity(const std::string& identity) override;
-  void micro_batches(int64_t count) override;
+  void root_text(size_t row, const std::string& value) override;
+  void root_integer(size_t row, int64_t value) override;
   void begin_tensor(Section section, const std::string& name,
                     const std::vector<uint64_t>& dims) override;
   void tensor_data(const void* values, size_t count) override;

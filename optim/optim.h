@@ -7,5 +7,10 @@
 //   opt.set_lr(schedule.lr_at(step));
 //   optim::clip_grad_norm(model.parameters(), 1.0);
 //   opt.step();
+//
+//   optimizer.h  the Optimizer interface; SGD, Adam, AdamW; clipping
+//   registry.h   optimisers by name (--optimizer): the one place a name becomes one
+//   schedule.h   learning-rate schedules
 #include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "optim/schedule.h"

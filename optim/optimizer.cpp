@@ -16,7 +16,7 @@ std::vector<ParamGroup> decay_groups(const nn::StateDict& named, double weight_d
   return {decayed, plain};
 }
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
+ElementwiseOptimizer::ElementwiseOptimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
   set_lr(lr);
   for (auto& g : groups) {
     if (!(g.weight_decay >= 0))
@@ -25,13 +25,13 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
   }
 }
 
-void Optimizer::set_lr(double lr) {
+void ElementwiseOptimizer::set_lr(double lr) {
   if (!(lr >= 0) || !std::isfinite(lr))
     throw std::invalid_argument(fmt::format("learning rate must be finite and >= 0, got {}", lr));
   lr_ = lr;
 }
 
-void Optimizer::zero_grad() {
+void ElementwiseOptimizer::zero_grad() {
   for (auto& s : slots_) s.param.zero_grad();
 }
 
@@ -39,7 +39,7 @@ void Optimizer::zero_grad() {
 // kElementwiseGrain elements and the chunks shared out among the threads, so a model of
 // many small tensors (biases, LayerNorms) keeps both cores busy too. Each element's update
 // is independent of the others, so the split cannot change the bits.
-void Optimizer::step() {
+void ElementwiseOptimizer::step() {
   ++steps_;
   ag::NoGradGuard no_grad;
   struct Chunk {
@@ -60,18 +60,27 @@ void Optimizer::step() {
     live.push_back(&s);
   }
   std::vector<Chunk> chunks;
-  for (size_t i = 0; i < live.size(); ++i)
-    for (int64_t b = 0, n = live[i]->param.numel(); b < n; b += ag::detail::kElementwiseGrain)
+  double elements = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const int64_t n = live[i]->param.numel();
+    elements += static_cast<double>(n);
+    for (int64_t b = 0; b < n; b += ag::detail::kElementwiseGrain)
       chunks.push_back({live[i], &grads[i], b, std::min(n, b + ag::detail::kElementwiseGrain)});
+  }
   // chunks differ in size (a bias is one short chunk): handed out one at a time; each
-  // element's update is the same on any thread
+  // element's update is the same on any thread. An update reads and writes several arrays
+  // (AdamW: p, g, m and v), so an element counts as four for team_pays.
   const int64_t n = static_cast<int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && !omp_in_parallel())
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1 && ag::detail::team_pays(4 * elements))
   for (int64_t c = 0; c < n; ++c)
     update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
 }
 
-OptimizerState Optimizer::state() const {
+int64_t ElementwiseOptimizer::state_bytes_per_parameter() const {
+  return static_cast<int64_t>(buffer_names().size() * sizeof(float));
+}
+
+OptimizerState ElementwiseOptimizer::state() const {
   OptimizerState st;
   st.type = type();
   st.scalars = hyperparameters();
@@ -85,7 +94,7 @@ OptimizerState Optimizer::state() const {
   return st;
 }
 
-void Optimizer::load_state(const OptimizerState& st) {
+void ElementwiseOptimizer::load_state(const OptimizerState& st) {
   if (st.type != type())
     throw std::invalid_argument(
         fmt::format("optimizer state is '{}', this optimizer is '{}'", st.type, type()));
@@ -123,7 +132,7 @@ void Optimizer::load_state(const OptimizerState& st) {
 
 // ------------------------------------------------------------------ SGD
 SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, bool nesterov)
-    : Optimizer(std::move(groups), lr), momentum_(momentum), nesterov_(nesterov) {
+    : ElementwiseOptimizer(std::move(groups), lr), momentum_(momentum), nesterov_(nesterov) {
   if (!(momentum >= 0))
     throw std::invalid_argument(fmt::format("momentum must be >= 0, got {}", momentum));
   if (nesterov && momentum == 0)
@@ -163,7 +172,7 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2
 
 Adam::Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
            bool decoupled)
-    : Optimizer(std::move(groups), lr),
+    : ElementwiseOptimizer(std::move(groups), lr),
       beta1_(beta1),
       beta2_(beta2),
       eps_(eps),
@@ -215,27 +224,31 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
   };
   std::vector<ag::Tensor> grads;
   std::vector<Chunk> chunks;
+  double elements = 0;
   for (const auto& p : params) {
     ag::Tensor g = p.grad();
     if (!g.defined()) continue;
     if (!g.is_contiguous()) p.set_grad(g = g.contiguous());  // (set_grad may give a view)
     grads.push_back(g);
+    elements += static_cast<double>(g.numel());
     for (int64_t b = 0, n = g.numel(); b < n; b += ag::detail::kElementwiseGrain)
       chunks.push_back({grads.size() - 1, b, std::min(n, b + ag::detail::kElementwiseGrain)});
   }
   std::vector<double> parts(chunks.size());
-  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const Chunk& k = chunks[c];
-      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
-        const scalar_t* x = grads[k.grad].data<scalar_t>();
-        double part = 0;
-        AG_SIMD_SUM(part)
-        for (int64_t i = k.begin; i < k.end; ++i) part += static_cast<double>(x[i]) * x[i];
-        parts[c] = part;
+  const double chunk_work = chunks.empty() ? 0 : elements / static_cast<double>(chunks.size());
+  ag::detail::parallel_for_items(
+      static_cast<int64_t>(chunks.size()), 1, chunk_work, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const Chunk& k = chunks[c];
+          AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+            const scalar_t* x = grads[k.grad].data<scalar_t>();
+            double part = 0;
+            AG_SIMD_SUM(part)
+            for (int64_t i = k.begin; i < k.end; ++i) part += static_cast<double>(x[i]) * x[i];
+            parts[c] = part;
+          });
+        }
       });
-    }
-  });
   double sq = 0, param_sq = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
     param_sq += parts[c];
@@ -245,17 +258,18 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm) || norm <= max_norm) return norm;
   const double scale = max_norm / (norm + 1e-6);
-  ag::detail::parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const Chunk& k = chunks[c];
-      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
-        scalar_t* x = grads[k.grad].data<scalar_t>();
-        const scalar_t s = static_cast<scalar_t>(scale);
-        AG_SIMD
-        for (int64_t i = k.begin; i < k.end; ++i) x[i] *= s;
+  ag::detail::parallel_for_items(
+      static_cast<int64_t>(chunks.size()), 1, chunk_work, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const Chunk& k = chunks[c];
+          AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+            scalar_t* x = grads[k.grad].data<scalar_t>();
+            const scalar_t s = static_cast<scalar_t>(scale);
+            AG_SIMD
+            for (int64_t i = k.begin; i < k.end; ++i) x[i] *= s;
+          });
+        }
       });
-    }
-  });
   return norm;
 }
 

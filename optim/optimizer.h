@@ -1,7 +1,8 @@
 #pragma once
-// Optimizers update parameters in place from their .grad(), in one fused pass over all
-// parameters, with no allocation after the first step. Their state (moments, step count,
-// hyperparameters) goes into checkpoints as named tensors and scalars.
+// Optimizers update parameters in place from their .grad(); the elementwise ones (SGD,
+// Adam, AdamW) in one fused pass over all parameters, with no allocation after the first
+// step. Their state (moments, step count, hyperparameters) goes into checkpoints as named
+// tensors and scalars.
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,18 +29,45 @@ struct OptimizerState {
   nn::StateDict tensors;
 };
 
+// What an optimiser is to the trainer and the checkpoint: the trainer holds one through
+// this interface (registry.h makes it from a name), and io/ stores its state() as the
+// /optimizer group. An update rule that is not elementwise (factored moments, matrix
+// orthogonalisation) implements it directly.
 class Optimizer {
  public:
-  Optimizer(std::vector<ParamGroup> groups, double lr);
   virtual ~Optimizer() = default;
-  void step();  // skips parameters whose grad is undefined
-  void zero_grad();
-  double lr() const { return lr_; }
-  void set_lr(double lr);
-  int64_t steps() const { return steps_; }
-  OptimizerState state() const;
+  // Its name in the registry, and the type its state() records.
+  virtual std::string type() const = 0;
+  virtual void step() = 0;  // one update; skips parameters whose grad is undefined
+  virtual void zero_grad() = 0;
+  virtual double lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  virtual int64_t steps() const = 0;
+  // Its settings besides the learning rate, as its state() records them.
+  virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
+  // Bytes of state it keeps per element of a float32 parameter (AdamW: two moments, 8).
+  virtual int64_t state_bytes_per_parameter() const = 0;
+  // Its state tensors by name, its hyperparameters, lr and step count: all a resumed run
+  // needs to take the next step with the same bits.
+  virtual OptimizerState state() const = 0;
   // Validates type, every name and shape first; modifies nothing when anything is off.
-  void load_state(const OptimizerState& state);
+  virtual void load_state(const OptimizerState& state) = 0;
+};
+
+// The optimisers whose update is an independent rule per element, with per-element
+// buffers (momentum, or Adam's moments): one fused pass over all parameters, shared out
+// among the threads in chunks, and their buffers checkpointed as "<buffer>/<parameter>".
+class ElementwiseOptimizer : public Optimizer {
+ public:
+  ElementwiseOptimizer(std::vector<ParamGroup> groups, double lr);
+  void step() override;
+  void zero_grad() override;
+  double lr() const override { return lr_; }
+  void set_lr(double lr) override;
+  int64_t steps() const override { return steps_; }
+  int64_t state_bytes_per_parameter() const override;
+  OptimizerState state() const override;
+  void load_state(const OptimizerState& state) override;
 
  protected:
   struct Slot {
@@ -48,9 +76,7 @@ class Optimizer {
     double weight_decay;
     std::vector<ag::Tensor> buffers;  // per optimizer: momentum, or m and v
   };
-  virtual std::string type() const = 0;
   virtual std::vector<std::string> buffer_names() const = 0;
-  virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
   // Updates elements [begin, end) of one parameter; steps_ already counts this step.
   // Called concurrently for disjoint ranges.
   virtual void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) = 0;
@@ -61,14 +87,14 @@ class Optimizer {
 };
 
 // torch.optim.SGD: weight decay added to the gradient, optional (Nesterov) momentum.
-class SGD : public Optimizer {
+class SGD : public ElementwiseOptimizer {
  public:
   SGD(std::vector<ParamGroup> groups, double lr, double momentum = 0, bool nesterov = false);
+  std::string type() const override { return "sgd"; }
+  std::vector<std::pair<std::string, double>> hyperparameters() const override;
 
  private:
-  std::string type() const override { return "sgd"; }
   std::vector<std::string> buffer_names() const override;
-  std::vector<std::pair<std::string, double>> hyperparameters() const override;
   void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) override;
   double momentum_;
   bool nesterov_;
@@ -76,17 +102,17 @@ class SGD : public Optimizer {
 
 // torch.optim.Adam (decoupled = false: L2 decay added to the gradient) and
 // torch.optim.AdamW (decoupled = true: p -= lr * wd * p before the Adam update).
-class Adam : public Optimizer {
+class Adam : public ElementwiseOptimizer {
  public:
   Adam(std::vector<ParamGroup> groups, double lr, double beta1 = 0.9, double beta2 = 0.999,
        double eps = 1e-8);
+  std::string type() const override { return decoupled_ ? "adamw" : "adam"; }
+  std::vector<std::pair<std::string, double>> hyperparameters() const override;
 
  protected:
   Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
        bool decoupled);
-  std::string type() const override { return decoupled_ ? "adamw" : "adam"; }
   std::vector<std::string> buffer_names() const override { return {"m", "v"}; }
-  std::vector<std::pair<std::string, double>> hyperparameters() const override;
   void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) override;
   double beta1_, beta2_, eps_;
   bool decoupled_;

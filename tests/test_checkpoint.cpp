@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/files.h"
 #include "io/hdf5.h"
+#include "io/root_attributes.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "support.h"
@@ -385,4 +386,56 @@ TEST_CASE("micro_batches below the step is refused by name") {
   io::save_checkpoint(dir.file("bad.h5"), c);
   REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("bad.h5")),
                       Contains("micro_batches 4 is less than step 5") && Contains("bad.h5"));
+}
+
+// The root attributes' table (io/root_attributes.h) drives these: a row added to it is
+// written, read back, bounded and required by the same code, and checked here unchanged.
+TEST_CASE("every integer root attribute round-trips and a value below its bound is refused") {
+  using io::detail::kRootAttributes;
+  TempDir dir;
+  nn::GPT model(tiny(), 3);
+  for (const auto& a : kRootAttributes) {
+    const auto* field = std::get_if<int64_t io::Checkpoint::*>(&a.value);
+    if (!field) continue;
+    INFO(a.name);
+    io::Checkpoint c = full_checkpoint(model);
+    c.step = 5;
+    const int64_t bound = a.limits.at_least_of ? c.step : a.limits.at_least;
+    c.*(*field) = bound + 3;
+    io::save_checkpoint(dir.file("good.h5"), c);
+    REQUIRE(io::load_checkpoint(dir.file("good.h5")).*(*field) == bound + 3);
+    c.*(*field) = bound - 1;
+    io::save_checkpoint(dir.file("below.h5"), c);
+    REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("below.h5")),
+                        Contains("'" + dir.file("below.h5") + "'") &&
+                            Contains(fmt::format("root attribute {} {}", a.name, bound - 1)));
+  }
+}
+
+TEST_CASE("a file without a required root attribute is refused naming it") {
+  using io::detail::kRootAttributes;
+  using io::detail::Presence;
+  TempDir dir;
+  const io::Checkpoint defaults;
+  for (size_t missing = 0; missing < kRootAttributes.size(); ++missing) {
+    if (kRootAttributes[missing].presence != Presence::required) continue;
+    INFO(kRootAttributes[missing].name);
+    hand_made(dir.file("lacking.h5"), [&](hid_t f) {
+      for (size_t row = 0; row < kRootAttributes.size(); ++row) {
+        const auto& a = kRootAttributes[row];
+        if (row == missing || a.presence == Presence::optional) continue;
+        if (a.integer())
+          io::h5::write_attr_int(f, a.name, io::detail::integer_in(a, defaults));
+        else
+          io::h5::write_attr_string(f, a.name, io::detail::text_in(a, defaults));
+      }
+      io::h5::create_group(f, "model");
+      io::h5::Handle t = io::h5::create_group(f, "tokenizer");
+      io::h5::write_attr_string(t, "type", "byte");
+    });
+    REQUIRE_THROWS_WITH(
+        io::load_checkpoint(dir.file("lacking.h5")),
+        Contains(dir.file("lacking.h5")) &&
+            Contains(fmt::format("no root attribute '{}'", kRootAttributes[missing].name)));
+  }
 }

@@ -405,14 +405,15 @@ TEST_CASE("a stream that no correct reader sends is refused") {
     REQUIRE_THROWS_AS(b.begin_tensor(Section::model, "w", {uint64_t{1} << 40, uint64_t{1} << 40}),
                       StreamError);
   }
+  const size_t config = io::detail::root_row("config"), step = io::detail::root_row("step");
   SECTION("a second config") {
-    b.config("{}");
-    REQUIRE_THROWS_AS(b.config("{}"), StreamError);
+    b.root_text(config, "{}");
+    REQUIRE_THROWS_AS(b.root_text(config, "{}"), StreamError);
   }
   SECTION("anything after the end") {
     b.load_error("'x.h5': no");
     b.done();
-    REQUIRE_THROWS_AS(b.step(1), StreamError);
+    REQUIRE_THROWS_AS(b.root_integer(step, 1), StreamError);
   }
   SECTION("an end with no config, step or tokenizer") {
     REQUIRE_THROWS_AS(b.done(), StreamError);

@@ -61,10 +61,11 @@ TEST_CASE("non-finite hyperparameters are refused by name") {
     REQUIRE_THROWS_WITH(c.validate(), Contains(name));
   };
   refused([](auto& c) { c.min_lr = NAN; }, "min_lr");
-  refused([](auto& c) { c.weight_decay = INFINITY; }, "weight_decay");
+  refused([](auto& c) { c.optimizer.weight_decay = INFINITY; }, "weight_decay");
   refused([](auto& c) { c.grad_clip = INFINITY; }, "grad_clip");
   refused([](auto& c) { c.lr = INFINITY; }, "lr");
-  refused([](auto& c) { c.eps = INFINITY; }, "eps");
+  refused([](auto& c) { c.optimizer.eps = INFINITY; }, "eps");
+  refused([](auto& c) { c.optimizer.momentum = NAN; }, "momentum");
 }
 
 TEST_CASE("the parameter shapes known from a config are those a GPT registers") {

@@ -100,3 +100,78 @@ TEST_CASE("without an observer no records are kept", "[training_run][report]") {
   run.after_step(run.train_step());
   REQUIRE(run.reporter().records().empty());
 }
+
+namespace {
+
+// Runs cfg's steps (up to --stop-at) from resumed, then its final save; returns the
+// steps' training losses.
+std::vector<double> train_through(const train::RunConfig& cfg,
+                                  const io::Checkpoint* resumed = nullptr) {
+  train::TrainingRun run(cfg, resumed);
+  std::vector<double> losses;
+  while (run.wants_another_step()) {
+    const train::StepOutcome s = run.train_step();
+    losses.push_back(s.figures.loss);
+    run.after_step(s);
+    if (run.stop_at_reached()) break;
+  }
+  REQUIRE(run.finish() == 0);
+  return losses;
+}
+
+bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || a[i].second.to_vector() != b[i].second.to_vector())
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("every registered optimizer trains and a resume continues it exactly",
+          "[training_run][optimizer]") {
+  for (const std::string& name : optim::optimizer_names()) {
+    INFO(name);
+    ag_test::TempDir dir;
+    train::RunConfig cfg = tiny_run(dir);
+    cfg.optimizer.name = name;
+    cfg.optimizer.momentum = name == "sgd" ? 0.9 : 0.0;
+    cfg.lr = name == "sgd" ? 0.1 : 1e-2;
+    cfg.warmup_steps = 0;
+    cfg.steps = 8;
+    const std::vector<double> losses = train_through(cfg);
+    REQUIRE(losses.back() < losses.front() - 0.1);
+    const io::Checkpoint straight = io::load_checkpoint(cfg.out);
+    REQUIRE(straight.optimizer->type == name);
+    REQUIRE(straight.config.at("optimizer") == name);
+
+    train::RunConfig split = cfg;
+    split.out = dir.file("split.h5");
+    split.stop_at = 4;
+    train_through(split);
+    const io::Checkpoint half = io::load_checkpoint(split.out);
+    REQUIRE(half.step == 4);
+    train::RunConfig resumed = train::RunConfig::from_json(half.config);
+    resumed.threads = 1, resumed.out = split.out;
+    train_through(resumed, &half);
+    const io::Checkpoint rest = io::load_checkpoint(split.out);
+    REQUIRE(rest.step == 8);
+    REQUIRE(same_bits(rest.model, straight.model));
+    REQUIRE(same_bits(rest.optimizer->tensors, straight.optimizer->tensors));
+    REQUIRE(rest.optimizer->scalars == straight.optimizer->scalars);
+  }
+}
+
+TEST_CASE("the memory plan counts the state of the optimizer the run names", "[optimizer]") {
+  train::RunConfig cfg;
+  cfg.model.vocab_size = 32;
+  const int64_t params = 1000;
+  REQUIRE(train::plan_memory(cfg, params, 0, 1).optimizer == 8 * params);  // AdamW: m and v
+  cfg.optimizer.name = "sgd";
+  REQUIRE(train::plan_memory(cfg, params, 0, 1).optimizer == 0);  // no momentum: no state
+  cfg.optimizer.momentum = 0.9;
+  REQUIRE(train::plan_memory(cfg, params, 0, 1).optimizer == 4 * params);
+  REQUIRE_THAT(train::plan_memory(cfg, params, 0, 1).describe(),
+               Catch::Matchers::Contains("SGD state"));
+}

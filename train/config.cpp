@@ -27,12 +27,7 @@ void RunConfig::validate() const {
   if (!std::isfinite(min_lr)) fail(fmt::format("min_lr must be finite, got {}", min_lr));
   if (min_lr > lr) fail(fmt::format("min_lr ({}) must not exceed lr ({})", min_lr, lr));
   if (warmup_steps < 0) fail(fmt::format("warmup_steps must be >= 0, got {}", warmup_steps));
-  if (!(beta1 >= 0 && beta1 < 1)) fail(fmt::format("beta1 must be in [0, 1), got {}", beta1));
-  if (!(beta2 >= 0 && beta2 < 1)) fail(fmt::format("beta2 must be in [0, 1), got {}", beta2));
-  if (!(eps > 0 && std::isfinite(eps)))
-    fail(fmt::format("eps must be positive and finite, got {}", eps));
-  if (!(weight_decay >= 0 && std::isfinite(weight_decay)))
-    fail(fmt::format("weight_decay must be >= 0 and finite, got {}", weight_decay));
+  optimizer.validate();
   if (!(grad_clip >= 0 && std::isfinite(grad_clip)))
     fail(fmt::format("grad_clip must be >= 0 and finite (0 disables), got {}", grad_clip));
   if (eval_interval < 0) fail(fmt::format("eval_interval must be >= 0, got {}", eval_interval));
@@ -88,15 +83,11 @@ nlohmann::json RunConfig::to_json() const {
       {"steps", steps},
       {"batch_size", batch_size},
       {"grad_accum_steps", grad_accum_steps},
-      {"optimizer", "adamw"},
+      {"optimizer", optimizer.name},
       {"lr", lr},
       {"min_lr", effective_min_lr()},
       {"warmup_steps", warmup_steps},
       {"schedule", "warmup_cosine"},
-      {"beta1", beta1},
-      {"beta2", beta2},
-      {"eps", eps},
-      {"weight_decay", weight_decay},
       {"grad_clip", grad_clip},
       {"precision", precision},
       {"seed", seed},
@@ -106,6 +97,10 @@ nlohmann::json RunConfig::to_json() const {
       {"eval_windows", eval_windows},
       {"sample_tokens", sample_tokens},
   });
+  // the settings its optimiser reads (adamw: weight_decay, beta1, beta2, eps)
+  for (const std::string& key : optim::hyperparameters_of(optimizer.name))
+    for (const optim::Hyperparameter& h : optim::hyperparameter_table())
+      if (key == h.key) j[key] = optimizer.*h.field;
   return j;
 }
 
@@ -168,10 +163,9 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   get("lr", c.lr);
   get("min_lr", c.min_lr);
   get("warmup_steps", c.warmup_steps);
-  get("beta1", c.beta1);
-  get("beta2", c.beta2);
-  get("eps", c.eps);
-  get("weight_decay", c.weight_decay);
+  get("optimizer", c.optimizer.name);
+  for (const optim::Hyperparameter& h : optim::hyperparameter_table())
+    get(h.key, c.optimizer.*h.field);
   get("grad_clip", c.grad_clip);
   get("precision", c.precision);
   get("seed", c.seed);

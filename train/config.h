@@ -6,6 +6,7 @@
 #include <string>
 
 #include "nn/gpt.h"
+#include "optim/registry.h"
 
 namespace train {
 
@@ -35,8 +36,7 @@ struct RunConfig {
   double lr = 1e-3;
   double min_lr = -1;  // negative means lr / 10
   int64_t warmup_steps = 30;
-  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double weight_decay = 0.1;
+  optim::OptimizerConfig optimizer;  // adamw unless named (optim/registry.h)
   double grad_clip = 1.0;
   // run
   uint64_t seed = 1337;

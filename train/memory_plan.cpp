@@ -170,7 +170,9 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   p.parameters = saturated(4.0 * params);
   p.gradient_sets = 1 + partial_sums_held(cfg.grad_accum_steps) + (ranks > 1 ? 3 : 0);
   p.gradients = saturated(4.0 * params * static_cast<double>(p.gradient_sets));
-  p.optimizer = saturated(8.0 * params);  // AdamW's two moments
+  const double state_bytes = static_cast<double>(optim::state_bytes_per_parameter(cfg.optimizer));
+  p.optimizer_title = optim::optimizer_title(cfg.optimizer.name);
+  p.optimizer = saturated(state_bytes * params);  // AdamW: its two float32 moments
   p.activations = saturated(tokens * f.activation_bytes_per_token() + f.per_step_bytes());
   for (const auto& term : f.saved)
     p.activation_terms.emplace_back(term.name, saturated(tokens * term.bytes));
@@ -179,7 +181,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   p.activation_terms.emplace_back("backward peak, " + f.backward_peak.name,
                                   saturated(tokens * f.backward_peak.bytes));
   p.data = data_bytes;
-  p.checkpoint = saturated(2.0 * 12.0 * params);  // weights and moments, twice
+  p.checkpoint = saturated(2.0 * (4.0 + state_bytes) * params);  // weights and state, twice
   p.available = available_memory();
   return p;
 }
@@ -200,13 +202,13 @@ int64_t MemoryPlan::total() const {
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
-      "memory plan: parameters {} + gradients {}{} + AdamW state {} + activations ~{} + data {} + "
+      "memory plan: parameters {} + gradients {}{} + {} state {} + activations ~{} + data {} + "
       "checkpoint save {} = ~{}{}",
       format_bytes(parameters), format_bytes(gradients),
       gradient_sets > 1
           ? fmt::format(" ({} sets: accumulation's partial sums, exchange buffers)", gradient_sets)
           : "",
-      format_bytes(optimizer), format_bytes(activations), format_bytes(data),
+      optimizer_title, format_bytes(optimizer), format_bytes(activations), format_bytes(data),
       format_bytes(checkpoint), format_bytes(total()),
       available ? fmt::format(" of {} available", format_bytes(available)) : "");
 }

@@ -18,6 +18,7 @@ struct MemoryPlan {
   int64_t gradient_sets = 1;  // the gradients and the partial sums of accumulation
   int64_t checkpoint = 0;     // a save: the file built in memory, then copied out once
   int64_t available = 0;      // what the machine and our cgroup leave us, 0 when unknown
+  std::string optimizer_title = "AdamW";  // whose state `optimizer` is
   // activations by term, as the model's layers declare them (nn::Footprint), for a batch
   std::vector<std::pair<std::string, int64_t>> activation_terms;
   int64_t total() const;  // saturates rather than overflows

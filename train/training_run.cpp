@@ -137,9 +137,7 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   if (init_) io::load_model_weights(*init_, *model_);
   if (resumed_) io::load_model_weights(*resumed_, *model_);
   model_->train();
-  opt_ = std::make_unique<optim::AdamW>(
-      optim::decay_groups(model_->named_parameters(), cfg_.weight_decay), cfg_.lr, cfg_.beta1,
-      cfg_.beta2, cfg_.eps);
+  opt_ = optim::make_optimizer(cfg_.optimizer, model_->named_parameters(), cfg_.lr);
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) restore(*resumed_);

@@ -94,7 +94,7 @@ class TrainingRun {
   std::optional<io::Checkpoint> init_;  // --init-from
   RunData data_;
   std::unique_ptr<nn::GPT> model_;
-  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<optim::Optimizer> opt_;  // the one cfg_.optimizer names
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   std::unique_ptr<data::BatchSampler> sampler_;
   std::unique_ptr<GradAccumulator> accumulator_;  // with grad_accum_steps > 1

@@ -224,12 +224,18 @@ void forward_tile(const Spec& s, int64_t r, int64_t i0, const T* q, const T* k, 
   }
 }
 
+// Multiply-adds of the scores and the weighted values (of backward: about twice this),
+// for detail::team_pays
+double attention_macs(const Spec& s) {
+  return static_cast<double>(s.R) * s.T * s.S * (s.D + s.Dv) * (s.causal ? 0.5 : 1.0);
+}
+
 // o and lse for every (r, tile); tiles are independent, so they are the unit of work
 // (dynamic: causal tiles differ in cost)
 template <typename T>
 void sdpa_forward(const Spec& s, const T* q, const T* k, const T* v, T* o, T* lse) {
   const int64_t tiles = (s.T + kTile - 1) / kTile;
-#pragma omp parallel
+#pragma omp parallel if (detail::team_pays(attention_macs(s) / detail::kMacsPerElement))
   {
     ForwardScratch<T> w(s);
 #pragma omp for schedule(dynamic)
@@ -339,7 +345,7 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const T*
 template <typename T>
 void sdpa_backward(const Spec& s, const T* q, const T* k, const T* v, const T* o, const T* lse,
                    const T* dout, T* dq, T* dk, T* dv) {
-#pragma omp parallel
+#pragma omp parallel if (detail::team_pays(2 * attention_macs(s) / detail::kMacsPerElement))
   {
     BackwardScratch<T> w(s);
 #pragma omp for schedule(dynamic)

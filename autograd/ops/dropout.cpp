@@ -15,6 +15,8 @@ namespace ag {
 namespace {
 
 constexpr int64_t kMaskChunk = 4096;  // elements drawn from one stream
+// an element's draw costs about as much as streaming this many (detail::team_pays)
+constexpr double kDrawWork = 4;
 
 }  // namespace
 
@@ -34,7 +36,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
     scalar_t* o = out.data<scalar_t>();
     bool* k = keep.data<bool>();
     const scalar_t s = static_cast<scalar_t>(scale);
-    detail::parallel_for(a.numel(), kMaskChunk, [&](int64_t begin, int64_t end) {
+    detail::parallel_for_items(a.numel(), kMaskChunk, kDrawWork, [&](int64_t begin, int64_t end) {
       Generator stream = Generator::substream(draw, static_cast<uint64_t>(begin / kMaskChunk));
       for (int64_t i = begin; i < end; ++i) k[i] = (stream.next_u64() >> 11) >= cutoff;
       AG_SIMD

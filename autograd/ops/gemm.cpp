@@ -59,13 +59,14 @@ int64_t rows_grain(int64_t N) {
 template <typename T>
 void finish_rows(int64_t M, int64_t N, const GemmEpilogue<T>& e) {
   if (e.rows_done)
-    parallel_for(M, rows_grain(N), [&](int64_t r0, int64_t r1) { e.rows_done(r0, r1 - r0); });
+    parallel_for_items(M, rows_grain(N), N,
+                       [&](int64_t r0, int64_t r1) { e.rows_done(r0, r1 - r0); });
 }
 
 // C [rows, N] (leading dimension ldc) set to the bias, for a GEMM that then adds onto it
 template <typename T>
 void fill_with_bias(T* C, int64_t rows, int64_t N, int64_t ldc, const T* bias) {
-  parallel_for(rows, rows_grain(N), [&](int64_t r0, int64_t r1) {
+  parallel_for_items(rows, rows_grain(N), N, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) std::memcpy(C + r * ldc, bias, N * sizeof(T));
   });
 }
@@ -259,7 +260,7 @@ void run_matmul(const Matmul& mm, const void* A, const void* B, float* C, const 
 Tensor widened(const bfloat16* src, int64_t rows, int64_t cols, int64_t ld) {
   Tensor out = empty({rows, cols});
   float* dst = out.data<float>();
-  parallel_for(rows, rows_grain(cols), [&](int64_t r0, int64_t r1) {
+  parallel_for_items(rows, rows_grain(cols), cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) from_bfloat16(src + r * ld, dst + r * cols, cols);
   });
   return out;
@@ -311,11 +312,13 @@ Blocks output_blocks(int64_t M, int64_t N, int64_t K) {
 
 std::atomic<bool> g_fallback_only{false};  // force_gemm_fallback_for_tests
 
-// fn(b0, b1) over [0, count) blocks: on all threads (parallel_for), or, inside a parallel
-// region (run_pair's tasks), as one task per block that any idle thread of the team takes.
+// fn(b0, b1) over [0, count) blocks: on all threads (parallel_for_items: a block is
+// kBlockWork multiply-adds or more), or, inside a parallel region (run_pair's tasks), as
+// one task per block that any idle thread of the team takes.
 template <typename F>
 void for_each_block(int64_t count, F&& fn) {
-  if (!omp_in_parallel() || omp_get_num_threads() == 1) return parallel_for(count, 1, fn);
+  if (!omp_in_parallel() || omp_get_num_threads() == 1)
+    return parallel_for_items(count, 1, kBlockWork / kMacsPerElement, fn);
   const uint64_t n = static_cast<uint64_t>(count);  // (clang's taskloop counts unsigned)
 #pragma omp taskloop grainsize(1)
   for (uint64_t i = 0; i < n; ++i) fn(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);

@@ -16,7 +16,7 @@ enum class HeadCopy { gather, scatter };
 template <typename T>
 void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn, int64_t H,
                 int64_t D, int64_t row_stride) {
-  parallel_for(B * H, 1, [&](int64_t r0, int64_t r1) {
+  parallel_for_items(B * H, 1, static_cast<double>(Tn) * D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / H, h = r % H;
       for (int64_t t = 0; t < Tn; ++t) {

@@ -132,7 +132,7 @@ template <typename T, typename F>
 std::vector<Tensor> channel_sums_by_chunk(int64_t rows, int64_t C, int sums, const F& kernel) {
   const int64_t chunks = std::max<int64_t>((rows + kRowGrain - 1) / kRowGrain, 1);
   std::vector<double> part(chunks * sums * C, 0.0);
-  detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+  detail::parallel_for_items(rows, kRowGrain, static_cast<double>(C), [&](int64_t r0, int64_t r1) {
     kernel(r0, r1, part.data() + r0 / kRowGrain * sums * C);
   });
   std::vector<Tensor> totals;
@@ -197,12 +197,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor rstd = empty({rows}, x.dtype());
   Tensor wc = affine_or(weight, C, x.dtype(), 1.0), bc = affine_or(bias, C, x.dtype(), 0.0);
   AG_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&] {
-    detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-      const auto* xr = xc.data<scalar_t>() + r0 * C;
-      auto* yr = out.data<scalar_t>() + r0 * C;
-      auto *mr = mean.data<scalar_t>() + r0, *sr = rstd.data<scalar_t>() + r0;
-      layer_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), bc.data<scalar_t>(), eps, yr, mr, sr);
-    });
+    detail::parallel_for_items(
+        rows, kRowGrain, static_cast<double>(C), [&](int64_t r0, int64_t r1) {
+          const auto* xr = xc.data<scalar_t>() + r0 * C;
+          auto* yr = out.data<scalar_t>() + r0 * C;
+          auto *mr = mean.data<scalar_t>() + r0, *sr = rstd.data<scalar_t>() + r0;
+          layer_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), bc.data<scalar_t>(), eps, yr, mr,
+                          sr);
+        });
   });
   if (needs_recording({x, weight, bias}))
     attach_backward(
@@ -235,12 +237,13 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor rstd = empty({rows}, x.dtype());
   Tensor wc = affine_or(weight, C, x.dtype(), 1.0);
   AG_DISPATCH_FLOAT(x.dtype(), "rms_norm", [&] {
-    detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-      const auto* xr = xc.data<scalar_t>() + r0 * C;
-      auto* yr = out.data<scalar_t>() + r0 * C;
-      auto* sr = rstd.data<scalar_t>() + r0;
-      rms_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), eps, yr, sr);
-    });
+    detail::parallel_for_items(rows, kRowGrain, static_cast<double>(C),
+                               [&](int64_t r0, int64_t r1) {
+                                 const auto* xr = xc.data<scalar_t>() + r0 * C;
+                                 auto* yr = out.data<scalar_t>() + r0 * C;
+                                 auto* sr = rstd.data<scalar_t>() + r0;
+                                 rms_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), eps, yr, sr);
+                               });
   });
   if (needs_recording({x, weight}))
     attach_backward(out, "RMSNormBackward", {x, weight},

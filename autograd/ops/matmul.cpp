@@ -30,13 +30,14 @@ constexpr double kSmallGemmWork = 1 << 26;
 
 // Runs the two GEMMs of a backward: side by side as two OpenMP tasks on all threads when
 // they are small (two small GEMMs keep the cores busier than one after the other), else
-// one after the other on all threads. A oneDNN GEMM run in a task hands its blocks out as
-// tasks too (gemm.h), so a thread that finishes its GEMM first takes blocks of the
-// other's. Every block, and every OpenBLAS GEMM (which splits only M and N), sums each C
-// element in the same order whichever thread runs it: the bits do not depend on this.
+// one after the other on all threads; tiny ones (team_pays) one after the other here. A oneDNN GEMM
+// run in a task hands its blocks out as tasks too (gemm.h), so a thread that finishes its GEMM
+// first takes blocks of the other's. Every block, and every OpenBLAS GEMM (which splits only M and
+// N), sums each C element in the same order whichever thread runs it: the bits do not depend on
+// this.
 template <typename A, typename B>
 void run_pair(bool do_a, bool do_b, double work, A&& first, B&& second) {
-  if (do_a && do_b && work < kSmallGemmWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+  if (do_a && do_b && work < kSmallGemmWork && detail::team_pays(work / detail::kMacsPerElement)) {
 #pragma omp parallel
 #pragma omp single
     {

@@ -60,7 +60,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
     const int64_t chunks = std::max<int64_t>((R + kRows - 1) / kRows, 1);
     std::vector<double> part(chunks * N, 0.0);
     const float* p = a.data<float>();
-    detail::parallel_for(R, kRows, [&](int64_t r0, int64_t r1) {
+    detail::parallel_for_items(R, kRows, N, [&](int64_t r0, int64_t r1) {
       double* acc = part.data() + (r0 / kRows) * N;
       for (int64_t r = r0; r < r1; ++r) {
         AG_SIMD

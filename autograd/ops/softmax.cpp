@@ -172,7 +172,7 @@ int64_t counted_targets(const Tensor& logits, const Tensor& targets, int64_t ign
 template <typename T>
 T cross_entropy_forward(const T* x, const int64_t* t, int64_t rows, int64_t C, int64_t count,
                         int64_t ignore_index, T* lse) {
-  const double total = detail::parallel_sum(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+  const double total = detail::parallel_sum(rows, kRowGrain, C, [&](int64_t r0, int64_t r1) {
     double part = 0;
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * C;
@@ -195,7 +195,7 @@ T cross_entropy_forward(const T* x, const int64_t* t, int64_t rows, int64_t C, i
 template <typename T>
 void cross_entropy_backward(T* dx, const T* x, const int64_t* t, const T* lse, int64_t rows,
                             int64_t C, int64_t ignore_index, T scale) {
-  detail::parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+  detail::parallel_for_items(rows, kRowGrain, C, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       if (t[r] == ignore_index) continue;
       AG_SIMD

@@ -104,6 +104,23 @@ grad_accum)
   [ "$(hashes straight.h5 | wc -l)" -gt 10 ] || fail "no parameters compared"
   expect_usage_error "grad_accum_steps" "$bin" train --grad-accum-steps 0
   ;;
+optimizer_sgd)
+  # --optimizer sgd --momentum 0.9: planned, recorded in the config and the checkpoint, and
+  # its momentum resumes exactly; a setting of another optimiser or an unknown one is refused
+  sgd=("${tiny[@]}" --optimizer sgd --momentum 0.9 --lr 0.05 --sample-tokens 0)
+  "$bin" train "${sgd[@]}" --steps 20 --out straight.h5 > a.txt
+  grep -q "SGD state" a.txt || fail "the memory plan does not count SGD's state: $(grep plan a.txt)"
+  "$bin" inspect straight.h5 > i.txt
+  grep -q '"optimizer": "sgd"' i.txt || fail "the config does not record sgd"
+  grep -q '"momentum": 0.9' i.txt || fail "the config does not record the momentum"
+  "$bin" train "${sgd[@]}" --steps 20 --stop-at 10 --out split.h5 > b.txt
+  "$bin" resume --checkpoint split.h5 > c.txt
+  diff <(hashes straight.h5) <(hashes split.h5) >/dev/null ||
+    fail "10 + resume + 10 SGD steps differ from 20 straight"
+  [ "$(hashes straight.h5 | wc -l)" -gt 10 ] || fail "no parameters compared"
+  expect_usage_error "--momentum is a setting of sgd" "$bin" train --momentum 0.9
+  expect_usage_error "optimizer must be one of" "$bin" train --optimizer lion
+  ;;
 sample_eval_inspect)
   "$bin" train "${tiny[@]}" --steps 30 --out run.h5 --sample-tokens 0 > /dev/null
   text=$("$bin" sample --checkpoint run.h5 --prompt "the " --tokens 40 --seed 3)
