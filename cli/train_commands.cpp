@@ -3,10 +3,10 @@
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
-#include "cli/report.h"
 #include "data/prepared.h"
 #include "data/utf8.h"
 #include "io/checkpoint.h"
+#include "report/report.h"
 #include "train/train.h"
 
 namespace cli {
@@ -25,10 +25,10 @@ void refuse_text_options_for_folder(const train::RunConfig& cfg, const po::varia
           option, data::printable(cfg.data)));
 }
 
-// train --report: the page refreshed at each evaluation (cli/report.h).
+// train --report: the page refreshed at each evaluation (report/report.h).
 train::RunObserver report_observer(const train::RunConfig& cfg) {
   if (cfg.report.empty()) return nullptr;
-  return live_report(cfg.report, cfg.report_prompt);
+  return report::live_report(cfg.report, cfg.report_prompt);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(ATTOGRAD_LIBRARIES autograd nn data optim io train bench cli)
+set(ATTOGRAD_LIBRARIES autograd nn data optim io train report bench cli)
 # Headers include one another as "autograd/tensor.h": the installed tree answers both that
 # and <attograd/autograd/tensor.h>.
 target_include_directories(autograd PUBLIC
@@ -24,7 +24,7 @@ add_library(attograd::attograd ALIAS attograd_library)
 install(TARGETS attograd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${ATTOGRAD_LIBRARIES} attograd_library EXPORT attogradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(folder autograd nn data optim io train bench cli)
+foreach(folder autograd nn data optim io train report bench cli)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd
           FILES_MATCHING PATTERN "*.h" PATTERN "test_hooks.h" EXCLUDE)

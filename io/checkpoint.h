@@ -1,9 +1,7 @@
 #pragma once
 // HDF5 checkpoints as ../shared/spec/checkpoint.md defines them: the map of io/, the
 // library of what attograd reads and writes. Beside the checkpoints: files.h (reading and
-// writing any file safely, atomic_file.h), and the pages and pictures it writes for people:
-// html.h (escaping everything from elsewhere), line_chart.h (SVG charts), heat_map.h
-// (attention matrices as SVG).
+// writing any file safely, atomic_file.h). The report's pages and pictures are in report/.
 //
 //   io::Checkpoint c;
 //   c.config = run_config_json;  c.step = 1000;  c.model = model.named_parameters();

@@ -1,4 +1,4 @@
-#include "io/heat_map.h"
+#include "report/heat_map.h"
 
 #include <fmt/format.h>
 
@@ -8,9 +8,9 @@
 #include <stdexcept>
 
 #include "data/utf8.h"
-#include "io/html.h"
+#include "report/html.h"
 
-namespace io {
+namespace report {
 
 namespace {
 
@@ -262,4 +262,4 @@ std::string heat_map_legend() {
       hatch_pattern("legend-mask"), legend_body(4, 2, "legend-mask"));
 }
 
-}  // namespace io
+}  // namespace report

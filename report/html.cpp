@@ -1,4 +1,4 @@
-#include "io/html.h"
+#include "report/html.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "data/identity.h"
 #include "data/utf8.h"
 
-namespace io::html {
+namespace report::html {
 
 std::string escape(std::string_view text, bool keep_line_breaks) {
   const std::string printable = data::printable(text, keep_line_breaks);
@@ -79,4 +79,4 @@ std::string num(double value, int decimals) {
   return s;
 }
 
-}  // namespace io::html
+}  // namespace report::html

@@ -1,4 +1,4 @@
-#include "cli/metrics_log.h"
+#include "report/metrics_log.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include "data/utf8.h"
 #include "io/files.h"
 
-namespace cli {
+namespace report {
 
 namespace {
 
@@ -185,4 +185,4 @@ void name_runs(std::vector<MetricsRun>& runs) {
   }
 }
 
-}  // namespace cli
+}  // namespace report
