@@ -8,12 +8,14 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(ATTOGRAD_LIBRARIES autograd nn data optim io train report bench cli)
+set(ATTOGRAD_LIBRARIES base autograd nn data optim io train report bench cli)
 # Headers include one another as "autograd/tensor.h": the installed tree answers both that
 # and <attograd/autograd/tensor.h>.
-target_include_directories(autograd PUBLIC
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/attograd>)
+foreach(library autograd base)
+  target_include_directories(${library} PUBLIC
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/attograd>)
+endforeach()
 
 # The umbrella target; the program already owns the name `attograd`.
 add_library(attograd_library INTERFACE)
@@ -24,7 +26,7 @@ add_library(attograd::attograd ALIAS attograd_library)
 install(TARGETS attograd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${ATTOGRAD_LIBRARIES} attograd_library EXPORT attogradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(folder autograd nn data optim io train report bench cli)
+foreach(folder base autograd nn data optim io train report bench cli)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd
           FILES_MATCHING PATTERN "*.h" PATTERN "test_hooks.h" EXCLUDE)

@@ -1,6 +1,5 @@
 #pragma once
-// Text in, token ids out: the map of data/.
-//   utf8.h       strict UTF-8 decoding (errors name the byte offset)
+// Text in, token ids out: the map of data/. UTF-8 is decoded by base/utf8.h.
 //   tokenizer.h  the spec's char tokenizer and a byte tokenizer
 //   pretokenize.h  cutting text into pieces with a PCRE2 split pattern (GPT-4's), streamed
 //   bpe.h        the byte-level BPE tokenizer: training, encoding, a stream encoder
@@ -24,4 +23,3 @@
 #include "data/token_store.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_file.h"
-#include "data/utf8.h"

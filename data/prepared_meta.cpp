@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "base/utf8.h"
 #include "data/data_error.h"
 #include "data/identity.h"
 #include "data/prepared.h"
@@ -152,7 +153,7 @@ void check_tokens(const JsonObject& top, const PreparedMeta& m) {
 std::string prepared_meta_bytes(const PreparedMeta& m) {
   nlohmann::json sources = nlohmann::json::array();
   for (const SourceFile& s : m.sources)
-    sources.push_back({{"path", replace_invalid_utf8(s.path)},
+    sources.push_back({{"path", base::replace_invalid_utf8(s.path)},
                        {"bytes", s.bytes},
                        {"chars", s.chars},
                        {"sha256", s.sha256}});

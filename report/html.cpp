@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/utf8.h"
 #include "data/identity.h"
-#include "data/utf8.h"
 
 namespace report::html {
 
 std::string escape(std::string_view text, bool keep_line_breaks) {
-  const std::string printable = data::printable(text, keep_line_breaks);
+  const std::string printable = base::printable(text, keep_line_breaks);
   std::string out;
   out.reserve(printable.size() + printable.size() / 8);
   for (const char c : printable) {

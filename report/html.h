@@ -17,7 +17,7 @@
 namespace report::html {
 
 // Text as HTML text or as a double- or single-quoted attribute value: first made printable
-// as data::printable does it (control characters, bidirectional overrides and bytes that
+// as base::printable does it (control characters, bidirectional overrides and bytes that
 // are not UTF-8 become visible escapes such as \x1b, \u{202e}, \xff), then & < > " ' become
 // character references. With keep_line_breaks, newlines and tabs pass (for <pre>).
 std::string escape(std::string_view text, bool keep_line_breaks = false);

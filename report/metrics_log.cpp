@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "data/utf8.h"
+#include "base/utf8.h"
 #include "io/files.h"
 
 namespace report {
@@ -36,7 +36,7 @@ class LogParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw MetricsError(fmt::format("{}:{}: {}", data::printable(run_.path), number_, what));
+    throw MetricsError(fmt::format("{}:{}: {}", base::printable(run_.path), number_, what));
   }
   Json parse(std::string_view text, bool complete);
   double number(const Json& j, const char* key) const;
@@ -65,7 +65,7 @@ Json LogParser::parse(std::string_view text, bool complete) {
                       number_));
       return nullptr;
     }
-    fail(fmt::format("not valid JSON ({})", data::printable(e.what())));
+    fail(fmt::format("not valid JSON ({})", base::printable(e.what())));
   }
 }
 

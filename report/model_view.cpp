@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "data/utf8.h"
+#include "base/utf8.h"
 #include "nn/attention_maps.h"
 #include "report/heat_map.h"
 #include "report/html.h"
@@ -123,7 +123,7 @@ std::string token_label(const std::string& token) {
     else
       shown += c;
   }
-  return data::printable(shown);
+  return base::printable(shown);
 }
 
 ModelView model_view(const nn::GPT& model, const data::Tokenizer& tokenizer,

@@ -105,7 +105,7 @@ std::string json_text(const nlohmann::json& value);
 std::string thousands(int64_t n);
 
 // A token as a label: spaces, newlines and tabs as visible symbols (␣ ↵ ⇥), anything a
-// reader could be fooled by escaped (data::printable).
+// reader could be fooled by escaped (base::printable).
 std::string token_label(const std::string& token);
 
 // The time now, "2024-05-01 12:34 UTC", for a page's "made by" line.
