@@ -4,4 +4,6 @@
 // written once. It depends on nothing of attograd (autograd does not use it).
 //   utf8.h   the UTF-8 decoder: decoding, validating, messages naming the offset,
 //            printable() for text from elsewhere on a terminal
+//   json.h   the JSON reader: one depth limit, no key twice, strings bounded on request
+#include "base/json.h"
 #include "base/utf8.h"

@@ -30,7 +30,8 @@
 //   Fletcher32, is refused by name before anything is read through it.
 // - Bounded: every dataset must store what it declares (no 40 GB of fill values from a
 //   4 KB file), and all datasets together may declare at most 16 times the file's size plus
-//   16 MiB; the config attribute is at most 16 MiB of JSON nested at most 64 deep.
+//   16 MiB; the config attribute is at most 16 MiB of JSON nested at most 8 deep
+//   (base/json.h), no key twice.
 // - NaN or infinite values in /model or /optimizer are refused by name (LoadOptions lets
 //   `inspect` show them with a warning instead).
 #include <nlohmann/json.hpp>

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "base/json.h"
 #include "base/utf8.h"
 #include "io/files.h"
 
@@ -13,15 +14,13 @@ namespace report {
 
 namespace {
 
-constexpr int kMaxDepth = 16;  // train writes 3; deeper is not ours and could exhaust a stack
 constexpr int64_t kMaxFileBytes = int64_t{1} << 30;
 
 using Json = nlohmann::json;
 
 // A value from the file, safe and short enough for a message.
 std::string shown(const Json& v) {
-  std::string s = v.dump(-1, ' ', true, Json::error_handler_t::replace);
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  return base::json_quote(v, 60);
 }
 
 class LogParser {
@@ -53,11 +52,9 @@ class LogParser {
 
 Json LogParser::parse(std::string_view text, bool complete) {
   try {
-    return Json::parse(text, [this](int depth, Json::parse_event_t, Json&) {
-      if (depth > kMaxDepth) fail(fmt::format("nested more than {} deep", kMaxDepth));
-      return true;
-    });
-  } catch (const Json::exception& e) {
+    return base::parse_json(text);
+  } catch (const base::JsonError& e) {
+    if (e.kind != base::JsonError::Kind::syntax) fail(e.what());
     if (!complete) {
       run_.notes.push_back(
           fmt::format("line {} has no newline and is not valid JSON yet (a run "
@@ -65,7 +62,7 @@ Json LogParser::parse(std::string_view text, bool complete) {
                       number_));
       return nullptr;
     }
-    fail(fmt::format("not valid JSON ({})", base::printable(e.what())));
+    fail(e.what());
   }
 }
 

@@ -89,7 +89,7 @@ TEST_CASE("a line that is not what train writes is an error naming the file and 
   REQUIRE_THAT(error_of(R"({"event": "sample", "text": 3})"), Contains("'text' as a string"));
   REQUIRE_THAT(error_of(R"({"event": 5})"), Contains("'event' must be a string"));
   REQUIRE_THAT(error_of(std::string(100000, '[') + std::string(100000, ']')),
-               Contains(":2: nested more than 16 deep"));
+               Contains(":2: JSON nested deeper than 8 levels"));
   REQUIRE_THAT(error_of(R"({"step": 1, "loss": "\u001b[2J"})"), Contains("got \"\\u001b[2J\""));
   // what the JSON parser quotes from a bad line is made printable too
   const std::string raw = error_of("{\"step\": 1, \"loss\": \"\x1b[2J\"}");
