@@ -87,7 +87,7 @@ void write_svg(const report::PromptView& pv, const AttentionOptions& o) {
   const report::HeatMap map{fmt::format("l{}h{}", o.layer, o.head),
                             fmt::format("Layer {}, head {}", o.layer, o.head), "", labels,
                             pv.weights[o.layer * pv.heads + o.head]};
-  io::write_file_atomically(o.svg, report::render_heat_map(map, /*standalone=*/true) + "\n");
+  base::write_file_atomically(o.svg, report::render_heat_map(map, /*standalone=*/true) + "\n");
   if (!o.json) fmt::print("\nwrote {}\n", o.svg);
 }
 

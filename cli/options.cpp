@@ -33,7 +33,7 @@ std::vector<FileOption> read_config_file(const std::string& path,
                                          const po::options_description& desc) {
   std::string content;
   try {
-    content = io::read_input_file(path, "config file", kMaxConfigBytes);
+    content = base::read_input_file(path, "config file", kMaxConfigBytes);
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }

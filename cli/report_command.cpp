@@ -90,7 +90,7 @@ int report_command(const Args& args) {
     if (!o.checkpoint.empty()) in.model = checkpoint_view(o);
     in.generated_by = "made by attograd report, " + report::utc_now();
     const std::string page = report::render_report(in);
-    io::write_file_atomically(o.out, page);
+    base::write_file_atomically(o.out, page);
     fmt::print("wrote {} ({:.0f} KB)\n", o.out, page.size() / 1024.0);
     return 0;
   });

@@ -71,7 +71,7 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
         "with --data (its config names '{}')",
         ckpt.source, base::printable(cfg.data)));
   try {
-    if (!data::is_prepared_folder(cfg.data)) io::regular_file_size(cfg.data, "data file");
+    if (!data::is_prepared_folder(cfg.data)) base::regular_file_size(cfg.data, "data file");
   } catch (const std::exception& e) {
     throw UsageError(
         fmt::format("the run trained on '{}', which cannot be read now ({}); if it "

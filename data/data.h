@@ -9,7 +9,8 @@
 //                and prepare_text() for training; data identities
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
 // Internal to the library: text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
-// locks, SHA-256), strict_json.h (JSON as hostile input), prepare_passes.h (prepare's passes).
+// locks, SHA-256, over base/posix_file.h), strict_json.h (fields of JSON files read by
+// base/json.h), prepare_passes.h (prepare's passes).
 //   data_error.h the error of data files: every message names the file
 //   corpus.h     the built-in corpus, whose ideal loss is known exactly
 //   identity.h   a hash naming the data a run trained on

@@ -1,7 +1,8 @@
 #pragma once
 // HDF5 checkpoints as ../shared/spec/checkpoint.md defines them: the map of io/, the
-// library of what attograd reads and writes. Beside the checkpoints: files.h (reading and
-// writing any file safely, atomic_file.h). The report's pages and pictures are in report/.
+// library of what attograd reads and writes. Beside the checkpoints: files.h (the outputs of a
+// run, written safely over base/posix_file.h and base/atomic_file.h). The report's pages and
+// pictures are in report/.
 //
 //   io::Checkpoint c;
 //   c.config = run_config_json;  c.step = 1000;  c.model = model.named_parameters();

@@ -3,7 +3,7 @@
 
 #include <ctime>
 
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
 #include "report/report.h"
 #include "train/train.h"
 
@@ -57,7 +57,7 @@ train::RunObserver live_report(const std::string& path, const std::string& promp
     in.generated_by =
         fmt::format("made by attograd train --report at step {} of {}, {}{}", run.step(), cfg.steps,
                     utc_now(), final ? " (the run's end)" : "");
-    io::write_file_atomically(path, render_report(in));
+    base::write_file_atomically(path, render_report(in));
   };
 }
 

@@ -161,7 +161,7 @@ MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std:
 }
 
 MetricsRun read_metrics(const std::string& path) {
-  return parse_metrics(io::read_input_file(path, "metrics file", kMaxFileBytes), path);
+  return parse_metrics(base::read_input_file(path, "metrics file", kMaxFileBytes), path);
 }
 
 void name_runs(std::vector<MetricsRun>& runs) {

@@ -8,7 +8,7 @@
 //   in.runs.push_back(report::read_metrics("run.jsonl"));
 //   in.model = report::model_view(model, *tokenizer, {.source = "run.h5", .step = 2000,
 //                                                    .prompt = "Your journey starts"});
-//   io::write_file_atomically("report.html", report::render_report(in));
+//   base::write_file_atomically("report.html", report::render_report(in));
 //
 //   report.h        this map, and the page: render_report, model_view, live_report
 //   page.cpp        the page's head (security policy, style), summary and configuration

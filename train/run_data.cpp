@@ -19,7 +19,7 @@ int64_t data_bytes_of(const RunConfig& cfg) {
     return data_bytes_for_text(
         static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size()));
   if (data::is_prepared_folder(cfg.data)) return 0;  // counted once open: a few MB at most
-  return data_bytes_for_text(io::regular_file_size(cfg.data, "data file"));
+  return data_bytes_for_text(base::regular_file_size(cfg.data, "data file"));
 }
 
 namespace {
@@ -56,7 +56,7 @@ RunData open_folder(const RunConfig& cfg, const io::TokenizerSection* saved,
 
 std::string read_text(const RunConfig& cfg, RunData& d) {
   if (!cfg.data.empty()) {
-    std::string text = io::read_input_file(cfg.data, "data file");
+    std::string text = base::read_input_file(cfg.data, "data file");
     d.source = fmt::format("{} ({} bytes)", base::printable(cfg.data), text.size());
     return text;
   }
