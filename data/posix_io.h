@@ -124,8 +124,8 @@ class OutputFolder {
   std::vector<Entry> entries_, leftovers_;
 };
 
-// A temporary file ".NAME.partial-PID-XXXXXXXX" created exclusively (O_EXCL|O_NOFOLLOW) in
-// an OutputFolder; commit() renames it to NAME. Removed when destroyed uncommitted.
+// A temporary file ".NAME.partial-PID-XXXXXX" created exclusively (base::create_exclusive)
+// in an OutputFolder; commit() renames it to NAME. Removed when destroyed uncommitted.
 //
 // Writes are buffered: a full buffer goes to a background thread while the caller fills
 // the other, so encoding and writing overlap. Where the file system allows, the buffers
