@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    const std::string text = io::read_input_file(argv[1], "text file");
+    const std::string text = base::read_input_file(argv[1], "text file");
     const size_t split = char_boundary(text, static_cast<size_t>(train_mb * 1e6));
     const data::BpeTokenizer tok = train(text.substr(0, split), vocab, chunk_kb * 1024);
     const std::string held_out = split < text.size() ? text.substr(split) : text;

@@ -4,10 +4,10 @@
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
-#include "cli/report.h"
 #include "io/checkpoint.h"
-#include "io/heat_map.h"
 #include "io/tokenizer_section.h"
+#include "report/heat_map.h"
+#include "report/report.h"
 #include "train/train.h"
 
 namespace cli {
@@ -44,10 +44,10 @@ void check_choice(const po::variables_map& vm, const char* option, int64_t value
                                  what, count - 1));
 }
 
-void print_tokens(const PromptView& pv) {
+void print_tokens(const report::PromptView& pv) {
   std::string line = fmt::format("{} tokens:", pv.tokens.size());
   for (size_t t = 0; t < pv.tokens.size(); ++t)
-    line += fmt::format(" {}:{}", t, token_label(pv.tokens[t]));
+    line += fmt::format(" {}:{}", t, report::token_label(pv.tokens[t]));
   fmt::print("{}\n", line);
 }
 
@@ -55,7 +55,7 @@ bool chosen(const AttentionOptions& o, int64_t layer, int64_t head) {
   return (o.layer < 0 || layer == o.layer) && (o.head < 0 || head == o.head);
 }
 
-void print_maps(const PromptView& pv, const AttentionOptions& o) {
+void print_maps(const report::PromptView& pv, const AttentionOptions& o) {
   const int64_t T = static_cast<int64_t>(pv.tokens.size());
   for (int64_t l = 0; l < pv.layers; ++l)
     for (int64_t h = 0; h < pv.heads; ++h) {
@@ -65,10 +65,10 @@ void print_maps(const PromptView& pv, const AttentionOptions& o) {
     }
 }
 
-void print_json(const PromptView& pv, const AttentionOptions& o) {
+void print_json(const report::PromptView& pv, const AttentionOptions& o) {
   const size_t T = pv.tokens.size();
   nlohmann::json labels = nlohmann::json::array(), maps = nlohmann::json::array();
-  for (const auto& t : pv.tokens) labels.push_back(token_label(t));
+  for (const auto& t : pv.tokens) labels.push_back(report::token_label(t));
   for (int64_t l = 0; l < pv.layers; ++l)
     for (int64_t h = 0; h < pv.heads; ++h) {
       if (!chosen(o, l, h)) continue;
@@ -81,13 +81,13 @@ void print_json(const PromptView& pv, const AttentionOptions& o) {
   fmt::print("{}\n", nlohmann::json({{"ids", pv.ids}, {"tokens", labels}, {"maps", maps}}).dump());
 }
 
-void write_svg(const PromptView& pv, const AttentionOptions& o) {
+void write_svg(const report::PromptView& pv, const AttentionOptions& o) {
   std::vector<std::string> labels;
-  for (const auto& t : pv.tokens) labels.push_back(token_label(t));
-  const io::HeatMap map{fmt::format("l{}h{}", o.layer, o.head),
-                        fmt::format("Layer {}, head {}", o.layer, o.head), "", labels,
-                        pv.weights[o.layer * pv.heads + o.head]};
-  io::write_file_atomically(o.svg, io::render_heat_map(map, /*standalone=*/true) + "\n");
+  for (const auto& t : pv.tokens) labels.push_back(report::token_label(t));
+  const report::HeatMap map{fmt::format("l{}h{}", o.layer, o.head),
+                            fmt::format("Layer {}, head {}", o.layer, o.head), "", labels,
+                            pv.weights[o.layer * pv.heads + o.head]};
+  base::write_file_atomically(o.svg, report::render_heat_map(map, /*standalone=*/true) + "\n");
   if (!o.json) fmt::print("\nwrote {}\n", o.svg);
 }
 
@@ -112,9 +112,9 @@ int attention_command(const Args& args) {
     check_choice(vm, "layer", o.layer, model->config().n_layers, "layers");
     check_choice(vm, "head", o.head, model->config().n_heads, "heads");
     const auto tokenizer = io::make_tokenizer(ckpt.tokenizer);
-    ModelViewOptions mo;
+    report::ModelViewOptions mo;
     mo.prompt = o.prompt, mo.sample_tokens = 0;
-    const ModelView view = model_view(*model, *tokenizer, mo);
+    const report::ModelView view = report::model_view(*model, *tokenizer, mo);
     if (o.json) {
       print_json(*view.prompt_view, o);
     } else {

@@ -16,10 +16,7 @@
 //   sample_command.cpp   sample
 //   eval_command.cpp     eval
 //   inspect_command.cpp  inspect
-//   report.h             the training report page: report_page.cpp (head, tables),
-//                        report_charts.cpp, report_model.cpp (sample, token loss, attention),
-//                        report.js and report.css (built in), metrics_log.h (--metrics read back)
-//   report_command.cpp   report, and the page train --report refreshes
+//   report_command.cpp   report: the page report/ draws, from metrics files and a checkpoint
 //   attention_command.cpp  attention: a checkpoint's attention weights over a prompt
 //   gradcheck.cpp        gradcheck: the op table's checks, printed as a table
 //   demo.cpp             demo: the attention chapter's numbers

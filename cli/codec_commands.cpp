@@ -14,12 +14,12 @@
 #include <filesystem>
 #include <memory>
 
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "data/bpe.h"
 #include "data/prepared.h"
 #include "data/tokenizer_file.h"
-#include "data/utf8.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 
@@ -52,7 +52,7 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path) {
     if (!std::filesystem::exists(file, ec))
       throw UsageError(
           fmt::format("--tokenizer '{}' is a folder without a {}: not a prepared folder",
-                      data::printable(path), data::kTokenizerFile));
+                      base::printable(path), data::kTokenizerFile));
     return data::read_tokenizer_file(file);
   }
   require_file(path, "--tokenizer");
@@ -61,7 +61,7 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path) {
   const io::Checkpoint ckpt = io::load_checkpoint(path);
   if (ckpt.tokenizer.type == "none")
     throw std::runtime_error(
-        fmt::format("'{}' holds no tokenizer (a gradient dump)", data::printable(path)));
+        fmt::format("'{}' holds no tokenizer (a gradient dump)", base::printable(path)));
   return io::make_tokenizer(ckpt.tokenizer);
 }
 
@@ -153,7 +153,7 @@ class TextEncoder {
 
 std::string TextEncoder::unknown_character(const std::string& text) const {
   const auto* ct = dynamic_cast<const data::CharTokenizer*>(&tok_);
-  const std::vector<uint32_t> cps = data::utf8_decode(text);
+  const std::vector<uint32_t> cps = base::utf8_decode(text);
   size_t at = 0;
   for (const uint32_t cp : cps) {
     if (ct && !std::binary_search(ct->code_points().begin(), ct->code_points().end(), cp)) {
@@ -161,9 +161,9 @@ std::string TextEncoder::unknown_character(const std::string& text) const {
       return fmt::format(
           "character {} at byte offset {} (line {}) is not in the vocabulary of the char "
           "tokenizer ({} characters)",
-          data::describe_code_point(cp), offset_ + at, line, ct->vocab_size());
+          base::describe_code_point(cp), offset_ + at, line, ct->vocab_size());
     }
-    at += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    at += base::utf8_length(cp);
   }
   return "the tokenizer refused the text";  // not reached: only a char tokenizer refuses
 }
@@ -252,13 +252,13 @@ void IdDecoder::take_token() {
   if (!digits || token_.size() > kMaxIdBytes)
     throw InputError(
         fmt::format("'{}{}' {} is not a token id (ids are decimal numbers separated by whitespace)",
-                    data::printable(token_.substr(0, kMaxIdBytes)),
+                    base::printable(token_.substr(0, kMaxIdBytes)),
                     token_.size() > kMaxIdBytes ? "..." : "", where));
   if (ec != std::errc() || id >= static_cast<uint64_t>(tok_.vocab_size()))
     throw InputError(
         fmt::format("id {} {} is outside the vocabulary of the {} tokenizer (ids 0 "
                     "to {})",
-                    data::printable(token_), where, tok_.type(), tok_.vocab_size() - 1));
+                    base::printable(token_), where, tok_.type(), tok_.vocab_size() - 1));
   ids_.push_back(static_cast<int64_t>(id));
   token_.clear();
   ++position_;

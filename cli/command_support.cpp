@@ -23,7 +23,7 @@ std::string config_file(const po::variables_map& vm) {
 
 void require_file(const std::string& path, const char* what) {
   try {
-    io::regular_file_size(path, what);
+    base::regular_file_size(path, what);
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
@@ -49,7 +49,7 @@ void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs
     for (const auto& [option, path] : outputs) {
       if (path.empty()) continue;
       io::refuse_output_over_inputs(path, option, inputs);  // first: it names both files
-      io::check_can_write(path);
+      base::check_can_write(path);
     }
   } catch (const std::exception& e) {
     throw UsageError(e.what());

@@ -5,11 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "data/prepared.h"
 #include "data/text_ids.h"
-#include "data/utf8.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "train/train.h"
@@ -67,7 +67,7 @@ train::EvalResult eval_text(nn::GPT& model, const io::Checkpoint& ckpt, const Ev
   auto r = train::evaluate_text(model, text, data::token_byte_lengths(*tok), o.context, dump);
   if (r.tokens == 0)
     throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",
-                                         data::printable(o.data_path), r.ids,
+                                         base::printable(o.data_path), r.ids,
                                          o.context ? o.context : model.config().context_length));
   return r;
 }
@@ -84,7 +84,7 @@ void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepare
                                       {"bits_per_byte", r.bits_per_byte()},
                                       {"split", prepared ? o.split : "all"},
                                       {"checkpoint", o.path},
-                                      {"data", data::printable(o.data_path)}}
+                                      {"data", base::printable(o.data_path)}}
                            .dump());
 }
 
@@ -105,7 +105,7 @@ int eval_command(const Args& args) {
     require_data(o.data_path);
     if (o.split != "val" && o.split != "train")
       throw UsageError(
-          fmt::format("--split must be val or train, got '{}'", data::printable(o.split)));
+          fmt::format("--split must be val or train, got '{}'", base::printable(o.split)));
     if (vm.count("split") && !vm["split"].defaulted() && !data::is_prepared_folder(o.data_path))
       throw UsageError("--split is for a prepared folder; a text file is evaluated whole");
     require_outputs(

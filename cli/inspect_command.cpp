@@ -4,9 +4,9 @@
 
 #include <iostream>
 
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
-#include "data/utf8.h"
 #include "io/checkpoint.h"
 
 namespace cli {
@@ -35,30 +35,30 @@ std::string verify_summary(const io::VerifyReport& r) {
 
 void print_tokenizer(const io::TokenizerSection& t) {
   if (t.type != "bpe") {
-    fmt::print("tokenizer {} ({} entries)\n", data::printable(t.type), t.vocab.size());
+    fmt::print("tokenizer {} ({} entries)\n", base::printable(t.type), t.vocab.size());
     return;
   }
   fmt::print("tokenizer bpe ({} ids: 256 bytes + {} merges)\nsplit_pattern {}\n",
-             256 + t.merges.size(), t.merges.size(), data::printable(t.split_pattern));
+             256 + t.merges.size(), t.merges.size(), base::printable(t.split_pattern));
 }
 
 void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
-  fmt::print("checkpoint {}\nstep {}\nconfig {}\n", data::printable(ckpt.source), ckpt.step,
-             data::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
-  if (!ckpt.data_identity.empty()) fmt::print("data {}\n", data::printable(ckpt.data_identity));
+  fmt::print("checkpoint {}\nstep {}\nconfig {}\n", base::printable(ckpt.source), ckpt.step,
+             base::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
+  if (!ckpt.data_identity.empty()) fmt::print("data {}\n", base::printable(ckpt.data_identity));
   if (ckpt.micro_batches >= 0) fmt::print("micro_batches {}\n", ckpt.micro_batches);
   print_tokenizer(ckpt.tokenizer);
   fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
   int64_t total = 0;
   for (const auto& [name, t] : ckpt.model) {
-    fmt::print("{:<40} {:>16} {:>12}{}\n", data::printable(name), ag::shape_str(t.shape()),
+    fmt::print("{:<40} {:>16} {:>12}{}\n", base::printable(name), ag::shape_str(t.shape()),
                t.numel(), sums ? fmt::format("  {:016x}", fnv1a(t)) : "");
     total += t.numel();
   }
   fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);
   fmt::print("\noptimizer: {}\n",
-             ckpt.optimizer ? data::printable(ckpt.optimizer->type) : "none (weights only)");
-  for (const auto& [name, s] : ckpt.rng) fmt::print("rng {}: saved\n", data::printable(name));
+             ckpt.optimizer ? base::printable(ckpt.optimizer->type) : "none (weights only)");
+  for (const auto& [name, s] : ckpt.rng) fmt::print("rng {}: saved\n", base::printable(name));
 }
 
 // Parses `inspect FILE [--verify] [--checksums]`; nullopt after --help.

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "data/utf8.h"
+#include "base/utf8.h"
 #include "io/files.h"
 
 namespace cli {
@@ -33,7 +33,7 @@ std::vector<FileOption> read_config_file(const std::string& path,
                                          const po::options_description& desc) {
   std::string content;
   try {
-    content = io::read_input_file(path, "config file", kMaxConfigBytes);
+    content = base::read_input_file(path, "config file", kMaxConfigBytes);
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
@@ -47,12 +47,12 @@ std::vector<FileOption> read_config_file(const std::string& path,
     auto eq = text.find('=');
     if (eq == std::string::npos)
       throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line,
-                                   data::printable(text)));
+                                   base::printable(text)));
     std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
     std::replace(key.begin(), key.end(), '_', '-');
     if (key.empty())
       throw UsageError(fmt::format("{}:{}: no option name before '=' in '{}'", path, line,
-                                   data::printable(text)));
+                                   base::printable(text)));
     if (key == "config")
       throw UsageError(fmt::format("{}:{}: a config file cannot include another", path, line));
     bool known = false;
@@ -61,7 +61,7 @@ std::vector<FileOption> read_config_file(const std::string& path,
     } catch (const po::error&) {
     }
     if (!known)
-      throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, data::printable(key)));
+      throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, base::printable(key)));
     for (const FileOption& earlier : out)
       if (earlier.key == key)
         throw UsageError(
@@ -83,7 +83,7 @@ void refuse_negative_unsigned(const po::parsed_options& parsed,
     const std::string value = trim(o.value.front());
     if (is_unsigned && !value.empty() && value[0] == '-')
       throw UsageError(
-          fmt::format("--{} must be >= 0, got {}", o.string_key, data::printable(value)));
+          fmt::format("--{} must be >= 0, got {}", o.string_key, base::printable(value)));
   }
 }
 

@@ -6,10 +6,10 @@
 #include <system_error>
 
 #include "autograd/threading.h"
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "data/prepared.h"
-#include "data/utf8.h"
 #include "train/memory_plan.h"
 #include "train/stop_signals.h"
 
@@ -71,7 +71,7 @@ class ProgressBar {
 void print_summary(const data::PrepareResult& r, const std::string& out, double seconds) {
   const data::PreparedMeta& m = r.meta;
   fmt::print("prepared {}: {} source file{}, {} of text in {:.1f} s ({:.0f} MB/s)\n",
-             data::printable(out), m.sources.size(), m.sources.size() == 1 ? "" : "s",
+             base::printable(out), m.sources.size(), m.sources.size() == 1 ? "" : "s",
              train::format_bytes(static_cast<int64_t>(m.total_bytes)), seconds,
              seconds > 0 ? static_cast<double>(m.total_bytes) / 1e6 / seconds : 0);
   fmt::print("tokenizer {} ({} ids) | {} | train {} tokens ({:.3f} per byte) | val {} tokens\n",

@@ -1,14 +1,11 @@
-// `report`: metrics files and a checkpoint to one HTML page; and the page `train --report`
-// keeps up to date.
+// `report`: metrics files and a checkpoint to one HTML page (report/report.h draws it).
 #include <fmt/format.h>
-
-#include <ctime>
 
 #include "cli/cli.h"
 #include "cli/command_support.h"
-#include "cli/report.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "report/report.h"
 #include "train/train.h"
 
 namespace cli {
@@ -59,23 +56,15 @@ void check_report_options(const ReportOptions& o) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
 }
 
-std::string utc_now() {
-  char text[32] = "";
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  if (gmtime_r(&now, &utc)) std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &utc);
-  return text;
-}
-
-ModelView checkpoint_view(const ReportOptions& o) {
+report::ModelView checkpoint_view(const ReportOptions& o) {
   const io::Checkpoint ckpt = io::load_checkpoint(o.checkpoint);
   auto model = train::model_from_checkpoint(ckpt);
   model->eval();
   const auto tokenizer = io::make_tokenizer(ckpt.tokenizer);
-  ModelViewOptions mo;
+  report::ModelViewOptions mo;
   mo.source = o.checkpoint, mo.step = ckpt.step, mo.config = ckpt.config, mo.prompt = o.prompt;
   mo.sample_tokens = o.sample_tokens, mo.temperature = o.temperature, mo.seed = o.seed;
-  return model_view(*model, *tokenizer, mo);
+  return report::model_view(*model, *tokenizer, mo);
 }
 
 }  // namespace
@@ -95,60 +84,16 @@ int report_command(const Args& args) {
     if (!o.checkpoint.empty()) require_file(o.checkpoint, "checkpoint");
     require_outputs({{"--out", o.out}}, inputs);
     ag::set_num_threads(o.threads);
-    ReportInputs in;
-    for (const auto& m : o.metrics) in.runs.push_back(read_metrics(m));
-    name_runs(in.runs);
+    report::ReportInputs in;
+    for (const auto& m : o.metrics) in.runs.push_back(report::read_metrics(m));
+    report::name_runs(in.runs);
     if (!o.checkpoint.empty()) in.model = checkpoint_view(o);
-    in.generated_by = "made by attograd report, " + utc_now();
-    const std::string page = render_report(in);
-    io::write_file_atomically(o.out, page);
+    in.generated_by = "made by attograd report, " + report::utc_now();
+    const std::string page = report::render_report(in);
+    base::write_file_atomically(o.out, page);
     fmt::print("wrote {} ({:.0f} KB)\n", o.out, page.size() / 1024.0);
     return 0;
   });
-}
-
-namespace {
-
-// The prompt of a live report: the one given, else the start of the validation text.
-std::string live_prompt(const train::TrainingRun& run, const std::string& prompt) {
-  if (!prompt.empty()) return prompt;
-  const train::RunData& d = run.data();
-  const data::TokenStore& text = d.val.empty() ? d.train : d.val;
-  const int64_t n =
-      std::min<int64_t>({32, run.config().model.context_length, static_cast<int64_t>(text.size())});
-  return d.tokenizer->decode(text.slice(0, n));
-}
-
-}  // namespace
-
-train::RunObserver live_report(const std::string& path, const std::string& prompt) {
-  return [path, prompt](const train::TrainingRun& run, bool final) {
-    const train::RunConfig& cfg = run.config();
-    ReportInputs in;
-    in.runs.push_back(cfg.metrics.empty()
-                          ? parse_metrics_lines(run.reporter().records(), "this run")
-                          : read_metrics(cfg.metrics));
-    name_runs(in.runs);
-    ModelViewOptions mo;
-    mo.source = final ? cfg.out : "the model being trained";
-    mo.step = run.step(), mo.config = cfg.to_json(), mo.sample_tokens = 0;
-    mo.prompt = live_prompt(run, prompt);
-    try {
-      in.model = model_view(run.model(), *run.data().tokenizer, mo);
-    } catch (const std::invalid_argument& e) {  // a --report-prompt the tokenizer refuses
-      mo.prompt.clear();
-      in.model = model_view(run.model(), *run.data().tokenizer, mo);
-      in.model->prompt_problem = fmt::format("--report-prompt: {}", e.what());
-    }
-    in.model->sample = in.runs[0].sample;
-    in.model->sample_note =
-        fmt::format("The sample printed at the end of training (step {}).", in.runs[0].sample_step);
-    in.refresh_seconds = final ? 0 : 30;
-    in.generated_by =
-        fmt::format("made by attograd train --report at step {} of {}, {}{}", run.step(), cfg.steps,
-                    utc_now(), final ? " (the run's end)" : "");
-    io::write_file_atomically(path, render_report(in));
-  };
 }
 
 }  // namespace cli

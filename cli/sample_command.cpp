@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "cli/sample_output.h"
-#include "data/utf8.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "nn/decode.h"
@@ -79,7 +79,7 @@ void check_sample_options(const SampleOptions& o) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
   if (o.weights != "fp32" && o.weights != "bf16")
     throw UsageError(
-        fmt::format("--weights must be fp32 or bf16, got '{}'", data::printable(o.weights)));
+        fmt::format("--weights must be fp32 or bf16, got '{}'", base::printable(o.weights)));
 }
 
 nn::WeightFormat weight_format(const SampleOptions& o) {

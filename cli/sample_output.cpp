@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "data/utf8.h"
+#include "base/utf8.h"
 
 namespace cli {
 
@@ -14,7 +14,7 @@ SampleWriter::SampleWriter(int fd, int64_t samples, std::vector<std::string> sto
                            std::string_view prompt)
     : fd_(fd), stops_(std::move(stops)), escape_(escape), samples_(static_cast<size_t>(samples)) {
   const std::string shown =
-      escape ? data::printable(prompt, /*keep_line_breaks=*/true) : std::string(prompt);
+      escape ? base::printable(prompt, /*keep_line_breaks=*/true) : std::string(prompt);
   for (int64_t b = 0; b < samples; ++b) {
     Sample& s = samples_[static_cast<size_t>(b)];
     if (samples > 1) s.kept = fmt::format("--- sample {} of {} ---\n", b + 1, samples);
@@ -51,8 +51,8 @@ void SampleWriter::release(int64_t sample, std::string_view text, bool last) {
   std::string out;
   if (escape_) {
     s.partial += text;
-    const size_t complete = last ? s.partial.size() : data::utf8_complete_prefix(s.partial);
-    out = data::printable(std::string_view(s.partial).substr(0, complete), true);
+    const size_t complete = last ? s.partial.size() : base::utf8_complete_prefix(s.partial);
+    out = base::printable(std::string_view(s.partial).substr(0, complete), true);
     s.partial.erase(0, complete);
   } else {
     out = text;

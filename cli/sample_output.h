@@ -15,7 +15,7 @@
 // be the start of a stop text are held back until they are known not to be.
 //
 // Escaping (for a terminal): a vocabulary from a file may hold escape sequences, so text
-// goes through data::printable (line breaks kept); a character whose bytes are split over
+// goes through base::printable (line breaks kept); a character whose bytes are split over
 // tokens is held back until it is complete, so an escape is never cut in half and the
 // output equals printable() of the whole text. Without escaping the bytes are written as
 // the tokens give them.

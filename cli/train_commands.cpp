@@ -3,12 +3,12 @@
 
 #include <algorithm>
 
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
-#include "cli/report.h"
 #include "data/prepared.h"
-#include "data/utf8.h"
 #include "io/checkpoint.h"
+#include "report/report.h"
 #include "train/train.h"
 
 namespace cli {
@@ -24,7 +24,7 @@ void refuse_text_options_for_folder(const train::RunConfig& cfg, const po::varia
       throw UsageError(fmt::format(
           "--{} chooses how a text is tokenized and split, but '{}' is a prepared folder, "
           "which has its own (set them with 'attograd prepare')",
-          option, data::printable(cfg.data)));
+          option, base::printable(cfg.data)));
 }
 
 // An optimiser setting given for an optimiser that does not read it is refused rather
@@ -47,10 +47,10 @@ void refuse_settings_of_other_optimizers(const train::RunConfig& cfg, const po::
   }
 }
 
-// train --report: the page refreshed at each evaluation (cli/report.h).
+// train --report: the page refreshed at each evaluation (report/report.h).
 train::RunObserver report_observer(const train::RunConfig& cfg) {
   if (cfg.report.empty()) return nullptr;
-  return live_report(cfg.report, cfg.report_prompt);
+  return report::live_report(cfg.report, cfg.report_prompt);
 }
 
 }  // namespace
@@ -91,14 +91,14 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
     throw UsageError(fmt::format(
         "'{}' does not record which text it trained on (no data_identity); give the corpus "
         "with --data (its config names '{}')",
-        ckpt.source, data::printable(cfg.data)));
+        ckpt.source, base::printable(cfg.data)));
   try {
-    if (!data::is_prepared_folder(cfg.data)) io::regular_file_size(cfg.data, "data file");
+    if (!data::is_prepared_folder(cfg.data)) base::regular_file_size(cfg.data, "data file");
   } catch (const std::exception& e) {
     throw UsageError(
         fmt::format("the run trained on '{}', which cannot be read now ({}); if it "
                     "moved, give its new place with --data",
-                    data::printable(cfg.data), e.what()));
+                    base::printable(cfg.data), e.what()));
   }
   return cfg.data;
 }

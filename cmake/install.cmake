@@ -17,21 +17,25 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 include(${CMAKE_CURRENT_LIST_DIR}/library_names.cmake)
 
+attograd_library_names(base)
 attograd_library_names(autograd NAME core)
 attograd_library_names(nn)
 attograd_library_names(data)
 attograd_library_names(optim)
 attograd_library_names(io)
 attograd_library_names(train)
+attograd_library_names(report)
 attograd_library_names(bench)
 attograd_library_names(cli)
 get_property(ATTOGRAD_LIBRARIES GLOBAL PROPERTY ATTOGRAD_LIBRARIES)
 
 # Headers include one another as "autograd/tensor.h": the installed tree answers both that
 # and <attograd/autograd/tensor.h>.
-target_include_directories(autograd PUBLIC
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/attograd>)
+foreach(library autograd base)
+  target_include_directories(${library} PUBLIC
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/attograd>)
+endforeach()
 
 # The umbrella target; the program already owns the name `attograd`.
 add_library(attograd_library INTERFACE)

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "base/utf8.h"
+
 namespace data {
 
 namespace {
@@ -312,7 +314,7 @@ size_t BpeTokenizer::encode_text(std::string_view subject, size_t begin, bool mo
 }
 
 void BpeTokenizer::encode_append(std::string_view utf8, std::vector<uint32_t>& out) const {
-  check_utf8(utf8);
+  base::check_utf8(utf8);
   Scratch scratch(pattern_);
   encode_text(utf8, 0, false, scratch, out);
 }

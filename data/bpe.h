@@ -56,7 +56,7 @@ class BpeTokenizer : public Tokenizer {
   // The bytes of the tokens, exactly: ids that stop inside a character (a model's sample
   // may) give bytes that are not UTF-8 there; nothing is replaced, so decode(encode(s)) == s
   // always and joining the decodes of consecutive slices equals decoding the whole.
-  // replace_invalid_utf8() (pretokenize.h) makes such bytes printable. An id outside the
+  // base::replace_invalid_utf8() makes such bytes printable. An id outside the
   // vocabulary is an error (std::out_of_range) naming it and its position.
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return 256 + static_cast<int64_t>(merges_.size()); }

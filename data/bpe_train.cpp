@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "base/utf8.h"
 #include "data/bpe.h"
 
 namespace data {
@@ -239,7 +240,7 @@ void BpeTrainer::end_text() {
 void BpeTrainer::add_piece(std::string_view piece, int64_t count) {
   if (count <= 0)
     throw std::invalid_argument(fmt::format("bpe trainer: piece count must be > 0, got {}", count));
-  check_utf8(piece);
+  base::check_utf8(piece);
   if (!piece.empty()) counts_->add(piece, count);
 }
 

@@ -1,6 +1,5 @@
 #pragma once
-// Text in, token ids out: the map of data/.
-//   utf8.h       strict UTF-8 decoding (errors name the byte offset)
+// Text in, token ids out: the map of data/. UTF-8 is decoded by base/utf8.h.
 //   tokenizer.h  the spec's char tokenizer and a byte tokenizer
 //   pretokenize.h  cutting text into pieces with a PCRE2 split pattern (GPT-4's), streamed
 //   bpe.h        the byte-level BPE tokenizer: training, encoding, a stream encoder
@@ -10,7 +9,8 @@
 //                and prepare_text() for training; data identities
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
 // Internal to the library: text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
-// locks, SHA-256), strict_json.h (JSON as hostile input), prepare_passes.h (prepare's passes).
+// locks, SHA-256, over base/posix_file.h), strict_json.h (fields of JSON files read by
+// base/json.h), prepare_passes.h (prepare's passes).
 //   data_error.h the error of data files: every message names the file
 //   corpus.h     the built-in corpus, whose ideal loss is known exactly
 //   identity.h   a hash naming the data a run trained on
@@ -24,4 +24,3 @@
 #include "data/token_store.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_file.h"
-#include "data/utf8.h"

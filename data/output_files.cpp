@@ -8,7 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <random>
+#include <cstring>
 
 #include "data/data_error.h"
 #include "data/posix_io.h"
@@ -25,7 +25,7 @@ static_assert(TempFile::kBufferBytes % kDirectAlign == 0);
 constexpr uint64_t kWriteBehindBytes = uint64_t{64} << 20;
 
 [[noreturn]] void fail(const std::string& display, const std::string& what, int err) {
-  throw DataError(fmt::format("{}: {}: {}", display, what, errno_text(err)));
+  throw DataError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
 }
 
 // Opens (creating it when missing) the folder `path` without following a symbolic link.
@@ -38,7 +38,7 @@ int open_folder(const std::string& path) {
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     throw DataError(fmt::format("{}: is {}, not a folder; refusing to write there", path,
-                                file_kind(st.st_mode)));
+                                base::file_kind(st.st_mode)));
   fail(path, "cannot open the folder", err);
 }
 
@@ -146,24 +146,27 @@ struct TempFile::Buffer {
   std::future<void> writing;
 };
 
+namespace {
+
+std::string temp_prefix(std::string_view name) {
+  return fmt::format(".{}.partial-", name);
+}
+
+}  // namespace
+
 bool TempFile::is_temp_name(std::string_view entry, std::string_view name) {
-  const std::string prefix = fmt::format(".{}.partial-", name);
+  const std::string prefix = temp_prefix(name);
   return entry.size() > prefix.size() && entry.substr(0, prefix.size()) == prefix;
 }
 
 TempFile::TempFile(OutputFolder& folder, std::string name)
     : folder_(folder), name_(std::move(name)) {
-  std::random_device random;
-  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-  for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-    temp_ = fmt::format(".{}.partial-{}-{:08x}", name_, getpid(), random());
-    fd_ = openat(folder_.fd(), temp_.c_str(), flags | O_DIRECT, 0666);
-    direct_ = fd_ >= 0;
-    if (fd_ < 0 && errno == EINVAL)  // a file system without O_DIRECT
-      fd_ = openat(folder_.fd(), temp_.c_str(), flags, 0666);
-    if (fd_ < 0 && errno != EEXIST) fail(folder_.display(temp_), "cannot create", errno);
-  }
-  if (fd_ < 0) fail(folder_.display(temp_), "cannot create", EEXIST);
+  const std::string prefix = temp_prefix(name_);
+  fd_ = base::create_exclusive(folder_.fd(), prefix, O_WRONLY | O_DIRECT, 0666, &temp_);
+  direct_ = fd_ >= 0;
+  if (fd_ < 0 && errno == EINVAL)  // a file system without O_DIRECT
+    fd_ = base::create_exclusive(folder_.fd(), prefix, O_WRONLY, 0666, &temp_);
+  if (fd_ < 0) fail(folder_.display(name_), "cannot create its temporary file", errno);
   try {
     for (auto& b : buffers_) b = std::make_unique<Buffer>();
   } catch (...) {

@@ -19,7 +19,7 @@ namespace data::detail {
 namespace {
 
 [[noreturn]] void fail(const std::string& display, const std::string& what, int err) {
-  throw DataError(fmt::format("{}: {}: {}", display, what, errno_text(err)));
+  throw DataError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
 }
 
 FileStamp stamp_of(const struct stat& st) {
@@ -33,25 +33,10 @@ FileStamp stamp_of(const struct stat& st) {
         fmt::format("{}: is a symbolic link; the files of a prepared folder are "
                     "regular files, and a link there is not followed",
                     display));
-  throw DataError(fmt::format("{}: is {}, not a regular file", display, file_kind(mode)));
+  throw DataError(fmt::format("{}: is {}, not a regular file", display, base::file_kind(mode)));
 }
 
 }  // namespace
-
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
-std::string file_kind(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a regular file";
-}
 
 // ---- Sha256 ----------------------------------------------------------------------------
 
@@ -89,57 +74,41 @@ std::string Sha256::hex() {
 
 InputFile::InputFile(const std::string& path, const std::string& display, int dir_fd)
     : display_(display) {
-  const bool in_folder = dir_fd >= 0;
-  const int at = in_folder ? dir_fd : AT_FDCWD;
   struct stat st {};
-  if (fstatat(at, path.c_str(), &st, in_folder ? AT_SYMLINK_NOFOLLOW : 0) != 0)
-    fail(display_, "cannot read", errno);
-  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))  // a device is never opened
-    not_regular(display_, st.st_mode);
-  const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | (in_folder ? O_NOFOLLOW : 0);
-  fd_ = openat(at, path.c_str(), flags);
-  if (fd_ < 0) fail(display_, "cannot open", errno);
-  const int got = fstat(fd_, &st), err = errno;
-  if (got != 0 || !S_ISREG(st.st_mode)) {  // a FIFO, or swapped meanwhile
-    ::close(fd_);
-    if (got != 0) fail(display_, "cannot read", err);
-    not_regular(display_, st.st_mode);
+  try {
+    fd_ = base::open_regular(path, display_, &st, dir_fd);
+  } catch (const base::FileError& e) {
+    if (e.kind == base::FileError::Kind::not_regular) not_regular(display_, e.mode);
+    fail(display_, "cannot read", e.err);
   }
-  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   stamp_ = stamp_of(st);
-}
-
-InputFile::~InputFile() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 FileStamp InputFile::stamp_now() const {
   struct stat st {};
-  if (fstat(fd_, &st) != 0) fail(display_, "cannot read", errno);
+  if (fstat(fd_.get(), &st) != 0) fail(display_, "cannot read", errno);
   return stamp_of(st);
 }
 
 size_t InputFile::read(char* buffer, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::read(fd_, buffer + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail(display_, "read failed", errno);
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
-  }
-  return got;
+  const ssize_t got = base::read_full(fd_.get(), buffer, n);
+  if (got < 0) fail(display_, "read failed", errno);
+  return static_cast<size_t>(got);
 }
 
 std::string InputFile::read_all(uint64_t max_bytes) {
   if (size() > max_bytes)
     throw DataError(fmt::format("{}: {} bytes is more than the {} such a file may have", display_,
                                 size(), max_bytes));
-  std::string bytes(size(), '\0');
-  bytes.resize(read(bytes.data(), bytes.size()));
-  char extra;
-  if (bytes.size() != size() || read(&extra, 1) != 0)
-    throw DataError(fmt::format("{}: the file changed size while it was read", display_));
+  const std::string changed = fmt::format("{}: the file changed size while it was read", display_);
+  std::string bytes;
+  try {  // to the end, refusing a byte more than the file had when it was opened
+    bytes = base::read_to_end(fd_.get(), display_, size(), size());
+  } catch (const base::FileError& e) {
+    if (e.kind == base::FileError::Kind::os) fail(display_, "read failed", e.err);
+    throw DataError(changed);
+  }
+  if (bytes.size() != size()) throw DataError(changed);
   return bytes;
 }
 
@@ -153,7 +122,7 @@ InputFolder::InputFolder(const std::string& path) : path_(path) {
     struct stat st {};
     if (err == ENOTDIR && stat(path_.c_str(), &st) == 0)
       throw DataError(
-          fmt::format("{}: is {}, not a prepared folder", path_, file_kind(st.st_mode)));
+          fmt::format("{}: is {}, not a prepared folder", path_, base::file_kind(st.st_mode)));
     fail(path_, "cannot open the folder", err);
   }
   if (flock(fd_, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {

@@ -1,9 +1,8 @@
 #pragma once
-// File handling for data/ (internal to the library): inputs opened only when they are
-// regular files, prepared folders read under a shared lock and written under an exclusive
-// one, outputs created exclusively and renamed into place, and streamed SHA-256. Every
-// error is a DataError naming the file and the errno reason. io/ has its own versions for
-// checkpoints; data/ does not depend on io/.
+// File handling for data/ (internal to the library), on base/posix_file.h: inputs opened
+// only when they are regular files, prepared folders read under a shared lock and written
+// under an exclusive one, outputs created exclusively and renamed into place, and streamed
+// SHA-256. Every error is a DataError naming the file and the errno reason.
 #include <sys/types.h>
 
 #include <atomic>
@@ -14,14 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "base/posix_file.h"
+
 struct evp_md_ctx_st;
 
 namespace data::detail {
-
-// "No such file or directory" for an errno value.
-std::string errno_text(int err);
-// "a folder", "a FIFO", "a symbolic link", ... for a st_mode.
-std::string file_kind(mode_t mode);
 
 // SHA-256 of bytes given in pieces (OpenSSL's EVP, which uses the CPU's SHA instructions).
 class Sha256 {
@@ -46,18 +42,17 @@ struct FileStamp {
   bool operator==(const FileStamp&) const = default;
 };
 
-// A file opened read-only after checking that it is a regular file: a FIFO is opened
-// non-blocking and refused, never read, so it cannot block; a device is refused unopened.
+// A file opened read-only after checking that it is a regular file (base::open_regular: a
+// FIFO or a device is refused unopened).
 class InputFile {
  public:
   // `display` names the file in messages. With dir_fd, `path` is a name in that folder and
   // a symbolic link there is refused rather than followed.
   InputFile(const std::string& path, const std::string& display, int dir_fd = -1);
-  ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   uint64_t size() const { return stamp_.size; }      // when opened
   const FileStamp& stamp() const { return stamp_; }  // when opened
   FileStamp stamp_now() const;                       // fstat now
@@ -69,7 +64,7 @@ class InputFile {
   std::string read_all(uint64_t max_bytes);
 
  private:
-  int fd_ = -1;
+  base::UniqueFd fd_;
   FileStamp stamp_;
   std::string display_;
 };
@@ -129,8 +124,8 @@ class OutputFolder {
   std::vector<Entry> entries_, leftovers_;
 };
 
-// A temporary file ".NAME.partial-PID-XXXXXXXX" created exclusively (O_EXCL|O_NOFOLLOW) in
-// an OutputFolder; commit() renames it to NAME. Removed when destroyed uncommitted.
+// A temporary file ".NAME.partial-PID-XXXXXX" created exclusively (base::create_exclusive)
+// in an OutputFolder; commit() renames it to NAME. Removed when destroyed uncommitted.
 //
 // Writes are buffered: a full buffer goes to a background thread while the caller fills
 // the other, so encoding and writing overlap. Where the file system allows, the buffers

@@ -1,6 +1,7 @@
 // prepare(): text files to a prepared folder in at most three streamed passes (prepared.h).
 #include <fmt/format.h>
 
+#include "base/utf8.h"
 #include "data/identity.h"
 #include "data/prepare_passes.h"
 #include "data/strict_json.h"
@@ -28,7 +29,7 @@ Kind check_options(const PrepareOptions& o) {
   if (o.tokenizer != "char" && o.tokenizer != "byte" && o.tokenizer != "bpe")
     throw std::invalid_argument(
         fmt::format("prepare: the tokenizer must be char, byte or bpe, not '{}'",
-                    replace_invalid_utf8(o.tokenizer)));
+                    base::replace_invalid_utf8(o.tokenizer)));
   const Kind kind = o.tokenizer == "char"   ? Kind::kChar
                     : o.tokenizer == "byte" ? Kind::kByte
                                             : Kind::kBpe;

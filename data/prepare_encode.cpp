@@ -5,6 +5,7 @@
 #include <bit>
 #include <future>
 
+#include "base/utf8.h"
 #include "data/prepare_passes.h"
 
 namespace data::detail {
@@ -83,7 +84,7 @@ void EncodePass::encode(std::string_view chunk, uint64_t offset) {
   if (kind_ == Kind::kBpe) return encode_bpe(chunk, offset);
   for (size_t pos = 0; pos < chunk.size();) {  // slices that end between characters
     size_t end = std::min(chunk.size(), pos + kSliceBytes);
-    if (end < chunk.size()) end = pos + complete_prefix(chunk.substr(pos, end - pos));
+    if (end < chunk.size()) end = pos + base::utf8_complete_prefix(chunk.substr(pos, end - pos));
     encode_slice(chunk.substr(pos, end - pos), offset + pos);
     pos = end;
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "base/utf8.h"
 #include "data/prepare_passes.h"
 
 namespace data {
@@ -140,7 +141,7 @@ bool ChunkReader::next(std::string_view& chunk, uint64_t& offset) {
     return false;
   }
   const std::string_view bytes(buffer_.data(), held_);
-  cut_ = eof_ ? held_ : complete_prefix(bytes);
+  cut_ = eof_ ? held_ : base::utf8_complete_prefix(bytes);
   chunk = bytes.substr(0, cut_), offset = offset_;
   return true;
 }

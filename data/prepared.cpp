@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include "base/utf8.h"
 #include "data/bpe.h"
 #include "data/data_error.h"
 #include "data/dataset.h"
@@ -170,7 +171,7 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
   if (text.empty()) throw DataError(fmt::format("{}: the text is empty", name));
   PreparedData d;
   try {
-    check_utf8(text);
+    base::check_utf8(text);
     const Tokenizer& tok = *tokenizer;
     if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok))
       encode_bpe(text, *bpe, val_fraction, name, d);
@@ -195,7 +196,7 @@ PreparedData prepare_text(std::string_view text, const std::string& tokenizer, i
   if (!ok)
     throw std::invalid_argument(fmt::format(
         "tokenizer '{}' with vocab_size {}: expected char or byte with 0, or bpe with 256 to {}",
-        replace_invalid_utf8(tokenizer), vocab_size, kMaxBpeVocabSize));
+        base::replace_invalid_utf8(tokenizer), vocab_size, kMaxBpeVocabSize));
   if (!(val_fraction >= 0 && val_fraction < 1))
     throw std::invalid_argument(
         fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "base/utf8.h"
 #include "data/data_error.h"
 #include "data/identity.h"
 #include "data/prepared.h"
@@ -34,7 +35,7 @@ std::string sha256_of(const JsonObject& o, std::string_view key) {
   std::string s = o.string(key);
   if (!is_sha256_hex(s))
     o.fail(key,
-           fmt::format("must be 64 lowercase hex digits (a SHA-256), not {}", detail::quote(s)));
+           fmt::format("must be 64 lowercase hex digits (a SHA-256), not {}", base::json_quote(s)));
   return s;
 }
 
@@ -45,7 +46,7 @@ void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
   m.tokenizer_sha256 = sha256_of(o, "sha256");
   const std::string& t = m.tokenizer_type;
   if (t != "char" && t != "byte" && t != "bpe")
-    o.fail("type", fmt::format("is {}, not one of char, byte, bpe", detail::quote(t)));
+    o.fail("type", fmt::format("is {}, not one of char, byte, bpe", base::json_quote(t)));
   if (t == "byte" && m.vocab_size != 256)
     o.fail("vocab_size", fmt::format("is {}; a byte tokenizer has 256", m.vocab_size));
   if (t == "bpe" && (m.vocab_size < 256 || m.vocab_size > kMaxBpeVocabSize))
@@ -91,7 +92,7 @@ void read_split(const JsonObject& o, PreparedMeta& m) {
   m.split_unit = o.string("unit");
   const bool bytes = m.tokenizer_type == "byte";
   if (m.split_unit != (bytes ? "byte" : "char"))
-    o.fail("unit", fmt::format("is {}; a {} tokenizer splits by {}", detail::quote(m.split_unit),
+    o.fail("unit", fmt::format("is {}; a {} tokenizer splits by {}", base::json_quote(m.split_unit),
                                m.tokenizer_type, bytes ? "byte" : "char"));
   m.split_units = o.uint("units", kMaxCount);
   m.val_units = o.uint("val_units", kMaxCount);
@@ -152,7 +153,7 @@ void check_tokens(const JsonObject& top, const PreparedMeta& m) {
 std::string prepared_meta_bytes(const PreparedMeta& m) {
   nlohmann::json sources = nlohmann::json::array();
   for (const SourceFile& s : m.sources)
-    sources.push_back({{"path", replace_invalid_utf8(s.path)},
+    sources.push_back({{"path", base::replace_invalid_utf8(s.path)},
                        {"bytes", s.bytes},
                        {"chars", s.chars},
                        {"sha256", s.sha256}});
@@ -193,7 +194,7 @@ PreparedMeta parse_prepared_meta(std::string_view bytes, const std::string& name
   read_tokenizer(top.object("tokenizer"), m);
   const std::string dtype = top.string("dtype");
   if (!parse_dtype(dtype) || *parse_dtype(dtype) != dtype_for_vocab(m.vocab_size))
-    top.fail("dtype", fmt::format("is {}, but {} ids are stored as {}", detail::quote(dtype),
+    top.fail("dtype", fmt::format("is {}, but {} ids are stored as {}", base::json_quote(dtype),
                                   m.vocab_size, dtype_name(dtype_for_vocab(m.vocab_size))));
   m.dtype = dtype_for_vocab(m.vocab_size);
   m.val_fraction = top.number("val_fraction");

@@ -4,82 +4,13 @@
 #include <fmt/format.h>
 #include <pcre2.h>
 
-#include <cstring>
 #include <stdexcept>
+
+#include "base/utf8.h"
 
 namespace data {
 
 namespace {
-
-enum class Utf8 { kOk, kCutOff, kBad };
-
-// The character at text[i]: its length in `len`, or why it is not UTF-8. The rules and
-// the wording are utf8_decode's (utf8.cpp keeps its decoder private); this one is
-// separate because checking must run at memory speed without building code points.
-Utf8 char_at(std::string_view text, size_t i, uint64_t base, size_t& len, std::string& why) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const unsigned char c = s[i];
-  uint32_t cp, min;
-  if ((c & 0xE0) == 0xC0)
-    len = 2, cp = c & 0x1F, min = 0x80;
-  else if ((c & 0xF0) == 0xE0)
-    len = 3, cp = c & 0x0F, min = 0x800;
-  else if ((c & 0xF8) == 0xF0)
-    len = 4, cp = c & 0x07, min = 0x10000;
-  else {
-    why = fmt::format("byte 0x{:02X} at offset {} cannot start a character", c, base + i);
-    return Utf8::kBad;
-  }
-  if (i + len > text.size()) {
-    why = fmt::format("the character at offset {} is cut off by the end of the text", base + i);
-    return Utf8::kCutOff;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    if ((s[i + k] & 0xC0) != 0x80) {
-      why = fmt::format("byte 0x{:02X} at offset {} is not a continuation byte", s[i + k],
-                        base + i + k);
-      return Utf8::kBad;
-    }
-    cp = (cp << 6) | (s[i + k] & 0x3F);
-  }
-  if (cp < min)
-    why = fmt::format("overlong encoding at offset {}", base + i);
-  else if (cp >= 0xD800 && cp <= 0xDFFF)
-    why = fmt::format("surrogate U+{:04X} at offset {}", cp, base + i);
-  else if (cp > 0x10FFFF)
-    why = fmt::format("U+{:X} beyond U+10FFFF at offset {}", cp, base + i);
-  else
-    return Utf8::kOk;
-  return Utf8::kBad;
-}
-
-// The length of the valid prefix of text: all of it, or (with allow_cut_off) up to a
-// character the end cuts off. Anything else invalid throws.
-size_t check_utf8_prefix(std::string_view text, uint64_t base, bool allow_cut_off) {
-  const size_t n = text.size();
-  size_t i = 0;
-  std::string why;
-  while (i < n) {
-    // ASCII eight bytes at a time: most text is mostly ASCII
-    while (i + 8 <= n) {
-      uint64_t word;
-      std::memcpy(&word, text.data() + i, 8);
-      if (word & 0x8080808080808080ULL) break;
-      i += 8;
-    }
-    if (i >= n) break;
-    if (static_cast<unsigned char>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    const Utf8 r = char_at(text, i, base, len, why);
-    if (r == Utf8::kCutOff && allow_cut_off) return i;
-    if (r != Utf8::kOk) throw std::invalid_argument("invalid UTF-8: " + why);
-    i += len;
-  }
-  return n;
-}
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buffer[256];
@@ -104,30 +35,6 @@ size_t next_char(std::string_view text, size_t i) {
 constexpr size_t kMaxPatternBytes = 65536;
 
 }  // namespace
-
-void check_utf8(std::string_view text, uint64_t base_offset) {
-  check_utf8_prefix(text, base_offset, false);
-}
-
-std::string replace_invalid_utf8(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  std::string why;
-  for (size_t i = 0; i < bytes.size();) {
-    size_t len = 1;
-    if (static_cast<unsigned char>(bytes[i]) < 0x80 ||
-        char_at(bytes, i, 0, len, why) == Utf8::kOk) {
-      out.append(bytes.substr(i, len));
-      i += len;
-      continue;
-    }
-    // one U+FFFD for the bad byte and the continuation bytes that follow it
-    out += "\xEF\xBF\xBD";
-    do ++i;
-    while (i < bytes.size() && (static_cast<unsigned char>(bytes[i]) & 0xC0) == 0x80);
-  }
-  return out;
-}
 
 // ---- SplitPattern ----------------------------------------------------------------------
 
@@ -227,12 +134,13 @@ void TextStream::add(std::string_view chunk) {
   buffer_.append(chunk);
   bytes_added_ += chunk.size();
   const std::string_view rest = std::string_view(buffer_).substr(complete_);
-  complete_ += check_utf8_prefix(rest, offset_ + complete_, true);
+  complete_ += base::check_utf8_prefix(rest, offset_ + complete_);
 }
 
 void TextStream::finish() {
   const std::string_view rest = std::string_view(buffer_).substr(complete_);
-  complete_ += check_utf8_prefix(rest, offset_ + complete_, false);
+  base::check_utf8(rest, offset_ + complete_);
+  complete_ += rest.size();
 }
 
 void TextStream::reset() {

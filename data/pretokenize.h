@@ -29,15 +29,6 @@ namespace data {
 inline constexpr std::string_view kGpt4SplitPattern =
     R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
 
-// Throws std::invalid_argument "invalid UTF-8: ..." naming the first bad byte's offset
-// (counted from base_offset: the position of `text` in a longer text), with the same
-// wording as utf8_decode.
-void check_utf8(std::string_view text, uint64_t base_offset = 0);
-
-// The bytes with each maximal invalid UTF-8 sequence replaced by U+FFFD, for showing
-// bytes that may stop inside a character (a decoded sample) as text.
-std::string replace_invalid_utf8(std::string_view bytes);
-
 // A compiled split pattern (PCRE2 with UTF and Unicode properties for \w, \s, \d, JIT
 // compiled when the platform allows); immutable, so threads share one.
 class SplitPattern {
@@ -77,7 +68,7 @@ class PieceMatcher {
   static constexpr size_t kMaxPieceBytes = size_t{1} << 20;
   static constexpr size_t kNeedMore = static_cast<size_t>(-1);
   // The end of the piece that starts at `pos` (< text.size(), the start of a character)
-  // of `text`, which must be valid UTF-8 (check_utf8; it is not checked again here). The
+  // of `text`, which must be valid UTF-8 (base::check_utf8; it is not checked again here). The
   // text before pos is seen by lookbehinds. With `more_may_follow`, returns kNeedMore
   // when bytes appended to text could change this piece (it reaches the end, or a
   // lookahead looked past it). Throws std::runtime_error when PCRE2 gives up (a pattern

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "base/utf8.h"
 #include "data/bpe.h"
 #include "data/posix_io.h"
 #include "data/prepare_passes.h"
 #include "data/text_scan.h"
-#include "data/utf8.h"
 
 namespace data {
 
@@ -21,7 +21,7 @@ namespace {
 // file, empty).
 std::vector<detail::Source> open_text(const std::string& path) {
   if (detail::InputFile(path, path).size() == 0)
-    throw DataError(fmt::format("{}: the text is empty", printable(path)));
+    throw DataError(fmt::format("{}: the text is empty", base::printable(path)));
   return detail::open_sources({path}, /*recursive=*/false);
 }
 
@@ -113,9 +113,9 @@ bool TextIds::next(std::vector<int64_t>& out) {
   } catch (const detail::TextError& e) {
     const std::string& path = s.sources.front().path;
     throw DataError(
-        fmt::format("{}: {}{}", printable(path), e.what(), line_and_column(path, e.offset)));
+        fmt::format("{}: {}{}", base::printable(path), e.what(), line_and_column(path, e.offset)));
   } catch (const std::invalid_argument& e) {
-    throw DataError(fmt::format("{}: {}", printable(s.sources.front().path), e.what()));
+    throw DataError(fmt::format("{}: {}", base::printable(s.sources.front().path), e.what()));
   }
   s.bytes += chunk.size();
   return true;

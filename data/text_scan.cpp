@@ -6,8 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "data/pretokenize.h"
-#include "data/utf8.h"
+#include "base/utf8.h"
 
 namespace data::detail {
 
@@ -27,38 +26,10 @@ bool ascii32(const unsigned char* p) {
   return ((w[0] | w[1] | w[2] | w[3]) & kHighBits) == 0;
 }
 
-// The length (2-4) of the well-formed character of two or more bytes at p (p[0] >= 0x80),
-// its code point in cp; 0 when the bytes are not UTF-8 or run past `avail`.
-size_t decode_multi(const unsigned char* p, size_t avail, uint32_t& cp) {
-  const unsigned c = p[0];
-  size_t len;
-  uint32_t min;
-  if ((c & 0xE0) == 0xC0)
-    len = 2, cp = c & 0x1F, min = 0x80;
-  else if ((c & 0xF0) == 0xE0)
-    len = 3, cp = c & 0x0F, min = 0x800;
-  else if ((c & 0xF8) == 0xF0)
-    len = 4, cp = c & 0x07, min = 0x10000;
-  else
-    return 0;
-  if (len > avail) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((p[k] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (p[k] & 0x3F);
-  }
-  if (cp < min || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return 0;
-  return len;
-}
-
-// The message for the bad bytes at text[i] comes from check_utf8, so it reads exactly as
-// every other UTF-8 error of the project.
+// The message for the bad bytes at text[i] is base::utf8_problem's, so it reads exactly
+// as every other UTF-8 error of the project.
 [[noreturn]] void report_invalid(std::string_view text, size_t i, uint64_t base) {
-  try {
-    check_utf8(text.substr(i), base + i);
-  } catch (const std::invalid_argument& e) {
-    throw TextError(e.what(), base + i);
-  }
-  throw TextError(fmt::format("invalid UTF-8 at offset {}", base + i), base + i);
+  throw TextError("invalid UTF-8: " + base::utf8_problem(text, i, base), base + i);
 }
 
 }  // namespace
@@ -84,17 +55,6 @@ std::vector<uint32_t> CharCollector::distinct_code_points() const {
   return all.sorted();
 }
 
-size_t complete_prefix(std::string_view bytes) {
-  const size_t n = bytes.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(bytes[n - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-    return len > back ? n - back : n;
-  }
-  return n;  // no lead byte in the last four: invalid, and reported where it is
-}
-
 void CharCollector::add(std::string_view text, uint64_t base) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
@@ -110,7 +70,7 @@ void CharCollector::add(std::string_view text, uint64_t base) {
       continue;
     }
     uint32_t cp = 0;
-    const size_t len = decode_multi(p + i, n - i, cp);
+    const size_t len = base::utf8_char(p + i, n - i, cp);
     if (len == 0) report_invalid(text, i, base);
     code_points_.add(cp);
     i += len;
@@ -132,7 +92,7 @@ uint64_t count_utf8(std::string_view text, uint64_t base) {
       continue;
     }
     uint32_t cp = 0;
-    const size_t len = decode_multi(p + i, n - i, cp);
+    const size_t len = base::utf8_char(p + i, n - i, cp);
     if (len == 0) report_invalid(text, i, base);
     i += len;
   }
@@ -177,12 +137,12 @@ size_t CharIds::encode_as(std::string_view text, uint64_t base, T* out) const {
     }
     if (i >= n) break;
     uint32_t cp = p[i];
-    const size_t len = cp < 0x80 ? 1 : decode_multi(p + i, n - i, cp);
+    const size_t len = cp < 0x80 ? 1 : base::utf8_char(p + i, n - i, cp);
     if (len == 0) report_invalid(text, i, base);
     const int32_t id = ids[cp];
     if (id < 0)
       throw TextError(fmt::format("character {} at offset {} is not in the vocabulary",
-                                  describe_code_point(cp), base + i),
+                                  base::describe_code_point(cp), base + i),
                       base + i);
     out[j++] = static_cast<T>(id);
     i += len;

@@ -2,8 +2,8 @@
 // The fast loops of preparing a corpus (internal to the library): validating UTF-8 while
 // counting characters and collecting the distinct code points, and encoding characters to
 // ids. Text is mostly ASCII, so both take 32 (or 8) bytes at a time while no byte has its
-// top bit set, and decode one character at a time otherwise. Invalid UTF-8 is reported
-// with check_utf8's words (pretokenize.h): offsets count from `base`.
+// top bit set, and decode one character at a time otherwise (base::utf8_char). Invalid
+// UTF-8 is reported in base::utf8_problem's words: offsets count from `base`.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -49,11 +49,6 @@ class CharCollector {
   uint8_t ascii_seen_[128] = {};  // folded into code_points_ by distinct_code_points()
   CodePointSet code_points_;      // the non-ASCII ones
 };
-
-// The length of the longest prefix of `bytes` that does not end inside a character: a
-// character whose lead byte says it runs past the end is held back (at most 3 bytes), so
-// text read in chunks is cut between characters.
-size_t complete_prefix(std::string_view bytes);
 
 // Validates `text` as UTF-8 and returns its number of characters. Throws TextError
 // ("invalid UTF-8: ...") naming the first bad byte's offset + base.

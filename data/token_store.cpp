@@ -10,6 +10,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 #include "data/data_error.h"
@@ -109,7 +110,7 @@ struct FileReader : TokenStore::Backing {
         throw DataError(fmt::format("{}: {} at byte {}", name,
                                     r == 0 ? "the file is shorter than when it was opened "
                                              "(it was changed in place)"
-                                           : "read failed: " + detail::errno_text(errno),
+                                           : std::string("read failed: ") + std::strerror(errno),
                                     offset));
       p += r, bytes -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
     }
@@ -177,10 +178,10 @@ TokenStore TokenStore::open_fd(int fd, const std::string& name, TokenDtype dtype
                                int64_t vocab_size, uint64_t tokens, FileAccess access) {
   struct stat st {};
   if (fstat(fd, &st) != 0)
-    throw DataError(fmt::format("{}: cannot read: {}", name, detail::errno_text(errno)));
+    throw DataError(fmt::format("{}: cannot read: {}", name, std::strerror(errno)));
   if (!S_ISREG(st.st_mode))
     throw DataError(
-        fmt::format("{}: is {}, not a regular file", name, detail::file_kind(st.st_mode)));
+        fmt::format("{}: is {}, not a regular file", name, base::file_kind(st.st_mode)));
   const auto size = static_cast<uint64_t>(st.st_size);
   const size_t width = dtype_bytes(dtype);
   if (tokens > size / width || size != tokens * width)
@@ -195,12 +196,12 @@ TokenStore TokenStore::open_fd(int fd, const std::string& name, TokenDtype dtype
     access = size <= kResidentBudgetBytes ? FileAccess::kMap : FileAccess::kRead;
   if (access == FileAccess::kRead) {
     const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (own < 0) throw DataError(fmt::format("{}: {}", name, detail::errno_text(errno)));
+    if (own < 0) throw DataError(fmt::format("{}: {}", name, std::strerror(errno)));
     store.backing_ = std::make_shared<FileReader>(own, name);
   } else {
     void* address = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (address == MAP_FAILED)
-      throw DataError(fmt::format("{}: cannot map: {}", name, detail::errno_text(errno)));
+      throw DataError(fmt::format("{}: cannot map: {}", name, std::strerror(errno)));
     if (size > kResidentBudgetBytes) madvise(address, size, MADV_RANDOM);  // no read-ahead
     store.backing_ = std::make_shared<Mapping>(address, size);
   }

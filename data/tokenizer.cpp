@@ -6,7 +6,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "data/utf8.h"
+#include "base/utf8.h"
 
 namespace data {
 
@@ -27,7 +27,7 @@ CharTokenizer::CharTokenizer(std::vector<uint32_t> code_points) : vocab_(std::mo
 }
 
 CharTokenizer CharTokenizer::from_text(const std::string& utf8) {
-  std::vector<uint32_t> cps = utf8_decode(utf8);
+  std::vector<uint32_t> cps = base::utf8_decode(utf8);
   std::set<uint32_t> distinct(cps.begin(), cps.end());
   return CharTokenizer(std::vector<uint32_t>(distinct.begin(), distinct.end()));
 }
@@ -46,12 +46,12 @@ void CharTokenizer::set_replacement(std::optional<uint32_t> cp) {
   const int64_t id = id_of(*cp);
   if (id < 0)
     throw std::invalid_argument(fmt::format(
-        "char tokenizer: replacement {} is not in the vocabulary", describe_code_point(*cp)));
+        "char tokenizer: replacement {} is not in the vocabulary", base::describe_code_point(*cp)));
   replacement_ = id;
 }
 
 std::vector<int64_t> CharTokenizer::encode(const std::string& utf8) const {
-  std::vector<uint32_t> cps = utf8_decode(utf8);
+  std::vector<uint32_t> cps = base::utf8_decode(utf8);
   std::vector<int64_t> ids;
   ids.reserve(cps.size());
   int64_t line = 1, column = 1;
@@ -61,7 +61,7 @@ std::vector<int64_t> CharTokenizer::encode(const std::string& utf8) const {
       if (!replacement_)
         throw std::invalid_argument(fmt::format(
             "character {} at position {} (line {}, column {}) is not in the tokenizer's vocabulary",
-            describe_code_point(cps[i]), i, line, column));
+            base::describe_code_point(cps[i]), i, line, column));
       id = *replacement_;
     }
     ids.push_back(id);
@@ -80,7 +80,7 @@ std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
       throw std::out_of_range(
           fmt::format("char tokenizer: id {} at position {} is outside the vocabulary of {}",
                       ids[i], i, vocab_size()));
-    utf8_append(out, vocab_[ids[i]]);
+    base::utf8_append(out, vocab_[ids[i]]);
   }
   return out;
 }

@@ -51,7 +51,7 @@ struct Lists {
     merges.max_entries = static_cast<size_t>(kMaxBpeVocabSize - 256);
     merges.entry = "a pair of token ids [left, right]";
   }
-  detail::NumberList code_points, merges;
+  base::NumberList code_points, merges;
 };
 
 template <class Make>
@@ -119,7 +119,7 @@ std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const st
     top.expect_keys({"format", "format_version", "type"});
     return std::make_unique<ByteTokenizer>();
   }
-  top.fail("type", fmt::format("is {}, not one of char, byte, bpe", detail::quote(type)));
+  top.fail("type", fmt::format("is {}, not one of char, byte, bpe", base::json_quote(type)));
 }
 
 std::unique_ptr<Tokenizer> read_tokenizer_file(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "data/data.h"
@@ -65,7 +66,7 @@ inline void tokenizer(const std::string& text) {
   data::ByteTokenizer bytes;
   if (bytes.decode(bytes.encode(text)) != text) std::abort();
   try {
-    const size_t n_chars = data::utf8_decode(text).size();
+    const size_t n_chars = base::utf8_decode(text).size();
     auto tok = data::CharTokenizer::from_text(text);
     if (tok.decode(tok.encode(text)) != text) std::abort();
     // a vocabulary from a prefix: unknown characters are named, or replaced when asked

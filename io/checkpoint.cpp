@@ -9,7 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
+#include "base/posix_file.h"
 #include "io/checkpoint_builder.h"
 #include "io/checkpoint_reader.h"
 #include "io/hdf5.h"
@@ -97,42 +98,25 @@ std::string checkpoint_image(const Checkpoint& c) {
 }
 
 // ------------------------------------------------------------------ reading
-const char* kind_of_file(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "something other than a file";
-}
-
 // The checkpoint file, open: only a regular file is read (a FIFO would block the reader and
-// a device like /dev/zero never end).
+// a device like /dev/zero never end); neither is ever opened.
 struct OpenFile {
-  int fd = -1;
+  base::UniqueFd fd;
   uint64_t size = 0;
   explicit OpenFile(const std::string& path) {
-    // O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-      throw CheckpointError(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+    const std::string cannot = fmt::format("cannot read '{}'", path);
     struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      throw CheckpointError(fmt::format("cannot read '{}': {}", path, std::strerror(err)));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw CheckpointError(
-          fmt::format("cannot read '{}': it is {}, not a file", path, kind_of_file(st.st_mode)));
+    try {
+      fd = base::open_regular(path, "'" + path + "'", &st);
+    } catch (const base::FileError& e) {
+      if (e.kind == base::FileError::Kind::not_regular)
+        throw CheckpointError(
+            fmt::format("{}: it is {}, not a file", cannot, base::file_kind(e.mode)));
+      throw CheckpointError(fmt::format("{}: {}", cannot, std::strerror(e.err)));
     }
     size = static_cast<uint64_t>(st.st_size);
   }
-  ~OpenFile() { ::close(fd); }
-  OpenFile(const OpenFile&) = delete;
-  OpenFile& operator=(const OpenFile&) = delete;
-  detail::ReadInput input() const { return {fd, nullptr, size}; }
+  detail::ReadInput input() const { return {fd.get(), nullptr, size}; }
 };
 
 // Reads input into builder: in a forked child, or in this process under ATTOGRAD_NO_PROBE_READ
@@ -190,7 +174,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     throw CheckpointError(fmt::format("cannot build checkpoint '{}': {}", path, e.what()));
   }
   try {
-    write_file_atomically(path, bytes);
+    base::write_file_atomically(path, bytes);
   } catch (const std::exception& e) {
     throw CheckpointError(e.what());
   }

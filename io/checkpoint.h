@@ -1,9 +1,8 @@
 #pragma once
 // HDF5 checkpoints as ../shared/spec/checkpoint.md defines them: the map of io/, the
-// library of what attograd reads and writes. Beside the checkpoints: files.h (reading and
-// writing any file safely, atomic_file.h), and the pages and pictures it writes for people:
-// html.h (escaping everything from elsewhere), line_chart.h (SVG charts), heat_map.h
-// (attention matrices as SVG).
+// library of what attograd reads and writes. Beside the checkpoints: files.h (the outputs of a
+// run, written safely over base/posix_file.h and base/atomic_file.h). The report's pages and
+// pictures are in report/.
 //
 //   io::Checkpoint c;
 //   c.config = run_config_json;  c.step = 1000;  c.model = model.named_parameters();
@@ -33,7 +32,8 @@
 //   Fletcher32, is refused by name before anything is read through it.
 // - Bounded: every dataset must store what it declares (no 40 GB of fill values from a
 //   4 KB file), and all datasets together may declare at most 16 times the file's size plus
-//   16 MiB; the config attribute is at most 16 MiB of JSON nested at most 64 deep.
+//   16 MiB; the config attribute is at most 16 MiB of JSON nested at most 8 deep
+//   (base/json.h), no key twice.
 // - NaN or infinite values in /model or /optimizer are refused by name (LoadOptions lets
 //   `inspect` show them with a warning instead).
 #include <nlohmann/json.hpp>

@@ -6,38 +6,12 @@
 #include <cstring>
 #include <limits>
 
+#include "base/json.h"
 #include "data/bpe.h"
 
 namespace io::detail {
 
 namespace {
-
-// What is wrong with JSON text that a recursive parser should not be given, or "".
-std::string json_shape_problem(const std::string& text) {
-  int depth = 0;
-  size_t run = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (ch == '\\')
-        escaped = true;
-      else if (ch == '"')
-        in_string = false;
-      if (++run > kMaxJsonString)
-        return fmt::format("holds a string of more than {} bytes", kMaxJsonString);
-    } else if (ch == '"') {
-      in_string = true, run = 0;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > kMaxJsonDepth)
-        return fmt::format("nests JSON deeper than {} levels", kMaxJsonDepth);
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    }
-  }
-  return "";
-}
 
 std::string index_str(const ag::Shape& shape, uint64_t flat) {
   std::vector<int64_t> at(shape.size());
@@ -65,12 +39,15 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     throw CheckpointError(
         fmt::format("'{}': root attribute 'config' holds {} bytes, more than the {} allowed",
                     source, text.size(), kMaxConfigBytes));
-  if (const std::string why = json_shape_problem(text); !why.empty())
-    throw CheckpointError(fmt::format("'{}': root attribute 'config' {}", source, why));
-  nlohmann::json config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded())
-    throw CheckpointError(fmt::format("'{}': root attribute 'config' is not valid JSON: '{}'",
-                                      source, printable(text.substr(0, 80))));
+  nlohmann::json config;
+  try {
+    config = base::parse_json(text, {}, kMaxJsonString);
+  } catch (const base::JsonError& e) {
+    if (e.kind == base::JsonError::Kind::syntax)
+      throw CheckpointError(fmt::format("'{}': root attribute 'config' is not valid JSON: '{}'",
+                                        source, printable(text.substr(0, 80))));
+    throw CheckpointError(fmt::format("'{}': root attribute 'config': {}", source, e.what()));
+  }
   if (!config.is_object())
     throw CheckpointError(fmt::format("'{}': root attribute 'config' is not a JSON object: '{}'",
                                       source, printable(text.substr(0, 80))));

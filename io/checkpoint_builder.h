@@ -4,8 +4,8 @@
 // stream, so it takes nothing on trust: a tensor's values must match the shape it began
 // with, every string and tensor counts against a budget set by the file's size, and
 // nothing may come twice or after the end. It adds the checks that need the values: the
-// config's JSON (nesting and string lengths bounded before it is parsed) and NaN or
-// infinite weights.
+// config's JSON (nesting and string lengths bounded as it is parsed) and NaN or infinite
+// weights.
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -24,13 +24,12 @@ struct StreamError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Config JSON: at most this deep, and no string in it longer than this.
-constexpr int kMaxJsonDepth = 64;
+// No string in the config JSON longer than this (base::parse_json bounds its nesting).
 constexpr size_t kMaxJsonString = 1 << 20;
 
-// Parses the config attribute: nesting and string lengths are checked by a scan before the
-// (recursive) JSON parser sees the text, so a config nested 100,000 deep is an error, not a
-// stack overflow. CheckpointError naming source and the attribute.
+// Parses the config attribute with base::parse_json: nesting and string lengths are checked
+// as it is parsed, so a config nested 100,000 deep is an error, not a stack overflow.
+// CheckpointError naming source and the attribute.
 nlohmann::json parse_config_json(const std::string& text, const std::string& source);
 
 class CheckpointBuilder final : public ReadSink {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/utf8.h"
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
 #include "io/hdf5.h"
@@ -668,18 +669,9 @@ std::string printable(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80                ? 1
-                 : c >= 0xC2 && c < 0xE0 ? 2
-                 : c >= 0xE0 && c < 0xF0 ? 3
-                 : c >= 0xF0 && c < 0xF5 ? 4
-                                         : 0;
-    for (size_t k = 1; k < len; ++k)
-      if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) len = 0;
-    // C0 controls, DEL and C1 controls (U+0080..U+009F) act on terminals
-    const bool control = c < 0x20 || c == 0x7F ||
-                         (c == 0xC2 && len == 2 && static_cast<unsigned char>(text[i + 1]) < 0xA0);
-    if (len == 0 || control) {
+    uint32_t cp = 0;
+    const size_t len = base::utf8_char(text, i, cp);
+    if (len == 0 || base::acts_on_terminal(cp)) {
       for (size_t k = 0; k < std::max<size_t>(len, 1); ++k)
         out += fmt::format("\\x{:02X}", static_cast<unsigned char>(text[i + k]));
       i += std::max<size_t>(len, 1);

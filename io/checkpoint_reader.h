@@ -84,8 +84,9 @@ struct ReadRequest {
 void read_checkpoint_image(std::string_view bytes, const std::string& source, ReadRequest request,
                            ReadSink& sink);
 
-// Text from a file, safe to put in a message: control characters (an escape sequence could
-// rewrite the terminal) and bytes that are not UTF-8 become \xNN.
+// Text from a file, safe to put in a message: the bytes of characters that act on a terminal
+// (base::acts_on_terminal: controls, whose escape sequences could rewrite it, and
+// bidirectional overrides) and bytes that are not UTF-8 (base::utf8_char) become \xNN.
 std::string printable(const std::string& text);
 
 }  // namespace io::detail

@@ -14,15 +14,15 @@
 #include <stdexcept>
 #include <vector>
 
-#include "io/posix_file.h"
+#include "base/posix_file.h"
 
 namespace io {
 
 namespace {
 
 namespace fs = std::filesystem;
-using posix::os_error;
-using posix::UniqueFd;
+using base::os_error;
+using base::UniqueFd;
 
 constexpr char kLockTag[] = ".lock";
 constexpr int kLockAttempts = 100;
@@ -41,19 +41,19 @@ bool still_names(const std::string& path, int fd) {
 }
 
 std::string lock_path_for(const std::string& output) {
-  const std::string base = posix::base_name(output);
+  const std::string base = base::base_name(output);
   if (base.empty())
     throw std::runtime_error(fmt::format("cannot lock '{}': it names a folder", output));
   const size_t room = NAME_MAX - 1 - (sizeof(kLockTag) - 1);
-  const std::string name = fmt::format(".{}{}", posix::fit_name(base, room), kLockTag);
-  return (fs::path(posix::folder_of(output)) / name).string();
+  const std::string name = fmt::format(".{}{}", base::fit_name(base, room), kLockTag);
+  return (fs::path(base::folder_of(output)) / name).string();
 }
 
 std::string lock_refusal(const std::string& output, const std::string& lock, mode_t mode) {
   return fmt::format(
       "cannot lock '{}': its lock file '{}' is {}, not a regular file; remove it if no attograd "
       "run is writing '{}'",
-      output, lock, posix::file_kind(mode), output);
+      output, lock, base::file_kind(mode), output);
 }
 
 // Opens (creating) the lock file without following a link; refuses anything but a regular file.
@@ -103,20 +103,10 @@ std::string output_refusal(const std::string& named, mode_t mode) {
         "{} is a symbolic link; attograd does not write through links (name the file it points "
         "to instead)",
         named);
-  return fmt::format("{} is not a regular file ({})", named, posix::file_kind(mode));
+  return fmt::format("{} is not a regular file ({})", named, base::file_kind(mode));
 }
 
 }  // namespace
-
-std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes) {
-  return posix::read_regular(path, fmt::format("{} '{}'", what, path), max_bytes);
-}
-
-int64_t regular_file_size(const std::string& path, const std::string& what) {
-  int64_t size = 0;
-  posix::open_regular(path, fmt::format("{} '{}'", what, path), &size);
-  return size;
-}
 
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa, sb;
@@ -171,9 +161,9 @@ int open_append_output(const std::string& path, const std::string& what) {
 }
 
 std::string make_rescue_path(const std::string& out) {
-  std::string name = posix::base_name(out);
+  std::string name = base::base_name(out);
   if (name.empty() || name == "." || name == "..") name = "checkpoint.h5";
-  name = posix::fit_name(name, NAME_MAX);
+  name = base::fit_name(name, NAME_MAX);
   std::vector<std::string> folders;
   const char* env = std::getenv("TMPDIR");
   if (env && *env) folders.emplace_back(env);

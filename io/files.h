@@ -1,47 +1,31 @@
 #pragma once
 // The files a run reads and writes, made safe against a hostile or careless neighbour:
-// inputs are read only when they are regular files, an output never names an input or
-// another output, one run at a time writes an output, temporary files are created
-// exclusively (io/atomic_file.h) and the rescue copy goes into a private folder.
+// inputs are read only when they are regular files (base/posix_file.h), an output never
+// names an input or another output, one run at a time writes an output, temporary files are
+// created exclusively (base/atomic_file.h) and the rescue copy goes into a private folder.
 //
 //   // before any work (each throw is a usage error: exit 2)
 //   io::refuse_shared_outputs({{"--out", cfg.out}, {"--metrics", cfg.metrics}});
 //   io::refuse_output_over_inputs(cfg.out, "--out", {{"--data", cfg.data}, {"--config", config}});
-//   io::check_can_write(cfg.out);
+//   base::check_can_write(cfg.out);
 //   io::OutputLock lock(cfg.out, "--out");  // held until the run ends
-//   int64_t bytes = io::regular_file_size(cfg.data, "data file");  // for the memory plan
-//   std::string text = io::read_input_file(cfg.data, "data file");
+//   int64_t bytes = base::regular_file_size(cfg.data, "data file");  // for the memory plan
+//   std::string text = base::read_input_file(cfg.data, "data file");
 //   int metrics = io::open_append_output(cfg.metrics, "metrics file");
 //   ...
-//   io::write_file_atomically(cfg.out, image);  // if that fails:
-//   io::write_file_atomically(io::make_rescue_path(cfg.out), image);
+//   base::write_file_atomically(cfg.out, image);  // if that fails:
+//   base::write_file_atomically(io::make_rescue_path(cfg.out), image);
 #include <sys/types.h>
 
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
+#include "base/posix_file.h"
 
 namespace io {
-
-// ---- inputs
-
-// The contents of an input file; what says what it is ("data file", "config file") for the
-// messages. Anything that is not a regular file is refused before it is opened ("data file
-// '/dev/zero' is not a regular file (a character device)"; "(a folder)", "(a FIFO)"), so a
-// FIFO or a device never blocks or floods the reader; so is a file over max_bytes. Memory:
-// one buffer of the file's size. std::runtime_error naming the file and the reason.
-std::string read_input_file(const std::string& path, const std::string& what,
-                            int64_t max_bytes = std::numeric_limits<int64_t>::max());
-
-// The size in bytes of the file read_input_file(path, what) would read, with the same checks
-// and messages: the memory plan counts a file before it is read.
-int64_t regular_file_size(const std::string& path, const std::string& what);
-
-// ---- outputs
 
 // Whether a and b name one file: the same inode when both exist (a hard link, or a symbolic
 // link to it, included), else the same path once resolved as far as it exists.

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "base/utf8.h"
 #include "data/bpe.h"
 #include "data/corpus.h"
 
@@ -321,8 +322,8 @@ TEST_CASE("bpe decode keeps bytes that stop inside a character", "[bpe]") {
   const std::string head = tok.decode({ids[0]});
   REQUIRE(head == "\xC3");  // not UTF-8 on its own, nothing replaced
   REQUIRE(head + tok.decode({ids[1], ids[2]}) == "é!");
-  REQUIRE(data::replace_invalid_utf8(head + "!") == "\uFFFD!");
-  REQUIRE(data::replace_invalid_utf8("a\xE2\x82\xFF"
+  REQUIRE(base::replace_invalid_utf8(head + "!") == "\uFFFD!");
+  REQUIRE(base::replace_invalid_utf8("a\xE2\x82\xFF"
                                      "b\xED\xA0\x80") == "a\uFFFD\uFFFDb\uFFFD");
   REQUIRE_THROWS_WITH(tok.decode({97, 256}), Contains("id 256 at position 1"));
   REQUIRE_THROWS_WITH(tok.decode({-3}), Contains("id -3"));

@@ -72,7 +72,7 @@ std::string refusal(const std::string& path) {
   } catch (const io::CheckpointError& e) {
     message = e.what();
   }
-  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(io::read_input_file(path, "file"), path),
+  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(base::read_input_file(path, "file"), path),
                       message);
   return message;
 }

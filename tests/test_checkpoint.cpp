@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/files.h"
 #include "io/hdf5.h"
@@ -165,7 +165,7 @@ TEST_CASE("a failed write names the path and keeps the previous checkpoint") {
   io::Checkpoint c = full_checkpoint(model);
   const std::string path = dir.file("run.h5");
   io::save_checkpoint(path, c);
-  const std::string before = io::read_input_file(path, "file");
+  const std::string before = base::read_input_file(path, "file");
 
   SECTION("a folder that does not exist") {
     REQUIRE_THROWS_WITH(io::save_checkpoint(dir.file("no/such/dir/run.h5"), c),
@@ -188,7 +188,7 @@ TEST_CASE("a failed write names the path and keeps the previous checkpoint") {
     setrlimit(RLIMIT_FSIZE, &old);
     std::signal(SIGXFSZ, old_handler);
     REQUIRE_THAT(error, Contains("run.h5") && Contains("File too large"));
-    REQUIRE(io::read_input_file(path, "file") == before);
+    REQUIRE(base::read_input_file(path, "file") == before);
     REQUIRE(io::load_checkpoint(path).step == 1);
     int files = 0;
     for (auto& e : fs::directory_iterator(dir.path)) (void)e, ++files;
@@ -212,7 +212,7 @@ TEST_CASE("files that are not HDF5 or are cut short are rejected by name") {
 
   nn::GPT model(tiny(), 3);
   io::save_checkpoint(dir.file("good.h5"), full_checkpoint(model));
-  const std::string good = io::read_input_file(dir.file("good.h5"), "file");
+  const std::string good = base::read_input_file(dir.file("good.h5"), "file");
   for (size_t keep : {size_t{8}, size_t{600}, good.size() / 2, good.size() - 1}) {
     INFO("kept " << keep << " of " << good.size() << " bytes");
     write_bytes(dir.file("cut.h5"), good.substr(0, keep));
@@ -229,7 +229,7 @@ TEST_CASE("a flipped bit in a weight is caught by its checksum and named") {
   c.model = {{"probe.weight", ag::from_vector(pattern, {8, 8})}, {"other.bias", ag::zeros({3})}};
   c.tokenizer.type = "byte";
   io::save_checkpoint(dir.file("ok.h5"), c);
-  std::string bytes = io::read_input_file(dir.file("ok.h5"), "file");
+  std::string bytes = base::read_input_file(dir.file("ok.h5"), "file");
   const std::string needle(reinterpret_cast<const char*>(pattern.data()), 4 * pattern.size());
   const size_t at = bytes.find(needle);
   REQUIRE(at != std::string::npos);

@@ -1,4 +1,4 @@
-// data/: UTF-8 decoding, the spec's char tokenizer and the byte tokenizer, the train/val
+// data/: the spec's char tokenizer and the byte tokenizer, the train/val
 // split, random-window batches, the spec's evaluation windows, and the built-in corpus
 // whose floor a bigram model cannot approach.
 #include <catch2/catch.hpp>
@@ -46,17 +46,6 @@ TEST_CASE("a char vocabulary must be valid ascending code points") {
   REQUIRE_THROWS_WITH(data::CharTokenizer({'a', 'a'}), Contains("ascending"));
   REQUIRE_THROWS_WITH(data::CharTokenizer({0xD800}), Contains("not a valid code point"));
   REQUIRE_THROWS_WITH(data::CharTokenizer({0x110000}), Contains("not a valid code point"));
-}
-
-TEST_CASE("invalid UTF-8 is an error naming the byte offset") {
-  REQUIRE_THROWS_WITH(data::utf8_decode("ab\xff"), Contains("offset 2"));
-  REQUIRE_THROWS_WITH(data::utf8_decode("a\xc3"), Contains("cut off") && Contains("offset 1"));
-  REQUIRE_THROWS_WITH(data::utf8_decode("\xc0\xaf"), Contains("overlong"));
-  REQUIRE_THROWS_WITH(data::utf8_decode("\xed\xa0\x80"), Contains("surrogate"));
-  REQUIRE_THROWS_WITH(data::utf8_decode("\xf4\x90\x80\x80"), Contains("beyond U+10FFFF"));
-  REQUIRE_THROWS_WITH(data::utf8_decode("\xc3\x28"),
-                      Contains("continuation") && Contains("offset 1"));
-  REQUIRE(data::utf8_decode("\xf0\x9f\x99\x82") == std::vector<uint32_t>{0x1F642});
 }
 
 TEST_CASE("the byte tokenizer is total: any bytes round-trip") {

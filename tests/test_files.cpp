@@ -1,8 +1,8 @@
-// io/files.h and io/atomic_file.h, tried as a hostile neighbour would: links, FIFOs, folders
-// and stray files planted in an output's folder never redirect or block a save; names stay
-// within NAME_MAX; permission bits are those of a created file or of the file replaced; an
-// output never names an input or another output; one run writes an output at a time; and
-// an input that is not a regular file is refused without blocking.
+// base/posix_file.h, base/atomic_file.h and io/files.h, tried as a hostile neighbour would: links,
+// FIFOs, folders and stray files planted in an output's folder never redirect or block a save;
+// names stay within NAME_MAX; permission bits are those of a created file or of the file replaced;
+// an output never names an input or another output; one run writes an output at a time; and an
+// input that is not a regular file is refused without blocking.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
@@ -46,7 +46,7 @@ void put(const std::string& path, const std::string& text) {
 }
 
 std::string contents(const std::string& path) {
-  return io::read_input_file(path, "file");
+  return base::read_input_file(path, "file");
 }
 
 mode_t permission_bits(const std::string& path) {
@@ -133,9 +133,9 @@ TEST_CASE("files for an output name of 250 to 255 characters stay within NAME_MA
   const size_t length = GENERATE(size_t{250}, size_t{255});
   const std::string name = std::string(length - 3, 'n') + ".h5";
   const std::string out = dir.file(name);
-  REQUIRE_NOTHROW(io::check_can_write(out));
-  io::write_file_atomically(out, "first");
-  io::write_file_atomically(out, "second");
+  REQUIRE_NOTHROW(base::check_can_write(out));
+  base::write_file_atomically(out, "first");
+  base::write_file_atomically(out, "second");
   REQUIRE(contents(out) == "second");
   {
     io::OutputLock lock(out);
@@ -144,7 +144,7 @@ TEST_CASE("files for an output name of 250 to 255 characters stay within NAME_MA
   }
   const std::string rescue = io::make_rescue_path(out);
   REQUIRE(fs::path(rescue).filename().string().size() <= NAME_MAX);
-  io::write_file_atomically(rescue, "state");
+  base::write_file_atomically(rescue, "state");
   REQUIRE(contents(rescue) == "state");
   fs::remove_all(fs::path(rescue).parent_path());
   REQUIRE(dir.names() == std::vector<std::string>{name});
@@ -184,9 +184,9 @@ TEST_CASE("planted symlinks named like temporary files never redirect a save", "
     fs::create_symlink(target, dir.file(planted[i]));
   }
 
-  io::check_can_write(out);
-  io::write_file_atomically(out, "new");
-  io::write_file_atomically(out, "newer");
+  base::check_can_write(out);
+  base::write_file_atomically(out, "new");
+  base::write_file_atomically(out, "newer");
 
   REQUIRE(contents(out) == "newer");
   REQUIRE_FALSE(fs::is_symlink(out));
@@ -216,7 +216,7 @@ TEST_CASE("stray partial files folders and FIFOs never block a save and only dea
   REQUIRE(::mkfifo(dead_fifo.c_str(), 0600) == 0);
   for (const auto& f : {live_file, stale_old, other_output, not_a_pid}) put(f, "leftover");
 
-  io::write_file_atomically(out, "data");
+  base::write_file_atomically(out, "data");
 
   REQUIRE(contents(out) == "data");
   REQUIRE(fs::is_directory(own_folder));
@@ -230,7 +230,7 @@ TEST_CASE("stray partial files folders and FIFOs never block a save and only dea
   SECTION("the old name format of a killed writer is removed too") {
     fs::remove(dead_fifo);
     put(dead_fifo, "leftover");
-    io::write_file_atomically(out, "again");
+    base::write_file_atomically(out, "again");
     REQUIRE_FALSE(fs::exists(dead_fifo));
   }
 }
@@ -243,10 +243,10 @@ TEST_CASE("a partial file still locked by its writer is kept even when its PID l
   put(partial, "being written in another PID namespace");
   const int fd = ::open(partial.c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(::flock(fd, LOCK_EX) == 0);
-  io::write_file_atomically(out, "one");
+  base::write_file_atomically(out, "one");
   REQUIRE(fs::exists(partial));
   ::close(fd);
-  io::write_file_atomically(out, "two");
+  base::write_file_atomically(out, "two");
   REQUIRE_FALSE(fs::exists(partial));
 }
 
@@ -257,7 +257,7 @@ TEST_CASE("a new output gets 0666 less the umask and a replaced one keeps its pe
     for (mode_t mask : {mode_t{022}, mode_t{027}, mode_t{077}, mode_t{002}}) {
       UmaskScope scope(mask);
       const std::string path = dir.file(fmt::format("new-{:o}.h5", mask));
-      io::write_file_atomically(path, "x");
+      base::write_file_atomically(path, "x");
       INFO("umask " << std::oct << mask);
       REQUIRE(permission_bits(path) == (0666 & ~mask));
     }
@@ -268,7 +268,7 @@ TEST_CASE("a new output gets 0666 less the umask and a replaced one keeps its pe
       const std::string path = dir.file(fmt::format("old-{:o}.h5", kept));
       put(path, "old");
       REQUIRE(::chmod(path.c_str(), kept) == 0);
-      io::write_file_atomically(path, "new");
+      base::write_file_atomically(path, "new");
       INFO("mode " << std::oct << kept);
       REQUIRE(permission_bits(path) == kept);
       REQUIRE(contents(path) == "new");
@@ -296,8 +296,9 @@ TEST_CASE("an output that is a folder FIFO device or symlink is refused by name"
   for (const auto& [path, reason] : cases) {
     INFO(path);
     const std::string named = fmt::format("cannot write '{}'", path);
-    REQUIRE_THROWS_WITH(io::check_can_write(path), Contains(named) && Contains(reason));
-    REQUIRE_THROWS_WITH(io::write_file_atomically(path, "x"), Contains(named) && Contains(reason));
+    REQUIRE_THROWS_WITH(base::check_can_write(path), Contains(named) && Contains(reason));
+    REQUIRE_THROWS_WITH(base::write_file_atomically(path, "x"),
+                        Contains(named) && Contains(reason));
   }
   REQUIRE(contents(victim) == "precious");
   REQUIRE(fs::is_symlink(dir.file("link.h5")));
@@ -313,11 +314,11 @@ TEST_CASE("the write check leaves nothing behind and names a missing folder", "[
   const std::string victim = dir.file("victim");
   put(victim, "precious");
   fs::create_symlink(victim, dir.file(fmt::format(".run.h5.partial-{}", ::getpid())));
-  io::check_can_write(dir.file("run.h5"));
+  base::check_can_write(dir.file("run.h5"));
   REQUIRE(contents(victim) == "precious");
   REQUIRE(dir.names().size() == 2);
   const std::string missing = dir.file("no/such/run.h5");
-  REQUIRE_THROWS_WITH(io::check_can_write(missing),
+  REQUIRE_THROWS_WITH(base::check_can_write(missing),
                       Contains(fmt::format("cannot write '{}' (creating a file in '{}')", missing,
                                            dir.file("no/such"))) &&
                           Contains("No such file or directory"));
@@ -336,7 +337,7 @@ TEST_CASE("the rescue copy goes into a fresh private folder", "[files]") {
   REQUIRE(S_ISDIR(st.st_mode));
   REQUIRE((st.st_mode & 0777) == 0700);
   REQUIRE(st.st_uid == ::geteuid());
-  io::write_file_atomically(a, "state");
+  base::write_file_atomically(a, "state");
   REQUIRE(contents(a) == "state");
 
   SECTION("an unusable TMPDIR falls back to /tmp") {
@@ -478,29 +479,82 @@ TEST_CASE("input files that are folders FIFOs or devices are refused without blo
   fs::create_symlink(text, dir.file("link.txt"));
   AlarmScope no_hang(20);
 
-  REQUIRE_THROWS_WITH(io::read_input_file(fifo, "data file"),
+  REQUIRE_THROWS_WITH(base::read_input_file(fifo, "data file"),
                       fmt::format("data file '{}' is not a regular file (a FIFO)", fifo));
-  REQUIRE_THROWS_WITH(io::read_input_file("/dev/zero", "data file"),
+  REQUIRE_THROWS_WITH(base::read_input_file("/dev/zero", "data file"),
                       "data file '/dev/zero' is not a regular file (a character device)");
-  REQUIRE_THROWS_WITH(io::read_input_file(dir.file("folder"), "config file"),
+  REQUIRE_THROWS_WITH(base::read_input_file(dir.file("folder"), "config file"),
                       Contains("config file") && Contains("is not a regular file (a folder)"));
-  REQUIRE_THROWS_WITH(io::regular_file_size("/dev/zero", "data file"),
+  REQUIRE_THROWS_WITH(base::regular_file_size("/dev/zero", "data file"),
                       Contains("(a character device)"));
-  REQUIRE_THROWS_WITH(io::regular_file_size(fifo, "data file"), Contains("(a FIFO)"));
-  REQUIRE_THROWS_WITH(io::read_input_file(fifo, "file"), Contains(fifo) && Contains("(a FIFO)"));
-  REQUIRE_THROWS_WITH(io::read_input_file(dir.file("missing.txt"), "data file"),
+  REQUIRE_THROWS_WITH(base::regular_file_size(fifo, "data file"), Contains("(a FIFO)"));
+  REQUIRE_THROWS_WITH(base::read_input_file(fifo, "file"), Contains(fifo) && Contains("(a FIFO)"));
+  REQUIRE_THROWS_WITH(base::read_input_file(dir.file("missing.txt"), "data file"),
                       Contains("data file '" + dir.file("missing.txt") + "'") &&
                           Contains("No such file or directory"));
 
-  REQUIRE(io::read_input_file(text, "data file") == "hello");
-  REQUIRE(io::read_input_file(dir.file("link.txt"), "data file") == "hello");  // links are fine
-  REQUIRE(io::regular_file_size(text, "data file") == 5);
-  REQUIRE(io::read_input_file(text, "file") == "hello");
-  REQUIRE(io::read_input_file(text, "config file", 5) == "hello");
-  REQUIRE_THROWS_WITH(io::read_input_file(text, "config file", 4),
+  REQUIRE(base::read_input_file(text, "data file") == "hello");
+  REQUIRE(base::read_input_file(dir.file("link.txt"), "data file") == "hello");  // links are fine
+  REQUIRE(base::regular_file_size(text, "data file") == 5);
+  REQUIRE(base::read_input_file(text, "file") == "hello");
+  REQUIRE(base::read_input_file(text, "config file", 5) == "hello");
+  REQUIRE_THROWS_WITH(base::read_input_file(text, "config file", 4),
                       Contains("config file") && Contains("is 5 bytes, more than the 4 bytes"));
   put(dir.file("empty.txt"), "");
-  REQUIRE(io::read_input_file(dir.file("empty.txt"), "data file").empty());
+  REQUIRE(base::read_input_file(dir.file("empty.txt"), "data file").empty());
+}
+
+TEST_CASE("an input is read to its end, not to the size it states, under its cap", "[files]") {
+  // /proc files state a size of 0
+  const std::string status = base::read_input_file("/proc/self/status", "status file");
+  REQUIRE_THAT(status, Contains("Umask:"));
+  REQUIRE_THROWS_WITH(
+      base::read_input_file("/proc/self/status", "status file", 10),
+      Contains("status file '/proc/self/status' is") && Contains("more than the 10 bytes allowed"));
+}
+
+TEST_CASE("a name in a folder is opened only as a regular file and never through a link",
+          "[files]") {
+  FilesTestDir dir;
+  put(dir.file("text.txt"), "hello");
+  fs::create_symlink(dir.file("text.txt"), dir.file("link.txt"));
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
+  AlarmScope no_hang(20);
+  const base::UniqueFd folder(::open(dir.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct stat st;
+  REQUIRE(base::open_regular("text.txt", "'text.txt'", &st, folder.get()).valid());
+  REQUIRE(st.st_size == 5);
+  auto kind_of_refusal = [&](const std::string& name) {
+    try {
+      base::open_regular(name, "'" + name + "'", &st, folder.get());
+    } catch (const base::FileError& e) {
+      return e.kind == base::FileError::Kind::not_regular ? base::file_kind(e.mode) : e.what();
+    }
+    return std::string("opened");
+  };
+  REQUIRE(kind_of_refusal("link.txt") == "a symbolic link");
+  REQUIRE(kind_of_refusal("fifo") == "a FIFO");
+  // without a folder, a link to a regular file is followed (a user's input)
+  REQUIRE(base::open_regular(dir.file("link.txt"), "'link.txt'", &st).valid());
+}
+
+TEST_CASE("exclusive creation makes a new file under a fresh name and never opens one", "[files]") {
+  FilesTestDir dir;
+  const base::UniqueFd folder(::open(dir.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::string a, b;
+  const base::UniqueFd fa(base::create_exclusive(folder.get(), ".x.partial-", O_WRONLY, 0600, &a));
+  const base::UniqueFd fb(base::create_exclusive(folder.get(), ".x.partial-", O_WRONLY, 0600, &b));
+  REQUIRE(fa.valid());
+  REQUIRE(fb.valid());
+  REQUIRE(a != b);
+  REQUIRE(a.rfind(fmt::format(".x.partial-{}-", ::getpid()), 0) == 0);
+  REQUIRE(a.size() <= std::string(".x.partial-").size() + base::kExclusiveSuffixBytes);
+  REQUIRE(fs::is_regular_file(dir.file(a)));
+  // a missing folder: -1 and the errno that says so
+  std::string none;
+  REQUIRE(base::create_exclusive(AT_FDCWD, dir.file("missing/.x-"), O_WRONLY, 0600, &none) == -1);
+  REQUIRE(errno == ENOENT);
+  REQUIRE(none.empty());
 }
 
 TEST_CASE("an append output is opened safely and never through a link", "[files]") {

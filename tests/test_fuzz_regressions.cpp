@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "base/atomic_file.h"
 #include "fuzz/targets.h"
-#include "io/atomic_file.h"
 #include "io/files.h"
 
 namespace {
@@ -28,7 +28,7 @@ void replay_all(const std::string& target, size_t min_count, void (*run)(const s
   REQUIRE(files.size() >= min_count);
   for (const auto& f : files) {
     INFO(f);
-    REQUIRE_NOTHROW(run(io::read_input_file(f, "file")));
+    REQUIRE_NOTHROW(run(base::read_input_file(f, "file")));
   }
 }
 

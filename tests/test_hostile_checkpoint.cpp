@@ -18,7 +18,7 @@
 #include <fstream>
 #include <thread>
 
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/checkpoint_builder.h"
 #include "io/files.h"
@@ -73,7 +73,7 @@ void require_refused(const std::string& path, const std::string& object, const s
   const std::string error = load_error(path);
   REQUIRE_THAT(error, Contains(path) && Contains(object) && Contains(why));
   REQUIRE_THAT(load_error(path, {.allow_non_finite = true}), Contains(object));
-  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(io::read_input_file(path, "file"), path),
+  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(base::read_input_file(path, "file"), path),
                       Contains(object));
   const io::Inspection inspection = io::inspect_checkpoint(path);
   REQUIRE_FALSE(inspection.checkpoint);
@@ -169,17 +169,17 @@ TEST_CASE("a config nested 100000 deep is a clear error and not a stack overflow
   Hostile h({"deep_json.h5"});
   const std::string path = h.file("deep_json.h5");
   REQUIRE_THAT(load_error(path),
-               Contains(path) && Contains("'config' nests JSON deeper than 64 levels"));
-  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(io::read_input_file(path, "file"), path),
-                      Contains("deeper than 64"));
+               Contains(path) && Contains("'config': JSON nested deeper than 8 levels"));
+  REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(base::read_input_file(path, "file"), path),
+                      Contains("deeper than 8"));
 }
 
-TEST_CASE("config JSON is scanned for depth and string length before it is parsed") {
+TEST_CASE("config JSON is bounded in depth and string length as it is parsed") {
   auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
-  const std::string object_at_64 = "{\"a\": " + nested(63) + "}";
-  REQUIRE(io::detail::parse_config_json(object_at_64, "x.h5").is_object());
-  REQUIRE_THROWS_WITH(io::detail::parse_config_json("{\"a\": " + nested(64) + "}", "x.h5"),
-                      Contains("'x.h5'") && Contains("deeper than 64"));
+  const std::string object_at_8 = "{\"a\": " + nested(7) + "}";
+  REQUIRE(io::detail::parse_config_json(object_at_8, "x.h5").is_object());
+  REQUIRE_THROWS_WITH(io::detail::parse_config_json("{\"a\": " + nested(8) + "}", "x.h5"),
+                      Contains("'x.h5'") && Contains("deeper than 8"));
   // brackets inside strings are text, not nesting
   REQUIRE(io::detail::parse_config_json("{\"a\": \"" + std::string(500, '[') + "\\\"\"}", "x.h5")
               .is_object());
@@ -268,7 +268,7 @@ TEST_CASE("a file named like the old in-memory image in the working folder chang
   io::save_checkpoint("run.h5", small_checkpoint(7));
   REQUIRE(io::load_checkpoint("run.h5").step == 7);
   REQUIRE(io::verify_checkpoint("run.h5").checked == std::vector<std::string>{"/model/w"});
-  REQUIRE(io::parse_checkpoint_in_process(io::read_input_file("run.h5", "file"), "run.h5").step ==
+  REQUIRE(io::parse_checkpoint_in_process(base::read_input_file("run.h5", "file"), "run.h5").step ==
           7);
   struct stat st;
   REQUIRE(::lstat("checkpoint-image.h5", &st) == 0);
@@ -280,8 +280,8 @@ TEST_CASE("two files in memory open at once keep their own contents") {
   Hostile h({});
   io::save_checkpoint(h.file("a.h5"), small_checkpoint(1));
   io::save_checkpoint(h.file("b.h5"), small_checkpoint(2));
-  const std::string a = io::read_input_file(h.file("a.h5"), "file"),
-                    b = io::read_input_file(h.file("b.h5"), "file");
+  const std::string a = base::read_input_file(h.file("a.h5"), "file"),
+                    b = base::read_input_file(h.file("b.h5"), "file");
   io::h5::ImageFile fa(a), fb(b);
   REQUIRE(fa.get() >= 0);
   REQUIRE(fb.get() >= 0);
@@ -429,7 +429,7 @@ TEST_CASE("frames from a corrupted reader are refused and never crash the parent
   // a bpe tokenizer: flipped merges, counts and pattern bytes are replayed too
   ckpt.tokenizer = {"bpe", {}, {{104, 101}, {256, 108}}, "\\s+|\\S+"};
   io::save_checkpoint(h.file("run.h5"), ckpt);
-  const std::string file = io::read_input_file(h.file("run.h5"), "file");
+  const std::string file = base::read_input_file(h.file("run.h5"), "file");
   const io::detail::ReadRequest both{true, true};
   std::string stream;
   {

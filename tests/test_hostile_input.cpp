@@ -15,7 +15,6 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "data/identity.h"
-#include "data/utf8.h"
 #include "support.h"
 #include "train/console.h"
 #include "train/memory_plan.h"
@@ -112,21 +111,6 @@ TEST_CASE("a checkpoint whose config lies about its shapes is refused before a m
   ckpt.model.emplace_back("extra\x1b]0;pwned\x07", ag::zeros({1}));
   REQUIRE_THROWS_WITH(train::model_from_checkpoint(ckpt),
                       Contains("the file has 'extra\\x1b]0;pwned\\x07'"));
-}
-
-TEST_CASE("text from a file is escaped before it reaches a terminal") {
-  REQUIRE(data::printable("blocks.0.attn") == "blocks.0.attn");
-  REQUIRE(data::printable("caf\xc3\xa9 \xf0\x9f\x99\x82") ==
-          "caf\xc3\xa9 \xf0\x9f\x99\x82");  // é, emoji
-  REQUIRE(data::printable("a\x1b[2Jb") == "a\\x1b[2Jb");
-  REQUIRE(data::printable("line\nnext\ttab") == "line\\nnext\\ttab");
-  REQUIRE(data::printable("line\nnext\ttab", true) == "line\nnext\ttab");
-  REQUIRE(data::printable("\xc2\x9b"
-                          "31m") == "\\u{009b}31m");              // C1 CSI
-  REQUIRE(data::printable("x\xe2\x80\xaeyz") == "x\\u{202e}yz");  // right-to-left override
-  REQUIRE(data::printable("\xff\xc3") == "\\xff\\xc3");           // not UTF-8
-  REQUIRE(data::printable("\x7f") == "\\x7f");
-  REQUIRE(data::describe_code_point(0x9B) == "U+009B");
 }
 
 TEST_CASE("the data identity is the SHA-256 of the bytes") {

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "cli/metrics_log.h"
+#include "report/metrics_log.h"
 #include "support.h"
 
 using Catch::Matchers::Contains;
@@ -25,7 +25,7 @@ TEST_CASE("metrics lines, the run record and the sample are read back", "[metric
       R"({"step": 2, "loss": 3.0, "val_loss": 3.2, "val_bits_per_byte": 4.6, "elapsed_s": 2.5})" +
       "\n" + R"({"event": "sample", "step": 2, "text": "hello"})" + "\n" +
       R"({"event": "from the future", "x": 1})" + "\n\n";
-  const cli::MetricsRun r = cli::parse_metrics(text, "run.jsonl");
+  const report::MetricsRun r = report::parse_metrics(text, "run.jsonl");
   REQUIRE(r.points.size() == 2);
   REQUIRE(r.points[0].loss == 3.5);
   REQUIRE(std::isnan(r.points[0].val_loss));
@@ -35,8 +35,8 @@ TEST_CASE("metrics lines, the run record and the sample are read back", "[metric
   REQUIRE(r.sample_step == 2);
   REQUIRE(r.sessions == 1);
   REQUIRE(r.wall_seconds == 2.5);
-  REQUIRE(r.has(&cli::MetricsPoint::val_loss));
-  REQUIRE_FALSE(r.has(&cli::MetricsPoint::grad_norm));
+  REQUIRE(r.has(&report::MetricsPoint::val_loss));
+  REQUIRE_FALSE(r.has(&report::MetricsPoint::grad_norm));
   REQUIRE(r.notes.empty());
 }
 
@@ -46,7 +46,7 @@ TEST_CASE("a resumed run's lines replace the steps it repeats", "[metrics_log]")
                            step_line(2, 2.5, 2) + "\n" + step_line(3, 2.4, 3) + "\n" +
                            R"({"event": "start", "first_step": 2})" + "\n" +
                            step_line(3, 2.2, 0.5) + "\n" + step_line(4, 2.1, 1.5) + "\n";
-  const cli::MetricsRun r = cli::parse_metrics(text, "run.jsonl");
+  const report::MetricsRun r = report::parse_metrics(text, "run.jsonl");
   REQUIRE(r.points.size() == 4);
   REQUIRE(r.points[2].step == 3);
   REQUIRE(r.points[2].loss == 2.2);
@@ -59,7 +59,7 @@ TEST_CASE("an old metrics file without run records still reads, restarts found b
           "[metrics_log]") {
   const std::string text =
       step_line(1, 3, 5) + "\n" + step_line(2, 2, 10) + "\n" + step_line(3, 1.5, 4) + "\n";
-  const cli::MetricsRun r = cli::parse_metrics(text, "old.jsonl");
+  const report::MetricsRun r = report::parse_metrics(text, "old.jsonl");
   REQUIRE(r.start.is_null());
   REQUIRE(r.sessions == 2);
   REQUIRE(r.wall_seconds == 14);
@@ -69,9 +69,10 @@ TEST_CASE("a line that is not what train writes is an error naming the file and 
           "[metrics_log]") {
   auto error_of = [](const std::string& bad_line) {
     try {
-      cli::parse_metrics(std::string(kStart) + "\n" + bad_line + "\n" + step_line(9, 1, 1) + "\n",
-                         "dir/run.jsonl");
-    } catch (const cli::MetricsError& e) {
+      report::parse_metrics(
+          std::string(kStart) + "\n" + bad_line + "\n" + step_line(9, 1, 1) + "\n",
+          "dir/run.jsonl");
+    } catch (const report::MetricsError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
@@ -88,7 +89,7 @@ TEST_CASE("a line that is not what train writes is an error naming the file and 
   REQUIRE_THAT(error_of(R"({"event": "sample", "text": 3})"), Contains("'text' as a string"));
   REQUIRE_THAT(error_of(R"({"event": 5})"), Contains("'event' must be a string"));
   REQUIRE_THAT(error_of(std::string(100000, '[') + std::string(100000, ']')),
-               Contains(":2: nested more than 16 deep"));
+               Contains(":2: JSON nested deeper than 8 levels"));
   REQUIRE_THAT(error_of(R"({"step": 1, "loss": "\u001b[2J"})"), Contains("got \"\\u001b[2J\""));
   // what the JSON parser quotes from a bad line is made printable too
   const std::string raw = error_of("{\"step\": 1, \"loss\": \"\x1b[2J\"}");
@@ -97,27 +98,27 @@ TEST_CASE("a line that is not what train writes is an error naming the file and 
 }
 
 TEST_CASE("a last line still being written is skipped and noted", "[metrics_log]") {
-  const cli::MetricsRun r = cli::parse_metrics(
+  const report::MetricsRun r = report::parse_metrics(
       std::string(kStart) + "\n" + step_line(1, 3, 1) + "\n{\"step\": 2, \"lo", "live.jsonl");
   REQUIRE(r.points.size() == 1);
   REQUIRE(r.notes.size() == 1);
   REQUIRE_THAT(r.notes[0], Contains("line 3") && Contains("skipped"));
   // a complete last line without its newline is read
-  REQUIRE(cli::parse_metrics(step_line(1, 3, 1), "x").points.size() == 1);
+  REQUIRE(report::parse_metrics(step_line(1, 3, 1), "x").points.size() == 1);
 }
 
 TEST_CASE("a metrics file must be a regular file", "[metrics_log]") {
   ag_test::TempDir dir;
-  REQUIRE_THROWS_WITH(cli::read_metrics(dir.file("missing.jsonl")), Contains("missing.jsonl"));
-  REQUIRE_THROWS_WITH(cli::read_metrics(dir.path.string()), Contains("not a regular file"));
+  REQUIRE_THROWS_WITH(report::read_metrics(dir.file("missing.jsonl")), Contains("missing.jsonl"));
+  REQUIRE_THROWS_WITH(report::read_metrics(dir.path.string()), Contains("not a regular file"));
   const std::string path = dir.write("m.jsonl", step_line(1, 2, 3) + "\n");
-  REQUIRE(cli::read_metrics(path).points.size() == 1);
+  REQUIRE(report::read_metrics(path).points.size() == 1);
 }
 
 TEST_CASE("run names grow until they tell the files apart", "[metrics_log]") {
-  std::vector<cli::MetricsRun> runs(3);
+  std::vector<report::MetricsRun> runs(3);
   runs[0].path = "exp/a/run.jsonl", runs[1].path = "exp/b/run.jsonl", runs[2].path = "other.jsonl";
-  cli::name_runs(runs);
+  report::name_runs(runs);
   REQUIRE(runs[0].name == "a/run.jsonl");
   REQUIRE(runs[1].name == "b/run.jsonl");
   REQUIRE(runs[2].name == "other.jsonl");

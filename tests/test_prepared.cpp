@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/utf8.h"
 #include "data/data.h"
 #include "support.h"
 
@@ -101,7 +102,7 @@ TEST_CASE("char and byte prepare round-trips the corpus and gives the in-memory 
   // the metadata
   const data::PreparedMeta& m = r.meta;
   REQUIRE(m.total_bytes == text.size());
-  REQUIRE(m.total_chars == data::utf8_decode(text).size());
+  REQUIRE(m.total_chars == base::utf8_decode(text).size());
   REQUIRE(m.sources.size() == 4);
   REQUIRE(m.sources[1].bytes == 0);
   REQUIRE(m.sources[0].sha256 == data::text_identity(read_file(sources[0])).substr(7));
@@ -192,7 +193,7 @@ TEST_CASE("ids are uint16 up to 65536 tokens and uint32 beyond", "[prepared]") {
   int distinct = 0;
   for (uint32_t cp = 0x4E00; distinct < 70000; ++cp) {
     if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-    data::utf8_append(text, cp);
+    base::utf8_append(text, cp);
     ++distinct;
   }
   TempDir dir;

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/utf8.h"
 #include "cli/sample_output.h"
-#include "data/utf8.h"
 #include "support.h"
 
 namespace {
@@ -46,7 +46,7 @@ TEST_CASE("a character split over tokens is written whole and escaped as a whole
   const std::string escaped = written(1, {}, true, "p", [&](cli::SampleWriter& out) {
     for (const auto& t : tokens) out.add(0, t);
   });
-  CHECK(escaped == data::printable(whole, true) + "\n");
+  CHECK(escaped == base::printable(whole, true) + "\n");
   CHECK(escaped.find("\\x1b[31m") != std::string::npos);
   const std::string raw = written(1, {}, false, "p", [&](cli::SampleWriter& out) {
     for (const auto& t : tokens) out.add(0, t);

@@ -24,7 +24,7 @@ int64_t saturated(double b) {
 // A small system file (/proc, /sys), "" when it cannot be read.
 std::string system_file(const std::filesystem::path& file) {
   try {
-    return io::read_input_file(file.string(), "file", int64_t{1} << 20);
+    return base::read_input_file(file.string(), "file", int64_t{1} << 20);
   } catch (const std::exception&) {
     return "";
   }

@@ -4,7 +4,7 @@
 
 #include <unordered_map>
 
-#include "data/utf8.h"
+#include "base/utf8.h"
 #include "train/config.h"
 
 namespace train {
@@ -26,7 +26,7 @@ void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cf
   }
   for (const auto& [name, t] : ckpt.model)
     if (in_file.count(name))
-      fail(fmt::format("the file has '{}', which the model does not", data::printable(name)));
+      fail(fmt::format("the file has '{}', which the model does not", base::printable(name)));
 }
 
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {

@@ -10,7 +10,7 @@
 //    "elapsed_s": 12.5, "eta_s": 480, "val_loss": 2.2, "val_bits_per_byte": 3.1}
 //       at each report line; val_* only at evaluations
 //   {"event": "sample", "step": 2000, "text": "..."}   the sample printed at the end
-// Readers skip events they do not know (cli/metrics_log.h reads it for `attograd report`).
+// Readers skip events they do not know (report/metrics_log.h reads it for `attograd report`).
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>

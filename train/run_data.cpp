@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "data/utf8.h"
+#include "base/utf8.h"
 #include "io/files.h"
 #include "io/tokenizer_section.h"
 #include "train/memory_plan.h"
@@ -19,7 +19,7 @@ int64_t data_bytes_of(const RunConfig& cfg) {
     return data_bytes_for_text(
         static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size()));
   if (data::is_prepared_folder(cfg.data)) return 0;  // counted once open: a few MB at most
-  return data_bytes_for_text(io::regular_file_size(cfg.data, "data file"));
+  return data_bytes_for_text(base::regular_file_size(cfg.data, "data file"));
 }
 
 namespace {
@@ -33,7 +33,7 @@ void check_same_tokenizer(const data::Tokenizer& folder_tok, const io::Tokenizer
   throw std::invalid_argument(fmt::format(
       "'{}' was prepared with a {} tokenizer of {} ids, not the checkpoint's {} tokenizer of {} "
       "ids; prepare the text again with the checkpoint's tokenizer or train a new model",
-      data::printable(dir), folder_tok.type(), folder_tok.vocab_size(), ckpt_tok->type(),
+      base::printable(dir), folder_tok.type(), folder_tok.vocab_size(), ckpt_tok->type(),
       ckpt_tok->vocab_size()));
 }
 
@@ -45,7 +45,7 @@ RunData open_folder(const RunConfig& cfg, const io::TokenizerSection* saved,
   RunData d;
   d.prepared = true;
   d.source =
-      fmt::format("{} (prepared, {} tokenizer, {:.1f} MB of text)", data::printable(cfg.data),
+      fmt::format("{} (prepared, {} tokenizer, {:.1f} MB of text)", base::printable(cfg.data),
                   p.tokenizer->type(), static_cast<double>(p.meta->total_bytes) / 1e6);
   d.identity = std::move(p.identity);
   d.tokenizer = std::move(p.tokenizer);
@@ -56,8 +56,8 @@ RunData open_folder(const RunConfig& cfg, const io::TokenizerSection* saved,
 
 std::string read_text(const RunConfig& cfg, RunData& d) {
   if (!cfg.data.empty()) {
-    std::string text = io::read_input_file(cfg.data, "data file");
-    d.source = fmt::format("{} ({} bytes)", data::printable(cfg.data), text.size());
+    std::string text = base::read_input_file(cfg.data, "data file");
+    d.source = fmt::format("{} ({} bytes)", base::printable(cfg.data), text.size());
     return text;
   }
   data::Corpus corpus = data::builtin_corpus(cfg.corpus_seed);
@@ -73,7 +73,7 @@ RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
   std::string text = read_text(cfg, d);
   const std::string identity = data::text_identity(text);
   if (check_identity) check_identity(identity);  // before the text meets the tokenizer
-  const std::string name = cfg.data.empty() ? "corpus" : data::printable(cfg.data);
+  const std::string name = cfg.data.empty() ? "corpus" : base::printable(cfg.data);
   const int64_t bpe_vocab = cfg.tokenizer == "bpe" ? cfg.model.vocab_size : 0;
   if (!saved && cfg.tokenizer == "bpe" && bpe_vocab == 0)
     throw std::invalid_argument(

@@ -11,6 +11,7 @@
 #include "autograd/autocast.h"
 #include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
 #include "autograd/threading.h"
+#include "base/utf8.h"
 #include "io/files.h"
 #include "io/tokenizer_section.h"
 #include "nn/generation.h"
@@ -63,7 +64,7 @@ void check_data_fits(const RunConfig& cfg) {
     throw std::runtime_error(fmt::format(
         "reading '{}' needs about {} (the text and its token ids) but only {} of memory is "
         "available; prepare it once with 'attograd prepare', whose folders train in a few MB",
-        data::printable(cfg.data), format_bytes(needed), format_bytes(available)));
+        base::printable(cfg.data), format_bytes(needed), format_bytes(available)));
 }
 
 // A resumed run must continue on the text it trained on, wherever that text is now.
@@ -74,8 +75,8 @@ void check_same_data(const io::Checkpoint& resumed, const std::string& identity,
       "{} is not the text this run trained on ({} has data_identity {}, the text has {}); resume "
       "needs the same data (to train on new text, start from these weights with 'train "
       "--init-from {}')",
-      cfg.data.empty() ? "the built-in corpus" : "'" + data::printable(cfg.data) + "'",
-      resumed.source, data::printable(resumed.data_identity), identity, resumed.source));
+      cfg.data.empty() ? "the built-in corpus" : "'" + base::printable(cfg.data) + "'",
+      resumed.source, base::printable(resumed.data_identity), identity, resumed.source));
 }
 
 // --inject-nan PHASE:MODULE[@STEP], a fault-injection aid for testing anomaly detection:
@@ -90,7 +91,7 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option,
       at = std::stoll(spec.substr(pos + 1));
     } catch (const std::exception&) {
       throw std::invalid_argument(fmt::format(
-          "--inject-nan '{}': the step after '@' is not a number", data::printable(option)));
+          "--inject-nan '{}': the step after '@' is not a number", base::printable(option)));
     }
     spec.resize(pos);
   }
@@ -101,7 +102,7 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option,
   if (std::find(paths.begin(), paths.end(), module) == paths.end())
     throw std::invalid_argument(
         fmt::format("--inject-nan: this model has no module '{}' (modules are named like {}, {})",
-                    data::printable(module), "blocks.0.attn.qkv", "blocks.0.mlp.fc2"));
+                    base::printable(module), "blocks.0.attn.qkv", "blocks.0.mlp.fc2"));
   return {spec, at};
 }
 

@@ -6,17 +6,17 @@
 #include <cmath>
 #include <numeric>
 
-#include "cli/report.h"
-#include "data/utf8.h"
-#include "io/heat_map.h"
-#include "io/html.h"
+#include "base/utf8.h"
 #include "nn/attention_maps.h"
+#include "report/heat_map.h"
+#include "report/html.h"
+#include "report/report.h"
 
-namespace cli {
+namespace report {
 
 namespace {
 
-using io::html::escape;
+using html::escape;
 
 constexpr int kLossClasses = 9;  // .l0 to .l8 in report.css
 
@@ -123,7 +123,7 @@ std::string token_label(const std::string& token) {
     else
       shown += c;
   }
-  return data::printable(shown);
+  return base::printable(shown);
 }
 
 ModelView model_view(const nn::GPT& model, const data::Tokenizer& tokenizer,
@@ -224,20 +224,20 @@ std::string attention_part(const PromptView& pv, nlohmann::json& data) {
       "mask hides. Layers and heads count from 0 (<code>blocks.0.attn</code>). Hover a cell for "
       "its weight; click or press Enter on a map to enlarge it.</p><div "
       "class=\"legend-bar\">{}</div>",
-      T, io::heat_map_legend());
+      T, heat_map_legend());
   for (int64_t l = 0; l < pv.layers; ++l) {
     out += fmt::format("<h4>Layer {}</h4><div class=\"maps{}\">", l,
                        T > 40   ? " long"
                        : T > 16 ? " medium"
                                 : "");
     for (int64_t h = 0; h < pv.heads; ++h) {
-      io::HeatMap map{fmt::format("l{}h{}", l, h), fmt::format("Layer {}, head {}", l, h), "",
-                      labels, pv.weights[l * pv.heads + h]};
-      data["maps"].push_back(io::heat_map_data(map));
+      HeatMap map{fmt::format("l{}h{}", l, h), fmt::format("Layer {}, head {}", l, h), "", labels,
+                  pv.weights[l * pv.heads + h]};
+      data["maps"].push_back(heat_map_data(map));
       out += fmt::format(
           "<figure class=\"map-figure\">{}<figcaption>head {}</figcaption><output "
           "class=\"readout\" aria-live=\"polite\"></output></figure>",
-          io::render_heat_map(map), h);
+          render_heat_map(map), h);
     }
     out += "</div>";
   }
@@ -265,4 +265,4 @@ std::string model_section(const ModelView& m, nlohmann::json& data) {
   return out + "</section>";
 }
 
-}  // namespace cli
+}  // namespace report

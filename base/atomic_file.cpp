@@ -1,18 +1,15 @@
-#include "io/atomic_file.h"
+#include "base/atomic_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -20,62 +17,27 @@
 #include <memory>
 #include <stdexcept>
 
-#include "io/posix_file.h"
+#include "base/posix_file.h"
 
-namespace io {
+namespace base {
 
 namespace {
 
 namespace fs = std::filesystem;
-using posix::os_error;
-using posix::UniqueFd;
 
-constexpr size_t kPidDigits = 10;  // the longest pid_t
-constexpr size_t kRandomChars = 6;
-constexpr int kNameAttempts = 100;
 constexpr char kPartialTag[] = ".partial-";
 
 // ".NAME.partial-", NAME cut so that a whole temporary name (PID and random suffix included)
 // fits in NAME_MAX however long the output's name is
 std::string partial_prefix(const std::string& path) {
-  constexpr size_t room = NAME_MAX - 1 - (sizeof(kPartialTag) - 1) - kPidDigits - 1 - kRandomChars;
-  return fmt::format(".{}{}", posix::fit_name(posix::base_name(path), room), kPartialTag);
+  constexpr size_t room = NAME_MAX - 1 - (sizeof(kPartialTag) - 1) - kExclusiveSuffixBytes;
+  return fmt::format(".{}{}", fit_name(base_name(path), room), kPartialTag);
 }
 
-// Names need only be unlikely to be taken, not secret: a taken one is skipped (O_EXCL), so
-// when the kernel has no entropy yet (early boot) a clock-seeded generator does.
-std::string random_suffix() {
-  static constexpr char alphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  unsigned char raw[kRandomChars];
-  if (::getrandom(raw, sizeof raw, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof raw)) {
-    static std::atomic<uint64_t> calls{0};
-    uint64_t x =
-        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-        (++calls * 0x9E3779B97F4A7C15ULL);
-    for (auto& b : raw) {
-      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-      b = static_cast<unsigned char>(x >> 56);
-    }
-  }
-  std::string s;
-  for (unsigned char b : raw) s += alphabet[b % (sizeof(alphabet) - 1)];
-  return s;
-}
-
-// Creates prefix + "PID-XXXXXX" in folder without ever opening an existing file or following
-// a link: a taken name (a planted file, folder or link included) is skipped for another.
-// Returns the descriptor and sets *made, or returns -1 with errno set.
-int create_exclusive(const std::string& folder, const std::string& prefix, std::string* made) {
-  for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
-    const std::string name = fmt::format("{}{}-{}", prefix, ::getpid(), random_suffix());
-    const std::string path = (fs::path(folder) / name).string();
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0) *made = path;
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  errno = EEXIST;
-  return -1;
+// Creates a temporary file beside path (create_exclusive); -1 with errno when it cannot.
+int create_partial(const std::string& path, std::string* made) {
+  const std::string prefix = (fs::path(folder_of(path)) / partial_prefix(path)).string();
+  return create_exclusive(AT_FDCWD, prefix, O_RDWR, 0600, made);
 }
 
 std::string refusal(const std::string& path, mode_t mode) {
@@ -85,20 +47,19 @@ std::string refusal(const std::string& path, mode_t mode) {
         "replaces one (name the file it points to instead)",
         path);
   if (S_ISDIR(mode)) return fmt::format("cannot write '{}': it is a folder", path);
-  return fmt::format("cannot write '{}': it is {}, not a regular file", path,
-                     posix::file_kind(mode));
+  return fmt::format("cannot write '{}': it is {}, not a regular file", path, file_kind(mode));
 }
 
 // The permission bits the written file gets: those of the file it replaces, or 0666 less the
 // umask for a new one, as open() would give. Refuses a path that exists and is not a regular
 // file: renaming over a link would silently replace it, and a planted link is the attack.
 mode_t output_mode(const std::string& path) {
-  if (posix::base_name(path).empty())
+  if (base_name(path).empty())
     throw std::runtime_error(fmt::format("cannot write '{}': it names a folder", path));
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     // a missing folder is reported by the file creation, with the folder's name
-    if (errno == ENOENT || errno == ENOTDIR) return 0666 & ~posix::current_umask();
+    if (errno == ENOENT || errno == ENOTDIR) return 0666 & ~current_umask();
     throw os_error(fmt::format("cannot write '{}'", path), errno);
   }
   if (!S_ISREG(st.st_mode)) throw std::runtime_error(refusal(path, st.st_mode));
@@ -134,7 +95,7 @@ bool is_abandoned(int dir, const char* name) {
 void remove_stale_partials(const std::string& path) noexcept {
   try {
     const std::string prefix = partial_prefix(path);
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(posix::folder_of(path).c_str()), ::closedir);
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder_of(path).c_str()), ::closedir);
     if (!dir) return;
     while (const dirent* e = ::readdir(dir.get())) {
       const std::string name = e->d_name;
@@ -169,9 +130,9 @@ void write_all(int fd, const std::string& bytes, const std::string& path) {
 
 void check_can_write(const std::string& path) {
   output_mode(path);
-  const std::string folder = posix::folder_of(path);
+  const std::string folder = folder_of(path);
   std::string probe;
-  UniqueFd fd(create_exclusive(folder, partial_prefix(path), &probe));
+  UniqueFd fd(create_partial(path, &probe));
   if (!fd.valid())
     throw os_error(fmt::format("cannot write '{}' (creating a file in '{}')", path, folder), errno);
   ::unlink(probe.c_str());
@@ -179,10 +140,10 @@ void check_can_write(const std::string& path) {
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   const mode_t mode = output_mode(path);
-  const std::string folder = posix::folder_of(path);
+  const std::string folder = folder_of(path);
   remove_stale_partials(path);
   TempFile tmp;
-  tmp.fd = UniqueFd(create_exclusive(folder, partial_prefix(path), &tmp.path));
+  tmp.fd = UniqueFd(create_partial(path, &tmp.path));
   if (!tmp.fd.valid())
     throw os_error(
         fmt::format("cannot write '{}' (creating a temporary file in '{}')", path, folder), errno);
@@ -203,4 +164,4 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (dir.valid()) ::fsync(dir.get());
 }
 
-}  // namespace io
+}  // namespace base

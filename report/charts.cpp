@@ -4,15 +4,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cli/report.h"
-#include "io/html.h"
-#include "io/line_chart.h"
+#include "report/html.h"
+#include "report/line_chart.h"
+#include "report/report.h"
 
-namespace cli {
+namespace report {
 
 namespace {
 
-using io::html::escape;
+using html::escape;
 using Field = double MetricsPoint::*;
 
 // Config keys that name the model or the optimisation, in the order a reader looks for them.
@@ -47,9 +47,9 @@ std::string config_difference(const std::vector<MetricsRun>& runs, size_t i) {
   return out;
 }
 
-io::ChartSeries series_of(const MetricsRun& r, Field field, const std::string& name,
-                          const std::string& colour, bool strong) {
-  io::ChartSeries s{name, colour, strong, {}, {}};
+ChartSeries series_of(const MetricsRun& r, Field field, const std::string& name,
+                      const std::string& colour, bool strong) {
+  ChartSeries s{name, colour, strong, {}, {}};
   for (const auto& p : r.points)
     if (std::isfinite(p.*field)) {
       s.x.push_back(static_cast<double>(p.step));
@@ -79,8 +79,8 @@ double baseline_of(const MetricsRun& r, const char* key) {
 
 // The built-in corpus's reference losses: one line when every run has the same value, else
 // one per run.
-std::vector<io::ChartGuide> baselines(const std::vector<MetricsRun>& runs, double scale) {
-  std::vector<io::ChartGuide> guides;
+std::vector<ChartGuide> baselines(const std::vector<MetricsRun>& runs, double scale) {
+  std::vector<ChartGuide> guides;
   for (const char* key : {"unigram", "bigram", "corpus_floor"}) {
     const std::string name = key == std::string("corpus_floor") ? "corpus floor (ideal)" : key;
     const double first = baseline_of(runs[0], key);
@@ -95,22 +95,21 @@ std::vector<io::ChartGuide> baselines(const std::vector<MetricsRun>& runs, doubl
   return guides;
 }
 
-io::LineChart chart(const std::string& id, const std::string& title, const std::string& y_label,
-                    const std::string& unit) {
-  io::LineChart c;
+LineChart chart(const std::string& id, const std::string& title, const std::string& y_label,
+                const std::string& unit) {
+  LineChart c;
   c.id = id, c.title = title, c.x_label = "step", c.y_label = y_label, c.y_unit = unit;
   return c;
 }
 
-std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
-  io::LineChart loss = chart("loss", "Loss", "loss (nats per token)", "nats");
-  io::LineChart bpb =
-      chart("bpb", "Validation bits per byte", "bits per byte of text", "bits/byte");
-  io::LineChart lr = chart("lr", "Learning rate", "learning rate", "");
-  io::LineChart norm = chart("grad-norm", "Gradient norm", "gradient norm (before clipping)", "");
-  io::LineChart speed = chart("speed", "Throughput", "tokens per second", "tokens/s");
+std::vector<LineChart> build_charts(const std::vector<MetricsRun>& runs) {
+  LineChart loss = chart("loss", "Loss", "loss (nats per token)", "nats");
+  LineChart bpb = chart("bpb", "Validation bits per byte", "bits per byte of text", "bits/byte");
+  LineChart lr = chart("lr", "Learning rate", "learning rate", "");
+  LineChart norm = chart("grad-norm", "Gradient norm", "gradient norm (before clipping)", "");
+  LineChart speed = chart("speed", "Throughput", "tokens per second", "tokens/s");
   loss.log_option = bpb.log_option = norm.log_option = true;
-  std::vector<io::ChartSeries> validation;  // drawn over every training curve
+  std::vector<ChartSeries> validation;  // drawn over every training curve
   for (size_t i = 0; i < runs.size(); ++i) {
     const MetricsRun& r = runs[i];
     const std::string c = run_colour(i), p = prefix(runs, i);
@@ -125,14 +124,14 @@ std::vector<io::LineChart> build_charts(const std::vector<MetricsRun>& runs) {
     speed.series.push_back(series_of(r, &MetricsPoint::tokens_per_s, p + "throughput", c, false));
     const double clip = grad_clip_of(r);
     const bool seen = std::any_of(norm.guides.begin(), norm.guides.end(),
-                                  [&](const io::ChartGuide& g) { return g.y == clip; });
+                                  [&](const ChartGuide& g) { return g.y == clip; });
     if (clip > 0 && !seen) norm.guides.push_back({"clipped above", clip});
   }
   loss.series.insert(loss.series.end(), validation.begin(), validation.end());
   loss.guides = baselines(runs, 1.0);
   bpb.guides =
       baselines(runs, 1.0 / std::log(2.0));  // the built-in corpus is ASCII: a char is a byte
-  std::vector<io::LineChart> charts{loss};
+  std::vector<LineChart> charts{loss};
   if (!bpb.series.empty()) charts.push_back(bpb);
   for (auto* c : {&lr, &norm, &speed}) charts.push_back(*c);
   return charts;
@@ -149,7 +148,7 @@ std::string legend(const std::vector<MetricsRun>& runs) {
          "for the exact values.</p>";
 }
 
-std::string figure(const io::LineChart& c, const io::RenderedChart& r) {
+std::string figure(const LineChart& c, const RenderedChart& r) {
   return fmt::format(
       "<figure class=\"chart-figure\" id=\"fig-{0}\"><figcaption><span class=\"chart-title\">{1}"
       "</span>{2}</figcaption>{3}<output class=\"readout\" aria-live=\"polite\"></output></figure>",
@@ -181,12 +180,12 @@ std::string run_colour(size_t i) {
 std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& data) {
   if (runs.empty()) return "";
   std::string figures;
-  for (io::LineChart c : build_charts(runs)) {
+  for (LineChart c : build_charts(runs)) {
     c.series.erase(std::remove_if(c.series.begin(), c.series.end(),
-                                  [](const io::ChartSeries& s) { return s.x.empty(); }),
+                                  [](const ChartSeries& s) { return s.x.empty(); }),
                    c.series.end());
     if (c.series.empty()) continue;  // nothing reported yet
-    const io::RenderedChart r = io::render_line_chart(c);
+    const RenderedChart r = render_line_chart(c);
     data["charts"].push_back(r.data);
     figures += figure(c, r);
   }
@@ -195,4 +194,4 @@ std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& 
          legend(runs) + "<div class=\"charts\">" + figures + "</div></section>";
 }
 
-}  // namespace cli
+}  // namespace report

@@ -6,16 +6,16 @@
 // kilobytes. The weights themselves (4 decimals, as PyTorch prints them) are in data()
 // for the page's hover readout.
 //
-//   io::HeatMap m;
+//   report::HeatMap m;
 //   m.id = "l0h1";  m.title = "layer 0, head 1";  m.labels = {"Y", "o", "u"};
 //   m.values = weights;               // T x T, row-major
-//   std::string svg = io::render_heat_map(m);               // for a page
-//   std::string file = io::render_heat_map(m, /*standalone=*/true);  // xmlns, legend
+//   std::string svg = report::render_heat_map(m);       // for a page
+//   std::string file = report::render_heat_map(m, /*standalone=*/true);  // xmlns, legend
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-namespace io {
+namespace report {
 
 struct HeatMap {
   std::string id;                   // unique in the page: [a-z0-9-]
@@ -43,4 +43,4 @@ std::string weight_colour(double weight);
 std::string describe_attention(const std::vector<float>& values,
                                const std::vector<std::string>& labels);
 
-}  // namespace io
+}  // namespace report

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cli {
+namespace report {
 
 struct MetricsError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -50,4 +50,4 @@ MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std:
 // Legend names for several runs: each file's name, or as much of its path as tells it apart.
 void name_runs(std::vector<MetricsRun>& runs);
 
-}  // namespace cli
+}  // namespace report

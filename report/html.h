@@ -3,21 +3,21 @@
 // vocabulary, the user's prompt): everything is escaped on the way in, so a value can never
 // become markup, end a script or reorder what a reader sees.
 //
-//   out += "<td>" + io::html::escape(run_name) + "</td>";
-//   out += "<td title=\"" + io::html::escape(path) + "\">";      // attributes alike
-//   out += "<script type=\"application/json\">" + io::html::script_json(data) + "</script>";
-//   csp += "script-src '" + io::html::csp_hash(script) + "'";     // only that script runs
+//   out += "<td>" + report::html::escape(run_name) + "</td>";
+//   out += "<td title=\"" + report::html::escape(path) + "\">";  // attributes alike
+//   out += "<script type=\"application/json\">" + report::html::script_json(data) + "</script>";
+//   csp += "script-src '" + report::html::csp_hash(script) + "'";  // only that script runs
 //
-// The report page (cli/report.h) and the attention heat maps are built from these, and
-// from io/line_chart.h and io/heat_map.h.
+// The report page (report.h) and the attention heat maps are built from these, and from
+// line_chart.h and heat_map.h.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
-namespace io::html {
+namespace report::html {
 
 // Text as HTML text or as a double- or single-quoted attribute value: first made printable
-// as data::printable does it (control characters, bidirectional overrides and bytes that
+// as base::printable does it (control characters, bidirectional overrides and bytes that
 // are not UTF-8 become visible escapes such as \x1b, \u{202e}, \xff), then & < > " ' become
 // character references. With keep_line_breaks, newlines and tabs pass (for <pre>).
 std::string escape(std::string_view text, bool keep_line_breaks = false);
@@ -36,4 +36,4 @@ std::string csp_hash(std::string_view bytes);
 // trailing zeros and a trailing point dropped, never "-0" ("12.5", "3", "-0.25").
 std::string num(double value, int decimals = 1);
 
-}  // namespace io::html
+}  // namespace report::html

@@ -1,4 +1,4 @@
-#include "io/heat_map.h"
+#include "report/heat_map.h"
 
 #include <fmt/format.h>
 
@@ -7,10 +7,10 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "data/utf8.h"
-#include "io/html.h"
+#include "base/utf8.h"
+#include "report/html.h"
 
-namespace io {
+namespace report {
 
 namespace {
 
@@ -48,19 +48,19 @@ std::string level_colour(int level) {
 std::string short_label(const std::string& label) {
   std::vector<uint32_t> cps;
   try {
-    cps = data::utf8_decode(label);
+    cps = base::utf8_decode(label);
   } catch (const std::exception&) {
     return label.substr(0, kMaxLabelChars);  // escape() shows the bad bytes
   }
   if (cps.size() <= kMaxLabelChars) return label;
   std::string out;
-  for (size_t i = 0; i + 1 < kMaxLabelChars; ++i) data::utf8_append(out, cps[i]);
+  for (size_t i = 0; i + 1 < kMaxLabelChars; ++i) base::utf8_append(out, cps[i]);
   return out + "\u2026";
 }
 
 size_t label_chars(const std::string& label) {
   try {
-    return data::utf8_decode(label).size();
+    return base::utf8_decode(label).size();
   } catch (const std::exception&) {
     return label.size();
   }
@@ -207,8 +207,8 @@ std::string describe_attention(const std::vector<float>& v,
   return out + fmt::format(
                    ", on the previous token {:.2f}, on the first token {:.2f}. Strongest away "
                    "from the diagonal: query {} '{}' on key {} '{}', {:.4f}.",
-                   previous / rows, first / rows, best_i, data::printable(labels[best_i]), best_j,
-                   data::printable(labels[best_j]), v[best_i * n + best_j]);
+                   previous / rows, first / rows, best_i, base::printable(labels[best_i]), best_j,
+                   base::printable(labels[best_j]), v[best_i * n + best_j]);
 }
 
 std::string render_heat_map(const HeatMap& m, bool standalone) {
@@ -262,4 +262,4 @@ std::string heat_map_legend() {
       hatch_pattern("legend-mask"), legend_body(4, 2, "legend-mask"));
 }
 
-}  // namespace io
+}  // namespace report

@@ -1,4 +1,4 @@
-#include "io/line_chart.h"
+#include "report/line_chart.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "io/html.h"
+#include "report/html.h"
 
-namespace io {
+namespace report {
 
 namespace {
 
@@ -339,4 +339,4 @@ RenderedChart render_line_chart(const LineChart& c) {
   return r;
 }
 
-}  // namespace io
+}  // namespace report

@@ -1,4 +1,4 @@
-#include "cli/metrics_log.h"
+#include "report/metrics_log.h"
 
 #include <fmt/format.h>
 
@@ -6,22 +6,21 @@
 #include <cmath>
 #include <filesystem>
 
-#include "data/utf8.h"
+#include "base/json.h"
+#include "base/utf8.h"
 #include "io/files.h"
 
-namespace cli {
+namespace report {
 
 namespace {
 
-constexpr int kMaxDepth = 16;  // train writes 3; deeper is not ours and could exhaust a stack
 constexpr int64_t kMaxFileBytes = int64_t{1} << 30;
 
 using Json = nlohmann::json;
 
 // A value from the file, safe and short enough for a message.
 std::string shown(const Json& v) {
-  std::string s = v.dump(-1, ' ', true, Json::error_handler_t::replace);
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  return base::json_quote(v, 60);
 }
 
 class LogParser {
@@ -36,7 +35,7 @@ class LogParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw MetricsError(fmt::format("{}:{}: {}", data::printable(run_.path), number_, what));
+    throw MetricsError(fmt::format("{}:{}: {}", base::printable(run_.path), number_, what));
   }
   Json parse(std::string_view text, bool complete);
   double number(const Json& j, const char* key) const;
@@ -53,11 +52,9 @@ class LogParser {
 
 Json LogParser::parse(std::string_view text, bool complete) {
   try {
-    return Json::parse(text, [this](int depth, Json::parse_event_t, Json&) {
-      if (depth > kMaxDepth) fail(fmt::format("nested more than {} deep", kMaxDepth));
-      return true;
-    });
-  } catch (const Json::exception& e) {
+    return base::parse_json(text);
+  } catch (const base::JsonError& e) {
+    if (e.kind != base::JsonError::Kind::syntax) fail(e.what());
     if (!complete) {
       run_.notes.push_back(
           fmt::format("line {} has no newline and is not valid JSON yet (a run "
@@ -65,7 +62,7 @@ Json LogParser::parse(std::string_view text, bool complete) {
                       number_));
       return nullptr;
     }
-    fail(fmt::format("not valid JSON ({})", data::printable(e.what())));
+    fail(e.what());
   }
 }
 
@@ -164,7 +161,7 @@ MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std:
 }
 
 MetricsRun read_metrics(const std::string& path) {
-  return parse_metrics(io::read_input_file(path, "metrics file", kMaxFileBytes), path);
+  return parse_metrics(base::read_input_file(path, "metrics file", kMaxFileBytes), path);
 }
 
 void name_runs(std::vector<MetricsRun>& runs) {
@@ -185,4 +182,4 @@ void name_runs(std::vector<MetricsRun>& runs) {
   }
 }
 
-}  // namespace cli
+}  // namespace report

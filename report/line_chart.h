@@ -4,21 +4,21 @@
 // and <desc> that say in words what the lines show. The page's script adds the hover
 // readout from data(), which holds exactly the points drawn.
 //
-//   io::LineChart c;
+//   report::LineChart c;
 //   c.id = "loss";  c.title = "Loss";  c.x_label = "step";  c.y_label = "loss (nats/token)";
 //   c.series.push_back({"train loss", "#0072b2", false, steps, losses});
 //   c.guides.push_back({"corpus floor", 1.02});
 //   c.log_option = true;                       // a log-y drawing too, for the page's toggle
-//   io::RenderedChart r = io::render_line_chart(c);   // r.svg, r.data (JSON)
+//   report::RenderedChart r = report::render_line_chart(c);   // r.svg, r.data (JSON)
 //
 // A series with more than max_points points is thinned per pixel column to its first,
 // lowest, highest and last point (so spikes survive); the values kept are exact.
-// Non-finite values are gaps. Every text is escaped (io/html.h).
+// Non-finite values are gaps. Every text is escaped (html.h).
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-namespace io {
+namespace report {
 
 struct ChartSeries {
   std::string name;     // in the legend, the readout and the description
@@ -61,4 +61,4 @@ std::vector<double> linear_ticks(double lo, double hi, int count);
 std::vector<double> log_ticks(double lo, double hi);
 std::string tick_label(double value, double spacing);
 
-}  // namespace io
+}  // namespace report

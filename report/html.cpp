@@ -1,17 +1,17 @@
-#include "io/html.h"
+#include "report/html.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "base/utf8.h"
 #include "data/identity.h"
-#include "data/utf8.h"
 
-namespace io::html {
+namespace report::html {
 
 std::string escape(std::string_view text, bool keep_line_breaks) {
-  const std::string printable = data::printable(text, keep_line_breaks);
+  const std::string printable = base::printable(text, keep_line_breaks);
   std::string out;
   out.reserve(printable.size() + printable.size() / 8);
   for (const char c : printable) {
@@ -79,4 +79,4 @@ std::string num(double value, int decimals) {
   return s;
 }
 
-}  // namespace io::html
+}  // namespace report::html

@@ -1,6 +1,7 @@
 #pragma once
-// Whole-file I/O with POSIX calls, so every failure is an errno message naming the file.
-// io/files.h is the map of everything else a run needs to read and write files safely.
+// Replacing a file whole, atomically, with POSIX calls (posix_file.h), so every failure is
+// an errno message naming the file. io/files.h has the rest of what a run needs to write
+// its outputs safely.
 //
 // Every file made here other than the named output itself is created exclusively
 // (O_CREAT|O_EXCL|O_NOFOLLOW with a random name, another one tried when it is taken), so a
@@ -8,7 +9,7 @@
 // block a save.
 #include <string>
 
-namespace io {
+namespace base {
 
 // Writes bytes to a temporary file ".NAME.partial-PID-XXXXXX" in path's folder, fsyncs it,
 // renames it over path and fsyncs the folder. On any failure the temporary file is removed,
@@ -24,4 +25,4 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // checked before a run starts, so a bad output is found before any work is done.
 void check_can_write(const std::string& path);
 
-}  // namespace io
+}  // namespace base

@@ -6,16 +6,16 @@
 #include <cmath>
 #include <functional>
 
-#include "cli/report.h"
-#include "io/html.h"
+#include "report/html.h"
+#include "report/report.h"
 #include "train/memory_plan.h"
 #include "train/reporter.h"
 
-namespace cli {
+namespace report {
 
 namespace {
 
-using io::html::escape;
+using html::escape;
 using Json = nlohmann::json;
 
 // A field of a run record (or of an object in it), or null.
@@ -243,7 +243,7 @@ std::string page_head(const ReportInputs& in) {
       "'{}'; style-src '{}'; img-src 'none'; base-uri 'none'; form-action 'none'\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{}"
       "<title>{}</title><style>{}</style><script>{}</script></head>",
-      io::html::csp_hash(report_script()), io::html::csp_hash(report_style()),
+      html::csp_hash(report_script()), html::csp_hash(report_style()),
       in.refresh_seconds > 0
           ? fmt::format("<meta http-equiv=\"refresh\" content=\"{}\">", in.refresh_seconds)
           : "",
@@ -263,7 +263,7 @@ std::string render_report(const ReportInputs& in) {
   return page_head(in) + "<body>" + body +
          "<div id=\"page-errors\" role=\"alert\" hidden><h2>Errors on this page</h2><ul></ul></div>"
          "<pre id=\"selftest\" hidden></pre><script type=\"application/json\" id=\"report-data\">" +
-         io::html::script_json(data) + "</script></body></html>\n";
+         html::script_json(data) + "</script></body></html>\n";
 }
 
-}  // namespace cli
+}  // namespace report

@@ -1,13 +1,25 @@
 #pragma once
-// The training report: one self-contained HTML page (inline SVG, one inline script and one
-// style element, no request of any kind: it opens from disk, offline) built from --metrics
-// files and, optionally, a model with a prompt.
+// The training report, the map of report/: one self-contained HTML page (inline SVG, one
+// inline script and one style element, no request of any kind: it opens from disk, offline)
+// built from --metrics files and, optionally, a model with a prompt. The command line
+// (cli/report_command.cpp, and train --report) only calls it.
 //
-//   cli::ReportInputs in;
-//   in.runs.push_back(cli::read_metrics("run.jsonl"));
-//   in.model = cli::model_view(model, *tokenizer, {.source = "run.h5", .step = 2000,
-//                                                  .prompt = "Your journey starts"});
-//   io::write_file_atomically("report.html", cli::render_report(in));
+//   report::ReportInputs in;
+//   in.runs.push_back(report::read_metrics("run.jsonl"));
+//   in.model = report::model_view(model, *tokenizer, {.source = "run.h5", .step = 2000,
+//                                                    .prompt = "Your journey starts"});
+//   base::write_file_atomically("report.html", report::render_report(in));
+//
+//   report.h        this map, and the page: render_report, model_view, live_report
+//   page.cpp        the page's head (security policy, style), summary and configuration
+//   charts.cpp      the training charts, every run overlaid
+//   model_view.cpp  the model section: sample, per-token loss, attention heat maps
+//   live_report.cpp the page train --report refreshes after each evaluation
+//   metrics_log.h   a --metrics file read back (hostile input)
+//   line_chart.h    a line chart as inline SVG
+//   heat_map.h      an attention matrix as an SVG heat map
+//   html.h          escaping everything from elsewhere into HTML, SVG and embedded JSON
+//   report.js, report.css  the page's script and style, built in as strings (assets.cpp.in)
 //
 // The page: a summary per run; charts of loss (train, validation, the built-in corpus's
 // baselines; log scale on demand), bits per byte, learning rate, gradient norm and tokens/s,
@@ -15,10 +27,10 @@
 // memory plans and wall times; the model's sample; the prompt's per-token loss coloured over
 // its text; and every layer's and head's attention weights as heat maps.
 //
-// Hostile input stays text: everything from a file or the user is escaped (io/html.h), the
+// Hostile input stays text: everything from a file or the user is escaped (html.h), the
 // embedded data is JSON that cannot end its script element, and a Content-Security-Policy
 // (default-src 'none', the script and style allowed by their SHA-256 only) forbids every
-// request and any other script. The page's script (cli/report.js) adds the hover readouts,
+// request and any other script. The page's script (report.js) adds the hover readouts,
 // the log-scale switch and enlarging a heat map; it records any error it meets, and any
 // policy violation, in the page itself (#page-errors), and with #selftest in the address it
 // exercises those itself and writes what it saw into #selftest (tests/cli/report_test.sh).
@@ -26,12 +38,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/metrics_log.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
+#include "report/metrics_log.h"
 #include "train/training_run.h"
 
-namespace cli {
+namespace report {
 
 // A prompt as the model sees it: its tokens, each layer's attention, the loss of each token.
 struct PromptView {
@@ -93,8 +105,11 @@ std::string json_text(const nlohmann::json& value);
 std::string thousands(int64_t n);
 
 // A token as a label: spaces, newlines and tabs as visible symbols (␣ ↵ ⇥), anything a
-// reader could be fooled by escaped (data::printable).
+// reader could be fooled by escaped (base::printable).
 std::string token_label(const std::string& token);
+
+// The time now, "2024-05-01 12:34 UTC", for a page's "made by" line.
+std::string utc_now();
 
 // ---- the page's parts (report_*.cpp), each a <section>
 std::string run_colour(size_t run);  // the colour of run i in every chart and legend
@@ -103,8 +118,8 @@ std::string summary_section(const ReportInputs& in);
 std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& data);
 std::string config_section(const ReportInputs& in);
 std::string model_section(const ModelView& model, nlohmann::json& data);
-// The embedded script and style (cli/report.js, cli/report.css, built in by CMake).
+// The embedded script and style (report.js, report.css, built in by CMake).
 const std::string& report_script();
 const std::string& report_style();
 
-}  // namespace cli
+}  // namespace report

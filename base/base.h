@@ -1,0 +1,14 @@
+#pragma once
+// What data/, io/, train/, report/ and cli/ share, the map of base/: one implementation
+// each of the things every reader of hostile input needs, so that a bound or a check is
+// written once. It depends on nothing of attograd (autograd does not use it).
+//   utf8.h   the UTF-8 decoder: decoding, validating, messages naming the offset,
+//            printable() for text from elsewhere on a terminal
+//   json.h   the JSON reader: one depth limit, no key twice, strings bounded on request
+//   posix_file.h  the POSIX file layer: inputs opened only when regular files and read to
+//            their end under a size cap, files created exclusively, errno messages
+//   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
+#include "base/atomic_file.h"
+#include "base/json.h"
+#include "base/posix_file.h"
+#include "base/utf8.h"
