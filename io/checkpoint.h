@@ -1,5 +1,5 @@
 #pragma once
-// HDF5 checkpoints as ../shared/spec/checkpoint.md defines them: the map of io/, the
+// HDF5 checkpoints as docs/checkpoint.md defines them: the map of io/, the
 // library of what attograd reads and writes. Beside the checkpoints: files.h (reading and
 // writing any file safely, atomic_file.h), and the pages and pictures it writes for people:
 // html.h (escaping everything from elsewhere), line_chart.h (SVG charts), heat_map.h

@@ -1,5 +1,5 @@
 #pragma once
-// A training run's whole configuration: the model of ../shared/spec/model.md plus data,
+// A training run's whole configuration: the model of docs/model.md plus data,
 // optimiser, schedule and run settings. It is what the command line and config files
 // fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
 #include <nlohmann/json.hpp>
