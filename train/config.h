@@ -14,7 +14,7 @@ namespace train {
 inline constexpr int64_t kMaxGradAccumSteps = int64_t{1} << 20;
 
 // Gradient bucket size in MB for data-parallel runs (see grad_reduction.h): measured with
-// `attograd bench --config base` under mpirun -np 2, see README "Distributed training".
+// `attograd bench --config base` under mpirun -np 2, see docs/distributed.md.
 inline constexpr int64_t kDefaultBucketMb = 4;
 
 struct RunConfig {
