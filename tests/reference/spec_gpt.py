@@ -1,4 +1,4 @@
-"""The GPT of docs/model.md in PyTorch, written from the spec alone (not from
+"""The GPT of docs/model.md in PyTorch, written from that page alone (not from
 nn/*.cpp): the independent implementation that attograd's model, training and speed are
 held against (tests/reference/gpt_reference.py, tests/reference/train_reference.py,
 bench/torch_reference.py).
