@@ -7,7 +7,7 @@
 namespace ag {
 
 // The thread count a run uses unless told otherwise: the CLI's --threads, the trainer's
-// config and bench default to it (the README's figures are measured with it).
+// config and bench default to it (the figures in docs/ are measured with it).
 constexpr int kDefaultThreads = 2;
 
 void set_num_threads(int n);  // n >= 1; sets OpenMP and BLAS threads together

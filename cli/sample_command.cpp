@@ -56,7 +56,7 @@ po::options_description sample_options(SampleOptions& o) {
       "1: every token sees the last context_length tokens)");
   add("weights", po::value(&o.weights)->default_value("fp32"),
       "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads "
-      "(see README, Sampling)");
+      "(see docs/sampling.md)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;

@@ -1,5 +1,5 @@
 #pragma once
-// HDF5 checkpoints as ../shared/spec/checkpoint.md defines them: the map of io/, the
+// HDF5 checkpoints as docs/checkpoint.md defines them: the map of io/, the
 // library of what attograd reads and writes. Beside the checkpoints: files.h (the outputs of a
 // run, written safely over base/posix_file.h and base/atomic_file.h). The report's pages and
 // pictures are in report/.

@@ -1,4 +1,4 @@
-// The worked numbers of the attention chapter (../shared/seeds/000_*.txt), reproduced with
+// The worked numbers of the attention chapter (the values quoted below), reproduced with
 // attograd's ops in float32 as the chapter computes them. Printed values have four
 // decimals, so the tolerance is 6e-5 (half a unit in the last place plus float error).
 #include <catch2/catch.hpp>

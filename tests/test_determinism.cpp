@@ -68,7 +68,7 @@ TEST_CASE("one and two threads train to the same bits") {
     REQUIRE(bit_identical(one, two));
   } else {
     // OpenBLAS's AVX2 sgemm rounds differently on two threads (autograd/threading.h):
-    // the runs must still agree to float32 rounding, and the README says so
+    // the runs must still agree to float32 rounding, as docs/library.md says
     WARN("OpenBLAS kernel " << ag::blas_kernel_name()
                             << ": 1 and 2 threads agree to rounding only");
     REQUIRE_FALSE(one.empty());

@@ -1,4 +1,4 @@
-// The GPT of ../shared/spec/model.md: names and shapes, initialisation, loss at
+// The GPT of docs/model.md: names and shapes, initialisation, loss at
 // initialisation, a float64 gradient check of the whole model, generation.
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A PNG of a report page as headless chromium draws it (the README's pictures in docs/):
+# A PNG of a report page as headless chromium draws it (the pictures of docs/report.md):
 #   tools/report_screenshot.sh REPORT.html OUT.png [WIDTHxHEIGHT] [#SECTION]
 # e.g. tools/report_screenshot.sh report.html docs/report.png 1280x800
 #      tools/report_screenshot.sh report.html docs/report_attention.png 1280x800 '#attention'

@@ -15,7 +15,7 @@ MODELS = {
     "base (bench)": (4_816_640, 8 * 256, None),
     "GPT-2 small": (124_439_808, 8 * 1024, None),
 }
-GFLOPS_PER_PROCESS = 180e9  # base config, 2 threads (README, Performance)
+GFLOPS_PER_PROCESS = 180e9  # base config, 2 threads (docs/performance.md)
 NETWORKS = {  # name: (alpha seconds per message, beta bytes per second achieved)
     "10 Gbit/s TCP": (25e-6, 1.1e9),
     "25 Gbit/s TCP": (20e-6, 2.8e9),

@@ -1,5 +1,5 @@
 #pragma once
-// A training run's whole configuration: the model of ../shared/spec/model.md plus data,
+// A training run's whole configuration: the model of docs/model.md plus data,
 // optimiser, schedule and run settings. It is what the command line and config files
 // fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
 #include <nlohmann/json.hpp>
@@ -15,7 +15,7 @@ namespace train {
 inline constexpr int64_t kMaxGradAccumSteps = int64_t{1} << 20;
 
 // Gradient bucket size in MB for data-parallel runs (see grad_reduction.h): measured with
-// `attograd bench --config base` under mpirun -np 2, see README "Distributed training".
+// `attograd bench --config base` under mpirun -np 2, see docs/distributed.md.
 inline constexpr int64_t kDefaultBucketMb = 4;
 
 struct RunConfig {

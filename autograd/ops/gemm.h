@@ -40,7 +40,7 @@ struct GemmOperand {
 };
 
 // Which library multiplies a float32 GEMM, by shape. Measured with `attograd bench --micro`
-// over the training GEMMs of the tiny, small and base configs (README, "GEMM backends"):
+// over the training GEMMs of the tiny, small and base configs (docs/performance.md):
 // oneDNN's float32 kernels, one output block per thread, beat OpenBLAS's sgemm on every
 // forward and input-gradient shape (1.0x to 2.3x, most where K is small and OpenBLAS's
 // packing dominates); OpenBLAS wins the weight gradients (A transposed) whose output has

@@ -1,5 +1,5 @@
 // Runs one forward and backward pass of nn::GPT and writes everything a PyTorch
-// re-implementation of ../shared/spec/model.md needs to reproduce it, so that
+// re-implementation of docs/model.md needs to reproduce it, so that
 // gpt_reference.py can hold the two against each other.
 //
 //   attograd_gpt_driver OUT_DIR [key=value ...]

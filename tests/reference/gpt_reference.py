@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Holds attograd's GPT against an independent PyTorch implementation of
-../shared/spec/model.md (written from the spec alone, not from nn/*.cpp).
+docs/model.md (written from the spec alone, not from nn/*.cpp).
 
 usage: gpt_reference.py PATH/TO/attograd_gpt_driver
 
