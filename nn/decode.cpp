@@ -21,13 +21,9 @@ constexpr int64_t kThreadedStepWork = int64_t{1} << 18;
 // Elements of the matrices a step streams, read off the model's description.
 int64_t streamed_elements(const GPTConfig& cfg) {
   ShapeOnlyScope description;
-  const GPT model(cfg, 0);
   int64_t n = 0;
-  const_cast<GPT&>(model).for_each_module([&](Module& m) {
-    if (auto* linear = dynamic_cast<Linear*>(&m))
-      n += linear->in_features() * linear->out_features();
-  });
-  return n + cfg.vocab_size * cfg.d_model;  // the LM head, tied or not
+  for (const auto& matrix : GPT(cfg, 0).streamed_matrices()) n += matrix.elements;
+  return n;
 }
 
 }  // namespace
@@ -52,8 +48,8 @@ void Decoder::check_model() const {
                                               ag::shape_str(p.shape())));
   if (!dynamic_cast<const LMHead*>(&model_.head()))
     throw std::invalid_argument("Decoder: the model's head does not predict tokens");
-  const_cast<GPT&>(model_).for_each_module([](Module& m) {
-    if (auto* linear = dynamic_cast<Linear*>(&m); linear && linear->has_adapter())
+  model_.visit_modules([](const Module& m) {
+    if (auto* linear = dynamic_cast<const Linear*>(&m); linear && linear->has_adapter())
       throw std::invalid_argument(fmt::format(
           "Decoder: {} carries an adapter; merge it first (Linear::merge_adapter)", m.path()));
   });
@@ -62,12 +58,12 @@ void Decoder::check_model() const {
 // A bfloat16 copy of every streamed matrix, whose float32 values must already be bfloat16
 // values; packed_ is sized once, so that the pointers stay valid.
 void Decoder::pack_bfloat16() {
-  const std::vector<ag::Tensor> matrices = model_.streamed_matrices();
+  const auto matrices = model_.streamed_matrices();
   size_t total = 0;
-  for (const auto& p : matrices) total += static_cast<size_t>(p.numel());
+  for (const auto& matrix : matrices) total += static_cast<size_t>(matrix.elements);
   packed_.resize(total);
   size_t at = 0;
-  for (const auto& p : matrices) {
+  for (const auto& [p, elements] : matrices) {
     const float* f = p.data<float>();
     const auto n = static_cast<size_t>(p.numel());
     for (size_t i = 0; i < n; ++i)

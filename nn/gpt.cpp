@@ -119,17 +119,19 @@ void GPT::decode(DecodeContext& c, const DecodePass& pass, int tid, int threads)
   head_->infer(c, a, rows, v0, v1, c.logits.data() + (pass.prefill ? pass.b * V : 0), V);
 }
 
-std::vector<ag::Tensor> GPT::streamed_matrices() const {
-  std::vector<ag::Tensor> out;
-  const_cast<GPT*>(this)->for_each_module([&](Module& m) {
-    if (auto* linear = dynamic_cast<Linear*>(&m)) out.push_back(linear->weight);
+std::vector<GPT::StreamedMatrix> GPT::streamed_matrices() const {
+  std::vector<StreamedMatrix> out;
+  visit_modules([&](const Module& m) {
+    if (auto* linear = dynamic_cast<const Linear*>(&m))
+      out.push_back({linear->weight, linear->in_features() * linear->out_features()});
   });
-  if (head_->streamed_weight().defined()) out.push_back(head_->streamed_weight());
+  if (head_->streamed_elements() > 0)
+    out.push_back({head_->streamed_weight(), head_->streamed_elements()});
   return out;
 }
 
 void round_weights_to_bfloat16(GPT& model) {
-  for (const ag::Tensor& p : model.streamed_matrices()) {
+  for (const auto& [p, elements] : model.streamed_matrices()) {
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
     float* f = p.data<float>();
     ag::round_to_bfloat16(f, f, p.numel());

@@ -56,8 +56,13 @@ class GPT : public Module {
   void embed(DecodeContext& c, const int64_t* ids, int64_t rows, int64_t position,
              int64_t position_step) const;
   void decode(DecodeContext& c, const DecodePass& pass, int tid, int threads) const;
-  // The weight matrices decode reads in full for every token (what bfloat16 weights halve).
-  std::vector<ag::Tensor> streamed_matrices() const;
+  // The weight matrices decode reads in full for every token (what bfloat16 weights
+  // halve), with their element counts (a shape-only description has the counts only).
+  struct StreamedMatrix {
+    ag::Tensor weight;
+    int64_t elements;
+  };
+  std::vector<StreamedMatrix> streamed_matrices() const;
 
   void footprint(Footprint& f) const override;
 

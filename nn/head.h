@@ -24,8 +24,10 @@ class Head : public Module {
   // that does not predict tokens throws std::logic_error.
   virtual void infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
                      float* y, int64_t ldy) const;
-  // The matrix infer streams (a bfloat16 decoder keeps a copy of it); undefined if none.
+  // The matrix infer streams (a bfloat16 decoder keeps a copy of it) and its element count
+  // (also of a shape-only description); undefined and 0 if none.
   virtual ag::Tensor streamed_weight() const { return ag::Tensor(); }
+  virtual int64_t streamed_elements() const { return 0; }
 };
 
 // logits = h W^T with W [vocab_size, C]: the head's own weight ("lm_head.weight", drawn as a
@@ -41,6 +43,7 @@ class LMHead : public Head {
   void infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1, float* y,
              int64_t ldy) const override;
   ag::Tensor streamed_weight() const override { return weight; }
+  int64_t streamed_elements() const override { return vocab_size_ * d_model_; }
   void footprint(Footprint& f) const override;
   bool tied() const { return tied_; }
   ag::Tensor weight;  // [vocab_size, d_model]

@@ -123,6 +123,11 @@ void Module::for_each_module(const std::function<void(Module&)>& fn) {
   for (auto& [name, child] : children_) child->for_each_module(fn);
 }
 
+void Module::visit_modules(const std::function<void(const Module&)>& fn) const {
+  fn(*this);
+  for (const auto& [name, child] : children_) child->visit_modules(fn);
+}
+
 std::vector<ag::Tensor> Module::parameters() const {
   std::vector<ag::Tensor> out;
   for (auto& [name, t] : named_parameters()) out.push_back(t);

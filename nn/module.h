@@ -105,6 +105,8 @@ class Module {
   // Calls fn on this module, then on every descendant: parents before children, siblings
   // in registration order, so modules come in the order named_parameters() lists theirs.
   void for_each_module(const std::function<void(Module&)>& fn);
+  // The same, read-only.
+  void visit_modules(const std::function<void(const Module&)>& fn) const;
 
   // The dotted path from the root module ("blocks.0.attn.W_query"; "" for the root).
   const std::string& path() const;
