@@ -27,9 +27,9 @@ ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
 void TransformerBlock::decode(DecodeContext& c, int64_t layer, const DecodePass& pass, int tid,
                               int threads) const {
   float* a = c.normed_rows(tid, pass.rows);
-  ln1->infer(c.x.data(), pass.rows, a);
+  ln1->infer(c, c.x.data(), pass.rows, a);
   attn->decode(c, layer, pass, a, tid, threads);
-  ln2->infer(c.x.data(), pass.rows, a);
+  ln2->infer(c, c.x.data(), pass.rows, a);
   mlp->decode(c, pass, a, tid, threads);
 }
 

@@ -36,6 +36,9 @@ Decoder::Decoder(const GPT& model, int64_t batch, WeightFormat format)
   if (batch < 1) throw std::invalid_argument(fmt::format("Decoder: batch {} < 1", batch));
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
+  model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
+  std::sort(c_.bound.begin(), c_.bound.end(),
+            [](const auto& a, const auto& b) { return a.layer < b.layer; });
   allocate_buffers();
 }
 
@@ -74,7 +77,7 @@ void Decoder::pack_bfloat16() {
                         "matrix is {}",
                         i, fmt::join(p.shape(), ", "), f[i]));
     ag::to_bfloat16(f, packed_.data() + at, static_cast<int64_t>(n));
-    c_.bf16_copies.emplace(f, packed_.data() + at);
+    c_.bf16_copies.emplace_back(f, packed_.data() + at);
     at += n;
   }
 }
@@ -101,6 +104,14 @@ int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads,
   const int64_t packed = format == WeightFormat::bf16 ? streamed_elements(cfg) : 0;
   return floats * static_cast<int64_t>(sizeof(float)) +
          packed * static_cast<int64_t>(sizeof(ag::bfloat16));
+}
+
+void DecodeContext::bind(const Module* layer, const ag::Tensor& weight, const ag::Tensor& bias) {
+  const float* f = weight.data<float>();
+  const ag::bfloat16* copy = nullptr;
+  for (const auto& [from, to] : bf16_copies)
+    if (from == f) copy = to;
+  bound.push_back(Bound{layer, {f, copy}, bias.defined() ? bias.data<float>() : nullptr});
 }
 
 // Every layer and the head, on the threads when they pay (`pace` times both ways).

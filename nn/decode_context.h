@@ -5,14 +5,17 @@
 // or a prefill (positions 0..rows-1 of one row). The threads of one parallel region run
 // the same pass; each layer shares its work out (decode::share) and waits at
 // barrier() where the next part needs every thread's part.
+#include <algorithm>
 #include <cstdint>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "nn/decode_kernels.h"
 
 namespace nn {
+
+class Module;
 
 struct DecodePass {
   bool prefill;
@@ -31,19 +34,28 @@ struct DecodeContext {
   std::vector<float> keys_cache, values_cache;
   decode::SpinBarrier barrier;
   // WeightFormat::bf16: each streamed matrix's bfloat16 copy, by its float32 data
-  std::unordered_map<const float*, const ag::bfloat16*> bf16_copies;
+  std::vector<std::pair<const float*, const ag::bfloat16*>> bf16_copies;
+
+  // What a layer's inference step reads, resolved once when the decoder is made
+  // (Module::bind_inference), so that a step follows no tensor to its storage: the layer's
+  // weight (with its bfloat16 copy, if any) and bias. Sorted by layer.
+  struct Bound {
+    const Module* layer;
+    decode::Weights weight;
+    const float* bias;  // null when none
+  };
+  std::vector<Bound> bound;
+  void bind(const Module* layer, const ag::Tensor& weight, const ag::Tensor& bias);
+  const Bound& bound_to(const Module* layer) const {
+    return *std::lower_bound(bound.begin(), bound.end(), layer,
+                             [](const Bound& b, const Module* l) { return b.layer < l; });
+  }
 
   float* normed_rows(int tid, int64_t rows) { return normed.data() + tid * rows * C; }
   // layer l, row b: keys transposed [C][T]; values [T][C]
   float* keys(int64_t l, int64_t b) { return keys_cache.data() + (l * batch + b) * C * T; }
   float* values(int64_t l, int64_t b, int64_t t) {
     return values_cache.data() + ((l * batch + b) * T + t) * C;
-  }
-  // A weight matrix as a step reads it: its float32 values, and its bfloat16 copy if any.
-  decode::Weights weights(const ag::Tensor& w) const {
-    const float* f = w.data<float>();
-    const auto it = bf16_copies.find(f);
-    return {f, it == bf16_copies.end() ? nullptr : it->second};
   }
 };
 

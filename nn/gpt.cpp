@@ -114,7 +114,7 @@ void GPT::decode(DecodeContext& c, const DecodePass& pass, int tid, int threads)
   const int64_t C = cfg_.d_model, V = cfg_.vocab_size;
   const int64_t first = pass.prefill ? pass.rows - 1 : 0, rows = pass.prefill ? 1 : pass.rows;
   float* a = c.normed_rows(tid, pass.rows);
-  ln_f->infer(c.x.data() + first * C, rows, a);
+  ln_f->infer(c, c.x.data() + first * C, rows, a);
   const auto [v0, v1] = decode::share(V, tid, threads);
   head_->infer(c, a, rows, v0, v1, c.logits.data() + (pass.prefill ? pass.b * V : 0), V);
 }

@@ -41,8 +41,8 @@ ag::Tensor LMHead::loss(const ag::Tensor& logits, const ag::Tensor& targets) con
 
 void LMHead::infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
                    float* y, int64_t ldy) const {
-  decode::linear(a, rows, d_model_, c.weights(weight).rows_from(v0, d_model_), nullptr, v1 - v0,
-                 y + v0, ldy, false);
+  decode::linear(a, rows, d_model_, c.bound_to(this).weight.rows_from(v0, d_model_), nullptr,
+                 v1 - v0, y + v0, ldy, false);
 }
 
 // the logits (cross-entropy keeps them, with each row's log-sum-exp and target) and, in

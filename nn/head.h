@@ -43,6 +43,7 @@ class LMHead : public Head {
   void infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1, float* y,
              int64_t ldy) const override;
   ag::Tensor streamed_weight() const override { return weight; }
+  void bind_inference(DecodeContext& c) const override { c.bind(this, weight, ag::Tensor()); }
   int64_t streamed_elements() const override { return vocab_size_ * d_model_; }
   void footprint(Footprint& f) const override;
   bool tied() const { return tied_; }

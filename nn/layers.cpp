@@ -67,9 +67,9 @@ void Linear::merge_adapter() {
 
 void Linear::infer(const DecodeContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1,
                    float* y, int64_t ldy, bool accumulate) const {
-  decode::linear(x, rows, in_, c.weights(weight).rows_from(o0, in_),
-                 bias.defined() ? bias.data<float>() + o0 : nullptr, o1 - o0, y + o0, ldy,
-                 accumulate);
+  const DecodeContext::Bound& b = c.bound_to(this);
+  decode::linear(x, rows, in_, b.weight.rows_from(o0, in_), b.bias ? b.bias + o0 : nullptr, o1 - o0,
+                 y + o0, ldy, accumulate);
 }
 
 void Linear::footprint(Footprint& f) const {
@@ -102,8 +102,9 @@ ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
   return ag::layer_norm(x, weight, bias, eps_);
 }
 
-void LayerNorm::infer(const float* x, int64_t rows, float* y) const {
-  ag::kernels::layer_norm_rows(x, rows, dim(), weight.data<float>(), bias.data<float>(), eps_, y);
+void LayerNorm::infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const {
+  const DecodeContext::Bound& b = c.bound_to(this);
+  ag::kernels::layer_norm_rows(x, rows, dim(), b.weight.f32, b.bias, eps_, y);
 }
 
 // its output (kept by the projection that reads it) and each row's mean and 1/std
@@ -120,8 +121,8 @@ ag::Tensor RMSNorm::forward(const ag::Tensor& x) const {
   return ag::rms_norm(x, weight, eps_);
 }
 
-void RMSNorm::infer(const float* x, int64_t rows, float* y) const {
-  ag::kernels::rms_norm_rows(x, rows, dim(), weight.data<float>(), eps_, y);
+void RMSNorm::infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const {
+  ag::kernels::rms_norm_rows(x, rows, dim(), c.bound_to(this).weight.f32, eps_, y);
 }
 
 void RMSNorm::footprint(Footprint& f) const {

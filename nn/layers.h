@@ -36,6 +36,7 @@ class Linear : public Module {
   // output, row stride ldy), added to y with accumulate.
   void infer(const DecodeContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1, float* y,
              int64_t ldy, bool accumulate) const;
+  void bind_inference(DecodeContext& c) const override { c.bind(this, weight, bias); }
   void footprint(Footprint& f) const override;
 
   ag::Tensor weight;                       // [out_features, in_features]
@@ -64,7 +65,7 @@ class Norm : public Module {
  public:
   virtual ag::Tensor forward(const ag::Tensor& x) const = 0;
   // Inference: rows of x [rows, C] into y, as forward computes them in float32.
-  virtual void infer(const float* x, int64_t rows, float* y) const = 0;
+  virtual void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const = 0;
   int64_t dim() const { return dim_; }
   ag::Tensor weight;  // [dim], ones
 
@@ -79,7 +80,8 @@ class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
   ag::Tensor forward(const ag::Tensor& x) const override;
-  void infer(const float* x, int64_t rows, float* y) const override;
+  void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const override;
+  void bind_inference(DecodeContext& c) const override { c.bind(this, weight, bias); }
   void footprint(Footprint& f) const override;
   double eps() const { return eps_; }
   ag::Tensor bias;  // [dim], zeros
@@ -93,7 +95,8 @@ class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-5);
   ag::Tensor forward(const ag::Tensor& x) const override;
-  void infer(const float* x, int64_t rows, float* y) const override;
+  void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const override;
+  void bind_inference(DecodeContext& c) const override { c.bind(this, weight, ag::Tensor()); }
   void footprint(Footprint& f) const override;
   double eps() const { return eps_; }
 

@@ -24,6 +24,8 @@
 
 namespace nn {
 
+struct DecodeContext;
+
 // Name to tensor, in registration order (the order PyTorch's state_dict() keeps).
 using StateDict = std::vector<std::pair<std::string, ag::Tensor>>;
 using ShapeList = std::vector<std::pair<std::string, ag::Shape>>;
@@ -90,6 +92,9 @@ class Module {
   // What a forward of this module keeps for backward and computes, per token (footprint.h):
   // by default its children's, in registration order. Layers that call ops add their own.
   virtual void footprint(Footprint& f) const;
+  // Resolves, into the decoder's context, what this module's inference step reads
+  // (DecodeContext::bind); by default nothing. Called once when a decoder is made.
+  virtual void bind_inference(DecodeContext&) const {}
 
   // The parameters by name, sharing storage with the module.
   StateDict state_dict() const { return named_parameters(); }
