@@ -3,6 +3,8 @@
 // the same declarations.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/cli.h"
 #include "cli/options.h"
 
