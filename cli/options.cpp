@@ -49,7 +49,7 @@ std::vector<FileOption> read_config_file(const std::string& path,
       throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line,
                                    base::printable(text)));
     std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
-    std::replace(key.begin(), key.end(), '_', '-');
+    key = option_name(key);
     if (key.empty())
       throw UsageError(fmt::format("{}:{}: no option name before '=' in '{}'", path, line,
                                    base::printable(text)));
@@ -124,6 +124,11 @@ std::string describe(const po::error& e, const std::vector<std::string>& parsed)
 }
 
 }  // namespace
+
+std::string option_name(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
 
 po::variables_map parse_options(const std::vector<std::string>& args,
                                 const po::options_description& desc) {

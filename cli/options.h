@@ -17,6 +17,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A config key as its option name: d_model -> d-model.
+std::string option_name(std::string key);
+
 // Parses args (without the program and subcommand names) against desc, reading
 // --config FILE when desc has a "config" option. Returns the merged variables.
 po::variables_map parse_options(const std::vector<std::string>& args,

@@ -93,11 +93,8 @@ po::options_description data_options(train::RunConfig& c, RunOptions use) {
 void optimizer_settings(Declare& add, optim::OptimizerConfig& o) {
   const std::string names = fmt::format("{}", fmt::join(optim::optimizer_names(), ", "));
   add("optimizer", o.name, ("the optimiser: " + names).c_str());  // (Boost copies the texts)
-  for (const optim::Hyperparameter& h : optim::hyperparameter_table()) {
-    std::string name = h.key;
-    std::replace(name.begin(), name.end(), '_', '-');
-    add(name.c_str(), o.*h.field, h.help);
-  }
+  for (const optim::Hyperparameter& h : optim::hyperparameter_table())
+    add(option_name(h.key).c_str(), o.*h.field, h.help);
 }
 
 po::options_description optimiser_options(train::RunConfig& c, RunOptions use) {

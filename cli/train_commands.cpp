@@ -32,8 +32,7 @@ void refuse_text_options_for_folder(const train::RunConfig& cfg, const po::varia
 void refuse_settings_of_other_optimizers(const train::RunConfig& cfg, const po::variables_map& vm) {
   const auto reads = optim::hyperparameters_of(cfg.optimizer.name);
   for (const optim::Hyperparameter& h : optim::hyperparameter_table()) {
-    std::string option = h.key;
-    std::replace(option.begin(), option.end(), '_', '-');
+    const std::string option = option_name(h.key);
     if (!vm.count(option) || vm[option].defaulted() ||
         std::find(reads.begin(), reads.end(), h.key) != reads.end())
       continue;

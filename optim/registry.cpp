@@ -18,28 +18,22 @@ struct Registered {
                                      const OptimizerConfig& c);
 };
 
+template <typename AdamRule>
+std::unique_ptr<Optimizer> make_adam(std::vector<ParamGroup> groups, double lr,
+                                     const OptimizerConfig& c) {
+  return std::make_unique<AdamRule>(std::move(groups), lr, c.beta1, c.beta2, c.eps);
+}
+
+std::unique_ptr<Optimizer> make_sgd(std::vector<ParamGroup> groups, double lr,
+                                    const OptimizerConfig& c) {
+  return std::make_unique<SGD>(std::move(groups), lr, c.momentum);
+}
+
 const std::vector<Registered>& registry() {
   static const std::vector<Registered> rows = {
-      {"adamw",
-       "AdamW",
-       {"weight_decay", "beta1", "beta2", "eps"},
-       [](std::vector<ParamGroup> g, double lr, const OptimizerConfig& c) {
-         return std::unique_ptr<Optimizer>(
-             std::make_unique<AdamW>(std::move(g), lr, c.beta1, c.beta2, c.eps));
-       }},
-      {"adam",
-       "Adam",
-       {"weight_decay", "beta1", "beta2", "eps"},
-       [](std::vector<ParamGroup> g, double lr, const OptimizerConfig& c) {
-         return std::unique_ptr<Optimizer>(
-             std::make_unique<Adam>(std::move(g), lr, c.beta1, c.beta2, c.eps));
-       }},
-      {"sgd",
-       "SGD",
-       {"weight_decay", "momentum"},
-       [](std::vector<ParamGroup> g, double lr, const OptimizerConfig& c) {
-         return std::unique_ptr<Optimizer>(std::make_unique<SGD>(std::move(g), lr, c.momentum));
-       }},
+      {"adamw", "AdamW", {"weight_decay", "beta1", "beta2", "eps"}, make_adam<AdamW>},
+      {"adam", "Adam", {"weight_decay", "beta1", "beta2", "eps"}, make_adam<Adam>},
+      {"sgd", "SGD", {"weight_decay", "momentum"}, make_sgd},
   };
   return rows;
 }
