@@ -59,8 +59,7 @@ po::options_description model_options(nn::GPTConfig& m, RunOptions use) {
   po::options_description model("model (the config keys of docs/model.md)");
   Declare add(model, use);
   for (const auto& f : nn::config_fields()) {
-    std::string name = f.key;
-    std::replace(name.begin(), name.end(), '_', '-');
+    const std::string name = option_name(f.key);
     std::visit(
         [&](auto member) {
           if constexpr (std::is_same_v<decltype(member), bool nn::GPTConfig::*>)
