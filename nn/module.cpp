@@ -11,31 +11,6 @@
 namespace nn {
 
 namespace {
-thread_local bool shape_only = false;
-thread_local bool inference = false;
-}  // namespace
-
-ShapeOnlyScope::ShapeOnlyScope() : previous_(shape_only) {
-  shape_only = true;
-}
-ShapeOnlyScope::~ShapeOnlyScope() {
-  shape_only = previous_;
-}
-bool ShapeOnlyScope::active() {
-  return shape_only;
-}
-
-InferenceScope::InferenceScope() : previous_(inference) {
-  inference = true;
-}
-InferenceScope::~InferenceScope() {
-  inference = previous_;
-}
-bool InferenceScope::active() {
-  return inference;
-}
-
-namespace {
 thread_local Observer* watching = nullptr;
 }  // namespace
 

@@ -30,36 +30,36 @@ struct DecodeContext;
 using StateDict = std::vector<std::pair<std::string, ag::Tensor>>;
 using ShapeList = std::vector<std::pair<std::string, ag::Shape>>;
 
+namespace detail {
+// A flag of this thread, raised while a Scope is alive (a nested one restores it).
+template <typename Scope>
+class ThreadFlagScope {
+ public:
+  ThreadFlagScope() : previous_(flag()) { flag() = true; }
+  ~ThreadFlagScope() { flag() = previous_; }
+  ThreadFlagScope(const ThreadFlagScope&) = delete;
+  ThreadFlagScope& operator=(const ThreadFlagScope&) = delete;
+  static bool active() { return flag(); }
+
+ private:
+  static bool& flag() {
+    thread_local bool raised = false;
+    return raised;
+  }
+  bool previous_;
+};
+}  // namespace detail
+
 // While one is alive on this thread, modules are built as descriptions only: parameters are
 // declared with their names and shapes, nothing is allocated and no generator is drawn
 // from. Parameter lists, counts, FLOPs and memory plans are read off such a description
 // (GPTConfig::parameter_shapes, GPT::footprint) before a model is built, so a config that
 // lies about its sizes cannot make us allocate them.
-class ShapeOnlyScope {
- public:
-  ShapeOnlyScope();
-  ~ShapeOnlyScope();
-  ShapeOnlyScope(const ShapeOnlyScope&) = delete;
-  ShapeOnlyScope& operator=(const ShapeOnlyScope&) = delete;
-  static bool active();
-
- private:
-  bool previous_;
-};
+class ShapeOnlyScope : public detail::ThreadFlagScope<ShapeOnlyScope> {};
 
 // While one is alive on this thread, every module runs as in eval(): an observed forward
 // (attention maps) is an inference whatever mode the model was left in.
-class InferenceScope {
- public:
-  InferenceScope();
-  ~InferenceScope();
-  InferenceScope(const InferenceScope&) = delete;
-  InferenceScope& operator=(const InferenceScope&) = delete;
-  static bool active();
-
- private:
-  bool previous_;
-};
+class InferenceScope : public detail::ThreadFlagScope<InferenceScope> {};
 
 class Module {
  public:
