@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 #include "autograd/dtype.h"
@@ -37,8 +38,9 @@ Decoder::Decoder(const GPT& model, int64_t batch, WeightFormat format)
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
   model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
-  std::sort(c_.bound.begin(), c_.bound.end(),
-            [](const auto& a, const auto& b) { return a.layer < b.layer; });
+  std::sort(c_.bound.begin(), c_.bound.end(), [](const auto& a, const auto& b) {
+    return std::less<const Module*>{}(a.layer, b.layer);
+  });
   allocate_buffers();
 }
 
@@ -112,6 +114,10 @@ void DecodeContext::bind(const Module* layer, const ag::Tensor& weight, const ag
   for (const auto& [from, to] : bf16_copies)
     if (from == f) copy = to;
   bound.push_back(Bound{layer, {f, copy}, bias.defined() ? bias.data<float>() : nullptr});
+}
+
+void DecodeContext::unbound() {
+  throw std::logic_error("Decoder: a layer's inference step reads what it never bound");
 }
 
 // Every layer and the head, on the threads when they pay (`pace` times both ways).

@@ -7,6 +7,7 @@
 // barrier() where the next part needs every thread's part.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -47,9 +48,13 @@ struct DecodeContext {
   std::vector<Bound> bound;
   void bind(const Module* layer, const ag::Tensor& weight, const ag::Tensor& bias);
   const Bound& bound_to(const Module* layer) const {
-    return *std::lower_bound(bound.begin(), bound.end(), layer,
-                             [](const Bound& b, const Module* l) { return b.layer < l; });
+    const auto it = std::lower_bound(bound.begin(), bound.end(), layer, [](const Bound& b, auto l) {
+      return std::less<const Module*>{}(b.layer, l);
+    });
+    if (it == bound.end() || it->layer != layer) unbound();
+    return *it;
   }
+  [[noreturn]] static void unbound();  // a layer that did not bind_inference
 
   float* normed_rows(int tid, int64_t rows) { return normed.data() + tid * rows * C; }
   // layer l, row b: keys transposed [C][T]; values [T][C]
