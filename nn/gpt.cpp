@@ -14,9 +14,17 @@ std::vector<std::pair<std::string, ag::Shape>> GPTConfig::parameter_shapes() con
   return GPT(*this, 0).named_parameter_shapes();
 }
 
+// Blocks are alike, so the count of L blocks is read off descriptions of one and two (a
+// hostile file's config may claim 16,384 layers: counting them costs no more than two).
 int64_t GPTConfig::num_parameters() const {
+  validate();
   ShapeOnlyScope description;
-  return GPT(*this, 0).num_parameters();
+  GPTConfig shallow = *this;
+  shallow.n_layers = 1;
+  const int64_t one = GPT(shallow, 0).num_parameters();
+  if (n_layers == 1) return one;
+  shallow.n_layers = 2;
+  return one + (n_layers - 1) * (GPT(shallow, 0).num_parameters() - one);
 }
 
 namespace {

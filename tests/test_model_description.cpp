@@ -52,6 +52,11 @@ TEST_CASE("a shape-only description lists the built model's parameters", "[descr
       CHECK(described[i].second == shape_of(built[i].second));
     }
     CHECK(cfg.num_parameters() == model.num_parameters());
+    nn::GPTConfig deep = cfg;  // counted from one block and two: the same as all five
+    deep.n_layers = 5;
+    int64_t listed = 0;
+    for (const auto& [name, shape] : deep.parameter_shapes()) listed += ag::shape_numel(shape);
+    CHECK(deep.num_parameters() == listed);
   }
 }
 
