@@ -92,19 +92,22 @@ ag::Tensor Embedding::forward(const ag::Tensor& ids) const {
 }
 
 // ------------------------------------------------------------------ LayerNorm, RMSNorm
-LayerNorm::LayerNorm(int64_t dim, double eps) : Norm(dim), eps_(eps) {
+Norm::Norm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
   weight = register_parameter("weight", {dim}, [&] { return ag::ones({dim}); });
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps) : Norm(dim, eps) {
   bias = register_parameter("bias", {dim}, [&] { return ag::zeros({dim}); });
 }
 
 ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  return ag::layer_norm(x, weight, bias, eps_);
+  return ag::layer_norm(x, weight, bias, eps());
 }
 
 void LayerNorm::infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const {
   const DecodeContext::Bound& b = c.bound_to(this);
-  ag::kernels::layer_norm_rows(x, rows, dim(), b.weight.f32, b.bias, eps_, y);
+  ag::kernels::layer_norm_rows(x, rows, dim(), b.weight.f32, b.bias, eps(), y);
 }
 
 // its output (kept by the projection that reads it) and each row's mean and 1/std
@@ -112,17 +115,15 @@ void LayerNorm::footprint(Footprint& f) const {
   f.save(path(), "output, mean and rstd", static_cast<double>(dim()) + 2);
 }
 
-RMSNorm::RMSNorm(int64_t dim, double eps) : Norm(dim), eps_(eps) {
-  weight = register_parameter("weight", {dim}, [&] { return ag::ones({dim}); });
-}
+RMSNorm::RMSNorm(int64_t dim, double eps) : Norm(dim, eps) {}
 
 ag::Tensor RMSNorm::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  return ag::rms_norm(x, weight, eps_);
+  return ag::rms_norm(x, weight, eps());
 }
 
 void RMSNorm::infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const {
-  ag::kernels::rms_norm_rows(x, rows, dim(), c.bound_to(this).weight.f32, eps_, y);
+  ag::kernels::rms_norm_rows(x, rows, dim(), c.bound_to(this).weight.f32, eps(), y);
 }
 
 void RMSNorm::footprint(Footprint& f) const {

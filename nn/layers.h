@@ -67,13 +67,15 @@ class Norm : public Module {
   // Inference: rows of x [rows, C] into y, as forward computes them in float32.
   virtual void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const = 0;
   int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
   ag::Tensor weight;  // [dim], ones
 
  protected:
-  explicit Norm(int64_t dim) : dim_(dim) {}
+  Norm(int64_t dim, double eps);  // registers the weight
 
  private:
   int64_t dim_;
+  double eps_;
 };
 
 class LayerNorm : public Norm {
@@ -83,11 +85,7 @@ class LayerNorm : public Norm {
   void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const override;
   void bind_inference(DecodeContext& c) const override { c.bind(this, weight, bias); }
   void footprint(Footprint& f) const override;
-  double eps() const { return eps_; }
   ag::Tensor bias;  // [dim], zeros
-
- private:
-  double eps_;
 };
 
 // x / sqrt(mean(x^2) + eps) * weight: no mean subtracted, no bias (LLaMA's, T5's).
@@ -98,10 +96,6 @@ class RMSNorm : public Norm {
   void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const override;
   void bind_inference(DecodeContext& c) const override { c.bind(this, weight, ag::Tensor()); }
   void footprint(Footprint& f) const override;
-  double eps() const { return eps_; }
-
- private:
-  double eps_;
 };
 
 // "layernorm" or "rmsnorm" (GPTConfig::norm, validated there).
