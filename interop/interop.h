@@ -1,0 +1,13 @@
+#pragma once
+// Models to and from the formats other tools keep them in: the map of interop/. Every
+// format is read into, and written from, one in-memory form (interop::ModelFiles: a
+// GPTConfig, the weights under attograd's names in nn::Linear's [out, in] layout, and the
+// tokenizer), so a format is one reader and one writer beside the others, and `attograd
+// import` / `attograd export` (cli/interop_commands.cpp) only pick one.
+//
+//   model_files.h   ModelFiles, import_model (finds the format), export_model, the
+//                   checkpoint an import writes
+//
+// Every file read here comes from elsewhere: lengths and offsets are bounded before any
+// allocation or read, and errors name the file and the field (InteropError).
+#include "interop/model_files.h"

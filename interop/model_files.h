@@ -1,0 +1,31 @@
+#pragma once
+// One model as every format holds it (see interop.h for the map).
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "nn/config.h"
+#include "nn/module.h"
+
+namespace interop {
+
+// A file from elsewhere that cannot be read or written as asked: the message names the file
+// and the field (a tensor, a header key, a config key). The command line exits 2 on it.
+struct InteropError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelFiles {
+  nn::GPTConfig config;
+  // Every parameter GPT(config) registers, by its attograd name ("blocks.0.attn.W_query.weight"),
+  // float32, in nn::Linear's [out, in] layout, in GPT(config)'s order.
+  nn::StateDict weights;
+  // The tokenizer, when the files carry one (io::TokenizerSection's forms, "gpt2" for GPT-2's).
+  std::optional<io::TokenizerSection> tokenizer;
+  std::string format;                // "hf", "safetensors", "llmc", "gguf"
+  std::vector<std::string> dropped;  // what the source held that the model does not keep
+};
+
+}  // namespace interop
