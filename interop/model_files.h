@@ -29,3 +29,12 @@ struct ModelFiles {
 };
 
 }  // namespace interop
+
+namespace interop {
+
+// What every reader ends with: the weights are exactly the parameters GPT(config) registers,
+// same names, same shapes, put in its order, each finite; otherwise an InteropError naming
+// `source` and the first offending tensor.
+void check_weights(ModelFiles& model, const std::string& source);
+
+}  // namespace interop

@@ -1,0 +1,49 @@
+#include "interop/model_files.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+
+#include "base/utf8.h"
+
+namespace interop {
+
+namespace {
+
+std::string shape_text(const ag::Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+void check_finite(const ag::Tensor& t, const std::string& name, const std::string& source) {
+  const float* v = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(v[i]))
+      throw InteropError(fmt::format("{}: tensor {} holds a non-finite value ({}) at element {}",
+                                     source, base::printable(name), v[i], i));
+}
+
+}  // namespace
+
+void check_weights(ModelFiles& model, const std::string& source) {
+  std::map<std::string, ag::Tensor> given;
+  for (auto& [name, tensor] : model.weights)
+    if (!given.emplace(name, tensor).second)
+      throw InteropError(fmt::format("{}: tensor {} appears twice", source, base::printable(name)));
+  nn::StateDict ordered;
+  for (const auto& [name, shape] : model.config.parameter_shapes()) {
+    const auto it = given.find(name);
+    if (it == given.end())
+      throw InteropError(fmt::format("{}: no tensor for {}", source, name));
+    if (it->second.shape() != shape)
+      throw InteropError(fmt::format("{}: tensor {} has shape {}, the config needs {}", source,
+                                     name, shape_text(it->second.shape()), shape_text(shape)));
+    check_finite(it->second, name, source);
+    ordered.emplace_back(name, it->second);
+    given.erase(it);
+  }
+  if (!given.empty())
+    throw InteropError(fmt::format("{}: tensor {} is not a parameter of the model its config states",
+                                   source, base::printable(given.begin()->first)));
+  model.weights = std::move(ordered);
+}
+
+}  // namespace interop
