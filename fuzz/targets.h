@@ -14,6 +14,8 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "data/data.h"
+#include "interop/model_files.h"
+#include "interop/safetensors.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "train/train.h"
@@ -140,6 +142,24 @@ inline void config(const std::string& bytes) {
   } catch (const std::invalid_argument&) {
   }
   close(fd);
+}
+
+// Any bytes as a safetensors file: refused with an InteropError naming the file, or read
+// whole, every tensor's bytes inside the file and all of them together exactly its data.
+inline void safetensors(const std::string& bytes) {
+  try {
+    const auto in = interop::SafetensorsReader::from_bytes(bytes, "fuzz.safetensors");
+    uint64_t total = 0;
+    for (const auto& e : in.entries()) {
+      const ag::Tensor t = in.read(e);
+      if (static_cast<uint64_t>(t.numel()) * interop::dtype_size(e.dtype) != e.end - e.begin)
+        std::abort();
+      total += e.end - e.begin;
+    }
+    if (total > bytes.size()) std::abort();
+  } catch (const interop::InteropError& e) {
+    if (std::string(e.what()).rfind("fuzz.safetensors: ", 0) != 0) std::abort();
+  }
 }
 
 }  // namespace fuzz

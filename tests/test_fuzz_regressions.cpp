@@ -80,3 +80,7 @@ TEST_CASE("prepared meta fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("tokenizer file fuzz findings and seeds read or fail cleanly") {
   replay_all("tokenizer_file", 3, fuzz::tokenizer_file);
 }
+
+TEST_CASE("safetensors fuzz findings and seeds read or fail cleanly") {
+  replay_all("safetensors", 3, fuzz::safetensors);
+}
