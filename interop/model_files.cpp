@@ -11,7 +11,9 @@ namespace interop {
 
 namespace {
 
-std::string shape_text(const ag::Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_text(const ag::Shape& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 void check_finite(const ag::Tensor& t, const std::string& name, const std::string& source) {
   const float* v = t.data<float>();
@@ -31,8 +33,7 @@ void check_weights(ModelFiles& model, const std::string& source) {
   nn::StateDict ordered;
   for (const auto& [name, shape] : model.config.parameter_shapes()) {
     const auto it = given.find(name);
-    if (it == given.end())
-      throw InteropError(fmt::format("{}: no tensor for {}", source, name));
+    if (it == given.end()) throw InteropError(fmt::format("{}: no tensor for {}", source, name));
     if (it->second.shape() != shape)
       throw InteropError(fmt::format("{}: tensor {} has shape {}, the config needs {}", source,
                                      name, shape_text(it->second.shape()), shape_text(shape)));
@@ -41,8 +42,9 @@ void check_weights(ModelFiles& model, const std::string& source) {
     given.erase(it);
   }
   if (!given.empty())
-    throw InteropError(fmt::format("{}: tensor {} is not a parameter of the model its config states",
-                                   source, base::printable(given.begin()->first)));
+    throw InteropError(
+        fmt::format("{}: tensor {} is not a parameter of the model its config states", source,
+                    base::printable(given.begin()->first)));
   model.weights = std::move(ordered);
 }
 
