@@ -1,6 +1,7 @@
 // `encode` and `decode`: text to token ids and back with the tokenizer of a prepared folder,
-// a tokenizer file or a checkpoint, for inspection. Standard input is streamed in chunks of
-// a megabyte, so memory stays a few chunks whatever the size of the input:
+// a tokenizer file, a checkpoint or a folder of GPT-2's tokenizer files, for inspection. Standard
+// input is streamed in chunks of a megabyte, so memory stays a few chunks whatever the size of the
+// input:
 //
 //   attograd encode --tokenizer corpus.prepared < text.txt > ids.txt   # "72 101 108 ...\n"
 //   attograd decode --tokenizer run.h5 < ids.txt > same.txt            # the exact bytes
@@ -17,7 +18,7 @@
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
-#include "data/bpe.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/prepared.h"
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
@@ -40,7 +41,8 @@ po::options_description codec_options(std::string& tokenizer, const char* captio
   auto add = desc.add_options();
   add("help,h", "show this help");
   add("tokenizer", po::value(&tokenizer)->required(),
-      "a prepared folder (its tokenizer.json), a tokenizer .json file, or a checkpoint");
+      "a prepared folder (its tokenizer.json), a tokenizer .json file, a checkpoint, or a "
+      "folder of GPT-2's tokenizer files (vocab.json + merges.txt or encoder.json + vocab.bpe)");
   return desc;
 }
 
@@ -49,11 +51,14 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     const std::string file = path + "/" + data::kTokenizerFile;
-    if (!std::filesystem::exists(file, ec))
-      throw UsageError(
-          fmt::format("--tokenizer '{}' is a folder without a {}: not a prepared folder",
-                      base::printable(path), data::kTokenizerFile));
-    return data::read_tokenizer_file(file);
+    if (std::filesystem::exists(file, ec)) return data::read_tokenizer_file(file);
+    for (const char* gpt2_file : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+      if (std::filesystem::exists(path + "/" + gpt2_file, ec))
+        return data::read_gpt2_tokenizer_files(path);
+    throw UsageError(fmt::format(
+        "--tokenizer '{}' is a folder without a {} (a prepared folder) or GPT-2's tokenizer "
+        "files (vocab.json + merges.txt, or encoder.json + vocab.bpe)",
+        base::printable(path), data::kTokenizerFile));
   }
   require_file(path, "--tokenizer");
   if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
@@ -168,16 +173,17 @@ std::string TextEncoder::unknown_character(const std::string& text) const {
   return "the tokenizer refused the text";  // not reached: only a char tokenizer refuses
 }
 
-// The same for bpe, whose stream encoder gives the ids of the whole text exactly.
+// The same for bpe and gpt2, whose stream encoder gives the ids of the whole text exactly.
 class BpeTextEncoder {
  public:
-  BpeTextEncoder(const data::BpeTokenizer& tok, IdWriter& out) : stream_(tok), out_(out) {}
+  BpeTextEncoder(std::unique_ptr<data::BpeStreamEncoder> stream, IdWriter& out)
+      : stream_(std::move(stream)), out_(out) {}
   void add(std::string_view chunk) {
-    stream_.add(chunk, ids_);
+    stream_->add(chunk, ids_);
     take();
   }
   void finish() {
-    stream_.finish(ids_);
+    stream_->finish(ids_);
     take();
   }
 
@@ -186,7 +192,7 @@ class BpeTextEncoder {
     out_.add(ids_);
     ids_.clear();
   }
-  data::BpeStreamEncoder stream_;
+  std::unique_ptr<data::BpeStreamEncoder> stream_;
   IdWriter& out_;
   std::vector<uint32_t> ids_;
 };
@@ -194,8 +200,8 @@ class BpeTextEncoder {
 void encode_stdin(const data::Tokenizer& tok) {
   IdWriter out;
   try {
-    if (const auto* bpe = dynamic_cast<const data::BpeTokenizer*>(&tok)) {
-      BpeTextEncoder encoder(*bpe, out);
+    if (auto stream = data::make_stream_encoder(tok)) {
+      BpeTextEncoder encoder(std::move(stream), out);
       pump_stdin(encoder);
     } else {
       TextEncoder encoder(tok, out);

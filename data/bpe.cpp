@@ -353,11 +353,21 @@ BpeStreamEncoder::BpeStreamEncoder(const BpeTokenizer& tokenizer)
       scratch_(std::make_unique<BpeTokenizer::Scratch>(tokenizer.pattern_)),
       text_(tokenizer.pattern_.max_lookbehind()) {}
 
+BpeStreamEncoder::BpeStreamEncoder(const BpeTokenizer& tokenizer,
+                                   const std::array<uint32_t, 256>& id_of_byte)
+    : BpeStreamEncoder(tokenizer) {
+  id_of_byte_ = &id_of_byte;
+}
+
 BpeStreamEncoder::~BpeStreamEncoder() = default;
 
 void BpeStreamEncoder::cut(bool more_may_follow, std::vector<uint32_t>& out) {
   const std::string_view subject = text_.subject();
+  const size_t before = out.size();
   text_.consume(tokenizer_.encode_text(subject, text_.begin(), more_may_follow, *scratch_, out));
+  if (id_of_byte_)
+    for (size_t i = before; i < out.size(); ++i)
+      if (out[i] < 256) out[i] = (*id_of_byte_)[out[i]];
 }
 
 void BpeStreamEncoder::add(std::string_view chunk, std::vector<uint32_t>& out) {

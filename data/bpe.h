@@ -17,6 +17,7 @@
 // ids. Encoding applies, within each piece, the lowest-numbered merge among adjacent
 // pairs (the leftmost if it occurs twice) until none applies: the tokens the merge rules
 // define, for any text, whatever produced the merges.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -100,6 +101,9 @@ class BpeTokenizer : public Tokenizer {
 class BpeStreamEncoder {
  public:
   explicit BpeStreamEncoder(const BpeTokenizer& tokenizer);
+  // The same ids for a vocabulary that numbers its byte tokens otherwise (GPT-2's,
+  // gpt2_tokenizer.h): byte b's token is id_of_byte[b]; the table must outlive the encoder.
+  BpeStreamEncoder(const BpeTokenizer& tokenizer, const std::array<uint32_t, 256>& id_of_byte);
   ~BpeStreamEncoder();
   // Appends the ids of the pieces complete so far; chunks may end anywhere.
   void add(std::string_view chunk, std::vector<uint32_t>& out);
@@ -109,6 +113,7 @@ class BpeStreamEncoder {
  private:
   void cut(bool more_may_follow, std::vector<uint32_t>& out);
   const BpeTokenizer& tokenizer_;
+  const std::array<uint32_t, 256>* id_of_byte_ = nullptr;
   std::unique_ptr<BpeTokenizer::Scratch> scratch_;  // match data and cache, kept between chunks
   TextStream text_;
 };

@@ -3,12 +3,15 @@
 //   tokenizer.h  the spec's char tokenizer and a byte tokenizer
 //   pretokenize.h  cutting text into pieces with a PCRE2 split pattern (GPT-4's), streamed
 //   bpe.h        the byte-level BPE tokenizer: training, encoding, a stream encoder
+//   gpt2_tokenizer.h  GPT-2's tokenizer (byte tokens in GPT-2's order, special tokens), the
+//                byte-level form other tools' files use, GPT-2's files and tokenizer.json
 //   dataset.h    the train/val split, random-window batches, evaluation windows, baselines
 //   token_store.h  token ids as uint16/uint32, read or mapped from a file, or owned
 //   prepared.h   prepare(): text files to a prepared folder in bounded memory; open_prepared()
 //                and prepare_text() for training; data identities
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
-// Internal to the library: text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
+// Internal to the library: byte_level_error.h (where a byte-level vocabulary is wrong),
+// text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
 // locks, SHA-256, over base/posix_file.h), strict_json.h (fields of JSON files read by
 // base/json.h), prepare_passes.h (prepare's passes).
 //   data_error.h the error of data files: every message names the file
@@ -18,6 +21,7 @@
 #include "data/corpus.h"
 #include "data/data_error.h"
 #include "data/dataset.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/identity.h"
 #include "data/prepared.h"
 #include "data/pretokenize.h"

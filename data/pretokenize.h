@@ -1,5 +1,6 @@
 #pragma once
-// Pre-tokenization: cutting UTF-8 text into the pieces a BPE tokenizer merges within.
+// Pre-tokenization: cutting UTF-8 text into the pieces a BPE tokenizer merges within
+// (GPT-4's split pattern or GPT-2's).
 //
 //   data::SplitPattern pattern(std::string(data::kGpt4SplitPattern));  // PCRE2, JIT, once
 //   data::PieceMatcher matcher(pattern);                               // one per thread
@@ -28,6 +29,11 @@ namespace data {
 // its last space for the word after it.
 inline constexpr std::string_view kGpt4SplitPattern =
     R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+
+// GPT-2's (r50k_base's): lowercase contractions, a letter, number or punctuation run with one
+// optional leading space, and whitespace that keeps its last space for the word after it.
+inline constexpr std::string_view kGpt2SplitPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // A compiled split pattern (PCRE2 with UTF and Unicode properties for \w, \s, \d, JIT
 // compiled when the platform allows); immutable, so threads share one.

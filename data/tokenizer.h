@@ -28,6 +28,7 @@ class CharTokenizer : public Tokenizer {
   // (a code point of the vocabulary) is set.
   void set_replacement(std::optional<uint32_t> code_point);
   bool has_replacement() const { return replacement_.has_value(); }
+  std::optional<int64_t> replacement_id() const { return replacement_; }
   std::vector<int64_t> encode(const std::string& utf8) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
