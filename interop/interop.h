@@ -7,6 +7,13 @@
 //
 //   model_files.h   ModelFiles, import_model (finds the format), export_model, the
 //                   checkpoint an import writes
+//   input_bytes.h   a hostile file read at the offsets its header states, every read
+//                   bounded by the file's size (InputBytes, Cursor); bytes in memory alike
+//   float_codec.h   float32 weights to and from F32, BF16 (rounded to nearest even), F16
+//   llmc.h          llm.c's checkpoint (gpt2_124M.bin): read_llmc_weights, write_llmc
+//   gguf_format.h   the GGUF v3 container: keys, tensor infos, aligned data
+//   gguf.h          a GPT as llama.cpp's gpt2 architecture in GGUF: read_gguf, write_gguf
+//                   (gguf_tokenizer.h: the tokenizer as tokenizer.ggml.* keys)
 //
 // Every file read here comes from elsewhere: lengths and offsets are bounded before any
 // allocation or read, and errors name the file and the field (InteropError).

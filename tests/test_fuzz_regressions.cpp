@@ -80,3 +80,11 @@ TEST_CASE("prepared meta fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("tokenizer file fuzz findings and seeds read or fail cleanly") {
   replay_all("tokenizer_file", 3, fuzz::tokenizer_file);
 }
+
+TEST_CASE("llm.c checkpoint fuzz findings and seeds read or fail cleanly") {
+  replay_all("llmc", 3, fuzz::llmc);
+}
+
+TEST_CASE("GGUF fuzz findings and seeds read or fail cleanly") {
+  replay_all("gguf", 3, fuzz::gguf);
+}
