@@ -14,8 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/posix_file.h"
+#include "data/bpe.h"
+#include "data/gpt2_tokenizer.h"
 #include "interop/gguf.h"
 #include "interop_support.h"
+#include "io/tokenizer_section.h"
 #include "support.h"
 
 namespace {
@@ -67,6 +70,22 @@ json expected_keys(const interop::ModelFiles& m, size_t tensors, size_t keys) {
       {"gpt2.attention.head_count", key(4, c.n_heads)},
       {"gpt2.attention.layer_norm_epsilon", key(6, static_cast<double>(1e-5f))},
   };
+}
+
+// attograd's bpe as llama.cpp's gpt2 tokenizer: each token's bytes in GPT-2's byte-level form.
+void add_tokenizer_keys(json& keys, const data::BpeTokenizer& bpe) {
+  json tokens = json::array(), merges = json::array();
+  for (uint32_t id = 0; id < bpe.vocab_size(); ++id)
+    tokens.push_back(data::byte_level_text(bpe.token_bytes(id)));
+  for (const auto& [left, right] : bpe.merges())
+    merges.push_back(data::byte_level_text(bpe.token_bytes(left)) + " " +
+                     data::byte_level_text(bpe.token_bytes(right)));
+  keys["tokenizer.ggml.model"] = key(8, "gpt2");
+  keys["tokenizer.ggml.pre"] = key(8, "llama-bpe");
+  keys["tokenizer.ggml.tokens"] = array_key(8, tokens);
+  keys["tokenizer.ggml.token_type"] = array_key(5, std::vector<int>(bpe.vocab_size(), 1));
+  keys["tokenizer.ggml.merges"] = array_key(8, merges);
+  keys["tokenizer.ggml.add_bos_token"] = key(7, false);
 }
 
 struct Expected {
@@ -162,8 +181,11 @@ TEST_CASE("an independent GGUF parser reads what attograd writes", "[.npm]") {
     return;
   }
   ag_test::TempDir dir;
-  const interop::ModelFiles m =
-      interop_test::random_model(interop_test::gpt2_like(40, 8, 16, 2, 2), 11);
+  const data::BpeTokenizer bpe =
+      data::BpeTokenizer::train("the cat sat on the mat; the dog's hat, then that thing", 270);
+  interop::ModelFiles m =
+      interop_test::random_model(interop_test::gpt2_like(bpe.vocab_size(), 8, 16, 2, 2), 11);
+  m.tokenizer = io::tokenizer_section(bpe);
   const std::string path = dir.file("npm.gguf");
   interop::write_gguf(m, path, ag::Precision::bf16);
   const std::string script = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/interop/gguf_dump.mjs";
@@ -171,7 +193,8 @@ TEST_CASE("an independent GGUF parser reads what attograd writes", "[.npm]") {
       run("node " + quoted(script) + " " + quoted(npm_dir()) + " " + quoted(path));
   REQUIRE_FALSE(out.empty());
   const json got = json::parse(out);
-  const json keys = expected_keys(m, 2 + 12 * 2 + 2, 10);
+  json keys = expected_keys(m, 2 + 12 * 2 + 2, 16);
+  add_tokenizer_keys(keys, bpe);
   for (const auto& [name, value] : keys.items()) {
     INFO("key " << name);
     REQUIRE(got["keys"].contains(name));
