@@ -159,10 +159,24 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path)
 AtomicFileWriter::~AtomicFileWriter() = default;
 
 void AtomicFileWriter::write(const char* data, size_t n) {
-  write_all(tmp_->fd.get(), data, n, path_);
+  if (buffer_.size() + n <= kBufferBytes) {  // many small pieces: one write(2) per MiB
+    buffer_.append(data, n);
+    return;
+  }
+  flush();
+  if (n < kBufferBytes)
+    buffer_.append(data, n);
+  else
+    write_all(tmp_->fd.get(), data, n, path_);
+}
+
+void AtomicFileWriter::flush() {
+  write_all(tmp_->fd.get(), buffer_.data(), buffer_.size(), path_);
+  buffer_.clear();
 }
 
 void AtomicFileWriter::commit() {
+  flush();
   ::fchmod(tmp_->fd.get(), mode_);  // if this fails the file stays 0600: stricter, never looser
   if (::fsync(tmp_->fd.get()) != 0)
     throw os_error(fmt::format("cannot write '{}' (fsync)", path_), errno);

@@ -37,15 +37,18 @@ class AtomicFileWriter {
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
-  void write(const char* data, size_t n);
+  void write(const char* data, size_t n);  // buffered: small pieces cost no system call each
   void commit();
 
  private:
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+  void flush();
   struct TempFile;
   std::string path_;
   mode_t mode_;
   std::unique_ptr<TempFile> tmp_;
   UniqueFd lock_holder_;
+  std::string buffer_;
 };
 
 // Throws std::runtime_error naming path and the reason when path exists and is not a regular

@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "data/data.h"
+#include "interop/gguf.h"
+#include "interop/llmc.h"
 #include "interop/model_files.h"
 #include "interop/safetensors.h"
 #include "io/checkpoint.h"
@@ -152,7 +155,7 @@ inline void safetensors(const std::string& bytes) {
     uint64_t total = 0;
     for (const auto& e : in.entries()) {
       const ag::Tensor t = in.read(e);
-      if (static_cast<uint64_t>(t.numel()) * interop::dtype_size(e.dtype) != e.end - e.begin)
+      if (static_cast<uint64_t>(t.numel()) * interop::stored_bytes(e.dtype) != e.end - e.begin)
         std::abort();
       total += e.end - e.begin;
     }
@@ -160,6 +163,58 @@ inline void safetensors(const std::string& bytes) {
   } catch (const interop::InteropError& e) {
     if (std::string(e.what()).rfind("fuzz.safetensors: ", 0) != 0) std::abort();
   }
+}
+
+// Any bytes as an llm.c checkpoint: refused with an InteropError naming the file, or a model
+// that writes back (in the file's own precision) to a checkpoint reading the same, bit for bit.
+inline void llmc(const std::string& bytes) {
+  interop::ModelFiles m;
+  try {
+    m = interop::read_llmc_weights(interop::InputBytes::of(bytes, "fuzz.bin"));
+  } catch (const interop::InteropError& e) {
+    if (std::string(e.what()).rfind("fuzz.bin: ", 0) != 0) std::abort();
+    return;
+  }
+  int32_t version = 0;
+  std::memcpy(&version, bytes.data() + 4, 4);
+  std::string again;
+  interop::write_llmc(
+      m, version == interop::kLlmcVersionF32 ? ag::Precision::fp32 : ag::Precision::bf16,
+      [&](const char* d, size_t n) { again.append(d, n); });
+  const interop::ModelFiles back =
+      interop::read_llmc_weights(interop::InputBytes::of(again, "again.bin"));
+  if (back.weights.size() != m.weights.size()) std::abort();
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    if (std::memcmp(back.weights[i].second.data<float>(), m.weights[i].second.data<float>(),
+                    static_cast<size_t>(m.weights[i].second.numel()) * 4) != 0)
+      std::abort();
+}
+
+// Any bytes as a GGUF file: refused with an InteropError naming the file, or a model (and
+// tokenizer) that writes back in F32 to a file reading the same, bit for bit.
+inline void gguf(const std::string& bytes) {
+  interop::ModelFiles m;
+  try {
+    m = interop::read_gguf(interop::InputBytes::of(bytes, "fuzz.gguf"));
+  } catch (const interop::InteropError& e) {
+    if (std::string(e.what()).rfind("fuzz.gguf: ", 0) != 0) std::abort();
+    return;
+  }
+  std::string again;
+  interop::write_gguf(m, ag::Precision::fp32, "fuzz",
+                      [&](const char* d, size_t n) { again.append(d, n); });
+  const interop::ModelFiles back = interop::read_gguf(interop::InputBytes::of(again, "again.gguf"));
+  if (back.weights.size() != m.weights.size() || back.config.tie_weights != m.config.tie_weights ||
+      back.tokenizer.has_value() != m.tokenizer.has_value())
+    std::abort();
+  if (m.tokenizer &&
+      (back.tokenizer->type != m.tokenizer->type || back.tokenizer->merges != m.tokenizer->merges ||
+       back.tokenizer->split_pattern != m.tokenizer->split_pattern))
+    std::abort();
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    if (std::memcmp(back.weights[i].second.data<float>(), m.weights[i].second.data<float>(),
+                    static_cast<size_t>(m.weights[i].second.numel()) * 4) != 0)
+      std::abort();
 }
 
 }  // namespace fuzz

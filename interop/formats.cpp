@@ -11,7 +11,11 @@
 
 #include "base/posix_file.h"
 #include "base/utf8.h"
+#include "interop/gguf.h"
 #include "interop/hf_gpt2.h"
+#include "interop/llmc.h"
+#include "interop/tokenizer_files.h"
+#include "io/tokenizer_section.h"
 #include "train/config.h"
 
 namespace interop {
@@ -57,8 +61,41 @@ ModelFiles read_hf(const std::string& path, const std::string& tokenizer_folder)
   return read_hf_gpt2(path, tokenizer_folder);
 }
 
-void write_hf(const ModelFiles& model, const std::string& out, StDtype dtype) {
+void write_hf(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
   write_hf_gpt2(model, out, dtype);
+}
+
+// llm.c keeps no tokenizer in its checkpoint: --tokenizer DIR gives GPT-2's.
+ModelFiles read_llmc(const std::string& path, const std::string& tokenizer_folder) {
+  ModelFiles m = read_llmc_weights(InputBytes::open(path));
+  if (!tokenizer_folder.empty()) m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
+  return m;
+}
+
+void write_llmc_file(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
+  write_llmc(model, out, dtype);
+}
+
+// A GGUF file carries its tokenizer; --tokenizer DIR replaces it.
+ModelFiles read_gguf_file(const std::string& path, const std::string& tokenizer_folder) {
+  ModelFiles m = read_gguf(path);
+  if (!tokenizer_folder.empty()) m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
+  return m;
+}
+
+void write_gguf_file(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
+  write_gguf(model, out, dtype);
+}
+
+// A tokenizer with more ids than the model has rows would give ids the model cannot take.
+void check_tokenizer_fits(const ModelFiles& m, const std::string& path) {
+  if (!m.tokenizer) return;
+  const int64_t ids = io::make_tokenizer(*m.tokenizer)->vocab_size();
+  if (ids > m.config.vocab_size)
+    throw InteropError(
+        fmt::format("{}: the tokenizer has {} ids, more than the model's "
+                    "vocabulary of {}",
+                    path, ids, m.config.vocab_size));
 }
 
 // A format: how its files are recognised, its reader and its writer (nullptr: not built in).
@@ -67,13 +104,13 @@ struct Format {
   bool (*recognise)(std::string_view head);
   bool folder;  // written as a folder of files
   ModelFiles (*read)(const std::string& path, const std::string& tokenizer_folder);
-  void (*write)(const ModelFiles& model, const std::string& out, StDtype dtype);
+  void (*write)(const ModelFiles& model, const std::string& out, ag::Precision dtype);
 };
 
 const Format kFormats[] = {
     {"hf", is_safetensors, true, read_hf, write_hf},
-    {"gguf", is_gguf, false, nullptr, nullptr},
-    {"llmc", is_llmc, false, nullptr, nullptr},
+    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file},
+    {"llmc", is_llmc, false, read_llmc, write_llmc_file},
 };
 
 const Format* find_format(const std::string& name) {
@@ -105,7 +142,7 @@ struct TempFolder {
 
 // A folder output: written into a fresh ".NAME.partial-XXXXXX" beside it, renamed into place.
 void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
-                   StDtype dtype) {
+                   ag::Precision dtype) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(out, ec)) &&
       (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)))
@@ -132,12 +169,15 @@ void export_folder(const Format& f, const ModelFiles& model, const std::string& 
 
 ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return read_hf(path, tokenizer_folder);
-  const std::string head = head_of(path);
-  for (const Format& f : kFormats) {
-    if (!f.recognise(head)) continue;
-    if (!f.read) not_built_in(f, path);
-    return f.read(path, tokenizer_folder);
+  const Format* format = fs::is_directory(path, ec) ? find_format("hf") : nullptr;
+  const std::string head = format ? "" : head_of(path);
+  for (const Format& f : kFormats)
+    if (!format && f.recognise(head)) format = &f;
+  if (format) {
+    if (!format->read) not_built_in(*format, path);
+    ModelFiles m = format->read(path, tokenizer_folder);
+    check_tokenizer_fits(m, path);
+    return m;
   }
   throw InteropError(
       fmt::format("{}: not a model file attograd reads (a Hugging Face folder, "
@@ -156,7 +196,7 @@ bool export_writes_folder(const std::string& format) {
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  StDtype dtype) {
+                  ag::Precision dtype) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
   if (f->folder) return export_folder(*f, model, out, dtype);

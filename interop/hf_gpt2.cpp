@@ -438,7 +438,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   return m;
 }
 
-void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StDtype dtype) {
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Precision dtype) {
   nn::GPTConfig c = model.config;
   if (c.norm != "layernorm")
     throw InteropError(
@@ -455,7 +455,8 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StDtype d
                      if (!zeros) convert_out(t, ours, hf);  // the buffer starts zeroed
                    }});
   }
-  write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
+  write_safetensors((fs::path(folder) / "model.safetensors").string(), out,
+                    dtype == ag::Precision::bf16 ? StoredType::bf16 : StoredType::f32,
                     {{"format", "pt"}});
   base::write_file_atomically((fs::path(folder) / "config.json").string(),
                               gpt2_config_json(c).dump(2) + "\n");

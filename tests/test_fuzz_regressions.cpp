@@ -84,3 +84,11 @@ TEST_CASE("tokenizer file fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("safetensors fuzz findings and seeds read or fail cleanly") {
   replay_all("safetensors", 3, fuzz::safetensors);
 }
+
+TEST_CASE("llm.c checkpoint fuzz findings and seeds read or fail cleanly") {
+  replay_all("llmc", 3, fuzz::llmc);
+}
+
+TEST_CASE("GGUF fuzz findings and seeds read or fail cleanly") {
+  replay_all("gguf", 3, fuzz::gguf);
+}

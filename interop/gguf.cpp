@@ -1,0 +1,314 @@
+#include "interop/gguf.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "base/atomic_file.h"
+#include "base/utf8.h"
+#include "interop/gguf_format.h"
+#include "interop/gguf_tokenizer.h"
+
+namespace interop {
+
+namespace {
+
+constexpr float kLayerNormEps = 1e-5f;  // nn::LayerNorm's, the only one attograd has
+constexpr uint32_t kFileTypeF32 = 0, kFileTypeBf16 = 32;  // llama.cpp's general.file_type
+
+// One GGUF tensor: the attograd tensors it is made of, stacked as rows (none: zeros, the qkv
+// biases of a model without them), and its [out, in] shape.
+struct GgufTensor {
+  std::string name;
+  std::vector<std::string> parts;
+  ag::Shape shape;
+};
+
+std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c) {
+  std::map<std::string, ag::Shape> shapes;
+  for (const auto& [name, shape] : c.parameter_shapes()) shapes.emplace(name, shape);
+  std::vector<GgufTensor> out;
+  auto add = [&](std::string name, std::vector<std::string> parts) {
+    ag::Shape shape = shapes.at(parts[0]);
+    shape[0] *= static_cast<int64_t>(parts.size());
+    out.push_back({std::move(name), std::move(parts), shape});
+  };
+  add("token_embd.weight", {"tok_emb.weight"});
+  add("position_embd.weight", {"pos_emb.weight"});
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string blk = fmt::format("blk.{}.", l), b = fmt::format("blocks.{}.", l);
+    const auto qkv = [&](const char* kind) {
+      std::vector<std::string> parts;
+      for (const char* m : {"W_query", "W_key", "W_value"}) parts.push_back(b + "attn." + m + kind);
+      return parts;
+    };
+    for (const char* kind : {".weight", ".bias"}) add(blk + "attn_norm" + kind, {b + "ln1" + kind});
+    add(blk + "attn_qkv.weight", qkv(".weight"));
+    if (c.qkv_bias)
+      add(blk + "attn_qkv.bias", qkv(".bias"));
+    else
+      out.push_back({blk + "attn_qkv.bias", {}, {3 * c.d_model}});
+    for (const auto& [gguf_name, ours] :
+         {std::pair{"attn_output", "attn.out_proj"}, std::pair{"ffn_norm", "ln2"},
+          std::pair{"ffn_up", "mlp.fc1"}, std::pair{"ffn_down", "mlp.fc2"}})
+      for (const char* kind : {".weight", ".bias"}) add(blk + gguf_name + kind, {b + ours + kind});
+  }
+  add("output_norm.weight", {"ln_f.weight"});
+  add("output_norm.bias", {"ln_f.bias"});
+  if (!c.tie_weights) add("output.weight", {"lm_head.weight"});
+  return out;
+}
+
+// llama.cpp's converter keeps 1-D tensors and position_embd in F32 whatever the file type.
+uint32_t tensor_type(const GgufTensor& t, ag::Precision dtype) {
+  if (dtype == ag::Precision::fp32 || t.shape.size() < 2 || t.name == "position_embd.weight")
+    return gguf::kF32;
+  return gguf::kBF16;
+}
+
+std::vector<uint64_t> ggml_ne(const ag::Shape& shape) {
+  return std::vector<uint64_t>(shape.rbegin(), shape.rend());
+}
+
+gguf::File gguf_keys(const ModelFiles& m, ag::Precision dtype, const std::string& name) {
+  using gguf::Value;
+  const nn::GPTConfig& c = m.config;
+  gguf::File f;
+  auto u32 = [](int64_t v) { return Value::u32(static_cast<uint32_t>(v)); };
+  f.keys = {
+      {"general.architecture", Value::string("gpt2")},
+      {"general.name", Value::string(name)},
+      {"general.alignment", u32(gguf::kDefaultAlignment)},
+      {"general.file_type", u32(dtype == ag::Precision::fp32 ? kFileTypeF32 : kFileTypeBf16)},
+      {"gpt2.context_length", u32(c.context_length)},
+      {"gpt2.embedding_length", u32(c.d_model)},
+      {"gpt2.feed_forward_length", u32(c.ff_width())},
+      {"gpt2.block_count", u32(c.n_layers)},
+      {"gpt2.attention.head_count", u32(c.n_heads)},
+      {"gpt2.attention.layer_norm_epsilon", Value::f32(kLayerNormEps)},
+  };
+  if (!c.qkv_bias) f.keys.emplace_back(kGgufNoQkvBiasKey, Value::boolean(false));
+  if (m.tokenizer && m.tokenizer->type != "none") add_tokenizer_keys(*m.tokenizer, c.vocab_size, f);
+  return f;
+}
+
+// A size key: a scalar integer within the bounds of the config key it becomes.
+int64_t size_key(const gguf::File& f, const std::string& key, const char* config_key,
+                 const std::string& source, std::set<std::string>& used) {
+  used.insert(key);
+  const gguf::Value* v = f.find(key);
+  if (!v) throw InteropError(fmt::format("{}: key {} is missing", source, key));
+  if (v->is_array || v->ints.size() != 1 || v->type == gguf::kBool)
+    throw InteropError(fmt::format("{}: key {} is {}{}, not an integer", source, key,
+                                   v->is_array ? "an array of " : "",
+                                   gguf::value_type_name(v->type)));
+  const int64_t n = v->ints[0];
+  const bool huge = v->type == gguf::kUint64 && n < 0;  // above INT64_MAX
+  for (const auto& field : nn::config_fields())
+    if (std::string(field.key) == config_key &&
+        (huge || n < static_cast<int64_t>(field.min) || n > static_cast<int64_t>(field.max)))
+      throw InteropError(
+          fmt::format("{}: key {} is {}: must be {} to {}", source, key,
+                      huge ? fmt::format("{}", static_cast<uint64_t>(n)) : fmt::format("{}", n),
+                      static_cast<int64_t>(field.min), static_cast<int64_t>(field.max)));
+  return n;
+}
+
+const gguf::Value& scalar_key(const gguf::File& f, const std::string& key, uint32_t type,
+                              const std::string& source, std::set<std::string>& used) {
+  used.insert(key);
+  const gguf::Value* v = f.find(key);
+  if (!v) throw InteropError(fmt::format("{}: key {} is missing", source, key));
+  if (v->is_array || v->type != type)
+    throw InteropError(fmt::format("{}: key {} is {}{}, not a {}", source, key,
+                                   v->is_array ? "an array of " : "",
+                                   gguf::value_type_name(v->type), gguf::value_type_name(type)));
+  return *v;
+}
+
+const gguf::TensorInfo* find_tensor(const gguf::File& f, const std::string& name) {
+  for (const auto& t : f.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+// The vocabulary: token_embd's rows.
+int64_t vocab_of(const gguf::File& f, const std::string& source) {
+  const gguf::TensorInfo* embd = find_tensor(f, "token_embd.weight");
+  if (!embd) throw InteropError(fmt::format("{}: no tensor token_embd.weight", source));
+  if (embd->ne.size() != 2)
+    throw InteropError(
+        fmt::format("{}: tensor token_embd.weight has {} dims, not 2", source, embd->ne.size()));
+  if (embd->ne[1] > (1 << 24))
+    throw InteropError(fmt::format("{}: tensor token_embd.weight has {} rows (tokens): at most {}",
+                                   source, embd->ne[1], 1 << 24));
+  return static_cast<int64_t>(embd->ne[1]);
+}
+
+nn::GPTConfig config_of(const gguf::File& f, const std::string& source,
+                        std::set<std::string>& used) {
+  const std::string arch =
+      scalar_key(f, "general.architecture", gguf::kString, source, used).strings[0];
+  if (arch != "gpt2")
+    throw InteropError(
+        fmt::format("{}: key general.architecture is '{}': only gpt2 (GPT-2's "
+                    "architecture) is read",
+                    source, base::printable(arch)));
+  nn::GPTConfig c;
+  c.context_length = size_key(f, "gpt2.context_length", "context_length", source, used);
+  c.d_model = size_key(f, "gpt2.embedding_length", "d_model", source, used);
+  c.d_ff = size_key(f, "gpt2.feed_forward_length", "d_ff", source, used);
+  if (c.d_ff == 4 * c.d_model) c.d_ff = 0;  // attograd's way of saying GPT-2's 4 d
+  c.n_layers = size_key(f, "gpt2.block_count", "n_layers", source, used);
+  c.n_heads = size_key(f, "gpt2.attention.head_count", "n_heads", source, used);
+  const double eps =
+      scalar_key(f, "gpt2.attention.layer_norm_epsilon", gguf::kFloat32, source, used).floats[0];
+  if (static_cast<float>(eps) != kLayerNormEps)
+    throw InteropError(
+        fmt::format("{}: key gpt2.attention.layer_norm_epsilon is {}: attograd's "
+                    "LayerNorm has eps 1e-5 only",
+                    source, static_cast<float>(eps)));
+  c.qkv_bias = !f.find(kGgufNoQkvBiasKey) ||
+               scalar_key(f, kGgufNoQkvBiasKey, gguf::kBool, source, used).ints[0] != 0;
+  c.tie_weights = find_tensor(f, "output.weight") == nullptr;
+  c.vocab_size = vocab_of(f, source);
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw InteropError(
+        fmt::format("{}: the gpt2.* keys are not a model attograd builds: {}", source, e.what()));
+  }
+  return c;
+}
+
+// Every element +0.0 or -0.0.
+bool all_zero(const std::vector<float>& v) {
+  for (float x : v)
+    if (x != 0.0f) return false;
+  return true;
+}
+
+// The file's tensors cut into attograd's, in the order of gguf_tensors(config).
+void read_weights(const InputBytes& in, const gguf::File& f, ModelFiles& m) {
+  const std::string& source = in.source();
+  const std::vector<GgufTensor> tensors = gguf_tensors(m.config);
+  std::set<std::string> expected;
+  for (const auto& t : tensors) expected.insert(t.name);
+  for (const auto& info : f.tensors)
+    if (!expected.count(info.name))
+      throw InteropError(
+          fmt::format("{}: tensor {} is not one of llama.cpp's gpt2 tensors for "
+                      "these keys",
+                      source, base::printable(info.name)));
+  for (const auto& t : tensors) {
+    const gguf::TensorInfo* info = find_tensor(f, t.name);
+    if (!info) throw InteropError(fmt::format("{}: no tensor {}", source, t.name));
+    if (info->ne != ggml_ne(t.shape))
+      throw InteropError(fmt::format("{}: tensor {} has ne [{}], the keys need [{}]", source,
+                                     t.name, fmt::join(info->ne, ", "),
+                                     fmt::join(ggml_ne(t.shape), ", ")));
+    const std::vector<float> values = gguf::read_tensor(in, f, *info);
+    if (t.parts.empty()) {  // qkv biases of a model without them: written as zeros
+      if (!all_zero(values))
+        throw InteropError(
+            fmt::format("{}: tensor {} is not zero, but key {} says the model has "
+                        "no qkv biases",
+                        source, t.name, kGgufNoQkvBiasKey));
+      continue;
+    }
+    const size_t part_size = values.size() / t.parts.size();
+    ag::Shape shape = t.shape;
+    shape[0] /= static_cast<int64_t>(t.parts.size());
+    for (size_t p = 0; p < t.parts.size(); ++p) {
+      ag::Tensor w = ag::empty(shape);
+      std::memcpy(w.data<float>(), values.data() + p * part_size, part_size * sizeof(float));
+      m.weights.emplace_back(t.parts[p], w);
+    }
+  }
+}
+
+// llama.cpp's converter writes GPT-2's tied head as output.weight, a copy of token_embd: such
+// a copy is the tied head it stands for.
+void retie_head(ModelFiles& m) {
+  if (m.config.tie_weights) return;
+  const ag::Tensor& emb = m.weights.front().second;  // tok_emb.weight comes first
+  const auto head = m.weights.end() - 1;             // lm_head.weight last
+  if (std::memcmp(emb.data<float>(), head->second.data<float>(),
+                  static_cast<size_t>(emb.numel()) * sizeof(float)) != 0)
+    return;
+  m.weights.erase(head);
+  m.config.tie_weights = true;
+  m.dropped.push_back("output.weight (a copy of token_embd.weight: the head is tied)");
+}
+
+}  // namespace
+
+std::string gguf_cannot_express(const ModelFiles& m) {
+  if (m.config.norm != "layernorm")
+    return fmt::format("llama.cpp's gpt2 architecture uses layernorm; this model uses {}",
+                       m.config.norm);
+  return "";
+}
+
+void write_gguf(const ModelFiles& m, ag::Precision dtype, const std::string& name,
+                const ByteSink& out) {
+  if (const std::string why = gguf_cannot_express(m); !why.empty())
+    throw InteropError("a GGUF file cannot hold this model: " + why);
+  gguf::File f = gguf_keys(m, dtype, name);
+  const std::vector<GgufTensor> tensors = gguf_tensors(m.config);
+  for (const auto& t : tensors)
+    f.tensors.push_back({t.name, ggml_ne(t.shape), tensor_type(t, dtype), 0});
+  gguf::write_header(f, out);
+  std::map<std::string, ag::Tensor> weights(m.weights.begin(), m.weights.end());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const StoredType type = gguf::stored_type(f.tensors[i].type);
+    if (tensors[i].parts.empty()) write_zeros(ag::shape_numel(tensors[i].shape), type, out);
+    for (const auto& part : tensors[i].parts) {
+      const auto it = weights.find(part);
+      if (it == weights.end())
+        throw InteropError(
+            fmt::format("the model has no tensor {}, which its config states", part));
+      const ag::Tensor w = it->second.contiguous();
+      write_floats(w.data<float>(), w.numel(), type, out);
+    }
+    gguf::write_padding(f.tensors[i].bytes(), f.alignment, out);
+  }
+}
+
+void write_gguf(const ModelFiles& m, const std::string& path, ag::Precision dtype) {
+  std::string name = base::base_name(path);
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf") name.resize(name.size() - 5);
+  base::AtomicFileWriter file(path);  // streamed: no second copy of the model in memory
+  try {
+    write_gguf(m, dtype, name, [&](const char* data, size_t n) { file.write(data, n); });
+  } catch (const InteropError& e) {
+    throw InteropError(fmt::format("{}: {}", path, e.what()));
+  }
+  file.commit();
+}
+
+ModelFiles read_gguf(const InputBytes& in) {
+  const std::string& source = in.source();
+  const gguf::File f = gguf::read_header(in);
+  std::set<std::string> used{"general.alignment", "general.name", "general.file_type"};
+  ModelFiles m;
+  m.format = "gguf";
+  m.config = config_of(f, source, used);
+  read_weights(in, f, m);
+  retie_head(m);
+  m.tokenizer = read_tokenizer_keys(f, m.config.vocab_size, source, used, m.dropped);
+  std::vector<std::string> unused;
+  for (const auto& [key, v] : f.keys)
+    if (!used.count(key)) unused.push_back(base::printable(key));
+  if (!unused.empty()) m.dropped.push_back(fmt::format("keys {}", fmt::join(unused, ", ")));
+  check_weights(m, source);
+  return m;
+}
+
+ModelFiles read_gguf(const std::string& path) {
+  return read_gguf(InputBytes::open(path));
+}
+
+}  // namespace interop

@@ -1,0 +1,97 @@
+#pragma once
+// GGUF v3, the container (ggml's docs/gguf.md), apart from what a model means (gguf.h): see
+// interop.h for the map. Little-endian: "GGUF", version 3, tensor count, key count, the
+// keys (a string, a value type, the value; arrays: element type, count, elements), the tensor
+// infos (name, dims, ne[] innermost first, ggml type, offset into the data), padding to the
+// alignment (general.alignment, default 32), the data. Only what a model of floats needs is
+// read: arrays of arrays, and tensors other than F32, F16 and BF16, are refused by name.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "interop/float_codec.h"
+#include "interop/input_bytes.h"
+
+namespace interop::gguf {
+
+enum ValueType : uint32_t {
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
+};
+const char* value_type_name(uint32_t type);  // "UINT32", ...; "unknown" past FLOAT64
+
+// ggml's tensor types this reader takes (the others are quantised blocks)
+enum TensorType : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
+
+inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian uint32
+inline constexpr uint32_t kVersion = 3;
+inline constexpr uint64_t kDefaultAlignment = 32;
+
+// A key's value: a scalar is an array of one (is_array false). Integers and bools are held
+// in `ints` (a UINT64 as its bits), floats in `floats`, strings in `strings`.
+struct Value {
+  uint32_t type = kUint32;  // the element type
+  bool is_array = false;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::vector<std::string> strings;
+
+  static Value u32(uint32_t v);
+  static Value f32(float v);
+  static Value boolean(bool v);
+  static Value string(std::string v);
+  static Value string_array(std::vector<std::string> v);
+  static Value i32_array(std::vector<int64_t> v);
+  size_t count() const;  // elements
+};
+
+struct TensorInfo {
+  std::string name;
+  std::vector<uint64_t> ne;  // ggml order: the innermost (contiguous) dimension first
+  uint32_t type = kF32;
+  uint64_t offset = 0;  // from the start of the data section
+  uint64_t elements() const;
+  uint64_t bytes() const;  // elements * the type's size
+};
+
+struct File {
+  std::vector<std::pair<std::string, Value>> keys;  // in file order
+  std::vector<TensorInfo> tensors;                  // in file order
+  uint64_t alignment = kDefaultAlignment;
+  uint64_t data_start = 0;  // the data section's offset in the file (read files)
+
+  const Value* find(const std::string& key) const;
+};
+
+// The header and tensor infos of a GGUF file, every count, length and offset bounded by the
+// file's size before anything is allocated for it: a wrong magic or version, an unknown value
+// or tensor type, a key or tensor name twice, general.alignment not a UINT32 power of two,
+// more than 4 dims, tensor data outside the file, unaligned or overlapping: InteropErrors
+// naming the file and the key or tensor.
+File read_header(const InputBytes& in);
+
+// A tensor's elements as floats (F32, F16, BF16; exact).
+std::vector<float> read_tensor(const InputBytes& in, const File& file, const TensorInfo& t);
+
+// The stored type of a tensor type (F32, F16, BF16).
+StoredType stored_type(uint32_t tensor_type);
+
+// Lays out the data section (each tensor's offset, aligned, in order) and writes the header,
+// the infos and the padding to out; returns the data section's size. The caller then writes
+// each tensor's bytes in order, each followed by write_padding.
+uint64_t write_header(File& file, const ByteSink& out);
+void write_padding(uint64_t written, uint64_t alignment, const ByteSink& out);
+
+}  // namespace interop::gguf

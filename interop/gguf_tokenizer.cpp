@@ -1,0 +1,166 @@
+#include "interop/gguf_tokenizer.h"
+
+#include <fmt/format.h>
+
+#include "base/utf8.h"
+#include "data/gpt2_tokenizer.h"
+#include "interop/model_files.h"
+#include "io/tokenizer_section.h"
+
+namespace interop {
+
+namespace {
+
+// llama.cpp's token types (llama_token_type)
+constexpr int64_t kNormalToken = 1, kControlToken = 3;
+
+// llama.cpp's pre-tokenizer names for the split patterns attograd has: "gpt-2" is GPT-2's
+// regex; "llama-bpe" (LLAMA_VOCAB_PRE_TYPE_LLAMA3) is GPT-4's cl100k pattern, which
+// attograd's own bpe uses (llama.cpp spells its contractions out case by case and drops the
+// possessive quantifiers; the pieces are the same).
+constexpr const char* kGpt2Pre = "gpt-2";
+constexpr const char* kGpt4Pre = "llama-bpe";
+
+std::string pre_tokenizer_of(const data::ByteLevelVocab& v) {
+  if (v.split_pattern == data::kGpt2SplitPattern) return kGpt2Pre;
+  if (v.split_pattern == data::kGpt4SplitPattern) return kGpt4Pre;
+  if (v.split_pattern.empty() && v.merges.empty()) return kGpt2Pre;  // byte: no merges to cut
+  throw InteropError(
+      fmt::format("a GGUF file cannot hold this tokenizer: llama.cpp has no "
+                  "pre-tokenizer for its split pattern {}",
+                  base::printable(v.split_pattern)));
+}
+
+// The split pattern of a pre-tokenizer name llama.cpp reads as GPT-2's or GPT-4's.
+std::optional<std::string> split_pattern_of(const std::string& pre) {
+  if (pre == "gpt-2") return std::string(data::kGpt2SplitPattern);
+  for (const char* gpt4 : {"llama-bpe", "llama3", "llama-v3", "dbrx", "smaug-bpe"})
+    if (pre == gpt4) return std::string(data::kGpt4SplitPattern);
+  return std::nullopt;
+}
+
+const gguf::Value* array_key(const gguf::File& f, const std::string& key, uint32_t type,
+                             size_t count, const std::string& source, std::set<std::string>& used) {
+  used.insert(key);
+  const gguf::Value* v = f.find(key);
+  if (!v) return nullptr;
+  const bool integer = type == gguf::kInt32 && v->type != gguf::kString &&
+                       v->type != gguf::kFloat32 && v->type != gguf::kFloat64;
+  if (!v->is_array || !(v->type == type || integer))
+    throw InteropError(
+        fmt::format("{}: key {} is not an array of {}", source, key, gguf::value_type_name(type)));
+  if (count != 0 && v->count() != count)
+    throw InteropError(fmt::format("{}: key {} has {} entries, the model's vocabulary {}", source,
+                                   key, v->count(), count));
+  return v;
+}
+
+std::optional<int64_t> token_id_key(const gguf::File& f, const std::string& key, int64_t vocab,
+                                    const std::string& source, std::set<std::string>& used) {
+  used.insert(key);
+  const gguf::Value* v = f.find(key);
+  if (!v) return std::nullopt;
+  if (v->is_array || v->ints.size() != 1 || v->ints[0] < 0 || v->ints[0] >= vocab)
+    throw InteropError(fmt::format("{}: key {} is not a token id below {}", source, key, vocab));
+  return v->ints[0];
+}
+
+std::vector<std::pair<std::string, std::string>> merges_of(const gguf::Value* v,
+                                                           const std::string& source) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  if (!v) return merges;
+  for (size_t i = 0; i < v->strings.size(); ++i) {
+    const std::string& m = v->strings[i];
+    const size_t space = m.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == m.size() ||
+        m.find(' ', space + 1) != std::string::npos)
+      throw InteropError(
+          fmt::format("{}: key tokenizer.ggml.merges: entry {} ('{}') is not two "
+                      "tokens separated by one space",
+                      source, i, base::printable(m)));
+    merges.emplace_back(m.substr(0, space), m.substr(space + 1));
+  }
+  return merges;
+}
+
+}  // namespace
+
+void add_tokenizer_keys(const io::TokenizerSection& section, int64_t vocab_size, gguf::File& f) {
+  using gguf::Value;
+  data::ByteLevelVocab v;
+  try {
+    v = data::byte_level_vocab(*io::make_tokenizer(section));
+  } catch (const std::invalid_argument& e) {
+    throw InteropError(fmt::format("a GGUF file cannot hold this tokenizer: {}", e.what()));
+  }
+  if (static_cast<int64_t>(v.tokens.size()) != vocab_size)
+    throw InteropError(
+        fmt::format("a GGUF file cannot hold this tokenizer: it has {} tokens, the "
+                    "model's vocabulary {} (llama.cpp needs them equal)",
+                    v.tokens.size(), vocab_size));
+  std::vector<int64_t> types(v.tokens.size(), kNormalToken);
+  for (size_t id = 256 + v.merges.size(); id < types.size(); ++id) types[id] = kControlToken;
+  std::vector<std::string> merges;
+  for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
+  const std::string pre = pre_tokenizer_of(v);
+  f.keys.emplace_back("tokenizer.ggml.model", Value::string("gpt2"));
+  f.keys.emplace_back("tokenizer.ggml.pre", Value::string(pre));
+  f.keys.emplace_back("tokenizer.ggml.tokens", Value::string_array(std::move(v.tokens)));
+  f.keys.emplace_back("tokenizer.ggml.token_type", Value::i32_array(std::move(types)));
+  f.keys.emplace_back("tokenizer.ggml.merges", Value::string_array(std::move(merges)));
+  if (v.end_of_text) {
+    f.keys.emplace_back("tokenizer.ggml.bos_token_id",
+                        Value::u32(static_cast<uint32_t>(*v.end_of_text)));
+    f.keys.emplace_back("tokenizer.ggml.eos_token_id",
+                        Value::u32(static_cast<uint32_t>(*v.end_of_text)));
+  }
+  f.keys.emplace_back("tokenizer.ggml.add_bos_token", Value::boolean(false));
+}
+
+std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int64_t vocab,
+                                                        const std::string& source,
+                                                        std::set<std::string>& used,
+                                                        std::vector<std::string>& dropped) {
+  used.insert("tokenizer.ggml.model");
+  const gguf::Value* model = f.find("tokenizer.ggml.model");
+  if (!model) return std::nullopt;
+  if (model->is_array || model->type != gguf::kString || model->strings[0] != "gpt2")
+    throw InteropError(
+        fmt::format("{}: key tokenizer.ggml.model is not 'gpt2': only byte-level "
+                    "BPE tokenizers (GPT-2's kind) are read",
+                    source));
+  data::ByteLevelVocab v;
+  const gguf::Value* tokens = array_key(f, "tokenizer.ggml.tokens", gguf::kString,
+                                        static_cast<size_t>(vocab), source, used);
+  if (!tokens) throw InteropError(fmt::format("{}: key tokenizer.ggml.tokens is missing", source));
+  v.tokens = tokens->strings;
+  array_key(f, "tokenizer.ggml.token_type", gguf::kInt32, static_cast<size_t>(vocab), source, used);
+  v.merges =
+      merges_of(array_key(f, "tokenizer.ggml.merges", gguf::kString, 0, source, used), source);
+  used.insert("tokenizer.ggml.pre");
+  const gguf::Value* pre = f.find("tokenizer.ggml.pre");
+  const std::string pre_name =
+      pre && !pre->is_array && pre->type == gguf::kString ? pre->strings[0] : "default";
+  const std::optional<std::string> pattern = split_pattern_of(pre_name);
+  if (!pattern)
+    throw InteropError(
+        fmt::format("{}: key tokenizer.ggml.pre is '{}': only gpt-2 and llama-bpe "
+                    "(GPT-4's split pattern) are read",
+                    source, base::printable(pre_name)));
+  if (!pre) dropped.push_back("no tokenizer.ggml.pre: GPT-2's split pattern is assumed");
+  v.split_pattern = v.merges.empty() ? "" : *pattern;  // without merges the split changes nothing
+  v.end_of_text = token_id_key(f, "tokenizer.ggml.eos_token_id", vocab, source, used);
+  token_id_key(f, "tokenizer.ggml.bos_token_id", vocab, source, used);
+  used.insert("tokenizer.ggml.add_bos_token");
+  if (const gguf::Value* bos = f.find("tokenizer.ggml.add_bos_token");
+      bos && !bos->ints.empty() && bos->ints[0] != 0)
+    dropped.push_back("tokenizer.ggml.add_bos_token true (attograd puts no token before a text)");
+  try {
+    return io::tokenizer_section(*data::tokenizer_from_byte_level(std::move(v)));
+  } catch (const std::invalid_argument& e) {
+    throw InteropError(
+        fmt::format("{}: keys tokenizer.ggml.tokens and merges: {}", source, e.what()));
+  }
+}
+
+}  // namespace interop

@@ -1,0 +1,121 @@
+#include "interop/input_bytes.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "interop/model_files.h"
+
+namespace interop {
+
+static_assert(std::endian::native == std::endian::little,
+              "the formats read here are little-endian, as is every CPU attograd runs on");
+
+namespace {
+
+constexpr uint64_t kCursorBuffer = 1 << 20;  // what a Cursor reads ahead at once
+
+}  // namespace
+
+InputBytes InputBytes::open(const std::string& path) {
+  InputBytes in;
+  in.source_ = path;
+  struct stat st;
+  try {
+    in.fd_ = std::make_shared<base::UniqueFd>(
+        base::open_regular(path, fmt::format("model file '{}'", path), &st));
+  } catch (const base::FileError& e) {
+    throw InteropError(e.what());
+  }
+  in.size_ = static_cast<uint64_t>(st.st_size);
+  return in;
+}
+
+InputBytes InputBytes::of(std::string bytes, const std::string& source) {
+  InputBytes in;
+  in.source_ = source;
+  in.size_ = bytes.size();
+  in.bytes_ = std::make_shared<const std::string>(std::move(bytes));
+  return in;
+}
+
+void InputBytes::read(uint64_t offset, void* dst, uint64_t n, const std::string& what) const {
+  if (!holds(offset, n))
+    throw InteropError(
+        fmt::format("{}: {} ({} bytes at offset {}) lies past the end of the "
+                    "file ({} bytes)",
+                    source_, what, n, offset, size_));
+  if (bytes_) {
+    std::memcpy(dst, bytes_->data() + offset, n);
+    return;
+  }
+  char* out = static_cast<char*>(dst);
+  for (uint64_t done = 0; done < n;) {
+    const ssize_t got = ::pread(fd_->get(), out + done, std::min<uint64_t>(n - done, 1 << 30),
+                                static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      throw InteropError(base::os_error(fmt::format("cannot read '{}'", source_), errno).what());
+    if (got == 0)
+      throw InteropError(
+          fmt::format("{}: the file ended while {} was read (was it cut short "
+                      "meanwhile?)",
+                      source_, what));
+    done += static_cast<uint64_t>(got);
+  }
+}
+
+void Cursor::bytes(void* dst, uint64_t n, const std::string& what) {
+  if (!in_.holds(offset_, n))
+    throw InteropError(
+        fmt::format("{}: {} ({} bytes at offset {}) lies past the end of the "
+                    "file ({} bytes)",
+                    in_.source(), what, n, offset_, in_.size()));
+  char* out = static_cast<char*>(dst);
+  while (n > 0) {
+    const uint64_t end = buffer_start_ + buffer_.size();
+    if (offset_ < buffer_start_ || offset_ >= end) {
+      buffer_start_ = offset_;
+      buffer_.resize(std::min(kCursorBuffer, in_.size() - offset_));
+      in_.read(offset_, buffer_.data(), buffer_.size(), what);
+      continue;
+    }
+    const uint64_t take = std::min(n, end - offset_);
+    std::memcpy(out, buffer_.data() + (offset_ - buffer_start_), take);
+    out += take, offset_ += take, n -= take;
+  }
+}
+
+uint8_t Cursor::u8(const std::string& what) {
+  uint8_t v;
+  bytes(&v, 1, what);
+  return v;
+}
+
+uint32_t Cursor::u32(const std::string& what) {
+  uint32_t v;
+  bytes(&v, 4, what);
+  return v;
+}
+
+uint64_t Cursor::u64(const std::string& what) {
+  uint64_t v;
+  bytes(&v, 8, what);
+  return v;
+}
+
+std::string Cursor::string(const std::string& what) {
+  const uint64_t n = u64(what + " (its length)");
+  if (n > remaining())
+    throw InteropError(fmt::format("{}: {} is {} bytes long, more than the {} left in the file",
+                                   in_.source(), what, n, remaining()));
+  std::string s(n, '\0');
+  bytes(s.data(), n, what);
+  return s;
+}
+
+}  // namespace interop
