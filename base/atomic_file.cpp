@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -139,6 +140,10 @@ void check_can_write(const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
+  write_file_atomically(path, [&](int fd) { write_all(fd, bytes, path); });
+}
+
+void write_file_atomically(const std::string& path, const std::function<void(int fd)>& write) {
   const mode_t mode = output_mode(path);
   const std::string folder = folder_of(path);
   remove_stale_partials(path);
@@ -150,7 +155,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   // held until the rename (a dup shares the lock), so no cleaner removes the file meanwhile
   ::flock(tmp.fd.get(), LOCK_EX | LOCK_NB);
   UniqueFd lock_holder(::dup(tmp.fd.get()));
-  write_all(tmp.fd.get(), bytes, path);
+  write(tmp.fd.get());
   ::fchmod(tmp.fd.get(), mode);  // if this fails the file stays 0600: stricter, never looser
   if (::fsync(tmp.fd.get()) != 0)
     throw os_error(fmt::format("cannot write '{}' (fsync)", path), errno);

@@ -7,6 +7,7 @@
 // (O_CREAT|O_EXCL|O_NOFOLLOW with a random name, another one tried when it is taken), so a
 // file, folder or symbolic link planted in the output's folder can neither redirect nor
 // block a save.
+#include <functional>
 #include <string>
 
 namespace base {
@@ -19,6 +20,10 @@ namespace base {
 // device, a symbolic link) is refused. Temporary files of writers that were killed (SIGKILL,
 // power loss) are removed: only regular files of this user whose writer is gone.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+// The same with the contents written by `write` to the temporary file's descriptor (open for
+// reading and writing, at offset 0), in as many pieces as it likes: a large file is never
+// whole in memory. What `write` throws is passed on, after the temporary file is removed.
+void write_file_atomically(const std::string& path, const std::function<void(int fd)>& write);
 
 // Throws std::runtime_error naming path and the reason when path exists and is not a regular
 // file, or when a file cannot be created in path's folder (missing, not a folder, read-only):
