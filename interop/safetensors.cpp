@@ -258,17 +258,19 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data region starts 8-byte aligned
   const uint64_t length = text.size();          // little-endian, as the CPU
-  base::AtomicFileWriter out(path);
-  out.write(reinterpret_cast<const char*>(&length), 8);
-  out.write(text.data(), text.size());
-  std::vector<float> values;
-  for (const auto& t : tensors) {
-    values.assign(static_cast<size_t>(ag::shape_numel(t.shape)), 0.0f);
-    t.fill(values.data());
-    write_floats(values.data(), static_cast<int64_t>(values.size()), dtype,
-                 [&](const char* data, size_t n) { out.write(data, n); });
-  }
-  out.commit();
+  base::write_file_atomically(path, [&](int fd) {
+    base::BufferedWriter out(fd, path);
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out.write(text.data(), text.size());
+    std::vector<float> values;
+    for (const auto& t : tensors) {
+      values.assign(static_cast<size_t>(ag::shape_numel(t.shape)), 0.0f);
+      t.fill(values.data());
+      write_floats(values.data(), static_cast<int64_t>(values.size()), dtype,
+                   [&](const char* data, size_t n) { out.write(data, n); });
+    }
+    out.flush();
+  });
 }
 
 }  // namespace interop
