@@ -451,6 +451,10 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Preci
   for (const auto& t : hf_gpt2_tensors(c)) {
     const bool zeros = zero_qkv_bias && t.layout == HfLayout::qkv_bias;
     const std::string name = t.name == "lm_head.weight" ? t.name : std::string(kPrefix) + t.name;
+    if (t.layout == HfLayout::same) {  // written from the parameter itself: no copy
+      out.push_back({name, t.shape, nullptr, ours.at(t.ours[0])->data<float>()});
+      continue;
+    }
     out.push_back({name, t.shape, [&ours, t, zeros](float* hf) {
                      if (!zeros) convert_out(t, ours, hf);  // the buffer starts zeroed
                    }});

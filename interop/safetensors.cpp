@@ -264,10 +264,13 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
     out.write(text.data(), text.size());
     std::vector<float> values;
     for (const auto& t : tensors) {
-      values.assign(static_cast<size_t>(ag::shape_numel(t.shape)), 0.0f);
-      t.fill(values.data());
-      write_floats(values.data(), static_cast<int64_t>(values.size()), dtype,
-                   [&](const char* data, size_t n) { out.write(data, n); });
+      const int64_t n = ag::shape_numel(t.shape);
+      if (!t.values) {
+        values.assign(static_cast<size_t>(n), 0.0f);
+        t.fill(values.data());
+      }
+      write_floats(t.values ? t.values : values.data(), n, dtype,
+                   [&](const char* data, size_t bytes) { out.write(data, bytes); });
     }
     out.flush();
   });

@@ -75,11 +75,13 @@ class SafetensorsReader {
 };
 
 // One tensor to write: its name, shape and a function that fills numel float32 values in
-// row-major order (called once, when its bytes are written).
+// row-major order (called once, when its bytes are written), or the values themselves
+// (`values`, numel floats that outlive the write: written from where they are, no copy).
 struct SafetensorsTensor {
   std::string name;
   ag::Shape shape;
   std::function<void(float*)> fill;
+  const float* values = nullptr;
 };
 
 // Writes the tensors in the order given (the header's keys sorted, as JSON objects are
