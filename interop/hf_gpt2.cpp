@@ -358,7 +358,8 @@ nn::GPTConfig gpt2_config_from_json(const json& j, const std::string& source,
   return c;
 }
 
-json gpt2_config_json(const nn::GPTConfig& c) {
+json gpt2_config_json(const nn::GPTConfig& c, std::optional<int64_t> end_of_text) {
+  const json eos = end_of_text ? json(*end_of_text) : json(nullptr);
   return {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
           {"activation_function", "gelu_new"},
@@ -368,7 +369,9 @@ json gpt2_config_json(const nn::GPTConfig& c) {
           {"n_embd", c.d_model},
           {"n_layer", c.n_layers},
           {"n_head", c.n_heads},
-          {"n_inner", c.d_ff > 0 ? json(c.d_ff) : json(nullptr)},
+          {"n_inner", c.ff_width() != 4 * c.d_model ? json(c.d_ff) : json(nullptr)},
+          {"bos_token_id", eos},
+          {"eos_token_id", eos},
           {"layer_norm_epsilon", kAttogradLayerNormEps},
           {"resid_pdrop", c.dropout},
           {"embd_pdrop", c.dropout},
@@ -462,8 +465,11 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Preci
   write_safetensors((fs::path(folder) / "model.safetensors").string(), out,
                     dtype == ag::Precision::bf16 ? StoredType::bf16 : StoredType::f32,
                     {{"format", "pt"}});
-  base::write_file_atomically((fs::path(folder) / "config.json").string(),
-                              gpt2_config_json(c).dump(2) + "\n");
+  base::write_file_atomically(
+      (fs::path(folder) / "config.json").string(),
+      gpt2_config_json(c, model.tokenizer ? end_of_text_id(*model.tokenizer) : std::nullopt)
+              .dump(2) +
+          "\n");
   if (model.tokenizer) write_tokenizer_files(*model.tokenizer, folder);
 }
 

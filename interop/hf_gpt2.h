@@ -10,6 +10,7 @@
 // projection is transposed on the way, and c_attn ([d, 3d], the query, key and value
 // projections side by side) is split into W_query, W_key and W_value.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,10 @@ namespace interop {
 // differ) goes to notes.
 nn::GPTConfig gpt2_config_from_json(const nlohmann::json& j, const std::string& source,
                                     std::vector<std::string>& notes);
-// The config.json GPT2LMHeadModel.from_pretrained reads for this model.
-nlohmann::json gpt2_config_json(const nn::GPTConfig& c);
+// The config.json GPT2LMHeadModel.from_pretrained reads for this model; bos_token_id and
+// eos_token_id are end_of_text (null without one: GPT2Config's default 50256 may be no id of
+// this vocabulary).
+nlohmann::json gpt2_config_json(const nn::GPTConfig& c, std::optional<int64_t> end_of_text);
 
 // How one HF tensor holds attograd's parameters.
 enum class HfLayout {

@@ -44,6 +44,11 @@ std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& fol
   }
 }
 
+std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer) {
+  if (tokenizer.type == "char" || tokenizer.type == "none") return std::nullopt;
+  return data::byte_level_vocab(*io::make_tokenizer(tokenizer)).end_of_text;
+}
+
 void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::string& folder) {
   try {
     const auto tok = io::make_tokenizer(tokenizer);

@@ -4,6 +4,7 @@
 //
 //   auto tok = interop::read_tokenizer_folder("gpt2/", /*required=*/false);   // optional
 //   interop::write_tokenizer_files(*model.tokenizer, "out/");
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -16,6 +17,9 @@ namespace interop {
 // when the folder has neither pair, an InteropError then if `required`, and for any entry
 // the reader refuses (the message names file and entry).
 std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& folder, bool required);
+
+// The id of <|endoftext|> in the tokenizer, when it has one (config.json's bos and eos ids).
+std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer);
 
 // Into folder: Hugging Face tokenizers' tokenizer.json for any tokenizer it can express, and
 // vocab.json + merges.txt (GPT2Tokenizer's files) as well when the tokenizer is byte-level
