@@ -106,8 +106,10 @@ void remove_stale_partials(const std::string& path) noexcept {
   }
 }
 
+}  // namespace
+
 // Closes the descriptor and removes the temporary file unless the write was committed.
-struct TempFile {
+struct AtomicFileWriter::TempFile {
   std::string path;
   UniqueFd fd;
   bool committed = false;
@@ -117,9 +119,11 @@ struct TempFile {
   }
 };
 
-void write_all(int fd, const std::string& bytes, const std::string& path) {
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+namespace {
+
+void write_all(int fd, const char* bytes, size_t size, const std::string& path) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::write(fd, bytes + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw os_error(fmt::format("cannot write '{}'", path), errno);
     done += static_cast<size_t>(n);
@@ -138,30 +142,44 @@ void check_can_write(const std::string& path) {
   ::unlink(probe.c_str());
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const mode_t mode = output_mode(path);
-  const std::string folder = folder_of(path);
+AtomicFileWriter::AtomicFileWriter(const std::string& path)
+    : path_(path), mode_(output_mode(path)) {
   remove_stale_partials(path);
-  TempFile tmp;
-  tmp.fd = UniqueFd(create_partial(path, &tmp.path));
-  if (!tmp.fd.valid())
+  tmp_ = std::make_unique<TempFile>();
+  tmp_->fd = UniqueFd(create_partial(path, &tmp_->path));
+  if (!tmp_->fd.valid())
     throw os_error(
-        fmt::format("cannot write '{}' (creating a temporary file in '{}')", path, folder), errno);
+        fmt::format("cannot write '{}' (creating a temporary file in '{}')", path, folder_of(path)),
+        errno);
   // held until the rename (a dup shares the lock), so no cleaner removes the file meanwhile
-  ::flock(tmp.fd.get(), LOCK_EX | LOCK_NB);
-  UniqueFd lock_holder(::dup(tmp.fd.get()));
-  write_all(tmp.fd.get(), bytes, path);
-  ::fchmod(tmp.fd.get(), mode);  // if this fails the file stays 0600: stricter, never looser
-  if (::fsync(tmp.fd.get()) != 0)
-    throw os_error(fmt::format("cannot write '{}' (fsync)", path), errno);
-  if (const int err = tmp.fd.reset())
-    throw os_error(fmt::format("cannot write '{}' (close)", path), err);
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    throw os_error(fmt::format("cannot rename the new checkpoint onto '{}'", path), errno);
-  tmp.committed = true;
+  ::flock(tmp_->fd.get(), LOCK_EX | LOCK_NB);
+  lock_holder_ = UniqueFd(::dup(tmp_->fd.get()));
+}
+
+AtomicFileWriter::~AtomicFileWriter() = default;
+
+void AtomicFileWriter::write(const char* data, size_t n) {
+  write_all(tmp_->fd.get(), data, n, path_);
+}
+
+void AtomicFileWriter::commit() {
+  ::fchmod(tmp_->fd.get(), mode_);  // if this fails the file stays 0600: stricter, never looser
+  if (::fsync(tmp_->fd.get()) != 0)
+    throw os_error(fmt::format("cannot write '{}' (fsync)", path_), errno);
+  if (const int err = tmp_->fd.reset())
+    throw os_error(fmt::format("cannot write '{}' (close)", path_), err);
+  if (::rename(tmp_->path.c_str(), path_.c_str()) != 0)
+    throw os_error(fmt::format("cannot rename the new file onto '{}'", path_), errno);
+  tmp_->committed = true;
   // make the rename itself durable
-  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir(::open(folder_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.valid()) ::fsync(dir.get());
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  AtomicFileWriter out(path);
+  out.write(bytes.data(), bytes.size());
+  out.commit();
 }
 
 }  // namespace base

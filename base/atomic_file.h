@@ -7,7 +7,11 @@
 // (O_CREAT|O_EXCL|O_NOFOLLOW with a random name, another one tried when it is taken), so a
 // file, folder or symbolic link planted in the output's folder can neither redirect nor
 // block a save.
+#include <cstddef>
+#include <memory>
 #include <string>
+
+#include "base/posix_file.h"
 
 namespace base {
 
@@ -19,6 +23,30 @@ namespace base {
 // device, a symbolic link) is refused. Temporary files of writers that were killed (SIGKILL,
 // power loss) are removed: only regular files of this user whose writer is gone.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// The same, for a file too large to hold in memory: written a piece at a time into the
+// temporary file, put in place by commit(); destroyed uncommitted (an exception on the
+// way), it removes the temporary file and path keeps its old contents.
+//
+//   base::AtomicFileWriter out("model.safetensors");
+//   out.write(header.data(), header.size());   // ... tensor by tensor
+//   out.commit();
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path);  // refuses what write_file_atomically does
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  void write(const char* data, size_t n);
+  void commit();
+
+ private:
+  struct TempFile;
+  std::string path_;
+  mode_t mode_;
+  std::unique_ptr<TempFile> tmp_;
+  UniqueFd lock_holder_;
+};
 
 // Throws std::runtime_error naming path and the reason when path exists and is not a regular
 // file, or when a file cannot be created in path's folder (missing, not a folder, read-only):

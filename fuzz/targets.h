@@ -17,6 +17,8 @@
 #include "data/data.h"
 #include "interop/gguf.h"
 #include "interop/llmc.h"
+#include "interop/model_files.h"
+#include "interop/safetensors.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "train/train.h"
@@ -195,6 +197,24 @@ inline void gguf(const std::string& bytes) {
     if (std::memcmp(back.weights[i].second.data<float>(), m.weights[i].second.data<float>(),
                     static_cast<size_t>(m.weights[i].second.numel()) * 4) != 0)
       std::abort();
+}
+
+// Any bytes as a safetensors file: refused with an InteropError naming the file, or read
+// whole, every tensor's bytes inside the file and all of them together exactly its data.
+inline void safetensors(const std::string& bytes) {
+  try {
+    const auto in = interop::SafetensorsReader::from_bytes(bytes, "fuzz.safetensors");
+    uint64_t total = 0;
+    for (const auto& e : in.entries()) {
+      const ag::Tensor t = in.read(e);
+      if (static_cast<uint64_t>(t.numel()) * interop::dtype_size(e.dtype) != e.end - e.begin)
+        std::abort();
+      total += e.end - e.begin;
+    }
+    if (total > bytes.size()) std::abort();
+  } catch (const interop::InteropError& e) {
+    if (std::string(e.what()).rfind("fuzz.safetensors: ", 0) != 0) std::abort();
+  }
 }
 
 }  // namespace fuzz

@@ -280,13 +280,13 @@ void write_gguf(const ModelFiles& m, ag::Precision dtype, const std::string& nam
 void write_gguf(const ModelFiles& m, const std::string& path, ag::Precision dtype) {
   std::string name = base::base_name(path);
   if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf") name.resize(name.size() - 5);
-  std::string bytes;
+  base::AtomicFileWriter file(path);  // written a tensor at a time: no copy of the model
   try {
-    write_gguf(m, dtype, name, [&](const char* data, size_t n) { bytes.append(data, n); });
+    write_gguf(m, dtype, name, [&](const char* data, size_t n) { file.write(data, n); });
   } catch (const InteropError& e) {
     throw InteropError(fmt::format("{}: {}", path, e.what()));
   }
-  base::write_file_atomically(path, bytes);
+  file.commit();
 }
 
 ModelFiles read_gguf(const InputBytes& in) {

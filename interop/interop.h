@@ -5,8 +5,9 @@
 // tokenizer), so a format is one reader and one writer beside the others, and `attograd
 // import` / `attograd export` (cli/interop_commands.cpp) only pick one.
 //
-//   model_files.h   ModelFiles, import_model (finds the format), export_model, the
-//                   checkpoint an import writes
+//   model_files.h   ModelFiles, check_weights (what every reader ends with)
+//   safetensors.h   the safetensors format: a checked reader (pread into float32; F32, F16,
+//                   BF16) and a streamed writer (F32, BF16)
 //   input_bytes.h   a hostile file read at the offsets its header states, every read
 //                   bounded by the file's size (InputBytes, Cursor); bytes in memory alike
 //   float_codec.h   float32 weights to and from F32, BF16 (rounded to nearest even), F16

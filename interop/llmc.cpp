@@ -198,13 +198,13 @@ void write_llmc(const ModelFiles& model, ag::Precision dtype, const ByteSink& ou
 }
 
 void write_llmc(const ModelFiles& model, const std::string& path, ag::Precision dtype) {
-  std::string bytes;
+  base::AtomicFileWriter file(path);  // written a tensor at a time: no copy of the model
   try {
-    write_llmc(model, dtype, [&](const char* data, size_t n) { bytes.append(data, n); });
+    write_llmc(model, dtype, [&](const char* data, size_t n) { file.write(data, n); });
   } catch (const InteropError& e) {
     throw InteropError(fmt::format("{}: {}", path, e.what()));
   }
-  base::write_file_atomically(path, bytes);
+  file.commit();
 }
 
 }  // namespace interop

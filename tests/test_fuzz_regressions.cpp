@@ -81,6 +81,10 @@ TEST_CASE("tokenizer file fuzz findings and seeds read or fail cleanly") {
   replay_all("tokenizer_file", 3, fuzz::tokenizer_file);
 }
 
+TEST_CASE("safetensors fuzz findings and seeds read or fail cleanly") {
+  replay_all("safetensors", 3, fuzz::safetensors);
+}
+
 TEST_CASE("llm.c checkpoint fuzz findings and seeds read or fail cleanly") {
   replay_all("llmc", 3, fuzz::llmc);
 }

@@ -1,0 +1,96 @@
+#pragma once
+// safetensors, the format of Hugging Face's model.safetensors: 8 bytes (little-endian
+// uint64 N), N bytes of JSON {"name": {"dtype", "shape", "data_offsets": [begin, end]},
+// "__metadata__": {string: string}}, then the data region the offsets point into.
+//
+//   interop::SafetensorsReader in("model.safetensors");   // header read and checked whole
+//   for (const auto& e : in.entries()) { ag::Tensor t = in.read(e); ... }   // float32
+//
+//   std::vector<interop::SafetensorsTensor> out = {{"wte.weight", {V, d}, fill_wte}};
+//   interop::write_safetensors("model.safetensors", out, interop::StDtype::bf16);
+//
+// The file is hostile until checked: before anything is allocated from it, its header length
+// is bounded (kMaxSafetensorsHeader, and within the file), and every entry is held to the
+// rules: dtype F32, F16 or BF16 (others refused by name), a shape whose element count times
+// the dtype's size is exactly its byte range, ranges inside the data region that neither
+// overlap nor leave a gap (every byte belongs to exactly one tensor), no name twice,
+// __metadata__ strings only. Errors are InteropErrors naming the file and the tensor or field.
+// Tensors are read with pread straight into their float32 tensor (F16, BF16 widened exactly),
+// so reading a file costs its float32 tensors and no second copy of it.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "base/posix_file.h"
+
+namespace interop {
+
+inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // bytes of JSON
+inline constexpr size_t kMaxSafetensorsRank = 8;
+
+enum class StDtype { f32, f16, bf16 };
+const char* dtype_name(StDtype d);  // "F32", "F16", "BF16"
+size_t dtype_size(StDtype d);
+
+struct SafetensorsEntry {
+  std::string name;
+  StDtype dtype = StDtype::f32;
+  ag::Shape shape;
+  uint64_t begin = 0, end = 0;  // byte range within the data region
+};
+
+class SafetensorsReader {
+ public:
+  // Opens a regular file (a FIFO or a device is refused before it is opened) and checks its
+  // header; source is how messages name it.
+  explicit SafetensorsReader(const std::string& path);
+  // The same over bytes in memory, which must outlive the reader (tests, the fuzz target).
+  static SafetensorsReader from_bytes(std::string_view bytes, const std::string& source);
+
+  const std::string& source() const { return source_; }
+  // In the order of their bytes in the file.
+  const std::vector<SafetensorsEntry>& entries() const { return entries_; }
+  const SafetensorsEntry* find(const std::string& name) const;  // nullptr when absent
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  uint64_t file_size() const { return file_size_; }
+
+  // The tensor's values as float32 into out (numel floats); a read error or a file that
+  // shrank since it was opened is an InteropError naming the tensor.
+  void read_into(const SafetensorsEntry& e, float* out) const;
+  ag::Tensor read(const SafetensorsEntry& e) const;
+
+ private:
+  SafetensorsReader() = default;
+  void parse(std::string_view header);
+  void read_bytes(uint64_t offset, char* out, size_t n, const std::string& what) const;
+
+  std::string source_;
+  base::UniqueFd fd_;        // a file, or
+  std::string_view memory_;  // bytes in memory
+  uint64_t file_size_ = 0;
+  uint64_t data_start_ = 0;  // 8 + header length
+  std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, size_t> by_name_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// One tensor to write: its name, shape and a function that fills numel float32 values in
+// row-major order (called once, when its bytes are written).
+struct SafetensorsTensor {
+  std::string name;
+  ag::Shape shape;
+  std::function<void(float*)> fill;
+};
+
+// Writes the tensors in the order given (the header's keys sorted, as JSON objects are
+// here), as F32 or BF16 (round to nearest even), the header padded with spaces to a multiple
+// of 8 bytes as the format allows, streamed tensor by tensor into a temporary file put in
+// place at the end (base::AtomicFileWriter): memory is the largest tensor, never the file.
+void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                       StDtype dtype, const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace interop
