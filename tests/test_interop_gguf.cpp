@@ -15,6 +15,7 @@
 #include "interop/gguf_format.h"
 #include "interop_support.h"
 #include "io/tokenizer_section.h"
+#include "support.h"
 
 using Catch::Matchers::Contains;
 using interop::InputBytes;
@@ -494,4 +495,22 @@ TEST_CASE("a GGUF tokenizer that lies is refused naming the key") {
   const ModelFiles extra =
       read_bytes(edit([](gguf::File& f) { set_key(f, "general.license", Value::string("mit")); }));
   REQUIRE(extra.dropped == std::vector<std::string>{"keys general.license"});
+}
+
+TEST_CASE("a GGUF file is written to a file whole or not at all, named after it") {
+  ag_test::TempDir dir;
+  const ModelFiles m = interop_test::random_model(kConfig, 13);
+  const std::string path = dir.file("tiny-gpt.gguf");
+  interop::write_gguf(m, path, ag::Precision::bf16);
+  const ModelFiles back = interop::read_gguf(path);
+  interop_test::require_same_weights(back, bf16_matrices(m));
+  REQUIRE(gguf::read_header(InputBytes::open(path)).find("general.name")->strings[0] == "tiny-gpt");
+  nn::GPTConfig rms = kConfig;
+  rms.norm = "rmsnorm";
+  const std::string refused = dir.file("rms.gguf");
+  REQUIRE_THROWS_WITH(
+      interop::write_gguf(interop_test::random_model(rms, 13), refused, ag::Precision::fp32),
+      Contains(refused + ": a GGUF file cannot hold this model"));
+  REQUIRE(std::distance(std::filesystem::directory_iterator(dir.path),
+                        std::filesystem::directory_iterator()) == 1);  // no temporary left
 }
