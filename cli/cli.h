@@ -18,6 +18,7 @@
 //   inspect_command.cpp  inspect
 //   report_command.cpp   report: the page report/ draws, from metrics files and a checkpoint
 //   attention_command.cpp  attention: a checkpoint's attention weights over a prompt
+//   interop_commands.cpp  import, export: models to and from other tools' formats (interop/)
 //   gradcheck.cpp        gradcheck: the op table's checks, printed as a table
 //   demo.cpp             demo: the attention chapter's numbers
 //   main.cpp             main()
@@ -50,6 +51,8 @@ int eval_command(const Args& args);
 int inspect_command(const Args& args);
 int report_command(const Args& args);
 int attention_command(const Args& args);
+int import_command(const Args& args);
+int export_command(const Args& args);
 int gradcheck_command(const Args& args);
 int demo_command(const Args& args);
 

@@ -22,6 +22,8 @@ commands:
   inspect    show what a checkpoint holds (--verify checks every dataset)
   report     a training report page: curves of --metrics files, a checkpoint's attention maps
   attention  a checkpoint's attention weights over a prompt, printed (or --svg, a heat map)
+  import     a model from elsewhere (Hugging Face GPT-2, safetensors) as a checkpoint
+  export     a checkpoint as other tools' files (--format hf: a Hugging Face folder)
   gradcheck  run the finite-difference gradient checks of every op
   bench      time training steps (tiny, small, base) or the hot kernels (--micro)
   demo       the attention chapter's numbers and a small network trained by backprop
@@ -39,7 +41,8 @@ Command find_command(const std::string& name) {
       {"eval", eval_command},           {"inspect", inspect_command},
       {"gradcheck", gradcheck_command}, {"bench", bench::bench_command},
       {"demo", demo_command},           {"report", report_command},
-      {"attention", attention_command},
+      {"attention", attention_command}, {"import", import_command},
+      {"export", export_command},
   };
   for (const auto& [n, command] : kCommands)
     if (name == n) return command;

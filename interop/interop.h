@@ -8,6 +8,12 @@
 //   model_files.h   ModelFiles, check_weights (what every reader ends with)
 //   safetensors.h   the safetensors format: a checked reader (pread into float32; F32, F16,
 //                   BF16) and a streamed writer (F32, BF16)
+//   hf_gpt2.h       Hugging Face's GPT-2: config.json, HF's names and Conv1D layout; a
+//                   folder (or a .safetensors file) read and written
+//   tokenizer_files.h  GPT-2's tokenizer files in a folder, read and written
+//   formats.h       the table of formats import_model and export_model pick from (found by
+//                   content), and the checkpoint an import writes (checkpoint_of,
+//                   model_files_of)
 //   input_bytes.h   a hostile file read at the offsets its header states, every read
 //                   bounded by the file's size (InputBytes, Cursor); bytes in memory alike
 //   float_codec.h   float32 weights to and from F32, BF16 (rounded to nearest even), F16

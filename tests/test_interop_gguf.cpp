@@ -235,7 +235,7 @@ TEST_CASE("a model without qkv biases is written with zero biases and the key sa
   REQUIRE_NOTHROW(read_bytes(rewritten(bytes, [](gguf::File&) {})));  // the helper is faithful
   // non-zero biases under that key are refused rather than lost
   std::string lie = bytes;
-  const auto& qkvb = f.tensors[3];
+  const auto& qkvb = f.tensors[5];
   REQUIRE(qkvb.name == "blk.0.attn_qkv.bias");
   const float one = 1.0f;
   std::memcpy(lie.data() + f.data_start + qkvb.offset, &one, 4);

@@ -1,0 +1,153 @@
+// `import` and `export`: models to and from other tools' formats (interop/). A file from
+// elsewhere that cannot be read as asked (InteropError) is a one-line error and exit 2, and
+// no output is left behind: the checkpoint and the exported files are written to temporary
+// siblings and renamed into place.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "base/utf8.h"
+#include "cli/cli.h"
+#include "cli/command_support.h"
+#include "interop/formats.h"
+#include "io/checkpoint.h"
+
+namespace cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Parses args with `positional` (when not empty) taking the first bare argument; nullopt
+// after --help.
+std::optional<po::variables_map> parse_with(const Args& args, const po::options_description& desc,
+                                            const char* positional, const std::string& usage) {
+  po::positional_options_description pos;
+  if (positional) pos.add(positional, 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: " << usage << "\n\n" << desc << "\n";
+      return std::nullopt;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return vm;
+}
+
+// What a model path reads: the path, and a folder's files (or a file's neighbours) that
+// an import may open, so that --out can name none of them.
+io::NamedPaths import_inputs(const std::string& path, const std::string& tokenizer) {
+  io::NamedPaths inputs = {{"PATH", path}};
+  std::error_code ec;
+  const fs::path folder =
+      fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  std::vector<fs::path> dirs = {folder.empty() ? fs::path(".") : folder};
+  if (!tokenizer.empty()) dirs.emplace_back(tokenizer);
+  for (const fs::path& dir : dirs) {
+    for (const char* name : {"config.json", "model.safetensors", "vocab.json", "merges.txt",
+                             "encoder.json", "vocab.bpe", "tokenizer.json"})
+      inputs.emplace_back(fmt::format("PATH's {}", name), (dir / name).string());
+  }
+  return inputs;
+}
+
+void print_import(const interop::ModelFiles& m, const std::string& out) {
+  int64_t params = 0;
+  for (const auto& [name, t] : m.weights) params += t.numel();
+  fmt::print(
+      "imported {} ({} model): {} parameters, {} layers, d_model {}, {} heads, context {}, "
+      "vocab {}\n",
+      base::printable(out), m.format, params, m.config.n_layers, m.config.d_model, m.config.n_heads,
+      m.config.context_length, m.config.vocab_size);
+  fmt::print("tokenizer: {}\n",
+             m.tokenizer ? m.tokenizer->type
+                         : "none (sample, eval and train need one: give --tokenizer DIR with "
+                           "GPT-2's tokenizer files)");
+  for (const auto& d : m.dropped) fmt::print("not kept: {}\n", d);
+}
+
+interop::StDtype parse_dtype(const std::string& s) {
+  if (s == "f32") return interop::StDtype::f32;
+  if (s == "bf16") return interop::StDtype::bf16;
+  throw UsageError(fmt::format("--dtype must be f32 or bf16, got '{}'", base::printable(s)));
+}
+
+// InteropError: the file from elsewhere is at fault, a usage error (exit 2).
+template <typename Body>
+int guarded_interop(const std::string& command, Body body) {
+  return guarded(command, [&] {
+    try {
+      return body();
+    } catch (const interop::InteropError& e) {
+      return usage_error(command, e.what());
+    }
+  });
+}
+
+}  // namespace
+
+int import_command(const Args& args) {
+  return guarded_interop("import", [&] {
+    std::string path, out, tokenizer;
+    po::options_description desc("import options");
+    auto add = desc.add_options();
+    add("help,h", "show this help");
+    add("path", po::value(&path)->required(),
+        "a Hugging Face GPT-2 folder, a .safetensors file with config.json beside it, or a "
+        "model file of another format (llm.c, GGUF)");
+    add("out", po::value(&out)->required(), "the attograd checkpoint to write (.h5)");
+    add("tokenizer", po::value(&tokenizer),
+        "folder with GPT-2's tokenizer files (vocab.json + merges.txt, or encoder.json + "
+        "vocab.bpe), when PATH has none");
+    const auto vm =
+        parse_with(args, desc, "path", "attograd import PATH --out FILE.h5 [--tokenizer DIR]");
+    if (!vm) return 0;
+    require_outputs({{"--out", out}}, import_inputs(path, tokenizer));
+    const io::OutputLock lock = lock_output(out);
+    interop::ModelFiles model = interop::import_model(path, tokenizer);
+    print_import(model, out);
+    io::save_checkpoint(out, interop::checkpoint_of(std::move(model)));
+    return 0;
+  });
+}
+
+int export_command(const Args& args) {
+  return guarded_interop("export", [&] {
+    std::string path, format, out, dtype;
+    po::options_description desc("export options");
+    auto add = desc.add_options();
+    add("help,h", "show this help");
+    add("checkpoint", po::value(&path)->required(), "the attograd checkpoint to export");
+    add("format", po::value(&format)->required(),
+        "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint)");
+    add("out", po::value(&out)->required(), "where to write (hf: a new or empty folder)");
+    add("dtype", po::value(&dtype)->default_value("f32"), "f32 or bf16");
+    const auto vm = parse_with(args, desc, nullptr,
+                               "attograd export --checkpoint FILE.h5 --format hf|gguf|llmc "
+                               "--out PATH [--dtype f32|bf16]");
+    if (!vm) return 0;
+    const interop::StDtype type = parse_dtype(dtype);
+    require_file(path, "checkpoint");
+    if (interop::export_writes_folder(format)) {
+      try {
+        io::refuse_output_over_inputs(out, "--out", {{"--checkpoint", path}});
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+      }
+    } else {
+      require_outputs({{"--out", out}}, {{"--checkpoint", path}});
+    }
+    const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
+    interop::export_model(interop::model_files_of(ckpt), format, out, type);
+    fmt::print("exported {} as {} ({}) to {}\n", base::printable(path), format, dtype,
+               base::printable(out));
+    return 0;
+  });
+}
+
+}  // namespace cli

@@ -1,0 +1,231 @@
+#include "interop/formats.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+
+#include "base/posix_file.h"
+#include "base/utf8.h"
+#include "interop/gguf.h"
+#include "interop/hf_gpt2.h"
+#include "interop/llmc.h"
+#include "interop/tokenizer_files.h"
+#include "io/tokenizer_section.h"
+#include "train/config.h"
+
+namespace interop {
+
+std::vector<std::string> export_formats();
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a file starts with (16 bytes at most), for recognising its format.
+std::string head_of(const std::string& path) {
+  struct stat st;
+  try {
+    base::UniqueFd fd = base::open_regular(path, fmt::format("'{}'", path), &st);
+    std::string head(16, '\0');
+    const ssize_t n = base::read_full(fd.get(), head.data(), head.size());
+    if (n < 0) throw base::os_error(fmt::format("cannot read '{}'", path), errno);
+    head.resize(static_cast<size_t>(n));
+    return head;
+  } catch (const base::FileError& e) {
+    throw InteropError(e.what());
+  }
+}
+
+uint64_t le(std::string_view bytes, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = (v << 8) | static_cast<unsigned char>(bytes[i]);
+  return v;
+}
+
+bool is_llmc(std::string_view head) {
+  return head.size() >= 4 && le(head, 4) == 20240326;
+}
+bool is_gguf(std::string_view head) {
+  return head.substr(0, 4) == "GGUF";
+}
+bool is_safetensors(std::string_view head) {
+  return head.size() >= 9 && head[8] == '{';
+}
+
+ModelFiles read_hf(const std::string& path, const std::string& tokenizer_folder) {
+  return read_hf_gpt2(path, tokenizer_folder);
+}
+
+void write_hf(const ModelFiles& model, const std::string& out, StDtype dtype) {
+  write_hf_gpt2(model, out, dtype);
+}
+
+// llm.c and GGUF hold float32 or bfloat16 (attograd's --dtype f32 and bf16).
+ag::Precision precision_of(StDtype dtype, const std::string& out, const char* format) {
+  if (dtype == StDtype::f16)
+    throw InteropError(fmt::format("{}: {} is written in f32 or bf16, not f16", out, format));
+  return dtype == StDtype::bf16 ? ag::Precision::bf16 : ag::Precision::fp32;
+}
+
+// A GGUF file, its tokenizer replaced by the one in tokenizer_folder when one is named.
+ModelFiles read_gguf_file(const std::string& path, const std::string& tokenizer_folder) {
+  ModelFiles m = read_gguf(path);
+  if (!tokenizer_folder.empty()) {
+    if (m.tokenizer) m.dropped.push_back("the file's tokenizer (--tokenizer's replaces it)");
+    m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
+    const int64_t tokens = io::make_tokenizer(*m.tokenizer)->vocab_size();
+    if (tokens != m.config.vocab_size)
+      throw InteropError(
+          fmt::format("{}: token_embd.weight has {} rows, but the tokenizer in {} "
+                      "has {} tokens",
+                      path, m.config.vocab_size, tokenizer_folder, tokens));
+  }
+  return m;
+}
+
+void write_gguf_file(const ModelFiles& model, const std::string& out, StDtype dtype) {
+  write_gguf(model, out, precision_of(dtype, out, "GGUF"));
+}
+
+void write_llmc_file(const ModelFiles& model, const std::string& out, StDtype dtype) {
+  write_llmc(model, out, precision_of(dtype, out, "an llm.c checkpoint"));
+}
+
+// A format: how its files are recognised, its reader and its writer (nullptr: not built in).
+struct Format {
+  const char* name;
+  bool (*recognise)(std::string_view head);
+  bool folder;  // written as a folder of files
+  ModelFiles (*read)(const std::string& path, const std::string& tokenizer_folder);
+  void (*write)(const ModelFiles& model, const std::string& out, StDtype dtype);
+};
+
+const Format kFormats[] = {
+    {"hf", is_safetensors, true, read_hf, write_hf},
+    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file},
+    {"llmc", is_llmc, false, read_llmc, write_llmc_file},
+};
+
+const Format* find_format(const std::string& name) {
+  for (const Format& f : kFormats)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+const Format& known_format(const std::string& name) {
+  if (const Format* f = find_format(name)) return *f;
+  throw std::invalid_argument(fmt::format("--format '{}' is not one of {}", base::printable(name),
+                                          fmt::join(export_formats(), ", ")));
+}
+
+[[noreturn]] void not_built_in(const Format& f, const std::string& path) {
+  throw InteropError(
+      fmt::format("{}: the {} format is not built into this attograd", path, f.name));
+}
+
+// Removes a temporary folder and what is in it unless kept.
+struct TempFolder {
+  std::string path;
+  bool kept = false;
+  ~TempFolder() {
+    std::error_code ec;
+    if (!kept && !path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+// A folder output: written into a fresh ".NAME.partial-XXXXXX" beside it, renamed into place.
+void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
+                   StDtype dtype) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(out, ec)) &&
+      (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)))
+    throw InteropError(fmt::format("{}: exists and is not an empty folder; give a new one", out));
+  const fs::path target = fs::path(out).lexically_normal();
+  const fs::path name =
+      target.filename().empty() ? target.parent_path().filename() : target.filename();
+  const fs::path parent = fs::absolute(target, ec).parent_path();
+  std::string pattern = (parent / fmt::format(".{}.partial-XXXXXX", name.string())).string();
+  TempFolder tmp;
+  if (!::mkdtemp(pattern.data()))
+    throw InteropError(
+        base::os_error(fmt::format("{}: cannot make a folder beside it", out), errno).what());
+  tmp.path = pattern;
+  ::chmod(tmp.path.c_str(), 0777 & ~base::current_umask());
+  f.write(model, tmp.path, dtype);
+  if (::rename(tmp.path.c_str(), out.c_str()) != 0)
+    throw InteropError(
+        base::os_error(fmt::format("{}: cannot rename the new folder onto it", out), errno).what());
+  tmp.kept = true;
+}
+
+}  // namespace
+
+ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return read_hf(path, tokenizer_folder);
+  const std::string head = head_of(path);
+  for (const Format& f : kFormats) {
+    if (!f.recognise(head)) continue;
+    if (!f.read) not_built_in(f, path);
+    return f.read(path, tokenizer_folder);
+  }
+  throw InteropError(
+      fmt::format("{}: not a model file attograd reads (a Hugging Face folder, "
+                  "safetensors, llm.c or GGUF)",
+                  path));
+}
+
+std::vector<std::string> export_formats() {
+  std::vector<std::string> names;
+  for (const Format& f : kFormats) names.push_back(f.name);
+  return names;
+}
+
+bool export_writes_folder(const std::string& format) {
+  return known_format(format).folder;
+}
+
+void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
+                  StDtype dtype) {
+  const Format* f = &known_format(format);
+  if (!f->write) not_built_in(*f, out);
+  if (f->folder) return export_folder(*f, model, out, dtype);
+  f->write(model, out, dtype);
+}
+
+io::Checkpoint checkpoint_of(ModelFiles model) {
+  train::RunConfig cfg;
+  cfg.model = model.config;
+  cfg.tokenizer = model.tokenizer ? model.tokenizer->type : "none";
+  cfg.data = "";
+  io::Checkpoint c;
+  c.config = cfg.to_json();
+  c.model = std::move(model.weights);
+  if (model.tokenizer)
+    c.tokenizer = std::move(*model.tokenizer);
+  else
+    c.tokenizer.type = "none";
+  return c;
+}
+
+ModelFiles model_files_of(const io::Checkpoint& ckpt) {
+  ModelFiles m;
+  try {
+    m.config = train::RunConfig::from_json(ckpt.config).model;
+    m.config.validate();
+  } catch (const std::invalid_argument& e) {
+    throw InteropError(fmt::format("{}: {}", ckpt.source, e.what()));
+  }
+  m.weights = ckpt.model;
+  if (ckpt.tokenizer.type != "none") m.tokenizer = ckpt.tokenizer;
+  m.format = "attograd";
+  check_weights(m, ckpt.source);
+  return m;
+}
+
+}  // namespace interop

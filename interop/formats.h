@@ -1,0 +1,45 @@
+#pragma once
+// The formats `attograd import` and `attograd export` choose from: one table (formats.cpp),
+// a row per format with how to recognise its files and its reader and writer; and the
+// checkpoint an import writes (an ordinary attograd checkpoint) and an export reads.
+//
+//   interop::ModelFiles m = interop::import_model("gpt2/", "");      // found by content
+//   io::save_checkpoint("gpt2.h5", interop::checkpoint_of(std::move(m)));
+//   interop::export_model(interop::model_files_of(ckpt), "hf", "out/", interop::StDtype::f32);
+#include <string>
+#include <vector>
+
+#include "interop/model_files.h"
+#include "interop/safetensors.h"
+
+namespace interop {
+
+// Reads a model from path, its format recognised by content: a folder (Hugging Face's
+// config.json + model.safetensors), a safetensors file (with config.json beside it), an llm.c
+// checkpoint (magic 20240326), a GGUF file (magic "GGUF"). tokenizer_folder, when not empty,
+// holds GPT-2's tokenizer files. Throws InteropError.
+ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder);
+
+// The formats export_model writes ("hf", "gguf", "llmc").
+std::vector<std::string> export_formats();
+
+// Whether format is written as a folder of files (hf) rather than one file; an unknown
+// format is std::invalid_argument naming the formats.
+bool export_writes_folder(const std::string& format);
+
+// Writes model in format to out, which must not exist (a folder format: or be an empty
+// folder): the files are made in a temporary sibling and renamed into place, so a failed
+// export leaves nothing behind. Throws InteropError (an unknown format: std::invalid_argument).
+void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
+                  StDtype dtype);
+
+// The checkpoint an import writes: the run configuration's defaults with this model, its
+// tokenizer ("none" when the files carried none), step 0, the weights and nothing else
+// (no optimizer state), so sample, eval, inspect, train --init-from and report read it as
+// any other. The weights are moved, not copied.
+io::Checkpoint checkpoint_of(ModelFiles model);
+// A checkpoint's model as every writer takes it (its weights shared, not copied); ends
+// with check_weights.
+ModelFiles model_files_of(const io::Checkpoint& ckpt);
+
+}  // namespace interop

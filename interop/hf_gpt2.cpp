@@ -1,0 +1,465 @@
+#include "interop/hf_gpt2.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "base/atomic_file.h"
+#include "base/json.h"
+#include "base/posix_file.h"
+#include "base/utf8.h"
+#include "interop/tokenizer_files.h"
+
+namespace interop {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int64_t kMaxConfigBytes = 1 << 20;
+constexpr double kAttogradLayerNormEps = 1e-5;
+constexpr char kPrefix[] = "transformer.";
+
+std::string quoted(const std::string& s) {
+  return "'" + base::printable(s) + "'";
+}
+
+// The keys of a config.json, each with HF's default when absent (GPT2Config's), so that a
+// config from_pretrained accepts means the same here.
+struct ConfigKeys {
+  const json& j;
+  const std::string& source;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw InteropError(fmt::format("{}: {} {}", source, key, what));
+  }
+  const json* find(const char* key) const {
+    const auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t integer(const char* key, int64_t fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX))
+      fail(key, fmt::format("is {}, not an integer", base::json_quote(*v)));
+    return v->get<int64_t>();
+  }
+  double number(const char* key, double fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_number()) fail(key, fmt::format("is {}, not a number", base::json_quote(*v)));
+    return v->get<double>();
+  }
+  bool flag(const char* key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail(key, fmt::format("is {}, not true or false", base::json_quote(*v)));
+    return v->get<bool>();
+  }
+  std::string text(const char* key, const std::string& fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_string()) fail(key, fmt::format("is {}, not a string", base::json_quote(*v)));
+    return v->get<std::string>();
+  }
+};
+
+// What attograd's GPT cannot compute is refused with the reason.
+void check_architecture(const ConfigKeys& k, std::vector<std::string>& notes) {
+  const std::string type = k.text("model_type", "gpt2");
+  if (type != "gpt2")
+    k.fail("model_type", fmt::format("is {}: only GPT-2 (gpt2) is read", quoted(type)));
+  if (const json* archs = k.find("architectures")) {
+    if (!archs->is_array()) k.fail("architectures", "is not a list");
+    for (const json& a : *archs)
+      if (!a.is_string() || (a != "GPT2LMHeadModel" && a != "GPT2Model"))
+        k.fail("architectures", fmt::format("names {}: only GPT2LMHeadModel and GPT2Model are read",
+                                            base::json_quote(a)));
+  }
+  const std::string act = k.text("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    k.fail("activation_function",
+           fmt::format("is {}: attograd's GPT uses GELU's tanh form (gelu_new, gelu_pytorch_tanh)",
+                       quoted(act)));
+  const double eps = k.number("layer_norm_epsilon", 1e-5);
+  if (std::abs(eps - kAttogradLayerNormEps) > 1e-12)
+    k.fail("layer_norm_epsilon",
+           fmt::format("is {}: attograd's LayerNorm uses {}", eps, kAttogradLayerNormEps));
+  if (!k.flag("scale_attn_weights", true))
+    k.fail("scale_attn_weights", "is false: attograd's attention scales by 1/sqrt(head size)");
+  if (k.flag("scale_attn_by_inverse_layer_idx", false))
+    k.fail("scale_attn_by_inverse_layer_idx",
+           "is true: attograd's attention scales by 1/sqrt(head size) only");
+  if (k.flag("add_cross_attention", false))
+    k.fail("add_cross_attention", "is true: attograd's GPT is a decoder without cross-attention");
+  if (k.flag("reorder_and_upcast_attn", false))
+    notes.push_back("reorder_and_upcast_attn (attograd computes attention in float32 anyway)");
+}
+
+// The config.json key behind the first of attograd's keys a message names.
+std::string hf_key_of(const std::string& message) {
+  static const std::pair<const char*, const char*> kKeys[] = {
+      {"vocab_size", "vocab_size"}, {"context_length", "n_positions"}, {"d_model", "n_embd"},
+      {"n_heads", "n_head"},        {"n_layers", "n_layer"},           {"d_ff", "n_inner"},
+      {"dropout", "resid_pdrop"}};
+  size_t first = std::string::npos;
+  const char* key = "config";
+  for (const auto& [ours, theirs] : kKeys) {
+    const size_t at = message.find(ours);
+    if (at < first) first = at, key = theirs;
+  }
+  return key;
+}
+
+// attograd has one dropout; GPT-2 has three (usually equal).
+double dropout_of(const ConfigKeys& k, std::vector<std::string>& notes) {
+  const double resid = k.number("resid_pdrop", 0.1), embd = k.number("embd_pdrop", 0.1),
+               attn = k.number("attn_pdrop", 0.1);
+  if (embd != resid || attn != resid)
+    notes.push_back(
+        fmt::format("embd_pdrop {} and attn_pdrop {} (attograd has one dropout: "
+                    "resid_pdrop's {})",
+                    embd, attn, resid));
+  return resid;
+}
+
+// Reads and parses a small JSON file (a config) from elsewhere.
+json read_json_file(const std::string& path, const std::string& what) {
+  try {
+    return base::parse_json(base::read_input_file(path, what, kMaxConfigBytes));
+  } catch (const base::JsonError& e) {
+    throw InteropError(fmt::format("{}: {}", path, e.what()));
+  } catch (const base::FileError& e) {
+    throw InteropError(e.what());
+  }
+}
+
+// --------------------------------------------------------------- the weights' layouts
+
+// hf [rows, cols] -> ours [cols, rows]
+void transpose(const float* in, float* out, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
+}
+
+// c_attn.weight [d, 3d] -> part p (0 query, 1 key, 2 value) as a Linear [d, d]
+void split_qkv(const float* in, float* out, int64_t d, int64_t part) {
+  for (int64_t r = 0; r < d; ++r)
+    for (int64_t c = 0; c < d; ++c) out[c * d + r] = in[r * 3 * d + part * d + c];
+}
+
+// ours -> c_attn.weight's part p
+void join_qkv(const float* in, float* out, int64_t d, int64_t part) {
+  for (int64_t r = 0; r < d; ++r)
+    for (int64_t c = 0; c < d; ++c) out[r * 3 * d + part * d + c] = in[c * d + r];
+}
+
+ag::Shape our_shape(const HfTensor& t) {
+  switch (t.layout) {
+    case HfLayout::same: return t.shape;
+    case HfLayout::transposed: return {t.shape[1], t.shape[0]};
+    case HfLayout::qkv_weight: return {t.shape[0], t.shape[0]};
+    case HfLayout::qkv_bias: return {t.shape[0] / 3};
+  }
+  return {};
+}
+
+// ours[t.ours] from the HF tensor's values
+void convert_in(const HfTensor& t, const float* hf, nn::StateDict& ours) {
+  const ag::Shape shape = our_shape(t);
+  for (size_t p = 0; p < t.ours.size(); ++p) {
+    ag::Tensor out = ag::empty(shape);
+    float* o = out.data<float>();
+    const int64_t n = out.numel();
+    if (t.layout == HfLayout::transposed) transpose(hf, o, t.shape[0], t.shape[1]);
+    if (t.layout == HfLayout::qkv_weight) split_qkv(hf, o, t.shape[0], static_cast<int64_t>(p));
+    if (t.layout == HfLayout::qkv_bias || t.layout == HfLayout::same)
+      std::memcpy(o, hf + static_cast<int64_t>(p) * n, n * sizeof(float));
+    ours.emplace_back(t.ours[p], out);
+  }
+}
+
+// The HF tensor's values from ours
+void convert_out(const HfTensor& t, const std::map<std::string, const ag::Tensor*>& ours,
+                 float* hf) {
+  for (size_t p = 0; p < t.ours.size(); ++p) {
+    const ag::Tensor& in = *ours.at(t.ours[p]);
+    const float* i = in.data<float>();
+    if (t.layout == HfLayout::transposed) transpose(i, hf, t.shape[1], t.shape[0]);
+    if (t.layout == HfLayout::qkv_weight) join_qkv(i, hf, t.shape[0], static_cast<int64_t>(p));
+    if (t.layout == HfLayout::qkv_bias || t.layout == HfLayout::same)
+      std::memcpy(hf + static_cast<int64_t>(p) * in.numel(), i, in.numel() * sizeof(float));
+  }
+}
+
+// ------------------------------------------------------------------- reading
+
+// "h.N.attn.bias" or "h.N.attn.masked_bias" for a block N of the model
+bool is_mask_buffer(const std::string& name, int64_t n_layers) {
+  if (name.rfind("h.", 0) != 0) return false;
+  size_t end = 2;
+  while (end < name.size() && end < 12 && std::isdigit(static_cast<unsigned char>(name[end])))
+    ++end;
+  if (end == 2 || (name[2] == '0' && end > 3)) return false;
+  const std::string rest = name.substr(end);
+  if (rest != ".attn.bias" && rest != ".attn.masked_bias") return false;
+  return std::stoll(name.substr(2, end - 2)) < n_layers;
+}
+
+// The file's tensors by their name without the "transformer." prefix; what GPT-2 does not
+// have is refused by name, the mask buffers are set aside (dropped).
+std::map<std::string, const SafetensorsEntry*> file_tensors(const SafetensorsReader& in,
+                                                            const nn::GPTConfig& c,
+                                                            const std::set<std::string>& expected,
+                                                            ModelFiles& m) {
+  std::map<std::string, const SafetensorsEntry*> found;
+  int64_t buffers = 0;
+  for (const auto& e : in.entries()) {
+    const bool prefixed = e.name.rfind(kPrefix, 0) == 0;
+    const std::string name = prefixed ? e.name.substr(sizeof(kPrefix) - 1) : e.name;
+    if (is_mask_buffer(name, c.n_layers)) {
+      ++buffers;
+      continue;
+    }
+    if (!expected.count(name) && name != "lm_head.weight")
+      throw InteropError(
+          fmt::format("{}: tensor {} is not part of GPT-2 (GPT2LMHeadModel) as "
+                      "config.json states it",
+                      in.source(), quoted(e.name)));
+    if (!found.emplace(name, &e).second)
+      throw InteropError(
+          fmt::format("{}: tensor {} appears twice (with and without the "
+                      "'transformer.' prefix)",
+                      in.source(), quoted(name)));
+  }
+  if (buffers > 0)
+    m.dropped.push_back(
+        fmt::format("attn.bias and attn.masked_bias of {} blocks (the causal "
+                    "mask buffers: attograd's attention is causal by itself)",
+                    c.n_layers));
+  return found;
+}
+
+// A tied head may come as its own tensor: it must then hold the embedding's values.
+void check_tied_head(const SafetensorsReader& in, const SafetensorsEntry& head,
+                     const ag::Tensor& wte, ModelFiles& m) {
+  if (head.shape != wte.shape())
+    throw InteropError(fmt::format("{}: tensor lm_head.weight has shape {}, wte.weight {}",
+                                   in.source(), ag::shape_str(head.shape),
+                                   ag::shape_str(wte.shape())));
+  const ag::Tensor values = in.read(head);
+  if (std::memcmp(values.data<float>(), wte.data<float>(), wte.numel() * sizeof(float)) != 0)
+    throw InteropError(
+        fmt::format("{}: lm_head.weight differs from wte.weight, but config.json "
+                    "ties them (tie_word_embeddings true)",
+                    in.source()));
+  m.dropped.push_back("lm_head.weight (equal to wte.weight: the tied head)");
+}
+
+// Before anything is allocated: a config claiming more parameters than the file can hold
+// (2 bytes each at least) is refused.
+void check_size(const SafetensorsReader& in, const nn::GPTConfig& c) {
+  const uint64_t params = static_cast<uint64_t>(c.num_parameters());
+  if (params > in.file_size() / 2)
+    throw InteropError(
+        fmt::format("{}: config.json states {} parameters, more than the file's "
+                    "{} bytes can hold",
+                    in.source(), params, in.file_size()));
+}
+
+void read_weights(const SafetensorsReader& in, ModelFiles& m) {
+  const auto tensors = hf_gpt2_tensors(m.config);
+  std::set<std::string> expected;
+  for (const auto& t : tensors) expected.insert(t.name);
+  auto found = file_tensors(in, m.config, expected, m);
+  if (!m.config.tie_weights && !found.count("lm_head.weight"))
+    throw InteropError(
+        fmt::format("{}: no lm_head.weight, and config.json unties the head "
+                    "(tie_word_embeddings false)",
+                    in.source()));
+  for (const auto& t : tensors) {  // every shape before anything is read
+    const auto it = found.find(t.name);
+    if (it == found.end())
+      throw InteropError(fmt::format("{}: no tensor {} (for {})", in.source(), t.name, t.ours[0]));
+    if (it->second->shape != t.shape)
+      throw InteropError(fmt::format("{}: tensor {} has shape {}, config.json needs {}",
+                                     in.source(), quoted(it->second->name),
+                                     ag::shape_str(it->second->shape), ag::shape_str(t.shape)));
+  }
+  check_size(in, m.config);
+  for (const auto& t : tensors) {
+    const SafetensorsEntry& e = *found.at(t.name);
+    if (t.layout == HfLayout::same) {  // straight into the parameter: no copy
+      m.weights.emplace_back(t.ours[0], in.read(e));
+      continue;
+    }
+    const ag::Tensor hf = in.read(e);
+    convert_in(t, hf.data<float>(), m.weights);
+  }
+  if (m.config.tie_weights && found.count("lm_head.weight"))
+    check_tied_head(in, *found.at("lm_head.weight"), m.weights.front().second, m);
+}
+
+// The folder and the weights file of a path: a folder with model.safetensors, or a
+// .safetensors file.
+std::pair<std::string, std::string> locate(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {fs::path(path).parent_path().string(), path};
+  const fs::path folder(path);
+  const std::string weights = (folder / "model.safetensors").string();
+  if (fs::exists(weights, ec)) return {path, weights};
+  if (fs::exists(folder / "model.safetensors.index.json", ec))
+    throw InteropError(
+        fmt::format("{}: a sharded model (model.safetensors.index.json) is not "
+                    "read; join its shards into one model.safetensors",
+                    path));
+  if (fs::exists(folder / "pytorch_model.bin", ec))
+    throw InteropError(
+        fmt::format("{}: only pytorch_model.bin (a Python pickle, which attograd "
+                    "never loads); convert it to model.safetensors",
+                    path));
+  throw InteropError(fmt::format("{}: no model.safetensors in the folder", path));
+}
+
+}  // namespace
+
+nn::GPTConfig gpt2_config_from_json(const json& j, const std::string& source,
+                                    std::vector<std::string>& notes) {
+  if (!j.is_object())
+    throw InteropError(fmt::format("{}: is {}, not a JSON object", source, base::json_kind(j)));
+  const ConfigKeys k{j, source};
+  check_architecture(k, notes);
+  nn::GPTConfig c;
+  c.vocab_size = k.integer("vocab_size", 50257);
+  c.context_length = k.integer("n_positions", k.integer("n_ctx", 1024));
+  if (k.find("n_ctx") && k.integer("n_ctx", 0) != c.context_length)
+    notes.push_back(fmt::format("n_ctx {} (n_positions {} is the context length)",
+                                k.integer("n_ctx", 0), c.context_length));
+  c.d_model = k.integer("n_embd", 768);
+  c.n_layers = k.integer("n_layer", 12);
+  c.n_heads = k.integer("n_head", 12);
+  c.d_ff = k.integer("n_inner", 0);
+  c.dropout = dropout_of(k, notes);
+  c.qkv_bias = true;
+  c.tie_weights = k.flag("tie_word_embeddings", true);
+  c.norm = "layernorm";
+  if (c.d_ff == 4 * c.d_model) c.d_ff = 0;  // attograd's way of saying the default
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw InteropError(fmt::format("{}: {}: {}", source, hf_key_of(e.what()), e.what()));
+  }
+  return c;
+}
+
+json gpt2_config_json(const nn::GPTConfig& c) {
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"activation_function", "gelu_new"},
+          {"vocab_size", c.vocab_size},
+          {"n_positions", c.context_length},
+          {"n_ctx", c.context_length},
+          {"n_embd", c.d_model},
+          {"n_layer", c.n_layers},
+          {"n_head", c.n_heads},
+          {"n_inner", c.d_ff > 0 ? json(c.d_ff) : json(nullptr)},
+          {"layer_norm_epsilon", kAttogradLayerNormEps},
+          {"resid_pdrop", c.dropout},
+          {"embd_pdrop", c.dropout},
+          {"attn_pdrop", c.dropout},
+          {"initializer_range", 0.02},
+          {"scale_attn_weights", true},
+          {"scale_attn_by_inverse_layer_idx", false},
+          {"reorder_and_upcast_attn", false},
+          {"tie_word_embeddings", c.tie_weights},
+          {"use_cache", true}};
+}
+
+std::vector<HfTensor> hf_gpt2_tensors(const nn::GPTConfig& c) {
+  const int64_t d = c.d_model, f = c.ff_width();
+  std::vector<HfTensor> t = {
+      {"wte.weight", {c.vocab_size, d}, HfLayout::same, {"tok_emb.weight"}},
+      {"wpe.weight", {c.context_length, d}, HfLayout::same, {"pos_emb.weight"}}};
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string h = fmt::format("h.{}.", i), b = fmt::format("blocks.{}.", i);
+    const std::string q = b + "attn.W_query.", k = b + "attn.W_key.", v = b + "attn.W_value.";
+    const std::vector<HfTensor> block = {
+        {h + "ln_1.weight", {d}, HfLayout::same, {b + "ln1.weight"}},
+        {h + "ln_1.bias", {d}, HfLayout::same, {b + "ln1.bias"}},
+        {h + "attn.c_attn.weight",
+         {d, 3 * d},
+         HfLayout::qkv_weight,
+         {q + "weight", k + "weight", v + "weight"}},
+        {h + "attn.c_attn.bias", {3 * d}, HfLayout::qkv_bias, {q + "bias", k + "bias", v + "bias"}},
+        {h + "attn.c_proj.weight", {d, d}, HfLayout::transposed, {b + "attn.out_proj.weight"}},
+        {h + "attn.c_proj.bias", {d}, HfLayout::same, {b + "attn.out_proj.bias"}},
+        {h + "ln_2.weight", {d}, HfLayout::same, {b + "ln2.weight"}},
+        {h + "ln_2.bias", {d}, HfLayout::same, {b + "ln2.bias"}},
+        {h + "mlp.c_fc.weight", {d, f}, HfLayout::transposed, {b + "mlp.fc1.weight"}},
+        {h + "mlp.c_fc.bias", {f}, HfLayout::same, {b + "mlp.fc1.bias"}},
+        {h + "mlp.c_proj.weight", {f, d}, HfLayout::transposed, {b + "mlp.fc2.weight"}},
+        {h + "mlp.c_proj.bias", {d}, HfLayout::same, {b + "mlp.fc2.bias"}}};
+    t.insert(t.end(), block.begin(), block.end());
+  }
+  t.push_back({"ln_f.weight", {d}, HfLayout::same, {"ln_f.weight"}});
+  t.push_back({"ln_f.bias", {d}, HfLayout::same, {"ln_f.bias"}});
+  if (!c.tie_weights)
+    t.push_back({"lm_head.weight", {c.vocab_size, d}, HfLayout::same, {"lm_head.weight"}});
+  return t;
+}
+
+ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_folder) {
+  const auto [folder, weights] = locate(path);
+  const std::string config_path =
+      (fs::path(folder.empty() ? "." : folder) / "config.json").string();
+  std::error_code ec;
+  if (!fs::exists(config_path, ec))
+    throw InteropError(
+        fmt::format("{}: no config.json beside it (GPT-2's sizes are read from "
+                    "there)",
+                    weights));
+  ModelFiles m;
+  m.format = fs::is_directory(path, ec) ? "hf" : "safetensors";
+  m.config =
+      gpt2_config_from_json(read_json_file(config_path, "config file"), config_path, m.dropped);
+  {
+    SafetensorsReader in(weights);
+    read_weights(in, m);
+  }
+  m.tokenizer = read_tokenizer_folder(tokenizer_folder.empty() ? folder : tokenizer_folder,
+                                      !tokenizer_folder.empty());
+  check_weights(m, weights);
+  return m;
+}
+
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StDtype dtype) {
+  nn::GPTConfig c = model.config;
+  if (c.norm != "layernorm")
+    throw InteropError(
+        fmt::format("{}: a GPT with {} cannot be GPT-2, which has LayerNorm", folder, c.norm));
+  std::map<std::string, const ag::Tensor*> ours;
+  for (const auto& [name, t] : model.weights) ours.emplace(name, &t);
+  const bool zero_qkv_bias = !c.qkv_bias;  // GPT-2's c_attn has a bias: zeros compute the same
+  c.qkv_bias = true;
+  std::vector<SafetensorsTensor> out;
+  for (const auto& t : hf_gpt2_tensors(c)) {
+    const bool zeros = zero_qkv_bias && t.layout == HfLayout::qkv_bias;
+    const std::string name = t.name == "lm_head.weight" ? t.name : std::string(kPrefix) + t.name;
+    out.push_back({name, t.shape, [&ours, t, zeros](float* hf) {
+                     if (!zeros) convert_out(t, ours, hf);  // the buffer starts zeroed
+                   }});
+  }
+  write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
+                    {{"format", "pt"}});
+  base::write_file_atomically((fs::path(folder) / "config.json").string(),
+                              gpt2_config_json(c).dump(2) + "\n");
+  if (model.tokenizer) write_tokenizer_files(*model.tokenizer, folder);
+}
+
+}  // namespace interop

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# End-to-end tests of `attograd import` and `attograd export` (issue 25):
+#   interop_test.sh SCENARIO PATH/TO/attograd
+set -euo pipefail
+source "$(dirname "$0")/scenario_lib.sh" "$@"
+
+# A small GPT-2-shaped model (biases in W_query/W_key/W_value, tied head) on a byte
+# tokenizer, exported as a Hugging Face folder and imported back.
+small=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 --dropout 0
+       --qkv-bias true --tokenizer byte --threads 2 --sample-tokens 0 --eval-interval 0
+       --log-interval 100)
+make_text() {
+  for i in $(seq 1 200); do printf 'line %d: the cat sat on the mat, and the dog ran home.\n' "$i"; done
+}
+
+case "$scenario" in
+imported_model_works)
+  # The imported checkpoint is an ordinary one: inspect, sample, eval, train --init-from (and
+  # resume of that run), report and attention all take it, and it holds the exported
+  # model's very weights and tokenizer.
+  make_text > text.txt
+  "$bin" train "${small[@]}" --data text.txt --steps 30 --out run.h5 > /dev/null
+  "$bin" export --checkpoint run.h5 --format hf --out gpt2 > /dev/null
+  for f in config.json model.safetensors tokenizer.json vocab.json merges.txt; do
+    [ -f "gpt2/$f" ] || fail "export --format hf wrote no $f: $(ls gpt2)"
+  done
+  "$bin" import gpt2 --out imported.h5 > import.txt
+  grep -q "tokenizer: byte" import.txt || fail "the tokenizer was not imported: $(cat import.txt)"
+  [ "$(hashes run.h5)" = "$(hashes imported.h5)" ] || fail "the weights changed on the way"
+  "$bin" inspect imported.h5 | grep -q "optimizer: none (weights only)" || fail "inspect"
+  for ckpt in run.h5 imported.h5; do
+    "$bin" sample --checkpoint "$ckpt" --tokens 40 --temperature 0 --prompt "the " > "$ckpt.txt" 2> /dev/null
+    "$bin" eval --checkpoint "$ckpt" --data text.txt | head -1 > "$ckpt.eval"
+  done
+  cmp -s run.h5.txt imported.h5.txt || fail "greedy samples differ: $(cat run.h5.txt) / $(cat imported.h5.txt)"
+  cmp -s run.h5.eval imported.h5.eval || fail "eval differs: $(cat run.h5.eval) / $(cat imported.h5.eval)"
+  "$bin" train "${small[@]}" --data text.txt --steps 6 --stop-at 3 --init-from imported.h5 \
+    --out tuned.h5 > /dev/null
+  "$bin" resume --checkpoint tuned.h5 > /dev/null
+  "$bin" inspect tuned.h5 | grep -q "^step 6" || fail "the fine-tuning run did not resume to step 6"
+  "$bin" report --checkpoint imported.h5 --out page.html --sample-tokens 10 > /dev/null
+  [ -s page.html ] || fail "report wrote no page"
+  "$bin" attention --checkpoint imported.h5 --prompt "the cat" > attention.txt
+  [ -s attention.txt ] || fail "attention printed nothing"
+  # exported in bfloat16: the same names, half the bytes, weights rounded
+  "$bin" export --checkpoint run.h5 --format hf --out gpt2_bf16 --dtype bf16 > /dev/null
+  "$bin" import gpt2_bf16 --out bf16.h5 > /dev/null
+  f32=$(stat -c %s gpt2/model.safetensors); b16=$(stat -c %s gpt2_bf16/model.safetensors)
+  [ "$b16" -lt $((f32 * 6 / 10)) ] || fail "bf16 file $b16 bytes, f32 $f32"
+  ;;
+import_errors)
+  # Hostile or foreign files: one line naming the file and the field, exit 2, nothing written.
+  mkdir m
+  printf '{"model_type": "llama"}' > m/config.json
+  printf '\x10\0\0\0\0\0\0\0{"a":1}         ' > m/model.safetensors
+  expect_usage_error "m/config.json: model_type is 'llama': only GPT-2 (gpt2) is read" \
+    "$bin" import m --out out.h5
+  printf '{}' > m/config.json
+  expect_usage_error "m/model.safetensors: tensor 'a': is an unsigned integer, not an object" \
+    "$bin" import m --out out.h5
+  printf '\xff\0\0\0\0\0\0\0{}' > m/model.safetensors
+  expect_usage_error "m/model.safetensors: header length 255 is past the end of the file" \
+    "$bin" import m --out out.h5
+  expect_usage_error "model.safetensors.index.json" sh -c "rm m/model.safetensors; touch m/model.safetensors.index.json; exec '$bin' import m --out out.h5"
+  expect_usage_error "not a model file attograd reads" "$bin" import m/config.json --out out.h5
+  [ ! -e out.h5 ] || fail "a failed import left out.h5"
+  ls -A | grep -q partial && fail "a failed import left a temporary file: $(ls -A)"
+  make_text > text.txt
+  "$bin" train "${small[@]}" --data text.txt --steps 1 --out run.h5 --norm rmsnorm > /dev/null
+  expect_usage_error "cannot be GPT-2, which has LayerNorm" \
+    "$bin" export --checkpoint run.h5 --format hf --out rms
+  [ ! -e rms ] || fail "a failed export left its folder"
+  ls -A | grep -q partial && fail "a failed export left a temporary folder: $(ls -A)"
+  true
+  ;;
+*) fail "unknown scenario" ;;
+esac

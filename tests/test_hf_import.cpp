@@ -1,0 +1,263 @@
+// interop/hf_gpt2.h and `attograd import` / `attograd export`: a Hugging Face GPT-2 folder
+// round-trips bit for bit; configs of another architecture, activation or layout, absurd
+// sizes, tensors GPT-2 does not have or lacks, and non-finite weights are refused with one
+// line naming the file and the key or tensor; through the command line, exit 2 and no
+// output left behind.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/posix_file.h"
+#include "cli/cli.h"
+#include "interop/formats.h"
+#include "interop/hf_gpt2.h"
+#include "io/checkpoint.h"
+#include "support.h"
+
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+nn::GPTConfig small_gpt2() {
+  nn::GPTConfig c;
+  c.vocab_size = 40;
+  c.context_length = 8;
+  c.d_model = 8;
+  c.n_heads = 2;
+  c.n_layers = 2;
+  c.qkv_bias = true;
+  c.dropout = 0.0;
+  return c;
+}
+
+// A GPT-2 with random weights (every bias and gain too) as ModelFiles.
+interop::ModelFiles random_model(const nn::GPTConfig& c) {
+  nn::GPT model(c, 7);
+  interop::ModelFiles m;
+  m.config = c;
+  ag::Generator gen(3);
+  for (auto& [name, p] : model.named_parameters()) {
+    ag::Tensor t = ag::randn(p.shape(), gen);
+    m.weights.emplace_back(name, t);
+  }
+  return m;
+}
+
+// A Hugging Face folder of the model, written by write_hf_gpt2.
+std::string hf_folder(const ag_test::TempDir& dir, const interop::ModelFiles& m,
+                      const std::string& name = "gpt2") {
+  const std::string folder = dir.file(name);
+  fs::create_directories(folder);
+  interop::write_hf_gpt2(m, folder, interop::StDtype::f32);
+  return folder;
+}
+
+void overwrite(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+}
+
+nlohmann::json read_config(const std::string& folder) {
+  return nlohmann::json::parse(base::read_input_file(folder + "/config.json", "config"));
+}
+
+void write_config(const std::string& folder, const nlohmann::json& j) {
+  overwrite(folder + "/config.json", j.dump());
+}
+
+// Rewrites model.safetensors with edit applied to its tensors (HF names, float32).
+void edit_tensors(const std::string& folder,
+                  const std::function<void(std::vector<interop::SafetensorsTensor>&)>& edit) {
+  const std::string path = folder + "/model.safetensors";
+  std::vector<interop::SafetensorsTensor> tensors;
+  {
+    interop::SafetensorsReader in(path);
+    for (const auto& e : in.entries()) {
+      const ag::Tensor t = in.read(e);
+      tensors.push_back({e.name, e.shape, [t](float* out) {
+                           std::memcpy(out, t.data<float>(), t.numel() * sizeof(float));
+                         }});
+    }
+  }
+  edit(tensors);
+  interop::write_safetensors(path, tensors, interop::StDtype::f32);
+}
+
+std::string import_error(const std::string& path) {
+  try {
+    interop::read_hf_gpt2(path);
+  } catch (const interop::InteropError& e) {
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);
+    return e.what();
+  }
+  FAIL("imported without an error");
+  return "";
+}
+
+int run_cli(std::vector<std::string> args) {
+  std::vector<char*> argv = {const_cast<char*>("attograd")};
+  for (auto& a : args) argv.push_back(a.data());
+  return cli::cli_main(static_cast<int>(argv.size()), argv.data());
+}
+
+}  // namespace
+
+TEST_CASE("a Hugging Face GPT-2 folder round-trips bit for bit", "[interop]") {
+  ag_test::TempDir dir;
+  for (bool tied : {true, false}) {
+    nn::GPTConfig c = small_gpt2();
+    c.tie_weights = tied;
+    c.d_ff = tied ? 0 : 12;
+    const interop::ModelFiles m = random_model(c);
+    const std::string folder = hf_folder(dir, m, tied ? "tied" : "untied");
+    const nlohmann::json cfg = read_config(folder);
+    CHECK(cfg["architectures"] == nlohmann::json{"GPT2LMHeadModel"});
+    CHECK(cfg["n_embd"] == 8);
+    CHECK(cfg["tie_word_embeddings"] == tied);
+    interop::SafetensorsReader file(folder + "/model.safetensors");
+    CHECK(file.find("transformer.h.1.attn.c_attn.weight")->shape == ag::Shape{8, 24});
+    CHECK(file.find("transformer.h.0.mlp.c_fc.weight")->shape == ag::Shape{8, c.ff_width()});
+    CHECK((file.find("lm_head.weight") != nullptr) == !tied);
+    const interop::ModelFiles back = interop::read_hf_gpt2(folder);
+    CHECK(back.config.d_ff == c.d_ff);
+    CHECK(back.config.tie_weights == tied);
+    REQUIRE(back.weights.size() == m.weights.size());
+    for (size_t i = 0; i < m.weights.size(); ++i) {
+      INFO(m.weights[i].first);
+      CHECK(back.weights[i].first == m.weights[i].first);
+      const ag::Tensor& a = m.weights[i].second;
+      const ag::Tensor& b = back.weights[i].second;
+      REQUIRE(a.shape() == b.shape());
+      CHECK(std::memcmp(a.data<float>(), b.data<float>(), a.numel() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("Hugging Face names without the prefix and the mask buffers are read", "[interop]") {
+  ag_test::TempDir dir;
+  const interop::ModelFiles m = random_model(small_gpt2());
+  const std::string folder = hf_folder(dir, m);
+  edit_tensors(folder, [](std::vector<interop::SafetensorsTensor>& t) {
+    for (auto& x : t)
+      if (x.name.rfind("transformer.", 0) == 0) x.name = x.name.substr(12);
+    t.push_back({"h.0.attn.bias", {1, 1, 8, 8}, [](float* o) { std::fill(o, o + 64, 1.0f); }});
+    t.push_back({"h.1.attn.masked_bias", {}, [](float* o) { o[0] = -1e4f; }});
+  });
+  const interop::ModelFiles back = interop::read_hf_gpt2(folder + "/model.safetensors");
+  CHECK(back.format == "safetensors");
+  REQUIRE(back.dropped.size() == 1);
+  CHECK_THAT(back.dropped[0], Contains("attn.bias and attn.masked_bias"));
+}
+
+TEST_CASE("configs attograd cannot compute are refused with the reason", "[interop]") {
+  ag_test::TempDir dir;
+  const std::string folder = hf_folder(dir, random_model(small_gpt2()));
+  const nlohmann::json good = read_config(folder);
+  auto refused = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json j = good;
+    j[key] = value;
+    write_config(folder, j);
+    return import_error(folder);
+  };
+  CHECK_THAT(
+      refused("activation_function", "relu"),
+      Contains("config.json: activation_function is 'relu': attograd's GPT uses GELU's tanh form"));
+  CHECK_THAT(refused("layer_norm_epsilon", 1e-6),
+             Contains("layer_norm_epsilon is 1e-06: attograd's LayerNorm uses 1e-05"));
+  CHECK_THAT(refused("model_type", "llama"), Contains("model_type is 'llama': only GPT-2"));
+  CHECK_THAT(refused("architectures", {"GPT2ForSequenceClassification"}),
+             Contains("architectures names \"GPT2ForSequenceClassification\""));
+  CHECK_THAT(refused("scale_attn_by_inverse_layer_idx", true),
+             Contains("scale_attn_by_inverse_layer_idx is true"));
+  CHECK_THAT(refused("add_cross_attention", true), Contains("add_cross_attention is true"));
+  CHECK_THAT(refused("n_layer", 1000000000),
+             Contains("config.json: n_layer: config: n_layers = 1000000000 is larger"));
+  CHECK_THAT(refused("n_embd", -8), Contains("n_embd"));
+  CHECK_THAT(refused("n_head", "2"), Contains("n_head is \"2\", not an integer"));
+  CHECK_THAT(refused("n_head", 3),
+             Contains("n_embd: config: d_model (8) must be divisible by n_heads (3)"));
+  // sizes the config states but the file does not hold: refused before anything is read
+  CHECK_THAT(
+      refused("n_embd", 16),
+      Contains("tensor 'transformer.wte.weight' has shape [40, 8], config.json needs [40, 16]"));
+  write_config(folder, good);
+  CHECK_NOTHROW(interop::read_hf_gpt2(folder));
+}
+
+TEST_CASE("tensors GPT-2 does not have, lacks or holds non-finite are refused by name",
+          "[interop]") {
+  ag_test::TempDir dir;
+  const std::string folder = hf_folder(dir, random_model(small_gpt2()));
+  const std::string file = folder + "/model.safetensors";
+  const std::string saved = base::read_input_file(file, "file");
+  auto refused = [&](const std::function<void(std::vector<interop::SafetensorsTensor>&)>& edit) {
+    overwrite(file, saved);
+    edit_tensors(folder, edit);
+    return import_error(folder);
+  };
+  CHECK_THAT(refused([](auto& t) {
+               t.push_back({"h.0.attn.rotary.weight", {2}, [](float*) {}});
+             }),
+             Contains("tensor 'h.0.attn.rotary.weight' is not part of GPT-2"));
+  CHECK_THAT(refused([](auto& t) {
+               t.push_back({"h.2.attn.bias", {1}, [](float*) {}});
+             }),
+             Contains("tensor 'h.2.attn.bias' is not part of GPT-2"));
+  CHECK_THAT(refused([](auto& t) { t.pop_back(); }), Contains("no tensor ln_f.bias"));
+  CHECK_THAT(refused([](auto& t) {
+               t.push_back({"wte.weight", {40, 8}, [](float*) {}});
+             }),
+             Contains("tensor 'wte.weight' appears twice"));
+  CHECK_THAT(refused([](auto& t) {
+               auto fill = t.back().fill;
+               t.back().fill = [fill](float* o) {
+                 fill(o);
+                 o[3] = NAN;
+               };
+             }),
+             Contains("tensor ln_f.bias holds a non-finite value (nan) at element 3"));
+  CHECK_THAT(
+      refused([](auto& t) {
+        t.push_back({"lm_head.weight", {40, 8}, [](float* o) { std::fill(o, o + 320, 0.5f); }});
+      }),
+      Contains("lm_head.weight differs from wte.weight, but config.json ties them"));
+  overwrite(file, saved);
+  nlohmann::json j = read_config(folder);
+  j["tie_word_embeddings"] = false;
+  write_config(folder, j);
+  CHECK_THAT(import_error(folder), Contains("no lm_head.weight, and config.json unties the head"));
+}
+
+TEST_CASE("import and export through the command line leave no output on failure",
+          "[interop][cli]") {
+  ag_test::TempDir dir;
+  const std::string folder = hf_folder(dir, random_model(small_gpt2()));
+  const std::string ckpt = dir.file("gpt2.h5");
+  REQUIRE(run_cli({"import", folder, "--out", ckpt}) == 0);
+  const io::Checkpoint c = io::load_checkpoint(ckpt);
+  CHECK(c.step == 0);
+  CHECK_FALSE(c.optimizer);
+  CHECK(c.config["qkv_bias"] == true);
+  // exported again: the same tensors bit for bit
+  const std::string out = dir.file("exported");
+  REQUIRE(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", out}) == 0);
+  CHECK(base::read_input_file(out + "/model.safetensors", "f") ==
+        base::read_input_file(folder + "/model.safetensors", "f"));
+  // a folder that is not empty, the checkpoint itself, an unknown format or dtype: exit 2
+  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", out}) == 2);
+  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", ckpt}) == 2);
+  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "onnx", "--out", dir.file("x")}) == 2);
+  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", dir.file("y"),
+                 "--dtype", "f8"}) == 2);
+  // import over its own input, and of a hostile file: exit 2, nothing written
+  CHECK(run_cli({"import", folder, "--out", folder + "/model.safetensors"}) == 2);
+  overwrite(folder + "/model.safetensors", std::string("\xff\xff\xff\xff\0\0\0\0{}", 12));
+  const std::string bad = dir.file("bad.h5");
+  CHECK(run_cli({"import", folder, "--out", bad}) == 2);
+  CHECK_FALSE(fs::exists(bad));
+  for (const auto& e : fs::directory_iterator(dir.path))
+    CHECK(e.path().filename().string().find(".partial") == std::string::npos);
+}
