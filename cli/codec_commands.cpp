@@ -46,30 +46,6 @@ po::options_description codec_options(std::string& tokenizer, const char* captio
   return desc;
 }
 
-// The tokenizer of a prepared folder, a tokenizer file or a checkpoint's /tokenizer.
-std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    const std::string file = path + "/" + data::kTokenizerFile;
-    if (std::filesystem::exists(file, ec)) return data::read_tokenizer_file(file);
-    for (const char* gpt2_file : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
-      if (std::filesystem::exists(path + "/" + gpt2_file, ec))
-        return data::read_gpt2_tokenizer_files(path);
-    throw UsageError(fmt::format(
-        "--tokenizer '{}' is a folder without a {} (a prepared folder) or GPT-2's tokenizer "
-        "files (vocab.json + merges.txt, or encoder.json + vocab.bpe)",
-        base::printable(path), data::kTokenizerFile));
-  }
-  require_file(path, "--tokenizer");
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    return data::read_tokenizer_file(path);
-  const io::Checkpoint ckpt = io::load_checkpoint(path);
-  if (ckpt.tokenizer.type == "none")
-    throw std::runtime_error(
-        fmt::format("'{}' holds no tokenizer (a gradient dump)", base::printable(path)));
-  return io::make_tokenizer(ckpt.tokenizer);
-}
-
 // Calls add(chunk) for each chunk of standard input, then finish().
 template <typename Sink>
 void pump_stdin(Sink& sink) {
@@ -278,7 +254,7 @@ int codec_command(const Args& args, const std::string& name, const char* caption
     auto desc = codec_options(path, caption);
     auto vm = parse_options(args, desc);
     if (wants_help(vm, name, desc)) return 0;
-    body(*load_tokenizer(path));
+    body(*load_tokenizer(path, "--tokenizer"));
     return 0;
   });
 }

@@ -1,8 +1,14 @@
 #include "cli/command_support.h"
 
+#include <filesystem>
 #include <iostream>
 
+#include "base/utf8.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/prepared.h"
+#include "data/tokenizer_file.h"
+#include "io/checkpoint.h"
+#include "io/tokenizer_section.h"
 
 namespace cli {
 
@@ -93,6 +99,29 @@ int report_peer_failure(const std::string& command, const train::PeerFailure& e)
     fmt::print(stderr, "attograd {}: error: {}{}\n", command, e.what(),
                e.rank == 0 ? "" : fmt::format(" (rank {})", e.rank));
   return e.code;
+}
+
+std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const char* option) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    const std::string file = path + "/" + data::kTokenizerFile;
+    if (std::filesystem::exists(file, ec)) return data::read_tokenizer_file(file);
+    for (const char* gpt2_file : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+      if (std::filesystem::exists(path + "/" + gpt2_file, ec))
+        return data::read_gpt2_tokenizer_files(path);
+    throw UsageError(
+        fmt::format("{} '{}' is a folder without a {} (a prepared folder) or GPT-2's tokenizer "
+                    "files (vocab.json + merges.txt, or encoder.json + vocab.bpe)",
+                    option, base::printable(path), data::kTokenizerFile));
+  }
+  require_file(path, option);
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    return data::read_tokenizer_file(path);
+  const io::Checkpoint ckpt = io::load_checkpoint(path);
+  if (ckpt.tokenizer.type == "none")
+    throw std::runtime_error(
+        fmt::format("'{}' holds no tokenizer (a gradient dump)", base::printable(path)));
+  return io::make_tokenizer(ckpt.tokenizer);
 }
 
 }  // namespace cli

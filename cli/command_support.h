@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/options.h"
+#include "data/tokenizer.h"
 #include "io/files.h"
 #include "train/world.h"
 
@@ -29,6 +30,11 @@ void require_file(const std::string& path, const char* what);
 
 // --data: a prepared folder (data/prepared.h), or a text file as require_file checks it.
 void require_data(const std::string& path);
+
+// The tokenizer at a path given with `option`: a prepared folder's tokenizer.json, a
+// tokenizer .json file, a folder of GPT-2's tokenizer files (data/gpt2_tokenizer.h) or a
+// checkpoint's /tokenizer (one without, a gradient dump, is refused).
+std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const char* option);
 
 // inputs with --data's files added: the folder's files when it is a prepared folder, so no
 // output can replace one of them.

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "io/checkpoint.h"
+#include "io/tokenizer_section.h"
 
 namespace cli {
 
@@ -34,6 +35,15 @@ std::string verify_summary(const io::VerifyReport& r) {
 }
 
 void print_tokenizer(const io::TokenizerSection& t) {
+  if (t.type == "gpt2") {
+    fmt::print(
+        "tokenizer gpt2 ({} ids: 256 bytes + {} merges + {} special)\nsplit_pattern {}\n"
+        "special_tokens {}\n",
+        256 + t.merges.size() + t.special_tokens.size(), t.merges.size(), t.special_tokens.size(),
+        base::printable(t.split_pattern),
+        base::printable(io::special_tokens_json(t.special_tokens)));
+    return;
+  }
   if (t.type != "bpe") {
     fmt::print("tokenizer {} ({} entries)\n", base::printable(t.type), t.vocab.size());
     return;

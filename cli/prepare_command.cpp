@@ -19,7 +19,7 @@ namespace {
 
 struct PrepareCommandOptions {
   std::vector<std::string> sources;
-  std::string tokenizer = "char", out;
+  std::string tokenizer = "char", out, tokenizer_from;
   int64_t vocab_size = 0;
   double val_fraction = 0.1;
   int threads = ag::kDefaultThreads;
@@ -32,6 +32,9 @@ po::options_description prepare_options(PrepareCommandOptions& o) {
   add("data", po::value(&o.sources)->multitoken()->required(),
       "UTF-8 text files, or folders (every *.txt below them), in corpus order");
   add("tokenizer", po::value(&o.tokenizer)->default_value("char"), "char, byte or bpe");
+  add("tokenizer-from", po::value(&o.tokenizer_from),
+      "use this tokenizer instead of making one (GPT-2's: a folder of its files, or a "
+      "checkpoint, a tokenizer .json file or a prepared folder)");
   add("vocab-size", po::value(&o.vocab_size)->default_value(0),
       "bpe: the vocabulary to learn (256 byte tokens + merges)");
   add("val-fraction", po::value(&o.val_fraction)->default_value(0.1),
@@ -96,6 +99,15 @@ int prepare_command(const Args& args) {
     p.recursive = !vm.count("no-recursive");
     p.tokenizer = o.tokenizer;
     p.vocab_size = o.vocab_size;
+    if (vm.count("tokenizer-from")) {
+      for (const char* option : {"tokenizer", "vocab-size"})
+        if (!vm[option].defaulted())
+          throw UsageError(fmt::format(
+              "--{} makes a tokenizer, but --tokenizer-from gives one; use one or the other",
+              option));
+      p.existing = load_tokenizer(o.tokenizer_from, "--tokenizer-from");
+      p.tokenizer = p.existing->type();
+    }
     p.val_fraction = o.val_fraction;
     p.out_dir = o.out;
     p.sync = !vm.count("no-sync");

@@ -82,7 +82,8 @@ po::options_description data_options(train::RunConfig& c, RunOptions use) {
       "trained on)");
   add("val-fraction", c.val_fraction, "last fraction of a text held out");
   add("tokenizer", c.tokenizer,
-      "for a text: char, byte or bpe (bpe learns --vocab-size tokens from the training part)");
+      "for a text: char, byte or bpe (bpe learns --vocab-size tokens from the training part; "
+      "gpt2 comes with --init-from or a folder prepared with it)");
   add("corpus-seed", c.corpus_seed, "seed of the built-in corpus");
   return data;
 }

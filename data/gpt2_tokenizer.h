@@ -43,7 +43,7 @@ class Gpt2Tokenizer : public Tokenizer {
  public:
   using Merge = BpeTokenizer::Merge;
   static constexpr size_t kMaxSpecialTokens = 1024;
-  static constexpr size_t kMaxSpecialTokenBytes = 1024;
+  static constexpr size_t kMaxSpecialTokenBytes = 256;
 
   // byte_order[i]: the byte token i (< 256) stands for, a permutation of 0-255. merges: in
   // this vocabulary's ids, merge i makes token 256 + i. special_tokens: ids 256 + M + k, each

@@ -17,6 +17,23 @@ using detail::Progress;
 using detail::Source;
 using detail::TempFile;
 
+// A tokenizer given: encoded as its type's own is (gpt2 as bpe), nothing learned.
+Kind existing_kind(const PrepareOptions& o) {
+  const std::string type = o.existing->type();
+  if (o.tokenizer != type || o.vocab_size != 0)
+    throw std::invalid_argument(
+        fmt::format("prepare: with a tokenizer given, tokenizer must be its type ({}) and "
+                    "vocab_size 0, not '{}' and {}",
+                    type, base::replace_invalid_utf8(o.tokenizer), o.vocab_size));
+  if (const auto* c = dynamic_cast<const CharTokenizer*>(o.existing.get());
+      c && c->has_replacement())
+    throw std::invalid_argument("prepare: a char tokenizer that replaces unknown characters");
+  if (type == "char") return Kind::kChar;
+  if (type == "byte") return Kind::kByte;
+  if (type == "bpe" || type == "gpt2") return Kind::kBpe;
+  throw std::invalid_argument(fmt::format("prepare: a '{}' tokenizer cannot prepare text", type));
+}
+
 Kind check_options(const PrepareOptions& o) {
   if (o.sources.empty()) throw std::invalid_argument("prepare: no source files given");
   if (o.out_dir.empty()) throw std::invalid_argument("prepare: no output folder given");
@@ -26,6 +43,7 @@ Kind check_options(const PrepareOptions& o) {
   if (o.chunk_bytes < 16 || o.chunk_bytes > (size_t{1} << 30))
     throw std::invalid_argument(
         fmt::format("prepare: chunk_bytes must be in [16, 2^30], got {}", o.chunk_bytes));
+  if (o.existing) return existing_kind(o);
   if (o.tokenizer != "char" && o.tokenizer != "byte" && o.tokenizer != "bpe")
     throw std::invalid_argument(
         fmt::format("prepare: the tokenizer must be char, byte or bpe, not '{}'",
@@ -127,15 +145,20 @@ BpeTokenizer learn_pass(std::vector<Source>& sources, uint64_t train_chars, cons
 }
 
 // The passes before encoding: the tokenizer, and the units the split counts.
-std::unique_ptr<Tokenizer> make_tokenizer(Kind kind, std::vector<Source>& sources,
-                                          const PrepareOptions& o, Progress& progress,
-                                          uint64_t& units) {
+std::shared_ptr<const Tokenizer> make_tokenizer(Kind kind, std::vector<Source>& sources,
+                                                const PrepareOptions& o, Progress& progress,
+                                                uint64_t& units) {
   if (kind == Kind::kByte) {
     units = 0;
     for (const Source& s : sources) units += s.stamp.size;
+    if (o.existing) return o.existing;
     return std::make_unique<ByteTokenizer>();
   }
   progress.start(1, "checking");
+  if (o.existing) {
+    units = check_pass(sources, nullptr, o.chunk_bytes, progress);
+    return o.existing;
+  }
   if (kind == Kind::kChar) {
     auto collector = std::make_unique<detail::CharCollector>();
     units = check_pass(sources, collector.get(), o.chunk_bytes, progress);
@@ -197,10 +220,11 @@ PrepareResult prepare(const PrepareOptions& o) {
   folder.remove_leftovers();
   uint64_t total = 0;
   for (const Source& s : sources) total += s.stamp.size;
-  Progress progress(o.progress, kind == Kind::kByte ? 1 : kind == Kind::kChar ? 2 : 3, total);
+  const int passes = kind == Kind::kByte ? 1 : kind == Kind::kChar || o.existing ? 2 : 3;
+  Progress progress(o.progress, passes, total);
   uint64_t units = 0;
-  const std::unique_ptr<Tokenizer> tok = make_tokenizer(kind, sources, o, progress, units);
-  progress.start(kind == Kind::kByte ? 1 : kind == Kind::kChar ? 2 : 3, "encoding");
+  const std::shared_ptr<const Tokenizer> tok = make_tokenizer(kind, sources, o, progress, units);
+  progress.start(passes, "encoding");
   const uint64_t train_units = units - split_val_units(units, o.val_fraction);
   detail::EncodePass enc(kind, *tok, train_units, folder);
   enc.run(sources, o.chunk_bytes, progress);

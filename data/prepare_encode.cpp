@@ -6,6 +6,7 @@
 #include <future>
 
 #include "base/utf8.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/prepare_passes.h"
 
 namespace data::detail {
@@ -32,8 +33,7 @@ EncodePass::EncodePass(Kind kind, const Tokenizer& tokenizer, uint64_t train_uni
       val_(folder, kValFile) {
   if (kind == Kind::kChar)
     char_ids_.emplace(dynamic_cast<const CharTokenizer&>(tokenizer).code_points());
-  if (kind == Kind::kBpe)
-    bpe_ = std::make_unique<BpeStreamEncoder>(dynamic_cast<const BpeTokenizer&>(tokenizer));
+  if (kind == Kind::kBpe) bpe_ = make_stream_encoder(tokenizer);  // bpe or gpt2
   ids16_.resize(kSliceBytes + 4);
   if (kind == Kind::kChar && dtype_ == TokenDtype::kUint32) ids32_.resize(kSliceBytes + 4);
 }

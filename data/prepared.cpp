@@ -8,6 +8,7 @@
 #include "data/bpe.h"
 #include "data/data_error.h"
 #include "data/dataset.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/identity.h"
 #include "data/posix_io.h"
 #include "data/text_scan.h"
@@ -82,9 +83,10 @@ void encode_units(std::string_view text, const Tokenizer& tok, double val_fracti
   split_into(std::move(ids), n_train, tok.vocab_size(), name, d);
 }
 
-// bpe: the text is cut at the split character and each part encoded on its own.
-void encode_bpe(std::string_view text, const BpeTokenizer& tok, double val_fraction,
-                const std::string& name, PreparedData& d) {
+// bpe and gpt2: the text is cut at the split character and each part encoded on its own.
+template <class Tok>
+void encode_bpe(std::string_view text, const Tok& tok, double val_fraction, const std::string& name,
+                PreparedData& d) {
   const uint64_t chars = detail::count_chars(text);
   const size_t cut = detail::skip_chars(text, chars - split_val_units(chars, val_fraction));
   std::vector<uint32_t> ids;
@@ -175,6 +177,8 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
     const Tokenizer& tok = *tokenizer;
     if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok))
       encode_bpe(text, *bpe, val_fraction, name, d);
+    else if (const auto* gpt2 = dynamic_cast<const Gpt2Tokenizer*>(&tok))
+      encode_bpe(text, *gpt2, val_fraction, name, d);
     else if (fits_units(tok, TokenDtype::kUint16))
       encode_units<uint16_t>(text, tok, val_fraction, name, d);
     else if (fits_units(tok, TokenDtype::kUint32))
@@ -228,6 +232,9 @@ std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer) {
   } else if (const auto* b = dynamic_cast<const BpeTokenizer*>(&tokenizer)) {
     for (size_t i = 0; i < lengths.size(); ++i)
       lengths[i] = static_cast<uint32_t>(b->token_bytes(static_cast<uint32_t>(i)).size());
+  } else if (const auto* g = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer)) {
+    for (size_t i = 0; i < lengths.size(); ++i)
+      lengths[i] = static_cast<uint32_t>(g->token_bytes(static_cast<uint32_t>(i)).size());
   } else if (tokenizer.type() != "byte") {
     throw std::invalid_argument(
         fmt::format("token_byte_lengths: a '{}' tokenizer is not known", tokenizer.type()));

@@ -4,7 +4,7 @@
 //
 //   data::PrepareOptions o;
 //   o.sources = {"books/"};            // files, or folders: every *.txt below, recursively
-//   o.tokenizer = "bpe";               // char | byte | bpe
+//   o.tokenizer = "bpe";               // char | byte | bpe (or o.existing: gpt2, ...)
 //   o.vocab_size = 4096;               // bpe only
 //   o.out_dir = "books.prepared";
 //   o.progress = [](const data::PrepareProgress& p) {   // a bar: p.all_done / p.all_total,
@@ -130,6 +130,10 @@ struct PrepareOptions {
   bool recursive = true;             // into the folders' subfolders
   std::string tokenizer = "char";    // char | byte | bpe
   int64_t vocab_size = 0;            // bpe: the vocabulary wanted (>= 256); else 0
+  // A tokenizer made already (a checkpoint's, GPT-2's files), used as it is instead of one
+  // made from the text: `tokenizer` must then be its type and vocab_size 0. A char
+  // vocabulary must hold every character of the corpus (an unknown one is an error).
+  std::shared_ptr<const Tokenizer> existing;
   std::string split_pattern = std::string(kGpt4SplitPattern);  // bpe
   double val_fraction = 0.1;                                   // in [0, 1)
   std::string out_dir;                    // new, empty, or a prepared folder to replace

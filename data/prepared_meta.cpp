@@ -6,6 +6,7 @@
 
 #include "base/utf8.h"
 #include "data/data_error.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/identity.h"
 #include "data/prepared.h"
 #include "data/strict_json.h"
@@ -45,13 +46,17 @@ void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
   m.vocab_size = static_cast<int64_t>(o.uint("vocab_size", INT32_MAX));
   m.tokenizer_sha256 = sha256_of(o, "sha256");
   const std::string& t = m.tokenizer_type;
-  if (t != "char" && t != "byte" && t != "bpe")
-    o.fail("type", fmt::format("is {}, not one of char, byte, bpe", base::json_quote(t)));
+  if (t != "char" && t != "byte" && t != "bpe" && t != "gpt2")
+    o.fail("type", fmt::format("is {}, not one of char, byte, bpe, gpt2", base::json_quote(t)));
   if (t == "byte" && m.vocab_size != 256)
     o.fail("vocab_size", fmt::format("is {}; a byte tokenizer has 256", m.vocab_size));
   if (t == "bpe" && (m.vocab_size < 256 || m.vocab_size > kMaxBpeVocabSize))
     o.fail("vocab_size",
            fmt::format("is {}; a bpe tokenizer has 256 to {}", m.vocab_size, kMaxBpeVocabSize));
+  const int64_t max_gpt2 = kMaxBpeVocabSize + int64_t{Gpt2Tokenizer::kMaxSpecialTokens};
+  if (t == "gpt2" && (m.vocab_size < 256 || m.vocab_size > max_gpt2))
+    o.fail("vocab_size",
+           fmt::format("is {}; a gpt2 tokenizer has 256 to {}", m.vocab_size, max_gpt2));
   if (t == "char" && (m.vocab_size < 1 || m.vocab_size > 0x110000))
     o.fail("vocab_size", fmt::format("is {}; a char tokenizer has 1 to 1114112", m.vocab_size));
 }
@@ -131,7 +136,7 @@ SplitPart read_part(const JsonObject& top, std::string_view key, uint64_t text_b
 
 // Char and byte give one id per unit, so their counts are known exactly.
 void check_tokens(const JsonObject& top, const PreparedMeta& m) {
-  if (m.tokenizer_type == "bpe") return;
+  if (m.tokenizer_type == "bpe" || m.tokenizer_type == "gpt2") return;
   const bool bytes = m.tokenizer_type == "byte";
   const uint64_t train = bytes ? m.split_byte : m.split_char;
   const uint64_t val = (bytes ? m.total_bytes : m.total_chars) - train;

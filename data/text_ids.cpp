@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/utf8.h"
-#include "data/bpe.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/posix_io.h"
 #include "data/prepare_passes.h"
 #include "data/text_scan.h"
@@ -57,7 +57,7 @@ struct TextIds::State {
   std::optional<detail::ChunkReader> reader;
   const Tokenizer& tokenizer;
   std::optional<detail::CharIds> char_ids;  // a char vocabulary (no replacement)
-  std::unique_ptr<BpeStreamEncoder> bpe;    // a bpe tokenizer
+  std::unique_ptr<BpeStreamEncoder> bpe;    // a bpe or gpt2 tokenizer
   std::vector<uint32_t> ids;                // a chunk's, before they are widened
   uint64_t bytes = 0;
   bool ended = false;
@@ -68,8 +68,7 @@ struct TextIds::State {
     if (const auto* chars = dynamic_cast<const CharTokenizer*>(&tok);
         chars && !chars->has_replacement())
       char_ids.emplace(chars->code_points());
-    if (const auto* merges = dynamic_cast<const BpeTokenizer*>(&tok))
-      bpe = std::make_unique<BpeStreamEncoder>(*merges);
+    bpe = make_stream_encoder(tok);
   }
 
   // The ids of one chunk (cut between characters) that starts at `offset` in the file.

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "data/bpe.h"
 #include "data/data_error.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/posix_io.h"
 #include "data/strict_json.h"
 
@@ -31,15 +31,26 @@ std::string char_file(const CharTokenizer& tok) {
   return out + (cps.empty() ? "]\n}\n" : "\n  ]\n}\n");
 }
 
-std::string bpe_file(const BpeTokenizer& tok) {
-  std::string out = header("bpe") +
-                    ",\n  \"split_pattern\": " + nlohmann::json(tok.split_pattern()).dump() +
-                    ",\n  \"merges\": [";
-  const auto& merges = tok.merges();
+std::string merges_list(const std::vector<BpeTokenizer::Merge>& merges) {
+  std::string out = ",\n  \"merges\": [";
   for (size_t i = 0; i < merges.size(); ++i)
     out +=
         fmt::format("{}[{}, {}]", i == 0 ? "\n    " : ",\n    ", merges[i].first, merges[i].second);
-  return out + (merges.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  return out + (merges.empty() ? "]" : "\n  ]");
+}
+
+std::string bpe_file(const BpeTokenizer& tok) {
+  return header("bpe") + ",\n  \"split_pattern\": " + nlohmann::json(tok.split_pattern()).dump() +
+         merges_list(tok.merges()) + "\n}\n";
+}
+
+// gpt2: its byte order on one line, merges in its own ids, special tokens (ASCII, escaped).
+std::string gpt2_file(const Gpt2Tokenizer& tok) {
+  return header("gpt2") + ",\n  \"split_pattern\": " + nlohmann::json(tok.split_pattern()).dump() +
+         ",\n  \"byte_order\": " + nlohmann::json(tok.byte_order()).dump() +
+         merges_list(tok.merges()) +
+         ",\n  \"special_tokens\": " + nlohmann::json(tok.special_tokens()).dump(-1, ' ', true) +
+         "\n}\n";
 }
 
 // The lists of numbers a tokenizer file may hold, read as they are parsed.
@@ -50,8 +61,10 @@ struct Lists {
     merges.key = "merges", merges.group = 2;
     merges.max_entries = static_cast<size_t>(kMaxBpeVocabSize - 256);
     merges.entry = "a pair of token ids [left, right]";
+    byte_order.key = "byte_order", byte_order.max_value = 255, byte_order.max_entries = 256;
+    byte_order.entry = "a byte (0 to 255)";
   }
-  base::NumberList code_points, merges;
+  base::NumberList code_points, merges, byte_order;
 };
 
 template <class Make>
@@ -74,18 +87,49 @@ std::unique_ptr<Tokenizer> char_from(const JsonObject& top, Lists& lists, const 
       name, [&] { return std::make_unique<CharTokenizer>(std::move(lists.code_points.values)); });
 }
 
-std::unique_ptr<Tokenizer> bpe_from(const JsonObject& top, Lists& lists, const std::string& name) {
-  top.expect_keys({"format", "format_version", "type", "split_pattern", "merges"});
+std::string pattern_from(const JsonObject& top) {
   std::string pattern = top.string("split_pattern");
   if (pattern.size() > kMaxSplitPatternBytes)
     top.fail("split_pattern", fmt::format("has {} bytes, more than the {} a pattern may have",
                                           pattern.size(), kMaxSplitPatternBytes));
+  return pattern;
+}
+
+std::vector<BpeTokenizer::Merge> merges_from(const JsonObject& top, const Lists& lists) {
   top.array("merges");
   const std::vector<uint32_t>& ids = lists.merges.values;
   std::vector<BpeTokenizer::Merge> merges(ids.size() / 2);
   for (size_t i = 0; i < merges.size(); ++i) merges[i] = {ids[2 * i], ids[2 * i + 1]};
+  return merges;
+}
+
+std::unique_ptr<Tokenizer> bpe_from(const JsonObject& top, Lists& lists, const std::string& name) {
+  top.expect_keys({"format", "format_version", "type", "split_pattern", "merges"});
+  std::string pattern = pattern_from(top);
+  std::vector<BpeTokenizer::Merge> merges = merges_from(top, lists);
   return construct(
       name, [&] { return std::make_unique<BpeTokenizer>(std::move(merges), std::move(pattern)); });
+}
+
+std::unique_ptr<Tokenizer> gpt2_from(const JsonObject& top, Lists& lists, const std::string& name) {
+  top.expect_keys({"format", "format_version", "type", "split_pattern", "byte_order", "merges",
+                   "special_tokens"});
+  std::string pattern = pattern_from(top);
+  top.array("byte_order");
+  std::vector<uint8_t> order(lists.byte_order.values.begin(), lists.byte_order.values.end());
+  std::vector<BpeTokenizer::Merge> merges = merges_from(top, lists);
+  const nlohmann::json& list = top.array("special_tokens");
+  std::vector<std::string> specials;
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (!list[k].is_string())
+      top.fail("special_tokens",
+               fmt::format("entry {} is {}, not a string", k, base::json_kind(list[k])));
+    specials.push_back(list[k].get<std::string>());
+  }
+  return construct(name, [&] {
+    return std::make_unique<Gpt2Tokenizer>(std::move(order), std::move(merges), std::move(pattern),
+                                           std::move(specials));
+  });
 }
 
 }  // namespace
@@ -93,6 +137,7 @@ std::unique_ptr<Tokenizer> bpe_from(const JsonObject& top, Lists& lists, const s
 std::string tokenizer_file_bytes(const Tokenizer& tokenizer) {
   if (const auto* c = dynamic_cast<const CharTokenizer*>(&tokenizer)) return char_file(*c);
   if (const auto* b = dynamic_cast<const BpeTokenizer*>(&tokenizer)) return bpe_file(*b);
+  if (const auto* g = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer)) return gpt2_file(*g);
   if (dynamic_cast<const ByteTokenizer*>(&tokenizer)) return header("byte") + "\n}\n";
   throw std::invalid_argument(
       fmt::format("a '{}' tokenizer cannot be saved as a file", tokenizer.type()));
@@ -103,8 +148,8 @@ std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const st
     throw DataError(fmt::format("{}: {} bytes is more than a tokenizer file may have ({})", name,
                                 bytes.size(), kMaxTokenizerFileBytes));
   Lists lists;
-  const nlohmann::json json =
-      detail::parse_strict_json(bytes, name, {&lists.code_points, &lists.merges});
+  const nlohmann::json json = detail::parse_strict_json(
+      bytes, name, {&lists.code_points, &lists.merges, &lists.byte_order});
   const JsonObject top(json, name, "");
   if (top.string("format") != kTokenizerFileFormat)
     top.fail("format", fmt::format("must be \"{}\": this is not an attograd tokenizer file",
@@ -115,11 +160,12 @@ std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const st
   const std::string type = top.string("type");
   if (type == "char") return char_from(top, lists, name);
   if (type == "bpe") return bpe_from(top, lists, name);
+  if (type == "gpt2") return gpt2_from(top, lists, name);
   if (type == "byte") {
     top.expect_keys({"format", "format_version", "type"});
     return std::make_unique<ByteTokenizer>();
   }
-  top.fail("type", fmt::format("is {}, not one of char, byte, bpe", base::json_quote(type)));
+  top.fail("type", fmt::format("is {}, not one of char, byte, bpe, gpt2", base::json_quote(type)));
 }
 
 std::unique_ptr<Tokenizer> read_tokenizer_file(const std::string& path) {

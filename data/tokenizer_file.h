@@ -9,6 +9,9 @@
 //   {"format": "attograd-tokenizer", "format_version": 1, "type": "byte"}
 //   {"format": "attograd-tokenizer", "format_version": 1, "type": "bpe",
 //    "split_pattern": "...", "merges": [[104, 101], ...]}  merge i makes token 256 + i
+//   {"format": "attograd-tokenizer", "format_version": 1, "type": "gpt2",
+//    "split_pattern": "...", "byte_order": [33, 34, ...],   the byte of each of ids 0-255
+//    "merges": [[220, 83], ...], "special_tokens": ["<|endoftext|>"]}  ids 256 + M onwards
 //
 //   std::string bytes = data::tokenizer_file_bytes(tokenizer);
 //   std::unique_ptr<data::Tokenizer> same = data::read_tokenizer_file("run/tokenizer.json");
@@ -31,7 +34,7 @@ inline constexpr size_t kMaxSplitPatternBytes = size_t{1} << 16;
 // Reading one costs the file's bytes and 4 bytes a number, never a JSON value per number.
 inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{32} << 20;
 
-// The file's bytes for a char, byte or bpe tokenizer (std::invalid_argument for another).
+// The file's bytes for a char, byte, bpe or gpt2 tokenizer (std::invalid_argument for another).
 std::string tokenizer_file_bytes(const Tokenizer& tokenizer);
 
 // Rebuilds the tokenizer from a file's bytes; `name` names the file in messages. Anything

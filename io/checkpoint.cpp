@@ -16,6 +16,7 @@
 #include "io/hdf5.h"
 #include "io/read_child.h"
 #include "io/root_attributes.h"
+#include "io/tokenizer_section.h"
 
 namespace io {
 
@@ -60,12 +61,12 @@ void write_root(hid_t file, const Checkpoint& c) {
 }
 
 // /tokenizer: its type and what rebuilds it exactly (a char vocabulary, bpe merges and the
-// split pattern).
+// split pattern; gpt2 also its byte order and special tokens).
 void write_tokenizer(hid_t file, const TokenizerSection& t) {
   Handle tok = h5::create_group(file, "tokenizer");
   h5::write_attr_string(tok, "type", t.type);
   if (t.type == "char") h5::write_u32(tok, "vocab", t.vocab);
-  if (t.type != "bpe") return;
+  if (t.type != "bpe" && t.type != "gpt2") return;
   // a string attribute ends at its first NUL: a pattern holding one would come back cut
   if (t.split_pattern.find('\0') != std::string::npos)
     throw std::invalid_argument("the bpe split pattern holds a NUL byte (write it as \\x00)");
@@ -74,6 +75,9 @@ void write_tokenizer(hid_t file, const TokenizerSection& t) {
   pairs.reserve(2 * t.merges.size());
   for (const auto& [left, right] : t.merges) pairs.insert(pairs.end(), {left, right});
   h5::write_u32_rows(tok, "merges", pairs, 2);
+  if (t.type != "gpt2") return;
+  h5::write_u32(tok, "byte_order", t.byte_order);
+  h5::write_attr_string(tok, "special_tokens", special_tokens_json(t.special_tokens));
 }
 
 // The file is built in memory (HDF5's core driver) and written with POSIX calls, so a

@@ -14,10 +14,11 @@
 // `data_identity`, `micro_batches` (one table, root_attributes.h, with their bounds); /model
 // (float32, one dataset per parameter), /optimizer (sub-groups per buffer, attributes for
 // its scalars), /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
-// [M, 2] uint32 and attribute `split_pattern`), /rng (uint64[4] per generator). Every dataset that
-// can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on load;
-// verify_checkpoint reads everything and names each failure. Every error names the file and the
-// part of it that is wrong.
+// [M, 2] uint32 and attribute `split_pattern`; gpt2: those, dataset `byte_order` [256] and
+// attribute `special_tokens`, a JSON array of strings), /rng (uint64[4] per generator). Every
+// dataset that can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on
+// load; verify_checkpoint reads everything and names each failure. Every error names the file and
+// the part of it that is wrong.
 //
 // A checkpoint is data from elsewhere, read as if hostile:
 // - It is parsed once, by libhdf5 in a forked child that streams what it reads to this
@@ -55,12 +56,17 @@ struct CheckpointError : std::runtime_error {
 };
 
 struct TokenizerSection {
-  std::string type;             // "char", "byte", "bpe", or "none" (a gradient dump)
+  std::string type;             // "char", "byte", "bpe", "gpt2", or "none" (a gradient dump)
   std::vector<uint32_t> vocab;  // char: the code points in id order
   // bpe: merge i makes token 256 + i from the pair (left, right) of earlier tokens, within
   // the pieces the split pattern (PCRE2) cuts the text into
+  // (gpt2 too, in its own ids: merge i makes token 256 + i)
   std::vector<std::pair<uint32_t, uint32_t>> merges;
   std::string split_pattern;
+  // gpt2 (data::Gpt2Tokenizer): the byte each of ids 0-255 stands for, and the special
+  // tokens' texts (ids 256 + M onwards)
+  std::vector<uint32_t> byte_order;
+  std::vector<std::string> special_tokens;
 };
 
 struct Checkpoint {

@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "data/bpe.h"
+#include "io/tokenizer_section.h"
 
 namespace io::detail {
 
@@ -207,31 +208,38 @@ void CheckpointBuilder::tokenizer(const TokenizerSection& t) {
   expect_open("a tokenizer");
   if (tokenizer_seen_) throw StreamError("a second tokenizer");
   tokenizer_seen_ = true;
-  charge(t.type.size() + 4 * t.vocab.size() + 8 * t.merges.size() + t.split_pattern.size(),
+  uint64_t special_bytes = 0;
+  for (const std::string& s : t.special_tokens) special_bytes += sizeof s + s.size();
+  charge(t.type.size() + 4 * t.vocab.size() + 8 * t.merges.size() + t.split_pattern.size() +
+             4 * t.byte_order.size() + special_bytes,
          "a tokenizer");
   for (uint32_t cp : t.vocab)
     if (cp > 0x10FFFF) throw StreamError("a vocabulary entry that is not a code point");
-  if (t.type != "bpe" && (!t.merges.empty() || !t.split_pattern.empty()))
+  const bool merges = t.type == "bpe" || t.type == "gpt2";
+  if (!merges && (!t.merges.empty() || !t.split_pattern.empty()))
     throw StreamError("bpe merges for a tokenizer that is not bpe");
+  if (t.type != "gpt2" && (!t.byte_order.empty() || !t.special_tokens.empty()))
+    throw StreamError("a byte order or special tokens for a tokenizer that is not gpt2");
   ckpt_.tokenizer = t;
-  if (t.type == "bpe" && loading()) check_bpe(t);
+  if (merges && loading()) check_bpe(t);
 }
 
 // A bpe tokenizer is checked by building it: merges of tokens that exist before them, no
-// pair twice, tokens within their limits, a pattern that compiles. The message names the
-// part at fault.
+// pair twice, tokens within their limits, a pattern that compiles (gpt2: also its byte
+// order and special tokens). The message names the part at fault.
 void CheckpointBuilder::check_bpe(const TokenizerSection& t) {
   try {
-    data::BpeTokenizer(t.merges, t.split_pattern);
+    make_tokenizer(t);
     return;
   } catch (const std::invalid_argument& e) {
     std::string why = e.what();
-    if (why.rfind("bpe tokenizer: ", 0) == 0) why.erase(0, 15);
+    const std::string prefix = t.type + " tokenizer: ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
     if (pattern_problem(t.split_pattern))
       return load_error(
           fmt::format("'{}': /tokenizer attribute 'split_pattern': {}", source_, printable(why)));
-    load_error(fmt::format("'{}': /tokenizer/merges is not a valid bpe tokenizer: {}", source_,
-                           printable(why)));
+    load_error(fmt::format("'{}': /tokenizer{} is not a valid {} tokenizer: {}", source_,
+                           t.type == "bpe" ? "/merges" : "", t.type, printable(why)));
   }
 }
 

@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/hdf5.h"
 #include "io/root_attributes.h"
+#include "io/tokenizer_section.h"
 
 namespace io::detail {
 
@@ -511,8 +512,9 @@ std::vector<uint32_t> read_char_vocab(Context& c, hid_t g) {
 
 // bpe merges: [M, 2] integers, M bounded before anything is read. Whether they make a
 // tokenizer (parts that exist, no repeated pair) is the builder's check.
-std::vector<std::pair<uint32_t, uint32_t>> read_bpe_merges(Context& c, hid_t g) {
-  const size_t at = tokenizer_dataset(c, "bpe", "merges");
+std::vector<std::pair<uint32_t, uint32_t>> read_bpe_merges(Context& c, hid_t g,
+                                                           const std::string& type) {
+  const size_t at = tokenizer_dataset(c, type, "merges");
   const Entry& e = c.catalog.at(at);
   if (e.dims.size() != 2 || e.dims[1] != 2)
     throw std::runtime_error(fmt::format(
@@ -533,6 +535,32 @@ std::vector<std::pair<uint32_t, uint32_t>> read_bpe_merges(Context& c, hid_t g) 
   return merges;
 }
 
+// gpt2: the byte each of ids 0-255 stands for, [256] integers of at most 255 (that they are a
+// permutation is the builder's check).
+std::vector<uint32_t> read_byte_order(Context& c, hid_t g) {
+  const size_t at = tokenizer_dataset(c, "gpt2", "byte_order");
+  const Entry& e = c.catalog.at(at);
+  if (e.dims.size() != 1 || e.dims[0] != 256)
+    throw std::runtime_error(fmt::format(
+        "/tokenizer/byte_order has shape {}, expected [256] (the byte of each of ids 0-255)",
+        h5::dims_str(e.dims)));
+  std::vector<int64_t> values;
+  judged(c, at,
+         [&] { values = h5::read_int_values(g, "byte_order", "/tokenizer/byte_order", 0, 255); });
+  return {values.begin(), values.end()};
+}
+
+std::vector<std::string> read_special_tokens(hid_t g) {
+  const std::string json =
+      h5::read_attr_string(g, "special_tokens", "/tokenizer", kMaxSpecialTokensJsonBytes);
+  try {
+    return parse_special_tokens_json(json);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(
+        fmt::format("/tokenizer attribute 'special_tokens': {}", printable(e.what())));
+  }
+}
+
 void load_tokenizer(Context& c) {
   const Entry* tok = c.catalog.find("/tokenizer");
   if (!tok || tok->kind != Kind::group) throw std::runtime_error("it has no /tokenizer group");
@@ -540,10 +568,14 @@ void load_tokenizer(Context& c) {
   TokenizerSection section;
   section.type = h5::read_attr_string(g, "type", "/tokenizer");
   if (section.type == "char") section.vocab = read_char_vocab(c, g);
-  if (section.type == "bpe") {
+  if (section.type == "bpe" || section.type == "gpt2") {
     section.split_pattern =
         h5::read_attr_string(g, "split_pattern", "/tokenizer", data::kMaxSplitPatternBytes);
-    section.merges = read_bpe_merges(c, g);
+    section.merges = read_bpe_merges(c, g, section.type);
+  }
+  if (section.type == "gpt2") {
+    section.byte_order = read_byte_order(c, g);
+    section.special_tokens = read_special_tokens(g);
   }
   c.sink.tokenizer(section);
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "data/gpt2_tokenizer.h"
 #include "data/tokenizer_file.h"
 #include "io/checkpoint_builder.h"
 
@@ -165,6 +166,10 @@ void FrameWriter::tokenizer(const TokenizerSection& t) {
   p.put(static_cast<uint32_t>(t.merges.size()));
   for (const auto& [left, right] : t.merges) p.put(left).put(right);
   p.str(t.split_pattern);
+  p.put(static_cast<uint32_t>(t.byte_order.size()));
+  p.raw(t.byte_order.data(), t.byte_order.size() * sizeof(uint32_t));
+  p.put(static_cast<uint32_t>(t.special_tokens.size()));
+  for (const std::string& s : t.special_tokens) p.str(s);
   send(kTokenizer, p.bytes());
 }
 
@@ -313,6 +318,17 @@ void FrameReader::tokenizer(PayloadReader& in) {
   t.split_pattern = in.str();
   if (t.split_pattern.size() > data::kMaxSplitPatternBytes)
     throw StreamError(fmt::format("a split pattern of {} bytes", t.split_pattern.size()));
+  t.byte_order = in.u32s(in.get<uint32_t>(), "a byte order");
+  if (t.byte_order.size() > 256)
+    throw StreamError(fmt::format("a byte order of {} entries", t.byte_order.size()));
+  const auto specials = in.get<uint32_t>();
+  if (specials > data::Gpt2Tokenizer::kMaxSpecialTokens)
+    throw StreamError(fmt::format("{} special tokens", specials));
+  for (uint32_t k = 0; k < specials; ++k) {
+    t.special_tokens.push_back(in.str());
+    if (t.special_tokens.back().size() > data::Gpt2Tokenizer::kMaxSpecialTokenBytes)
+      throw StreamError(fmt::format("a special token of {} bytes", t.special_tokens.back().size()));
+  }
   out_.tokenizer(t);
 }
 

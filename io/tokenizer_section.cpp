@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "data/bpe.h"
+#include "base/json.h"
+#include "data/gpt2_tokenizer.h"
 
 namespace io {
 
@@ -11,6 +12,17 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section)
   if (section.type == "byte") return std::make_unique<data::ByteTokenizer>();
   if (section.type == "bpe")
     return std::make_unique<data::BpeTokenizer>(section.merges, section.split_pattern);
+  if (section.type == "gpt2") {
+    std::vector<uint8_t> order(section.byte_order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (section.byte_order[i] > 255)
+        throw std::invalid_argument(fmt::format("gpt2 tokenizer: byte_order[{}] is {}, not a byte",
+                                                i, section.byte_order[i]));
+      order[i] = static_cast<uint8_t>(section.byte_order[i]);
+    }
+    return std::make_unique<data::Gpt2Tokenizer>(std::move(order), section.merges,
+                                                 section.split_pattern, section.special_tokens);
+  }
   throw std::runtime_error(fmt::format("unsupported tokenizer type '{}'", section.type));
 }
 
@@ -22,7 +34,42 @@ TokenizerSection tokenizer_section(const data::Tokenizer& tok) {
     s.merges = bt->merges();
     s.split_pattern = bt->split_pattern();
   }
+  if (auto* gt = dynamic_cast<const data::Gpt2Tokenizer*>(&tok)) {
+    s.merges = gt->merges();
+    s.split_pattern = gt->split_pattern();
+    s.byte_order.assign(gt->byte_order().begin(), gt->byte_order().end());
+    s.special_tokens = gt->special_tokens();
+  }
   return s;
+}
+
+std::string special_tokens_json(const std::vector<std::string>& tokens) {
+  const std::string json = nlohmann::json(tokens).dump(-1, ' ', /*ensure_ascii=*/true);
+  if (json.size() > kMaxSpecialTokensJsonBytes)
+    throw std::invalid_argument(fmt::format("the special tokens take {} bytes as JSON; at most {}",
+                                            json.size(), kMaxSpecialTokensJsonBytes));
+  return json;
+}
+
+std::vector<std::string> parse_special_tokens_json(const std::string& json) {
+  if (json.size() > kMaxSpecialTokensJsonBytes)
+    throw std::runtime_error(
+        fmt::format("{} bytes; at most {}", json.size(), kMaxSpecialTokensJsonBytes));
+  nlohmann::json value;
+  try {
+    value = base::parse_json(json);
+  } catch (const base::JsonError& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (!value.is_array()) throw std::runtime_error("not a JSON array of strings");
+  std::vector<std::string> tokens;
+  for (const auto& v : value) {
+    if (!v.is_string())
+      throw std::runtime_error(
+          fmt::format("entry {} is {}, not a string", tokens.size(), base::json_kind(v)));
+    tokens.push_back(v.get<std::string>());
+  }
+  return tokens;
 }
 
 }  // namespace io

@@ -15,8 +15,8 @@ void RunConfig::validate() const {
   if (model.vocab_size < 0) fail(fmt::format("vocab_size must be >= 0, got {}", model.vocab_size));
   if (!(val_fraction >= 0 && val_fraction < 1))
     fail(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
-  if (tokenizer != "char" && tokenizer != "byte" && tokenizer != "bpe")
-    fail(fmt::format("tokenizer must be 'char', 'byte' or 'bpe', got '{}'", tokenizer));
+  if (tokenizer != "char" && tokenizer != "byte" && tokenizer != "bpe" && tokenizer != "gpt2")
+    fail(fmt::format("tokenizer must be 'char', 'byte', 'bpe' or 'gpt2', got '{}'", tokenizer));
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (batch_size <= 0) fail(fmt::format("batch_size must be positive, got {}", batch_size));
   if (grad_accum_steps < 1 || grad_accum_steps > kMaxGradAccumSteps)

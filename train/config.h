@@ -27,8 +27,9 @@ struct RunConfig {
   // data
   std::string data;  // a UTF-8 text file or a prepared folder; empty: the built-in corpus
   double val_fraction = 0.1;
-  std::string tokenizer = "char";  // char | byte | bpe (learns model.vocab_size tokens)
-  uint64_t corpus_seed = 0;        // the built-in corpus's generator seed
+  // char | byte | bpe (learns model.vocab_size tokens) | gpt2 (from a checkpoint or a folder)
+  std::string tokenizer = "char";
+  uint64_t corpus_seed = 0;  // the built-in corpus's generator seed
   // optimisation
   int64_t steps = 2000;          // about a minute for the spec's model on 2 cores
   int64_t batch_size = 16;       // sequences per micro-batch
