@@ -198,7 +198,9 @@ inline void gguf(const std::string& bytes) {
     std::abort();
   if (m.tokenizer &&
       (back.tokenizer->type != m.tokenizer->type || back.tokenizer->merges != m.tokenizer->merges ||
-       back.tokenizer->split_pattern != m.tokenizer->split_pattern))
+       back.tokenizer->split_pattern != m.tokenizer->split_pattern ||
+       back.tokenizer->byte_order != m.tokenizer->byte_order ||
+       back.tokenizer->special_tokens != m.tokenizer->special_tokens))
     std::abort();
   if (!same_weights(back.weights, m.weights)) std::abort();
 }

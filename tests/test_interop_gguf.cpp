@@ -3,6 +3,7 @@
 // with the reason, and every lie a header can tell refused naming the file and the field.
 #include <fmt/format.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -435,6 +436,38 @@ TEST_CASE(
   REQUIRE(back.dropped.empty());
   const auto again = io::make_tokenizer(*back.tokenizer);
   REQUIRE(again->encode(kText) == bpe.encode(kText));
+}
+
+TEST_CASE(
+    "a GPT-2 tokenizer goes to GGUF with gpt-2's pre-tokenizer and <|endoftext|> as bos and eos") {
+  // GPT-2's byte order, a few merges in its ids, <|endoftext|> after them
+  const std::vector<uint8_t> order = data::Gpt2Tokenizer::gpt2_byte_order();
+  std::array<uint32_t, 256> id{};
+  for (uint32_t i = 0; i < 256; ++i) id[order[i]] = i;
+  const data::Gpt2Tokenizer gpt2(order, {{id[' '], id['t']}, {id['h'], id['e']}, {256, 257}});
+  const ModelFiles m = with_tokenizer(gpt2, 14);
+  const std::string bytes = gguf_bytes(m);
+  const gguf::File f = header_of(bytes);
+  REQUIRE(f.find("tokenizer.ggml.pre")->strings[0] == "gpt-2");
+  const auto& tokens = f.find("tokenizer.ggml.tokens")->strings;
+  REQUIRE(tokens.size() == 260);
+  REQUIRE(tokens[0] == "!");  // GPT-2's id 0
+  REQUIRE(tokens[258] == "\xc4\xa0the");
+  REQUIRE(tokens[259] == "<|endoftext|>");
+  REQUIRE(f.find("tokenizer.ggml.merges")->strings ==
+          std::vector<std::string>{"\xc4\xa0 t", "h e", "\xc4\xa0t he"});
+  REQUIRE(f.find("tokenizer.ggml.token_type")->ints[259] == 3);  // control
+  REQUIRE(f.find("tokenizer.ggml.token_type")->ints[258] == 1);
+  REQUIRE(f.find("tokenizer.ggml.bos_token_id")->ints[0] == 259);
+  REQUIRE(f.find("tokenizer.ggml.eos_token_id")->ints[0] == 259);
+  const ModelFiles back = read_bytes(bytes);
+  REQUIRE(back.tokenizer);
+  REQUIRE(back.tokenizer->type == "gpt2");
+  REQUIRE(back.tokenizer->merges == m.tokenizer->merges);
+  REQUIRE(back.tokenizer->byte_order == m.tokenizer->byte_order);
+  REQUIRE(back.tokenizer->special_tokens == m.tokenizer->special_tokens);
+  REQUIRE(back.tokenizer->split_pattern == std::string(data::kGpt2SplitPattern));
+  REQUIRE(io::make_tokenizer(*back.tokenizer)->encode(" the the") == gpt2.encode(" the the"));
 }
 
 TEST_CASE("the byte tokenizer goes to GGUF and back") {
