@@ -110,8 +110,9 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const c
       if (std::filesystem::exists(path + "/" + gpt2_file, ec))
         return data::read_gpt2_tokenizer_files(path);
     throw UsageError(
-        fmt::format("{} '{}' is a folder without a {} (a prepared folder) or GPT-2's tokenizer "
-                    "files (vocab.json + merges.txt, or encoder.json + vocab.bpe)",
+        fmt::format("{} '{}' is a folder without a {}: not a prepared folder, nor one of "
+                    "GPT-2's tokenizer files (vocab.json + merges.txt, or encoder.json + "
+                    "vocab.bpe)",
                     option, base::printable(path), data::kTokenizerFile));
   }
   require_file(path, option);

@@ -1,6 +1,7 @@
 // Byte-level form (bytes_to_unicode) and byte-level vocabularies to and from tokenizers.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "base/utf8.h"
@@ -182,14 +183,14 @@ class VocabCheck {
       const std::string made = left + right;
       const std::string& listed = v_.tokens[256 + i];
       if (listed != made) {
-        const auto it = ids_.find(made);
+        const auto it = std::find(v_.tokens.begin(), v_.tokens.end(), made);
         throw ByteLevelError(
             Part::merge, i,
             fmt::format("{} {} makes {}, {}; merge {} must make token {}, which is {}",
                         detail::quoted_token(left), detail::quoted_token(right),
                         detail::quoted_token(made),
-                        it != ids_.end() ? fmt::format("token {}", it->second)
-                                         : std::string("which is not in the vocabulary"),
+                        it != v_.tokens.end() ? fmt::format("token {}", it - v_.tokens.begin())
+                                              : std::string("which is not in the vocabulary"),
                         i, 256 + i, detail::quoted_token(listed)));
       }
       const uint64_t length = bytes_[out[i].first] + bytes_[out[i].second];

