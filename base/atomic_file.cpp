@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -106,10 +107,8 @@ void remove_stale_partials(const std::string& path) noexcept {
   }
 }
 
-}  // namespace
-
 // Closes the descriptor and removes the temporary file unless the write was committed.
-struct AtomicFileWriter::TempFile {
+struct TempFile {
   std::string path;
   UniqueFd fd;
   bool committed = false;
@@ -118,8 +117,6 @@ struct AtomicFileWriter::TempFile {
     if (!committed && !path.empty()) ::unlink(path.c_str());
   }
 };
-
-namespace {
 
 void write_all(int fd, const char* bytes, size_t size, const std::string& path) {
   for (size_t done = 0; done < size;) {
@@ -132,6 +129,19 @@ void write_all(int fd, const char* bytes, size_t size, const std::string& path) 
 
 }  // namespace
 
+void BufferedWriter::write(const char* data, size_t n) {
+  if (buffer_.size() + n > kBufferBytes) flush();
+  if (n >= kBufferBytes)
+    write_all(fd_, data, n, path_);
+  else
+    buffer_.append(data, n);
+}
+
+void BufferedWriter::flush() {
+  write_all(fd_, buffer_.data(), buffer_.size(), path_);
+  buffer_.clear();
+}
+
 void check_can_write(const std::string& path) {
   output_mode(path);
   const std::string folder = folder_of(path);
@@ -142,44 +152,34 @@ void check_can_write(const std::string& path) {
   ::unlink(probe.c_str());
 }
 
-AtomicFileWriter::AtomicFileWriter(const std::string& path)
-    : path_(path), mode_(output_mode(path)) {
-  remove_stale_partials(path);
-  tmp_ = std::make_unique<TempFile>();
-  tmp_->fd = UniqueFd(create_partial(path, &tmp_->path));
-  if (!tmp_->fd.valid())
-    throw os_error(
-        fmt::format("cannot write '{}' (creating a temporary file in '{}')", path, folder_of(path)),
-        errno);
-  // held until the rename (a dup shares the lock), so no cleaner removes the file meanwhile
-  ::flock(tmp_->fd.get(), LOCK_EX | LOCK_NB);
-  lock_holder_ = UniqueFd(::dup(tmp_->fd.get()));
-}
-
-AtomicFileWriter::~AtomicFileWriter() = default;
-
-void AtomicFileWriter::write(const char* data, size_t n) {
-  write_all(tmp_->fd.get(), data, n, path_);
-}
-
-void AtomicFileWriter::commit() {
-  ::fchmod(tmp_->fd.get(), mode_);  // if this fails the file stays 0600: stricter, never looser
-  if (::fsync(tmp_->fd.get()) != 0)
-    throw os_error(fmt::format("cannot write '{}' (fsync)", path_), errno);
-  if (const int err = tmp_->fd.reset())
-    throw os_error(fmt::format("cannot write '{}' (close)", path_), err);
-  if (::rename(tmp_->path.c_str(), path_.c_str()) != 0)
-    throw os_error(fmt::format("cannot rename the new file onto '{}'", path_), errno);
-  tmp_->committed = true;
-  // make the rename itself durable
-  UniqueFd dir(::open(folder_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.valid()) ::fsync(dir.get());
-}
-
 void write_file_atomically(const std::string& path, const std::string& bytes) {
-  AtomicFileWriter out(path);
-  out.write(bytes.data(), bytes.size());
-  out.commit();
+  write_file_atomically(path, [&](int fd) { write_all(fd, bytes.data(), bytes.size(), path); });
+}
+
+void write_file_atomically(const std::string& path, const std::function<void(int fd)>& write) {
+  const mode_t mode = output_mode(path);
+  const std::string folder = folder_of(path);
+  remove_stale_partials(path);
+  TempFile tmp;
+  tmp.fd = UniqueFd(create_partial(path, &tmp.path));
+  if (!tmp.fd.valid())
+    throw os_error(
+        fmt::format("cannot write '{}' (creating a temporary file in '{}')", path, folder), errno);
+  // held until the rename (a dup shares the lock), so no cleaner removes the file meanwhile
+  ::flock(tmp.fd.get(), LOCK_EX | LOCK_NB);
+  UniqueFd lock_holder(::dup(tmp.fd.get()));
+  write(tmp.fd.get());
+  ::fchmod(tmp.fd.get(), mode);  // if this fails the file stays 0600: stricter, never looser
+  if (::fsync(tmp.fd.get()) != 0)
+    throw os_error(fmt::format("cannot write '{}' (fsync)", path), errno);
+  if (const int err = tmp.fd.reset())
+    throw os_error(fmt::format("cannot write '{}' (close)", path), err);
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
+    throw os_error(fmt::format("cannot rename the new checkpoint onto '{}'", path), errno);
+  tmp.committed = true;
+  // make the rename itself durable
+  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) ::fsync(dir.get());
 }
 
 }  // namespace base

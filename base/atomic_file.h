@@ -8,10 +8,9 @@
 // file, folder or symbolic link planted in the output's folder can neither redirect nor
 // block a save.
 #include <cstddef>
-#include <memory>
+#include <functional>
 #include <string>
-
-#include "base/posix_file.h"
+#include <utility>
 
 namespace base {
 
@@ -23,29 +22,31 @@ namespace base {
 // device, a symbolic link) is refused. Temporary files of writers that were killed (SIGKILL,
 // power loss) are removed: only regular files of this user whose writer is gone.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+// The same with the contents written by `write` to the temporary file's descriptor (open for
+// reading and writing, at offset 0), in as many pieces as it likes: a large file is never
+// whole in memory. What `write` throws is passed on, after the temporary file is removed.
+void write_file_atomically(const std::string& path, const std::function<void(int fd)>& write);
 
-// The same, for a file too large to hold in memory: written a piece at a time into the
-// temporary file, put in place by commit(); destroyed uncommitted (an exception on the
-// way), it removes the temporary file and path keeps its old contents.
+// What a write_file_atomically callback streams its pieces through: gathered into writes
+// of 1 MiB (a GGUF header of 50,000 short strings is then not 100,000 system calls), each
+// failure an errno message naming path. flush() at the end (a destructor cannot report).
 //
-//   base::AtomicFileWriter out("model.safetensors");
-//   out.write(header.data(), header.size());   // ... tensor by tensor
-//   out.commit();
-class AtomicFileWriter {
+//   base::write_file_atomically(path, [&](int fd) {
+//     base::BufferedWriter out(fd, path);
+//     out.write(header.data(), header.size());   // ... tensor by tensor
+//     out.flush();
+//   });
+class BufferedWriter {
  public:
-  explicit AtomicFileWriter(const std::string& path);  // refuses what write_file_atomically does
-  ~AtomicFileWriter();
-  AtomicFileWriter(const AtomicFileWriter&) = delete;
-  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  BufferedWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   void write(const char* data, size_t n);
-  void commit();
+  void flush();
 
  private:
-  struct TempFile;
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+  int fd_;
   std::string path_;
-  mode_t mode_;
-  std::unique_ptr<TempFile> tmp_;
-  UniqueFd lock_holder_;
+  std::string buffer_;
 };
 
 // Throws std::runtime_error naming path and the reason when path exists and is not a regular

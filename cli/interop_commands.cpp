@@ -71,9 +71,9 @@ void print_import(const interop::ModelFiles& m, const std::string& out) {
   for (const auto& d : m.dropped) fmt::print("not kept: {}\n", d);
 }
 
-interop::StDtype parse_dtype(const std::string& s) {
-  if (s == "f32") return interop::StDtype::f32;
-  if (s == "bf16") return interop::StDtype::bf16;
+ag::Precision parse_dtype(const std::string& s) {
+  if (s == "f32") return ag::Precision::fp32;
+  if (s == "bf16") return ag::Precision::bf16;
   throw UsageError(fmt::format("--dtype must be f32 or bf16, got '{}'", base::printable(s)));
 }
 
@@ -131,7 +131,7 @@ int export_command(const Args& args) {
                                "attograd export --checkpoint FILE.h5 --format hf|gguf|llmc "
                                "--out PATH [--dtype f32|bf16]");
     if (!vm) return 0;
-    const interop::StDtype type = parse_dtype(dtype);
+    const ag::Precision type = parse_dtype(dtype);
     require_file(path, "checkpoint");
     if (interop::export_writes_folder(format)) {
       try {

@@ -236,7 +236,7 @@ inline void safetensors(const std::string& bytes) {
     uint64_t total = 0;
     for (const auto& e : in.entries()) {
       const ag::Tensor t = in.read(e);
-      if (static_cast<uint64_t>(t.numel()) * interop::dtype_size(e.dtype) != e.end - e.begin)
+      if (static_cast<uint64_t>(t.numel()) * interop::stored_bytes(e.dtype) != e.end - e.begin)
         std::abort();
       total += e.end - e.begin;
     }

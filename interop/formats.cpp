@@ -61,39 +61,36 @@ ModelFiles read_hf(const std::string& path, const std::string& tokenizer_folder)
   return read_hf_gpt2(path, tokenizer_folder);
 }
 
-void write_hf(const ModelFiles& model, const std::string& out, StDtype dtype) {
+void write_hf(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
   write_hf_gpt2(model, out, dtype);
 }
 
-// llm.c and GGUF hold float32 or bfloat16 (attograd's --dtype f32 and bf16).
-ag::Precision precision_of(StDtype dtype, const std::string& out, const char* format) {
-  if (dtype == StDtype::f16)
-    throw InteropError(fmt::format("{}: {} is written in f32 or bf16, not f16", out, format));
-  return dtype == StDtype::bf16 ? ag::Precision::bf16 : ag::Precision::fp32;
+void write_llmc_file(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
+  write_llmc(model, out, dtype);
 }
 
-// A GGUF file, its tokenizer replaced by the one in tokenizer_folder when one is named.
+// A GGUF file carries its tokenizer; --tokenizer DIR replaces it.
 ModelFiles read_gguf_file(const std::string& path, const std::string& tokenizer_folder) {
   ModelFiles m = read_gguf(path);
-  if (!tokenizer_folder.empty()) {
-    if (m.tokenizer) m.dropped.push_back("the file's tokenizer (--tokenizer's replaces it)");
-    m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
-    const int64_t tokens = io::make_tokenizer(*m.tokenizer)->vocab_size();
-    if (tokens != m.config.vocab_size)
-      throw InteropError(
-          fmt::format("{}: token_embd.weight has {} rows, but the tokenizer in {} "
-                      "has {} tokens",
-                      path, m.config.vocab_size, tokenizer_folder, tokens));
-  }
+  if (tokenizer_folder.empty()) return m;
+  if (m.tokenizer) m.dropped.push_back("the file's tokenizer (--tokenizer's replaces it)");
+  m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
   return m;
 }
 
-void write_gguf_file(const ModelFiles& model, const std::string& out, StDtype dtype) {
-  write_gguf(model, out, precision_of(dtype, out, "GGUF"));
+void write_gguf_file(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
+  write_gguf(model, out, dtype);
 }
 
-void write_llmc_file(const ModelFiles& model, const std::string& out, StDtype dtype) {
-  write_llmc(model, out, precision_of(dtype, out, "an llm.c checkpoint"));
+// A tokenizer with more ids than the model has rows would give ids the model cannot take.
+void check_tokenizer_fits(const ModelFiles& m, const std::string& path) {
+  if (!m.tokenizer) return;
+  const int64_t ids = io::make_tokenizer(*m.tokenizer)->vocab_size();
+  if (ids > m.config.vocab_size)
+    throw InteropError(
+        fmt::format("{}: the tokenizer has {} ids, more than the model's "
+                    "vocabulary of {}",
+                    path, ids, m.config.vocab_size));
 }
 
 // A format: how its files are recognised, its reader and its writer (nullptr: not built in).
@@ -102,7 +99,7 @@ struct Format {
   bool (*recognise)(std::string_view head);
   bool folder;  // written as a folder of files
   ModelFiles (*read)(const std::string& path, const std::string& tokenizer_folder);
-  void (*write)(const ModelFiles& model, const std::string& out, StDtype dtype);
+  void (*write)(const ModelFiles& model, const std::string& out, ag::Precision dtype);
 };
 
 const Format kFormats[] = {
@@ -140,7 +137,7 @@ struct TempFolder {
 
 // A folder output: written into a fresh ".NAME.partial-XXXXXX" beside it, renamed into place.
 void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
-                   StDtype dtype) {
+                   ag::Precision dtype) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(out, ec)) &&
       (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)))
@@ -167,12 +164,15 @@ void export_folder(const Format& f, const ModelFiles& model, const std::string& 
 
 ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder) {
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return read_hf(path, tokenizer_folder);
-  const std::string head = head_of(path);
-  for (const Format& f : kFormats) {
-    if (!f.recognise(head)) continue;
-    if (!f.read) not_built_in(f, path);
-    return f.read(path, tokenizer_folder);
+  const Format* format = fs::is_directory(path, ec) ? find_format("hf") : nullptr;
+  const std::string head = format ? "" : head_of(path);
+  for (const Format& f : kFormats)
+    if (!format && f.recognise(head)) format = &f;
+  if (format) {
+    if (!format->read) not_built_in(*format, path);
+    ModelFiles m = format->read(path, tokenizer_folder);
+    check_tokenizer_fits(m, path);
+    return m;
   }
   throw InteropError(
       fmt::format("{}: not a model file attograd reads (a Hugging Face folder, "
@@ -191,7 +191,7 @@ bool export_writes_folder(const std::string& format) {
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  StDtype dtype) {
+                  ag::Precision dtype) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
   if (f->folder) return export_folder(*f, model, out, dtype);

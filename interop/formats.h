@@ -5,12 +5,12 @@
 //
 //   interop::ModelFiles m = interop::import_model("gpt2/", "");      // found by content
 //   io::save_checkpoint("gpt2.h5", interop::checkpoint_of(std::move(m)));
-//   interop::export_model(interop::model_files_of(ckpt), "hf", "out/", interop::StDtype::f32);
+//   interop::export_model(interop::model_files_of(ckpt), "hf", "out/", ag::Precision::fp32);
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "interop/model_files.h"
-#include "interop/safetensors.h"
 
 namespace interop {
 
@@ -31,7 +31,7 @@ bool export_writes_folder(const std::string& format);
 // folder): the files are made in a temporary sibling and renamed into place, so a failed
 // export leaves nothing behind. Throws InteropError (an unknown format: std::invalid_argument).
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  StDtype dtype);
+                  ag::Precision dtype);
 
 // The checkpoint an import writes: the run configuration's defaults with this model, its
 // tokenizer ("none" when the files carried none), step 0, the weights and nothing else

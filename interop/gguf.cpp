@@ -280,13 +280,15 @@ void write_gguf(const ModelFiles& m, ag::Precision dtype, const std::string& nam
 void write_gguf(const ModelFiles& m, const std::string& path, ag::Precision dtype) {
   std::string name = base::base_name(path);
   if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf") name.resize(name.size() - 5);
-  base::AtomicFileWriter file(path);  // written a tensor at a time: no copy of the model
-  try {
-    write_gguf(m, dtype, name, [&](const char* data, size_t n) { file.write(data, n); });
+  try {  // streamed: no second copy of the model in memory
+    base::write_file_atomically(path, [&](int fd) {
+      base::BufferedWriter file(fd, path);
+      write_gguf(m, dtype, name, [&](const char* data, size_t n) { file.write(data, n); });
+      file.flush();
+    });
   } catch (const InteropError& e) {
     throw InteropError(fmt::format("{}: {}", path, e.what()));
   }
-  file.commit();
 }
 
 ModelFiles read_gguf(const InputBytes& in) {

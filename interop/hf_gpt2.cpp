@@ -438,7 +438,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   return m;
 }
 
-void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StDtype dtype) {
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Precision dtype) {
   nn::GPTConfig c = model.config;
   if (c.norm != "layernorm")
     throw InteropError(
@@ -451,11 +451,16 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StDtype d
   for (const auto& t : hf_gpt2_tensors(c)) {
     const bool zeros = zero_qkv_bias && t.layout == HfLayout::qkv_bias;
     const std::string name = t.name == "lm_head.weight" ? t.name : std::string(kPrefix) + t.name;
+    if (t.layout == HfLayout::same) {  // written from the parameter itself: no copy
+      out.push_back({name, t.shape, nullptr, ours.at(t.ours[0])->data<float>()});
+      continue;
+    }
     out.push_back({name, t.shape, [&ours, t, zeros](float* hf) {
                      if (!zeros) convert_out(t, ours, hf);  // the buffer starts zeroed
                    }});
   }
-  write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
+  write_safetensors((fs::path(folder) / "model.safetensors").string(), out,
+                    dtype == ag::Precision::bf16 ? StoredType::bf16 : StoredType::f32,
                     {{"format", "pt"}});
   base::write_file_atomically((fs::path(folder) / "config.json").string(),
                               gpt2_config_json(c).dump(2) + "\n");

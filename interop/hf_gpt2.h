@@ -3,7 +3,7 @@
 // layout of its weights, against attograd's GPT (docs/interop.md has the map).
 //
 //   interop::ModelFiles m = interop::read_hf_gpt2("gpt2/");        // or "x/model.safetensors"
-//   interop::write_hf_gpt2(m, "out/", interop::StDtype::bf16);     // a folder from_pretrained
+//   interop::write_hf_gpt2(m, "out/", ag::Precision::bf16);     // a folder from_pretrained
 //   loads
 //
 // HF keeps the projections as Conv1D, [in, out]; attograd's Linear is [out, in]: every
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "interop/model_files.h"
 #include "interop/safetensors.h"
 
@@ -52,6 +53,6 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
 
 // Writes into the existing empty folder: model.safetensors (HF names with the
 // "transformer." prefix, Conv1D layout, F32 or BF16), config.json and the tokenizer files.
-void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StDtype dtype);
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Precision dtype);
 
 }  // namespace interop

@@ -6,6 +6,13 @@
 // import` / `attograd export` (cli/interop_commands.cpp) only pick one.
 //
 //   model_files.h   ModelFiles, check_weights (what every reader ends with)
+//   input_bytes.h   a hostile file read at the offsets its header states, every read
+//                   bounded by the file's size (InputBytes, Cursor); bytes in memory alike
+//   float_codec.h   float32 weights to and from F32, BF16 (rounded to nearest even), F16
+//   llmc.h          llm.c's checkpoint (gpt2_124M.bin): read_llmc_weights, write_llmc
+//   gguf_format.h   the GGUF v3 container: keys, tensor infos, aligned data
+//   gguf.h          a GPT as llama.cpp's gpt2 architecture in GGUF: read_gguf, write_gguf
+//                   (gguf_tokenizer.h: the tokenizer as tokenizer.ggml.* keys)
 //   safetensors.h   the safetensors format: a checked reader (pread into float32; F32, F16,
 //                   BF16) and a streamed writer (F32, BF16)
 //   hf_gpt2.h       Hugging Face's GPT-2: config.json, HF's names and Conv1D layout; a
@@ -14,13 +21,6 @@
 //   formats.h       the table of formats import_model and export_model pick from (found by
 //                   content), and the checkpoint an import writes (checkpoint_of,
 //                   model_files_of)
-//   input_bytes.h   a hostile file read at the offsets its header states, every read
-//                   bounded by the file's size (InputBytes, Cursor); bytes in memory alike
-//   float_codec.h   float32 weights to and from F32, BF16 (rounded to nearest even), F16
-//   llmc.h          llm.c's checkpoint (gpt2_124M.bin): read_llmc_weights, write_llmc
-//   gguf_format.h   the GGUF v3 container: keys, tensor infos, aligned data
-//   gguf.h          a GPT as llama.cpp's gpt2 architecture in GGUF: read_gguf, write_gguf
-//                   (gguf_tokenizer.h: the tokenizer as tokenizer.ggml.* keys)
 //
 // Every file read here comes from elsewhere: lengths and offsets are bounded before any
 // allocation or read, and errors name the file and the field (InteropError).

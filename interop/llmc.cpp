@@ -217,13 +217,15 @@ void write_llmc(const ModelFiles& model, ag::Precision dtype, const ByteSink& ou
 }
 
 void write_llmc(const ModelFiles& model, const std::string& path, ag::Precision dtype) {
-  base::AtomicFileWriter file(path);  // written a tensor at a time: no copy of the model
-  try {
-    write_llmc(model, dtype, [&](const char* data, size_t n) { file.write(data, n); });
+  try {  // streamed: no second copy of the model in memory
+    base::write_file_atomically(path, [&](int fd) {
+      base::BufferedWriter file(fd, path);
+      write_llmc(model, dtype, [&](const char* data, size_t n) { file.write(data, n); });
+      file.flush();
+    });
   } catch (const InteropError& e) {
     throw InteropError(fmt::format("{}: {}", path, e.what()));
   }
-  file.commit();
 }
 
 }  // namespace interop

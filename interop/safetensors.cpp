@@ -1,8 +1,6 @@
 #include "interop/safetensors.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +8,6 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "autograd/bfloat16.h"
 #include "base/atomic_file.h"
 #include "base/json.h"
 #include "base/utf8.h"
@@ -22,40 +19,18 @@ namespace {
 
 using nlohmann::json;
 
-// Widens an IEEE half exactly (every half is a float32): subnormals, infinities and NaNs
-// included.
-float f16_to_f32(uint16_t h) {
-  const bool negative = (h & 0x8000u) != 0;
-  const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
-    const float v = std::ldexp(static_cast<float>(mantissa), -24);
-    return negative ? -v : v;
-  }
-  uint32_t bits = (negative ? 0x80000000u : 0u) | (mantissa << 13);
-  bits |= exponent == 0x1f ? 0x7f800000u : (exponent + 112) << 23;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-uint64_t read_le64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
 std::string quoted(const std::string& name) {
   return "'" + base::printable(name) + "'";
 }
 
 // The dtype named by a header entry; safetensors' other types are refused by name.
-StDtype parse_dtype(const json& value, const std::string& where) {
+StoredType parse_dtype(const json& value, const std::string& where) {
   if (!value.is_string())
     throw InteropError(fmt::format("{}: dtype is {}, not a string", where, base::json_kind(value)));
   const std::string& s = value.get_ref<const std::string&>();
-  if (s == "F32") return StDtype::f32;
-  if (s == "F16") return StDtype::f16;
-  if (s == "BF16") return StDtype::bf16;
+  if (s == "F32") return StoredType::f32;
+  if (s == "F16") return StoredType::f16;
+  if (s == "BF16") return StoredType::bf16;
   static const char* const kKnown[] = {"F64", "I8",  "I16",     "I32",     "I64",     "U8",
                                        "U16", "U32", "U64",     "BOOL",    "F8_E4M3", "F8_E5M2",
                                        "C64", "F4",  "F6_E2M3", "F6_E3M2", "F8_E8M0"};
@@ -84,8 +59,8 @@ ag::Shape parse_shape(const json& value, const std::string& where) {
 }
 
 // The bytes the shape needs, or UINT64_MAX when that exceeds `limit` (no overflow).
-uint64_t shape_bytes(const ag::Shape& shape, StDtype dtype, uint64_t limit) {
-  uint64_t bytes = dtype_size(dtype);
+uint64_t shape_bytes(const ag::Shape& shape, StoredType dtype, uint64_t limit) {
+  uint64_t bytes = stored_bytes(dtype);
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   for (int64_t d : shape) {
     if (bytes > limit / static_cast<uint64_t>(d)) return UINT64_MAX;
@@ -177,61 +152,40 @@ void parse_metadata(const json& value, const std::string& source,
 
 }  // namespace
 
-const char* dtype_name(StDtype d) {
+const char* dtype_name(StoredType d) {
   switch (d) {
-    case StDtype::f32: return "F32";
-    case StDtype::f16: return "F16";
-    case StDtype::bf16: return "BF16";
+    case StoredType::f32: return "F32";
+    case StoredType::f16: return "F16";
+    case StoredType::bf16: return "BF16";
   }
   return "?";
 }
 
-size_t dtype_size(StDtype d) {
-  return d == StDtype::f32 ? 4 : 2;
+SafetensorsReader::SafetensorsReader(const std::string& path)
+    : SafetensorsReader(InputBytes::open(path)) {}
+
+SafetensorsReader SafetensorsReader::from_bytes(std::string bytes, const std::string& source) {
+  return SafetensorsReader(InputBytes::of(std::move(bytes), source));
 }
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : source_(path) {
-  struct stat st;
-  try {
-    fd_ = base::open_regular(path, "safetensors file '" + path + "'", &st);
-  } catch (const base::FileError& e) {
-    throw InteropError(e.what());
-  }
-  file_size_ = static_cast<uint64_t>(st.st_size);
-  char prefix[8];
-  if (file_size_ < 8)
+// The header length is bounded before the header is read.
+SafetensorsReader::SafetensorsReader(InputBytes in) : in_(std::move(in)) {
+  const uint64_t size = in_.size();
+  if (size < 8)
     throw InteropError(
-        fmt::format("{}: {} bytes, too short for the 8-byte header length", path, file_size_));
-  read_bytes(0, prefix, 8, "the header length");
-  const uint64_t n = read_le64(prefix);
-  if (n > kMaxSafetensorsHeader || n > file_size_ - 8)
+        fmt::format("{}: {} bytes, too short for the 8-byte header length", source(), size));
+  uint64_t n = 0;
+  in_.read(0, &n, 8, "the header length");  // little-endian, as the CPU (input_bytes.cpp)
+  if (n > size - 8 || n > kMaxSafetensorsHeader)
     throw InteropError(
         fmt::format("{}: header length {} is {} (file of {} bytes, at most {} of "
                     "header)",
-                    path, n, n > file_size_ - 8 ? "past the end of the file" : "too large",
-                    file_size_, kMaxSafetensorsHeader));
+                    source(), n, n > size - 8 ? "past the end of the file" : "too large", size,
+                    kMaxSafetensorsHeader));
   std::string header(n, '\0');
-  read_bytes(8, header.data(), n, "the header");
+  in_.read(8, header.data(), n, "the header");
   data_start_ = 8 + n;
   parse(header);
-}
-
-SafetensorsReader SafetensorsReader::from_bytes(std::string_view bytes, const std::string& source) {
-  SafetensorsReader r;
-  r.source_ = source;
-  r.memory_ = bytes;
-  r.file_size_ = bytes.size();
-  if (bytes.size() < 8)
-    throw InteropError(
-        fmt::format("{}: {} bytes, too short for the 8-byte header length", source, bytes.size()));
-  const uint64_t n = read_le64(bytes.data());
-  if (n > kMaxSafetensorsHeader || n > bytes.size() - 8)
-    throw InteropError(fmt::format("{}: header length {} is {} (file of {} bytes)", source, n,
-                                   n > bytes.size() - 8 ? "past the end of the file" : "too large",
-                                   bytes.size()));
-  r.data_start_ = 8 + n;
-  r.parse(bytes.substr(8, n));
-  return r;
 }
 
 void SafetensorsReader::parse(std::string_view header) {
@@ -239,20 +193,20 @@ void SafetensorsReader::parse(std::string_view header) {
   try {
     top = base::parse_json(header);
   } catch (const base::JsonError& e) {
-    throw InteropError(fmt::format("{}: header: {}", source_, e.what()));
+    throw InteropError(fmt::format("{}: header: {}", source(), e.what()));
   }
   if (!top.is_object())
     throw InteropError(
-        fmt::format("{}: header is {}, not a JSON object", source_, base::json_kind(top)));
-  const uint64_t region = file_size_ - data_start_;
+        fmt::format("{}: header is {}, not a JSON object", source(), base::json_kind(top)));
+  const uint64_t region = in_.size() - data_start_;
   for (const auto& [name, value] : top.items()) {
     if (name == "__metadata__") {
-      parse_metadata(value, source_, metadata_);
+      parse_metadata(value, source(), metadata_);
       continue;
     }
-    entries_.push_back(parse_entry(name, value, source_ + ": tensor " + quoted(name), region));
+    entries_.push_back(parse_entry(name, value, source() + ": tensor " + quoted(name), region));
   }
-  check_tiling(entries_, region, source_);
+  check_tiling(entries_, region, source());
   for (size_t i = 0; i < entries_.size(); ++i) by_name_.emplace(entries_[i].name, i);
 }
 
@@ -261,46 +215,23 @@ const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : &entries_[it->second];
 }
 
-void SafetensorsReader::read_bytes(uint64_t offset, char* out, size_t n,
-                                   const std::string& what) const {
-  if (!fd_.valid()) {
-    std::memcpy(out, memory_.data() + offset, n);
-    return;
-  }
-  for (size_t done = 0; done < n;) {
-    const ssize_t got = ::pread(fd_.get(), out + done, n - done, static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0)
-      throw InteropError(fmt::format("{}: reading {}: {}", source_, what, std::strerror(errno)));
-    if (got == 0)
-      throw InteropError(
-          fmt::format("{}: the file ends inside {} (it shrank while being read)", source_, what));
-    done += static_cast<size_t>(got);
-  }
-}
-
 void SafetensorsReader::read_into(const SafetensorsEntry& e, float* out) const {
   const std::string named = "tensor " + quoted(e.name);
   const uint64_t at = data_start_ + e.begin;
-  if (e.dtype == StDtype::f32) {
-    read_bytes(at, reinterpret_cast<char*>(out), e.end - e.begin, named);
-  } else {  // widened a piece at a time, so the narrow copy never exceeds 1 MiB
-    constexpr size_t kPiece = size_t{1} << 19;
-    std::vector<uint16_t> piece(std::min<uint64_t>(kPiece, (e.end - e.begin) / 2));
-    for (uint64_t done = 0; done < (e.end - e.begin) / 2;) {
-      const size_t n = std::min<uint64_t>(piece.size(), (e.end - e.begin) / 2 - done);
-      read_bytes(at + 2 * done, reinterpret_cast<char*>(piece.data()), 2 * n, named);
-      for (size_t i = 0; i < n; ++i)
-        out[done + i] = e.dtype == StDtype::f16
-                            ? f16_to_f32(piece[i])
-                            : static_cast<float>(ag::bfloat16::from_bits(piece[i]));
-      done += n;
-    }
+  if (e.dtype == StoredType::f32) {
+    in_.read(at, out, e.end - e.begin, named);
+    return;
   }
-  // the file's pages are not needed again: let the kernel drop them as the file is read
-  if (fd_.valid())
-    ::posix_fadvise(fd_.get(), static_cast<off_t>(at), static_cast<off_t>(e.end - e.begin),
-                    POSIX_FADV_DONTNEED);
+  // widened a piece at a time, so the narrow copy never exceeds 1 MiB
+  constexpr uint64_t kPiece = uint64_t{1} << 19;
+  const uint64_t count = (e.end - e.begin) / 2;
+  std::vector<char> piece(2 * std::min(kPiece, count));
+  for (uint64_t done = 0; done < count;) {
+    const uint64_t n = std::min(kPiece, count - done);
+    in_.read(at + 2 * done, piece.data(), 2 * n, named);
+    read_floats(piece.data(), static_cast<int64_t>(n), e.dtype, out + done);
+    done += n;
+  }
 }
 
 ag::Tensor SafetensorsReader::read(const SafetensorsEntry& e) const {
@@ -310,12 +241,12 @@ ag::Tensor SafetensorsReader::read(const SafetensorsEntry& e) const {
 }
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
-                       StDtype dtype, const std::map<std::string, std::string>& metadata) {
-  if (dtype == StDtype::f16) throw InteropError(path + ": F16 is read here, not written");
+                       StoredType dtype, const std::map<std::string, std::string>& metadata) {
+  if (dtype == StoredType::f16) throw InteropError(path + ": F16 is read here, not written");
   json header = json::object();
   uint64_t offset = 0;
   for (const auto& t : tensors) {
-    const uint64_t bytes = static_cast<uint64_t>(ag::shape_numel(t.shape)) * dtype_size(dtype);
+    const uint64_t bytes = static_cast<uint64_t>(ag::shape_numel(t.shape)) * stored_bytes(dtype);
     if (header.contains(t.name))
       throw InteropError(fmt::format("{}: tensor {} given twice", path, quoted(t.name)));
     header[t.name] = {{"dtype", dtype_name(dtype)},
@@ -326,25 +257,23 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data region starts 8-byte aligned
-  char prefix[8];
-  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  base::AtomicFileWriter out(path);
-  out.write(prefix, 8);
-  out.write(text.data(), text.size());
-  std::vector<float> values;
-  std::vector<uint16_t> narrow;
-  for (const auto& t : tensors) {
-    values.assign(static_cast<size_t>(ag::shape_numel(t.shape)), 0.0f);
-    t.fill(values.data());
-    if (dtype == StDtype::f32) {
-      out.write(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-      continue;
+  const uint64_t length = text.size();          // little-endian, as the CPU
+  base::write_file_atomically(path, [&](int fd) {
+    base::BufferedWriter out(fd, path);
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out.write(text.data(), text.size());
+    std::vector<float> values;
+    for (const auto& t : tensors) {
+      const int64_t n = ag::shape_numel(t.shape);
+      if (!t.values) {
+        values.assign(static_cast<size_t>(n), 0.0f);
+        t.fill(values.data());
+      }
+      write_floats(t.values ? t.values : values.data(), n, dtype,
+                   [&](const char* data, size_t bytes) { out.write(data, bytes); });
     }
-    narrow.resize(values.size());
-    for (size_t i = 0; i < values.size(); ++i) narrow[i] = ag::bfloat16(values[i]).bits;
-    out.write(reinterpret_cast<const char*>(narrow.data()), narrow.size() * 2);
-  }
-  out.commit();
+    out.flush();
+  });
 }
 
 }  // namespace interop

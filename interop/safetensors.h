@@ -7,7 +7,7 @@
 //   for (const auto& e : in.entries()) { ag::Tensor t = in.read(e); ... }   // float32
 //
 //   std::vector<interop::SafetensorsTensor> out = {{"wte.weight", {V, d}, fill_wte}};
-//   interop::write_safetensors("model.safetensors", out, interop::StDtype::bf16);
+//   interop::write_safetensors("model.safetensors", out, interop::StoredType::bf16);
 //
 // The file is hostile until checked: before anything is allocated from it, its header length
 // is bounded (kMaxSafetensorsHeader, and within the file), and every entry is held to the
@@ -25,20 +25,20 @@
 #include <vector>
 
 #include "autograd/tensor.h"
-#include "base/posix_file.h"
+#include "interop/float_codec.h"
+#include "interop/input_bytes.h"
 
 namespace interop {
 
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // bytes of JSON
 inline constexpr size_t kMaxSafetensorsRank = 8;
 
-enum class StDtype { f32, f16, bf16 };
-const char* dtype_name(StDtype d);  // "F32", "F16", "BF16"
-size_t dtype_size(StDtype d);
+// safetensors' name of an element type: "F32", "F16", "BF16"
+const char* dtype_name(StoredType d);
 
 struct SafetensorsEntry {
   std::string name;
-  StDtype dtype = StDtype::f32;
+  StoredType dtype = StoredType::f32;
   ag::Shape shape;
   uint64_t begin = 0, end = 0;  // byte range within the data region
 };
@@ -48,15 +48,15 @@ class SafetensorsReader {
   // Opens a regular file (a FIFO or a device is refused before it is opened) and checks its
   // header; source is how messages name it.
   explicit SafetensorsReader(const std::string& path);
-  // The same over bytes in memory, which must outlive the reader (tests, the fuzz target).
-  static SafetensorsReader from_bytes(std::string_view bytes, const std::string& source);
+  // The same over bytes in memory (tests, the fuzz target).
+  static SafetensorsReader from_bytes(std::string bytes, const std::string& source);
 
-  const std::string& source() const { return source_; }
+  const std::string& source() const { return in_.source(); }
   // In the order of their bytes in the file.
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }
   const SafetensorsEntry* find(const std::string& name) const;  // nullptr when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  uint64_t file_size() const { return file_size_; }
+  uint64_t file_size() const { return in_.size(); }
 
   // The tensor's values as float32 into out (numel floats); a read error or a file that
   // shrank since it was opened is an InteropError naming the tensor.
@@ -64,14 +64,10 @@ class SafetensorsReader {
   ag::Tensor read(const SafetensorsEntry& e) const;
 
  private:
-  SafetensorsReader() = default;
+  explicit SafetensorsReader(InputBytes in);
   void parse(std::string_view header);
-  void read_bytes(uint64_t offset, char* out, size_t n, const std::string& what) const;
 
-  std::string source_;
-  base::UniqueFd fd_;        // a file, or
-  std::string_view memory_;  // bytes in memory
-  uint64_t file_size_ = 0;
+  InputBytes in_;
   uint64_t data_start_ = 0;  // 8 + header length
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, size_t> by_name_;
@@ -79,18 +75,20 @@ class SafetensorsReader {
 };
 
 // One tensor to write: its name, shape and a function that fills numel float32 values in
-// row-major order (called once, when its bytes are written).
+// row-major order (called once, when its bytes are written), or the values themselves
+// (`values`, numel floats that outlive the write: written from where they are, no copy).
 struct SafetensorsTensor {
   std::string name;
   ag::Shape shape;
   std::function<void(float*)> fill;
+  const float* values = nullptr;
 };
 
 // Writes the tensors in the order given (the header's keys sorted, as JSON objects are
 // here), as F32 or BF16 (round to nearest even), the header padded with spaces to a multiple
 // of 8 bytes as the format allows, streamed tensor by tensor into a temporary file put in
-// place at the end (base::AtomicFileWriter): memory is the largest tensor, never the file.
+// place at the end (base::write_file_atomically): memory is the largest tensor, never the file.
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
-                       StDtype dtype, const std::map<std::string, std::string>& metadata = {});
+                       StoredType dtype, const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace interop

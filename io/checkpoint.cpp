@@ -80,14 +80,14 @@ void write_tokenizer(hid_t file, const TokenizerSection& t) {
   h5::write_attr_string(tok, "special_tokens", special_tokens_json(t.special_tokens));
 }
 
-// The file is built in memory (HDF5's core driver) and written with POSIX calls, so a
-// full disk or an unwritable folder is an errno message and never a half-written file.
-std::string checkpoint_image(const Checkpoint& c) {
-  Handle file = h5::create_memory_file();
+// Everything a checkpoint holds, written into an open file; every object it opens is closed
+// when it returns. Tensors are written from the caller's own storage, chunk by chunk.
+void write_contents(hid_t file, const Checkpoint& c) {
   write_root(file, c);
-
-  Handle model = h5::create_group(file, "model");
-  for (const auto& [name, t] : c.model) h5::write_tensor(model, name, t);
+  {
+    Handle model = h5::create_group(file, "model");
+    for (const auto& [name, t] : c.model) h5::write_tensor(model, name, t);
+  }
   if (c.optimizer) write_optimizer(file, *c.optimizer);
 
   write_tokenizer(file, c.tokenizer);
@@ -98,7 +98,6 @@ std::string checkpoint_image(const Checkpoint& c) {
     for (const auto& [name, state] : c.rng)
       h5::write_u64(rng, name, std::vector<uint64_t>(state.begin(), state.end()));
   }
-  return h5::image(file);
 }
 
 // ------------------------------------------------------------------ reading
@@ -169,17 +168,33 @@ Checkpoint load_checkpoint(const std::string& path, const LoadOptions& options,
 
 }  // namespace detail
 
+std::string checkpoint_image(const Checkpoint& ckpt) {
+  h5::silence_library_errors();
+  Handle file = h5::create_memory_file();
+  write_contents(file, ckpt);
+  return h5::image(file);
+}
+
+// Written straight into the temporary file (HDF5's sec2 driver on its descriptor), a chunk at
+// a time: a save needs no memory beyond the state it writes (a 124M-parameter run's 1.5 GB
+// of weights and moments were built whole in memory and then copied, 3 GB, before).
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   h5::silence_library_errors();
-  std::string bytes;
   try {
-    bytes = checkpoint_image(ckpt);
-  } catch (const std::exception& e) {
-    throw CheckpointError(fmt::format("cannot build checkpoint '{}': {}", path, e.what()));
-  }
-  try {
-    base::write_file_atomically(path, bytes);
-  } catch (const std::exception& e) {
+    base::write_file_atomically(path, [&](int fd) {
+      try {
+        Handle file = h5::create_file_on(fd);
+        write_contents(file, ckpt);
+        h5::close_file(file, fd);
+      } catch (const h5::IoError& e) {  // a full disk: said as the operating system says it
+        throw CheckpointError(base::os_error(fmt::format("cannot write '{}'", path), e.err).what());
+      } catch (const std::exception& e) {
+        throw CheckpointError(fmt::format("cannot build checkpoint '{}': {}", path, e.what()));
+      }
+    });
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {  // the temporary file, its fsync or the rename
     throw CheckpointError(e.what());
   }
 }

@@ -6,7 +6,7 @@
 //
 //   io::Checkpoint c;
 //   c.config = run_config_json;  c.step = 1000;  c.model = model.named_parameters();
-//   io::save_checkpoint("run.h5", c);          // temp file, fsync, rename: atomic
+//   io::save_checkpoint("run.h5", c);          // temp file, fsync, rename: atomic; streamed
 //   io::Checkpoint back = io::load_checkpoint("run.h5");
 //   io::load_model_weights(back, model);       // every name and shape checked first
 //
@@ -102,6 +102,8 @@ constexpr int64_t kFormatVersion = 1;
 // (unwritable folder, full disk) the temporary file is removed, `path` is untouched and
 // a CheckpointError says why.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
+// The bytes save_checkpoint writes, built in memory instead (tests compare the two).
+std::string checkpoint_image(const Checkpoint& ckpt);
 
 // Reads and checks a checkpoint: not HDF5, truncated, foreign (no `format`), a wrong
 // version, bad JSON, a failed checksum, a non-float weight, a malformed section, anything

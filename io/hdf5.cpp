@@ -2,10 +2,14 @@
 
 #include <H5PLpublic.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -37,33 +41,51 @@ void silence_library_errors() {
 }
 
 namespace {
+
+struct StackReason {
+  std::string innermost;
+  int err = 0;  // errno in a driver's "... errno = N, ..." entry; 0 when none says one
+};
+
 herr_t keep_innermost(unsigned, const H5E_error2_t* err, void* out) {
   // walked from the API call inwards: the last entry is the root cause
-  if (err->desc && *err->desc) *static_cast<std::string*>(out) = err->desc;
+  if (!err->desc || !*err->desc) return 0;
+  auto* reason = static_cast<StackReason*>(out);
+  reason->innermost = err->desc;
+  // the file drivers' message for a failed read, write or truncate names the errno so
+  const char* tag = std::strstr(err->desc, "errno = ");
+  if (tag) reason->err = std::atoi(tag + std::strlen("errno = "));
   return 0;
 }
+
+StackReason take_reason() {
+  StackReason reason;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &reason);
+  H5Eclear2(H5E_DEFAULT);
+  return reason;
+}
+
+[[noreturn]] void throw_failure(const std::string& what) {
+  const StackReason reason = take_reason();
+  if (reason.err > 0)
+    throw IoError(fmt::format("{}: {}", what, std::strerror(reason.err)), reason.err);
+  throw std::runtime_error(
+      reason.innermost.empty() ? what : fmt::format("{}: {}", what, reason.innermost));
+}
+
 }  // namespace
 
 std::string last_error() {
-  std::string msg;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost, &msg);
-  H5Eclear2(H5E_DEFAULT);
-  return msg;
+  return take_reason().innermost;
 }
 
 Handle check(hid_t id, const std::string& what) {
-  if (id < 0) {
-    const std::string why = last_error();
-    throw std::runtime_error(why.empty() ? what : fmt::format("{}: {}", what, why));
-  }
+  if (id < 0) throw_failure(what);
   return Handle(id);
 }
 
 void check_status(herr_t status, const std::string& what) {
-  if (status < 0) {
-    const std::string why = last_error();
-    throw std::runtime_error(why.empty() ? what : fmt::format("{}: {}", what, why));
-  }
+  if (status < 0) throw_failure(what);
 }
 
 // ------------------------------------------------------------------ files in memory
@@ -87,6 +109,55 @@ std::string image(hid_t file) {
   if (H5Fget_file_image(file, bytes.data(), bytes.size()) != size)
     check_status(-1, "H5Fget_file_image");
   return bytes;
+}
+
+// ------------------------------------------------------------------ files through a descriptor
+Handle create_file_on(int fd) {
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+  check_status(H5Pset_fapl_sec2(fapl), "H5Pset_fapl_sec2");
+  // its flock() would conflict with the caller's lock on the same file
+  check_status(H5Pset_file_locking(fapl, /*use_file_locking=*/0, /*ignore_when_disabled=*/1),
+               "H5Pset_file_locking");
+  check_status(H5Pset_fclose_degree(fapl, H5F_CLOSE_SEMI), "H5Pset_fclose_degree");
+  const std::string name = fmt::format("/proc/self/fd/{}", fd);
+  return check(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
+}
+
+namespace {
+
+// libhdf5 gives free space at the end of a file back when it closes it, while the image of a
+// memory file (taken at a flush) keeps it, as zeros, its end recorded in the superblock. Both
+// are restored here, so that a file written through a descriptor has the bytes of the image:
+// those of every checkpoint saved before saves were streamed. Only a version 0 superblock
+// with 8-byte addresses is touched (what create_file_on makes): its end-of-file address is at
+// byte 40, and must be the file's size when it is replaced.
+void restore_image_end(int fd, uint64_t image_end) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw IoError("fstat", errno);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  unsigned char head[48];
+  if (size >= image_end || ::pread(fd, head, sizeof head, 0) != sizeof head) return;
+  if (std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) != 0 || head[8] != 0 || head[13] != 8) return;
+  uint64_t recorded = 0;
+  for (int b = 7; b >= 0; --b) recorded = recorded << 8 | head[40 + b];
+  if (recorded != size) return;
+  unsigned char end[8];
+  for (int b = 0; b < 8; ++b) end[b] = static_cast<unsigned char>(image_end >> (8 * b));
+  if (::ftruncate(fd, static_cast<off_t>(image_end)) != 0) throw IoError("ftruncate", errno);
+  if (::pwrite(fd, end, sizeof end, 40) != sizeof end) throw IoError("pwrite", errno ? errno : EIO);
+}
+
+}  // namespace
+
+void close_file(Handle& file, int fd) {
+  const hid_t id = file.get();
+  check_status(H5Fflush(id, H5F_SCOPE_GLOBAL), "H5Fflush");
+  haddr_t image_end = 0;
+  check_status(H5Fget_eoa(id, &image_end), "H5Fget_eoa");
+  const herr_t closed = H5Fclose(id);
+  (void)file.release();
+  check_status(closed, "H5Fclose");
+  restore_image_end(fd, image_end);
 }
 
 // libhdf5 copies a file image into the property list and again into the open file unless

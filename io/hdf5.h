@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,12 @@ class Handle {
   hid_t get() const { return id_; }
   operator hid_t() const { return id_; }
   void reset();
+  // Gives up ownership without closing (the caller has closed it, or will).
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
 
  private:
   hid_t id_ = -1;
@@ -42,7 +49,14 @@ void silence_library_errors();
 // checksum"), then clears the stack; empty when nothing is there.
 std::string last_error();
 
-// Throws std::runtime_error("<what>: <HDF5's reason>") when id < 0; returns an owned id.
+// A failed read or write of the file itself (a full disk): errno as the driver reported it.
+struct IoError : std::runtime_error {
+  IoError(const std::string& message, int err) : std::runtime_error(message), err(err) {}
+  int err;
+};
+
+// Throws std::runtime_error("<what>: <HDF5's reason>") when id < 0, an IoError when the reason
+// is the operating system's; returns an owned id.
 Handle check(hid_t id, const std::string& what);
 void check_status(herr_t status, const std::string& what);
 
@@ -56,6 +70,19 @@ std::string memory_file_name();
 // An empty file in memory, written with the usual calls; image() then takes its bytes.
 Handle create_memory_file();
 std::string image(hid_t file);
+
+// ---- files written through a descriptor
+// A new file written through fd, an empty regular file open for reading and writing (libhdf5
+// opens files by name: it gets fd's /proc/self/fd name, so it writes exactly the file the
+// caller made), with libhdf5's own locking off (the caller holds the file's lock). Its bytes
+// are those image() would give for the same calls on a create_memory_file(), but only the
+// chunk being written is ever in memory.
+Handle create_file_on(int fd);
+// Closes a file made by create_file_on(fd), flushing everything, and leaves it with the bytes
+// image() gives (libhdf5 cuts the free space at its end on closing; the image keeps it as
+// zeros). Every object opened in it must be closed already. Throws (an IoError for a full
+// disk) when anything could not be written.
+void close_file(Handle& file, int fd);
 
 // A file opened read-only on bytes in memory without copying them; the bytes must outlive
 // it. Closing it closes every object opened in it (so nothing can read the bytes later).

@@ -128,6 +128,22 @@ TEST_CASE("a checkpoint round trip keeps every tensor bit for bit") {
   }
 }
 
+TEST_CASE("a saved checkpoint has the bytes of the same checkpoint built in memory") {
+  // the save streams into its file; the file built whole in memory is what saves wrote before
+  TempDir dir;
+  nn::GPT model(ag_test::gpt_config(300, 16, 64, 2, 2, 0.0), 3);  // tok_emb: 75 KB, 1 chunk
+  io::Checkpoint c = full_checkpoint(model);
+  ag::Generator gen(9);
+  c.model.emplace_back("big", ag::randn({1500, 300}, gen));
+  c.tokenizer = {"bpe", {}, {{104, 105}, {256, 33}}, "\\p{L}+|."};
+  const std::string path = dir.file("run.h5");
+  io::save_checkpoint(path, c);
+  const std::string saved = base::read_input_file(path, "file", 1 << 30);
+  REQUIRE(saved.size() > 1800000);  // "big" is two chunks of about 1 MiB
+  REQUIRE(saved == io::checkpoint_image(c));
+  REQUIRE(io::verify_checkpoint(path).all_checked());
+}
+
 TEST_CASE("a weights-only checkpoint loads without optimizer or generator state") {
   TempDir dir;
   nn::GPT model(tiny(), 3);

@@ -52,7 +52,7 @@ std::string hf_folder(const ag_test::TempDir& dir, const interop::ModelFiles& m,
                       const std::string& name = "gpt2") {
   const std::string folder = dir.file(name);
   fs::create_directories(folder);
-  interop::write_hf_gpt2(m, folder, interop::StDtype::f32);
+  interop::write_hf_gpt2(m, folder, ag::Precision::fp32);
   return folder;
 }
 
@@ -83,7 +83,7 @@ void edit_tensors(const std::string& folder,
     }
   }
   edit(tensors);
-  interop::write_safetensors(path, tensors, interop::StDtype::f32);
+  interop::write_safetensors(path, tensors, interop::StoredType::f32);
 }
 
 std::string import_error(const std::string& path) {

@@ -53,7 +53,7 @@ TEST_CASE("safetensors written F32 and BF16 read back as written", "[safetensors
       {"b.weight", {2, 3}, [&](float* out) { std::copy(a.begin(), a.end(), out); }},
       {"a.bias", {1}, [](float* out) { out[0] = 7.0f; }},
       {"empty", {0, 4}, [](float*) {}}};
-  for (auto dtype : {interop::StDtype::f32, interop::StDtype::bf16}) {
+  for (auto dtype : {interop::StoredType::f32, interop::StoredType::bf16}) {
     const std::string path = dir.file(std::string(interop::dtype_name(dtype)) + ".safetensors");
     interop::write_safetensors(path, tensors, dtype, {{"format", "pt"}});
     interop::SafetensorsReader in(path);
@@ -65,7 +65,8 @@ TEST_CASE("safetensors written F32 and BF16 read back as written", "[safetensors
     CHECK(w->dtype == dtype);
     const ag::Tensor t = in.read(*w);
     for (size_t i = 0; i < a.size(); ++i)
-      CHECK(t.data<float>()[i] == (dtype == interop::StDtype::f32 ? a[i] : ag::bf16_rounded(a[i])));
+      CHECK(t.data<float>()[i] ==
+            (dtype == interop::StoredType::f32 ? a[i] : ag::bf16_rounded(a[i])));
     CHECK(in.read(*in.find("a.bias")).data<float>()[0] == 7.0f);
     CHECK(in.read(*in.find("empty")).numel() == 0);
     // the header is padded with spaces so that the data starts 8-byte aligned

@@ -181,7 +181,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   p.activation_terms.emplace_back("backward peak, " + f.backward_peak.name,
                                   saturated(tokens * f.backward_peak.bytes));
   p.data = data_bytes;
-  p.checkpoint = saturated(2.0 * (4.0 + state_bytes) * params);  // weights and state, twice
+  p.checkpoint = kSaveBytes;
   p.available = available_memory();
   return p;
 }

@@ -12,11 +12,15 @@
 
 namespace train {
 
+// What a checkpoint save holds beyond the state it writes, whatever the model's size: the
+// chunk being written (at most 1 MiB), its checksummed copy, and libhdf5's caches.
+inline constexpr int64_t kSaveBytes = int64_t{8} << 20;
+
 struct MemoryPlan {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
   int64_t data = 0;           // the token ids held for the run (and the text while reading it)
   int64_t gradient_sets = 1;  // the gradients and the partial sums of accumulation
-  int64_t checkpoint = 0;     // a save: the file built in memory, then copied out once
+  int64_t checkpoint = 0;     // a save: streamed to its file, a chunk at a time (kSaveBytes)
   int64_t available = 0;      // what the machine and our cgroup leave us, 0 when unknown
   std::string optimizer_title = "AdamW";  // whose state `optimizer` is
   // activations by term, as the model's layers declare them (nn::Footprint), for a batch

@@ -57,7 +57,7 @@ int run(int argc, char** argv) {
   const ag::Tensor greedy =
       ag::from_vector(std::vector<float>(all.begin() + n, all.end()), {new_tokens});
   tensors.push_back(tensor_of("greedy", greedy));
-  interop::write_safetensors(argv[2], tensors, interop::StDtype::f32);
+  interop::write_safetensors(argv[2], tensors, interop::StoredType::f32);
   return 0;
 }
 
