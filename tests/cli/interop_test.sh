@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of `attograd import` and `attograd export` (issue 25):
+# End-to-end tests of `attograd import` and `attograd export` (issue 25), Hugging Face
+# folders and (llmc_gguf_*) llm.c checkpoints and GGUF files:
 #   interop_test.sh SCENARIO PATH/TO/attograd
 set -euo pipefail
 source "$(dirname "$0")/scenario_lib.sh" "$@"
@@ -12,6 +13,7 @@ small=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 
 make_text() {
   for i in $(seq 1 200); do printf 'line %d: the cat sat on the mat, and the dog ran home.\n' "$i"; done
 }
+greedy() { "$bin" sample --checkpoint "$1" --tokens 30 --temperature 0 --prompt "the " 2> /dev/null; }
 
 case "$scenario" in
 imported_model_works)
@@ -71,6 +73,59 @@ import_errors)
     "$bin" export --checkpoint run.h5 --format hf --out rms
   [ ! -e rms ] || fail "a failed export left its folder"
   ls -A | grep -q partial && fail "a failed export left a temporary folder: $(ls -A)"
+  true
+  ;;
+llmc_gguf_round_trips)
+  # llm.c and GGUF (interop/llmc.h, interop/gguf.h): export, then import: the same weights bit for bit, the same tokenizer, the same greedy
+  # text; in bfloat16 the files are about half the size and still import
+  make_text > text.txt
+  "$bin" train "${small[@]}" --data text.txt --steps 20 --out run.h5 > /dev/null
+  greedy run.h5 > run.txt
+  "$bin" export --checkpoint run.h5 --format gguf --out model.gguf > /dev/null
+  "$bin" import model.gguf --out from_gguf.h5 > import.txt
+  grep -q "tokenizer: byte" import.txt || fail "the GGUF file's tokenizer was not imported: $(cat import.txt)"
+  [ "$(hashes run.h5)" = "$(hashes from_gguf.h5)" ] || fail "GGUF: the weights changed on the way"
+  greedy from_gguf.h5 | cmp -s - run.txt || fail "GGUF: the greedy sample changed"
+  # llm.c keeps no tokenizer: GPT-2's files come from a Hugging Face export of the same run
+  "$bin" export --checkpoint run.h5 --format hf --out hf > /dev/null
+  "$bin" export --checkpoint run.h5 --format llmc --out gpt2_run.bin > /dev/null
+  [ "$(head -c 4 gpt2_run.bin | od -An -tu4 | tr -d ' ')" = 20240326 ] || fail "not llm.c's magic"
+  "$bin" import gpt2_run.bin --tokenizer hf --out from_llmc.h5 > /dev/null
+  [ "$(hashes run.h5)" = "$(hashes from_llmc.h5)" ] || fail "llm.c: the weights changed on the way"
+  greedy from_llmc.h5 | cmp -s - run.txt || fail "llm.c: the greedy sample changed"
+  for format in gguf llmc; do
+    "$bin" export --checkpoint run.h5 --format $format --out bf16.$format --dtype bf16 > /dev/null
+    f32=$(stat -c %s $( [ $format = gguf ] && echo model.gguf || echo gpt2_run.bin ))
+    b16=$(stat -c %s bf16.$format)
+    [ "$b16" -lt $((f32 * 6 / 10)) ] || fail "$format: bf16 file $b16 bytes, f32 $f32"
+    "$bin" import bf16.$format --tokenizer hf --out bf16_$format.h5 > /dev/null
+    "$bin" sample --checkpoint bf16_$format.h5 --tokens 5 > /dev/null 2>&1 || fail "$format bf16: sample"
+  done
+  ;;
+llmc_gguf_errors)
+  # what cannot be written or read: one line naming the file and the reason, exit 2, nothing left
+  make_text > text.txt
+  "$bin" train "${small[@]}" --data text.txt --steps 1 --out run.h5 > /dev/null
+  "$bin" export --checkpoint run.h5 --format llmc --out gpt2_run.bin > /dev/null
+  expect_usage_error "gpt2_run.bin: an llm.c checkpoint holds no tokenizer: give GPT-2's tokenizer files with --tokenizer DIR" \
+    "$bin" import gpt2_run.bin --out out.h5
+  head -c 5000 gpt2_run.bin > cut.bin
+  "$bin" export --checkpoint run.h5 --format hf --out hf > /dev/null
+  expect_usage_error "cut.bin: the file is 5000 bytes; its header" \
+    "$bin" import cut.bin --tokenizer hf --out out.h5
+  "$bin" export --checkpoint run.h5 --format gguf --out model.gguf > /dev/null
+  head -c 3000 model.gguf > cut.gguf
+  expect_usage_error "cut.gguf: " "$bin" import cut.gguf --out out.h5
+  [ ! -e out.h5 ] || fail "a failed import left out.h5"
+  "$bin" train "${small[@]}" --data text.txt --steps 1 --out nobias.h5 --qkv-bias false > /dev/null
+  expect_usage_error "nobias.bin: llm.c cannot hold this model: llm.c's GPT-2 has biases in W_query/W_key/W_value" \
+    "$bin" export --checkpoint nobias.h5 --format llmc --out nobias.bin
+  "$bin" train --data text.txt --steps 1 --out chars.h5 --context-length 8 --d-model 16 \
+    --n-heads 2 --n-layers 1 --sample-tokens 0 --eval-interval 0 > /dev/null
+  expect_usage_error "chars.gguf: a GGUF file cannot hold this tokenizer" \
+    "$bin" export --checkpoint chars.h5 --format gguf --out chars.gguf
+  [ ! -e nobias.bin ] && [ ! -e chars.gguf ] || fail "a failed export left its file"
+  ls -A | grep -q partial && fail "a failed export left a temporary file: $(ls -A)"
   true
   ;;
 *) fail "unknown scenario" ;;
