@@ -53,6 +53,12 @@ io::NamedPaths import_inputs(const std::string& path, const std::string& tokeniz
                              "encoder.json", "vocab.bpe", "tokenizer.json"})
       inputs.emplace_back(fmt::format("PATH's {}", name), (dir / name).string());
   }
+  // the shards a model.safetensors.index.json may name
+  if (fs::is_directory(path, ec))
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.path().extension() == ".safetensors")
+        inputs.emplace_back(fmt::format("PATH's {}", e.path().filename().string()),
+                            e.path().string());
   return inputs;
 }
 

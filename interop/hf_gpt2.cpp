@@ -25,6 +25,7 @@ using nlohmann::json;
 constexpr int64_t kMaxConfigBytes = 1 << 20;
 constexpr double kAttogradLayerNormEps = 1e-5;
 constexpr char kPrefix[] = "transformer.";
+constexpr size_t kMaxShards = 4096;
 
 std::string quoted(const std::string& s) {
   return "'" + base::printable(s) + "'";
@@ -212,32 +213,38 @@ bool is_mask_buffer(const std::string& name, int64_t n_layers) {
   return std::stoll(name.substr(2, end - 2)) < n_layers;
 }
 
-// The file's tensors by their name without the "transformer." prefix; what GPT-2 does not
+// A tensor of the model's files: which file, which entry.
+struct Located {
+  const SafetensorsReader* in;
+  const SafetensorsEntry* e;
+};
+using Found = std::map<std::string, Located>;
+
+// The files' tensors by their name without the "transformer." prefix; what GPT-2 does not
 // have is refused by name, the mask buffers are set aside (dropped).
-std::map<std::string, const SafetensorsEntry*> file_tensors(const SafetensorsReader& in,
-                                                            const nn::GPTConfig& c,
-                                                            const std::set<std::string>& expected,
-                                                            ModelFiles& m) {
-  std::map<std::string, const SafetensorsEntry*> found;
+Found file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c,
+                   const std::set<std::string>& expected, ModelFiles& m) {
+  Found found;
   int64_t buffers = 0;
-  for (const auto& e : in.entries()) {
-    const bool prefixed = e.name.rfind(kPrefix, 0) == 0;
-    const std::string name = prefixed ? e.name.substr(sizeof(kPrefix) - 1) : e.name;
-    if (is_mask_buffer(name, c.n_layers)) {
-      ++buffers;
-      continue;
+  for (const auto& in : files)
+    for (const auto& e : in.entries()) {
+      const bool prefixed = e.name.rfind(kPrefix, 0) == 0;
+      const std::string name = prefixed ? e.name.substr(sizeof(kPrefix) - 1) : e.name;
+      if (is_mask_buffer(name, c.n_layers)) {
+        ++buffers;
+        continue;
+      }
+      if (!expected.count(name) && name != "lm_head.weight")
+        throw InteropError(
+            fmt::format("{}: tensor {} is not part of GPT-2 (GPT2LMHeadModel) as "
+                        "config.json states it",
+                        in.source(), quoted(e.name)));
+      if (!found.emplace(name, Located{&in, &e}).second)
+        throw InteropError(
+            fmt::format("{}: tensor {} appears twice (with and without the "
+                        "'transformer.' prefix, or in two shards)",
+                        in.source(), quoted(name)));
     }
-    if (!expected.count(name) && name != "lm_head.weight")
-      throw InteropError(
-          fmt::format("{}: tensor {} is not part of GPT-2 (GPT2LMHeadModel) as "
-                      "config.json states it",
-                      in.source(), quoted(e.name)));
-    if (!found.emplace(name, &e).second)
-      throw InteropError(
-          fmt::format("{}: tensor {} appears twice (with and without the "
-                      "'transformer.' prefix)",
-                      in.source(), quoted(name)));
-  }
   if (buffers > 0)
     m.dropped.push_back(
         fmt::format("attn.bias and attn.masked_bias of {} blocks (the causal "
@@ -247,78 +254,134 @@ std::map<std::string, const SafetensorsEntry*> file_tensors(const SafetensorsRea
 }
 
 // A tied head may come as its own tensor: it must then hold the embedding's values.
-void check_tied_head(const SafetensorsReader& in, const SafetensorsEntry& head,
-                     const ag::Tensor& wte, ModelFiles& m) {
-  if (head.shape != wte.shape())
-    throw InteropError(fmt::format("{}: tensor lm_head.weight has shape {}, wte.weight {}",
-                                   in.source(), ag::shape_str(head.shape),
-                                   ag::shape_str(wte.shape())));
-  const ag::Tensor values = in.read(head);
+void check_tied_head(const Located& head, const ag::Tensor& wte, ModelFiles& m) {
+  const std::string& source = head.in->source();
+  if (head.e->shape != wte.shape())
+    throw InteropError(fmt::format("{}: tensor lm_head.weight has shape {}, wte.weight {}", source,
+                                   ag::shape_str(head.e->shape), ag::shape_str(wte.shape())));
+  const ag::Tensor values = head.in->read(*head.e);
   if (std::memcmp(values.data<float>(), wte.data<float>(), wte.numel() * sizeof(float)) != 0)
     throw InteropError(
         fmt::format("{}: lm_head.weight differs from wte.weight, but config.json "
                     "ties them (tie_word_embeddings true)",
-                    in.source()));
+                    source));
   m.dropped.push_back("lm_head.weight (equal to wte.weight: the tied head)");
 }
 
-// Before anything is allocated: a config claiming more parameters than the file can hold
+// Before anything is allocated: a config claiming more parameters than the files can hold
 // (2 bytes each at least) is refused.
-void check_size(const SafetensorsReader& in, const nn::GPTConfig& c) {
+void check_size(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c) {
+  uint64_t bytes = 0;
+  for (const auto& in : files) bytes += in.file_size();
   const uint64_t params = static_cast<uint64_t>(c.num_parameters());
-  if (params > in.file_size() / 2)
+  if (params > bytes / 2)
     throw InteropError(
         fmt::format("{}: config.json states {} parameters, more than the file's "
                     "{} bytes can hold",
-                    in.source(), params, in.file_size()));
+                    files.front().source(), params, bytes));
 }
 
-void read_weights(const SafetensorsReader& in, ModelFiles& m) {
-  const auto tensors = hf_gpt2_tensors(m.config);
-  std::set<std::string> expected;
-  for (const auto& t : tensors) expected.insert(t.name);
-  auto found = file_tensors(in, m.config, expected, m);
+// Every tensor GPT-2 needs is there with the config's shape, before anything is read.
+void check_found(const std::vector<HfTensor>& tensors, const Found& found, const ModelFiles& m,
+                 const std::string& source) {
   if (!m.config.tie_weights && !found.count("lm_head.weight"))
     throw InteropError(
         fmt::format("{}: no lm_head.weight, and config.json unties the head "
                     "(tie_word_embeddings false)",
-                    in.source()));
-  for (const auto& t : tensors) {  // every shape before anything is read
+                    source));
+  for (const auto& t : tensors) {
     const auto it = found.find(t.name);
     if (it == found.end())
-      throw InteropError(fmt::format("{}: no tensor {} (for {})", in.source(), t.name, t.ours[0]));
-    if (it->second->shape != t.shape)
+      throw InteropError(fmt::format("{}: no tensor {} (for {})", source, t.name, t.ours[0]));
+    const SafetensorsEntry& e = *it->second.e;
+    if (e.shape != t.shape)
       throw InteropError(fmt::format("{}: tensor {} has shape {}, config.json needs {}",
-                                     in.source(), quoted(it->second->name),
-                                     ag::shape_str(it->second->shape), ag::shape_str(t.shape)));
+                                     it->second.in->source(), quoted(e.name),
+                                     ag::shape_str(e.shape), ag::shape_str(t.shape)));
   }
-  check_size(in, m.config);
+}
+
+void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m) {
+  const auto tensors = hf_gpt2_tensors(m.config);
+  std::set<std::string> expected;
+  for (const auto& t : tensors) expected.insert(t.name);
+  const Found found = file_tensors(files, m.config, expected, m);
+  check_found(tensors, found, m, files.front().source());
+  check_size(files, m.config);
   for (const auto& t : tensors) {
-    const SafetensorsEntry& e = *found.at(t.name);
+    const Located& at = found.at(t.name);
     if (t.layout == HfLayout::same) {  // straight into the parameter: no copy
-      m.weights.emplace_back(t.ours[0], in.read(e));
+      m.weights.emplace_back(t.ours[0], at.in->read(*at.e));
       continue;
     }
-    const ag::Tensor hf = in.read(e);
+    const ag::Tensor hf = at.in->read(*at.e);
     convert_in(t, hf.data<float>(), m.weights);
   }
   if (m.config.tie_weights && found.count("lm_head.weight"))
-    check_tied_head(in, *found.at("lm_head.weight"), m.weights.front().second, m);
+    check_tied_head(found.at("lm_head.weight"), m.weights.front().second, m);
 }
 
-// The folder and the weights file of a path: a folder with model.safetensors, or a
-// .safetensors file.
-std::pair<std::string, std::string> locate(const std::string& path) {
+// A shard's name from an index: a file of the folder, never a path out of it.
+bool is_plain_file_name(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.size() > 255) return false;
+  for (const unsigned char ch : name)
+    if (!std::isalnum(ch) && ch != '.' && ch != '-' && ch != '_') return false;
+  return true;
+}
+
+// model.safetensors.index.json's shards, each opened and checked; every tensor must be in
+// the shard its weight_map names.
+std::vector<SafetensorsReader> open_shards(const fs::path& folder) {
+  const std::string index = (folder / "model.safetensors.index.json").string();
+  const json j = read_json_file(index, "safetensors index");
+  const auto map = j.is_object() ? j.find("weight_map") : j.end();
+  if (map == j.end() || !map->is_object())
+    throw InteropError(fmt::format("{}: no weight_map object", index));
+  std::map<std::string, std::string> shard_of;  // tensor -> file
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : map->items()) {
+    if (!file.is_string() || !is_plain_file_name(file.get<std::string>()))
+      throw InteropError(fmt::format("{}: weight_map {} names {}, not a file of the folder", index,
+                                     quoted(tensor), base::json_quote(file)));
+    shard_of[tensor] = file.get<std::string>();
+    names.insert(file.get<std::string>());
+  }
+  if (names.empty() || names.size() > kMaxShards)
+    throw InteropError(
+        fmt::format("{}: weight_map names {} files (1 to {})", index, names.size(), kMaxShards));
+  std::vector<SafetensorsReader> shards;
+  for (const auto& name : names) shards.emplace_back((folder / name).string());
+  size_t held = 0;
+  for (const auto& in : shards)
+    for (const auto& e : in.entries()) {
+      const auto it = shard_of.find(e.name);
+      if (it == shard_of.end() || (folder / it->second).string() != in.source())
+        throw InteropError(fmt::format("{}: tensor {} is not where {} says it is", in.source(),
+                                       quoted(e.name), index));
+      ++held;
+    }
+  if (held != shard_of.size())
+    throw InteropError(fmt::format("{}: weight_map names {} tensors, its shards hold {}", index,
+                                   shard_of.size(), held));
+  return shards;
+}
+
+// The folder and the weights of a path: a folder with model.safetensors (or its shards and
+// their index), or a .safetensors file.
+std::pair<std::string, std::vector<SafetensorsReader>> locate(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return {fs::path(path).parent_path().string(), path};
+  std::vector<SafetensorsReader> files;
+  if (!fs::is_directory(path, ec)) {
+    files.emplace_back(path);
+    return {fs::path(path).parent_path().string(), std::move(files)};
+  }
   const fs::path folder(path);
   const std::string weights = (folder / "model.safetensors").string();
-  if (fs::exists(weights, ec)) return {path, weights};
-  if (fs::exists(folder / "model.safetensors.index.json", ec))
-    throw InteropError(
-        fmt::format("{}: a sharded model (model.safetensors.index.json) is not "
-                    "read; join its shards into one model.safetensors",
-                    path));
+  if (fs::exists(weights, ec)) {
+    files.emplace_back(weights);
+    return {path, std::move(files)};
+  }
+  if (fs::exists(folder / "model.safetensors.index.json", ec)) return {path, open_shards(folder)};
   if (fs::exists(folder / "pytorch_model.bin", ec))
     throw InteropError(
         fmt::format("{}: only pytorch_model.bin (a Python pickle, which attograd "
@@ -418,26 +481,29 @@ std::vector<HfTensor> hf_gpt2_tensors(const nn::GPTConfig& c) {
 }
 
 ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_folder) {
-  const auto [folder, weights] = locate(path);
+  std::error_code ec;
+  const bool is_folder = fs::is_directory(path, ec);
+  const std::string folder = is_folder ? path : fs::path(path).parent_path().string();
   const std::string config_path =
       (fs::path(folder.empty() ? "." : folder) / "config.json").string();
-  std::error_code ec;
   if (!fs::exists(config_path, ec))
     throw InteropError(
         fmt::format("{}: no config.json beside it (GPT-2's sizes are read from "
                     "there)",
-                    weights));
+                    path));
   ModelFiles m;
-  m.format = fs::is_directory(path, ec) ? "hf" : "safetensors";
+  m.format = is_folder ? "hf" : "safetensors";
   m.config =
       gpt2_config_from_json(read_json_file(config_path, "config file"), config_path, m.dropped);
+  std::string source;
   {
-    SafetensorsReader in(weights);
-    read_weights(in, m);
+    const auto files = locate(path).second;
+    source = files.size() == 1 ? files.front().source() : path;
+    read_weights(files, m);
   }
   m.tokenizer = read_tokenizer_folder(tokenizer_folder.empty() ? folder : tokenizer_folder,
                                       !tokenizer_folder.empty());
-  check_weights(m, weights);
+  check_weights(m, source);
   return m;
 }
 

@@ -49,9 +49,10 @@ struct HfTensor {
 // the head is untied).
 std::vector<HfTensor> hf_gpt2_tensors(const nn::GPTConfig& c);
 
-// A Hugging Face GPT-2: `path` a folder (config.json, model.safetensors, and the tokenizer
-// files when present) or a .safetensors file with config.json beside it; tokenizer_folder,
-// when not empty, is where the tokenizer files are instead. Ends with check_weights.
+// A Hugging Face GPT-2: `path` a folder (config.json, model.safetensors or its shards with
+// model.safetensors.index.json, and the tokenizer files when present) or a .safetensors
+// file with config.json beside it; tokenizer_folder, when not empty, is where the tokenizer
+// files are instead. Ends with check_weights.
 ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_folder = "");
 
 // Writes into the existing empty folder: model.safetensors (HF names with the

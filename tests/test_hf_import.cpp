@@ -261,3 +261,58 @@ TEST_CASE("import and export through the command line leave no output on failure
   for (const auto& e : fs::directory_iterator(dir.path))
     CHECK(e.path().filename().string().find(".partial") == std::string::npos);
 }
+
+TEST_CASE("a sharded Hugging Face folder is read through its index, which must not lie",
+          "[interop]") {
+  ag_test::TempDir dir;
+  const interop::ModelFiles m = random_model(small_gpt2());
+  const std::string folder = hf_folder(dir, m);
+  const std::string whole = folder + "/model.safetensors";
+  std::vector<interop::SafetensorsTensor> tensors;
+  std::vector<ag::Tensor> kept;
+  {
+    interop::SafetensorsReader in(whole);
+    for (const auto& e : in.entries()) {
+      kept.push_back(in.read(e));
+      tensors.push_back({e.name, e.shape, nullptr, kept.back().data<float>()});
+    }
+  }
+  fs::remove(whole);
+  const size_t half = tensors.size() / 2;
+  const std::vector<interop::SafetensorsTensor> a(tensors.begin(), tensors.begin() + half),
+      b(tensors.begin() + half, tensors.end());
+  interop::write_safetensors(folder + "/model-00001-of-00002.safetensors", a,
+                             interop::StoredType::f32);
+  interop::write_safetensors(folder + "/model-00002-of-00002.safetensors", b,
+                             interop::StoredType::f32);
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
+  for (size_t i = 0; i < tensors.size(); ++i)
+    index["weight_map"][tensors[i].name] =
+        i < half ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  const std::string index_path = folder + "/model.safetensors.index.json";
+  overwrite(index_path, index.dump());
+  const interop::ModelFiles back = interop::read_hf_gpt2(folder);
+  REQUIRE(back.weights.size() == m.weights.size());
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    CHECK(std::memcmp(back.weights[i].second.data<float>(), m.weights[i].second.data<float>(),
+                      m.weights[i].second.numel() * 4) == 0);
+  auto lying = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = index;
+    edit(j);
+    overwrite(index_path, j.dump());
+    return import_error(folder);
+  };
+  CHECK_THAT(lying([&](auto& j) {
+               j["weight_map"][tensors[0].name] = "../model-00001-of-00002.safetensors";
+             }),
+             Contains("not a file of the folder"));
+  CHECK_THAT(lying([&](auto& j) {
+               j["weight_map"][tensors[0].name] = "model-00002-of-00002.safetensors";
+             }),
+             Contains("is not where"));
+  CHECK_THAT(
+      lying([&](auto& j) { j["weight_map"]["extra.weight"] = "model-00002-of-00002.safetensors"; }),
+      Contains("its shards hold"));
+  CHECK_THAT(lying([&](auto& j) { j.erase("weight_map"); }), Contains("no weight_map object"));
+}

@@ -63,7 +63,7 @@ import_errors)
   printf '\xff\0\0\0\0\0\0\0{}' > m/model.safetensors
   expect_usage_error "m/model.safetensors: header length 255 is past the end of the file" \
     "$bin" import m --out out.h5
-  expect_usage_error "model.safetensors.index.json" sh -c "rm m/model.safetensors; touch m/model.safetensors.index.json; exec '$bin' import m --out out.h5"
+  expect_usage_error "model.safetensors.index.json: not valid JSON" sh -c "rm m/model.safetensors; touch m/model.safetensors.index.json; exec '$bin' import m --out out.h5"
   expect_usage_error "not a model file attograd reads" "$bin" import m/config.json --out out.h5
   [ ! -e out.h5 ] || fail "a failed import left out.h5"
   ls -A | grep -q partial && fail "a failed import left a temporary file: $(ls -A)"
