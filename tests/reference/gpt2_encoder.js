@@ -4,9 +4,9 @@
 //
 //   node gpt2_encoder.js NODE_MODULES OUT_DIR   # writes OUT_DIR/NAME.txt, .ids and .tiktoken
 //
-// Kept out of the texts: U+0085 and U+FEFF, which JavaScript's \s and PCRE2's disagree on
-// (data/gpt2_tokenizer.h), and runs of commas, where the package's pair table (keyed by
-// "left,right" strings) confuses pairs of comma tokens.
+// Texts with U+0085 or U+FEFF, which JavaScript's \s and PCRE2's (and tiktoken's) disagree
+// on (data/gpt2_tokenizer.h), get tiktoken's ids only; and no text has runs of commas, where
+// gpt-3-encoder's pair table (keyed by "left,right" strings) confuses pairs of comma tokens.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -64,7 +64,16 @@ const texts = {
   long: longText(),
 };
 
+const tiktokenOnly = {
+  nel_feff: 'a\u0085b \u0085 c\u0085\u0085 \ufeffd \ufeff\ufeff e \u0085\ufeff\n\u00851\ufeff!',
+};
+
 fs.mkdirSync(outDir, { recursive: true });
+for (const [name, text] of Object.entries(tiktokenOnly)) {
+  fs.writeFileSync(path.join(outDir, name + '.txt'), text);
+  const ids = Array.from(tiktoken.encode_ordinary(text));
+  fs.writeFileSync(path.join(outDir, name + '.tiktoken'), ids.join(' ') + '\n');
+}
 for (const [name, text] of Object.entries(texts)) {
   fs.writeFileSync(path.join(outDir, name + '.txt'), text);
   const ids = name === 'long' ? encodeLong(text) : gpt2.encode(text);

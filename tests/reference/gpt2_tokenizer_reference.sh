@@ -41,6 +41,7 @@ for text in "$work"/texts/*.txt; do
   for tok in "$package" "$work/gpt2.h5" "$work/prepared"; do
     "$attograd" encode --tokenizer "$tok" < "$text" > "$work/ids"
     for reference in tiktoken ids; do
+      [ -f "$work/texts/$name.$reference" ] || continue  # U+0085 and U+FEFF: tiktoken only
       if ! cmp -s "$work/ids" "$work/texts/$name.$reference"; then
         echo "FAIL $name with $tok: the ids differ from $reference's (ids: gpt-3-encoder)"
         diff <(tr ' ' '\n' < "$work/ids") <(tr ' ' '\n' < "$work/texts/$name.$reference") |
@@ -48,13 +49,13 @@ for text in "$work"/texts/*.txt; do
         failures=$((failures + 1))
       fi
     done
-    "$attograd" decode --tokenizer "$tok" < "$work/texts/$name.ids" > "$work/back"
+    "$attograd" decode --tokenizer "$tok" < "$work/texts/$name.tiktoken" > "$work/back"
     if ! cmp -s "$work/back" "$text"; then
       echo "FAIL $name with $tok: decode does not give the text back"
       failures=$((failures + 1))
     fi
   done
-  echo "ok $name ($(wc -w < "$work/texts/$name.ids") ids, $(wc -c < "$text") bytes)"
+  echo "ok $name ($(wc -w < "$work/texts/$name.tiktoken") ids, $(wc -c < "$text") bytes)"
 done
 
 # <|endoftext|> is id 50256 and decodes to its text, as the package's decode gives it
