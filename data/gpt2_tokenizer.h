@@ -20,10 +20,10 @@
 // special token: "<|endoftext|>" in a text is encoded as ordinary text, as tiktoken's
 // encode_ordinary does; decode() gives a special token's text.
 //
-// Split pattern caveat (both are PCRE2 here): `\s` is PCRE2's Unicode space (tab, line
-// feed, vertical tab, form feed, carriage return and the Z categories); tiktoken's Rust
-// regex also counts U+0085 (NEL) and gpt-3-encoder's JavaScript U+FEFF as space, so a text
-// holding either may be cut differently there.
+// The split pattern runs on PCRE2, whose `\s` (Unicode space) is tiktoken's: tested the same
+// on every string of up to 4 characters over letters, digits, punctuation, space, newline,
+// U+00A0, U+0085 and U+FEFF. JavaScript's `\s` (the npm package gpt-3-encoder) counts U+FEFF
+// as space and U+0085 not, so that encoder cuts texts holding either differently.
 #include <array>
 #include <cstdint>
 #include <memory>

@@ -137,7 +137,7 @@ TEST_CASE("a hand-made GPT-2-style vocabulary encodes with GPT-2's ids and decod
   REQUIRE(data::byte_level_vocab(*tok).end_of_text == 259);
 }
 
-TEST_CASE("byte-level vocabularies round-trip bpe, byte and gpt2 tokenizers with the same ids") {
+TEST_CASE("byte-level vocabularies round-trip bpe and byte and gpt2 tokenizers with the same ids") {
   const data::BpeTokenizer bpe = trained_bpe();
   const data::ByteTokenizer byte;
   const auto gpt2 = data::tokenizer_from_byte_level(small_vocab());
@@ -191,7 +191,7 @@ TEST_CASE("GPT-2's files are written atomically and read back as the same tokeni
   REQUIRE(data::byte_level_vocab(*bpe_back).split_pattern == data::kGpt2SplitPattern);
 }
 
-TEST_CASE("a folder without GPT-2's files, or with half of them, is refused naming what lacks") {
+TEST_CASE("a folder without GPT-2's files or with half of them is refused naming what lacks") {
   TempDir dir;
   dir.write("empty/readme.txt", "");
   REQUIRE_THROWS_WITH(data::read_gpt2_tokenizer_files(dir.file("empty")),
@@ -269,7 +269,7 @@ TEST_CASE("hostile merges files are refused naming the file and the line") {
                         "token 256, which is 'he'"));
 }
 
-TEST_CASE("tokenizer_from_byte_level refuses what no tokenizer can be, naming the entry") {
+TEST_CASE("tokenizer_from_byte_level refuses what no tokenizer can be and names the entry") {
   data::ByteLevelVocab v = small_vocab();
   v.end_of_text = 5;
   REQUIRE_THROWS_WITH(data::tokenizer_from_byte_level(v),
@@ -290,7 +290,7 @@ TEST_CASE("tokenizer_from_byte_level refuses what no tokenizer can be, naming th
                       Contains("token 259: a special token of 0 bytes"));
 }
 
-TEST_CASE("a gpt2 tokenizer streams, prepares and saves as bpe does") {
+TEST_CASE("a gpt2 tokenizer streams and prepares and saves as bpe does") {
   const auto tok = data::tokenizer_from_byte_level(small_vocab());
   const auto& gpt2 = dynamic_cast<const data::Gpt2Tokenizer&>(*tok);
   const std::vector<int64_t> whole = tok->encode(kText);

