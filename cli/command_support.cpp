@@ -104,11 +104,13 @@ int report_peer_failure(const std::string& command, const train::PeerFailure& e)
 std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const char* option) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
+    // a Hugging Face model folder holds GPT-2's files beside its own tokenizer.json
+    if (!data::is_prepared_folder(path))
+      for (const char* gpt2_file : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+        if (std::filesystem::exists(path + "/" + gpt2_file, ec))
+          return data::read_gpt2_tokenizer_files(path);
     const std::string file = path + "/" + data::kTokenizerFile;
     if (std::filesystem::exists(file, ec)) return data::read_tokenizer_file(file);
-    for (const char* gpt2_file : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
-      if (std::filesystem::exists(path + "/" + gpt2_file, ec))
-        return data::read_gpt2_tokenizer_files(path);
     throw UsageError(
         fmt::format("{} '{}' is a folder without a {}: not a prepared folder, nor one of "
                     "GPT-2's tokenizer files (vocab.json + merges.txt, or encoder.json + "

@@ -32,8 +32,9 @@ void require_file(const std::string& path, const char* what);
 void require_data(const std::string& path);
 
 // The tokenizer at a path given with `option`: a prepared folder's tokenizer.json, a
-// tokenizer .json file, a folder of GPT-2's tokenizer files (data/gpt2_tokenizer.h) or a
-// checkpoint's /tokenizer (one without, a gradient dump, is refused).
+// tokenizer .json file, a folder of GPT-2's tokenizer files (data/gpt2_tokenizer.h; a
+// Hugging Face model folder, whose tokenizer.json is not attograd's) or a checkpoint's
+// /tokenizer (one without, a gradient dump, is refused).
 std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const char* option);
 
 // inputs with --data's files added: the folder's files when it is a prepared folder, so no

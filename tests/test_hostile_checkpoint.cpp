@@ -427,7 +427,7 @@ TEST_CASE("frames from a corrupted reader are refused and never crash the parent
   Hostile h({});
   io::Checkpoint ckpt = small_checkpoint(5);
   // a bpe tokenizer: flipped merges, counts and pattern bytes are replayed too
-  ckpt.tokenizer = {"bpe", {}, {{104, 101}, {256, 108}}, "\\s+|\\S+"};
+  ckpt.tokenizer = {"bpe", {}, {{104, 101}, {256, 108}}, "\\s+|\\S+", {}, {}};
   io::save_checkpoint(h.file("run.h5"), ckpt);
   const std::string file = base::read_input_file(h.file("run.h5"), "file");
   const io::detail::ReadRequest both{true, true};

