@@ -28,6 +28,8 @@ struct BenchConfig {
   const char* name;
   nn::GPTConfig model;
   int64_t batch;
+  int64_t seq = 0;  // tokens per sequence: the context length unless shorter (gpt2)
+  int64_t tokens() const { return seq > 0 ? seq : model.context_length; }
 };
 
 BenchConfig named_config(const std::string& name) {
@@ -43,7 +45,13 @@ BenchConfig named_config(const std::string& name) {
   if (name == "tiny") return make("tiny", 64, 64, 4, 2, 16);
   if (name == "small") return make("small", 128, 128, 4, 4, 16);
   if (name == "base") return make("base", 256, 256, 8, 6, 8);
-  throw std::invalid_argument(fmt::format("--config must be tiny, small or base, got '{}'", name));
+  if (name == "gpt2") {  // GPT-2 124M (llm.c's train_gpt2.c shape): 1024 positions, B 4, T 64
+    BenchConfig c = make("gpt2", 1024, 768, 12, 12, 4);
+    c.model.vocab_size = 50257, c.model.qkv_bias = true, c.seq = 64;
+    return c;
+  }
+  throw std::invalid_argument(
+      fmt::format("--config must be tiny, small, base or gpt2, got '{}'", name));
 }
 
 // Matmul FLOPs of one training step, as nanoGPT and PaLM count them: forward + backward =
@@ -51,10 +59,10 @@ BenchConfig named_config(const std::string& name) {
 // the projections, the MLP and the head, and of the scores q k^T and weights @ v over the
 // full T x T, causal masking not subtracted), for B T tokens.
 double step_flops(const BenchConfig& c) {
-  nn::Footprint f(c.model.context_length, /*training=*/true);
+  nn::Footprint f(c.tokens(), /*training=*/true);
   nn::ShapeOnlyScope description;
   nn::GPT(c.model, 0).footprint(f);
-  return 3 * f.forward_flops_per_token * static_cast<double>(c.batch * c.model.context_length);
+  return 3 * f.forward_flops_per_token * static_cast<double>(c.batch * c.tokens());
 }
 
 double peak_rss_mb() {
@@ -137,7 +145,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
   const double dropout = o.dropout;
   const int threads = o.threads;
   const double median = StepTimes::median(t.total);
-  const double tokens_per_s = processes * c.batch * c.model.context_length / (median / 1e3);
+  const double tokens_per_s = processes * c.batch * c.tokens() / (median / 1e3);
   const double gflops = processes * step_flops(c) / (median / 1e3) / 1e9;
   const auto [lo, hi] = std::minmax_element(t.total.begin(), t.total.end());
   if (o.json) {
@@ -192,7 +200,7 @@ int run_steps(const StepOptions& o) {
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
-    const auto batch = random_batch(gen, c.batch, c.model.context_length, c.model.vocab_size);
+    const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
   }
   if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times);
@@ -206,7 +214,8 @@ int bench_command(const std::vector<std::string>& args) {
   std::string precision = "fp32";
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
-      "config", po::value(&o.config)->default_value("tiny"), "tiny, small or base")(
+      "config", po::value(&o.config)->default_value("tiny"),
+      "tiny, small, base or gpt2 (GPT-2 124M, B 4, T 64)")(
       "dropout", po::value(&o.dropout)->default_value(0.0), "dropout probability")(
       "steps", po::value(&o.steps)->default_value(20), "timed steps (the median is reported)")(
       "warmup", po::value(&o.warmup)->default_value(3), "untimed steps first")(

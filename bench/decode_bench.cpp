@@ -1,11 +1,12 @@
 // attograd_decode_bench: the cached decoder's parts, timed in process (no checkpoint, no
 // output): what bench/sample_compare.py measures end to end, taken apart.
 //
-//   attograd_decode_bench [--config default|base|all] [--steps 1000] [--rounds 5] [--json]
+//   attograd_decode_bench [--config default|base|gpt2|all] [--steps 1000] [--rounds 5] [--json]
 //
-// For each config (vocab 65, randomly initialised: the speed does not depend on the
-// weights), each weight format (fp32; bf16, `sample --weights bf16`) and each way of
-// running a pass (one thread; the team of 2; as timed, the default), best of --rounds:
+// For each config (vocab 65, or gpt2: GPT-2 124M's shape, vocab 50257; randomly initialised: the
+// speed does not depend on the weights), each weight format (fp32; bf16, `sample --weights bf16`)
+// and each way of running a pass (one thread; the team of 2; as timed, the default), best of
+// --rounds:
 //   step_us      one step at the positions a 100-token prompt leads to (100 .. T - 1, again
 //                from 100 when the context is full), per token
 //   prefill_ms   a prefill of T/2 + 1 positions, what the window's move costs (every T/2
@@ -39,6 +40,10 @@ nn::GPTConfig config_named(const std::string& name) {
   c.vocab_size = 65;
   c.dropout = 0.0;
   if (name == "base") c.context_length = 256, c.d_model = 256, c.n_heads = 8, c.n_layers = 6;
+  if (name == "gpt2") {  // GPT-2 124M's shape: ~500 MB of float32 weights a token reads
+    c.vocab_size = 50257, c.context_length = 1024, c.d_model = 768, c.n_heads = 12;
+    c.n_layers = 12, c.qkv_bias = true;
+  }
   return c;
 }
 
@@ -142,7 +147,8 @@ int main(int argc, char** argv) {
   int64_t steps = 1000;
   int rounds = 5;
   po::options_description desc("attograd_decode_bench");
-  desc.add_options()("help,h", "this help")("config", po::value(&config), "default, base or all")(
+  desc.add_options()("help,h", "this help")("config", po::value(&config),
+                                            "default, base, gpt2 or all (all but gpt2)")(
       "steps", po::value(&steps), "steps timed per round")("rounds", po::value(&rounds), "rounds")(
       "json", "one JSON object per line");
   po::variables_map vm;
@@ -153,7 +159,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   ag::set_num_threads(2);
-  for (const std::string name : {"default", "base"})
-    if (config == "all" || config == name) measure(name, steps, rounds, vm.count("json") > 0);
+  for (const std::string name : {"default", "base", "gpt2"})
+    if ((config == "all" && name != "gpt2") || config == name)
+      measure(name, steps, rounds, vm.count("json") > 0);
   return 0;
 }

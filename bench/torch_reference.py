@@ -5,7 +5,7 @@ clip_grad_norm_ to 1.0, AdamW with the spec's decay groups), timed the same way 
 ms/step over --steps steps after --warmup untimed ones), one config per process so that
 peak RSS belongs to that config alone.
 
-usage: torch_reference.py --config tiny|small|base [--dropout P] [--steps N]
+usage: torch_reference.py --config tiny|small|base|gpt2 [--dropout P] [--steps N]
                           [--warmup W] [--threads K] [--precision fp32|bf16] [--json]
 
 --precision bf16 runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16),
@@ -30,8 +30,12 @@ CONFIGS = {  # name: (context_length, d_model, n_heads, n_layers, batch)
     "tiny": (64, 64, 4, 2, 16),
     "small": (128, 128, 4, 4, 16),
     "base": (256, 256, 8, 6, 8),
+    "gpt2": (1024, 768, 12, 12, 4),
 }
 VOCAB = 65
+# gpt2: GPT-2 124M as `attograd bench --config gpt2` and llm.c's train_gpt2.c run it: its
+# vocabulary, q/k/v biases and 1024 positions, trained on sequences of 64 tokens
+GPT2 = dict(vocab=50257, qkv_bias=True, seq=64)
 
 
 def step_flops(T, C, L, B, V=VOCAB):
@@ -51,9 +55,11 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
-    T, C, H, L, B = CONFIGS[a.config]
-    cfg = dict(vocab_size=VOCAB, context_length=T, d_model=C, n_heads=H, n_layers=L, d_ff=0,
-               qkv_bias=False, tie_weights=True, dropout=a.dropout)
+    context, C, H, L, B = CONFIGS[a.config]
+    gpt2 = a.config == "gpt2"
+    V, T = (GPT2["vocab"], GPT2["seq"]) if gpt2 else (VOCAB, context)
+    cfg = dict(vocab_size=V, context_length=context, d_model=C, n_heads=H, n_layers=L, d_ff=0,
+               qkv_bias=gpt2, tie_weights=True, dropout=a.dropout)
     model = GPT(cfg)
     init_spec_(model, L)
     model.train()
@@ -61,7 +67,7 @@ def main():
     params = list(model.parameters())
     times = []
     for i in range(a.warmup + a.steps):
-        ids = torch.randint(0, VOCAB, (B, T + 1))
+        ids = torch.randint(0, V, (B, T + 1))
         start = time.perf_counter()
         x, y = ids[:, :T].contiguous(), ids[:, 1:].contiguous()
         opt.zero_grad(set_to_none=True)
@@ -81,7 +87,7 @@ def main():
                openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", "auto"),
                aten_cpu_capability=os.environ.get("ATEN_CPU_CAPABILITY", "default"),
                ms_per_step=median, tokens_per_s=B * T / (median / 1e3),
-               gflops=step_flops(T, C, L, B) / (median / 1e3) / 1e9,
+               gflops=step_flops(T, C, L, B, V) / (median / 1e3) / 1e9,
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                steps=a.steps, parameters=sum(p.numel() for p in params),
                torch_version=torch.__version__)

@@ -80,6 +80,23 @@ void write_tokenizer(hid_t file, const TokenizerSection& t) {
   h5::write_attr_string(tok, "special_tokens", special_tokens_json(t.special_tokens));
 }
 
+// More than the file of c can take: every dataset's bytes, its chunks' checksums (at most one
+// chunk per row) and 64 KiB of metadata each, and 1 MiB besides.
+uint64_t size_bound(const Checkpoint& c) {
+  uint64_t bytes = 1 << 20;
+  auto dataset = [&bytes](uint64_t data, uint64_t rows) { bytes += data + 4 * rows + (64 << 10); };
+  auto tensors = [&](const nn::StateDict& named) {
+    for (const auto& [name, t] : named)
+      dataset(4 * static_cast<uint64_t>(t.numel()), t.dim() > 0 ? t.shape()[0] : 1);
+  };
+  tensors(c.model);
+  if (c.optimizer) tensors(c.optimizer->tensors);
+  dataset(4 * c.tokenizer.vocab.size(), c.tokenizer.vocab.size());
+  dataset(8 * c.tokenizer.merges.size(), c.tokenizer.merges.size());
+  for (size_t i = 0; i < c.rng.size(); ++i) dataset(32, 4);
+  return bytes + c.config.dump().size() + c.tokenizer.split_pattern.size();
+}
+
 // Everything a checkpoint holds, written into an open file; every object it opens is closed
 // when it returns. Tensors are written from the caller's own storage, chunk by chunk.
 void write_contents(hid_t file, const Checkpoint& c) {
@@ -184,6 +201,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     base::write_file_atomically(path, [&](int fd) {
       try {
         Handle file = h5::create_file_on(fd);
+        h5::reserve_space(fd, size_bound(ckpt));  // a full disk fails here, not in libhdf5
         write_contents(file, ckpt);
         h5::close_file(file, fd);
       } catch (const h5::IoError& e) {  // a full disk: said as the operating system says it

@@ -1,6 +1,7 @@
 #include "io/hdf5.h"
 
 #include <H5PLpublic.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -126,28 +127,34 @@ Handle create_file_on(int fd) {
 namespace {
 
 // libhdf5 gives free space at the end of a file back when it closes it, while the image of a
-// memory file (taken at a flush) keeps it, as zeros, its end recorded in the superblock. Both
-// are restored here, so that a file written through a descriptor has the bytes of the image:
-// those of every checkpoint saved before saves were streamed. Only a version 0 superblock
-// with 8-byte addresses is touched (what create_file_on makes): its end-of-file address is at
-// byte 40, and must be the file's size when it is replaced.
+// memory file (taken at a flush) keeps it, as zeros, its end recorded in the superblock; and
+// the space reserve_space() took beyond the file's end stays unless cut. The file is cut or
+// extended (with zeros) to the image's end and that end recorded, so that a file written
+// through a descriptor has the bytes of the image: those of every checkpoint saved before
+// saves were streamed. Only a version 0 superblock with 8-byte addresses is touched (what
+// create_file_on makes): its end-of-file address is at byte 40.
 void restore_image_end(int fd, uint64_t image_end) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) throw IoError("fstat", errno);
-  const auto size = static_cast<uint64_t>(st.st_size);
   unsigned char head[48];
-  if (size >= image_end || ::pread(fd, head, sizeof head, 0) != sizeof head) return;
+  if (::pread(fd, head, sizeof head, 0) != sizeof head) throw IoError("pread", errno ? errno : EIO);
   if (std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) != 0 || head[8] != 0 || head[13] != 8) return;
   uint64_t recorded = 0;
   for (int b = 7; b >= 0; --b) recorded = recorded << 8 | head[40 + b];
-  if (recorded != size) return;
+  if (recorded > image_end) return;  // never cut what the file says it holds
+  if (::ftruncate(fd, static_cast<off_t>(image_end)) != 0) throw IoError("ftruncate", errno);
+  if (recorded == image_end) return;
   unsigned char end[8];
   for (int b = 0; b < 8; ++b) end[b] = static_cast<unsigned char>(image_end >> (8 * b));
-  if (::ftruncate(fd, static_cast<off_t>(image_end)) != 0) throw IoError("ftruncate", errno);
   if (::pwrite(fd, end, sizeof end, 40) != sizeof end) throw IoError("pwrite", errno ? errno : EIO);
 }
 
 }  // namespace
+
+void reserve_space(int fd, uint64_t bytes) {
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0) return;
+  const int err = errno;
+  // a file system without fallocate: written as it comes, as before
+  if (err != EOPNOTSUPP && err != ENOSYS) throw IoError("fallocate", err);
+}
 
 void close_file(Handle& file, int fd) {
   const hid_t id = file.get();

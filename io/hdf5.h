@@ -78,6 +78,11 @@ std::string image(hid_t file);
 // are those image() would give for the same calls on a create_memory_file(), but only the
 // chunk being written is ever in memory.
 Handle create_file_on(int fd);
+// Takes `bytes` of disk for fd's file beyond what it holds now (fallocate; skipped where the
+// file system cannot), so that a full disk or a file-size limit is an IoError here, before
+// libhdf5 writes anything that could fail: libhdf5 1.10 cannot close a file whose writes
+// failed, and crashes at exit on it. close_file cuts what was not used.
+void reserve_space(int fd, uint64_t bytes);
 // Closes a file made by create_file_on(fd), flushing everything, and leaves it with the bytes
 // image() gives (libhdf5 cuts the free space at its end on closing; the image keeps it as
 // zeros). Every object opened in it must be closed already. Throws (an IoError for a full

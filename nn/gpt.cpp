@@ -70,7 +70,8 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
       head_name_, cfg.tie_weights
                       ? std::make_shared<LMHead>(tok_emb->weight, cfg.d_model, cfg.vocab_size)
                       : std::make_shared<LMHead>(cfg.d_model, cfg.vocab_size, gen));
-  if (!ShapeOnlyScope::active()) init_gpt2(*this, cfg.n_layers, gen);
+  if (!ShapeOnlyScope::active() && !UninitializedScope::active())
+    init_gpt2(*this, cfg.n_layers, gen);
 }
 
 // B = batch, T = tokens, C = d_model, V = vocab_size

@@ -34,7 +34,10 @@ ag::Tensor Module::register_parameter(const std::string& name, const ag::Shape& 
     if (p.name == name)
       throw std::logic_error(fmt::format("register_parameter: '{}' is registered twice", name));
   ag::Tensor value;
-  if (!ShapeOnlyScope::active()) {
+  if (UninitializedScope::active() && !ShapeOnlyScope::active()) {
+    value = ag::empty(shape);
+    value.requires_grad_();
+  } else if (!ShapeOnlyScope::active()) {
     value = init();
     value.requires_grad_();
   }
@@ -137,8 +140,11 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
-void Module::load_state_dict(const StateDict& state) {
-  StateDict mine = named_parameters();
+namespace {
+
+// For each of `mine`, its entry in `state`, after checking that every parameter is given
+// once, with its shape, as a float tensor, and nothing else.
+std::vector<const ag::Tensor*> matched_entries(const StateDict& mine, const StateDict& state) {
   std::set<std::string> given;
   for (const auto& [name, t] : state) {
     if (!given.insert(name).second)
@@ -147,7 +153,7 @@ void Module::load_state_dict(const StateDict& state) {
   auto entry_named = [&](const std::string& key) {
     return std::find_if(state.begin(), state.end(), [&](auto& e) { return e.first == key; });
   };
-  // check everything before copying anything, so a bad state leaves the module intact
+  std::vector<const ag::Tensor*> entries;
   for (const auto& [name, param] : mine) {
     auto it = entry_named(name);
     if (it == state.end())
@@ -160,6 +166,7 @@ void Module::load_state_dict(const StateDict& state) {
     if (!ag::is_floating(it->second.dtype()))
       throw std::invalid_argument(fmt::format("load_state_dict: '{}' is {}, not a float tensor",
                                               name, ag::dtype_name(it->second.dtype())));
+    entries.push_back(&it->second);
   }
   for (const auto& [name, t] : state) {
     const std::string& key = name;
@@ -167,8 +174,36 @@ void Module::load_state_dict(const StateDict& state) {
       throw std::invalid_argument(fmt::format("load_state_dict: unexpected parameter '{}' {}", name,
                                               ag::shape_str(t.shape())));
   }
+  return entries;
+}
+
+}  // namespace
+
+void Module::load_state_dict(const StateDict& state) {
+  StateDict mine = named_parameters();
+  // check everything before copying anything, so a bad state leaves the module intact
+  const std::vector<const ag::Tensor*> entries = matched_entries(mine, state);
   ag::NoGradGuard no_grad;
-  for (const auto& [name, param] : mine) ag::copy_(param, entry_named(name)->second);
+  for (size_t i = 0; i < mine.size(); ++i) ag::copy_(mine[i].second, *entries[i]);
+}
+
+void Module::adopt_state_dict(const StateDict& state) {
+  StateDict mine = named_parameters();
+  const std::vector<const ag::Tensor*> entries = matched_entries(mine, state);
+  ag::NoGradGuard no_grad;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    ag::Tensor& param = mine[i].second;
+    const ag::Tensor& given = *entries[i];
+    if (given.dtype() != param.dtype() || !given.is_contiguous()) {
+      ag::copy_(param, given);
+      continue;
+    }
+    // rebound in place, as Module::to does: every handle on the parameter (a tied head's
+    // too) sees the given storage
+    const bool trainable = param.requires_grad();
+    *param.impl() = *given.detach().impl();
+    param.impl()->requires_grad = trainable;
+  }
 }
 
 const std::string& Module::path() const {

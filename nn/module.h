@@ -57,6 +57,11 @@ class ThreadFlagScope {
 // lies about its sizes cannot make us allocate them.
 class ShapeOnlyScope : public detail::ThreadFlagScope<ShapeOnlyScope> {};
 
+// While one is alive on this thread, parameters are allocated but not initialised: no
+// generator is drawn from and no page of them is written, for values that come next from
+// elsewhere (Module::adopt_state_dict: a checkpoint's weights, which then cost one copy).
+class UninitializedScope : public detail::ThreadFlagScope<UninitializedScope> {};
+
 // While one is alive on this thread, every module runs as in eval(): an observed forward
 // (attention maps) is an inference whatever mode the model was left in.
 class InferenceScope : public detail::ThreadFlagScope<InferenceScope> {};
@@ -103,6 +108,10 @@ class Module {
   // missing, unexpected or mis-shaped entry is an error naming it, and nothing is
   // modified unless every entry checks out.
   void load_state_dict(const StateDict& state);
+  // The same checks, then each parameter shares the given tensor's storage instead of
+  // copying it (float32 contiguous ones; others are copied): the module and `state` hold
+  // one copy of the weights between them.
+  void adopt_state_dict(const StateDict& state);
 
   // Converts every parameter to `dtype` in place (float64 for gradient checks).
   void to(ag::DType dtype);

@@ -85,6 +85,35 @@ TEST_CASE("the parameter shapes known from a config are those a GPT registers") 
   }
 }
 
+TEST_CASE("a model from a checkpoint shares its weights and computes what the original does") {
+  nn::GPTConfig small = ag_test::gpt_config(11, 8, 12, 3, 2, 0.0);
+  nn::GPT original(small, 1);
+  original.eval();
+  io::Checkpoint ckpt;
+  ckpt.source = "run.h5";
+  for (const auto& [name, t] : original.named_parameters())
+    ckpt.model.emplace_back(name, t.detach().clone());  // as a checkpoint's own tensors
+  train::RunConfig cfg;
+  cfg.model = small;
+  ckpt.config = cfg.to_json();
+  const auto model = train::model_from_checkpoint(ckpt);
+  model->eval();
+  const auto mine = model->named_parameters();
+  REQUIRE(mine.size() == ckpt.model.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    INFO(mine[i].first);
+    REQUIRE(mine[i].second.raw_data() == ckpt.model[i].second.raw_data());  // one copy
+    REQUIRE(mine[i].second.requires_grad());
+  }
+  // the tied head reads the adopted embedding
+  REQUIRE(model->head().streamed_weight().raw_data() == model->tok_emb->weight.raw_data());
+  const ag::Tensor ids = ag::from_vector(std::vector<int64_t>{1, 4, 9, 2, 7}, {1, 5});
+  ag::NoGradGuard no_grad;
+  const auto a = original.forward(ids).logits.to_vector(),
+             b = model->forward(ids).logits.to_vector();
+  REQUIRE(a == b);
+}
+
 TEST_CASE("a checkpoint whose config lies about its shapes is refused before a model is built") {
   nn::GPTConfig small = ag_test::gpt_config(11, 8, 12, 3, 2, 0.0);
   const nn::GPT model(small, 1);

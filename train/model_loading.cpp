@@ -38,8 +38,20 @@ std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {
     throw io::CheckpointError(fmt::format("'{}': {}", ckpt.source, e.what()));
   }
   check_weights_fit(ckpt, cfg.model, "disagrees with its own config");
-  auto model = std::make_unique<nn::GPT>(cfg.model, cfg.seed);
-  io::load_model_weights(ckpt, *model);
+  // built without initialising (no draws, no pages written), then sharing the checkpoint's
+  // tensors: one copy of the weights, where a model drawn at random and the checkpoint's
+  // copied into it were two (a 124M model: 1.16 GB to sample, now 0.52)
+  std::unique_ptr<nn::GPT> model;
+  {
+    const nn::UninitializedScope uninitialized;
+    model = std::make_unique<nn::GPT>(cfg.model, cfg.seed);
+  }
+  try {
+    model->adopt_state_dict(ckpt.model);
+  } catch (const std::exception& e) {
+    throw io::CheckpointError(
+        fmt::format("'{}' does not fit the model: {}", ckpt.source, e.what()));
+  }
   return model;
 }
 

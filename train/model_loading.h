@@ -8,8 +8,10 @@
 
 namespace train {
 
-// Builds a GPT from a checkpoint's config and loads its weights (float32). The config's
-// shapes are checked against the datasets before anything is allocated.
+// Builds a GPT from a checkpoint's config with its weights (float32): the model shares the
+// checkpoint's tensors (Module::adopt_state_dict), so the two hold one copy of the weights
+// (writing to the model's parameters writes to the checkpoint's). The config's shapes are
+// checked against the datasets before anything is allocated.
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt);
 
 // Throws a CheckpointError "'<file>' <mismatch>: ..." naming the first parameter of the
