@@ -262,7 +262,7 @@ TEST_CASE("a bpe split pattern that is missing too long or does not compile is r
 
 TEST_CASE("a tokenizer frame beyond the bpe limits or out of place is refused") {
   using io::detail::StreamError;
-  io::TokenizerSection t{"bpe", {}, {}, std::string(data::kGpt4SplitPattern)};
+  io::TokenizerSection t{"bpe", {}, {}, std::string(data::kGpt4SplitPattern), {}, {}};
   SECTION("more merges than the largest vocabulary") {
     t.merges.assign(data::kMaxBpeVocabSize - 256 + 1, {1, 2});
     REQUIRE_THROWS_AS(replay_tokenizer_frame(t), StreamError);

@@ -135,7 +135,7 @@ TEST_CASE("a saved checkpoint has the bytes of the same checkpoint built in memo
   io::Checkpoint c = full_checkpoint(model);
   ag::Generator gen(9);
   c.model.emplace_back("big", ag::randn({1500, 300}, gen));
-  c.tokenizer = {"bpe", {}, {{104, 105}, {256, 33}}, "\\p{L}+|."};
+  c.tokenizer = {"bpe", {}, {{104, 105}, {256, 33}}, "\\p{L}+|.", {}, {}};
   const std::string path = dir.file("run.h5");
   io::save_checkpoint(path, c);
   const std::string saved = base::read_input_file(path, "file", 1 << 30);
