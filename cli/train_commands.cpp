@@ -64,6 +64,9 @@ int train_command(const Args& args) {
     if (!cfg.data.empty()) require_data(cfg.data);
     refuse_text_options_for_folder(cfg, vm);
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
+    for (const auto& f : nn::config_fields())  // the rest of the model is --init-from's
+      if (vm.count(option_name(f.key)) && !vm[option_name(f.key)].defaulted())
+        cfg.model_keys_given.push_back(f.key);
     cfg.validate();
     refuse_settings_of_other_optimizers(cfg, vm);
     require_outputs(

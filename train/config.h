@@ -56,10 +56,13 @@ struct RunConfig {
   std::string reduce = "tree";           // tree (bits independent of processes) | allreduce (MPI's)
   int64_t sample_tokens = 200;           // sample printed at the end
   std::string init_from;                 // start from this checkpoint's weights
-  bool detect_anomaly = false;           // check every op for NaN/inf (autograd/anomaly.h)
-  std::string inject_nan;                // fault injection: PHASE:MODULE[@STEP]
-  int64_t stop_at = 0;                   // end this invocation after this step (0: at steps);
-                                         // the schedule still spans `steps`, so resume continues
+  // with init_from: the model keys the command line (or a config file) set; the others are
+  // the checkpoint's (take_model_of). Not stored in a checkpoint.
+  std::vector<std::string> model_keys_given;
+  bool detect_anomaly = false;  // check every op for NaN/inf (autograd/anomaly.h)
+  std::string inject_nan;       // fault injection: PHASE:MODULE[@STEP]
+  int64_t stop_at = 0;          // end this invocation after this step (0: at steps);
+                                // the schedule still spans `steps`, so resume continues
 
   int64_t effective_batch() const { return batch_size * grad_accum_steps; }
   double effective_min_lr() const { return min_lr >= 0 ? min_lr : lr / 10; }

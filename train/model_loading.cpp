@@ -2,12 +2,50 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string_view>
 #include <unordered_map>
+#include <variant>
 
 #include "base/utf8.h"
 #include "train/config.h"
 
 namespace train {
+
+namespace {
+
+template <typename T>
+std::string value_text(const T& v) {
+  if constexpr (std::is_same_v<T, bool>)
+    return v ? "true" : "false";
+  else
+    return fmt::format("{}", v);
+}
+
+}  // namespace
+
+void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
+  const nn::GPTConfig from = RunConfig::from_json(ckpt.config).model;
+  const auto& given = cfg.model_keys_given;
+  for (const auto& f : nn::config_fields()) {
+    const bool set_here = std::find(given.begin(), given.end(), f.key) != given.end();
+    std::visit(
+        [&](auto member) {
+          auto& mine = cfg.model.*member;
+          const auto& theirs = from.*member;
+          if (!set_here) mine = theirs;
+          if (mine == theirs || std::string_view(f.key) == "dropout") return;
+          std::string option = f.key;
+          std::replace(option.begin(), option.end(), '_', '-');
+          throw std::invalid_argument(fmt::format(
+              "--{} {} disagrees with '{}', whose model has {} {}: with --init-from the model "
+              "is the checkpoint's (leave --{} out)",
+              option, value_text(mine), base::printable(ckpt.source), f.key, value_text(theirs),
+              option));
+        },
+        f.member);
+  }
+}
 
 void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
                        const std::string& mismatch) {

@@ -20,4 +20,11 @@ std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt);
 void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
                        const std::string& mismatch = "does not fit the model");
 
+struct RunConfig;
+// train --init-from: the run's model is the checkpoint's. A model key the command line set
+// (cfg.model_keys_given) must agree with it, except dropout, a setting of the fine-tuning
+// rather than of the weights; a disagreement is a std::invalid_argument naming the option,
+// both values and the way on.
+void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg);
+
 }  // namespace train

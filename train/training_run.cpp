@@ -128,7 +128,10 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
     observer_ = nullptr;
   }
   refuse_weights_only(resumed_);
-  if (!cfg_.init_from.empty()) init_ = io::load_checkpoint(cfg_.init_from);
+  if (!cfg_.init_from.empty()) {
+    init_ = io::load_checkpoint(cfg_.init_from);
+    take_model_of(*init_, cfg_);
+  }
   load_data();
   // before anything large is allocated: the weights must fit, and so must the run
   if (init_) check_weights_fit(*init_, cfg_.model);
