@@ -23,7 +23,7 @@ commands:
   report     a training report page: curves of --metrics files, a checkpoint's attention maps
   attention  a checkpoint's attention weights over a prompt, printed (or --svg, a heat map)
   gradcheck  run the finite-difference gradient checks of every op
-  bench      time training steps (tiny, small, base) or the hot kernels (--micro)
+  bench      time training steps (tiny, small, base, gpt2) or the hot kernels (--micro)
   demo       the attention chapter's numbers and a small network trained by backprop
 
 'attograd <command> --help' lists a command's options.
