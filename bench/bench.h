@@ -1,8 +1,9 @@
 #pragma once
 // `attograd bench`: the speed and memory of full training steps (forward, backward,
-// clip, AdamW) on the three configs of the performance issue, and microbenchmarks of
-// the hot kernels against the machine's cblas_sgemm peak. bench/torch_reference.py runs
-// the identical step in PyTorch; bench/compare.py runs both, interleaved, as a table.
+// clip, AdamW) on the three configs of the performance issue and GPT-2 124M's (gpt2: B 4,
+// T 64), and microbenchmarks of the hot kernels against the machine's cblas_sgemm peak.
+// bench/torch_reference.py runs the identical step in PyTorch; bench/compare.py runs both,
+// interleaved, as a table; bench/gpt2_scale.py adds llm.c's train_gpt2.c at gpt2.
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
 //   attograd bench --micro

@@ -25,7 +25,7 @@ commands:
   import     a model from elsewhere (Hugging Face GPT-2, safetensors) as a checkpoint
   export     a checkpoint as other tools' files (--format hf: a Hugging Face folder)
   gradcheck  run the finite-difference gradient checks of every op
-  bench      time training steps (tiny, small, base) or the hot kernels (--micro)
+  bench      time training steps (tiny, small, base, gpt2) or the hot kernels (--micro)
   demo       the attention chapter's numbers and a small network trained by backprop
 
 'attograd <command> --help' lists a command's options.

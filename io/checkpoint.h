@@ -97,8 +97,9 @@ struct LoadOptions {
 constexpr const char* kFormatName = "attograd-checkpoint";
 constexpr int64_t kFormatVersion = 1;
 
-// Writes to a temporary file beside `path`, fsyncs it, renames it over `path` and
-// fsyncs the folder: `path` is either the old file or the whole new one. On failure
+// Writes to a temporary file beside `path` (streamed from the tensors a chunk at a time:
+// nothing of the state is copied), fsyncs it, renames it over `path` and fsyncs the folder:
+// `path` is either the old file or the whole new one. On failure
 // (unwritable folder, full disk) the temporary file is removed, `path` is untouched and
 // a CheckpointError says why.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);

@@ -113,13 +113,17 @@ namespace {
 
 // The child's view of the file: mapped, not copied, its page tables filled a window at a time
 // (with progress after each), so the bytes cost neither a copy nor a page fault per 4 KiB.
+// A read of part of the file (the weights without the optimizer's state, two thirds of a
+// training checkpoint) fills none: the pages it reads fault in, and the rest is never read
+// from the disk nor counted in the child's memory.
 class MappedFile {
  public:
-  MappedFile(int fd, uint64_t size, ReadSink& sink) {
+  MappedFile(int fd, uint64_t size, ReadSink& sink, bool whole) {
     if (size == 0) return;
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) throw std::runtime_error(std::strerror(errno));
     data_ = static_cast<const char*>(p), size_ = mapped_ = size;
+    if (!whole) return;
     constexpr uint64_t kWindow = 32 << 20;
     for (uint64_t at = 0; at < size; at += kWindow) {
       const uint64_t n = std::min(kWindow, size - at);
@@ -161,7 +165,7 @@ class MappedFile {
     std::optional<MappedFile> file;
     if (!input.bytes) {
       try {
-        file.emplace(input.fd, input.size, writer);
+        file.emplace(input.fd, input.size, writer, request.verify || request.optimizer);
       } catch (const std::exception& e) {
         writer.fatal(fmt::format("cannot read '{}': {}", source, e.what()));
         writer.done();
