@@ -269,6 +269,11 @@ init_from_and_config)
   first_loss() { grep -m1 "step     1/" "$1" | sed 's/.*loss \([0-9.]*\).*/\1/'; }
   awk -v a="$(first_loss log.txt)" -v b="$(first_loss fresh.txt)" 'BEGIN { exit !(a < b - 0.3) }' ||
     fail "--init-from did not start from trained weights (first loss $(first_loss log.txt), fresh $(first_loss fresh.txt))"
+  # no model option: the model is first.h5's (d_model 32, 2 layers, context 16)
+  "$bin" train --init-from first.h5 --steps 1 --out bare.h5 --sample-tokens 0 --eval-windows 2 > /dev/null
+  "$bin" inspect bare.h5 > i.txt
+  grep -q '"d_model": 32' i.txt && grep -q '"context_length": 16' i.txt ||
+    fail "--init-from without model options did not take the checkpoint's model: $(grep -E 'd_model|context' i.txt)"
   rc=0; "$bin" train "${tiny[@]}" --d-model 64 --init-from first.h5 --steps 1 --out x.h5 2> err.txt || rc=$?
   [ "$rc" -ne 0 ] && grep -q "d-model 64 disagrees with .*d_model 32" err.txt ||
     fail "a mismatched --init-from was not named: $(cat err.txt)"
