@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "autograd/dtype.h"
 #include "autograd/ops.h"
@@ -34,6 +35,34 @@ inline float sum_lanes(v16 v) {
   float s = 0;
   for (int i = 0; i < kLanes; ++i) s += v[i];
   return s;
+}
+
+// One stage of a 16x16 transpose: vectors a = m[k] and c = m[k + 2^b] (bit b of k clear)
+// trade the lanes whose bit b differs from their row's, a taking c's lower and c taking
+// a's upper half of each 2^(b+1)-lane block.
+template <int b, size_t... J>
+inline void swap_lanes(v16& a, v16& c, std::index_sequence<J...>) {
+  constexpr int h = 1 << b;
+  const v16 lo = __builtin_shufflevector(a, c, ((J >> b) & 1 ? int(J) - h + 16 : int(J))...);
+  const v16 hi = __builtin_shufflevector(a, c, ((J >> b) & 1 ? int(J) + 16 : int(J) + h)...);
+  a = lo, c = hi;
+}
+template <int b>
+inline void transpose_stage(v16 (&m)[kLanes]) {
+  for (int k = 0; k < kLanes; ++k)
+    if (!((k >> b) & 1)) swap_lanes<b>(m[k], m[k + (1 << b)], std::make_index_sequence<kLanes>{});
+}
+
+// s[k] = sum_lanes(acc[k]) for 16 sums at once, the same additions in the same order (lane
+// k of the result adds acc[k]'s lanes 0, 1, ..., 15 to 0): the rows are transposed into
+// lanes by 64 shuffles, where one sum at a time took 15 extractions and 15 dependent adds.
+inline void sum_lanes_16(v16 (&acc)[kLanes], float* s) {
+  v16 m[kLanes];
+  std::copy(acc, acc + kLanes, m);
+  transpose_stage<0>(m), transpose_stage<1>(m), transpose_stage<2>(m), transpose_stage<3>(m);
+  v16 sum = {};
+  for (int j = 0; j < kLanes; ++j) sum += m[j];
+  store(s, sum);
 }
 
 // Sixteen weights as floats: float32 loaded, bfloat16 widened (exact: its bits shifted up).
@@ -87,9 +116,12 @@ struct Rows {
   // (The sums are finished side by side, before any store: their chains of adds overlap,
   // and no store to y can alias a later load.)
   void finish(const float* x, int64_t from, int64_t in, const float* bias, float* y,
-              bool accumulate) const {
+              bool accumulate) {
     float s[R];
-    for (int k = 0; k < R; ++k) s[k] = sum_lanes(acc[k]);
+    if constexpr (R == kLanes)
+      sum_lanes_16(acc, s);
+    else
+      for (int k = 0; k < R; ++k) s[k] = sum_lanes(acc[k]);
     for (int64_t i = from; i < in; ++i)
       for (int k = 0; k < R; ++k) s[k] += float(w[k][i]) * x[i];
     for (int k = 0; k < R; ++k) {
@@ -159,9 +191,10 @@ void one_output(const float* x, int64_t rows, int64_t in, const W* w, const floa
   }
 }
 
-// Rows a pass reads at a time: 12 sums in registers, and the next 12 rows asked for. (Each
-// row's sum is the same whatever the group: 12 or 4 rows at a time, the same bits.)
-constexpr int kGroupRows = 12;
+// Rows a pass reads at a time: 16 sums in registers (their lanes summed by one transpose),
+// and the next 16 rows asked for. (Each row's sum is the same whatever the group: 16 or 4
+// rows at a time, the same bits.)
+constexpr int kGroupRows = 16;
 
 template <typename W>
 void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const float* bias,
