@@ -13,9 +13,9 @@
 //                tokens with the default slide)
 //   tokens_s     1 / (step + prefill / (T/2)): what `sample` makes past the context
 // and the bandwidth of the step's GEMVs alone over the blocks' weights (GB/s), float32 and
-// bfloat16, on 1 and 2 threads, beside a plain read of the same float32 bytes on 1 thread
-// (read_gbs) and each GEMV's share of it: a token cannot cost less than reading the
-// weights once.
+// bfloat16, on 1 and 2 threads, beside a plain read of the same float32 bytes on 1 and 2
+// threads (read_gbs, read_gbs_2) and each GEMV's share of the read on as many threads: a
+// token cannot cost less than reading the weights once.
 #include <omp.h>
 
 #include <algorithm>
