@@ -12,17 +12,21 @@
 //   prefill_ms   a prefill of T/2 + 1 positions, what the window's move costs (every T/2
 //                tokens with the default slide)
 //   tokens_s     1 / (step + prefill / (T/2)): what `sample` makes past the context
-// and the bandwidth of the step's GEMVs alone over all the model's weights (GB/s) on 1 and
-// 2 threads: a token cannot cost less than reading the weights once.
+// and the bandwidth of the step's GEMVs alone over the blocks' weights (GB/s), float32 and
+// bfloat16, on 1 and 2 threads, beside a plain read of the same float32 bytes on 1 and 2
+// threads (read_gbs, read_gbs_2) and each GEMV's share of the read on as many threads: a
+// token cannot cost less than reading the weights once.
 #include <omp.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "autograd/bfloat16.h"
 #include "autograd/threading.h"
 #include "nn/decode.h"
 #include "nn/decode_kernels.h"
@@ -76,28 +80,104 @@ double prefill_seconds(nn::Decoder& dec, int rounds) {
   return best;
 }
 
-// GB/s of decode::linear over every projection's weights (one row), on `threads` threads
-// sharing the output rows, best of rounds.
-double gemv_gbs(const nn::GPT& model, int threads, int rounds) {
-  std::vector<std::pair<const float*, std::pair<int64_t, int64_t>>> mats;  // W, (out, in)
+// The blocks' projection matrices, [out, in], with bfloat16 copies of their values.
+struct Matrix {
+  const float* f32;
+  std::vector<ag::bfloat16> bf16;
+  int64_t out, in;
+};
+
+std::vector<Matrix> block_matrices(const nn::GPT& model) {
+  std::vector<Matrix> mats;
   for (const auto& [name, p] : model.named_parameters())
-    if (p.dim() == 2 && name.rfind("blocks.", 0) == 0)
-      mats.push_back({p.data<float>(), {p.shape()[0], p.shape()[1]}});
+    if (p.dim() == 2 && name.rfind("blocks.", 0) == 0) {
+      Matrix m{p.data<float>(), std::vector<ag::bfloat16>(static_cast<size_t>(p.numel())),
+               p.shape()[0], p.shape()[1]};
+      ag::to_bfloat16(m.f32, m.bf16.data(), p.numel());
+      mats.push_back(std::move(m));
+    }
+  return mats;
+}
+
+double weight_bytes(const std::vector<Matrix>& mats, bool bf16) {
+  double bytes = 0;
+  for (const auto& m : mats) bytes += static_cast<double>(m.out * m.in);
+  return bytes * (bf16 ? 2.0 : 4.0);
+}
+
+// GB/s of decode::linear over the matrices (one row of x), on `threads` threads sharing the
+// output rows, best of rounds.
+double gemv_gbs(const std::vector<Matrix>& mats, bool bf16, int threads, int rounds) {
   std::vector<float> x(4096, 1.0f), y(4096);
-  double bytes = 0, best = 1e30;
-  for (const auto& m : mats) bytes += 4.0 * static_cast<double>(m.second.first * m.second.second);
+  double best = 1e30;
+  nn::decode::SpinBarrier barrier;  // the decoder's: it yields the core to a thread it waits for
   for (int r = 0; r < rounds; ++r) {
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads)
-    for (const auto& [W, dims] : mats) {
-      const auto [o0, o1] = nn::decode::share(dims.first, omp_get_thread_num(), threads);
-      nn::decode::linear(x.data(), 1, dims.second, {W + o0 * dims.second}, nullptr, o1 - o0,
-                         y.data() + o0, dims.first, false);
-#pragma omp barrier
+    for (const auto& m : mats) {
+      const auto [o0, o1] = nn::decode::share(m.out, omp_get_thread_num(), threads);
+      const nn::decode::Weights W{m.f32 + o0 * m.in, bf16 ? m.bf16.data() + o0 * m.in : nullptr};
+      nn::decode::linear(x.data(), 1, m.in, W, nullptr, o1 - o0, y.data() + o0, m.out, false);
+      barrier.wait(threads);
     }
     best = std::min(best, seconds_since(t0));
   }
-  return bytes / best / 1e9;
+  return weight_bytes(mats, bf16) / best / 1e9;
+}
+
+// GB/s of a plain read of the float32 matrices (four sums of 16 lanes, no arithmetic to
+// wait for), each thread of `threads` reading its share of every matrix, best of rounds:
+// the bound the GEMVs are measured against.
+double read_gbs(const std::vector<Matrix>& mats, int threads, int rounds) {
+  typedef float v16 __attribute__((vector_size(64)));
+  double best = 1e30;
+  float sink = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    {
+      v16 acc[4] = {};
+      for (const auto& m : mats) {
+        const auto [i0, i1] = nn::decode::share(m.out * m.in, omp_get_thread_num(), threads, 64);
+        for (int64_t i = i0; i + 64 <= i1; i += 64)
+          for (int k = 0; k < 4; ++k) {
+            v16 v;
+            std::memcpy(&v, m.f32 + i + 16 * k, sizeof v);
+            acc[k] += v;
+          }
+      }
+      sink += (acc[0] + acc[1] + acc[2] + acc[3])[0];
+    }
+    best = std::min(best, seconds_since(t0));
+  }
+  if (sink == 1e30f) std::printf(" ");  // keeps the sums
+  return weight_bytes(mats, false) / best / 1e9;
+}
+
+void print_bandwidth(const std::string& name, const nn::GPT& model, int rounds, bool json) {
+  const auto mats = block_matrices(model);
+  const int n = rounds * 20;
+  const double read = read_gbs(mats, 1, n), read2 = read_gbs(mats, 2, n);
+  const double f1 = gemv_gbs(mats, false, 1, n), f2 = gemv_gbs(mats, false, 2, n);
+  const double b1 = gemv_gbs(mats, true, 1, n), b2 = gemv_gbs(mats, true, 2, n);
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"config", name},
+                                       {"read_gbs", read},
+                                       {"read_gbs_2", read2},
+                                       {"gemv_gbs_1", f1},
+                                       {"gemv_gbs_2", f2},
+                                       {"gemv_bf16_gbs_1", b1},
+                                       {"gemv_bf16_gbs_2", b2}}
+                            .dump()
+                            .c_str());
+    return;
+  }
+  std::printf("%-8s plain read of the weights: %.1f GB/s on 1 thread, %.1f on 2\n", name.c_str(),
+              read, read2);
+  std::printf("%-8s GEMV fp32: %.1f GB/s on 1 thread (%.0f%%), %.1f on 2 (%.0f%%)\n", name.c_str(),
+              f1, 100 * f1 / read, f2, 100 * f2 / read2);
+  std::printf("%-8s GEMV bf16: %.1f GB/s on 1 thread (%.0f%%), %.1f on 2 (%.0f%%)\n", name.c_str(),
+              b1, 100 * b1 / read, b2, 100 * b2 / read2);
 }
 
 void measure(const std::string& name, int64_t steps, int rounds, bool json) {
@@ -128,14 +208,7 @@ void measure(const std::string& name, int64_t steps, int rounds, bool json) {
                     name.c_str(), weights, label, step * 1e6, prefill * 1e3, tokens_s);
     }
   }
-  const double one = gemv_gbs(model, 1, rounds * 20), two = gemv_gbs(model, 2, rounds * 20);
-  if (json)
-    std::printf(
-        "%s\n",
-        nlohmann::json{{"config", name}, {"gemv_gbs_1", one}, {"gemv_gbs_2", two}}.dump().c_str());
-  else
-    std::printf("%-8s GEMV over the weights: %.1f GB/s on 1 thread, %.1f GB/s on 2\n", name.c_str(),
-                one, two);
+  print_bandwidth(name, model, rounds, json);
 }
 
 }  // namespace

@@ -24,8 +24,10 @@ struct Weights {
 // accumulate, y[r] += the same. A few rows (a step's) by our own vector kernel, which
 // never starts threads (a step shares its work out itself, and BLAS would start its own
 // threads for every GEMV outside a parallel region), on the bfloat16 copy where there is
-// one (the same sums in the same order: the same bits as on the float32 values); more
-// rows by BLAS's GEMM on the float32 values.
+// one (each row's sum in one fixed order, whatever rows and threads share the work, so the
+// same bits on any thread count; the bfloat16 pass pairs the weights differently from the
+// float32 one, so the two agree to float32 rounding, not to the bit); more rows by BLAS's
+// GEMM on the float32 values.
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
             float* y, int64_t ldy, bool accumulate);
 
