@@ -34,6 +34,14 @@ if ! command -v npm > /dev/null 2>&1; then
   exit 0
 fi
 mkdir -p "$dir" || exit 1
+# Tests that run side by side (ctest -j) may all find the packages missing in a fresh build:
+# one installs while the others wait on this lock, then find them installed.
+exec 9>> "$dir/.install-lock"
+flock 9
+if installed; then
+  echo "$dir"
+  exit 0
+fi
 log="$dir/npm-install.log"
 if ! timeout 300 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
   "${packages[@]}" > "$log" 2>&1; then
