@@ -424,7 +424,7 @@ def main():
         print(__doc__)
         return 2
     attograd, driver = sys.argv[1], sys.argv[2]
-    fixtures = sys.argv[3] if len(sys.argv) == 4 else None
+    fixtures = os.environ.get("ATTOGRAD_NPM_FIXTURES") or (sys.argv[3] if len(sys.argv) == 4 else None)
     torch.set_num_threads(1)
     failures = []
     new_tokens = 12
