@@ -142,11 +142,11 @@ void export_folder(const Format& f, const ModelFiles& model, const std::string& 
   if (fs::exists(fs::symlink_status(out, ec)) &&
       (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)))
     throw InteropError(fmt::format("{}: exists and is not an empty folder; give a new one", out));
-  const fs::path target = fs::path(out).lexically_normal();
-  const fs::path name =
-      target.filename().empty() ? target.parent_path().filename() : target.filename();
+  fs::path target = fs::path(out).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "run-hf/" names run-hf
   const fs::path parent = fs::absolute(target, ec).parent_path();
-  std::string pattern = (parent / fmt::format(".{}.partial-XXXXXX", name.string())).string();
+  std::string pattern =
+      (parent / fmt::format(".{}.partial-XXXXXX", target.filename().string())).string();
   TempFolder tmp;
   if (!::mkdtemp(pattern.data()))
     throw InteropError(
@@ -154,7 +154,7 @@ void export_folder(const Format& f, const ModelFiles& model, const std::string& 
   tmp.path = pattern;
   ::chmod(tmp.path.c_str(), 0777 & ~base::current_umask());
   f.write(model, tmp.path, dtype);
-  if (::rename(tmp.path.c_str(), out.c_str()) != 0)
+  if (::rename(tmp.path.c_str(), target.c_str()) != 0)
     throw InteropError(
         base::os_error(fmt::format("{}: cannot rename the new folder onto it", out), errno).what());
   tmp.kept = true;

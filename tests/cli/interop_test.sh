@@ -44,8 +44,9 @@ imported_model_works)
   [ -s page.html ] || fail "report wrote no page"
   "$bin" attention --checkpoint imported.h5 --prompt "the cat" > attention.txt
   [ -s attention.txt ] || fail "attention printed nothing"
-  # exported in bfloat16: the same names, half the bytes, weights rounded
-  "$bin" export --checkpoint run.h5 --format hf --out gpt2_bf16 --dtype bf16 > /dev/null
+  # exported in bfloat16 (to a path written with a trailing slash): the same names, half the bytes,
+  # weights rounded
+  "$bin" export --checkpoint run.h5 --format hf --out gpt2_bf16/ --dtype bf16 > /dev/null
   "$bin" import gpt2_bf16 --out bf16.h5 > /dev/null
   f32=$(stat -c %s gpt2/model.safetensors); b16=$(stat -c %s gpt2_bf16/model.safetensors)
   [ "$b16" -lt $((f32 * 6 / 10)) ] || fail "bf16 file $b16 bytes, f32 $f32"
