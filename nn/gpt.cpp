@@ -75,7 +75,8 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
 }
 
 // B = batch, T = tokens, C = d_model, V = vocab_size
-GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const {
+GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
+                         const ag::Tensor& lengths) const {
   auto scope = anomaly_scope();
   if (ids.dim() != 2 || ids.dtype() != ag::DType::Int64)
     throw std::invalid_argument(fmt::format("GPT: ids must be int64 [batch, tokens], got {} {}",
@@ -92,7 +93,7 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const
   for (const auto& block : *blocks) h = block->forward(h);
   h = ln_f->forward(h);
   Output out;
-  out.logits = head_->forward(h);
+  out.logits = head_->forward(h, lengths);
   if (targets.defined()) out.loss = head_->loss(out.logits, targets);
   return out;
 }

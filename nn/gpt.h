@@ -40,8 +40,10 @@ class GPT : public Module {
     ag::Tensor loss;    // the head's loss, defined when targets are given
   };
   // ids [B, T] int64 with T <= context_length; targets as the head takes them (the LM
-  // head: [B, T] int64) or undefined.
-  Output forward(const ag::Tensor& ids, const ag::Tensor& targets = ag::Tensor()) const;
+  // head: [B, T] int64) or undefined; lengths (int64 [B]) the real tokens of each row of a
+  // right-padded batch, for a head that pools (Head::forward), or undefined.
+  Output forward(const ag::Tensor& ids, const ag::Tensor& targets = ag::Tensor(),
+                 const ag::Tensor& lengths = ag::Tensor()) const;
 
   // Appends max_new_tokens sampled ids to each row of ids [B, T], through generate()
   // (generation.h: the KV cache, and its window once past the context). temperature 0 is

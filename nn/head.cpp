@@ -25,7 +25,7 @@ LMHead::LMHead(const ag::Tensor& tied_weight, int64_t d_model, int64_t vocab_siz
     : weight(tied_weight), tied_(true), d_model_(d_model), vocab_size_(vocab_size) {}
 
 // the tied head is F.linear(h, tok_emb.weight): [B, T, V]
-ag::Tensor LMHead::forward(const ag::Tensor& h) const {
+ag::Tensor LMHead::forward(const ag::Tensor& h, const ag::Tensor&) const {
   auto scope = anomaly_scope();
   return ag::linear(h, weight);
 }
@@ -70,7 +70,7 @@ ClassificationHead::ClassificationHead(int64_t d_model, int64_t num_classes, ag:
                             [&] { return ag::uniform({num_classes}, -bound, bound, gen); });
 }
 
-ag::Tensor ClassificationHead::forward(const ag::Tensor& h) const {
+ag::Tensor ClassificationHead::forward(const ag::Tensor& h, const ag::Tensor&) const {
   auto scope = anomaly_scope();
   const ag::Tensor last = h.select(1, h.shape()[1] - 1);  // [B, C]
   return ag::linear(last, weight, bias);

@@ -15,8 +15,11 @@ namespace nn {
 
 class Head : public Module {
  public:
-  // h [B, T, C], the final norm's output -> logits
-  virtual ag::Tensor forward(const ag::Tensor& h) const = 0;
+  // h [B, T, C], the final norm's output -> logits. lengths (int64 [B], optional): the
+  // real tokens of each row of a right-padded batch (data/examples.h), for heads that pool
+  // over a sequence; an LM head's padding is masked by its targets instead.
+  virtual ag::Tensor forward(const ag::Tensor& h,
+                             const ag::Tensor& lengths = ag::Tensor()) const = 0;
   // The mean loss of forward's logits against targets; throws naming both shapes when
   // they do not fit.
   virtual ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const = 0;
@@ -37,7 +40,7 @@ class LMHead : public Head {
   LMHead(int64_t d_model, int64_t vocab_size, ag::Generator& gen);
   // Reads `tied_weight` [vocab_size, d_model] (undefined in a shape-only description).
   LMHead(const ag::Tensor& tied_weight, int64_t d_model, int64_t vocab_size);
-  ag::Tensor forward(const ag::Tensor& h) const override;
+  ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
   // targets [B, T] of token ids: the mean next-token cross-entropy
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
   void infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1, float* y,
@@ -60,7 +63,7 @@ class LMHead : public Head {
 class ClassificationHead : public Head {
  public:
   ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen);
-  ag::Tensor forward(const ag::Tensor& h) const override;
+  ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
   // targets [B] of class ids
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
   void footprint(Footprint& f) const override;
