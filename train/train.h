@@ -12,6 +12,7 @@
 //   grad_reduction.h the same tree over MPI processes, in buckets overlapping backward
 //   world.h          the processes of a run: one, or MPI's when launched by mpirun
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
+//   evaluate_examples.h  a fine-tuning task's examples: loss, and a classifier's predictions
 //   model_loading.h  a model from a checkpoint, shapes checked first
 //   memory_plan.h    what a run will need in memory, checked before it starts
 //   reporter.h       progress bar, report lines, --metrics JSON lines
@@ -20,6 +21,7 @@
 #include "train/config.h"
 #include "train/console.h"
 #include "train/evaluate.h"
+#include "train/evaluate_examples.h"
 #include "train/grad_accumulation.h"
 #include "train/grad_reduction.h"
 #include "train/memory_plan.h"
