@@ -28,6 +28,7 @@ struct GPTConfig {
   bool qkv_bias = false;
   bool tie_weights = true;
   std::string norm = "layernorm";  // architecture variant: "layernorm" or "rmsnorm"
+  int64_t num_classes = 0;  // a classifier's labels (0: the LM head); its row comes with the head
 
   int64_t ff_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   // The name and shape of every parameter GPT(cfg) registers, in its order, read off a
