@@ -1,11 +1,13 @@
 // `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
 // prepared folder's validation part (or training part), in nats per token and in bits per
-// byte of text.
+// byte of text; or, on a classifier's checkpoint, its accuracy and per-label scores on a
+// labelled file (classification_commands.h).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
+#include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "data/prepared.h"
@@ -19,7 +21,7 @@ namespace cli {
 namespace {
 
 struct EvalOptions {
-  std::string path, data_path, dump, split = "val";
+  std::string path, data_path, dump, split = "val", task;
   int64_t context = 0;
   int threads = ag::kDefaultThreads;
 };
@@ -35,6 +37,9 @@ po::options_description eval_options(EvalOptions& o) {
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
   add("json", "print one JSON object as the last line");
+  add("task", po::value(&o.task),
+      "classify: the checkpoint must be a classifier, --data a TSV/CSV of text and label "
+      "(a classifier's checkpoint is evaluated so without it)");
   add("dump-grads", po::value(&o.dump), "also write d loss / d parameter to this HDF5 file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -113,8 +118,22 @@ int eval_command(const Args& args) {
         with_data_files({{"--checkpoint", o.path}, {"--config", config_file(vm)}}, o.data_path));
     ag::set_num_threads(o.threads);
     io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+    if (vm.count("task") && o.task != "classify")
+      throw UsageError(
+          fmt::format("--task must be classify, got '{}' (a language model's "
+                      "checkpoint is evaluated on text without it)",
+                      base::printable(o.task)));
+    if (vm.count("task")) classifier_labels(ckpt, "eval --task classify");
     auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now
+    if (model->config().num_classes > 0) {
+      if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
+        throw UsageError(
+            "--dump-grads, --context-length and --split are for a language "
+            "model; a classifier is evaluated on a TSV/CSV file whole");
+      eval_classifier(*model, ckpt, {o.path, o.data_path, 16, vm.count("json") > 0});
+      return 0;
+    }
     const int64_t model_T = model->config().context_length;
     if (o.context < 0 || o.context > model_T)
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
