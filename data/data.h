@@ -10,6 +10,8 @@
 //   prepared.h   prepare(): text files to a prepared folder in bounded memory; open_prepared()
 //                and prepare_text() for training; data identities
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
+//   choice_items.h  multiple-choice items (HellaSwag's shape, or question and choices) from
+//                a JSON Lines file, a line at a time
 // Internal to the library: byte_level_error.h (where a byte-level vocabulary is wrong),
 // text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
 // locks, SHA-256, over base/posix_file.h), strict_json.h (fields of JSON files read by
@@ -18,6 +20,7 @@
 //   corpus.h     the built-in corpus, whose ideal loss is known exactly
 //   identity.h   a hash naming the data a run trained on
 #include "data/bpe.h"
+#include "data/choice_items.h"
 #include "data/corpus.h"
 #include "data/data_error.h"
 #include "data/dataset.h"

@@ -12,6 +12,8 @@
 //   grad_reduction.h the same tree over MPI processes, in buckets overlapping backward
 //   world.h          the processes of a run: one, or MPI's when launched by mpirun
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
+//   multiple_choice.h  multiple-choice items scored by their endings' log-likelihoods
+//                    (acc, acc_norm, standard errors), shared out over MPI ranks
 //   model_loading.h  a model from a checkpoint, shapes checked first
 //   memory_plan.h    what a run will need in memory, checked before it starts
 //   reporter.h       progress bar, report lines, --metrics JSON lines
@@ -24,6 +26,7 @@
 #include "train/grad_reduction.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
+#include "train/multiple_choice.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
 #include "train/stop_signals.h"
