@@ -14,9 +14,9 @@
 #include "support.h"
 #include "train/multiple_choice.h"
 
-using Catch::Matchers::Contains;
 using ag_test::gpt_config;
 using ag_test::TempDir;
+using Catch::Matchers::Contains;
 
 namespace {
 

@@ -1,41 +1,15 @@
 #!/usr/bin/env bash
 # `eval --multiple-choice` (issue 26 item 4), one scenario per ctest entry:
 #   choice_test.sh SCENARIO PATH/TO/attograd
-# The items are made here from a text of random words (no download): each context is four
-# words of the text, its true ending the next two, the wrong endings two words from
-# elsewhere in the text. A model that memorised the text picks the true ending; an
-# untrained one scores near chance.
+# The items are made here from a text of random words (choice_items.awk; no download). A
+# model that memorised the text picks the true endings; an untrained one scores near chance.
 set -euo pipefail
-source "$(dirname "$0")/scenario_lib.sh" "$@"
+here=$(dirname "$(readlink -f "$0")")
+source "$here/scenario_lib.sh" "$@"
 
-# Park-Miller's generator in awk (exact in doubles), so every awk makes the same files.
-gen='
-function rnd(n) { seed = (seed * 48271) % 2147483647; return int(seed / 2147483647 * n) }
-BEGIN {
-  nw = split("ant bee cat dog elk fox gnu hen ibis jay kite lark mole newt owl pig quail " \
-             "rat seal toad urchin vole wasp yak zebra", w, " ")
-  seed = 12345
-  for (i = 0; i < words; i++) t[i] = w[rnd(nw) + 1]
-  if (mode == "text") {
-    for (i = 0; i < words; i++) printf "%s%s", (i ? " " : ""), t[i]
-    print ""
-    exit
-  }
-  for (i = 0; i < n; i++) {
-    p = 4 + i % (words - 6)
-    truth = t[p] " " t[p + 1]
-    label = rnd(k)
-    out = "{\"ctx\": \"" t[p - 4] " " t[p - 3] " " t[p - 2] " " t[p - 1] "\", \"endings\": ["
-    for (e = 0; e < k; e++) {
-      if (e == label) x = truth
-      else do { q = rnd(words - 1); x = t[q] " " t[q + 1] } while (x == truth)
-      out = out (e ? ", " : "") "\"" x "\""
-    }
-    print out "], \"label\": " label "}"
-  }
-}'
-make_text() { awk -v mode=text -v words=150 "$gen" > text.txt; }
-make_items() { awk -v mode=items -v words=150 -v n="$1" -v k=4 "$gen" > "${2:-items.jsonl}"; }
+gen="$here/choice_items.awk"
+make_text() { awk -v mode=text -v words=150 -f "$gen" > text.txt; }
+make_items() { awk -v mode=items -v words=150 -v n="$1" -v k=4 -f "$gen" > "${2:-items.jsonl}"; }
 model=(--context-length 32 --d-model 64 --n-heads 4 --n-layers 2 --batch-size 16 --lr 3e-3
        --threads 1 --sample-tokens 0 --eval-interval 0 --log-interval 1000 --val-fraction 0)
 train_model() {  # train_model OUT.h5 STEPS: 600 steps memorise the 150 words (seconds)
@@ -140,7 +114,7 @@ mpi_shared)
   command -v mpirun > /dev/null || { echo "mpirun not installed: skipped"; exit 77; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-  export LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan_mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  export LSAN_OPTIONS="suppressions=$here/lsan_mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   train_model run.h5 100
   make_items 101
   one=$(choices run.h5 items.jsonl --threads 1)
