@@ -46,7 +46,8 @@ std::vector<std::string> endings_field(const nlohmann::json& object, const char*
   const nlohmann::json& v = field(object, key, at);
   if (!v.is_array()) at.fail(key, "must be an array of strings, not " + base::json_kind(v));
   if (v.size() < 2 || v.size() > kMaxEndings)
-    at.fail(key, fmt::format("has {} entries; an item needs 2 to {}", v.size(), kMaxEndings));
+    at.fail(key, fmt::format("has {} {}; an item needs 2 to {}", v.size(),
+                             v.size() == 1 ? "entry" : "entries", kMaxEndings));
   std::vector<std::string> endings;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string entry = fmt::format("{}[{}]", key, i);

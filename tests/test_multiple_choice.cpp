@@ -85,7 +85,7 @@ TEST_CASE("every bad multiple-choice line is one line naming the file, the line 
       {R"({"ctx": "x", "label": 0})", "'endings' is missing"},
       {R"({"ctx": "x", "endings": "ab", "label": 0})", "'endings' must be an array"},
       {R"({"ctx": "x", "endings": ["a"], "label": 0})",
-       "'endings' has 1 entries; an item needs 2 to 26"},
+       "'endings' has 1 entry; an item needs 2 to 26"},
       {R"({"ctx": "x", "endings": ["a", 2], "label": 0})", "'endings[1]' must be a string"},
       {R"({"ctx": "x", "endings": ["a", ""], "label": 0})", "'endings[1]' is empty"},
       {R"({"ctx": "x", )" + two + "}", "'label' is missing"},
