@@ -12,6 +12,8 @@
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
 //   examples.h   fine-tuning data: classify and instruct files as examples, split, padded
 //                batches
+//   instructions.h  instruction records: the prompt template (Alpaca's, or a template file's)
+//                and the masked example of a formatted record
 // Internal to the library: byte_level_error.h (where a byte-level vocabulary is wrong),
 // text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
 // locks, SHA-256, over base/posix_file.h), strict_json.h (fields of JSON files read by
@@ -26,6 +28,7 @@
 #include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/identity.h"
+#include "data/instructions.h"
 #include "data/prepared.h"
 #include "data/pretokenize.h"
 #include "data/token_store.h"
