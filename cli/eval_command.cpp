@@ -1,13 +1,15 @@
 // `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
 // prepared folder's validation part (or training part), in nats per token and in bits per
-// byte of text.
+// byte of text; of an instruct checkpoint, on instruction records (the responses' loss).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/instructions.h"
 #include "data/prepared.h"
 #include "data/text_ids.h"
 #include "io/checkpoint.h"
@@ -30,7 +32,8 @@ po::options_description eval_options(EvalOptions& o) {
   add("help,h", "show this help");
   add("checkpoint", po::value(&o.path)->required(), "checkpoint to evaluate");
   add("data", po::value(&o.data_path)->required(),
-      "UTF-8 text file, or a folder made by 'attograd prepare'");
+      "UTF-8 text file, or a folder made by 'attograd prepare'; for a checkpoint trained "
+      "with --task instruct, instruction records (JSON or JSON lines)");
   add("split", po::value(&o.split)->default_value("val"), "of a prepared folder: val or train");
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
@@ -70,6 +73,38 @@ train::EvalResult eval_text(nn::GPT& model, const io::Checkpoint& ckpt, const Ev
                                          base::printable(o.data_path), r.ids,
                                          o.context ? o.context : model.config().context_length));
   return r;
+}
+
+// An instruct checkpoint (train --task instruct) on instruction records: each formatted with
+// the checkpoint's template as in training; the loss over the response tokens (the
+// end-of-text included) and their count (docs/finetuning.md).
+void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::RunConfig& run,
+                       const EvalOptions& o, bool json) {
+  if (!o.dump.empty()) throw UsageError("--dump-grads is for a text or a prepared folder");
+  const auto tok = io::make_tokenizer(ckpt.tokenizer);
+  data::TaskOptions t;
+  t.task = "instruct";
+  t.context_length = o.context ? o.context : model.config().context_length;
+  t.truncate = !run.no_truncate;
+  t.prompt_template = run.prompt_template;
+  t.end_of_text = data::end_of_text_id(*tok);
+  const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
+  train::World::current().setup_done();
+  const train::ExampleEval r =
+      train::evaluate_examples(model, ex.examples, /*batch_size=*/8, data::pad_id(*tok));
+  if (!train::World::current().root()) return;
+  fmt::print("loss {:.4f} over {} response tokens | {} examples ({} cut to the context of {})\n",
+             r.loss, r.targets, r.examples, ex.truncated, t.context_length);
+  if (json)
+    fmt::print("{}\n", nlohmann::json{{"loss", r.loss},
+                                      {"perplexity", std::exp(r.loss)},
+                                      {"response_tokens", r.targets},
+                                      {"examples", r.examples},
+                                      {"truncated", ex.truncated},
+                                      {"task", "instruct"},
+                                      {"checkpoint", o.path},
+                                      {"data", base::printable(o.data_path)}}
+                           .dump());
 }
 
 void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepared, bool json) {
@@ -119,6 +154,11 @@ int eval_command(const Args& args) {
     if (o.context < 0 || o.context > model_T)
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
                                    o.context, model_T));
+    const train::RunConfig run = train::RunConfig::from_json(ckpt.config);
+    if (run.task == "instruct") {
+      eval_instructions(*model, ckpt, run, o, vm.count("json") > 0);
+      return 0;
+    }
     const bool prepared = data::is_prepared_folder(o.data_path);
     const std::string* dump = vm.count("dump-grads") ? &o.dump : nullptr;
     const auto result =
