@@ -96,3 +96,7 @@ TEST_CASE("llm.c checkpoint fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("GGUF fuzz findings and seeds read or fail cleanly") {
   replay_all("gguf", 3, fuzz::gguf);
 }
+
+TEST_CASE("instruction records fuzz findings and seeds read or fail cleanly") {
+  replay_all("instruction_data", 3, fuzz::instruction_data);
+}
