@@ -134,6 +134,20 @@ std::vector<RecordText> array_elements(std::string_view text, size_t open,
   throw DataError(fmt::format("{}: the array of records has no closing ']'", name));
 }
 
+// A JSON parser's message about a record, its "at line L" counted in the file, not the record.
+std::string in_file_lines(std::string what, int64_t record_line) {
+  const std::string at = "at line ";
+  const size_t p = what.find(at);
+  if (p == std::string::npos) return what;
+  const size_t digits = p + at.size();
+  size_t end = digits;
+  int64_t line = 0;
+  while (end < what.size() && end - digits < 9 && what[end] >= '0' && what[end] <= '9')
+    line = line * 10 + (what[end++] - '0');
+  if (end == digits) return what;
+  return what.replace(digits, end - digits, std::to_string(line + record_line - 1));
+}
+
 // The record's fields; "input" may be missing or null (no input).
 Record parse_record(const RecordText& r, const std::string& name) {
   Record rec;
@@ -144,7 +158,7 @@ Record parse_record(const RecordText& r, const std::string& name) {
     base::check_utf8(r.json, r.offset);
     j = base::parse_json(r.json);
   } catch (const std::exception& e) {  // invalid_argument (UTF-8) or base::JsonError
-    throw DataError(fmt::format("{}: {}", rec.where, e.what()));
+    throw DataError(fmt::format("{}: {}", rec.where, in_file_lines(e.what(), r.line)));
   }
   if (!j.is_object())
     throw DataError(
