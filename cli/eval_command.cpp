@@ -1,12 +1,15 @@
 // `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
 // prepared folder's validation part (or training part), in nats per token and in bits per
-// byte of text; of an instruct checkpoint, on instruction records (the responses' loss).
+// byte of text; or, on a classifier's checkpoint, its accuracy and per-label scores on a
+// labelled file (classification_commands.h); or, on an instruct checkpoint (or with --task
+// instruct), the loss over the responses of instruction records.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
+#include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "data/instructions.h"
@@ -21,7 +24,7 @@ namespace cli {
 namespace {
 
 struct EvalOptions {
-  std::string path, data_path, dump, split = "val";
+  std::string path, data_path, dump, split = "val", task;
   int64_t context = 0;
   int threads = ag::kDefaultThreads;
 };
@@ -38,6 +41,10 @@ po::options_description eval_options(EvalOptions& o) {
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
   add("json", "print one JSON object as the last line");
+  add("task", po::value(&o.task),
+      "classify: the checkpoint must be a classifier, --data a TSV/CSV of text and label "
+      "(a classifier's checkpoint is evaluated so without it); instruct: --data instruction "
+      "records, also for a model not trained on them (an instruct checkpoint: without it)");
   add("dump-grads", po::value(&o.dump), "also write d loss / d parameter to this HDF5 file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -88,6 +95,11 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
   t.truncate = !run.no_truncate;
   t.prompt_template = run.prompt_template;
   t.end_of_text = data::end_of_text_id(*tok);
+  if (t.end_of_text >= model.config().vocab_size)
+    throw UsageError(
+        fmt::format("'{}' has no end-of-text token to end a response with (its {} "
+                    "tokenizer has none and it was not trained with --task instruct)",
+                    base::printable(o.path), tok->type()));
   const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
   train::World::current().setup_done();
   const train::ExampleEval r =
@@ -148,14 +160,31 @@ int eval_command(const Args& args) {
         with_data_files({{"--checkpoint", o.path}, {"--config", config_file(vm)}}, o.data_path));
     ag::set_num_threads(o.threads);
     io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+    if (vm.count("task") && o.task != "classify" && o.task != "instruct")
+      throw UsageError(
+          fmt::format("--task must be classify or instruct, got '{}' (a language model's "
+                      "checkpoint is evaluated on text without it)",
+                      base::printable(o.task)));
+    if (vm.count("task") && o.task == "classify") classifier_labels(ckpt, "eval --task classify");
     auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now
+    if (model->config().num_classes > 0 && o.task == "instruct")
+      throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
+                                   base::printable(o.path)));
+    if (model->config().num_classes > 0) {
+      if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
+        throw UsageError(
+            "--dump-grads, --context-length and --split are for a language "
+            "model; a classifier is evaluated on a TSV/CSV file whole");
+      eval_classifier(*model, ckpt, {o.path, o.data_path, 16, vm.count("json") > 0});
+      return 0;
+    }
     const int64_t model_T = model->config().context_length;
     if (o.context < 0 || o.context > model_T)
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
                                    o.context, model_T));
     const train::RunConfig run = train::RunConfig::from_json(ckpt.config);
-    if (run.task == "instruct") {
+    if (run.task == "instruct" || (vm.count("task") && o.task == "instruct")) {
       eval_instructions(*model, ckpt, run, o, vm.count("json") > 0);
       return 0;
     }

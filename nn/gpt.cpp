@@ -66,10 +66,16 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
   for (int64_t i = 0; i < cfg.n_layers; ++i)
     blocks->push_back(std::make_shared<TransformerBlock>(cfg_, gen, dropout_gen_));
   ln_f = register_module("ln_f", make_norm(cfg.norm, cfg.d_model));
-  head_ = register_module<Head>(
-      head_name_, cfg.tie_weights
-                      ? std::make_shared<LMHead>(tok_emb->weight, cfg.d_model, cfg.vocab_size)
-                      : std::make_shared<LMHead>(cfg.d_model, cfg.vocab_size, gen));
+  if (cfg.num_classes > 0) {  // a classifier: no LM head (tied or not), nothing to drop
+    head_name_ = "classifier";
+    head_ = register_module<Head>(head_name_, std::make_shared<ClassificationHead>(
+                                                  cfg.d_model, cfg.num_classes, gen, cfg.pool));
+  } else {
+    head_ = register_module<Head>(
+        head_name_, cfg.tie_weights
+                        ? std::make_shared<LMHead>(tok_emb->weight, cfg.d_model, cfg.vocab_size)
+                        : std::make_shared<LMHead>(cfg.d_model, cfg.vocab_size, gen));
+  }
   if (!ShapeOnlyScope::active() && !UninitializedScope::active())
     init_gpt2(*this, cfg.n_layers, gen);
 }

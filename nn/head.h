@@ -8,6 +8,7 @@
 //                      "classifier");
 //   auto out = model.forward(ids, labels);                      // labels: int64 [B]
 #include <memory>
+#include <string>
 
 #include "nn/layers.h"
 
@@ -57,20 +58,30 @@ class LMHead : public Head {
   int64_t d_model_ = 0, vocab_size_ = 0;
 };
 
-// num_classes logits from the last position's hidden state: logits [B, num_classes] =
-// h[:, T-1] W^T + b, trained with the cross-entropy of one label per sequence (the
-// chapter's spam classifier). Weight and bias drawn as a Linear's.
+// num_classes logits from each sequence's pooled hidden state: logits [B, num_classes] =
+// pooled W^T + b, trained with the cross-entropy of one label per sequence (the chapter's
+// spam classifier). Weight and bias drawn as a Linear's. The pool (GPTConfig::pool):
+//   last  the state of the last real token, h[b, lengths[b] - 1] (the only position that
+//         saw the whole text; padding comes after it)
+//   mean  the mean of the states of the first lengths[b] positions
+// Without lengths every position is real (last: T - 1; mean: all T). Padding on the right
+// never changes a row's logits: causal attention keeps it out of the real positions.
 class ClassificationHead : public Head {
  public:
-  ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen);
+  ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen,
+                     const std::string& pool = "last");
   ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
+  // [B, C]: the states the logits read (differentiable: a gather of rows, or a masked mean)
+  ag::Tensor pooled(const ag::Tensor& h, const ag::Tensor& lengths) const;
   // targets [B] of class ids
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
   void footprint(Footprint& f) const override;
   ag::Tensor weight, bias;  // [num_classes, d_model], [num_classes]
+  const std::string& pool() const { return pool_; }
 
  private:
   int64_t d_model_, num_classes_;
+  std::string pool_;
 };
 
 }  // namespace nn

@@ -21,6 +21,11 @@ void RunConfig::validate() const {
     fail(fmt::format("task must be 'lm', 'classify' or 'instruct', got '{}'", task));
   if (task != "lm" && data.empty())
     fail(fmt::format("task {} needs --data, its examples file", task));
+  if (task != "classify" && model.num_classes != 0)
+    fail(
+        fmt::format("num_classes {} is for a classifier (--task classify, which sets it from "
+                    "the labels); task {} has the language-model head",
+                    model.num_classes, task));
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (batch_size <= 0) fail(fmt::format("batch_size must be positive, got {}", batch_size));
   if (grad_accum_steps < 1 || grad_accum_steps > kMaxGradAccumSteps)
@@ -58,7 +63,8 @@ void RunConfig::validate() const {
 namespace {
 
 // The model's keys (docs/model.md), top level, exactly as nn::config_fields() names them;
-// d_ff as the width it stands for; a variant at its default left out.
+// d_ff as the width it stands for; a variant at its default left out, and the head's
+// settings for a language model.
 nlohmann::json model_json(const nn::GPTConfig& model) {
   nn::GPTConfig m = model;
   m.d_ff = m.ff_width();
@@ -69,6 +75,7 @@ nlohmann::json model_json(const nn::GPTConfig& model) {
           if constexpr (std::is_same_v<decltype(member), std::string nn::GPTConfig::*>) {
             if (m.*member == f.choices.front()) return;
           }
+          if (f.head_setting && m.num_classes == 0) return;
           j[f.key] = m.*member;
         },
         f.member);

@@ -13,11 +13,13 @@
 //   world.h          the processes of a run: one, or MPI's when launched by mpirun
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
 //   evaluate_examples.h  a fine-tuning task's examples: loss, and a classifier's predictions
+//   classification_metrics.h  a classifier's accuracy, per-label precision/recall/F1, confusion
 //   model_loading.h  a model from a checkpoint, shapes checked first
 //   memory_plan.h    what a run will need in memory, checked before it starts
 //   reporter.h       progress bar, report lines, --metrics JSON lines
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
 //   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved
+#include "train/classification_metrics.h"
 #include "train/config.h"
 #include "train/console.h"
 #include "train/evaluate.h"
