@@ -54,17 +54,19 @@ void RunConfig::validate() const {
 namespace {
 
 // The model's keys (docs/model.md), top level, exactly as nn::config_fields() names them;
-// d_ff as the width it stands for; a variant at its default left out.
+// d_ff as the width it stands for; a variant at its default left out, and the adapters'
+// settings when there are none.
 nlohmann::json model_json(const nn::GPTConfig& model) {
   nn::GPTConfig m = model;
   m.d_ff = m.ff_width();
+  const nn::GPTConfig defaults;
   nlohmann::json j = nlohmann::json::object();
   for (const auto& f : nn::config_fields())
     std::visit(
         [&](auto member) {
-          if constexpr (std::is_same_v<decltype(member), std::string nn::GPTConfig::*>) {
-            if (m.*member == f.choices.front()) return;
-          }
+          constexpr bool variant = std::is_same_v<decltype(member), std::string nn::GPTConfig::*>;
+          if (variant && m.*member == defaults.*member) return;
+          if (f.adapter_setting && m.lora_rank == 0) return;
           j[f.key] = m.*member;
         },
         f.member);
@@ -97,6 +99,7 @@ nlohmann::json RunConfig::to_json() const {
       {"eval_windows", eval_windows},
       {"sample_tokens", sample_tokens},
   });
+  if (!freeze.empty()) j["freeze"] = freeze;  // absent: nothing frozen by name
   // the settings its optimiser reads (adamw: weight_decay, beta1, beta2, eps)
   for (const std::string& key : optim::hyperparameters_of(optimizer.name))
     for (const optim::Hyperparameter& h : optim::hyperparameter_table())
@@ -174,6 +177,7 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   get("log_interval", c.log_interval);
   get("eval_windows", c.eval_windows);
   get("sample_tokens", c.sample_tokens);
+  get("freeze", c.freeze);
   return c;
 }
 

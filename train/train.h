@@ -12,7 +12,9 @@
 //   grad_reduction.h the same tree over MPI processes, in buckets overlapping backward
 //   world.h          the processes of a run: one, or MPI's when launched by mpirun
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
-//   model_loading.h  a model from a checkpoint, shapes checked first
+//   model_loading.h  a model from a checkpoint, shapes checked first (LoRA adapters merged
+//                    for inference; merged_checkpoint folds them into a checkpoint)
+//   freezing.h       which parameters a run trains (LoRA, --freeze), from names alone
 //   memory_plan.h    what a run will need in memory, checked before it starts
 //   reporter.h       progress bar, report lines, --metrics JSON lines
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
@@ -20,6 +22,7 @@
 #include "train/config.h"
 #include "train/console.h"
 #include "train/evaluate.h"
+#include "train/freezing.h"
 #include "train/grad_accumulation.h"
 #include "train/grad_reduction.h"
 #include "train/memory_plan.h"
