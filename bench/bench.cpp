@@ -15,6 +15,7 @@
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
+#include "train/freezing.h"
 #include "train/grad_reduction.h"
 #include "train/world.h"
 
@@ -138,6 +139,7 @@ struct StepOptions {
   bool json = false;
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
+  int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
 };
 
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
@@ -163,6 +165,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"tensor_cached_mb", ag::allocator_stats().cached_bytes / 1e6},
                                 {"steps", t.total.size()},
                                 {"parameters", parameters},
+                                {"lora_rank", o.lora_rank},
                                 {"forward_ms", StepTimes::median(t.forward)},
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
@@ -172,12 +175,13 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
     return;
   }
   fmt::print(
-      "attograd {} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
+      "attograd {}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
       "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
-      c.name, ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es",
-      threads, parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
+      c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
+      ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
+      parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
       tokens_per_s, gflops, peak_rss_mb());
 }
@@ -190,10 +194,15 @@ int run_steps(const StepOptions& o) {
   const train::World& world = train::World::join();
   BenchConfig c = named_config(o.config);
   c.model.dropout = o.dropout;
+  c.model.lora_rank = o.lora_rank;
+  c.model.validate();
   nn::GPT model(c.model, 1337);
   model.train();
-  optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 3e-4);
-  const auto params = model.parameters();
+  train::RunConfig run;  // what a training run of this model freezes (LoRA: the base)
+  run.model = c.model;
+  train::freeze_parameters(run, model);
+  optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
+  const auto params = model.trainable_parameters();
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())
     reducer = std::make_unique<train::GradReducer>(world, params, 1, o.bucket_mb << 20);
@@ -226,7 +235,10 @@ int bench_command(const std::vector<std::string>& args) {
       "json", "one JSON object per line")(
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
-      "under mpirun: gradient bucket size in MB");
+      "under mpirun: gradient bucket size in MB")(
+      "lora-rank", po::value(&o.lora_rank)->default_value(0),
+      "LoRA adapters of this rank on attn.qkv, attn.out_proj, mlp.fc1 and mlp.fc2, the base "
+      "frozen (0: full training)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);

@@ -124,9 +124,16 @@ io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt) {
 }
 
 void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  // other adapters are merged into the base first: the file must fit its own model, whose
+  // base is the run's (take_model_of)
   const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
-  check_weights_fit(init,
-                    theirs.same_adapters(run_model) ? run_model : run_model.without_adapters());
+  if (theirs.same_adapters(run_model)) return check_weights_fit(init, run_model);
+  try {
+    theirs.validate();
+  } catch (const std::invalid_argument& e) {
+    throw io::CheckpointError(fmt::format("'{}': {}", init.source, e.what()));
+  }
+  check_weights_fit(init, theirs);
 }
 
 void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {

@@ -29,7 +29,8 @@ io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt);
 // train --init-from: the weights of `init` go into `model`, the run's. An init whose
 // adapters are the run's (GPTConfig::same_adapters) gives every parameter; otherwise it
 // must hold no adapters (merge them first: merged_checkpoint) and gives the base weights,
-// the run's adapters keeping their fresh initialisation (B = 0). Shapes are checked first.
+// the run's adapters keeping their fresh initialisation (B = 0). check_init_fits checks
+// the shapes first (the file against the run's model, or with other adapters its own).
 void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model);
 void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
 
