@@ -72,9 +72,18 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // kB on Linux
 }
 
+// The process's CPU time (user + system, every thread) in milliseconds.
+double cpu_ms() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return 1e3 * static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         1e-3 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 // Milliseconds of each phase of the timed steps.
 struct StepTimes {
   std::vector<double> total, forward, backward, reduce, optimizer;
+  double cpu_per_step = 0;  // the process's CPU time over the timed steps, per step
   static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -169,7 +178,8 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"forward_ms", StepTimes::median(t.forward)},
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
-                                {"reduce_ms", StepTimes::median(t.reduce)}}
+                                {"reduce_ms", StepTimes::median(t.reduce)},
+                                {"cpu_ms_per_step", t.cpu_per_step}}
                      .dump()
               << std::endl;
     return;
@@ -208,10 +218,13 @@ int run_steps(const StepOptions& o) {
     reducer = std::make_unique<train::GradReducer>(world, params, 1, o.bucket_mb << 20);
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
+  double cpu_start = 0;
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+    if (i == o.warmup) cpu_start = cpu_ms();
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
   }
+  times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
   if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times);
   return 0;
 }

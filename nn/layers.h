@@ -36,6 +36,7 @@ class Linear : public Module {
   bool has_adapter() const { return lora_A != nullptr; }
   // The adapter's term (alpha / rank) (x A^T) B^T; undefined without an adapter.
   ag::Tensor adapter_delta(const ag::Tensor& x) const;
+  double adapter_scale() const { return adapter_scale_; }  // alpha / rank
   void merge_adapter();
 
   // Inference: output columns [o0, o1) of rows of x [rows, in] into y (column 0 of the

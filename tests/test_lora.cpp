@@ -19,19 +19,10 @@ nn::GPTConfig lora_config(int64_t rank, int64_t layers = 1) {
   return c;
 }
 
-train::RunConfig tiny_run(const ag_test::TempDir& dir, int64_t layers) {
-  train::RunConfig cfg;
-  cfg.model.context_length = 8;
-  cfg.model.d_model = 16;
-  cfg.model.n_heads = 2;
-  cfg.model.n_layers = layers;
-  cfg.batch_size = 2;
+// A run of two steps, `layers` blocks.
+train::RunConfig two_steps(const ag_test::TempDir& dir, int64_t layers) {
+  train::RunConfig cfg = ag_test::tiny_run(dir, layers);
   cfg.steps = 2;
-  cfg.threads = 1;
-  cfg.sample_tokens = 0;
-  cfg.eval_windows = 2;
-  cfg.log_interval = 100;
-  cfg.out = dir.file("run.h5");
   return cfg;
 }
 
@@ -150,7 +141,7 @@ TEST_CASE("a frozen weight costs no weight-gradient GEMM", "[lora][freeze]") {
   ag_test::TempDir dir;
   for (int64_t L : {1, 2}) {
     INFO("layers " << L);
-    const train::RunConfig full = tiny_run(dir, L);
+    const train::RunConfig full = two_steps(dir, L);
     // every Linear's weight and the tied head's (tok_emb) frozen; pos_emb and the norms
     // train, so every input gradient is still needed: only the weight gradients go, one
     // GEMM per Linear (W_query, W_key and W_value are one fused GEMM) and the head's
@@ -158,18 +149,20 @@ TEST_CASE("a frozen weight costs no weight-gradient GEMM", "[lora][freeze]") {
     frozen.freeze = "tok_emb.weight,blocks.*.attn.W_*,blocks.*.attn.out_proj.*,blocks.*.mlp.*";
     REQUIRE(gemms_of_a_step(full) - gemms_of_a_step(frozen) == 4 * L + 1);
     // LoRA on the four targets: the base loses its 4 L + 1 weight gradients, and the first
-    // block's qkv its input gradient (nothing before it trains); each of the 6 L adapters
-    // adds 2 GEMMs forward and 4 backward (dA, dB, and the two input gradients), less the
-    // input gradients of the first block's three lora_A
+    // block's qkv its input gradient (nothing before it trains). The adapters of out_proj,
+    // fc1 and fc2 add 2 GEMMs forward (x A^T, then by B^T) and 4 backward (dA, dB and the
+    // two input gradients) each; those of W_query, W_key and W_value, with their A stacked,
+    // 1 + 3 forward and 1 + 1 + 3 x 2 backward, less the first block's input gradient
     train::RunConfig lora = full;
     lora.model.lora_rank = 2;
-    REQUIRE(gemms_of_a_step(lora) - gemms_of_a_step(full) == -(4 * L + 1) - 1 + 6 * 6 * L - 3);
+    REQUIRE(gemms_of_a_step(lora) - gemms_of_a_step(full) ==
+            -(4 * L + 1) - 1 + (3 * 6 + 4 + 8) * L - 1);
   }
 }
 
 TEST_CASE("a LoRA run keeps optimiser state for the adapters only", "[lora]") {
   ag_test::TempDir dir;
-  train::RunConfig cfg = tiny_run(dir, 2);
+  train::RunConfig cfg = two_steps(dir, 2);
   cfg.model.lora_rank = 2;
   cfg.model.dropout = 0.1;
   cfg.model.lora_dropout = 0.1;
@@ -200,13 +193,13 @@ TEST_CASE("a LoRA run keeps optimiser state for the adapters only", "[lora]") {
 
 TEST_CASE("--init-from a plain checkpoint: the base loads, the adapters start fresh", "[lora]") {
   ag_test::TempDir dir;
-  train::RunConfig plain = tiny_run(dir, 1);
+  train::RunConfig plain = two_steps(dir, 1);
   train::TrainingRun first(plain);
   while (first.wants_another_step()) first.after_step(first.train_step());
   REQUIRE(first.finish() == 0);
   const io::Checkpoint init = io::load_checkpoint(plain.out);
 
-  train::RunConfig cfg = tiny_run(dir, 1);
+  train::RunConfig cfg = two_steps(dir, 1);
   cfg.init_from = plain.out;
   cfg.out = dir.file("lora.h5");
   cfg.model.lora_rank = 2;

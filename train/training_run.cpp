@@ -230,14 +230,18 @@ void TrainingRun::notify(bool final) const {
 }
 
 void TrainingRun::check_plan() {
+  const ParameterCounts counts = count_parameters(cfg_);
   plan_ = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size(),
-                      count_parameters(cfg_).trainable);
+                      counts.trainable);
   const MemoryPlan& plan = plan_;
   sayf(
-      "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
+      "attograd: {} parameters{} | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
       "threads){}\n",
-      cfg_.model.num_parameters(), data_.source, data_.train.size(), data_.val.size(),
-      cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads,
+      cfg_.model.num_parameters(),
+      counts.frozen > 0 ? fmt::format(" ({} trainable, {} frozen)", counts.trainable, counts.frozen)
+                        : "",
+      data_.source, data_.train.size(), data_.val.size(), cfg_.model.vocab_size, "OpenBLAS",
+      ag::blas_kernel_name(), cfg_.threads,
       cfg_.precision == "bf16"
           ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
           : "");
