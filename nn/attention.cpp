@@ -111,46 +111,25 @@ QKVProjection::QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Line
                              std::shared_ptr<Linear> value)
     : query_(std::move(query)), key_(std::move(key)), value_(std::move(value)) {}
 
-// Adapters on all three alike (LoRA's attn.qkv): the fused projection plus their low-rank
-// terms. Otherwise, with adapters: one by one, each adding its own.
+// Adapters on all three (LoRA's attn.qkv): the fused projection plus their low-rank terms
+// side by side. On some only: one by one, each adding its own.
 ag::Tensor QKVProjection::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
   const int adapters = query_->has_adapter() + key_->has_adapter() + value_->has_adapter();
-  if (adapters > 0 && !adapters_alike())
+  if (adapters == 1 || adapters == 2)
     return ag::cat({query_->forward(x), key_->forward(x), value_->forward(x)}, -1);
   std::vector<ag::Tensor> weights{query_->weight, key_->weight, value_->weight}, biases;
   if (query_->bias.defined()) biases = {query_->bias, key_->bias, value_->bias};
   const ag::Tensor y = ag::linear(x, weights, biases);
-  return adapters == 0 ? y : y + adapters_delta(x);
-}
-
-bool QKVProjection::adapters_alike() const {
-  for (const Linear* l : {key_.get(), value_.get()})
-    if (!query_->has_adapter() || !l->has_adapter() ||
-        l->adapter_scale() != query_->adapter_scale() ||
-        l->lora_A->out_features() != query_->lora_A->out_features())
-      return false;
-  return true;
-}
-
-// (alpha / r) [x A_q^T | x A_k^T | x A_v^T] as one product of the stacked A (the three read
-// the same input, so one dropout mask, query's, serves them), then each part by its B.
-ag::Tensor QKVProjection::adapters_delta(const ag::Tensor& x) const {
-  const ag::Tensor in = query_->lora_dropout ? query_->lora_dropout->forward(x) : x;
-  const ag::Tensor u =
-      ag::linear(in, {query_->lora_A->weight, key_->lora_A->weight, value_->lora_A->weight}) *
-      query_->adapter_scale();
-  const int64_t r = query_->lora_A->out_features();
-  return ag::cat({ag::linear(u.narrow(-1, 0, r), query_->lora_B->weight),
-                  ag::linear(u.narrow(-1, r, r), key_->lora_B->weight),
-                  ag::linear(u.narrow(-1, 2 * r, r), value_->lora_B->weight)},
-                 -1);
+  if (adapters == 0) return y;
+  return y +
+         ag::cat({query_->adapter_delta(x), key_->adapter_delta(x), value_->adapter_delta(x)}, -1);
 }
 
 // the one GEMM's weight: the three stacked, a copy its backward keeps
 void QKVProjection::footprint(Footprint& f) const {
   const int adapters = query_->has_adapter() + key_->has_adapter() + value_->has_adapter();
-  if (adapters > 0 && !adapters_alike()) return;
+  if (adapters == 1 || adapters == 2) return;
   const auto in = static_cast<double>(query_->in_features());
   const auto out =
       static_cast<double>(query_->out_features() + key_->out_features() + value_->out_features());

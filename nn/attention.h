@@ -74,10 +74,6 @@ class QKVProjection : public Module {
   void footprint(Footprint& f) const override;
 
  private:
-  // Adapters on all three, of one rank and scale: run as adapters_delta does.
-  bool adapters_alike() const;
-  // The three adapters' terms side by side, their A stacked into one product.
-  ag::Tensor adapters_delta(const ag::Tensor& x) const;
   std::shared_ptr<Linear> query_, key_, value_;
 };
 

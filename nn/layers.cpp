@@ -54,9 +54,8 @@ void Linear::add_adapter(int64_t rank, double alpha, ag::Generator& gen, double 
 
 ag::Tensor Linear::adapter_delta(const ag::Tensor& x) const {
   if (!has_adapter()) return ag::Tensor();
-  // the scale on the rank-wide x A^T: a pass over rank columns, not over the output's
   const ag::Tensor in = lora_dropout ? lora_dropout->forward(x) : x;
-  return ag::linear(ag::linear(in, lora_A->weight) * adapter_scale_, lora_B->weight);
+  return ag::lora_delta(in, lora_A->weight, lora_B->weight, adapter_scale_);
 }
 
 void Linear::merge_adapter() {

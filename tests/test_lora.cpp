@@ -149,14 +149,12 @@ TEST_CASE("a frozen weight costs no weight-gradient GEMM", "[lora][freeze]") {
     frozen.freeze = "tok_emb.weight,blocks.*.attn.W_*,blocks.*.attn.out_proj.*,blocks.*.mlp.*";
     REQUIRE(gemms_of_a_step(full) - gemms_of_a_step(frozen) == 4 * L + 1);
     // LoRA on the four targets: the base loses its 4 L + 1 weight gradients, and the first
-    // block's qkv its input gradient (nothing before it trains). The adapters of out_proj,
-    // fc1 and fc2 add 2 GEMMs forward (x A^T, then by B^T) and 4 backward (dA, dB and the
-    // two input gradients) each; those of W_query, W_key and W_value, with their A stacked,
-    // 1 + 3 forward and 1 + 1 + 3 x 2 backward, less the first block's input gradient
+    // block's qkv its input gradient (nothing before it trains); each of the 6 L adapters
+    // adds 2 GEMMs forward (x A^T, then by B^T) and 4 backward (dB, g B, dA and the input
+    // gradient), less the input gradients of the first block's W_query, W_key and W_value
     train::RunConfig lora = full;
     lora.model.lora_rank = 2;
-    REQUIRE(gemms_of_a_step(lora) - gemms_of_a_step(full) ==
-            -(4 * L + 1) - 1 + (3 * 6 + 4 + 8) * L - 1);
+    REQUIRE(gemms_of_a_step(lora) - gemms_of_a_step(full) == -(4 * L + 1) - 1 + 6 * 6 * L - 3);
   }
 }
 

@@ -251,7 +251,7 @@ TEST_CASE("gradcheck a GPT with LoRA adapters over its frozen base", "[nn][gradc
   nn::GPTConfig cfg;
   cfg.vocab_size = 7, cfg.context_length = 4, cfg.d_model = 4, cfg.n_heads = 2;
   cfg.n_layers = 1, cfg.dropout = 0.0, cfg.lora_rank = 2, cfg.lora_alpha = 3;
-  nn::GPT model(cfg, 16);  // adapters on W_query, W_key, W_value (A stacked), out_proj, fc1, fc2
+  nn::GPT model(cfg, 16);  // adapters on W_query, W_key, W_value, out_proj, fc1 and fc2
   model.to(DType::Float64);
   ag::Generator gen(16);
   for (auto& p : model.parameters()) ag::copy_(p, ag::randn(p.shape(), gen, DType::Float64) * 0.5);
