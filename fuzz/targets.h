@@ -170,6 +170,40 @@ inline void config(const std::string& bytes) {
   close(fd);
 }
 
+// Any bytes as a `--multiple-choice` file, read and tokenized as `eval` reads it (with a byte
+// and a char tokenizer, a window of 16): items that hold what the reader promises, or a
+// DataError naming the file.
+inline void choice_items(const std::string& bytes) {
+  const int fd = memfd_create("items", MFD_CLOEXEC);
+  if (fd < 0) return;
+  if (write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return;
+  }
+  const data::ByteTokenizer byte_tokens;
+  const auto char_tokens = data::CharTokenizer::from_text("abc .\n");
+  try {
+    data::ChoiceReader reader("/proc/self/fd/" + std::to_string(fd));
+    while (const auto item = reader.next()) {
+      const auto k = static_cast<int64_t>(item->endings.size());
+      if (k < 2 || k > static_cast<int64_t>(data::kMaxEndings) || item->label < 0 ||
+          item->label >= k || item->context.empty())
+        std::abort();
+      for (const data::Tokenizer* tok : {static_cast<const data::Tokenizer*>(&byte_tokens),
+                                         static_cast<const data::Tokenizer*>(&char_tokens)}) {
+        try {
+          const auto t = train::tokenize_choice_item(*item, *tok, 16, reader.name());
+          for (const auto& e : t.endings)
+            if (e.empty() || e.size() > 16 || t.context.size() + e.size() > 17) std::abort();
+        } catch (const data::DataError&) {
+        }
+      }
+    }
+  } catch (const data::DataError&) {
+  }
+  close(fd);
+}
+
 // Any bytes as instruction records (`train --task instruct`), and before the first NUL
 // byte (none: Alpaca's) as a prompt template file's text: refused with a DataError naming
 // the template or the file, or examples as instruction_example makes them (as many ids as
