@@ -122,6 +122,20 @@ errors)
     "$bin" sample --checkpoint run.h5 --instruction "Peru%"
   expect_error 1 "missing.jsonl: line 2: 'output' is missing" \
     "$bin" eval --checkpoint run.h5 --data missing.jsonl
+  # A language model (no --task): sample --instruction formats Alpaca's prompt and says so;
+  # with a char tokenizer it has no end-of-text, which eval --task instruct needs.
+  { printf 'Below is an instruction that describes a task. Write a response that '
+    printf 'appropriately completes the request.\n\n### Instruction:\n### Input:\n### Response:\n'
+    cat set.jsonl; } > text.txt
+  "$bin" train --data text.txt --steps 2 --context-length 16 --d-model 16 --n-heads 2 --n-layers 1 \
+    --batch-size 2 --sample-tokens 0 --eval-interval 0 --out lm.h5 > /dev/null 2>&1 ||
+    fail "train a language model failed"
+  "$bin" sample --checkpoint lm.h5 --instruction "Reverse the word." --input cat --tokens 5 \
+    > /dev/null 2> stats.txt || fail "sample --instruction on a language model: $(cat stats.txt)"
+  grep -q "not trained with --task instruct; its prompt is Alpaca's" stats.txt ||
+    fail "no note that the prompt is Alpaca's: $(cat stats.txt)"
+  expect_usage_error "has no end-of-text token" \
+    "$bin" eval --checkpoint lm.h5 --data set.jsonl --task instruct
   ;;
 truncated)
   # A record longer than the context loses its response's tail: trained and evaluated,
