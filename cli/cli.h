@@ -15,6 +15,7 @@
 //                        checkpoint's tokenizer, streamed
 //   sample_command.cpp   sample
 //   eval_command.cpp     eval: the loss on a text or folder, or --multiple-choice accuracy
+//   classification_commands.cpp  classify; eval on a classifier's checkpoint
 //   inspect_command.cpp  inspect
 //   report_command.cpp   report: the page report/ draws, from metrics files and a checkpoint
 //   attention_command.cpp  attention: a checkpoint's attention weights over a prompt
@@ -48,6 +49,7 @@ int encode_command(const Args& args);
 int decode_command(const Args& args);
 int sample_command(const Args& args);
 int eval_command(const Args& args);
+int classify_command(const Args& args);
 int inspect_command(const Args& args);
 int report_command(const Args& args);
 int attention_command(const Args& args);

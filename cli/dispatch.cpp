@@ -20,6 +20,7 @@ commands:
   sample     generate text from a checkpoint
   eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte),
              or its accuracy on multiple-choice items (--multiple-choice)
+  classify   each label's probability for texts, from a classifier (train --task classify)
   inspect    show what a checkpoint holds (--verify checks every dataset)
   report     a training report page: curves of --metrics files, a checkpoint's attention maps
   attention  a checkpoint's attention weights over a prompt, printed (or --svg, a heat map)
@@ -43,7 +44,7 @@ Command find_command(const std::string& name) {
       {"gradcheck", gradcheck_command}, {"bench", bench::bench_command},
       {"demo", demo_command},           {"report", report_command},
       {"attention", attention_command}, {"import", import_command},
-      {"export", export_command},
+      {"export", export_command},       {"classify", classify_command},
   };
   for (const auto& [n, command] : kCommands)
     if (name == n) return command;

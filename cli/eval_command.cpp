@@ -1,13 +1,15 @@
 // `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
 // prepared folder's validation part (or training part), in nats per token and in bits per
-// byte of text; or, with --multiple-choice, its accuracy on multiple-choice items
-// (train/multiple_choice.h).
+// byte of text; or, on a classifier's checkpoint, its accuracy and per-label scores on a
+// labelled file (classification_commands.h); or, with --multiple-choice, its accuracy on
+// multiple-choice items (train/multiple_choice.h).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
+#include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "data/prepared.h"
@@ -21,7 +23,7 @@ namespace cli {
 namespace {
 
 struct EvalOptions {
-  std::string path, data_path, dump, split = "val", choices;
+  std::string path, data_path, dump, split = "val", task, choices;
   int64_t context = 0, limit = 0;
   int threads = ag::kDefaultThreads;
 };
@@ -41,6 +43,9 @@ po::options_description eval_options(EvalOptions& o) {
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
   add("json", "print one JSON object as the last line");
+  add("task", po::value(&o.task),
+      "classify: the checkpoint must be a classifier, --data a TSV/CSV of text and label "
+      "(a classifier's checkpoint is evaluated so without it)");
   add("dump-grads", po::value(&o.dump), "also write d loss / d parameter to this HDF5 file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -136,7 +141,7 @@ void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
   if (choices) {
     require_file(o.choices, "multiple-choice file");
     if (o.limit < 0) throw UsageError(fmt::format("--limit must be >= 0, got {}", o.limit));
-    for (const char* option : {"dump-grads", "split"})
+    for (const char* option : {"dump-grads", "split", "task"})
       if (vm.count(option) && !vm[option].defaulted())
         throw UsageError(fmt::format("--{} is for --data, not --multiple-choice", option));
     return;
@@ -172,8 +177,26 @@ int eval_command(const Args& args) {
                                                                 o.data_path));
     ag::set_num_threads(o.threads);
     io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+    if (vm.count("task") && o.task != "classify")
+      throw UsageError(
+          fmt::format("--task must be classify, got '{}' (a language model's "
+                      "checkpoint is evaluated on text without it)",
+                      base::printable(o.task)));
+    if (vm.count("task")) classifier_labels(ckpt, "eval --task classify");
     auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now
+    if (model->config().num_classes > 0) {
+      if (!o.choices.empty())
+        throw UsageError(
+            "--multiple-choice scores a language model's next tokens; this checkpoint is a "
+            "classifier");
+      if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
+        throw UsageError(
+            "--dump-grads, --context-length and --split are for a language "
+            "model; a classifier is evaluated on a TSV/CSV file whole");
+      eval_classifier(*model, ckpt, {o.path, o.data_path, 16, vm.count("json") > 0});
+      return 0;
+    }
     const int64_t model_T = model->config().context_length;
     if (o.context < 0 || o.context > model_T)
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",

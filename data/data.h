@@ -10,6 +10,8 @@
 //   prepared.h   prepare(): text files to a prepared folder in bounded memory; open_prepared()
 //                and prepare_text() for training; data identities
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
+//   examples.h   fine-tuning data: classify and instruct files as examples, split, padded
+//                batches
 //   choice_items.h  multiple-choice items (HellaSwag's shape, or question and choices) from
 //                a JSON Lines file, a line at a time
 // Internal to the library: byte_level_error.h (where a byte-level vocabulary is wrong),
@@ -24,6 +26,7 @@
 #include "data/corpus.h"
 #include "data/data_error.h"
 #include "data/dataset.h"
+#include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/identity.h"
 #include "data/prepared.h"

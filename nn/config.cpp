@@ -27,6 +27,18 @@ const std::vector<ConfigField>& config_fields() {
        0,
        0,
        {"layernorm", "rmsnorm"}},
+      {.key = "num_classes",
+       .help = "the head: 0 the language model's; N >= 2 a classifier of N labels (train "
+               "--task classify sets it from the labels)",
+       .member = &C::num_classes,
+       .min = 0,
+       .max = 1 << 16,
+       .head_setting = true},
+      {.key = "pool",
+       .help = "the classifier reads the last real token's state (last) or their mean (mean)",
+       .member = &C::pool,
+       .choices = {"last", "mean"},
+       .head_setting = true},
   };
   return fields;
 }
@@ -66,6 +78,8 @@ void GPTConfig::validate() const {
   for (const auto& f : config_fields()) check_field(f, *this);
   if (d_model % n_heads != 0)
     refuse(fmt::format("d_model ({}) must be divisible by n_heads ({})", d_model, n_heads));
+  if (num_classes == 1)
+    refuse("num_classes must be 0 (a language model) or at least 2 (a classifier), got 1");
 }
 
 }  // namespace nn

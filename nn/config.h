@@ -28,6 +28,11 @@ struct GPTConfig {
   bool qkv_bias = false;
   bool tie_weights = true;
   std::string norm = "layernorm";  // architecture variant: "layernorm" or "rmsnorm"
+  // the head: 0 the language-model head; >= 2 a classifier of that many labels
+  // (nn::ClassificationHead, registered as "classifier"), reading the hidden states pooled
+  // by `pool`: "last" (the last real token's) or "mean" (over the real tokens)
+  int64_t num_classes = 0;
+  std::string pool = "last";
 
   int64_t ff_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }
   // The name and shape of every parameter GPT(cfg) registers, in its order, read off a
@@ -54,6 +59,10 @@ struct ConfigField {
   // strings: the values allowed, the first the default; a variant at its default is left
   // out of a checkpoint's config (files written before the variant existed read the same)
   std::vector<std::string> choices = {};
+  // a setting of the classification head (num_classes, pool): left out of a checkpoint's
+  // config when the model has none (num_classes 0), so a language model's file reads as it
+  // did before classifiers
+  bool head_setting = false;
 };
 
 // Every key, in the order the command line lists them.

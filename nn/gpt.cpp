@@ -66,16 +66,23 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
   for (int64_t i = 0; i < cfg.n_layers; ++i)
     blocks->push_back(std::make_shared<TransformerBlock>(cfg_, gen, dropout_gen_));
   ln_f = register_module("ln_f", make_norm(cfg.norm, cfg.d_model));
-  head_ = register_module<Head>(
-      head_name_, cfg.tie_weights
-                      ? std::make_shared<LMHead>(tok_emb->weight, cfg.d_model, cfg.vocab_size)
-                      : std::make_shared<LMHead>(cfg.d_model, cfg.vocab_size, gen));
+  if (cfg.num_classes > 0) {  // a classifier: no LM head (tied or not), nothing to drop
+    head_name_ = "classifier";
+    head_ = register_module<Head>(head_name_, std::make_shared<ClassificationHead>(
+                                                  cfg.d_model, cfg.num_classes, gen, cfg.pool));
+  } else {
+    head_ = register_module<Head>(
+        head_name_, cfg.tie_weights
+                        ? std::make_shared<LMHead>(tok_emb->weight, cfg.d_model, cfg.vocab_size)
+                        : std::make_shared<LMHead>(cfg.d_model, cfg.vocab_size, gen));
+  }
   if (!ShapeOnlyScope::active() && !UninitializedScope::active())
     init_gpt2(*this, cfg.n_layers, gen);
 }
 
 // B = batch, T = tokens, C = d_model, V = vocab_size
-GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const {
+GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
+                         const ag::Tensor& lengths) const {
   auto scope = anomaly_scope();
   if (ids.dim() != 2 || ids.dtype() != ag::DType::Int64)
     throw std::invalid_argument(fmt::format("GPT: ids must be int64 [batch, tokens], got {} {}",
@@ -92,7 +99,7 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets) const
   for (const auto& block : *blocks) h = block->forward(h);
   h = ln_f->forward(h);
   Output out;
-  out.logits = head_->forward(h);
+  out.logits = head_->forward(h, lengths);
   if (targets.defined()) out.loss = head_->loss(out.logits, targets);
   return out;
 }

@@ -1,8 +1,9 @@
 #pragma once
 // The GPT of docs/model.md: token + position embeddings, n_layers transformer blocks
-// (block.h), a final norm and a head (head.h: tied to the token embedding, its own, or a
-// replacement such as a classifier). Parameter names and shapes are docs/model.md's, so a
-// state_dict loads into that page's PyTorch module by name.
+// (block.h), a final norm and a head (head.h: tied to the token embedding, its own, or,
+// with cfg.num_classes >= 2, a classifier "classifier" pooling by cfg.pool). Parameter
+// names and shapes are docs/model.md's, so a state_dict loads into that page's PyTorch
+// module by name.
 //
 // The model is described once, here and in block.h; that description runs four ways:
 //   forward               the training forward (autograd ops), and under an
@@ -36,12 +37,14 @@ class GPT : public Module {
   GPT(const GPTConfig& cfg, uint64_t seed);
 
   struct Output {
-    ag::Tensor logits;  // [B, T, vocab_size] (a replaced head: what it gives)
+    ag::Tensor logits;  // [B, T, vocab_size]; a classifier's [B, num_classes]
     ag::Tensor loss;    // the head's loss, defined when targets are given
   };
   // ids [B, T] int64 with T <= context_length; targets as the head takes them (the LM
-  // head: [B, T] int64) or undefined.
-  Output forward(const ag::Tensor& ids, const ag::Tensor& targets = ag::Tensor()) const;
+  // head: [B, T] int64) or undefined; lengths (int64 [B]) the real tokens of each row of a
+  // right-padded batch, for a head that pools (Head::forward), or undefined.
+  Output forward(const ag::Tensor& ids, const ag::Tensor& targets = ag::Tensor(),
+                 const ag::Tensor& lengths = ag::Tensor()) const;
 
   // Appends max_new_tokens sampled ids to each row of ids [B, T], through generate()
   // (generation.h: the KV cache, and its window once past the context). temperature 0 is

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <vector>
 
 namespace nn {
 
@@ -25,7 +26,7 @@ LMHead::LMHead(const ag::Tensor& tied_weight, int64_t d_model, int64_t vocab_siz
     : weight(tied_weight), tied_(true), d_model_(d_model), vocab_size_(vocab_size) {}
 
 // the tied head is F.linear(h, tok_emb.weight): [B, T, V]
-ag::Tensor LMHead::forward(const ag::Tensor& h) const {
+ag::Tensor LMHead::forward(const ag::Tensor& h, const ag::Tensor&) const {
   auto scope = anomaly_scope();
   return ag::linear(h, weight);
 }
@@ -56,12 +57,16 @@ void LMHead::footprint(Footprint& f) const {
 }
 
 // ------------------------------------------------------------------ ClassificationHead
-ClassificationHead::ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen)
-    : d_model_(d_model), num_classes_(num_classes) {
+ClassificationHead::ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen,
+                                       const std::string& pool)
+    : d_model_(d_model), num_classes_(num_classes), pool_(pool) {
   if (d_model < 1 || num_classes < 2)
     throw std::invalid_argument(fmt::format(
         "ClassificationHead: d_model must be positive and num_classes at least 2, got {} and {}",
         d_model, num_classes));
+  if (pool != "last" && pool != "mean")
+    throw std::invalid_argument(
+        fmt::format("ClassificationHead: pool must be last or mean, got '{}'", pool));
   const double bound = 1.0 / std::sqrt(static_cast<double>(d_model));
   weight = register_parameter("weight", {num_classes, d_model}, [&] {
     return ag::uniform({num_classes, d_model}, -bound, bound, gen);
@@ -70,10 +75,53 @@ ClassificationHead::ClassificationHead(int64_t d_model, int64_t num_classes, ag:
                             [&] { return ag::uniform({num_classes}, -bound, bound, gen); });
 }
 
-ag::Tensor ClassificationHead::forward(const ag::Tensor& h) const {
+namespace {
+
+// Each row's real tokens, from lengths [B] (every one of them in [1, T]), or T for all.
+std::vector<int64_t> row_lengths(const ag::Tensor& lengths, int64_t B, int64_t T) {
+  if (!lengths.defined()) return std::vector<int64_t>(static_cast<size_t>(B), T);
+  if (lengths.dtype() != ag::DType::Int64 || lengths.shape() != ag::Shape{B})
+    throw std::invalid_argument(
+        fmt::format("ClassificationHead: lengths must be int64 [{}] (one per row), got {} {}", B,
+                    ag::dtype_name(lengths.dtype()), ag::shape_str(lengths.shape())));
+  const ag::Tensor c = lengths.contiguous();
+  std::vector<int64_t> n(c.data<int64_t>(), c.data<int64_t>() + B);
+  for (int64_t b = 0; b < B; ++b)
+    if (n[static_cast<size_t>(b)] < 1 || n[static_cast<size_t>(b)] > T)
+      throw std::invalid_argument(
+          fmt::format("ClassificationHead: row {} has length {}, outside [1, {}] tokens", b,
+                      n[static_cast<size_t>(b)], T));
+  return n;
+}
+
+}  // namespace
+
+// last: row b*T + n_b - 1 of the flattened states, gathered by ag::embedding (whose backward
+// scatters the gradient back to that row); mean: a [B, 1, T] matrix of 1/n_b over the real
+// positions (0 on padding) times the states
+ag::Tensor ClassificationHead::pooled(const ag::Tensor& h, const ag::Tensor& lengths) const {
+  if (h.dim() != 3 || h.shape()[2] != d_model_)
+    throw std::invalid_argument(
+        fmt::format("ClassificationHead: hidden states must be [B, T, {}], got {}", d_model_,
+                    ag::shape_str(h.shape())));
+  const int64_t B = h.shape()[0], T = h.shape()[1];
+  if (pool_ == "last" && !lengths.defined()) return h.select(1, T - 1);
+  const std::vector<int64_t> n = row_lengths(lengths, B, T);
+  if (pool_ == "last") {
+    std::vector<int64_t> rows(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) rows[static_cast<size_t>(b)] = b * T + n[b] - 1;
+    return ag::embedding(h.reshape({B * T, d_model_}), ag::from_vector(rows, {B}));
+  }
+  std::vector<double> w(static_cast<size_t>(B * T), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < n[b]; ++t)
+      w[static_cast<size_t>(b * T + t)] = 1.0 / static_cast<double>(n[b]);
+  return ag::matmul(ag::from_vector(w, {B, 1, T}, h.dtype()), h).reshape({B, d_model_});
+}
+
+ag::Tensor ClassificationHead::forward(const ag::Tensor& h, const ag::Tensor& lengths) const {
   auto scope = anomaly_scope();
-  const ag::Tensor last = h.select(1, h.shape()[1] - 1);  // [B, C]
-  return ag::linear(last, weight, bias);
+  return ag::linear(pooled(h, lengths), weight, bias);  // [B, num_classes]
 }
 
 ag::Tensor ClassificationHead::loss(const ag::Tensor& logits, const ag::Tensor& targets) const {
@@ -85,12 +133,17 @@ ag::Tensor ClassificationHead::loss(const ag::Tensor& logits, const ag::Tensor& 
   return ag::cross_entropy(logits, targets);
 }
 
-// per sequence, not per token: counted at full width (an upper bound)
+// per sequence, not per token: counted at full width (an upper bound). The pooling keeps
+// the gathered row's index (last) or its weights, one per position (mean; the states it
+// multiplies are ln_f's output, counted there); its backward spreads the pooled gradient
+// over [B, T, C].
 void ClassificationHead::footprint(Footprint& f) const {
-  const auto K = static_cast<double>(num_classes_);
+  const auto K = static_cast<double>(num_classes_), C = static_cast<double>(d_model_);
   f.save(path(), "logits, log-sum-exp and label (int64)", K + 3);
-  f.backward(path(), "the logits' gradient", K);
-  f.forward_flops_per_token += 2 * K * static_cast<double>(d_model_);
+  if (pool_ == "last") f.save(path(), "pooled row index (int64)", 1, 8);
+  if (pool_ == "mean") f.save(path(), "mean pooling's weights", 1);
+  f.backward(path(), "the logits' and the hidden states' gradients", K + C);
+  f.forward_flops_per_token += 2 * K * C + (pool_ == "mean" ? 2 * C : 0);
 }
 
 }  // namespace nn

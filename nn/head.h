@@ -8,6 +8,7 @@
 //                      "classifier");
 //   auto out = model.forward(ids, labels);                      // labels: int64 [B]
 #include <memory>
+#include <string>
 
 #include "nn/layers.h"
 
@@ -15,8 +16,11 @@ namespace nn {
 
 class Head : public Module {
  public:
-  // h [B, T, C], the final norm's output -> logits
-  virtual ag::Tensor forward(const ag::Tensor& h) const = 0;
+  // h [B, T, C], the final norm's output -> logits. lengths (int64 [B], optional): the
+  // real tokens of each row of a right-padded batch (data/examples.h), for heads that pool
+  // over a sequence; an LM head's padding is masked by its targets instead.
+  virtual ag::Tensor forward(const ag::Tensor& h,
+                             const ag::Tensor& lengths = ag::Tensor()) const = 0;
   // The mean loss of forward's logits against targets; throws naming both shapes when
   // they do not fit.
   virtual ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const = 0;
@@ -37,7 +41,7 @@ class LMHead : public Head {
   LMHead(int64_t d_model, int64_t vocab_size, ag::Generator& gen);
   // Reads `tied_weight` [vocab_size, d_model] (undefined in a shape-only description).
   LMHead(const ag::Tensor& tied_weight, int64_t d_model, int64_t vocab_size);
-  ag::Tensor forward(const ag::Tensor& h) const override;
+  ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
   // targets [B, T] of token ids: the mean next-token cross-entropy
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
   void infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1, float* y,
@@ -54,20 +58,30 @@ class LMHead : public Head {
   int64_t d_model_ = 0, vocab_size_ = 0;
 };
 
-// num_classes logits from the last position's hidden state: logits [B, num_classes] =
-// h[:, T-1] W^T + b, trained with the cross-entropy of one label per sequence (the
-// chapter's spam classifier). Weight and bias drawn as a Linear's.
+// num_classes logits from each sequence's pooled hidden state: logits [B, num_classes] =
+// pooled W^T + b, trained with the cross-entropy of one label per sequence (the chapter's
+// spam classifier). Weight and bias drawn as a Linear's. The pool (GPTConfig::pool):
+//   last  the state of the last real token, h[b, lengths[b] - 1] (the only position that
+//         saw the whole text; padding comes after it)
+//   mean  the mean of the states of the first lengths[b] positions
+// Without lengths every position is real (last: T - 1; mean: all T). Padding on the right
+// never changes a row's logits: causal attention keeps it out of the real positions.
 class ClassificationHead : public Head {
  public:
-  ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen);
-  ag::Tensor forward(const ag::Tensor& h) const override;
+  ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen,
+                     const std::string& pool = "last");
+  ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
+  // [B, C]: the states the logits read (differentiable: a gather of rows, or a masked mean)
+  ag::Tensor pooled(const ag::Tensor& h, const ag::Tensor& lengths) const;
   // targets [B] of class ids
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
   void footprint(Footprint& f) const override;
   ag::Tensor weight, bias;  // [num_classes, d_model], [num_classes]
+  const std::string& pool() const { return pool_; }
 
  private:
   int64_t d_model_, num_classes_;
+  std::string pool_;
 };
 
 }  // namespace nn

@@ -233,6 +233,45 @@ TEST_CASE("gradcheck a ClassificationHead and its loss", "[nn][gradcheck][head]"
       params_and(head, h));
 }
 
+TEST_CASE("gradcheck a ClassificationHead pooling padded rows, last and mean",
+          "[nn][gradcheck][head]") {
+  for (const char* pool : {"last", "mean"}) {
+    INFO("pool " << pool);
+    ag::Generator gen(16);
+    nn::ClassificationHead head(4, 3, gen, pool);
+    head.to(DType::Float64);
+    Tensor h = ag_test::randn_leaf({3, 5, 4}, gen);
+    const Tensor labels = ag::from_vector(std::vector<int64_t>{2, 0, 1}, {3});
+    const Tensor lengths = ag::from_vector(std::vector<int64_t>{2, 5, 1}, {3});
+    REQUIRE_GRADCHECK(
+        [&](const std::vector<Tensor>& in) {
+          return head.loss(head.forward(in.back(), lengths), labels);
+        },
+        params_and(head, h));
+    // the padding's states get no gradient: they never reach the logits
+    Tensor x = ag_test::randn_leaf({3, 5, 4}, gen);
+    head.loss(head.forward(x, lengths), labels).backward();
+    for (int64_t t = 2; t < 5; ++t)
+      for (int64_t c = 0; c < 4; ++c) CHECK(x.grad().at({0, t, c}) == 0.0);
+  }
+}
+
+TEST_CASE("gradcheck a GPT classifier on a padded batch", "[nn][gradcheck][gpt][head]") {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 7, cfg.context_length = 4, cfg.d_model = 4, cfg.n_heads = 2;
+  cfg.n_layers = 1, cfg.dropout = 0.0, cfg.num_classes = 2, cfg.pool = "mean";
+  nn::GPT model(cfg, 17);
+  model.to(DType::Float64);
+  ag::Generator gen(17);
+  for (auto& p : model.parameters()) ag::copy_(p, ag::randn(p.shape(), gen, DType::Float64) * 0.5);
+  const Tensor ids = ag::from_vector(std::vector<int64_t>{1, 3, 0, 2, 5, 6}, {2, 3});
+  const Tensor labels = ag::from_vector(std::vector<int64_t>{1, 0}, {2});
+  const Tensor lengths = ag::from_vector(std::vector<int64_t>{2, 3}, {2});
+  REQUIRE_GRADCHECK(
+      [&](const std::vector<Tensor>&) { return model.forward(ids, labels, lengths).loss; },
+      model.parameters());
+}
+
 TEST_CASE("gradcheck a GPT whose blocks use RMSNorm", "[nn][gradcheck][gpt]") {
   nn::GPTConfig cfg;
   cfg.vocab_size = 7, cfg.context_length = 4, cfg.d_model = 4, cfg.n_heads = 2;

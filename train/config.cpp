@@ -17,6 +17,15 @@ void RunConfig::validate() const {
     fail(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
   if (tokenizer != "char" && tokenizer != "byte" && tokenizer != "bpe" && tokenizer != "gpt2")
     fail(fmt::format("tokenizer must be 'char', 'byte', 'bpe' or 'gpt2', got '{}'", tokenizer));
+  if (task != "lm" && task != "classify" && task != "instruct")
+    fail(fmt::format("task must be 'lm', 'classify' or 'instruct', got '{}'", task));
+  if (task != "lm" && data.empty())
+    fail(fmt::format("task {} needs --data, its examples file", task));
+  if (task != "classify" && model.num_classes != 0)
+    fail(
+        fmt::format("num_classes {} is for a classifier (--task classify, which sets it from "
+                    "the labels); task {} has the language-model head",
+                    model.num_classes, task));
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (batch_size <= 0) fail(fmt::format("batch_size must be positive, got {}", batch_size));
   if (grad_accum_steps < 1 || grad_accum_steps > kMaxGradAccumSteps)
@@ -54,7 +63,8 @@ void RunConfig::validate() const {
 namespace {
 
 // The model's keys (docs/model.md), top level, exactly as nn::config_fields() names them;
-// d_ff as the width it stands for; a variant at its default left out.
+// d_ff as the width it stands for; a variant at its default left out, and the head's
+// settings for a language model.
 nlohmann::json model_json(const nn::GPTConfig& model) {
   nn::GPTConfig m = model;
   m.d_ff = m.ff_width();
@@ -65,6 +75,7 @@ nlohmann::json model_json(const nn::GPTConfig& model) {
           if constexpr (std::is_same_v<decltype(member), std::string nn::GPTConfig::*>) {
             if (m.*member == f.choices.front()) return;
           }
+          if (f.head_setting && m.num_classes == 0) return;
           j[f.key] = m.*member;
         },
         f.member);
@@ -97,6 +108,12 @@ nlohmann::json RunConfig::to_json() const {
       {"eval_windows", eval_windows},
       {"sample_tokens", sample_tokens},
   });
+  if (task != "lm") {  // an LM run's config reads as it did before tasks existed
+    j["task"] = task;
+    j["no_truncate"] = no_truncate;
+    if (task == "classify") j["labels"] = labels;
+    if (task == "instruct") j["prompt_template"] = prompt_template;
+  }
   // the settings its optimiser reads (adamw: weight_decay, beta1, beta2, eps)
   for (const std::string& key : optim::hyperparameters_of(optimizer.name))
     for (const optim::Hyperparameter& h : optim::hyperparameter_table())
@@ -174,6 +191,14 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   get("log_interval", c.log_interval);
   get("eval_windows", c.eval_windows);
   get("sample_tokens", c.sample_tokens);
+  get("task", c.task);
+  get("no_truncate", c.no_truncate);
+  get("prompt_template", c.prompt_template);
+  if (j.contains("labels")) {
+    const nlohmann::json& labels = j.at("labels");
+    if (!labels.is_array()) throw std::invalid_argument("config: key 'labels' must be an array");
+    for (const auto& label : labels) c.labels.push_back(json_as<std::string>(label, "labels"));
+  }
   return c;
 }
 

@@ -4,6 +4,7 @@
 // fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "nn/gpt.h"
 #include "optim/registry.h"
@@ -30,6 +31,13 @@ struct RunConfig {
   // char | byte | bpe (learns model.vocab_size tokens) | gpt2 (from a checkpoint or a folder)
   std::string tokenizer = "char";
   uint64_t corpus_seed = 0;  // the built-in corpus's generator seed
+  // fine-tuning tasks (docs/finetuning.md, data/examples.h): lm (next-token prediction on
+  // text), classify (a TSV/CSV of text and label) or instruct (instruction records)
+  std::string task = "lm";
+  std::vector<std::string> labels;  // classify: the labels, sorted (index = class id)
+  std::string prompt_template;      // instruct: the template's text; empty: Alpaca's
+  std::string template_file;        // instruct: read into prompt_template (not stored)
+  bool no_truncate = false;         // a record longer than the context is an error, not cut
   // optimisation
   int64_t steps = 2000;          // about a minute for the spec's model on 2 cores
   int64_t batch_size = 16;       // sequences per micro-batch

@@ -33,6 +33,10 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
         [&](auto member) {
           auto& mine = cfg.model.*member;
           const auto& theirs = from.*member;
+          if (f.head_setting) {  // the head is the task's: a classifier may start from an LM
+            if (!set_here && std::string_view(f.key) != "num_classes") mine = theirs;
+            return;
+          }
           if (!set_here) mine = theirs;
           if (mine == theirs || std::string_view(f.key) == "dropout") return;
           std::string option = f.key;
@@ -65,6 +69,36 @@ void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cf
   for (const auto& [name, t] : ckpt.model)
     if (in_file.count(name))
       fail(fmt::format("the file has '{}', which the model does not", base::printable(name)));
+}
+
+namespace {
+
+// The run's model with init's head (its num_classes): what init's datasets must match
+// (an LM's lm_head.weight, when untied, expected and then left out).
+nn::GPTConfig with_head_of(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  nn::GPTConfig m = run_model;
+  m.num_classes = RunConfig::from_json(init.config).model.num_classes;
+  return m;
+}
+
+}  // namespace
+
+bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  return with_head_of(init, run_model).num_classes != run_model.num_classes;
+}
+
+void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  check_weights_fit(init, with_head_of(init, run_model));
+}
+
+void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
+  if (!init_head_is_fresh(init, model.config())) return io::load_model_weights(init, model);
+  std::unordered_map<std::string, const ag::Tensor*> in_file;
+  for (const auto& [name, t] : init.model) in_file.emplace(name, &t);
+  const std::string fresh = model.config().num_classes > 0 ? "classifier." : "lm_head.";
+  ag::NoGradGuard no_grad;
+  for (auto& [name, p] : model.named_parameters())
+    if (name.rfind(fresh, 0) != 0) ag::copy_(p, *in_file.at(name));  // checked to fit
 }
 
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {

@@ -20,6 +20,18 @@ std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt);
 void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
                        const std::string& mismatch = "does not fit the model");
 
+// train --init-from: the run's head may be another than the checkpoint's (a classifier,
+// num_classes > 0, fine-tuned from a language model's checkpoint, or the reverse); then it
+// starts fresh and every other weight comes from the checkpoint.
+bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model);
+// check_weights_fit for an --init-from checkpoint: the run's model with the checkpoint's
+// head (a fresh head's parameters are not looked for; an untied LM head's are left out).
+void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model);
+// Loads an --init-from checkpoint (checked by check_init_fits) into the model: every
+// weight, or, with a fresh head, all but the head's ("classifier.", or an untied
+// "lm_head."), which keeps its initialisation.
+void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
+
 struct RunConfig;
 // train --init-from: the run's model is the checkpoint's. A model key the command line set
 // (cfg.model_keys_given) must agree with it, except dropout, a setting of the fine-tuning

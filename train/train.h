@@ -12,6 +12,8 @@
 //   grad_reduction.h the same tree over MPI processes, in buckets overlapping backward
 //   world.h          the processes of a run: one, or MPI's when launched by mpirun
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
+//   evaluate_examples.h  a fine-tuning task's examples: loss, and a classifier's predictions
+//   classification_metrics.h  a classifier's accuracy, per-label precision/recall/F1, confusion
 //   multiple_choice.h  multiple-choice items scored by their endings' log-likelihoods
 //                    (acc, acc_norm, standard errors), shared out over MPI ranks
 //   model_loading.h  a model from a checkpoint, shapes checked first
@@ -19,9 +21,11 @@
 //   reporter.h       progress bar, report lines, --metrics JSON lines
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
 //   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved
+#include "train/classification_metrics.h"
 #include "train/config.h"
 #include "train/console.h"
 #include "train/evaluate.h"
+#include "train/evaluate_examples.h"
 #include "train/grad_accumulation.h"
 #include "train/grad_reduction.h"
 #include "train/memory_plan.h"

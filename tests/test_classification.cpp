@@ -1,0 +1,311 @@
+// Classification (issue 26 item 2): the TSV/CSV reader, the classifier in the model
+// description (config keys, parameters, pooling over padded rows, --init-from an LM), and
+// the metrics `eval` prints.
+#include <catch2/catch.hpp>
+
+#include "data/data_error.h"
+#include "data/examples.h"
+#include "data/tokenizer.h"
+#include "support.h"
+#include "train/classification_metrics.h"
+#include "train/config.h"
+#include "train/model_loading.h"
+
+namespace {
+
+using ag_test::TempDir;
+using Catch::Matchers::Contains;
+
+data::TaskOptions classify_options(int64_t context = 64) {
+  data::TaskOptions o;
+  o.task = "classify";
+  o.context_length = context;
+  return o;
+}
+
+data::TaskExamples read(const std::string& path, const data::TaskOptions& o = classify_options()) {
+  return data::read_task_examples(path, data::ByteTokenizer(), o);
+}
+
+std::string text_of(const data::Example& e) {
+  return data::ByteTokenizer().decode(e.ids);
+}
+
+// The one-line error reading `content` gives.
+std::string error_of(const std::string& content, const data::TaskOptions& o = classify_options()) {
+  TempDir dir;
+  const std::string path = dir.write("set.tsv", content);
+  try {
+    read(path, o);
+  } catch (const data::DataError& e) {
+    const std::string what = e.what();
+    CHECK(what.find('\n') == std::string::npos);
+    CHECK_THAT(what, Contains("set.tsv"));
+    return what;
+  }
+  FAIL("no error for: " << content);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a TSV of text and label reads as examples with sorted labels", "[classify][data]") {
+  TempDir dir;
+  const std::string path = dir.write("set.tsv", "buy now\tspam\nhello there\tham\n\nhi\tham \n");
+  const data::TaskExamples t = read(path);
+  CHECK(t.labels == std::vector<std::string>{"ham", "spam"});
+  REQUIRE(t.examples.size() == 3);
+  CHECK(text_of(t.examples[0]) == "buy now");
+  CHECK(t.examples[0].label == 1);
+  CHECK(t.examples[1].label == 0);
+  CHECK(t.examples[2].label == 0);  // "ham " is "ham"
+  CHECK(t.examples[2].line == 4);   // the empty line is skipped, and counted
+  CHECK(t.examples[0].targets.empty());
+  CHECK(t.truncated == 0);
+  CHECK(data::classification_corpus_text(path) == "buy now\nhello there\nhi\n");
+}
+
+TEST_CASE("a CSV's quoted fields hold commas, quotes and newlines", "[classify][data]") {
+  TempDir dir;
+  const std::string path =
+      dir.write("set.csv",
+                "\xEF\xBB\xBFtext,label\r\n\"win, \"\"free\"\"\nprize\",spam\r\nsee you,ham\r\n"
+                "say \"hi\",ham");
+  const data::TaskExamples t = read(path);
+  REQUIRE(t.examples.size() == 3);
+  CHECK(text_of(t.examples[0]) == "win, \"free\"\nprize");
+  CHECK(t.examples[0].line == 2);
+  CHECK(t.examples[1].line == 4);  // the quoted newline counts
+  CHECK(text_of(t.examples[1]) == "see you");
+  CHECK(text_of(t.examples[2]) == "say \"hi\"");  // a quote inside an unquoted field
+  CHECK(t.labels == std::vector<std::string>{"ham", "spam"});
+}
+
+TEST_CASE("a header line is found by its column names, in either order", "[classify][data]") {
+  TempDir dir;
+  SECTION("label first, as the book's SMS spam CSV") {
+    const data::TaskExamples t =
+        read(dir.write("a.csv", "Label,Text\nham,hi\nspam,\"win, now\"\n"));
+    REQUIRE(t.examples.size() == 2);
+    CHECK(text_of(t.examples[1]) == "win, now");
+    CHECK(t.examples[1].label == 1);
+  }
+  SECTION("other columns are ignored") {
+    const data::TaskExamples t =
+        read(dir.write("b.tsv", "id\tsentence\tcategory\n7\tgood\tpos\n8\tbad\tneg\n"));
+    REQUIRE(t.examples.size() == 2);
+    CHECK(text_of(t.examples[0]) == "good");
+    CHECK(t.labels == std::vector<std::string>{"neg", "pos"});
+  }
+  SECTION("without one, the first line is a row") {
+    const data::TaskExamples t = read(dir.write("c.tsv", "hello\tgreeting\nbye\tfarewell\n"));
+    CHECK(t.examples.size() == 2);
+  }
+}
+
+TEST_CASE("a model's labels read a file; an unknown one is an error naming it",
+          "[classify][data]") {
+  data::TaskOptions o = classify_options();
+  o.labels = {"ham", "spam", "zzz"};
+  TempDir dir;
+  const data::TaskExamples t = read(dir.write("set.tsv", "a\tspam\nb\tspam\n"), o);
+  CHECK(t.labels == o.labels);
+  CHECK(t.examples[0].label == 1);
+  const std::string e = error_of("a\tham\nb\tegg\n", o);
+  CHECK_THAT(e,
+             Contains("line 2") && Contains("unknown label 'egg'") && Contains("ham, spam, zzz"));
+}
+
+TEST_CASE("texts longer than the context are cut to their first tokens, or refused",
+          "[classify][data]") {
+  TempDir dir;
+  const std::string path = dir.write("set.tsv", "abcdefgh\tx\nab\ty\n");
+  const data::TaskExamples t = read(path, classify_options(4));
+  CHECK(t.truncated == 1);
+  CHECK(text_of(t.examples[0]) == "abcd");
+  data::TaskOptions strict = classify_options(4);
+  strict.truncate = false;
+  CHECK_THAT(error_of("abcdefgh\tx\nab\ty\n", strict),
+             Contains("line 1") && Contains("8 tokens, longer than the context of 4") &&
+                 Contains("--no-truncate"));
+}
+
+TEST_CASE("bad classification files are one-line errors naming file, line and field",
+          "[classify][data][errors]") {
+  CHECK_THAT(error_of("good\tpos\njust text\n"), Contains("line 2: no label column"));
+  CHECK_THAT(error_of("\tpos\nb\tneg\n"), Contains("line 1: field 'text' is empty"));
+  CHECK_THAT(error_of("a\tpos\nb\t  \n"), Contains("line 2: field 'label' is empty"));
+  CHECK_THAT(error_of("Text\tLabel\na\t\n"), Contains("line 2: field 'Label' is empty"));
+  CHECK_THAT(error_of("a\tpos\nb\tpos\n"),
+             Contains("every row has the label 'pos'") && Contains("at least two labels"));
+  CHECK_THAT(error_of("a\tpos\nb\xff\tneg\n"),
+             Contains("line 2: field 'text': invalid UTF-8") && Contains("0xFF"));
+  CHECK_THAT(error_of(""), Contains("no rows"));
+  CHECK_THAT(error_of("text\tlabel\n\n"), Contains("no rows"));
+  CHECK_THAT(error_of("a\tb\tc\n"), Contains("line 1: 3 fields"));
+  CHECK_THAT(error_of("text\tlabel\textra\na\tb\n"),
+             Contains("line 2: 2 fields, but the header names 3 columns"));
+  CHECK_THAT(error_of("a,pos\n\"b,neg\n"),
+             Contains("line 2: a quoted field is not closed before the end of the file"));
+  CHECK_THAT(error_of("a,pos\n\"b\"x,neg\n"), Contains("line 2: 'x' after a closing quote"));
+  CHECK_THAT(error_of(std::string(size_t{1} << 21, 'a') + "\tpos\n"),
+             Contains("line 1: a line longer than 1 MiB"));
+  CHECK_THAT(error_of("a,pos\n\"" + std::string(size_t{1} << 21, 'a')),
+             Contains("line 2: a record longer than 1 MiB"));
+  TempDir dir;
+  CHECK_THROWS_WITH(read(dir.file("absent.tsv")), Contains("absent.tsv"));
+}
+
+TEST_CASE("classification metrics on a hand-computed case", "[classify][metrics]") {
+  // true:      0 0 0 1 1 2 2 2 2;  label 3 never occurs nor is predicted
+  // predicted: 0 1 0 1 2 2 2 0 2
+  const train::ClassificationMetrics m =
+      train::classification_metrics({0, 0, 0, 1, 1, 2, 2, 2, 2}, {0, 1, 0, 1, 2, 2, 2, 0, 2}, 4);
+  CHECK(m.examples == 9);
+  CHECK(m.correct == 6);
+  CHECK(m.accuracy == Approx(6.0 / 9));
+  CHECK(m.confusion ==
+        std::vector<std::vector<int64_t>>{{2, 1, 0, 0}, {0, 1, 1, 0}, {1, 0, 3, 0}, {0, 0, 0, 0}});
+  CHECK(m.per_label[0].precision == Approx(2.0 / 3));  // predicted 0: three times, two right
+  CHECK(m.per_label[0].recall == Approx(2.0 / 3));
+  CHECK(m.per_label[1].precision == Approx(0.5));
+  CHECK(m.per_label[1].recall == Approx(0.5));
+  CHECK(m.per_label[2].precision == Approx(0.75));
+  CHECK(m.per_label[2].recall == Approx(0.75));
+  CHECK(m.per_label[2].f1 == Approx(0.75));
+  CHECK(m.per_label[2].support == 4);
+  CHECK(m.per_label[3].precision == 0);
+  CHECK(m.per_label[3].recall == 0);
+  CHECK(m.per_label[3].f1 == 0);
+  CHECK(m.per_label[3].support == 0);
+  const train::ClassificationMetrics skewed = train::classification_metrics({0, 1}, {0, 0}, 2);
+  CHECK(skewed.per_label[0].f1 == Approx(2 * 0.5 * 1.0 / 1.5));
+  CHECK_THROWS_AS(train::classification_metrics({0}, {2}, 2), std::invalid_argument);
+  CHECK_THROWS_AS(train::classification_metrics({0, 1}, {0}, 2), std::invalid_argument);
+}
+
+namespace {
+
+nn::GPTConfig classifier_config(const std::string& pool, bool tied) {
+  nn::GPTConfig cfg = ag_test::gpt_config(11, 8, 8, 2, 2, 0.0);
+  cfg.num_classes = 3;
+  cfg.pool = pool;
+  cfg.tie_weights = tied;
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("num_classes puts a classifier where the LM head was", "[classify][model]") {
+  for (bool tied : {true, false}) {
+    INFO("tied " << tied);
+    const nn::GPTConfig cfg = classifier_config("last", tied);
+    const auto shapes = cfg.parameter_shapes();
+    int64_t total = 0;
+    for (const auto& [name, shape] : shapes) {
+      CHECK(name.rfind("lm_head", 0) != 0);
+      total += ag::shape_numel(shape);
+    }
+    CHECK(shapes[shapes.size() - 2].first == "classifier.weight");
+    CHECK(shapes[shapes.size() - 2].second == ag::Shape{3, 8});
+    CHECK(shapes.back().first == "classifier.bias");
+    CHECK(cfg.num_parameters() == total);
+    nn::GPT model(cfg, 1);
+    CHECK(model.num_parameters() == total);
+  }
+  nn::GPTConfig one = classifier_config("last", true);
+  one.num_classes = 1;
+  CHECK_THROWS_WITH(one.validate(), Contains("num_classes must be 0") && Contains("got 1"));
+  one.num_classes = 2;
+  one.pool = "max";
+  CHECK_THROWS_WITH(one.validate(), Contains("pool must be last or mean"));
+}
+
+TEST_CASE("a checkpoint's config states num_classes and pool only for a classifier",
+          "[classify][model]") {
+  train::RunConfig lm;
+  const nlohmann::json j = lm.to_json();
+  CHECK_FALSE(j.contains("num_classes"));
+  CHECK_FALSE(j.contains("pool"));
+  train::RunConfig cls;
+  cls.task = "classify";
+  cls.data = "set.tsv";
+  cls.labels = {"a", "b"};
+  cls.model.num_classes = 2;
+  CHECK(cls.to_json().at("num_classes") == 2);
+  CHECK_FALSE(cls.to_json().contains("pool"));  // "last", the default
+  cls.model.pool = "mean";
+  const train::RunConfig back = train::RunConfig::from_json(cls.to_json());
+  CHECK(back.model.num_classes == 2);
+  CHECK(back.model.pool == "mean");
+  CHECK(back.labels == cls.labels);
+  train::RunConfig wrong;
+  wrong.model.num_classes = 2;
+  CHECK_THROWS_WITH(wrong.validate(), Contains("--task classify"));
+}
+
+TEST_CASE("padding never changes a row's logits, with either pool", "[classify][model]") {
+  for (const char* pool : {"last", "mean"}) {
+    INFO("pool " << pool);
+    nn::GPT model(classifier_config(pool, true), 3);
+    model.eval();
+    ag::NoGradGuard no_grad;
+    const std::vector<int64_t> row{4, 1, 7};
+    const ag::Tensor alone = model.forward(ag::from_vector(row, {1, 3})).logits;
+    for (int64_t pad : {0, 10}) {
+      INFO("pad " << pad);
+      // row 0: three tokens and two of padding; row 1: five real tokens
+      const ag::Tensor ids =
+          ag::from_vector(std::vector<int64_t>{4, 1, 7, pad, pad, 2, 9, 9, 3, 5}, {2, 5});
+      const ag::Tensor lengths = ag::from_vector(std::vector<int64_t>{3, 5}, {2});
+      const ag::Tensor batched = model.forward(ids, ag::Tensor(), lengths).logits;
+      REQUIRE(batched.shape() == ag::Shape{2, 3});
+      ag_test::require_values(batched.select(0, 0), alone.select(0, 0).to_vector(), 1e-5);
+      const ag::Tensor second =
+          model.forward(ag::from_vector(std::vector<int64_t>{2, 9, 9, 3, 5}, {1, 5})).logits;
+      ag_test::require_values(batched.select(0, 1), second.select(0, 0).to_vector(), 1e-5);
+    }
+    const ag::Tensor bad = ag::from_vector(std::vector<int64_t>{0, 5}, {2});
+    CHECK_THROWS_WITH(model.forward(ag::zeros({2, 5}, ag::DType::Int64), ag::Tensor(), bad),
+                      Contains("row 0 has length 0"));
+  }
+}
+
+TEST_CASE("a classifier starts from a language model's checkpoint with a fresh head",
+          "[classify][model][init]") {
+  for (bool tied : {true, false}) {
+    INFO("tied " << tied);
+    train::RunConfig lm_cfg;
+    lm_cfg.model = ag_test::gpt_config(11, 8, 8, 2, 2, 0.0);
+    lm_cfg.model.tie_weights = tied;
+    nn::GPT lm(lm_cfg.model, 5);
+    io::Checkpoint init;
+    init.config = lm_cfg.to_json();
+    init.model = lm.named_parameters();
+    init.source = "lm.h5";
+
+    train::RunConfig run;
+    run.task = "classify";
+    run.model.pool = "mean";
+    run.model_keys_given = {"pool"};
+    train::take_model_of(init, run);
+    CHECK(run.model.num_classes == 0);  // the task's, not the checkpoint's
+    CHECK(run.model.pool == "mean");
+    run.model.num_classes = 2;  // what the labels make it
+    CHECK(train::init_head_is_fresh(init, run.model));
+    CHECK_THROWS(train::check_weights_fit(init, run.model));
+    train::check_init_fits(init, run.model);
+    nn::GPT classifier(run.model, 9);
+    const nn::GPT fresh(run.model, 9);
+    train::load_init_weights(init, classifier);
+    const nn::StateDict mine = classifier.named_parameters(), before = fresh.named_parameters();
+    const nn::StateDict theirs = lm.named_parameters();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      INFO(mine[i].first);
+      if (mine[i].first.rfind("classifier.", 0) == 0)
+        CHECK(ag_test::bit_equal(mine[i].second, before[i].second));
+      else
+        CHECK(ag_test::bit_equal(mine[i].second, theirs[i].second));
+    }
+  }
+}
