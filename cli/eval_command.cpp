@@ -1,8 +1,9 @@
 // `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
 // prepared folder's validation part (or training part), in nats per token and in bits per
-// byte of text; or, on a classifier's checkpoint, its accuracy and per-label scores on a
-// labelled file (classification_commands.h); or, with --multiple-choice, its accuracy on
-// multiple-choice items (train/multiple_choice.h).
+// byte of text; or, with --multiple-choice, its accuracy on multiple-choice items
+// (train/multiple_choice.h); or, on a classifier's checkpoint, its accuracy and per-label
+// scores on a labelled file (classification_commands.h); or, on an instruct checkpoint (or
+// with --task instruct), the loss over the responses of instruction records.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/instructions.h"
 #include "data/prepared.h"
 #include "data/text_ids.h"
 #include "io/checkpoint.h"
@@ -33,7 +35,9 @@ po::options_description eval_options(EvalOptions& o) {
   auto add = desc.add_options();
   add("help,h", "show this help");
   add("checkpoint", po::value(&o.path)->required(), "checkpoint to evaluate");
-  add("data", po::value(&o.data_path), "UTF-8 text file, or a folder made by 'attograd prepare'");
+  add("data", po::value(&o.data_path),
+      "UTF-8 text file, or a folder made by 'attograd prepare'; for a checkpoint trained "
+      "with --task instruct, instruction records (JSON or JSON lines)");
   add("multiple-choice", po::value(&o.choices),
       "instead of --data: a JSON Lines file of multiple-choice items ({\"ctx\", \"endings\", "
       "\"label\"} or {\"question\", \"choices\", \"answer\"}): acc and acc_norm");
@@ -45,7 +49,8 @@ po::options_description eval_options(EvalOptions& o) {
   add("json", "print one JSON object as the last line");
   add("task", po::value(&o.task),
       "classify: the checkpoint must be a classifier, --data a TSV/CSV of text and label "
-      "(a classifier's checkpoint is evaluated so without it)");
+      "(a classifier's checkpoint is evaluated so without it); instruct: --data instruction "
+      "records, also for a model not trained on them (an instruct checkpoint: without it)");
   add("dump-grads", po::value(&o.dump), "also write d loss / d parameter to this HDF5 file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -81,6 +86,43 @@ train::EvalResult eval_text(nn::GPT& model, const io::Checkpoint& ckpt, const Ev
                                          base::printable(o.data_path), r.ids,
                                          o.context ? o.context : model.config().context_length));
   return r;
+}
+
+// An instruct checkpoint (train --task instruct) on instruction records: each formatted with
+// the checkpoint's template as in training; the loss over the response tokens (the
+// end-of-text included) and their count (docs/finetuning.md).
+void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::RunConfig& run,
+                       const EvalOptions& o, bool json) {
+  if (!o.dump.empty()) throw UsageError("--dump-grads is for a text or a prepared folder");
+  const auto tok = io::make_tokenizer(ckpt.tokenizer);
+  data::TaskOptions t;
+  t.task = "instruct";
+  t.context_length = o.context ? o.context : model.config().context_length;
+  t.truncate = !run.no_truncate;
+  t.prompt_template = run.prompt_template;
+  t.end_of_text = data::end_of_text_id(*tok);
+  if (t.end_of_text >= model.config().vocab_size)
+    throw UsageError(
+        fmt::format("'{}' has no end-of-text token to end a response with (its {} "
+                    "tokenizer has none and it was not trained with --task instruct)",
+                    base::printable(o.path), tok->type()));
+  const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
+  train::World::current().setup_done();
+  const train::ExampleEval r =
+      train::evaluate_examples(model, ex.examples, /*batch_size=*/8, data::pad_id(*tok));
+  if (!train::World::current().root()) return;
+  fmt::print("loss {:.4f} over {} response tokens | {} examples ({} cut to the context of {})\n",
+             r.loss, r.targets, r.examples, ex.truncated, t.context_length);
+  if (json)
+    fmt::print("{}\n", nlohmann::json{{"loss", r.loss},
+                                      {"perplexity", std::exp(r.loss)},
+                                      {"response_tokens", r.targets},
+                                      {"examples", r.examples},
+                                      {"truncated", ex.truncated},
+                                      {"task", "instruct"},
+                                      {"checkpoint", o.path},
+                                      {"data", base::printable(o.data_path)}}
+                           .dump());
 }
 
 void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepared, bool json) {
@@ -177,19 +219,22 @@ int eval_command(const Args& args) {
                                                                 o.data_path));
     ag::set_num_threads(o.threads);
     io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
-    if (vm.count("task") && o.task != "classify")
+    if (vm.count("task") && o.task != "classify" && o.task != "instruct")
       throw UsageError(
-          fmt::format("--task must be classify, got '{}' (a language model's "
+          fmt::format("--task must be classify or instruct, got '{}' (a language model's "
                       "checkpoint is evaluated on text without it)",
                       base::printable(o.task)));
-    if (vm.count("task")) classifier_labels(ckpt, "eval --task classify");
+    if (vm.count("task") && o.task == "classify") classifier_labels(ckpt, "eval --task classify");
     auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now
-    if (model->config().num_classes > 0) {
-      if (!o.choices.empty())
-        throw UsageError(
-            "--multiple-choice scores a language model's next tokens; this checkpoint is a "
-            "classifier");
+    if (model->config().num_classes > 0 && o.task == "instruct")
+      throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
+                                   base::printable(o.path)));
+    if (model->config().num_classes > 0 && !o.choices.empty())
+      throw UsageError(
+          "--multiple-choice scores a language model's next tokens; this checkpoint is a "
+          "classifier");
+    if (model->config().num_classes > 0 && o.choices.empty()) {
       if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
         throw UsageError(
             "--dump-grads, --context-length and --split are for a language "
@@ -203,6 +248,11 @@ int eval_command(const Args& args) {
                                    o.context, model_T));
     if (!o.choices.empty()) {
       eval_choices(*model, ckpt, o, vm.count("json") > 0);
+      return 0;
+    }
+    const train::RunConfig run = train::RunConfig::from_json(ckpt.config);
+    if (run.task == "instruct" || (vm.count("task") && o.task == "instruct")) {
+      eval_instructions(*model, ckpt, run, o, vm.count("json") > 0);
       return 0;
     }
     const bool prepared = data::is_prepared_folder(o.data_path);

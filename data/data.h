@@ -14,6 +14,8 @@
 //                batches
 //   choice_items.h  multiple-choice items (HellaSwag's shape, or question and choices) from
 //                a JSON Lines file, a line at a time
+//   instructions.h  instruction records: the prompt template (Alpaca's, or a template file's)
+//                and the masked example of a formatted record
 // Internal to the library: byte_level_error.h (where a byte-level vocabulary is wrong),
 // text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
 // locks, SHA-256, over base/posix_file.h), strict_json.h (fields of JSON files read by
@@ -29,6 +31,7 @@
 #include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/identity.h"
+#include "data/instructions.h"
 #include "data/prepared.h"
 #include "data/pretokenize.h"
 #include "data/token_store.h"

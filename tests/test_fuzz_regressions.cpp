@@ -100,3 +100,7 @@ TEST_CASE("GGUF fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("multiple-choice file fuzz findings and seeds read or fail cleanly") {
   replay_all("choice_items", 3, fuzz::choice_items);
 }
+
+TEST_CASE("instruction records fuzz findings and seeds read or fail cleanly") {
+  replay_all("instruction_data", 3, fuzz::instruction_data);
+}
