@@ -17,6 +17,7 @@ namespace ag {
 // restored and replayed on its own.
 constexpr uint64_t kDropoutStream = 1;  // GPT's dropout masks
 constexpr uint64_t kDataStream = 2;     // the trainer's choice of batches
+constexpr uint64_t kSplitStream = 3;    // which examples of a task file are held out
 
 class Generator {
  public:

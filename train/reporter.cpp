@@ -45,6 +45,7 @@ void Reporter::line(const StepFigures& f) {
   std::string val = std::isnan(f.val_loss) ? "" : fmt::format(" | val {:.4f}", f.val_loss);
   if (!std::isnan(f.val_bits_per_byte))
     val += fmt::format(" ({:.3f} bits/byte)", f.val_bits_per_byte);
+  if (!std::isnan(f.val_accuracy)) val += fmt::format(" | val accuracy {:.4f}", f.val_accuracy);
   sayf("{}step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}\n",
        tty_ ? "\r\033[K" : "", f.step, cfg_.steps, f.loss, val, f.lr, f.grad_norm, tok_s,
        format_duration(eta));
@@ -54,6 +55,7 @@ void Reporter::line(const StepFigures& f) {
       {"tokens_per_s", tok_s}, {"elapsed_s", secs}, {"eta_s", eta}};
   if (!std::isnan(f.val_loss)) j["val_loss"] = f.val_loss;
   if (!std::isnan(f.val_bits_per_byte)) j["val_bits_per_byte"] = f.val_bits_per_byte;
+  if (!std::isnan(f.val_accuracy)) j["val_accuracy"] = f.val_accuracy;
   record(j);
 }
 

@@ -26,6 +26,7 @@ struct StepFigures {
   int64_t step = 0;
   double loss = 0, val_loss = NAN, lr = 0, grad_norm = 0;
   double val_bits_per_byte = NAN;  // the validation loss per byte of text
+  double val_accuracy = NAN;       // a classifier's held-out accuracy
   int64_t tokens = 0;              // trained on in this process so far
 };
 

@@ -4,6 +4,7 @@
 // file or the built-in corpus tokenized in memory into the same structure.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,12 @@ struct RunData {
   std::string identity;               // what checkpoints record as data_identity
   std::vector<uint32_t> token_bytes;  // bytes of text per id, for bits per byte
   bool prepared = false;              // from a prepared folder
+  // a fine-tuning task's examples (cfg.task classify or instruct; train and val above are
+  // then empty), its labels (classify) and what padding reads
+  std::optional<data::ExampleSplit> examples;
+  std::vector<std::string> labels;
+  int64_t truncated = 0;  // records cut to the context
+  int64_t pad = 0;
   // What holding the data costs: the stores' resident bytes.
   int64_t memory_bytes() const;
 };
@@ -30,11 +37,16 @@ struct RunData {
 int64_t data_bytes_of(const RunConfig& cfg);
 
 // Opens cfg.data when it is a prepared folder (data/prepared.h), else reads the text file
-// (or builds the built-in corpus) and tokenizes it the way `prepare` would. With a
+// (or builds the built-in corpus) and tokenizes it the way `prepare` would; for a task
+// other than lm, reads its examples file (data/examples.h) and splits it. With a
 // checkpoint's tokenizer section, a text is encoded with that vocabulary and a folder
 // must have been prepared with the same tokenizer; otherwise the tokenizer is cfg's.
 // check_identity sees the data's identity before any text meets the tokenizer (and may
 // throw).
+// A task's reading options from a run's config: its context, labels, template and the
+// tokenizer's end-of-text (data::end_of_text_id).
+data::TaskOptions task_options(const RunConfig& cfg, const data::Tokenizer& tokenizer);
+
 RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved = nullptr,
                       const std::function<void(const std::string&)>& check_identity = {});
 

@@ -17,6 +17,7 @@
 #include "nn/generation.h"
 #include "train/console.h"
 #include "train/evaluate.h"
+#include "train/evaluate_examples.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
 #include "train/stop_signals.h"
@@ -128,9 +129,12 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
     observer_ = nullptr;
   }
   refuse_weights_only(resumed_);
+  if (!cfg_.template_file.empty())
+    cfg_.prompt_template = base::read_input_file(cfg_.template_file, "template file");
   if (!cfg_.init_from.empty()) {
     init_ = io::load_checkpoint(cfg_.init_from);
     take_model_of(*init_, cfg_);
+    take_task_of(*init_);
   }
   load_data();
   // before anything large is allocated: the weights must fit, and so must the run
@@ -146,8 +150,12 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) restore(*resumed_);
   if (data_.ideal_loss >= 0) print_baselines();
-  sampler_ = std::make_unique<data::BatchSampler>(&data_.train, cfg_.batch_size,
-                                                  cfg_.model.context_length);
+  if (data_.examples)
+    example_sampler_ =
+        std::make_unique<data::ExampleSampler>(&data_.examples->train, cfg_.batch_size, data_.pad);
+  else
+    sampler_ = std::make_unique<data::BatchSampler>(&data_.train, cfg_.batch_size,
+                                                    cfg_.model.context_length);
   if (cfg_.grad_accum_steps > 1)
     accumulator_ = std::make_unique<GradAccumulator>(model_->parameters());
   if (world_.distributed()) {
@@ -172,18 +180,46 @@ void TrainingRun::load_data() {
   data_ = load_run_data(cfg_, saved_tok, [&](const std::string& identity) {
     if (resumed_) check_same_data(*resumed_, identity, cfg_);
   });
-  const int64_t tokenizer_vocab = data_.tokenizer->vocab_size();
+  // a task model without an end-of-text token in its tokenizer has one more id for it
+  const int64_t tokenizer_vocab =
+      data_.tokenizer->vocab_size() +
+      (data_.examples ? data::extra_ids_for_tasks(*data_.tokenizer) : 0);
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = tokenizer_vocab;
   cfg_.tokenizer = data_.tokenizer->type();  // a folder's own, recorded as it is
   if (cfg_.model.vocab_size < tokenizer_vocab)
     throw std::invalid_argument(fmt::format("vocab_size {} is smaller than the tokenizer's {}",
                                             cfg_.model.vocab_size, tokenizer_vocab));
+  if (data_.examples) return take_task_shape();
   cfg_.validate();
   const int64_t T = cfg_.model.context_length;
   if (static_cast<int64_t>(data_.train.size()) < T + 1)
     throw std::invalid_argument(
         fmt::format("the training split has {} tokens, fewer than context_length + 1 = {}",
                     data_.train.size(), T + 1));
+}
+
+// Fine-tuning a model already fine-tuned for the same task keeps what its task knows: a
+// classifier's labels (new ones are errors), an instruction model's template (unless
+// --template names another).
+void TrainingRun::take_task_of(const io::Checkpoint& init) {
+  const RunConfig was = RunConfig::from_json(init.config);
+  if (was.task != cfg_.task) return;
+  if (cfg_.task == "classify") cfg_.labels = was.labels;
+  if (cfg_.task == "instruct" && cfg_.template_file.empty())
+    cfg_.prompt_template = was.prompt_template;
+}
+
+// A task's model: a classifier has a class per label of its file (or of the run it
+// resumes); there must be examples to train on.
+void TrainingRun::take_task_shape() {
+  if (cfg_.task == "classify") {
+    cfg_.labels = data_.labels;
+    cfg_.model.num_classes = static_cast<int64_t>(data_.labels.size());
+  }
+  cfg_.validate();
+  if (data_.examples->train.empty())
+    throw std::invalid_argument(
+        fmt::format("'{}' leaves no example to train on", base::printable(cfg_.data)));
 }
 
 void TrainingRun::print_baselines() {
@@ -207,11 +243,17 @@ nlohmann::json TrainingRun::run_record() const {
                       {"data", data_.source},
                       {"train_tokens", data_.train.size()},
                       {"val_tokens", data_.val.size()},
+                      {"task", cfg_.task},
                       {"first_step", step_},
                       {"processes", world_.size()},
                       {"threads", cfg_.threads},
                       {"started_at", started}};
   if (!baselines_.is_null()) j["baselines"] = baselines_;
+  if (data_.examples) {
+    j["train_examples"] = data_.examples->train.size();
+    j["val_examples"] = data_.examples->val.size();
+    j["truncated_examples"] = data_.truncated;
+  }
   return j;
 }
 
@@ -248,7 +290,7 @@ void TrainingRun::check_plan() {
         format_bytes(plan.total()), format_bytes(plan.available)));
   check_address_space(plan.total(), cfg_.threads);
   const int64_t windows = data::EvalWindows(data_.val.size(), cfg_.model.context_length).count();
-  if (cfg_.eval_windows == 0 && windows > kManyEvalWindows)
+  if (cfg_.eval_windows == 0 && windows > kManyEvalWindows && !data_.examples)
     sayf(
         "note: each evaluation runs all {} validation windows ({} tokens); --eval-windows N "
         "evaluates the first N\n",
@@ -325,8 +367,14 @@ StepOutcome TrainingRun::train_step() {
 // The next micro-batch of the data stream, forward and (when its loss is finite) backward
 // with the loss scaled by 1 / (the step's micro-batches). Returns its loss.
 double TrainingRun::micro_batch(int64_t micro_batches_in_step) {
-  auto [x, y] = sampler_->next(data_gen_);
-  auto out = model_->forward(x, y);
+  nn::GPT::Output out;
+  if (example_sampler_) {
+    const data::ExampleBatch b = example_sampler_->next(data_gen_);
+    out = model_->forward(b.x, b.y, b.lengths);
+  } else {
+    auto [x, y] = sampler_->next(data_gen_);
+    out = model_->forward(x, y);
+  }
   const double loss = out.loss.item();
   if (!std::isfinite(loss)) return loss;
   if (micro_batches_in_step == 1)
@@ -398,7 +446,10 @@ double TrainingRun::forward_backward_distributed() {
 // generators only advance past them.
 void TrainingRun::skip_micro_batches(int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
-    sampler_->skip(data_gen_);
+    if (example_sampler_)
+      example_sampler_->skip(data_gen_);
+    else
+      sampler_->skip(data_gen_);
     for (int64_t d = 0; d < dropout_draws_; ++d) model_->dropout_generator().next_u64();
   }
 }
@@ -435,15 +486,10 @@ void TrainingRun::stop_before_update(const std::string& why) {
 void TrainingRun::after_step(const StepOutcome& s) {
   StepFigures f = s.figures;
   const bool last = step_ == cfg_.steps;
+  const bool has_val = data_.examples ? !data_.examples->val.empty() : !data_.val.empty();
   const bool eval_now =
-      !data_.val.empty() && ((cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || last);
-  if (eval_now) {
-    const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
-    const EvalResult r =
-        evaluate(*model_, data_.val, data_.token_bytes, cfg_.eval_windows, StopSignals::requested);
-    f.val_loss = last_val_ = r.tokens ? r.loss : NAN;
-    f.val_bits_per_byte = r.tokens ? r.bits_per_byte() : NAN;
-  }
+      has_val && ((cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || last);
+  if (eval_now) evaluate_now(f);
   if (step_ % cfg_.log_interval == 0 || last || eval_now || step_ == 1)
     report_->line(f);
   else
@@ -454,6 +500,22 @@ void TrainingRun::after_step(const StepOutcome& s) {
   const bool stopping = world_.distributed() ? agreed_stop_ : StopSignals::requested();
   if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && !last && !stopping)
     save_periodically();
+}
+
+void TrainingRun::evaluate_now(StepFigures& f) {
+  const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
+  if (data_.examples) {
+    const ExampleEval r = evaluate_examples(*model_, data_.examples->val, cfg_.batch_size,
+                                            data_.pad, StopSignals::requested);
+    const bool whole = r.examples == static_cast<int64_t>(data_.examples->val.size());
+    f.val_loss = last_val_ = whole ? r.loss : NAN;
+    if (whole && cfg_.task == "classify") f.val_accuracy = r.accuracy();
+    return;
+  }
+  const EvalResult r =
+      evaluate(*model_, data_.val, data_.token_bytes, cfg_.eval_windows, StopSignals::requested);
+  f.val_loss = last_val_ = r.tokens ? r.loss : NAN;
+  f.val_bits_per_byte = r.tokens ? r.bits_per_byte() : NAN;
 }
 
 bool TrainingRun::stop_at_reached() const {
@@ -521,7 +583,9 @@ int TrainingRun::finish() {
   if (!std::isnan(last_val_) && data_.ideal_loss >= 0)
     sayf("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", last_val_,
          last_val_ - data_.ideal_loss, data_.ideal_loss);
-  if (cfg_.sample_tokens > 0 && step_ == cfg_.steps && !StopSignals::requested()) print_sample();
+  const bool sample = cfg_.sample_tokens > 0 && step_ == cfg_.steps && !StopSignals::requested();
+  if (sample && cfg_.task == "lm") print_sample();
+  if (sample && cfg_.task == "instruct") print_instruction_sample();
   notify(true);
   return 0;
 }
@@ -565,6 +629,28 @@ void TrainingRun::print_sample() {
   out.insert(out.end(), fresh[0].begin(), fresh[0].end());
   const std::string text = data_.tokenizer->decode(out);
   sayf("sample:\n{}\n", text);
+  report_->sample(step_, text);
+}
+
+// The first held-out instruction (else the first training one), answered greedily up to
+// the end-of-text token.
+void TrainingRun::print_instruction_sample() {
+  const auto& examples = data_.examples->val.empty() ? data_.examples->train : data_.examples->val;
+  const data::Example& e = examples.front();
+  size_t prompt = 0;  // the prompt: ids up to the first that has a target
+  while (prompt < e.targets.size() && e.targets[prompt] == data::kIgnoreTarget) ++prompt;
+  std::vector<int64_t> ids(e.ids.begin(), e.ids.begin() + static_cast<int64_t>(prompt) + 1);
+  nn::GenerationOptions o;
+  o.max_new_tokens = cfg_.sample_tokens;
+  o.sampling.temperature = 0;
+  o.seed = cfg_.seed;
+  model_->eval();
+  std::vector<int64_t> answer = nn::generate_tokens(*model_, ids, o)[0];
+  const auto end = std::find(answer.begin(), answer.end(), data::end_of_text_id(*data_.tokenizer));
+  answer.erase(end, answer.end());
+  const std::string text = data_.tokenizer->decode(answer);
+  sayf("sample (greedy) for the instruction of {} line {}:\n{}\n", base::printable(cfg_.data),
+       e.line, text);
   report_->sample(step_, text);
 }
 

@@ -81,6 +81,10 @@ class TrainingRun {
   void save_periodically();
   void save_final();
   void print_sample();
+  void print_instruction_sample();
+  void take_task_shape();
+  void take_task_of(const io::Checkpoint& init);
+  void evaluate_now(StepFigures& f);
   void stop_before_update(const std::string& why);
   void print_profile() const;
   double forward_backward();
@@ -96,8 +100,9 @@ class TrainingRun {
   std::unique_ptr<nn::GPT> model_;
   std::unique_ptr<optim::Optimizer> opt_;  // the one cfg_.optimizer names
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
-  std::unique_ptr<data::BatchSampler> sampler_;
-  std::unique_ptr<GradAccumulator> accumulator_;  // with grad_accum_steps > 1
+  std::unique_ptr<data::BatchSampler> sampler_;            // task lm: windows of the text
+  std::unique_ptr<data::ExampleSampler> example_sampler_;  // other tasks: examples
+  std::unique_ptr<GradAccumulator> accumulator_;           // with grad_accum_steps > 1
   ag::Generator data_gen_;
   World& world_;
   std::unique_ptr<GradReducer> reducer_;  // in a distributed world
