@@ -2,7 +2,9 @@
 // description (config keys, parameters, pooling over padded rows, --init-from an LM), and
 // the metrics `eval` prints.
 #include <catch2/catch.hpp>
+#include <random>
 
+#include "base/utf8.h"
 #include "data/data_error.h"
 #include "data/examples.h"
 #include "data/tokenizer.h"
@@ -308,4 +310,45 @@ TEST_CASE("a classifier starts from a language model's checkpoint with a fresh h
         CHECK(ag_test::bit_equal(mine[i].second, theirs[i].second));
     }
   }
+}
+
+TEST_CASE("mangled classification files read or fail with a DataError, never otherwise",
+          "[classify][data][hostile]") {
+  const std::string seed =
+      "text,label\n\"a, \"\"b\"\"\nc\",spam\nplain \xc3\xa9t\xc3\xa9,ham\r\n\"x\",ham\n";
+  const char alphabet[] = {',', '"', '\n', '\r', '\t', 'a', ' ', '\xc3', '\xa9', '\xff', '\0'};
+  std::mt19937 rng(26);
+  TempDir dir;
+  int read_fine = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string bytes = seed;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % (bytes.size() + 1);
+      const char c = alphabet[rng() % sizeof alphabet];
+      switch (rng() % 3) {
+        case 0: bytes.insert(at, 1, c); break;
+        case 1:
+          if (at < bytes.size()) bytes.erase(at, 1);
+          break;
+        default:
+          if (at < bytes.size()) bytes[at] = c;
+      }
+    }
+    INFO("input: " << base::printable(bytes));
+    const std::string path = dir.write("m.csv", bytes);
+    try {
+      const data::TaskExamples t = read(path, classify_options(8));
+      for (const auto& ex : t.examples) {
+        REQUIRE(!ex.ids.empty());
+        REQUIRE(static_cast<int64_t>(ex.ids.size()) <= 8);
+        REQUIRE(ex.label >= 0);
+        REQUIRE(ex.label < static_cast<int64_t>(t.labels.size()));
+      }
+      ++read_fine;
+    } catch (const data::DataError& e) {
+      REQUIRE(std::string(e.what()).find('\n') == std::string::npos);
+    }
+  }
+  CHECK(read_fine > 100);  // the mutations leave many files readable
 }
