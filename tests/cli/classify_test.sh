@@ -25,7 +25,7 @@ make_sets() {
 case "$scenario" in
 learns_from_scratch)
   make_sets
-  "$bin" train "${small[@]}" --data spam.tsv --steps 300 --eval-interval 100 --out cls.h5 > log.txt ||
+  "$bin" train "${small[@]}" --data spam.tsv --steps 300 --eval-interval 100 --out cls.h5 > log.txt 2>&1 ||
     fail "train failed: $(tail -3 log.txt)"
   "$bin" inspect cls.h5 > i.txt
   grep -q "classifier.weight" i.txt || fail "no classifier in the checkpoint: $(cat i.txt)"
@@ -56,7 +56,7 @@ init_from_lm)
       --batch-size 16 --steps 100 --threads 1 --sample-tokens 0 --eval-interval 0 \
       --data text.txt --out lm.h5 > /dev/null || fail "the language model did not train"
   "$bin" train "${small[@]}" --data spam.tsv --init-from lm.h5 --pool mean --steps 300 \
-      --eval-interval 0 --out cls.h5 > log.txt || fail "--init-from an LM failed: $(tail -3 log.txt)"
+      --eval-interval 0 --out cls.h5 > log.txt 2>&1 || fail "--init-from an LM failed: $(tail -3 log.txt)"
   "$bin" inspect cls.h5 > i.txt
   grep -q '"pool": "mean"' i.txt || fail "--pool mean not stored"
   "$bin" eval --checkpoint cls.h5 --data held.tsv --json --threads 1 > eval.txt || fail "eval failed"
