@@ -14,7 +14,7 @@
 //   codec_commands.cpp   encode, decode: stdin to ids and back with a folder's or
 //                        checkpoint's tokenizer, streamed
 //   sample_command.cpp   sample
-//   eval_command.cpp     eval
+//   eval_command.cpp     eval: the loss on a text or folder, or --multiple-choice accuracy
 //   classification_commands.cpp  classify; eval on a classifier's checkpoint
 //   inspect_command.cpp  inspect
 //   report_command.cpp   report: the page report/ draws, from metrics files and a checkpoint

@@ -18,7 +18,8 @@ commands:
   encode     text on stdin to token ids with a prepared folder's or checkpoint's tokenizer
   decode     token ids on stdin back to the exact text
   sample     generate text from a checkpoint
-  eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte)
+  eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte),
+             or its accuracy on multiple-choice items (--multiple-choice)
   classify   each label's probability for texts, from a classifier (train --task classify)
   inspect    show what a checkpoint holds (--verify checks every dataset)
   report     a training report page: curves of --metrics files, a checkpoint's attention maps

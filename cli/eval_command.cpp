@@ -1,15 +1,19 @@
 // `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
 // prepared folder's validation part (or training part), in nats per token and in bits per
-// byte of text; or, on a classifier's checkpoint, its accuracy and per-label scores on a
-// labelled file (classification_commands.h).
+// byte of text; or, with --multiple-choice, its accuracy on multiple-choice items
+// (train/multiple_choice.h); or, on a classifier's checkpoint, its accuracy and per-label
+// scores on a labelled file (classification_commands.h); or, on an instruct checkpoint (or
+// with --task instruct), the loss over the responses of instruction records.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "base/utf8.h"
 #include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/instructions.h"
 #include "data/prepared.h"
 #include "data/text_ids.h"
 #include "io/checkpoint.h"
@@ -21,8 +25,8 @@ namespace cli {
 namespace {
 
 struct EvalOptions {
-  std::string path, data_path, dump, split = "val", task;
-  int64_t context = 0;
+  std::string path, data_path, dump, split = "val", task, choices;
+  int64_t context = 0, limit = 0;
   int threads = ag::kDefaultThreads;
 };
 
@@ -31,15 +35,22 @@ po::options_description eval_options(EvalOptions& o) {
   auto add = desc.add_options();
   add("help,h", "show this help");
   add("checkpoint", po::value(&o.path)->required(), "checkpoint to evaluate");
-  add("data", po::value(&o.data_path)->required(),
-      "UTF-8 text file, or a folder made by 'attograd prepare'");
+  add("data", po::value(&o.data_path),
+      "UTF-8 text file, or a folder made by 'attograd prepare'; for a checkpoint trained "
+      "with --task instruct, instruction records (JSON or JSON lines)");
+  add("multiple-choice", po::value(&o.choices),
+      "instead of --data: a JSON Lines file of multiple-choice items ({\"ctx\", \"endings\", "
+      "\"label\"} or {\"question\", \"choices\", \"answer\"}): acc and acc_norm");
+  add("limit", po::value(&o.limit)->default_value(0),
+      "with --multiple-choice: score the first N items only (0: all)");
   add("split", po::value(&o.split)->default_value("val"), "of a prepared folder: val or train");
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
   add("json", "print one JSON object as the last line");
   add("task", po::value(&o.task),
       "classify: the checkpoint must be a classifier, --data a TSV/CSV of text and label "
-      "(a classifier's checkpoint is evaluated so without it)");
+      "(a classifier's checkpoint is evaluated so without it); instruct: --data instruction "
+      "records, also for a model not trained on them (an instruct checkpoint: without it)");
   add("dump-grads", po::value(&o.dump), "also write d loss / d parameter to this HDF5 file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -77,6 +88,43 @@ train::EvalResult eval_text(nn::GPT& model, const io::Checkpoint& ckpt, const Ev
   return r;
 }
 
+// An instruct checkpoint (train --task instruct) on instruction records: each formatted with
+// the checkpoint's template as in training; the loss over the response tokens (the
+// end-of-text included) and their count (docs/finetuning.md).
+void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::RunConfig& run,
+                       const EvalOptions& o, bool json) {
+  if (!o.dump.empty()) throw UsageError("--dump-grads is for a text or a prepared folder");
+  const auto tok = io::make_tokenizer(ckpt.tokenizer);
+  data::TaskOptions t;
+  t.task = "instruct";
+  t.context_length = o.context ? o.context : model.config().context_length;
+  t.truncate = !run.no_truncate;
+  t.prompt_template = run.prompt_template;
+  t.end_of_text = data::end_of_text_id(*tok);
+  if (t.end_of_text >= model.config().vocab_size)
+    throw UsageError(
+        fmt::format("'{}' has no end-of-text token to end a response with (its {} "
+                    "tokenizer has none and it was not trained with --task instruct)",
+                    base::printable(o.path), tok->type()));
+  const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
+  train::World::current().setup_done();
+  const train::ExampleEval r =
+      train::evaluate_examples(model, ex.examples, /*batch_size=*/8, data::pad_id(*tok));
+  if (!train::World::current().root()) return;
+  fmt::print("loss {:.4f} over {} response tokens | {} examples ({} cut to the context of {})\n",
+             r.loss, r.targets, r.examples, ex.truncated, t.context_length);
+  if (json)
+    fmt::print("{}\n", nlohmann::json{{"loss", r.loss},
+                                      {"perplexity", std::exp(r.loss)},
+                                      {"response_tokens", r.targets},
+                                      {"examples", r.examples},
+                                      {"truncated", ex.truncated},
+                                      {"task", "instruct"},
+                                      {"checkpoint", o.path},
+                                      {"data", base::printable(o.data_path)}}
+                           .dump());
+}
+
 void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepared, bool json) {
   fmt::print("loss {:.4f} | {:.4f} bits per byte | {} tokens\n", r.loss, r.bits_per_byte(),
              r.tokens);
@@ -93,6 +141,57 @@ void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepare
                            .dump());
 }
 
+// --multiple-choice: every item read and tokenized first (a bad line fails before any
+// scoring, once under mpirun), then scored; rank 0 prints.
+void eval_choices(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions& o, bool json) {
+  const auto tok = io::make_tokenizer(ckpt.tokenizer);
+  const train::ChoiceOptions co{.limit = o.limit, .context_length = o.context};
+  train::check_choice_file(model, *tok, o.choices, co);
+  train::World::current().setup_done();
+  const train::ChoiceTally t = train::score_choice_file(model, *tok, o.choices, co);
+  if (!train::World::current().root()) return;
+  const auto stderr_text = [](double s) {
+    return std::isnan(s) ? "n/a" : fmt::format("{:.4f}", s);
+  };
+  fmt::print("acc {:.4f} (stderr {}) | acc_norm {:.4f} (stderr {}) | {} items (chance {:.4f})\n",
+             t.acc(), stderr_text(t.acc_stderr()), t.acc_norm(), stderr_text(t.acc_norm_stderr()),
+             t.n, t.chance());
+  if (t.truncated > 0)
+    fmt::print("{} of {} contexts lost their oldest tokens to fit the window of {} tokens\n",
+               t.truncated, t.n, o.context ? o.context : model.config().context_length);
+  if (json)
+    fmt::print("{}\n", nlohmann::json{{"acc", t.acc()},
+                                      {"acc_norm", t.acc_norm()},
+                                      {"n", t.n},
+                                      {"acc_stderr", t.acc_stderr()},
+                                      {"acc_norm_stderr", t.acc_norm_stderr()},
+                                      {"correct", t.correct},
+                                      {"correct_norm", t.correct_norm},
+                                      {"chance", t.chance()},
+                                      {"truncated", t.truncated},
+                                      {"checkpoint", o.path},
+                                      {"data", base::printable(o.choices)}}
+                           .dump());
+}
+
+// Which of --data and --multiple-choice, and the options that go with each.
+void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
+  const bool data = vm.count("data") > 0, choices = vm.count("multiple-choice") > 0;
+  if (data == choices)
+    throw UsageError(data ? "--data and --multiple-choice: give one of them"
+                          : "the option '--data' (or '--multiple-choice') is required but missing");
+  if (choices) {
+    require_file(o.choices, "multiple-choice file");
+    if (o.limit < 0) throw UsageError(fmt::format("--limit must be >= 0, got {}", o.limit));
+    for (const char* option : {"dump-grads", "split"})
+      if (vm.count(option) && !vm[option].defaulted())
+        throw UsageError(fmt::format("--{} is for --data, not --multiple-choice", option));
+    return;
+  }
+  if (!vm["limit"].defaulted()) throw UsageError("--limit is for --multiple-choice");
+  require_data(o.data_path);
+}
+
 }  // namespace
 
 int eval_command(const Args& args) {
@@ -107,26 +206,31 @@ int eval_command(const Args& args) {
       throw UsageError("--dump-grads runs in one process, not under mpirun");
     if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
     require_file(o.path, "checkpoint");
-    require_data(o.data_path);
+    check_inputs(vm, o);
     if (o.split != "val" && o.split != "train")
       throw UsageError(
           fmt::format("--split must be val or train, got '{}'", base::printable(o.split)));
-    if (vm.count("split") && !vm["split"].defaulted() && !data::is_prepared_folder(o.data_path))
+    if (vm.count("split") && !vm["split"].defaulted() && !o.data_path.empty() &&
+        !data::is_prepared_folder(o.data_path))
       throw UsageError("--split is for a prepared folder; a text file is evaluated whole");
-    require_outputs(
-        {{"--dump-grads", o.dump}},
-        with_data_files({{"--checkpoint", o.path}, {"--config", config_file(vm)}}, o.data_path));
+    require_outputs({{"--dump-grads", o.dump}}, with_data_files({{"--checkpoint", o.path},
+                                                                 {"--config", config_file(vm)},
+                                                                 {"--multiple-choice", o.choices}},
+                                                                o.data_path));
     ag::set_num_threads(o.threads);
     io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
-    if (vm.count("task") && o.task != "classify")
+    if (vm.count("task") && o.task != "classify" && o.task != "instruct")
       throw UsageError(
-          fmt::format("--task must be classify, got '{}' (a language model's "
+          fmt::format("--task must be classify or instruct, got '{}' (a language model's "
                       "checkpoint is evaluated on text without it)",
                       base::printable(o.task)));
-    if (vm.count("task")) classifier_labels(ckpt, "eval --task classify");
+    if (vm.count("task") && o.task == "classify") classifier_labels(ckpt, "eval --task classify");
     auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now
-    if (model->config().num_classes > 0) {
+    if (model->config().num_classes > 0 && o.task == "instruct")
+      throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
+                                   base::printable(o.path)));
+    if (model->config().num_classes > 0 && o.choices.empty()) {
       if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
         throw UsageError(
             "--dump-grads, --context-length and --split are for a language "
@@ -138,6 +242,15 @@ int eval_command(const Args& args) {
     if (o.context < 0 || o.context > model_T)
       throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
                                    o.context, model_T));
+    if (!o.choices.empty()) {
+      eval_choices(*model, ckpt, o, vm.count("json") > 0);
+      return 0;
+    }
+    const train::RunConfig run = train::RunConfig::from_json(ckpt.config);
+    if (run.task == "instruct" || (vm.count("task") && o.task == "instruct")) {
+      eval_instructions(*model, ckpt, run, o, vm.count("json") > 0);
+      return 0;
+    }
     const bool prepared = data::is_prepared_folder(o.data_path);
     const std::string* dump = vm.count("dump-grads") ? &o.dump : nullptr;
     const auto result =

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "cli/sample_output.h"
+#include "data/instructions.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "nn/decode.h"
@@ -22,6 +23,8 @@ namespace {
 
 struct SampleOptions {
   std::string path, prompt, weights = "fp32";
+  std::string instruction, input;  // instruct: the record whose response is sampled
+  bool instruct = false;           // --instruction given
   int64_t tokens = 200, top_k = 0, num_samples = 1, slide = 0;
   double temperature = 1.0, top_p = 1.0, max_time = 0;
   std::vector<std::string> stops;
@@ -36,6 +39,12 @@ po::options_description sample_options(SampleOptions& o) {
   add("help,h", "show this help");
   add("checkpoint", po::value(&o.path)->required(), "checkpoint to sample from");
   add("prompt", po::value(&o.prompt)->default_value(""), "text to continue (default: newline)");
+  add("instruction", po::value(&o.instruction),
+      "sample the response to this instruction: the prompt is formatted with the "
+      "checkpoint's template (Alpaca's unless trained with --template), only the response is "
+      "printed, and it ends at the end-of-text token (docs/finetuning.md)");
+  add("input", po::value(&o.input),
+      "with --instruction: the record's input (an empty one leaves its section out)");
   add("tokens", po::value(&o.tokens)->default_value(200), "tokens to generate (per sample)");
   add("temperature", po::value(&o.temperature)->default_value(1.0),
       "softmax temperature (0: greedy)");
@@ -99,6 +108,50 @@ void check_against_model(const SampleOptions& o, const nn::GPTConfig& cfg) {
                     o.num_samples, train::format_bytes(bytes), train::format_bytes(available)));
 }
 
+// --instruction against --prompt and --input.
+void check_instruction_options(const SampleOptions& o, const po::variables_map& vm) {
+  if (o.instruct && !vm["prompt"].defaulted())
+    throw UsageError("--instruction makes its own prompt: give --prompt or --instruction");
+  if (!o.instruct && vm.count("input")) throw UsageError("--input goes with --instruction");
+}
+
+// The prompt of --instruction: the record formatted with the checkpoint's template. A
+// language model trained without --task instruct (a GPT-2 import, say) gets Alpaca's, and
+// *note says so; a classifier has no tokens to sample.
+std::string instruction_prompt(const SampleOptions& o, const io::Checkpoint& ckpt,
+                               std::string* note) {
+  const train::RunConfig cfg = train::RunConfig::from_json(ckpt.config);
+  const std::string name = base::printable(ckpt.source);
+  if (cfg.task == "classify")
+    throw UsageError(
+        fmt::format("--instruction: '{}' is a classifier (task classify), not a "
+                    "language model",
+                    name));
+  if (cfg.task != "instruct")
+    *note = fmt::format("note: '{}' was not trained with --task instruct; its prompt is Alpaca's\n",
+                        name);
+  return data::PromptTemplate::parse(cfg.prompt_template, fmt::format("'{}' prompt_template", name))
+      .format(o.instruction, o.input);
+}
+
+// Its tokens; a character the vocabulary lacks is blamed on the option that holds it.
+std::vector<int64_t> encode_instruction(const data::Tokenizer& tok, const std::string& prompt,
+                                        const SampleOptions& o) {
+  try {
+    return tok.encode(prompt);
+  } catch (const std::invalid_argument& e) {
+    for (const auto& [option, text] :
+         {std::pair{"--instruction", &o.instruction}, std::pair{"--input", &o.input}}) {
+      try {
+        tok.encode(*text);
+      } catch (const std::invalid_argument& in_option) {
+        throw UsageError(fmt::format("{}: {}", option, in_option.what()));
+      }
+    }
+    throw UsageError(fmt::format("--instruction: the checkpoint's prompt template: {}", e.what()));
+  }
+}
+
 std::vector<int64_t> encode_prompt(const data::Tokenizer& tok, const std::string& prompt) {
   try {
     return tok.encode(prompt.empty() ? "\n" : prompt);
@@ -152,23 +205,39 @@ int sample_command(const Args& args) {
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "sample", desc)) return 0;
     check_sample_options(o);
+    o.instruct = vm.count("instruction") > 0;
+    check_instruction_options(o, vm);
     require_file(o.path, "checkpoint");
     ag::set_num_threads(o.threads);
     std::unique_ptr<nn::GPT> model;
     std::unique_ptr<data::Tokenizer> tok;
+    std::string instruct_prompt, note;
     {  // the checkpoint's copy of the weights (and any optimizer state) is freed here
       io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
       model = train::model_from_checkpoint(ckpt);
       tok = io::make_tokenizer(ckpt.tokenizer);
+      if (o.instruct) instruct_prompt = instruction_prompt(o, ckpt, &note);
     }
     model->eval();
     if (weight_format(o) == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
     check_against_model(o, model->config());
-    const std::vector<int64_t> ids = encode_prompt(*tok, o.prompt);
-    SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0, o.prompt);
+    const std::vector<int64_t> ids =
+        o.instruct ? encode_instruction(*tok, instruct_prompt, o) : encode_prompt(*tok, o.prompt);
+    fmt::print(stderr, "{}", note);  // once the prompt is known good: errors are one line
+    // only the response of an instruction is printed
+    SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0,
+                     o.instruct ? "" : o.prompt);
+    // A sample ends at the end-of-text token: with --instruction, and wherever the token is
+    // one past the tokenizer's vocabulary (a task model's extra row: no text to decode).
+    const int64_t end_of_text = data::end_of_text_id(*tok);
+    const bool stop_at_end = o.instruct || end_of_text >= tok->vocab_size();
     std::vector<int64_t> one(1);
     const nn::GenerationStats st =
         nn::generate(*model, ids, generation_options(o), [&](int64_t sample, int64_t id) {
+          if (stop_at_end && id == end_of_text) {
+            out.end_sample(sample);
+            return false;
+          }
           one[0] = id;
           return out.add(sample, tok->decode(one));
         });

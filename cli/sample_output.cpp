@@ -39,6 +39,10 @@ bool SampleWriter::add(int64_t sample, std::string_view bytes) {
   return errno_ == 0;
 }
 
+void SampleWriter::end_sample(int64_t sample) {
+  if (!samples_[static_cast<size_t>(sample)].ended) end(sample);
+}
+
 void SampleWriter::finish() {
   for (int64_t b = 0; b < static_cast<int64_t>(samples_.size()); ++b)
     if (!samples_[static_cast<size_t>(b)].ended) end(b);

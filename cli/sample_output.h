@@ -36,6 +36,9 @@ class SampleWriter {
   // The bytes of a new token of `sample`; false when the sample has ended (a stop text, or
   // a write failed).
   bool add(int64_t sample, std::string_view bytes);
+  // Ends a sample the generator stopped (its end-of-text token); nothing more is written
+  // for it but what was held back and its line break.
+  void end_sample(int64_t sample);
   // Ends every sample still going, in order.
   void finish();
   int failed() const { return errno_; }  // the errno of the first failed write, or 0

@@ -12,6 +12,10 @@
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
 //   examples.h   fine-tuning data: classify and instruct files as examples, split, padded
 //                batches
+//   choice_items.h  multiple-choice items (HellaSwag's shape, or question and choices) from
+//                a JSON Lines file, a line at a time
+//   instructions.h  instruction records: the prompt template (Alpaca's, or a template file's)
+//                and the masked example of a formatted record
 // Internal to the library: byte_level_error.h (where a byte-level vocabulary is wrong),
 // text_scan.h (the fast UTF-8 loops), posix_io.h (files, folders,
 // locks, SHA-256, over base/posix_file.h), strict_json.h (fields of JSON files read by
@@ -20,12 +24,14 @@
 //   corpus.h     the built-in corpus, whose ideal loss is known exactly
 //   identity.h   a hash naming the data a run trained on
 #include "data/bpe.h"
+#include "data/choice_items.h"
 #include "data/corpus.h"
 #include "data/data_error.h"
 #include "data/dataset.h"
 #include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/identity.h"
+#include "data/instructions.h"
 #include "data/prepared.h"
 #include "data/pretokenize.h"
 #include "data/token_store.h"

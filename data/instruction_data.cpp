@@ -1,16 +1,278 @@
-// Placeholder until h-ins's reader lands: the instruct task's JSON/JSONL reader.
+// The instruct task's reader (examples.h, instructions.h): records from a JSON array or
+// JSON lines, formatted with the prompt template, tokenized, masked and cut to the context.
+// The file is hostile input: its size, its records' count and each record's length are
+// bounded before anything is built, each record is parsed on its own by base/json.h, and
+// every problem is one DataError naming the file, the record's line (and number, in an
+// array) and the field.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <stdexcept>
 
+#include "base/json.h"
+#include "base/utf8.h"
+#include "data/data_error.h"
 #include "data/examples.h"
+#include "data/instructions.h"
+#include "data/posix_io.h"
+#include "data/strict_json.h"
 
 namespace data {
 
-TaskExamples read_instruction_examples(const std::string&, const Tokenizer&, const TaskOptions&) {
-  throw std::logic_error("the instruct task's reader is not built yet");
+namespace {
+
+// Alpaca's 52,002 records are 22 MB; these bounds are far above any instruction set.
+constexpr uint64_t kMaxFileBytes = uint64_t{256} << 20;
+constexpr size_t kMaxRecords = 1'000'000;
+constexpr size_t kMaxRecordBytes = size_t{4} << 20;
+
+// One record's JSON text and where it is.
+struct RecordText {
+  std::string_view json;
+  int64_t line = 0;     // where it starts (1-based)
+  int64_t number = 0;   // in a JSON array: the record's number (1-based); JSON lines: 0
+  uint64_t offset = 0;  // of json in the file
+};
+
+struct Record {
+  std::string instruction, input, output;
+  std::string where;  // "FILE: line 12" or "FILE: record 3 (line 12)", for messages
+  int64_t line = 0;
+};
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-std::string instruction_corpus_text(const std::string&, const TaskOptions&) {
-  throw std::logic_error("the instruct task's reader is not built yet");
+std::string_view trim_end(std::string_view s) {
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::string where_of(const std::string& name, int64_t line, int64_t number) {
+  return number > 0 ? fmt::format("{}: record {} (line {})", name, number, line)
+                    : fmt::format("{}: line {}", name, line);
+}
+
+// A record's text, checked against the bounds before it is kept.
+void add_record(std::vector<RecordText>& out, const RecordText& r, const std::string& name) {
+  if (r.json.size() > kMaxRecordBytes)
+    throw DataError(fmt::format("{}: a record of {} bytes, more than the {} one may have",
+                                where_of(name, r.line, r.number), r.json.size(), kMaxRecordBytes));
+  if (out.size() == kMaxRecords)
+    throw DataError(fmt::format("{}: more than {} records, more than one file may have (split it)",
+                                name, kMaxRecords));
+  out.push_back(r);
+}
+
+// JSON lines: each line that is not blank is a record.
+std::vector<RecordText> json_lines(std::string_view text, const std::string& name) {
+  std::vector<RecordText> out;
+  int64_t line = 0;
+  for (size_t start = 0; start < text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    ++line;
+    const std::string_view s = trim_end(text.substr(start, end - start));
+    if (!std::all_of(s.begin(), s.end(), is_space)) add_record(out, {s, line, 0, start}, name);
+    start = end + 1;
+  }
+  return out;
+}
+
+// The elements of the JSON array that fills the text from `open` (its '['), found by
+// following strings and brackets. Each is parsed on its own afterwards, so a bad one is
+// named by its number and line, and no tree of the whole file is ever built.
+std::vector<RecordText> array_elements(std::string_view text, size_t open,
+                                       const std::string& name) {
+  std::vector<RecordText> out;
+  int64_t line = 1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(open), '\n');
+  int depth = 0;
+  bool in_string = false, escaped = false, after_comma = false;
+  size_t start = std::string_view::npos;
+  int64_t start_line = 0;
+  for (size_t i = open + 1; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (start == std::string_view::npos) {
+      if (is_space(c)) continue;
+      if (c == ',' || (c == ']' && after_comma))
+        throw DataError(fmt::format("{}: an empty record (a stray ',')",
+                                    where_of(name, line, static_cast<int64_t>(out.size()) + 1)));
+      if (c == ']') return out;  // "[]"
+      start = i, start_line = line;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    } else if (depth == 0 && (c == ',' || c == ']')) {
+      const auto number = static_cast<int64_t>(out.size()) + 1;
+      add_record(out, {trim_end(text.substr(start, i - start)), start_line, number, start}, name);
+      start = std::string_view::npos;
+      after_comma = c == ',';
+      if (c == ']') {
+        const size_t rest = text.find_first_not_of(" \t\r\n", i + 1);
+        if (rest != std::string_view::npos)
+          throw DataError(
+              fmt::format("{}: line {}: text after the closing ']' of the records", name,
+                          line + std::count(text.begin() + i, text.begin() + rest, '\n')));
+        return out;
+      }
+    }
+  }
+  throw DataError(fmt::format("{}: the array of records has no closing ']'", name));
+}
+
+// A JSON parser's message about a record, its "at line L" counted in the file, not the record.
+std::string in_file_lines(std::string what, int64_t record_line) {
+  const std::string at = "at line ";
+  const size_t p = what.find(at);
+  if (p == std::string::npos) return what;
+  const size_t digits = p + at.size();
+  size_t end = digits;
+  int64_t line = 0;
+  while (end < what.size() && end - digits < 9 && what[end] >= '0' && what[end] <= '9')
+    line = line * 10 + (what[end++] - '0');
+  if (end == digits) return what;
+  return what.replace(digits, end - digits, std::to_string(line + record_line - 1));
+}
+
+// The record's fields; "input" may be missing or null (no input).
+Record parse_record(const RecordText& r, const std::string& name) {
+  Record rec;
+  rec.where = where_of(name, r.line, r.number);
+  rec.line = r.line;
+  nlohmann::json j;
+  try {
+    base::check_utf8(r.json, r.offset);
+    j = base::parse_json(r.json);
+  } catch (const std::exception& e) {  // invalid_argument (UTF-8) or base::JsonError
+    throw DataError(fmt::format("{}: {}", rec.where, in_file_lines(e.what(), r.line)));
+  }
+  if (!j.is_object())
+    throw DataError(
+        fmt::format("{}: a record must be a JSON object with 'instruction' and "
+                    "'output', not {}",
+                    rec.where, base::json_kind(j)));
+  const detail::JsonObject o(j, rec.where, "");
+  rec.instruction = o.string("instruction");
+  if (j.contains("input") && !j["input"].is_null()) rec.input = o.string("input");
+  rec.output = o.string("output");
+  if (rec.output.empty()) o.fail("output", "is empty: a record needs a response to train on");
+  return rec;
+}
+
+// Every record of an instruction file, in order; other keys than instruction, input and
+// output are ignored.
+std::vector<Record> read_records(const std::string& path) {
+  const std::string name = base::printable(path);
+  detail::InputFile file(path, name);
+  if (file.size() > kMaxFileBytes)
+    throw DataError(fmt::format("{}: {} bytes, more than the {} an instruction file may have", name,
+                                file.size(), kMaxFileBytes));
+  const std::string text = file.read_all(kMaxFileBytes);
+  size_t first = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // a byte order mark
+  while (first < text.size() && is_space(text[first])) ++first;
+  if (first == text.size())
+    throw DataError(fmt::format("{}: no records (the file is empty)", name));
+  // decided by the content: a JSON array of records, else one record per line
+  const std::vector<RecordText> texts =
+      text[first] == '[' ? array_elements(text, first, name) : json_lines(text, name);
+  if (texts.empty()) throw DataError(fmt::format("{}: no records (an empty array)", name));
+  std::vector<Record> records;
+  records.reserve(texts.size());
+  for (const RecordText& r : texts) records.push_back(parse_record(r, name));
+  return records;
+}
+
+std::vector<int64_t> encode_field(const Tokenizer& tok, const std::string& text, const Record& r,
+                                  const char* field) {
+  try {
+    return tok.encode(text);
+  } catch (const std::invalid_argument& e) {  // a character the vocabulary does not have
+    throw DataError(fmt::format("{}: '{}': {}", r.where, field, e.what()));
+  }
+}
+
+// The prompt's tokens; when they cannot be made, the field (or the template) to blame.
+std::vector<int64_t> encode_prompt(const Tokenizer& tok, const PromptTemplate& t, const Record& r) {
+  try {
+    return tok.encode(t.format(r.instruction, r.input));
+  } catch (const std::invalid_argument& e) {
+    encode_field(tok, r.instruction, r, "instruction");
+    encode_field(tok, r.input, r, "input");
+    throw DataError(fmt::format("{}: the prompt template: {}", r.where, e.what()));
+  }
+}
+
+}  // namespace
+
+Example instruction_example(std::span<const int64_t> prompt, std::span<const int64_t> response,
+                            int64_t end_of_text, int64_t context_length, bool* truncated) {
+  if (context_length < 1) throw std::invalid_argument("instruction_example: context_length < 1");
+  std::vector<int64_t> full(prompt.begin(), prompt.end());
+  full.insert(full.end(), response.begin(), response.end());
+  full.push_back(end_of_text);
+  const auto n = static_cast<int64_t>(full.size()), P = static_cast<int64_t>(prompt.size());
+  const int64_t kept = std::min(n, context_length);
+  Example e;
+  e.ids.assign(full.begin(), full.begin() + kept);
+  e.targets.assign(static_cast<size_t>(kept), kIgnoreTarget);
+  for (int64_t i = std::max<int64_t>(P - 1, 0); i < kept && i + 1 < n; ++i)
+    e.targets[static_cast<size_t>(i)] = full[static_cast<size_t>(i + 1)];
+  if (truncated) *truncated = n - 1 > context_length;
+  return e;
+}
+
+TaskExamples read_instruction_examples(const std::string& path, const Tokenizer& tokenizer,
+                                       const TaskOptions& o) {
+  const int64_t T = o.context_length;
+  if (T < 1 || o.end_of_text < 0)
+    throw std::invalid_argument("read_instruction_examples: a context length and an end-of-text");
+  const PromptTemplate tmpl = PromptTemplate::parse(o.prompt_template, "the prompt template");
+  TaskExamples out;
+  for (const Record& r : read_records(path)) {
+    const std::vector<int64_t> prompt = encode_prompt(tokenizer, tmpl, r);
+    const std::vector<int64_t> response = encode_field(tokenizer, r.output, r, "output");
+    const auto P = static_cast<int64_t>(prompt.size()), R = static_cast<int64_t>(response.size());
+    if (P > T)
+      throw DataError(
+          fmt::format("{}: the prompt alone is {} tokens, more than the context "
+                      "length {}: no response token would be trained on",
+                      r.where, P, T));
+    if (!o.truncate && P + R > T)
+      throw DataError(
+          fmt::format("{}: the prompt and response take {} + {} = {} tokens, more than "
+                      "the context length {} (--no-truncate refuses such a record)",
+                      r.where, P, R, P + R, T));
+    bool cut = false;
+    out.examples.push_back(instruction_example(prompt, response, o.end_of_text, T, &cut));
+    out.examples.back().line = r.line;
+    out.truncated += cut ? 1 : 0;
+  }
+  return out;
+}
+
+std::string instruction_corpus_text(const std::string& path, const TaskOptions& o) {
+  const PromptTemplate tmpl = PromptTemplate::parse(o.prompt_template, "the prompt template");
+  std::string text;
+  for (const Record& r : read_records(path)) {  // each example's text, then a line break
+    text += tmpl.format(r.instruction, r.input);
+    text += r.output;
+    text += '\n';
+  }
+  return text;
 }
 
 }  // namespace data

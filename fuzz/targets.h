@@ -170,6 +170,74 @@ inline void config(const std::string& bytes) {
   close(fd);
 }
 
+// Any bytes as a `--multiple-choice` file, read and tokenized as `eval` reads it (with a byte
+// and a char tokenizer, a window of 16): items that hold what the reader promises, or a
+// DataError naming the file.
+inline void choice_items(const std::string& bytes) {
+  const int fd = memfd_create("items", MFD_CLOEXEC);
+  if (fd < 0) return;
+  if (write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return;
+  }
+  const data::ByteTokenizer byte_tokens;
+  const auto char_tokens = data::CharTokenizer::from_text("abc .\n");
+  try {
+    data::ChoiceReader reader("/proc/self/fd/" + std::to_string(fd));
+    while (const auto item = reader.next()) {
+      const auto k = static_cast<int64_t>(item->endings.size());
+      if (k < 2 || k > static_cast<int64_t>(data::kMaxEndings) || item->label < 0 ||
+          item->label >= k || item->context.empty())
+        std::abort();
+      for (const data::Tokenizer* tok : {static_cast<const data::Tokenizer*>(&byte_tokens),
+                                         static_cast<const data::Tokenizer*>(&char_tokens)}) {
+        try {
+          const auto t = train::tokenize_choice_item(*item, *tok, 16, reader.name());
+          for (const auto& e : t.endings)
+            if (e.empty() || e.size() > 16 || t.context.size() + e.size() > 17) std::abort();
+        } catch (const data::DataError&) {
+        }
+      }
+    }
+  } catch (const data::DataError&) {
+  }
+  close(fd);
+}
+
+// Any bytes as instruction records (`train --task instruct`), and before the first NUL
+// byte (none: Alpaca's) as a prompt template file's text: refused with a DataError naming
+// the template or the file, or examples as instruction_example makes them (as many ids as
+// targets, within the context, each target the next id or ignored).
+inline void instruction_data(const std::string& bytes) {
+  const size_t nul = bytes.find('\0');
+  const std::string tmpl = nul == std::string::npos ? "" : bytes.substr(0, nul);
+  const std::string records = nul == std::string::npos ? bytes : bytes.substr(nul + 1);
+  const int fd = memfd_create("records", MFD_CLOEXEC);  // a file that lives in memory
+  if (fd < 0) return;
+  if (write(fd, records.data(), records.size()) != static_cast<ssize_t>(records.size())) {
+    close(fd);
+    return;
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const data::ByteTokenizer tok;
+  data::TaskOptions o;
+  o.task = "instruct", o.context_length = 512, o.prompt_template = tmpl, o.end_of_text = 256;
+  try {
+    for (const data::Example& e : data::read_instruction_examples(path, tok, o).examples) {
+      if (e.ids.size() != e.targets.size() || e.ids.size() > 512) std::abort();
+      for (size_t i = 0; i < e.ids.size(); ++i)
+        if (e.targets[i] != data::kIgnoreTarget &&
+            (i + 1 < e.ids.size() && e.targets[i] != e.ids[i + 1]))
+          std::abort();
+    }
+  } catch (const data::DataError& e) {
+    const std::string what = e.what();
+    if (what.rfind(path + ": ", 0) != 0 && what.rfind("the prompt template: ", 0) != 0)
+      std::abort();
+  }
+  close(fd);
+}
+
 // The same parameters, in the same order, bit for bit (a format's round trip).
 inline bool same_weights(const nn::StateDict& a, const nn::StateDict& b) {
   if (a.size() != b.size()) return false;

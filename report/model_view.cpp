@@ -84,7 +84,8 @@ PromptView prompt_view(const nn::GPT& model, const data::Tokenizer& tok,
     for (int64_t h = 0; h < pv.heads; ++h)
       pv.weights.emplace_back(flat.begin() + h * per_head, flat.begin() + (h + 1) * per_head);
   }
-  add_losses(pv, maps.logits, ids, tok);
+  if (model.config().num_classes == 0)  // a classifier's logits are labels, not next tokens
+    add_losses(pv, maps.logits, ids, tok);
   return pv;
 }
 
@@ -137,7 +138,7 @@ ModelView model_view(const nn::GPT& model, const data::Tokenizer& tokenizer,
     ids = encode_prompt(model, tokenizer, o.prompt);
     v.prompt_view = prompt_view(model, tokenizer, ids);
   }
-  if (o.sample_tokens > 0) {
+  if (o.sample_tokens > 0 && model.config().num_classes == 0) {  // a classifier writes no text
     v.sample_prompt = o.prompt;
     v.sample = sample_text(model, tokenizer, ids, o);
     v.sample_note = fmt::format(
@@ -253,7 +254,7 @@ std::string model_section(const ModelView& m, nlohmann::json& data) {
       escape(m.source), m.step, thousands(m.parameters));
   out += sample_part(m);
   if (m.prompt_view) {
-    out += loss_part(*m.prompt_view, m.vocab_size);
+    if (!m.prompt_view->loss.empty()) out += loss_part(*m.prompt_view, m.vocab_size);  // an LM's
     out += attention_part(*m.prompt_view, data);
   } else if (!m.prompt_problem.empty()) {
     out += "<p class=\"notes\">No attention maps: " + escape(m.prompt_problem) + "</p>";

@@ -96,3 +96,11 @@ TEST_CASE("llm.c checkpoint fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("GGUF fuzz findings and seeds read or fail cleanly") {
   replay_all("gguf", 3, fuzz::gguf);
 }
+
+TEST_CASE("multiple-choice file fuzz findings and seeds read or fail cleanly") {
+  replay_all("choice_items", 3, fuzz::choice_items);
+}
+
+TEST_CASE("instruction records fuzz findings and seeds read or fail cleanly") {
+  replay_all("instruction_data", 3, fuzz::instruction_data);
+}

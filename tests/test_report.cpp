@@ -323,6 +323,26 @@ TEST_CASE("model_view gives each token's loss and every head's weights", "[repor
   REQUIRE_THROWS_WITH(report::model_view(model, bytes, o), Contains("17 tokens") && Contains("16"));
 }
 
+TEST_CASE("model_view of a classifier shows attention maps but no token losses or sample",
+          "[report][page]") {
+  nn::GPTConfig cfg = ag_test::gpt_config(256, 16, 16, 2, 2, 0.0);
+  cfg.num_classes = 3;
+  nn::GPT model(cfg, 3);
+  model.eval();
+  const data::ByteTokenizer bytes;
+  report::ModelViewOptions o;
+  o.source = "c.h5", o.prompt = "a spam text", o.sample_tokens = 5;
+  const report::ModelView v = report::model_view(model, bytes, o);
+  REQUIRE(v.prompt_view);
+  CHECK(v.prompt_view->loss.empty());
+  CHECK(v.prompt_view->weights.size() == 4);
+  CHECK(v.sample.empty());
+  report::ReportInputs in;
+  in.model = v;
+  const std::string page = report::render_report(in);
+  CHECK(page.find("Per-token loss") == std::string::npos);
+}
+
 TEST_CASE("token labels make spaces, newlines and escapes visible", "[report][page]") {
   REQUIRE(report::token_label(" ") == "\xe2\x90\xa3");
   REQUIRE(report::token_label("\n") == "\xe2\x86\xb5");

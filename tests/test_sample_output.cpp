@@ -96,3 +96,17 @@ TEST_CASE("a failed write ends every sample and says why", "[sample]") {
   std::signal(SIGPIPE, old);
   ::close(fds[1]);
 }
+
+TEST_CASE("a sample the generator ends is written whole and the next goes on live", "[sample]") {
+  // sample 0 ends at its end-of-text token (end_sample) while a stop text may still begin
+  // in what it holds: that is written, then sample 1's kept text and the rest of it
+  const std::string out = written(2, {"##"}, false, "", [&](cli::SampleWriter& w) {
+    CHECK(w.add(0, "ab#"));
+    CHECK(w.add(1, "cd"));
+    w.end_sample(0);
+    w.end_sample(0);  // a second time: nothing more
+    CHECK_FALSE(w.add(0, "zz"));
+    CHECK(w.add(1, "e"));
+  });
+  CHECK(out == "--- sample 1 of 2 ---\nab#\n--- sample 2 of 2 ---\ncde\n");
+}

@@ -14,6 +14,8 @@
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
 //   evaluate_examples.h  a fine-tuning task's examples: loss, and a classifier's predictions
 //   classification_metrics.h  a classifier's accuracy, per-label precision/recall/F1, confusion
+//   multiple_choice.h  multiple-choice items scored by their endings' log-likelihoods
+//                    (acc, acc_norm, standard errors), shared out over MPI ranks
 //   model_loading.h  a model from a checkpoint, shapes checked first
 //   memory_plan.h    what a run will need in memory, checked before it starts
 //   reporter.h       progress bar, report lines, --metrics JSON lines
@@ -28,6 +30,7 @@
 #include "train/grad_reduction.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
+#include "train/multiple_choice.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
 #include "train/stop_signals.h"

@@ -269,14 +269,15 @@ void TrainingRun::notify(bool final) const {
 void TrainingRun::check_plan() {
   plan_ = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size());
   const MemoryPlan& plan = plan_;
-  sayf(
-      "attograd: {} parameters | data {} | {} train / {} val tokens | vocab {} | BLAS {} ({}, {} "
-      "threads){}\n",
-      cfg_.model.num_parameters(), data_.source, data_.train.size(), data_.val.size(),
-      cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads,
-      cfg_.precision == "bf16"
-          ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
-          : "");
+  const std::string split = data_.examples ? ""  // the source line counts the examples
+                                           : fmt::format(" | {} train / {} val tokens",
+                                                         data_.train.size(), data_.val.size());
+  sayf("attograd: {} parameters | data {}{} | vocab {} | BLAS {} ({}, {} threads){}\n",
+       cfg_.model.num_parameters(), data_.source, split, cfg_.model.vocab_size, "OpenBLAS",
+       ag::blas_kernel_name(), cfg_.threads,
+       cfg_.precision == "bf16"
+           ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
+           : "");
   const int ranks = world_.size();
   sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {} tokens per step\n",
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
