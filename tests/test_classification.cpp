@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "autograd/allocator.h"
 #include "base/utf8.h"
 #include "data/data_error.h"
 #include "data/examples.h"
@@ -351,4 +352,42 @@ TEST_CASE("mangled classification files read or fail with a DataError, never oth
     }
   }
   CHECK(read_fine > 100);  // the mutations leave many files readable
+}
+
+TEST_CASE("a classifier's declared activations bound what its training step holds",
+          "[classify][model][description]") {
+  for (const char* pool : {"last", "mean"}) {
+    INFO("pool " << pool);
+    nn::GPTConfig c = ag_test::gpt_config(65, 32, 64, 4, 2, 0.1);
+    c.num_classes = 4;
+    c.pool = pool;
+    const int64_t B = 8, T = c.context_length;
+    nn::GPT model(c, 6);
+    std::vector<int64_t> ids(static_cast<size_t>(B * T)), lengths, labels;
+    ag::Generator gen(6);
+    for (auto& id : ids) id = static_cast<int64_t>(gen.next_u64() % 65);
+    for (int64_t b = 0; b < B; ++b)
+      lengths.push_back(1 + b * (T - 1) / (B - 1)), labels.push_back(b % 4);
+    nn::Footprint f(T, true);
+    {
+      nn::ShapeOnlyScope description;
+      nn::GPT(c, 0).footprint(f);
+    }
+    // the head's terms are per sequence, declared per token (an upper bound)
+    double head_terms = 0;
+    for (const auto& t : f.saved)
+      if (t.name.rfind("classifier", 0) == 0) head_terms += t.bytes;
+    const double tokens = static_cast<double>(B * T);
+    const double declared = tokens * f.saved_bytes_per_token() + f.per_step_bytes();
+    const auto before = ag::allocator_stats();
+    const auto out = model.forward(ag::from_vector(ids, {B, T}), ag::from_vector(labels, {B}),
+                                   ag::from_vector(lengths, {B}));
+    const double held = static_cast<double>(ag::allocator_stats().live_bytes - before.live_bytes);
+    CHECK(held <= 1.02 * declared);
+    // pooling the last token, nothing keeps ln_f's output (declared by ln_f, read by the
+    // LM head's and mean pooling's backward): one row of C floats per token fewer
+    const double unread = std::string(pool) == "last" ? 4.0 * static_cast<double>(c.d_model) : 0;
+    CHECK(held >= 0.98 * (declared - tokens * (head_terms + unread)));
+    out.loss.backward();
+  }
 }
