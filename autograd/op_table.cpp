@@ -274,6 +274,10 @@ std::vector<Row> linear_rows() {
            one([bias, act](In x) { return ag::linear(x[0], x[1], bias ? x[2] : Tensor(), act); }),
            in_layouts(in) + Sweep{flat}});
     }
+  rows.push_back(
+      {"matmul", "lora_delta", "2.5 * F.linear(F.linear(x[0], x[1]), x[2])",
+       one([](In x) { return ag::lora_delta(x[0], x[1], x[2], 2.5); }),
+       Sweep{{f({2, 3, 4}), f({2, 4}), f({5, 2})}, {ft({7, 4}), ft({2, 4}), ft({5, 2})}}});
   return rows;
 }
 

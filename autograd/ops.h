@@ -66,6 +66,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor linear(const Tensor& x, const std::vector<Tensor>& weights,
               const std::vector<Tensor>& biases = {});
 
+// LoRA's low-rank term scale (x A^T) B^T for x [..., in], A [rank, in], B [out, rank]
+// (float32 or float64; under bf16 autocast too, float32: the adapter is small), one node.
+// Its products are computed by the calling thread alone, forward and backward: each is too
+// small to pay for a team of threads, whose barrier costs a scheduler time slice on a
+// loaded machine, and a LoRA step has six per adapter. Backward: u = scale x A^T (kept),
+// dB = g^T u, du = scale g B, dA = du^T x, dx = du A, each only where asked for.
+Tensor lora_delta(const Tensor& x, const Tensor& a, const Tensor& b, double scale);
+
 // ---- joining and splitting (ops/join.cpp)
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);

@@ -22,7 +22,11 @@ Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, d
 // the block, bfloat16 operands widened), as on a CPU where oneDNN has no kernel.
 namespace detail {
 void force_gemm_fallback_for_tests(bool on);
-}
+// The matrix products run so far by the ops (matmul, linear and their backward; not the
+// decoder's or attention's own kernels), for tests that a frozen weight costs no
+// weight-gradient GEMM.
+int64_t gemm_count();
+}  // namespace detail
 
 // ---- NaN injection (anomaly.cpp), for tests of anomaly detection itself
 // "forward:PATH" plants a NaN in the output of the first op run inside module PATH,

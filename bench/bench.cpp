@@ -15,6 +15,7 @@
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
+#include "train/freezing.h"
 #include "train/grad_reduction.h"
 #include "train/world.h"
 
@@ -71,9 +72,18 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // kB on Linux
 }
 
+// The process's CPU time (user + system, every thread) in milliseconds.
+double cpu_ms() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return 1e3 * static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         1e-3 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 // Milliseconds of each phase of the timed steps.
 struct StepTimes {
   std::vector<double> total, forward, backward, reduce, optimizer;
+  double cpu_per_step = 0;  // the process's CPU time over the timed steps, per step
   static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -138,6 +148,7 @@ struct StepOptions {
   bool json = false;
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
+  int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
 };
 
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
@@ -163,21 +174,24 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"tensor_cached_mb", ag::allocator_stats().cached_bytes / 1e6},
                                 {"steps", t.total.size()},
                                 {"parameters", parameters},
+                                {"lora_rank", o.lora_rank},
                                 {"forward_ms", StepTimes::median(t.forward)},
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
-                                {"reduce_ms", StepTimes::median(t.reduce)}}
+                                {"reduce_ms", StepTimes::median(t.reduce)},
+                                {"cpu_ms_per_step", t.cpu_per_step}}
                      .dump()
               << std::endl;
     return;
   }
   fmt::print(
-      "attograd {} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
+      "attograd {}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
       "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
-      c.name, ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es",
-      threads, parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
+      c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
+      ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
+      parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
       tokens_per_s, gflops, peak_rss_mb());
 }
@@ -190,19 +204,27 @@ int run_steps(const StepOptions& o) {
   const train::World& world = train::World::join();
   BenchConfig c = named_config(o.config);
   c.model.dropout = o.dropout;
+  c.model.lora_rank = o.lora_rank;
+  c.model.validate();
   nn::GPT model(c.model, 1337);
   model.train();
-  optim::AdamW opt(optim::decay_groups(model.named_parameters(), 0.1), 3e-4);
-  const auto params = model.parameters();
+  train::RunConfig run;  // what a training run of this model freezes (LoRA: the base)
+  run.model = c.model;
+  train::freeze_parameters(run, model);
+  optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
+  const auto params = model.trainable_parameters();
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())
     reducer = std::make_unique<train::GradReducer>(world, params, 1, o.bucket_mb << 20);
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
+  double cpu_start = 0;
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
+    if (i == o.warmup) cpu_start = cpu_ms();
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
   }
+  times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
   if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times);
   return 0;
 }
@@ -226,7 +248,10 @@ int bench_command(const std::vector<std::string>& args) {
       "json", "one JSON object per line")(
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
-      "under mpirun: gradient bucket size in MB");
+      "under mpirun: gradient bucket size in MB")(
+      "lora-rank", po::value(&o.lora_rank)->default_value(0),
+      "LoRA adapters of this rank on attn.qkv, attn.out_proj, mlp.fc1 and mlp.fc2, the base "
+      "frozen (0: full training)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);

@@ -3,7 +3,8 @@
 // clip, AdamW) on the three configs of the performance issue and GPT-2 124M's (gpt2: B 4,
 // T 64), and microbenchmarks of the hot kernels against the machine's cblas_sgemm peak.
 // bench/torch_reference.py runs the identical step in PyTorch; bench/compare.py runs both,
-// interleaved, as a table; bench/gpt2_scale.py adds llm.c's train_gpt2.c at gpt2.
+// interleaved, as a table; bench/gpt2_scale.py adds llm.c's train_gpt2.c at gpt2;
+// bench/lora_scale.py compares a LoRA step (--lora-rank) with a full one at gpt2.
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
 //   attograd bench --micro

@@ -20,6 +20,7 @@
 //   report_command.cpp   report: the page report/ draws, from metrics files and a checkpoint
 //   attention_command.cpp  attention: a checkpoint's attention weights over a prompt
 //   interop_commands.cpp  import, export: models to and from other tools' formats (interop/)
+//   merge_command.cpp    merge: a LoRA checkpoint's adapters folded into its weights
 //   gradcheck.cpp        gradcheck: the op table's checks, printed as a table
 //   demo.cpp             demo: the attention chapter's numbers
 //   main.cpp             main()
@@ -55,6 +56,7 @@ int report_command(const Args& args);
 int attention_command(const Args& args);
 int import_command(const Args& args);
 int export_command(const Args& args);
+int merge_command(const Args& args);
 int gradcheck_command(const Args& args);
 int demo_command(const Args& args);
 

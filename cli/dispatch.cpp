@@ -26,6 +26,7 @@ commands:
   attention  a checkpoint's attention weights over a prompt, printed (or --svg, a heat map)
   import     a model from elsewhere (Hugging Face GPT-2, safetensors) as a checkpoint
   export     a checkpoint as other tools' files (--format hf: a Hugging Face folder)
+  merge      fold a LoRA checkpoint's adapters into its weights (a plain checkpoint)
   gradcheck  run the finite-difference gradient checks of every op
   bench      time training steps (tiny, small, base, gpt2) or the hot kernels (--micro)
   demo       the attention chapter's numbers and a small network trained by backprop
@@ -45,6 +46,7 @@ Command find_command(const std::string& name) {
       {"demo", demo_command},           {"report", report_command},
       {"attention", attention_command}, {"import", import_command},
       {"export", export_command},       {"classify", classify_command},
+      {"merge", merge_command},
   };
   for (const auto& [n, command] : kCommands)
     if (name == n) return command;

@@ -9,6 +9,8 @@
 #include "cli/command_support.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "train/config.h"
+#include "train/freezing.h"
 
 namespace cli {
 
@@ -52,6 +54,25 @@ void print_tokenizer(const io::TokenizerSection& t) {
              256 + t.merges.size(), t.merges.size(), base::printable(t.split_pattern));
 }
 
+// What a run of this checkpoint trains (train/freezing.h: LoRA freezes the base weights,
+// --freeze more), counted over the file's own parameters.
+void print_trainable(const io::Checkpoint& ckpt) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : ckpt.model) names.push_back(name);
+  std::vector<bool> frozen;
+  try {
+    frozen = train::frozen_parameters(train::RunConfig::from_json(ckpt.config), names);
+  } catch (const std::invalid_argument& e) {
+    fmt::print("trainable: unknown ({})\n", base::printable(e.what()));
+    return;
+  }
+  int64_t counts[2] = {0, 0};  // trainable, frozen
+  for (size_t i = 0; i < names.size(); ++i)
+    counts[frozen[i] ? 1 : 0] += ckpt.model[i].second.numel();
+  fmt::print("{:<40} {:>16} {:>12}\n{:<40} {:>16} {:>12}\n", "trainable", "", counts[0], "frozen",
+             "", counts[1]);
+}
+
 void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
   fmt::print("checkpoint {}\nstep {}\nconfig {}\n", base::printable(ckpt.source), ckpt.step,
              base::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
@@ -66,6 +87,7 @@ void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
     total += t.numel();
   }
   fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);
+  print_trainable(ckpt);
   fmt::print("\noptimizer: {}\n",
              ckpt.optimizer ? base::printable(ckpt.optimizer->type) : "none (weights only)");
   for (const auto& [name, s] : ckpt.rng) fmt::print("rng {}: saved\n", base::printable(name));

@@ -165,6 +165,9 @@ po::options_description run_only_options(train::RunConfig& c, RunOptions use) {
   machine_options(add, c);
   add("sample-tokens", c.sample_tokens, "length of the sample printed at the end");
   add("init-from", c.init_from, "start from this checkpoint's weights");
+  add("freeze", c.freeze,
+      "freeze the parameters these comma-separated patterns name (fnmatch over names such "
+      "as blocks.*.attn.*); --lora-rank freezes every base weight");
   add("stop-at", c.stop_at, "end this run after this step, checkpointed (0: run all steps)",
       Resume::yes);
   add.flag("detect-anomaly", c.detect_anomaly,

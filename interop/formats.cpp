@@ -17,6 +17,7 @@
 #include "interop/tokenizer_files.h"
 #include "io/tokenizer_section.h"
 #include "train/config.h"
+#include "train/model_loading.h"
 
 namespace interop {
 
@@ -220,6 +221,13 @@ ModelFiles model_files_of(const io::Checkpoint& ckpt) {
     m.config.validate();
   } catch (const std::invalid_argument& e) {
     throw InteropError(fmt::format("{}: {}", ckpt.source, e.what()));
+  }
+  if (m.config.lora_rank > 0) {  // other tools run plain Linears: the adapters merged in
+    try {
+      return model_files_of(train::merged_checkpoint(ckpt));
+    } catch (const io::CheckpointError& e) {
+      throw InteropError(e.what());
+    }
   }
   m.weights = ckpt.model;
   if (ckpt.tokenizer.type != "none") m.tokenizer = ckpt.tokenizer;

@@ -38,8 +38,8 @@ void export_model(const ModelFiles& model, const std::string& format, const std:
 // (no optimizer state), so sample, eval, inspect, train --init-from and report read it as
 // any other. The weights are moved, not copied.
 io::Checkpoint checkpoint_of(ModelFiles model);
-// A checkpoint's model as every writer takes it (its weights shared, not copied); ends
-// with check_weights.
+// A checkpoint's model as every writer takes it (its weights shared, not copied; LoRA
+// adapters merged in, on a copy: train::merged_checkpoint); ends with check_weights.
 ModelFiles model_files_of(const io::Checkpoint& ckpt);
 
 }  // namespace interop

@@ -111,19 +111,25 @@ QKVProjection::QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Line
                              std::shared_ptr<Linear> value)
     : query_(std::move(query)), key_(std::move(key)), value_(std::move(value)) {}
 
-// Projections carrying adapters run one by one (each adds its low-rank term).
+// Adapters on all three (LoRA's attn.qkv): the fused projection plus their low-rank terms
+// side by side. On some only: one by one, each adding its own.
 ag::Tensor QKVProjection::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  if (query_->has_adapter() || key_->has_adapter() || value_->has_adapter())
+  const int adapters = query_->has_adapter() + key_->has_adapter() + value_->has_adapter();
+  if (adapters == 1 || adapters == 2)
     return ag::cat({query_->forward(x), key_->forward(x), value_->forward(x)}, -1);
   std::vector<ag::Tensor> weights{query_->weight, key_->weight, value_->weight}, biases;
   if (query_->bias.defined()) biases = {query_->bias, key_->bias, value_->bias};
-  return ag::linear(x, weights, biases);
+  const ag::Tensor y = ag::linear(x, weights, biases);
+  if (adapters == 0) return y;
+  return y +
+         ag::cat({query_->adapter_delta(x), key_->adapter_delta(x), value_->adapter_delta(x)}, -1);
 }
 
 // the one GEMM's weight: the three stacked, a copy its backward keeps
 void QKVProjection::footprint(Footprint& f) const {
-  if (query_->has_adapter() || key_->has_adapter() || value_->has_adapter()) return;
+  const int adapters = query_->has_adapter() + key_->has_adapter() + value_->has_adapter();
+  if (adapters == 1 || adapters == 2) return;
   const auto in = static_cast<double>(query_->in_features());
   const auto out =
       static_cast<double>(query_->out_features() + key_->out_features() + value_->out_features());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace nn {
 
@@ -39,8 +40,35 @@ const std::vector<ConfigField>& config_fields() {
        .member = &C::pool,
        .choices = {"last", "mean"},
        .head_setting = true},
+      {.key = "lora_rank",
+       .help = "LoRA adapters of this rank (0: none; train then freezes the base)",
+       .member = &C::lora_rank,
+       .min = 0,
+       .max = 1 << 20,
+       .adapter_setting = true},
+      {.key = "lora_alpha",
+       .help = "LoRA scale numerator: the adapters' scale is lora-alpha / lora-rank",
+       .member = &C::lora_alpha,
+       .min = 0,
+       .max = 1e6,
+       .adapter_setting = true},
+      {.key = "lora_targets",
+       .help = "the Linears given adapters: attn.qkv, attn.out_proj, mlp.fc1, mlp.fc2",
+       .member = &C::lora_targets,
+       .adapter_setting = true},
+      {.key = "lora_dropout",
+       .help = "dropout probability on the adapters' input",
+       .member = &C::lora_dropout,
+       .min = 0,
+       .max = 1,
+       .adapter_setting = true},
   };
   return fields;
+}
+
+const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> names{"attn.qkv", "attn.out_proj", "mlp.fc1", "mlp.fc2"};
+  return names;
 }
 
 namespace {
@@ -67,12 +95,80 @@ void check_field(const ConfigField& f, const GPTConfig& cfg) {
   }
   if (auto m = std::get_if<std::string GPTConfig::*>(&f.member)) {
     const std::string& v = cfg.**m;
-    if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
+    if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
       refuse(fmt::format("{} must be {}, got '{}'", f.key, fmt::join(f.choices, " or "), v));
   }
 }
 
+// A value from elsewhere, safe on a terminal: its first 64 bytes, other than printable
+// ASCII shown as '?'.
+std::string shown(std::string text) {
+  text.resize(std::min<size_t>(text.size(), 64));
+  for (char& c : text)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return text;
+}
+
+// The adapters' settings: none without a rank; a rank each targeted Linear can hold.
+void check_lora(const GPTConfig& cfg) {
+  const GPTConfig plain;
+  const std::vector<std::string> targets = cfg.lora_target_list();
+  if (cfg.lora_rank == 0) {
+    const char* set = cfg.lora_alpha != plain.lora_alpha       ? "lora_alpha"
+                      : cfg.lora_targets != plain.lora_targets ? "lora_targets"
+                      : cfg.lora_dropout != plain.lora_dropout ? "lora_dropout"
+                                                               : nullptr;
+    if (set)
+      refuse(
+          fmt::format("{} is set but lora_rank is 0: adapters need a rank (--lora-rank R)", set));
+    return;
+  }
+  if (!(cfg.lora_alpha > 0))
+    refuse(fmt::format("lora_alpha must be positive, got {}", cfg.lora_alpha));
+  const int64_t C = cfg.d_model, F = cfg.ff_width();
+  for (const std::string& t : targets) {
+    const auto [in, out] = t == "mlp.fc1"   ? std::pair(C, F)
+                           : t == "mlp.fc2" ? std::pair(F, C)
+                                            : std::pair(C, C);
+    if (cfg.lora_rank > std::min(in, out))
+      refuse(fmt::format("lora_rank {} is larger than {} ({} -> {}) allows: at most {}",
+                         cfg.lora_rank, t, in, out, std::min(in, out)));
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> GPTConfig::lora_target_list() const {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= lora_targets.size()) {
+    const size_t comma = std::min(lora_targets.find(',', start), lora_targets.size());
+    const std::string name = lora_targets.substr(start, comma - start);
+    const auto& known = lora_target_names();
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      refuse(fmt::format("lora_targets: '{}' matches no Linear of the model (the targets are {})",
+                         shown(name), fmt::join(known, ", ")));
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    start = comma + 1;
+  }
+  return out;
+}
+
+GPTConfig GPTConfig::without_adapters() const {
+  const GPTConfig plain;
+  GPTConfig base = *this;
+  base.lora_rank = plain.lora_rank;
+  base.lora_alpha = plain.lora_alpha;
+  base.lora_targets = plain.lora_targets;
+  base.lora_dropout = plain.lora_dropout;
+  return base;
+}
+
+bool GPTConfig::same_adapters(const GPTConfig& other) const {
+  if (lora_rank == 0 || other.lora_rank == 0) return lora_rank == other.lora_rank;
+  return lora_rank == other.lora_rank && lora_alpha == other.lora_alpha &&
+         lora_target_list() == other.lora_target_list() && lora_dropout == other.lora_dropout;
+}
 
 void GPTConfig::validate() const {
   for (const auto& f : config_fields()) check_field(f, *this);
@@ -80,6 +176,7 @@ void GPTConfig::validate() const {
     refuse(fmt::format("d_model ({}) must be divisible by n_heads ({})", d_model, n_heads));
   if (num_classes == 1)
     refuse("num_classes must be 0 (a language model) or at least 2 (a classifier), got 1");
+  check_lora(*this);
 }
 
 }  // namespace nn

@@ -33,8 +33,20 @@ struct GPTConfig {
   // by `pool`: "last" (the last real token's) or "mean" (over the real tokens)
   int64_t num_classes = 0;
   std::string pool = "last";
+  // LoRA adapters (Linear::add_adapter) on the Linears lora_targets names, scale
+  // lora_alpha / lora_rank, dropout lora_dropout on their input; lora_rank 0: none
+  int64_t lora_rank = 0;
+  double lora_alpha = 16;
+  std::string lora_targets = "attn.qkv,attn.out_proj,mlp.fc1,mlp.fc2";
+  double lora_dropout = 0;
 
   int64_t ff_width() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  // lora_targets as a list, each one of lora_target_names(); throws naming one that is not
+  std::vector<std::string> lora_target_list() const;
+  // This config without adapters (the lora_* keys at their defaults): the base model.
+  GPTConfig without_adapters() const;
+  // Whether the two configs' adapters are the same (rank, alpha, targets, dropout).
+  bool same_adapters(const GPTConfig& other) const;
   // The name and shape of every parameter GPT(cfg) registers, in its order, read off a
   // shape-only description of the model (nothing allocated): a checkpoint's datasets are
   // compared with it before a model is built. The config must be valid.
@@ -57,15 +69,23 @@ struct ConfigField {
   // numbers: the range validate() allows ([min, max], or [min, max) for doubles)
   double min = 0, max = 0;
   // strings: the values allowed, the first the default; a variant at its default is left
-  // out of a checkpoint's config (files written before the variant existed read the same)
+  // out of a checkpoint's config (files written before the variant existed read the same).
+  // None: any value validate() accepts.
   std::vector<std::string> choices = {};
   // a setting of the classification head (num_classes, pool): left out of a checkpoint's
   // config when the model has none (num_classes 0), so a language model's file reads as it
   // did before classifiers
   bool head_setting = false;
+  // a setting of the adapters (lora_*): left out of a checkpoint's config when the model
+  // has none (lora_rank 0), so files without adapters read as they did before them
+  bool adapter_setting = false;
 };
 
 // Every key, in the order the command line lists them.
 const std::vector<ConfigField>& config_fields();
+
+// The names lora_targets takes: attn.qkv (W_query, W_key and W_value), attn.out_proj,
+// mlp.fc1, mlp.fc2.
+const std::vector<std::string>& lora_target_names();
 
 }  // namespace nn

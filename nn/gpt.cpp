@@ -51,6 +51,28 @@ void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen) {
   });
 }
 
+// LoRA (GPTConfig::lora_*): an adapter on each targeted Linear of every block, block by
+// block in registration order, drawn after the base weights, so that a seed gives the same
+// base weights with adapters as without.
+void add_lora_adapters(const GPTConfig& cfg, ModuleList<TransformerBlock>& blocks,
+                       ag::Generator& gen, const std::shared_ptr<ag::Generator>& dropout_gen) {
+  const std::vector<std::string> targets = cfg.lora_target_list();
+  auto targeted = [&](const char* name) {
+    return std::find(targets.begin(), targets.end(), name) != targets.end();
+  };
+  for (const auto& block : blocks) {
+    std::vector<Linear*> linears;
+    if (targeted("attn.qkv"))
+      linears.insert(linears.end(), {block->attn->W_query.get(), block->attn->W_key.get(),
+                                     block->attn->W_value.get()});
+    if (targeted("attn.out_proj")) linears.push_back(block->attn->out_proj.get());
+    if (targeted("mlp.fc1")) linears.push_back(block->mlp->fc1.get());
+    if (targeted("mlp.fc2")) linears.push_back(block->mlp->fc2.get());
+    for (Linear* linear : linears)
+      linear->add_adapter(cfg.lora_rank, cfg.lora_alpha, gen, cfg.lora_dropout, dropout_gen);
+  }
+}
+
 }  // namespace
 
 GPT::GPT(const GPTConfig& cfg, uint64_t seed)
@@ -78,6 +100,7 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
   }
   if (!ShapeOnlyScope::active() && !UninitializedScope::active())
     init_gpt2(*this, cfg.n_layers, gen);
+  if (cfg.lora_rank > 0) add_lora_adapters(cfg_, *blocks, gen, dropout_gen_);
 }
 
 // B = batch, T = tokens, C = d_model, V = vocab_size

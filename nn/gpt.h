@@ -32,8 +32,9 @@ namespace nn {
 class GPT : public Module {
  public:
   // Weights initialised GPT-2 style from `seed`; dropout masks drawn from a generator
-  // seeded with seed + ag::kDropoutStream (see dropout_generator()). Under a
-  // ShapeOnlyScope: the description only.
+  // seeded with seed + ag::kDropoutStream (see dropout_generator()). With cfg.lora_rank > 0,
+  // LoRA adapters on the Linears cfg.lora_targets names, drawn after the base weights (B
+  // zero: the model starts as the base). Under a ShapeOnlyScope: the description only.
   GPT(const GPTConfig& cfg, uint64_t seed);
 
   struct Output {

@@ -33,7 +33,8 @@ ag::Tensor Linear::forward(const ag::Tensor& x) const {
   return has_adapter() ? y + adapter_delta(x) : y;
 }
 
-void Linear::add_adapter(int64_t rank, double alpha, ag::Generator& gen) {
+void Linear::add_adapter(int64_t rank, double alpha, ag::Generator& gen, double dropout,
+                         std::shared_ptr<ag::Generator> dropout_gen) {
   if (has_adapter()) throw std::logic_error(fmt::format("Linear {}: has an adapter", path()));
   if (rank < 1 || rank > std::min(in_, out_) || !(alpha > 0 && std::isfinite(alpha)))
     throw std::invalid_argument(fmt::format(
@@ -45,12 +46,16 @@ void Linear::add_adapter(int64_t rank, double alpha, ag::Generator& gen) {
     ag::NoGradGuard no_grad;
     ag::fill_(lora_B->weight, 0.0);
   }
+  if (dropout > 0)
+    lora_dropout =
+        register_module("lora_dropout", std::make_shared<Dropout>(dropout, std::move(dropout_gen)));
   adapter_scale_ = alpha / static_cast<double>(rank);
 }
 
 ag::Tensor Linear::adapter_delta(const ag::Tensor& x) const {
   if (!has_adapter()) return ag::Tensor();
-  return ag::linear(ag::linear(x, lora_A->weight), lora_B->weight) * adapter_scale_;
+  const ag::Tensor in = lora_dropout ? lora_dropout->forward(x) : x;
+  return ag::lora_delta(in, lora_A->weight, lora_B->weight, adapter_scale_);
 }
 
 void Linear::merge_adapter() {
@@ -62,7 +67,9 @@ void Linear::merge_adapter() {
   }
   remove_module("lora_A");
   remove_module("lora_B");
+  if (lora_dropout) remove_module("lora_dropout");
   lora_A = lora_B = nullptr;
+  lora_dropout = nullptr;
 }
 
 void Linear::infer(const DecodeContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1,
@@ -76,6 +83,7 @@ void Linear::footprint(Footprint& f) const {
   f.forward_flops_per_token += 2.0 * static_cast<double>(in_) * static_cast<double>(out_);
   if (!has_adapter()) return;
   f.save(path(), "adapter's x A^T", static_cast<double>(lora_A->out_features()));
+  if (lora_dropout) lora_dropout->save_mask(f, static_cast<double>(in_));
   Module::footprint(f);
 }
 

@@ -12,12 +12,15 @@
 
 namespace nn {
 
+class Dropout;
+
 // Weight and bias drawn as torch.nn.Linear draws them: U(-1/sqrt(in), 1/sqrt(in)).
 //
 // A Linear can carry a low-rank adapter (LoRA): y = x W^T + b + (alpha / rank) (x A^T) B^T
 // with A [rank, in] drawn as a Linear's weight and B [out, rank] zero, so that the adapted
 // layer starts out equal to the plain one. A and B are registered as the Linears lora_A
-// and lora_B; freeze() the model first to train only them. merge_adapter() folds them into
+// and lora_B (and its input's Dropout as lora_dropout); freeze() the model first to train
+// only them. merge_adapter() folds them into
 // W and removes them (the decoder runs plain Linears only).
 class Linear : public Module {
  public:
@@ -26,10 +29,14 @@ class Linear : public Module {
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
 
-  void add_adapter(int64_t rank, double alpha, ag::Generator& gen);
+  // dropout: a rate on the adapter's input while training, its masks drawn from
+  // dropout_gen (the model's dropout generator); 0 adds no Dropout.
+  void add_adapter(int64_t rank, double alpha, ag::Generator& gen, double dropout = 0,
+                   std::shared_ptr<ag::Generator> dropout_gen = nullptr);
   bool has_adapter() const { return lora_A != nullptr; }
   // The adapter's term (alpha / rank) (x A^T) B^T; undefined without an adapter.
   ag::Tensor adapter_delta(const ag::Tensor& x) const;
+  double adapter_scale() const { return adapter_scale_; }  // alpha / rank
   void merge_adapter();
 
   // Inference: output columns [o0, o1) of rows of x [rows, in] into y (column 0 of the
@@ -42,6 +49,7 @@ class Linear : public Module {
   ag::Tensor weight;                       // [out_features, in_features]
   ag::Tensor bias;                         // [out_features], undefined when bias == false
   std::shared_ptr<Linear> lora_A, lora_B;  // the adapter, null without one
+  std::shared_ptr<Dropout> lora_dropout;   // on the adapter's input; null without
   // Set by a model on the projections whose output is added into its residual stream, for
   // initialisations that scale those down (GPT-2's; see GPT). Plain layers leave it false.
   bool residual_projection = false;

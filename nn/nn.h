@@ -5,7 +5,8 @@
 // that description run different ways.
 //   module.h          Module (named parameters, freezing, train/eval, state_dict, shape-only
 //                     descriptions), ModuleList
-//   config.h          GPTConfig and its one table of keys (bounds, choices, variants)
+//   config.h          GPTConfig and its one table of keys (bounds, choices, variants, the
+//                     LoRA adapters GPT(cfg) adds)
 //   layers.h          Linear (with an optional LoRA adapter), Embedding, LayerNorm, RMSNorm,
 //                     Dropout, GELU, MLP
 //   attention.h       the chapter's attention classes, v1 to MultiHeadAttention

@@ -13,6 +13,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/gpt.h"
+#include "train/config.h"
 
 namespace ag_test {
 
@@ -78,6 +79,23 @@ inline nn::GPTConfig gpt_config(int64_t vocab, int64_t context, int64_t d_model,
   c.n_layers = layers;
   c.dropout = dropout;
   return c;
+}
+
+// A training run of a tiny model on the built-in corpus, seconds long, writing into dir.
+inline train::RunConfig tiny_run(const TempDir& dir, int64_t layers = 1) {
+  train::RunConfig cfg;
+  cfg.model.context_length = 8;
+  cfg.model.d_model = 16;
+  cfg.model.n_heads = 2;
+  cfg.model.n_layers = layers;
+  cfg.batch_size = 2;
+  cfg.steps = 6;
+  cfg.threads = 1;
+  cfg.sample_tokens = 0;
+  cfg.eval_windows = 2;
+  cfg.log_interval = 100;
+  cfg.out = dir.file("run.h5");
+  return cfg;
 }
 
 // rows x columns floats of wildly mixed magnitudes (normal times 10^U(-4, 4)), so that

@@ -285,3 +285,24 @@ TEST_CASE("gradcheck a GPT whose blocks use RMSNorm", "[nn][gradcheck][gpt]") {
   REQUIRE_GRADCHECK([&](const std::vector<Tensor>&) { return model.forward(ids, targets).loss; },
                     model.parameters());
 }
+
+TEST_CASE("gradcheck a GPT with LoRA adapters over its frozen base", "[nn][gradcheck][adapter]") {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 7, cfg.context_length = 4, cfg.d_model = 4, cfg.n_heads = 2;
+  cfg.n_layers = 1, cfg.dropout = 0.0, cfg.lora_rank = 2, cfg.lora_alpha = 3;
+  nn::GPT model(cfg, 16);  // adapters on W_query, W_key, W_value, out_proj, fc1 and fc2
+  model.to(DType::Float64);
+  ag::Generator gen(16);
+  for (auto& p : model.parameters()) ag::copy_(p, ag::randn(p.shape(), gen, DType::Float64) * 0.5);
+  std::vector<Tensor> adapters;
+  for (auto& [name, p] : model.named_parameters()) {
+    const bool adapter = name.find(".lora_") != std::string::npos;
+    p.requires_grad_(adapter);  // the base frozen, as train freezes it
+    if (adapter) adapters.push_back(p);
+  }
+  REQUIRE(adapters.size() == 12u);
+  const Tensor ids = ag::from_vector(std::vector<int64_t>{1, 3, 6, 2, 0, 5}, {2, 3});
+  const Tensor targets = ag::from_vector(std::vector<int64_t>{3, 6, 2, 0, 5, 1}, {2, 3});
+  REQUIRE_GRADCHECK([&](const std::vector<Tensor>&) { return model.forward(ids, targets).loss; },
+                    adapters);
+}

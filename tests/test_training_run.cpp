@@ -5,25 +5,7 @@
 #include "support.h"
 #include "train/train.h"
 
-namespace {
-
-train::RunConfig tiny_run(const ag_test::TempDir& dir) {
-  train::RunConfig cfg;
-  cfg.model.context_length = 8;
-  cfg.model.d_model = 16;
-  cfg.model.n_heads = 2;
-  cfg.model.n_layers = 1;
-  cfg.batch_size = 2;
-  cfg.steps = 6;
-  cfg.threads = 1;
-  cfg.sample_tokens = 0;
-  cfg.eval_windows = 2;
-  cfg.log_interval = 100;
-  cfg.out = dir.file("run.h5");
-  return cfg;
-}
-
-}  // namespace
+using ag_test::tiny_run;
 
 TEST_CASE("one training step changes the weights and counts the step", "[training_run]") {
   ag_test::TempDir dir;

@@ -64,17 +64,18 @@ namespace {
 
 // The model's keys (docs/model.md), top level, exactly as nn::config_fields() names them;
 // d_ff as the width it stands for; a variant at its default left out, and the head's
-// settings for a language model.
+// settings for a language model, the adapters' when there are none.
 nlohmann::json model_json(const nn::GPTConfig& model) {
   nn::GPTConfig m = model;
   m.d_ff = m.ff_width();
+  const nn::GPTConfig defaults;
   nlohmann::json j = nlohmann::json::object();
   for (const auto& f : nn::config_fields())
     std::visit(
         [&](auto member) {
-          if constexpr (std::is_same_v<decltype(member), std::string nn::GPTConfig::*>) {
-            if (m.*member == f.choices.front()) return;
-          }
+          constexpr bool variant = std::is_same_v<decltype(member), std::string nn::GPTConfig::*>;
+          if (variant && m.*member == defaults.*member) return;
+          if (f.adapter_setting && m.lora_rank == 0) return;
           if (f.head_setting && m.num_classes == 0) return;
           j[f.key] = m.*member;
         },
@@ -114,6 +115,7 @@ nlohmann::json RunConfig::to_json() const {
     if (task == "classify") j["labels"] = labels;
     if (task == "instruct") j["prompt_template"] = prompt_template;
   }
+  if (!freeze.empty()) j["freeze"] = freeze;  // absent: nothing frozen by name
   // the settings its optimiser reads (adamw: weight_decay, beta1, beta2, eps)
   for (const std::string& key : optim::hyperparameters_of(optimizer.name))
     for (const optim::Hyperparameter& h : optim::hyperparameter_table())
@@ -199,6 +201,7 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
     if (!labels.is_array()) throw std::invalid_argument("config: key 'labels' must be an array");
     for (const auto& label : labels) c.labels.push_back(json_as<std::string>(label, "labels"));
   }
+  get("freeze", c.freeze);
   return c;
 }
 

@@ -64,6 +64,9 @@ struct RunConfig {
   std::string reduce = "tree";           // tree (bits independent of processes) | allreduce (MPI's)
   int64_t sample_tokens = 200;           // sample printed at the end
   std::string init_from;                 // start from this checkpoint's weights
+  // Comma-separated fnmatch patterns over parameter names: those parameters are frozen
+  // (train/freezing.h); with model.lora_rank > 0 every base weight is frozen besides.
+  std::string freeze;
   // with init_from: the model keys the command line (or a config file) set; the others are
   // the checkpoint's (take_model_of). Not stored in a checkpoint.
   std::vector<std::string> model_keys_given;

@@ -159,8 +159,8 @@ int64_t data_bytes_for_text(int64_t text_bytes) {
   return saturated(9.0 * static_cast<double>(text_bytes));
 }
 
-MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes,
-                       int ranks) {
+MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes, int ranks,
+                       int64_t trainable) {
   // in double: absurd sizes must give an absurd plan, not an overflowed one
   const double tokens =
       static_cast<double>(cfg.batch_size) * static_cast<double>(cfg.model.context_length);
@@ -169,10 +169,11 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   MemoryPlan p;
   p.parameters = saturated(4.0 * params);
   p.gradient_sets = 1 + partial_sums_held(cfg.grad_accum_steps) + (ranks > 1 ? 3 : 0);
-  p.gradients = saturated(4.0 * params * static_cast<double>(p.gradient_sets));
+  const double trained = trainable < 0 ? params : static_cast<double>(trainable);
+  p.gradients = saturated(4.0 * trained * static_cast<double>(p.gradient_sets));
   const double state_bytes = static_cast<double>(optim::state_bytes_per_parameter(cfg.optimizer));
   p.optimizer_title = optim::optimizer_title(cfg.optimizer.name);
-  p.optimizer = saturated(state_bytes * params);  // AdamW: its two float32 moments
+  p.optimizer = saturated(state_bytes * trained);  // AdamW: its two float32 moments
   p.activations = saturated(tokens * f.activation_bytes_per_token() + f.per_step_bytes());
   for (const auto& term : f.saved)
     p.activation_terms.emplace_back(term.name, saturated(tokens * term.bytes));

@@ -41,8 +41,10 @@ struct MemoryPlan {
 // data_bytes: what the caller holds for the data (see data_bytes_for_text).
 // ranks > 1 (a distributed run): three more gradient-sized sets, the exchange's buffers
 // (this rank's subtree sums, every rank's shards of them, the gathered sum).
+// trainable: the parameters that take gradients and optimiser state (freezing.h); -1:
+// all of them.
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes = 0,
-                       int ranks = 1);
+                       int ranks = 1, int64_t trainable = -1);
 
 // Tokenizing a text of `text_bytes` in memory, at its peak: the text, its ids (up to 4
 // bytes per byte) and the copy made when they are split.

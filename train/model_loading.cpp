@@ -9,6 +9,7 @@
 
 #include "base/utf8.h"
 #include "train/config.h"
+#include "train/freezing.h"
 
 namespace train {
 
@@ -38,7 +39,8 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
             return;
           }
           if (!set_here) mine = theirs;
-          if (mine == theirs || std::string_view(f.key) == "dropout") return;
+          const std::string_view key = f.key;
+          if (mine == theirs || key == "dropout" || key.substr(0, 5) == "lora_") return;
           std::string option = f.key;
           std::replace(option.begin(), option.end(), '_', '-');
           throw std::invalid_argument(fmt::format(
@@ -87,20 +89,6 @@ bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_mod
   return with_head_of(init, run_model).num_classes != run_model.num_classes;
 }
 
-void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
-  check_weights_fit(init, with_head_of(init, run_model));
-}
-
-void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
-  if (!init_head_is_fresh(init, model.config())) return io::load_model_weights(init, model);
-  std::unordered_map<std::string, const ag::Tensor*> in_file;
-  for (const auto& [name, t] : init.model) in_file.emplace(name, &t);
-  const std::string fresh = model.config().num_classes > 0 ? "classifier." : "lm_head.";
-  ag::NoGradGuard no_grad;
-  for (auto& [name, p] : model.named_parameters())
-    if (name.rfind(fresh, 0) != 0) ag::copy_(p, *in_file.at(name));  // checked to fit
-}
-
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {
   RunConfig cfg;
   try {
@@ -119,12 +107,70 @@ std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {
     model = std::make_unique<nn::GPT>(cfg.model, cfg.seed);
   }
   try {
-    model->adopt_state_dict(ckpt.model);
+    if (cfg.model.lora_rank > 0)
+      model->load_state_dict(ckpt.model);  // merging writes the weights: a copy of them
+    else
+      model->adopt_state_dict(ckpt.model);
   } catch (const std::exception& e) {
     throw io::CheckpointError(
         fmt::format("'{}' does not fit the model: {}", ckpt.source, e.what()));
   }
+  merge_adapters(*model);
   return model;
+}
+
+void merge_adapters(nn::GPT& model) {
+  std::vector<nn::Linear*> adapted;
+  model.for_each_module([&](nn::Module& m) {
+    if (auto* linear = dynamic_cast<nn::Linear*>(&m); linear && linear->has_adapter())
+      adapted.push_back(linear);
+  });
+  for (nn::Linear* linear : adapted) linear->merge_adapter();
+}
+
+io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt) {
+  const std::unique_ptr<nn::GPT> model = model_from_checkpoint(ckpt);
+  io::Checkpoint out;
+  out.config = ckpt.config;
+  for (const auto& f : nn::config_fields())  // the base's keys, as a checkpoint states them
+    if (std::string_view(f.key).substr(0, 5) == "lora_") out.config.erase(f.key);
+  out.step = ckpt.step;
+  out.model = model->named_parameters();
+  out.tokenizer = ckpt.tokenizer;
+  out.data_identity = ckpt.data_identity;
+  out.micro_batches = ckpt.micro_batches;
+  out.source = ckpt.source;
+  return out;
+}
+
+void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  // other adapters are merged into the base first: the file must fit its own model, whose
+  // base is the run's (take_model_of); a fresh head (a classifier from an LM's checkpoint)
+  // is not looked for in the file
+  const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
+  if (theirs.same_adapters(run_model))
+    return check_weights_fit(init, with_head_of(init, run_model));
+  try {
+    theirs.validate();
+  } catch (const std::invalid_argument& e) {
+    throw io::CheckpointError(fmt::format("'{}': {}", init.source, e.what()));
+  }
+  check_weights_fit(init, theirs);
+}
+
+void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
+  const bool same_adapters = RunConfig::from_json(init.config).model.same_adapters(model.config());
+  const bool fresh_head = init_head_is_fresh(init, model.config());
+  if (same_adapters && !fresh_head) return io::load_model_weights(init, model);
+  std::unordered_map<std::string, const ag::Tensor*> in_file;
+  for (const auto& [name, t] : init.model) in_file.emplace(name, &t);
+  const std::string head = model.config().num_classes > 0 ? "classifier." : "lm_head.";
+  ag::NoGradGuard no_grad;
+  for (auto& [name, p] : model.named_parameters()) {
+    if (!same_adapters && is_adapter_parameter(name)) continue;  // the run's, fresh
+    if (fresh_head && name.rfind(head, 0) == 0) continue;        // likewise
+    ag::copy_(p, *in_file.at(name));                             // checked to fit
+  }
 }
 
 }  // namespace train

@@ -8,11 +8,36 @@
 
 namespace train {
 
-// Builds a GPT from a checkpoint's config with its weights (float32): the model shares the
-// checkpoint's tensors (Module::adopt_state_dict), so the two hold one copy of the weights
-// (writing to the model's parameters writes to the checkpoint's). The config's shapes are
-// checked against the datasets before anything is allocated.
+// Builds a GPT from a checkpoint's config with its weights (float32), for inference: the
+// model shares the checkpoint's tensors (Module::adopt_state_dict), so the two hold one
+// copy of the weights (writing to the model's parameters writes to the checkpoint's). The
+// config's shapes are checked against the datasets before anything is allocated. LoRA
+// adapters are merged into their Linears (the decoder runs plain ones), on a copy of the
+// weights: the checkpoint's tensors are left as they are.
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt);
+
+// Folds every LoRA adapter of the model into its Linear (Linear::merge_adapter): the
+// decoder runs plain Linears.
+void merge_adapters(nn::GPT& model);
+
+// `attograd merge`, `export` and a fine-tuning that changes adapters: the checkpoint with
+// its LoRA adapters folded into their Linears (Linear::merge_adapter), lora_* keys at their
+// defaults (rank 0), its weights only (no optimiser or RNG state: a new run starts from it
+// with --init-from). A checkpoint without adapters comes back as it is, weights only.
+io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt);
+
+// train --init-from: the weights of `init` go into `model`, the run's. An init whose
+// adapters are the run's (GPTConfig::same_adapters) gives every parameter; otherwise it
+// must hold no adapters (merge them first: merged_checkpoint) and gives the base weights,
+// the run's adapters keeping their fresh initialisation (B = 0). The run's head may be
+// another than the checkpoint's (init_head_is_fresh: a classifier from a language model's
+// checkpoint, or the reverse): it then keeps its initialisation too ("classifier.", or an
+// untied "lm_head."), and every other weight comes from the file. check_init_fits checks
+// the shapes first (the file against the run's model with the file's head, or with other
+// adapters its own model).
+void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model);
+void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
+bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model);
 
 // Throws a CheckpointError "'<file>' <mismatch>: ..." naming the first parameter of the
 // model described by model_cfg that the checkpoint lacks or holds in another shape, or the
@@ -20,22 +45,11 @@ std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt);
 void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
                        const std::string& mismatch = "does not fit the model");
 
-// train --init-from: the run's head may be another than the checkpoint's (a classifier,
-// num_classes > 0, fine-tuned from a language model's checkpoint, or the reverse); then it
-// starts fresh and every other weight comes from the checkpoint.
-bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model);
-// check_weights_fit for an --init-from checkpoint: the run's model with the checkpoint's
-// head (a fresh head's parameters are not looked for; an untied LM head's are left out).
-void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model);
-// Loads an --init-from checkpoint (checked by check_init_fits) into the model: every
-// weight, or, with a fresh head, all but the head's ("classifier.", or an untied
-// "lm_head."), which keeps its initialisation.
-void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
-
 struct RunConfig;
 // train --init-from: the run's model is the checkpoint's. A model key the command line set
-// (cfg.model_keys_given) must agree with it, except dropout, a setting of the fine-tuning
-// rather than of the weights; a disagreement is a std::invalid_argument naming the option,
+// (cfg.model_keys_given) must agree with it, except dropout and the lora_* keys, settings
+// of the fine-tuning rather than of the weights (the command line's win; those it leaves
+// out are the checkpoint's); a disagreement is a std::invalid_argument naming the option,
 // both values and the way on.
 void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg);
 

@@ -16,7 +16,9 @@
 //   classification_metrics.h  a classifier's accuracy, per-label precision/recall/F1, confusion
 //   multiple_choice.h  multiple-choice items scored by their endings' log-likelihoods
 //                    (acc, acc_norm, standard errors), shared out over MPI ranks
-//   model_loading.h  a model from a checkpoint, shapes checked first
+//   model_loading.h  a model from a checkpoint, shapes checked first (LoRA adapters merged
+//                    for inference; merged_checkpoint folds them into a checkpoint)
+//   freezing.h       which parameters a run trains (LoRA, --freeze), from names alone
 //   memory_plan.h    what a run will need in memory, checked before it starts
 //   reporter.h       progress bar, report lines, --metrics JSON lines
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
@@ -26,6 +28,7 @@
 #include "train/console.h"
 #include "train/evaluate.h"
 #include "train/evaluate_examples.h"
+#include "train/freezing.h"
 #include "train/grad_accumulation.h"
 #include "train/grad_reduction.h"
 #include "train/memory_plan.h"

@@ -18,6 +18,7 @@
 #include "train/console.h"
 #include "train/evaluate.h"
 #include "train/evaluate_examples.h"
+#include "train/freezing.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
 #include "train/stop_signals.h"
@@ -138,14 +139,18 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   }
   load_data();
   // before anything large is allocated: the weights must fit, and so must the run
-  if (init_) check_weights_fit(*init_, cfg_.model);
+  if (init_) check_init_fits(*init_, cfg_.model);
   if (resumed_) check_weights_fit(*resumed_, cfg_.model);
   check_plan();
+  // an init's adapters that are not the run's are folded into its base weights
+  if (init_ && !RunConfig::from_json(init_->config).model.same_adapters(cfg_.model))
+    init_ = merged_checkpoint(*init_);
   model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed);
-  if (init_) io::load_model_weights(*init_, *model_);
+  if (init_) load_init_weights(*init_, *model_);
   if (resumed_) io::load_model_weights(*resumed_, *model_);
   model_->train();
-  opt_ = optim::make_optimizer(cfg_.optimizer, model_->named_parameters(), cfg_.lr);
+  freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
+  opt_ = optim::make_optimizer(cfg_.optimizer, trainable_named_parameters(*model_), cfg_.lr);
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) restore(*resumed_);
@@ -157,10 +162,10 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
     sampler_ = std::make_unique<data::BatchSampler>(&data_.train, cfg_.batch_size,
                                                     cfg_.model.context_length);
   if (cfg_.grad_accum_steps > 1)
-    accumulator_ = std::make_unique<GradAccumulator>(model_->parameters());
+    accumulator_ = std::make_unique<GradAccumulator>(model_->trainable_parameters());
   if (world_.distributed()) {
     reducer_ = std::make_unique<GradReducer>(
-        world_, model_->parameters(), cfg_.grad_accum_steps, cfg_.bucket_mb << 20,
+        world_, model_->trainable_parameters(), cfg_.grad_accum_steps, cfg_.bucket_mb << 20,
         cfg_.reduce == "allreduce" ? Reduction::mpi_allreduce : Reduction::tree);
     dropout_draws_ = count_dropout_draws();
   }
@@ -267,14 +272,19 @@ void TrainingRun::notify(bool final) const {
 }
 
 void TrainingRun::check_plan() {
-  plan_ = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size());
+  const ParameterCounts counts = count_parameters(cfg_);
+  plan_ = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size(),
+                      counts.trainable);
   const MemoryPlan& plan = plan_;
   const std::string split = data_.examples ? ""  // the source line counts the examples
                                            : fmt::format(" | {} train / {} val tokens",
                                                          data_.train.size(), data_.val.size());
-  sayf("attograd: {} parameters | data {}{} | vocab {} | BLAS {} ({}, {} threads){}\n",
-       cfg_.model.num_parameters(), data_.source, split, cfg_.model.vocab_size, "OpenBLAS",
-       ag::blas_kernel_name(), cfg_.threads,
+  sayf("attograd: {} parameters{} | data {}{} | vocab {} | BLAS {} ({}, {} threads){}\n",
+       cfg_.model.num_parameters(),
+       counts.frozen > 0 ? fmt::format(" ({} trainable, {} frozen)", counts.trainable, counts.frozen)
+                         : "",
+       data_.source, split, cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(),
+       cfg_.threads,
        cfg_.precision == "bf16"
            ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
            : "");
@@ -345,8 +355,8 @@ StepOutcome TrainingRun::train_step() {
       stop_before_update(fmt::format("the loss is {} at step {}", sign_name(f.loss), step_));
       return s;
     }
-    f.grad_norm =
-        optim::clip_grad_norm(model_->parameters(), cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY);
+    f.grad_norm = optim::clip_grad_norm(model_->trainable_parameters(),
+                                        cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY);
   } catch (const ag::AnomalyError& e) {
     // found by one rank only: the others cannot stop with it, so the job ends
     if (world_.distributed()) throw std::runtime_error(e.what());
@@ -626,6 +636,7 @@ void TrainingRun::print_sample() {
   o.sampling.temperature = 0.8;
   o.seed = cfg_.seed;
   model_->eval();
+  merge_adapters(*model_);  // the decoder's model; the final save is written already
   const std::vector<std::vector<int64_t>> fresh = nn::generate_tokens(*model_, out, o);
   out.insert(out.end(), fresh[0].begin(), fresh[0].end());
   const std::string text = data_.tokenizer->decode(out);

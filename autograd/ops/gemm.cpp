@@ -105,6 +105,10 @@ F32Backend forced_f32_backend(F32Backend otherwise) {
 
 }  // namespace
 
+namespace {
+std::atomic<int64_t> g_gemms{0};  // gemm_count(): the products gemm() has run
+}  // namespace
+
 F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K) {
   const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const bool blas = macs < kOneDnnMinWork || (oa.trans && M * N >= kBlasWeightGradOutputs);
@@ -113,6 +117,7 @@ F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K) {
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const float* A, const float* B, float* C, float beta, const GemmEpilogue<float>& e) {
+  g_gemms.fetch_add(1, std::memory_order_relaxed);
   if (f32_backend(oa, M, N, K) == F32Backend::onednn)
     return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
   gemm_openblas(oa, ob, M, N, K, A, B, C, beta, e);
@@ -127,6 +132,7 @@ void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const double* A, const double* B, double* C, double beta, const GemmEpilogue<double>& e) {
+  g_gemms.fetch_add(1, std::memory_order_relaxed);
   beta = beta_after_bias(beta, C, M, N, N, e.bias);
   cblas_dgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0, A, oa.ld, B, ob.ld, beta,
               C, N);
@@ -373,6 +379,7 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta,
           const GemmEpilogue<float>& e) {
+  g_gemms.fetch_add(1, std::memory_order_relaxed);
   if (bf16_backend() == Bf16Backend::openblas)
     return widened_gemm(oa, ob, M, N, K, A, B, C, beta, e);
   gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
@@ -399,6 +406,10 @@ void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_
 
 void force_gemm_fallback_for_tests(bool on) {
   g_fallback_only = on;
+}
+
+int64_t gemm_count() {
+  return g_gemms.load(std::memory_order_relaxed);
 }
 
 }  // namespace ag::detail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Classification end to end (issue 26 item 2): train --task classify on a synthetic set
 # (classify_set.awk: spam holds the word "prize"), eval --json on a held-out file, classify
-# on texts and standard input, --init-from a language model, and the errors.
+# on texts and standard input, --init-from a language model (and with LoRA), and the errors.
 #   classify_test.sh SCENARIO PATH/TO/attograd
 set -euo pipefail
 source "$(dirname "$0")/scenario_lib.sh" "$@"
@@ -62,6 +62,12 @@ init_from_lm)
   "$bin" eval --checkpoint cls.h5 --data held.tsv --json --threads 1 > eval.txt || fail "eval failed"
   acc=$(json_number accuracy eval.txt)
   awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "held-out accuracy $acc < 0.95 after --init-from"
+  # with LoRA: the body frozen, its adapters and the fresh head trained
+  "$bin" train "${small[@]}" --data spam.tsv --init-from lm.h5 --lora-rank 4 --steps 300 \
+      --eval-interval 0 --out lora.h5 > log.txt 2>&1 || fail "--lora-rank failed: $(tail -3 log.txt)"
+  "$bin" eval --checkpoint lora.h5 --data held.tsv --json --threads 1 > eval.txt || fail "eval failed"
+  acc=$(json_number accuracy eval.txt)
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "held-out accuracy $acc < 0.95 with LoRA"
   ;;
 errors)
   make_sets

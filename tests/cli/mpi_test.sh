@@ -67,6 +67,13 @@ same_bits_4)
   awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 1e-3 && d > -1e-3) }' ||
     fail "--reduce allreduce: val $a against $b"
   ;;
+lora_same_bits)
+  # LoRA adapters with their dropout: the ranks reduce the adapters' gradients only, and
+  # the weights are one process's, bit for bit
+  check_world 2 1 2 --lora-rank 4 --lora-dropout 0.1
+  check_world 2 2 4 --lora-rank 2 --lora-targets attn.qkv,mlp.fc2
+  [ "$(hashes np.h5 | grep -c lora_)" -eq 16 ] || fail "no adapters compared"
+  ;;
 resume_across_world_sizes)
   "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps 2 --out straight.h5 > a.txt
   # 2 processes write it, 1 process with accumulation 2 finishes it
