@@ -207,7 +207,7 @@ std::vector<LabelledText> read_rows(const std::string& path) {
       if (c.header) return;
     }
     if (r.fields.size() != c.count) {
-      if (!c.header && r.fields.size() == 1)
+      if (r.fields.size() == 1)
         reader.fail(r.line, "no label column: a row is text<TAB>label (or text,label in a CSV)");
       reader.fail(r.line, c.header ? fmt::format("{} fields, but the header names {} columns",
                                                  r.fields.size(), c.count)

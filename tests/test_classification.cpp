@@ -2,7 +2,10 @@
 // description (config keys, parameters, pooling over padded rows, --init-from an LM), and
 // the metrics `eval` prints.
 #include <catch2/catch.hpp>
+#include <random>
 
+#include "autograd/allocator.h"
+#include "base/utf8.h"
 #include "data/data_error.h"
 #include "data/examples.h"
 #include "data/tokenizer.h"
@@ -307,5 +310,84 @@ TEST_CASE("a classifier starts from a language model's checkpoint with a fresh h
       else
         CHECK(ag_test::bit_equal(mine[i].second, theirs[i].second));
     }
+  }
+}
+
+TEST_CASE("mangled classification files read or fail with a DataError, never otherwise",
+          "[classify][data][hostile]") {
+  const std::string seed =
+      "text,label\n\"a, \"\"b\"\"\nc\",spam\nplain \xc3\xa9t\xc3\xa9,ham\r\n\"x\",ham\n";
+  const char alphabet[] = {',', '"', '\n', '\r', '\t', 'a', ' ', '\xc3', '\xa9', '\xff', '\0'};
+  std::mt19937 rng(26);
+  TempDir dir;
+  int read_fine = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string bytes = seed;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % (bytes.size() + 1);
+      const char c = alphabet[rng() % sizeof alphabet];
+      switch (rng() % 3) {
+        case 0: bytes.insert(at, 1, c); break;
+        case 1:
+          if (at < bytes.size()) bytes.erase(at, 1);
+          break;
+        default:
+          if (at < bytes.size()) bytes[at] = c;
+      }
+    }
+    INFO("input: " << base::printable(bytes));
+    const std::string path = dir.write("m.csv", bytes);
+    try {
+      const data::TaskExamples t = read(path, classify_options(8));
+      for (const auto& ex : t.examples) {
+        REQUIRE(!ex.ids.empty());
+        REQUIRE(static_cast<int64_t>(ex.ids.size()) <= 8);
+        REQUIRE(ex.label >= 0);
+        REQUIRE(ex.label < static_cast<int64_t>(t.labels.size()));
+      }
+      ++read_fine;
+    } catch (const data::DataError& e) {
+      REQUIRE(std::string(e.what()).find('\n') == std::string::npos);
+    }
+  }
+  CHECK(read_fine > 100);  // the mutations leave many files readable
+}
+
+TEST_CASE("a classifier's declared activations bound what its training step holds",
+          "[classify][model][description]") {
+  for (const char* pool : {"last", "mean"}) {
+    INFO("pool " << pool);
+    nn::GPTConfig c = ag_test::gpt_config(65, 32, 64, 4, 2, 0.1);
+    c.num_classes = 4;
+    c.pool = pool;
+    const int64_t B = 8, T = c.context_length;
+    nn::GPT model(c, 6);
+    std::vector<int64_t> ids(static_cast<size_t>(B * T)), lengths, labels;
+    ag::Generator gen(6);
+    for (auto& id : ids) id = static_cast<int64_t>(gen.next_u64() % 65);
+    for (int64_t b = 0; b < B; ++b)
+      lengths.push_back(1 + b * (T - 1) / (B - 1)), labels.push_back(b % 4);
+    nn::Footprint f(T, true);
+    {
+      nn::ShapeOnlyScope description;
+      nn::GPT(c, 0).footprint(f);
+    }
+    // the head's terms are per sequence, declared per token (an upper bound)
+    double head_terms = 0;
+    for (const auto& t : f.saved)
+      if (t.name.rfind("classifier", 0) == 0) head_terms += t.bytes;
+    const double tokens = static_cast<double>(B * T);
+    const double declared = tokens * f.saved_bytes_per_token() + f.per_step_bytes();
+    const auto before = ag::allocator_stats();
+    const auto out = model.forward(ag::from_vector(ids, {B, T}), ag::from_vector(labels, {B}),
+                                   ag::from_vector(lengths, {B}));
+    const double held = static_cast<double>(ag::allocator_stats().live_bytes - before.live_bytes);
+    CHECK(held <= 1.02 * declared);
+    // pooling the last token, nothing keeps ln_f's output (declared by ln_f, read by the
+    // LM head's and mean pooling's backward): one row of C floats per token fewer
+    const double unread = std::string(pool) == "last" ? 4.0 * static_cast<double>(c.d_model) : 0;
+    CHECK(held >= 0.98 * (declared - tokens * (head_terms + unread)));
+    out.loss.backward();
   }
 }
