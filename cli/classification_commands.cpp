@@ -96,8 +96,8 @@ void eval_classifier(nn::GPT& model, const io::Checkpoint& ckpt, const Classifie
   task.labels = labels;
   const data::TaskExamples examples = data::read_classification_examples(o.data, *tok, task);
   train::World::current().setup_done();
-  const train::ExampleEval r =
-      train::evaluate_examples(model, examples.examples, o.batch_size, data::pad_id(*tok));
+  const train::ExampleEval r = train::evaluate_examples(model, examples.examples, o.batch_size,
+                                                        data::pad_id(*tok, "classify"));
   std::vector<int64_t> truth;
   for (const data::Example& e : examples.examples) truth.push_back(e.label);
   const train::ClassificationMetrics m =

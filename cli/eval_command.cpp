@@ -108,8 +108,8 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
                     base::printable(o.path), tok->type()));
   const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
   train::World::current().setup_done();
-  const train::ExampleEval r =
-      train::evaluate_examples(model, ex.examples, /*batch_size=*/8, data::pad_id(*tok));
+  const train::ExampleEval r = train::evaluate_examples(model, ex.examples, /*batch_size=*/8,
+                                                        data::pad_id(*tok, "instruct"));
   if (!train::World::current().root()) return;
   fmt::print("loss {:.4f} over {} response tokens | {} examples ({} cut to the context of {})\n",
              r.loss, r.targets, r.examples, ex.truncated, t.context_length);

@@ -29,8 +29,12 @@ int64_t end_of_text_id(const Tokenizer& tokenizer) {
   return tokenizer.vocab_size();
 }
 
-int64_t extra_ids_for_tasks(const Tokenizer& tokenizer) {
-  return end_of_text_id(tokenizer) == tokenizer.vocab_size() ? 1 : 0;
+int64_t extra_ids_for_tasks(const Tokenizer& tokenizer, const std::string& task) {
+  return task == "instruct" && end_of_text_id(tokenizer) == tokenizer.vocab_size() ? 1 : 0;
+}
+
+int64_t pad_id(const Tokenizer& tokenizer, const std::string& task) {
+  return task == "instruct" ? end_of_text_id(tokenizer) : 0;
 }
 
 ExampleSplit split_examples(std::vector<Example> all, double val_fraction, uint64_t seed) {

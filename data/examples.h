@@ -9,7 +9,7 @@
 //   data::TaskOptions o;  o.task = "classify";  o.context_length = 256;
 //   data::TaskExamples all = data::read_task_examples(path, tokenizer, o);
 //   data::ExampleSplit split = data::split_examples(std::move(all.examples), 0.1, seed);
-//   data::ExampleSampler sampler(&split.train, /*batch_size=*/8, data::pad_id(tokenizer));
+//   data::ExampleSampler sampler(&split.train, 8, data::pad_id(tokenizer, o.task));
 //   data::ExampleBatch b = sampler.next(gen);   // b.x [B, L], b.y, b.lengths [B]
 #include <cstdint>
 #include <span>
@@ -67,14 +67,14 @@ TaskExamples read_instruction_examples(const std::string& path, const Tokenizer&
 std::string instruction_corpus_text(const std::string& path, const TaskOptions& o);
 
 // The id that ends a response: the tokenizer's <|endoftext|> when it has one, else one past
-// its vocabulary (the model then has vocab_size + 1 rows: extra_ids_for_tasks).
+// its vocabulary (an instruct model then has vocab_size + 1 rows: extra_ids_for_tasks).
 int64_t end_of_text_id(const Tokenizer& tokenizer);
-// Ids a task model needs beyond the tokenizer's (1 for the added end-of-text, else 0).
-int64_t extra_ids_for_tasks(const Tokenizer& tokenizer);
-// What padding positions read (their targets are ignored): the end-of-text id.
-inline int64_t pad_id(const Tokenizer& tokenizer) {
-  return end_of_text_id(tokenizer);
-}
+// Ids a task's model needs beyond the tokenizer's: 1 for instruct's added end-of-text, else
+// 0 (a classifier ends nothing, so it fine-tunes any language model's vocabulary as it is).
+int64_t extra_ids_for_tasks(const Tokenizer& tokenizer, const std::string& task);
+// What padding positions read (no target or label ever reads them): instruct's end-of-text
+// id, else 0.
+int64_t pad_id(const Tokenizer& tokenizer, const std::string& task);
 
 // A fixed share of the examples held out, chosen by a seeded shuffle (task files are
 // often sorted by label); each split keeps file order. With val_fraction > 0 and at least

@@ -144,7 +144,7 @@ RunData read_task(const RunConfig& cfg, const io::TokenizerSection* saved,
       data::read_task_examples(cfg.data, *d.tokenizer, task_options(cfg, *d.tokenizer));
   d.labels = std::move(all.labels);
   d.truncated = all.truncated;
-  d.pad = data::pad_id(*d.tokenizer);
+  d.pad = data::pad_id(*d.tokenizer, cfg.task);
   const auto n = all.examples.size();
   d.examples =
       data::split_examples(std::move(all.examples), cfg.val_fraction, cfg.seed + ag::kSplitStream);

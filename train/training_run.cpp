@@ -186,12 +186,17 @@ void TrainingRun::load_data() {
   data_ = load_run_data(cfg_, saved_tok, [&](const std::string& identity) {
     if (resumed_) check_same_data(*resumed_, identity, cfg_);
   });
-  // a task model without an end-of-text token in its tokenizer has one more id for it
-  const int64_t tokenizer_vocab =
-      data_.tokenizer->vocab_size() +
-      (data_.examples ? data::extra_ids_for_tasks(*data_.tokenizer) : 0);
+  // an instruction model whose tokenizer has no end-of-text token has one more id for it
+  const int64_t extra = data::extra_ids_for_tasks(*data_.tokenizer, cfg_.task);
+  const int64_t tokenizer_vocab = data_.tokenizer->vocab_size() + extra;
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = tokenizer_vocab;
   cfg_.tokenizer = data_.tokenizer->type();  // a folder's own, recorded as it is
+  if (cfg_.model.vocab_size < tokenizer_vocab && extra > 0)
+    throw std::invalid_argument(fmt::format(
+        "task instruct ends each response with an end-of-text id, which the {} tokenizer "
+        "lacks, so the model needs vocab_size {} (one more than the tokenizer's), not {}; "
+        "train the base model with --vocab-size {}",
+        data_.tokenizer->type(), tokenizer_vocab, cfg_.model.vocab_size, tokenizer_vocab));
   if (cfg_.model.vocab_size < tokenizer_vocab)
     throw std::invalid_argument(fmt::format("vocab_size {} is smaller than the tokenizer's {}",
                                             cfg_.model.vocab_size, tokenizer_vocab));
@@ -282,10 +287,10 @@ void TrainingRun::check_plan() {
                                                          data_.train.size(), data_.val.size());
   sayf("attograd: {} parameters{} | data {}{} | vocab {} | BLAS {} ({}, {} threads){}\n",
        cfg_.model.num_parameters(),
-       counts.frozen > 0 ? fmt::format(" ({} trainable, {} frozen)", counts.trainable, counts.frozen)
-                         : "",
-       data_.source, split, cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(),
-       cfg_.threads,
+       counts.frozen > 0
+           ? fmt::format(" ({} trainable, {} frozen)", counts.trainable, counts.frozen)
+           : "",
+       data_.source, split, cfg_.model.vocab_size, "OpenBLAS", ag::blas_kernel_name(), cfg_.threads,
        cfg_.precision == "bf16"
            ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
            : "");
