@@ -17,7 +17,7 @@ commands:
   prepare    tokenize text files once into a folder that train and eval map (any size)
   encode     text on stdin to token ids with a prepared folder's or checkpoint's tokenizer
   decode     token ids on stdin back to the exact text
-  sample     generate text from a checkpoint
+  sample     generate text from a checkpoint (--instruction: an instruct model's response)
   eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte),
              or its accuracy on multiple-choice items (--multiple-choice)
   classify   each label's probability for texts, from a classifier (train --task classify)

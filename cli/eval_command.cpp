@@ -183,7 +183,7 @@ void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
   if (choices) {
     require_file(o.choices, "multiple-choice file");
     if (o.limit < 0) throw UsageError(fmt::format("--limit must be >= 0, got {}", o.limit));
-    for (const char* option : {"dump-grads", "split"})
+    for (const char* option : {"dump-grads", "split", "task"})
       if (vm.count(option) && !vm[option].defaulted())
         throw UsageError(fmt::format("--{} is for --data, not --multiple-choice", option));
     return;
@@ -230,6 +230,10 @@ int eval_command(const Args& args) {
     if (model->config().num_classes > 0 && o.task == "instruct")
       throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
                                    base::printable(o.path)));
+    if (model->config().num_classes > 0 && !o.choices.empty())
+      throw UsageError(
+          "--multiple-choice scores a language model's next tokens; this checkpoint is a "
+          "classifier");
     if (model->config().num_classes > 0 && o.choices.empty()) {
       if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
         throw UsageError(

@@ -110,7 +110,7 @@ TEST_CASE("merged adapters give the adapted model's logits", "[lora]") {
     REQUIRE(std::fabs(merged[i] - adapted[i]) <= 1e-6 * std::max(1.0, std::fabs(adapted[i])));
 }
 
-TEST_CASE("freezing is decided by name: LoRA's base, classifier kept, --freeze patterns",
+TEST_CASE("freezing is decided by name: LoRA's base and freeze patterns while a classifier trains",
           "[lora][freeze]") {
   train::RunConfig cfg;
   const std::vector<std::string> names{"tok_emb.weight",
@@ -189,7 +189,8 @@ TEST_CASE("a LoRA run keeps optimiser state for the adapters only", "[lora]") {
           adapter_elements);
 }
 
-TEST_CASE("--init-from a plain checkpoint: the base loads, the adapters start fresh", "[lora]") {
+TEST_CASE("a LoRA run from a plain checkpoint: the base loads, the adapters start fresh",
+          "[lora]") {
   ag_test::TempDir dir;
   train::RunConfig plain = two_steps(dir, 1);
   train::TrainingRun first(plain);

@@ -73,20 +73,37 @@ void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cf
       fail(fmt::format("the file has '{}', which the model does not", base::printable(name)));
 }
 
-namespace {
-
-// The run's model with init's head (its num_classes): what init's datasets must match
-// (an LM's lm_head.weight, when untied, expected and then left out).
-nn::GPTConfig with_head_of(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
-  nn::GPTConfig m = run_model;
-  m.num_classes = RunConfig::from_json(init.config).model.num_classes;
-  return m;
+bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  return RunConfig::from_json(init.config).model.num_classes != run_model.num_classes;
 }
 
-}  // namespace
+// init's own model: the run's base (take_model_of), with init's head and adapters.
+void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
+  if (theirs.same_adapters(run_model) && !init_head_is_fresh(init, run_model))
+    return check_weights_fit(init, run_model);
+  try {
+    theirs.validate();
+  } catch (const std::invalid_argument& e) {
+    throw io::CheckpointError(fmt::format("'{}': {}", init.source, e.what()));
+  }
+  check_weights_fit(init, theirs);
+}
 
-bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
-  return with_head_of(init, run_model).num_classes != run_model.num_classes;
+void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
+  const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
+  const bool fresh_head = init_head_is_fresh(init, model.config());
+  const bool fresh_adapters = !theirs.same_adapters(model.config());
+  if (!fresh_head && !fresh_adapters) return io::load_model_weights(init, model);
+  std::unordered_map<std::string, const ag::Tensor*> in_file;
+  for (const auto& [name, t] : init.model) in_file.emplace(name, &t);
+  const std::string head = model.config().num_classes > 0 ? "classifier." : "lm_head.";
+  ag::NoGradGuard no_grad;
+  for (auto& [name, p] : model.named_parameters()) {
+    if (fresh_head && name.rfind(head, 0) == 0) continue;        // the new head's own
+    if (fresh_adapters && is_adapter_parameter(name)) continue;  // B = 0: the base's output
+    ag::copy_(p, *in_file.at(name));                             // checked to fit
+  }
 }
 
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {
@@ -141,36 +158,6 @@ io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt) {
   out.micro_batches = ckpt.micro_batches;
   out.source = ckpt.source;
   return out;
-}
-
-void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
-  // other adapters are merged into the base first: the file must fit its own model, whose
-  // base is the run's (take_model_of); a fresh head (a classifier from an LM's checkpoint)
-  // is not looked for in the file
-  const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
-  if (theirs.same_adapters(run_model))
-    return check_weights_fit(init, with_head_of(init, run_model));
-  try {
-    theirs.validate();
-  } catch (const std::invalid_argument& e) {
-    throw io::CheckpointError(fmt::format("'{}': {}", init.source, e.what()));
-  }
-  check_weights_fit(init, theirs);
-}
-
-void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
-  const bool same_adapters = RunConfig::from_json(init.config).model.same_adapters(model.config());
-  const bool fresh_head = init_head_is_fresh(init, model.config());
-  if (same_adapters && !fresh_head) return io::load_model_weights(init, model);
-  std::unordered_map<std::string, const ag::Tensor*> in_file;
-  for (const auto& [name, t] : init.model) in_file.emplace(name, &t);
-  const std::string head = model.config().num_classes > 0 ? "classifier." : "lm_head.";
-  ag::NoGradGuard no_grad;
-  for (auto& [name, p] : model.named_parameters()) {
-    if (!same_adapters && is_adapter_parameter(name)) continue;  // the run's, fresh
-    if (fresh_head && name.rfind(head, 0) == 0) continue;        // likewise
-    ag::copy_(p, *in_file.at(name));                             // checked to fit
-  }
 }
 
 }  // namespace train

@@ -26,24 +26,24 @@ void merge_adapters(nn::GPT& model);
 // with --init-from). A checkpoint without adapters comes back as it is, weights only.
 io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt);
 
-// train --init-from: the weights of `init` go into `model`, the run's. An init whose
-// adapters are the run's (GPTConfig::same_adapters) gives every parameter; otherwise it
-// must hold no adapters (merge them first: merged_checkpoint) and gives the base weights,
-// the run's adapters keeping their fresh initialisation (B = 0). The run's head may be
-// another than the checkpoint's (init_head_is_fresh: a classifier from a language model's
-// checkpoint, or the reverse): it then keeps its initialisation too ("classifier.", or an
-// untied "lm_head."), and every other weight comes from the file. check_init_fits checks
-// the shapes first (the file against the run's model with the file's head, or with other
-// adapters its own model).
-void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model);
-void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
-bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model);
-
 // Throws a CheckpointError "'<file>' <mismatch>: ..." naming the first parameter of the
 // model described by model_cfg that the checkpoint lacks or holds in another shape, or the
 // first dataset the model has no place for. Costs nothing: no model is built.
 void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
                        const std::string& mismatch = "does not fit the model");
+
+// train --init-from: the run's head may be another than the checkpoint's (a classifier,
+// num_classes > 0, fine-tuned from a language model's checkpoint, or the reverse), and so
+// may its LoRA adapters (GPTConfig::same_adapters); then the head starts fresh and the
+// adapters with B = 0 (an init holding other adapters is merged first: merged_checkpoint),
+// and every other weight comes from the checkpoint.
+bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model);
+// check_weights_fit for an --init-from checkpoint: against the run's model, or, with
+// another head or other adapters, against the checkpoint's own model (its config checked).
+void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model);
+// Loads an --init-from checkpoint (checked by check_init_fits; merged when its adapters
+// are not the run's) into the model: every weight, less a fresh head's and fresh adapters'.
+void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
 
 struct RunConfig;
 // train --init-from: the run's model is the checkpoint's. A model key the command line set

@@ -131,7 +131,7 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   }
   refuse_weights_only(resumed_);
   if (!cfg_.template_file.empty())
-    cfg_.prompt_template = base::read_input_file(cfg_.template_file, "template file");
+    cfg_.prompt_template = data::read_prompt_template_file(cfg_.template_file);
   if (!cfg_.init_from.empty()) {
     init_ = io::load_checkpoint(cfg_.init_from);
     take_model_of(*init_, cfg_);
@@ -147,6 +147,7 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
     init_ = merged_checkpoint(*init_);
   model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed);
   if (init_) load_init_weights(*init_, *model_);
+  init_.reset();  // its weights are the model's now: a GPT-2 init no longer holds 500 MB twice
   if (resumed_) io::load_model_weights(*resumed_, *model_);
   model_->train();
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state

@@ -95,7 +95,7 @@ class TrainingRun {
 
   RunConfig cfg_;
   const io::Checkpoint* resumed_;
-  std::optional<io::Checkpoint> init_;  // --init-from
+  std::optional<io::Checkpoint> init_;  // --init-from, until its weights are loaded
   RunData data_;
   std::unique_ptr<nn::GPT> model_;
   std::unique_ptr<optim::Optimizer> opt_;  // the one cfg_.optimizer names

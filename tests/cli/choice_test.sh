@@ -80,6 +80,12 @@ errors)
   expect_usage_error "--limit must be >= 0" "${ev[@]}" --multiple-choice items.jsonl --limit -1
   expect_usage_error "--dump-grads is for --data" "${ev[@]}" --multiple-choice items.jsonl --dump-grads g.h5
   expect_usage_error "--split is for --data" "${ev[@]}" --multiple-choice items.jsonl --split train
+  expect_usage_error "--task is for --data" "${ev[@]}" --multiple-choice items.jsonl --task classify
+  for _ in $(seq 1 10); do printf 'ant bee\tyes\ncat dog\tno\n'; done > labels.tsv
+  "$bin" train --task classify --data labels.tsv --context-length 16 --d-model 16 --n-heads 2 \
+    --n-layers 1 --steps 1 --sample-tokens 0 --threads 1 --out classifier.h5 > /dev/null
+  expect_usage_error "this checkpoint is a classifier" \
+    "$bin" eval --checkpoint classifier.h5 --multiple-choice items.jsonl
   expect_usage_error "absent.jsonl" "${ev[@]}" --multiple-choice absent.jsonl
   expect_usage_error "not a regular file" "${ev[@]}" --multiple-choice .
   # a bad line anywhere fails before any scoring, naming file, line and field
