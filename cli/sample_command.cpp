@@ -218,6 +218,11 @@ int sample_command(const Args& args) {
       tok = io::make_tokenizer(ckpt.tokenizer);
       if (o.instruct) instruct_prompt = instruction_prompt(o, ckpt, &note);
     }
+    if (model->config().num_classes > 0)
+      throw UsageError(fmt::format(
+          "'{}' is a classifier (train --task classify): it gives labels, not tokens to "
+          "sample; 'attograd classify --checkpoint {}' prints its labels' probabilities",
+          base::printable(o.path), base::printable(o.path)));
     model->eval();
     if (weight_format(o) == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
     check_against_model(o, model->config());

@@ -88,6 +88,8 @@ errors)
   expect_usage_error "has no classification head" "$bin" classify --checkpoint lm.h5 --text "a cat"
   expect_usage_error "has no classification head" \
     "$bin" eval --checkpoint lm.h5 --data held.tsv --task classify
+  expect_usage_error "is a classifier (train --task classify): it gives labels, not tokens" \
+    "$bin" sample --checkpoint cls.h5 --tokens 3
   expect_usage_error "--text is empty" "$bin" classify --checkpoint cls.h5 --text ""
   expect_usage_error "cannot be tokenized" "$bin" classify --checkpoint cls.h5 --text "Zebra"
   ;;
