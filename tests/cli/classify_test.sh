@@ -69,6 +69,17 @@ init_from_lm)
   acc=$(json_number accuracy eval.txt)
   awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "held-out accuracy $acc < 0.95 with LoRA"
   ;;
+resume_exact)
+  # a classifier with dropout, stopped and resumed, is the run that never stopped
+  make_sets
+  "$bin" train "${small[@]}" --data spam.tsv --dropout 0.1 --steps 12 --eval-interval 0 \
+      --out straight.h5 > /dev/null || fail "train failed"
+  "$bin" train "${small[@]}" --data spam.tsv --dropout 0.1 --steps 12 --eval-interval 0 \
+      --stop-at 5 --out split.h5 > /dev/null || fail "train --stop-at failed"
+  "$bin" resume --checkpoint split.h5 --threads 1 > /dev/null || fail "resume failed"
+  diff <(hashes straight.h5) <(hashes split.h5) > /dev/null || fail "the resumed classifier differs"
+  hashes split.h5 | grep -q "^classifier.weight" || fail "the classifier was not compared"
+  ;;
 errors)
   make_sets
   printf 'text\tlabel\ngood\tpos\njust text\n' > nolabel.tsv

@@ -74,6 +74,16 @@ lora_same_bits)
   check_world 2 2 4 --lora-rank 2 --lora-targets attn.qkv,mlp.fc2
   [ "$(hashes np.h5 | grep -c lora_)" -eq 16 ] || fail "no adapters compared"
   ;;
+tasks_same_bits)
+  # fine-tuning tasks: each rank draws its own examples, the weights are one process's
+  awk -v n=200 -v seed=3 -f "$(dirname "$0")/classify_set.awk" > set.tsv
+  check_world 2 1 2 --task classify --data set.tsv --pool mean
+  check_world 2 2 4 --task classify --data set.tsv --lora-rank 2
+  for i in $(seq 1 40); do
+    printf '{"instruction": "Repeat %s.", "input": "%s", "output": "%s %s"}\n' $i $((i % 7)) $i $i
+  done > records.jsonl
+  check_world 2 1 2 --task instruct --data records.jsonl --context-length 192
+  ;;
 resume_across_world_sizes)
   "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps 2 --out straight.h5 > a.txt
   # 2 processes write it, 1 process with accumulation 2 finishes it

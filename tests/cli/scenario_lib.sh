@@ -26,7 +26,7 @@ expect_error() {
 expect_usage_error() { expect_error 2 "$@"; }
 
 # hashes CHECKPOINT: each parameter's name and checksum
-hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head)/ {print $1, $NF}'; }
+hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head|classifier)/ {print $1, $NF}'; }
 
 # peak_rss_kb CMD...: runs CMD (stdout to run.out, stderr to run.err), prints its peak
 # resident set (VmHWM, sampled every 20 ms).
