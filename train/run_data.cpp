@@ -128,7 +128,9 @@ std::unique_ptr<data::Tokenizer> task_tokenizer(const RunConfig& cfg,
   o.task = cfg.task;
   o.prompt_template = cfg.prompt_template;
   const std::string text = data::task_corpus_text(cfg.data, o);
-  const int64_t bpe_vocab = cfg.tokenizer == "bpe" ? cfg.model.vocab_size - 1 : 0;
+  // an instruction model's vocabulary holds the end-of-text id past the learned tokens
+  const int64_t bpe_vocab =
+      cfg.tokenizer == "bpe" ? cfg.model.vocab_size - (cfg.task == "instruct" ? 1 : 0) : 0;
   return data::prepare_text(text, cfg.tokenizer, bpe_vocab, 0.0, base::printable(cfg.data))
       .tokenizer;
 }
