@@ -83,8 +83,8 @@ TEST_CASE("a LoRA model declares its adapters and starts equal to the base model
   }));
   // the base weights are the base model's (adapters drawn after them), B is zero
   for (const auto& [name, p] : base.named_parameters()) {
-    const auto it =
-        std::find_if(named.begin(), named.end(), [&](const auto& e) { return e.first == name; });
+    const auto it = std::find_if(named.begin(), named.end(),
+                                 [&name = name](const auto& e) { return e.first == name; });
     REQUIRE(ag_test::bit_equal(it->second, p));
   }
   const ag::Tensor ids = ag::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
@@ -210,7 +210,7 @@ TEST_CASE("a LoRA run from a plain checkpoint: the base loads, the adapters star
       REQUIRE(p.to_vector() == std::vector<double>(static_cast<size_t>(p.numel()), 0.0));
     if (train::is_adapter_parameter(name)) continue;
     const auto it = std::find_if(init.model.begin(), init.model.end(),
-                                 [&](const auto& e) { return e.first == name; });
+                                 [&name = name](const auto& e) { return e.first == name; });
     REQUIRE(ag_test::bit_equal(p, it->second));
   }
   while (run.wants_another_step()) run.after_step(run.train_step());
@@ -218,7 +218,7 @@ TEST_CASE("a LoRA run from a plain checkpoint: the base loads, the adapters star
   const io::Checkpoint out = io::load_checkpoint(cfg.out);
   for (const auto& [name, t] : init.model) {
     const auto it = std::find_if(out.model.begin(), out.model.end(),
-                                 [&](const auto& e) { return e.first == name; });
+                                 [&name = name](const auto& e) { return e.first == name; });
     REQUIRE(ag_test::bit_equal(t, it->second));  // the base stored bit for bit
   }
   // inference merges: the loaded model is the merged checkpoint's
