@@ -238,6 +238,34 @@ inline void instruction_data(const std::string& bytes) {
   close(fd);
 }
 
+// Any bytes as a classification file (`train --task classify`): examples whose labels are
+// among the labels read and whose ids fit the context, or a DataError naming the file.
+inline void classification_data(const std::string& bytes) {
+  const int fd = memfd_create("labelled", MFD_CLOEXEC);  // a file that lives in memory
+  if (fd < 0) return;
+  if (write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+    close(fd);
+    return;
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const data::ByteTokenizer tok;
+  data::TaskOptions o;
+  o.task = "classify", o.context_length = 64;
+  try {
+    const data::TaskExamples all = data::read_classification_examples(path, tok, o);
+    const auto labels = static_cast<int64_t>(all.labels.size());
+    if (all.examples.empty() || labels < 2) std::abort();
+    for (const data::Example& e : all.examples)
+      if (e.ids.empty() || e.ids.size() > 64 || e.label < 0 || e.label >= labels) std::abort();
+    (void)data::classification_corpus_text(path);
+  } catch (const data::DataError& e) {
+    if (std::string(e.what()).rfind(path, 0) != 0 &&
+        std::string(e.what()).rfind("'" + path, 0) != 0)
+      std::abort();
+  }
+  close(fd);
+}
+
 // The same parameters, in the same order, bit for bit (a format's round trip).
 inline bool same_weights(const nn::StateDict& a, const nn::StateDict& b) {
   if (a.size() != b.size()) return false;

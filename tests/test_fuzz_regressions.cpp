@@ -104,3 +104,7 @@ TEST_CASE("multiple-choice file fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("instruction records fuzz findings and seeds read or fail cleanly") {
   replay_all("instruction_data", 3, fuzz::instruction_data);
 }
+
+TEST_CASE("classification file fuzz findings and seeds read or fail cleanly") {
+  replay_all("classification_data", 3, fuzz::classification_data);
+}
