@@ -259,7 +259,8 @@ TEST_CASE("stop signals are counted instead of ending the process") {
   }
   struct sigaction now;
   ::sigaction(SIGHUP, nullptr, &now);
-  REQUIRE(now.sa_handler == SIG_DFL);  // restored when the run ends
+  REQUIRE(now.sa_handler == SIG_DFL);              // restored when the run ends
+  REQUIRE_FALSE(train::StopSignals::requested());  // the stop was that run's alone
 }
 
 TEST_CASE("stop signals never interrupt the threads that compute") {

@@ -110,6 +110,10 @@ StopSignals::~StopSignals() {
   for (size_t i = 0; i < std::size(kStopSignals); ++i)
     ::sigaction(kStopSignals[i], &g_previous[i], nullptr);
   restore_in_team();
+  // a stop belongs to the run that caught it: a TrainingRun driven step by step in the same
+  // process afterwards (the library's API, a test) must not find it requested
+  g_count = 0;
+  g_first = 0;
 }
 
 int StopSignals::count() {

@@ -13,7 +13,7 @@ namespace train {
 class StopSignals {
  public:
   StopSignals();   // installs the handlers and clears the count
-  ~StopSignals();  // restores what was there before
+  ~StopSignals();  // restores what was there before and clears the count
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
