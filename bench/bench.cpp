@@ -63,7 +63,11 @@ double step_flops(const BenchConfig& c) {
   nn::Footprint f(c.tokens(), /*training=*/true);
   nn::ShapeOnlyScope description;
   nn::GPT(c.model, 0).footprint(f);
-  return 3 * f.forward_flops_per_token * static_cast<double>(c.batch * c.tokens());
+  // forward + backward's input and weight gradients: 3x the forward (nanoGPT's, PaLM's
+  // count); a LoRA step's frozen base computes no weight gradient, so 2x (its adapters'
+  // own are rank-wide, a fraction of a percent, left out)
+  const double passes = c.model.lora_rank > 0 ? 2 : 3;
+  return passes * f.forward_flops_per_token * static_cast<double>(c.batch * c.tokens());
 }
 
 double peak_rss_mb() {
