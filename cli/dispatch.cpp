@@ -1,7 +1,12 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <span>
+#include <string>
+#include <vector>
 
+#include "base/utf8.h"
 #include "bench/bench.h"
 #include "cli/cli.h"
 
@@ -24,8 +29,8 @@ commands:
   inspect    show what a checkpoint holds (--verify checks every dataset)
   report     a training report page: curves of --metrics files, a checkpoint's attention maps
   attention  a checkpoint's attention weights over a prompt, printed (or --svg, a heat map)
-  import     a model from elsewhere (Hugging Face GPT-2, safetensors) as a checkpoint
-  export     a checkpoint as other tools' files (--format hf: a Hugging Face folder)
+  import     a model from elsewhere (Hugging Face GPT-2, safetensors, llm.c, GGUF) as a checkpoint
+  export     a checkpoint as other tools' files (--format hf, gguf or llmc)
   merge      fold a LoRA checkpoint's adapters into its weights (a plain checkpoint)
   gradcheck  run the finite-difference gradient checks of every op
   bench      time training steps (tiny, small, base, gpt2) or the hot kernels (--micro)
@@ -36,7 +41,7 @@ commands:
 
 using Command = int (*)(const Args&);
 
-Command find_command(const std::string& name) {
+std::span<const std::pair<const char*, Command>> commands() {
   static const std::pair<const char*, Command> kCommands[] = {
       {"train", train_command},         {"resume", resume_command},
       {"prepare", prepare_command},     {"encode", encode_command},
@@ -48,9 +53,39 @@ Command find_command(const std::string& name) {
       {"export", export_command},       {"classify", classify_command},
       {"merge", merge_command},
   };
-  for (const auto& [n, command] : kCommands)
+  return kCommands;
+}
+
+Command find_command(const std::string& name) {
+  for (const auto& [n, command] : commands())
     if (name == n) return command;
   return nullptr;
+}
+
+// Insertions, deletions, substitutions and swaps of neighbours that turn a into b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// " (did you mean 'train'?)" for a command within two edits of a misspelling (one for a
+// short name), else "".
+std::string suggestion(const std::string& name) {
+  if (name.size() > 64) return "";
+  const char* best = nullptr;
+  size_t best_distance = name.size() <= 4 ? 2 : 3;
+  for (const auto& [n, command] : commands())
+    if (const size_t d = edit_distance(name, n); d < best_distance) best = n, best_distance = d;
+  return best ? fmt::format(" (did you mean '{}'?)", best) : "";
 }
 
 }  // namespace
@@ -62,7 +97,8 @@ int cli_main(int argc, char** argv) {
     return 0;
   }
   if (Command run = find_command(command)) return run(Args(argv + 2, argv + argc));
-  fmt::print(stderr, "attograd: error: unknown command '{}' (try 'attograd --help')\n", command);
+  fmt::print(stderr, "attograd: error: unknown command '{}'{} (try 'attograd --help')\n",
+             base::printable(command), suggestion(command));
   return 2;
 }
 

@@ -33,6 +33,11 @@ usage_errors)
   expect_usage_error "n_heads" "$bin" train --d-model 30 --n-heads 4
   expect_usage_error "missing.txt" "$bin" train --data missing.txt
   expect_usage_error "unknown command" "$bin" fly
+  expect_usage_error "unknown command 'trian' (did you mean 'train'?)" "$bin" trian
+  expect_usage_error "unknown command 'smaple' (did you mean 'sample'?)" "$bin" smaple
+  expect_usage_error "unknown command 'clasify' (did you mean 'classify'?)" "$bin" clasify
+  "$bin" zzzzzz 2> none.txt || true
+  grep -q "did you mean" none.txt && fail "a suggestion for zzzzzz"
   expect_usage_error "nope.h5" "$bin" sample --checkpoint nope.h5
   expect_usage_error "checkpoint" "$bin" eval --data x.txt
   printf 'steps = 5\nbogus-key = 1\n' > bad.cfg
