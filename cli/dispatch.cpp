@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <iostream>
 #include <span>
 #include <string>
@@ -9,6 +8,7 @@
 #include "base/utf8.h"
 #include "bench/bench.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 
 namespace cli {
 
@@ -62,30 +62,12 @@ Command find_command(const std::string& name) {
   return nullptr;
 }
 
-// Insertions, deletions, substitutions and swaps of neighbours that turn a into b.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min(
-          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
-// " (did you mean 'train'?)" for a command within two edits of a misspelling (one for a
-// short name), else "".
+// " (did you mean 'train'?)" for the command a misspelling is closest to, else "".
 std::string suggestion(const std::string& name) {
-  if (name.size() > 64) return "";
-  const char* best = nullptr;
-  size_t best_distance = name.size() <= 4 ? 2 : 3;
-  for (const auto& [n, command] : commands())
-    if (const size_t d = edit_distance(name, n); d < best_distance) best = n, best_distance = d;
-  return best ? fmt::format(" (did you mean '{}'?)", best) : "";
+  std::vector<std::string> names;
+  for (const auto& [n, command] : commands()) names.emplace_back(n);
+  const std::string best = closest_name(name, names);
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
 }  // namespace

@@ -125,6 +125,44 @@ std::string describe(const po::error& e, const std::vector<std::string>& parsed)
 
 }  // namespace
 
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// " (did you mean '--steps'?)" for an option a misspelling is closest to, else "".
+std::string option_suggestion(const po::unknown_option& e, const po::options_description& desc) {
+  std::string name = e.get_option_name();
+  name.erase(0, name.find_first_not_of('-'));
+  std::vector<std::string> names;
+  for (const auto& option : desc.options()) names.push_back(option->long_name());
+  const std::string best = closest_name(name, names);
+  return best.empty() ? "" : fmt::format(" (did you mean '--{}'?)", best);
+}
+
+}  // namespace
+
+std::string closest_name(const std::string& name, const std::vector<std::string>& names) {
+  if (name.size() > 64) return "";  // no misspelling of a name we have
+  std::string best;
+  size_t best_distance = name.size() <= 4 ? 2 : 3;
+  for (const std::string& candidate : names)
+    if (const size_t d = edit_distance(name, candidate); d < best_distance)
+      best = candidate, best_distance = d;
+  return best;
+}
+
 std::string option_name(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
   return key;
@@ -135,6 +173,8 @@ po::variables_map parse_options(const std::vector<std::string>& args,
   po::variables_map vm;
   try {
     po::store(parse_args(args, desc), vm);  // stored first: the command line wins
+  } catch (const po::unknown_option& e) {
+    throw UsageError(describe(e, args) + option_suggestion(e, desc));
   } catch (const po::error& e) {
     throw UsageError(describe(e, args));
   }

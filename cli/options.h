@@ -17,6 +17,11 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The name among `names` that a misspelt `name` is closest to (insertions, deletions,
+// substitutions and swaps of neighbours: within 1 for names of up to 4 characters, else
+// 2), or "" when none is that close: for "did you mean" in usage errors.
+std::string closest_name(const std::string& name, const std::vector<std::string>& names);
+
 // A config key as its option name: d_model -> d-model.
 std::string option_name(std::string key);
 

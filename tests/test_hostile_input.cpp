@@ -300,3 +300,14 @@ TEST_CASE("a metrics file that cannot be written is reported once and the run go
   REQUIRE(second == R"({")");  // the part that fitted stays on a line of its own
   REQUIRE(third == R"({"step": 4})");
 }
+
+TEST_CASE("a misspelt name is matched to the closest one, and nothing far is suggested") {
+  const std::vector<std::string> names = {"steps", "seed", "lr", "sample-tokens", "stop-at"};
+  CHECK(cli::closest_name("stpes", names) == "steps");  // a swap is one edit
+  CHECK(cli::closest_name("step", names) == "steps");
+  CHECK(cli::closest_name("sede", names) == "seed");
+  CHECK(cli::closest_name("lrr", names) == "lr");
+  CHECK(cli::closest_name("xyz", names).empty());
+  CHECK(cli::closest_name("samples", names).empty());                 // two edits from a short name
+  CHECK(cli::closest_name(std::string(100000, 's'), names).empty());  // no quadratic blow-up
+}

@@ -28,6 +28,9 @@ help)
   ;;
 usage_errors)
   expect_usage_error "unrecognised option" "$bin" train --no-such-option 3
+  expect_usage_error "unrecognised option '--stpes' (did you mean '--steps'?)" "$bin" train --stpes 3
+  expect_usage_error "(did you mean '--lora-rank'?)" "$bin" train --lora-rnak 2
+  expect_usage_error "(did you mean '--tokens'?)" "$bin" sample --tokns 3
   expect_usage_error "--steps" "$bin" train --steps abc
   expect_usage_error "dropout" "$bin" train --dropout 1.5
   expect_usage_error "n_heads" "$bin" train --d-model 30 --n-heads 4
