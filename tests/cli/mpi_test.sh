@@ -144,7 +144,7 @@ killed_rank)
   ;;
 sigterm_saves_once)
   medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
-          --sample-tokens 0 --eval-interval 0 --log-interval 1)
+          --sample-tokens 0 --eval-interval 0 --log-interval 100)
   # (a background job of a script ignores SIGINT, and mpirun keeps that: TERM it is; mpirun
   # forwards SIGINT and SIGTERM to the ranks as SIGTERM)
   mpirun --oversubscribe -np 2 "$bin" train "${medium[@]}" --steps 3000 --out sig.h5 > log.txt 2> err.txt &
