@@ -123,10 +123,7 @@ std::string describe(const po::error& e, const std::vector<std::string>& parsed)
   return "invalid options";
 }
 
-}  // namespace
-
-namespace {
-
+// Insertions, deletions, substitutions and swaps of neighbours that turn a into b.
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
   for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
