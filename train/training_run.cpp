@@ -600,9 +600,15 @@ int TrainingRun::finish() {
   if (!std::isnan(last_val_) && data_.ideal_loss >= 0)
     sayf("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", last_val_,
          last_val_ - data_.ideal_loss, data_.ideal_loss);
-  const bool sample = cfg_.sample_tokens > 0 && step_ == cfg_.steps && !StopSignals::requested();
-  if (sample && cfg_.task == "lm") print_sample();
-  if (sample && cfg_.task == "instruct") print_instruction_sample();
+  if (cfg_.sample_tokens > 0 && step_ == cfg_.steps && !StopSignals::requested() &&
+      cfg_.task != "classify") {
+    model_->eval();
+    merge_adapters(*model_);  // the decoder runs plain Linears; the final save is written
+    if (cfg_.task == "instruct")
+      print_instruction_sample();
+    else
+      print_sample();
+  }
   notify(true);
   return 0;
 }
@@ -641,8 +647,6 @@ void TrainingRun::print_sample() {
   o.max_new_tokens = cfg_.sample_tokens;
   o.sampling.temperature = 0.8;
   o.seed = cfg_.seed;
-  model_->eval();
-  merge_adapters(*model_);  // the decoder's model; the final save is written already
   const std::vector<std::vector<int64_t>> fresh = nn::generate_tokens(*model_, out, o);
   out.insert(out.end(), fresh[0].begin(), fresh[0].end());
   const std::string text = data_.tokenizer->decode(out);
@@ -662,7 +666,6 @@ void TrainingRun::print_instruction_sample() {
   o.max_new_tokens = cfg_.sample_tokens;
   o.sampling.temperature = 0;
   o.seed = cfg_.seed;
-  model_->eval();
   std::vector<int64_t> answer = nn::generate_tokens(*model_, ids, o)[0];
   const auto end = std::find(answer.begin(), answer.end(), data::end_of_text_id(*data_.tokenizer));
   answer.erase(end, answer.end());

@@ -148,6 +148,10 @@ truncated)
   grep -q "13 examples (1 cut to the context of 192)" eval.txt || fail "eval: $(head -1 eval.txt)"
   [ "$(json_value truncated eval.txt)" = 1 ] && [ "$(json_value examples eval.txt)" = 13 ] ||
     fail "eval --json: $(tail -1 eval.txt)"
+  # with LoRA adapters, the closing sample answers through the merged model
+  "$bin" train "${small[@]}" --data set.jsonl --steps 2 --lora-rank 2 --sample-tokens 5 \
+      --init-from run.h5 --out lora.h5 > lora.txt 2>&1 || fail "LoRA instruct run: $(tail -2 lora.txt)"
+  grep -q "^sample (greedy) for the instruction" lora.txt || fail "no closing sample: $(tail -2 lora.txt)"
   ;;
 *)
   fail "unknown scenario"
