@@ -89,11 +89,7 @@ void eval_classifier(nn::GPT& model, const io::Checkpoint& ckpt, const Classifie
   const std::vector<std::string> labels = classifier_labels(ckpt, "eval");
   const train::RunConfig cfg = train::RunConfig::from_json(ckpt.config);
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
-  data::TaskOptions task;
-  task.task = "classify";
-  task.context_length = model.config().context_length;
-  task.truncate = !cfg.no_truncate;
-  task.labels = labels;
+  const data::TaskOptions task = train::task_options(cfg, *tok);  // its labels: unknown ones fail
   const data::TaskExamples examples = data::read_classification_examples(o.data, *tok, task);
   train::World::current().setup_done();
   const train::ExampleEval r = train::evaluate_examples(model, examples.examples, o.batch_size,

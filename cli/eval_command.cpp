@@ -95,12 +95,9 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
                        const EvalOptions& o, bool json) {
   if (!o.dump.empty()) throw UsageError("--dump-grads is for a text or a prepared folder");
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
-  data::TaskOptions t;
-  t.task = "instruct";
-  t.context_length = o.context ? o.context : model.config().context_length;
-  t.truncate = !run.no_truncate;
-  t.prompt_template = run.prompt_template;
-  t.end_of_text = data::end_of_text_id(*tok);
+  data::TaskOptions t = train::task_options(run, *tok);  // as the run formatted its records
+  t.task = "instruct";  // also for a language model not trained on instructions
+  if (o.context) t.context_length = o.context;
   if (t.end_of_text >= model.config().vocab_size)
     throw UsageError(
         fmt::format("'{}' has no end-of-text token to end a response with (its {} "

@@ -138,8 +138,8 @@ std::unique_ptr<data::Tokenizer> task_tokenizer(const RunConfig& cfg,
 RunData read_task(const RunConfig& cfg, const io::TokenizerSection* saved,
                   const std::function<void(const std::string&)>& check_identity) {
   RunData d;
-  const std::string bytes = base::read_input_file(cfg.data, "data file");
-  d.identity = data::text_identity(bytes);
+  // the file's bytes are let go before its records are read
+  d.identity = data::text_identity(base::read_input_file(cfg.data, "data file"));
   if (check_identity) check_identity(d.identity);
   d.tokenizer = task_tokenizer(cfg, saved);
   data::TaskExamples all =
