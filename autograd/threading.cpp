@@ -31,6 +31,13 @@ void set_num_threads(int n) {
   }
 }
 
+OmpThreadsScope::OmpThreadsScope(int n) : saved_(omp_get_max_threads()) {
+  omp_set_num_threads(n);
+}
+OmpThreadsScope::~OmpThreadsScope() {
+  omp_set_num_threads(saved_);
+}
+
 int num_threads() {
   return omp_get_max_threads();
 }

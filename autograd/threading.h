@@ -13,6 +13,21 @@ constexpr int kDefaultThreads = 2;
 void set_num_threads(int n);  // n >= 1; sets OpenMP and BLAS threads together
 int num_threads();
 
+// Sets the calling thread's OpenMP thread count for its scope and restores it after: the
+// teams its kernels would call up (OpenMP loops, oneDNN's, OpenBLAS's) have n threads.
+// oneDNN plans a primitive's work split for the threads it sees when the primitive is
+// made; small products (LoRA's rank-wide ones) run on the calling thread alone.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int n);
+  ~OmpThreadsScope();
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace ag
 
 namespace ag {

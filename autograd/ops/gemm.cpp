@@ -19,6 +19,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/parallel.h"
+#include "autograd/threading.h"
 
 namespace ag::detail {
 
@@ -176,17 +177,6 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, bool trans, int64_t l
   const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
   return dnnl::memory::desc({rows, cols}, type, strides);
 }
-
-// Sets the calling thread's OpenMP thread count for its scope: oneDNN plans a primitive's
-// work split for the threads it sees when the primitive is made.
-class OmpThreadsScope {
- public:
-  explicit OmpThreadsScope(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~OmpThreadsScope() { omp_set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 // A oneDNN matmul for the key, made for one thread (so it never splits K) with a scratchpad
 // we provide; null where oneDNN has only its reference implementation for this CPU.
@@ -450,7 +440,7 @@ const char* bf16_matmul_implementation() {
         "than its float32 FMAs)";
     if (detail::bf16_backend() == detail::Bf16Backend::openblas) return sgemm;
     try {
-      detail::OmpThreadsScope one_thread(1);
+      OmpThreadsScope one_thread(1);
       using dt = dnnl::memory::data_type;
       auto a = detail::matrix_desc(256, 256, false, 256, dt::bf16);
       auto c = detail::matrix_desc(256, 256, false, 256, dt::f32);

@@ -16,6 +16,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/gemm.h"
 #include "autograd/parallel.h"
+#include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
 namespace ag {
@@ -368,19 +369,6 @@ Tensor linear(const Tensor& x, const std::vector<Tensor>& weights,
 
 namespace {
 
-// Its scope's kernels run on the calling thread alone (OpenMP's thread count for this
-// thread 1, restored after): no team is called up.
-class SerialScope {
- public:
-  SerialScope() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~SerialScope() { omp_set_num_threads(saved_); }
-  SerialScope(const SerialScope&) = delete;
-  SerialScope& operator=(const SerialScope&) = delete;
-
- private:
-  int saved_;
-};
-
 void scale_in_place(Tensor& t, double scale) {
   AG_DISPATCH_FLOAT(t.dtype(), "lora_delta", [&] {
     scalar_t* p = t.data<scalar_t>();
@@ -408,7 +396,7 @@ Tensor lora_delta(const Tensor& x, const Tensor& a, const Tensor& b, double scal
   out_shape.back() = out;
   const Tensor x2 = x.detach().contiguous().view({M, in});
   const Tensor ca = a.detach(), cb = b.detach();
-  const SerialScope serial;
+  const OmpThreadsScope serial(1);        // no team for rank-wide products
   Tensor u = matmul_forward(x2, ca.t());  // [M, rank], scaled: the input B multiplies
   scale_in_place(u, scale);
   Tensor delta = matmul_forward(u, cb.t()).view(out_shape);
@@ -417,7 +405,7 @@ Tensor lora_delta(const Tensor& x, const Tensor& a, const Tensor& b, double scal
       delta, "LoraDeltaBackward", {x, a, b},
       [x2, u, ca, cb, scale, M, out, in_shape = x.shape(), gx = x.requires_grad(),
        ga = a.requires_grad(), gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-        const SerialScope serial;
+        const OmpThreadsScope serial(1);  // no team for rank-wide products
         const Tensor g2 = g.contiguous().view({M, out});
         Tensor dx, da, db;
         if (gb) db = matmul_forward(g2.t(), u);
