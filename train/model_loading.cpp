@@ -40,7 +40,7 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
           }
           if (!set_here) mine = theirs;
           const std::string_view key = f.key;
-          if (mine == theirs || key == "dropout" || key.substr(0, 5) == "lora_") return;
+          if (mine == theirs || key == "dropout" || f.adapter_setting) return;
           std::string option = f.key;
           std::replace(option.begin(), option.end(), '_', '-');
           throw std::invalid_argument(fmt::format(
@@ -150,7 +150,7 @@ io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt) {
   io::Checkpoint out;
   out.config = ckpt.config;
   for (const auto& f : nn::config_fields())  // the base's keys, as a checkpoint states them
-    if (std::string_view(f.key).substr(0, 5) == "lora_") out.config.erase(f.key);
+    if (f.adapter_setting) out.config.erase(f.key);
   out.step = ckpt.step;
   out.model = model->named_parameters();
   out.tokenizer = ckpt.tokenizer;
