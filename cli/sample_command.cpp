@@ -117,16 +117,11 @@ void check_instruction_options(const SampleOptions& o, const po::variables_map& 
 
 // The prompt of --instruction: the record formatted with the checkpoint's template. A
 // language model trained without --task instruct (a GPT-2 import, say) gets Alpaca's, and
-// *note says so; a classifier has no tokens to sample.
+// *note says so.
 std::string instruction_prompt(const SampleOptions& o, const io::Checkpoint& ckpt,
                                std::string* note) {
   const train::RunConfig cfg = train::RunConfig::from_json(ckpt.config);
   const std::string name = base::printable(ckpt.source);
-  if (cfg.task == "classify")
-    throw UsageError(
-        fmt::format("--instruction: '{}' is a classifier (task classify), not a "
-                    "language model",
-                    name));
   if (cfg.task != "instruct")
     *note = fmt::format("note: '{}' was not trained with --task instruct; its prompt is Alpaca's\n",
                         name);
@@ -215,14 +210,14 @@ int sample_command(const Args& args) {
     {  // the checkpoint's copy of the weights (and any optimizer state) is freed here
       io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
       model = train::model_from_checkpoint(ckpt);
+      if (model->config().num_classes > 0)  // with --instruction too
+        throw UsageError(fmt::format(
+            "'{}' is a classifier (train --task classify): it gives labels, not tokens to "
+            "sample; 'attograd classify --checkpoint {}' prints its labels' probabilities",
+            base::printable(o.path), base::printable(o.path)));
       tok = io::make_tokenizer(ckpt.tokenizer);
       if (o.instruct) instruct_prompt = instruction_prompt(o, ckpt, &note);
     }
-    if (model->config().num_classes > 0)
-      throw UsageError(fmt::format(
-          "'{}' is a classifier (train --task classify): it gives labels, not tokens to "
-          "sample; 'attograd classify --checkpoint {}' prints its labels' probabilities",
-          base::printable(o.path), base::printable(o.path)));
     model->eval();
     if (weight_format(o) == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
     check_against_model(o, model->config());

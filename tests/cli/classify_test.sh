@@ -101,6 +101,8 @@ errors)
     "$bin" eval --checkpoint lm.h5 --data held.tsv --task classify
   expect_usage_error "is a classifier (train --task classify): it gives labels, not tokens" \
     "$bin" sample --checkpoint cls.h5 --tokens 3
+  expect_usage_error "is a classifier (train --task classify): it gives labels, not tokens" \
+    "$bin" sample --checkpoint cls.h5 --instruction "Say hi."
   expect_usage_error "--text is empty" "$bin" classify --checkpoint cls.h5 --text ""
   expect_usage_error "cannot be tokenized" "$bin" classify --checkpoint cls.h5 --text "Zebra"
   ;;
