@@ -151,39 +151,52 @@ inline void gpt2_files(const std::string& bytes) {
   if (tok->decode(tok->encode(text)) != text) std::abort();
 }
 
+// The bytes as a file that lives in memory, readable at path() while this lives; ok() is
+// false when it could not be made (the input is then skipped).
+class MemoryFile {
+ public:
+  MemoryFile(const char* name, const std::string& bytes) : fd_(memfd_create(name, MFD_CLOEXEC)) {
+    if (fd_ >= 0 && write(fd_, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~MemoryFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_;
+};
+
 // Any bytes as a `--config` file of `attograd train`.
 inline void config(const std::string& bytes) {
-  const int fd = memfd_create("config", MFD_CLOEXEC);  // a file that lives in memory
-  if (fd < 0) return;
-  if (write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
-    close(fd);
-    return;
-  }
+  const MemoryFile file("config", bytes);
+  if (!file.ok()) return;
   train::RunConfig cfg;
   try {
     auto desc = cli::run_options(cfg);
-    cli::parse_options({"--config", "/proc/self/fd/" + std::to_string(fd)}, desc);
+    cli::parse_options({"--config", file.path()}, desc);
     cfg.validate();
   } catch (const cli::UsageError&) {
   } catch (const std::invalid_argument&) {
   }
-  close(fd);
 }
 
 // Any bytes as a `--multiple-choice` file, read and tokenized as `eval` reads it (with a byte
 // and a char tokenizer, a window of 16): items that hold what the reader promises, or a
 // DataError naming the file.
 inline void choice_items(const std::string& bytes) {
-  const int fd = memfd_create("items", MFD_CLOEXEC);
-  if (fd < 0) return;
-  if (write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
-    close(fd);
-    return;
-  }
+  const MemoryFile file("items", bytes);
+  if (!file.ok()) return;
   const data::ByteTokenizer byte_tokens;
   const auto char_tokens = data::CharTokenizer::from_text("abc .\n");
   try {
-    data::ChoiceReader reader("/proc/self/fd/" + std::to_string(fd));
+    data::ChoiceReader reader(file.path());
     while (const auto item = reader.next()) {
       const auto k = static_cast<int64_t>(item->endings.size());
       if (k < 2 || k > static_cast<int64_t>(data::kMaxEndings) || item->label < 0 ||
@@ -201,7 +214,6 @@ inline void choice_items(const std::string& bytes) {
     }
   } catch (const data::DataError&) {
   }
-  close(fd);
 }
 
 // Any bytes as instruction records (`train --task instruct`), and before the first NUL
@@ -212,13 +224,9 @@ inline void instruction_data(const std::string& bytes) {
   const size_t nul = bytes.find('\0');
   const std::string tmpl = nul == std::string::npos ? "" : bytes.substr(0, nul);
   const std::string records = nul == std::string::npos ? bytes : bytes.substr(nul + 1);
-  const int fd = memfd_create("records", MFD_CLOEXEC);  // a file that lives in memory
-  if (fd < 0) return;
-  if (write(fd, records.data(), records.size()) != static_cast<ssize_t>(records.size())) {
-    close(fd);
-    return;
-  }
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const MemoryFile file("records", records);
+  if (!file.ok()) return;
+  const std::string path = file.path();
   const data::ByteTokenizer tok;
   data::TaskOptions o;
   o.task = "instruct", o.context_length = 512, o.prompt_template = tmpl, o.end_of_text = 256;
@@ -235,19 +243,14 @@ inline void instruction_data(const std::string& bytes) {
     if (what.rfind(path + ": ", 0) != 0 && what.rfind("the prompt template: ", 0) != 0)
       std::abort();
   }
-  close(fd);
 }
 
 // Any bytes as a classification file (`train --task classify`): examples whose labels are
 // among the labels read and whose ids fit the context, or a DataError naming the file.
 inline void classification_data(const std::string& bytes) {
-  const int fd = memfd_create("labelled", MFD_CLOEXEC);  // a file that lives in memory
-  if (fd < 0) return;
-  if (write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
-    close(fd);
-    return;
-  }
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const MemoryFile file("labelled", bytes);
+  if (!file.ok()) return;
+  const std::string path = file.path();
   const data::ByteTokenizer tok;
   data::TaskOptions o;
   o.task = "classify", o.context_length = 64;
@@ -263,7 +266,6 @@ inline void classification_data(const std::string& bytes) {
         std::string(e.what()).rfind("'" + path, 0) != 0)
       std::abort();
   }
-  close(fd);
 }
 
 // The same parameters, in the same order, bit for bit (a format's round trip).
