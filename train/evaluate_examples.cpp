@@ -28,8 +28,7 @@ void add_predictions(const ag::Tensor& logits, const data::ExampleBatch& b, Exam
 ExampleEval evaluate_examples(nn::GPT& model, const std::vector<data::Example>& examples,
                               int64_t batch_size, int64_t pad,
                               const std::function<bool()>& cancelled) {
-  const bool was_training = model.is_training();
-  model.eval();
+  const nn::InferenceScope inference;  // dropout off, whatever mode the model is in
   ag::NoGradGuard no_grad;
   ExampleEval r;
   double nats = 0;
@@ -46,7 +45,6 @@ ExampleEval evaluate_examples(nn::GPT& model, const std::vector<data::Example>& 
     if (b.y.dim() == 1) add_predictions(out.logits, b, r);
   }
   r.loss = r.targets > 0 ? nats / static_cast<double>(r.targets) : NAN;
-  model.train(was_training);
   return r;
 }
 

@@ -65,15 +65,6 @@ void score_rows(const nn::GPT& model, const ChoiceTokens& item, size_t first, si
   }
 }
 
-// Dropout off and no graph while an item is scored; the model's mode restored after.
-struct Inference {
-  nn::GPT& model;
-  bool was_training = model.is_training();
-  ag::NoGradGuard no_grad;
-  explicit Inference(nn::GPT& m) : model(m) { model.eval(); }
-  ~Inference() { model.train(was_training); }
-};
-
 void require_token_head(const nn::GPT& model) {
   if (!dynamic_cast<const nn::LMHead*>(&model.head()))
     throw data::DataError(
@@ -131,7 +122,8 @@ int64_t first_max(std::span<const double> values) {
 }
 
 ChoiceScores score_choice_item(nn::GPT& model, const ChoiceTokens& item) {
-  Inference mode(model);
+  const nn::InferenceScope inference;  // dropout off, whatever mode the model is in
+  ag::NoGradGuard no_grad;
   const size_t k = item.endings.size();
   ChoiceScores s;
   s.log_likelihood.assign(k, 0.0);
