@@ -189,6 +189,21 @@ void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
   require_data(o.data_path);
 }
 
+// A classifier is evaluated on a labelled file, whole.
+void check_classifier_options(const po::variables_map& vm, const EvalOptions& o) {
+  if (o.task == "instruct")
+    throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
+                                 base::printable(o.path)));
+  if (!o.choices.empty())
+    throw UsageError(
+        "--multiple-choice scores a language model's next tokens; this checkpoint is a "
+        "classifier");
+  if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
+    throw UsageError(
+        "--dump-grads, --context-length and --split are for a language "
+        "model; a classifier is evaluated on a TSV/CSV file whole");
+}
+
 }  // namespace
 
 int eval_command(const Args& args) {
@@ -224,18 +239,8 @@ int eval_command(const Args& args) {
     if (vm.count("task") && o.task == "classify") classifier_labels(ckpt, "eval --task classify");
     auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now
-    if (model->config().num_classes > 0 && o.task == "instruct")
-      throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
-                                   base::printable(o.path)));
-    if (model->config().num_classes > 0 && !o.choices.empty())
-      throw UsageError(
-          "--multiple-choice scores a language model's next tokens; this checkpoint is a "
-          "classifier");
-    if (model->config().num_classes > 0 && o.choices.empty()) {
-      if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
-        throw UsageError(
-            "--dump-grads, --context-length and --split are for a language "
-            "model; a classifier is evaluated on a TSV/CSV file whole");
+    if (model->config().num_classes > 0) {
+      check_classifier_options(vm, o);
       eval_classifier(*model, ckpt, {o.path, o.data_path, 16, vm.count("json") > 0});
       return 0;
     }
