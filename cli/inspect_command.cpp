@@ -57,20 +57,17 @@ void print_tokenizer(const io::TokenizerSection& t) {
 // What a run of this checkpoint trains (train/freezing.h: LoRA freezes the base weights,
 // --freeze more), counted over the file's own parameters.
 void print_trainable(const io::Checkpoint& ckpt) {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : ckpt.model) names.push_back(name);
-  std::vector<bool> frozen;
+  nn::ShapeList shapes;
+  for (const auto& [name, t] : ckpt.model) shapes.emplace_back(name, t.shape());
+  train::ParameterCounts c;
   try {
-    frozen = train::frozen_parameters(train::RunConfig::from_json(ckpt.config), names);
+    c = train::count_parameters(train::RunConfig::from_json(ckpt.config), shapes);
   } catch (const std::invalid_argument& e) {
     fmt::print("trainable: unknown ({})\n", base::printable(e.what()));
     return;
   }
-  int64_t counts[2] = {0, 0};  // trainable, frozen
-  for (size_t i = 0; i < names.size(); ++i)
-    counts[frozen[i] ? 1 : 0] += ckpt.model[i].second.numel();
-  fmt::print("{:<40} {:>16} {:>12}\n{:<40} {:>16} {:>12}\n", "trainable", "", counts[0], "frozen",
-             "", counts[1]);
+  fmt::print("{:<40} {:>16} {:>12}\n{:<40} {:>16} {:>12}\n", "trainable", "", c.trainable, "frozen",
+             "", c.frozen);
 }
 
 void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {

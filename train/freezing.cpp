@@ -74,7 +74,10 @@ nn::StateDict trainable_named_parameters(const nn::Module& model) {
 }
 
 ParameterCounts count_parameters(const RunConfig& cfg) {
-  const auto shapes = cfg.model.parameter_shapes();
+  return count_parameters(cfg, cfg.model.parameter_shapes());
+}
+
+ParameterCounts count_parameters(const RunConfig& cfg, const nn::ShapeList& shapes) {
   std::vector<std::string> names;
   for (const auto& [name, shape] : shapes) names.push_back(name);
   const std::vector<bool> frozen = frozen_parameters(cfg, names);

@@ -35,7 +35,9 @@ nn::StateDict trainable_named_parameters(const nn::Module& model);
 struct ParameterCounts {
   int64_t trainable = 0, frozen = 0;
 };
-// Elements trained and frozen by a run of cfg, read off a shape-only description.
+// Elements trained and frozen by a run of cfg over these parameters (a checkpoint's), or
+// over those of its model, read off a shape-only description.
+ParameterCounts count_parameters(const RunConfig& cfg, const nn::ShapeList& parameters);
 ParameterCounts count_parameters(const RunConfig& cfg);
 
 }  // namespace train
