@@ -73,6 +73,11 @@ void warn(std::string_view text) {
   write_fully(STDERR_FILENO, fmt::format("attograd: warning: {}\n", text));
 }
 
+void notice(std::string_view text) {
+  std::fflush(stderr);
+  write_fully(STDERR_FILENO, text);
+}
+
 MetricsFile::MetricsFile(const std::string& path) : path_(path) {
   fd_ = io::open_append_output(path, "metrics file");
 }

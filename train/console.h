@@ -29,6 +29,15 @@ void sayf(fmt::format_string<Args...> format, Args&&... args) {
 // "attograd: warning: <text>" on stderr (which has nowhere to report its own failures).
 void warn(std::string_view text);
 
+// Writes text to stderr as it is, best-effort: a stderr that is gone (a closed terminal, a
+// reader that left, a full device) never throws, so the save that follows a stop notice
+// still happens. Printed on every rank: callers choose the rank.
+void notice(std::string_view text);
+template <typename... Args>
+void noticef(fmt::format_string<Args...> format, Args&&... args) {
+  notice(fmt::format(format, std::forward<Args>(args)...));
+}
+
 // A user-named JSON-lines file opened for appending (never through a symbolic link).
 class MetricsFile {
  public:

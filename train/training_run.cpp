@@ -495,8 +495,8 @@ void TrainingRun::stop_before_update(const std::string& why) {
           ? fmt::format("The last good checkpoint is {} (step {}).", cfg_.out, last_saved_)
           : std::string("No checkpoint was written in this run.");
   if (world_.root())
-    fmt::print(stderr, "{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(),
-               why, last_good);
+    noticef("{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(), why,
+            last_good);
   failed_ = true;
 }
 
@@ -590,8 +590,8 @@ void TrainingRun::print_profile() const {
 int TrainingRun::finish() {
   print_profile();
   if (StopSignals::requested() && world_.root())
-    fmt::print(stderr, "{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
-               signal_name(StopSignals::first()), step_, cfg_.out);
+    noticef("{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
+            signal_name(StopSignals::first()), step_, cfg_.out);
   if (failed_) {
     notify(true);  // the curves up to the stop
     return 1;

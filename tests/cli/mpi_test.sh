@@ -147,12 +147,16 @@ sigterm_saves_once)
           --sample-tokens 0 --eval-interval 0 --log-interval 100)
   # (a background job of a script ignores SIGINT, and mpirun keeps that: TERM it is; mpirun
   # forwards SIGINT and SIGTERM to the ranks as SIGTERM)
-  mpirun --oversubscribe -np 2 "$bin" train "${medium[@]}" --steps 3000 --out sig.h5 > log.txt 2> err.txt &
+  # mpirun sends SIGCONT, waits odls_base_sigkill_timeout s, SIGTERM, waits again, SIGKILL: the
+  # default 1 s is not always enough to save on a loaded machine (docs/distributed.md)
+  mpirun --mca odls_base_sigkill_timeout 3 --oversubscribe -np 2 "$bin" train "${medium[@]}" \
+    --steps 3000 --out sig.h5 > log.txt 2> err.txt &
   pid=$!
   for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
   kill -TERM "$pid"
   wait "$pid" || true  # mpirun's own status after a signal is not ours to set
-  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $(cat err.txt)"
+  why="$(tail -3 log.txt) | $(cat err.txt) | checkpoint: $(ls sig.h5 2>&1)"
+  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $why"
   step=$("$bin" inspect sig.h5 | sed -n 's/^step //p')
   [ "$step" -lt 3000 ] || fail "the run was not stopped by SIGTERM"
   "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGTERM"
