@@ -12,6 +12,7 @@
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
 #include "bench/micro.h"
+#include "bench/tune_table.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
@@ -153,6 +154,7 @@ struct StepOptions {
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
   int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
+  bool report = true;     // false: the steps run for their side effects (--tune)
 };
 
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
@@ -229,7 +231,23 @@ int run_steps(const StepOptions& o) {
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
   }
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
-  if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times);
+  if (world.root() && o.report) report_steps(c, o, world.size(), model.num_parameters(), times);
+  return 0;
+}
+
+// --tune: one step of each config and precision asked for decides every GEMM class a
+// training step meets (measured now, or read from the cache file), then the table
+int run_tune(StepOptions o) {
+  const std::vector<std::string> configs =
+      o.config == "all" ? std::vector<std::string>{"tiny", "small", "base", "gpt2"}
+                        : std::vector<std::string>{o.config};
+  o.steps = 1, o.warmup = 0, o.report = false;
+  for (const std::string& config : configs)
+    for (ag::Precision precision : {ag::Precision::fp32, ag::Precision::bf16}) {
+      o.config = config, o.precision = precision;
+      run_steps(o);
+    }
+  print_tune_table(o.json);
   return 0;
 }
 
@@ -241,7 +259,7 @@ int bench_command(const std::vector<std::string>& args) {
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&o.config)->default_value("tiny"),
-      "tiny, small, base or gpt2 (GPT-2 124M, B 4, T 64)")(
+      "tiny, small, base or gpt2 (GPT-2 124M, B 4, T 64); with --tune also all, its default")(
       "dropout", po::value(&o.dropout)->default_value(0.0), "dropout probability")(
       "steps", po::value(&o.steps)->default_value(20), "timed steps (the median is reported)")(
       "warmup", po::value(&o.warmup)->default_value(3), "untimed steps first")(
@@ -251,6 +269,9 @@ int bench_command(const std::vector<std::string>& args) {
       "fp32, or bf16 (autocast: bfloat16 matmul operands, float32 accumulation)")(
       "json", "one JSON object per line")(
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
+      "tune",
+      "decide the GEMM kernels of a training step of --config (or all) in fp32 and bf16 and "
+      "print the measured table (ATTOGRAD_TUNE=fresh measures again)")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
       "under mpirun: gradient bucket size in MB")(
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
@@ -275,6 +296,10 @@ int bench_command(const std::vector<std::string>& args) {
     o.precision = ag::parse_precision(precision, "--precision");
     o.json = vm.count("json") > 0;
     if (vm.count("micro")) return run_micro(o.threads, o.json);
+    if (vm.count("tune")) {
+      if (vm["config"].defaulted()) o.config = "all";
+      return run_tune(o);
+    }
     if (o.bucket_mb < 1) throw std::invalid_argument("--bucket-mb must be >= 1");
     return run_steps(o);
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include "cli/command_support.h"
 #include "data/examples.h"
 #include "io/tokenizer_section.h"
+#include "train/gemm_agreement.h"
 #include "train/train.h"
 
 namespace cli {
@@ -91,7 +92,7 @@ void eval_classifier(nn::GPT& model, const io::Checkpoint& ckpt, const Classifie
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
   const data::TaskOptions task = train::task_options(cfg, *tok);  // its labels: unknown ones fail
   const data::TaskExamples examples = data::read_classification_examples(o.data, *tok, task);
-  train::World::current().setup_done();
+  train::end_setup(train::World::current());
   const train::ExampleEval r = train::evaluate_examples(model, examples.examples, o.batch_size,
                                                         data::pad_id(*tok, "classify"));
   std::vector<int64_t> truth;

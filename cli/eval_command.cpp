@@ -18,6 +18,7 @@
 #include "data/text_ids.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "train/gemm_agreement.h"
 #include "train/train.h"
 
 namespace cli {
@@ -65,7 +66,7 @@ train::EvalResult eval_folder(nn::GPT& model, const io::Checkpoint& ckpt, const 
   cfg.data = o.data_path;
   train::RunData d = train::load_run_data(cfg, &ckpt.tokenizer);
   if (o.split == "val") std::swap(d.train, d.val);
-  train::World::current().setup_done();
+  train::end_setup(train::World::current());
   auto r = train::evaluate_with_grads(model, d.train, d.token_bytes, o.context, dump);
   if (r.tokens == 0)
     throw std::runtime_error(fmt::format("{} has {} tokens, fewer than one window of {} + 1",
@@ -79,7 +80,7 @@ train::EvalResult eval_text(nn::GPT& model, const io::Checkpoint& ckpt, const Ev
                             const std::string* dump) {
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
   data::TextIds text(o.data_path, *tok);
-  train::World::current().setup_done();
+  train::end_setup(train::World::current());
   auto r = train::evaluate_text(model, text, data::token_byte_lengths(*tok), o.context, dump);
   if (r.tokens == 0)
     throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",
@@ -104,7 +105,7 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
                     "tokenizer has none and it was not trained with --task instruct)",
                     base::printable(o.path), tok->type()));
   const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
-  train::World::current().setup_done();
+  train::end_setup(train::World::current());
   const train::ExampleEval r = train::evaluate_examples(model, ex.examples, /*batch_size=*/8,
                                                         data::pad_id(*tok, "instruct"));
   if (!train::World::current().root()) return;
@@ -144,7 +145,7 @@ void eval_choices(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions&
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
   const train::ChoiceOptions co{.limit = o.limit, .context_length = o.context};
   train::check_choice_file(model, *tok, o.choices, co);
-  train::World::current().setup_done();
+  train::end_setup(train::World::current());
   const train::ChoiceTally t = train::score_choice_file(model, *tok, o.choices, co);
   if (!train::World::current().root()) return;
   const auto stderr_text = [](double s) {

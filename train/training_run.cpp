@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "autograd/autocast.h"
+#include "autograd/ops/gemm_tuning.h"
 #include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
 #include "autograd/threading.h"
 #include "base/utf8.h"
@@ -19,6 +20,7 @@
 #include "train/evaluate.h"
 #include "train/evaluate_examples.h"
 #include "train/freezing.h"
+#include "train/gemm_agreement.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
 #include "train/stop_signals.h"
@@ -122,7 +124,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
       world_(World::current()),
       observer_(std::move(observer)) {
   ag::set_num_threads(cfg_.threads);
-  if (!world_.root()) {  // rank 0 alone prints and writes
+  if (!world_.root()) {  // rank 0 alone prints, writes and measures kernels (gemm_agreement.h)
+    ag::detail::set_measuring(false);
     set_quiet(true);
     cfg_.metrics.clear();
     cfg_.report.clear();
@@ -164,6 +167,7 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
                                                     cfg_.model.context_length);
   if (cfg_.grad_accum_steps > 1)
     accumulator_ = std::make_unique<GradAccumulator>(model_->trainable_parameters());
+  decide_step_kernels();  // before the reducer: its hooks would send rank 0's gradients
   if (world_.distributed()) {
     reducer_ = std::make_unique<GradReducer>(
         world_, model_->trainable_parameters(), cfg_.grad_accum_steps, cfg_.bucket_mb << 20,
@@ -489,6 +493,23 @@ int64_t TrainingRun::count_dropout_draws() {
   throw std::logic_error("a forward took more than 2^20 dropout draws");
 }
 
+// Rank 0 measures the GEMM kernels of a step before the run (gemm_agreement.h): one
+// micro-batch, forward and backward, drawn with a copy of the data generator; the dropout
+// generator is restored and the gradients dropped, so the run is as it would have been.
+void TrainingRun::decide_step_kernels() {
+  if (!world_.root() || ag::detail::tune_mode() == ag::detail::TuneMode::off) return;
+  ag::Generator& dropout = model_->dropout_generator();
+  const ag::Generator::State dropout_before = dropout.state();
+  const ag::Generator data_before = data_gen_;
+  {
+    const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
+    micro_batch(1);
+  }
+  data_gen_ = data_before;
+  dropout.set_state(dropout_before);
+  opt_->zero_grad();
+}
+
 void TrainingRun::stop_before_update(const std::string& why) {
   const std::string last_good =
       last_saved_ >= 0
@@ -677,7 +698,7 @@ void TrainingRun::print_instruction_sample() {
 
 int run_training(RunConfig cfg, const io::Checkpoint* resumed, RunObserver observer) {
   TrainingRun run(std::move(cfg), resumed, std::move(observer));
-  World::current().setup_done();  // if another rank's set-up failed, this one fails with it
+  end_setup(World::current());  // a failed rank fails them all; then rank 0's GEMM kernels
   return run.run();
 }
 

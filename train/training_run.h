@@ -92,6 +92,7 @@ class TrainingRun {
   double micro_batch(int64_t micro_batches_in_step);
   void skip_micro_batches(int64_t count);
   int64_t count_dropout_draws();
+  void decide_step_kernels();
 
   RunConfig cfg_;
   const io::Checkpoint* resumed_;

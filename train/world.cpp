@@ -104,14 +104,20 @@ World::Failure World::agree_setup(int code, const std::string& message) {
   for (int r = 0; r < size_ && f.code == 0; ++r)
     if (codes[r] != 0) f = {static_cast<int>(codes[r]), r, ""};
   if (f.code == 0) return f;
-  std::string text = rank_ == f.rank ? message : "";
-  uint64_t length = text.size();
-  check(MPI_Bcast(&length, 1, MPI_UINT64_T, f.rank, MPI_COMM_WORLD), "MPI_Bcast");
-  text.resize(length);
-  check(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, f.rank, MPI_COMM_WORLD),
-        "MPI_Bcast");
-  f.message = text;
+  f.message = broadcast(rank_ == f.rank ? message : "", f.rank);
   return f;
+}
+
+std::string World::broadcast(const std::string& text, int from) const {
+  if (!distributed()) return text;
+  std::string out = text;
+  uint64_t length = out.size();
+  check(MPI_Bcast(&length, 1, MPI_UINT64_T, from, MPI_COMM_WORLD), "MPI_Bcast");
+  if (length > (uint64_t{1} << 30)) throw std::runtime_error("MPI_Bcast: a text over 1 GiB");
+  out.resize(length);
+  check(MPI_Bcast(out.data(), static_cast<int>(length), MPI_CHAR, from, MPI_COMM_WORLD),
+        "MPI_Bcast");
+  return out;
 }
 
 bool World::any(bool flag) const {
@@ -191,6 +197,10 @@ World::Failure World::agree_setup(int code, const std::string& message) {
   setup_agreed_ = true;
   return {code, 0, message};
 }
+std::string World::broadcast(const std::string& text, int) const {
+  return text;
+}
+
 bool World::any(bool flag) const {
   return flag;
 }

@@ -65,6 +65,8 @@ class World {
   void setup_done();
 
   bool any(bool flag) const;  // logical or over the ranks
+  // Rank `from`'s text, on every rank (the others' `text` is not read).
+  std::string broadcast(const std::string& text, int from = 0) const;
   // Each rank's values (every rank gives the same count), concatenated in rank order.
   std::vector<double> all_gather(const std::vector<double>& mine) const;
   // Non-blocking data movement for the gradient reduction. counts[r] floats go to (or come

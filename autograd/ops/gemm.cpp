@@ -6,11 +6,15 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
+#include "autograd/ops/gemm_tuning.h"
 #include "autograd/parallel.h"
 #include "autograd/threading.h"
 
@@ -91,8 +96,8 @@ void sgemm_block(const GemmOperand& oa, const GemmOperand& ob, int64_t m, int64_
               beta, c, ldc);
 }
 
-// ATTOGRAD_F32_GEMM: auto (the measured rule), openblas or onednn
-F32Backend forced_f32_backend(F32Backend otherwise) {
+// ATTOGRAD_F32_GEMM: auto (measured, or the rule), openblas or onednn
+std::optional<F32Backend> forced_f32_backend() {
   static const int forced = [] {
     const char* v = std::getenv("ATTOGRAD_F32_GEMM");
     if (v == nullptr || std::string(v) == "auto") return 0;
@@ -101,25 +106,46 @@ F32Backend forced_f32_backend(F32Backend otherwise) {
     throw std::invalid_argument("ATTOGRAD_F32_GEMM must be auto, openblas or onednn, got '" +
                                 std::string(v).substr(0, 64) + "'");
   }();
-  return forced == 0 ? otherwise : forced == 1 ? F32Backend::openblas : F32Backend::onednn;
+  if (forced == 0) return std::nullopt;
+  return forced == 1 ? F32Backend::openblas : F32Backend::onednn;
+}
+
+// ATTOGRAD_BF16_GEMM: onednn or openblas (widened), whatever the CPU or the measurements say
+std::optional<Bf16Backend> forced_bf16_backend() {
+  static const std::optional<Bf16Backend> forced = []() -> std::optional<Bf16Backend> {
+    const char* v = std::getenv("ATTOGRAD_BF16_GEMM");
+    if (v == nullptr) return std::nullopt;
+    if (std::string(v) == "onednn") return Bf16Backend::onednn;
+    if (std::string(v) == "openblas") return Bf16Backend::openblas;
+    throw std::invalid_argument("ATTOGRAD_BF16_GEMM must be onednn or openblas, got '" +
+                                std::string(v).substr(0, 64) + "'");
+  }();
+  return forced;
 }
 
 }  // namespace
 
 namespace {
 std::atomic<int64_t> g_gemms{0};  // gemm_count(): the products gemm() has run
+
+// Which kernel runs a GEMM: the override, else the measured choice for its class
+// (gemm_tuning.h), else the rule (f32_backend, bf16_backend). Defined with the timers below.
+GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                      const float* A, const float* B);
+GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                       int64_t K, const bfloat16* A, const bfloat16* B);
 }  // namespace
 
 F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K) {
   const double macs = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   const bool blas = macs < kOneDnnMinWork || (oa.trans && M * N >= kBlasWeightGradOutputs);
-  return forced_f32_backend(blas ? F32Backend::openblas : F32Backend::onednn);
+  return forced_f32_backend().value_or(blas ? F32Backend::openblas : F32Backend::onednn);
 }
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const float* A, const float* B, float* C, float beta, const GemmEpilogue<float>& e) {
   g_gemms.fetch_add(1, std::memory_order_relaxed);
-  if (f32_backend(oa, M, N, K) == F32Backend::onednn)
+  if (f32_kernel(oa, ob, M, N, K, A, B) == GemmKernel::onednn_f32)
     return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
   gemm_openblas(oa, ob, M, N, K, A, B, C, beta, e);
 }
@@ -277,13 +303,6 @@ WidenedOperands widened_operands(const GemmOperand& oa, const GemmOperand& ob, i
           {ob.trans, b_cols}};
 }
 
-void widened_gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                  const bfloat16* A, const bfloat16* B, float* C, float beta,
-                  const GemmEpilogue<float>& e) {
-  const WidenedOperands w = widened_operands(oa, ob, M, N, K, A, B);
-  gemm(w.oa, w.ob, M, N, K, w.a.data<float>(), w.b.data<float>(), C, beta, e);
-}
-
 // Output blocks: the longer of M and N cut into `count` pieces of `size` (the last may be
 // shorter). At least kBlockWork multiply-adds a block, at most kMaxBlocks, a power of two
 // of them (so that two or four threads get equal shares of the usual power-of-two sizes),
@@ -364,15 +383,114 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
   if (!blocks.along_m) finish_rows(M, N, e);
 }
 
+// ---- measured kernel choice (gemm_tuning.h): the candidates timed on one output block
+
+// The problem a class is timed on: the GEMM's first output block (output_blocks), its long
+// side cut to at most kSampleWork multiply-adds, so a class costs milliseconds to decide.
+constexpr double kSampleWork = 1 << 26;
+
+struct Sample {
+  int64_t m, n;
+  double macs;
+};
+
+Sample sample_of(int64_t M, int64_t N, int64_t K) {
+  const Blocks blocks = output_blocks(M, N, K);
+  int64_t m = blocks.along_m ? std::min(blocks.size, M) : M;
+  int64_t n = blocks.along_m ? N : std::min(blocks.size, N);
+  int64_t& long_side = blocks.along_m ? m : n;
+  const double other = static_cast<double>(blocks.along_m ? n : m) * static_cast<double>(K);
+  const int64_t fits = static_cast<int64_t>(kSampleWork / std::max(other, 1.0)) / 32 * 32;
+  long_side = std::min(long_side, std::max<int64_t>(32, fits));
+  return {m, n, static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(K)};
+}
+
+double seconds_of(const std::function<void()>& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// One timed run of a float32 kernel on the sample, on the calling thread; +inf without one
+double time_f32(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, const Sample& s,
+                int64_t K, const float* A, const float* B, float* C) {
+  OmpThreadsScope one_thread(1);
+  if (k == GemmKernel::openblas_f32)
+    return seconds_of([&] { sgemm_block(oa, ob, s.m, s.n, K, A, B, C, s.n, 0, nullptr); });
+  const auto mm =
+      matmul_cache().get({s.m, s.n, K, oa.ld, ob.ld, s.n, oa.trans, ob.trans, false, true, false});
+  if (!mm) return std::numeric_limits<double>::infinity();
+  return seconds_of([&] { run_matmul(*mm, A, B, C, nullptr); });
+}
+
+double time_bf16(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, const Sample& s,
+                 int64_t K, const bfloat16* A, const bfloat16* B, float* C) {
+  OmpThreadsScope one_thread(1);
+  if (k == GemmKernel::onednn_bf16) {
+    const auto mm = matmul_cache().get(
+        {s.m, s.n, K, oa.ld, ob.ld, s.n, oa.trans, ob.trans, false, false, false});
+    if (!mm) return std::numeric_limits<double>::infinity();
+    return seconds_of([&] { run_matmul(*mm, A, B, C, nullptr); });
+  }
+  double gemm_seconds = 0;
+  const double widen_seconds = seconds_of([&] {
+    const WidenedOperands w = widened_operands(oa, ob, s.m, s.n, K, A, B);
+    const GemmKernel f32 =
+        k == GemmKernel::widened_onednn ? GemmKernel::onednn_f32 : GemmKernel::openblas_f32;
+    gemm_seconds = time_f32(f32, w.oa, w.ob, s, K, w.a.data<float>(), w.b.data<float>(), C);
+  });
+  return std::isfinite(gemm_seconds) ? widen_seconds : gemm_seconds;
+}
+
+GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                      const float* A, const float* B) {
+  const GemmKernel rule = f32_backend(oa, M, N, K) == F32Backend::onednn ? GemmKernel::onednn_f32
+                                                                         : GemmKernel::openblas_f32;
+  if (forced_f32_backend() || static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 ||
+      g_fallback_only)
+    return rule;
+  static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_f32, GemmKernel::openblas_f32};
+  const Sample s = sample_of(M, N, K);
+  std::vector<float> scratch(static_cast<size_t>(s.m * s.n));
+  return tuned_kernel(
+      gemm_class(false, oa.trans, ob.trans, M, N, K), kCandidates, rule, s.macs,
+      [&](GemmKernel k) { return time_f32(k, oa, ob, s, K, A, B, scratch.data()); });
+}
+
+GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                       int64_t K, const bfloat16* A, const bfloat16* B) {
+  // the widened operands' layouts (packed) as the float32 rule sees them
+  const GemmOperand woa{oa.trans, oa.trans ? M : K};
+  const GemmKernel widened_rule = f32_backend(woa, M, N, K) == F32Backend::onednn
+                                      ? GemmKernel::widened_onednn
+                                      : GemmKernel::widened_openblas;
+  const GemmKernel rule =
+      bf16_backend() == Bf16Backend::onednn ? GemmKernel::onednn_bf16 : widened_rule;
+  if (forced_bf16_backend() || static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 ||
+      g_fallback_only)
+    return rule;
+  static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_bf16, GemmKernel::widened_onednn,
+                                               GemmKernel::widened_openblas};
+  const Sample s = sample_of(M, N, K);
+  std::vector<float> scratch(static_cast<size_t>(s.m * s.n));
+  return tuned_kernel(
+      gemm_class(true, oa.trans, ob.trans, M, N, K), kCandidates, rule, s.macs,
+      [&](GemmKernel k) { return time_bf16(k, oa, ob, s, K, A, B, scratch.data()); });
+}
+
 }  // namespace
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta,
           const GemmEpilogue<float>& e) {
   g_gemms.fetch_add(1, std::memory_order_relaxed);
-  if (bf16_backend() == Bf16Backend::openblas)
-    return widened_gemm(oa, ob, M, N, K, A, B, C, beta, e);
-  gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
+  const GemmKernel kernel = bf16_kernel(oa, ob, M, N, K, A, B);
+  if (kernel == GemmKernel::onednn_bf16) return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
+  const WidenedOperands w = widened_operands(oa, ob, M, N, K, A, B);
+  const float *a = w.a.data<float>(), *b = w.b.data<float>();
+  if (kernel == GemmKernel::widened_onednn)
+    return gemm_onednn(w.oa, w.ob, M, N, K, a, b, C, beta, e);
+  gemm_openblas(w.oa, w.ob, M, N, K, a, b, C, beta, e);
 }
 
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
@@ -411,13 +529,7 @@ namespace detail {
 namespace {
 
 Bf16Backend backend_for_this_cpu() {
-  if (const char* forced = std::getenv("ATTOGRAD_BF16_GEMM")) {
-    const std::string f = forced;
-    if (f == "onednn") return Bf16Backend::onednn;
-    if (f == "openblas") return Bf16Backend::openblas;
-    throw std::invalid_argument("ATTOGRAD_BF16_GEMM must be onednn or openblas, got '" +
-                                f.substr(0, 64) + "'");
-  }
+  if (const auto forced = forced_bf16_backend()) return *forced;
   __builtin_cpu_init();
   if (dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx) return Bf16Backend::onednn;
   if (__builtin_cpu_is("amd") && __builtin_cpu_supports("avx512bf16")) return Bf16Backend::onednn;

@@ -1,9 +1,11 @@
 #pragma once
 // Internal: the GEMMs every matmul-like op runs (ops/matmul.cpp, the autocast paths).
-// float64 goes to OpenBLAS, float32 to oneDNN or OpenBLAS by shape (f32_backend); bfloat16
-// operands (autocast, autograd/autocast.h) go
-// to oneDNN's matmul, which multiplies them on the CPU's BF16 units and accumulates in
-// float32, where that is faster than float32 (bf16_backend()).
+// float64 goes to OpenBLAS. float32 goes to oneDNN or OpenBLAS, bfloat16 operands
+// (autocast, autograd/autocast.h) to oneDNN's BF16 kernels (AMX or AVX-512 BF16) or widened
+// to float32 for either library: whichever was measured fastest on this CPU for the GEMM's
+// size class (gemm_tuning.h); where measuring is off or not allowed, by the fixed rules
+// below (f32_backend by shape, bf16_backend by CPU). Every candidate sums each product
+// exactly in float32; only the order of the sums differs between them.
 //
 // Operands are described as BLAS sees them: a row-major matrix as it lies in memory, or
 // the transpose of one, with its leading dimension; so q @ k^T and the backward's

@@ -1,0 +1,418 @@
+#include "autograd/ops/gemm_tuning.h"
+
+#include <cblas.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace ag::detail {
+
+namespace {
+
+constexpr GemmKernel kKernels[] = {GemmKernel::openblas_f32, GemmKernel::onednn_f32,
+                                   GemmKernel::onednn_bf16, GemmKernel::widened_openblas,
+                                   GemmKernel::widened_onednn};
+constexpr char kHeader[] = "attograd-gemm-kernels 1";
+constexpr off_t kMaxFileBytes = 1 << 20;
+constexpr size_t kMaxLineBytes = 400;
+constexpr int kMaxLog = 40;  // 2^40 rows: beyond anything a line of ours holds
+// A candidate replaces the rule only when it is this much faster: a difference inside the
+// timing noise must not change kernels (and results) from one cache file to another.
+constexpr double kMargin = 1.03;
+
+bool parse_kernel(const std::string& name, GemmKernel& out) {
+  for (GemmKernel k : kKernels)
+    if (name == kernel_name(k)) return out = k, true;
+  return false;
+}
+
+uint8_t log2_ceil(int64_t v) {
+  return static_cast<uint8_t>(std::bit_width(static_cast<uint64_t>(std::max<int64_t>(v, 1) - 1)));
+}
+
+uint64_t class_key(const GemmClass& c) {
+  return uint64_t(c.bf16) | uint64_t(c.ta) << 1 | uint64_t(c.tb) << 2 | uint64_t(c.log_m) << 8 |
+         uint64_t(c.log_n) << 16 | uint64_t(c.log_k) << 24;
+}
+
+// "model name", "cpu family", "model", "stepping" and "flags" of the first processor
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, out;
+  for (int seen = 0; seen < 5 && std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    if (key == "model name" || key == "cpu family" || key == "model" || key == "stepping" ||
+        key == "flags")
+      out += key + "=" + line.substr(std::min(line.size(), colon + 2)) + "; ", ++seen;
+  }
+  return out;
+}
+
+// A line as the file holds it: printable ASCII only (the signature is read from the system)
+std::string printable(std::string s) {
+  for (char& ch : s)
+    if (ch < 0x20 || ch > 0x7e) ch = '?';
+  return s;
+}
+
+std::string entry_line(const TunedEntry& e) {
+  std::string line = fmt::format("{} {}{} {} {} {} {}", e.cls.bf16 ? "bf16" : "f32",
+                                 e.cls.ta ? 'T' : 'N', e.cls.tb ? 'T' : 'N', e.cls.log_m,
+                                 e.cls.log_n, e.cls.log_k, kernel_name(e.kernel));
+  for (const auto& [k, gflops] : e.gflops)
+    line += fmt::format(" {}={:.1f}", kernel_name(k), gflops);
+  return line + "\n";
+}
+
+bool parse_log(const std::string& s, uint8_t& out) {
+  if (s.empty() || s.size() > 2 || !std::all_of(s.begin(), s.end(), ::isdigit)) return false;
+  const int v = std::stoi(s);
+  if (v > kMaxLog) return false;
+  out = static_cast<uint8_t>(v);
+  return true;
+}
+
+// One entry line; false (the line is skipped) where anything in it is not ours
+bool parse_entry(const std::string& line, TunedEntry& e) {
+  std::istringstream in(line);
+  std::string precision, layout, m, n, k, kernel, extra;
+  if (!(in >> precision >> layout >> m >> n >> k >> kernel)) return false;
+  if ((precision != "f32" && precision != "bf16") || layout.size() != 2) return false;
+  for (char ch : layout)
+    if (ch != 'N' && ch != 'T') return false;
+  e = {};
+  e.cls.bf16 = precision == "bf16";
+  e.cls.ta = layout[0] == 'T', e.cls.tb = layout[1] == 'T';
+  if (!parse_log(m, e.cls.log_m) || !parse_log(n, e.cls.log_n) || !parse_log(k, e.cls.log_k) ||
+      !parse_kernel(kernel, e.kernel))
+    return false;
+  while (in >> extra) {  // name=GFLOP/s, for bench --tune to show
+    const size_t eq = extra.find('=');
+    GemmKernel candidate;
+    if (eq == std::string::npos || !parse_kernel(extra.substr(0, eq), candidate)) return false;
+    char* end = nullptr;
+    const double g = std::strtod(extra.c_str() + eq + 1, &end);
+    if (end == extra.c_str() + eq + 1 || *end != '\0' || !std::isfinite(g) || g < 0 || g > 1e7)
+      return false;
+    e.gflops.emplace_back(candidate, g);
+  }
+  return true;
+}
+
+std::string cache_folder() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/attograd";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] == '/') return std::string(home) + "/.cache/attograd";
+  return "";
+}
+
+// mkdir -p for the cache folder (private to the user where we make it)
+bool make_folder(const std::string& path) {
+  for (size_t slash = 1; slash <= path.size(); ++slash) {
+    if (slash != path.size() && path[slash] != '/') continue;
+    const std::string part = path.substr(0, slash);
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// The table, its file, and the lock that serialises both within the process
+class Tuner {
+ public:
+  GemmKernel kernel(const GemmClass& c, std::span<const GemmKernel> candidates, GemmKernel rule,
+                    double macs, const TimeCandidate& time);
+  std::vector<TunedEntry> entries() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return order_;
+  }
+  std::string file_state() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return state_.empty() ? "not opened yet (no GEMM has been tuned in this process)" : state_;
+  }
+  std::string text();
+  void adopt(const std::string& text);
+  void set_measuring(bool on) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    measuring_ = on;
+  }
+  void load() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (const int fd = open_locked(); fd >= 0) ::close(fd);
+  }
+  void reset() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    table_.clear(), order_.clear(), state_.clear();
+    measuring_ = true, truncated_ = false, ignored_ = false;
+  }
+
+ private:
+  // The cache file opened and locked (-1 where there is none or it is ignored); entries
+  // another process wrote since are merged in.
+  int open_locked();
+  bool read_file(int fd);
+  void append(int fd, const TunedEntry& e);
+  TunedEntry measure(const GemmClass& c, std::span<const GemmKernel> candidates, GemmKernel rule,
+                     double macs, const TimeCandidate& time);
+  void insert(const TunedEntry& e) {
+    if (table_.emplace(class_key(e.cls), e.kernel).second) order_.push_back(e);
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, GemmKernel> table_;
+  std::vector<TunedEntry> order_;
+  bool measuring_ = true, truncated_ = false, ignored_ = false;
+  std::string state_;
+};
+
+Tuner& tuner() {
+  static Tuner t;
+  return t;
+}
+
+}  // namespace
+
+const char* kernel_name(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::openblas_f32: return "openblas_f32";
+    case GemmKernel::onednn_f32: return "onednn_f32";
+    case GemmKernel::onednn_bf16: return "onednn_bf16";
+    case GemmKernel::widened_openblas: return "widened_openblas";
+    case GemmKernel::widened_onednn: return "widened_onednn";
+  }
+  return "?";
+}
+
+GemmClass gemm_class(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  return {bf16, ta, tb, log2_ceil(M), log2_ceil(N), log2_ceil(K)};
+}
+
+std::string describe(const GemmClass& c) {
+  return fmt::format("{} {}{} {}x{}x{}", c.bf16 ? "bf16" : "f32", c.ta ? 'T' : 'N',
+                     c.tb ? 'T' : 'N', int64_t{1} << c.log_m, int64_t{1} << c.log_n,
+                     int64_t{1} << c.log_k);
+}
+
+namespace {
+std::atomic<int> g_mode{-1};  // a TuneMode once ATTOGRAD_TUNE was read
+}  // namespace
+
+TuneMode tune_mode() {
+  int mode = g_mode.load(std::memory_order_relaxed);
+  if (mode < 0) {
+    const char* v = std::getenv("ATTOGRAD_TUNE");
+    const std::string s = v == nullptr ? "on" : v;
+    if (s == "on" || s.empty())
+      mode = static_cast<int>(TuneMode::on);
+    else if (s == "off")
+      mode = static_cast<int>(TuneMode::off);
+    else if (s == "fresh")
+      mode = static_cast<int>(TuneMode::fresh);
+    else
+      throw std::invalid_argument("ATTOGRAD_TUNE must be on, off or fresh, got '" +
+                                  printable(s.substr(0, 64)) + "'");
+    g_mode.store(mode, std::memory_order_relaxed);
+  }
+  return static_cast<TuneMode>(mode);
+}
+
+std::string tuning_signature() {
+  static const std::string signature = [] {
+    const dnnl_version_t* v = dnnl_version();
+    return printable(fmt::format("{}oneDNN {}.{}.{} isa {}; {} {}", cpu_description(), v->major,
+                                 v->minor, v->patch,
+                                 static_cast<int>(dnnl::get_effective_cpu_isa()),
+                                 openblas_get_config(), openblas_get_corename()));
+  }();
+  return signature;
+}
+
+std::string tuning_file() {
+  const std::string folder = cache_folder();
+  if (folder.empty()) return "";
+  return fmt::format("{}/gemm-{:016x}.txt", folder, fnv1a(tuning_signature()));
+}
+
+std::string tuning_file_state() {
+  return tune_mode() == TuneMode::off ? "not used (ATTOGRAD_TUNE=off)" : tuner().file_state();
+}
+
+GemmKernel tuned_kernel(const GemmClass& c, std::span<const GemmKernel> candidates, GemmKernel rule,
+                        double multiply_adds, const TimeCandidate& time) {
+  if (tune_mode() == TuneMode::off) return rule;
+  return tuner().kernel(c, candidates, rule, multiply_adds, time);
+}
+
+std::vector<TunedEntry> tuned_entries() {
+  return tuner().entries();
+}
+
+std::string tuned_entries_text() {
+  return tuner().text();
+}
+
+void adopt_tuned_entries(const std::string& text) {
+  tuner().adopt(text);
+}
+
+void set_measuring(bool on) {
+  tuner().set_measuring(on);
+}
+
+void load_tuning_file() {
+  if (tune_mode() != TuneMode::off) tuner().load();
+}
+
+void reset_tuning_for_tests() {
+  g_mode = -1;
+  tuner().reset();
+}
+
+namespace {
+
+GemmKernel Tuner::kernel(const GemmClass& c, std::span<const GemmKernel> candidates,
+                         GemmKernel rule, double macs, const TimeCandidate& time) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = table_.find(class_key(c)); it != table_.end()) return it->second;
+  if (!measuring_) return rule;
+  const int fd = open_locked();  // holds the file's lock until closed: one measurer a class
+  if (auto it = table_.find(class_key(c)); it != table_.end()) {
+    if (fd >= 0) ::close(fd);
+    return it->second;
+  }
+  const TunedEntry e = measure(c, candidates, rule, macs, time);
+  insert(e);
+  if (fd >= 0) append(fd, e), ::close(fd);
+  return e.kernel;
+}
+
+TunedEntry Tuner::measure(const GemmClass& c, std::span<const GemmKernel> candidates,
+                          GemmKernel rule, double macs, const TimeCandidate& time) {
+  TunedEntry e{c, rule, {}};
+  double best = std::numeric_limits<double>::infinity(), rule_seconds = best;
+  for (GemmKernel k : candidates) {
+    double seconds = time(k);  // the warm-up: makes oneDNN's kernel, fills caches
+    if (!std::isfinite(seconds)) continue;
+    for (int rep = 0, reps = seconds < 0.02 ? 3 : 1; rep < reps; ++rep)
+      seconds = std::min(seconds, time(k));
+    e.gflops.emplace_back(k, 2 * macs / std::max(seconds, 1e-9) / 1e9);
+    if (k == rule) rule_seconds = seconds;
+    if (seconds < best) best = seconds, e.kernel = k;
+  }
+  if (best * kMargin > rule_seconds) e.kernel = rule;
+  return e;
+}
+
+int Tuner::open_locked() {
+  if (ignored_) return -1;
+  const std::string path = tuning_file();
+  auto give_up = [&](const std::string& why) {
+    ignored_ = true;
+    state_ = path.empty() ? why : fmt::format("{}: {}", path, why);
+    return -1;
+  };
+  if (path.empty()) return give_up("no cache folder (neither XDG_CACHE_HOME nor HOME is set)");
+  if (!make_folder(cache_folder())) return give_up("its folder cannot be made");
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return give_up(fmt::format("ignored: cannot be opened ({})", std::strerror(errno)));
+  struct stat st;
+  if (::flock(fd, LOCK_EX) != 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid() || st.st_size > kMaxFileBytes) {
+    ::close(fd);
+    return give_up("ignored: not a regular file of this user under 1 MiB");
+  }
+  if (tune_mode() == TuneMode::fresh && !truncated_) {  // measured afresh, written afresh
+    truncated_ = true;
+    if (::ftruncate(fd, 0) != 0) return ::close(fd), give_up("ignored: cannot be rewritten");
+    st.st_size = 0;
+  }
+  if (st.st_size == 0) {
+    const std::string head = fmt::format("{}\nsignature {}\n", kHeader, tuning_signature());
+    if (::pwrite(fd, head.data(), head.size(), 0) != static_cast<ssize_t>(head.size()))
+      return ::close(fd), give_up("ignored: cannot be written");
+  }
+  if (!read_file(fd)) return ::close(fd), give_up("ignored: not a table for this CPU");
+  if (state_.empty()) state_ = path + ": used";
+  return fd;
+}
+
+// Merges the file's complete lines into the table; false where its header is not ours
+bool Tuner::read_file(int fd) {
+  std::string bytes(static_cast<size_t>(kMaxFileBytes), '\0');
+  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), 0);
+  if (n < 0) return false;
+  bytes.resize(static_cast<size_t>(n));
+  std::istringstream in(bytes.substr(0, bytes.rfind('\n') + 1));  // a torn last line is skipped
+  std::string header, signature;
+  if (!std::getline(in, header) || header != kHeader || !std::getline(in, signature) ||
+      signature != "signature " + tuning_signature())
+    return false;
+  for (std::string line; std::getline(in, line);) {
+    TunedEntry e;
+    if (line.size() <= kMaxLineBytes && parse_entry(line, e)) insert(e);
+  }
+  return true;
+}
+
+void Tuner::append(int fd, const TunedEntry& e) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || st.st_size + static_cast<off_t>(kMaxLineBytes) > kMaxFileBytes)
+    return;  // full: the answer is kept in this process only
+  std::string line = entry_line(e);
+  char last = '\n';
+  if (st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n')
+    line = "\n" + line;  // after a line a killed writer left torn
+  if (::pwrite(fd, line.data(), line.size(), st.st_size) != static_cast<ssize_t>(line.size()))
+    state_ = tuning_file() + ": used, but an answer could not be written";
+}
+
+std::string Tuner::text() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  for (const TunedEntry& e : order_) out += entry_line(e);
+  return out;
+}
+
+void Tuner::adopt(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  table_.clear();
+  order_.clear();
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    TunedEntry e;
+    if (line.size() <= kMaxLineBytes && parse_entry(line, e)) insert(e);
+  }
+  measuring_ = false;
+}
+
+}  // namespace
+
+}  // namespace ag::detail

@@ -1,0 +1,86 @@
+#pragma once
+// Internal: which kernel multiplies a GEMM, chosen by measuring the candidates on this CPU
+// (issue 27). gemm.cpp asks tuned_kernel() once per size class and runs the answer; this
+// file keeps the answers: in the process, and in a small cache file per CPU signature
+// under $XDG_CACHE_HOME/attograd/ (else ~/.cache/attograd/), shared by every process of the
+// user on the machine.
+//
+// Why the answers cannot change results with the thread count: every candidate splits a
+// GEMM into the same pieces whatever the team (gemm.h), so candidates are timed on one
+// piece, on one thread, and the thread count is not part of the signature; a class decided
+// once is never decided again (first writer wins, under a lock on the file), so two runs on
+// one machine, with any thread counts, use the same kernels.
+//
+// ATTOGRAD_TUNE=off uses the fixed rules (gemm.h's f32_backend and bf16_backend) and
+// touches no file; ATTOGRAD_TUNE=fresh measures every class again and rewrites the file.
+// The file is data from elsewhere: read only if it is a regular file of ours under 1 MiB,
+// never through a link; a line that does not parse is skipped; one for another signature
+// makes the whole file ignored.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ag::detail {
+
+enum class GemmKernel : uint8_t {
+  openblas_f32,      // OpenBLAS's sgemm on float32 operands
+  onednn_f32,        // oneDNN's float32 matmul, one call per output block
+  onednn_bf16,       // oneDNN's bfloat16 matmul (AMX or AVX-512 BF16, as oneDNN picks)
+  widened_openblas,  // bfloat16 operands widened to float32, then OpenBLAS's sgemm
+  widened_onednn,    // bfloat16 operands widened to float32, then oneDNN's float32 matmul
+};
+const char* kernel_name(GemmKernel kernel);
+
+// A GEMM's size class: precision, layouts, and M, N, K each rounded up to a power of two
+// (so a sampling run whose window grows by a token meets a few classes, not a class a
+// token).
+struct GemmClass {
+  bool bf16, ta, tb;
+  uint8_t log_m, log_n, log_k;
+  bool operator==(const GemmClass&) const = default;
+};
+GemmClass gemm_class(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K);
+std::string describe(const GemmClass& c);  // "bf16 NT 2048x1024x256"
+
+enum class TuneMode { on, off, fresh };
+TuneMode tune_mode();  // from ATTOGRAD_TUNE (on when unset); throws on another value
+
+// Seconds one run of a candidate takes on the class's sample problem (an output block of
+// the GEMM met first, on the calling thread); +infinity where the candidate has no kernel.
+using TimeCandidate = std::function<double(GemmKernel)>;
+
+// The kernel for class c: this process's answer, else the cache file's, else the fastest
+// candidate as timed by `time` (a warm-up run each, then the best of up to three), recorded
+// in both. `rule` where tuning is off or this process may not measure (set_measuring).
+GemmKernel tuned_kernel(const GemmClass& c, std::span<const GemmKernel> candidates, GemmKernel rule,
+                        double multiply_adds, const TimeCandidate& time);
+
+// A measured answer, with the GFLOP/s each candidate reached on the sample problem.
+struct TunedEntry {
+  GemmClass cls;
+  GemmKernel kernel;
+  std::vector<std::pair<GemmKernel, double>> gflops;
+};
+std::vector<TunedEntry> tuned_entries();  // this process's answers, in the order made
+
+std::string tuning_signature();   // CPU model and flags, oneDNN's ISA, library versions
+std::string tuning_file();        // the cache file's path ("" where there is no cache folder)
+std::string tuning_file_state();  // what happened to the file: used, created, ignored (why)
+
+// Commands whose results must not depend on the number of processes (train, eval): the
+// kernels are measured only where every rank can take the answers (train's set-up, on rank
+// 0); then rank 0 loads the cache file (load_tuning_file), sends its table as text
+// (tuned_entries_text) and every rank, alone or one of many, adopts it
+// (adopt_tuned_entries: the table replaced, nothing measured after), so a class none of
+// them knows runs by the rule everywhere.
+void load_tuning_file();
+std::string tuned_entries_text();
+void adopt_tuned_entries(const std::string& text);
+void set_measuring(bool on);  // off: unknown classes run by the rule (ranks other than 0)
+
+// Test support: forget the table and the file's state (as a new process), re-read ATTOGRAD_TUNE.
+void reset_tuning_for_tests();
+
+}  // namespace ag::detail

@@ -1,0 +1,204 @@
+// Measured GEMM kernel choice (autograd/ops/gemm_tuning.h): a class is timed once and
+// kept, in the process and in the cache file; the rule stays unless beaten by 3%;
+// ATTOGRAD_TUNE=off|fresh; hostile cache files are ignored; distributed ranks adopt one
+// table; and the kernels chosen give the same bits on any thread count.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "autograd/autocast.h"
+#include "autograd/autograd.h"
+#include "autograd/ops/gemm_tuning.h"
+#include "support.h"
+
+using ag::detail::GemmKernel;
+using ag_test::TempDir;
+
+namespace {
+
+// The tuner as a new process with this environment would see it; restored afterwards.
+class TuningEnvironment {
+ public:
+  explicit TuningEnvironment(const std::string& cache, const char* mode = nullptr) {
+    for (const char* name : {"XDG_CACHE_HOME", "ATTOGRAD_TUNE"})
+      if (const char* v = std::getenv(name)) saved_[name] = v;
+    ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+    set_mode(mode);
+  }
+  void set_mode(const char* mode) {  // and start afresh, as a new process would
+    if (mode)
+      ::setenv("ATTOGRAD_TUNE", mode, 1);
+    else
+      ::unsetenv("ATTOGRAD_TUNE");
+    ag::detail::reset_tuning_for_tests();
+  }
+  ~TuningEnvironment() {
+    for (const char* name : {"XDG_CACHE_HOME", "ATTOGRAD_TUNE"})
+      if (saved_.count(name))
+        ::setenv(name, saved_[name].c_str(), 1);
+      else
+        ::unsetenv(name);
+    ag::detail::reset_tuning_for_tests();
+  }
+
+ private:
+  std::map<std::string, std::string> saved_;
+};
+
+constexpr GemmKernel kF32[] = {GemmKernel::onednn_f32, GemmKernel::openblas_f32};
+
+// A timer that says each kernel takes `seconds[k]`, counting the runs it was asked for
+struct FakeTimer {
+  std::map<GemmKernel, double> seconds;
+  int runs = 0;
+  double operator()(GemmKernel k) {
+    ++runs;
+    return seconds.at(k);
+  }
+};
+
+GemmKernel decide(FakeTimer& timer, int64_t M = 2048, int64_t N = 768, int64_t K = 256) {
+  return ag::detail::tuned_kernel(ag::detail::gemm_class(false, false, true, M, N, K), kF32,
+                                  GemmKernel::onednn_f32, 1e6,
+                                  [&](GemmKernel k) { return timer(k); });
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("a GEMM class is measured once and its answer kept in the cache file") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  FakeTimer timer{{{GemmKernel::onednn_f32, 0.5}, {GemmKernel::openblas_f32, 0.2}}};
+  CHECK(decide(timer) == GemmKernel::openblas_f32);
+  CHECK(timer.runs == 4);  // a warm-up and one timed run each (runs over 20 ms)
+  CHECK(decide(timer, 1500, 700, 200) == GemmKernel::openblas_f32);  // the same class
+  CHECK(timer.runs == 4);
+  const std::string file = ag::detail::tuning_file();
+  REQUIRE(file.rfind(dir.file("cache") + "/attograd/gemm-", 0) == 0);
+  CHECK(read_all(file).find("f32 NT 11 10 8 openblas_f32") != std::string::npos);
+  env.set_mode(nullptr);  // another process: the file answers
+  FakeTimer other{{{GemmKernel::onednn_f32, 0.1}, {GemmKernel::openblas_f32, 0.9}}};
+  CHECK(decide(other) == GemmKernel::openblas_f32);
+  CHECK(other.runs == 0);
+  CHECK(ag::detail::tuning_file_state() == file + ": used");
+}
+
+TEST_CASE("a candidate replaces the rule only when it is 3 percent faster") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  FakeTimer close{{{GemmKernel::onednn_f32, 0.100}, {GemmKernel::openblas_f32, 0.098}}};
+  CHECK(decide(close) == GemmKernel::onednn_f32);
+  FakeTimer faster{{{GemmKernel::onednn_f32, 0.100}, {GemmKernel::openblas_f32, 0.090}}};
+  CHECK(decide(faster, 64, 64, 64) == GemmKernel::openblas_f32);
+  FakeTimer quick{{{GemmKernel::onednn_f32, 0.001}, {GemmKernel::openblas_f32, 0.002}}};
+  CHECK(decide(quick, 32, 32, 32) == GemmKernel::onednn_f32);
+  CHECK(quick.runs == 8);  // short runs: a warm-up and the best of three each
+}
+
+TEST_CASE("ATTOGRAD_TUNE=off runs the rule without a file and fresh measures again") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"), "off");
+  FakeTimer timer{{{GemmKernel::onednn_f32, 0.5}, {GemmKernel::openblas_f32, 0.2}}};
+  CHECK(decide(timer) == GemmKernel::onednn_f32);
+  CHECK(timer.runs == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("cache")));
+  env.set_mode("on");
+  CHECK(decide(timer) == GemmKernel::openblas_f32);
+  env.set_mode("fresh");
+  FakeTimer reversed{{{GemmKernel::onednn_f32, 0.2}, {GemmKernel::openblas_f32, 0.5}}};
+  CHECK(decide(reversed) == GemmKernel::onednn_f32);
+  CHECK(reversed.runs == 4);
+  const std::string text = read_all(ag::detail::tuning_file());
+  CHECK(text.find("onednn_f32 onednn_f32=") != std::string::npos);
+  CHECK(text.find("openblas_f32 onednn_f32=") == std::string::npos);  // the old answer is gone
+  env.set_mode("sometimes");
+  CHECK_THROWS_WITH(ag::detail::tune_mode(), Catch::Contains("ATTOGRAD_TUNE must be on, off or "
+                                                             "fresh, got 'sometimes'"));
+}
+
+TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  const std::string file = ag::detail::tuning_file();
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  FakeTimer timer{{{GemmKernel::onednn_f32, 0.5}, {GemmKernel::openblas_f32, 0.2}}};
+  SECTION("a symbolic link") {
+    const std::string target = dir.write("elsewhere.txt", "keep me\n");
+    std::filesystem::create_symlink(target, file);
+    CHECK(decide(timer) == GemmKernel::openblas_f32);  // measured, kept in the process only
+    CHECK(read_all(target) == "keep me\n");
+    CHECK(ag::detail::tuning_file_state().find("ignored") != std::string::npos);
+  }
+  SECTION("another CPU's table") {
+    const std::string foreign =
+        "attograd-gemm-kernels 1\nsignature another CPU\n"
+        "f32 NT 11 10 8 onednn_f32\n";
+    dir.write(std::filesystem::relative(file, dir.path).string(), foreign);
+    CHECK(decide(timer) == GemmKernel::openblas_f32);
+    CHECK(timer.runs == 4);
+    CHECK(read_all(file) == foreign);
+  }
+  SECTION("over 1 MiB") {
+    dir.write(std::filesystem::relative(file, dir.path).string(), std::string(1 << 21, 'x'));
+    CHECK(decide(timer) == GemmKernel::openblas_f32);
+    CHECK(std::filesystem::file_size(file) == (1u << 21));
+  }
+  SECTION("lines that do not parse are skipped; a torn last line is not read") {
+    const std::string head =
+        "attograd-gemm-kernels 1\nsignature " + ag::detail::tuning_signature() + "\n";
+    dir.write(std::filesystem::relative(file, dir.path).string(),
+              head + "f32 NT 99 10 8 onednn_f32\nf32 XX 11 10 8 onednn_f32\n" +
+                  "f32 NT 11 10 8 rocket\nf32 NT 11 10 8 onednn_f32 onednn_f32=nan\n" +
+                  std::string(500, 'y') + "\nf32 NT 11 10 8 onednn_f32");
+    CHECK(decide(timer) == GemmKernel::openblas_f32);  // none of them counted: measured
+    CHECK(timer.runs == 4);
+    CHECK(read_all(file).find("onednn_f32\nf32 NT 11 10 8 openblas_f32") != std::string::npos);
+  }
+}
+
+TEST_CASE("ranks adopt rank 0's table and measure nothing after it") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  FakeTimer timer{{{GemmKernel::onednn_f32, 0.5}, {GemmKernel::openblas_f32, 0.2}}};
+  decide(timer);
+  const std::string text = ag::detail::tuned_entries_text();
+  env.set_mode(nullptr);
+  ag::detail::adopt_tuned_entries(text);
+  FakeTimer never{{{GemmKernel::onednn_f32, 0.5}, {GemmKernel::openblas_f32, 0.2}}};
+  CHECK(decide(never) == GemmKernel::openblas_f32);            // rank 0's answer
+  CHECK(decide(never, 64, 64, 64) == GemmKernel::onednn_f32);  // unknown: the rule
+  CHECK(never.runs == 0);
+}
+
+TEST_CASE("the measured kernels give the same bits on one thread and on two") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  ag::Generator gen(3);
+  const ag::Tensor a = ag::randn({384, 320}, gen), b = ag::randn({320, 448}, gen);
+  const int threads = ag::num_threads();
+  for (ag::Precision precision : {ag::Precision::fp32, ag::Precision::bf16}) {
+    std::vector<std::vector<double>> results;
+    for (int n : {1, 2, 1}) {
+      ag::set_num_threads(n);
+      const ag::AutocastScope autocast(precision);
+      results.push_back(ag::matmul(a, b).to_vector());
+    }
+    CHECK(results[0] == results[1]);
+    CHECK(results[0] == results[2]);
+  }
+  ag::set_num_threads(threads);
+  CHECK(ag::detail::tuned_entries().size() >= 2);  // f32 and bf16 were both measured
+}

@@ -1,0 +1,20 @@
+#pragma once
+// The GEMM kernels a run uses, the same on every rank (autograd/ops/gemm_tuning.h): kernels
+// are chosen by measurement, and ranks that chose apart would compute gradients and losses
+// no single process computes. So `train` measures only in its set-up, on rank 0
+// (TrainingRun::decide_step_kernels: one micro-batch), and then, after set-up agreed, every
+// process, alone or one of many, takes rank 0's table (its cache file and what it just
+// measured) and measures nothing more; `eval` takes the table without measuring. A class
+// nobody knows runs by the fixed rule on every rank.
+#include "train/world.h"
+
+namespace train {
+
+// Called by every rank at the same point, after World::setup_done.
+void agree_gemm_kernels(const World& world);
+
+// Where the set-up of a command that must compute alike on any number of processes ends:
+// World::setup_done (a failed rank fails them all), then agree_gemm_kernels.
+void end_setup(World& world);
+
+}  // namespace train
