@@ -446,6 +446,29 @@ process_name)
   [ "$comm" = "$(basename "$bin")" ] || fail "the process is named '$comm', not $(basename "$bin")"
   grep -q "BLAS OpenBLAS" log.txt || fail "the run header does not name the BLAS kernel: $(head -2 log.txt)"
   ;;
+kernel_cache)
+  # GEMM kernels measured once into the user's cache folder and reused; never a change of
+  # results with the thread count; off, unusable and misspelt settings (gemm_tuning.h)
+  export XDG_CACHE_HOME="$work/cache"
+  run=(train "${tiny[@]}" --steps 4 --sample-tokens 0)
+  "$bin" "${run[@]}" --threads 2 --out two.h5 > /dev/null
+  table=$(ls "$work"/cache/attograd/gemm-*.txt 2>/dev/null) || fail "no table under $work/cache"
+  grep -q "^f32 " "$table" || fail "no class measured: $(cat "$table")"
+  before=$(md5sum < "$table")
+  "$bin" "${run[@]}" --threads 1 --out one.h5 > /dev/null
+  [ "$(md5sum < "$table")" = "$before" ] || fail "a second run measured again"
+  diff <(hashes one.h5) <(hashes two.h5) > /dev/null || fail "--threads 1 and 2 differ"
+  "$bin" bench --tune --config tiny > tune.txt
+  grep -q "^bf16 .* onednn_bf16$\|^bf16 .* widened_o[a-z]*$" tune.txt || fail "no bf16 row: $(cat tune.txt)"
+  grep -qF "$table: used" tune.txt || fail "the table does not name its file: $(head -3 tune.txt)"
+  XDG_CACHE_HOME="$work/none" ATTOGRAD_TUNE=off "$bin" "${run[@]}" --out off.h5 > /dev/null
+  [ ! -e "$work/none" ] || fail "ATTOGRAD_TUNE=off made a cache folder"
+  echo "a file, not a folder" > blocked
+  XDG_CACHE_HOME="$work/blocked" "$bin" "${run[@]}" --out blocked.h5 > /dev/null ||
+    fail "a cache folder that cannot be made stopped the run"
+  expect_usage_error "ATTOGRAD_TUNE must be on, off or fresh, got 'bogus'" \
+    env ATTOGRAD_TUNE=bogus "$bin" "${run[@]}" --out bogus.h5
+  ;;
 *)
   fail "unknown scenario"
   ;;

@@ -161,6 +161,29 @@ sigterm_saves_once)
   [ "$step" -lt 3000 ] || fail "the run was not stopped by SIGTERM"
   "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGTERM"
   ;;
+kernels_agree)
+  # Ranks whose kernel caches disagree (two nodes, two home folders) still compute as one
+  # process: every rank takes rank 0's table (train/gemm_agreement.h).
+  for precision in fp32 bf16; do
+    rm -rf a b && mkdir -p b/attograd
+    XDG_CACHE_HOME="$work/a" "$bin" train "${tiny[@]}" --precision "$precision" --steps 2 \
+      --out warm.h5 > /dev/null
+    table=$(ls a/attograd/gemm-*.txt)
+    [ "$(wc -l < "$table")" -gt 2 ] || fail "no class measured into $table"
+    # b: the same classes, every answer another kernel
+    awk 'NR > 2 { m["onednn_f32"] = "openblas_f32"; m["openblas_f32"] = "onednn_f32";
+                  m["onednn_bf16"] = "widened_openblas"; m["widened_openblas"] = "onednn_bf16";
+                  m["widened_onednn"] = "onednn_bf16"; $6 = m[$6] } { print }' "$table" \
+      > "b/attograd/$(basename "$table")"
+    cmp -s "$table" "b/attograd/$(basename "$table")" && fail "the planted table is the same"
+    run=(train "${tiny[@]}" --precision "$precision" --steps 12)
+    mpirun --oversubscribe -np 1 -x XDG_CACHE_HOME="$work/a" "$bin" "${run[@]}" --out np.h5 : \
+      -np 1 -x XDG_CACHE_HOME="$work/b" "$bin" "${run[@]}" --out np.h5 > np.txt 2>&1 ||
+      fail "mpirun failed: $(tail -5 np.txt)"
+    XDG_CACHE_HOME="$work/a" "$bin" "${run[@]}" --grad-accum-steps 2 --out one.h5 > one.txt
+    same np.h5 one.h5 "$precision: ranks with different kernel caches against one process"
+  done
+  ;;
 *) fail "unknown scenario" ;;
 esac
 echo "ok ($scenario)"
