@@ -14,6 +14,7 @@
 #include "cli/command_support.h"
 #include "data/examples.h"
 #include "io/tokenizer_section.h"
+#include "train/console.h"
 #include "train/gemm_agreement.h"
 #include "train/train.h"
 
@@ -182,7 +183,7 @@ class Classifier {
                       "checkpoint was trained with --no-truncate)",
                       where(line), n, T));
     if (n > T) {
-      fmt::print(stderr, "{} is {} tokens: its first {} were read\n", where(line), n, T);
+      train::noticef("{} is {} tokens: its first {} were read\n", where(line), n, T);
       ids.resize(static_cast<size_t>(T));
     }
     ag::NoGradGuard no_grad;

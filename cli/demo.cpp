@@ -5,6 +5,7 @@
 #include "autograd/autograd.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "train/console.h"
 
 namespace cli {
 
@@ -75,7 +76,7 @@ int demo_command(const Args& args) {
       return 0;
     }
   } catch (const UsageError& e) {
-    fmt::print(stderr, "attograd demo: error: {}\n", e.what());
+    train::noticef("attograd demo: error: {}\n", e.what());
     return 2;
   }
   attention_walkthrough();

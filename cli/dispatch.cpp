@@ -9,6 +9,7 @@
 #include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "train/console.h"
 
 namespace cli {
 
@@ -79,8 +80,8 @@ int cli_main(int argc, char** argv) {
     return 0;
   }
   if (Command run = find_command(command)) return run(Args(argv + 2, argv + argc));
-  fmt::print(stderr, "attograd: error: unknown command '{}'{} (try 'attograd --help')\n",
-             base::printable(command), suggestion(command));
+  train::noticef("attograd: error: unknown command '{}'{} (try 'attograd --help')\n",
+                 base::printable(command), suggestion(command));
   return 2;
 }
 

@@ -10,6 +10,7 @@
 #include "autograd/op_cases.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "train/console.h"
 
 namespace cli {
 
@@ -65,7 +66,7 @@ int gradcheck_command(const Args& args) {
       return 0;
     }
   } catch (const UsageError& e) {
-    fmt::print(stderr, "attograd gradcheck: error: {}\n", e.what());
+    train::noticef("attograd gradcheck: error: {}\n", e.what());
     return 2;
   }
   std::vector<const ag::OpCase*> cases;

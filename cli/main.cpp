@@ -1,5 +1,6 @@
 // attograd: the command line. Its subcommands live in cli/ (cli.h), training in train/.
 #include <csignal>
+#include <exception>
 
 #include "autograd/threading.h"
 #include "cli/cli.h"
@@ -11,5 +12,10 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   ag::select_blas_kernel(argv);  // may re-execute this program: nothing opened before it
   train::guard_standard_streams();
-  return cli::cli_main(argc, argv);
+  try {
+    return cli::cli_main(argc, argv);
+  } catch (const std::exception& e) {  // the commands report their own: a last resort
+    train::noticef("attograd: error: {}\n", e.what());
+    return 1;
+  }
 }

@@ -14,6 +14,7 @@
 #include "io/tokenizer_section.h"
 #include "nn/decode.h"
 #include "nn/generation.h"
+#include "train/console.h"
 #include "train/memory_plan.h"
 #include "train/train.h"
 
@@ -223,7 +224,7 @@ int sample_command(const Args& args) {
     check_against_model(o, model->config());
     const std::vector<int64_t> ids =
         o.instruct ? encode_instruction(*tok, instruct_prompt, o) : encode_prompt(*tok, o.prompt);
-    fmt::print(stderr, "{}", note);  // once the prompt is known good: errors are one line
+    train::noticef("{}", note);  // once the prompt is known good: errors are one line
     // only the response of an instruction is printed
     SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0,
                      o.instruct ? "" : o.prompt);

@@ -116,6 +116,18 @@ StopSignals::~StopSignals() {
   g_first = 0;
 }
 
+PipeSignalIgnored::PipeSignalIgnored() {
+  struct sigaction ignore;
+  std::memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, &previous_);
+}
+
+PipeSignalIgnored::~PipeSignalIgnored() {
+  ::sigaction(SIGPIPE, &previous_, nullptr);
+}
+
 int StopSignals::count() {
   return g_count.load();
 }

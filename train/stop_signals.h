@@ -27,6 +27,21 @@ class StopSignals {
   std::unique_ptr<Receiver> receiver_;
 };
 
+// SIGPIPE ignored for its scope (what was there before restored after): while a run is set
+// up, a reader that went away (`attograd train |& head -1`) makes writes fail instead of
+// ending the process; say() reports it once, and from the first step StopSignals takes
+// SIGPIPE as a stop, so the run ends saved.
+class PipeSignalIgnored {
+ public:
+  PipeSignalIgnored();
+  ~PipeSignalIgnored();
+  PipeSignalIgnored(const PipeSignalIgnored&) = delete;
+  PipeSignalIgnored& operator=(const PipeSignalIgnored&) = delete;
+
+ private:
+  struct sigaction previous_;
+};
+
 // "SIGTERM", "SIGHUP", ...
 const char* signal_name(int sig);
 

@@ -697,6 +697,7 @@ void TrainingRun::print_instruction_sample() {
 }
 
 int run_training(RunConfig cfg, const io::Checkpoint* resumed, RunObserver observer) {
+  const PipeSignalIgnored reader_gone;  // during set-up; the run's StopSignals takes it after
   TrainingRun run(std::move(cfg), resumed, std::move(observer));
   end_setup(World::current());  // a failed rank fails them all; then rank 0's GEMM kernels
   return run.run();

@@ -446,6 +446,54 @@ process_name)
   [ "$comm" = "$(basename "$bin")" ] || fail "the process is named '$comm', not $(basename "$bin")"
   grep -q "BLAS OpenBLAS" log.txt || fail "the run header does not name the BLAS kernel: $(head -2 log.txt)"
   ;;
+stop_whatever_stderr)
+  # A stop saves whatever became of stderr (issue 28): a closed pseudo-terminal (SIGHUP),
+  # Ctrl-C with stderr piped into a reader that died (`2>&1 | tee`), a reader gone during
+  # set-up (`|& head -1`), stderr on a full device; and a usage error there exits 2
+  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4
+          --threads 2 --sample-tokens 0 --eval-interval 0 --log-interval 1 --steps 100000)
+  saved() { "$bin" inspect "$1" --verify | grep -q "all checksums good" || fail "$2: no good checkpoint"; }
+  if command -v python3 > /dev/null; then
+    python3 - "$bin" "${medium[@]}" --out pty.h5 <<'PY' || fail "closed terminal: $(cat pty.txt)"
+import os, pty, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], "train"] + sys.argv[2:])
+seen, start = b"", time.time()
+while b"step " not in seen and time.time() - start < 60:
+    seen += os.read(fd, 4096)
+os.close(fd)  # the terminal goes away: the kernel sends the run SIGHUP
+_, status = os.waitpid(pid, 0)
+open("pty.txt", "w").write(f"exit status {status:#x} after {seen[-200:]!r}")
+sys.exit(0 if os.waitstatus_to_exitcode(status) == 0 else 1)
+PY
+    saved pty.h5 "a closed terminal"
+  fi
+  ( set +e +o pipefail
+    "$bin" train "${medium[@]}" --out tee.h5 2>&1 | tee tee.txt > /dev/null
+    echo "${PIPESTATUS[0]}" > tee.rc ) &
+  for _ in $(seq 1 400); do grep -q "step " tee.txt 2>/dev/null && break; sleep 0.05; done
+  pkill -f "^tee tee.txt" || fail "no tee to stop"
+  pkill -INT -f -- "--out tee.h5"
+  wait
+  [ "$(cat tee.rc)" = 0 ] || fail "Ctrl-C after tee died: exit $(cat tee.rc)"
+  saved tee.h5 "Ctrl-C after tee died"
+  set +o pipefail
+  "$bin" train "${medium[@]}" --out head.h5 2>&1 | head -n 1 > /dev/null
+  rc=${PIPESTATUS[0]}
+  set -o pipefail
+  [ "$rc" -eq 0 ] || fail "a reader gone during set-up: exit $rc"
+  saved head.h5 "a reader gone during set-up"
+  "$bin" train "${medium[@]}" --out full.h5 > full.txt 2> /dev/full &
+  pid=$!
+  for _ in $(seq 1 400); do grep -q "step " full.txt 2>/dev/null && break; sleep 0.05; done
+  kill -INT "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "Ctrl-C with stderr on /dev/full: exit $rc"
+  saved full.h5 "Ctrl-C with stderr on /dev/full"
+  rc=0; "$bin" train --stepz 3 2> /dev/full || rc=$?
+  [ "$rc" -eq 2 ] || fail "a usage error with stderr on /dev/full exited $rc, not 2"
+  ;;
 kernel_cache)
   # GEMM kernels measured once into the user's cache folder and reused; never a change of
   # results with the thread count; off, unusable and misspelt settings (gemm_tuning.h)
