@@ -40,13 +40,14 @@ void require_data(const std::string& path) {
   if (!data::is_prepared_folder(path)) require_file(path, "data file");
 }
 
-io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_path) {
+io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_path,
+                               const std::string& name) {
   if (data_path.empty() || !data::is_prepared_folder(data_path)) {
-    inputs.emplace_back("--data", data_path);
+    inputs.emplace_back(name, data_path);
     return inputs;
   }
   for (const char* file : {data::kMetaFile, data::kTokenizerFile, data::kTrainFile, data::kValFile})
-    inputs.emplace_back(fmt::format("--data's {}", file), data_path + "/" + file);
+    inputs.emplace_back(fmt::format("{}'s {}", name, file), data_path + "/" + file);
   return inputs;
 }
 

@@ -37,9 +37,10 @@ void require_data(const std::string& path);
 // /tokenizer (one without, a gradient dump, is refused).
 std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const char* option);
 
-// inputs with --data's files added: the folder's files when it is a prepared folder, so no
-// output can replace one of them.
-io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_path);
+// inputs with --data's files added (named `name`): the folder's files when it is a
+// prepared folder, so no output can replace one of them.
+io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_path,
+                               const std::string& name = "--data");
 
 // Before any work: every output can be written (its folder exists and takes a new file;
 // what is there now, if anything, is a regular file), no two outputs are one file and

@@ -363,6 +363,19 @@ outputs_never_inputs)
   expect_usage_error "same file as --checkpoint" "$bin" eval --checkpoint run.h5 --data corpus.txt --dump-grads run.h5
   expect_usage_error "same file as --data" "$bin" eval --checkpoint run.h5 --data corpus.txt --dump-grads soft.txt
   expect_usage_error "same file as --checkpoint" "$bin" resume --checkpoint run.h5 --metrics run.h5
+  # resume: the data the checkpoint records, by path, hard link and symbolic link, and a
+  # prepared folder's files
+  for output in "--out corpus.txt" "--metrics hard.txt"; do
+    # shellcheck disable=SC2086
+    expect_usage_error "same file as the run's data" "$bin" resume --checkpoint run.h5 --steps 6 $output
+  done
+  "$bin" train "${tiny[@]}" --data soft.txt --steps 3 --out linked.h5 > /dev/null
+  expect_usage_error "same file as the run's data" "$bin" resume --checkpoint linked.h5 --steps 6 \
+    --report corpus.txt
+  "$bin" prepare --data corpus.txt --out folder > /dev/null
+  "$bin" train "${tiny[@]}" --data folder --steps 3 --out folder.h5 > /dev/null
+  expect_usage_error "the run's data's train.bin" "$bin" resume --checkpoint folder.h5 --steps 6 \
+    --metrics folder/train.bin
   expect_usage_error "same file as --init-from" "$bin" train "${tiny[@]}" --data corpus.txt --init-from run.h5 --metrics run.h5
   cmp -s run.h5 keep.h5 || fail "the checkpoint read was modified"
   cmp -s corpus.txt keep.txt || fail "the corpus was modified"
