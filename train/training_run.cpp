@@ -141,6 +141,7 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
     take_task_of(*init_);
   }
   load_data();
+  world_.expect_same_on_every_rank(settings_every_rank_shares());
   // before anything large is allocated: the weights must fit, and so must the run
   if (init_) check_init_fits(*init_, cfg_.model);
   if (resumed_) check_weights_fit(*resumed_, cfg_.model);
@@ -491,6 +492,27 @@ int64_t TrainingRun::count_dropout_draws() {
   for (int64_t draws = 0; draws < (int64_t{1} << 20); ++draws, probe.next_u64())
     if (probe.state() == after) return draws;
   throw std::logic_error("a forward took more than 2^20 dropout draws");
+}
+
+// What shapes the run, which every rank must be given alike (World::agree_setup compares
+// them): the effective config as a checkpoint stores it, less what may differ by rank
+// (outputs, the data's path: its identity counts instead) or is cleared on ranks but 0,
+// and the settings a checkpoint does not store but the ranks act on together.
+std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_rank_shares() const {
+  // the data first: a different text also changes settings derived from it (vocab_size)
+  std::vector<std::pair<std::string, std::string>> settings{{"data identity", data_.identity}};
+  const nlohmann::json config = cfg_.to_json();
+  for (const auto& [key, value] : config.items())
+    if (key != "data" && key != "sample_tokens") settings.emplace_back(key, value.dump());
+  const std::pair<std::string, std::string> more[] = {
+      {"reduce", cfg_.reduce},
+      {"bucket_mb", std::to_string(cfg_.bucket_mb)},
+      {"stop_at", std::to_string(cfg_.stop_at)},
+      {"detect_anomaly", cfg_.detect_anomaly ? "true" : "false"},
+      {"inject_nan", cfg_.inject_nan},
+      {"resumed from step", resumed_ ? std::to_string(resumed_->step) : "none"}};
+  settings.insert(settings.end(), std::begin(more), std::end(more));
+  return settings;
 }
 
 // Rank 0 measures the GEMM kernels of a step before the run (gemm_agreement.h): one

@@ -93,6 +93,7 @@ class TrainingRun {
   void skip_micro_batches(int64_t count);
   int64_t count_dropout_draws();
   void decide_step_kernels();
+  std::vector<std::pair<std::string, std::string>> settings_every_rank_shares() const;
 
   RunConfig cfg_;
   const io::Checkpoint* resumed_;

@@ -1,9 +1,12 @@
 #include "train/world.h"
 
+#include "base/utf8.h"
+
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 
 #ifdef ATTOGRAD_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only: the deprecated C++ bindings need another library
@@ -28,6 +31,21 @@ World*& instance() {
 }
 
 }  // namespace
+
+namespace {
+
+// A 32-bit hash of one named value, exact in a double (all_gather's type)
+double setup_value_hash(const std::pair<std::string, std::string>& v) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : v.first + '=' + v.second) h = (h ^ c) * 16777619u;
+  return static_cast<double>(h);
+}
+
+}  // namespace
+
+void World::expect_same_on_every_rank(std::vector<std::pair<std::string, std::string>> values) {
+  setup_values_ = std::move(values);
+}
 
 Launch detect_launch(const char* (*getenv)(const char*)) {
   Launch l;
@@ -99,13 +117,40 @@ World& World::join() {
 World::Failure World::agree_setup(int code, const std::string& message) {
   setup_agreed_ = true;
   if (!distributed()) return {code, 0, message};
-  const std::vector<double> codes = all_gather({static_cast<double>(code)});
+  // [code, count, hash of each setup value...]: the same length on every rank, failed or not
+  std::vector<double> mine(2 + kSetupValues, 0.0);
+  mine[0] = code;
+  mine[1] = static_cast<double>(setup_values_.size());
+  for (size_t i = 0; i < setup_values_.size(); ++i)
+    mine[2 + std::min<size_t>(i, kSetupValues - 1)] += setup_value_hash(setup_values_[i]);
+  const std::vector<double> gathered = all_gather(mine);
   Failure f;
   for (int r = 0; r < size_ && f.code == 0; ++r)
-    if (codes[r] != 0) f = {static_cast<int>(codes[r]), r, ""};
-  if (f.code == 0) return f;
+    if (gathered[r * mine.size()] != 0) f = {static_cast<int>(gathered[r * mine.size()]), r, ""};
+  if (f.code == 0) return compare_setup_values(gathered, mine.size());
   f.message = broadcast(rank_ == f.rank ? message : "", f.rank);
   return f;
+}
+
+World::Failure World::compare_setup_values(const std::vector<double>& gathered,
+                                           size_t per_rank) const {
+  for (size_t i = 1; i < per_rank; ++i)
+    for (int r = 1; r < size_; ++r) {
+      if (gathered[r * per_rank + i] == gathered[i]) continue;
+      if (i == 1 || setup_values_.empty())
+        return {2, 0,
+                fmt::format("the processes run different commands or attograd builds (rank 0 "
+                            "and rank {}); start every rank with the same command",
+                            r)};
+      const auto& [name, value] = setup_values_[std::min(i - 2, setup_values_.size() - 1)];
+      return {2, 0,
+              fmt::format("the processes were started with different settings: '{}' is {} on "
+                          "rank 0 and differs on rank {} (start every rank with the same "
+                          "options and data)",
+                          name, value.empty() ? "empty" : "'" + base::printable(value.substr(0, 200)) + "'",
+                          r)};
+    }
+  return {};
 }
 
 std::string World::broadcast(const std::string& text, int from) const {

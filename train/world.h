@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace train {
@@ -59,6 +60,13 @@ class World {
     std::string message;
   };
   Failure agree_setup(int code, const std::string& message);
+  // Named values this rank's set-up settled that every rank must share (a run's effective
+  // options, its data's identity): agree_setup compares them (a hash of each, in order),
+  // and the first that differs fails every rank with code 2 naming it, instead of ranks
+  // that deadlock or diverge. At most kSetupValues are compared one by one; the rest
+  // together, under the last name.
+  static constexpr int kSetupValues = 96;
+  void expect_same_on_every_rank(std::vector<std::pair<std::string, std::string>> values);
   bool setup_agreed() const { return setup_agreed_; }
   // agree_setup(0, "") on a rank whose set-up succeeded: throws PeerFailure when another
   // rank's failed. Nothing in a world of one.
@@ -93,6 +101,9 @@ class World {
   World() = default;
   int rank_ = 0, size_ = 1;
   bool mpi_ = false, setup_agreed_ = false;
+  std::vector<std::pair<std::string, std::string>> setup_values_;
+  // the first of setup_values_ whose hash differs between the ranks, as a Failure
+  Failure compare_setup_values(const std::vector<double>& gathered, size_t per_rank) const;
 };
 
 }  // namespace train

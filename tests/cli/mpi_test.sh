@@ -161,6 +161,25 @@ sigterm_saves_once)
   [ "$step" -lt 3000 ] || fail "the run was not stopped by SIGTERM"
   "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGTERM"
   ;;
+options_disagree)
+  # ranks started with different options or data: a usage error on every rank naming the
+  # first setting that differs, within seconds, never a deadlock or a silent divergence
+  printf 'one text for the first rank, long enough to train on. %.0s' {1..60} > a.txt
+  printf 'another text for the second rank, long enough to train. %.0s' {1..60} > b.txt
+  for pair in "--steps 8|--steps 9|'steps'" "--batch-size 4|--batch-size 8|'batch_size'" \
+              "--data a.txt|--data b.txt|'data identity'" "--bucket-mb 1|--bucket-mb 2|'bucket_mb'"; do
+    IFS='|' read -r first second name <<< "$pair"
+    start=$SECONDS rc=0
+    # shellcheck disable=SC2086
+    timeout 60 mpirun --oversubscribe -np 1 "$bin" train "${tiny[@]}" --steps 6 $first --out d.h5 : \
+      -np 1 "$bin" train "${tiny[@]}" --steps 6 $second --out d.h5 > out.txt 2> err.txt || rc=$?
+    [ "$rc" -eq 2 ] || fail "$first against $second: exit $rc, not 2: $(tail -3 err.txt)"
+    [ $((SECONDS - start)) -le 30 ] || fail "$first against $second took $((SECONDS - start)) s"
+    [ "$(grep -c "attograd train: error" err.txt)" -eq 1 ] || fail "not one message: $(cat err.txt)"
+    grep -qF "$name is" err.txt || fail "$first against $second: the message does not name $name: $(cat err.txt)"
+  done
+  [ ! -e d.h5 ] || fail "a checkpoint was written"
+  ;;
 kernels_agree)
   # Ranks whose kernel caches disagree (two nodes, two home folders) still compute as one
   # process: every rank takes rank 0's table (train/gemm_agreement.h).
