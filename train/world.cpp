@@ -1,12 +1,12 @@
 #include "train/world.h"
 
-#include "base/utf8.h"
-
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
+
+#include "base/utf8.h"
 
 #ifdef ATTOGRAD_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only: the deprecated C++ bindings need another library
@@ -144,11 +144,12 @@ World::Failure World::compare_setup_values(const std::vector<double>& gathered,
                             r)};
       const auto& [name, value] = setup_values_[std::min(i - 2, setup_values_.size() - 1)];
       return {2, 0,
-              fmt::format("the processes were started with different settings: '{}' is {} on "
-                          "rank 0 and differs on rank {} (start every rank with the same "
-                          "options and data)",
-                          name, value.empty() ? "empty" : "'" + base::printable(value.substr(0, 200)) + "'",
-                          r)};
+              fmt::format(
+                  "the processes were started with different settings: '{}' is {} on "
+                  "rank 0 and differs on rank {} (start every rank with the same "
+                  "options and data)",
+                  name, value.empty() ? "empty" : "'" + base::printable(value.substr(0, 200)) + "'",
+                  r)};
     }
   return {};
 }
