@@ -8,9 +8,11 @@
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
+#include "bench/background_load.h"
 #include "bench/micro.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
@@ -153,10 +155,12 @@ struct StepOptions {
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
   int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
+  bool background_load = false;  // a busy process pinned to one core while the steps run
 };
 
+// load_cpu: the core a --background-load process spun on, -1 without one.
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
-                  const StepTimes& t) {
+                  const StepTimes& t, int load_cpu) {
   const double dropout = o.dropout;
   const int threads = o.threads;
   const double median = StepTimes::median(t.total);
@@ -183,7 +187,9 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
                                 {"reduce_ms", StepTimes::median(t.reduce)},
-                                {"cpu_ms_per_step", t.cpu_per_step}}
+                                {"cpu_ms_per_step", t.cpu_per_step},
+                                {"background_load", load_cpu >= 0},
+                                {"background_load_cpu", load_cpu}}
                      .dump()
               << std::endl;
     return;
@@ -192,12 +198,13 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       "attograd {}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
-      "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
+      "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}\n",
       c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
       ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
-      tokens_per_s, gflops, peak_rss_mb());
+      tokens_per_s, gflops, peak_rss_mb(),
+      load_cpu >= 0 ? fmt::format(" | a busy process on CPU {}", load_cpu) : "");
 }
 
 // Under mpirun every process runs its own batch and the gradients are reduced as in
@@ -223,13 +230,17 @@ int run_steps(const StepOptions& o) {
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
   double cpu_start = 0;
+  std::optional<BackgroundLoad> load;  // from the first step (warm-up included) to the report
+  if (o.background_load && world.root()) load.emplace();  // one for the machine, not per rank
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
     if (i == o.warmup) cpu_start = cpu_ms();
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
   }
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
-  if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times);
+  const int load_cpu = load ? load->cpu() : -1;
+  load.reset();
+  if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu);
   return 0;
 }
 
@@ -255,7 +266,10 @@ int bench_command(const std::vector<std::string>& args) {
       "under mpirun: gradient bucket size in MB")(
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
       "LoRA adapters of this rank on attn.qkv, attn.out_proj, mlp.fc1 and mlp.fc2, the base "
-      "frozen (0: full training)");
+      "frozen (0: full training)")(
+      "background-load",
+      "while the steps run, a busy process pinned to one of the cores this one may use (the "
+      "last); it is killed when the benchmark ends");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -274,6 +288,7 @@ int bench_command(const std::vector<std::string>& args) {
       throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
     o.precision = ag::parse_precision(precision, "--precision");
     o.json = vm.count("json") > 0;
+    o.background_load = vm.count("background-load") > 0;
     if (vm.count("micro")) return run_micro(o.threads, o.json);
     if (o.bucket_mb < 1) throw std::invalid_argument("--bucket-mb must be >= 1");
     return run_steps(o);
