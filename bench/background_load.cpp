@@ -20,8 +20,8 @@ int last_allowed_cpu() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0)
-    throw std::runtime_error(fmt::format("--background-load: sched_getaffinity: {}",
-                                         std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("--background-load: sched_getaffinity: {}", std::strerror(errno)));
   for (int cpu = CPU_SETSIZE - 1; cpu >= 0; --cpu)
     if (CPU_ISSET(cpu, &set)) return cpu;
   throw std::runtime_error("--background-load: this process may run on no core");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "autograd/adaptive_threads.h"
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
 #include "bench/background_load.h"
@@ -89,7 +90,8 @@ double cpu_ms() {
 // Milliseconds of each phase of the timed steps.
 struct StepTimes {
   std::vector<double> total, forward, backward, reduce, optimizer;
-  double cpu_per_step = 0;  // the process's CPU time over the timed steps, per step
+  double cpu_per_step = 0;   // the process's CPU time over the timed steps, per step
+  int64_t reduced_team = 0;  // timed steps run with fewer threads than asked (AdaptiveThreads)
   static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -154,7 +156,7 @@ struct StepOptions {
   bool json = false;
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
-  int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
+  int64_t lora_rank = 0;         // > 0: LoRA adapters on all four targets, the base frozen
   bool background_load = false;  // a busy process pinned to one core while the steps run
 };
 
@@ -188,6 +190,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
                                 {"reduce_ms", StepTimes::median(t.reduce)},
                                 {"cpu_ms_per_step", t.cpu_per_step},
+                                {"reduced_team_steps", t.reduced_team},
                                 {"background_load", load_cpu >= 0},
                                 {"background_load_cpu", load_cpu}}
                      .dump()
@@ -198,13 +201,14 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       "attograd {}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
-      "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}\n",
+      "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}{}\n",
       c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
       ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
       tokens_per_s, gflops, peak_rss_mb(),
-      load_cpu >= 0 ? fmt::format(" | a busy process on CPU {}", load_cpu) : "");
+      load_cpu >= 0 ? fmt::format(" | a busy process on CPU {}", load_cpu) : "",
+      t.reduced_team > 0 ? fmt::format(" | {} steps on fewer threads", t.reduced_team) : "");
 }
 
 // Under mpirun every process runs its own batch and the gradients are reduced as in
@@ -230,12 +234,17 @@ int run_steps(const StepOptions& o) {
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
   double cpu_start = 0;
-  std::optional<BackgroundLoad> load;  // from the first step (warm-up included) to the report
-  if (o.background_load && world.root()) load.emplace();  // one for the machine, not per rank
+  ag::AdaptiveThreads team(o.threads);  // as training adapts it
+  std::optional<BackgroundLoad> load;   // from the first timed step to the report
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
-    if (i == o.warmup) cpu_start = cpu_ms();
+    if (i == o.warmup) {
+      cpu_start = cpu_ms();
+      if (o.background_load && world.root()) load.emplace();  // one for the machine
+    }
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
+    const auto step = team.step();
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
+    times.reduced_team += i >= o.warmup && team.team() < o.threads;
   }
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
   const int load_cpu = load ? load->cpu() : -1;
