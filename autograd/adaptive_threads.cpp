@@ -1,5 +1,7 @@
 #include "autograd/adaptive_threads.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -69,10 +71,20 @@ bool adaption_wanted() {
   throw std::invalid_argument("ATTOGRAD_ADAPT_THREADS must be 0 or 1, got '" +
                               std::string(v).substr(0, 64) + "'");
 }
+
+// The cores this process may run on (taskset, a container's cpuset), or `threads` where
+// that cannot be read.
+int allowed_cores(int threads) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return threads;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 }  // namespace
 
 AdaptiveThreads::AdaptiveThreads(int threads)
-    : chooser_(threads),
+    : chooser_(std::min(threads, allowed_cores(threads))),
       threads_(threads),
       team_(threads),
       adapting_(threads > 1 && blas_bits_independent_of_threads() && adaption_wanted()) {}

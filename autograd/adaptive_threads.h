@@ -9,7 +9,8 @@
 // after twice as many as the last try each time it loses (at most kMaxReprobe), so the
 // team grows back soon after the core is free again and tries cost little while it is not.
 // The step after the first two measured ones tries one thread fewer once, for a machine
-// that was busy from the start. The
+// that was busy from the start; and the team never exceeds the cores this process may
+// run on (sched_getaffinity: taskset, a container's cpuset). The
 // results never depend on the team: every kernel gives the same bits on any thread count
 // (parallel.h), so adapting is off where the BLAS kernel in use does not
 // (blas_bits_independent_of_threads), and with ATTOGRAD_ADAPT_THREADS=0.
