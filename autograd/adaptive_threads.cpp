@@ -30,6 +30,10 @@ void TeamChooser::observed(double ms) {
   ++steps_;
   ++since_probe_;
   if (steps_ == 1) return;  // the first step makes caches and kernels: not a measure of speed
+  if (probe_ > 0 && probe_warmups_ > 0) {
+    --probe_warmups_;
+    return;
+  }
   if (probe_ > 0) return settle(ms);
   recent_.push_back(ms);
   if (recent_.size() > kWindow) recent_.pop_front();
@@ -54,13 +58,15 @@ void TeamChooser::settle(double probe_ms) {
 
 void TeamChooser::consider_probe() {
   if (most_ == 1) return;
-  const bool first = steps_ == 3;  // two measured steps: try one thread fewer, once
+  const bool first = steps_ == 2;  // one measured step: try one thread fewer, once
   const double best = *std::min_element(recent_.begin(), recent_.end());
   const bool drifted = recent_.size() >= 3 && median(recent_, 3) > kDrift * best;
   if (current_ > 1 && (first || drifted))
     probe_ = current_ - 1;
-  else if (current_ < most_ && since_probe_ >= reprobe_gap_)
+  else if (current_ < most_ && since_probe_ >= reprobe_gap_) {
     probe_ = current_ + 1;
+    probe_warmups_ = 1;
+  }
 }
 
 namespace {

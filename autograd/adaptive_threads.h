@@ -8,11 +8,12 @@
 // drifted time the new reference), and a smaller team tries one more after 4 steps, then
 // after twice as many as the last try each time it loses (at most kMaxReprobe), so the
 // team grows back soon after the core is free again and tries cost little while it is not.
-// The step after the first two measured ones tries one thread fewer once, for a machine
-// that was busy from the start; and the team never exceeds the cores this process may
-// run on (sched_getaffinity: taskset, a container's cpuset). The
-// results never depend on the team: every kernel gives the same bits on any thread count
-// (parallel.h), so adapting is off where the BLAS kernel in use does not
+// A larger team is judged by its second step: the first wakes the thread it gains, whose
+// caches are cold (on tiny that step took twice the next). The step after the first
+// measured one tries one thread fewer once, for a machine that was busy from the start; and the
+// team never exceeds the cores this process may run on (sched_getaffinity: taskset, a container's
+// cpuset). The results never depend on the team: every kernel gives the same bits on any thread
+// count (parallel.h), so adapting is off where the BLAS kernel in use does not
 // (blas_bits_independent_of_threads), and with ATTOGRAD_ADAPT_THREADS=0.
 #include <chrono>
 #include <cstdint>
@@ -38,6 +39,7 @@ class TeamChooser {
   void consider_probe();
 
   int most_, current_, probe_ = 0;
+  int probe_warmups_ = 0;  // steps of the tried team still to pass before it is judged
   int64_t steps_ = 0, since_probe_ = 0, reprobe_gap_ = kFirstReprobe;
   std::deque<double> recent_;  // the latest steps at current_, newest last
 };

@@ -60,13 +60,13 @@ TEST_CASE("a core taken by another program shrinks the team within a few steps")
   REQUIRE(count(t, 1, 5) > 0);
   REQUIRE(t[22] == 1);  // two slow steps show the drift; the next tries one thread, kept
   // while the core stays busy, tries of two threads come ever more rarely
-  REQUIRE(count(t, 2, 30) <= 3);
+  REQUIRE(count(t, 2, 30) <= 4);  // two tries, of two steps each
 }
 
 TEST_CASE("a machine busy from the start runs on fewer threads") {
   ag::TeamChooser chooser(2);
   const auto t = teams(chooser, 40, [](int, int team) { return loaded(team); });
-  REQUIRE(count(t, 1, 5) >= 30);
+  REQUIRE(count(t, 1, 5) >= 28);
 }
 
 TEST_CASE("the team grows back once the core is free again") {
