@@ -58,7 +58,7 @@ void TeamChooser::settle(double probe_ms) {
 
 void TeamChooser::consider_probe() {
   if (most_ == 1) return;
-  const bool first = steps_ == 2;  // one measured step: try one thread fewer, once
+  const bool first = steps_ == 3;  // two measured steps: try one thread fewer, once
   const double best = *std::min_element(recent_.begin(), recent_.end());
   const bool drifted = recent_.size() >= 3 && median(recent_, 3) > kDrift * best;
   if (current_ > 1 && (first || drifted))

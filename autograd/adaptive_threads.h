@@ -9,8 +9,9 @@
 // after twice as many as the last try each time it loses (at most kMaxReprobe), so the
 // team grows back soon after the core is free again and tries cost little while it is not.
 // A larger team is judged by its second step: the first wakes the thread it gains, whose
-// caches are cold (on tiny that step took twice the next). The step after the first
-// measured one tries one thread fewer once, for a machine that was busy from the start; and the
+// caches are cold (on tiny that step took twice the next). The step after the first two
+// measured ones (the faster of them the reference: one alone misled a quiet run) tries
+// one thread fewer once, for a machine that was busy from the start; and the
 // team never exceeds the cores this process may run on (sched_getaffinity: taskset, a container's
 // cpuset). The results never depend on the team: every kernel gives the same bits on any thread
 // count (parallel.h), so adapting is off where the BLAS kernel in use does not
