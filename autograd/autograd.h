@@ -21,6 +21,7 @@
 //   ops.h          the differentiable ops (implementations in ops/, one file per family)
 //   gradcheck.h    float64 finite-difference checks of any function's gradient
 //   threading.h    one thread count for OpenMP loops and BLAS
+//   adaptive_threads.h  fewer threads for the steps while another program holds a core
 //   autocast.h     mixed precision: bfloat16 GEMM operands, float32 accumulation
 //   anomaly.h      detect_anomaly: the first non-finite value named by op and module
 //   test_hooks.h   for tests only, not included here: NaN injection, the attention mask replay

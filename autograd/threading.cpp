@@ -77,12 +77,11 @@ std::string own_executable() {
 
 }  // namespace
 
-void select_blas_kernel(char** argv) {
-  if (std::getenv("ATTOGRAD_KEEP_BLAS_KERNEL") != nullptr) return;  // the user's explicit wish
-  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) {         // once is enough
-    keep_process_name(argv[0]);
-    return;
-  }
+namespace {
+
+// The OPENBLAS_CORETYPE to load instead of the kernel in use, or null to keep it.
+const char* better_blas_kernel() {
+  if (std::getenv("ATTOGRAD_KEEP_BLAS_KERNEL") != nullptr) return nullptr;  // the user's wish
   const std::string current = openblas_get_corename();
   __builtin_cpu_init();
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -91,13 +90,29 @@ void select_blas_kernel(char** argv) {
   // OpenBLAS 0.3.21 maps AMD Zen 4/5 to its Haswell (AVX2) kernels and unknown CPUs to
   // Prescott (SSE3), and environments often pin OPENBLAS_CORETYPE=Haswell for safety; on
   // an AVX-512 machine the SkylakeX kernel's sgemm is 1.8x Haswell's.
-  const char* core = nullptr;
   if (avx512 && current != "SkylakeX" && current != "Cooperlake" && current != "SapphireRapids")
-    core = "SkylakeX";
-  else if (!avx512 && avx2 && current == "Prescott")
-    core = "Haswell";
-  if (core == nullptr) return;
-  setenv("OPENBLAS_CORETYPE", core, 1);
+    return "SkylakeX";
+  if (!avx512 && avx2 && current == "Prescott") return "Haswell";
+  return nullptr;
+}
+
+// Whether the user left OpenMP's waiting to its default (which spins for milliseconds).
+bool default_omp_spinning() {
+  return std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr;
+}
+
+}  // namespace
+
+void select_blas_kernel(char** argv) {
+  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr) {  // once is enough
+    keep_process_name(argv[0]);
+    return;
+  }
+  const char* core = better_blas_kernel();
+  const bool spin = default_omp_spinning();
+  if (core == nullptr && !spin) return;
+  if (core != nullptr) setenv("OPENBLAS_CORETYPE", core, 1);
+  if (spin) setenv("GOMP_SPINCOUNT", kOmpSpinCount, 1);
   setenv("ATTOGRAD_BLAS_REEXECUTED", "1", 1);
   execv(own_executable().c_str(), argv);  // only returns on failure: carry on as we are
 }

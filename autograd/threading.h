@@ -38,9 +38,20 @@ namespace ag {
 // When the kernel in use (whether OpenBLAS chose it or OPENBLAS_CORETYPE named it) is
 // weaker than the CPU supports, this sets OPENBLAS_CORETYPE from the CPU's features and
 // re-executes the program (argv) so the library loads again with the right kernel; set
-// ATTOGRAD_KEEP_BLAS_KERNEL=1 to keep the kernel as it is. Call it first thing in
-// main(); it returns normally when nothing needs doing or re-executing fails.
+// ATTOGRAD_KEEP_BLAS_KERNEL=1 to keep the kernel as it is. The same re-execution also
+// shortens how long libgomp's idle threads spin before they sleep (GOMP_SPINCOUNT
+// kOmpSpinCount, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set): its default spins
+// about 7 ms after every parallel region, a core's worth of time taken from any other
+// program (or a thread of ours) that shares the core; libgomp reads it only as it loads.
+// Call it first thing in main(); it returns normally when nothing needs doing or
+// re-executing fails.
 void select_blas_kernel(char** argv);
+
+// libgomp's spins before a waiting thread sleeps: about 250 us on an AMD Zen 5 (each spin
+// a `pause`), time enough for the next region of a step to start on a quiet machine
+// (measured no slower than the default on tiny/small/base), short enough that a thread
+// waiting on a descheduled one gives its core back (docs/performance.md, "Under load").
+constexpr const char* kOmpSpinCount = "10000";
 
 // The kernel OpenBLAS is using, e.g. "SkylakeX".
 const char* blas_kernel_name();

@@ -8,9 +8,12 @@
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "autograd/adaptive_threads.h"
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
+#include "bench/background_load.h"
 #include "bench/micro.h"
 #include "bench/tune_table.h"
 #include "nn/gpt.h"
@@ -88,7 +91,8 @@ double cpu_ms() {
 // Milliseconds of each phase of the timed steps.
 struct StepTimes {
   std::vector<double> total, forward, backward, reduce, optimizer;
-  double cpu_per_step = 0;  // the process's CPU time over the timed steps, per step
+  double cpu_per_step = 0;   // the process's CPU time over the timed steps, per step
+  int64_t reduced_team = 0;  // timed steps run with fewer threads than asked (AdaptiveThreads)
   static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -153,12 +157,14 @@ struct StepOptions {
   bool json = false;
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
-  int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
-  bool report = true;     // false: the steps run for their side effects (--tune)
+  int64_t lora_rank = 0;         // > 0: LoRA adapters on all four targets, the base frozen
+  bool background_load = false;  // a busy process pinned to one core while the steps run
+  bool report = true;            // false: the steps run for their side effects (--tune)
 };
 
+// load_cpu: the core a --background-load process spun on, -1 without one.
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
-                  const StepTimes& t) {
+                  const StepTimes& t, int load_cpu) {
   const double dropout = o.dropout;
   const int threads = o.threads;
   const double median = StepTimes::median(t.total);
@@ -185,7 +191,10 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
                                 {"reduce_ms", StepTimes::median(t.reduce)},
-                                {"cpu_ms_per_step", t.cpu_per_step}}
+                                {"cpu_ms_per_step", t.cpu_per_step},
+                                {"reduced_team_steps", t.reduced_team},
+                                {"background_load", load_cpu >= 0},
+                                {"background_load_cpu", load_cpu}}
                      .dump()
               << std::endl;
     return;
@@ -194,12 +203,14 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       "attograd {}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
-      "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB\n",
+      "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}{}\n",
       c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
       ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
-      tokens_per_s, gflops, peak_rss_mb());
+      tokens_per_s, gflops, peak_rss_mb(),
+      load_cpu >= 0 ? fmt::format(" | a busy process on CPU {}", load_cpu) : "",
+      t.reduced_team > 0 ? fmt::format(" | {} steps on fewer threads", t.reduced_team) : "");
 }
 
 // Under mpirun every process runs its own batch and the gradients are reduced as in
@@ -225,13 +236,23 @@ int run_steps(const StepOptions& o) {
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
   double cpu_start = 0;
+  ag::AdaptiveThreads team(o.threads);  // as training adapts it
+  std::optional<BackgroundLoad> load;   // from the first timed step to the report
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
-    if (i == o.warmup) cpu_start = cpu_ms();
+    if (i == o.warmup) {
+      cpu_start = cpu_ms();
+      if (o.background_load && world.root()) load.emplace();  // one for the machine
+    }
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
+    const auto step = team.step();
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
+    times.reduced_team += i >= o.warmup && team.team() < o.threads;
   }
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
-  if (world.root() && o.report) report_steps(c, o, world.size(), model.num_parameters(), times);
+  const int load_cpu = load ? load->cpu() : -1;
+  load.reset();
+  if (world.root() && o.report)
+    report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu);
   return 0;
 }
 
@@ -276,7 +297,10 @@ int bench_command(const std::vector<std::string>& args) {
       "under mpirun: gradient bucket size in MB")(
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
       "LoRA adapters of this rank on attn.qkv, attn.out_proj, mlp.fc1 and mlp.fc2, the base "
-      "frozen (0: full training)");
+      "frozen (0: full training)")(
+      "background-load",
+      "while the steps run, a busy process pinned to one of the cores this one may use (the "
+      "last); it is killed when the benchmark ends");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -295,6 +319,7 @@ int bench_command(const std::vector<std::string>& args) {
       throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
     o.precision = ag::parse_precision(precision, "--precision");
     o.json = vm.count("json") > 0;
+    o.background_load = vm.count("background-load") > 0;
     if (vm.count("micro")) return run_micro(o.threads, o.json);
     if (vm.count("tune")) {
       if (vm["config"].defaulted()) o.config = "all";

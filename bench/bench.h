@@ -5,8 +5,11 @@
 // bench/torch_reference.py runs the identical step in PyTorch; bench/compare.py runs both,
 // interleaved, as a table; bench/gpt2_scale.py adds llm.c's train_gpt2.c at gpt2;
 // bench/lora_scale.py compares a LoRA step (--lora-rank) with a full one at gpt2.
+// --background-load runs the steps beside a busy process pinned to one core
+// (background_load.h); compare.py --background-load does the same for both sides.
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
+//   attograd bench --config base --background-load
 //   attograd bench --micro
 #include <string>
 #include <vector>

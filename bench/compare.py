@@ -15,14 +15,23 @@ between those two fastest variants.
 
 usage: compare.py [--attograd build/attograd] [--configs tiny,small,base]
                   [--dropouts 0,0.1] [--rounds 3] [--steps 20] [--threads 2] [--json OUT]
+                  [--background-load]
+
+--background-load runs every timed process, attograd's and PyTorch's (the search for
+PyTorch's best included), beside one more busy process: a spinning loop pinned to the last
+core this one may use, started before and killed after each run (as `attograd bench
+--background-load` does within one run), so both sides meet the same load.
 
 Prints one table (ms/step, tokens/s, speed-ups, GFLOP/s, peak RSS and its ratio against
 the variant PyTorch was fastest with), then the cblas_sgemm peak on 2 threads and the base
 config's share of it.
 """
 import argparse
+import contextlib
+import ctypes
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,8 +55,32 @@ def environment(env_changes=None):
     return env
 
 
-def run_json(cmd, env_changes=None):
-    out = subprocess.run(cmd, capture_output=True, text=True, env=environment(env_changes))
+BACKGROUND_LOAD = False  # --background-load: a spinning process beside every timed run
+SPIN = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+
+
+def die_with_parent():
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive compare.py
+
+
+@contextlib.contextmanager
+def background_load(on):
+    """A busy process pinned to the last core this process may use, while the block runs."""
+    if not on:
+        yield
+        return
+    cpu = max(os.sched_getaffinity(0))
+    spinner = subprocess.Popen([sys.executable, "-c", SPIN, str(cpu)], preexec_fn=die_with_parent)
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def run_json(cmd, env_changes=None, load=None):
+    with background_load(BACKGROUND_LOAD if load is None else load):
+        out = subprocess.run(cmd, capture_output=True, text=True, env=environment(env_changes))
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -101,11 +134,13 @@ def measure(a, config, dropout):
                ours_tok=med(ours[mine], "tokens_per_s"),
                torch_tok=med(theirs[fastest], "tokens_per_s"),
                ours_gflops=med(ours[mine], "gflops"), ours_rss=med(ours[mine], "peak_rss_mb"),
-               torch_rss=med(theirs[fastest], "peak_rss_mb"))
+               torch_rss=med(theirs[fastest], "peak_rss_mb"), background_load=BACKGROUND_LOAD)
     return row, ours["fp32"] + ours["bf16"] + theirs["fp32"] + theirs["bf16"]
 
 
 def print_table(rows, peak):
+    if BACKGROUND_LOAD:
+        print("under load: a busy process pinned to one core beside every run")
     print(f"{'config':7} {'drop':>4} | {'ours fp32 ms':>12} {'ours bf16 ms':>12} | "
           f"{'torch fp32 ms':>13} {'torch bf16 ms':>13} | {'best/best':>9} {'fp32/fp32':>9} | "
           f"{'tok/s ours':>10} {'torch':>7} | {'GFLOP/s':>7} | {'RSS MB ours':>11} {'torch':>7} "
@@ -138,7 +173,11 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="also write every measurement here")
+    ap.add_argument("--background-load", action="store_true",
+                    help="a busy process pinned to one core beside every timed run")
     a = ap.parse_args()
+    global BACKGROUND_LOAD
+    BACKGROUND_LOAD = a.background_load
 
     rows, raw = [], []
     for config in a.configs.split(","):
@@ -147,7 +186,7 @@ def main():
             rows.append(row)
             raw += measured
             print(f"measured {config} dropout {dropout}", file=sys.stderr)
-    micro = run_json([a.attograd, "bench", "--micro", "--threads", "2", "--json"])
+    micro = run_json([a.attograd, "bench", "--micro", "--threads", "2", "--json"], load=False)
     peak = next(m["gflops"] for m in micro if m["kernel"].startswith("cblas_sgemm"))
     print_table(rows, peak)
     if a.json:

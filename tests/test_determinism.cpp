@@ -22,7 +22,9 @@ struct ThreadCount {
 
 // A few full training steps (dropout on, so the masks are part of what must repeat) at
 // a size where every kernel takes its parallel path; returns every parameter's bytes.
-std::vector<std::vector<float>> train_steps(int threads, int steps) {
+// odd_threads > 0: the odd steps run on that many threads instead (the team changing
+// between steps, as ag::AdaptiveThreads changes it).
+std::vector<std::vector<float>> train_steps(int threads, int steps, int odd_threads = 0) {
   ThreadCount use(threads);
   const nn::GPTConfig cfg = ag_test::gpt_config(50, 64, 64, 4, 2, 0.1);
   nn::GPT model(cfg, 11);
@@ -30,6 +32,7 @@ std::vector<std::vector<float>> train_steps(int threads, int steps) {
   ag::Generator gen(5);
   const int64_t B = 16, T = 64;
   for (int s = 0; s < steps; ++s) {
+    if (odd_threads > 0) ag::set_num_threads(s % 2 ? odd_threads : threads);
     std::vector<int64_t> x(B * T), y(B * T);
     for (auto& id : x) id = static_cast<int64_t>(gen.next_u64() % cfg.vocab_size);
     for (auto& id : y) id = static_cast<int64_t>(gen.next_u64() % cfg.vocab_size);
@@ -60,6 +63,12 @@ bool bit_identical(const std::vector<std::vector<float>>& a,
 
 TEST_CASE("the same seed trains to the same bits") {
   REQUIRE(bit_identical(train_steps(2, 3), train_steps(2, 3)));
+}
+
+TEST_CASE("a team of threads that changes between steps trains to the same bits") {
+  if (!ag::blas_bits_independent_of_threads()) return;  // AdaptiveThreads keeps the team there
+  REQUIRE(bit_identical(train_steps(2, 4, 1), train_steps(2, 4)));
+  REQUIRE(bit_identical(train_steps(1, 4, 2), train_steps(1, 4)));
 }
 
 TEST_CASE("one and two threads train to the same bits") {

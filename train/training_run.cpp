@@ -122,7 +122,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
       resumed_(resumed),
       data_gen_(cfg_.seed + ag::kDataStream),
       world_(World::current()),
-      observer_(std::move(observer)) {
+      observer_(std::move(observer)),
+      team_(cfg_.threads) {
   ag::set_num_threads(cfg_.threads);
   if (!world_.root()) {  // rank 0 alone prints, writes and measures kernels (gemm_agreement.h)
     ag::detail::set_measuring(false);
@@ -348,6 +349,7 @@ bool TrainingRun::wants_another_step() const {
 
 StepOutcome TrainingRun::train_step() {
   const StepTimer timer(step_seconds_);
+  const auto team = team_.step();
   StepOutcome s;
   StepFigures& f = s.figures;
   f.step = ++step_;

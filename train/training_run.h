@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "autograd/adaptive_threads.h"
 #include "data/data.h"
 #include "io/checkpoint.h"
 #include "nn/gpt.h"
@@ -121,6 +122,7 @@ class TrainingRun {
   int64_t micro_batches_ = 0;  // consumed since the run began (a checkpoint's micro_batches)
   double last_val_ = NAN;
   bool failed_ = false;
+  ag::AdaptiveThreads team_;  // fewer threads for the steps while another program holds a core
 };
 
 // Trains from scratch (resumed null) or continues a loaded checkpoint. Returns the exit
