@@ -44,6 +44,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/heads.h"
 #include "autograd/ops/tile_kernels.h"
+#include "autograd/ops/tile_kernels_bf16.h"
 #include "autograd/test_hooks.h"
 #include "autograd/vec_math.h"
 
@@ -61,7 +62,29 @@ struct Spec {
   double p;
   uint64_t draw;
   double scale;
-  bool bf16 = false;  // products on bfloat16 operands (autocast)
+  bool bf16 = false;   // products on bfloat16 operands (autocast)
+  bool units = false;  // ... on the CPU's BF16 dot products (tile_kernels_bf16.h)
+};
+
+// s.bf16 under autocast, and s.units where the CPU's BF16 units take the products (the
+// pairs they sum need even D and Dv)
+void set_precision(Spec& s, DType dtype) {
+  s.bf16 = detail::autocast_to_bf16(dtype);
+  s.units = s.bf16 && s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::use_units();
+}
+
+// Word buffers of the BF16-unit products, empty unless s.units: two operands at a time
+// (a is read a word at a time, b by rows), and backward's keys paired once per row for dq
+struct UnitWords {
+  explicit UnitWords(const Spec& s) {
+    if (!s.units) return;
+    const int64_t width = std::max(s.D, s.Dv), padded = round_up(width, kLanes<float>);
+    const int64_t key_pairs = (s.S + 1) / 2;
+    a.resize(std::max(s.S * width / 2, key_pairs * kTile));
+    b.resize(std::max({width / 2 * kTile, key_pairs * padded, kTile / 2 * padded}));
+    kv.resize(key_pairs * round_up(s.D, kLanes<float>));
+  }
+  std::vector<tile::bf16::word> a, b, kv;
 };
 
 // The keys j < nk of a key-major tile rounded to bfloat16 values, when s.bf16
@@ -152,9 +175,11 @@ struct ForwardScratch {
         keep(s.p > 0 ? s.S * kTile : 0),
         qt(s.D * kTile),
         vpad(Dvp != s.Dv ? s.S * Dvp : 0),
-        opad(Dvp != s.Dv ? kTile * Dvp : 0) {}
+        opad(Dvp != s.Dv ? kTile * Dvp : 0),
+        words(s) {}
   int64_t Dvp;
   std::vector<T> st, keep, qt, vpad, opad;
+  UnitWords words;
   alignas(64) T mx[kTile], total[kTile];
 };
 
@@ -200,24 +225,55 @@ void tile_softmax(const Spec& s, int64_t i0, int64_t nk, ForwardScratch<T>& w) {
   }
 }
 
+// st[j][x] = alpha rows[j] . src[x] for the keys j < nk (rows n long) and the m queries of
+// src (n long): the key-major scores (or dp) of a tile, by the FMA kernels over the
+// transpose bt, or on the BF16 units
+template <typename T>
+void tile_scores(const Spec& s, int64_t i0, int64_t m, int64_t nk, const T* src, const T* rows,
+                 int64_t n, T alpha, T* bt, UnitWords& u, T* st) {
+  if constexpr (std::is_same_v<T, float>)
+    if (s.units) {
+      tile::bf16::narrow_rows(rows, nk, n, u.a.data());
+      tile::bf16::transposed_words(src, m, n, u.b.data());
+      return tile::bf16::key_major_tile(s.causal, i0, nk, u.a.data(), n / 2, u.b.data(), alpha, st);
+    }
+  transpose_tile(src, m, n, alpha, bt);
+  key_major_tile(s.causal, i0, nk, rows, n, bt, st);
+}
+
+// out[x][0, Dvp) = sum_j st[j][x] v[j] for the tile's m queries (st rounded to bfloat16
+// first under autocast)
+template <typename T>
+void tile_values(const Spec& s, int64_t i0, int64_t m, int64_t nk, const T* v, ForwardScratch<T>& w,
+                 T* out) {
+  if constexpr (std::is_same_v<T, float>)
+    if (s.units) {
+      tile::bf16::key_pairs(w.st.data(), nk, w.words.a.data());
+      tile::bf16::paired_rows(v, nk, s.Dv, w.Dvp, w.words.b.data());
+      return tile::bf16::query_rows(s.causal, i0, m, nk, w.words.a.data(), w.words.b.data(), w.Dvp,
+                                    out, w.Dvp);
+    }
+  round_tile(s, nk, w.st.data());
+  const T* vb = padded(v, nk, s.Dv, w.Dvp, w.vpad.data());
+  query_rows(s.causal, i0, m, nk, w.st.data(), vb, w.Dvp, w.Dvp, out, w.Dvp);
+}
+
 // o and lse of the tile of row r starting at query i0
 template <typename T>
 void forward_tile(const Spec& s, int64_t r, int64_t i0, const T* q, const T* k, const T* v, T* o,
                   T* lse, ForwardScratch<T>& w) {
   const int64_t m = std::min(kTile, s.T - i0), nk = visible(s, i0 + m - 1);
-  transpose_tile(q + (r * s.T + i0) * s.D, m, s.D, static_cast<T>(s.scale), w.qt.data());
-  key_major_tile(s.causal, i0, nk, k + r * s.S * s.D, s.D, w.qt.data(), w.st.data());
+  tile_scores(s, i0, m, nk, q + (r * s.T + i0) * s.D, k + r * s.S * s.D, s.D,
+              static_cast<T>(s.scale), w.qt.data(), w.words, w.st.data());
   if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
   hide_future(s.causal, i0, nk, w.st.data());
   tile_softmax(s, i0, nk, w);
   for (int64_t x = 0; x < m; ++x) lse[r * s.T + i0 + x] = w.mx[x] + std::log(w.total[x]);
-  round_tile(s, nk, w.st.data());
 
   // o = (st^T v) / total, the normalisation folded into the copy out
   T* ob = o + (r * s.T + i0) * s.Dv;
-  const T* vb = padded(v + r * s.S * s.Dv, nk, s.Dv, w.Dvp, w.vpad.data());
   T* out = w.Dvp == s.Dv ? ob : w.opad.data();
-  query_rows(s.causal, i0, m, nk, w.st.data(), vb, w.Dvp, w.Dvp, out, w.Dvp);
+  tile_values(s, i0, m, nk, v + r * s.S * s.Dv, w, out);
   for (int64_t x = 0; x < m; ++x) {
     const T inv = T(1) / w.total[x];
     for (int64_t c = 0; c < s.Dv; ++c) ob[x * s.Dv + c] = out[x * w.Dvp + c] * inv;
@@ -264,9 +320,11 @@ struct BackwardScratch {
         dkpad(Dp != s.D ? s.S * Dp : 0),
         dqpad(Dp != s.D ? kTile * Dp : 0),
         dopad(Dvp != s.Dv ? kTile * Dvp : 0),
-        dvpad(Dvp != s.Dv ? s.S * Dvp : 0) {}
+        dvpad(Dvp != s.Dv ? s.S * Dvp : 0),
+        words(s) {}
   int64_t Dp, Dvp;
   std::vector<T> st, dpt, keep, qt, dot, kpad, qpad, dkpad, dqpad, dopad, dvpad;
+  UnitWords words;
   alignas(64) T l[kTile], delta[kTile];
 };
 
@@ -304,6 +362,23 @@ void tile_softmax_backward(const Spec& s, int64_t i0, int64_t m, int64_t nk,
   }
 }
 
+// backward_tile's three products on the BF16 units, from a (in st) and ds (in dpt): dv and
+// dk summed over the tile's queries, dq over the keys (w.words.kv: the row's keys paired)
+void backward_products_on_units(const Spec& s, int64_t i0, int64_t m, int64_t nk, int64_t fresh,
+                                const float* qb, const float* dob, float* dk_acc, float* dv_acc,
+                                float* dq_out, BackwardScratch<float>& w) {
+  namespace u = tile::bf16;
+  UnitWords& words = w.words;
+  u::lane_pairs(w.st.data(), nk, words.a.data());
+  u::paired_rows(dob, m, s.Dv, w.Dvp, words.b.data());
+  u::key_rows(s.causal, i0, m, nk, fresh, words.a.data(), words.b.data(), w.Dvp, dv_acc, w.Dvp);
+  u::lane_pairs(w.dpt.data(), nk, words.a.data());
+  u::paired_rows(qb, m, s.D, w.Dp, words.b.data());
+  u::key_rows(s.causal, i0, m, nk, fresh, words.a.data(), words.b.data(), w.Dp, dk_acc, w.Dp);
+  u::key_pairs(w.dpt.data(), nk, words.a.data());
+  u::query_rows(s.causal, i0, m, nk, words.a.data(), words.kv.data(), w.Dp, dq_out, w.Dp);
+}
+
 // One tile of row r at query i0: dq of its queries, and its share of dk and dv added into
 // the row's accumulators (written where the keys are fresh, see key_rows)
 template <typename T>
@@ -314,10 +389,10 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const T*
   const T* qb = q + (r * s.T + i0) * s.D;
   const T* ob = o + (r * s.T + i0) * s.Dv;
   const T* dob = dout + (r * s.T + i0) * s.Dv;
-  transpose_tile(qb, m, s.D, static_cast<T>(s.scale), w.qt.data());
-  transpose_tile(dob, m, s.Dv, T(1), w.dot.data());
-  key_major_tile(s.causal, i0, nk, k + r * s.S * s.D, s.D, w.qt.data(), w.st.data());
-  key_major_tile(s.causal, i0, nk, v + r * s.S * s.Dv, s.Dv, w.dot.data(), w.dpt.data());
+  tile_scores(s, i0, m, nk, qb, k + r * s.S * s.D, s.D, static_cast<T>(s.scale), w.qt.data(),
+              w.words, w.st.data());
+  tile_scores(s, i0, m, nk, dob, v + r * s.S * s.Dv, s.Dv, T(1), w.dot.data(), w.words,
+              w.dpt.data());
   if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
   for (int64_t x = 0; x < kTile; ++x) {
     w.l[x] = x < m ? lse[r * s.T + i0 + x] : T(0);
@@ -329,14 +404,19 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const T*
     w.delta[x] = dd;
   }
   tile_softmax_backward(s, i0, m, nk, w);
+  T* dqb = dq + (r * s.T + i0) * s.D;
+  T* dq_out = w.Dp == s.D ? dqb : w.dqpad.data();
+  if constexpr (std::is_same_v<T, float>)
+    if (s.units) {
+      backward_products_on_units(s, i0, m, nk, fresh, qb, dob, dk_acc, dv_acc, dq_out, w);
+      return unpad(dq_out, m, s.D, w.Dp, dqb);
+    }
   round_tile(s, nk, w.st.data());
   round_tile(s, nk, w.dpt.data());
   key_rows(s.causal, i0, m, nk, fresh, w.st.data(), padded(dob, m, s.Dv, w.Dvp, w.dopad.data()),
            w.Dvp, w.Dvp, dv_acc, w.Dvp);
   key_rows(s.causal, i0, m, nk, fresh, w.dpt.data(), padded(qb, m, s.D, w.Dp, w.qpad.data()), w.Dp,
            w.Dp, dk_acc, w.Dp);
-  T* dqb = dq + (r * s.T + i0) * s.D;
-  T* dq_out = w.Dp == s.D ? dqb : w.dqpad.data();
   query_rows(s.causal, i0, m, nk, w.dpt.data(), kb, w.Dp, w.Dp, dq_out, w.Dp);
   unpad(dq_out, m, s.D, w.Dp, dqb);
 }
@@ -352,7 +432,10 @@ void sdpa_backward(const Spec& s, const T* q, const T* k, const T* v, const T* o
     for (int64_t r = 0; r < s.R; ++r) {
       T* dkr = dk + r * s.S * s.D;
       T* dvr = dv + r * s.S * s.Dv;
-      const T* kb = padded(k + r * s.S * s.D, s.S, s.D, w.Dp, w.kpad.data());
+      const T* kr = k + r * s.S * s.D;
+      const T* kb = s.units ? kr : padded(kr, s.S, s.D, w.Dp, w.kpad.data());
+      if constexpr (std::is_same_v<T, float>)
+        if (s.units) tile::bf16::paired_rows(kr, s.S, s.D, w.Dp, w.words.kv.data());
       T* dk_acc = w.Dp == s.D ? dkr : w.dkpad.data();
       T* dv_acc = w.Dvp == s.Dv ? dvr : w.dvpad.data();
       int64_t fresh = 0;  // keys before this have dk, dv rows from an earlier tile
@@ -439,7 +522,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   take_dropout("scaled_dot_product_attention", dropout_p, gen, s);
   s.causal = causal;
   s.scale = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.D, 1)));
-  s.bf16 = detail::autocast_to_bf16(q.dtype());
+  set_precision(s, q.dtype());
   Tensor qc = bf16_values(s, q.detach().contiguous(), false);
   Tensor kc = bf16_values(s, k.detach().contiguous(), false);
   Tensor vc = bf16_values(s, v.detach().contiguous(), false);
@@ -488,7 +571,7 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   Spec s{B * H, Tn, Tn, C / H, C / H, true, 0.0, 0, 0.0};
   take_dropout("causal_self_attention", dropout_p, gen, s);
   s.scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.D, 1)));
-  s.bf16 = detail::autocast_to_bf16(qkv.dtype());
+  set_precision(s, qkv.dtype());
   Tensor x = qkv.detach().contiguous();
   Tensor q = empty({B, H, Tn, s.D}, x.dtype()), k = empty(q.shape(), x.dtype()),
          v = empty(q.shape(), x.dtype()), o = empty(q.shape(), x.dtype());
