@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -26,11 +27,6 @@ namespace {
 
 uint32_t bits_of(float f) {
   return std::bit_cast<uint32_t>(f);
-}
-
-// a pair of bfloat16 values held exactly in float32: their top halves
-word exact_pair(float lo, float hi) {
-  return bits_of(lo) >> 16 | (bits_of(hi) & 0xffff0000u);
 }
 
 // a pair of float32 values rounded to bfloat16, ties to even
@@ -77,28 +73,21 @@ bool use_units() {
 
 // ---- packing
 
-void narrow_rows(const float* src, int64_t rows, int64_t n, word* dst) {
+void transposed_words(const bfloat16* src, int64_t m, int64_t n, word* bt) {
   const int64_t np = n / 2;
-  for (int64_t x = 0; x < rows; ++x)
-    for (int64_t p = 0; p < np; ++p)
-      dst[x * np + p] = exact_pair(src[x * n + 2 * p], src[x * n + 2 * p + 1]);
+  for (int64_t x = 0; x < m; ++x)
+    for (int64_t p = 0; p < np; ++p) std::memcpy(bt + p * kTile + x, src + x * n + 2 * p, 4);
+  for (int64_t p = 0; p < np; ++p) std::fill(bt + p * kTile + m, bt + (p + 1) * kTile, word(0));
 }
 
-void transposed_words(const float* src, int64_t m, int64_t n, word* bt) {
-  for (int64_t p = 0; p < n / 2; ++p)
-    for (int64_t x = 0; x < kTile; ++x)
-      bt[p * kTile + x] = x < m ? exact_pair(src[x * n + 2 * p], src[x * n + 2 * p + 1]) : 0;
-}
-
-void paired_rows(const float* src, int64_t rows, int64_t n, int64_t w, word* dst) {
+void paired_rows(const bfloat16* src, int64_t rows, int64_t n, int64_t w, word* dst) {
   for (int64_t p = 0; 2 * p < rows; ++p) {
-    const float* lo = src + 2 * p * n;
-    const float* hi = 2 * p + 1 < rows ? lo + n : nullptr;
+    const bfloat16* lo = src + 2 * p * n;
     word* d = dst + p * w;
-    if (hi)
-      for (int64_t c = 0; c < n; ++c) d[c] = exact_pair(lo[c], hi[c]);
+    if (2 * p + 1 < rows)
+      for (int64_t c = 0; c < n; ++c) d[c] = lo[c].bits | static_cast<word>(lo[n + c].bits) << 16;
     else
-      for (int64_t c = 0; c < n; ++c) d[c] = exact_pair(lo[c], 0.0f);
+      for (int64_t c = 0; c < n; ++c) d[c] = lo[c].bits;
     std::fill(d + n, d + w, word(0));
   }
 }
@@ -147,7 +136,9 @@ AG_BF16_TARGET inline void strip(int64_t rows, int64_t p0, int64_t p1, const wor
     for (int u = 0; u < NV; ++u) bv[u] = (__m512bh)_mm512_loadu_si512(b + t * ldb + u * kWords);
 #pragma GCC unroll 16
     for (int x = 0; x < MR; ++x) {
-      const __m512bh ax = (__m512bh)_mm512_set1_epi32(static_cast<int>(ar[x][t * acs]));
+      int32_t pair;  // (A may be bfloat16 rows: read as bytes, not through a word pointer)
+      std::memcpy(&pair, ar[x] + t * acs, sizeof pair);
+      const __m512bh ax = (__m512bh)_mm512_set1_epi32(pair);
 #pragma GCC unroll 4
       for (int u = 0; u < NV; ++u) acc[x][u] = _mm512_dpbf16_ps(acc[x][u], ax, bv[u]);
     }

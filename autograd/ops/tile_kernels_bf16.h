@@ -20,6 +20,8 @@
 // overrides (units where the CPU has none is an error).
 #include <cstdint>
 
+#include "autograd/bfloat16.h"
+
 namespace ag::tile::bf16 {
 
 using word = uint32_t;  // two bfloat16 values
@@ -29,17 +31,17 @@ using word = uint32_t;  // two bfloat16 values
 bool units_available();
 bool use_units();
 
-// ---- packing (src holds float32 values; `exact` ones are bfloat16 values already)
+// ---- packing
 
-// dst[x][p] = (src[x][2p], src[x][2p + 1]) for x < rows, n even: rows of bfloat16 values
-// as words (exact)
-void narrow_rows(const float* src, int64_t rows, int64_t n, word* dst);
-// bt[p][x] = (src[x][2p], src[x][2p + 1]) for x < m, 0 for the lanes up to kTile; n even,
-// src exact
-void transposed_words(const float* src, int64_t m, int64_t n, word* bt);
+// Rows of bfloat16 values n long (n even) are rows of n / 2 words as they lie
+inline const word* words(const bfloat16* rows) {
+  return reinterpret_cast<const word*>(rows);
+}
+// bt[p][x] = (src[x][2p], src[x][2p + 1]) for x < m, 0 for the lanes up to kTile; n even
+void transposed_words(const bfloat16* src, int64_t m, int64_t n, word* bt);
 // dst[p][c] = (src[2p][c], src[2p + 1][c]) for c < n (src rows n long), 0 for c up to w and
-// for the partner of an odd last row: ceil(rows / 2) rows of w words; src exact
-void paired_rows(const float* src, int64_t rows, int64_t n, int64_t w, word* dst);
+// for the partner of an odd last row: ceil(rows / 2) rows of w words
+void paired_rows(const bfloat16* src, int64_t rows, int64_t n, int64_t w, word* dst);
 // A key-major float32 tile t[j][x] (kTile lanes) rounded to bfloat16 (ties to even) and
 // paired down the keys, dst[p][x] = (t[2p][x], t[2p + 1][x]) for the keys j < nk ...
 void key_pairs(const float* tile, int64_t nk, word* dst);
