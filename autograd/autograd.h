@@ -22,9 +22,11 @@
 //   gradcheck.h    float64 finite-difference checks of any function's gradient
 //   threading.h    one thread count for OpenMP loops and BLAS
 //   adaptive_threads.h  fewer threads for the steps while another program holds a core
-//   autocast.h     mixed precision: bfloat16 GEMM operands, float32 accumulation
+//   autocast.h     mixed precision: bfloat16 GEMM operands, float32 accumulation (the
+//                  attention's on the BF16 units where the CPU has them: ops/tile_kernels_bf16.h)
 //   anomaly.h      detect_anomaly: the first non-finite value named by op and module
-//   test_hooks.h   for tests only, not included here: NaN injection, the attention mask replay
+//   test_hooks.h   for tests only, not included here: NaN injection, the attention mask replay,
+//                  the attention's bf16 products forced onto the FMA kernels
 #include "autograd/anomaly.h"
 #include "autograd/autocast.h"
 #include "autograd/bfloat16.h"

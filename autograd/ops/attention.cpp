@@ -44,6 +44,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/heads.h"
 #include "autograd/ops/tile_kernels.h"
+#include "autograd/ops/tile_kernels_bf16.h"
 #include "autograd/test_hooks.h"
 #include "autograd/vec_math.h"
 
@@ -52,6 +53,7 @@ namespace ag {
 namespace {
 
 using namespace tile;
+using tile::bf16::word;
 
 // What one call computes: R rows of T queries [T, D] against S keys [S, D] and values
 // [S, Dv], causal or not, with dropout of rate p drawn from the op's one draw.
@@ -61,7 +63,30 @@ struct Spec {
   double p;
   uint64_t draw;
   double scale;
-  bool bf16 = false;  // products on bfloat16 operands (autocast)
+  bool bf16 = false;   // products on bfloat16 operands (autocast)
+  bool units = false;  // ... on the CPU's BF16 dot products (tile_kernels_bf16.h)
+};
+
+// s.bf16 under autocast, and s.units where the CPU's BF16 units take the products (the
+// pairs they sum need even D and Dv)
+void set_precision(Spec& s, DType dtype) {
+  s.bf16 = detail::autocast_to_bf16(dtype);
+  s.units = s.bf16 && s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::use_units();
+}
+
+// Word buffers of the BF16-unit products, empty unless s.units: a tile paired (a), the
+// other operand (b: q or do transposed, v, do or q paired), and backward's keys paired once
+// per row for dq (kv)
+struct UnitWords {
+  explicit UnitWords(const Spec& s) {
+    if (!s.units) return;
+    const int64_t width = std::max(s.D, s.Dv), padded = round_up(width, kLanes<float>);
+    const int64_t key_pairs = (s.S + 1) / 2;
+    a.resize(key_pairs * kTile);
+    b.resize(std::max({width / 2 * kTile, key_pairs * padded, kTile / 2 * padded}));
+    kv.resize(key_pairs * round_up(s.D, kLanes<float>));
+  }
+  std::vector<word> a, b, kv;
 };
 
 // The keys j < nk of a key-major tile rounded to bfloat16 values, when s.bf16
@@ -152,9 +177,11 @@ struct ForwardScratch {
         keep(s.p > 0 ? s.S * kTile : 0),
         qt(s.D * kTile),
         vpad(Dvp != s.Dv ? s.S * Dvp : 0),
-        opad(Dvp != s.Dv ? kTile * Dvp : 0) {}
+        opad(Dvp != s.Dv ? kTile * Dvp : 0),
+        words(s) {}
   int64_t Dvp;
   std::vector<T> st, keep, qt, vpad, opad;
+  UnitWords words;
   alignas(64) T mx[kTile], total[kTile];
 };
 
@@ -200,6 +227,27 @@ void tile_softmax(const Spec& s, int64_t i0, int64_t nk, ForwardScratch<T>& w) {
   }
 }
 
+// The scores of a tile (in w.st) become its probabilities, times the dropout mask, and
+// each query's log-sum-exp is stored
+template <typename T>
+void tile_probabilities(const Spec& s, int64_t r, int64_t i0, int64_t m, int64_t nk, T* lse,
+                        ForwardScratch<T>& w) {
+  if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
+  hide_future(s.causal, i0, nk, w.st.data());
+  tile_softmax(s, i0, nk, w);
+  for (int64_t x = 0; x < m; ++x) lse[r * s.T + i0 + x] = w.mx[x] + std::log(w.total[x]);
+}
+
+// o of the tile's m queries at ob: the products st^T v (out, ob itself or a padded copy)
+// over each query's total
+template <typename T>
+void normalised_out(const Spec& s, int64_t m, const T* out, const ForwardScratch<T>& w, T* ob) {
+  for (int64_t x = 0; x < m; ++x) {
+    const T inv = T(1) / w.total[x];
+    for (int64_t c = 0; c < s.Dv; ++c) ob[x * s.Dv + c] = out[x * w.Dvp + c] * inv;
+  }
+}
+
 // o and lse of the tile of row r starting at query i0
 template <typename T>
 void forward_tile(const Spec& s, int64_t r, int64_t i0, const T* q, const T* k, const T* v, T* o,
@@ -207,21 +255,33 @@ void forward_tile(const Spec& s, int64_t r, int64_t i0, const T* q, const T* k, 
   const int64_t m = std::min(kTile, s.T - i0), nk = visible(s, i0 + m - 1);
   transpose_tile(q + (r * s.T + i0) * s.D, m, s.D, static_cast<T>(s.scale), w.qt.data());
   key_major_tile(s.causal, i0, nk, k + r * s.S * s.D, s.D, w.qt.data(), w.st.data());
-  if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
-  hide_future(s.causal, i0, nk, w.st.data());
-  tile_softmax(s, i0, nk, w);
-  for (int64_t x = 0; x < m; ++x) lse[r * s.T + i0 + x] = w.mx[x] + std::log(w.total[x]);
+  tile_probabilities(s, r, i0, m, nk, lse, w);
   round_tile(s, nk, w.st.data());
-
-  // o = (st^T v) / total, the normalisation folded into the copy out
   T* ob = o + (r * s.T + i0) * s.Dv;
   const T* vb = padded(v + r * s.S * s.Dv, nk, s.Dv, w.Dvp, w.vpad.data());
   T* out = w.Dvp == s.Dv ? ob : w.opad.data();
   query_rows(s.causal, i0, m, nk, w.st.data(), vb, w.Dvp, w.Dvp, out, w.Dvp);
-  for (int64_t x = 0; x < m; ++x) {
-    const T inv = T(1) / w.total[x];
-    for (int64_t c = 0; c < s.Dv; ++c) ob[x * s.Dv + c] = out[x * w.Dvp + c] * inv;
-  }
+  normalised_out(s, m, out, w, ob);
+}
+
+// The same on the BF16 units, from bfloat16 q, k and v: the probabilities are rounded to
+// bfloat16 as they are paired
+void forward_tile(const Spec& s, int64_t r, int64_t i0, const bfloat16* q, const bfloat16* k,
+                  const bfloat16* v, float* o, float* lse, ForwardScratch<float>& w) {
+  namespace u = tile::bf16;
+  const int64_t m = std::min(kTile, s.T - i0), nk = visible(s, i0 + m - 1);
+  word* a = w.words.a.data();
+  word* b = w.words.b.data();
+  u::transposed_words(q + (r * s.T + i0) * s.D, m, s.D, b);
+  u::key_major_tile(s.causal, i0, nk, u::words(k + r * s.S * s.D), s.D / 2, b,
+                    static_cast<float>(s.scale), w.st.data());
+  tile_probabilities(s, r, i0, m, nk, lse, w);
+  u::key_pairs(w.st.data(), nk, a);
+  u::paired_rows(v + r * s.S * s.Dv, nk, s.Dv, w.Dvp, b);
+  float* ob = o + (r * s.T + i0) * s.Dv;
+  float* out = w.Dvp == s.Dv ? ob : w.opad.data();
+  u::query_rows(s.causal, i0, m, nk, a, b, w.Dvp, out, w.Dvp);
+  normalised_out(s, m, out, w, ob);
 }
 
 // Multiply-adds of the scores and the weighted values (of backward: about twice this),
@@ -232,8 +292,8 @@ double attention_macs(const Spec& s) {
 
 // o and lse for every (r, tile); tiles are independent, so they are the unit of work
 // (dynamic: causal tiles differ in cost)
-template <typename T>
-void sdpa_forward(const Spec& s, const T* q, const T* k, const T* v, T* o, T* lse) {
+template <typename T, typename In>
+void sdpa_forward(const Spec& s, const In* q, const In* k, const In* v, T* o, T* lse) {
   const int64_t tiles = (s.T + kTile - 1) / kTile;
 #pragma omp parallel if (detail::team_pays(attention_macs(s) / detail::kMacsPerElement))
   {
@@ -264,9 +324,11 @@ struct BackwardScratch {
         dkpad(Dp != s.D ? s.S * Dp : 0),
         dqpad(Dp != s.D ? kTile * Dp : 0),
         dopad(Dvp != s.Dv ? kTile * Dvp : 0),
-        dvpad(Dvp != s.Dv ? s.S * Dvp : 0) {}
+        dvpad(Dvp != s.Dv ? s.S * Dvp : 0),
+        words(s) {}
   int64_t Dp, Dvp;
   std::vector<T> st, dpt, keep, qt, dot, kpad, qpad, dkpad, dqpad, dopad, dvpad;
+  UnitWords words;
   alignas(64) T l[kTile], delta[kTile];
 };
 
@@ -304,6 +366,21 @@ void tile_softmax_backward(const Spec& s, int64_t i0, int64_t m, int64_t nk,
   }
 }
 
+// Each query's lse (w.l) and delta = do . o (w.delta), for the tile of row r at i0
+template <typename T, typename In>
+void tile_statistics(const Spec& s, int64_t r, int64_t i0, int64_t m, const T* lse, const In* ob,
+                     const In* dob, BackwardScratch<T>& w) {
+  for (int64_t x = 0; x < kTile; ++x) {
+    w.l[x] = x < m ? lse[r * s.T + i0 + x] : T(0);
+    T dd = 0;
+    if (x < m) {
+#pragma omp simd reduction(+ : dd)
+      for (int64_t c = 0; c < s.Dv; ++c) dd += T(dob[x * s.Dv + c]) * T(ob[x * s.Dv + c]);
+    }
+    w.delta[x] = dd;
+  }
+}
+
 // One tile of row r at query i0: dq of its queries, and its share of dk and dv added into
 // the row's accumulators (written where the keys are fresh, see key_rows)
 template <typename T>
@@ -312,22 +389,13 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const T*
                    T* dk_acc, T* dv_acc, BackwardScratch<T>& w) {
   const int64_t m = std::min(kTile, s.T - i0), nk = visible(s, i0 + m - 1);
   const T* qb = q + (r * s.T + i0) * s.D;
-  const T* ob = o + (r * s.T + i0) * s.Dv;
   const T* dob = dout + (r * s.T + i0) * s.Dv;
   transpose_tile(qb, m, s.D, static_cast<T>(s.scale), w.qt.data());
   transpose_tile(dob, m, s.Dv, T(1), w.dot.data());
   key_major_tile(s.causal, i0, nk, k + r * s.S * s.D, s.D, w.qt.data(), w.st.data());
   key_major_tile(s.causal, i0, nk, v + r * s.S * s.Dv, s.Dv, w.dot.data(), w.dpt.data());
   if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
-  for (int64_t x = 0; x < kTile; ++x) {
-    w.l[x] = x < m ? lse[r * s.T + i0 + x] : T(0);
-    T dd = 0;
-    if (x < m) {
-#pragma omp simd reduction(+ : dd)
-      for (int64_t c = 0; c < s.Dv; ++c) dd += dob[x * s.Dv + c] * ob[x * s.Dv + c];
-    }
-    w.delta[x] = dd;
-  }
+  tile_statistics(s, r, i0, m, lse, o + (r * s.T + i0) * s.Dv, dob, w);
   tile_softmax_backward(s, i0, m, nk, w);
   round_tile(s, nk, w.st.data());
   round_tile(s, nk, w.dpt.data());
@@ -341,10 +409,56 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const T*
   unpad(dq_out, m, s.D, w.Dp, dqb);
 }
 
-// dq, dk, dv; a row r is the unit of work, its tiles accumulating into dk and dv in order
+// The same on the BF16 units, from bfloat16 q, k, v, o and do (the row's keys paired in
+// w.words.kv by row_keys); a and ds are rounded to bfloat16 as they are paired
+void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const bfloat16* q,
+                   const bfloat16* k, const bfloat16* v, const bfloat16* o, const float* lse,
+                   const bfloat16* dout, const float*, float* dq, float* dk_acc, float* dv_acc,
+                   BackwardScratch<float>& w) {
+  namespace u = tile::bf16;
+  const int64_t m = std::min(kTile, s.T - i0), nk = visible(s, i0 + m - 1);
+  const bfloat16* qb = q + (r * s.T + i0) * s.D;
+  const bfloat16* dob = dout + (r * s.T + i0) * s.Dv;
+  word* a = w.words.a.data();
+  word* b = w.words.b.data();
+  u::transposed_words(qb, m, s.D, b);
+  u::key_major_tile(s.causal, i0, nk, u::words(k + r * s.S * s.D), s.D / 2, b,
+                    static_cast<float>(s.scale), w.st.data());
+  u::transposed_words(dob, m, s.Dv, b);
+  u::key_major_tile(s.causal, i0, nk, u::words(v + r * s.S * s.Dv), s.Dv / 2, b, 1.0f,
+                    w.dpt.data());
+  if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
+  tile_statistics(s, r, i0, m, lse, o + (r * s.T + i0) * s.Dv, dob, w);
+  tile_softmax_backward(s, i0, m, nk, w);
+  u::lane_pairs(w.st.data(), nk, a);
+  u::paired_rows(dob, m, s.Dv, w.Dvp, b);
+  u::key_rows(s.causal, i0, m, nk, fresh, a, b, w.Dvp, dv_acc, w.Dvp);
+  u::lane_pairs(w.dpt.data(), nk, a);
+  u::paired_rows(qb, m, s.D, w.Dp, b);
+  u::key_rows(s.causal, i0, m, nk, fresh, a, b, w.Dp, dk_acc, w.Dp);
+  u::key_pairs(w.dpt.data(), nk, a);
+  float* dqb = dq + (r * s.T + i0) * s.D;
+  float* dq_out = w.Dp == s.D ? dqb : w.dqpad.data();
+  u::query_rows(s.causal, i0, m, nk, a, w.words.kv.data(), w.Dp, dq_out, w.Dp);
+  unpad(dq_out, m, s.D, w.Dp, dqb);
+}
+
+// The keys of row r as dq's product reads them: padded to whole vectors for the FMA
+// kernels, or paired into w.words.kv for the BF16 units (which then read no kb)
 template <typename T>
-void sdpa_backward(const Spec& s, const T* q, const T* k, const T* v, const T* o, const T* lse,
-                   const T* dout, T* dq, T* dk, T* dv) {
+const T* row_keys(const Spec& s, const T* kr, BackwardScratch<T>& w) {
+  return padded(kr, s.S, s.D, w.Dp, w.kpad.data());
+}
+
+const float* row_keys(const Spec& s, const bfloat16* kr, BackwardScratch<float>& w) {
+  tile::bf16::paired_rows(kr, s.S, s.D, w.Dp, w.words.kv.data());
+  return nullptr;
+}
+
+// dq, dk, dv; a row r is the unit of work, its tiles accumulating into dk and dv in order
+template <typename T, typename In>
+void sdpa_backward(const Spec& s, const In* q, const In* k, const In* v, const In* o, const T* lse,
+                   const In* dout, T* dq, T* dk, T* dv) {
 #pragma omp parallel if (detail::team_pays(2 * attention_macs(s) / detail::kMacsPerElement))
   {
     BackwardScratch<T> w(s);
@@ -352,7 +466,7 @@ void sdpa_backward(const Spec& s, const T* q, const T* k, const T* v, const T* o
     for (int64_t r = 0; r < s.R; ++r) {
       T* dkr = dk + r * s.S * s.D;
       T* dvr = dv + r * s.S * s.Dv;
-      const T* kb = padded(k + r * s.S * s.D, s.S, s.D, w.Dp, w.kpad.data());
+      const T* kb = row_keys(s, k + r * s.S * s.D, w);
       T* dk_acc = w.Dp == s.D ? dkr : w.dkpad.data();
       T* dv_acc = w.Dvp == s.Dv ? dvr : w.dvpad.data();
       int64_t fresh = 0;  // keys before this have dk, dv rows from an earlier tile
@@ -406,16 +520,68 @@ Tensor bf16_values(const Spec& s, const Tensor& t, bool fresh) {
   return out;
 }
 
+// t as the kernels read it: a bfloat16 copy for the BF16 units; else bf16_values(t) (float32
+// holding bfloat16 values under autocast, t itself otherwise), in a new tensor
+Tensor kernel_operand(const Spec& s, const Tensor& t) {
+  return s.units ? to_bfloat16(t) : bf16_values(s, t.contiguous(), false);
+}
+
+// The operand type of the kernels for an op on `dtype`
+DType kernel_dtype(const Spec& s, DType dtype) {
+  return s.units ? DType::BFloat16 : dtype;
+}
+
 // What backward keeps of a float32 operand: under autocast, its bfloat16 values in half
 // the memory (exact for q, k and v, which hold bfloat16 values already; o is rounded, which
 // changes backward's delta = do . o by a bfloat16 rounding); the tensor itself otherwise.
-// kept_as_float32 undoes it.
+// kept_operand undoes it for the FMA kernels (the BF16 units read bfloat16).
 Tensor kept(const Spec& s, const Tensor& t) {
-  return s.bf16 ? to_bfloat16(t) : t;
+  return s.bf16 && t.dtype() == DType::Float32 ? to_bfloat16(t) : t;
 }
 
-Tensor kept_as_float32(const Tensor& t) {
-  return t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
+Tensor kept_operand(const Spec& s, const Tensor& t) {
+  return !s.units && t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
+}
+
+// sdpa_forward on the kernels' operands (kernel_operand), o and lse of the op's dtype
+void run_forward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
+                 Tensor& lse) {
+  if (s.units)
+    return sdpa_forward(s, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
+                        o.data<float>(), lse.data<float>());
+  AG_DISPATCH_FLOAT(o.dtype(), "scaled_dot_product_attention", [&] {
+    sdpa_forward(s, q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
+                 lse.data<scalar_t>());
+  });
+}
+
+// sdpa_backward likewise: dq, dk and dv (of lse's dtype) from the kernels' operands and do
+void run_backward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                  const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (s.units)
+    return sdpa_backward(s, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
+                         o.data<bfloat16>(), lse.data<float>(), dout.data<bfloat16>(),
+                         dq.data<float>(), dk.data<float>(), dv.data<float>());
+  AG_DISPATCH_FLOAT(lse.dtype(), "scaled_dot_product_attention backward", [&] {
+    sdpa_backward(s, q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(), o.data<scalar_t>(),
+                  lse.data<scalar_t>(), dout.data<scalar_t>(), dq.data<scalar_t>(),
+                  dk.data<scalar_t>(), dv.data<scalar_t>());
+  });
+}
+
+// Columns [offset, offset + C) of x [B, T, stride] split into heads, into dst [B, H, T, D] of
+// the kernels' operand type (kernel_dtype): rounded to bfloat16 on the way, or under
+// autocast on the FMA kernels rounded in place after
+void gather_heads(const Spec& s, const Tensor& x, int64_t offset, int64_t stride, int64_t B,
+                  int64_t H, const Tensor& dst) {
+  if (dst.dtype() == DType::BFloat16)
+    return detail::gather_heads_rounded(dst.data<bfloat16>(), x.data<float>() + offset, B, s.T, H,
+                                        s.D, stride);
+  AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
+    detail::copy_heads(detail::HeadCopy::gather, dst.data<scalar_t>(), x.data<scalar_t>() + offset,
+                       B, s.T, H, s.D, stride);
+  });
+  bf16_values(s, dst, true);
 }
 
 // Checks the dropout arguments of op `who` and fills in s.p and s.draw, taking the op's
@@ -439,33 +605,25 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   take_dropout("scaled_dot_product_attention", dropout_p, gen, s);
   s.causal = causal;
   s.scale = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.D, 1)));
-  s.bf16 = detail::autocast_to_bf16(q.dtype());
-  Tensor qc = bf16_values(s, q.detach().contiguous(), false);
-  Tensor kc = bf16_values(s, k.detach().contiguous(), false);
-  Tensor vc = bf16_values(s, v.detach().contiguous(), false);
+  set_precision(s, q.dtype());
+  Tensor qc = kernel_operand(s, q.detach()), kc = kernel_operand(s, k.detach()),
+         vc = kernel_operand(s, v.detach());
   Shape out_shape = q.shape();
   out_shape.back() = s.Dv;
   Tensor out = empty(out_shape, q.dtype());
   Tensor lse = empty({s.R, s.T}, q.dtype());
-  AG_DISPATCH_FLOAT(q.dtype(), "scaled_dot_product_attention", [&] {
-    sdpa_forward<scalar_t>(s, qc.data<scalar_t>(), kc.data<scalar_t>(), vc.data<scalar_t>(),
-                           out.data<scalar_t>(), lse.data<scalar_t>());
-  });
+  run_forward(s, qc, kc, vc, out, lse);
   if (needs_recording({q, k, v}))
     attach_backward(out, "ScaledDotProductAttentionBackward", {q, k, v},
                     [q16 = kept(s, qc), k16 = kept(s, kc), v16 = kept(s, vc),
                      o16 = kept(s, out.detach()), lse, s](const Tensor& g) -> std::vector<Tensor> {
-                      const Tensor qc = kept_as_float32(q16), kc = kept_as_float32(k16),
-                                   vc = kept_as_float32(v16), o = kept_as_float32(o16);
-                      Tensor gc = bf16_values(s, g.contiguous(), false);
-                      Tensor dq = empty(qc.shape(), qc.dtype()), dk = empty(kc.shape(), kc.dtype()),
-                             dv = empty(vc.shape(), vc.dtype());
-                      AG_DISPATCH_FLOAT(qc.dtype(), "scaled_dot_product_attention backward", [&] {
-                        sdpa_backward<scalar_t>(
-                            s, qc.data<scalar_t>(), kc.data<scalar_t>(), vc.data<scalar_t>(),
-                            o.data<scalar_t>(), lse.data<scalar_t>(), gc.data<scalar_t>(),
-                            dq.data<scalar_t>(), dk.data<scalar_t>(), dv.data<scalar_t>());
-                      });
+                      const Tensor qc = kept_operand(s, q16), kc = kept_operand(s, k16),
+                                   vc = kept_operand(s, v16), o = kept_operand(s, o16);
+                      const Tensor gc = kernel_operand(s, g);
+                      Tensor dq = empty(qc.shape(), lse.dtype()),
+                             dk = empty(kc.shape(), lse.dtype()),
+                             dv = empty(vc.shape(), lse.dtype());
+                      run_backward(s, qc, kc, vc, o, lse, gc, dq, dk, dv);
                       return {dq, dk, dv};
                     });
   return out;
@@ -488,21 +646,18 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   Spec s{B * H, Tn, Tn, C / H, C / H, true, 0.0, 0, 0.0};
   take_dropout("causal_self_attention", dropout_p, gen, s);
   s.scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.D, 1)));
-  s.bf16 = detail::autocast_to_bf16(qkv.dtype());
+  set_precision(s, qkv.dtype());
   Tensor x = qkv.detach().contiguous();
-  Tensor q = empty({B, H, Tn, s.D}, x.dtype()), k = empty(q.shape(), x.dtype()),
-         v = empty(q.shape(), x.dtype()), o = empty(q.shape(), x.dtype());
-  Tensor out = empty({B, Tn, C}, x.dtype());
+  const DType kd = kernel_dtype(s, x.dtype());
+  Tensor q = empty({B, H, Tn, s.D}, kd), k = empty(q.shape(), kd), v = empty(q.shape(), kd);
+  Tensor o = empty(q.shape(), x.dtype()), out = empty({B, Tn, C}, x.dtype());
   Tensor lse = empty({s.R, Tn}, x.dtype());
+  gather_heads(s, x, 0, 3 * C, B, H, q);
+  gather_heads(s, x, C, 3 * C, B, H, k);
+  gather_heads(s, x, 2 * C, 3 * C, B, H, v);
+  run_forward(s, q, k, v, o, lse);
   using detail::HeadCopy, detail::copy_heads;
   AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
-    const scalar_t* p = x.data<scalar_t>();
-    copy_heads(HeadCopy::gather, q.data<scalar_t>(), p, B, Tn, H, s.D, 3 * C);
-    copy_heads(HeadCopy::gather, k.data<scalar_t>(), p + C, B, Tn, H, s.D, 3 * C);
-    copy_heads(HeadCopy::gather, v.data<scalar_t>(), p + 2 * C, B, Tn, H, s.D, 3 * C);
-    for (const Tensor& packed : {q, k, v}) bf16_values(s, packed, true);
-    sdpa_forward<scalar_t>(s, q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
-                           o.data<scalar_t>(), lse.data<scalar_t>());
     copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, s.D, C);
   });
   if (needs_recording({qkv}))
@@ -510,24 +665,19 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
         out, "CausalSelfAttentionBackward", {qkv},
         [q16 = kept(s, q), k16 = kept(s, k), v16 = kept(s, v), o16 = kept(s, o), lse, s, B, H,
          C](const Tensor& g) -> std::vector<Tensor> {
-          const Tensor q = kept_as_float32(q16), k = kept_as_float32(k16), v = kept_as_float32(v16),
-                       o = kept_as_float32(o16);
-          const int64_t Tn = s.T;
-          Tensor gc = g.contiguous();
-          Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), q.dtype()),
-                 dk = empty(q.shape(), q.dtype()), dv = empty(q.shape(), q.dtype());
-          Tensor dqkv = empty({B, Tn, 3 * C}, q.dtype());
-          AG_DISPATCH_FLOAT(q.dtype(), "causal_self_attention backward", [&] {
-            copy_heads(HeadCopy::gather, go.data<scalar_t>(), gc.data<scalar_t>(), B, Tn, H, s.D,
-                       C);
-            bf16_values(s, go, true);
-            sdpa_backward<scalar_t>(s, q.data<scalar_t>(), k.data<scalar_t>(), v.data<scalar_t>(),
-                                    o.data<scalar_t>(), lse.data<scalar_t>(), go.data<scalar_t>(),
-                                    dq.data<scalar_t>(), dk.data<scalar_t>(), dv.data<scalar_t>());
+          const Tensor q = kept_operand(s, q16), k = kept_operand(s, k16), v = kept_operand(s, v16),
+                       o = kept_operand(s, o16);
+          const DType dtype = lse.dtype();
+          Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), dtype),
+                 dk = empty(q.shape(), dtype), dv = empty(q.shape(), dtype);
+          gather_heads(s, g.contiguous(), 0, C, B, H, go);
+          run_backward(s, q, k, v, o, lse, go, dq, dk, dv);
+          Tensor dqkv = empty({B, s.T, 3 * C}, dtype);
+          AG_DISPATCH_FLOAT(dtype, "causal_self_attention backward", [&] {
             scalar_t* p = dqkv.data<scalar_t>();
-            copy_heads(HeadCopy::scatter, p, dq.data<scalar_t>(), B, Tn, H, s.D, 3 * C);
-            copy_heads(HeadCopy::scatter, p + C, dk.data<scalar_t>(), B, Tn, H, s.D, 3 * C);
-            copy_heads(HeadCopy::scatter, p + 2 * C, dv.data<scalar_t>(), B, Tn, H, s.D, 3 * C);
+            copy_heads(HeadCopy::scatter, p, dq.data<scalar_t>(), B, s.T, H, s.D, 3 * C);
+            copy_heads(HeadCopy::scatter, p + C, dk.data<scalar_t>(), B, s.T, H, s.D, 3 * C);
+            copy_heads(HeadCopy::scatter, p + 2 * C, dv.data<scalar_t>(), B, s.T, H, s.D, 3 * C);
           });
           return {dqkv};
         });

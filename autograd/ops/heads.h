@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "autograd/bfloat16.h"
 #include "autograd/parallel.h"
 
 namespace ag::detail {
@@ -26,6 +27,19 @@ void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn,
         else
           std::memcpy(dst + rows, src + heads, D * sizeof(T));
       }
+    }
+  });
+}
+
+// gather into bfloat16, rounding on the way (ties to even): what the attention's BF16 units
+// read, with no separate rounding pass
+inline void gather_heads_rounded(bfloat16* dst, const float* src, int64_t B, int64_t Tn, int64_t H,
+                                 int64_t D, int64_t row_stride) {
+  parallel_for_items(B * H, 1, static_cast<double>(Tn) * D, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / H, h = r % H;
+      for (int64_t t = 0; t < Tn; ++t)
+        to_bfloat16(src + (b * Tn + t) * row_stride + h * D, dst + (r * Tn + t) * D, D);
     }
   });
 }
