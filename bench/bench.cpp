@@ -11,6 +11,7 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
+#include "bench/memory_bench.h"
 #include "bench/micro.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
@@ -152,11 +153,12 @@ struct StepOptions {
   bool json = false;
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
-  int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
+  int64_t lora_rank = 0;        // > 0: LoRA adapters on all four targets, the base frozen
+  std::string save_checkpoint;  // after the steps, a checkpoint saved here, its memory measured
 };
 
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
-                  const StepTimes& t) {
+                  const StepTimes& t, const nlohmann::json& budget) {
   const double dropout = o.dropout;
   const int threads = o.threads;
   const double median = StepTimes::median(t.total);
@@ -183,7 +185,9 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
                                 {"reduce_ms", StepTimes::median(t.reduce)},
-                                {"cpu_ms_per_step", t.cpu_per_step}}
+                                {"cpu_ms_per_step", t.cpu_per_step},
+                                {"plan_state_mb", budget.at("plan_state_mb")},
+                                {"plan_activations_mb", budget.at("plan_activations_mb")}}
                      .dump()
               << std::endl;
     return;
@@ -198,6 +202,11 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
       tokens_per_s, gflops, peak_rss_mb());
+  const double planned =
+      budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>();
+  fmt::print("memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it\n",
+             budget["plan_state_mb"].get<double>(), budget["plan_activations_mb"].get<double>(),
+             peak_rss_mb() / planned);
 }
 
 // Under mpirun every process runs its own batch and the gradients are reduced as in
@@ -229,7 +238,13 @@ int run_steps(const StepOptions& o) {
     timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
   }
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
-  if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times);
+  int64_t trainable = 0;
+  for (const auto& p : params) trainable += p.numel();
+  const auto budget = step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable);
+  if (world.root()) report_steps(c, o, world.size(), model.num_parameters(), times, budget);
+  if (world.root() && !o.save_checkpoint.empty())
+    print_save(measure_save(o.save_checkpoint, model, opt, run.to_json()), o.save_checkpoint,
+               o.json);
   return 0;
 }
 
@@ -255,7 +270,10 @@ int bench_command(const std::vector<std::string>& args) {
       "under mpirun: gradient bucket size in MB")(
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
       "LoRA adapters of this rank on attn.qkv, attn.out_proj, mlp.fc1 and mlp.fc2, the base "
-      "frozen (0: full training)");
+      "frozen (0: full training)")(
+      "save-checkpoint", po::value(&o.save_checkpoint),
+      "after the steps, save a checkpoint here as training does and report the resident memory "
+      "it adds");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);

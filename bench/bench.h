@@ -5,8 +5,11 @@
 // bench/torch_reference.py runs the identical step in PyTorch; bench/compare.py runs both,
 // interleaved, as a table; bench/gpt2_scale.py adds llm.c's train_gpt2.c at gpt2;
 // bench/lora_scale.py compares a LoRA step (--lora-rank) with a full one at gpt2.
+// memory_bench.h: the step's memory plan beside its peak RSS, and what a checkpoint save
+// adds to the resident memory (--save-checkpoint; gpt2_scale.py reports both at gpt2).
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
+//   attograd bench --config gpt2 --save-checkpoint /tmp/gpt2.h5
 //   attograd bench --micro
 #include <string>
 #include <vector>
