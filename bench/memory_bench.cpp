@@ -15,15 +15,6 @@ namespace bench {
 
 namespace {
 
-// A line of /proc/self/status ("VmRSS", "VmHWM": resident now, and at the peak), in MB.
-double status_mb(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
-  throw std::runtime_error(fmt::format("/proc/self/status has no {} line", key));
-}
-
 // Lowers VmHWM to the RSS now (Linux 4.0's "5" to clear_refs), so that it then gives the
 // peak of what follows alone.
 void reset_peak_rss() {
@@ -65,13 +56,14 @@ nlohmann::json measure_save(const std::string& path, nn::GPT& model, const optim
   c.tokenizer.type = "byte";
   c.rng = {{"dropout", model.dropout_generator().state()}};
   const double state_mb = tensor_mb(c.model) + tensor_mb(c.optimizer->tensors);
-  const double peak_before = status_mb("VmHWM"), rss_before = status_mb("VmRSS");
+  const double peak_before = train::process_memory_mb("VmHWM"),
+               rss_before = train::process_memory_mb("VmRSS");
   reset_peak_rss();
   const auto start = std::chrono::steady_clock::now();
   io::save_checkpoint(path, c);
   const double save_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const double save_peak = status_mb("VmHWM");
+  const double save_peak = train::process_memory_mb("VmHWM");
   return {{"save_ms", save_ms},
           {"rss_before_save_mb", rss_before},
           {"peak_rss_before_save_mb", peak_before},

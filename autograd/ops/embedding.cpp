@@ -26,7 +26,9 @@ void add_rows_into(Tensor& acc, const Tensor& g, const int64_t* id, int64_t n_id
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < n_ids; ++i)
     if (slot_of.try_emplace(id[i], static_cast<int64_t>(rows.size())).second) rows.push_back(id[i]);
-  Tensor sums = zeros({static_cast<int64_t>(rows.size()), C}, g.dtype());
+  // n_ids rows, not one per row used: the same size every step (the embedding's output's),
+  // so the allocator hands out a cached block (a size that varied would come from the system)
+  Tensor sums = zeros({n_ids, C}, g.dtype());
   AG_DISPATCH_FLOAT(g.dtype(), "embedding backward", [&] {
     const scalar_t* src = g.data<scalar_t>();
     scalar_t* sum = sums.data<scalar_t>();
