@@ -92,7 +92,8 @@ Tensor log_softmax(const Tensor& a, int64_t dim);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 
 // ---- layers' primitives (ops/embedding.cpp, ops/layer_norm.cpp, ops/dropout.cpp)
-// Rows of weight [V, C] picked by int64 ids [...] -> [..., C]; backward scatter-adds.
+// Rows of weight [V, C] picked by int64 ids [...] -> [..., C]; backward scatter-adds (into
+// a leaf weight's gradient, row by row, when it already holds one: a tied head's).
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // Normalises over the last dim; weight and bias [C] are optional.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);

@@ -14,11 +14,13 @@
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
 #include "bench/background_load.h"
+#include "bench/memory_bench.h"
 #include "bench/micro.h"
 #include "bench/tune_table.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
+#include "train/console.h"
 #include "train/freezing.h"
 #include "train/grad_reduction.h"
 #include "train/world.h"
@@ -160,11 +162,12 @@ struct StepOptions {
   int64_t lora_rank = 0;         // > 0: LoRA adapters on all four targets, the base frozen
   bool background_load = false;  // a busy process pinned to one core while the steps run
   bool report = true;            // false: the steps run for their side effects (--tune)
+  std::string save_checkpoint;   // after the steps, a checkpoint saved here, its memory measured
 };
 
 // load_cpu: the core a --background-load process spun on, -1 without one.
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
-                  const StepTimes& t, int load_cpu) {
+                  const StepTimes& t, int load_cpu, const nlohmann::json& budget) {
   const double dropout = o.dropout;
   const int threads = o.threads;
   const double median = StepTimes::median(t.total);
@@ -194,7 +197,9 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"cpu_ms_per_step", t.cpu_per_step},
                                 {"reduced_team_steps", t.reduced_team},
                                 {"background_load", load_cpu >= 0},
-                                {"background_load_cpu", load_cpu}}
+                                {"background_load_cpu", load_cpu},
+                                {"plan_state_mb", budget.at("plan_state_mb")},
+                                {"plan_activations_mb", budget.at("plan_activations_mb")}}
                      .dump()
               << std::endl;
     return;
@@ -211,6 +216,11 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       tokens_per_s, gflops, peak_rss_mb(),
       load_cpu >= 0 ? fmt::format(" | a busy process on CPU {}", load_cpu) : "",
       t.reduced_team > 0 ? fmt::format(" | {} steps on fewer threads", t.reduced_team) : "");
+  const double planned =
+      budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>();
+  fmt::print("memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it\n",
+             budget["plan_state_mb"].get<double>(), budget["plan_activations_mb"].get<double>(),
+             peak_rss_mb() / planned);
 }
 
 // Under mpirun every process runs its own batch and the gradients are reduced as in
@@ -251,8 +261,14 @@ int run_steps(const StepOptions& o) {
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
   const int load_cpu = load ? load->cpu() : -1;
   load.reset();
+  int64_t trainable = 0;
+  for (const auto& p : params) trainable += p.numel();
+  const auto budget = step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable);
   if (world.root() && o.report)
-    report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu);
+    report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu, budget);
+  if (world.root() && !o.save_checkpoint.empty())
+    print_save(measure_save(o.save_checkpoint, model, opt, run.to_json()), o.save_checkpoint,
+               o.json);
   return 0;
 }
 
@@ -262,7 +278,7 @@ int run_tune(StepOptions o) {
   const std::vector<std::string> configs =
       o.config == "all" ? std::vector<std::string>{"tiny", "small", "base", "gpt2"}
                         : std::vector<std::string>{o.config};
-  o.steps = 1, o.warmup = 0, o.report = false;
+  o.steps = 1, o.warmup = 0, o.report = false, o.save_checkpoint.clear();
   for (const std::string& config : configs)
     for (ag::Precision precision : {ag::Precision::fp32, ag::Precision::bf16}) {
       o.config = config, o.precision = precision;
@@ -300,7 +316,10 @@ int bench_command(const std::vector<std::string>& args) {
       "frozen (0: full training)")(
       "background-load",
       "while the steps run, a busy process pinned to one of the cores this one may use (the "
-      "last); it is killed when the benchmark ends");
+      "last); it is killed when the benchmark ends")(
+      "save-checkpoint", po::value(&o.save_checkpoint),
+      "after the steps, save a checkpoint here as training does and report the resident memory "
+      "it adds");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -328,7 +347,7 @@ int bench_command(const std::vector<std::string>& args) {
     if (o.bucket_mb < 1) throw std::invalid_argument("--bucket-mb must be >= 1");
     return run_steps(o);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "attograd bench: error: {}\n", e.what());
+    train::noticef("attograd bench: error: {}\n", e.what());
     return 2;
   }
 }

@@ -7,9 +7,14 @@
 // bench/lora_scale.py compares a LoRA step (--lora-rank) with a full one at gpt2.
 // --background-load runs the steps beside a busy process pinned to one core
 // (background_load.h); compare.py --background-load does the same for both sides.
+// memory_bench.h: the step's memory plan beside its peak RSS, and what a checkpoint save
+// adds to the resident memory (--save-checkpoint; gpt2_scale.py reports both at gpt2).
+// --tune prints the measured GEMM kernel table (tune_table.h).
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
 //   attograd bench --config base --background-load
+//   attograd bench --config gpt2 --save-checkpoint /tmp/gpt2.h5
+//   attograd bench --tune
 //   attograd bench --micro
 #include <string>
 #include <vector>

@@ -13,7 +13,7 @@ rounds, so all see the same machine. Medians over rounds; the speed-up is attogr
 precision against PyTorch's faster one ("best/best") and fp32 against fp32; RSS is compared
 between those two fastest variants.
 
-usage: compare.py [--attograd build/attograd] [--configs tiny,small,base]
+usage: compare.py [--attograd build/attograd] [--configs tiny,small,base,gpt2]
                   [--dropouts 0,0.1] [--rounds 3] [--steps 20] [--threads 2] [--json OUT]
                   [--background-load]
 
@@ -24,7 +24,11 @@ core this one may use, started before and killed after each run (as `attograd be
 
 Prints one table (ms/step, tokens/s, speed-ups, GFLOP/s, peak RSS and its ratio against
 the variant PyTorch was fastest with), then the cblas_sgemm peak on 2 threads and the base
-config's share of it.
+and gpt2 configs' share of it.
+
+gpt2 is GPT-2 124M at llm.c's CPU shape (B 4, T 64; bench/gpt2_scale.py adds llm.c and the
+memory of a save): about a second a step, PyTorch's up to three, so it is timed over at most
+QUICK's steps and probed with one warm-up step and two timed ones (the search takes minutes).
 """
 import argparse
 import contextlib
@@ -42,6 +46,11 @@ KERNELS = {  # name: environment changes (None removes the variable)
     "openblas-auto": {"OPENBLAS_CORETYPE": None},
     "avx512": {"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512"},
 }
+QUICK = {"gpt2": dict(steps=6, probe_steps=2, probe_warmup=1)}  # the configs timed briefly
+
+
+def steps_for(a, config):
+    return min(a.steps, QUICK[config]["steps"]) if config in QUICK else a.steps
 
 
 def environment(env_changes=None):
@@ -98,6 +107,9 @@ def common_args(config, dropout, steps):
 def best_variants(a, config, dropout):
     """The fastest (threads, kernels) for each precision, from one short run of each."""
     probe = common_args(config, dropout, max(3, a.steps // 4))
+    if config in QUICK:
+        probe = common_args(config, dropout, QUICK[config]["probe_steps"]) + [
+            "--warmup", str(QUICK[config]["probe_warmup"])]
     best = {}
     for precision in ("fp32", "bf16"):
         timed = []
@@ -110,7 +122,7 @@ def best_variants(a, config, dropout):
 
 
 def measure(a, config, dropout):
-    common = common_args(config, dropout, a.steps)
+    common = common_args(config, dropout, steps_for(a, config))
     best = best_variants(a, config, dropout)
     ours, theirs = {"fp32": [], "bf16": []}, {"fp32": [], "bf16": []}
     for _ in range(a.rounds):
@@ -134,7 +146,9 @@ def measure(a, config, dropout):
                ours_tok=med(ours[mine], "tokens_per_s"),
                torch_tok=med(theirs[fastest], "tokens_per_s"),
                ours_gflops=med(ours[mine], "gflops"), ours_rss=med(ours[mine], "peak_rss_mb"),
-               torch_rss=med(theirs[fastest], "peak_rss_mb"), background_load=BACKGROUND_LOAD)
+               torch_rss=med(theirs[fastest], "peak_rss_mb"), background_load=BACKGROUND_LOAD,
+               ours_rss_of_plan=med(ours[mine], "peak_rss_mb") / (
+                   ours[mine][0]["plan_state_mb"] + ours[mine][0]["plan_activations_mb"]))
     return row, ours["fp32"] + ours["bf16"] + theirs["fp32"] + theirs["bf16"]
 
 
@@ -157,10 +171,14 @@ def print_table(rows, peak):
               f"{r['torch_fp32_variant']}, bf16 {r['torch_bf16_variant']}; fastest "
               f"{r['torch_best']}")
     for r in rows:
-        if r["config"] == "base":
-            print(f"base dropout {r['dropout']}: {r['ours_gflops']:.1f} GFLOP/s = "
+        if r["config"] in ("base", "gpt2"):
+            print(f"{r['config']} dropout {r['dropout']}: {r['ours_gflops']:.1f} GFLOP/s = "
                   f"{100 * r['ours_gflops'] / peak:.0f}% of the 2-thread cblas_sgemm peak "
                   f"({peak:.0f} GFLOP/s)")
+        if r["config"] == "gpt2":
+            print(f"gpt2 dropout {r['dropout']}: attograd's peak RSS {r['ours_rss']:.0f} MB = "
+                  f"{r['ours_rss_of_plan']:.2f}x its memory plan (16 bytes per parameter + the "
+                  f"activations)")
 
 
 def main():

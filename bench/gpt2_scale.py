@@ -25,13 +25,28 @@ is its own:
                        train_gpt2.c calls it), attograd's and PyTorch's 0.1 on the matrices:
                        the same work.
 Peak RSS: ru_maxrss of the process for attograd and PyTorch (as they report it), VmHWM read
-from /proc just before llm.c is stopped.
+from /proc just before llm.c is stopped. attograd's is also given against its memory plan
+(train/memory_plan.h: 16 bytes per parameter for the weights, gradients and AdamW's two
+moments, plus the activations the layers declare for B T tokens), the issue's target being
+at most 1.2x.
+
+Then the memory of a checkpoint save (unless --skip-save), two ways:
+  bench   the fp32 run above saves its model and AdamW state after its steps
+          (`attograd bench --save-checkpoint`, into a temporary folder): the RSS at the
+          save's start and the highest during it (VmHWM, reset before the save)
+  train   `attograd train` at this shape (context 64, so 123.7M parameters; a byte tokenizer
+          with --vocab-size 50257 on a text of random base64), --train-steps steps, ending
+          with its save: the peak while training (VmHWM as the last step's line arrives, just
+          before the save) and over the whole run (the process's ru_maxrss)
+each against the state written (weights and AdamW's moments, 12 bytes per parameter); the
+issue asks that a save add at most 25% of it to the peak.
 
 usage: gpt2_scale.py [--attograd build/attograd] [--python /usr/bin/python3]
                      [--llmc DIR] [--steps 10] [--threads 2] [--torch-probe-steps 3]
-                     [--skip-torch] [--json OUT]
+                     [--skip-torch] [--skip-save] [--train-steps 3] [--json OUT]
 """
 import argparse
+import base64
 import json
 import os
 import re
@@ -52,13 +67,18 @@ V, VP, MAX_T, L, H, C = 50257, 50304, 1024, 12, 12, 768
 B, T = 4, 64
 
 
-def attograd_row(a, precision):
-    row = compare.run_json([a.attograd, "bench", "--config", "gpt2", "--threads",
-                            str(a.threads), "--precision", precision, "--steps", str(a.steps),
-                            "--json"])[0]
+def attograd_row(a, precision, save_to=None):
+    """The bench's step; with save_to, also the save it made there (its JSON row)."""
+    rows = compare.run_json([a.attograd, "bench", "--config", "gpt2", "--threads",
+                             str(a.threads), "--precision", precision, "--steps", str(a.steps),
+                             "--json"] + (["--save-checkpoint", save_to] if save_to else []))
+    row = rows[0]
+    plan = row["plan_state_mb"] + row["plan_activations_mb"]
     return dict(name=f"attograd {precision}", ms_per_step=row["ms_per_step"],
                 tokens_per_s=row["tokens_per_s"], peak_rss_mb=row["peak_rss_mb"],
-                note=f"{a.threads} threads")
+                gflops=row["gflops"], plan_mb=plan, rss_of_plan=row["peak_rss_mb"] / plan,
+                note=f"{a.threads} threads, {row['gflops']:.0f} GFLOP/s, peak RSS "
+                     f"{row['peak_rss_mb'] / plan:.2f}x the plan ({plan:.0f} MB)"), rows[1:]
 
 
 def torch_rows(a):
@@ -79,6 +99,69 @@ def torch_rows(a):
                          tokens_per_s=r["tokens_per_s"], peak_rss_mb=r["peak_rss_mb"],
                          note=f"{threads} threads, kernels {kernels}, torch {r['torch_version']}"))
     return rows
+
+
+# ------------------------------------------------------------------ a save's memory
+def hwm_mb(pid):
+    """VmHWM of a running process in MB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def train_save_row(a, work):
+    """`attograd train` at this shape for --train-steps steps, then its save: the peaks."""
+    text = os.path.join(work, "random.txt")
+    with open(text, "wb") as f:  # random base64: a byte tokenizer's ids, 50257 rows kept
+        f.write(base64.encodebytes(np.random.default_rng(3).bytes(1 << 18)))
+    cmd = [a.attograd, "train", "--data", text, "--tokenizer", "byte", "--vocab-size", str(V),
+           "--context-length", str(T), "--d-model", str(C), "--n-heads", str(H),
+           "--n-layers", str(L), "--qkv-bias", "--batch-size", str(B), "--dropout", "0",
+           "--steps", str(a.train_steps), "--eval-windows", "4", "--sample-tokens", "0",
+           "--log-interval", "1", "--threads", str(a.threads),
+           "--out", os.path.join(work, "train.h5")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    training_peak, lines = 0.0, []
+    for line in p.stdout:
+        lines.append(line)
+        if line.startswith(f"step {a.train_steps:>5}/"):
+            training_peak = hwm_mb(p.pid)  # the last step is done; the save comes next
+    _, status, usage = os.wait4(p.pid, 0)
+    if status != 0 or not training_peak:
+        sys.exit(f"{' '.join(cmd)} failed ({status}):\n{''.join(lines[-20:])}")
+    state_mb = 12 * int(re.search(r"(\d+) parameters", lines[0]).group(1)) / 2**20
+    whole = usage.ru_maxrss / 1024.0
+    return dict(name="attograd train + save", training_peak_mb=training_peak,
+                save_peak_mb=whole, added_mb=max(0.0, whole - training_peak),
+                state_mb=state_mb, note=f"{a.train_steps} steps, context {T}, then the save; "
+                                        "peaks: while training, over the whole run")
+
+
+def save_rows(a):
+    with tempfile.TemporaryDirectory(prefix="gpt2_scale_save_") as work:
+        step, saves = attograd_row(a, "fp32", os.path.join(work, "bench.h5"))
+        s = saves[0]
+        rows = [dict(name="attograd bench + save", training_peak_mb=s["rss_before_save_mb"],
+                     save_peak_mb=s["save_peak_rss_mb"], added_mb=s["save_added_mb"],
+                     state_mb=s["state_mb"], note=f"save {s['save_ms']:.0f} ms; RSS at its "
+                                                  "start, the highest during it")]
+        rows.append(train_save_row(a, work))
+    return step, rows
+
+
+def print_save_table(rows):
+    print("\nA checkpoint save: what it adds to the resident memory (target: <= 25% of the state)")
+    print(f"{'':22} {'before MB':>10} {'with save MB':>12} {'added MB':>9} {'state MB':>9} "
+          f"{'of state':>8}  note")
+    for r in rows:
+        print(f"{r['name']:22} {r['training_peak_mb']:10.1f} {r['save_peak_mb']:12.1f} "
+              f"{r['added_mb']:9.1f} {r['state_mb']:9.1f} "
+              f"{100 * r['added_mb'] / r['state_mb']:7.1f}%  {r['note']}")
 
 
 # ------------------------------------------------------------------ llm.c's inputs
@@ -179,18 +262,28 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--torch-probe-steps", type=int, default=3)
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--skip-save", action="store_true", help="leave out the save's memory")
+    ap.add_argument("--train-steps", type=int, default=3, help="steps of the train run")
     ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
 
-    rows = [attograd_row(a, "fp32"), attograd_row(a, "bf16")]
+    saves = []
+    if a.skip_save:
+        rows = [attograd_row(a, "fp32")[0]]
+    else:
+        fp32, saves = save_rows(a)
+        rows = [fp32]
+    rows.append(attograd_row(a, "bf16")[0])
     if not a.skip_torch:
         rows += torch_rows(a)
     if a.llmc:
         rows.append(llmc_row(a))
     print_table(rows)
+    if saves:
+        print_save_table(saves)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(dict(steps=rows, saves=saves), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -114,6 +114,29 @@ TEST_CASE("embedding picks rows and scatter-adds repeated ids", "[values][embedd
   REQUIRE(w.grad().to_vector() == std::vector<double>{1, 1, 0, 0, 2, 2});
 }
 
+// A tied weight (GPT's embedding and head): the embedding's rows are added into the
+// gradient the head left, row by row, with the bits of adding its dense V x C gradient.
+TEST_CASE("a tied embedding's gradient adds its rows into the head's, as the dense gradient would",
+          "[values][embedding]") {
+  ag::Generator gen(11);
+  const Tensor w0 = ag::randn({10, 16}, gen), G = ag::randn({12, 10}, gen);
+  const Tensor ids =
+      ag::from_vector(std::vector<int64_t>{1, 3, 3, 7, 1, 3, 0, 7, 3, 9, 1, 3}, {12});
+  Tensor w = w0.clone().requires_grad_();
+  ag::linear(ag::embedding(w, ids), w).backward(G);  // the head's part, then the embedding's
+  // the same two parts apart: the head's on one leaf; the embedding's, dense, on another
+  Tensor x = ag::embedding(w0, ids).requires_grad_(), w_head = w0.clone().requires_grad_();
+  ag::linear(x, w_head).backward(G);
+  Tensor w_emb = w0.clone().requires_grad_();
+  ag::embedding(w_emb, ids).backward(x.grad());
+  Tensor expected = w_head.grad().clone();
+  ag::add_(expected, w_emb.grad());
+  const std::vector<double> got = w.grad().to_vector(), want = expected.to_vector();
+  REQUIRE(got == want);
+  const std::vector<double> head = w_head.grad().to_vector();
+  for (int64_t c = 0; c < 16; ++c) REQUIRE(got[2 * 16 + c] == head[2 * 16 + c]);  // unused row
+}
+
 TEST_CASE("layer_norm centres and scales each row", "[values][layer_norm]") {
   Tensor x = ag::tensor({{1.0, 2.0, 3.0}, {2.0, 2.0, 2.0}}, DType::Float64);
   const double s = 1.0 / std::sqrt(2.0 / 3.0 + 1e-5);

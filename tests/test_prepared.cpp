@@ -13,6 +13,7 @@
 #include "base/utf8.h"
 #include "data/data.h"
 #include "support.h"
+#include "train/memory_plan.h"
 
 using ag_test::TempDir;
 using Catch::Matchers::Contains;
@@ -439,15 +440,6 @@ TEST_CASE("folders of sources give their txt files sorted and recursively", "[pr
 
 namespace {
 
-// A line of /proc/self/status in MB ("VmRSS", "VmHWM": resident now, and at the peak).
-double status_mb(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
-  return -1;
-}
-
 // Runs prepare in a child process and returns how far the child's resident memory rose
 // above what it started with (the test process's, shared after fork, whatever earlier
 // tests left in it): the peak is reset at the start (clear_refs 5) and read at the end.
@@ -459,9 +451,9 @@ double child_peak_growth_mb(const data::PrepareOptions& o) {
     double growth = -1;
     try {
       std::ofstream("/proc/self/clear_refs") << "5";
-      const double start = status_mb("VmRSS");
+      const double start = train::process_memory_mb("VmRSS");
       data::prepare(o);
-      growth = status_mb("VmHWM") - start;
+      growth = train::process_memory_mb("VmHWM") - start;
     } catch (...) {
     }
     const ssize_t written = write(pipe_fds[1], &growth, sizeof growth);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -146,6 +147,14 @@ int64_t available_memory() {
       cgroup_memory_available(system_file("/proc/self/cgroup"), "/sys/fs/cgroup");
   if (cgroup >= 0) available = available > 0 ? std::min(available, cgroup) : cgroup;
   return available;
+}
+
+double process_memory_mb(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
+  throw std::runtime_error(fmt::format("/proc/self/status has no {} line", key));
 }
 
 std::string format_bytes(int64_t bytes) {

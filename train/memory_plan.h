@@ -75,4 +75,8 @@ void check_address_space(int64_t planned_bytes, int threads);
 
 std::string format_bytes(int64_t bytes);
 
+// This process's resident memory from /proc/self/status, in MB (2^20 bytes): "VmRSS" now,
+// "VmHWM" at its peak; std::runtime_error naming the line when it is missing.
+double process_memory_mb(const std::string& key);
+
 }  // namespace train

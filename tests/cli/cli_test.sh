@@ -529,6 +529,19 @@ kernel_cache)
     fail "a cache folder that cannot be made stopped the run"
   expect_usage_error "ATTOGRAD_TUNE must be on, off or fresh, got 'bogus'" \
     env ATTOGRAD_TUNE=bogus "$bin" "${run[@]}" --out bogus.h5
+bench_save_checkpoint)
+  # bench --save-checkpoint saves the model and optimizer it stepped, as a run saves them
+  # (a checkpoint that verifies), and reports the memory around the save in a row of its own
+  "$bin" bench --config tiny --steps 1 --warmup 0 --json --save-checkpoint b.h5 > rows.jsonl ||
+    fail "bench --save-checkpoint failed"
+  [ "$(wc -l < rows.jsonl)" = 2 ] || fail "not a step row and a save row: $(cat rows.jsonl)"
+  head -1 rows.jsonl | grep -q '"plan_activations_mb":' || fail "no memory plan in the step row"
+  tail -1 rows.jsonl | grep -q '"measure":"save"' || fail "no save row: $(cat rows.jsonl)"
+  for key in save_peak_rss_mb rss_before_save_mb save_added_mb state_mb; do
+    tail -1 rows.jsonl | grep -q "\"$key\":" || fail "the save row has no $key"
+  done
+  "$bin" inspect --verify b.h5 > verify.txt || fail "the saved checkpoint does not verify"
+  grep -q "^step 1$" verify.txt || fail "the checkpoint is not at step 1: $(head -3 verify.txt)"
   ;;
 *)
   fail "unknown scenario"
