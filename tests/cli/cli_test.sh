@@ -529,6 +529,7 @@ kernel_cache)
     fail "a cache folder that cannot be made stopped the run"
   expect_usage_error "ATTOGRAD_TUNE must be on, off or fresh, got 'bogus'" \
     env ATTOGRAD_TUNE=bogus "$bin" "${run[@]}" --out bogus.h5
+  ;;
 bench_save_checkpoint)
   # bench --save-checkpoint saves the model and optimizer it stepped, as a run saves them
   # (a checkpoint that verifies), and reports the memory around the save in a row of its own
