@@ -143,13 +143,15 @@ World::Failure World::compare_setup_values(const std::vector<double>& gathered,
                             "and rank {}); start every rank with the same command",
                             r)};
       const auto& [name, value] = setup_values_[std::min(i - 2, setup_values_.size() - 1)];
-      return {2, 0,
-              fmt::format(
-                  "the processes were started with different settings: '{}' is {} on "
-                  "rank 0 and differs on rank {} (start every rank with the same "
-                  "options and data)",
-                  name, value.empty() ? "empty" : "'" + base::printable(value.substr(0, 200)) + "'",
-                  r)};
+      return {
+          2, 0,
+          fmt::format(
+              "the processes were started with different settings: '{}' is {} on "
+              "rank 0 and differs on rank {} (start every rank with the same "
+              "options and data)",
+              name,
+              value.empty() ? "empty" : fmt::format("'{}'", base::printable(value.substr(0, 200))),
+              r)};
     }
   return {};
 }
