@@ -15,6 +15,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -442,19 +443,37 @@ double time_bf16(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, con
   return std::isfinite(gemm_seconds) ? widen_seconds : gemm_seconds;
 }
 
+// The kernel for this GEMM's class (tuned_kernel), its candidates timed by
+// time(kernel, sample, scratch) on the GEMM's sample; the sample's output scratch is made
+// only when a class is measured, never on the GEMMs that find their class decided. The rule
+// where measuring does not apply: an override, a GEMM too small to make a kernel for, the
+// fallback test hook.
+template <typename Time>
+GemmKernel measured_or_rule(bool bf16, bool forced, const GemmOperand& oa, const GemmOperand& ob,
+                            int64_t M, int64_t N, int64_t K, std::span<const GemmKernel> candidates,
+                            GemmKernel rule, const Time& time) {
+  if (forced || static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 || g_fallback_only)
+    return rule;
+  struct Timing {  // captured by one pointer: the std::function holds it without allocating
+    Sample s;
+    std::vector<float> scratch;
+    const Time& time;
+  } timing{sample_of(M, N, K), {}, time};
+  return tuned_kernel(gemm_class(bf16, oa.trans, ob.trans, M, N, K), candidates, rule,
+                      timing.s.macs, [t = &timing](GemmKernel k) {
+                        t->scratch.resize(static_cast<size_t>(t->s.m * t->s.n));
+                        return t->time(k, t->s, t->scratch.data());
+                      });
+}
+
 GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                       const float* A, const float* B) {
   const GemmKernel rule = f32_backend(oa, M, N, K) == F32Backend::onednn ? GemmKernel::onednn_f32
                                                                          : GemmKernel::openblas_f32;
-  if (forced_f32_backend() || static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 ||
-      g_fallback_only)
-    return rule;
   static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_f32, GemmKernel::openblas_f32};
-  const Sample s = sample_of(M, N, K);
-  std::vector<float> scratch(static_cast<size_t>(s.m * s.n));
-  return tuned_kernel(
-      gemm_class(false, oa.trans, ob.trans, M, N, K), kCandidates, rule, s.macs,
-      [&](GemmKernel k) { return time_f32(k, oa, ob, s, K, A, B, scratch.data()); });
+  return measured_or_rule(
+      false, forced_f32_backend().has_value(), oa, ob, M, N, K, kCandidates, rule,
+      [&](GemmKernel k, const Sample& s, float* C) { return time_f32(k, oa, ob, s, K, A, B, C); });
 }
 
 GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
@@ -466,16 +485,11 @@ GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, 
                                       : GemmKernel::widened_openblas;
   const GemmKernel rule =
       bf16_backend() == Bf16Backend::onednn ? GemmKernel::onednn_bf16 : widened_rule;
-  if (forced_bf16_backend() || static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 ||
-      g_fallback_only)
-    return rule;
   static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_bf16, GemmKernel::widened_onednn,
                                                GemmKernel::widened_openblas};
-  const Sample s = sample_of(M, N, K);
-  std::vector<float> scratch(static_cast<size_t>(s.m * s.n));
-  return tuned_kernel(
-      gemm_class(true, oa.trans, ob.trans, M, N, K), kCandidates, rule, s.macs,
-      [&](GemmKernel k) { return time_bf16(k, oa, ob, s, K, A, B, scratch.data()); });
+  return measured_or_rule(
+      true, forced_bf16_backend().has_value(), oa, ob, M, N, K, kCandidates, rule,
+      [&](GemmKernel k, const Sample& s, float* C) { return time_bf16(k, oa, ob, s, K, A, B, C); });
 }
 
 }  // namespace
