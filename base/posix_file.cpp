@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/hash.h"
+
 namespace base {
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
@@ -53,9 +55,7 @@ std::string file_kind(mode_t mode) {
 
 std::string fit_name(const std::string& name, size_t max_bytes) {
   if (name.size() <= max_bytes) return name;
-  uint32_t hash = 2166136261u;  // FNV-1a
-  for (unsigned char c : name) hash = (hash ^ c) * 16777619u;
-  const std::string tail = fmt::format("~{:08x}", hash);
+  const std::string tail = fmt::format("~{:08x}", fnv1a_32(name));
   size_t cut = max_bytes > tail.size() ? max_bytes - tail.size() : 0;
   // never keep half of a multi-byte character: back off over continuation bytes
   while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "base/hash.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
@@ -20,10 +21,8 @@ namespace {
 // Identical weights give identical hashes: how two runs are compared bit for bit.
 uint64_t fnv1a(const ag::Tensor& t) {
   ag::Tensor f = t.to(ag::DType::Float32).contiguous();
-  const auto* bytes = static_cast<const unsigned char*>(f.raw_data());
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int64_t i = 0; i < f.numel() * 4; ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
-  return h;
+  return base::fnv1a_64(
+      std::string_view(static_cast<const char*>(f.raw_data()), static_cast<size_t>(f.numel()) * 4));
 }
 
 // "all checksums good" only when every dataset carries a checksum that held.

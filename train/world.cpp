@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/hash.h"
 #include "base/utf8.h"
 
 #ifdef ATTOGRAD_HAVE_MPI
@@ -36,9 +37,7 @@ namespace {
 
 // A 32-bit hash of one named value, exact in a double (all_gather's type)
 double setup_value_hash(const std::pair<std::string, std::string>& v) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : v.first + '=' + v.second) h = (h ^ c) * 16777619u;
-  return static_cast<double>(h);
+  return static_cast<double>(base::fnv1a_32(v.first + '=' + v.second));
 }
 
 }  // namespace
