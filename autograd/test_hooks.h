@@ -16,11 +16,13 @@ namespace ag {
 // Generator itself: for tests that compare the fused op with the composed ops.
 Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, double p,
                               uint64_t draw, DType dtype);
-// Whether the fused attention's bf16 (autocast) products run on the CPU's BF16 dot products
-// (ops/tile_kernels_bf16.h), and, while forced, the FMA kernels instead wherever they would:
-// for tests that compare the two.
-bool attention_bf16_on_units();
-void force_attention_fma_for_tests(bool on);
+// Whether the CPU has the BF16 dot products the fused attention's bf16 (autocast) products
+// may run on (ops/tile_kernels_bf16.h), and the kernels forced for them (chosen: as measured,
+// or the rule; units: the BF16 units, where available; fma: the FMA kernels): for tests that
+// compare the two.
+bool attention_bf16_units_available();
+enum class AttentionKernelForTests { chosen, units, fma };
+void force_attention_kernel_for_tests(AttentionKernelForTests kernel);
 
 // ---- GEMMs (ops/gemm.cpp)
 // While on, every block of a oneDNN GEMM is computed by its fallback (OpenBLAS's sgemm on

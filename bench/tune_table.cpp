@@ -18,6 +18,24 @@ std::string gflops_cell(const ag::detail::TunedEntry& e, ag::detail::GemmKernel 
   return "-";
 }
 
+// The fused attention's bf16 products: GFLOP/s of one row's forward and backward
+void print_attention_rows(const std::vector<ag::detail::TunedEntry>& entries) {
+  using ag::detail::GemmKernel;
+  bool header = false;
+  for (const auto& e : entries) {
+    if (!e.cls.attention) continue;
+    if (!header)
+      fmt::print(
+          "\nThe fused attention's bf16 products, GFLOP/s of one row's forward and "
+          "backward on one thread\n{:<36} {:>16} {:>16}  kept\n",
+          "class", "attention_fma", "attention_bf16"),
+          header = true;
+    fmt::print("{:<36} {:>16} {:>16}  {}\n", ag::detail::describe(e.cls),
+               gflops_cell(e, GemmKernel::attention_fma),
+               gflops_cell(e, GemmKernel::attention_bf16), ag::detail::kernel_name(e.kernel));
+  }
+}
+
 }  // namespace
 
 void print_tune_table(bool json) {
@@ -52,10 +70,12 @@ void print_tune_table(bool json) {
   for (GemmKernel k : columns) fmt::print(" {:>16}", ag::detail::kernel_name(k));
   fmt::print("  kept\n");
   for (const auto& e : entries) {
+    if (e.cls.attention) continue;
     fmt::print("{:<24}", ag::detail::describe(e.cls));
     for (GemmKernel k : columns) fmt::print(" {:>16}", gflops_cell(e, k));
     fmt::print("  {}\n", ag::detail::kernel_name(e.kernel));
   }
+  print_attention_rows(entries);
   if (entries.empty()) fmt::print("(no class decided: ATTOGRAD_TUNE=off?)\n");
 }
 

@@ -30,7 +30,8 @@ std::vector<std::vector<double>> attention(const Case& c, bool units, int thread
   ag::Tensor q = ag::randn(c.q, gen).requires_grad_(), k = ag::randn(c.kv, gen).requires_grad_(),
              v = ag::randn(c.kv, gen).requires_grad_();
   ag::Tensor g = ag::randn(c.q, gen);
-  ag::force_attention_fma_for_tests(!units);
+  ag::force_attention_kernel_for_tests(units ? ag::AttentionKernelForTests::units
+                                             : ag::AttentionKernelForTests::fma);
   ag::set_num_threads(threads);
   std::vector<std::vector<double>> all;
   {
@@ -42,15 +43,15 @@ std::vector<std::vector<double>> attention(const Case& c, bool units, int thread
     all = {out.to_vector(), q.grad().to_vector(), k.grad().to_vector(), v.grad().to_vector()};
   }
   ag::set_num_threads(1);
-  ag::force_attention_fma_for_tests(false);
+  ag::force_attention_kernel_for_tests(ag::AttentionKernelForTests::chosen);
   return all;
 }
 
 }  // namespace
 
 TEST_CASE("bf16 attention on the BF16 units agrees with the FMA kernels", "[bf16][attention]") {
-  if (!ag::attention_bf16_on_units()) {
-    WARN("skipped: this CPU's bf16 attention runs on the FMA kernels only");
+  if (!ag::attention_bf16_units_available()) {
+    WARN("skipped: this CPU has no AVX-512 BF16 instructions");
     return;
   }
   const std::vector<Case> cases = {
@@ -76,8 +77,8 @@ TEST_CASE("bf16 attention on the BF16 units agrees with the FMA kernels", "[bf16
 
 TEST_CASE("bf16 attention on the BF16 units gives identical bits on one and two threads",
           "[bf16][attention][threads]") {
-  if (!ag::attention_bf16_on_units()) {
-    WARN("skipped: this CPU's bf16 attention runs on the FMA kernels only");
+  if (!ag::attention_bf16_units_available()) {
+    WARN("skipped: this CPU has no AVX-512 BF16 instructions");
     return;
   }
   const Case c{{3, 2, 100, 32}, {3, 2, 100, 32}, true, 0.1};

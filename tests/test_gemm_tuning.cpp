@@ -15,6 +15,7 @@
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
 #include "autograd/ops/gemm_tuning.h"
+#include "autograd/test_hooks.h"
 #include "support.h"
 
 using ag::detail::GemmKernel;
@@ -201,4 +202,43 @@ TEST_CASE("the measured kernels give the same bits on one thread and on two") {
   }
   ag::set_num_threads(threads);
   CHECK(ag::detail::tuned_entries().size() >= 2);  // f32 and bf16 were both measured
+}
+
+TEST_CASE("the bf16 attention's kernels are measured per class and kept like a GEMM's") {
+  if (!ag::attention_bf16_units_available()) {
+    WARN("skipped: this CPU has no AVX-512 BF16 instructions, so no choice to make");
+    return;
+  }
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  ag::Generator gen(5);
+  const ag::Tensor qkv = ag::randn({2, 70, 3 * 64}, gen);
+  auto attend = [&] {
+    const ag::AutocastScope autocast(ag::Precision::bf16);
+    return ag::causal_self_attention(qkv, 2, 0.0, nullptr).to_vector();
+  };
+  const auto first = attend();
+  const auto entries = ag::detail::tuned_entries();
+  REQUIRE(entries.size() == 1);
+  const auto& e = entries[0];
+  CHECK(ag::detail::describe(e.cls) == "bf16 attention causal 128x128 d32");
+  CHECK(e.gflops.size() == 2);  // both candidates timed
+  CHECK((e.kernel == GemmKernel::attention_bf16 || e.kernel == GemmKernel::attention_fma));
+  const std::string line = std::string("bf16 AC 7 7 5 ") + ag::detail::kernel_name(e.kernel);
+  CHECK(read_all(ag::detail::tuning_file()).find(line) != std::string::npos);
+  // another process reads the answer and gives the same bits; ranks adopt it
+  const std::string text = ag::detail::tuned_entries_text();
+  env.set_mode(nullptr);
+  CHECK(attend() == first);
+  env.set_mode(nullptr);
+  ag::detail::adopt_tuned_entries(text);
+  CHECK(attend() == first);
+  CHECK(ag::detail::tuned_entries().size() == 1);
+  // the answer decides: the other kernels' sums differ in their last bits
+  const bool units = e.kernel == GemmKernel::attention_bf16;
+  ag::force_attention_kernel_for_tests(units ? ag::AttentionKernelForTests::fma
+                                             : ag::AttentionKernelForTests::units);
+  const auto other = attend();
+  ag::force_attention_kernel_for_tests(ag::AttentionKernelForTests::chosen);
+  CHECK(other != first);
 }

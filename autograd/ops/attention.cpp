@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -42,10 +43,12 @@
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/ops/gemm_tuning.h"
 #include "autograd/ops/heads.h"
 #include "autograd/ops/tile_kernels.h"
 #include "autograd/ops/tile_kernels_bf16.h"
 #include "autograd/test_hooks.h"
+#include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
 namespace ag {
@@ -67,11 +70,14 @@ struct Spec {
   bool units = false;  // ... on the CPU's BF16 dot products (tile_kernels_bf16.h)
 };
 
+bool units_chosen(const Spec& s);  // below: where the BF16 units take s's products
+
 // s.bf16 under autocast, and s.units where the CPU's BF16 units take the products (the
 // pairs they sum need even D and Dv)
 void set_precision(Spec& s, DType dtype) {
   s.bf16 = detail::autocast_to_bf16(dtype);
-  s.units = s.bf16 && s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::use_units();
+  s.units =
+      s.bf16 && s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::units_available() && units_chosen(s);
 }
 
 // Word buffers of the BF16-unit products, empty unless s.units: a tile paired (a), the
@@ -481,6 +487,49 @@ void sdpa_backward(const Spec& s, const In* q, const In* k, const In* v, const I
       unpad(dv_acc, s.S, s.Dv, w.Dvp, dvr);
     }
   }
+}
+
+// ---- which kernels take the bf16 products: measured (ops/gemm_tuning.h)
+
+// Seconds one row of s (forward, then backward) takes on the calling thread on the BF16
+// units or on the FMA kernels, on made-up operands (the work does not depend on the values)
+template <typename In>
+double seconds_of_one_row(Spec s) {
+  s.R = 1, s.p = 0, s.units = std::is_same_v<In, bfloat16>;
+  auto values = [](int64_t n) {
+    std::vector<In> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = In(static_cast<float>((i * 37) % 17 - 8) / 16.0f);
+    return v;
+  };
+  const auto q = values(s.T * s.D), k = values(s.S * s.D), v = values(s.S * s.Dv),
+             o_in = values(s.T * s.Dv), dout = values(s.T * s.Dv);
+  std::vector<float> o(s.T * s.Dv), lse(s.T), dq(s.T * s.D), dk(s.S * s.D), dv(s.S * s.Dv);
+  OmpThreadsScope one_thread(1);
+  const auto start = std::chrono::steady_clock::now();
+  sdpa_forward(s, q.data(), k.data(), v.data(), o.data(), lse.data());
+  sdpa_backward(s, q.data(), k.data(), v.data(), o_in.data(), lse.data(), dout.data(), dq.data(),
+                dk.data(), dv.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The BF16 units or the FMA kernels for s's bf16 products: as forced, else the faster on
+// this CPU for s's size class, measured once (the rule where nothing may be measured)
+bool units_chosen(const Spec& s) {
+  using tile::bf16::Forced;
+  if (const Forced f = tile::bf16::forced(); f != Forced::none) return f == Forced::units;
+  using detail::GemmKernel;
+  const GemmKernel candidates[] = {GemmKernel::attention_fma, GemmKernel::attention_bf16};
+  const GemmKernel rule =
+      tile::bf16::rule_units() ? GemmKernel::attention_bf16 : GemmKernel::attention_fma;
+  Spec row = s;
+  row.R = 1;
+  const double macs = 3 * attention_macs(row);  // forward, and backward's twice as many
+  const GemmKernel chosen = detail::tuned_kernel(
+      detail::attention_class(s.causal, s.T, s.S, s.D), candidates, rule, macs, [&](GemmKernel k) {
+        return k == GemmKernel::attention_bf16 ? seconds_of_one_row<bfloat16>(s)
+                                               : seconds_of_one_row<float>(s);
+      });
+  return chosen == GemmKernel::attention_bf16;
 }
 
 // ---- the ops

@@ -27,9 +27,10 @@ namespace ag::detail {
 
 namespace {
 
-constexpr GemmKernel kKernels[] = {GemmKernel::openblas_f32, GemmKernel::onednn_f32,
-                                   GemmKernel::onednn_bf16, GemmKernel::widened_openblas,
-                                   GemmKernel::widened_onednn};
+constexpr GemmKernel kKernels[] = {GemmKernel::openblas_f32,   GemmKernel::onednn_f32,
+                                   GemmKernel::onednn_bf16,    GemmKernel::widened_openblas,
+                                   GemmKernel::widened_onednn, GemmKernel::attention_fma,
+                                   GemmKernel::attention_bf16};
 constexpr char kHeader[] = "attograd-gemm-kernels 1";
 constexpr off_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxLineBytes = 400;
@@ -49,8 +50,8 @@ uint8_t log2_ceil(int64_t v) {
 }
 
 uint64_t class_key(const GemmClass& c) {
-  return uint64_t(c.bf16) | uint64_t(c.ta) << 1 | uint64_t(c.tb) << 2 | uint64_t(c.log_m) << 8 |
-         uint64_t(c.log_n) << 16 | uint64_t(c.log_k) << 24;
+  return uint64_t(c.bf16) | uint64_t(c.ta) << 1 | uint64_t(c.tb) << 2 | uint64_t(c.attention) << 3 |
+         uint64_t(c.log_m) << 8 | uint64_t(c.log_n) << 16 | uint64_t(c.log_k) << 24;
 }
 
 // "model name", "cpu family", "model", "stepping" and "flags" of the first processor
@@ -76,10 +77,29 @@ std::string printable(std::string s) {
   return s;
 }
 
+// A class's layout field: N or T for each GEMM operand; AC or AF (causal or full) for an
+// attention class
+std::string layout_field(const GemmClass& c) {
+  if (c.attention) return c.ta ? "AC" : "AF";
+  return {c.ta ? 'T' : 'N', c.tb ? 'T' : 'N'};
+}
+
+bool parse_layout(const std::string& layout, GemmClass& c) {
+  if (layout == "AC" || layout == "AF") {
+    c.attention = true, c.ta = layout[1] == 'C', c.tb = false;
+    return c.bf16;  // attention classes are bf16 only
+  }
+  if (layout.size() != 2) return false;
+  for (char ch : layout)
+    if (ch != 'N' && ch != 'T') return false;
+  c.ta = layout[0] == 'T', c.tb = layout[1] == 'T';
+  return true;
+}
+
 std::string entry_line(const TunedEntry& e) {
-  std::string line = fmt::format("{} {}{} {} {} {} {}", e.cls.bf16 ? "bf16" : "f32",
-                                 e.cls.ta ? 'T' : 'N', e.cls.tb ? 'T' : 'N', e.cls.log_m,
-                                 e.cls.log_n, e.cls.log_k, kernel_name(e.kernel));
+  std::string line =
+      fmt::format("{} {} {} {} {} {}", e.cls.bf16 ? "bf16" : "f32", layout_field(e.cls),
+                  e.cls.log_m, e.cls.log_n, e.cls.log_k, kernel_name(e.kernel));
   for (const auto& [k, gflops] : e.gflops)
     line += fmt::format(" {}={:.1f}", kernel_name(k), gflops);
   return line + "\n";
@@ -98,12 +118,10 @@ bool parse_entry(const std::string& line, TunedEntry& e) {
   std::istringstream in(line);
   std::string precision, layout, m, n, k, kernel, extra;
   if (!(in >> precision >> layout >> m >> n >> k >> kernel)) return false;
-  if ((precision != "f32" && precision != "bf16") || layout.size() != 2) return false;
-  for (char ch : layout)
-    if (ch != 'N' && ch != 'T') return false;
+  if (precision != "f32" && precision != "bf16") return false;
   e = {};
   e.cls.bf16 = precision == "bf16";
-  e.cls.ta = layout[0] == 'T', e.cls.tb = layout[1] == 'T';
+  if (!parse_layout(layout, e.cls)) return false;
   if (!parse_log(m, e.cls.log_m) || !parse_log(n, e.cls.log_n) || !parse_log(k, e.cls.log_k) ||
       !parse_kernel(kernel, e.kernel))
     return false;
@@ -207,6 +225,8 @@ const char* kernel_name(GemmKernel kernel) {
     case GemmKernel::onednn_bf16: return "onednn_bf16";
     case GemmKernel::widened_openblas: return "widened_openblas";
     case GemmKernel::widened_onednn: return "widened_onednn";
+    case GemmKernel::attention_fma: return "attention_fma";
+    case GemmKernel::attention_bf16: return "attention_bf16";
   }
   return "?";
 }
@@ -215,7 +235,14 @@ GemmClass gemm_class(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t 
   return {bf16, ta, tb, log2_ceil(M), log2_ceil(N), log2_ceil(K)};
 }
 
+GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D) {
+  return {true, causal, false, log2_ceil(T), log2_ceil(S), log2_ceil(D), true};
+}
+
 std::string describe(const GemmClass& c) {
+  if (c.attention)
+    return fmt::format("bf16 attention {} {}x{} d{}", c.ta ? "causal" : "full",
+                       int64_t{1} << c.log_m, int64_t{1} << c.log_n, int64_t{1} << c.log_k);
   return fmt::format("{} {}{} {}x{}x{}", c.bf16 ? "bf16" : "f32", c.ta ? 'T' : 'N',
                      c.tb ? 'T' : 'N', int64_t{1} << c.log_m, int64_t{1} << c.log_n,
                      int64_t{1} << c.log_k);

@@ -1,6 +1,7 @@
 #pragma once
 // Internal: which kernel multiplies a GEMM, chosen by measuring the candidates on this CPU
-// (issue 27). gemm.cpp asks tuned_kernel() once per size class and runs the answer; this
+// (issue 27), and likewise which tile kernels take the fused attention's bf16 products.
+// gemm.cpp (attention.cpp) asks tuned_kernel() once per size class and runs the answer; this
 // file keeps the answers: in the process, and in a small cache file per CPU signature
 // under $XDG_CACHE_HOME/attograd/ (else ~/.cache/attograd/), shared by every process of the
 // user on the machine.
@@ -30,6 +31,9 @@ enum class GemmKernel : uint8_t {
   onednn_bf16,       // oneDNN's bfloat16 matmul (AMX or AVX-512 BF16, as oneDNN picks)
   widened_openblas,  // bfloat16 operands widened to float32, then OpenBLAS's sgemm
   widened_onednn,    // bfloat16 operands widened to float32, then oneDNN's float32 matmul
+  // the fused attention's bf16 products (an attention class, below)
+  attention_fma,   // on FMAs over float32 holding bfloat16 values (ops/tile_kernels.h)
+  attention_bf16,  // on the CPU's BF16 dot products (ops/tile_kernels_bf16.h)
 };
 const char* kernel_name(GemmKernel kernel);
 
@@ -39,16 +43,22 @@ const char* kernel_name(GemmKernel kernel);
 struct GemmClass {
   bool bf16, ta, tb;
   uint8_t log_m, log_n, log_k;
+  // An attention class instead: the fused attention's bf16 products for T queries (m), S
+  // keys (n) and head dimension D (k), causal where ta
+  bool attention = false;
   bool operator==(const GemmClass&) const = default;
 };
 GemmClass gemm_class(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K);
-std::string describe(const GemmClass& c);  // "bf16 NT 2048x1024x256"
+GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D);
+// "bf16 NT 2048x1024x256", "bf16 attention causal 64x64 d64"
+std::string describe(const GemmClass& c);
 
 enum class TuneMode { on, off, fresh };
 TuneMode tune_mode();  // from ATTOGRAD_TUNE (on when unset); throws on another value
 
 // Seconds one run of a candidate takes on the class's sample problem (an output block of
-// the GEMM met first, on the calling thread); +infinity where the candidate has no kernel.
+// the GEMM met first, or one row of the attention's forward and backward, on the calling
+// thread); +infinity where the candidate has no kernel.
 using TimeCandidate = std::function<double(GemmKernel)>;
 
 // The kernel for class c: this process's answer, else the cache file's, else the fastest

@@ -15,13 +15,13 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 // The kernels are compiled for AVX-512 BF16 whatever the build targets, and called only
-// where the CPU has it (use_units)
+// where the CPU has it (units_available)
 #define AG_BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
 #endif
 
 namespace ag::tile::bf16 {
 
-std::atomic<bool> g_force_fma{false};  // force_attention_fma_for_tests
+std::atomic<int> g_forced_for_tests{0};  // a Forced: force_attention_kernel_for_tests
 
 namespace {
 
@@ -35,24 +35,18 @@ word rounded_pair(float lo, float hi) {
          static_cast<word>(bf16_bits_from_f32_bits(bits_of(hi))) << 16;
 }
 
-bool choose_units() {
-  const bool available = units_available();
-  if (const char* forced = std::getenv("ATTOGRAD_ATTENTION_BF16")) {
-    const std::string f = forced;
-    if (f == "fma") return false;
-    if (f != "units")
-      throw std::invalid_argument("ATTOGRAD_ATTENTION_BF16 must be units or fma, got '" +
-                                  f.substr(0, 64) + "'");
-    if (!available)
-      throw std::invalid_argument(
-          "ATTOGRAD_ATTENTION_BF16=units: this CPU has no AVX-512 BF16 instructions");
-    return true;
-  }
-#if defined(__x86_64__)
-  return available && __builtin_cpu_is("amd");
-#else
-  return false;
-#endif
+Forced forced_by_environment() {
+  const char* value = std::getenv("ATTOGRAD_ATTENTION_BF16");
+  if (value == nullptr) return Forced::none;
+  const std::string f = value;
+  if (f == "fma") return Forced::fma;
+  if (f != "units")
+    throw std::invalid_argument("ATTOGRAD_ATTENTION_BF16 must be units or fma, got '" +
+                                f.substr(0, 64) + "'");
+  if (!units_available())
+    throw std::invalid_argument(
+        "ATTOGRAD_ATTENTION_BF16=units: this CPU has no AVX-512 BF16 instructions");
+  return Forced::units;
 }
 
 }  // namespace
@@ -66,9 +60,19 @@ bool units_available() {
 #endif
 }
 
-bool use_units() {
-  static const bool units = choose_units();
-  return units && !g_force_fma.load(std::memory_order_relaxed);
+Forced forced() {
+  if (const int by_test = g_forced_for_tests.load(std::memory_order_relaxed); by_test != 0)
+    return static_cast<Forced>(by_test);
+  static const Forced by_environment = forced_by_environment();
+  return by_environment;
+}
+
+bool rule_units() {
+#if defined(__x86_64__)
+  return units_available() && __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
 }
 
 // ---- packing
@@ -201,7 +205,7 @@ void key_rows(bool causal, int64_t i0, int64_t m, int64_t nk, int64_t fresh, con
   }
 }
 
-#else  // no AVX-512 BF16 to run on: use_units() is false, and nothing calls these
+#else  // no AVX-512 BF16 to run on: the attention never chooses the units (tile_kernels_bf16.h)
 
 void key_major_tile(bool, int64_t, int64_t, const word*, int64_t, const word*, float, float*) {
   std::abort();
@@ -221,12 +225,16 @@ void key_rows(bool, int64_t, int64_t, int64_t, int64_t, const word*, const word*
 
 namespace ag {
 
-void force_attention_fma_for_tests(bool on) {
-  tile::bf16::g_force_fma = on;
+void force_attention_kernel_for_tests(AttentionKernelForTests kernel) {
+  using tile::bf16::Forced;
+  const Forced f = kernel == AttentionKernelForTests::units ? Forced::units
+                   : kernel == AttentionKernelForTests::fma ? Forced::fma
+                                                            : Forced::none;
+  tile::bf16::g_forced_for_tests = static_cast<int>(f);
 }
 
-bool attention_bf16_on_units() {
-  return tile::bf16::use_units();
+bool attention_bf16_units_available() {
+  return tile::bf16::units_available();
 }
 
 }  // namespace ag

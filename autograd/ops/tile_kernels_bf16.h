@@ -14,10 +14,12 @@
 // same order whichever thread runs it; the order differs from the FMA kernels' (each lane
 // adds two products at once), so the two agree to float32 summation, not bit for bit.
 //
-// Which the attention uses is chosen once per process (use_units): the BF16 units where
-// the CPU has AVX-512 BF16 and is AMD (on Intel without AMX, vdpbf16ps retires half the
-// multiply-adds of an FMA: docs/performance.md); ATTOGRAD_ATTENTION_BF16=units|fma
-// overrides (units where the CPU has none is an error).
+// Which kernels the attention uses is measured per size class (ops/gemm_tuning.h: both
+// timed on one row's forward and backward, the faster kept and cached per CPU), with
+// rule_units() as the rule where nothing is measured: the BF16 units where the CPU has
+// AVX-512 BF16 and is AMD (on Intel without AMX, vdpbf16ps retires half the multiply-adds
+// of an FMA: docs/performance.md). ATTOGRAD_ATTENTION_BF16=units|fma forces one (units
+// where the CPU has none is an error).
 #include <cstdint>
 
 #include "autograd/bfloat16.h"
@@ -26,10 +28,15 @@ namespace ag::tile::bf16 {
 
 using word = uint32_t;  // two bfloat16 values
 
-// Whether the CPU has AVX-512 BF16, and whether the attention's bf16 products run on it
-// now (see above; test_hooks.h's force_attention_fma_for_tests turns it off)
+// Whether the CPU has AVX-512 BF16
 bool units_available();
-bool use_units();
+// The kernels forced by ATTOGRAD_ATTENTION_BF16 or by a test (test_hooks.h's
+// force_attention_kernel_for_tests), else Forced::none: measure
+enum class Forced { none, units, fma };
+Forced forced();
+// Where nothing is measured (ATTOGRAD_TUNE=off, a rank that adopts a table): AMD with
+// AVX-512 BF16
+bool rule_units();
 
 // ---- packing
 
