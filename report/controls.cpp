@@ -98,9 +98,12 @@ std::string samples_section(const std::vector<MetricsRun>& runs) {
           s.step, s.step >= 0 ? fmt::format("step {}", s.step) : "step unknown",
           escape(s.text, true));
     parts += fmt::format(
-        "<div class=\"sample-run\"><h3>{0}{1}</h3><div class=\"sample-control\" hidden><label "
-        "for=\"samples-{2}\">evaluation</label> <input type=\"range\" id=\"samples-{2}\" "
-        "min=\"0\" max=\"{3}\" step=\"1\" value=\"{3}\"> <output for=\"samples-{2}\" "
+        "<div class=\"sample-run\"><h3 id=\"samples-{2}-h\">{0}{1}</h3><div "
+        "class=\"sample-control\" hidden><label id=\"samples-{2}-l\" for=\"samples-{2}\">"
+        "evaluation</label> <input type=\"range\" id=\"samples-{2}\" "
+        "aria-labelledby=\"samples-{2}-l "
+        "samples-{2}-h\" min=\"0\" max=\"{3}\" step=\"1\" value=\"{3}\"> <output "
+        "for=\"samples-{2}\" "
         "aria-live=\"polite\"></output></div><ol class=\"samples\" id=\"samples-{2}-list\">{4}"
         "</ol></div>",
         run_swatch(i), escape(runs[i].name), i, samples.size() - 1, items);

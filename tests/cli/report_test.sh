@@ -161,14 +161,23 @@ browser)
   chrome() {  # chrome LOG NETLOG ARGS...: chromium on its own fresh profile, output on stdout
     local log=$1 netlog=$2; shift 2
     local profile; profile=$(mktemp -d "$work/profile.XXXXXX")
-    timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    HOME="$work/home.${log%.log}" timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
       --disable-background-networking --disable-component-update --disable-sync \
       --user-data-dir="$profile" --enable-logging=stderr --v=0 --log-net-log="$netlog" "$@" 2> "$log"
   }
   page="file://$work/report.html"
-  chrome wide.log wide.json --window-size=1280,800 --dump-dom "$page#selftest" > wide.html
+  # the self-test clicks the CSV link: virtual time lets the download finish before the dump
+  chrome wide.log wide.json --window-size=1280,800 --virtual-time-budget=5000 --dump-dom "$page#selftest" > wide.html
   chrome phone.log phone.json --window-size=390,844 --dump-dom "$page#selftest" > phone.html
   chrome shot.log shot.json --window-size=1280,800 --screenshot="$work/shot.png" "$page" > /dev/null
+  # a view named in the address opens as named
+  chrome view.log view.json --window-size=1280,800 --dump-dom "$page#smoothing=0.5&axis=tokens&zoom=2000,9000" > view.html
+  grep -q '<output id="smoothing-value" for="smoothing">0.50</output>' view.html &&
+    grep -q '<span id="zoom-unit">tokens</span>' view.html &&
+    [ "$(grep -o 'class="axis-label"[^>]*>tokens trained on</text>' view.html | wc -l)" -eq 5 ] &&
+    [ "$(grep -o '<path class="line raw"' view.html | wc -l)" -ge 10 ] &&
+    grep -q 'class="tick"[^>]*>8000</text>' view.html ||
+    fail "the view in the address was not the one shown: $(grep -o '<div class="chart-controls".\{600\}' view.html)"
   for dom in wide.html phone.html; do
     grep -q 'data-selftest="done"' "$dom" || fail "the page's self-test did not finish in $dom: $(grep -o '<div id="page-errors".*' "$dom" | head -c 600)"
     selftest=$(sed -n 's/.*<pre id="selftest"[^>]*>\([^<]*\)<\/pre>.*/\1/p' "$dom")
@@ -210,15 +219,25 @@ browser)
   grep -q 'lr=0.003' $dom || fail "the legend does not name the runs' difference"
   # nothing printed on the console; no request but chromium's own (its update and time
   # services, whose initiator is "not an origin"; a page's would be "null", a file's origin)
-  for log in wide.log phone.log shot.log; do
+  for log in wide.log phone.log shot.log view.log; do
     ! grep -E 'CONSOLE|Refused to' "$log" || fail "console messages in $log"
   done
-  for netlog in wide.json phone.json shot.json; do
+  for netlog in wide.json phone.json shot.json view.json; do
     [ -s "$netlog" ] || fail "chromium wrote no net log $netlog"
     others=$(grep -o '"initiator":"[^"]*"' "$netlog" | grep -v '"not an origin"' || true)
     [ -z "$others" ] || fail "the page attempted requests: $others"
   done
   [ "$(wc -c < shot.png)" -gt 20000 ] || fail "the screenshot is empty"
+  # what the CSV link downloaded: every point of both files, the losses exactly the files'
+  csv="$work/home.wide/Downloads/metrics.csv"
+  [ -s "$csv" ] || fail "the CSV link downloaded nothing: $(ls -R "$work/home.wide" | head)"
+  [ "$(head -1 "$csv")" = $'run,step,tokens,wall_s,loss,val_loss,val_bits_per_byte,lr,grad_norm,tokens_per_s,elapsed_s\r' ] ||
+    fail "the CSV's header: $(head -1 "$csv")"
+  [ "$(($(wc -l < "$csv") - 1))" -eq "$(cat "$hostile.jsonl" other.jsonl | grep -v '"event"' | grep -c '"step"')" ] ||
+    fail "the CSV has $(wc -l < "$csv") lines"
+  grep -qF "\"'=1+2 \"\"q\"\" <b>x</b>\",60,15360," "$csv" || fail "the named run's last row is not in the CSV, guarded"
+  diff <(grep -v '"event"' "$hostile.jsonl" | grep -o '"loss": *[-0-9.e+]*' | sed 's/.*: *//' | awk '{ printf "%.17g\n", $1 }') \
+    <(grep '^"run ' "$csv" | awk -F, '{ printf "%.17g\n", $5 }') > /dev/null || fail "the CSV's losses are not the file's"
   ;;
 *)
   fail "unknown scenario"
