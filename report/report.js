@@ -510,8 +510,10 @@
         items.forEach(function (li, i) { li.hidden = i !== k; });
         out.textContent = items[k].querySelector('.sample-step').textContent + ' (' + (k + 1) + ' of ' + items.length + ')';
       }
+      if (items.length < 2) return;  // nothing to choose from
       range.addEventListener('input', show);
       box.querySelector('.sample-control').hidden = false;
+      box.classList.add('sliding');
       show();
     });
   }
