@@ -1,5 +1,7 @@
-// The report page's behaviour (cli/report.h): hover and keyboard readouts of the exact
-// values, the log-scale switch, enlarging a heat map. The page is complete without it.
+// The report page's behaviour (report/report.h): hover and keyboard readouts of the exact
+// values, the log-scale switch, the charts' controls (smoothing, the x axis, zoom, the CSV
+// download: each chart drawn again here from every reported point when they change the
+// view), the samples' sliders, enlarging a heat map. The page is complete without it.
 // Everything it shows from the data goes in through textContent, never as markup. Errors it
 // meets and requests the page's policy blocks are listed in #page-errors; with #selftest in
 // the address it drives its own controls and writes what it saw into #selftest as JSON.

@@ -145,7 +145,8 @@ TEST_CASE("every sample a run records is kept, and a resume drops those it repea
 
 TEST_CASE("tokens and wall time at each step come from each session's run record",
           "[metrics_log]") {
-  // 4 x 8 tokens a step, 2 micro-batches, 3 processes: 192; the resume runs on 1 process (64)
+  // 4 x 8 tokens a micro-batch, 2 micro-batches, 3 processes: 192 a step; the resume runs
+  // one micro-batch on one process: 32
   const std::string text =
       R"({"event": "start", "first_step": 0, "processes": 3, "config": {"batch_size": 4, "context_length": 8, "grad_accum_steps": 2}})"
       "\n" +
@@ -156,8 +157,8 @@ TEST_CASE("tokens and wall time at each step come from each session's run record
   REQUIRE(r.points.size() == 4);
   REQUIRE(r.points[0].tokens == 192);
   REQUIRE(r.points[1].tokens == 384);
-  REQUIRE(r.points[2].tokens == 384 + 64);
-  REQUIRE(r.points[3].tokens == 384 + 128);
+  REQUIRE(r.points[2].tokens == 384 + 32);
+  REQUIRE(r.points[3].tokens == 384 + 64);
   REQUIRE(r.points[1].wall_s == 2);
   REQUIRE(r.points[2].wall_s == 3.5);  // the first session's 3 s, then 0.5 s more
   REQUIRE(r.points[3].wall_s == 4.5);
