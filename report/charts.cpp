@@ -47,19 +47,21 @@ std::string config_difference(const std::vector<MetricsRun>& runs, size_t i) {
   return out;
 }
 
-ChartSeries series_of(const MetricsRun& r, Field field, const std::string& name,
-                      const std::string& colour, bool strong) {
-  ChartSeries s{name, colour, strong, {}, {}};
+std::string prefix(const std::vector<MetricsRun>& runs, size_t i) {
+  return runs.size() > 1 ? runs[i].name + ": " : "";
+}
+
+// Run i's column `field` (named `column` in the page's table of points, controls.cpp).
+ChartSeries series_of(const std::vector<MetricsRun>& runs, size_t i, Field field,
+                      const char* column, const std::string& name, bool strong) {
+  const MetricsRun& r = runs[i];
+  ChartSeries s{prefix(runs, i) + name, run_colour(i), strong, {}, {}, static_cast<int>(i), column};
   for (const auto& p : r.points)
     if (std::isfinite(p.*field)) {
       s.x.push_back(static_cast<double>(p.step));
       s.y.push_back(p.*field);
     }
   return s;
-}
-
-std::string prefix(const std::vector<MetricsRun>& runs, size_t i) {
-  return runs.size() > 1 ? runs[i].name + ": " : "";
 }
 
 // --grad-clip of a run, NaN when unknown.
@@ -112,16 +114,18 @@ std::vector<LineChart> build_charts(const std::vector<MetricsRun>& runs) {
   std::vector<ChartSeries> validation;  // drawn over every training curve
   for (size_t i = 0; i < runs.size(); ++i) {
     const MetricsRun& r = runs[i];
-    const std::string c = run_colour(i), p = prefix(runs, i);
-    loss.series.push_back(series_of(r, &MetricsPoint::loss, p + "train loss", c, false));
+    loss.series.push_back(series_of(runs, i, &MetricsPoint::loss, "loss", "train loss", false));
     if (r.has(&MetricsPoint::val_loss))
-      validation.push_back(series_of(r, &MetricsPoint::val_loss, p + "validation loss", c, true));
+      validation.push_back(
+          series_of(runs, i, &MetricsPoint::val_loss, "val_loss", "validation loss", true));
     if (r.has(&MetricsPoint::val_bits_per_byte))
-      bpb.series.push_back(
-          series_of(r, &MetricsPoint::val_bits_per_byte, p + "validation", c, true));
-    lr.series.push_back(series_of(r, &MetricsPoint::lr, p + "learning rate", c, false));
-    norm.series.push_back(series_of(r, &MetricsPoint::grad_norm, p + "gradient norm", c, false));
-    speed.series.push_back(series_of(r, &MetricsPoint::tokens_per_s, p + "throughput", c, false));
+      bpb.series.push_back(series_of(runs, i, &MetricsPoint::val_bits_per_byte, "val_bits_per_byte",
+                                     "validation", true));
+    lr.series.push_back(series_of(runs, i, &MetricsPoint::lr, "lr", "learning rate", false));
+    norm.series.push_back(
+        series_of(runs, i, &MetricsPoint::grad_norm, "grad_norm", "gradient norm", false));
+    speed.series.push_back(
+        series_of(runs, i, &MetricsPoint::tokens_per_s, "tokens_per_s", "throughput", false));
     const double clip = grad_clip_of(r);
     const bool seen = std::any_of(norm.guides.begin(), norm.guides.end(),
                                   [&](const ChartGuide& g) { return g.y == clip; });
@@ -145,7 +149,7 @@ std::string legend(const std::vector<MetricsRun>& runs) {
   return "<ul class=\"run-legend\" aria-label=\"runs\">" + items +
          "</ul><p class=\"note\">Thin lines: each reported step; thick lines with dots: "
          "validation. Dashed: reference lines. Hover, or focus a chart and use the arrow keys, "
-         "for the exact values.</p>";
+         "for the exact values; drag across a chart to zoom.</p>";
 }
 
 std::string figure(const LineChart& c, const RenderedChart& r) {
@@ -185,13 +189,16 @@ std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& 
                                   [](const ChartSeries& s) { return s.x.empty(); }),
                    c.series.end());
     if (c.series.empty()) continue;  // nothing reported yet
-    const RenderedChart r = render_line_chart(c);
+    RenderedChart r = render_line_chart(c);
+    for (auto& s : r.data["series"]) s.erase("x"), s.erase("y");  // the page has every point
     data["charts"].push_back(r.data);
     figures += figure(c, r);
   }
   if (figures.empty()) figures = "<p class=\"note\">No step has been reported yet.</p>";
+  data["runs"] = run_tables(runs);
   return "<section id=\"charts\" aria-labelledby=\"charts-h\"><h2 id=\"charts-h\">Training</h2>" +
-         legend(runs) + "<div class=\"charts\">" + figures + "</div></section>";
+         legend(runs) + chart_controls(runs) + "<div class=\"charts\">" + figures +
+         "</div></section>";
 }
 
 }  // namespace report

@@ -308,13 +308,23 @@ nlohmann::json chart_data(const LineChart& c, const std::vector<std::vector<size
       x.push_back(c.series[k].x[i]);
       y.push_back(std::isfinite(c.series[k].y[i]) ? nlohmann::json(c.series[k].y[i]) : nullptr);
     }
+    const ChartSeries& s = c.series[k];
     series.push_back(
-        {{"name", c.series[k].name}, {"colour", c.series[k].colour}, {"x", x}, {"y", y}});
+        {{"name", s.name}, {"colour", s.colour}, {"strong", s.strong}, {"x", x}, {"y", y}});
+    if (s.run >= 0) series.back().update({{"run", s.run}, {"field", s.field}});
   }
-  nlohmann::json j = {{"id", c.id},          {"plot", {kLeft, kTop, kRight, kBottom}},
-                      {"x", {xs.lo, xs.hi}}, {"y", {{"lin", {lin.lo, lin.hi}}}},
-                      {"series", series},    {"unit", c.y_unit},
-                      {"x_label", c.x_label}};
+  nlohmann::json guides = nlohmann::json::array();
+  for (const auto& g : c.guides)
+    if (std::isfinite(g.y)) guides.push_back({{"label", g.label}, {"y", g.y}});
+  nlohmann::json j = {{"id", c.id},
+                      {"plot", {kLeft, kTop, kRight, kBottom}},
+                      {"x", {xs.lo, xs.hi}},
+                      {"y", {{"lin", {lin.lo, lin.hi}}}},
+                      {"series", series},
+                      {"unit", c.y_unit},
+                      {"x_label", c.x_label},
+                      {"guides", guides},
+                      {"log_option", c.log_option}};
   if (c.log_option) j["y"]["log"] = {log.lo, log.hi};
   return j;
 }

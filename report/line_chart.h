@@ -25,6 +25,8 @@ struct ChartSeries {
   std::string colour;   // "#0072b2"
   bool strong = false;  // thicker, with point markers (validation curves)
   std::vector<double> x, y;
+  int run = -1;         // the run it belongs to, and its column in the page's table of the
+  std::string field{};  // run's points (controls.cpp); -1 and "" when it has none
 };
 
 struct ChartGuide {  // a horizontal reference line, labelled at its right end
@@ -45,7 +47,8 @@ struct LineChart {
 struct RenderedChart {
   std::string svg;
   nlohmann::json data;  // {id, plot: [left, top, right, bottom], x: [lo, hi], y: {lin, log},
-                        //  series: [{name, colour, x: [...], y: [...]}], unit}
+                        //  series: [{name, colour, strong, x: [...], y: [...], run?, field?}],
+                        //  guides: [{label, y}], unit, x_label, log_option}
 };
 
 RenderedChart render_line_chart(const LineChart& chart);

@@ -52,7 +52,7 @@ train::RunObserver live_report(const std::string& path, const std::string& promp
     }
     in.model->sample = in.runs[0].sample;
     in.model->sample_note =
-        fmt::format("The sample printed at the end of training (step {}).", in.runs[0].sample_step);
+        fmt::format("The last sample the run recorded (step {}).", in.runs[0].sample_step);
     in.refresh_seconds = final ? 0 : 30;
     in.generated_by =
         fmt::format("made by attograd train --report at step {} of {}, {}{}", run.step(), cfg.steps,

@@ -45,9 +45,16 @@ class LogParser {
   void drop_from(int64_t step);
   void close_session();
 
+  double tokens_at(int64_t step) const {
+    return tokens_at_first_ + static_cast<double>(step - session_first_) * tokens_per_step_;
+  }
+
   MetricsRun run_;
   size_t number_ = 0;
   double session_elapsed_ = 0;
+  // this session's first step, the tokens trained on by then, and its tokens per step
+  int64_t session_first_ = 0;
+  double tokens_at_first_ = 0, tokens_per_step_ = NAN;
 };
 
 Json LogParser::parse(std::string_view text, bool complete) {
@@ -99,6 +106,8 @@ void LogParser::step_line(const Json& j) {
   p.val_loss = number(j, "val_loss"), p.val_bits_per_byte = number(j, "val_bits_per_byte");
   if (std::isfinite(p.elapsed_s) && p.elapsed_s < session_elapsed_) close_session();  // a restart
   if (std::isfinite(p.elapsed_s)) session_elapsed_ = p.elapsed_s;
+  p.wall_s = run_.wall_seconds + p.elapsed_s;
+  p.tokens = tokens_at(p.step);
   drop_from(p.step);
   run_.points.push_back(p);
 }
@@ -115,9 +124,19 @@ void LogParser::start_record(const Json& j) {
   if (j.contains("config") && !j["config"].is_object())
     fail(fmt::format("'config' must be an object, got {}", shown(j["config"])));
   const double first = number(j, "first_step");
-  if (std::isfinite(first)) drop_from(static_cast<int64_t>(first) + 1);
+  if (std::isfinite(first)) {
+    drop_from(static_cast<int64_t>(first) + 1);
+    std::erase_if(run_.samples, [&](const MetricsSample& s) { return s.step > first; });
+  }
   close_session();
   run_.start = j;
+  const int64_t from = std::isfinite(first)  ? static_cast<int64_t>(first)
+                       : run_.points.empty() ? 0
+                                             : run_.points.back().step;
+  const double per_step = tokens_per_step(j);
+  tokens_at_first_ =
+      std::isfinite(tokens_per_step_) ? tokens_at(from) : static_cast<double>(from) * per_step;
+  session_first_ = from, tokens_per_step_ = per_step;
 }
 
 void LogParser::sample_record(const Json& j) {
@@ -126,6 +145,7 @@ void LogParser::sample_record(const Json& j) {
   run_.sample = text->get<std::string>();
   const double step = number(j, "step");
   run_.sample_step = std::isfinite(step) ? static_cast<int64_t>(step) : -1;
+  run_.samples.push_back({run_.sample_step, run_.sample});
 }
 
 void LogParser::close_session() {
@@ -164,7 +184,27 @@ MetricsRun read_metrics(const std::string& path) {
   return parse_metrics(base::read_input_file(path, "metrics file", kMaxFileBytes), path);
 }
 
-void name_runs(std::vector<MetricsRun>& runs) {
+double tokens_per_step(const nlohmann::json& start) {
+  const auto count = [&](const Json& object, const char* key, double otherwise) {
+    const auto it = object.is_object() ? object.find(key) : object.end();
+    return it != object.end() && it->is_number() && it->get<double>() > 0 ? it->get<double>()
+                                                                          : otherwise;
+  };
+  const Json config = start.is_object() && start.contains("config") ? start["config"] : Json();
+  return count(config, "batch_size", NAN) * count(config, "context_length", NAN) *
+         count(config, "grad_accum_steps", 1) * count(start, "processes", 1);
+}
+
+namespace {
+
+// The name a run record gives (train --name), or "".
+std::string recorded_name(const MetricsRun& r) {
+  const auto it = r.start.is_object() ? r.start.find("name") : r.start.end();
+  return it != r.start.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Each run's file name, or as much of its path as tells it from the others'.
+void name_by_paths(std::vector<MetricsRun>& runs) {
   namespace fs = std::filesystem;
   for (size_t depth = 1; depth < 64; ++depth) {
     bool clash = false;
@@ -179,6 +219,19 @@ void name_runs(std::vector<MetricsRun>& runs) {
     for (size_t a = 0; a < runs.size(); ++a)
       for (size_t b = a + 1; b < runs.size(); ++b) clash = clash || runs[a].name == runs[b].name;
     if (!clash) return;
+  }
+}
+
+}  // namespace
+
+void name_runs(std::vector<MetricsRun>& runs) {
+  name_by_paths(runs);
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(recorded_name(r));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (names[i].empty()) continue;
+    const bool shared = std::count(names.begin(), names.end(), names[i]) > 1;
+    runs[i].name = shared ? names[i] + " (" + runs[i].name + ")" : names[i];
   }
 }
 

@@ -24,6 +24,17 @@ struct MetricsPoint {
   int64_t step = 0;
   double loss = NAN, lr = NAN, grad_norm = NAN, tokens_per_s = NAN, elapsed_s = NAN;
   double val_loss = NAN, val_bits_per_byte = NAN;  // at evaluations only
+  // The report's other x axes, worked out while reading (not in the file):
+  double tokens = NAN;  // trained on up to this step: per session, the session's tokens per
+                        // step (batch_size x context_length x grad_accum_steps x processes,
+                        // from its run record) times its steps, added to the tokens the run
+                        // had at its first step; NaN where a session has no run record
+  double wall_s = NAN;  // elapsed_s plus the wall time of the sessions before this one
+};
+
+struct MetricsSample {  // an {"event": "sample"} record
+  int64_t step = -1;    // -1 when the record has none
+  std::string text;
 };
 
 struct MetricsRun {
@@ -32,10 +43,12 @@ struct MetricsRun {
   nlohmann::json start;  // the last session's run record; null when the file has none
   int sessions = 0;      // processes that wrote to it (a resume adds one)
   std::vector<MetricsPoint> points;  // by ascending step
-  std::string sample;                // the last sample printed at a run's end, if any
+  std::string sample;                // the last sample recorded, if any
   int64_t sample_step = -1;
-  double wall_seconds = 0;         // summed over the sessions
-  std::vector<std::string> notes;  // what was skipped, and why
+  std::vector<MetricsSample> samples;  // every sample recorded, in the file's order (a resume
+                                       // that repeats steps replaces the repeated ones)
+  double wall_seconds = 0;             // summed over the sessions
+  std::vector<std::string> notes;      // what was skipped, and why
 
   bool has(double MetricsPoint::*field) const;  // any point holds a finite value
 };
@@ -47,7 +60,14 @@ MetricsRun read_metrics(const std::string& path);
 // The same from lines already split (a live run's records), without newlines.
 MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std::string& name);
 
-// Legend names for several runs: each file's name, or as much of its path as tells it apart.
+// The tokens one step of a run trains on: batch_size x context_length x grad_accum_steps x
+// processes of its run record (a missing accumulation or processes counts as 1); NaN when
+// the record lacks batch_size or context_length.
+double tokens_per_step(const nlohmann::json& start);
+
+// Legend names for several runs: the run record's "name" (train --name) when it has one,
+// else the file's name, or as much of its path as tells it apart; a name that two runs
+// share is followed by that file name in parentheses.
 void name_runs(std::vector<MetricsRun>& runs);
 
 }  // namespace report

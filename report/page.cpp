@@ -219,6 +219,9 @@ std::string page_header(const ReportInputs& in) {
             fmt::format("model {} at step {}", escape(in.model->source), in.model->step);
   std::string nav = "<a href=\"#summary\">Summary</a><a href=\"#charts\">Training</a>";
   if (in.runs.empty()) nav.clear();
+  if (std::any_of(in.runs.begin(), in.runs.end(),
+                  [](const MetricsRun& r) { return !r.samples.empty(); }))
+    nav += "<a href=\"#samples\">Samples</a>";
   if (in.model) nav += "<a href=\"#model\">Model</a>";
   if (in.model && in.model->prompt_view) nav += "<a href=\"#attention\">Attention</a>";
   nav += "<a href=\"#config\">Configuration</a>";
@@ -253,9 +256,9 @@ std::string page_head(const ReportInputs& in) {
 }  // namespace
 
 std::string render_report(const ReportInputs& in) {
-  Json data = {{"charts", Json::array()}, {"maps", Json::array()}};
-  std::string body =
-      page_header(in) + "<main>" + summary_section(in) + charts_section(in.runs, data);
+  Json data = {{"charts", Json::array()}, {"maps", Json::array()}, {"runs", Json::array()}};
+  std::string body = page_header(in) + "<main>" + summary_section(in) +
+                     charts_section(in.runs, data) + samples_section(in.runs);
   if (in.runs.empty())
     body += "<p class=\"note\">No <code>--metrics</code> file was given: no training curves.</p>";
   if (in.model) body += model_section(*in.model, data);

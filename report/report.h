@@ -13,6 +13,7 @@
 //   report.h        this map, and the page: render_report, model_view, live_report
 //   page.cpp        the page's head (security policy, style), summary and configuration
 //   charts.cpp      the training charts, every run overlaid
+//   controls.cpp    the charts' controls and the table of points they use; the samples
 //   model_view.cpp  the model section: sample, per-token loss, attention heat maps
 //   live_report.cpp the page train --report refreshes after each evaluation
 //   metrics_log.h   a --metrics file read back (hostile input)
@@ -23,7 +24,9 @@
 //
 // The page: a summary per run; charts of loss (train, validation, the built-in corpus's
 // baselines; log scale on demand), bits per byte, learning rate, gradient norm and tokens/s,
-// several runs overlaid with a legend naming what differs in their configs; the configs,
+// several runs overlaid with a legend naming what differs in their configs (or the runs'
+// names); controls as TensorBoard has them: smoothing, the x axis (step, tokens, wall time),
+// zoom on a range, the metrics as a CSV download; the samples each run recorded; the configs,
 // memory plans and wall times; the model's sample; the prompt's per-token loss coloured over
 // its text; and every layer's and head's attention weights as heat maps.
 //
@@ -31,9 +34,10 @@
 // embedded data is JSON that cannot end its script element, and a Content-Security-Policy
 // (default-src 'none', the script and style allowed by their SHA-256 only) forbids every
 // request and any other script. The page's script (report.js) adds the hover readouts,
-// the log-scale switch and enlarging a heat map; it records any error it meets, and any
-// policy violation, in the page itself (#page-errors), and with #selftest in the address it
-// exercises those itself and writes what it saw into #selftest (tests/cli/report_test.sh).
+// the log-scale switch, the charts' controls, the samples' slider and enlarging a heat map; it
+// records any error it meets, and any policy violation, in the page itself (#page-errors), and with
+// #selftest in the address it exercises those itself and writes what it saw into #selftest
+// (tests/cli/report_test.sh).
 #include <optional>
 #include <string>
 #include <vector>
@@ -116,6 +120,12 @@ std::string run_colour(size_t run);  // the colour of run i in every chart and l
 std::string run_swatch(size_t run);  // a short line of that colour (SVG), for tables
 std::string summary_section(const ReportInputs& in);
 std::string charts_section(const std::vector<MetricsRun>& runs, nlohmann::json& data);
+// controls.cpp: the charts' controls, hidden until the script shows them; every reported
+// point of each run as the page's data ({name, columns: {step: [...], tokens: [...], ...}});
+// each run's recorded samples, one at a time under a slider.
+std::string chart_controls(const std::vector<MetricsRun>& runs);
+nlohmann::json run_tables(const std::vector<MetricsRun>& runs);
+std::string samples_section(const std::vector<MetricsRun>& runs);
 std::string config_section(const ReportInputs& in);
 std::string model_section(const ModelView& model, nlohmann::json& data);
 // The embedded script and style (report.js, report.css, built in by CMake).

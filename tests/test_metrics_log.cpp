@@ -123,3 +123,63 @@ TEST_CASE("run names grow until they tell the files apart", "[metrics_log]") {
   REQUIRE(runs[1].name == "b/run.jsonl");
   REQUIRE(runs[2].name == "other.jsonl");
 }
+
+TEST_CASE("every sample a run records is kept, and a resume drops those it repeats",
+          "[metrics_log]") {
+  const std::string text =
+      std::string(kStart) + "\n" + step_line(1, 3, 1) + "\n" +
+      R"({"event": "sample", "step": 1, "text": "one"})" + "\n" + step_line(2, 2.5, 2) + "\n" +
+      R"({"event": "sample", "step": 2, "text": "two"})" + "\n" +
+      R"({"event": "start", "first_step": 1})" + "\n" + step_line(2, 2.2, 0.5) + "\n" +
+      R"({"event": "sample", "step": 2, "text": "two again"})" + "\n" +
+      R"({"event": "sample", "text": "no step"})" + "\n";
+  const report::MetricsRun r = report::parse_metrics(text, "run.jsonl");
+  REQUIRE(r.samples.size() == 3);
+  REQUIRE(r.samples[0].step == 1);
+  REQUIRE(r.samples[0].text == "one");
+  REQUIRE(r.samples[1].step == 2);
+  REQUIRE(r.samples[1].text == "two again");
+  REQUIRE(r.samples[2].step == -1);
+  REQUIRE(r.sample == "no step");  // the last, as before
+}
+
+TEST_CASE("tokens and wall time at each step come from each session's run record",
+          "[metrics_log]") {
+  // 4 x 8 tokens a micro-batch, 2 micro-batches, 3 processes: 192 a step; the resume runs
+  // one micro-batch on one process: 32
+  const std::string text =
+      R"({"event": "start", "first_step": 0, "processes": 3, "config": {"batch_size": 4, "context_length": 8, "grad_accum_steps": 2}})"
+      "\n" +
+      step_line(1, 3, 1) + "\n" + step_line(2, 2.5, 2) + "\n" + step_line(3, 2.4, 3) + "\n" +
+      R"({"event": "start", "first_step": 2, "config": {"batch_size": 4, "context_length": 8}})" +
+      "\n" + step_line(3, 2.2, 0.5) + "\n" + step_line(4, 2.1, 1.5) + "\n";
+  const report::MetricsRun r = report::parse_metrics(text, "run.jsonl");
+  REQUIRE(r.points.size() == 4);
+  REQUIRE(r.points[0].tokens == 192);
+  REQUIRE(r.points[1].tokens == 384);
+  REQUIRE(r.points[2].tokens == 384 + 32);
+  REQUIRE(r.points[3].tokens == 384 + 64);
+  REQUIRE(r.points[1].wall_s == 2);
+  REQUIRE(r.points[2].wall_s == 3.5);  // the first session's 3 s, then 0.5 s more
+  REQUIRE(r.points[3].wall_s == 4.5);
+  // without a run record there is no way to know the tokens
+  const report::MetricsRun old = report::parse_metrics(step_line(1, 3, 1), "old.jsonl");
+  REQUIRE(std::isnan(old.points[0].tokens));
+  REQUIRE(old.points[0].wall_s == 1);
+  REQUIRE(std::isnan(
+      report::tokens_per_step(nlohmann::json::parse(R"({"config": {"batch_size": 4}})"))));
+}
+
+TEST_CASE("a run record's name names the run, with its file when two share it", "[metrics_log]") {
+  std::vector<report::MetricsRun> runs(4);
+  runs[0].path = "exp/a/run.jsonl", runs[1].path = "exp/b/run.jsonl";
+  runs[2].path = "x.jsonl", runs[3].path = "y.jsonl";
+  runs[0].start = {{"name", "baseline"}};
+  runs[2].start = {{"name", "lr sweep"}};
+  runs[3].start = {{"name", "lr sweep"}};
+  report::name_runs(runs);
+  REQUIRE(runs[0].name == "baseline");
+  REQUIRE(runs[1].name == "b/run.jsonl");
+  REQUIRE(runs[2].name == "lr sweep (x.jsonl)");
+  REQUIRE(runs[3].name == "lr sweep (y.jsonl)");
+}

@@ -366,3 +366,32 @@ TEST_CASE("a live page before the first step has no empty charts", "[report][pag
   REQUIRE(count(svg, "<path class=\"line") == 1);
   REQUIRE(svg.find("d=\"\"") == std::string::npos);
 }
+
+TEST_CASE("the page holds every point for its controls, and each sample as text",
+          "[report][page]") {
+  report::MetricsRun run = hostile_run();
+  run.samples = {{20, "<script>alert(5)</script>"}, {40, "\x1b[2J\u202e"}};
+  report::ReportInputs in;
+  in.runs = {run};
+  const std::string page = report::render_report(in);
+  REQUIRE_THAT(page, Contains("<div class=\"chart-controls\" id=\"chart-controls\""));
+  REQUIRE_THAT(page, Contains("id=\"smoothing\" min=\"0\" max=\"0.99\""));
+  REQUIRE_THAT(page, Contains("value=\"tokens\" disabled"));  // no batch_size in the record
+  REQUIRE_THAT(page, Contains("id=\"zoom-in\"") && Contains("id=\"zoom-reset\""));
+  REQUIRE_THAT(page, Contains("id=\"csv-download\" download=\"metrics.csv\""));
+  REQUIRE_THAT(page, Contains("<a href=\"#samples\">Samples</a>"));
+  REQUIRE_THAT(page, Contains("max=\"1\" step=\"1\" value=\"1\""));  // the last sample first
+  REQUIRE_THAT(page, Contains("<pre class=\"sample\">&lt;script&gt;alert(5)&lt;/script&gt;</pre>"));
+  REQUIRE_THAT(page, Contains("<pre class=\"sample\">\\x1b[2J\\u{202e}</pre>"));
+  REQUIRE(page.find("alert(5)</script>") == std::string::npos);
+  nlohmann::json data;
+  report::charts_section(in.runs, data);
+  const nlohmann::json& columns = data["runs"][0]["columns"];
+  REQUIRE(columns["step"] == nlohmann::json({1, 2}));
+  REQUIRE(columns["loss"] == nlohmann::json({3.5, 3.0}));
+  REQUIRE(columns["val_loss"] == nlohmann::json({nullptr, 3.1}));
+  REQUIRE(columns["wall_s"] == nlohmann::json({1.0, 2.0}));
+  REQUIRE(data["runs"][0]["name"] == kHostile);
+  REQUIRE(data["charts"][0]["series"][0]["field"] == "loss");
+  REQUIRE_FALSE(data["charts"][0]["series"][0].contains("x"));  // the page's table has them
+}

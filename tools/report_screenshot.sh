@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A PNG of a report page as headless chromium draws it (the pictures of docs/report.md):
-#   tools/report_screenshot.sh REPORT.html OUT.png [WIDTHxHEIGHT] [#SECTION]
-# e.g. tools/report_screenshot.sh report.html docs/report.png 1280x800
+#   tools/report_screenshot.sh REPORT.html OUT.png [WIDTHxHEIGHT] [#SECTION or #VIEW]
+# e.g. tools/report_screenshot.sh report.html docs/report.png 1280x800 '#smoothing=0.6'
 #      tools/report_screenshot.sh report.html docs/report_attention.png 1280x800 '#attention'
 # The page is opened from disk with the flags of tests/cli/report_test.sh (no network, a
-# fresh profile); with a section, the picture starts there.
+# fresh profile); with a section, the picture starts there; with a view (docs/report.md:
+# #smoothing=0.6&axis=tokens&zoom=100000,500000), the charts are drawn so.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,7p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,8p' "$0"; exit 2; }
 page=$(readlink -f "$1")
 out=$2
 size=${3:-1280x800}
