@@ -39,15 +39,6 @@ std::string where_text(const std::string& path) {
   return path.empty() ? "at the top level of the model" : fmt::format("in module {}", path);
 }
 
-std::string index_text(const Shape& shape, int64_t flat) {
-  std::vector<int64_t> idx(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = shape[d] ? flat % shape[d] : 0;
-    flat = shape[d] ? flat / shape[d] : 0;
-  }
-  return fmt::format("[{}]", fmt::join(idx, ", "));
-}
-
 }  // namespace
 
 void set_detect_anomaly(bool on) {
@@ -102,7 +93,7 @@ std::string describe_values(const Tensor& t) {
                           ? fmt::format("min {:.4g} max {:.4g} mean {:.4g}", lo, hi, sum / finite)
                           : "no finite values";
   std::string bad = fmt::format("{} NaN, {} inf", nan, inf);
-  if (first >= 0) bad += fmt::format(" (first at {})", index_text(t.shape(), first));
+  if (first >= 0) bad += fmt::format(" (first at {})", index_str(t.shape(), first));
   return fmt::format("{}: {}, {}", head, stats, bad);
 }
 

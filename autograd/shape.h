@@ -9,6 +9,9 @@ namespace ag {
 using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& s);  // "[2, 3]"
+// "[0, 2]": where element `flat` of a row-major tensor of shape s sits (messages that
+// name a value by its position)
+std::string index_str(const Shape& s, int64_t flat);
 int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 

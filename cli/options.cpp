@@ -26,9 +26,40 @@ struct FileOption {
   int line;
 };
 
-// INI-style "key = value" lines; '#' or ';' start a comment; [sections] are not used. A
-// UTF-8 byte-order mark (editors on Windows write one) is skipped; a key given twice is
-// an error, since which one was meant cannot be known.
+// What follows '=' on a config line: a value in double quotes is taken whole (so it may hold
+// '#' and ';'), with \" for a quote and \\ for a backslash, and only blanks or a comment
+// after it; any other value ends at the first '#' or ';' (a comment), blanks trimmed.
+std::string config_value(const std::string& text, const std::string& path, int line) {
+  const std::string rest = trim(text);
+  if (rest.empty() || rest[0] != '"') return trim(rest.substr(0, rest.find_first_of("#;")));
+  std::string value;
+  for (size_t i = 1; i < rest.size(); ++i) {
+    if (rest[i] == '\\' && i + 1 < rest.size() && (rest[i + 1] == '"' || rest[i + 1] == '\\')) {
+      value += rest[++i];
+    } else if (rest[i] != '"') {
+      value += rest[i];
+    } else {
+      const std::string after = trim(rest.substr(i + 1));
+      if (!after.empty() && after[0] != '#' && after[0] != ';')
+        throw UsageError(fmt::format("{}:{}: '{}' after the value's closing quote", path, line,
+                                     base::printable(after)));
+      return value;
+    }
+  }
+  throw UsageError(fmt::format("{}:{}: the value's opening quote is never closed", path, line));
+}
+
+// Whether an option collects every value it is given (report's --metrics, sample's
+// --stop, prepare's --data) rather than taking one.
+bool collects_values(const po::options_description& desc, const std::string& key) {
+  const auto* d = desc.find_nothrow(key, false);
+  return d && d->semantic()->is_composing();
+}
+
+// INI-style "key = value" lines (config_value says how a value may hold '#' or ';'); a line
+// whose first character is '#' or ';' is a comment; [sections] are not used. A UTF-8
+// byte-order mark (editors on Windows write one) is skipped; a key given twice is an error,
+// since which one was meant cannot be known, unless its option collects values.
 std::vector<FileOption> read_config_file(const std::string& path,
                                          const po::options_description& desc) {
   std::string content;
@@ -42,17 +73,18 @@ std::vector<FileOption> read_config_file(const std::string& path,
   std::istringstream in(content);
   std::string raw;
   for (int line = 1; std::getline(in, raw); ++line) {
-    std::string text = trim(raw.substr(0, raw.find_first_of("#;")));
-    if (text.empty()) continue;
-    auto eq = text.find('=');
-    if (eq == std::string::npos)
+    const size_t eq = raw.find_first_of("=#;");  // a comment before any '=' ends the line
+    const std::string text = trim(raw.substr(0, eq));
+    if (eq == std::string::npos || raw[eq] != '=') {
+      if (text.empty()) continue;
       throw UsageError(fmt::format("{}:{}: expected 'key = value', got '{}'", path, line,
                                    base::printable(text)));
-    std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
-    key = option_name(key);
+    }
+    std::string key = option_name(text);
     if (key.empty())
       throw UsageError(fmt::format("{}:{}: no option name before '=' in '{}'", path, line,
-                                   base::printable(text)));
+                                   base::printable(trim(raw))));
+    const std::string value = config_value(raw.substr(eq + 1), path, line);
     if (key == "config")
       throw UsageError(fmt::format("{}:{}: a config file cannot include another", path, line));
     bool known = false;
@@ -62,10 +94,11 @@ std::vector<FileOption> read_config_file(const std::string& path,
     }
     if (!known)
       throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, base::printable(key)));
-    for (const FileOption& earlier : out)
-      if (earlier.key == key)
-        throw UsageError(
-            fmt::format("{}:{}: '{}' is already set on line {}", path, line, key, earlier.line));
+    if (!collects_values(desc, key))
+      for (const FileOption& earlier : out)
+        if (earlier.key == key)
+          throw UsageError(
+              fmt::format("{}:{}: '{}' is already set on line {}", path, line, key, earlier.line));
     out.push_back({key, value, line});
   }
   return out;
@@ -99,8 +132,7 @@ po::parsed_options parse_args(const std::vector<std::string>& args,
           .run();
   std::vector<po::option> last_of_each;
   for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
-    const auto* d = desc.find_nothrow(it->string_key, false);
-    if ((d && d->semantic()->is_composing()) ||
+    if (collects_values(desc, it->string_key) ||
         std::none_of(last_of_each.begin(), last_of_each.end(),
                      [&](const po::option& o) { return o.string_key == it->string_key; }))
       last_of_each.push_back(*it);
@@ -179,7 +211,12 @@ po::variables_map parse_options(const std::vector<std::string>& args,
     const std::string path = vm["config"].as<std::string>();
     for (const auto& opt : read_config_file(path, desc)) {
       try {
-        po::store(parse_args({"--" + opt.key + "=" + opt.value}, desc), vm);
+        // an empty value (`prompt = ""`) as its own argument: Boost refuses `--prompt=`
+        po::store(parse_args(opt.value.empty()
+                                 ? std::vector<std::string>{"--" + opt.key, ""}
+                                 : std::vector<std::string>{"--" + opt.key + "=" + opt.value},
+                             desc),
+                  vm);
       } catch (const po::error& e) {
         throw UsageError(
             fmt::format("{}:{}: {}", path, opt.line, describe(e, {opt.key, opt.value})));

@@ -1,9 +1,12 @@
 #pragma once
 // Command-line and config-file options with Boost.Program_options. Option names are the
 // config keys with '-' for '_' (--d-model); a config file (--config run.cfg) uses the
-// same names in INI syntax (`d-model = 128`, `d_model = 128` works too), and the command
-// line wins over the file. Every problem is a UsageError with one line that names the
-// option, the value and, for a file, the line.
+// same names in INI syntax (`d-model = 128`, `d_model = 128` works too; `#` or `;` starts a
+// comment, and a value in double quotes keeps them, with \" and \\ escaped), and the
+// command line wins over the file. An option that collects values (composing: report's
+// --metrics) may repeat, in the file and on the command line, and keeps every value. Every
+// problem is a UsageError with one line that names the option, the value and, for a file,
+// the line.
 #include <boost/program_options.hpp>
 #include <stdexcept>
 #include <string>

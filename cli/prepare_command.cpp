@@ -29,8 +29,9 @@ po::options_description prepare_options(PrepareCommandOptions& o) {
   po::options_description desc("prepare options");
   auto add = desc.add_options();
   add("help,h", "show this help");
-  add("data", po::value(&o.sources)->multitoken()->required(),
-      "UTF-8 text files, or folders (every *.txt below them), in corpus order");
+  add("data", po::value(&o.sources)->multitoken()->composing()->required(),
+      "UTF-8 text files, or folders (every *.txt below them), in corpus order (repeat, or "
+      "name several)");
   add("tokenizer", po::value(&o.tokenizer)->default_value("char"), "char, byte or bpe");
   add("tokenizer-from", po::value(&o.tokenizer_from),
       "use this tokenizer instead of making one (GPT-2's: a folder of its files, or a "

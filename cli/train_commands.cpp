@@ -150,6 +150,7 @@ int resume_command(const Args& args) {
                     with_data_files({{"--config", config_file(vm)}}, data_option));
     const auto lock = lock_output_on_root(out);
     io::Checkpoint ckpt = io::load_checkpoint(path);
+    train::refuse_gradient_dump(ckpt);  // before its config is taken for a run's
     resume_config(cfg, ckpt, vm, out);
     if (data_option.empty())  // the data the checkpoint records is an input too
       require_outputs({{"--out", out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},

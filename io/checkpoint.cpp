@@ -257,6 +257,11 @@ Inspection inspect_checkpoint(const std::string& path, const LoadOptions& option
   return result;
 }
 
+bool is_gradient_dump(const Checkpoint& ckpt) {
+  const auto it = ckpt.config.find("contents");
+  return it != ckpt.config.end() && *it == kGradientDumpContents;
+}
+
 void load_model_weights(const Checkpoint& ckpt, nn::Module& model) {
   try {
     model.load_state_dict(ckpt.model);

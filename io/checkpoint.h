@@ -36,7 +36,9 @@
 //   16 MiB; the config attribute is at most 16 MiB of JSON nested at most 8 deep
 //   (base/json.h), no key twice.
 // - NaN or infinite values in /model or /optimizer are refused by name (LoadOptions lets
-//   `inspect` show them with a warning instead).
+//   `inspect` show them with a warning instead), and so is optimiser state no optimiser
+//   could take (optim::check_state_values: a negative second moment, a step count that is
+//   not a whole number >= 0).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -83,6 +85,12 @@ struct Checkpoint {
   std::string source;                 // the file it was read from, for messages
   std::vector<std::string> warnings;  // what LoadOptions let through, one message each
 };
+
+// A gradient dump (`eval --dump-grads`, train/evaluate.cpp) has a checkpoint's layout but
+// its /model holds d loss / d parameter, not weights: its config's "contents" says so (and
+// its tokenizer is "none"). Commands that need a model refuse one by name.
+constexpr const char* kGradientDumpContents = "gradients of the evaluation loss";
+bool is_gradient_dump(const Checkpoint& ckpt);
 
 struct LoadOptions {
   // NaN or infinite values in /model or /optimizer: refused (a CheckpointError naming the

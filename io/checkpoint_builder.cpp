@@ -14,15 +14,6 @@ namespace io::detail {
 
 namespace {
 
-std::string index_str(const ag::Shape& shape, uint64_t flat) {
-  std::vector<int64_t> at(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    at[d] = static_cast<int64_t>(flat % static_cast<uint64_t>(shape[d]));
-    flat /= static_cast<uint64_t>(shape[d]);
-  }
-  return fmt::format("[{}]", fmt::join(at, ", "));
-}
-
 // Whether the split pattern (rather than the merges) is what a bpe tokenizer refused.
 bool pattern_problem(const std::string& pattern) {
   try {
@@ -170,7 +161,7 @@ void CheckpointBuilder::check_finite(const OpenTensor& t) {
   const std::string message =
       fmt::format("'{}': /{}/{} holds {} NaN and {} infinite values (first at {})", source_,
                   t.section == Section::model ? "model" : "optimizer", printable(t.name), nan, inf,
-                  index_str(t.tensor.shape(), first));
+                  ag::index_str(t.tensor.shape(), static_cast<int64_t>(first)));
   if (options_.allow_non_finite)
     ckpt_.warnings.push_back(message);
   else
@@ -185,6 +176,11 @@ void CheckpointBuilder::end_tensor() {
   open_.reset();
   if (!t.keep || !loading()) return;
   check_finite(t);
+  if (t.section == Section::optimizer && loading())  // no optimiser could take it
+    if (const std::string why =
+            optim::state_tensor_problem(ckpt_.optimizer->type, t.name, t.tensor);
+        !why.empty())
+      load_error(fmt::format("'{}': /optimizer/{} {}", source_, printable(t.name), why));
   if (!loading()) return;
   auto& into = t.section == Section::model ? ckpt_.model : ckpt_.optimizer->tensors;
   into.emplace_back(std::move(t.name), std::move(t.tensor));
@@ -201,6 +197,8 @@ void CheckpointBuilder::optimizer_scalar(const std::string& key, double value) {
   expect_open("an optimizer setting");
   if (!ckpt_.optimizer) throw StreamError("an optimizer setting before the optimizer");
   charge(key.size() + sizeof value, "an optimizer setting");
+  if (const std::string why = optim::state_scalar_problem(key, value); !why.empty() && loading())
+    load_error(fmt::format("'{}': /optimizer attribute '{}': {}", source_, printable(key), why));
   ckpt_.optimizer->scalars.emplace_back(key, value);
 }
 

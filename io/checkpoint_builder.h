@@ -4,8 +4,9 @@
 // stream, so it takes nothing on trust: a tensor's values must match the shape it began
 // with, every string and tensor counts against a budget set by the file's size, and
 // nothing may come twice or after the end. It adds the checks that need the values: the
-// config's JSON (nesting and string lengths bounded as it is parsed) and NaN or infinite
-// weights.
+// config's JSON (nesting and string lengths bounded as it is parsed), NaN or infinite
+// weights, and optimiser state out of its range (optim::check_state_values' rules: a
+// negative second moment, a step count that is not a whole number >= 0).
 #include <optional>
 #include <stdexcept>
 #include <string>

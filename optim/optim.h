@@ -8,7 +8,8 @@
 //   optim::clip_grad_norm(model.parameters(), 1.0);
 //   opt.step();
 //
-//   optimizer.h  the Optimizer interface; SGD, Adam, AdamW; clipping
+//   optimizer.h  the Optimizer interface; SGD, Adam, AdamW; clipping; the checks a loaded
+//                state passes (check_state_values: no negative second moment)
 //   registry.h   optimisers by name (--optimizer): the one place a name becomes one
 //   schedule.h   learning-rate schedules
 #include "optim/optimizer.h"

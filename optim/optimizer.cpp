@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -14,6 +15,69 @@ std::vector<ParamGroup> decay_groups(const nn::StateDict& named, double weight_d
   ParamGroup decayed{{}, weight_decay}, plain{{}, 0.0};
   for (const auto& [name, p] : named) (p.dim() >= 2 ? decayed : plain).params.emplace_back(name, p);
   return {decayed, plain};
+}
+
+namespace {
+
+constexpr double kMaxSteps = 9007199254740992.0;  // 2^53: every count up to it is exact
+
+// "" when every value of t is finite, else how many are not and where the first is.
+std::string non_finite_problem(const ag::Tensor& t) {
+  const ag::Tensor f = t.to(ag::DType::Float32).contiguous();
+  const float* v = f.data<float>();
+  int64_t nan = 0, inf = 0, first = -1;
+  for (int64_t i = 0, n = f.numel(); i < n; ++i) {
+    if (std::isfinite(v[i])) continue;
+    if (first < 0) first = i;
+    std::isnan(v[i]) ? ++nan : ++inf;
+  }
+  if (first < 0) return "";
+  return fmt::format("holds {} NaN and {} infinite values (first at {})", nan, inf,
+                     ag::index_str(f.shape(), first));
+}
+
+// Adam's and AdamW's second moments ("v/<parameter>") are running means of squared
+// gradients: a negative one makes the update's square root NaN.
+bool is_second_moment(const std::string& type, const std::string& name) {
+  return (type == "adam" || type == "adamw") && name.rfind("v/", 0) == 0;
+}
+
+}  // namespace
+
+std::string state_scalar_problem(const std::string& key, double value) {
+  if (key == "step" && !(value >= 0 && value <= kMaxSteps && value == std::floor(value)))
+    return fmt::format("the step count is {}; it must be a whole number from 0 to 2^53", value);
+  if (key == "lr" && !(value >= 0 && std::isfinite(value)))
+    return fmt::format("the lr is {}; it must be finite and >= 0", value);
+  if (!std::isfinite(value)) return fmt::format("the setting '{}' is {}", key, value);
+  return "";
+}
+
+std::string state_tensor_problem(const std::string& type, const std::string& name,
+                                 const ag::Tensor& t) {
+  if (!is_second_moment(type, name)) return "";
+  const ag::Tensor f = t.to(ag::DType::Float32).contiguous();
+  const float* v = f.data<float>();
+  int64_t negative = 0, first = -1;
+  for (int64_t i = 0, n = f.numel(); i < n; ++i)
+    if (v[i] < 0 && negative++ == 0) first = i;
+  if (negative == 0) return "";
+  return fmt::format(
+      "holds {} negative value{} (first at {}: {}); a second moment is a running mean of "
+      "squared gradients, never negative",
+      negative, negative == 1 ? "" : "s", ag::index_str(f.shape(), first), v[first]);
+}
+
+void check_state_values(const OptimizerState& st) {
+  for (const auto& [key, value] : st.scalars)
+    if (const std::string why = state_scalar_problem(key, value); !why.empty())
+      throw std::invalid_argument(fmt::format("optimizer state: {}", why));
+  for (const auto& [name, t] : st.tensors) {
+    std::string why = non_finite_problem(t);
+    if (why.empty()) why = state_tensor_problem(st.type, name, t);
+    if (!why.empty())
+      throw std::invalid_argument(fmt::format("optimizer state '{}' {}", name, why));
+  }
 }
 
 ElementwiseOptimizer::ElementwiseOptimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
@@ -113,10 +177,10 @@ void ElementwiseOptimizer::load_state(const OptimizerState& st) {
             fmt::format("optimizer state '{}/{}' has shape {}, the parameter {}", b, s.name,
                         ag::shape_str(t->shape()), ag::shape_str(s.param.shape())));
     }
-  double steps = -1;
-  for (const auto& [k, v] : st.scalars)
-    if (k == "step") steps = v;
-  if (steps < 0) throw std::invalid_argument("optimizer state lacks its step count");
+  const auto step = std::find_if(st.scalars.begin(), st.scalars.end(),
+                                 [](const auto& kv) { return kv.first == "step"; });
+  if (step == st.scalars.end()) throw std::invalid_argument("optimizer state lacks its step count");
+  check_state_values(st);
   for (auto& s : slots_) {
     s.buffers.clear();
     for (const auto& b : names) {
@@ -125,7 +189,7 @@ void ElementwiseOptimizer::load_state(const OptimizerState& st) {
       s.buffers.push_back(buf);
     }
   }
-  steps_ = static_cast<int64_t>(steps);
+  steps_ = static_cast<int64_t>(step->second);
   for (const auto& [k, v] : st.scalars)
     if (k == "lr") lr_ = v;
 }

@@ -29,6 +29,21 @@ struct OptimizerState {
   nn::StateDict tensors;
 };
 
+// A state's values as an optimiser of its type may take them (a checkpoint is data from
+// elsewhere: io checks a file's on load, and load_state checks again): the step count a
+// whole number in [0, 2^53], lr finite and >= 0, every other setting finite, every buffer
+// value finite, and Adam's and AdamW's second moments ("v/<parameter>", running means of
+// squared gradients) never negative. Throws std::invalid_argument naming the setting, or
+// the tensor with the count of values out of range and the first position.
+void check_state_values(const OptimizerState& state);
+// "" when setting `key` of a state holds a value an optimiser may take (above), else why not.
+std::string state_scalar_problem(const std::string& key, double value);
+// "" when state tensor `name` ("<buffer>/<parameter>") of an optimiser of `type` is in its
+// buffer's range (a second moment: no negative value; finiteness is checked apart), else
+// why not: "holds 3 negative values (first at [0, 5]: -0.25); ...".
+std::string state_tensor_problem(const std::string& type, const std::string& name,
+                                 const ag::Tensor& t);
+
 // What an optimiser is to the trainer and the checkpoint: the trainer holds one through
 // this interface (registry.h makes it from a name), and io/ stores its state() as the
 // /optimizer group. An update rule that is not elementwise (factored moments, matrix
@@ -50,7 +65,8 @@ class Optimizer {
   // Its state tensors by name, its hyperparameters, lr and step count: all a resumed run
   // needs to take the next step with the same bits.
   virtual OptimizerState state() const = 0;
-  // Validates type, every name and shape first; modifies nothing when anything is off.
+  // Validates type, every name and shape and the values (check_state_values) first;
+  // modifies nothing when anything is off.
   virtual void load_state(const OptimizerState& state) = 0;
 };
 

@@ -278,6 +278,35 @@ static void nan_weights(void) {
   H5Gclose(model), H5Fclose(file);
 }
 
+/* A training checkpoint's /optimizer as an edit (h5py, or this) might leave it: AdamW with
+ * second moments `v` and step count `step`, for the weight w [2, 8]. */
+static void optimizer_state(const char* name, const float* v, long long step) {
+  hid_t file = new_checkpoint(name, "{}");
+  hid_t model = new_group(file, "model");
+  const hsize_t dims[2] = {2, 8};
+  write_floats(model, "w", 2, dims, small, 1);
+  hid_t opt = new_group(file, "optimizer");
+  attr_string(opt, "type", "adamw");
+  attr_int(opt, "step", step);
+  hid_t m = new_group(opt, "m"), second = new_group(opt, "v");
+  write_floats(m, "w", 2, dims, small, 1);
+  write_floats(second, "w", 2, dims, v, 1);
+  H5Gclose(second), H5Gclose(m), H5Gclose(opt), H5Gclose(model), H5Fclose(file);
+}
+
+/* Second moments with 2 negative values, the first of them -0.25 at [1, 0]. */
+static void negative_moments(void) {
+  float v[16];
+  memcpy(v, small, sizeof v);
+  v[8] = -0.25f, v[13] = -1.0f;
+  optimizer_state("negative_moments.h5", v, 0);
+}
+
+/* An optimizer step count of -3. */
+static void negative_step(void) {
+  optimizer_state("negative_step.h5", small, -3);
+}
+
 /* Weights-only, as h5py writes them: contiguous, no checksums; plus a scalar and an empty
  * dataset in a group of notes. */
 static void h5py_weights(void) {
@@ -337,6 +366,8 @@ static const struct {
     {"deflate_bomb.h5", deflate_bomb},
     {"nan_weights.h5", nan_weights},
     {"h5py_weights.h5", h5py_weights},
+    {"negative_moments.h5", negative_moments},
+    {"negative_step.h5", negative_step},
     {"odd_filter.h5", odd_filter},
     {"cycle.h5", cycle},
 };

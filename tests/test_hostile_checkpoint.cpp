@@ -225,6 +225,30 @@ TEST_CASE("NaN and infinite weights are named on load or loaded with a warning w
   REQUIRE(io::inspect_checkpoint(path).load_error == message);
 }
 
+TEST_CASE("optimizer state no optimiser could take is refused on load by name") {
+  Hostile h({"negative_moments.h5", "negative_step.h5"});
+  const std::string moments = h.file("negative_moments.h5"), step = h.file("negative_step.h5");
+  const std::string negative = fmt::format(
+      "'{}': /optimizer/v/w holds 2 negative values (first at [1, 0]: -0.25); a second moment "
+      "is a running mean of squared gradients, never negative",
+      moments);
+  const std::string count = fmt::format(
+      "'{}': /optimizer attribute 'step': the step count is -3; it must be a whole number from "
+      "0 to 2^53",
+      step);
+  for (const auto& [path, message] : {std::pair{moments, negative}, std::pair{step, count}}) {
+    INFO(path);
+    REQUIRE(load_error(path) == message);
+    REQUIRE(load_error(path, {.allow_non_finite = true}) == message);  // not a NaN to show
+    REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(base::read_input_file(path, "f"), path),
+                        message);
+    REQUIRE(io::inspect_checkpoint(path).load_error == message);
+    REQUIRE(io::verify_checkpoint(path).all_checked());  // its bytes are what was written
+    // weights only: the state is not read, so it cannot be in the way
+    REQUIRE(io::load_checkpoint(path, {.weights_only = true}).model.size() == 1);
+  }
+}
+
 TEST_CASE("weights exported without checksums load and verify names each as unchecked") {
   Hostile h({"h5py_weights.h5"});
   const std::string path = h.file("h5py_weights.h5");

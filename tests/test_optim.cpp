@@ -265,6 +265,55 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("optimizer state no optimiser could take is refused by name and changes nothing") {
+  Fixture f({1.0, 2.0});
+  optim::AdamW opt(f.groups(), 0.1);
+  f.grad({1.0, 1.0});
+  opt.step();
+  const optim::OptimizerState good = opt.state();
+  const std::vector<double> v_before = good.tensors[1].second.to_vector();
+  auto refused = [&](const optim::OptimizerState& st, const std::string& why) {
+    REQUIRE_THROWS_WITH(opt.load_state(st), Contains(why));
+    REQUIRE_THROWS_WITH(optim::check_state_values(st), Contains(why));
+    REQUIRE(opt.steps() == 1);
+    REQUIRE(opt.state().tensors[1].second.to_vector() == v_before);
+  };
+  auto with_tensor = [&](size_t at, std::vector<double> values) {
+    optim::OptimizerState st = good;
+    st.tensors[at].second = ag::from_vector(values, {2}, ag::DType::Float64);
+    return st;
+  };
+  auto with_scalar = [&](const std::string& key, double value) {
+    optim::OptimizerState st = good;
+    for (auto& [k, v] : st.scalars)
+      if (k == key) v = value;
+    return st;
+  };
+  SECTION("a negative second moment") {
+    refused(with_tensor(1, {0.5, -0.25}),
+            "optimizer state 'v/w' holds 1 negative value (first at [1]: -0.25)");
+    // the first moment may be negative: a mean of gradients
+    REQUIRE_NOTHROW(optim::check_state_values(with_tensor(0, {-0.5, -0.25})));
+    // SGD's momentum may be negative too, whatever its buffer is called
+    optim::OptimizerState sgd = with_tensor(1, {-0.5, -0.25});
+    sgd.type = "sgd";
+    REQUIRE_NOTHROW(optim::check_state_values(sgd));
+  }
+  SECTION("a non-finite moment") {
+    refused(with_tensor(0, {NAN, 1.0}), "optimizer state 'm/w' holds 1 NaN and 0 infinite");
+    refused(with_tensor(1, {1.0, INFINITY}), "optimizer state 'v/w' holds 0 NaN and 1 infinite");
+  }
+  SECTION("a step count that is not a whole number >= 0") {
+    for (double bad : {-1.0, 1.5, double(NAN), 1e300})
+      refused(with_scalar("step", bad), "the step count is");
+  }
+  SECTION("an lr or a setting that is not finite") {
+    refused(with_scalar("lr", -1), "the lr is -1");
+    refused(with_scalar("lr", NAN), "the lr is nan");
+    refused(with_scalar("beta2", INFINITY), "the setting 'beta2' is inf");
+  }
+}
+
 TEST_CASE("optimizer hyperparameters out of range are clear errors") {
   Fixture f({1.0});
   REQUIRE_THROWS_WITH(optim::AdamW(f.groups(), 1e-3, 1.0), Contains("beta1"));

@@ -157,3 +157,46 @@ TEST_CASE("the memory plan counts the state of the optimizer the run names", "[o
   REQUIRE_THAT(train::plan_memory(cfg, params, 0, 1).describe(),
                Catch::Matchers::Contains("SGD state"));
 }
+
+TEST_CASE("a resume refuses a checkpoint whose optimizer did not update once a step",
+          "[training_run][optimizer]") {
+  ag_test::TempDir dir;
+  train::RunConfig cfg = tiny_run(dir);
+  cfg.steps = 2;
+  train_through(cfg);
+  io::Checkpoint edited = io::load_checkpoint(cfg.out);
+  for (auto& [key, value] : edited.optimizer->scalars)
+    if (key == "step") value = 7;
+  io::save_checkpoint(dir.file("edited.h5"), edited);
+  const io::Checkpoint back = io::load_checkpoint(dir.file("edited.h5"));
+  train::RunConfig resumed = train::RunConfig::from_json(back.config);
+  resumed.threads = 1, resumed.steps = 4, resumed.out = dir.file("edited.h5");
+  REQUIRE_THROWS_WITH(train::TrainingRun(resumed, &back),
+                      fmt::format("'{}': the optimizer's step count (7) disagrees with the "
+                                  "checkpoint's step (2); a run updates once a step",
+                                  dir.file("edited.h5")));
+}
+
+TEST_CASE("a resume that would stop at or before its checkpoint's step trains and writes nothing",
+          "[training_run]") {
+  ag_test::TempDir dir;
+  train::RunConfig cfg = tiny_run(dir);
+  cfg.steps = 6;
+  cfg.stop_at = 3;
+  train_through(cfg);
+  const io::Checkpoint half = io::load_checkpoint(cfg.out);
+  REQUIRE(half.step == 3);
+  const auto written = std::filesystem::last_write_time(cfg.out);
+  for (int64_t stop_at : {2, 3}) {
+    train::RunConfig resumed = train::RunConfig::from_json(half.config);
+    resumed.threads = 1, resumed.stop_at = stop_at, resumed.out = dir.file("other.h5");
+    resumed.metrics = dir.file("m.jsonl");
+    REQUIRE(train::run_training(resumed, &half) == 0);
+    REQUIRE_FALSE(std::filesystem::exists(dir.file("other.h5")));
+    REQUIRE_FALSE(std::filesystem::exists(dir.file("m.jsonl")));
+    resumed.out = cfg.out;
+    REQUIRE(train::run_training(resumed, &half) == 0);
+    REQUIRE(std::filesystem::last_write_time(cfg.out) == written);
+    REQUIRE(io::load_checkpoint(cfg.out).step == 3);
+  }
+}

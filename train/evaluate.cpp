@@ -26,7 +26,7 @@ void write_gradients(nn::GPT& model, const EvalResult& r, const std::string& pat
   RunConfig rc;
   rc.model = model.config();
   g.config = rc.to_json();
-  g.config["contents"] = "gradients of the evaluation loss";
+  g.config["contents"] = io::kGradientDumpContents;
   g.config["loss"] = r.loss;
   g.config["tokens"] = r.tokens;
   for (const auto& [name, p] : model.named_parameters())

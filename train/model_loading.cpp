@@ -106,7 +106,16 @@ void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
   }
 }
 
+void refuse_gradient_dump(const io::Checkpoint& ckpt) {
+  if (io::is_gradient_dump(ckpt))
+    throw std::invalid_argument(fmt::format(
+        "'{}' is a gradient dump (eval --dump-grads: d loss / d parameter, not weights); give "
+        "a checkpoint that train or resume wrote",
+        base::printable(ckpt.source)));
+}
+
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {
+  refuse_gradient_dump(ckpt);
   RunConfig cfg;
   try {
     cfg = RunConfig::from_json(ckpt.config);

@@ -8,12 +8,17 @@
 
 namespace train {
 
+// A gradient dump (io::is_gradient_dump) where a model is needed: a std::invalid_argument
+// (a usage error) saying what the file is, rather than whatever its missing parts would
+// cause further on.
+void refuse_gradient_dump(const io::Checkpoint& ckpt);
+
 // Builds a GPT from a checkpoint's config with its weights (float32), for inference: the
 // model shares the checkpoint's tensors (Module::adopt_state_dict), so the two hold one
 // copy of the weights (writing to the model's parameters writes to the checkpoint's). The
 // config's shapes are checked against the datasets before anything is allocated. LoRA
 // adapters are merged into their Linears (the decoder runs plain ones), on a copy of the
-// weights: the checkpoint's tensors are left as they are.
+// weights: the checkpoint's tensors are left as they are. A gradient dump is refused.
 std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt);
 
 // Folds every LoRA adapter of the model into its Linear (Linear::merge_adapter): the

@@ -17,7 +17,8 @@
 //   multiple_choice.h  multiple-choice items scored by their endings' log-likelihoods
 //                    (acc, acc_norm, standard errors), shared out over MPI ranks
 //   model_loading.h  a model from a checkpoint, shapes checked first (LoRA adapters merged
-//                    for inference; merged_checkpoint folds them into a checkpoint)
+//                    for inference; merged_checkpoint folds them into a checkpoint); a
+//                    gradient dump refused by name
 //   freezing.h       which parameters a run trains (LoRA, --freeze), from names alone
 //   memory_plan.h    what a run will need in memory, checked before it starts; the
 //                    process's resident memory (/proc/self/status)

@@ -52,12 +52,23 @@ ag::Generator::State find_rng(const io::Checkpoint& c, const std::string& name) 
       fmt::format("{}: no /rng/{} state, so the run cannot resume exactly", c.source, name));
 }
 
-void refuse_weights_only(const io::Checkpoint* resumed) {
-  if (resumed && (!resumed->optimizer || resumed->rng.empty()))
+// A checkpoint to continue is a training checkpoint (not a gradient dump, not weights
+// only) whose optimiser took one update per step it records: a step count that disagrees
+// would change the update's bias correction from the first step on.
+void check_resumable(const io::Checkpoint* resumed) {
+  if (!resumed) return;
+  refuse_gradient_dump(*resumed);
+  if (!resumed->optimizer || resumed->rng.empty())
     throw std::runtime_error(
         fmt::format("{} holds weights only (no optimizer or RNG state): resume needs a training "
                     "checkpoint; start a new run from its weights with 'train --init-from {}'",
                     resumed->source, resumed->source));
+  for (const auto& [key, value] : resumed->optimizer->scalars)
+    if (key == "step" && value != static_cast<double>(resumed->step))
+      throw io::CheckpointError(
+          fmt::format("'{}': the optimizer's step count ({}) disagrees with the checkpoint's "
+                      "step ({}); a run updates once a step",
+                      resumed->source, value, resumed->step));
 }
 
 // Refuses, before the text is read, data that alone would not fit in memory.
@@ -133,11 +144,12 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
     cfg_.sample_tokens = 0;
     observer_ = nullptr;
   }
-  refuse_weights_only(resumed_);
+  check_resumable(resumed_);
   if (!cfg_.template_file.empty())
     cfg_.prompt_template = data::read_prompt_template_file(cfg_.template_file);
   if (!cfg_.init_from.empty()) {
     init_ = io::load_checkpoint(cfg_.init_from);
+    refuse_gradient_dump(*init_);
     take_model_of(*init_, cfg_);
     take_task_of(*init_);
   }
@@ -321,7 +333,11 @@ void TrainingRun::check_plan() {
 }
 
 void TrainingRun::restore(const io::Checkpoint& ckpt) {
-  opt_->load_state(*ckpt.optimizer);
+  try {
+    opt_->load_state(*ckpt.optimizer);
+  } catch (const std::invalid_argument& e) {  // the file's fault, not the command line's
+    throw io::CheckpointError(fmt::format("'{}': {}", ckpt.source, e.what()));
+  }
   data_gen_.set_state(find_rng(ckpt, "data"));
   model_->dropout_generator().set_state(find_rng(ckpt, "dropout"));
   step_ = ckpt.step;
@@ -721,6 +737,15 @@ void TrainingRun::print_instruction_sample() {
 }
 
 int run_training(RunConfig cfg, const io::Checkpoint* resumed, RunObserver observer) {
+  // a resume asked to stop where the run already is: nothing is read, trained or written
+  if (resumed && cfg.stop_at > 0 && cfg.stop_at <= resumed->step) {
+    if (World::current().root())
+      sayf(
+          "attograd: --stop-at {} is at or before the checkpoint's step {}: no step trained, "
+          "nothing written ({} is unchanged)\n",
+          cfg.stop_at, resumed->step, base::printable(resumed->source));
+    return 0;
+  }
   const PipeSignalIgnored reader_gone;  // during set-up; the run's StopSignals takes it after
   TrainingRun run(std::move(cfg), resumed, std::move(observer));
   end_setup(World::current());  // a failed rank fails them all; then rank 0's GEMM kernels

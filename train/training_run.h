@@ -126,7 +126,9 @@ class TrainingRun {
 };
 
 // Trains from scratch (resumed null) or continues a loaded checkpoint. Returns the exit
-// code. SIGINT, SIGTERM, SIGHUP and SIGPIPE end the run after its step, saved.
+// code. SIGINT, SIGTERM, SIGHUP and SIGPIPE end the run after its step, saved. A resume
+// whose cfg.stop_at is at or before the checkpoint's step trains nothing, writes nothing
+// (no checkpoint, metrics or report), says so and returns 0.
 int run_training(RunConfig cfg, const io::Checkpoint* resumed = nullptr, RunObserver observer = {});
 
 }  // namespace train
