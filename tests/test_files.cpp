@@ -469,6 +469,36 @@ TEST_CASE("a lock file that is a symlink or not a regular file is refused", "[fi
   REQUIRE_FALSE(fs::exists(dir.file("nowhere")));
 }
 
+TEST_CASE("a hard link planted as the lock file is refused and its target left untouched",
+          "[files]") {
+  FilesTestDir dir;
+  const std::string victim = dir.file("victim");
+  put(victim, "precious");
+  REQUIRE(::link(victim.c_str(), dir.file(".a.h5.lock").c_str()) == 0);
+  REQUIRE_THROWS_WITH(io::OutputLock(dir.file("a.h5")),
+                      Contains(dir.file(".a.h5.lock")) && Contains("has 2 names (hard links)"));
+  REQUIRE(contents(victim) == "precious");
+  REQUIRE(fs::exists(dir.file(".a.h5.lock")));  // not ours to remove
+}
+
+TEST_CASE("a lock file left behind is replaced by a file of this run, never written into",
+          "[files]") {
+  FilesTestDir dir;
+  const std::string lock = dir.file(".a.h5.lock");
+  put(lock, "precious");
+  const base::UniqueFd old(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(old.valid());
+  io::OutputLock mine(dir.file("a.h5"));
+  REQUIRE(contents(lock) == fmt::format("{}\n", ::getpid()));
+  char text[16] = {};
+  REQUIRE(::pread(old.get(), text, sizeof text, 0) == 8);  // the old file, unchanged
+  REQUIRE(std::string(text) == "precious");
+  struct stat by_fd, by_name;
+  REQUIRE(::fstat(old.get(), &by_fd) == 0);
+  REQUIRE(::stat(lock.c_str(), &by_name) == 0);
+  REQUIRE(by_fd.st_ino != by_name.st_ino);
+}
+
 TEST_CASE("input files that are folders FIFOs or devices are refused without blocking", "[files]") {
   FilesTestDir dir;
   const std::string fifo = dir.file("fifo.txt");
