@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -497,6 +498,28 @@ TEST_CASE("a lock file left behind is replaced by a file of this run, never writ
   REQUIRE(::fstat(old.get(), &by_fd) == 0);
   REQUIRE(::stat(lock.c_str(), &by_name) == 0);
   REQUIRE(by_fd.st_ino != by_name.st_ino);
+}
+
+TEST_CASE("an input's name is escaped in every error about it", "[files]") {
+  FilesTestDir dir;
+  const std::string name = dir.file("d\x1b]0;pwned\x07\x1b[2J.txt");  // a title, a clear
+  const auto escaped = [](const std::function<void()>& call) {
+    std::string message;
+    try {
+      call();
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    REQUIRE_THAT(message, Contains("d\\x1b]0;pwned\\x07\\x1b[2J.txt"));
+    REQUIRE(message.find('\x1b') == std::string::npos);
+  };
+  escaped([&] { base::read_input_file(name, "data file"); });  // missing
+  escaped([&] { base::regular_file_size(name, "data file"); });
+  fs::create_directory(name);
+  escaped([&] { base::read_input_file(name, "data file"); });  // not a file
+  fs::remove(name);
+  put(name, "hello");
+  escaped([&] { base::read_input_file(name, "data file", 2); });  // too large
 }
 
 TEST_CASE("input files that are folders FIFOs or devices are refused without blocking", "[files]") {
