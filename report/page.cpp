@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <unordered_set>
 
 #include "report/html.h"
 #include "report/report.h"
@@ -149,12 +150,15 @@ std::string table(const std::vector<Column>& cols, const std::vector<std::string
          head + "</tr></thead><tbody>" + rows + "</tbody></table></div>";
 }
 
+// Every column's keys, each once, in the order first seen (a set: a config from a file may
+// hold any number of keys, and the page is built in time linear in them).
 std::vector<std::string> config_keys(const std::vector<Column>& cols) {
   std::vector<std::string> keys;
+  std::unordered_set<std::string> seen;
   for (const auto& c : cols)
     if (c.config.is_object())
       for (const auto& [key, value] : c.config.items())
-        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+        if (seen.insert(key).second) keys.push_back(key);
   return keys;
 }
 
