@@ -6,7 +6,8 @@
 //            printable() for text from elsewhere on a terminal
 //   json.h   the JSON reader: one depth limit, no key twice, strings bounded on request
 //   posix_file.h  the POSIX file layer: inputs opened only when regular files and read to
-//            their end under a size cap, files created exclusively, errno messages
+//            their end under a size cap, files created exclusively, errno messages (their
+//            paths escaped)
 //   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
 //   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits)
 #include "base/atomic_file.h"

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "base/hash.h"
+#include "base/utf8.h"
 
 namespace base {
 
@@ -154,7 +155,7 @@ std::string read_to_end(int fd, const std::string& named, uint64_t max_bytes, ui
 }
 
 std::string read_input_file(const std::string& path, const std::string& what, int64_t max_bytes) {
-  const std::string named = fmt::format("{} '{}'", what, path);
+  const std::string named = fmt::format("{} '{}'", what, printable(path));
   struct stat st;
   const UniqueFd fd = open_regular(path, named, &st);
   const auto max = static_cast<uint64_t>(std::max<int64_t>(max_bytes, 0));
@@ -166,7 +167,7 @@ std::string read_input_file(const std::string& path, const std::string& what, in
 
 int64_t regular_file_size(const std::string& path, const std::string& what) {
   struct stat st;
-  open_regular(path, fmt::format("{} '{}'", what, path), &st);
+  open_regular(path, fmt::format("{} '{}'", what, printable(path)), &st);
   return static_cast<int64_t>(st.st_size);
 }
 

@@ -84,7 +84,7 @@ std::unique_ptr<io::OutputLock> lock_output_on_root(const std::string& path) {
 int report_failure(const std::string& command, int code, const std::string& message) {
   train::World& world = train::World::current();
   if (!world.distributed()) {
-    train::noticef("attograd {}: error: {}\n", command, message);
+    train::noticef("attograd {}: error: {}\n", command, base::printable(message));
     return code;
   }
   if (!world.setup_agreed()) {  // every rank reaches this point or the end of set-up once
@@ -92,13 +92,14 @@ int report_failure(const std::string& command, int code, const std::string& mess
     if (world.root()) report_peer_failure(command, train::PeerFailure(f.code, f.rank, f.message));
     return f.code;
   }
-  train::noticef("attograd {}: error on rank {}: {}\n", command, world.rank(), message);
+  train::noticef("attograd {}: error on rank {}: {}\n", command, world.rank(),
+                 base::printable(message));
   world.abort(code);
 }
 
 int report_peer_failure(const std::string& command, const train::PeerFailure& e) {
   if (train::World::current().root())
-    train::noticef("attograd {}: error: {}{}\n", command, e.what(),
+    train::noticef("attograd {}: error: {}{}\n", command, base::printable(e.what()),
                    e.rank == 0 ? "" : fmt::format(" (rank {})", e.rank));
   return e.code;
 }

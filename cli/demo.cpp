@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "train/console.h"
@@ -76,7 +77,7 @@ int demo_command(const Args& args) {
       return 0;
     }
   } catch (const UsageError& e) {
-    train::noticef("attograd demo: error: {}\n", e.what());
+    train::noticef("attograd demo: error: {}\n", base::printable(e.what()));
     return 2;
   }
   attention_walkthrough();

@@ -8,6 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/op_cases.h"
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "train/console.h"
@@ -66,7 +67,7 @@ int gradcheck_command(const Args& args) {
       return 0;
     }
   } catch (const UsageError& e) {
-    train::noticef("attograd gradcheck: error: {}\n", e.what());
+    train::noticef("attograd gradcheck: error: {}\n", base::printable(e.what()));
     return 2;
   }
   std::vector<const ag::OpCase*> cases;

@@ -118,9 +118,9 @@ std::optional<po::variables_map> inspect_options(const Args& args, std::string& 
 io::Checkpoint load_verified(const std::string& path, const io::LoadOptions& shown,
                              std::optional<io::VerifyReport>& report) {
   io::Inspection r = io::inspect_checkpoint(path, shown);
-  for (const auto& f : r.report.refused) train::noticef("REFUSED {}\n", f);
-  for (const auto& f : r.report.failures) train::noticef("FAILED {}\n", f);
-  for (const auto& f : r.report.unchecked) train::noticef("UNCHECKED {}\n", f);
+  for (const auto& f : r.report.refused) train::noticef("REFUSED {}\n", base::printable(f));
+  for (const auto& f : r.report.failures) train::noticef("FAILED {}\n", base::printable(f));
+  for (const auto& f : r.report.unchecked) train::noticef("UNCHECKED {}\n", base::printable(f));
   if (!r.checkpoint) {
     fmt::print("{}\n", verify_summary(r.report));
     throw io::CheckpointError(r.load_error);
@@ -142,7 +142,8 @@ int inspect_command(const Args& args) {
     std::optional<io::VerifyReport> report;
     io::Checkpoint ckpt =
         vm->count("verify") ? load_verified(path, shown, report) : io::load_checkpoint(path, shown);
-    for (const auto& w : ckpt.warnings) train::noticef("attograd inspect: warning: {}\n", w);
+    for (const auto& w : ckpt.warnings)
+      train::noticef("attograd inspect: warning: {}\n", base::printable(w));
     print_checkpoint(ckpt, vm->count("checksums") > 0);
     if (!report) return 0;
     fmt::print("{}\n", verify_summary(*report));

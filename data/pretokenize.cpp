@@ -68,9 +68,12 @@ SplitPattern::SplitPattern(std::string pattern) : pattern_(std::move(pattern)) {
 
 struct PieceMatcher::State {
   std::shared_ptr<const SplitPattern::Code> code;
+  std::string pattern;  // for messages
   pcre2_match_data* match_data = nullptr;
   pcre2_match_context* context = nullptr;
   pcre2_jit_stack* jit_stack = nullptr;
+  uint64_t looked = 0;    // bytes of windows that had to be widened
+  uint64_t consumed = 0;  // bytes cut into pieces
 
   ~State() {
     pcre2_match_data_free(match_data);
@@ -79,8 +82,40 @@ struct PieceMatcher::State {
   }
 };
 
+namespace {
+
+// A match first sees this much text, and twice as much each time it runs into the end of
+// what it sees, up to kMaxPieceBytes: its cost follows the text it needs, not the text left.
+constexpr size_t kFirstWindow = 4096;
+// What a match may spend, per byte it sees: GPT-2's and GPT-4's patterns take about one
+// step per byte (backtracking over a run of spaces) and nest nothing.
+constexpr uint32_t kStepsPerByte = 4, kMinSteps = 100000;
+constexpr uint32_t kDepthPerByte = 2, kMinDepth = 10000;
+// Widened windows may add up to this many times the bytes cut so far, plus the slack: a
+// pattern that decides each piece from the text near it (every usual one: a long piece is
+// seen whole, and a run ahead of a short piece is cut next) stays far below; one that looks
+// to the end of the text for every short piece (quadratic time) is stopped early.
+constexpr uint64_t kLookRatio = 8, kLookSlack = uint64_t{4} * PieceMatcher::kMaxPieceBytes;
+
+// The pattern as messages quote it: printable, its first 60 bytes.
+std::string quoted(const std::string& pattern) {
+  const std::string shown = base::printable(pattern.substr(0, 60));
+  return fmt::format("'{}'{}", shown, pattern.size() > 60 ? "..." : "");
+}
+
+// The end of text's first `window` bytes from pos, moved back to a character start.
+size_t window_end(std::string_view text, size_t pos, size_t window) {
+  if (text.size() - pos <= window) return text.size();
+  size_t end = pos + window;
+  while ((static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return end;
+}
+
+}  // namespace
+
 PieceMatcher::PieceMatcher(const SplitPattern& pattern) : state_(std::make_unique<State>()) {
   state_->code = pattern.code_;
+  state_->pattern = pattern.pattern();
   state_->match_data = pcre2_match_data_create_from_pattern(pattern.code_->code, nullptr);
   state_->context = pcre2_match_context_create(nullptr);
   if (!state_->match_data || !state_->context) throw std::bad_alloc();
@@ -94,20 +129,61 @@ PieceMatcher::~PieceMatcher() = default;
 PieceMatcher::PieceMatcher(PieceMatcher&&) noexcept = default;
 PieceMatcher& PieceMatcher::operator=(PieceMatcher&&) noexcept = default;
 
-size_t PieceMatcher::piece_end(std::string_view text, size_t pos, bool more_may_follow) {
+// One pcre2_match on text[0, limit) from pos, its steps bounded by the bytes it may see.
+int PieceMatcher::match(std::string_view text, size_t pos, size_t limit, bool partial) {
   State& s = *state_;
-  // The window a match may see: kMaxPieceBytes from pos, ending at a character start.
-  size_t limit = text.size();
-  if (limit - pos > kMaxPieceBytes) {
-    limit = pos + kMaxPieceBytes;
-    while ((static_cast<unsigned char>(text[limit]) & 0xC0) == 0x80) --limit;
-  }
-  const bool windowed = limit < text.size();
+  const size_t seen = limit - pos;
+  pcre2_set_match_limit(s.context, static_cast<uint32_t>(kStepsPerByte * seen + kMinSteps));
+  pcre2_set_depth_limit(s.context, static_cast<uint32_t>(kDepthPerByte * seen + kMinDepth));
   uint32_t options = PCRE2_NOTEMPTY | PCRE2_NO_UTF_CHECK;
-  if (more_may_follow || windowed) options |= PCRE2_PARTIAL_HARD;
+  if (partial) options |= PCRE2_PARTIAL_HARD;
   const int rc = pcre2_match(s.code->code, reinterpret_cast<PCRE2_SPTR>(text.data()), limit, pos,
                              options, s.match_data, s.context);
-  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.match_data);
+  if (rc < 0 && rc != PCRE2_ERROR_PARTIAL && rc != PCRE2_ERROR_NOMATCH)
+    throw std::runtime_error(fmt::format(
+        "split pattern {}: matching at byte {} gave up: {} (the pattern backtracks too much "
+        "to cut text in linear time)",
+        quoted(s.pattern), pos, pcre2_message(rc)));
+  return rc;
+}
+
+// Refuses a pattern whose widened windows (those counted, plus this piece's so far) outgrow
+// the text it has cut.
+void PieceMatcher::check_look(uint64_t pending) const {
+  const State& s = *state_;
+  if (s.looked + pending > kLookRatio * s.consumed + kLookSlack)
+    throw std::runtime_error(fmt::format(
+        "split pattern {}: looked {} bytes ahead to cut {} bytes; a pattern that looks far past "
+        "the pieces it cuts would make encoding take time quadratic in the text",
+        quoted(s.pattern), s.looked + pending, s.consumed));
+}
+
+size_t PieceMatcher::piece_end(std::string_view text, size_t pos, bool more_may_follow) {
+  int rc = 0;
+  size_t limit = 0;
+  uint64_t pending = 0;  // the bytes of this piece's widened windows
+  // The smallest window that decides the piece: a match, a partial match or no match
+  // that ran into the window's end is looked for again in a window twice as large.
+  for (size_t window = std::min(kFirstWindow, kMaxPieceBytes);; window *= 2) {
+    window = std::min(window, kMaxPieceBytes);
+    limit = window_end(text, pos, window);
+    const bool last = window == kMaxPieceBytes || limit == text.size();
+    rc = match(text, pos, limit, more_may_follow || limit < text.size());
+    if (last || rc >= 0) break;
+    pending += limit - pos;
+    check_look(pending);
+  }
+  const size_t end = cut(text, pos, limit, rc, more_may_follow);
+  // a piece held back for more text is looked for again then: counted once, when cut
+  if (end != kNeedMore) state_->looked += pending, state_->consumed += end - pos;
+  return end;
+}
+
+// The piece's end from the match that decided it.
+size_t PieceMatcher::cut(std::string_view text, size_t pos, size_t limit, int rc,
+                         bool more_may_follow) {
+  const bool windowed = limit < text.size();
+  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(state_->match_data);
   if (rc == PCRE2_ERROR_PARTIAL) {
     if (!windowed) return kNeedMore;
     // Bytes before the partial match failed for good; a piece reaching the window's end
@@ -116,9 +192,6 @@ size_t PieceMatcher::piece_end(std::string_view text, size_t pos, bool more_may_
   }
   // No match starts before the end: the rest is one piece, which more text could lengthen.
   if (rc == PCRE2_ERROR_NOMATCH) return more_may_follow && !windowed ? kNeedMore : limit;
-  if (rc < 0)
-    throw std::runtime_error(
-        fmt::format("split pattern: matching at byte {} failed: {}", pos, pcre2_message(rc)));
   const size_t start = ov[0], end = ov[1];
   // \K can move a match's reported start; a match that does not get past pos (never from
   // a sane pattern) yields one character, so every call makes progress.

@@ -61,9 +61,17 @@ class SplitPattern {
 //
 // A match sees at most kMaxPieceBytes from where it starts: a piece that would be longer
 // (a megabyte of spaces) is cut there, and so is one whose lookahead would look further.
-// This keeps the work of every match bounded (linear time on any text, no match limit hit
-// by a long run) and the held-back part of streamed text small, and it cuts the same way
-// whether the text comes whole or in chunks. Real text has no such pieces.
+// This keeps the held-back part of streamed text small, and it cuts the same way whether
+// the text comes whole or in chunks. Real text has no such pieces.
+//
+// A split pattern comes from a file, so it may be hostile. A match first sees 4 KiB, and
+// twice as much each time it runs into the end of what it sees (the pieces are those the
+// whole window gives); its PCRE2 match and depth limits grow with what it sees (4 steps
+// and 2 levels a byte, plus 100000 and 10000). A pattern that backtracks without end hits
+// them; one that looks far past the short pieces it cuts (to the end of the text for each,
+// which made encoding quadratic) is stopped once the bytes of widened windows exceed 8
+// times the bytes cut plus 4 MiB. Both throw std::runtime_error quoting the pattern.
+// GPT-2's and GPT-4's patterns stay far inside these bounds on any text.
 class PieceMatcher {
  public:
   explicit PieceMatcher(const SplitPattern& pattern);
@@ -78,10 +86,13 @@ class PieceMatcher {
   // text before pos is seen by lookbehinds. With `more_may_follow`, returns kNeedMore
   // when bytes appended to text could change this piece (it reaches the end, or a
   // lookahead looked past it). Throws std::runtime_error when PCRE2 gives up (a pattern
-  // that backtracks without end hits its match limit).
+  // that backtracks without end hits its match limit) or the pattern looks too far ahead.
   size_t piece_end(std::string_view text, size_t pos, bool more_may_follow = false);
 
  private:
+  int match(std::string_view text, size_t pos, size_t limit, bool partial);
+  void check_look(uint64_t pending) const;
+  size_t cut(std::string_view text, size_t pos, size_t limit, int rc, bool more_may_follow);
   struct State;
   std::unique_ptr<State> state_;
 };

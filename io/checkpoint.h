@@ -1,7 +1,8 @@
 #pragma once
 // HDF5 checkpoints as docs/checkpoint.md defines them: the map of io/, the
 // library of what attograd reads and writes. Beside the checkpoints: files.h (the outputs of a
-// run, written safely over base/posix_file.h and base/atomic_file.h). The report's pages and
+// run, written safely over base/posix_file.h and base/atomic_file.h; one writer per output,
+// under a lock file only this run creates and writes). The report's pages and
 // pictures are in report/.
 //
 //   io::Checkpoint c;

@@ -56,22 +56,44 @@ std::string lock_refusal(const std::string& output, const std::string& lock, mod
       output, lock, base::file_kind(mode), output);
 }
 
-// Opens (creating) the lock file without following a link; refuses anything but a regular file.
-UniqueFd open_lock_file(const std::string& lock, const std::string& output) {
-  UniqueFd fd(::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
-  // a lock file left by another user may be read-only to us, and flock works on that too
-  if (!fd.valid() && errno == EACCES)
-    fd = UniqueFd(::open(lock.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+std::string link_refusal(const std::string& output, const std::string& lock, nlink_t links) {
+  return fmt::format(
+      "cannot lock '{}': its lock file '{}' has {} names (hard links), so it is also another "
+      "file, which a lock must never write; remove it if no attograd run is writing '{}'",
+      output, lock, links, output);
+}
+
+// Why the lock file could not be opened: what is there when it is not a regular file.
+[[noreturn]] void open_failed(const std::string& lock, const std::string& output, int err) {
   struct stat st;
+  if (::lstat(lock.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error(lock_refusal(output, lock, st.st_mode));
+  throw os_error(fmt::format("cannot lock '{}' (opening '{}')", output, lock), err);
+}
+
+// A lock file made by this run: O_EXCL, so nothing planted at the path (a symbolic link, a
+// hard link to someone's file) is ever opened for writing. Invalid, with errno EEXIST, when
+// a file is there already.
+UniqueFd create_lock_file(const std::string& lock, const std::string& output) {
+  UniqueFd fd(::open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid() && errno != EEXIST) open_failed(lock, output, errno);
+  return fd;
+}
+
+// A lock file this run did not make (another run's, or one a run that died left behind):
+// opened read-only, never created, never written, and refused unless it is a regular file
+// with one name. Invalid when it vanished meanwhile.
+UniqueFd open_existing_lock(const std::string& lock, const std::string& output) {
+  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) {
-    const int err = errno;
-    if (::lstat(lock.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      throw std::runtime_error(lock_refusal(output, lock, st.st_mode));
-    throw os_error(fmt::format("cannot lock '{}' (opening '{}')", output, lock), err);
+    if (errno == ENOENT) return fd;
+    open_failed(lock, output, errno);
   }
+  struct stat st;
   if (::fstat(fd.get(), &st) != 0)
     throw os_error(fmt::format("cannot lock '{}' ('{}')", output, lock), errno);
   if (!S_ISREG(st.st_mode)) throw std::runtime_error(lock_refusal(output, lock, st.st_mode));
+  if (st.st_nlink != 1) throw std::runtime_error(link_refusal(output, lock, st.st_nlink));
   return fd;
 }
 
@@ -182,7 +204,9 @@ std::string make_rescue_path(const std::string& out) {
 OutputLock::OutputLock(const std::string& output, const std::string& option_name)
     : lock_path_(lock_path_for(output)), owner_(::getpid()) {
   for (int attempt = 0; attempt < kLockAttempts; ++attempt) {
-    UniqueFd fd = open_lock_file(lock_path_, output);
+    UniqueFd fd = create_lock_file(lock_path_, output);
+    const bool made = fd.valid();
+    if (!made && !(fd = open_existing_lock(lock_path_, output)).valid()) continue;  // vanished
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK)
         throw std::runtime_error(busy(output, option_name, holder_pid(fd.get())));
@@ -191,6 +215,14 @@ OutputLock::OutputLock(const std::string& output, const std::string& option_name
     // the previous holder removes the file while still holding it: a lock on a file that is
     // no longer at lock_path_ guards nothing, so open the one there now
     if (!still_names(lock_path_, fd.get())) continue;
+    if (!made) {  // nobody holds it: left behind, and replaced by a file of our own
+      if (::unlink(lock_path_.c_str()) != 0 && errno != ENOENT)
+        throw os_error(fmt::format("cannot lock '{}': cannot remove the lock file '{}' an earlier "
+                                   "run left behind",
+                                   output, lock_path_),
+                       errno);
+      continue;
+    }
     write_pid(fd.get());
     fd_ = fd.release();
     return;

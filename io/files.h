@@ -58,9 +58,12 @@ std::string make_rescue_path(const std::string& out);
 // One writer per output: an advisory flock on ".NAME.lock" beside output, holding the
 // owner's PID. A second OutputLock on the same output, in this process or another, throws
 // std::runtime_error("'run.h5' is being written by another attograd run (PID 1234); wait for
-// it or choose another --out"). A lock file that is a symbolic link or not a regular file is
-// refused. Released, and the lock file removed, when destroyed; the kernel releases it when
-// the process dies, and the next run takes over the file left behind.
+// it or choose another --out"). The lock file is made with O_EXCL and only such a file is
+// written; one already there is opened read-only without O_CREAT, and refused when it is a
+// symbolic link, not a regular file, or has more than one name (a hard link planted there
+// would make its PID overwrite another file). Released, and the lock file removed, when
+// destroyed; the kernel releases it when the process dies, and the next run removes the
+// file left behind (it never writes into it) and makes its own.
 class OutputLock {
  public:
   explicit OutputLock(const std::string& output, const std::string& option_name = "--out");

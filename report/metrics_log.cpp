@@ -1,12 +1,16 @@
 #include "report/metrics_log.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "base/json.h"
+#include "base/posix_file.h"
 #include "base/utf8.h"
 #include "io/files.h"
 
@@ -14,7 +18,8 @@ namespace report {
 
 namespace {
 
-constexpr int64_t kMaxFileBytes = int64_t{1} << 30;
+constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
+constexpr size_t kReadBytes = size_t{1} << 20;
 
 using Json = nlohmann::json;
 
@@ -180,8 +185,41 @@ MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std:
   return parser.finish();
 }
 
+// Read a chunk at a time: the file is never held whole, only the line being parsed, so
+// memory follows what the lines keep (a point per step), not the file's size.
 MetricsRun read_metrics(const std::string& path) {
-  return parse_metrics(base::read_input_file(path, "metrics file", kMaxFileBytes), path);
+  const std::string named = fmt::format("metrics file '{}'", base::printable(path));
+  struct stat st;
+  const base::UniqueFd fd = base::open_regular(path, named, &st);
+  const auto too_big = [&](uint64_t bytes) {
+    return base::FileError(
+        base::FileError::Kind::too_big,
+        fmt::format("{} is {} bytes, more than the {} bytes allowed", named, bytes, kMaxFileBytes),
+        0, 0, bytes);
+  };
+  if (static_cast<uint64_t>(st.st_size) > kMaxFileBytes) throw too_big(st.st_size);
+  LogParser parser(path);
+  std::string chunk(kReadBytes, '\0'), line;
+  size_t number = 0;
+  for (uint64_t total = 0;;) {
+    const ssize_t n = base::read_full(fd.get(), chunk.data(), chunk.size());
+    if (n < 0)
+      throw base::FileError(base::FileError::Kind::os,
+                            fmt::format("cannot read {}: {}", named, std::strerror(errno)), errno,
+                            0, 0);
+    if ((total += static_cast<uint64_t>(n)) > kMaxFileBytes) throw too_big(total);
+    for (std::string_view rest(chunk.data(), static_cast<size_t>(n)); !rest.empty();) {
+      const size_t end = rest.find('\n');
+      line.append(rest.substr(0, end));
+      if (end == std::string_view::npos) break;
+      parser.line(line, ++number, true);
+      line.clear();
+      rest.remove_prefix(end + 1);
+    }
+    if (static_cast<size_t>(n) < chunk.size()) break;  // the end
+  }
+  if (!line.empty()) parser.line(line, ++number, false);
+  return parser.finish();
 }
 
 double tokens_per_step(const nlohmann::json& start) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <unordered_set>
 
 #include "report/html.h"
 #include "report/report.h"
@@ -114,16 +115,25 @@ std::string summary_section(const ReportInputs& in) {
 
 namespace {
 
-// Columns: each run's record, and the model's config when there is one.
+// Columns: each run's record, and the model's config when there is one. They point into
+// the inputs: a config from a file may be large, and is never copied.
 struct Column {
   std::string name;
-  Json config, record;
+  const Json *config, *record;
 };
+
+const Json kNoJson;
+
+const Json& config_in(const Json& record) {
+  if (!record.is_object()) return kNoJson;
+  const auto it = record.find("config");
+  return it == record.end() ? kNoJson : *it;
+}
 
 std::vector<Column> columns_of(const ReportInputs& in) {
   std::vector<Column> cols;
-  for (const auto& r : in.runs) cols.push_back({r.name, field(r.start, "config"), r.start});
-  if (in.model) cols.push_back({"model: " + in.model->source, in.model->config, nullptr});
+  for (const auto& r : in.runs) cols.push_back({r.name, &config_in(r.start), &r.start});
+  if (in.model) cols.push_back({"model: " + in.model->source, &in.model->config, &kNoJson});
   return cols;
 }
 
@@ -149,12 +159,15 @@ std::string table(const std::vector<Column>& cols, const std::vector<std::string
          head + "</tr></thead><tbody>" + rows + "</tbody></table></div>";
 }
 
+// Every column's keys, each once, in the order first seen (a set: a config from a file may
+// hold any number of keys, and the page is built in time linear in them).
 std::vector<std::string> config_keys(const std::vector<Column>& cols) {
   std::vector<std::string> keys;
+  std::unordered_set<std::string> seen;
   for (const auto& c : cols)
-    if (c.config.is_object())
-      for (const auto& [key, value] : c.config.items())
-        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    if (c.config->is_object())
+      for (const auto& [key, value] : c.config->items())
+        if (seen.insert(key).second) keys.push_back(key);
   return keys;
 }
 
@@ -184,7 +197,7 @@ std::string config_section(const ReportInputs& in) {
       "</h2>" +
       table(
           cols, keys,
-          [](const Column& c, const std::string& k) { return field(c.config, k.c_str()); }, plain);
+          [](const Column& c, const std::string& k) { return field(*c.config, k.c_str()); }, plain);
   std::vector<Column> runs(cols.begin(), cols.begin() + static_cast<long>(in.runs.size()));
   if (!runs.empty()) {
     out += "<h3>Run</h3>" +
@@ -192,7 +205,7 @@ std::string config_section(const ReportInputs& in) {
                runs,
                {"data", "train_tokens", "val_tokens", "parameters", "processes", "threads",
                 "started_at", "first_step"},
-               [](const Column& c, const std::string& k) { return field(c.record, k.c_str()); },
+               [](const Column& c, const std::string& k) { return field(*c.record, k.c_str()); },
                run_value);
     out +=
         "<h3>Memory plan</h3><p class=\"note\">What each run planned to hold in memory "
@@ -202,7 +215,7 @@ std::string config_section(const ReportInputs& in) {
             {"parameters", "gradients", "gradient_sets", "optimizer", "activations", "data",
              "checkpoint", "total", "available"},
             [](const Column& c, const std::string& k) {
-              return field(field(c.record, "memory_plan"), k.c_str());
+              return field(field(*c.record, "memory_plan"), k.c_str());
             },
             bytes_or_value);
   }

@@ -2,6 +2,7 @@
 // hand, the tie-break, round trips of hostile Unicode, invalid UTF-8, the fast encoder
 // against a naive reading of the merge rules, the incremental trainer against a naive one
 // that recounts every pair for every merge, and text in chunks against text in one piece.
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <catch2/catch.hpp>
@@ -253,8 +254,46 @@ TEST_CASE("bpe cuts pieces longer than a megabyte the same way whole or chunked"
 
 TEST_CASE("a split pattern that backtracks without end is stopped with an error", "[bpe]") {
   const data::BpeTokenizer tok({}, "(a+)+$");
-  REQUIRE_THROWS_WITH(tok.encode(std::string(40, 'a') + "b"),
-                      Contains("split pattern: matching at byte 0") && Contains("limit"));
+  REQUIRE_THROWS_WITH(
+      tok.encode(std::string(40, 'a') + "b"),
+      Contains("split pattern '(a+)+$': matching at byte 0") && Contains("match limit"));
+}
+
+TEST_CASE(
+    "a split pattern that looks to the end of the text for each piece is refused, not "
+    "quadratic",
+    "[bpe]") {
+  // each piece is one byte, and finding it scans every byte after it: 300 KB took minutes
+  const std::string run(300000, 'a');
+  for (const char* pattern : {"a*b|.", "\\w(?=\\w*!)|\\W|\\w"}) {
+    const data::BpeTokenizer tok({}, pattern);
+    REQUIRE_THROWS_WITH(tok.encode(run), Contains(fmt::format("split pattern '{}'", pattern)) &&
+                                             Contains("quadratic"));
+    data::BpeStreamEncoder stream(tok);
+    std::vector<uint32_t> ids;
+    stream.add(run, ids);
+    REQUIRE_THROWS_WITH(stream.finish(ids), Contains("quadratic"));
+  }
+  // a lookahead to the end on text of short words (as a tokenizer file could hold)
+  std::string words;
+  while (words.size() < 300000) words += "the cat sat on the mat\n";
+  REQUIRE_THROWS_WITH(data::BpeTokenizer({}, "\\w+(?=[\\s\\S]*$)|\\s+|.").encode(words),
+                      Contains("quadratic"));
+  REQUIRE(gpt4_pieces(words).size() == 7 * (words.size() / 23));
+}
+
+TEST_CASE("the gpt2 and gpt4 split patterns stay inside the limits on long runs", "[bpe]") {
+  const size_t mib = data::PieceMatcher::kMaxPieceBytes;
+  // a short piece whose pattern scans a whole run after it, at the start of the text
+  std::string text = " \n" + std::string(mib - 100, ' ') + "x";
+  for (int i = 0; i < 3; ++i)
+    text += " \n\t\n" + std::string(300000, '\t') + "y" + std::string(200000, '.') + "1234567";
+  text += std::string(70000, 'z') + " " + std::string(2 * mib, '\n');
+  for (const auto pattern : {data::kGpt4SplitPattern, data::kGpt2SplitPattern}) {
+    std::string joined;
+    for (const std::string& p : pieces_of(text, std::string(pattern))) joined += p;
+    REQUIRE(joined == text);
+  }
 }
 
 TEST_CASE("bpe round trips hostile unicode", "[bpe]") {

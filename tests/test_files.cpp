@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -467,6 +468,58 @@ TEST_CASE("a lock file that is a symlink or not a regular file is refused", "[fi
   REQUIRE_THROWS_WITH(io::OutputLock(dir.file("d.h5")), Contains("is a FIFO"));
   REQUIRE(contents(victim) == "precious");
   REQUIRE_FALSE(fs::exists(dir.file("nowhere")));
+}
+
+TEST_CASE("a hard link planted as the lock file is refused and its target left untouched",
+          "[files]") {
+  FilesTestDir dir;
+  const std::string victim = dir.file("victim");
+  put(victim, "precious");
+  REQUIRE(::link(victim.c_str(), dir.file(".a.h5.lock").c_str()) == 0);
+  REQUIRE_THROWS_WITH(io::OutputLock(dir.file("a.h5")),
+                      Contains(dir.file(".a.h5.lock")) && Contains("has 2 names (hard links)"));
+  REQUIRE(contents(victim) == "precious");
+  REQUIRE(fs::exists(dir.file(".a.h5.lock")));  // not ours to remove
+}
+
+TEST_CASE("a lock file left behind is replaced by a file of this run, never written into",
+          "[files]") {
+  FilesTestDir dir;
+  const std::string lock = dir.file(".a.h5.lock");
+  put(lock, "precious");
+  const base::UniqueFd old(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(old.valid());
+  io::OutputLock mine(dir.file("a.h5"));
+  REQUIRE(contents(lock) == fmt::format("{}\n", ::getpid()));
+  char text[16] = {};
+  REQUIRE(::pread(old.get(), text, sizeof text, 0) == 8);  // the old file, unchanged
+  REQUIRE(std::string(text) == "precious");
+  struct stat by_fd, by_name;
+  REQUIRE(::fstat(old.get(), &by_fd) == 0);
+  REQUIRE(::stat(lock.c_str(), &by_name) == 0);
+  REQUIRE(by_fd.st_ino != by_name.st_ino);
+}
+
+TEST_CASE("an input's name is escaped in every error about it", "[files]") {
+  FilesTestDir dir;
+  const std::string name = dir.file("d\x1b]0;pwned\x07\x1b[2J.txt");  // a title, a clear
+  const auto escaped = [](const std::function<void()>& call) {
+    std::string message;
+    try {
+      call();
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    REQUIRE_THAT(message, Contains("d\\x1b]0;pwned\\x07\\x1b[2J.txt"));
+    REQUIRE(message.find('\x1b') == std::string::npos);
+  };
+  escaped([&] { base::read_input_file(name, "data file"); });  // missing
+  escaped([&] { base::regular_file_size(name, "data file"); });
+  fs::create_directory(name);
+  escaped([&] { base::read_input_file(name, "data file"); });  // not a file
+  fs::remove(name);
+  put(name, "hello");
+  escaped([&] { base::read_input_file(name, "data file", 2); });  // too large
 }
 
 TEST_CASE("input files that are folders FIFOs or devices are refused without blocking", "[files]") {

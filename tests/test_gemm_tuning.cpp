@@ -143,6 +143,25 @@ TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten
     CHECK(read_all(target) == "keep me\n");
     CHECK(ag::detail::tuning_file_state().find("ignored") != std::string::npos);
   }
+  SECTION("a hard link to another file, even under ATTOGRAD_TUNE=fresh") {
+    const std::string target = dir.write("elsewhere.txt", "keep me\n");
+    const std::string empty = dir.write("empty.txt", "");
+    std::filesystem::create_hard_link(empty, file);
+    CHECK(decide(timer) == GemmKernel::openblas_f32);  // measured, kept in the process only
+    CHECK(read_all(empty).empty());
+    std::filesystem::remove(file);
+    std::filesystem::create_hard_link(target, file);
+    env.set_mode("fresh");
+    CHECK(decide(timer) == GemmKernel::openblas_f32);
+    CHECK(read_all(target) == "keep me\n");
+    CHECK(ag::detail::tuning_file_state().find("with one name") != std::string::npos);
+  }
+  SECTION("a file that is not a table is not rewritten under ATTOGRAD_TUNE=fresh") {
+    dir.write(std::filesystem::relative(file, dir.path).string(), "keep me\n");
+    env.set_mode("fresh");
+    CHECK(decide(timer) == GemmKernel::openblas_f32);
+    CHECK(read_all(file) == "keep me\n");
+  }
   SECTION("another CPU's table") {
     const std::string foreign =
         "attograd-gemm-kernels 1\nsignature another CPU\n"

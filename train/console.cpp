@@ -9,6 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/utf8.h"
 #include "io/files.h"
 
 namespace train {
@@ -70,7 +71,7 @@ void say(std::string_view text) {
 void warn(std::string_view text) {
   if (g_quiet) return;
   std::fflush(stderr);
-  write_fully(STDERR_FILENO, fmt::format("attograd: warning: {}\n", text));
+  write_fully(STDERR_FILENO, fmt::format("attograd: warning: {}\n", base::printable(text)));
 }
 
 void notice(std::string_view text) {

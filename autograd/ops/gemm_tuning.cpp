@@ -157,6 +157,22 @@ bool make_folder(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// The cache file, made with O_EXCL when missing; one already there is opened without
+// O_CREAT or following a link (the caller checks what it is before writing a byte).
+int open_cache_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0 || errno != EEXIST) return fd;
+  return ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
+// Whether the file is empty or begins with our header line: a table of ours
+bool starts_with_header(int fd) {
+  const std::string head = std::string(kHeader) + "\n";
+  std::string bytes(head.size(), '\0');
+  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), 0);
+  return n == 0 || (n == static_cast<ssize_t>(head.size()) && bytes == head);
+}
+
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
@@ -368,15 +384,16 @@ int Tuner::open_locked() {
   };
   if (path.empty()) return give_up("no cache folder (neither XDG_CACHE_HOME nor HOME is set)");
   if (!make_folder(cache_folder())) return give_up("its folder cannot be made");
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = open_cache_file(path);
   if (fd < 0) return give_up(fmt::format("ignored: cannot be opened ({})", std::strerror(errno)));
   struct stat st;
   if (::flock(fd, LOCK_EX) != 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_uid != ::geteuid() || st.st_size > kMaxFileBytes) {
+      st.st_uid != ::geteuid() || st.st_nlink != 1 || st.st_size > kMaxFileBytes) {
     ::close(fd);
-    return give_up("ignored: not a regular file of this user under 1 MiB");
+    return give_up("ignored: not a regular file of this user with one name, under 1 MiB");
   }
-  if (tune_mode() == TuneMode::fresh && !truncated_) {  // measured afresh, written afresh
+  // measured afresh, written afresh; a file that is not a table of ours is never rewritten
+  if (tune_mode() == TuneMode::fresh && !truncated_ && starts_with_header(fd)) {
     truncated_ = true;
     if (::ftruncate(fd, 0) != 0) return ::close(fd), give_up("ignored: cannot be rewritten");
     st.st_size = 0;

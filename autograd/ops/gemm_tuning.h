@@ -14,9 +14,11 @@
 //
 // ATTOGRAD_TUNE=off uses the fixed rules (gemm.h's f32_backend and bf16_backend) and
 // touches no file; ATTOGRAD_TUNE=fresh measures every class again and rewrites the file.
-// The file is data from elsewhere: read only if it is a regular file of ours under 1 MiB,
-// never through a link; a line that does not parse is skipped; one for another signature
-// makes the whole file ignored.
+// The file is data from elsewhere: made with O_EXCL when missing; one already there is read
+// (and written) only if it is a regular file of ours with one name (a hard link planted
+// there is ignored) under 1 MiB, never through a symbolic link; fresh rewrites only a file
+// that starts with our header; a line that does not parse is skipped; one for another
+// signature makes the whole file ignored.
 #include <cstdint>
 #include <functional>
 #include <span>

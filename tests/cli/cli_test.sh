@@ -391,6 +391,30 @@ one_writer)
   ls -a | grep -q "lock" && fail "a lock file was left behind: $(ls -a)"
   true
   ;;
+lock_hard_link)
+  # a hard link planted as the lock file is refused, and the file it names is untouched
+  echo "precious" > victim.txt
+  ln victim.txt .run.h5.lock
+  expect_usage_error "has 2 names (hard links)" "$bin" train "${tiny[@]}" --steps 3 --out run.h5
+  [ "$(cat victim.txt)" = "precious" ] || fail "the lock wrote into a planted hard link"
+  [ -e run.h5 ] && fail "a run went ahead without its lock"
+  true
+  ;;
+escapes_never_raw)
+  # a checkpoint's config carries the data path it trained on: escapes in it (a hostile
+  # file, or a strange name) are shown escaped, never sent raw to the terminal
+  name=$'d\e]0;pwned\a\e[2J.txt'
+  for i in $(seq 1 200); do echo "the quick brown fox jumps over the lazy dog $i"; done > "$name"
+  "$bin" train "${tiny[@]}" --steps 2 --data "$name" --out run.h5 > /dev/null 2>&1 ||
+    fail "training on a strange file name failed"
+  rm "$name"
+  "$bin" resume --checkpoint run.h5 --steps 4 > /dev/null 2> err.txt && fail "resumed without its data"
+  grep -q $'\e' err.txt && fail "an escape reached stderr raw: $(cat -v err.txt)"
+  grep -qF '\x1b]0;pwned\x07\x1b[2J' err.txt || fail "the path is not shown escaped: $(cat -v err.txt)"
+  "$bin" train "${tiny[@]}" --steps 2 --data "$name" 2> err.txt && fail "a missing file trained"
+  grep -q $'\e' err.txt && fail "an escape reached stderr raw: $(cat -v err.txt)"
+  true
+  ;;
 hostile_folder)
   # links and stray files planted in the output folder never redirect or block a save
   echo "precious" > victim.txt
