@@ -20,7 +20,7 @@
 //   engine.h       graph Nodes, backward(), NoGradGuard
 //   ops.h          the differentiable ops (implementations in ops/, one file per family)
 //   gradcheck.h    float64 finite-difference checks of any function's gradient
-//   threading.h    one thread count for OpenMP loops and BLAS
+//   threading.h    one thread count for OpenMP loops and BLAS (kernel_libraries.h: which ones)
 //   adaptive_threads.h  fewer threads for the steps while another program holds a core
 //   autocast.h     mixed precision: bfloat16 GEMM operands, float32 accumulation (the
 //                  attention's on the BF16 units where the CPU has them: ops/tile_kernels_bf16.h)

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include "autograd/kernel_libraries.h"
 
 extern "C" char* openblas_get_corename();
 extern "C" int openblas_get_parallel();
@@ -44,6 +47,15 @@ int num_threads() {
 
 const char* blas_kernel_name() {
   return openblas_get_corename();
+}
+
+std::string blas_library() {
+  return openblas_get_config();
+}
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
 }
 
 bool blas_bits_independent_of_threads() {

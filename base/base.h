@@ -9,7 +9,7 @@
 //            their end under a size cap, files created exclusively, errno messages (their
 //            paths escaped)
 //   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
-//   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits)
+//   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits); error_text.h: one "error:"
 #include "base/atomic_file.h"
 #include "base/hash.h"
 #include "base/json.h"

@@ -13,6 +13,7 @@
 #include "autograd/adaptive_threads.h"
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
+#include "base/error_text.h"
 #include "bench/background_load.h"
 #include "bench/memory_bench.h"
 #include "bench/micro.h"
@@ -347,7 +348,7 @@ int bench_command(const std::vector<std::string>& args) {
     if (o.bucket_mb < 1) throw std::invalid_argument("--bucket-mb must be >= 1");
     return run_steps(o);
   } catch (const std::exception& e) {
-    train::noticef("attograd bench: error: {}\n", e.what());
+    train::noticef("attograd bench: error: {}\n", base::without_error_prefix(e.what()));
     return 2;
   }
 }

@@ -25,7 +25,8 @@ po::options_description attention_options(AttentionOptions& o) {
   po::options_description desc("attention options");
   auto add = desc.add_options();
   add("help,h", "show this help");
-  add("checkpoint", po::value(&o.checkpoint)->required(), "the model");
+  add("checkpoint", po::value(&o.checkpoint)->required(),
+      "the model (also the first bare argument)");
   add("prompt", po::value(&o.prompt)->required(), "the text (1 to context_length tokens)");
   add("layer", po::value(&o.layer), "only this layer (from 0)");
   add("head", po::value(&o.head), "only this head (from 0)");
@@ -97,8 +98,8 @@ int attention_command(const Args& args) {
   return guarded("attention", [&] {
     AttentionOptions o;
     auto desc = attention_options(o);
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "attention", desc)) return 0;
+    auto vm = parse_options(args, desc, "checkpoint");
+    if (wants_help(vm, "attention", desc, "CHECKPOINT")) return 0;
     if (o.prompt.empty()) throw UsageError("--prompt must not be empty");
     if (!o.svg.empty() && (!vm.count("layer") || !vm.count("head")))
       throw UsageError("--svg draws one heat map: choose it with --layer and --head");

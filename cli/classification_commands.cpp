@@ -120,7 +120,7 @@ po::options_description classify_options(ClassifyOptions& o) {
   auto add = desc.add_options();
   add("help,h", "show this help");
   add("checkpoint", po::value(&o.path)->required(),
-      "a classifier's checkpoint (train --task classify)");
+      "a classifier's checkpoint (train --task classify; also the first bare argument)");
   add("text", po::value(&o.text),
       "the text to classify (default: each line of standard input is one text; empty lines "
       "are skipped)");
@@ -231,8 +231,8 @@ int classify_command(const Args& args) {
   return guarded("classify", [&] {
     ClassifyOptions o;
     auto desc = classify_options(o);
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "classify", desc)) return 0;
+    auto vm = parse_options(args, desc, "checkpoint");
+    if (wants_help(vm, "classify", desc, "CHECKPOINT")) return 0;
     if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
     if (vm.count("text") && o.text.empty()) throw UsageError("--text is empty");
     require_file(o.path, "checkpoint");

@@ -23,6 +23,7 @@
 //   merge_command.cpp    merge: a LoRA checkpoint's adapters folded into its weights
 //   gradcheck.cpp        gradcheck: the op table's checks, printed as a table
 //   demo.cpp             demo: the attention chapter's numbers
+//   version_command.cpp  version (--version): version, commit, compiler, kernels, MPI
 //   main.cpp             main()
 #include <boost/program_options.hpp>
 #include <string>
@@ -59,5 +60,9 @@ int export_command(const Args& args);
 int merge_command(const Args& args);
 int gradcheck_command(const Args& args);
 int demo_command(const Args& args);
+int version_command(const Args& args);
+// What `attograd --version` prints: the version and git commit, the compiler, OpenBLAS's
+// build and kernel, oneDNN's version and bfloat16 kernel, and whether MPI is compiled in.
+std::string version_text();
 
 }  // namespace cli

@@ -1,14 +1,18 @@
 #include "cli/command_support.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
+#include "base/error_text.h"
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepared.h"
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "train/config.h"
 #include "train/console.h"
 
 namespace cli {
@@ -18,10 +22,36 @@ int usage_error(const std::string& command, const std::string& what) {
 }
 
 bool wants_help(const po::variables_map& vm, const std::string& command,
-                const po::options_description& desc) {
+                const po::options_description& desc, const std::string& operands) {
   if (!vm.count("help")) return false;
-  std::cout << "usage: attograd " << command << " [options]\n\n" << desc << "\n";
+  std::cout << "usage: attograd " << command << (operands.empty() ? "" : " ") << operands
+            << " [options]\n\n"
+            << desc << "\n";
   return true;
+}
+
+std::string default_checkpoint(const std::string& command, const std::string& when_none) {
+  const std::string path = train::RunConfig{}.out;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !when_none.empty())
+    throw UsageError(
+        fmt::format("{} (there is no {} here, train's default output)", when_none, path));
+  if (!std::filesystem::exists(path, ec))
+    throw UsageError(fmt::format(
+        "no checkpoint given, and no {} (train's default output) here: name one, 'attograd {} "
+        "FILE.h5' or --checkpoint FILE.h5",
+        path, command));
+  if (train::World::current().root())
+    train::noticef("attograd {}: using {} (no checkpoint given; train's default output)\n", command,
+                   path);
+  return path;
+}
+
+bool is_hdf5_file(const std::string& path) {
+  static constexpr char kSignature[] = "\x89HDF\r\n\x1a\n";
+  std::ifstream in(path, std::ios::binary);
+  char head[sizeof kSignature - 1] = {};
+  return in.read(head, sizeof head) && std::equal(head, head + sizeof head, kSignature);
 }
 
 std::string config_file(const po::variables_map& vm) {
@@ -84,7 +114,8 @@ std::unique_ptr<io::OutputLock> lock_output_on_root(const std::string& path) {
 int report_failure(const std::string& command, int code, const std::string& message) {
   train::World& world = train::World::current();
   if (!world.distributed()) {
-    train::noticef("attograd {}: error: {}\n", command, base::printable(message));
+    train::noticef("attograd {}: error: {}\n", command,
+                   base::printable(base::without_error_prefix(message)));
     return code;
   }
   if (!world.setup_agreed()) {  // every rank reaches this point or the end of set-up once
@@ -93,13 +124,14 @@ int report_failure(const std::string& command, int code, const std::string& mess
     return f.code;
   }
   train::noticef("attograd {}: error on rank {}: {}\n", command, world.rank(),
-                 base::printable(message));
+                 base::printable(base::without_error_prefix(message)));
   world.abort(code);
 }
 
 int report_peer_failure(const std::string& command, const train::PeerFailure& e) {
   if (train::World::current().root())
-    train::noticef("attograd {}: error: {}{}\n", command, base::printable(e.what()),
+    train::noticef("attograd {}: error: {}{}\n", command,
+                   base::printable(base::without_error_prefix(e.what())),
                    e.rank == 0 ? "" : fmt::format(" (rank {})", e.rank));
   return e.code;
 }

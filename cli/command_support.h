@@ -17,9 +17,20 @@ namespace cli {
 // One line on stderr, exit code 2: the contract for every usage problem.
 int usage_error(const std::string& command, const std::string& what);
 
-// Prints the command's usage and options when --help was given.
+// Prints the command's usage and options when --help was given; `operands` is what may
+// follow the command name without an option ("[CHECKPOINT]").
 bool wants_help(const po::variables_map& vm, const std::string& command,
-                const po::options_description& desc);
+                const po::options_description& desc, const std::string& operands = "");
+
+// The checkpoint a command reads when none was named: train's default output (attograd.h5)
+// when there is one here, named on stderr (rank 0) so that the user knows which file was
+// used; else a usage error saying how to name one (or `when_none`, when given, saying that
+// there is no attograd.h5 either).
+std::string default_checkpoint(const std::string& command, const std::string& when_none = "");
+
+// Whether a file starts with HDF5's signature (a checkpoint, a gradient dump), so a
+// checkpoint given where a metrics file belongs (or the reverse) is named for what it is.
+bool is_hdf5_file(const std::string& path);
 
 // The --config file named on the command line, or "".
 std::string config_file(const po::variables_map& vm);

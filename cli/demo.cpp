@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "base/error_text.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -69,7 +70,7 @@ int demo_command(const Args& args) {
   desc.add_options()("help,h", "show this help")("seed", po::value(&seed)->default_value(0),
                                                  "random seed")(
       "steps", po::value(&steps)->default_value(300), "gradient descent steps")(
-      "lr", po::value(&lr)->default_value(0.1), "learning rate");
+      "lr", value_with_default(&lr, 0.1), "learning rate");
   try {
     auto vm = parse_options(args, desc);
     if (vm.count("help")) {
@@ -77,7 +78,8 @@ int demo_command(const Args& args) {
       return 0;
     }
   } catch (const UsageError& e) {
-    train::noticef("attograd demo: error: {}\n", base::printable(e.what()));
+    train::noticef("attograd demo: error: {}\n",
+                   base::printable(base::without_error_prefix(e.what())));
     return 2;
   }
   attention_walkthrough();

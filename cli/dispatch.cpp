@@ -36,6 +36,7 @@ commands:
   gradcheck  run the finite-difference gradient checks of every op
   bench      time training steps (tiny, small, base, gpt2) or the hot kernels (--micro)
   demo       the attention chapter's numbers and a small network trained by backprop
+  version    the version, git commit, compiler, kernels and MPI of this build (--version)
 
 'attograd <command> --help' lists a command's options.
 )";
@@ -52,7 +53,7 @@ std::span<const std::pair<const char*, Command>> commands() {
       {"demo", demo_command},           {"report", report_command},
       {"attention", attention_command}, {"import", import_command},
       {"export", export_command},       {"classify", classify_command},
-      {"merge", merge_command},
+      {"merge", merge_command},         {"version", version_command},
   };
   return kCommands;
 }
@@ -79,6 +80,8 @@ int cli_main(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
+  if (command == "--version" || command == "-V")
+    return version_command(Args(argv + 2, argv + argc));
   if (Command run = find_command(command)) return run(Args(argv + 2, argv + argc));
   train::noticef("attograd: error: unknown command '{}'{} (try 'attograd --help')\n",
                  base::printable(command), suggestion(command));

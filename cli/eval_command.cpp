@@ -9,10 +9,12 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "base/posix_file.h"
 #include "base/utf8.h"
 #include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/identity.h"
 #include "data/instructions.h"
 #include "data/prepared.h"
 #include "data/text_ids.h"
@@ -35,10 +37,13 @@ po::options_description eval_options(EvalOptions& o) {
   po::options_description desc("eval options");
   auto add = desc.add_options();
   add("help,h", "show this help");
-  add("checkpoint", po::value(&o.path)->required(), "checkpoint to evaluate");
+  add("checkpoint", po::value(&o.path),
+      "checkpoint to evaluate (also the first bare argument; default: attograd.h5 when there "
+      "is one here)");
   add("data", po::value(&o.data_path),
       "UTF-8 text file, or a folder made by 'attograd prepare'; for a checkpoint trained "
-      "with --task instruct, instruction records (JSON or JSON lines)");
+      "with --task instruct, instruction records (JSON or JSON lines); default: the data the "
+      "checkpoint trained on, when it is still there and unchanged");
   add("multiple-choice", po::value(&o.choices),
       "instead of --data: a JSON Lines file of multiple-choice items ({\"ctx\", \"endings\", "
       "\"label\"} or {\"question\", \"choices\", \"answer\"}): acc and acc_norm");
@@ -172,9 +177,54 @@ void eval_choices(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions&
                            .dump());
 }
 
+// No --data and no --multiple-choice: the data the checkpoint trained on, when its config
+// names a file or folder that is still there and whose identity is the one the checkpoint
+// recorded (a file could name any path on this machine as its "data", and a text edited
+// since is not the one the run saw); otherwise a usage error saying which of these failed.
+std::string recorded_data(const io::Checkpoint& ckpt, const std::string& path) {
+  const train::RunConfig run = train::RunConfig::from_json(ckpt.config);
+  const std::string name = base::printable(path), data = base::printable(run.data);
+  constexpr const char* kRequired = "the option '--data' (or '--multiple-choice') is required";
+  if (run.data.empty())
+    throw UsageError(fmt::format(
+        "no --data given, and '{}' trained on the built-in corpus, no file to evaluate on: {}",
+        name, kRequired));
+  if (ckpt.data_identity.empty())
+    throw UsageError(fmt::format(
+        "no --data given, and '{}' does not record the identity of its data ('{}'), so it "
+        "cannot be checked: {}",
+        name, data, kRequired));
+  std::string identity;
+  try {
+    identity = data::is_prepared_folder(run.data)
+                   ? data::open_prepared(run.data).identity
+                   : data::text_identity(base::read_input_file(run.data, "data file"));
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format(
+        "no --data given, and '{}', the data '{}' trained on, cannot be read now ({}): {} (if "
+        "it moved, name its new place)",
+        data, name, e.what(), kRequired));
+  }
+  if (identity != ckpt.data_identity)
+    throw UsageError(fmt::format(
+        "no --data given, and '{}', the data '{}' trained on, has changed since (identity {}, "
+        "the checkpoint records {}): give --data '{}' to evaluate on it as it is now",
+        data, name, identity, base::printable(ckpt.data_identity), data));
+  if (train::World::current().root())
+    train::noticef(
+        "attograd eval: no --data given: evaluating on '{}', the data '{}' trained on "
+        "(unchanged since){}\n",
+        data, name,
+        data::is_prepared_folder(run.data) || run.task != "lm"
+            ? ""
+            : "; the whole text, its training part included");
+  return run.data;
+}
+
 // Which of --data and --multiple-choice, and the options that go with each.
 void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
-  const bool data = vm.count("data") > 0, choices = vm.count("multiple-choice") > 0;
+  const bool data = vm.count("data") > 0 || !o.data_path.empty(),
+             choices = vm.count("multiple-choice") > 0;
   if (data == choices)
     throw UsageError(data ? "--data and --multiple-choice: give one of them"
                           : "the option '--data' (or '--multiple-choice') is required but missing");
@@ -188,6 +238,11 @@ void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
   }
   if (!vm["limit"].defaulted()) throw UsageError("--limit is for --multiple-choice");
   require_data(o.data_path);
+  if (o.split != "val" && o.split != "train")
+    throw UsageError(
+        fmt::format("--split must be val or train, got '{}'", base::printable(o.split)));
+  if (!vm["split"].defaulted() && !data::is_prepared_folder(o.data_path))
+    throw UsageError("--split is for a prepared folder; a text file is evaluated whole");
 }
 
 // A classifier is evaluated on a labelled file, whole.
@@ -212,26 +267,27 @@ int eval_command(const Args& args) {
     const train::World& world = train::World::join();  // under mpirun: windows shared out
     EvalOptions o;
     auto desc = eval_options(o);
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "eval", desc)) return 0;
+    auto vm = parse_options(args, desc, "checkpoint");
+    if (wants_help(vm, "eval", desc, "[CHECKPOINT]")) return 0;
     if (!vm.count("dump-grads")) o.dump.clear();
     if (!o.dump.empty() && world.distributed())
       throw UsageError("--dump-grads runs in one process, not under mpirun");
     if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+    if (o.path.empty()) o.path = default_checkpoint("eval");
     require_file(o.path, "checkpoint");
+    io::Checkpoint ckpt;
+    const bool loaded = !vm.count("data") && !vm.count("multiple-choice");
+    if (loaded) {  // the checkpoint says what to evaluate on
+      ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+      o.data_path = recorded_data(ckpt, o.path);
+    }
     check_inputs(vm, o);
-    if (o.split != "val" && o.split != "train")
-      throw UsageError(
-          fmt::format("--split must be val or train, got '{}'", base::printable(o.split)));
-    if (vm.count("split") && !vm["split"].defaulted() && !o.data_path.empty() &&
-        !data::is_prepared_folder(o.data_path))
-      throw UsageError("--split is for a prepared folder; a text file is evaluated whole");
     require_outputs({{"--dump-grads", o.dump}}, with_data_files({{"--checkpoint", o.path},
                                                                  {"--config", config_file(vm)},
                                                                  {"--multiple-choice", o.choices}},
                                                                 o.data_path));
     ag::set_num_threads(o.threads);
-    io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+    if (!loaded) ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
     if (vm.count("task") && o.task != "classify" && o.task != "instruct")
       throw UsageError(
           fmt::format("--task must be classify or instruct, got '{}' (a language model's "

@@ -8,6 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/op_cases.h"
+#include "base/error_text.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -20,6 +21,7 @@ namespace {
 struct GradcheckFlags {
   std::optional<double> eps, atol, rtol;  // unset: each case's own tolerance
   std::string filter;                     // only cases whose name contains this
+  int threads = ag::kDefaultThreads;
 };
 
 GradcheckFlags parse_gradcheck_flags(const Args& args, bool& help) {
@@ -29,7 +31,8 @@ GradcheckFlags parse_gradcheck_flags(const Args& args, bool& help) {
                                                  "central difference step, for every case")(
       "atol", po::value<double>(), "absolute tolerance, for every case")(
       "rtol", po::value<double>(), "relative tolerance, for every case")(
-      "filter", po::value(&flags.filter), "only the cases whose name contains this");
+      "filter", po::value(&flags.filter), "only the cases whose name contains this")(
+      "threads", po::value(&flags.threads)->default_value(ag::kDefaultThreads), "threads");
   auto vm = parse_options(args, desc);
   help = vm.count("help") > 0;
   if (vm.count("eps")) flags.eps = vm["eps"].as<double>();
@@ -38,6 +41,8 @@ GradcheckFlags parse_gradcheck_flags(const Args& args, bool& help) {
   if (!(flags.eps.value_or(1) > 0) || !(flags.atol.value_or(0) >= 0) ||
       !(flags.rtol.value_or(0) >= 0))
     throw UsageError("--eps must be positive and --atol, --rtol non-negative");
+  if (flags.threads < 1)
+    throw UsageError(fmt::format("--threads must be >= 1, got {}", flags.threads));
   return flags;
 }
 
@@ -63,13 +68,16 @@ int gradcheck_command(const Args& args) {
     bool help = false;
     flags = parse_gradcheck_flags(args, help);
     if (help) {
-      fmt::print("usage: attograd gradcheck [--eps E --atol A --rtol R] [--filter TEXT]\n");
+      fmt::print(
+          "usage: attograd gradcheck [--eps E --atol A --rtol R] [--filter TEXT] [--threads N]\n");
       return 0;
     }
   } catch (const UsageError& e) {
-    train::noticef("attograd gradcheck: error: {}\n", base::printable(e.what()));
+    train::noticef("attograd gradcheck: error: {}\n",
+                   base::printable(base::without_error_prefix(e.what())));
     return 2;
   }
+  ag::set_num_threads(flags.threads);
   std::vector<const ag::OpCase*> cases;
   for (const ag::OpCase& c : ag::op_cases())
     if (c.gradcheck() && c.name.find(flags.filter) != std::string::npos) cases.push_back(&c);

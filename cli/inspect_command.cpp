@@ -98,20 +98,10 @@ std::optional<po::variables_map> inspect_options(const Args& args, std::string& 
   add("checkpoint", po::value(&path)->required(), "checkpoint file");
   add("verify", "read every dataset and report checksum failures by name");
   add("checksums", "print a 64-bit FNV-1a hash of each parameter's float32 bytes");
-  po::positional_options_description pos;
-  pos.add("checkpoint", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << "usage: attograd inspect FILE [--verify]\n\n" << desc << "\n";
-      return std::nullopt;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  return vm;
+  po::variables_map vm = parse_options(args, desc, "checkpoint");
+  if (!vm.count("help")) return vm;
+  std::cout << "usage: attograd inspect FILE [--verify] [--checksums]\n\n" << desc << "\n";
+  return std::nullopt;
 }
 
 // Every dataset in the same pass, so each bad one is named even when loading stops.

@@ -23,20 +23,10 @@ namespace fs = std::filesystem;
 // after --help.
 std::optional<po::variables_map> parse_with(const Args& args, const po::options_description& desc,
                                             const char* positional, const std::string& usage) {
-  po::positional_options_description pos;
-  if (positional) pos.add(positional, 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      std::cout << "usage: " << usage << "\n\n" << desc << "\n";
-      return std::nullopt;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  return vm;
+  po::variables_map vm = parse_options(args, desc, positional);
+  if (!vm.count("help")) return vm;
+  std::cout << "usage: " << usage << "\n\n" << desc << "\n";
+  return std::nullopt;
 }
 
 // What a model path reads: the path, and a folder's files (or a file's neighbours) that
@@ -128,13 +118,14 @@ int export_command(const Args& args) {
     po::options_description desc("export options");
     auto add = desc.add_options();
     add("help,h", "show this help");
-    add("checkpoint", po::value(&path)->required(), "the attograd checkpoint to export");
+    add("checkpoint", po::value(&path)->required(),
+        "the attograd checkpoint to export (also the first bare argument)");
     add("format", po::value(&format)->required(),
         "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint)");
     add("out", po::value(&out)->required(), "where to write (hf: a new or empty folder)");
     add("dtype", po::value(&dtype)->default_value("f32"), "f32 or bf16");
-    const auto vm = parse_with(args, desc, nullptr,
-                               "attograd export --checkpoint FILE.h5 --format hf|gguf|llmc "
+    const auto vm = parse_with(args, desc, "checkpoint",
+                               "attograd export CHECKPOINT.h5 --format hf|gguf|llmc "
                                "--out PATH [--dtype f32|bf16]");
     if (!vm) return 0;
     const ag::Precision type = parse_dtype(dtype);

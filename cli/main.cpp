@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "autograd/threading.h"
+#include "base/error_text.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "train/console.h"
@@ -16,7 +17,7 @@ int main(int argc, char** argv) {
   try {
     return cli::cli_main(argc, argv);
   } catch (const std::exception& e) {  // the commands report their own: a last resort
-    train::noticef("attograd: error: {}\n", base::printable(e.what()));
+    train::noticef("attograd: error: {}\n", base::printable(base::without_error_prefix(e.what())));
     return 1;
   }
 }

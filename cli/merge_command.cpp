@@ -17,11 +17,12 @@ int merge_command(const Args& args) {
     po::options_description desc("merge options");
     auto add = desc.add_options();
     add("help,h", "show this help");
-    add("checkpoint", po::value(&path)->required(), "the checkpoint whose adapters to merge");
+    add("checkpoint", po::value(&path)->required(),
+        "the checkpoint whose adapters to merge (also the first bare argument)");
     add("out", po::value(&out)->required(),
         "the merged checkpoint to write (weights only, lora_rank 0)");
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "merge", desc)) return 0;
+    auto vm = parse_options(args, desc, "checkpoint");
+    if (wants_help(vm, "merge", desc, "CHECKPOINT")) return 0;
     require_file(path, "checkpoint");
     require_outputs({{"--out", out}}, {{"--checkpoint", path}});
     const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});

@@ -124,10 +124,12 @@ void refuse_negative_unsigned(const po::parsed_options& parsed,
 // with an override appended), instead of Boost's "specified more than once" error; one
 // that collects values (composing, as report's --metrics) keeps them all.
 po::parsed_options parse_args(const std::vector<std::string>& args,
-                              const po::options_description& desc) {
+                              const po::options_description& desc,
+                              const po::positional_options_description& positional = {}) {
   po::parsed_options parsed =
       po::command_line_parser(args)
           .options(desc)
+          .positional(positional)
           .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
           .run();
   std::vector<po::option> last_of_each;
@@ -198,12 +200,21 @@ std::string option_name(std::string key) {
 }
 
 po::variables_map parse_options(const std::vector<std::string>& args,
-                                const po::options_description& desc) {
+                                const po::options_description& desc, const char* positional,
+                                int positional_count) {
+  po::positional_options_description bare;
+  if (positional) bare.add(positional, positional_count);
   po::variables_map vm;
   try {
-    po::store(parse_args(args, desc), vm);  // stored first: the command line wins
+    po::store(parse_args(args, desc, bare), vm);  // stored first: the command line wins
   } catch (const po::unknown_option& e) {
     throw UsageError(describe(e, args) + option_suggestion(e, desc));
+  } catch (const po::too_many_positional_options_error&) {
+    throw UsageError(
+        positional ? fmt::format("more than one value without an option name: only the {} may "
+                                 "be given so (every other value follows its --option)",
+                                 positional)
+                   : "a value without an option name: every value follows its --option");
   } catch (const po::error& e) {
     throw UsageError(describe(e, args));
   }

@@ -7,6 +7,8 @@
 // --metrics) may repeat, in the file and on the command line, and keeps every value. Every
 // problem is a UsageError with one line that names the option, the value and, for a file,
 // the line.
+#include <fmt/format.h>
+
 #include <boost/program_options.hpp>
 #include <stdexcept>
 #include <string>
@@ -25,12 +27,22 @@ struct UsageError : std::runtime_error {
 // 2), or "" when none is that close: for "did you mean" in usage errors.
 std::string closest_name(const std::string& name, const std::vector<std::string>& names);
 
+// A value with its default shown in --help as it would be typed: 0.1, not Boost's
+// 0.10000000000000001.
+template <typename T>
+po::typed_value<T>* value_with_default(T* field, const T& value) {
+  return po::value(field)->default_value(value, fmt::format("{}", value));
+}
+
 // A config key as its option name: d_model -> d-model.
 std::string option_name(std::string key);
 
 // Parses args (without the program and subcommand names) against desc, reading
-// --config FILE when desc has a "config" option. Returns the merged variables.
+// --config FILE when desc has a "config" option. Returns the merged variables. With
+// `positional`, bare arguments are that option's values (`sample run.h5` is `sample
+// --checkpoint run.h5`): one of them, or with positional_count -1 any number.
 po::variables_map parse_options(const std::vector<std::string>& args,
-                                const po::options_description& desc);
+                                const po::options_description& desc,
+                                const char* positional = nullptr, int positional_count = 1);
 
 }  // namespace cli

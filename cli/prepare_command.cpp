@@ -38,7 +38,7 @@ po::options_description prepare_options(PrepareCommandOptions& o) {
       "checkpoint, a tokenizer .json file or a prepared folder)");
   add("vocab-size", po::value(&o.vocab_size)->default_value(0),
       "bpe: the vocabulary to learn (256 byte tokens + merges)");
-  add("val-fraction", po::value(&o.val_fraction)->default_value(0.1),
+  add("val-fraction", value_with_default(&o.val_fraction, 0.1),
       "the last fraction of the corpus held out for validation");
   add("out", po::value(&o.out)->required(),
       "the folder to write (new, empty, or a prepared folder to replace)");

@@ -1,6 +1,10 @@
 // `report`: metrics files and a checkpoint to one HTML page (report/report.h draws it).
 #include <fmt/format.h>
 
+#include <cctype>
+#include <fstream>
+
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "io/checkpoint.h"
@@ -13,7 +17,7 @@ namespace cli {
 namespace {
 
 struct ReportOptions {
-  std::vector<std::string> metrics;
+  std::vector<std::string> metrics, files;  // files: the bare arguments, sorted by content
   std::string checkpoint, prompt, out;
   int64_t sample_tokens = 200;
   double temperature = 0.8;
@@ -28,25 +32,67 @@ po::options_description report_options(ReportOptions& o) {
   add("metrics", po::value(&o.metrics)->multitoken()->composing(),
       "a --metrics file of train (repeat, or name several: the runs are overlaid)");
   add("checkpoint", po::value(&o.checkpoint),
-      "a checkpoint: its sample, and with --prompt its "
-      "attention maps and per-token loss");
+      "a checkpoint: its sample, and with --prompt its attention maps and per-token loss "
+      "(default, without --metrics: attograd.h5 when there is one here)");
   add("prompt", po::value(&o.prompt),
       "text for the attention maps (at most context_length tokens)");
   add("out", po::value(&o.out)->required(), "the HTML file to write (replaced atomically)");
   add("sample-tokens", po::value(&o.sample_tokens)->default_value(200),
       "tokens of sample text from the checkpoint (0: none)");
-  add("temperature", po::value(&o.temperature)->default_value(0.8, "0.8"),
-      "the sample's temperature");
+  add("temperature", value_with_default(&o.temperature, 0.8), "the sample's temperature");
   add("seed", po::value(&o.seed)->default_value(0), "the sample's seed");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
 }
 
+// Files named without an option: a checkpoint (HDF5) is --checkpoint, anything else a
+// metrics file, so `attograd report run.h5 run.jsonl --out r.html` reads as meant.
+void sort_bare_files(ReportOptions& o) {
+  for (const std::string& f : o.files) {
+    require_file(f, "file");
+    if (!is_hdf5_file(f)) {
+      o.metrics.push_back(f);
+    } else if (o.checkpoint.empty() || o.checkpoint == f) {
+      o.checkpoint = f;
+    } else {
+      throw UsageError(fmt::format("'{}' and '{}' are both checkpoints: a report shows one",
+                                   base::printable(o.checkpoint), base::printable(f)));
+    }
+  }
+}
+
+// Whether a file's first non-blank byte opens a JSON object, as a metrics file's lines do.
+bool looks_like_json_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
+  }
+  return in && c == '{';
+}
+
+// A checkpoint given as --metrics, or a metrics file as --checkpoint, is named for what it
+// is, with the option it belongs to.
+void check_file_kinds(const ReportOptions& o) {
+  for (const std::string& m : o.metrics) {
+    require_file(m, "metrics file");
+    if (is_hdf5_file(m))
+      throw UsageError(fmt::format(
+          "--metrics '{}' is a checkpoint (HDF5), not a metrics file (train --metrics writes "
+          "JSON lines): give it as --checkpoint {}",
+          base::printable(m), base::printable(m)));
+  }
+  if (o.checkpoint.empty()) return;
+  require_file(o.checkpoint, "checkpoint");
+  if (!is_hdf5_file(o.checkpoint))
+    throw UsageError(fmt::format(
+        "--checkpoint '{}' is not a checkpoint (not HDF5){}: give a metrics file as --metrics {}",
+        base::printable(o.checkpoint),
+        looks_like_json_lines(o.checkpoint) ? "; it reads as a metrics file (JSON lines)" : "",
+        base::printable(o.checkpoint)));
+}
+
 void check_report_options(const ReportOptions& o) {
-  if (o.metrics.empty() && o.checkpoint.empty())
-    throw UsageError(
-        "nothing to report: give --metrics FILE (one or more) and/or --checkpoint FILE");
   if (!o.prompt.empty() && o.checkpoint.empty())
     throw UsageError("--prompt needs --checkpoint: the model whose attention it shows");
   if (o.sample_tokens < 0)
@@ -73,15 +119,20 @@ int report_command(const Args& args) {
   return guarded("report", [&] {
     ReportOptions o;
     auto desc = report_options(o);
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "report", desc)) return 0;
+    po::options_description all;
+    all.add(desc).add_options()("files", po::value(&o.files)->composing());
+    auto vm = parse_options(args, all, "files", -1);
+    if (wants_help(vm, "report", desc, "[FILE...]")) return 0;
+    sort_bare_files(o);
+    if (o.metrics.empty() && o.checkpoint.empty())
+      o.checkpoint = default_checkpoint(
+          "report",
+          "nothing to report: give --metrics FILE (one or more) and/or --checkpoint FILE (or "
+          "name them without the options)");
     check_report_options(o);
+    check_file_kinds(o);
     io::NamedPaths inputs{{"--checkpoint", o.checkpoint}, {"--config", config_file(vm)}};
-    for (const auto& m : o.metrics) {
-      require_file(m, "metrics file");
-      inputs.push_back({"--metrics", m});
-    }
-    if (!o.checkpoint.empty()) require_file(o.checkpoint, "checkpoint");
+    for (const auto& m : o.metrics) inputs.push_back({"--metrics", m});
     require_outputs({{"--out", o.out}}, inputs);
     ag::set_num_threads(o.threads);
     report::ReportInputs in;

@@ -47,7 +47,7 @@ class Declare {
   // (0.1, not Boost's 0.10000000000000001).
   template <typename T>
   static po::typed_value<T>* field(T& f) {
-    return po::value(&f)->default_value(f, fmt::format("{}", f));
+    return value_with_default(&f, f);
   }
 
   po::options_description& group_;

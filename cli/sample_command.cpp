@@ -38,7 +38,9 @@ po::options_description sample_options(SampleOptions& o) {
   po::options_description desc("sample options");
   auto add = desc.add_options();
   add("help,h", "show this help");
-  add("checkpoint", po::value(&o.path)->required(), "checkpoint to sample from");
+  add("checkpoint", po::value(&o.path),
+      "checkpoint to sample from (also the first bare argument; default: attograd.h5 when "
+      "there is one here)");
   add("prompt", po::value(&o.prompt)->default_value(""), "text to continue (default: newline)");
   add("instruction", po::value(&o.instruction),
       "sample the response to this instruction: the prompt is formatted with the "
@@ -198,9 +200,10 @@ int sample_command(const Args& args) {
   return guarded("sample", [&] {
     SampleOptions o;
     auto desc = sample_options(o);
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "sample", desc)) return 0;
+    auto vm = parse_options(args, desc, "checkpoint");
+    if (wants_help(vm, "sample", desc, "[CHECKPOINT]")) return 0;
     check_sample_options(o);
+    if (o.path.empty()) o.path = default_checkpoint("sample");
     o.instruct = vm.count("instruction") > 0;
     check_instruction_options(o, vm);
     require_file(o.path, "checkpoint");

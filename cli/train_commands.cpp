@@ -58,17 +58,25 @@ int train_command(const Args& args) {
   return guarded("train", [&] {
     train::World::join();  // MPI, when an MPI launcher started this process
     train::RunConfig cfg;
+    bool dry_run = false;
     auto desc = run_options(cfg);
+    desc.add_options()("dry-run", po::bool_switch(&dry_run),
+                       "check the options (and --config's file), print the run's config as "
+                       "JSON and stop: no file is read or written");
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "train", desc)) return 0;
-    if (!cfg.data.empty()) require_data(cfg.data);
-    refuse_text_options_for_folder(cfg, vm);
-    if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     for (const auto& f : nn::config_fields())  // the rest of the model is --init-from's
       if (vm.count(option_name(f.key)) && !vm[option_name(f.key)].defaulted())
         cfg.model_keys_given.push_back(f.key);
     cfg.validate();
     refuse_settings_of_other_optimizers(cfg, vm);
+    if (dry_run) {
+      fmt::print("{}\n", cfg.to_json().dump(2));
+      return 0;
+    }
+    if (!cfg.data.empty()) require_data(cfg.data);
+    refuse_text_options_for_folder(cfg, vm);
+    if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
     require_outputs(
         {{"--out", cfg.out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
         with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data));
@@ -111,7 +119,8 @@ po::options_description resume_options(train::RunConfig& cfg, std::string& path)
   po::options_description desc(
       "resume options (each defaults to the run's, from the checkpoint; --out to the "
       "checkpoint itself)");
-  desc.add_options()("checkpoint", po::value(&path)->required(), "the checkpoint to continue");
+  desc.add_options()("checkpoint", po::value(&path)->required(),
+                     "the checkpoint to continue (also the first bare argument)");
   desc.add(run_options(cfg, RunOptions::resume));
   return desc;
 }
@@ -138,8 +147,8 @@ int resume_command(const Args& args) {
     train::RunConfig cfg;  // the options given (on train's defaults), then the resumed run's
     std::string path;
     auto desc = resume_options(cfg, path);
-    auto vm = parse_options(args, desc);
-    if (wants_help(vm, "resume", desc)) return 0;
+    auto vm = parse_options(args, desc, "checkpoint");
+    if (wants_help(vm, "resume", desc, "CHECKPOINT")) return 0;
     require_file(path, "checkpoint");
     const std::string out = vm.count("out") ? cfg.out : path;  // replaced atomically
     const std::string data_option = vm.count("data") ? cfg.data : "";

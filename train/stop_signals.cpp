@@ -11,6 +11,8 @@
 #include <system_error>
 #include <thread>
 
+#include "train/stop_reason.h"
+
 namespace train {
 
 namespace {
@@ -18,15 +20,17 @@ namespace {
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 std::atomic<int> g_count{0};
 std::atomic<int> g_first{0};
+std::atomic<pid_t> g_first_sender{0};  // the PID that sent the first signal (0: the kernel)
 struct sigaction g_previous[std::size(kStopSignals)];
 
-extern "C" void on_stop_signal(int sig) {
+extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
   // every later write to a pipe whose reader left raises SIGPIPE again: it stops a run
   // once, and is not a user asking a second time
   if (sig == SIGPIPE && g_count.load() > 0) return;
   int none = 0;
-  g_first.compare_exchange_strong(none, sig);  // before the count, which readers look at
-  if (g_count.fetch_add(1) != 1) return;       // the second signal is answered, once
+  if (g_first.compare_exchange_strong(none, sig))  // before the count, which readers look at
+    g_first_sender = info && info->si_code == SI_USER ? info->si_pid : 0;
+  if (g_count.fetch_add(1) != 1) return;  // the second signal is answered, once
   // only async-signal-safe calls here: one fixed message, once
   static const char kAgain[] =
       "\nattograd: already stopping: the checkpoint is written first (SIGKILL would end the run "
@@ -76,11 +80,13 @@ struct StopSignals::Receiver {
 StopSignals::StopSignals() : receiver_(std::make_unique<Receiver>()) {
   g_count = 0;
   g_first = 0;
+  g_first_sender = 0;
   struct sigaction action;
   std::memset(&action, 0, sizeof action);
-  action.sa_handler = on_stop_signal;
+  action.sa_sigaction = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // a signal must not make a read or write of ours fail
+  // SA_RESTART: a signal must not make a read or write of ours fail; SA_SIGINFO: who sent it
+  action.sa_flags = SA_RESTART | SA_SIGINFO;
   for (size_t i = 0; i < std::size(kStopSignals); ++i)
     ::sigaction(kStopSignals[i], &action, &g_previous[i]);
   const sigset_t sent = sent_signals();
@@ -133,6 +139,18 @@ int StopSignals::count() {
 }
 int StopSignals::first() {
   return g_first.load();
+}
+
+std::string stop_reason(bool under_launcher) {
+  const int sig = StopSignals::first();
+  // Open MPI's mpirun answers Ctrl-C (SIGINT) and a SIGTERM of its own alike: it sends each
+  // rank SIGCONT, then SIGTERM one odls_base_sigkill_timeout later, so a rank never sees the
+  // SIGINT; the sender (the launcher, this process's parent) tells the two apart from a
+  // SIGTERM someone sent the rank itself
+  if (sig == SIGTERM && under_launcher && g_first_sender.load() != 0 &&
+      g_first_sender.load() == ::getppid())
+    return "SIGINT (Ctrl-C) or SIGTERM to mpirun, which sends the ranks SIGTERM";
+  return signal_name(sig);
 }
 
 const char* signal_name(int sig) {

@@ -10,7 +10,7 @@
 //   training_run.h   TrainingRun: set-up, one step, what follows a step, the finish
 //   grad_accumulation.h  micro-batch gradients summed in a fixed binary tree
 //   grad_reduction.h the same tree over MPI processes, in buckets overlapping backward
-//   world.h          the processes of a run: one, or MPI's when launched by mpirun
+//   world.h          the processes of a run: one, or MPI's under mpirun (mpi_library.h: which MPI)
 //   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
 //   evaluate_examples.h  a fine-tuning task's examples: loss, and a classifier's predictions
 //   classification_metrics.h  a classifier's accuracy, per-label precision/recall/F1, confusion
@@ -24,7 +24,7 @@
 //                    process's resident memory (/proc/self/status)
 //   reporter.h       progress bar, report lines, --metrics JSON lines
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
-//   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved
+//   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved (stop_reason.h: named)
 #include "train/classification_metrics.h"
 #include "train/config.h"
 #include "train/console.h"

@@ -23,6 +23,7 @@
 #include "train/gemm_agreement.h"
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
+#include "train/stop_reason.h"
 #include "train/stop_signals.h"
 
 namespace train {
@@ -652,7 +653,7 @@ int TrainingRun::finish() {
   print_profile();
   if (StopSignals::requested() && world_.root())
     noticef("{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
-            signal_name(StopSignals::first()), step_, cfg_.out);
+            stop_reason(world_.distributed()), step_, cfg_.out);
   if (failed_) {
     notify(true);  // the curves up to the stop
     return 1;

@@ -8,6 +8,7 @@
 
 #include "base/hash.h"
 #include "base/utf8.h"
+#include "train/mpi_library.h"
 
 #ifdef ATTOGRAD_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1  // the C API only: the deprecated C++ bindings need another library
@@ -63,6 +64,21 @@ bool World::available() {
   return true;
 #else
   return false;
+#endif
+}
+
+std::string mpi_library_version() {
+#ifdef ATTOGRAD_HAVE_MPI
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "an MPI library";
+  // the length may count the terminating NUL (Open MPI's does)
+  const std::string version(
+      text,
+      strnlen(text, static_cast<size_t>(std::clamp(length, 0, MPI_MAX_LIBRARY_VERSION_STRING))));
+  return base::printable(version.substr(0, version.find_first_of("\r\n")));
+#else
+  return "";
 #endif
 }
 

@@ -75,7 +75,10 @@ errors)
   make_items 5
   ev=("$bin" eval --checkpoint run.h5)
   expect_usage_error "give one of them" "${ev[@]}" --data text.txt --multiple-choice items.jsonl
+  # (without either, eval takes the data run.h5 trained on: here it is gone)
+  mv text.txt text.away
   expect_usage_error "'--data' (or '--multiple-choice') is required" "${ev[@]}"
+  mv text.away text.txt
   expect_usage_error "--limit is for --multiple-choice" "${ev[@]}" --data text.txt --limit 3
   expect_usage_error "--limit must be >= 0" "${ev[@]}" --multiple-choice items.jsonl --limit -1
   expect_usage_error "--dump-grads is for --data" "${ev[@]}" --multiple-choice items.jsonl --dump-grads g.h5

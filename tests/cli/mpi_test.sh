@@ -161,6 +161,27 @@ sigterm_saves_once)
   [ "$step" -lt 3000 ] || fail "the run was not stopped by SIGTERM"
   "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGTERM"
   ;;
+ctrl_c_named)
+  # Ctrl-C at a terminal: SIGINT to mpirun's process group (job control gives the background
+  # job a group of its own, and leaves SIGINT to it). Open MPI 4.1 puts each rank in a group
+  # of its own and answers with SIGCONT, then SIGTERM to the ranks: rank 0 names what the
+  # user did, and the run saves once
+  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
+          --sample-tokens 0 --eval-interval 0 --log-interval 100)
+  set -m
+  mpirun --mca odls_base_sigkill_timeout 3 --oversubscribe -np 2 "$bin" train "${medium[@]}" \
+    --steps 3000 --out sig.h5 > log.txt 2> err.txt &
+  pid=$!
+  set +m
+  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  kill -INT -- "-$pid"
+  wait "$pid" || true  # mpirun exits 1 after any signal it forwards: Open MPI's rule
+  why="$(tail -3 log.txt) | $(cat err.txt) | checkpoint: $(ls sig.h5 2>&1)"
+  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $why"
+  grep -qF "attograd: SIGINT (Ctrl-C) or SIGTERM to mpirun, which sends the ranks SIGTERM: stopping after step" err.txt ||
+    fail "the stop does not name Ctrl-C: $why"
+  "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after Ctrl-C"
+  ;;
 options_disagree)
   # ranks started with different options or data: a usage error on every rank naming the
   # first setting that differs, within seconds, never a deadlock or a silent divergence
