@@ -395,6 +395,7 @@ TEST_CASE("the page holds every point for its controls, and each sample as text"
   REQUIRE(data["runs"][0]["name"] == kHostile);
   REQUIRE(data["charts"][0]["series"][0]["field"] == "loss");
   REQUIRE_FALSE(data["charts"][0]["series"][0].contains("x"));  // the page's table has them
+}
 
 TEST_CASE("the configuration table takes time linear in the number of config keys",
           "[report][page]") {
