@@ -42,6 +42,10 @@ struct FileStamp {
   bool operator==(const FileStamp&) const = default;
 };
 
+// Reads exactly `bytes` at `offset` of fd, or throws a DataError naming the file and the
+// byte offset: a file shorter than when it was opened (changed in place), or a read error.
+void read_exactly(int fd, const std::string& name, char* p, size_t bytes, uint64_t offset);
+
 // A file opened read-only after checking that it is a regular file (base::open_regular: a
 // FIFO or a device is refused unopened).
 class InputFile {

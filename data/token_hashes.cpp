@@ -1,10 +1,7 @@
 // The hashes meta.json records of a prepared folder's token files, and their check when the
 // folder is opened (prepared.h).
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "data/data_error.h"
@@ -17,25 +14,12 @@ namespace {
 
 constexpr size_t kHashReadBytes = size_t{1} << 20;
 
-void read_at(int fd, const std::string& name, char* p, size_t n, uint64_t offset) {
-  while (n > 0) {
-    const ssize_t r = pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      throw DataError(fmt::format("{}: {} at byte {}", name,
-                                  r == 0 ? std::string("the file ended early")
-                                         : std::string("read failed: ") + std::strerror(errno),
-                                  offset));
-    p += r, n -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
-  }
-}
-
 // Hashes [offset, offset + n) of the file into sha, a megabyte at a time.
 void hash_range(int fd, const std::string& name, uint64_t offset, uint64_t n, detail::Sha256& sha,
                 std::vector<char>& buffer) {
   while (n > 0) {
     const size_t m = static_cast<size_t>(std::min<uint64_t>(n, buffer.size()));
-    read_at(fd, name, buffer.data(), m, offset);
+    detail::read_exactly(fd, name, buffer.data(), m, offset);
     sha.update({buffer.data(), m});
     offset += m, n -= m;
   }

@@ -71,27 +71,11 @@ struct LoadedFile : OwnedIds<T> {
   using OwnedIds<T>::OwnedIds;
 };
 
-// Reads exactly `bytes` at `offset` of fd, or throws a DataError naming the file and the
-// byte offset: a file shorter than when it was opened, or a read error.
-void read_exactly(int fd, const std::string& name, char* p, size_t bytes, uint64_t offset) {
-  while (bytes > 0) {
-    const ssize_t r = pread(fd, p, bytes, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      throw DataError(fmt::format("{}: {} at byte {}", name,
-                                  r == 0 ? "the file is shorter than when it was opened "
-                                           "(it was changed in place)"
-                                         : std::string("read failed: ") + std::strerror(errno),
-                                  offset));
-    p += r, bytes -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
-  }
-}
-
 template <class T>
 std::shared_ptr<const TokenStore::Backing> load_file(int fd, const std::string& name,
                                                      uint64_t tokens) {
   std::vector<T> ids(tokens);
-  read_exactly(fd, name, reinterpret_cast<char*>(ids.data()), tokens * sizeof(T), 0);
+  detail::read_exactly(fd, name, reinterpret_cast<char*>(ids.data()), tokens * sizeof(T), 0);
   return std::make_shared<LoadedFile<T>>(std::move(ids));
 }
 
@@ -141,7 +125,7 @@ struct FileReader : TokenStore::Backing {
     int64_t max = 0;
     for (size_t done = 0; done < n; done += per_read) {
       const size_t m = std::min(per_read, n - done);
-      read_exactly(fd, name, buffer, m * width, (start + done) * width);
+      detail::read_exactly(fd, name, buffer, m * width, (start + done) * width);
       max = std::max(max, widen(buffer, dtype, m, out + done));
     }
     return max;
