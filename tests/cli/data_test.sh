@@ -263,6 +263,28 @@ damaged_data_saves)
   "$bin" inspect "$rescue" --verify | grep -q "^step $step$" || fail "the rescue copy is not step $step"
   rm -rf "$(dirname "$rescue")"
   ;;
+verify_on_request)
+  # `inspect DIR` shows a prepared folder's identity and token-file hashes; opening checks a
+  # token file over 64 MB by its sample only (fast at any size), so an id changed between the
+  # sampled blocks opens, and `inspect DIR --verify` hashes every byte and names the file.
+  make_text > t.txt
+  for _ in $(seq 1 700); do cat t.txt; done > big.txt
+  "$bin" prepare --data big.txt --out big.prepared > p.txt
+  size=$(stat -c %s big.prepared/train.bin)
+  [ "$size" -gt $((64 << 20)) ] || fail "train.bin is not over 64 MB"
+  "$bin" inspect big.prepared > i.txt
+  grep -q "^$(grep -o 'data_identity sha256:[0-9a-f]*' p.txt)$" i.txt || fail "inspect shows another identity: $(cat i.txt)"
+  grep -q "^train.bin: .*its sample checked" i.txt && grep -q "^val.bin: .*(checked)" i.txt ||
+    fail "inspect does not say how each token file was checked: $(cat i.txt)"
+  "$bin" inspect big.prepared --verify | grep -q "every token file verified" || fail "--verify did not verify"
+  # block 10 of 64 starts at 10 (size - 64 KiB) / 63; 100 bytes past its end is in no block
+  at=$(( (size - 65536) * 10 / 63 + 65536 + 100 )); at=$(( at - at % 2 ))
+  old=$(od -An -tu2 -j "$at" -N 2 big.prepared/train.bin | tr -d ' ')
+  if [ "$old" -eq 1 ]; then id='\002'; else id='\001'; fi
+  printf "$id\\000" | dd of=big.prepared/train.bin bs=1 seek="$at" conv=notrunc status=none
+  "$bin" inspect big.prepared > /dev/null || fail "the sampled check saw a change outside its blocks"
+  expect_error 1 "big.prepared/train.bin: its SHA-256 is" "$bin" inspect big.prepared --verify
+  ;;
 *)
   fail "unknown scenario '$scenario'"
   ;;
