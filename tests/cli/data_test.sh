@@ -237,16 +237,16 @@ damaged_data_saves)
       fail "the error does not name the file and the byte: $(cat err.txt)"
     sed -n 's/.*saved step \([0-9]*\), the last completed.*/\1/p' err.txt
   }
-  step=$(damaged_run oov run.h5)
-  grep -q "outside the vocabulary.*; saved step $step, the last completed, to run.h5$" err.txt ||
+  step=$(damaged_run oov damaged.h5)
+  grep -q "outside the vocabulary.*; saved step $step, the last completed, to damaged.h5$" err.txt ||
     fail "the error does not say what was saved where: $(cat err.txt)"
-  "$bin" inspect run.h5 --verify | grep -q "^step $step$" || fail "run.h5 does not hold step $step"
+  "$bin" inspect damaged.h5 --verify | grep -q "^step $step$" || fail "damaged.h5 does not hold step $step"
   # resume notices the edited token file by its hash
-  expect_error 1 "big.prepared/train.bin: its SHA-256" "$bin" resume --checkpoint run.h5
+  expect_error 1 "big.prepared/train.bin: its SHA-256" "$bin" resume --checkpoint damaged.h5
   rm -r big.prepared && cp -r pristine big.prepared
   # the saved step is the last completed one: resumed, it trains what one run trains
   "${run[@]}" --stop-at $((step + 2)) --out whole.h5 > /dev/null
-  "$bin" resume --checkpoint run.h5 --stop-at $((step + 2)) --out resumed.h5 > /dev/null
+  "$bin" resume --checkpoint damaged.h5 --stop-at $((step + 2)) --out resumed.h5 > /dev/null
   diff <(hashes whole.h5) <(hashes resumed.h5) > /dev/null ||
     fail "the saved step does not resume into the uninterrupted run's weights"
   cut_short() { truncate -s 1000 big.prepared/train.bin; }
@@ -257,7 +257,7 @@ damaged_data_saves)
   # --out cannot be written when the run stops: the rescue folder holds the step
   mkdir sub
   gone() { mv sub gone; oov; }
-  step=$(damaged_run gone sub/run.h5)
+  step=$(damaged_run gone sub/damaged-out.h5)
   rescue=$(sed -n 's/.*to \(.*attograd-rescue-[^ ]*\) instead$/\1/p' err.txt)
   [ -n "$rescue" ] && [ -f "$rescue" ] || fail "no rescue copy named: $(cat err.txt)"
   "$bin" inspect "$rescue" --verify | grep -q "^step $step$" || fail "the rescue copy is not step $step"
