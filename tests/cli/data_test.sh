@@ -215,6 +215,9 @@ damaged_data_saves)
   # naming the file and the byte, saves its last completed step (or a rescue copy) and exits
   # 1; the saved step resumes as if nothing happened, and resume refuses the edited file.
   # A train.bin over 16 MB is read a window at a time (token_store.h), so changes reach the run.
+  # The kernels are the fixed rule's: runs compared bit for bit must not pick theirs from a
+  # table that other processes on a loaded machine may be measuring meanwhile.
+  export ATTOGRAD_TUNE=off
   make_text > t.txt
   for _ in $(seq 1 200); do cat t.txt; done > big.txt
   "$bin" prepare --data big.txt --out big.prepared > /dev/null
