@@ -16,7 +16,7 @@
 //   sample_command.cpp   sample
 //   eval_command.cpp     eval: the loss on a text or folder, or --multiple-choice accuracy
 //   classification_commands.cpp  classify; eval on a classifier's checkpoint
-//   inspect_command.cpp  inspect
+//   inspect_command.cpp  inspect (a checkpoint, or a prepared folder)
 //   report_command.cpp   report: the page report/ draws, from metrics files and a checkpoint
 //   attention_command.cpp  attention: a checkpoint's attention weights over a prompt
 //   interop_commands.cpp  import, export: models to and from other tools' formats (interop/)

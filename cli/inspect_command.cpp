@@ -1,13 +1,19 @@
 // `inspect`: what a checkpoint holds, and with --verify whether every dataset's checksum
-// holds. Every name and string from the file is escaped for the terminal.
+// holds; for a prepared folder, what it holds, and with --verify every token file hashed
+// whole and every id checked. Every name and string from the file is escaped for the
+// terminal.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <tuple>
+#include <vector>
 
 #include "base/hash.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/prepared.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "train/config.h"
@@ -95,12 +101,14 @@ std::optional<po::variables_map> inspect_options(const Args& args, std::string& 
   po::options_description desc("inspect options");
   auto add = desc.add_options();
   add("help,h", "show this help");
-  add("checkpoint", po::value(&path)->required(), "checkpoint file");
-  add("verify", "read every dataset and report checksum failures by name");
+  add("checkpoint", po::value(&path)->required(), "checkpoint file, or a prepared folder");
+  add("verify",
+      "read every dataset and report checksum failures by name (a prepared folder: hash every "
+      "token file whole and check every id)");
   add("checksums", "print a 64-bit FNV-1a hash of each parameter's float32 bytes");
   po::variables_map vm = parse_options(args, desc, "checkpoint");
   if (!vm.count("help")) return vm;
-  std::cout << "usage: attograd inspect FILE [--verify] [--checksums]\n\n" << desc << "\n";
+  std::cout << "usage: attograd inspect FILE|PREPARED_DIR [--verify] [--checksums]\n\n" << desc << "\n";
   return std::nullopt;
 }
 
@@ -119,6 +127,37 @@ io::Checkpoint load_verified(const std::string& path, const io::LoadOptions& sho
   return std::move(*r.checkpoint);
 }
 
+// Every id of a token file against the vocabulary, a million at a time.
+void check_every_id(const data::TokenStore& ids) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::vector<int64_t> buffer(kChunk);
+  for (size_t at = 0; at < ids.size(); at += kChunk)
+    ids.copy(at, std::min(kChunk, ids.size() - at), buffer.data());
+}
+
+// A prepared folder: its identity and token files; --verify is the full check open_prepared
+// leaves to a request for token files over data::kFullCheckBytes (docs/data.md).
+int inspect_folder(const std::string& path, bool verify) {
+  const data::PreparedData d =
+      data::open_prepared(path, data::TokenStore::FileAccess::kRead,
+                          verify ? data::TokenCheck::kFull : data::TokenCheck::kAuto);
+  const data::PreparedMeta& m = *d.meta;
+  fmt::print("prepared folder {}\ndata_identity {}\ntokenizer {} ({} ids)\n", base::printable(path),
+             d.identity, m.tokenizer_type, m.vocab_size);
+  for (const auto& [name, part, store] : {std::tuple{data::kTrainFile, m.train, &d.train},
+                                          std::tuple{data::kValFile, m.val, &d.val}}) {
+    const uint64_t bytes = part.tokens * data::dtype_bytes(m.dtype);
+    fmt::print("{}: {} {} ids, sha256 {}\n", name, part.tokens, data::dtype_name(m.dtype),
+               part.sha256.empty() ? "not recorded (prepared before hashes were)"
+               : verify || bytes <= data::kFullCheckBytes
+                   ? part.sha256 + " (checked)"
+                   : part.sha256 + " (its sample checked; --verify hashes it whole)");
+    if (verify) check_every_id(*store);
+  }
+  if (verify) fmt::print("every token file verified: each id is in the vocabulary\n");
+  return 0;
+}
+
 }  // namespace
 
 int inspect_command(const Args& args) {
@@ -126,6 +165,7 @@ int inspect_command(const Args& args) {
     std::string path;
     const auto vm = inspect_options(args, path);
     if (!vm) return 0;
+    if (data::is_prepared_folder(path)) return inspect_folder(path, vm->count("verify") > 0);
     require_file(path, "checkpoint");
     // inspect shows a file with NaN weights (the load of any other command refuses it)
     const io::LoadOptions shown{.allow_non_finite = true};

@@ -7,9 +7,10 @@
 //   gpt2_tokenizer.h  GPT-2's tokenizer (byte tokens in GPT-2's order, special tokens), the
 //                byte-level form other tools' files use, GPT-2's files and tokenizer.json
 //   dataset.h    the train/val split, random-window batches, evaluation windows, baselines
-//   token_store.h  token ids as uint16/uint32, read or mapped from a file, or owned
+//   token_store.h  token ids as uint16/uint32, loaded, read or mapped from a file, or owned
 //   prepared.h   prepare(): text files to a prepared folder in bounded memory; open_prepared()
-//                and prepare_text() for training; data identities
+//                and prepare_text() for training; data identities; the token files' hashes
+//                (token_hashes.cpp)
 //   tokenizer_file.h  a tokenizer as a JSON file (a prepared folder's tokenizer.json)
 //   examples.h   fine-tuning data: classify and instruct files as examples, split, padded
 //                batches

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "data/data_error.h"
 #include "data/posix_io.h"
@@ -137,6 +138,7 @@ struct TempFile::Buffer {
   }
   ~Buffer() {
     if (writing.valid()) writing.wait();  // its error, if any, is of no use now
+    if (hashing.valid()) hashing.wait();
     std::free(data);
   }
   Buffer(const Buffer&) = delete;
@@ -144,6 +146,7 @@ struct TempFile::Buffer {
   char* data;
   size_t used = 0;
   std::future<void> writing;
+  std::shared_future<void> hashing;  // waits for the previous buffer's: bytes hash in order
 };
 
 namespace {
@@ -177,7 +180,7 @@ TempFile::TempFile(OutputFolder& folder, std::string name)
 }
 
 TempFile::~TempFile() {
-  for (auto& b : buffers_) b.reset();  // waits for the writes in flight
+  for (auto& b : buffers_) b.reset();  // waits for the writes and hashes in flight
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) unlinkat(folder_.fd(), temp_.c_str(), 0);
 }
@@ -200,6 +203,11 @@ void TempFile::launch() {
   file_bytes_ += b.used;
   b.writing =
       std::async(std::launch::async, [this, &b, offset] { write_out(b.data, b.used, offset); });
+  b.hashing = std::async(std::launch::async, [this, &b, before = last_hash_] {
+                if (before.valid()) before.get();
+                sha_.update({b.data, b.used});
+              }).share();
+  last_hash_ = b.hashing;
   current_ = (current_ + 1) % kBuffers;
   wait(*buffers_[current_]);
   buffers_[current_]->used = 0;
@@ -207,6 +215,7 @@ void TempFile::launch() {
 
 void TempFile::wait(Buffer& b) {
   if (b.writing.valid()) b.writing.get();
+  if (b.hashing.valid()) std::exchange(b.hashing, {}).get();
 }
 
 // Runs on a background thread; writes of other buffers may run at the same time.
@@ -233,6 +242,9 @@ void TempFile::close(bool sync) {
   if (direct_.exchange(false))  // the last, partial buffer is not aligned: through the cache
     fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_DIRECT);
   Buffer& b = *buffers_[current_];
+  last_hash_ = {};
+  sha_.update({b.data, b.used});
+  sha256_ = sha_.hex();
   write_out(b.data, b.used, file_bytes_);
   file_bytes_ += b.used;
   b.used = 0;
@@ -240,6 +252,12 @@ void TempFile::close(bool sync) {
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail(folder_.display(name_), "write failed", errno);
+}
+
+int TempFile::open_for_reading() const {
+  const int fd = openat(folder_.fd(), (committed_ ? name_ : temp_).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(folder_.display(name_), "cannot read the file back", errno);
+  return fd;
 }
 
 void TempFile::commit() {

@@ -141,4 +141,18 @@ bool InputFolder::has(const std::string& name) const {
   return fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
+void read_exactly(int fd, const std::string& name, char* p, size_t bytes, uint64_t offset) {
+  while (bytes > 0) {
+    const ssize_t r = pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      throw DataError(fmt::format("{}: {} at byte {}", name,
+                                  r == 0 ? "the file is shorter than when it was opened "
+                                           "(it was changed in place)"
+                                         : std::string("read failed: ") + std::strerror(errno),
+                                  offset));
+    p += r, bytes -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
+  }
+}
+
 }  // namespace data::detail

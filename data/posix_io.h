@@ -42,6 +42,10 @@ struct FileStamp {
   bool operator==(const FileStamp&) const = default;
 };
 
+// Reads exactly `bytes` at `offset` of fd, or throws a DataError naming the file and the
+// byte offset: a file shorter than when it was opened (changed in place), or a read error.
+void read_exactly(int fd, const std::string& name, char* p, size_t bytes, uint64_t offset);
+
 // A file opened read-only after checking that it is a regular file (base::open_regular: a
 // FIFO or a device is refused unopened).
 class InputFile {
@@ -144,6 +148,11 @@ class TempFile {
   // on disk before any rename).
   void close(bool sync);
   void commit();  // renames over NAME; close() first
+  // The SHA-256 of every byte written (hashed in the background, in order, as the buffers
+  // leave), once closed.
+  const std::string& sha256() const { return sha256_; }
+  // The finished file, opened for reading (its temporary name until commit()); close() first.
+  int open_for_reading() const;
 
   static bool is_temp_name(std::string_view entry, std::string_view name);
   // kBuffers buffers of kBufferBytes: all but the one being filled may be in flight, which
@@ -165,6 +174,9 @@ class TempFile {
   std::unique_ptr<Buffer> buffers_[kBuffers];
   int current_ = 0;
   bool committed_ = false;
+  Sha256 sha_;
+  std::shared_future<void> last_hash_;  // the last buffer's hash, which waits for the others'
+  std::string sha256_;
 };
 
 }  // namespace data::detail

@@ -184,8 +184,8 @@ PreparedMeta build_meta(const PrepareOptions& o, const std::vector<Source>& sour
   m.split_unit = m.tokenizer_type == "byte" ? "byte" : "char";
   m.split_units = units, m.val_units = split_val_units(units, o.val_fraction);
   m.split_byte = enc.split_byte(), m.split_char = enc.split_char();
-  m.train = {enc.tokens(false), m.split_byte};
-  m.val = {enc.tokens(true), m.total_bytes - m.split_byte};
+  m.train = enc.part(false, m.split_byte);
+  m.val = enc.part(true, m.total_bytes - m.split_byte);
   return m;
 }
 
@@ -197,7 +197,6 @@ void finish_folder(OutputFolder& folder, detail::EncodePass& enc,
   TempFile tokenizer(folder, kTokenizerFile);
   tokenizer.write(tokenizer_bytes.data(), tokenizer_bytes.size());
   tokenizer.close(sync);
-  enc.close(sync);
   TempFile meta(folder, kMetaFile);
   meta.write(meta_bytes.data(), meta_bytes.size());
   meta.close(sync);
@@ -228,6 +227,7 @@ PrepareResult prepare(const PrepareOptions& o) {
   const uint64_t train_units = units - split_val_units(units, o.val_fraction);
   detail::EncodePass enc(kind, *tok, train_units, folder);
   enc.run(sources, o.chunk_bytes, progress);
+  enc.close(o.sync);  // complete, and hashed for meta.json
   PreparedMeta meta = build_meta(o, sources, *tok, enc, units);
   const std::string tokenizer_bytes = tokenizer_file_bytes(*tok);
   meta.tokenizer_sha256 = text_identity(tokenizer_bytes).substr(7);

@@ -8,6 +8,7 @@
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare_passes.h"
+#include "data/prepared.h"
 
 namespace data::detail {
 
@@ -40,6 +41,13 @@ EncodePass::EncodePass(Kind kind, const Tokenizer& tokenizer, uint64_t train_uni
 
 uint64_t EncodePass::tokens(bool val) const {
   return (val ? val_ : train_).bytes_written() / dtype_bytes(dtype_);
+}
+
+SplitPart EncodePass::part(bool val, uint64_t text_bytes) const {
+  const TempFile& file = val ? val_ : train_;
+  const base::UniqueFd fd(file.open_for_reading());
+  return {tokens(val), text_bytes, file.sha256(),
+          token_file_sample_sha256(fd.get(), file.bytes_written(), val ? kValFile : kTrainFile)};
 }
 
 void EncodePass::run(std::vector<Source>& sources, size_t chunk_bytes, Progress& progress) {

@@ -102,6 +102,8 @@ class EncodePass {
   void close(bool sync) { train_.close(sync), val_.close(sync); }
   void commit() { train_.commit(), val_.commit(); }
   uint64_t tokens(bool val) const;
+  // train.bin's (val false) or val.bin's counts and hashes, for meta.json; close() first.
+  SplitPart part(bool val, uint64_t text_bytes) const;
   // Where validation starts: a byte offset in the corpus, and the characters before it.
   uint64_t split_byte() const { return split_byte_; }
   uint64_t split_char() const { return split_char_; }

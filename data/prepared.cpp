@@ -39,9 +39,12 @@ std::unique_ptr<Tokenizer> open_tokenizer(const detail::InputFolder& folder,
 }
 
 TokenStore open_in(const detail::InputFolder& folder, const char* name, const PreparedMeta& m,
-                   uint64_t tokens, TokenStore::FileAccess access) {
+                   const SplitPart& part, TokenStore::FileAccess access, TokenCheck check) {
   const detail::InputFile file(name, folder.display(name), folder.fd());
-  return TokenStore::open_fd(file.fd(), file.display(), m.dtype, m.vocab_size, tokens, access);
+  TokenStore store =
+      TokenStore::open_fd(file.fd(), file.display(), m.dtype, m.vocab_size, part.tokens, access);
+  check_token_file(file.fd(), file.size(), part, file.display(), folder.display(kMetaFile), check);
+  return store;
 }
 
 // Ids in the narrowest dtype for the vocabulary, moved into a store.
@@ -144,7 +147,8 @@ bool is_prepared_folder(const std::string& path) {
          lstat((path + "/" + kMetaFile).c_str(), &st) == 0;
 }
 
-PreparedData open_prepared(const std::string& dir, TokenStore::FileAccess access) {
+PreparedData open_prepared(const std::string& dir, TokenStore::FileAccess access,
+                           TokenCheck check) {
   const detail::InputFolder folder(dir);
   const std::string meta_path = folder.display(kMetaFile);
   if (!folder.has(kMetaFile))
@@ -158,8 +162,8 @@ PreparedData open_prepared(const std::string& dir, TokenStore::FileAccess access
   out.meta = parse_prepared_meta(meta_bytes, meta_path);
   const PreparedMeta& m = *out.meta;
   out.tokenizer = open_tokenizer(folder, m, meta_path);
-  out.train = open_in(folder, kTrainFile, m, m.train.tokens, access);
-  out.val = open_in(folder, kValFile, m, m.val.tokens, access);
+  out.train = open_in(folder, kTrainFile, m, m.train, access, check);
+  out.val = open_in(folder, kValFile, m, m.val, access, check);
   out.identity = prepared_identity(m);
   out.train_text_bytes = m.train.text_bytes, out.val_text_bytes = m.val.text_bytes;
   return out;

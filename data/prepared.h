@@ -27,7 +27,9 @@
 //   meta.json       format, format_version, tokenizer {type, vocab_size, sha256 of
 //                   tokenizer.json}, dtype, val_fraction, corpus {bytes, chars, sources
 //                   [{path, bytes, chars, sha256}]}, split {unit, units, val_units,
-//                   byte_offset, char_offset}, train and val {tokens, text_bytes}
+//                   byte_offset, char_offset}, train and val {tokens, text_bytes,
+//                   sha256 and sample_sha256 of the .bin file (below; absent in a folder
+//                   prepared before they were recorded, which opens unchecked)}
 // meta.json is written last, after the other files are complete and renamed into place
 // (and the old meta.json removed first), so a folder with a meta.json is complete. A
 // prepare holds the folder under an exclusive lock (flock) and open_prepared under a shared
@@ -35,7 +37,9 @@
 //
 // The data's identity (what a checkpoint records as data_identity) is "sha256:" and the
 // SHA-256 of meta.json's bytes with the source paths left out: preparing the same text the
-// same way gives the same identity wherever the files lie (prepared_identity).
+// same way gives the same identity wherever the files lie (prepared_identity). It covers the
+// token files through their hashes, which open_prepared checks: a token file edited since
+// is refused, so `resume` never continues on it.
 //
 // The corpus is the concatenation of the sources in order (each must be valid UTF-8 by
 // itself, for every tokenizer). The spec's split, the last val_fraction, counts characters
@@ -87,6 +91,9 @@ struct SourceFile {
 struct SplitPart {
   uint64_t tokens = 0;      // ids in the .bin file
   uint64_t text_bytes = 0;  // bytes of corpus text they encode (for bits per byte)
+  // The .bin file's SHA-256, and token_file_sample_sha256's of it (64 lowercase hex digits
+  // each); both empty for a folder prepared before they were recorded.
+  std::string sha256, sample_sha256;
 };
 
 struct PreparedMeta {
@@ -167,6 +174,26 @@ std::vector<std::string> list_sources(const std::vector<std::string>& paths, boo
 // The spec's split rule, in split_tokens' arithmetic: floor(units * val_fraction).
 uint64_t split_val_units(uint64_t units, double val_fraction);
 
+// ---- the token files' hashes (meta.json's train.sha256, train.sample_sha256, and val's)
+
+// prepare() records each .bin file's SHA-256 and a sampled SHA-256: over kSampleBlocks
+// blocks of kSampleBlockBytes spread evenly from its first byte to its last (the whole
+// file when it is no larger). open_prepared checks a file of at most kFullCheckBytes whole
+// (64 MB: about 30 ms at SHA-256's 2 GB/s) and a larger one by its sample (4 MB read
+// whatever its size, so a terabyte opens as fast as a gigabyte), unless asked for a full
+// check (TokenCheck::kFull, `attograd inspect DIR`). Every id is still checked against the
+// vocabulary as it is read.
+inline constexpr uint32_t kSampleBlocks = 64;
+inline constexpr uint32_t kSampleBlockBytes = 64 << 10;
+inline constexpr uint64_t kFullCheckBytes = uint64_t{64} << 20;
+enum class TokenCheck { kAuto, kFull };
+std::string token_file_sha256(int fd, uint64_t size, const std::string& name);
+std::string token_file_sample_sha256(int fd, uint64_t size, const std::string& name);
+// A DataError naming the file when its hash is not the one `part` records (nothing to check
+// when part has none: a folder prepared before they were recorded).
+void check_token_file(int fd, uint64_t size, const SplitPart& part, const std::string& name,
+                      const std::string& meta_path, TokenCheck check = TokenCheck::kAuto);
+
 // ---- using prepared data
 
 // Whether `path` is a folder holding a meta.json (a prepared folder, or a damaged one that
@@ -183,12 +210,13 @@ struct PreparedData {
 
 // Opens a prepared folder: meta.json checked, tokenizer.json checked against it (its
 // SHA-256, type, vocabulary size), train.bin and val.bin opened after their sizes are
-// checked against the counts (read or mapped: token_store.h). No id is read: each is
-// checked as it is copied. Errors are DataErrors naming the file (a folder without
-// meta.json: not prepared, or interrupted; a symbolic link or anything but a regular file
-// where a file should be; a prepare writing the folder now).
+// checked against the counts and their hashes (above), then opened (token_store.h). Every
+// id is checked against the vocabulary as it is copied. Errors are DataErrors naming the file (a
+// folder without meta.json: not prepared, or interrupted; a symbolic link or anything but a regular
+// file where a file should be; a prepare writing the folder now).
 PreparedData open_prepared(const std::string& dir,
-                           TokenStore::FileAccess access = TokenStore::FileAccess::kAuto);
+                           TokenStore::FileAccess access = TokenStore::FileAccess::kAuto,
+                           TokenCheck check = TokenCheck::kAuto);
 
 // "sha256:" + SHA-256 of prepared_meta_bytes(meta) with every source path made "".
 std::string prepared_identity(const PreparedMeta& meta);

@@ -22,7 +22,9 @@ using detail::JsonObject;
 constexpr uint64_t kMaxCount = uint64_t{1} << 60;
 
 nlohmann::json part_json(const SplitPart& p) {
-  return {{"tokens", p.tokens}, {"text_bytes", p.text_bytes}};
+  nlohmann::json j = {{"tokens", p.tokens}, {"text_bytes", p.text_bytes}};
+  if (!p.sha256.empty()) j["sha256"] = p.sha256, j["sample_sha256"] = p.sample_sha256;
+  return j;
 }
 
 bool is_sha256_hex(const std::string& s) {
@@ -124,8 +126,14 @@ void read_split(const JsonObject& o, PreparedMeta& m) {
 
 SplitPart read_part(const JsonObject& top, std::string_view key, uint64_t text_bytes) {
   const JsonObject o = top.object(key);
-  o.expect_keys({"tokens", "text_bytes"});
-  const SplitPart p{o.uint("tokens", kMaxCount), o.uint("text_bytes", kMaxCount)};
+  // the token file's hashes: a folder prepared before they were recorded has neither
+  const bool hashed = o.has("sha256") || o.has("sample_sha256");
+  if (hashed)
+    o.expect_keys({"tokens", "text_bytes", "sha256", "sample_sha256"});
+  else
+    o.expect_keys({"tokens", "text_bytes"});
+  SplitPart p{o.uint("tokens", kMaxCount), o.uint("text_bytes", kMaxCount), "", ""};
+  if (hashed) p.sha256 = sha256_of(o, "sha256"), p.sample_sha256 = sha256_of(o, "sample_sha256");
   if (p.text_bytes != text_bytes)
     o.fail("text_bytes", fmt::format("is {}, but the split gives {}", p.text_bytes, text_bytes));
   if (p.tokens > p.text_bytes || (p.tokens == 0) != (p.text_bytes == 0))

@@ -42,6 +42,10 @@ void JsonObject::expect_keys(std::initializer_list<std::string_view> keys) const
   }
 }
 
+bool JsonObject::has(std::string_view key) const {
+  return value_.contains(key);
+}
+
 const nlohmann::json& JsonObject::value(std::string_view key) const {
   const auto it = value_.find(key);
   if (it == value_.end()) fail(key, "is missing");

@@ -65,11 +65,37 @@ struct OwnedIds : TokenStore::Backing {
   std::vector<T> ids;
 };
 
+// A file read whole when opened (FileAccess::kLoad).
+template <class T>
+struct LoadedFile : OwnedIds<T> {
+  using OwnedIds<T>::OwnedIds;
+};
+
+template <class T>
+std::shared_ptr<const TokenStore::Backing> load_file(int fd, const std::string& name,
+                                                     uint64_t tokens) {
+  std::vector<T> ids(tokens);
+  detail::read_exactly(fd, name, reinterpret_cast<char*>(ids.data()), tokens * sizeof(T), 0);
+  return std::make_shared<LoadedFile<T>>(std::move(ids));
+}
+
 struct Mapping : TokenStore::Backing {
-  Mapping(void* a, size_t n) : address(a), length(n) {}
-  ~Mapping() override { munmap(address, length); }
+  Mapping(void* a, size_t n, int fd, std::string name)
+      : address(a), length(n), fd(fd), name(std::move(name)) {}
+  ~Mapping() override {
+    munmap(address, length);
+    close(fd);
+  }
   int64_t copy(size_t start, size_t n, TokenDtype dtype, int64_t* out) const override {
     const size_t width = dtype_bytes(dtype);
+    // a page past the file's end raises SIGBUS: a file truncated since it was mapped is
+    // an error here instead (one truncated during this very copy still raises it)
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < (start + n) * width)
+      throw DataError(
+          fmt::format("{}: the file is shorter than when it was opened (it was "
+                      "changed in place) at byte {}",
+                      name, std::min<uint64_t>(st.st_size, (start + n) * width)));
     const int64_t max = widen(static_cast<const char*>(address) + start * width, dtype, n, out);
     const uint64_t span =
         ((start + n) * width - 1) / page - start * width / page + 1 + kFaultAroundPages;
@@ -83,6 +109,8 @@ struct Mapping : TokenStore::Backing {
   }
   void* address;
   size_t length;
+  int fd;
+  std::string name;
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t budget = TokenStore::kResidentBudgetBytes / page;
   mutable std::atomic<uint64_t> pages{0};
@@ -97,23 +125,10 @@ struct FileReader : TokenStore::Backing {
     int64_t max = 0;
     for (size_t done = 0; done < n; done += per_read) {
       const size_t m = std::min(per_read, n - done);
-      read_exactly(buffer, m * width, (start + done) * width);
+      detail::read_exactly(fd, name, buffer, m * width, (start + done) * width);
       max = std::max(max, widen(buffer, dtype, m, out + done));
     }
     return max;
-  }
-  void read_exactly(char* p, size_t bytes, uint64_t offset) const {
-    while (bytes > 0) {
-      const ssize_t r = pread(fd, p, bytes, static_cast<off_t>(offset));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
-        throw DataError(fmt::format("{}: {} at byte {}", name,
-                                    r == 0 ? "the file is shorter than when it was opened "
-                                             "(it was changed in place)"
-                                           : std::string("read failed: ") + std::strerror(errno),
-                                    offset));
-      p += r, bytes -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
-    }
   }
   int fd;
   std::string name;
@@ -193,24 +208,37 @@ TokenStore TokenStore::open_fd(int fd, const std::string& name, TokenDtype dtype
   store.dtype_ = dtype, store.vocab_size_ = vocab_size, store.name_ = name;
   if (tokens == 0) return store;  // nothing to read (and mmap refuses a length of 0)
   if (access == FileAccess::kAuto)
-    access = size <= kResidentBudgetBytes ? FileAccess::kMap : FileAccess::kRead;
+    access = size <= kResidentBudgetBytes ? FileAccess::kLoad : FileAccess::kRead;
+  if (access == FileAccess::kLoad) {
+    store.backing_ = dtype == TokenDtype::kUint16 ? load_file<uint16_t>(fd, name, tokens)
+                                                  : load_file<uint32_t>(fd, name, tokens);
+    store.size_ = tokens;
+    return store;
+  }
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) throw DataError(fmt::format("{}: {}", name, std::strerror(errno)));
   if (access == FileAccess::kRead) {
-    const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (own < 0) throw DataError(fmt::format("{}: {}", name, std::strerror(errno)));
     store.backing_ = std::make_shared<FileReader>(own, name);
   } else {
     void* address = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (address == MAP_FAILED)
+    if (address == MAP_FAILED) {
+      close(own);
       throw DataError(fmt::format("{}: cannot map: {}", name, std::strerror(errno)));
+    }
     if (size > kResidentBudgetBytes) madvise(address, size, MADV_RANDOM);  // no read-ahead
-    store.backing_ = std::make_shared<Mapping>(address, size);
+    store.backing_ = std::make_shared<Mapping>(address, size, own, name);
   }
   store.size_ = tokens;
   return store;
 }
 
 bool TokenStore::is_file() const {
-  return is_mapped() || dynamic_cast<const FileReader*>(backing_.get()) != nullptr;
+  return is_mapped() || is_loaded() || dynamic_cast<const FileReader*>(backing_.get()) != nullptr;
+}
+
+bool TokenStore::is_loaded() const {
+  return dynamic_cast<const LoadedFile<uint16_t>*>(backing_.get()) != nullptr ||
+         dynamic_cast<const LoadedFile<uint32_t>*>(backing_.get()) != nullptr;
 }
 
 bool TokenStore::is_mapped() const {
@@ -220,7 +248,7 @@ bool TokenStore::is_mapped() const {
 size_t TokenStore::memory_bytes() const {
   const size_t bytes = size_ * dtype_bytes(dtype_);
   if (is_mapped()) return std::min<size_t>(bytes, kResidentBudgetBytes);
-  return is_file() ? 0 : bytes;
+  return is_file() && !is_loaded() ? 0 : bytes;
 }
 
 void TokenStore::copy(size_t start, size_t count, int64_t* out) const {
@@ -241,9 +269,9 @@ std::vector<int64_t> TokenStore::slice(size_t start, size_t count) const {
 
 void TokenStore::bad_id(size_t position, int64_t id) const {
   throw DataError(fmt::format(
-      "{}: token {} is id {}, outside the vocabulary of {} (the file is damaged or belongs to "
-      "another tokenizer)",
-      name_, position, id, vocab_size_));
+      "{}: token {} (byte {}) is id {}, outside the vocabulary of {} (the file is damaged or "
+      "belongs to another tokenizer)",
+      name_, position, position * dtype_bytes(dtype_), id, vocab_size_));
 }
 
 }  // namespace data

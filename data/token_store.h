@@ -9,16 +9,22 @@
 //   train.copy(start, 65, window.data());  // each id checked < vocab_size here
 //
 // Opening a file reads no id (a gigabyte opens in microseconds): the range of every id is
-// checked as it is copied, and an id outside the vocabulary is a DataError naming the file
-// and the token's position. A file-backed store reads its ids in one of two ways:
+// checked as it is copied, and an id outside the vocabulary is a DataError naming the file,
+// the token's position and its byte offset. A file-backed store reads its ids in one of
+// three ways:
+//   kLoad  the file is read whole into memory when opened (at most kResidentBudgetBytes
+//          under kAuto): what happens to the file afterwards, truncated or rewritten by
+//          another process, never reaches the run;
 //   kRead  each window is copied with pread from the page cache: no page of the file is
 //          ever mapped into the process, so its resident memory does not grow with the
-//          corpus, and a file truncated by another process is a DataError;
+//          corpus, and a file truncated by another process, or a read error, is a DataError
+//          naming the file and the byte offset;
 //   kMap   the file is mapped read-only (mmap) and windows are copied from the mapping; the
 //          pages touched are released every 16 MB (madvise), which bounds resident memory.
-//          If another process truncates the file, reading lost pages raises SIGBUS.
-//   kAuto  (the default) kMap for a file of at most 16 MB, which never needs a release,
-//          kRead for a larger one.
+//          Each copy first checks the file's size (fstat), so a file truncated before the
+//          copy is a DataError; one truncated during the copy itself still raises SIGBUS,
+//          which is why no command maps (bench/prepare_bench.cpp does, to compare).
+//   kAuto  (the default) kLoad for a file of at most 16 MB, kRead for a larger one.
 // All give the same ids. Large files are read rather than mapped because a page fault is
 // far dearer than a small read on a virtual machine (on the 2-core machine this was
 // written on: 37 us against 3 us for a random 65-token window of a 1.7 GB file), and with
@@ -42,7 +48,7 @@ std::optional<TokenDtype> parse_dtype(std::string_view name);
 
 class TokenStore {
  public:
-  enum class FileAccess { kAuto, kRead, kMap };
+  enum class FileAccess { kAuto, kLoad, kRead, kMap };
 
   TokenStore();  // empty
   // Owned ids; each must be < vocab_size (checked when copied, as for a file).
@@ -66,11 +72,12 @@ class TokenStore {
   TokenDtype dtype() const { return dtype_; }
   int64_t vocab_size() const { return vocab_size_; }
   const std::string& name() const { return name_; }  // the file, for messages
-  bool is_file() const;                              // read from a file (either access)
+  bool is_file() const;                              // from a file (any access)
+  bool is_loaded() const;                            // FileAccess::kLoad
   bool is_mapped() const;                            // FileAccess::kMap
-  // A mapped store releases its pages past this (and kAuto maps files up to this size).
+  // A mapped store releases its pages past this (and kAuto loads files up to this size).
   static constexpr uint64_t kResidentBudgetBytes = uint64_t{16} << 20;
-  // What the store may keep resident, for a memory plan: an owned store's ids; a mapped
+  // What the store may keep resident, for a memory plan: an owned (or loaded) store's ids; a mapped
   // store's page budget, or the file when smaller; nothing for kRead (the page cache is
   // the kernel's, reclaimable).
   size_t memory_bytes() const;

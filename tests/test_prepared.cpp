@@ -266,7 +266,8 @@ TEST_CASE("batches from a file store equal the batches from the vector", "[prepa
   const auto access = GENERATE(Access::kAuto, Access::kRead, Access::kMap);
   const data::PreparedData d = data::open_prepared(dir.file("o"), access);
   REQUIRE(d.train.is_file());
-  REQUIRE(d.train.is_mapped() == (access != Access::kRead));  // kAuto maps a small file
+  REQUIRE(d.train.is_mapped() == (access == Access::kMap));
+  REQUIRE(d.train.is_loaded() == (access == Access::kAuto));  // kAuto reads a small file whole
   const std::vector<int64_t> ids = d.train.to_vector();
   const data::TokenStore owned = data::TokenStore::from_ids(ids, d.tokenizer->vocab_size());
   for (const int64_t T : {1, 7, 64}) {

@@ -147,14 +147,16 @@ TEST_CASE("token files of the wrong size or with ids out of range are refused", 
                         Contains(p.train) && Contains("bytes, but the metadata says"));
   }
   SECTION("ids beyond the vocabulary: refused when read, naming the position") {
+    // written after the open, as another process could mid-run (before it, the token
+    // file's hash refuses the folder: below)
+    const data::PreparedData d = data::open_prepared(p.out, access);
     std::string bytes = read_file(p.train);
     for (size_t i = 10; 2 * i < bytes.size(); i += 8)  // tokens 10, 18, 26, ... are id 65535
       bytes[2 * i] = '\xff', bytes[2 * i + 1] = '\xff';
     write_file(p.train, bytes);
-    const data::PreparedData d = data::open_prepared(p.out, access);
     REQUIRE_NOTHROW(d.train.slice(0, 10));
-    REQUIRE_THROWS_WITH(d.train.slice(5, 10),
-                        Contains(p.train) && Contains("token 10") && Contains("id 65535"));
+    REQUIRE_THROWS_WITH(d.train.slice(5, 10), Contains(p.train) && Contains("token 10") &&
+                                                  Contains("(byte 20)") && Contains("id 65535"));
     data::BatchSampler sampler(&d.train, 64, 32);
     ag::Generator gen(1);
     REQUIRE_THROWS_WITH(sampler.next(gen), Contains(p.train));
@@ -168,6 +170,131 @@ TEST_CASE("a token file truncated while open is an error when read", "[prepared]
   std::filesystem::resize_file(p.train, 100);
   REQUIRE_NOTHROW(d.train.slice(0, 50));
   REQUIRE_THROWS_WITH(d.train.slice(n - 10, 10), Contains(p.train) && Contains("shorter"));
+}
+
+TEST_CASE("a token file changed after the prepare is refused when the folder opens", "[prepared]") {
+  const Prepared p;
+  const std::string val = p.dir.file("o/val.bin");
+  const std::string before = data::open_prepared(p.out).identity;
+  SECTION("one id edited, in range") {
+    std::string bytes = read_file(p.train);
+    bytes[6] = static_cast<char>(bytes[6] == 1 ? 2 : 1), bytes[7] = 0;
+    write_file(p.train, bytes);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.train) && Contains("SHA-256") &&
+                                                        Contains(p.meta) &&
+                                                        Contains("changed after it was prepared"));
+  }
+  SECTION("val.bin's ids rotated by one: the same size and ids, in another order") {
+    const std::string ids = read_file(val);
+    write_file(val, ids.substr(2) + ids.substr(0, 2));
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out, data::TokenStore::FileAccess::kRead),
+                        Contains(val) && Contains("changed after it was prepared"));
+  }
+  SECTION("an ID out of range written before the open: refused by the hash, not mid-run") {
+    std::string bytes = read_file(p.train);
+    bytes[bytes.size() - 2] = '\xff', bytes[bytes.size() - 1] = '\xff';
+    write_file(p.train, bytes);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out, data::TokenStore::FileAccess::kMap),
+                        Contains(p.train) && Contains("SHA-256"));
+  }
+  SECTION("meta.json's hashes forged to match: another identity, which resume refuses") {
+    std::string bytes = read_file(p.train);
+    bytes[6] = static_cast<char>(bytes[6] == 1 ? 2 : 1), bytes[7] = 0;
+    write_file(p.train, bytes);
+    Json j = p.meta_json();
+    const int fd = open(p.train.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    j["train"]["sha256"] = data::token_file_sha256(fd, bytes.size(), p.train);
+    j["train"]["sample_sha256"] = data::token_file_sample_sha256(fd, bytes.size(), p.train);
+    close(fd);
+    p.write_meta(j);
+    REQUIRE(data::open_prepared(p.out).identity != before);
+  }
+}
+
+TEST_CASE("a folder prepared before the token hashes were recorded opens as before", "[prepared]") {
+  const Prepared p;
+  Json j = p.meta_json();
+  REQUIRE(j["train"].contains("sha256"));
+  REQUIRE(j["val"].contains("sample_sha256"));
+  for (const char* part : {"train", "val"}) j[part].erase("sha256"), j[part].erase("sample_sha256");
+  SECTION("without hashes: opens, with the identity such a folder always had") {
+    p.write_meta(j);
+    const data::PreparedData d = data::open_prepared(p.out);
+    REQUIRE(d.meta->train.sha256.empty());
+    // the identity is the SHA-256 of meta.json's bytes without paths, as before the hashes
+    data::PreparedMeta m = *d.meta;
+    for (data::SourceFile& s : m.sources) s.path.clear();
+    REQUIRE(d.identity == data::text_identity(data::prepared_meta_bytes(m)));
+    REQUIRE(data::prepared_meta_bytes(m).find("sha256\": \"" + m.tokenizer_sha256) !=
+            std::string::npos);
+    REQUIRE(data::prepared_meta_bytes(m).find("sample_sha256") == std::string::npos);
+  }
+  SECTION("one hash without the other: refused naming the key") {
+    j["val"]["sha256"] = std::string(64, 'a');
+    p.write_meta(j);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out),
+                        Contains(p.meta) && Contains("val.sample_sha256") && Contains("missing"));
+  }
+  SECTION("a hash that is not 64 hex digits: refused naming the key") {
+    j["train"]["sha256"] = "abc", j["train"]["sample_sha256"] = std::string(64, 'a');
+    p.write_meta(j);
+    REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains("train.sha256"));
+  }
+}
+
+TEST_CASE("the sampled hash reads 64 blocks from the first byte to the last", "[prepared]") {
+  TempDir dir;
+  const std::string path = dir.file("big.bin");
+  std::string bytes(5u << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 2654435761u >> 13);
+  const auto sample = [&] {
+    write_file(path, bytes);
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const std::string h = data::token_file_sample_sha256(fd, bytes.size(), path);
+    close(fd);
+    return h;
+  };
+  const std::string first = sample();
+  // block 10 starts at 10 * (size - block) / 63 and the next 82 KB later: a byte in between
+  const size_t gap = (bytes.size() - data::kSampleBlockBytes) * 10 / 63 + data::kSampleBlockBytes;
+  bytes[gap + 100] ^= 1;
+  REQUIRE(sample() == first);  // what the full check is for
+  bytes[gap - 100] ^= 1;       // inside block 10
+  REQUIRE(sample() != first);
+  bytes[gap - 100] ^= 1;
+  bytes.back() ^= 1;  // the last block ends at the last byte
+  REQUIRE(sample() != first);
+  bytes.back() ^= 1;
+  bytes.front() ^= 1;
+  REQUIRE(sample() != first);
+  std::string small(1000, 'x');  // a file no larger than the blocks: hashed whole
+  write_file(path, small);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(data::token_file_sample_sha256(fd, small.size(), path) ==
+          data::token_file_sha256(fd, small.size(), path));
+  close(fd);
+}
+
+TEST_CASE("a token file truncated or rewritten after the open never raises SIGBUS", "[prepared]") {
+  const Prepared p;
+  SECTION("read whole when opened (the default for a small file): later changes unseen") {
+    const data::PreparedData d = data::open_prepared(p.out);
+    REQUIRE(d.train.is_loaded());
+    const std::vector<int64_t> ids = d.train.to_vector();
+    std::filesystem::resize_file(p.train, 10);
+    REQUIRE(d.train.to_vector() == ids);
+    write_file(p.train, std::string(ids.size() * 2, '\xff'));
+    REQUIRE(d.train.to_vector() == ids);
+  }
+  SECTION("mapped: the size is checked before each copy") {
+    const data::PreparedData d = data::open_prepared(p.out, data::TokenStore::FileAccess::kMap);
+    const size_t n = d.train.size();
+    std::filesystem::resize_file(p.train, 100);
+    REQUIRE_NOTHROW(d.train.slice(0, 50));
+    REQUIRE_THROWS_WITH(d.train.slice(n - 10, 10),
+                        Contains(p.train) && Contains("shorter") && Contains("at byte 100"));
+  }
 }
 
 TEST_CASE("links and special files in a prepared folder are refused", "[prepared]") {

@@ -1,7 +1,10 @@
 #include "train/evaluate.h"
 
+#include <fmt/format.h>
+
 #include <optional>
 
+#include "data/data_error.h"
 #include "data/dataset.h"
 #include "io/checkpoint.h"
 #include "train/config.h"
@@ -42,6 +45,12 @@ class WindowFeed {
   // Up to n windows: inputs into x and targets into y ([n, T] each); how many (0: no more).
   virtual int64_t next(int64_t n, int64_t* x, int64_t* y) = 0;
   virtual int64_t known_windows() const { return -1; }  // -1 until the end is seen
+  // Why the ids could not be read (damaged data), once it happened: the windows from then
+  // on are counted but not evaluated, so every rank still takes part in the gathering.
+  const std::string& failure() const { return failure_; }
+
+ protected:
+  std::string failure_;
 };
 
 // Windows of ids in a store (data::EvalWindows).
@@ -53,7 +62,13 @@ class StoreFeed : public WindowFeed {
   }
   int64_t next(int64_t n, int64_t* x, int64_t* y) override {
     const int64_t m = std::min(n, count_ - done_);
-    if (m > 0) windows_.copy(ids_, done_, m, x, y);
+    if (m > 0 && failure_.empty()) {
+      try {
+        windows_.copy(ids_, done_, m, x, y);
+      } catch (const data::DataError& e) {
+        failure_ = e.what();
+      }
+    }
     done_ += m;
     return m;
   }
@@ -153,6 +168,10 @@ EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint3
     if (n == 0) break;
     r.windows += n;
     if (b % ranks != (ranks > 1 ? world.rank() : 0)) continue;
+    if (!feed.failure().empty()) {
+      sums.insert(sums.end(), {0.0, 0.0});
+      continue;
+    }
     x.resize(n * T), y.resize(n * T);
     auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
     sums.push_back(out.loss.item() * static_cast<double>(n * T));
@@ -167,7 +186,7 @@ EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint3
   r.tokens = r.windows * T;
   if (r.tokens == 0) return r;
   total_in_batch_order(std::move(sums), b, ranks, r);
-  if (grads_path) {
+  if (grads_path && feed.failure().empty()) {
     if (known <= 0) scale_gradients(model, 1.0 / static_cast<double>(r.tokens));
     write_gradients(model, r, *grads_path);
     model.zero_grad();
@@ -183,7 +202,11 @@ EvalResult evaluate_with_grads(nn::GPT& model, const data::TokenStore& ids,
                                const std::function<bool()>& cancelled, int64_t max_windows) {
   if (T == 0) T = model.config().context_length;
   StoreFeed feed(ids, T, max_windows);
-  return evaluate_feed(model, feed, token_bytes, T, grads_path, cancelled);
+  EvalResult r = evaluate_feed(model, feed, token_bytes, T, grads_path, cancelled);
+  // every rank learns of damaged data any of them met, and all stop with it
+  if (const World::Failure f = World::current().first_failure(feed.failure()); f.code != 0)
+    throw data::DataError(f.rank == 0 ? f.message : fmt::format("{} (rank {})", f.message, f.rank));
+  return r;
 }
 
 EvalResult evaluate_text(nn::GPT& model, data::TextIds& text, std::span<const uint32_t> token_bytes,

@@ -29,7 +29,10 @@ struct EvalResult {
 
 // token_bytes[id]: the bytes of text id stands for (data::token_byte_lengths); empty: bytes
 // not counted. max_windows 0 means all. cancelled, asked between batches, abandons the
-// evaluation (an EvalResult with no tokens).
+// evaluation (an EvalResult with no tokens). Ids that cannot be read (damaged data: an id
+// outside the vocabulary, a file cut short, a read error) are a data::DataError naming the
+// file and the offset, thrown on every rank once the evaluation's gathering is done (under
+// mpirun the ranks agree on it), so no rank is left waiting for another.
 EvalResult evaluate(nn::GPT& model, const data::TokenStore& ids,
                     std::span<const uint32_t> token_bytes, int64_t max_windows = 0,
                     const std::function<bool()>& cancelled = {});

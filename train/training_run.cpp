@@ -361,7 +361,7 @@ int TrainingRun::run() {
 
 bool TrainingRun::wants_another_step() const {
   const bool stop = world_.distributed() ? agreed_stop_ : StopSignals::requested();
-  return step_ < cfg_.steps && !stop;
+  return step_ < cfg_.steps && !stop && damaged_data_.empty();
 }
 
 StepOutcome TrainingRun::train_step() {
@@ -369,6 +369,7 @@ StepOutcome TrainingRun::train_step() {
   const auto team = team_.step();
   StepOutcome s;
   StepFigures& f = s.figures;
+  step_start_ = {data_gen_.state(), model_->dropout_generator().state(), micro_batches_};
   f.step = ++step_;
   f.lr = schedule_->lr_at(step_);
   opt_->set_lr(f.lr);
@@ -382,7 +383,8 @@ StepOutcome TrainingRun::train_step() {
       f.loss = forward_backward();
     }
     if (!std::isfinite(f.loss)) {
-      stop_before_update(fmt::format("the loss is {} at step {}", sign_name(f.loss), step_));
+      if (!stop_on_damaged_data())
+        stop_before_update(fmt::format("the loss is {} at step {}", sign_name(f.loss), step_));
       return s;
     }
     f.grad_norm = optim::clip_grad_norm(model_->trainable_parameters(),
@@ -413,8 +415,16 @@ double TrainingRun::micro_batch(int64_t micro_batches_in_step) {
     const data::ExampleBatch b = example_sampler_->next(data_gen_);
     out = model_->forward(b.x, b.y, b.lengths);
   } else {
-    auto [x, y] = sampler_->next(data_gen_);
-    out = model_->forward(x, y);
+    std::pair<ag::Tensor, ag::Tensor> batch;
+    try {
+      batch = sampler_->next(data_gen_);
+    } catch (const data::DataError& e) {
+      // damaged data: the micro-batch's loss is NaN, which every rank sees in the step's
+      // gathered losses, and the step stops without its update (stop_on_damaged_data)
+      if (data_failure_.empty()) data_failure_ = e.what();
+      return NAN;
+    }
+    out = model_->forward(batch.first, batch.second);
   }
   const double loss = out.loss.item();
   if (!std::isfinite(loss)) return loss;
@@ -546,9 +556,24 @@ void TrainingRun::decide_step_kernels() {
     const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
     micro_batch(1);
   }
+  if (!data_failure_.empty()) throw data::DataError(data_failure_);  // a set-up error
   data_gen_ = data_before;
   dropout.set_state(dropout_before);
   opt_->zero_grad();
+}
+
+// Asked on every rank when the step's loss is not finite: whether a rank met damaged data
+// (the lowest such rank's error, on every rank). Then the step did not happen: the run is
+// back at the end of the last completed step, which finish() saves.
+bool TrainingRun::stop_on_damaged_data() {
+  const World::Failure f = world_.first_failure(data_failure_);
+  if (f.code == 0) return false;
+  damaged_data_ = f.rank == 0 ? f.message : fmt::format("{} (rank {})", f.message, f.rank);
+  --step_;
+  data_gen_.set_state(step_start_.data);
+  model_->dropout_generator().set_state(step_start_.dropout);
+  micro_batches_ = step_start_.micro_batches;
+  return true;
 }
 
 void TrainingRun::stop_before_update(const std::string& why) {
@@ -591,8 +616,12 @@ void TrainingRun::evaluate_now(StepFigures& f) {
     if (whole && cfg_.task == "classify") f.val_accuracy = r.accuracy();
     return;
   }
-  const EvalResult r =
-      evaluate(*model_, data_.val, data_.token_bytes, cfg_.eval_windows, StopSignals::requested);
+  EvalResult r;
+  try {  // damaged data stops the run on every rank (evaluate.h); this step is complete
+    r = evaluate(*model_, data_.val, data_.token_bytes, cfg_.eval_windows, StopSignals::requested);
+  } catch (const data::DataError& e) {
+    damaged_data_ = e.what();
+  }
   f.val_loss = last_val_ = r.tokens ? r.loss : NAN;
   f.val_bits_per_byte = r.tokens ? r.bits_per_byte() : NAN;
 }
@@ -651,6 +680,7 @@ void TrainingRun::print_profile() const {
 
 int TrainingRun::finish() {
   print_profile();
+  if (!damaged_data_.empty()) return finish_on_damaged_data();
   if (StopSignals::requested() && world_.root())
     noticef("{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
             stop_reason(world_.distributed()), step_, cfg_.out);
@@ -682,23 +712,53 @@ void TrainingRun::save_final() {
     return;
   }
   if (last_saved_ != step_) {
-    try {
-      save(step_, cfg_.out);
-    } catch (const io::CheckpointError& e) {
-      // the run's state is still in memory: keep it somewhere before giving up
-      std::string rescue;
-      try {
-        rescue = io::make_rescue_path(cfg_.out);
-        save(step_, rescue);
-      } catch (const std::exception& e2) {
-        throw std::runtime_error(
-            fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
-      }
+    const SavedTo saved = save_or_rescue();
+    if (saved.path != cfg_.out)
       throw std::runtime_error(fmt::format("{}; the run's state (step {}) was saved to {} instead",
-                                           e.what(), step_, rescue));
-    }
+                                           saved.out_error, step_, saved.path));
   }
   sayf("saved checkpoint {} (step {})\n", cfg_.out, step_);
+}
+
+TrainingRun::SavedTo TrainingRun::save_or_rescue() {
+  try {
+    save(step_, cfg_.out);
+    return {cfg_.out, ""};
+  } catch (const io::CheckpointError& e) {
+    // the run's state is still in memory: keep it somewhere before giving up
+    std::string rescue;
+    try {
+      rescue = io::make_rescue_path(cfg_.out);
+      save(step_, rescue);
+    } catch (const std::exception& e2) {
+      throw std::runtime_error(
+          fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
+    }
+    return {rescue, e.what()};
+  }
+}
+
+// Damaged data met by any rank: the last completed step is saved (to --out, else a rescue
+// folder), one line says what was damaged and where the run is, and every rank exits 1.
+int TrainingRun::finish_on_damaged_data() {
+  std::string saved;
+  if (last_saved_ == step_) {
+    saved = fmt::format("step {}, the last completed, is saved in {}", step_, cfg_.out);
+  } else {
+    try {
+      const SavedTo to = save_or_rescue();
+      saved = to.path == cfg_.out
+                  ? fmt::format("saved step {}, the last completed, to {}", step_, to.path)
+                  : fmt::format("{}; saved step {}, the last completed, to {} instead",
+                                to.out_error, step_, to.path);
+    } catch (const std::exception& e) {
+      saved = fmt::format("nothing saved: {}", e.what());
+    }
+  }
+  if (world_.root())
+    noticef("{}attograd: error: {}; {}\n", report_->fresh_line(), damaged_data_, saved);
+  notify(true);  // the curves up to the stop
+  return 1;
 }
 
 // The first token of the held-out text, continued by the one generation loop (the

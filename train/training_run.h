@@ -9,6 +9,10 @@
 //   }
 //   return run.finish();                   // final save (or rescue copy), sample
 //
+// Damaged data met mid-run (data::DataError reading a batch or the validation windows)
+// stops it like a NaN loss, on every rank together; finish() then saves the last completed
+// step (or its rescue copy), says where in one line, and returns 1.
+//
 // run() is that loop with the stop signals installed; run_training(cfg) is run() on a new
 // TrainingRun.
 #include <functional>
@@ -87,6 +91,13 @@ class TrainingRun {
   void take_task_of(const io::Checkpoint& init);
   void evaluate_now(StepFigures& f);
   void stop_before_update(const std::string& why);
+  bool stop_on_damaged_data();
+  int finish_on_damaged_data();
+  struct SavedTo {
+    std::string path, out_error;  // --out, or a rescue copy's path and why --out failed
+  };
+  // Saves step_ to --out, or when that fails to a fresh rescue folder; throws when both fail.
+  SavedTo save_or_rescue();
   void print_profile() const;
   double forward_backward();
   double forward_backward_distributed();
@@ -122,6 +133,13 @@ class TrainingRun {
   int64_t micro_batches_ = 0;  // consumed since the run began (a checkpoint's micro_batches)
   double last_val_ = NAN;
   bool failed_ = false;
+  // Damaged data (an id outside the vocabulary, a token file cut short, a read error): the
+  // first this rank met reading a batch, and the one the ranks agreed stops the run.
+  std::string data_failure_, damaged_data_;
+  struct StepStart {  // what a step that did not happen must give back
+    ag::Generator::State data, dropout;
+    int64_t micro_batches = 0;
+  } step_start_;
   ag::AdaptiveThreads team_;  // fewer threads for the steps while another program holds a core
 };
 

@@ -301,4 +301,11 @@ void World::setup_done() {
 
 World::~World() = default;
 
+World::Failure World::first_failure(const std::string& mine) const {
+  const std::vector<double> failed = all_gather({mine.empty() ? 0.0 : 1.0});
+  for (int r = 0; r < static_cast<int>(failed.size()); ++r)
+    if (failed[static_cast<size_t>(r)] != 0) return {1, r, broadcast(mine, r)};
+  return {};
+}
+
 }  // namespace train

@@ -73,6 +73,10 @@ class World {
   void setup_done();
 
   bool any(bool flag) const;  // logical or over the ranks
+  // The lowest rank whose `mine` is not empty, with its text on every rank (code 1), or
+  // code 0 when every rank's is empty: how an error met by some ranks after set-up (damaged
+  // data) reaches them all, so they stop together instead of waiting on each other.
+  Failure first_failure(const std::string& mine) const;
   // Rank `from`'s text, on every rank (the others' `text` is not read).
   std::string broadcast(const std::string& text, int from = 0) const;
   // Each rank's values (every rank gives the same count), concatenated in rank order.

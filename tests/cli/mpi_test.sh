@@ -123,6 +123,35 @@ errors_once)
   grep -q "absent.txt.*(rank 1)" err.txt || fail "rank 1's failure is not named: $(cat err.txt)"
   [ ! -e x.h5 ] || fail "a failed set-up wrote a checkpoint"
   ;;
+damaged_data_one_rank)
+  # Damaged data met by one rank only (issue 28): rank 1 reads its own copy of the prepared
+  # folder (the same identity), whose train.bin is filled with ids outside the vocabulary
+  # mid-run. No rank waits for another: the job ends within the timeout, exit 1, with one
+  # line from rank 0 naming rank 1's file and byte and the step saved.
+  for i in $(seq 1 400); do
+    printf 'line %d: text that a small model learns to predict, one letter at a time %d\n' "$i" $((i * 7 % 13))
+  done > t.txt
+  for _ in $(seq 1 450); do cat t.txt; done > big.txt
+  "$bin" prepare --data big.txt --out a.prepared > /dev/null
+  cp -r a.prepared b.prepared
+  [ "$(stat -c %s b.prepared/train.bin)" -gt $((16 << 20)) ] || fail "train.bin is not over 16 MB"
+  rc=0
+  timeout 120 mpirun --oversubscribe \
+    -np 1 "$bin" train "${tiny[@]}" --log-interval 1 --steps 100000 --data a.prepared --out d.h5 : \
+    -np 1 "$bin" train "${tiny[@]}" --log-interval 1 --steps 100000 --data b.prepared --out d.h5 \
+    > log.txt 2> err.txt &
+  pid=$!
+  for _ in $(seq 1 600); do grep -Eq "^step +3/" log.txt && break; sleep 0.05; done
+  head -c "$(stat -c %s b.prepared/train.bin)" /dev/zero | tr '\000' '\377' |
+    dd of=b.prepared/train.bin conv=notrunc status=none
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 1 ] || fail "damaged data on rank 1 ended the job with $rc, not 1: $(cat err.txt)"
+  [ "$(grep -c "attograd: error" err.txt)" -eq 1 ] || fail "not one message: $(cat err.txt)"
+  grep -q "b.prepared/train.bin: token [0-9]* (byte [0-9]*) is id 65535.*(rank 1); saved step [0-9]*, the last completed, to d.h5$" err.txt ||
+    fail "the message does not name rank 1's file, byte and the save: $(cat err.txt)"
+  step=$(sed -n 's/.*saved step \([0-9]*\), the last completed.*/\1/p' err.txt)
+  "$bin" inspect d.h5 --verify | grep -q "^step $step$" || fail "d.h5 does not hold step $step"
+  ;;
 killed_rank)
   medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
           --sample-tokens 0 --eval-interval 0 --log-interval 1 --checkpoint-interval 10)
