@@ -9,8 +9,10 @@
 //            their end under a size cap, files created exclusively, errno messages
 //   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
 //   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits)
+//   shell_quote.h  a word quoted for a POSIX shell (commands printed for a person to paste)
 #include "base/atomic_file.h"
 #include "base/hash.h"
 #include "base/json.h"
 #include "base/posix_file.h"
+#include "base/shell_quote.h"
 #include "base/utf8.h"
