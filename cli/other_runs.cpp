@@ -9,6 +9,7 @@
 #include "base/utf8.h"
 #include "cli/options.h"
 #include "report/metrics_log.h"
+#include "train/world.h"
 
 namespace cli {
 
@@ -84,15 +85,17 @@ const std::string& program_path() {
   return program();
 }
 
+// Rank 0 alone checks, as it alone writes them: another rank looking later could find the
+// lines rank 0 has begun to write (its failure is agreed on by every rank, report_failure).
 void refuse_other_runs(const train::RunConfig& cfg) {
-  if (cfg.overwrite) return;
+  if (cfg.overwrite || !train::World::current().root()) return;
   if (holds_something(cfg.out)) refuse_other_checkpoint(cfg.out);
   if (!cfg.metrics.empty() && holds_something(cfg.metrics))
     refuse_other_metrics(cfg.metrics, cfg.out);
 }
 
 void refuse_other_run_metrics(const std::string& metrics, const io::Checkpoint& resumed) {
-  if (metrics.empty() || !holds_something(metrics)) return;
+  if (metrics.empty() || !train::World::current().root() || !holds_something(metrics)) return;
   std::vector<report::MetricsRun> runs;
   try {
     runs = report::read_metrics_runs(metrics);

@@ -2,7 +2,8 @@
 // Nothing lost by re-running: `train` refuses an --out that holds a checkpoint of another
 // run and a --metrics file that holds another run's lines (each a UsageError, exit 2,
 // naming the run's step and the two ways on: continue it with resume, or --overwrite),
-// and `resume` refuses a --metrics file of a run other than its checkpoint's. The program
+// and `resume` refuses a --metrics file of a run other than its checkpoint's (checked on
+// rank 0 of a distributed run, which alone writes them). The program
 // as invoked is kept for the commands these messages and an interrupted run print.
 #include <string>
 

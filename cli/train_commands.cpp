@@ -154,11 +154,11 @@ int resume_command(const Args& args) {
     const auto lock = lock_output_on_root(out);
     io::Checkpoint ckpt = io::load_checkpoint(path);
     resume_config(cfg, ckpt, vm, out);
-    refuse_other_run_metrics(cfg.metrics, ckpt);
-    cfg.program = program_path();
     if (data_option.empty())  // the data the checkpoint records is an input too
       require_outputs({{"--out", out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
                       with_data_files({}, cfg.data, "the run's data"));
+    refuse_other_run_metrics(cfg.metrics, ckpt);
+    cfg.program = program_path();
     return train::run_training(cfg, &ckpt, report_observer(cfg));
   });
 }

@@ -31,6 +31,7 @@ class LogParser {
   void line(std::string_view text, size_t number, bool complete);
   std::vector<MetricsRun> finish() {
     for (size_t r = 0; r < runs_.size(); ++r) close_session(r);
+    for (MetricsRun& run : runs_) note_resumes(run);
     return std::move(runs_);
   }
 
@@ -48,6 +49,7 @@ class LogParser {
   void sample_record(const Json& j);
   void drop_from(int64_t step);
   void close_session(size_t run);
+  static void note_resumes(MetricsRun& run);
 
   std::string path_;
   std::vector<MetricsRun> runs_;
@@ -189,6 +191,18 @@ void LogParser::sample_record(const Json& j) {
   run.sample = text->get<std::string>();
   const double step = number(j, "step");
   run.sample_step = std::isfinite(step) ? static_cast<int64_t>(step) : -1;
+}
+
+// How the run began and where it was resumed, said on the page beside its notes.
+void LogParser::note_resumes(MetricsRun& run) {
+  if (run.first_step > 0)
+    run.notes.push_back(fmt::format(
+        "begins with a resume from step {} (its earlier steps are not in this file)",
+        run.first_step));
+  if (!run.resumed_at.empty())
+    run.notes.push_back(fmt::format("{} at step {}, resumed at step {}",
+                                    run.first_step > 0 ? "began" : "a fresh start",
+                                    run.first_step, fmt::join(run.resumed_at, ", ")));
 }
 
 void LogParser::close_session(size_t r) {

@@ -48,7 +48,7 @@ struct MetricsRun {
   std::string sample;                // the last sample printed at a run's end, if any
   int64_t sample_step = -1;
   double wall_seconds = 0;         // summed over the sessions
-  std::vector<std::string> notes;  // what was skipped, and why
+  std::vector<std::string> notes;  // what was skipped, and why; where it was resumed
 
   bool has(double MetricsPoint::*field) const;  // any point holds a finite value
 };

@@ -167,6 +167,7 @@ TEST_CASE("records name their run: a resume joins it, another run is drawn apart
   REQUIRE(runs[0].sessions == 2);
   REQUIRE(runs[1].points.size() == 2);
   REQUIRE(runs[1].resumed_at.empty());
+  REQUIRE(runs[0].notes == std::vector<std::string>{"a fresh start at step 0, resumed at step 2"});
   report::name_runs(runs);
   REQUIRE(runs[0].name == "m.jsonl (base)");
   REQUIRE(runs[1].name == "m.jsonl (wide)");
@@ -174,6 +175,7 @@ TEST_CASE("records name their run: a resume joins it, another run is drawn apart
   const auto later =
       report::parse_metrics_runs(start("c", 400, "c") + "\n" + step("c", 401, 1), "later.jsonl");
   REQUIRE(later[0].first_step == 400);
+  REQUIRE_THAT(later[0].notes.at(0), Contains("begins with a resume from step 400"));
   REQUIRE_THAT(
       [] {
         try {

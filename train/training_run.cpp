@@ -560,14 +560,15 @@ void TrainingRun::decide_step_kernels() {
 }
 
 void TrainingRun::stop_before_update(const std::string& why) {
+  // one line: the last good checkpoint, and the command that continues from it
   const std::string last_good =
       last_saved_ >= 0
-          ? fmt::format("The last good checkpoint is {} (step {}).", cfg_.out, last_saved_)
+          ? fmt::format("The last good checkpoint is {} (step {}); continue from it with: {}",
+                        cfg_.out, last_saved_, continue_command(cfg_.out))
           : std::string("No checkpoint was written in this run.");
   if (world_.root())
     noticef("{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(), why,
             last_good);
-  if (last_saved_ >= 0) print_continue_command(cfg_.out);
   failed_ = true;
 }
 

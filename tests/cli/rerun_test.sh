@@ -99,6 +99,15 @@ interrupted_prints_resume)
   wait "$pid" || fail "SIGINT: exit $?"
   grep -qxF "attograd: continue this run with: $bin resume --checkpoint s.h5" s.err ||
     fail "no continue command after SIGINT: $(cat s.err)"
+  # a stop on a NaN names the command that continues from the last good checkpoint, on
+  # its one line
+  rc=0
+  "$bin" train "${tiny[@]}" --steps 200 --lr 1e4 --warmup-steps 0 --checkpoint-interval 2 \
+    --log-interval 1 --out nan.h5 > n.txt 2> n.err || rc=$?
+  [ "$rc" -eq 1 ] || fail "a NaN exited $rc"
+  [ "$(wc -l < n.err)" -eq 1 ] || fail "not one line: $(cat n.err)"
+  grep -q "; continue from it with: $bin resume --checkpoint nan.h5$" n.err ||
+    fail "no continue command after a NaN: $(cat n.err)"
   ;;
 what_a_run_records)
   # the mean loss over the log interval, the val windows, tokens/s and ETA, run identity
