@@ -196,13 +196,13 @@ void LogParser::sample_record(const Json& j) {
 // How the run began and where it was resumed, said on the page beside its notes.
 void LogParser::note_resumes(MetricsRun& run) {
   if (run.first_step > 0)
-    run.notes.push_back(fmt::format(
-        "begins with a resume from step {} (its earlier steps are not in this file)",
-        run.first_step));
+    run.notes.push_back(
+        fmt::format("begins with a resume from step {} (its earlier steps are not in this file)",
+                    run.first_step));
   if (!run.resumed_at.empty())
     run.notes.push_back(fmt::format("{} at step {}, resumed at step {}",
-                                    run.first_step > 0 ? "began" : "a fresh start",
-                                    run.first_step, fmt::join(run.resumed_at, ", ")));
+                                    run.first_step > 0 ? "began" : "a fresh start", run.first_step,
+                                    fmt::join(run.resumed_at, ", ")));
 }
 
 void LogParser::close_session(size_t r) {
