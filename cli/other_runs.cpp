@@ -61,18 +61,21 @@ void refuse_other_checkpoint(const std::string& out) {
       base::printable(out), held, program(), base::shell_quote(out)));
 }
 
-void refuse_other_metrics(const std::string& metrics, const std::string& out) {
-  std::string held;
+void refuse_other_metrics(const std::string& metrics) {
+  std::vector<report::MetricsRun> runs;
   try {
-    held = runs_in(report::read_metrics_runs(metrics));
+    runs = report::read_metrics_runs(metrics);
   } catch (const std::exception& e) {
-    held = fmt::format("lines that are not metrics ({})", e.what());
+    throw UsageError(fmt::format(
+        "--metrics '{}' holds lines that are not attograd metrics ({}); give another --metrics, "
+        "or empty it with --overwrite",
+        base::printable(metrics), e.what()));
   }
   throw UsageError(fmt::format(
-      "--metrics '{}' already holds the metrics of another run ({}); a resume of that run "
-      "appends to it ('{} resume --checkpoint ITS_CHECKPOINT --metrics {}'), or start this run "
-      "over it with --overwrite (or give another --metrics; --out is '{}')",
-      base::printable(metrics), held, program(), base::shell_quote(metrics), base::printable(out)));
+      "--metrics '{}' already holds the metrics of another run ({}); continue that run with "
+      "'{} resume --checkpoint <its checkpoint> --metrics {}', or start this run over it with "
+      "--overwrite",
+      base::printable(metrics), runs_in(runs), program(), base::shell_quote(metrics)));
 }
 
 }  // namespace
@@ -90,8 +93,7 @@ const std::string& program_path() {
 void refuse_other_runs(const train::RunConfig& cfg) {
   if (cfg.overwrite || !train::World::current().root()) return;
   if (holds_something(cfg.out)) refuse_other_checkpoint(cfg.out);
-  if (!cfg.metrics.empty() && holds_something(cfg.metrics))
-    refuse_other_metrics(cfg.metrics, cfg.out);
+  if (!cfg.metrics.empty() && holds_something(cfg.metrics)) refuse_other_metrics(cfg.metrics);
 }
 
 void refuse_other_run_metrics(const std::string& metrics, const io::Checkpoint& resumed) {

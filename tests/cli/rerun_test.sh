@@ -44,6 +44,9 @@ metrics_holds_another_run)
     "$bin" train "${tiny[@]}" --steps 4 --out b.h5 --metrics m.jsonl
   grep -qF -- "--overwrite" err.txt || fail "--overwrite is not named: $(cat err.txt)"
   cmp -s m.jsonl a.jsonl || fail "the refused run changed m.jsonl"
+  echo "my notes" > notes.txt
+  expect_usage_error "--metrics 'notes.txt' holds lines that are not attograd metrics" \
+    "$bin" train "${tiny[@]}" --steps 4 --out c.h5 --metrics notes.txt
   [ ! -e b.h5 ] || fail "the refused run wrote b.h5"
   "$bin" train "${tiny[@]}" --steps 4 --log-interval 2 --out b.h5 --metrics m.jsonl --overwrite > b.txt
   runs=$(grep -o '"run":"[0-9a-f]*"' m.jsonl | sort -u | wc -l)
