@@ -154,7 +154,7 @@ while True:
 os.waitpid(pid, 0)
 sys.stdout.write(out.decode("utf-8", "replace"))
 PY
-  grep -aq "step 2[0-9]/30 loss [0-9.]* | [0-9]* tok/s | ETA 0:0" bar.txt || fail "the bar has no tokens/s or ETA: $(grep -a 'step 2' bar.txt | head -c 300)"
+  grep -aqE "step 2[0-9]/30 loss [0-9.]+ \| [0-9]+ tok/s \| ETA [0-9]+:[0-9]{2}" bar.txt || fail "the bar has no tokens/s or ETA: $(grep -a 'step 2' bar.txt | head -c 300)"
   ;;
 report_every_run)
   # a file holding several runs (older attograds appended a fresh run to it) draws each
