@@ -9,9 +9,12 @@
 //            their end under a size cap, files created exclusively, errno messages (their
 //            paths escaped)
 //   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
-//   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits); error_text.h: one "error:"
+//   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits)
+//   error_text.h  one "error:" per line: a library's own prefix dropped from a message
+//   shell_quote.h  a word quoted for a POSIX shell (commands printed for a person to paste)
 #include "base/atomic_file.h"
 #include "base/hash.h"
 #include "base/json.h"
 #include "base/posix_file.h"
+#include "base/shell_quote.h"
 #include "base/utf8.h"

@@ -10,6 +10,8 @@
 //                        RunConfig field
 //   command_support.h    what every command shares: error-to-exit-code, path checks
 //   train_commands.cpp   train, resume
+//   other_runs.h         train refuses outputs holding another run (--overwrite); the
+//                        program's path for the commands messages print
 //   prepare_command.cpp  prepare: text files to a tokenized folder (data/prepared.h)
 //   codec_commands.cpp   encode, decode: stdin to ids and back with a folder's or
 //                        checkpoint's tokenizer, streamed

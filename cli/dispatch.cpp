@@ -9,6 +9,7 @@
 #include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/other_runs.h"
 #include "train/console.h"
 
 namespace cli {
@@ -75,6 +76,7 @@ std::string suggestion(const std::string& name) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
+  if (argc > 0) set_program_path(argv[0]);
   const std::string command = argc < 2 ? "help" : argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;

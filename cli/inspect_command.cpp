@@ -15,6 +15,7 @@
 #include "cli/command_support.h"
 #include "data/prepared.h"
 #include "io/checkpoint.h"
+#include "io/history.h"
 #include "io/tokenizer_section.h"
 #include "train/config.h"
 #include "train/console.h"
@@ -76,11 +77,23 @@ void print_trainable(const io::Checkpoint& ckpt) {
              "", c.frozen);
 }
 
+// The run it belongs to and the history it keeps (io/history.h), when a run wrote them.
+void print_run(const io::Checkpoint& ckpt) {
+  if (!ckpt.run_id.empty())
+    fmt::print("run: {} ({})\n", base::printable(ckpt.run_name), base::printable(ckpt.run_id));
+  if (ckpt.history.empty()) return;
+  const auto rows = io::parse_history(ckpt.history, ckpt.source);
+  if (!rows.empty())
+    fmt::print("history: {} rows, steps {} to {} (report --checkpoint draws them)\n", rows.size(),
+               rows.front().step, rows.back().step);
+}
+
 void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
   fmt::print("checkpoint {}\nstep {}\nconfig {}\n", base::printable(ckpt.source), ckpt.step,
              base::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
   if (!ckpt.data_identity.empty()) fmt::print("data {}\n", base::printable(ckpt.data_identity));
   if (ckpt.micro_batches >= 0) fmt::print("micro_batches {}\n", ckpt.micro_batches);
+  print_run(ckpt);
   print_tokenizer(ckpt.tokenizer);
   fmt::print("\n{:<40} {:>16} {:>12}{}\n", "parameter", "shape", "count", sums ? "  fnv1a" : "");
   int64_t total = 0;

@@ -3,11 +3,13 @@
 
 #include <cctype>
 #include <fstream>
+#include <optional>
 
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "io/checkpoint.h"
+#include "io/history.h"
 #include "io/tokenizer_section.h"
 #include "report/report.h"
 #include "train/train.h"
@@ -32,8 +34,9 @@ po::options_description report_options(ReportOptions& o) {
   add("metrics", po::value(&o.metrics)->multitoken()->composing(),
       "a --metrics file of train (repeat, or name several: the runs are overlaid)");
   add("checkpoint", po::value(&o.checkpoint),
-      "a checkpoint: its sample, and with --prompt its attention maps and per-token loss "
-      "(default, without --metrics: attograd.h5 when there is one here)");
+      "a checkpoint: its sample, and with --prompt its attention maps and per-token loss; "
+      "without --metrics, also the curves of the history it keeps (default, without "
+      "--metrics: attograd.h5 when there is one here)");
   add("prompt", po::value(&o.prompt),
       "text for the attention maps (at most context_length tokens)");
   add("out", po::value(&o.out)->required(), "the HTML file to write (replaced atomically)");
@@ -102,8 +105,7 @@ void check_report_options(const ReportOptions& o) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
 }
 
-report::ModelView checkpoint_view(const ReportOptions& o) {
-  const io::Checkpoint ckpt = io::load_checkpoint(o.checkpoint);
+report::ModelView checkpoint_view(const ReportOptions& o, const io::Checkpoint& ckpt) {
   auto model = train::model_from_checkpoint(ckpt);
   model->eval();
   const auto tokenizer = io::make_tokenizer(ckpt.tokenizer);
@@ -136,9 +138,23 @@ int report_command(const Args& args) {
     require_outputs({{"--out", o.out}}, inputs);
     ag::set_num_threads(o.threads);
     report::ReportInputs in;
-    for (const auto& m : o.metrics) in.runs.push_back(report::read_metrics(m));
+    for (const auto& m : o.metrics)
+      for (auto& run : report::read_metrics_runs(m)) in.runs.push_back(std::move(run));
+    std::optional<io::Checkpoint> ckpt;
+    if (!o.checkpoint.empty()) ckpt = io::load_checkpoint(o.checkpoint);
+    if (ckpt && o.metrics.empty()) {  // the curves the checkpoint keeps (io/history.h)
+      if (ckpt->history.empty())
+        fmt::print(
+            "note: {} keeps no metrics history (an older attograd or another tool wrote "
+            "it): no curves\n",
+            o.checkpoint);
+      else
+        in.runs.push_back(report::run_of_checkpoint_history(
+            io::parse_history(ckpt->history, ckpt->source), ckpt->config, ckpt->run_id,
+            ckpt->run_name, o.checkpoint));
+    }
     report::name_runs(in.runs);
-    if (!o.checkpoint.empty()) in.model = checkpoint_view(o);
+    if (ckpt) in.model = checkpoint_view(o, *ckpt);
     in.generated_by = "made by attograd report, " + report::utc_now();
     const std::string page = report::render_report(in);
     base::write_file_atomically(o.out, page);

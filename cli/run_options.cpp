@@ -170,6 +170,15 @@ po::options_description run_only_options(train::RunConfig& c, RunOptions use) {
       "as blocks.*.attn.*); --lora-rank freezes every base weight");
   add("stop-at", c.stop_at, "end this run after this step, checkpointed (0: run all steps)",
       Resume::yes);
+  add("max-time", c.max_time,
+      "end this run after the step that passes this many seconds, checkpointed (0: no limit)",
+      Resume::yes);
+  add("name", c.name,
+      "the run's name in reports and legends (default: --out's file name without extension; "
+      "a resume keeps the checkpoint's)",
+      Resume::yes);
+  add.flag("overwrite", c.overwrite,
+           "replace --out and --metrics even when they hold another run (refused otherwise)");
   add.flag("detect-anomaly", c.detect_anomaly,
            "check every op's output and gradients for NaN/inf; "
            "report the first with its op, module and input statistics",

@@ -6,6 +6,7 @@
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "cli/other_runs.h"
 #include "data/prepared.h"
 #include "io/checkpoint.h"
 #include "report/report.h"
@@ -81,6 +82,8 @@ int train_command(const Args& args) {
         {{"--out", cfg.out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
         with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data));
     const auto lock = lock_output_on_root(cfg.out);
+    refuse_other_runs(cfg);  // after the lock: no other run writes them meanwhile
+    cfg.program = program_path();
     return train::run_training(cfg, nullptr, report_observer(cfg));
   });
 }
@@ -164,6 +167,8 @@ int resume_command(const Args& args) {
     if (data_option.empty())  // the data the checkpoint records is an input too
       require_outputs({{"--out", out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
                       with_data_files({}, cfg.data, "the run's data"));
+    refuse_other_run_metrics(cfg.metrics, ckpt);
+    cfg.program = program_path();
     return train::run_training(cfg, &ckpt, report_observer(cfg));
   });
 }

@@ -94,7 +94,8 @@ uint64_t size_bound(const Checkpoint& c) {
   dataset(4 * c.tokenizer.vocab.size(), c.tokenizer.vocab.size());
   dataset(8 * c.tokenizer.merges.size(), c.tokenizer.merges.size());
   for (size_t i = 0; i < c.rng.size(); ++i) dataset(32, 4);
-  return bytes + c.config.dump().size() + c.tokenizer.split_pattern.size();
+  return bytes + c.config.dump().size() + c.tokenizer.split_pattern.size() + c.history.size() +
+         c.run_id.size() + c.run_name.size();
 }
 
 // Everything a checkpoint holds, written into an open file; every object it opens is closed

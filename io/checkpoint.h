@@ -2,7 +2,8 @@
 // HDF5 checkpoints as docs/checkpoint.md defines them: the map of io/, the
 // library of what attograd reads and writes. Beside the checkpoints: files.h (the outputs of a
 // run, written safely over base/posix_file.h and base/atomic_file.h; one writer per output,
-// under a lock file only this run creates and writes). The report's pages and
+// under a lock file only this run creates and writes) and history.h (the run's metrics table
+// a checkpoint keeps). The report's pages and
 // pictures are in report/.
 //
 //   io::Checkpoint c;
@@ -12,9 +13,10 @@
 //   io::load_model_weights(back, model);       // every name and shape checked first
 //
 // Layout: root attributes `format`, `format_version`, `config` (JSON), `step`,
-// `data_identity`, `micro_batches` (one table, root_attributes.h, with their bounds); /model
-// (float32, one dataset per parameter), /optimizer (sub-groups per buffer, attributes for
-// its scalars), /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
+// `data_identity`, `micro_batches`, `run_id`, `run_name`, `history` (the metrics table,
+// history.h) (one table, root_attributes.h, with their bounds); /model (float32, one
+// dataset per parameter), /optimizer (sub-groups per buffer, attributes for its scalars),
+// /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
 // [M, 2] uint32 and attribute `split_pattern`; gpt2: those, dataset `byte_order` [256] and
 // attribute `special_tokens`, a JSON array of strings), /rng (uint64[4] per generator). Every
 // dataset that can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on
@@ -83,6 +85,10 @@ struct Checkpoint {
   // root attribute: micro-batches consumed over all processes (-1: not recorded, as in a
   // file from elsewhere); at least `step` when recorded
   int64_t micro_batches = -1;
+  // root attributes of a training run (absent in files from elsewhere): the run's identity
+  // (drawn when it started, kept by resume), its name (train --name) and its metrics table
+  // (io/history.h: validated on load; read it with io::parse_history)
+  std::string run_id, run_name, history;
   std::string source;                 // the file it was read from, for messages
   std::vector<std::string> warnings;  // what LoadOptions let through, one message each
 };

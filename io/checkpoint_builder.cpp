@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "data/bpe.h"
+#include "io/history.h"
 #include "io/tokenizer_section.h"
 
 namespace io::detail {
@@ -104,6 +105,13 @@ void CheckpointBuilder::root_text(size_t row, const std::string& value) {
     throw StreamError(fmt::format("a refused {}", a.name));
   if (!loading()) return;
   if (const auto* field = std::get_if<std::string Checkpoint::*>(&a.value)) ckpt_.** field = value;
+  if (row == root_row("history")) {
+    try {
+      parse_history(value, source_);  // a damaged table is named here, not where it is drawn
+    } catch (const CheckpointError& e) {
+      load_error(e.what());
+    }
+  }
   if (const auto* json = std::get_if<nlohmann::json Checkpoint::*>(&a.value)) {
     try {
       ckpt_.** json = parse_config_json(value, source_);

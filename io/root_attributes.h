@@ -14,6 +14,7 @@
 
 #include "io/checkpoint.h"
 #include "io/checkpoint_reader.h"
+#include "io/history.h"
 
 namespace io::detail {
 
@@ -49,7 +50,7 @@ struct RootAttribute {
 
 using Presence = RootAttribute::Presence;
 
-inline const std::array<RootAttribute, 6> kRootAttributes = {{
+inline const std::array<RootAttribute, 9> kRootAttributes = {{
     {"format", Presence::required, kFormatName},
     {"format_version", Presence::required, kFormatVersion},
     {"config", Presence::required, &Checkpoint::config, {.max_bytes = kMaxConfigBytes}},
@@ -59,6 +60,9 @@ inline const std::array<RootAttribute, 6> kRootAttributes = {{
      Presence::optional,
      &Checkpoint::micro_batches,
      {.at_least_of = "step", .why = "every step takes at least one micro-batch"}},
+    {"run_id", Presence::optional, &Checkpoint::run_id, {.max_bytes = 64}},
+    {"run_name", Presence::optional, &Checkpoint::run_name, {.max_bytes = 1024}},
+    {"history", Presence::optional, &Checkpoint::history, {.max_bytes = kMaxHistoryBytes}},
 }};
 
 // What a Checkpoint holds for the row: its fixed value, or its field (the config as JSON

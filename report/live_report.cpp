@@ -29,15 +29,25 @@ std::string live_prompt(const train::TrainingRun& run, const std::string& prompt
   return d.tokenizer->decode(text.slice(0, n));
 }
 
+// The run being trained, of the runs its metrics file holds (train refuses another run's
+// file, but one written by an older attograd may hold several).
+MetricsRun this_run(std::vector<MetricsRun> runs, const std::string& id) {
+  for (MetricsRun& r : runs)
+    if (r.run_id == id) return std::move(r);
+  if (runs.empty()) runs.emplace_back();
+  return std::move(runs.back());
+}
+
 }  // namespace
 
 train::RunObserver live_report(const std::string& path, const std::string& prompt) {
   return [path, prompt](const train::TrainingRun& run, bool final) {
     const train::RunConfig& cfg = run.config();
     ReportInputs in;
-    in.runs.push_back(cfg.metrics.empty()
-                          ? parse_metrics_lines(run.reporter().records(), "this run")
-                          : read_metrics(cfg.metrics));
+    in.runs.push_back(this_run(cfg.metrics.empty()
+                                   ? parse_metrics_lines(run.reporter().records(), "this run")
+                                   : read_metrics_runs(cfg.metrics),
+                               run.reporter().identity().id));
     name_runs(in.runs);
     ModelViewOptions mo;
     mo.source = final ? cfg.out : "the model being trained";

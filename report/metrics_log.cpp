@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "base/json.h"
 #include "base/posix_file.h"
@@ -30,36 +31,48 @@ std::string shown(const Json& v) {
 
 class LogParser {
  public:
-  explicit LogParser(const std::string& name) { run_.name = run_.path = name; }
+  explicit LogParser(const std::string& name) : path_(name) {}
 
   void line(std::string_view text, size_t number, bool complete);
-  MetricsRun finish() {
-    close_session();
-    return std::move(run_);
+  std::vector<MetricsRun> finish() {
+    for (size_t r = 0; r < runs_.size(); ++r) close_session(r);
+    for (MetricsRun& run : runs_) note_resumes(run);
+    return std::move(runs_);
   }
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw MetricsError(fmt::format("{}:{}: {}", base::printable(run_.path), number_, what));
+    throw MetricsError(fmt::format("{}:{}: {}", base::printable(path_), number_, what));
   }
   Json parse(std::string_view text, bool complete);
   double number(const Json& j, const char* key) const;
+  std::string run_id_of(const Json& j) const;
+  MetricsRun& run_of(const Json& j);
+  size_t begin_run(const std::string& id);
   void step_line(const Json& j);
   void start_record(const Json& j);
   void sample_record(const Json& j);
   void drop_from(int64_t step);
-  void close_session();
+  void close_session(size_t run);
+  static void note_resumes(MetricsRun& run);
 
-  double tokens_at(int64_t step) const {
-    return tokens_at_first_ + static_cast<double>(step - session_first_) * tokens_per_step_;
-  }
+  // Per run, its open session: the elapsed_s reached, its first step, the tokens trained on
+  // by then and its tokens per step (from its run record; NaN without one)
+  struct Session {
+    double elapsed = 0;
+    int64_t first = 0;
+    double tokens_at_first = 0, tokens_per_step = NAN;
+    double tokens_at(int64_t step) const {
+      return tokens_at_first + static_cast<double>(step - first) * tokens_per_step;
+    }
+  };
+  void begin_session(size_t run, int64_t from, const Json& start);
 
-  MetricsRun run_;
+  std::string path_;
+  std::vector<MetricsRun> runs_;
+  std::vector<Session> sessions_;  // per run
+  size_t current_ = 0;             // the run that records without an identity join
   size_t number_ = 0;
-  double session_elapsed_ = 0;
-  // this session's first step, the tokens trained on by then, and its tokens per step
-  int64_t session_first_ = 0;
-  double tokens_at_first_ = 0, tokens_per_step_ = NAN;
 };
 
 Json LogParser::parse(std::string_view text, bool complete) {
@@ -68,7 +81,8 @@ Json LogParser::parse(std::string_view text, bool complete) {
   } catch (const base::JsonError& e) {
     if (e.kind != base::JsonError::Kind::syntax) fail(e.what());
     if (!complete) {
-      run_.notes.push_back(
+      if (runs_.empty()) begin_run("");
+      runs_[current_].notes.push_back(
           fmt::format("line {} has no newline and is not valid JSON yet (a run "
                       "still writing it?): skipped",
                       number_));
@@ -99,6 +113,41 @@ double LogParser::number(const Json& j, const char* key) const {
   return it->get<double>();
 }
 
+std::string LogParser::run_id_of(const Json& j) const {
+  const auto it = j.find("run");
+  if (it == j.end()) return "";
+  if (!it->is_string() || it->get_ref<const std::string&>().empty())
+    fail(fmt::format("'run' must be a non-empty string, got {}", shown(*it)));
+  return it->get<std::string>();
+}
+
+size_t LogParser::begin_run(const std::string& id) {
+  if (runs_.size() == kMaxRuns)
+    fail(
+        fmt::format("more than {} runs in one file; report draws at most {} (split the file, "
+                    "one run per file)",
+                    kMaxRuns, kMaxRuns));
+  MetricsRun r;
+  r.name = r.path = path_;
+  r.run_id = id;
+  runs_.push_back(std::move(r));
+  sessions_.emplace_back();
+  return current_ = runs_.size() - 1;
+}
+
+// The run a record belongs to: the one its identity names, else the current one.
+MetricsRun& LogParser::run_of(const Json& j) {
+  const std::string id = run_id_of(j);
+  if (!id.empty()) {
+    const auto it = std::find_if(runs_.begin(), runs_.end(),
+                                 [&](const MetricsRun& r) { return r.run_id == id; });
+    current_ = it != runs_.end() ? static_cast<size_t>(it - runs_.begin()) : begin_run(id);
+  } else if (runs_.empty()) {
+    begin_run("");
+  }
+  return runs_[current_];
+}
+
 void LogParser::step_line(const Json& j) {
   const auto it = j.find("step");
   if (it == j.end()) fail("neither a step line (no 'step') nor an event");
@@ -109,17 +158,20 @@ void LogParser::step_line(const Json& j) {
   p.loss = number(j, "loss"), p.lr = number(j, "lr"), p.grad_norm = number(j, "grad_norm");
   p.tokens_per_s = number(j, "tokens_per_s"), p.elapsed_s = number(j, "elapsed_s");
   p.val_loss = number(j, "val_loss"), p.val_bits_per_byte = number(j, "val_bits_per_byte");
-  if (std::isfinite(p.elapsed_s) && p.elapsed_s < session_elapsed_) close_session();  // a restart
-  if (std::isfinite(p.elapsed_s)) session_elapsed_ = p.elapsed_s;
-  p.wall_s = run_.wall_seconds + p.elapsed_s;
-  p.tokens = tokens_at(p.step);
+  MetricsRun& run = run_of(j);
+  Session& session = sessions_[current_];
+  if (std::isfinite(p.elapsed_s) && p.elapsed_s < session.elapsed)
+    close_session(current_);  // a restart
+  if (std::isfinite(p.elapsed_s)) session.elapsed = p.elapsed_s;
+  p.wall_s = run.wall_seconds + p.elapsed_s;
+  p.tokens = session.tokens_at(p.step);
   drop_from(p.step);
-  run_.points.push_back(p);
+  run.points.push_back(p);
 }
 
 // A later session that repeats steps (resumed from an earlier checkpoint) replaces them.
 void LogParser::drop_from(int64_t step) {
-  auto& pts = run_.points;
+  auto& pts = runs_[current_].points;
   pts.erase(std::lower_bound(pts.begin(), pts.end(), step,
                              [](const MetricsPoint& p, int64_t s) { return p.step < s; }),
             pts.end());
@@ -129,36 +181,76 @@ void LogParser::start_record(const Json& j) {
   if (j.contains("config") && !j["config"].is_object())
     fail(fmt::format("'config' must be an object, got {}", shown(j["config"])));
   const double first = number(j, "first_step");
-  if (std::isfinite(first)) {
-    drop_from(static_cast<int64_t>(first) + 1);
-    std::erase_if(run_.samples, [&](const MetricsSample& s) { return s.step > first; });
+  if (std::isfinite(first) && first < 0) fail("'first_step' must be >= 0");
+  const int64_t first_step = std::isfinite(first) ? static_cast<int64_t>(first) : 0;
+  const std::string id = run_id_of(j);
+  const bool known = std::any_of(runs_.begin(), runs_.end(), [&](const MetricsRun& r) {
+    return !id.empty() && r.run_id == id;
+  });
+  const bool current_empty =
+      !runs_.empty() && runs_[current_].points.empty() && runs_[current_].start.is_null();
+  // a start without an identity continues the run before it when it resumes (first_step > 0)
+  const bool resumes = known || (id.empty() && !runs_.empty() && first_step > 0);
+  if (resumes) {
+    MetricsRun& run = run_of(j);
+    drop_from(first_step + 1);
+    std::erase_if(run.samples, [&](const MetricsSample& s) { return s.step > first_step; });
+    close_session(current_);
+    run.resumed_at.push_back(first_step);
+  } else {
+    if (!current_empty) begin_run(id);
+    runs_[current_].run_id = id;
+    runs_[current_].first_step = first_step;
   }
-  close_session();
-  run_.start = j;
-  const int64_t from = std::isfinite(first)  ? static_cast<int64_t>(first)
-                       : run_.points.empty() ? 0
-                                             : run_.points.back().step;
-  const double per_step = tokens_per_step(j);
-  tokens_at_first_ =
-      std::isfinite(tokens_per_step_) ? tokens_at(from) : static_cast<double>(from) * per_step;
-  session_first_ = from, tokens_per_step_ = per_step;
+  const auto& points = runs_[current_].points;
+  begin_session(current_,
+                std::isfinite(first) ? first_step
+                : points.empty()     ? 0
+                                     : points.back().step,
+                j);
+  runs_[current_].start = j;
+}
+
+// A session of run r from step `from` on: its tokens go on from those the run had trained
+// on by then (its first session: from * its tokens per step)
+void LogParser::begin_session(size_t r, int64_t from, const Json& start) {
+  Session& s = sessions_[r];
+  const double tokens =
+      std::isfinite(s.tokens_per_step) ? s.tokens_at(from) : static_cast<double>(from);
+  const double per_step = tokens_per_step(start);
+  s.tokens_at_first = std::isfinite(s.tokens_per_step) ? tokens : tokens * per_step;
+  s.first = from, s.tokens_per_step = per_step;
 }
 
 void LogParser::sample_record(const Json& j) {
   const auto text = j.find("text");
   if (text == j.end() || !text->is_string()) fail("a sample event needs its 'text' as a string");
-  run_.sample = text->get<std::string>();
+  MetricsRun& run = run_of(j);
+  run.sample = text->get<std::string>();
   const double step = number(j, "step");
-  run_.sample_step = std::isfinite(step) ? static_cast<int64_t>(step) : -1;
-  run_.samples.push_back({run_.sample_step, run_.sample});
+  run.sample_step = std::isfinite(step) ? static_cast<int64_t>(step) : -1;
+  run.samples.push_back({run.sample_step, run.sample});
 }
 
-void LogParser::close_session() {
-  if (session_elapsed_ > 0 || !run_.points.empty() || !run_.start.is_null()) {
-    run_.wall_seconds += session_elapsed_;
-    ++run_.sessions;
+// How the run began and where it was resumed, said on the page beside its notes.
+void LogParser::note_resumes(MetricsRun& run) {
+  if (run.first_step > 0)
+    run.notes.push_back(
+        fmt::format("begins with a resume from step {} (its earlier steps are not in this file)",
+                    run.first_step));
+  if (!run.resumed_at.empty())
+    run.notes.push_back(fmt::format("{} at step {}, resumed at step {}",
+                                    run.first_step > 0 ? "began" : "a fresh start", run.first_step,
+                                    fmt::join(run.resumed_at, ", ")));
+}
+
+void LogParser::close_session(size_t r) {
+  MetricsRun& run = runs_[r];
+  if (sessions_[r].elapsed > 0 || !run.points.empty() || !run.start.is_null()) {
+    run.wall_seconds += sessions_[r].elapsed;
+    ++run.sessions;
   }
-  session_elapsed_ = 0;
+  sessions_[r].elapsed = 0;
 }
 
 }  // namespace
@@ -168,7 +260,7 @@ bool MetricsRun::has(double MetricsPoint::*field) const {
                      [&](const MetricsPoint& p) { return std::isfinite(p.*field); });
 }
 
-MetricsRun parse_metrics(std::string_view text, const std::string& name) {
+std::vector<MetricsRun> parse_metrics_runs(std::string_view text, const std::string& name) {
   LogParser parser(name);
   size_t number = 0;
   while (!text.empty()) {
@@ -179,7 +271,8 @@ MetricsRun parse_metrics(std::string_view text, const std::string& name) {
   return parser.finish();
 }
 
-MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std::string& name) {
+std::vector<MetricsRun> parse_metrics_lines(const std::vector<std::string>& lines,
+                                            const std::string& name) {
   LogParser parser(name);
   for (size_t i = 0; i < lines.size(); ++i) parser.line(lines[i], i + 1, true);
   return parser.finish();
@@ -187,7 +280,7 @@ MetricsRun parse_metrics_lines(const std::vector<std::string>& lines, const std:
 
 // Read a chunk at a time: the file is never held whole, only the line being parsed, so
 // memory follows what the lines keep (a point per step), not the file's size.
-MetricsRun read_metrics(const std::string& path) {
+std::vector<MetricsRun> read_metrics_runs(const std::string& path) {
   const std::string named = fmt::format("metrics file '{}'", base::printable(path));
   struct stat st;
   const base::UniqueFd fd = base::open_regular(path, named, &st);
@@ -235,13 +328,63 @@ double tokens_per_step(const nlohmann::json& start) {
 
 namespace {
 
+MetricsRun only_run(std::vector<MetricsRun> runs, const std::string& name) {
+  if (runs.size() > 1)
+    throw MetricsError(
+        fmt::format("{} holds {} runs, not one", base::printable(name), runs.size()));
+  if (runs.empty()) {
+    runs.emplace_back();
+    runs[0].name = runs[0].path = name;
+  }
+  return std::move(runs[0]);
+}
+
+}  // namespace
+
+MetricsRun parse_metrics(std::string_view text, const std::string& name) {
+  return only_run(parse_metrics_runs(text, name), name);
+}
+
+MetricsRun read_metrics(const std::string& path) {
+  return only_run(read_metrics_runs(path), path);
+}
+
+MetricsRun run_of_checkpoint_history(const std::vector<io::HistoryRow>& rows,
+                                     const nlohmann::json& config, const std::string& run_id,
+                                     const std::string& run_name, const std::string& path) {
+  MetricsRun run;
+  run.name = run.path = path;
+  run.run_id = run_id;
+  run.start = {{"config", config}, {"first_step", 0}};
+  if (!run_name.empty()) run.start["name"] = run_name;
+  for (const io::HistoryRow& r : rows)
+    run.points.push_back({.step = r.step,
+                          .loss = r.loss,
+                          .lr = r.lr,
+                          .grad_norm = r.grad_norm,
+                          .tokens_per_s = r.tokens_per_s,
+                          .elapsed_s = r.elapsed_s,
+                          .val_loss = r.val_loss,
+                          .val_bits_per_byte = r.val_bits_per_byte});
+  const double per_step = tokens_per_step(run.start);
+  for (MetricsPoint& p : run.points)
+    p.tokens = static_cast<double>(p.step) * per_step, p.wall_s = p.elapsed_s;
+  if (!rows.empty()) {
+    run.sessions = 1;
+    run.wall_seconds = std::isfinite(rows.back().elapsed_s) ? rows.back().elapsed_s : 0;
+  }
+  return run;
+}
+
+namespace {
+
 // The name a run record gives (train --name), or "".
 std::string recorded_name(const MetricsRun& r) {
   const auto it = r.start.is_object() ? r.start.find("name") : r.start.end();
   return it != r.start.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// Each run's file name, or as much of its path as tells it from the others'.
+// Each run's file name, or as much of its path as tells it from other files'.
 void name_by_paths(std::vector<MetricsRun>& runs) {
   namespace fs = std::filesystem;
   for (size_t depth = 1; depth < 64; ++depth) {
@@ -255,8 +398,22 @@ void name_by_paths(std::vector<MetricsRun>& runs) {
       r.name = name.empty() ? r.path : name;
     }
     for (size_t a = 0; a < runs.size(); ++a)
-      for (size_t b = a + 1; b < runs.size(); ++b) clash = clash || runs[a].name == runs[b].name;
+      for (size_t b = a + 1; b < runs.size(); ++b)
+        clash = clash || (runs[a].name == runs[b].name && runs[a].path != runs[b].path);
     if (!clash) return;
+  }
+}
+
+// Runs whose names are still alike (runs of one file without names of their own): "m.jsonl
+// (run 2 of 3)", numbered in the order they began.
+void number_alike(std::vector<MetricsRun>& runs) {
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(r.name);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto total = std::count(names.begin(), names.end(), names[i]);
+    if (total < 2) continue;
+    const auto nth = std::count(names.begin(), names.begin() + static_cast<ptrdiff_t>(i), names[i]);
+    runs[i].name = fmt::format("{} (run {} of {})", names[i], nth + 1, total);
   }
 }
 
@@ -271,6 +428,7 @@ void name_runs(std::vector<MetricsRun>& runs) {
     const bool shared = std::count(names.begin(), names.end(), names[i]) > 1;
     runs[i].name = shared ? names[i] + " (" + runs[i].name + ")" : names[i];
   }
+  number_alike(runs);
 }
 
 }  // namespace report

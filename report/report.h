@@ -16,7 +16,8 @@
 //   controls.cpp    the charts' controls and the table of points they use; the samples
 //   model_view.cpp  the model section: sample, per-token loss, attention heat maps
 //   live_report.cpp the page train --report refreshes after each evaluation
-//   metrics_log.h   a --metrics file read back (hostile input)
+//   metrics_log.h   a --metrics file read back (hostile input): every run it holds; a
+//                   checkpoint's history as a run (report --checkpoint alone)
 //   line_chart.h    a line chart as inline SVG
 //   heat_map.h      an attention matrix as an SVG heat map
 //   html.h          escaping everything from elsewhere into HTML, SVG and embedded JSON

@@ -183,3 +183,87 @@ TEST_CASE("a run record's name names the run, with its file when two share it", 
   REQUIRE(runs[2].name == "lr sweep (x.jsonl)");
   REQUIRE(runs[3].name == "lr sweep (y.jsonl)");
 }
+
+TEST_CASE("a fresh start appended to a file is a second run, drawn beside the first",
+          "[metrics_log]") {
+  // what an older attograd wrote when `train --metrics` was run twice on one file
+  const std::string text = std::string(kStart) + "\n" + step_line(1, 3, 1) + "\n" +
+                           step_line(600, 1, 60) + "\n" + kStart + "\n" + step_line(1, 3.1, 1) +
+                           "\n";
+  const auto runs = report::parse_metrics_runs(text, "m.jsonl");
+  REQUIRE(runs.size() == 2);
+  REQUIRE(runs[0].points.size() == 2);
+  REQUIRE(runs[0].points.back().step == 600);
+  REQUIRE(runs[1].points.size() == 1);
+  REQUIRE(runs[1].first_step == 0);
+  REQUIRE(runs[1].sessions == 1);
+  REQUIRE_THROWS_WITH(report::parse_metrics(text, "m.jsonl"), Contains("holds 2 runs"));
+  auto named = runs;
+  report::name_runs(named);
+  REQUIRE(named[0].name == "m.jsonl (run 1 of 2)");
+  REQUIRE(named[1].name == "m.jsonl (run 2 of 2)");
+}
+
+TEST_CASE("records name their run: a resume joins it, another run is drawn apart",
+          "[metrics_log]") {
+  auto start = [](const char* run, int64_t first, const char* name) {
+    return fmt::format(R"({{"event": "start", "run": "{}", "first_step": {}, "name": "{}"}})", run,
+                       first, name);
+  };
+  auto step = [](const char* run, int64_t s, double elapsed) {
+    return fmt::format(R"({{"step": {}, "loss": 2, "elapsed_s": {}, "run": "{}"}})", s, elapsed,
+                       run);
+  };
+  const std::string text = start("a", 0, "base") + "\n" + step("a", 1, 1) + "\n" + step("a", 2, 2) +
+                           "\n" + start("b", 0, "wide") + "\n" + step("b", 1, 1) + "\n" +
+                           start("a", 2, "base") + "\n" + step("a", 3, 1) + "\n" + step("b", 2, 2) +
+                           "\n";
+  auto runs = report::parse_metrics_runs(text, "m.jsonl");
+  REQUIRE(runs.size() == 2);
+  REQUIRE(runs[0].run_id == "a");
+  REQUIRE(runs[0].points.size() == 3);
+  REQUIRE(runs[0].first_step == 0);
+  REQUIRE(runs[0].resumed_at == std::vector<int64_t>{2});
+  REQUIRE(runs[0].sessions == 2);
+  REQUIRE(runs[1].points.size() == 2);
+  REQUIRE(runs[1].resumed_at.empty());
+  REQUIRE(runs[0].notes == std::vector<std::string>{"a fresh start at step 0, resumed at step 2"});
+  report::name_runs(runs);
+  REQUIRE(runs[0].name == "base");  // the names they record
+  REQUIRE(runs[1].name == "wide");
+  // a file that begins at a resume says so
+  const auto later =
+      report::parse_metrics_runs(start("c", 400, "c") + "\n" + step("c", 401, 1), "later.jsonl");
+  REQUIRE(later[0].first_step == 400);
+  REQUIRE_THAT(later[0].notes.at(0), Contains("begins with a resume from step 400"));
+  REQUIRE_THAT(
+      [] {
+        try {
+          report::parse_metrics(R"({"step": 1, "run": 5})", "x");
+        } catch (const report::MetricsError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      Contains("'run' must be a non-empty string"));
+}
+
+TEST_CASE("a file of more runs than a page draws is refused saying so", "[metrics_log]") {
+  std::string text;
+  for (size_t i = 0; i <= report::kMaxRuns; ++i) text += std::string(kStart) + "\n";
+  REQUIRE_THROWS_WITH(report::parse_metrics_runs(text, "many.jsonl"),
+                      Contains("many.jsonl:65: more than 64 runs in one file"));
+}
+
+TEST_CASE("a checkpoint's history reads as a run", "[metrics_log]") {
+  const std::vector<io::HistoryRow> rows = {
+      {.step = 1, .loss = 4, .elapsed_s = 0.5},
+      {.step = 50, .loss = 3, .val_loss = 3.2, .elapsed_s = 9}};
+  const report::MetricsRun r =
+      report::run_of_checkpoint_history(rows, {{"steps", 50}}, "id", "mine", "run.h5");
+  REQUIRE(r.points.size() == 2);
+  REQUIRE(r.points[1].val_loss == 3.2);
+  REQUIRE(r.wall_seconds == 9);
+  REQUIRE(r.start["name"] == "mine");
+  REQUIRE(r.start["config"]["steps"] == 50);
+}

@@ -27,6 +27,9 @@ void RunConfig::validate() const {
                     "the labels); task {} has the language-model head",
                     model.num_classes, task));
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
+  if (!(max_time >= 0 && std::isfinite(max_time)))
+    fail(fmt::format("max_time must be >= 0 and finite, got {}", max_time));
+  if (name.size() > 1024) fail(fmt::format("name must be at most 1024 bytes, got {}", name.size()));
   if (batch_size <= 0) fail(fmt::format("batch_size must be positive, got {}", batch_size));
   if (grad_accum_steps < 1 || grad_accum_steps > kMaxGradAccumSteps)
     fail(fmt::format("grad_accum_steps must be in [1, {}], got {}", kMaxGradAccumSteps,

@@ -74,6 +74,11 @@ struct RunConfig {
   std::string inject_nan;       // fault injection: PHASE:MODULE[@STEP]
   int64_t stop_at = 0;          // end this invocation after this step (0: at steps);
                                 // the schedule still spans `steps`, so resume continues
+  // Not stored in the config (the checkpoint keeps the name as its own root attribute):
+  std::string name;        // the run's name in reports; empty: a resume's, else from `out`
+  bool overwrite = false;  // train: replace another run's --out and --metrics files
+  double max_time = 0;     // end this invocation, saved, after this many seconds (0: never)
+  std::string program = "attograd";  // how this program was invoked, for the resume command
 
   int64_t effective_batch() const { return batch_size * grad_accum_steps; }
   double effective_min_lr() const { return min_lr >= 0 ? min_lr : lr / 10; }

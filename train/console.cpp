@@ -79,8 +79,15 @@ void notice(std::string_view text) {
   write_fully(STDERR_FILENO, text);
 }
 
-MetricsFile::MetricsFile(const std::string& path) : path_(path) {
+MetricsFile::MetricsFile(const std::string& path, bool replace) : path_(path) {
   fd_ = io::open_append_output(path, "metrics file");
+  if (replace && ::ftruncate(fd_, 0) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error(
+        fmt::format("cannot empty metrics file '{}' (--overwrite): {}", path, std::strerror(err)));
+  }
 }
 
 MetricsFile::~MetricsFile() {

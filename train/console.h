@@ -38,10 +38,11 @@ void noticef(fmt::format_string<Args...> format, Args&&... args) {
   notice(fmt::format(format, std::forward<Args>(args)...));
 }
 
-// A user-named JSON-lines file opened for appending (never through a symbolic link).
+// A user-named JSON-lines file opened for appending (never through a symbolic link), or
+// emptied first when `replace` (train --overwrite).
 class MetricsFile {
  public:
-  explicit MetricsFile(const std::string& path);  // throws naming the path
+  explicit MetricsFile(const std::string& path, bool replace = false);  // throws naming the path
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;

@@ -22,7 +22,9 @@
 //   freezing.h       which parameters a run trains (LoRA, --freeze), from names alone
 //   memory_plan.h    what a run will need in memory, checked before it starts; the
 //                    process's resident memory (/proc/self/status)
-//   reporter.h       progress bar, report lines, --metrics JSON lines
+//   reporter.h       progress bar, report lines (mean loss over the interval), --metrics
+//                    JSON lines, the run's history rows (kept in its checkpoint)
+//   rate_meter.h     tokens/s and ETA from the recent steps, after a warm-up
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
 //   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved (stop_reason.h: named)
 #include "train/classification_metrics.h"
@@ -36,6 +38,7 @@
 #include "train/memory_plan.h"
 #include "train/model_loading.h"
 #include "train/multiple_choice.h"
+#include "train/rate_meter.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
 #include "train/stop_signals.h"

@@ -12,6 +12,8 @@
 #include "autograd/ops/gemm_tuning.h"
 #include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
 #include "autograd/threading.h"
+#include "base/posix_file.h"
+#include "base/shell_quote.h"
 #include "base/utf8.h"
 #include "io/files.h"
 #include "io/tokenizer_section.h"
@@ -122,6 +124,14 @@ std::pair<std::string, int64_t> parse_nan_injection(const std::string& option,
   return {spec, at};
 }
 
+// "runs/shakespeare.h5" -> "shakespeare"
+std::string default_run_name(const std::string& out) {
+  std::string name = base::base_name(out);
+  const size_t dot = name.rfind('.');
+  if (dot != std::string::npos && dot > 0) name.resize(dot);
+  return name.empty() ? out : name;
+}
+
 const char* sign_name(double value) {
   return std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf";
 }
@@ -191,10 +201,24 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   }
   ag::set_detect_anomaly(cfg_.detect_anomaly);
   std::tie(inject_spec_, inject_at_) = parse_nan_injection(cfg_.inject_nan, *model_);
-  report_ = std::make_unique<Reporter>(cfg_, step_, static_cast<bool>(observer_));
+  report_ = std::make_unique<Reporter>(cfg_, run_identity(), static_cast<bool>(observer_));
   report_->start(run_record());
   // a resume that writes back to its own file starts with that file saved
   if (resumed_ && io::same_file(resumed_->source, cfg_.out)) last_saved_ = step_;
+}
+
+// A fresh run draws its identity; a resume continues its checkpoint's (a checkpoint from
+// elsewhere or an older attograd has none: the resumed run draws one), with its history.
+RunIdentity TrainingRun::run_identity() const {
+  RunIdentity id;
+  id.first_step = step_;
+  id.resumed = resumed_ != nullptr;
+  id.id = resumed_ && !resumed_->run_id.empty() ? resumed_->run_id : new_run_id();
+  id.name = !cfg_.name.empty()                        ? cfg_.name
+            : resumed_ && !resumed_->run_name.empty() ? resumed_->run_name
+                                                      : default_run_name(cfg_.out);
+  if (resumed_) id.history = io::parse_history(resumed_->history, resumed_->source);
+  return id;
 }
 
 void TrainingRun::load_data() {
@@ -354,7 +378,7 @@ int TrainingRun::run() {
     const StepOutcome s = train_step();
     if (!s.updated) break;
     after_step(s);
-    if (stop_at_reached()) break;
+    if (stop_at_reached() || max_time_reached()) break;
   }
   return finish();
 }
@@ -537,6 +561,7 @@ std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_ran
       {"reduce", cfg_.reduce},
       {"bucket_mb", std::to_string(cfg_.bucket_mb)},
       {"stop_at", std::to_string(cfg_.stop_at)},
+      {"max_time", fmt::format("{}", cfg_.max_time)},
       {"detect_anomaly", cfg_.detect_anomaly ? "true" : "false"},
       {"inject_nan", cfg_.inject_nan},
       {"resumed from step", resumed_ ? std::to_string(resumed_->step) : "none"}};
@@ -577,9 +602,11 @@ bool TrainingRun::stop_on_damaged_data() {
 }
 
 void TrainingRun::stop_before_update(const std::string& why) {
+  // one line: the last good checkpoint, and the command that continues from it
   const std::string last_good =
       last_saved_ >= 0
-          ? fmt::format("The last good checkpoint is {} (step {}).", cfg_.out, last_saved_)
+          ? fmt::format("The last good checkpoint is {} (step {}); continue from it with: {}",
+                        cfg_.out, last_saved_, continue_command(cfg_.out))
           : std::string("No checkpoint was written in this run.");
   if (world_.root())
     noticef("{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(), why,
@@ -597,7 +624,8 @@ void TrainingRun::after_step(const StepOutcome& s) {
   if (step_ % cfg_.log_interval == 0 || last || eval_now || step_ == 1)
     report_->line(f);
   else
-    report_->progress(step_, f.loss);
+    report_->progress(f);
+  if (eval_now && !last && records_samples()) report_->sample(step_, sample_text());
   if (eval_now && !last) notify(false);  // the last step's report comes with the finish
   // every rank must stop after the same step: a signal reaches the ranks at different times
   if (world_.distributed()) agreed_stop_ = world_.any(StopSignals::requested());
@@ -613,6 +641,7 @@ void TrainingRun::evaluate_now(StepFigures& f) {
                                             data_.pad, StopSignals::requested);
     const bool whole = r.examples == static_cast<int64_t>(data_.examples->val.size());
     f.val_loss = last_val_ = whole ? r.loss : NAN;
+    f.val_examples = whole ? r.examples : 0;
     if (whole && cfg_.task == "classify") f.val_accuracy = r.accuracy();
     return;
   }
@@ -624,12 +653,41 @@ void TrainingRun::evaluate_now(StepFigures& f) {
   }
   f.val_loss = last_val_ = r.tokens ? r.loss : NAN;
   f.val_bits_per_byte = r.tokens ? r.bits_per_byte() : NAN;
+  f.val_windows = r.tokens ? r.windows : 0;
 }
 
 bool TrainingRun::stop_at_reached() const {
   if (cfg_.stop_at <= 0 || step_ < cfg_.stop_at) return false;
   sayf("{}attograd: stopping after step {} as asked (--stop-at)\n", report_->fresh_line(), step_);
   return true;
+}
+
+// --max-time: every rank stops after the same step (the first at which one of them is over).
+bool TrainingRun::max_time_reached() {
+  if (cfg_.max_time <= 0) return false;
+  bool over = report_->elapsed() >= cfg_.max_time;
+  if (world_.distributed()) over = world_.any(over);
+  if (!over || step_ >= cfg_.steps) return false;
+  sayf("{}attograd: stopping after step {}: --max-time {}s reached\n", report_->fresh_line(), step_,
+       cfg_.max_time);
+  interrupted_ = true;
+  return true;
+}
+
+std::string TrainingRun::continue_command(const std::string& checkpoint) const {
+  std::vector<std::string> words = {cfg_.program, "resume", "--checkpoint", checkpoint};
+  if (checkpoint != cfg_.out) words.insert(words.end(), {"--out", cfg_.out});
+  if (!cfg_.metrics.empty()) words.insert(words.end(), {"--metrics", cfg_.metrics});
+  if (!cfg_.report.empty()) words.insert(words.end(), {"--report", cfg_.report});
+  if (!cfg_.report_prompt.empty())
+    words.insert(words.end(), {"--report-prompt", cfg_.report_prompt});
+  for (std::string& w : words) w = base::shell_quote(w);
+  return fmt::format("{}", fmt::join(words, " "));
+}
+
+void TrainingRun::print_continue_command(const std::string& checkpoint) const {
+  if (world_.root())
+    noticef("attograd: continue this run with: {}\n", continue_command(checkpoint));
 }
 
 // ------------------------------------------------------------------ saving and the finish
@@ -644,6 +702,9 @@ void TrainingRun::save(int64_t at, const std::string& path) {
   c.data_identity = data_.identity;
   c.micro_batches = micro_batches_;
   c.rng = {{"data", data_gen_.state()}, {"dropout", model_->dropout_generator().state()}};
+  c.run_id = report_->identity().id;
+  c.run_name = report_->identity().name;
+  c.history = io::history_text(report_->history());
   io::save_checkpoint(path, c);
 }
 
@@ -689,6 +750,8 @@ int TrainingRun::finish() {
     return 1;
   }
   save_final();
+  if (step_ < cfg_.steps && (StopSignals::requested() || interrupted_ || cfg_.stop_at > 0))
+    print_continue_command(cfg_.out);
   if (!std::isnan(last_val_) && data_.ideal_loss >= 0)
     sayf("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", last_val_,
          last_val_ - data_.ideal_loss, data_.ideal_loss);
@@ -714,8 +777,10 @@ void TrainingRun::save_final() {
   if (last_saved_ != step_) {
     const SavedTo saved = save_or_rescue();
     if (saved.path != cfg_.out)
-      throw std::runtime_error(fmt::format("{}; the run's state (step {}) was saved to {} instead",
-                                           saved.out_error, step_, saved.path));
+      throw std::runtime_error(
+          fmt::format("{}; the run's state (step {}) was saved to {} instead; continue this run "
+                      "with: {}",
+                      saved.out_error, step_, saved.path, continue_command(saved.path)));
   }
   sayf("saved checkpoint {} (step {})\n", cfg_.out, step_);
 }
@@ -763,17 +828,36 @@ int TrainingRun::finish_on_damaged_data() {
 
 // The first token of the held-out text, continued by the one generation loop (the
 // windows `attograd sample` uses), at temperature 0.8.
-void TrainingRun::print_sample() {
+std::string TrainingRun::sample_text(int64_t tokens) const {
   std::vector<int64_t> out = data_.val.empty() ? data_.train.slice(0, 1) : data_.val.slice(0, 1);
   nn::GenerationOptions o;
-  o.max_new_tokens = cfg_.sample_tokens;
+  o.max_new_tokens = tokens;
   o.sampling.temperature = 0.8;
   o.seed = cfg_.seed;
   const std::vector<std::vector<int64_t>> fresh = nn::generate_tokens(*model_, out, o);
   out.insert(out.end(), fresh[0].begin(), fresh[0].end());
-  const std::string text = data_.tokenizer->decode(out);
+  return data_.tokenizer->decode(out);
+}
+
+void TrainingRun::print_sample() {
+  const std::string text = sample_text(cfg_.sample_tokens);
   sayf("sample:\n{}\n", text);
   report_->sample(step_, text);
+}
+
+// A sample recorded at each evaluation: only when someone keeps it (--metrics, --report),
+// for a language model on text (a task's sample needs its examples) without adapters (the
+// decoder runs merged weights), and short, so that evaluations stay cheap.
+bool TrainingRun::records_samples() const {
+  return report_->recording() && cfg_.sample_tokens > 0 && cfg_.task == "lm" &&
+         cfg_.model.lora_rank == 0;
+}
+
+std::string TrainingRun::sample_text() {
+  model_->eval();
+  const std::string text = sample_text(std::min(cfg_.sample_tokens, kEvaluationSampleTokens));
+  model_->train();
+  return text;
 }
 
 // The first held-out instruction (else the first training one), answered greedily up to

@@ -42,6 +42,9 @@ struct StepOutcome {
 
 class TrainingRun;
 
+// The sample recorded at each evaluation is at most this long (the end's is sample_tokens).
+inline constexpr int64_t kEvaluationSampleTokens = 64;
+
 // Called on rank 0 after each evaluation (final false) and once when the run ends (final
 // true, also after a stop on a NaN): `train --report` writes its page from it. An exception
 // it throws is printed as a warning and the run goes on.
@@ -61,7 +64,10 @@ class TrainingRun {
   StepOutcome train_step();
   void after_step(const StepOutcome& s);
   bool stop_at_reached() const;  // --stop-at: says so
-  int finish();                  // returns the exit code
+  bool max_time_reached();       // --max-time: says so (every rank agrees)
+  // The shell command (quoted) that continues this run from `checkpoint` with its outputs.
+  std::string continue_command(const std::string& checkpoint) const;
+  int finish();  // returns the exit code
 
   int64_t step() const { return step_; }
   int64_t last_saved() const { return last_saved_; }
@@ -86,6 +92,11 @@ class TrainingRun {
   void save_periodically();
   void save_final();
   void print_sample();
+  std::string sample_text(int64_t tokens) const;
+  std::string sample_text();  // at an evaluation: kEvaluationSampleTokens at most
+  bool records_samples() const;
+  void print_continue_command(const std::string& checkpoint) const;
+  RunIdentity run_identity() const;
   void print_instruction_sample();
   void take_task_shape();
   void take_task_of(const io::Checkpoint& init);
@@ -140,6 +151,7 @@ class TrainingRun {
     ag::Generator::State data, dropout;
     int64_t micro_batches = 0;
   } step_start_;
+  bool interrupted_ = false;  // --max-time ended it
   ag::AdaptiveThreads team_;  // fewer threads for the steps while another program holds a core
 };
 

@@ -210,7 +210,7 @@ kill9_checkpoint)
           --threads 2 --sample-tokens 0 --eval-interval 0 --log-interval 1)
   "$bin" train "${medium[@]}" --steps 2 --out run.h5 > /dev/null
   for delay in 0.13 0.21 0.34 0.05 0.55 0.29 0.42 0.17; do
-    "$bin" train "${medium[@]}" --steps 100000 --checkpoint-interval 1 --out run.h5 > log.txt 2>&1 &
+    "$bin" train "${medium[@]}" --steps 100000 --checkpoint-interval 1 --out run.h5 --overwrite > log.txt 2>&1 &
     pid=$!
     sleep 0.3; sleep "$delay"
     kill -KILL "$pid" 2>/dev/null || true
@@ -219,7 +219,7 @@ kill9_checkpoint)
     grep -q "all checksums good" v.txt || fail "after SIGKILL run.h5 did not verify: $(cat v.txt)"
   done
   # the next save removes what killed writers left behind
-  "$bin" train "${medium[@]}" --steps 1 --out run.h5 > /dev/null
+  "$bin" train "${medium[@]}" --steps 1 --out run.h5 --overwrite > /dev/null
   ls -a | grep -q "partial" && fail "partial files of killed writers were left: $(ls -a)"
   ;;
 unwritable_out)
@@ -387,7 +387,7 @@ one_writer)
   for _ in $(seq 1 200); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
   expect_usage_error "PID $pid" "$bin" train "${tiny[@]}" --steps 5 --out run.h5
   kill -TERM "$pid"; wait "$pid" || fail "the first run failed after SIGTERM"
-  "$bin" train "${tiny[@]}" --steps 3 --out run.h5 > /dev/null || fail "the output stayed locked after its run ended"
+  "$bin" train "${tiny[@]}" --steps 3 --out run.h5 --overwrite > /dev/null || fail "the output stayed locked after its run ended"
   ls -a | grep -q "lock" && fail "a lock file was left behind: $(ls -a)"
   true
   ;;
@@ -430,7 +430,7 @@ hostile_folder)
   mkfifo pipe.h5
   expect_usage_error "pipe.h5" "$bin" train "${tiny[@]}" --steps 3 --out pipe.h5
   chmod 640 run.h5
-  "$bin" train "${tiny[@]}" --steps 3 --out run.h5 > /dev/null
+  "$bin" train "${tiny[@]}" --steps 3 --out run.h5 --overwrite > /dev/null
   [ "$(stat -c %a run.h5)" = "640" ] || fail "saving over run.h5 changed its mode to $(stat -c %a run.h5)"
   [ "$(cat victim.txt)" = "precious" ] || fail "the victim was changed"
   # an output name at the file-name limit still saves (its temporary name is shortened)

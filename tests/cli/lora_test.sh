@@ -77,7 +77,8 @@ lora_resume_exact)
   # dropout in the model and on the adapters, accumulation, then bf16: a split run resumed
   # is the straight one, bit for bit
   for precision in fp32 bf16; do
-    opts=("${tiny[@]}" "${lora[@]}" --grad-accum-steps 2 --precision "$precision" --steps 16)
+    # (--overwrite: the second precision starts new runs on the same outputs)
+    opts=("${tiny[@]}" "${lora[@]}" --grad-accum-steps 2 --precision "$precision" --steps 16 --overwrite)
     "$bin" train "${opts[@]}" --out straight.h5 > /dev/null
     "$bin" train "${opts[@]}" --stop-at 7 --out split.h5 > /dev/null
     "$bin" resume --checkpoint split.h5 > /dev/null

@@ -30,9 +30,10 @@ same() {  # same weights, step and micro-batch count
 # check_world NP A M [options]: -np NP with accumulation A == one process with accumulation M
 check_world() {
   local np=$1 a=$2 m=$3; shift 3
-  mpi "$np" train "${tiny[@]}" --steps 12 --grad-accum-steps "$a" "$@" --out np.h5 > np.txt 2>&1 ||
+  # (--overwrite: each check starts a new run on the same outputs)
+  mpi "$np" train "${tiny[@]}" --steps 12 --grad-accum-steps "$a" "$@" --out np.h5 --overwrite > np.txt 2>&1 ||
     fail "mpirun -np $np failed: $(tail -5 np.txt)"
-  "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps "$m" "$@" --out one.h5 > one.txt
+  "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps "$m" "$@" --out one.h5 --overwrite > one.txt
   set -- "$np" "$a" "$m"
   same np.h5 one.h5 "-np $1 --grad-accum-steps $2 against --grad-accum-steps $3"
 }
@@ -107,6 +108,23 @@ eval_sharded)
     [ "$(wc -l < np.json)" -eq 2 ] || fail "-np $np printed $(wc -l < np.json) lines, not rank 0's 2"
     diff <(tail -1 np.json) one.json > /dev/null || fail "-np $np: $(tail -1 np.json) vs $(cat one.json)"
   done
+  ;;
+metrics_once)
+  # rank 0 alone writes the metrics and the history; the interval's mean loss is the same
+  # reduction as one process's; a re-run onto the outputs is refused once
+  mpi 2 train "${tiny[@]}" --steps 10 --out np.h5 --metrics np.jsonl > np.txt 2>&1 ||
+    fail "mpirun -np 2 --metrics failed: $(tail -5 np.txt)"
+  "$bin" train "${tiny[@]}" --steps 10 --grad-accum-steps 2 --out one.h5 --metrics one.jsonl > one.txt
+  same np.h5 one.h5 "-np 2 with --metrics against one process"
+  [ "$(grep -c '"event":"start"' np.jsonl)" = 1 ] || fail "not one start record: $(grep -c start np.jsonl)"
+  diff <(grep -o '"loss":[0-9.e+-]*' np.jsonl) <(grep -o '"loss":[0-9.e+-]*' one.jsonl) > /dev/null ||
+    fail "the logged mean losses differ from one process's"
+  "$bin" inspect np.h5 | grep -q "^history: 3 rows, steps 1 to 10" ||
+    fail "the history: $("$bin" inspect np.h5 | grep history)"
+  rc=0; mpi 2 train "${tiny[@]}" --steps 10 --out np.h5 > again.txt 2> again.err || rc=$?
+  [ "$rc" -eq 2 ] || fail "a re-run onto np.h5 under mpirun exited $rc, not 2"
+  [ "$(grep -c "holds the checkpoint of another run" again.err)" -eq 1 ] ||
+    fail "not one refusal: $(cat again.err)"
   ;;
 errors_once)
   rc=0; mpi 2 train --data missing.txt > out.txt 2> err.txt || rc=$?
@@ -236,7 +254,7 @@ kernels_agree)
   for precision in fp32 bf16; do
     rm -rf a b && mkdir -p b/attograd
     XDG_CACHE_HOME="$work/a" "$bin" train "${tiny[@]}" --precision "$precision" --steps 2 \
-      --out warm.h5 > /dev/null
+      --out warm.h5 --overwrite > /dev/null
     table=$(ls a/attograd/gemm-*.txt)
     [ "$(wc -l < "$table")" -gt 2 ] || fail "no class measured into $table"
     # b: the same classes, every answer another kernel
@@ -246,7 +264,7 @@ kernels_agree)
                   m["attention_bf16"] = "attention_fma"; $6 = m[$6] } { print }' "$table" \
       > "b/attograd/$(basename "$table")"
     cmp -s "$table" "b/attograd/$(basename "$table")" && fail "the planted table is the same"
-    run=(train "${tiny[@]}" --precision "$precision" --steps 12)
+    run=(train "${tiny[@]}" --precision "$precision" --steps 12 --overwrite)
     mpirun --oversubscribe -np 1 -x XDG_CACHE_HOME="$work/a" "$bin" "${run[@]}" --out np.h5 : \
       -np 1 -x XDG_CACHE_HOME="$work/b" "$bin" "${run[@]}" --out np.h5 > np.txt 2>&1 ||
       fail "mpirun failed: $(tail -5 np.txt)"
