@@ -9,6 +9,7 @@
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "train/config.h"
 #include "train/console.h"
 
 namespace cli {
@@ -34,6 +35,12 @@ void require_file(const std::string& path, const char* what) {
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
+}
+
+void check_threads(int threads) {
+  if (threads < 1 || threads > train::kMaxThreads)
+    throw UsageError(
+        fmt::format("--threads must be between 1 and {}, got {}", train::kMaxThreads, threads));
 }
 
 void require_data(const std::string& path) {

@@ -217,7 +217,7 @@ int eval_command(const Args& args) {
     if (!vm.count("dump-grads")) o.dump.clear();
     if (!o.dump.empty() && world.distributed())
       throw UsageError("--dump-grads runs in one process, not under mpirun");
-    if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+    check_threads(o.threads);
     require_file(o.path, "checkpoint");
     check_inputs(vm, o);
     if (o.split != "val" && o.split != "train")

@@ -19,8 +19,9 @@
 //   model_loading.h  a model from a checkpoint, shapes checked first (LoRA adapters merged
 //                    for inference; merged_checkpoint folds them into a checkpoint)
 //   freezing.h       which parameters a run trains (LoRA, --freeze), from names alone
-//   memory_plan.h    what a run will need in memory, checked before it starts; the
-//                    process's resident memory (/proc/self/status)
+//   memory_plan.h    what a run will need in memory (reading its text included), checked
+//                    before it starts; the process's resident memory (/proc/self/status);
+//                    the available memory and address space sample checks against
 //   reporter.h       progress bar, report lines, --metrics JSON lines
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
 //   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved
