@@ -92,6 +92,32 @@ void write_svg(const report::PromptView& pv, const AttentionOptions& o) {
   if (!o.json) fmt::print("\nwrote {}\n", o.svg);
 }
 
+// The weights are quadratic in the prompt: every layer's and head's n x n map, held twice
+// (nn::attention_maps' and the view's copy), and a layer's scores in flight (scores,
+// scaled, masked, softmax). 12000 tokens on a one-layer, one-head model peaked at 3.5 GB,
+// so they are checked against the memory left (the model already loaded) and ulimit -v
+// before anything is computed.
+void check_maps_memory(const nn::GPTConfig& cfg, const data::Tokenizer& tok,
+                       const std::string& prompt, int threads) {
+  int64_t n = 0;
+  try {
+    n = std::min(static_cast<int64_t>(tok.encode(prompt).size()), cfg.context_length);
+  } catch (const std::exception&) {
+    return;  // the view names what is wrong with the prompt
+  }
+  const double weights = static_cast<double>(cfg.n_heads) * static_cast<double>(n) *
+                         static_cast<double>(n) * (2.0 * static_cast<double>(cfg.n_layers) + 4);
+  const int64_t bytes = weights * 4 < 9e18 ? static_cast<int64_t>(weights * 4) : INT64_MAX;
+  const int64_t available = train::available_memory();
+  if (available > 0 && bytes > available)
+    throw UsageError(fmt::format(
+        "--prompt of {} tokens needs {} for its attention maps ({} layers x {} heads x {}^2 "
+        "weights); {} of memory is available; shorten the prompt",
+        n, train::format_bytes(bytes), cfg.n_layers, cfg.n_heads, n,
+        train::format_bytes(available)));
+  train::check_address_space(bytes, threads, "shorten --prompt");
+}
+
 }  // namespace
 
 int attention_command(const Args& args) {
@@ -103,7 +129,7 @@ int attention_command(const Args& args) {
     if (o.prompt.empty()) throw UsageError("--prompt must not be empty");
     if (!o.svg.empty() && (!vm.count("layer") || !vm.count("head")))
       throw UsageError("--svg draws one heat map: choose it with --layer and --head");
-    if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+    check_threads(o.threads);
     require_file(o.checkpoint, "checkpoint");
     require_outputs({{"--svg", o.svg}},
                     {{"--checkpoint", o.checkpoint}, {"--config", config_file(vm)}});
@@ -113,6 +139,7 @@ int attention_command(const Args& args) {
     check_choice(vm, "layer", o.layer, model->config().n_layers, "layers");
     check_choice(vm, "head", o.head, model->config().n_heads, "heads");
     const auto tokenizer = io::make_tokenizer(ckpt.tokenizer);
+    check_maps_memory(model->config(), *tokenizer, o.prompt, o.threads);
     report::ModelViewOptions mo;
     mo.prompt = o.prompt, mo.sample_tokens = 0;
     const report::ModelView view = report::model_view(*model, *tokenizer, mo);

@@ -233,7 +233,7 @@ int classify_command(const Args& args) {
     auto desc = classify_options(o);
     auto vm = parse_options(args, desc, "checkpoint");
     if (wants_help(vm, "classify", desc, "CHECKPOINT")) return 0;
-    if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+    check_threads(o.threads);
     if (vm.count("text") && o.text.empty()) throw UsageError("--text is empty");
     require_file(o.path, "checkpoint");
     ag::set_num_threads(o.threads);

@@ -66,6 +66,12 @@ void require_file(const std::string& path, const char* what) {
   }
 }
 
+void check_threads(int threads) {
+  if (threads < 1 || threads > train::kMaxThreads)
+    throw UsageError(
+        fmt::format("--threads must be between 1 and {}, got {}", train::kMaxThreads, threads));
+}
+
 void require_data(const std::string& path) {
   if (!data::is_prepared_folder(path)) require_file(path, "data file");
 }

@@ -39,6 +39,10 @@ std::string config_file(const po::variables_map& vm);
 // or a device such as /dev/zero is refused by name before any work.
 void require_file(const std::string& path, const char* what);
 
+// --threads: 1 to train::kMaxThreads (each thread holds its own scratch, so a count from
+// a typo is refused rather than allocated for), or a usage error.
+void check_threads(int threads);
+
 // --data: a prepared folder (data/prepared.h), or a text file as require_file checks it.
 void require_data(const std::string& path);
 

@@ -272,7 +272,7 @@ int eval_command(const Args& args) {
     if (!vm.count("dump-grads")) o.dump.clear();
     if (!o.dump.empty() && world.distributed())
       throw UsageError("--dump-grads runs in one process, not under mpirun");
-    if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+    check_threads(o.threads);
     if (o.path.empty()) o.path = default_checkpoint("eval");
     require_file(o.path, "checkpoint");
     io::Checkpoint ckpt;

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -88,7 +89,7 @@ void check_sample_options(const SampleOptions& o) {
   for (const std::string& stop : o.stops)
     if (stop.empty()) throw UsageError("--stop must not be empty");
   if (o.slide < 0) throw UsageError(fmt::format("--slide must be >= 0, got {}", o.slide));
-  if (o.threads < 1) throw UsageError(fmt::format("--threads must be >= 1, got {}", o.threads));
+  check_threads(o.threads);
   if (o.weights != "fp32" && o.weights != "bf16")
     throw UsageError(
         fmt::format("--weights must be fp32 or bf16, got '{}'", base::printable(o.weights)));
@@ -98,17 +99,46 @@ nn::WeightFormat weight_format(const SampleOptions& o) {
   return o.weights == "bf16" ? nn::WeightFormat::bf16 : nn::WeightFormat::fp32;
 }
 
-// What needs the model's config: the slide, and the memory the samples' caches take.
+// What needs the model's config: the slide.
 void check_against_model(const SampleOptions& o, const nn::GPTConfig& cfg) {
   if (o.slide > cfg.context_length)
     throw UsageError(fmt::format("--slide must be at most the context length {}, got {}",
                                  cfg.context_length, o.slide));
-  const int64_t bytes = nn::Decoder::memory_bytes(cfg, o.num_samples, o.threads, weight_format(o));
+}
+
+// The text SampleWriter holds: every sample after the first is kept whole until those
+// before it end (a sample's own strings besides), at most the bytes of the longest token
+// for each of its tokens.
+double held_text_bytes(const SampleOptions& o, const data::Tokenizer& tok) {
+  const std::vector<uint32_t> lengths = data::token_byte_lengths(tok);
+  const double longest = lengths.empty() ? 1.0 : *std::max_element(lengths.begin(), lengths.end());
+  const double samples = static_cast<double>(o.num_samples);
+  return (samples - 1) * static_cast<double>(o.tokens) * longest + samples * 128;
+}
+
+// What the generation will allocate (the decoder's cache and scratch over the window it
+// uses, or the full-window forward; each sample's history and held text), against the
+// memory the machine and our cgroup leave (the loaded model already counted there) and
+// ulimit -v, as train's memory plan is; one sample as well as many.
+void check_memory(const SampleOptions& o, const nn::GPTConfig& cfg, int64_t prompt_tokens,
+                  const nn::GenerationOptions& g, const data::Tokenizer& tok) {
+  const int threads = ag::num_threads();
+  const double need =
+      static_cast<double>(nn::generation_memory_bytes(cfg, prompt_tokens, g, threads)) +
+      held_text_bytes(o, tok);
+  const int64_t bytes = need < 9e18 ? static_cast<int64_t>(need) : INT64_MAX;
+  const int64_t window = nn::longest_window(prompt_tokens, o.tokens, cfg.context_length);
+  const std::string what =
+      o.num_samples > 1 ? fmt::format("--num-samples {}", o.num_samples) : "one sample";
   const int64_t available = train::available_memory();
-  if (o.num_samples > 1 && available > 0 && bytes > available)
-    throw UsageError(
-        fmt::format("--num-samples {} needs {} for the key/value cache; {} of memory is available",
-                    o.num_samples, train::format_bytes(bytes), train::format_bytes(available)));
+  if (available > 0 && bytes > available)
+    throw UsageError(fmt::format(
+        "{} needs {} for the {} over a window of {} positions ({} threads) and the samples' "
+        "text; {} of memory is available; lower --num-samples, --tokens or --threads",
+        what, train::format_bytes(bytes),
+        o.no_cache ? "full-window forward" : "key/value cache and scratch", window, threads,
+        train::format_bytes(available)));
+  train::check_address_space(bytes, threads, "lower --num-samples, --tokens or --threads");
 }
 
 // --instruction against --prompt and --input.
@@ -227,6 +257,8 @@ int sample_command(const Args& args) {
     check_against_model(o, model->config());
     const std::vector<int64_t> ids =
         o.instruct ? encode_instruction(*tok, instruct_prompt, o) : encode_prompt(*tok, o.prompt);
+    const nn::GenerationOptions generation = generation_options(o);
+    check_memory(o, model->config(), static_cast<int64_t>(ids.size()), generation, *tok);
     train::noticef("{}", note);  // once the prompt is known good: errors are one line
     // only the response of an instruction is printed
     SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0,
@@ -237,7 +269,7 @@ int sample_command(const Args& args) {
     const bool stop_at_end = o.instruct || end_of_text >= tok->vocab_size();
     std::vector<int64_t> one(1);
     const nn::GenerationStats st =
-        nn::generate(*model, ids, generation_options(o), [&](int64_t sample, int64_t id) {
+        nn::generate(*model, ids, generation, [&](int64_t sample, int64_t id) {
           if (stop_at_end && id == end_of_text) {
             out.end_sample(sample);
             return false;

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <optional>
+
 #include "base/utf8.h"
 #include "data/bpe.h"
 #include "data/data_error.h"
@@ -67,23 +69,32 @@ void split_into(std::vector<T> ids, size_t n_train, int64_t vocab, const std::st
 }
 
 // char (the vocabulary of the text itself) and byte: one id per unit, straight to 2 or 4
-// bytes an id, as prepare() encodes a file.
+// bytes an id, as prepare() encodes a file. The units are counted first and each part is
+// encoded into a vector of its own size, so that the text and its ids are all that is
+// ever held: no copy when they are split (train's memory plan counts this peak).
 template <class T>
 void encode_units(std::string_view text, const Tokenizer& tok, double val_fraction,
                   const std::string& name, PreparedData& d) {
-  std::vector<T> ids(text.size() + 4);
   const bool chars = tok.type() == "char";
-  if (chars) {
-    const detail::CharIds table(dynamic_cast<const CharTokenizer&>(tok).code_points());
-    ids.resize(table.encode(text, 0, ids.data()));
-  } else {
-    for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
-    ids.resize(text.size());
-  }
-  const size_t n_train = ids.size() - split_val_units(ids.size(), val_fraction);
-  d.train_text_bytes = chars ? detail::skip_chars(text, n_train) : n_train;
-  d.val_text_bytes = text.size() - d.train_text_bytes;
-  split_into(std::move(ids), n_train, tok.vocab_size(), name, d);
+  const uint64_t units = chars ? detail::count_chars(text) : text.size();
+  const uint64_t n_train = units - split_val_units(units, val_fraction);
+  const size_t cut = chars ? detail::skip_chars(text, n_train) : static_cast<size_t>(n_train);
+  d.train_text_bytes = cut;
+  d.val_text_bytes = text.size() - cut;
+  std::optional<detail::CharIds> table;
+  if (chars) table.emplace(dynamic_cast<const CharTokenizer&>(tok).code_points());
+  auto encode = [&](std::string_view part, uint64_t count, uint64_t base) {
+    std::vector<T> ids(static_cast<size_t>(count));
+    if (table)
+      table->encode(part, base, ids.data());
+    else
+      for (size_t i = 0; i < part.size(); ++i) ids[i] = static_cast<unsigned char>(part[i]);
+    return ids;
+  };
+  d.train = owned_store(encode(text.substr(0, cut), n_train, 0), tok.vocab_size(),
+                        name + " (training part)");
+  d.val = owned_store(encode(text.substr(cut), units - n_train, cut), tok.vocab_size(),
+                      name + " (validation part)");
 }
 
 // bpe and gpt2: the text is cut at the split character and each part encoded on its own.

@@ -252,8 +252,8 @@ void MultiHeadAttention::project(DecodeContext& c, int64_t l, const DecodePass& 
   W_value->infer(c, a, n, c0, c1, c.values(l, 0, pass.position), T * C, false);
 }
 
-// c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs (thread tid's
-// scratch for the scores), or a step's query of each row against its cached positions.
+// c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs, or a step's
+// query of each row against its cached positions.
 void MultiHeadAttention::attend(DecodeContext& c, int64_t l, const DecodePass& pass, int64_t h0,
                                 int64_t h1, int tid) const {
   const int64_t C = c.C, D = head_dim_, T = c.T, H = num_heads_;
@@ -266,16 +266,27 @@ void MultiHeadAttention::attend(DecodeContext& c, int64_t l, const DecodePass& p
                        c.scores.data() + (b * H + h) * T, c.ctx.data() + b * C + h * D);
     return;
   }
-  const auto N = static_cast<blasint>(pass.rows), Db = static_cast<blasint>(D),
-             Cb = static_cast<blasint>(C), Tb = static_cast<blasint>(T);
-  float* s = c.scores.data() + tid * T * T;
-  for (int64_t h = h0; h < h1; ++h) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, Db, scale, c.q.data() + h * D, Cb,
-                c.keys(l, pass.b) + h * D * T, Tb, 0.0f, s, N);
-    decode::causal_softmax(s, pass.rows);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Db, N, 1.0f, s, N,
-                c.values(l, pass.b, 0) + h * D, Cb, 0.0f, c.ctx.data() + h * D, Cb);
-  }
+  for (int64_t h = h0; h < h1; ++h)
+    for (int64_t i0 = 0; i0 < pass.rows; i0 += c.score_rows)
+      attend_rows(c, l, pass, h, i0, std::min(pass.rows, i0 + c.score_rows), tid);
+}
+
+// Queries [i0, i1) of a prefill, head h, in thread tid's scratch for [i1 - i0, i1] scores
+// (no query sees a later position): the whole window in one block when the scratch holds
+// it, so that the products are those of one n x n GEMM.
+void MultiHeadAttention::attend_rows(DecodeContext& c, int64_t l, const DecodePass& pass, int64_t h,
+                                     int64_t i0, int64_t i1, int tid) const {
+  const int64_t C = c.C, D = head_dim_, T = c.T;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const auto M = static_cast<blasint>(i1 - i0), N = static_cast<blasint>(i1),
+             Db = static_cast<blasint>(D), Cb = static_cast<blasint>(C),
+             Tb = static_cast<blasint>(T);
+  float* s = c.scores.data() + tid * c.score_rows * T;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, Db, scale,
+              c.q.data() + i0 * C + h * D, Cb, c.keys(l, pass.b) + h * D * T, Tb, 0.0f, s, N);
+  decode::causal_softmax(s, i1 - i0, i1, i0);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, Db, N, 1.0f, s, N,
+              c.values(l, pass.b, 0) + h * D, Cb, 0.0f, c.ctx.data() + i0 * C + h * D, Cb);
 }
 
 }  // namespace nn

@@ -107,6 +107,8 @@ class MultiHeadAttention : public Module {
                int64_t h1) const;
   void attend(DecodeContext& c, int64_t layer, const DecodePass& pass, int64_t h0, int64_t h1,
               int tid) const;
+  void attend_rows(DecodeContext& c, int64_t layer, const DecodePass& pass, int64_t h, int64_t i0,
+                   int64_t i1, int tid) const;
   int64_t num_heads_, head_dim_, context_length_;
   double dropout_;
   std::shared_ptr<ag::Generator> dropout_gen_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 #include "autograd/dtype.h"
@@ -29,12 +30,16 @@ int64_t streamed_elements(const GPTConfig& cfg) {
 
 }  // namespace
 
-Decoder::Decoder(const GPT& model, int64_t batch, WeightFormat format)
+Decoder::Decoder(const GPT& model, int64_t batch, WeightFormat format, int64_t positions)
     : model_(model),
       cfg_(model.config()),
       batch_(batch),
+      positions_(positions == 0 ? cfg_.context_length : positions),
       threads_(std::max(1, omp_get_max_threads())) {
   if (batch < 1) throw std::invalid_argument(fmt::format("Decoder: batch {} < 1", batch));
+  if (positions_ < 1 || positions_ > cfg_.context_length)
+    throw std::invalid_argument(fmt::format("Decoder: {} positions, outside 1..{} (0: {})",
+                                            positions, cfg_.context_length, cfg_.context_length));
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
   model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
@@ -84,28 +89,42 @@ void Decoder::pack_bfloat16() {
   }
 }
 
+int64_t prefill_score_rows(int64_t positions) {
+  return std::clamp<int64_t>(kPrefillScoreFloats / std::max<int64_t>(positions, 1), 1,
+                             std::max<int64_t>(positions, 1));
+}
+
 void Decoder::allocate_buffers() {
-  const int64_t T = cfg_.context_length, C = cfg_.d_model, rows = std::max(T, batch_);
+  const int64_t T = positions_, C = cfg_.d_model, rows = std::max(T, batch_);
   auto floats = [](int64_t n) { return static_cast<size_t>(n); };
   c_.C = C, c_.T = T, c_.F = cfg_.ff_width(), c_.batch = batch_;
+  c_.score_rows = prefill_score_rows(T);
   c_.keys_cache.resize(floats(cfg_.n_layers * batch_ * T * C));
   c_.values_cache.resize(c_.keys_cache.size());
   for (auto* buffer : {&c_.x, &c_.q, &c_.k, &c_.ctx}) buffer->resize(floats(rows * C));
   c_.normed.resize(floats(threads_ * rows * C));  // each thread normalises for itself
   c_.hidden.resize(floats(rows * cfg_.ff_width()));
-  c_.scores.resize(floats(std::max(threads_ * T * T, batch_ * cfg_.n_heads * T)));
+  c_.scores.resize(floats(std::max(threads_ * c_.score_rows * T, batch_ * cfg_.n_heads * T)));
   c_.logits.resize(floats(batch_ * cfg_.vocab_size));
 }
 
-int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads,
-                              WeightFormat format) {
-  const int64_t T = cfg.context_length, C = cfg.d_model, rows = std::max(T, batch);
-  const int64_t floats = 2 * cfg.n_layers * batch * T * C + rows * (4 * C + cfg.ff_width()) +
-                         threads * rows * C + std::max(threads * T * T, batch * cfg.n_heads * T) +
-                         batch * cfg.vocab_size;
-  const int64_t packed = format == WeightFormat::bf16 ? streamed_elements(cfg) : 0;
-  return floats * static_cast<int64_t>(sizeof(float)) +
-         packed * static_cast<int64_t>(sizeof(ag::bfloat16));
+// In double: an absurd batch or thread count must give an absurd size, not an overflowed
+// one.
+int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads, WeightFormat format,
+                              int64_t positions) {
+  const int64_t P = positions == 0 ? cfg.context_length : positions;
+  const double T = static_cast<double>(P), C = static_cast<double>(cfg.d_model),
+               B = static_cast<double>(batch), n = static_cast<double>(threads),
+               rows = std::max(T, B);
+  const double floats = 2 * static_cast<double>(cfg.n_layers) * B * T * C +
+                        rows * (4 * C + static_cast<double>(cfg.ff_width())) + n * rows * C +
+                        std::max(n * static_cast<double>(prefill_score_rows(P)) * T,
+                                 B * static_cast<double>(cfg.n_heads) * T) +
+                        B * static_cast<double>(cfg.vocab_size);
+  const double packed =
+      format == WeightFormat::bf16 ? static_cast<double>(streamed_elements(cfg)) : 0.0;
+  const double bytes = floats * sizeof(float) + packed * sizeof(ag::bfloat16);
+  return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
 }
 
 void DecodeContext::bind(const Module* layer, const ag::Tensor& weight, const ag::Tensor& bias) {
@@ -144,7 +163,7 @@ void Decoder::prefill_row(const int64_t* ids, int64_t b, int64_t n) {
 
 // Row `to` of the cache and logits becomes a copy of row `from`.
 void Decoder::copy_row(int64_t from, int64_t to) {
-  const auto block = static_cast<size_t>(cfg_.context_length * cfg_.d_model);
+  const auto block = static_cast<size_t>(positions_ * cfg_.d_model);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     std::copy_n(c_.keys(l, from), block, c_.keys(l, to));
     std::copy_n(c_.values(l, from, 0), block, c_.values(l, to, 0));
@@ -154,10 +173,11 @@ void Decoder::copy_row(int64_t from, int64_t to) {
 }
 
 std::span<const float> Decoder::prefill(std::span<const int64_t> ids, int64_t n) {
-  if (n < 1 || n > cfg_.context_length || static_cast<int64_t>(ids.size()) != batch_ * n)
+  if (n < 1 || n > positions_ || static_cast<int64_t>(ids.size()) != batch_ * n)
     throw std::invalid_argument(
-        fmt::format("Decoder::prefill: {} ids for {} rows of {} positions (context_length {})",
-                    ids.size(), batch_, n, cfg_.context_length));
+        fmt::format("Decoder::prefill: {} ids for {} rows of {} positions (capacity {} of "
+                    "context_length {})",
+                    ids.size(), batch_, n, positions_, cfg_.context_length));
   length_ = 0;  // a failure below leaves an empty cache, never a half-written one
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t* row = ids.data() + b * n;
@@ -176,10 +196,11 @@ std::span<const float> Decoder::step(std::span<const int64_t> ids) {
   if (static_cast<int64_t>(ids.size()) != batch_)
     throw std::invalid_argument(
         fmt::format("Decoder::step: {} ids for {} rows", ids.size(), batch_));
-  if (length_ == 0 || length_ >= cfg_.context_length)
+  if (length_ == 0 || length_ >= positions_)
     throw std::logic_error(fmt::format(
-        "Decoder::step: {} positions cached of {}; prefill first, and again past the context",
-        length_, cfg_.context_length));
+        "Decoder::step: {} positions cached of {}; prefill first, and again past the context "
+        "(the decoder's capacity)",
+        length_, positions_));
   model_.embed(c_, ids.data(), batch_, length_, 0);
   run(DecodePass{false, batch_, 0, length_}, step_pace_);
   length_ += 1;

@@ -11,20 +11,23 @@
 //
 // The prompt is run once (prefill), then each step runs one position through every layer,
 // attending to the keys and values cached for the earlier positions. Keys and values of
-// every layer are kept for context_length positions of every row, in a cache allocated
-// when the decoder is made; steps allocate nothing and record no graph: the arithmetic is
-// plain float32 loops and BLAS calls on the model's parameters (read in place, never
-// copied, except WeightFormat::bf16's copies below), with dropout off as in eval(). The
-// logits equal GPT::forward's at the same positions to float32 rounding
-// (tests/test_decode.cpp).
+// every layer are kept for the decoder's positions (at most context_length) of every row,
+// in a cache allocated when the decoder is made; steps allocate nothing and record no
+// graph: the arithmetic is plain float32 loops and BLAS calls on the model's parameters
+// (read in place, never copied, except WeightFormat::bf16's copies below), with dropout
+// off as in eval(). The logits equal GPT::forward's at the same positions to float32
+// rounding (tests/test_decode.cpp).
 //
 // Positions are learned and absolute, so the cache holds at most context_length positions
 // and cannot slide: a longer sequence is decoded by prefilling a later window again
 // (generation.h decides when).
 //
-// Layout, per layer l and row b: values [context_length][d_model] (a position's heads side
-// by side), keys transposed, [d_model][context_length], so that one query's scores against
-// every cached position are computed position-parallel, without horizontal sums.
+// Layout, per layer l and row b: values [positions][d_model] (a position's heads side by
+// side), keys transposed, [d_model][positions], so that one query's scores against every
+// cached position are computed position-parallel, without horizontal sums. A prefill's
+// scores are computed a block of query rows at a time, in a scratch of at most
+// kPrefillScoreFloats per thread (all rows at once when the window is that small), never
+// threads x positions^2.
 //
 // Threads: a step, or the prefill of a row, runs in one parallel region (thread start-up
 // costs microseconds, a step of the default model a few tens of them): each thread
@@ -50,6 +53,12 @@ namespace nn {
 // is bound by the bytes it reads (`sample --weights bf16`).
 enum class WeightFormat { fp32, bf16 };
 
+// The most floats of prefill scores a thread holds at once (16 MB): a window of up to 2048
+// positions is scored whole, a longer one a block of rows at a time.
+inline constexpr int64_t kPrefillScoreFloats = int64_t{1} << 22;
+// The query rows a thread scores at once in a prefill of up to `positions` positions.
+int64_t prefill_score_rows(int64_t positions);
+
 class Decoder {
  public:
   // The model must outlive the decoder and be float32, with an LM head and no unmerged
@@ -58,23 +67,27 @@ class Decoder {
   // (GPT::streamed_matrices) are copied once into bfloat16, half the bytes a token reads,
   // and must already hold bfloat16 values (round_weights_to_bfloat16), so that the copies
   // and the float32 values the prefills multiply are the same numbers. batch >= 1 rows are
-  // decoded side by side.
-  Decoder(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32);
+  // decoded side by side. positions (1..context_length; 0: context_length) is the longest
+  // window it will hold: the cache and the scratch are sized by it, so that a few tokens
+  // sampled from a model of a long context take memory for a few positions.
+  Decoder(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32,
+          int64_t positions = 0);
 
   int64_t batch() const { return batch_; }
   int64_t length() const { return length_; }  // positions cached in every row
-  int64_t capacity() const { return cfg_.context_length; }
-  // Bytes of the key/value cache and scratch buffers a decoder of `batch` rows allocates
-  // with `threads` OpenMP threads (computed without allocating, so that an impossible
-  // batch is refused up front).
+  int64_t capacity() const { return positions_; }
+  // Bytes of the key/value cache and scratch buffers a decoder of `batch` rows and
+  // `positions` (as the constructor's) allocates with `threads` OpenMP threads, computed
+  // without allocating (and without overflowing: absurd sizes give INT64_MAX), so that an
+  // impossible batch is refused up front.
   static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch, int threads,
-                              WeightFormat format = WeightFormat::fp32);
+                              WeightFormat format = WeightFormat::fp32, int64_t positions = 0);
 
-  // Forgets the cache and runs ids [batch, n] (row-major, 1 <= n <= context_length) at
+  // Forgets the cache and runs ids [batch, n] (row-major, 1 <= n <= capacity()) at
   // positions 0..n-1. Rows with the same ids as an earlier row are computed once.
   // Returns the logits of position n - 1, [batch, vocab_size].
   std::span<const float> prefill(std::span<const int64_t> ids, int64_t n);
-  // Runs ids [batch] at position length() (< context_length) of each row.
+  // Runs ids [batch] at position length() (< capacity()) of each row.
   std::span<const float> step(std::span<const int64_t> ids);
 
   // Whether passes large enough to share run on the threads: as timed (the default), or
@@ -92,7 +105,7 @@ class Decoder {
 
   const GPT& model_;
   GPTConfig cfg_;
-  int64_t batch_, length_ = 0;
+  int64_t batch_, positions_, length_ = 0;
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
   DecodeContext c_;

@@ -26,12 +26,15 @@ struct DecodePass {
 };
 
 struct DecodeContext {
-  int64_t C = 0, T = 0, F = 0;  // width, context length, MLP width
+  int64_t C = 0, T = 0, F = 0;  // width, positions held (at most the context), MLP width
   int64_t batch = 0;
   // the rows of the pass: residual stream [rows, C]; normalised, one copy per thread;
   // queries; keys before they are transposed into the cache; attention output; MLP hidden
   std::vector<float> x, normed, q, k, ctx, hidden;
-  std::vector<float> scores, logits;  // per thread [T, T] or per row and head [T]; [batch, V]
+  // scores: per thread [score_rows, T] (a prefill's block of query rows), or per row and
+  // head [T] (a step's); logits [batch, V]
+  std::vector<float> scores, logits;
+  int64_t score_rows = 0;
   std::vector<float> keys_cache, values_cache;
   decode::SpinBarrier barrier;
   // WeightFormat::bf16: each streamed matrix's bfloat16 copy, by its float32 data

@@ -255,9 +255,10 @@ float exp_shifted(float* s, int64_t t) {
 
 }  // namespace
 
-void causal_softmax(float* scores, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float* s = scores + i * n;
+void causal_softmax(float* scores, int64_t rows, int64_t n, int64_t first) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = first + r;
+    float* s = scores + r * n;
     const float inv = 1.0f / exp_shifted(s, i + 1);
     AG_SIMD
     for (int64_t j = 0; j <= i; ++j) s[j] *= inv;

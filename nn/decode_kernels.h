@@ -34,8 +34,9 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
 // y = gelu(y), GPT-2's tanh form.
 void gelu(float* y, int64_t n);
 
-// Row i of scores [n, n] becomes the softmax of its first i + 1 entries, the rest 0.
-void causal_softmax(float* scores, int64_t n);
+// Rows first..first+rows of a causal score matrix, held as scores [rows, n]: the row of
+// query i becomes the softmax of its first i + 1 entries, the rest 0.
+void causal_softmax(float* scores, int64_t rows, int64_t n, int64_t first);
 
 // One query q [D] against t cached positions of one head: keys transposed, kt[d * ldk + j]
 // for position j; values v[j * ldv + d]. out [D] = sum_j softmax_j(scale q.k_j) v_j.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -31,6 +32,31 @@ int64_t default_slide(int64_t context_length) {
 int64_t window_start(int64_t n, int64_t context_length, int64_t slide) {
   if (n <= context_length) return 0;
   return (n - context_length + slide - 1) / slide * slide;
+}
+
+int64_t longest_window(int64_t prompt_tokens, int64_t max_new_tokens, int64_t context_length) {
+  const int64_t kept = std::min(prompt_tokens, context_length);
+  // the new tokens capped first: a count near INT64_MAX must not overflow the sum
+  const int64_t more = std::clamp<int64_t>(max_new_tokens - 1, 0, context_length);
+  return std::min(context_length, kept + more);
+}
+
+int64_t generation_memory_bytes(const GPTConfig& cfg, int64_t prompt_tokens,
+                                const GenerationOptions& options, int threads) {
+  const int64_t window = longest_window(prompt_tokens, options.max_new_tokens, cfg.context_length);
+  const double B = static_cast<double>(options.num_samples),
+               T = static_cast<double>(cfg.context_length), W = static_cast<double>(window),
+               V = static_cast<double>(cfg.vocab_size), C = static_cast<double>(cfg.d_model);
+  // History: 2T ids a sample, and the window's copy; the sampler's weights, scratch and order
+  double bytes = B * 3 * T * sizeof(int64_t) + V * (2 * sizeof(double) + sizeof(int64_t));
+  if (options.use_cache)
+    bytes += static_cast<double>(
+        Decoder::memory_bytes(cfg, options.num_samples, threads, options.weights, window));
+  else
+    bytes += sizeof(float) * B *
+             (V + W * (V + static_cast<double>(cfg.ff_width()) + 12 * C +
+                       static_cast<double>(cfg.n_heads)));
+  return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
 }
 
 namespace {
@@ -98,7 +124,8 @@ class Run {
     if (o.generator) gens_[0] = *o.generator;
     window_.reserve(static_cast<size_t>(B_ * T_));
     if (o.use_cache)
-      decoder_.emplace(model, B_, o.weights);
+      decoder_.emplace(model, B_, o.weights,
+                       longest_window(static_cast<int64_t>(prompt.size()), o.max_new_tokens, T_));
     else
       full_logits_.resize(static_cast<size_t>(B_ * V_));
   }

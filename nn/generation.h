@@ -68,6 +68,19 @@ struct GenerationOptions {
 int64_t default_slide(int64_t context_length);
 // The first token of the window that predicts token n (n >= 1).
 int64_t window_start(int64_t n, int64_t context_length, int64_t slide);
+// The longest window a generation of max_new_tokens >= 1 from a prompt of prompt_tokens
+// runs: the prompt (its last context_length tokens) and every new token but the last,
+// at most context_length. The cached path's decoder holds this many positions.
+int64_t longest_window(int64_t prompt_tokens, int64_t max_new_tokens, int64_t context_length);
+
+// The bytes generate() allocates for `options` and a prompt of prompt_tokens on `threads`
+// OpenMP threads, computed without allocating: the cached path's decoder
+// (Decoder::memory_bytes over the longest window), or the full-window path's forward (its
+// logits, the MLP's hidden rows and a dozen model-width rows per position of every
+// sample), and every sample's token history and sampler. In double and saturated
+// (INT64_MAX), so that an absurd count gives an absurd size, never an overflowed one.
+int64_t generation_memory_bytes(const GPTConfig& cfg, int64_t prompt_tokens,
+                                const GenerationOptions& options, int threads);
 
 struct GenerationStats {
   int64_t prompt_tokens = 0;                // the prompt's window, prefilled once

@@ -18,8 +18,10 @@
 //   attention_maps.h  every layer's and head's attention weights for one sequence
 //   sampling.h        the next token from logits: greedy, temperature, top-k, top-p
 //   decode_context.h  what a layer's inference step works on: the cache and scratch
-//   decode.h          Decoder: inference with a key/value cache, one position per token
-//   generation.h      generate(): the one generation loop, cached or full-window, streamed
+//   decode.h          Decoder: inference with a key/value cache, one position per token,
+//                     sized by the window it holds
+//   generation.h      generate(): the one generation loop, cached or full-window, streamed;
+//                     generation_memory_bytes(): what it will allocate
 #include "nn/attention.h"
 #include "nn/attention_maps.h"
 #include "nn/block.h"

@@ -248,3 +248,22 @@ TEST_CASE("greedy sampling takes the first largest logit and draws nothing", "[g
   CHECK(sampler.choose(std::vector<double>{0.1, 2.0, -1.0, 2.0}, gen) == 1);
   CHECK(gen.next_u64() == untouched.next_u64());
 }
+
+TEST_CASE("generation's decoder holds the longest window it will use", "[generation]") {
+  // the prompt (its last T tokens) and every new token but the last, at most T
+  CHECK(nn::longest_window(1, 3, 32768) == 3);
+  CHECK(nn::longest_window(5, 1, 64) == 5);
+  CHECK(nn::longest_window(100, 10, 64) == 64);
+  CHECK(nn::longest_window(10, INT64_MAX, 64) == 64);  // no overflow on the sum
+  nn::GPTConfig cfg = ag_test::decode_configs().front().second;
+  cfg.context_length = 32768, cfg.d_model = 8, cfg.n_heads = 1, cfg.n_layers = 1;
+  nn::GenerationOptions o = options(3, true);
+  CHECK(nn::generation_memory_bytes(cfg, 1, o, 2) < (int64_t{2} << 20));
+  o.num_samples = int64_t{1} << 62;  // --num-samples 4611686018427387904
+  CHECK(nn::generation_memory_bytes(cfg, 1, o, 2) == INT64_MAX);
+  o.use_cache = false;
+  CHECK(nn::generation_memory_bytes(cfg, 1, o, 2) == INT64_MAX);
+  // and a generation of a few tokens from it runs in a decoder of a few positions
+  const auto model_ptr = ag_test::sharp_model(cfg, 1);
+  CHECK(nn::generate_tokens(*model_ptr, std::vector<int64_t>{1}, options(3, true))[0].size() == 3);
+}

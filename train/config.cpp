@@ -53,8 +53,8 @@ void RunConfig::validate() const {
     fail(fmt::format("reduce must be 'tree' or 'allreduce', got '{}'", reduce));
   if (bucket_mb < 1 || bucket_mb > 1024)
     fail(fmt::format("bucket_mb must be in [1, 1024], got {}", bucket_mb));
-  if (threads < 1 || threads > 256)
-    fail(fmt::format("threads must be in [1, 256], got {}", threads));
+  if (threads < 1 || threads > kMaxThreads)
+    fail(fmt::format("threads must be in [1, {}], got {}", kMaxThreads, threads));
   if (sample_tokens < 0) fail(fmt::format("sample_tokens must be >= 0, got {}", sample_tokens));
   if (stop_at < 0) fail(fmt::format("stop_at must be >= 0, got {}", stop_at));
   if (out.empty()) fail("out (the checkpoint path) must not be empty");

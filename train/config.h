@@ -19,6 +19,10 @@ inline constexpr int64_t kMaxGradAccumSteps = int64_t{1} << 20;
 // `attograd bench --config base` under mpirun -np 2, see docs/distributed.md.
 inline constexpr int64_t kDefaultBucketMb = 4;
 
+// The most threads a command may ask for: each thread holds its own scratch (the
+// decoder's, the kernels'), so that a count from a typo must be refused, not allocated.
+inline constexpr int kMaxThreads = 256;
+
 struct RunConfig {
   nn::GPTConfig model = [] {  // the spec's defaults, with vocab_size 0: "from the tokenizer"
     nn::GPTConfig m;

@@ -124,7 +124,7 @@ int64_t mapped_bytes_now() {
 
 }  // namespace
 
-void check_address_space(int64_t planned_bytes, int threads) {
+void check_address_space(int64_t planned_bytes, int threads, const std::string& remedy) {
   rlimit limit{};
   if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
   const double cap = static_cast<double>(limit.rlim_cur);
@@ -135,10 +135,10 @@ void check_address_space(int64_t planned_bytes, int threads) {
   throw std::runtime_error(fmt::format(
       "the address-space limit (ulimit -v) of {} leaves {}, but this run needs about {} (its "
       "memory plan plus {} per thread that OpenBLAS and the allocator map); raise the limit, "
-      "or lower --threads, --batch-size or the model size",
+      "or {}",
       format_bytes(static_cast<int64_t>(cap)),
       format_bytes(static_cast<int64_t>(std::max(cap - mapped, 0.0))),
-      format_bytes(static_cast<int64_t>(needed)), format_bytes(kAddressSpacePerThread)));
+      format_bytes(static_cast<int64_t>(needed)), format_bytes(kAddressSpacePerThread), remedy));
 }
 
 int64_t available_memory() {
@@ -164,12 +164,26 @@ std::string format_bytes(int64_t bytes) {
   return fmt::format("{:.1f} kB", b / 1e3);
 }
 
-int64_t data_bytes_for_text(int64_t text_bytes) {
-  return saturated(9.0 * static_cast<double>(text_bytes));
+namespace {
+
+bool bpe_ids(const std::string& tokenizer) {
+  return tokenizer == "bpe" || tokenizer == "gpt2";
+}
+
+}  // namespace
+
+int64_t text_reading_bytes(int64_t text_bytes, int64_t tokens, int64_t id_bytes,
+                           const std::string& tokenizer) {
+  const double per_id = static_cast<double>(bpe_ids(tokenizer) ? kBpeIdBufferBytes : id_bytes);
+  return saturated(static_cast<double>(text_bytes) + per_id * static_cast<double>(tokens));
+}
+
+int64_t data_bytes_for_text(int64_t text_bytes, const std::string& tokenizer) {
+  return text_reading_bytes(text_bytes, text_bytes, 4, tokenizer);
 }
 
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes, int ranks,
-                       int64_t trainable) {
+                       int64_t trainable, int64_t reading_bytes) {
   // in double: absurd sizes must give an absurd plan, not an overflowed one
   const double tokens =
       static_cast<double>(cfg.batch_size) * static_cast<double>(cfg.model.context_length);
@@ -190,7 +204,9 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
     p.activation_terms.emplace_back(term.name, saturated(term.bytes));
   p.activation_terms.emplace_back("backward peak, " + f.backward_peak.name,
                                   saturated(tokens * f.backward_peak.bytes));
-  p.data = data_bytes;
+  p.data_held = data_bytes;
+  p.reading = reading_bytes;
+  p.data = std::max(data_bytes, reading_bytes);
   p.checkpoint = kSaveBytes;
   p.available = available_memory();
   return p;
@@ -212,13 +228,16 @@ int64_t MemoryPlan::total() const {
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
-      "memory plan: parameters {} + gradients {}{} + {} state {} + activations ~{} + data {} + "
+      "memory plan: parameters {} + gradients {}{} + {} state {} + activations ~{} + data {}{} + "
       "checkpoint save {} = ~{}{}",
       format_bytes(parameters), format_bytes(gradients),
       gradient_sets > 1
           ? fmt::format(" ({} sets: accumulation's partial sums, exchange buffers)", gradient_sets)
           : "",
       optimizer_title, format_bytes(optimizer), format_bytes(activations), format_bytes(data),
+      reading > data_held
+          ? fmt::format(" (reading the text; {} held after)", format_bytes(data_held))
+          : "",
       format_bytes(checkpoint), format_bytes(total()),
       available ? fmt::format(" of {} available", format_bytes(available)) : "");
 }
@@ -233,6 +252,8 @@ nlohmann::json MemoryPlan::to_json() const {
           {"activations", activations},
           {"activation_terms", terms},
           {"data", data},
+          {"data_held", data_held},
+          {"data_reading", reading},
           {"checkpoint", checkpoint},
           {"total", total()},
           {"available", available}};

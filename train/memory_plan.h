@@ -18,7 +18,9 @@ inline constexpr int64_t kSaveBytes = int64_t{8} << 20;
 
 struct MemoryPlan {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
-  int64_t data = 0;           // the token ids held for the run (and the text while reading it)
+  int64_t data = 0;           // the larger of the two below
+  int64_t data_held = 0;      // the token ids held for the run
+  int64_t reading = 0;        // the text and its ids while it was read and tokenized
   int64_t gradient_sets = 1;  // the gradients and the partial sums of accumulation
   int64_t checkpoint = 0;     // a save: streamed to its file, a chunk at a time (kSaveBytes)
   int64_t available = 0;      // what the machine and our cgroup leave us, 0 when unknown
@@ -43,12 +45,23 @@ struct MemoryPlan {
 // (this rank's subtree sums, every rank's shards of them, the gathered sum).
 // trainable: the parameters that take gradients and optimiser state (freezing.h); -1:
 // all of them.
+// reading_bytes: the peak of reading the data (RunData::reading_bytes), before the model
+// existed; the plan's data term is the larger of it and data_bytes.
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes = 0,
-                       int ranks = 1, int64_t trainable = -1);
+                       int ranks = 1, int64_t trainable = -1, int64_t reading_bytes = 0);
 
-// Tokenizing a text of `text_bytes` in memory, at its peak: the text, its ids (up to 4
-// bytes per byte) and the copy made when they are split.
-int64_t data_bytes_for_text(int64_t text_bytes);
+// Reading and tokenizing a text in memory, at its peak: the text and its ids. Char and
+// byte ids go straight into vectors of their exact size, 2 or 4 bytes an id
+// (data/prepared.cpp); BPE and GPT-2 ids grow a vector of 4-byte ids that is then split,
+// which holds up to three times their bytes at once (kBpeIdBufferBytes an id).
+inline constexpr int64_t kBpeIdBufferBytes = 12;
+// Measured after reading: the text's bytes, its `tokens` ids of `id_bytes` each, and what
+// the tokenizer type's encoding held beside them.
+int64_t text_reading_bytes(int64_t text_bytes, int64_t tokens, int64_t id_bytes,
+                           const std::string& tokenizer);
+// Before reading (nothing known of the ids): at most one id a byte, so the text and 4 bytes
+// a byte for char and byte, or kBpeIdBufferBytes a byte for bpe and gpt2.
+int64_t data_bytes_for_text(int64_t text_bytes, const std::string& tokenizer);
 
 // The footprint of a training forward of `model` (vocab_size 0: counted as 1), read off a
 // shape-only description of it: nothing is allocated.
@@ -70,8 +83,11 @@ int64_t cgroup_memory_available(const std::string& proc_self_cgroup, const std::
 // allocator arenas, stacks).
 inline constexpr int64_t kAddressSpacePerThread = int64_t{320} << 20;
 // Throws std::runtime_error when RLIMIT_AS is set and leaves less than planned_bytes plus
-// kAddressSpacePerThread per thread beyond what the process maps now.
-void check_address_space(int64_t planned_bytes, int threads);
+// kAddressSpacePerThread per thread beyond what the process maps now; `remedy` ends the
+// message (what the command's user can lower).
+void check_address_space(
+    int64_t planned_bytes, int threads,
+    const std::string& remedy = "lower --threads, --batch-size or the model size");
 
 std::string format_bytes(int64_t bytes);
 

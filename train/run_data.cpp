@@ -21,9 +21,9 @@ int64_t RunData::memory_bytes() const {
 int64_t data_bytes_of(const RunConfig& cfg) {
   if (cfg.data.empty())
     return data_bytes_for_text(
-        static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size()));
+        static_cast<int64_t>(data::builtin_corpus(cfg.corpus_seed).text.size()), cfg.tokenizer);
   if (data::is_prepared_folder(cfg.data)) return 0;  // counted once open: a few MB at most
-  return data_bytes_for_text(base::regular_file_size(cfg.data, "data file"));
+  return data_bytes_for_text(base::regular_file_size(cfg.data, "data file"), cfg.tokenizer);
 }
 
 namespace {
@@ -96,6 +96,9 @@ RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
   d.tokenizer = std::move(p.tokenizer);
   d.train = std::move(p.train);
   d.val = std::move(p.val);
+  d.reading_bytes = text_reading_bytes(
+      static_cast<int64_t>(text.size()), static_cast<int64_t>(d.train.size() + d.val.size()),
+      static_cast<int64_t>(data::dtype_bytes(d.train.dtype())), d.tokenizer->type());
   return d;
 }
 

@@ -28,6 +28,9 @@ struct RunData {
   std::vector<std::string> labels;
   int64_t truncated = 0;  // records cut to the context
   int64_t pad = 0;
+  // What reading a text cost at its peak, before the model existed: the text and the
+  // buffers of its ids (0 for a prepared folder or a task's examples).
+  int64_t reading_bytes = 0;
   // What holding the data costs: the stores' resident bytes.
   int64_t memory_bytes() const;
 };

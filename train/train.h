@@ -20,8 +20,9 @@
 //                    for inference; merged_checkpoint folds them into a checkpoint); a
 //                    gradient dump refused by name
 //   freezing.h       which parameters a run trains (LoRA, --freeze), from names alone
-//   memory_plan.h    what a run will need in memory, checked before it starts; the
-//                    process's resident memory (/proc/self/status)
+//   memory_plan.h    what a run will need in memory (reading its text included), checked
+//                    before it starts; the process's resident memory (/proc/self/status);
+//                    the available memory and address space sample checks against
 //   reporter.h       progress bar, report lines (mean loss over the interval), --metrics
 //                    JSON lines, the run's history rows (kept in its checkpoint)
 //   rate_meter.h     tokens/s and ETA from the recent steps, after a warm-up

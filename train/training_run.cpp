@@ -323,7 +323,7 @@ void TrainingRun::notify(bool final) const {
 void TrainingRun::check_plan() {
   const ParameterCounts counts = count_parameters(cfg_);
   plan_ = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size(),
-                      counts.trainable);
+                      counts.trainable, data_.reading_bytes);
   const MemoryPlan& plan = plan_;
   const std::string split = data_.examples ? ""  // the source line counts the examples
                                            : fmt::format(" | {} train / {} val tokens",

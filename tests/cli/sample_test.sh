@@ -79,6 +79,13 @@ options)
   expect_usage_error "--slide must be >= 0, got -1" "$bin" sample --checkpoint run.h5 --slide -1
   expect_usage_error "--slide must be at most the context length 16, got 17" "$bin" sample --checkpoint run.h5 --slide 17
   expect_usage_error "--num-samples 100000000 needs" "$bin" sample --checkpoint run.h5 --num-samples 100000000
+  # counts whose sizes overflow 64 bits: usage errors, not a vector's length_error (issue 28)
+  expect_usage_error "--num-samples 4611686018427387904 needs" "$bin" sample --checkpoint run.h5 --num-samples 4611686018427387904
+  expect_usage_error "--num-samples 9223372036854775807 needs" "$bin" sample --checkpoint run.h5 --num-samples 9223372036854775807
+  expect_usage_error "--threads must be between 1 and 256, got 100000" "$bin" sample --checkpoint run.h5 --threads 100000
+  expect_usage_error "--threads must be between 1 and 256, got 100000" "$bin" eval --checkpoint run.h5 --data text.txt --threads 100000
+  sample run.h5 --tokens 9223372036854775807 --max-time 0.5 > /dev/null ||
+    fail "--tokens 9223372036854775807 failed: $(cat stats.txt)"
   expect_usage_error "--prompt: character 'Ω' (U+03A9)" "$bin" sample --checkpoint run.h5 --prompt "aΩ"
   expect_usage_error "--weights must be fp32 or bf16, got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
   ;;
@@ -124,6 +131,28 @@ rss_bounded)
   kb=$(peak_rss_kb "$bin" sample --checkpoint base.h5 --tokens 300 --threads 2)
   echo "sample on $params parameters: peak RSS $((kb / 1024)) MB, bound $((bound_kb / 1024)) MB"
   [ "$kb" -le "$bound_kb" ] || fail "peak RSS ${kb} kB over the bound ${bound_kb} kB"
+  ;;
+huge_context)
+  # Issue 28: a 4k-parameter model of context 32768 took 8.4 GB to sample 3 tokens (two
+  # threads' 32768 x 32768 float scores). The decoder now holds the window it uses and
+  # scores a long prefill a block of rows at a time; under a 2 GB address-space limit, so
+  # that the old behaviour fails at once instead of taking the machine's memory.
+  "$bin" train --context-length 32768 --d-model 8 --n-heads 1 --n-layers 1 --steps 0 \
+    --batch-size 1 --eval-windows 1 --sample-tokens 0 --out huge.h5 > /dev/null
+  # bash execs the command: the process peak_rss_kb watches is attograd itself
+  limited=(bash -c 'ulimit -v 2000000; exec "$@"' limited)
+  kb=$(peak_rss_kb "${limited[@]}" "$bin" sample --checkpoint huge.h5 --tokens 3 --threads 2)
+  echo "3 tokens from a context of 32768: peak RSS $((kb / 1024)) MB"
+  [ "$kb" -le 65536 ] || fail "peak RSS ${kb} kB sampling 3 tokens, over 64 MB"
+  [ "$(wc -c < run.out)" -ge 3 ] || fail "no sample: $(cat run.out)"
+  # one sample whose need the limit cannot hold is refused by name before anything is
+  # allocated (it was std::bad_alloc, or OpenBLAS retrying forever)
+  expect_error 1 "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" sample \
+    --checkpoint huge.h5 --tokens 3 --threads 8
+  # attention's maps are quadratic in the prompt: 12000 tokens would take 3.5 GB here
+  long=$(head -c 12000 < /dev/zero | tr '\0' 'e')
+  expect_error 1 "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" attention \
+    --checkpoint huge.h5 --prompt "$long" --threads 1
   ;;
 eval_bounded)
   # eval reads a text a chunk at a time: 3 MB and 24 MB of text evaluate in the same
