@@ -58,10 +58,14 @@ std::string summary_row(const MetricsRun& r, size_t i) {
   const Json floor = field(field(r.start, "baselines"), "corpus_floor");
   const Json params = field(r.start, "parameters");
   const Json steps = field(field(r.start, "config"), "steps");
+  // a run named by its record (train --name) says which file it came from
+  const std::string file =
+      r.name == r.path ? "" : "<div class=\"run-file\">" + escape(r.path) + "</div>";
   return fmt::format(
-      "<tr><th scope=\"row\">{}{}</th><td>{}{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td>"
+      "<tr><th scope=\"row\">{}{}{}</th><td>{}{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td>"
       "<td>{}</td><td>{}</td><td>{}</td></tr>",
-      run_swatch(i), escape(r.name), f.last_step >= 0 ? std::to_string(f.last_step) : "\u2013",
+      run_swatch(i), escape(r.name), file,
+      f.last_step >= 0 ? std::to_string(f.last_step) : "\u2013",
       steps.is_number_integer() ? " of " + escape(json_text(steps)) : "",
       number_or_dash(f.last_loss), number_or_dash(f.best_val),
       f.best_val_step >= 0 ? fmt::format(" (step {})", f.best_val_step) : "",

@@ -162,8 +162,9 @@ report_every_run)
   "$bin" train "${tiny[@]}" --steps 4 --log-interval 2 --out b.h5 --metrics b.jsonl --name second > b.txt
   cat a.jsonl b.jsonl > both.jsonl
   "$bin" report --metrics both.jsonl --out r.html > r.txt || fail "report on two runs failed"
-  grep -q "both.jsonl (first)" r.html || fail "the first run is not drawn"
-  grep -q "both.jsonl (second)" r.html || fail "the second run is not drawn"
+  # each named as it recorded itself (train --name), its file beside it in the summary
+  grep -q '</svg>first<div class="run-file">both.jsonl</div>' r.html || fail "the first run is not drawn"
+  grep -q '</svg>second<div class="run-file">both.jsonl</div>' r.html || fail "the second run is not drawn"
   # older records without identities: a fresh start (first_step 0) is another run
   sed 's/"run":"[0-9a-f]*",\?//; s/,"run":"[0-9a-f]*"//; s/"name":"[a-z]*",\?//' both.jsonl > old.jsonl
   "$bin" report --metrics old.jsonl --out o.html > o.txt || fail "report on an old file failed"
