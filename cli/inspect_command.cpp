@@ -121,7 +121,8 @@ std::optional<po::variables_map> inspect_options(const Args& args, std::string& 
   add("checksums", "print a 64-bit FNV-1a hash of each parameter's float32 bytes");
   po::variables_map vm = parse_options(args, desc, "checkpoint");
   if (!vm.count("help")) return vm;
-  std::cout << "usage: attograd inspect FILE|PREPARED_DIR [--verify] [--checksums]\n\n" << desc << "\n";
+  std::cout << "usage: attograd inspect FILE|PREPARED_DIR [--verify] [--checksums]\n\n"
+            << desc << "\n";
   return std::nullopt;
 }
 
