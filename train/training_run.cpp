@@ -774,6 +774,7 @@ void TrainingRun::save_final() {
          cfg_.out);
     return;
   }
+  const auto start = std::chrono::steady_clock::now();
   if (last_saved_ != step_) {
     const SavedTo saved = save_or_rescue();
     if (saved.path != cfg_.out)
@@ -782,7 +783,12 @@ void TrainingRun::save_final() {
                       "with: {}",
                       saved.out_error, step_, saved.path, continue_command(saved.path)));
   }
-  sayf("saved checkpoint {} (step {})\n", cfg_.out, step_);
+  // a long save is worth knowing of: under mpirun a stop gives it odls_base_sigkill_timeout
+  // seconds (docs/distributed.md)
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sayf("saved checkpoint {} (step {}{})\n", cfg_.out, step_,
+       seconds >= 1 ? fmt::format("; the save took {:.1f} s", seconds) : "");
 }
 
 TrainingRun::SavedTo TrainingRun::save_or_rescue() {
