@@ -34,6 +34,27 @@ const Column kColumns[] = {
     {"elapsed_s", &MetricsPoint::elapsed_s},
 };
 
+// A run's points in the page's table: every one up to kMaxTablePoints (about 2.6 MB of
+// page); past that an even stride of them, the last, and every evaluation (while those are
+// at most half as many), so a run logged at every step of millions makes a page of
+// megabytes, not hundreds. The metrics file keeps every point.
+constexpr size_t kMaxTablePoints = 20000;
+
+std::vector<size_t> table_points(const MetricsRun& r) {
+  const size_t n = r.points.size();
+  std::vector<size_t> keep;
+  const size_t stride = (n + kMaxTablePoints - 1) / kMaxTablePoints;
+  const bool evaluations = static_cast<size_t>(std::count_if(r.points.begin(), r.points.end(),
+                                                             [](const MetricsPoint& p) {
+                                                               return std::isfinite(p.val_loss);
+                                                             })) <= kMaxTablePoints / 2;
+  for (size_t i = 0; i < n; ++i)
+    if (i % std::max<size_t>(stride, 1) == 0 || i + 1 == n ||
+        (evaluations && std::isfinite(r.points[i].val_loss)))
+      keep.push_back(i);
+  return keep;
+}
+
 bool any_run_has(const std::vector<MetricsRun>& runs, double MetricsPoint::*field) {
   return std::any_of(runs.begin(), runs.end(), [&](const MetricsRun& r) { return r.has(field); });
 }
@@ -51,12 +72,14 @@ std::string axis_choice(const char* value, const char* label, bool available, co
 Json run_tables(const std::vector<MetricsRun>& runs) {
   Json tables = Json::array();
   for (size_t i = 0; i < runs.size(); ++i) {
+    const std::vector<size_t> kept = table_points(runs[i]);
+    const auto& points = runs[i].points;
     Json steps = Json::array(), columns = Json::object();
-    for (const MetricsPoint& p : runs[i].points) steps.push_back(p.step);
+    for (size_t k : kept) steps.push_back(points[k].step);
     for (const Column& c : kColumns) {
       Json values = Json::array();
-      for (const MetricsPoint& p : runs[i].points)
-        values.push_back(std::isfinite(p.*c.field) ? Json(p.*c.field) : Json());
+      for (size_t k : kept)
+        values.push_back(std::isfinite(points[k].*c.field) ? Json(points[k].*c.field) : Json());
       columns[c.name] = std::move(values);
     }
     columns["step"] = std::move(steps);
@@ -68,7 +91,18 @@ Json run_tables(const std::vector<MetricsRun>& runs) {
 std::string chart_controls(const std::vector<MetricsRun>& runs) {
   const bool tokens = any_run_has(runs, &MetricsPoint::tokens);
   const bool wall = any_run_has(runs, &MetricsPoint::wall_s);
-  return "<div class=\"chart-controls\" id=\"chart-controls\" role=\"group\" "
+  std::string thinned;
+  for (const MetricsRun& r : runs)
+    if (const size_t kept = table_points(r).size(); kept < r.points.size())
+      thinned += fmt::format("{}{}: {} of its {} points", thinned.empty() ? "" : "; ",
+                             escape(r.name), kept, r.points.size());
+  if (!thinned.empty())
+    thinned =
+        "<p class=\"note\">The controls and the CSV work from every evaluation and an "
+        "even share of the other points (" +
+        thinned + "); the metrics file holds them all.</p>";
+  return thinned +
+         "<div class=\"chart-controls\" id=\"chart-controls\" role=\"group\" "
          "aria-label=\"chart controls\" hidden><label class=\"control\" for=\"smoothing\">"
          "smoothing</label> <input type=\"range\" id=\"smoothing\" min=\"0\" max=\"0.99\" "
          "step=\"0.01\" value=\"0\"> <output id=\"smoothing-value\" for=\"smoothing\">0</output>"

@@ -397,6 +397,31 @@ TEST_CASE("the page holds every point for its controls, and each sample as text"
   REQUIRE_FALSE(data["charts"][0]["series"][0].contains("x"));  // the page's table has them
 }
 
+TEST_CASE("a run of many points puts an even share and every evaluation in the page's table",
+          "[report][page]") {
+  report::MetricsRun run;
+  run.name = run.path = "long.jsonl";
+  for (int64_t step = 1; step <= 50000; ++step) {
+    report::MetricsPoint p;
+    p.step = step, p.loss = 1.0 / static_cast<double>(step);
+    if (step % 1000 == 7) p.val_loss = 2;
+    run.points.push_back(p);
+  }
+  nlohmann::json data;
+  const std::string charts = report::charts_section({run}, data);
+  const nlohmann::json& columns = data["runs"][0]["columns"];
+  const auto& steps = columns["step"];
+  REQUIRE(steps.size() <= 20000 + 50 + 1);
+  REQUIRE(steps.size() >= 20000);
+  REQUIRE(steps.back() == 50000);  // the last point
+  size_t evaluations = 0;
+  for (const auto& v : columns["val_loss"]) evaluations += v.is_number();
+  REQUIRE(evaluations == 50);  // every one
+  REQUIRE_THAT(charts, Contains("long.jsonl: " + std::to_string(steps.size()) +
+                                " of its 50000 "
+                                "points"));
+}
+
 TEST_CASE("the configuration table takes time linear in the number of config keys",
           "[report][page]") {
   // a config from a file may hold any number of keys: checking each new one against all
