@@ -28,6 +28,23 @@ class OmpThreadsScope {
   int saved_;
 };
 
+// The threads OpenBLAS's GEMM may use for one call: OpenMP's, where OpenMP is GCC's libgomp
+// (the runtime OpenBLAS was built for); the calling thread alone under clang's libomp, which
+// serves OpenBLAS's libgomp calls but left its threaded GEMM waiting forever for a partner
+// thread once other teams (the decoder's) had run between training steps (the sanitizer
+// build's rerun.what_a_run_records hung so). The bits are the same: OpenBLAS splits a GEMM
+// by M and N whatever its team.
+class OpenBlasCallThreads {
+ public:
+  OpenBlasCallThreads();
+  ~OpenBlasCallThreads();
+  OpenBlasCallThreads(const OpenBlasCallThreads&) = delete;
+  OpenBlasCallThreads& operator=(const OpenBlasCallThreads&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
 }  // namespace ag
 
 namespace ag {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/threading.h"
 #include "nn/observer.h"
 
 namespace nn {
@@ -282,6 +283,7 @@ void MultiHeadAttention::attend_rows(DecodeContext& c, int64_t l, const DecodePa
              Db = static_cast<blasint>(D), Cb = static_cast<blasint>(C),
              Tb = static_cast<blasint>(T);
   float* s = c.scores.data() + tid * c.score_rows * T;
+  const ag::OpenBlasCallThreads blas_threads;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, Db, scale,
               c.q.data() + i0 * C + h * D, Cb, c.keys(l, pass.b) + h * D * T, Tb, 0.0f, s, N);
   decode::causal_softmax(s, i1 - i0, i1, i0);

@@ -11,6 +11,7 @@
 
 #include "autograd/dtype.h"
 #include "autograd/ops.h"
+#include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
 namespace nn::decode {
@@ -229,6 +230,7 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
       }
     }
   const float beta = bias || accumulate ? 1.0f : 0.0f;
+  const ag::OpenBlasCallThreads blas_threads;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
               static_cast<blasint>(out), static_cast<blasint>(in), 1.0f, x,
               static_cast<blasint>(in), W.f32, static_cast<blasint>(in), beta, y,

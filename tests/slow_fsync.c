@@ -1,7 +1,8 @@
 // A test helper, preloaded into a process: fsync on a file whose path contains
 // $SLOW_FSYNC_PATH waits $SLOW_FSYNC_SECONDS (default 2) first, so a save is slow on any
-// disk, and then creates the file $SLOW_FSYNC_MARK (when set) to say it did. mpi_test.sh's sigterm_slow_save uses it to give a save more than Open MPI's default
-// one second between SIGTERM and SIGKILL.
+// disk, and then creates the file $SLOW_FSYNC_MARK (when set) to say it did.
+// mpi_test.sh's sigterm_slow_save uses it to give a save more than Open MPI's default one
+// second between SIGTERM and SIGKILL.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

@@ -413,7 +413,7 @@ TEST_CASE("a run of many points puts an even share and every evaluation in the p
   const auto& steps = columns["step"];
   REQUIRE(steps.size() <= 20000 + 50 + 1);
   REQUIRE(steps.size() > 20000 / 2);  // an even share: every third point of 50,000
-  REQUIRE(steps.back() == 50000);  // the last point
+  REQUIRE(steps.back() == 50000);     // the last point
   size_t evaluations = 0;
   for (const auto& v : columns["val_loss"]) evaluations += v.is_number();
   REQUIRE(evaluations == 50);  // every one

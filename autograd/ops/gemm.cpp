@@ -93,6 +93,7 @@ void sgemm_block(const GemmOperand& oa, const GemmOperand& ob, int64_t m, int64_
                  const float* a, const float* b, float* c, int64_t ldc, float beta,
                  const float* bias) {
   beta = beta_after_bias(beta, c, m, n, ldc, bias);
+  const OpenBlasCallThreads blas_threads;
   cblas_sgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), m, n, K, 1.0f, a, oa.ld, b, ob.ld,
               beta, c, ldc);
 }
@@ -162,6 +163,7 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
           const double* A, const double* B, double* C, double beta, const GemmEpilogue<double>& e) {
   g_gemms.fetch_add(1, std::memory_order_relaxed);
   beta = beta_after_bias(beta, C, M, N, N, e.bias);
+  const OpenBlasCallThreads blas_threads;
   cblas_dgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0, A, oa.ld, B, ob.ld, beta,
               C, N);
   finish_rows(M, N, e);

@@ -267,7 +267,9 @@ text_reading_planned)
   # Issue 28: the memory plan counts what reading a text costs at its peak (the text and
   # its ids: 3 bytes a byte for a char vocabulary), measured: before, it planned the 2
   # bytes a byte held after and reading took about 5 (a copy when the ids were split).
-  # 20 MB of text against 200 kB, the same tiny model, peak RSS (VmHWM).
+  # 20 MB of text against 200 kB, the same tiny model, peak RSS (VmHWM); the fixed GEMM
+  # kernels, so that neither run measures kernels (scratch) while the other reads the cache
+  export ATTOGRAD_TUNE=off
   head -c 15000000 /dev/urandom | base64 -w 99 > big.txt
   head -c 150000 /dev/urandom | base64 -w 99 > small.txt
   run=(train --context-length 8 --d-model 8 --n-heads 1 --n-layers 1 --batch-size 1 --steps 1
