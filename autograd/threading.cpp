@@ -37,18 +37,6 @@ void set_num_threads(int n) {
 OmpThreadsScope::OmpThreadsScope(int n) : saved_(omp_get_max_threads()) {
   omp_set_num_threads(n);
 }
-#if defined(__clang__)  // clang's OpenMP is libomp (the sanitizer build)
-OpenBlasCallThreads::OpenBlasCallThreads() : saved_(omp_get_max_threads()) {
-  omp_set_num_threads(1);
-}
-OpenBlasCallThreads::~OpenBlasCallThreads() {
-  omp_set_num_threads(saved_);
-}
-#else
-OpenBlasCallThreads::OpenBlasCallThreads() = default;
-OpenBlasCallThreads::~OpenBlasCallThreads() = default;
-#endif
-
 OmpThreadsScope::~OmpThreadsScope() {
   omp_set_num_threads(saved_);
 }

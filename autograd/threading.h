@@ -35,14 +35,9 @@ class OmpThreadsScope {
 // build's rerun.what_a_run_records hung so). The bits are the same: OpenBLAS splits a GEMM
 // by M and N whatever its team.
 class OpenBlasCallThreads {
- public:
-  OpenBlasCallThreads();
-  ~OpenBlasCallThreads();
-  OpenBlasCallThreads(const OpenBlasCallThreads&) = delete;
-  OpenBlasCallThreads& operator=(const OpenBlasCallThreads&) = delete;
-
- private:
-  int saved_ = 0;
+#if defined(__clang__)  // clang's OpenMP is libomp (the sanitizer build)
+  OmpThreadsScope one_thread_{1};
+#endif
 };
 
 }  // namespace ag
