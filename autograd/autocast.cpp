@@ -4,6 +4,7 @@
 
 #include <map>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace ag {
 
@@ -16,6 +17,9 @@ struct AutocastScope::WeightCache {
     Tensor converted;
   };
   std::map<std::vector<const TensorImpl*>, Entry> entries;
+  // where each parameter's bfloat16 values start in the entries' tensors (a parameter
+  // stacked with others, or used alone and in a stack, has several)
+  std::unordered_map<const TensorImpl*, std::vector<bfloat16*>> images;
 };
 
 namespace {
@@ -58,10 +62,31 @@ Precision parse_precision(const std::string& text, const std::string& what) {
       fmt::format("{} must be fp32 or bf16, got '{}'", what, text.size() > 64 ? "..." : text));
 }
 
-AutocastScope::AutocastScope(Precision precision)
+AutocastScope::AutocastScope(Precision precision, Bf16WeightCopies* copies)
     : saved_precision_(t_precision), saved_cache_(t_cache) {
   t_precision = precision;
+  if (precision == Precision::bf16 && copies) t_cache = copies->cache_;
   if (precision == Precision::bf16 && !t_cache) t_cache = std::make_shared<WeightCache>();
+}
+
+Bf16WeightCopies::Bf16WeightCopies() : cache_(std::make_shared<AutocastScope::WeightCache>()) {}
+
+void Bf16WeightCopies::refresh(const Tensor& param, int64_t begin, int64_t end) const {
+  const auto it = cache_->images.find(param.impl());
+  if (it == cache_->images.end() || param.dtype() != DType::Float32) return;
+  const float* src = param.data<float>();
+  for (bfloat16* dst : it->second) to_bfloat16_streaming(src + begin, dst + begin, end - begin);
+}
+
+void Bf16WeightCopies::clear() {
+  cache_->entries.clear();
+  cache_->images.clear();
+}
+
+int64_t Bf16WeightCopies::bytes() const {
+  int64_t n = 0;
+  for (const auto& [key, e] : cache_->entries) n += e.converted.numel() * 2;
+  return n;
 }
 
 AutocastScope::~AutocastScope() {
@@ -102,7 +127,10 @@ Tensor autocast_stacked(const std::vector<Tensor>& parts) {
   for (const auto& p : parts) cacheable &= is_parameter(p), key.push_back(p.impl());
   if (!cacheable) return stacked_bf16(parts);
   auto [it, fresh] = t_cache->entries.try_emplace(key);
-  if (fresh) it->second = {parts, stacked_bf16(parts)};
+  if (!fresh) return it->second.converted;
+  it->second = {parts, stacked_bf16(parts)};
+  bfloat16* at = it->second.converted.data<bfloat16>();
+  for (const auto& p : parts) t_cache->images[p.impl()].push_back(at), at += p.numel();
   return it->second.converted;
 }
 

@@ -31,9 +31,13 @@ const char* precision_name(Precision p);  // "fp32", "bf16"
 // "fp32" or "bf16"; anything else throws naming `what` (e.g. "--precision") and the value.
 Precision parse_precision(const std::string& text, const std::string& what);
 
+class Bf16WeightCopies;
+
 class AutocastScope {
  public:
-  explicit AutocastScope(Precision precision);
+  // With `copies`, a bf16 scope converts a weight only when copies holds no copy of it yet,
+  // and leaves the copies it makes there for the next scope (see Bf16WeightCopies).
+  explicit AutocastScope(Precision precision, Bf16WeightCopies* copies = nullptr);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
@@ -43,6 +47,36 @@ class AutocastScope {
  private:
   Precision saved_precision_;
   std::shared_ptr<WeightCache> saved_cache_;
+};
+
+// The bfloat16 weight copies of a training run, kept from one step to the next. Without
+// them each step's scope rounds every weight again: a pass that reads all the float32
+// weights (GPT-2 124M: 500 MB) just after the optimiser has written them. An optimiser
+// given the copies (ElementwiseOptimizer::keep_bf16_copies) rounds each chunk of a
+// parameter it has just updated, still in cache, into every copy of it, and the next
+// scope given the copies uses them as they are:
+//
+//   ag::Bf16WeightCopies copies;
+//   opt.keep_bf16_copies(&copies);
+//   for (each step) {
+//     { ag::AutocastScope autocast(ag::Precision::bf16, &copies); forward; backward; }
+//     opt.step();                          // also refreshes the copies
+//   }
+//
+// The copies are trusted: whatever changes a weight other than that optimiser (loading a
+// state, an in-place edit) must call clear() before the next scope.
+class Bf16WeightCopies {
+ public:
+  Bf16WeightCopies();
+  // Rounds elements [begin, end) of param into every copy of it (none: nothing). Safe to
+  // call from several threads at once for disjoint ranges; not during a scope.
+  void refresh(const Tensor& param, int64_t begin, int64_t end) const;
+  void clear();
+  int64_t bytes() const;  // held by the copies
+
+ private:
+  friend class AutocastScope;
+  std::shared_ptr<AutocastScope::WeightCache> cache_;
 };
 
 // The precision of the innermost scope on this thread (fp32 outside any).

@@ -63,6 +63,11 @@ static_assert(sizeof(bfloat16) == 2);
 // dst[i] = bfloat16(src[i]) for n floats: the bulk conversion autocast makes of activations
 // and weights (one pass, vectorised by the compiler; ties to even, NaN kept).
 void to_bfloat16(const float* src, bfloat16* dst, int64_t n);
+// to_bfloat16 on the calling thread alone, with streaming stores where the CPU has AVX-512:
+// for a copy read long after it is written (the optimiser's weight copies), which would
+// only push other data out of the cache, and whose lines need not be read before being
+// overwritten. The same bits as to_bfloat16.
+void to_bfloat16_streaming(const float* src, bfloat16* dst, int64_t n);
 // dst[i] = float(src[i]): exact.
 void from_bfloat16(const bfloat16* src, float* dst, int64_t n);
 // dst[i] = float(bfloat16(src[i])): the rounding without the narrower storage (dst may be

@@ -114,12 +114,17 @@ std::pair<ag::Tensor, ag::Tensor> random_batch(ag::Generator& gen, int64_t B, in
   return {ag::from_vector(x, {B, T}), ag::from_vector(y, {B, T})};
 }
 
+struct StepPrecision {
+  ag::Precision precision;
+  ag::Bf16WeightCopies* copies;  // kept from step to step (bf16), as training keeps them
+};
+
 // One training step, its phases timed into `times` when `record`.
-// Forward and backward run in the step's precision (bfloat16 weight copies made once for
-// the step, as training makes them).
+// Forward and backward run in the step's precision (bfloat16 weight copies kept from step to
+// step and refreshed by AdamW, as training keeps them).
 void timed_step(nn::GPT& model, optim::AdamW& opt, const std::vector<ag::Tensor>& params,
                 train::GradReducer* reducer, const std::pair<ag::Tensor, ag::Tensor>& batch,
-                ag::Precision precision, bool record, StepTimes& times) {
+                StepPrecision precision, bool record, StepTimes& times) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   auto since = [&] {
@@ -128,7 +133,7 @@ void timed_step(nn::GPT& model, optim::AdamW& opt, const std::vector<ag::Tensor>
   opt.zero_grad();
   double t_fwd;
   {
-    const ag::AutocastScope autocast(precision);
+    const ag::AutocastScope autocast(precision.precision, precision.copies);
     auto out = model.forward(batch.first, batch.second);
     t_fwd = since();
     const auto overlap = reducer ? reducer->overlap_last_backward(nullptr) : nullptr;
@@ -140,8 +145,7 @@ void timed_step(nn::GPT& model, optim::AdamW& opt, const std::vector<ag::Tensor>
     reducer->reduce();
   }
   const double t_reduce = since();
-  optim::clip_grad_norm(params, 1.0);
-  opt.step();
+  opt.step(optim::clip_factor(optim::grad_norm(params), 1.0));  // clipping fused into AdamW
   const double elapsed = since();
   if (!record) return;
   times.total.push_back(elapsed);
@@ -240,6 +244,8 @@ int run_steps(const StepOptions& o) {
   run.model = c.model;
   train::freeze_parameters(run, model);
   optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
+  ag::Bf16WeightCopies copies;  // as training keeps them: refreshed by AdamW
+  if (o.precision == ag::Precision::bf16) opt.keep_bf16_copies(&copies);
   const auto params = model.trainable_parameters();
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())
@@ -256,7 +262,8 @@ int run_steps(const StepOptions& o) {
     }
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     const auto step = team.step();
-    timed_step(model, opt, params, reducer.get(), batch, o.precision, i >= o.warmup, times);
+    timed_step(model, opt, params, reducer.get(), batch, {o.precision, &copies}, i >= o.warmup,
+               times);
     times.reduced_team += i >= o.warmup && team.team() < o.threads;
   }
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);

@@ -80,6 +80,22 @@ void check_state_values(const OptimizerState& st) {
   }
 }
 
+namespace {
+
+// a * b + c as the compiler contracts it where the CPU has FMA (one rounding), written out
+// so that it stays so with a scaled gradient as c: g * scale + wd * p could otherwise be
+// contracted either way, and only this one gives the bits of clip_grad_norm, then step().
+template <typename T>
+inline T multiply_add(T a, T b, T c) {
+#ifdef __FMA__
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+}  // namespace
+
 ElementwiseOptimizer::ElementwiseOptimizer(std::vector<ParamGroup> groups, double lr) : lr_(lr) {
   set_lr(lr);
   for (auto& g : groups) {
@@ -95,6 +111,13 @@ void ElementwiseOptimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+// The rounding of each chunk follows its update on the same thread while the chunk is
+// still in cache.
+bool ElementwiseOptimizer::keep_bf16_copies(ag::Bf16WeightCopies* copies) {
+  bf16_copies_ = copies;
+  return true;
+}
+
 void ElementwiseOptimizer::zero_grad() {
   for (auto& s : slots_) s.param.zero_grad();
 }
@@ -103,7 +126,7 @@ void ElementwiseOptimizer::zero_grad() {
 // kElementwiseGrain elements and the chunks shared out among the threads, so a model of
 // many small tensors (biases, LayerNorms) keeps both cores busy too. Each element's update
 // is independent of the others, so the split cannot change the bits.
-void ElementwiseOptimizer::step() {
+void ElementwiseOptimizer::step(double grad_scale) {
   ++steps_;
   ag::NoGradGuard no_grad;
   struct Chunk {
@@ -136,8 +159,10 @@ void ElementwiseOptimizer::step() {
   // (AdamW: p, g, m and v), so an element counts as four for team_pays.
   const int64_t n = static_cast<int64_t>(chunks.size());
 #pragma omp parallel for schedule(dynamic, 1) if (n > 1 && ag::detail::team_pays(4 * elements))
-  for (int64_t c = 0; c < n; ++c)
-    update(*chunks[c].slot, *chunks[c].grad, chunks[c].begin, chunks[c].end);
+  for (int64_t c = 0; c < n; ++c) {
+    update(*chunks[c].slot, *chunks[c].grad, grad_scale, chunks[c].begin, chunks[c].end);
+    if (bf16_copies_) bf16_copies_->refresh(chunks[c].slot->param, chunks[c].begin, chunks[c].end);
+  }
 }
 
 int64_t ElementwiseOptimizer::state_bytes_per_parameter() const {
@@ -212,15 +237,16 @@ std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
 }
 
 // d = g + wd p;  b = mu b + d (b = d at the first step);  p -= lr (nesterov ? d + mu b : b)
-void SGD::update(Slot& s, const ag::Tensor& grad, int64_t begin, int64_t end) {
+void SGD::update(Slot& s, const ag::Tensor& grad, double grad_scale, int64_t begin, int64_t end) {
   AG_DISPATCH_FLOAT(s.param.dtype(), "SGD", [&] {
     scalar_t* p = s.param.data<scalar_t>();
     const scalar_t* g = grad.data<scalar_t>();
     scalar_t* b = momentum_ > 0 ? s.buffers[0].data<scalar_t>() : nullptr;
     const scalar_t lr = lr_, wd = s.weight_decay, mu = momentum_;
+    const scalar_t gs = static_cast<scalar_t>(grad_scale);
     const bool first = steps_ == 1;
     for (int64_t i = begin; i < end; ++i) {
-      scalar_t d = g[i] + wd * p[i];
+      scalar_t d = multiply_add(wd, p[i], g[i] * gs);
       if (b) {
         b[i] = first ? d : mu * b[i] + d;
         d = nesterov_ ? d + mu * b[i] : b[i];
@@ -254,7 +280,7 @@ std::vector<std::pair<std::string, double>> Adam::hyperparameters() const {
 
 // AdamW: p -= lr wd p.  Adam: g += wd p.  Then m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 // p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-void Adam::update(Slot& s, const ag::Tensor& grad, int64_t begin, int64_t end) {
+void Adam::update(Slot& s, const ag::Tensor& grad, double grad_scale, int64_t begin, int64_t end) {
   const double c1 = 1 - std::pow(beta1_, static_cast<double>(steps_));
   const double c2 = 1 - std::pow(beta2_, static_cast<double>(steps_));
   AG_DISPATCH_FLOAT(s.param.dtype(), "Adam", [&] {
@@ -267,9 +293,10 @@ void Adam::update(Slot& s, const ag::Tensor& grad, int64_t begin, int64_t end) {
     const scalar_t inv_sqrt_c2 = static_cast<scalar_t>(1.0 / std::sqrt(c2));
     const scalar_t decay = decoupled_ ? scalar_t(1) - lr * wd : scalar_t(1);
     const scalar_t l2 = decoupled_ ? scalar_t(0) : wd;
+    const scalar_t gs = static_cast<scalar_t>(grad_scale);
     AG_SIMD
     for (int64_t i = begin; i < end; ++i) {
-      const scalar_t gi = g[i] + l2 * p[i];
+      const scalar_t gi = multiply_add(l2, p[i], g[i] * gs);
       m[i] = b1 * m[i] + (1 - b1) * gi;
       v[i] = b2 * v[i] + (1 - b2) * gi * gi;
       p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_c2 + eps);
@@ -278,10 +305,12 @@ void Adam::update(Slot& s, const ag::Tensor& grad, int64_t begin, int64_t end) {
 }
 
 // ------------------------------------------------------------------ clipping
-// The squares are summed in chunks of kElementwiseGrain, all parameters' chunks in one
-// parallel region; each parameter's chunk sums are added in order, then the parameters'
-// sums in order: the same bits on any number of threads.
-double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
+namespace {
+
+// Every gradient cut into chunks of kElementwiseGrain: squares are summed per chunk, all
+// parameters' chunks in one parallel region; each parameter's chunk sums are added in
+// order, then the parameters' sums in order: the same bits on any number of threads.
+struct GradChunks {
   struct Chunk {
     size_t grad;
     int64_t begin, end;
@@ -289,51 +318,75 @@ double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
   std::vector<ag::Tensor> grads;
   std::vector<Chunk> chunks;
   double elements = 0;
-  for (const auto& p : params) {
-    ag::Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (!g.is_contiguous()) p.set_grad(g = g.contiguous());  // (set_grad may give a view)
-    grads.push_back(g);
-    elements += static_cast<double>(g.numel());
-    for (int64_t b = 0, n = g.numel(); b < n; b += ag::detail::kElementwiseGrain)
-      chunks.push_back({grads.size() - 1, b, std::min(n, b + ag::detail::kElementwiseGrain)});
+
+  explicit GradChunks(const std::vector<ag::Tensor>& params) {
+    for (const auto& p : params) {
+      ag::Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (!g.is_contiguous()) p.set_grad(g = g.contiguous());  // (set_grad may give a view)
+      grads.push_back(g);
+      elements += static_cast<double>(g.numel());
+      for (int64_t b = 0, n = g.numel(); b < n; b += ag::detail::kElementwiseGrain)
+        chunks.push_back({grads.size() - 1, b, std::min(n, b + ag::detail::kElementwiseGrain)});
+    }
   }
-  std::vector<double> parts(chunks.size());
-  const double chunk_work = chunks.empty() ? 0 : elements / static_cast<double>(chunks.size());
-  ag::detail::parallel_for_items(
-      static_cast<int64_t>(chunks.size()), 1, chunk_work, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const Chunk& k = chunks[c];
-          AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
-            const scalar_t* x = grads[k.grad].data<scalar_t>();
-            double part = 0;
-            AG_SIMD_SUM(part)
-            for (int64_t i = k.begin; i < k.end; ++i) part += static_cast<double>(x[i]) * x[i];
-            parts[c] = part;
-          });
-        }
-      });
-  double sq = 0, param_sq = 0;
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    param_sq += parts[c];
-    if (c + 1 == chunks.size() || chunks[c + 1].grad != chunks[c].grad)
-      sq += param_sq, param_sq = 0;
+
+  // f(chunk index, chunk) over every chunk, shared out among the threads
+  template <typename F>
+  void for_each(F f) const {
+    const double work = chunks.empty() ? 0 : elements / static_cast<double>(chunks.size());
+    ag::detail::parallel_for_items(static_cast<int64_t>(chunks.size()), 1, work,
+                                   [&](int64_t c0, int64_t c1) {
+                                     for (int64_t c = c0; c < c1; ++c) f(c, chunks[c]);
+                                   });
   }
-  const double norm = std::sqrt(sq);
-  if (!std::isfinite(norm) || norm <= max_norm) return norm;
-  const double scale = max_norm / (norm + 1e-6);
-  ag::detail::parallel_for_items(
-      static_cast<int64_t>(chunks.size()), 1, chunk_work, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const Chunk& k = chunks[c];
-          AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
-            scalar_t* x = grads[k.grad].data<scalar_t>();
-            const scalar_t s = static_cast<scalar_t>(scale);
-            AG_SIMD
-            for (int64_t i = k.begin; i < k.end; ++i) x[i] *= s;
-          });
-        }
+
+  double norm() const {
+    std::vector<double> parts(chunks.size());
+    for_each([&](int64_t c, const Chunk& k) {
+      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+        const scalar_t* x = grads[k.grad].data<scalar_t>();
+        double part = 0;
+        AG_SIMD_SUM(part)
+        for (int64_t i = k.begin; i < k.end; ++i) part += static_cast<double>(x[i]) * x[i];
+        parts[c] = part;
       });
+    });
+    double sq = 0, param_sq = 0;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      param_sq += parts[c];
+      if (c + 1 == chunks.size() || chunks[c + 1].grad != chunks[c].grad)
+        sq += param_sq, param_sq = 0;
+    }
+    return std::sqrt(sq);
+  }
+
+  void scale(double factor) const {
+    for_each([&](int64_t, const Chunk& k) {
+      AG_DISPATCH_FLOAT(grads[k.grad].dtype(), "clip_grad_norm", [&] {
+        scalar_t* x = grads[k.grad].data<scalar_t>();
+        const scalar_t s = static_cast<scalar_t>(factor);
+        AG_SIMD
+        for (int64_t i = k.begin; i < k.end; ++i) x[i] *= s;
+      });
+    });
+  }
+};
+
+}  // namespace
+
+double grad_norm(const std::vector<ag::Tensor>& params) {
+  return GradChunks(params).norm();
+}
+
+double clip_factor(double norm, double max_norm) {
+  return std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
+
+double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm) {
+  const GradChunks grads(params);
+  const double norm = grads.norm();
+  if (const double factor = clip_factor(norm, max_norm); factor != 1.0) grads.scale(factor);
   return norm;
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "nn/module.h"
 
 namespace optim {
@@ -53,8 +54,20 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Its name in the registry, and the type its state() records.
   virtual std::string type() const = 0;
-  virtual void step() = 0;  // one update; skips parameters whose grad is undefined
+  // One update; skips parameters whose grad is undefined. Each gradient enters the update
+  // multiplied by grad_scale (rounded to the parameter's type) exactly as if
+  // clip_grad_norm had scaled it in place, but the gradients are left as they are: the
+  // clipping's scaling rides the update's one pass over memory instead of a pass of its own.
+  virtual void step(double grad_scale = 1) = 0;
   virtual void zero_grad() = 0;
+  // Whether each step from now on rounds every parameter it updates into its bfloat16
+  // copies in `copies` (ag::Bf16WeightCopies; nullptr: stop), so that a trainer may give
+  // its autocast scopes the copies. One that cannot says false, and the trainer's scopes
+  // round the weights themselves.
+  virtual bool keep_bf16_copies(ag::Bf16WeightCopies* copies) {
+    (void)copies;
+    return false;
+  }
   virtual double lr() const = 0;
   virtual void set_lr(double lr) = 0;
   virtual int64_t steps() const = 0;
@@ -76,8 +89,9 @@ class Optimizer {
 class ElementwiseOptimizer : public Optimizer {
  public:
   ElementwiseOptimizer(std::vector<ParamGroup> groups, double lr);
-  void step() override;
+  void step(double grad_scale = 1) override;
   void zero_grad() override;
+  bool keep_bf16_copies(ag::Bf16WeightCopies* copies) override;
   double lr() const override { return lr_; }
   void set_lr(double lr) override;
   int64_t steps() const override { return steps_; }
@@ -93,11 +107,13 @@ class ElementwiseOptimizer : public Optimizer {
     std::vector<ag::Tensor> buffers;  // per optimizer: momentum, or m and v
   };
   virtual std::vector<std::string> buffer_names() const = 0;
-  // Updates elements [begin, end) of one parameter; steps_ already counts this step.
-  // Called concurrently for disjoint ranges.
-  virtual void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) = 0;
+  // Updates elements [begin, end) of one parameter from grad * grad_scale; steps_ already
+  // counts this step. Called concurrently for disjoint ranges.
+  virtual void update(Slot& slot, const ag::Tensor& grad, double grad_scale, int64_t begin,
+                      int64_t end) = 0;
 
   std::vector<Slot> slots_;
+  ag::Bf16WeightCopies* bf16_copies_ = nullptr;
   double lr_;
   int64_t steps_ = 0;
 };
@@ -111,7 +127,8 @@ class SGD : public ElementwiseOptimizer {
 
  private:
   std::vector<std::string> buffer_names() const override;
-  void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) override;
+  void update(Slot& slot, const ag::Tensor& grad, double grad_scale, int64_t begin,
+              int64_t end) override;
   double momentum_;
   bool nesterov_;
 };
@@ -129,7 +146,8 @@ class Adam : public ElementwiseOptimizer {
   Adam(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
        bool decoupled);
   std::vector<std::string> buffer_names() const override { return {"m", "v"}; }
-  void update(Slot& slot, const ag::Tensor& grad, int64_t begin, int64_t end) override;
+  void update(Slot& slot, const ag::Tensor& grad, double grad_scale, int64_t begin,
+              int64_t end) override;
   double beta1_, beta2_, eps_;
   bool decoupled_;
 };
@@ -145,5 +163,15 @@ class AdamW : public Adam {
 // max_norm (torch.nn.utils.clip_grad_norm_); returns the norm before clipping. A
 // non-finite norm is returned without touching the gradients.
 double clip_grad_norm(const std::vector<ag::Tensor>& params, double max_norm);
+
+// clip_grad_norm in two halves, for a trainer that fuses the scaling into the update:
+//   const double norm = optim::grad_norm(params);
+//   opt.step(optim::clip_factor(norm, max_norm));  // the same bits as clip, then step()
+// The gradients' global L2 norm, summed the same way on any number of threads (makes
+// contiguous any gradient that is a view).
+double grad_norm(const std::vector<ag::Tensor>& params);
+// What clip_grad_norm scales the gradients by: max_norm / (norm + 1e-6) when norm exceeds
+// max_norm, else 1 (a non-finite norm included: clip_grad_norm leaves those alone).
+double clip_factor(double norm, double max_norm);
 
 }  // namespace optim

@@ -16,6 +16,7 @@
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
 #include "autograd/ops/gemm.h"
+#include "optim/optim.h"
 #include "support.h"
 
 namespace {
@@ -125,6 +126,27 @@ TEST_CASE("bfloat16 conversion keeps NaN, infinities, signed zeros and subnormal
   ag::from_bfloat16(b.data(), back.data(), static_cast<int64_t>(v.size()));
   for (size_t i = 0; i < v.size(); ++i)
     REQUIRE(std::bit_cast<uint32_t>(back[i]) == static_cast<uint32_t>(b[i].bits) << 16);
+}
+
+TEST_CASE("the streaming conversion gives to_bfloat16's bits at every alignment and length",
+          "[bf16]") {
+  // random bit patterns (NaNs with every payload, infinities, subnormals, ties included)
+  ag::Generator gen(4);
+  std::vector<float> src(300);
+  for (auto& f : src) f = std::bit_cast<float>(static_cast<uint32_t>(gen.next_u64()));
+  src[7] = std::bit_cast<float>(0x7f800001u), src[40] = std::bit_cast<float>(0xffffffffu);
+  src[41] = 1.00390625f, src[42] = -INFINITY, src[43] = -0.0f;
+  for (int64_t offset : {0, 1, 13, 31, 32}) {
+    for (int64_t n : {0, 1, 31, 32, 33, 64, 97, 250}) {
+      std::vector<ag::bfloat16> want(320), got(320);  // dst's offset moves its alignment
+      ag::to_bfloat16(src.data() + 5, want.data() + offset, n);
+      ag::to_bfloat16_streaming(src.data() + 5, got.data() + offset, n);
+      for (int64_t i = 0; i < 320; ++i) {
+        INFO("offset " << offset << " n " << n << " i " << i);
+        REQUIRE(got[i].bits == want[i].bits);
+      }
+    }
+  }
 }
 
 TEST_CASE("bfloat16 tensors convert, view and print like PyTorch's", "[bf16]") {
@@ -298,6 +320,65 @@ TEST_CASE("autocast rounds each parameter once per scope", "[bf16]") {
   }
   REQUIRE(same_values(first, cached));
   ag_test::require_values(fresh, ag::mul(first, 2.0).to_vector(), 1e-6);
+}
+
+TEST_CASE("AdamW's kept bfloat16 copies give the bits of rounding every step's weights", "[bf16]") {
+  // w_a alone and stacked with w_b (two copies of w_a), w_c only at even steps (no gradient
+  // at odd ones, so AdamW skips it and its copy must stay as it was)
+  auto train = [](bool keep) {
+    ag::Generator gen(8);
+    ag::Tensor w_a = ag::randn({4, 8}, gen).requires_grad_();
+    ag::Tensor w_b = ag::randn({6, 8}, gen).requires_grad_();
+    ag::Tensor w_c = ag::randn({5, 8}, gen).requires_grad_();
+    optim::AdamW opt(optim::decay_groups({{"a", w_a}, {"b", w_b}, {"c", w_c}}, 0.1), 0.05);
+    ag::Bf16WeightCopies copies;
+    if (keep) REQUIRE(opt.keep_bf16_copies(&copies));
+    std::vector<double> seen;
+    for (int step = 0; step < 5; ++step) {
+      opt.zero_grad();
+      const ag::Tensor x = ag::randn({3, 8}, gen);
+      {
+        const ag::AutocastScope autocast(ag::Precision::bf16, keep ? &copies : nullptr);
+        ag::Tensor loss =
+            ag::add(ag::sum(ag::mul(ag::linear(x, std::vector<ag::Tensor>{w_a, w_b}), 1.0)),
+                    ag::sum(ag::mul(ag::linear(x, w_a), ag::linear(x, w_a))));
+        if (step % 2 == 0) loss = ag::add(loss, ag::sum(ag::linear(x, w_c)));
+        seen.push_back(loss.item());
+        loss.backward();
+      }
+      opt.step(0.5);
+    }
+    if (keep) REQUIRE(copies.bytes() == (4 * 8 + 10 * 8 + 5 * 8) * 2);
+    for (const auto& w : {w_a, w_b, w_c})
+      for (double v : w.to_vector()) seen.push_back(v);
+    return seen;
+  };
+  const auto kept = train(true), fresh = train(false);
+  REQUIRE(kept.size() == fresh.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    INFO(i);
+    REQUIRE(std::bit_cast<uint64_t>(kept[i]) == std::bit_cast<uint64_t>(fresh[i]));
+  }
+}
+
+TEST_CASE("kept bfloat16 copies are trusted until cleared", "[bf16]") {
+  ag::Generator gen(9);
+  ag::Tensor w = ag::randn({4, 8}, gen).requires_grad_();
+  const ag::Tensor x = ag::randn({3, 8}, gen);
+  ag::Bf16WeightCopies copies;
+  auto forward = [&] {
+    const ag::AutocastScope autocast(ag::Precision::bf16, &copies);
+    return ag::linear(x, w).detach();
+  };
+  const ag::Tensor first = forward();
+  {
+    ag::NoGradGuard no_grad;
+    ag::copy_(w, ag::mul(w, 2.0));  // not through an optimiser keeping the copies
+  }
+  REQUIRE(same_values(forward(), first));  // the copy is trusted: the contract's other side
+  copies.clear();
+  ag_test::require_values(forward(), ag::mul(first, 2.0).to_vector(), 1e-6);
+  REQUIRE(copies.bytes() == 4 * 8 * 2);
 }
 
 TEST_CASE("precision names parse and bad ones are named", "[bf16]") {

@@ -189,6 +189,40 @@ TEST_CASE("clip_grad_norm sums many chunks the same way on one and two threads")
   REQUIRE_THAT(one, WithinRel(std::sqrt(sq), 1e-12));
 }
 
+TEST_CASE("a step given the clip factor gives the bits of clip_grad_norm then step") {
+  // Gradients far over the limit so the factor is not 1; weight decay on, so the L2 term
+  // (Adam, SGD) meets the scaled gradient in the same expression.
+  auto run = [](const std::string& which, ag::DType dtype, bool fused) {
+    ag::Generator gen(11);
+    Tensor p = ag::randn({5000}, gen).to(dtype).requires_grad_();
+    std::vector<optim::ParamGroup> groups{{{{"w", p}}, 0.1}};
+    std::unique_ptr<optim::Optimizer> opt;
+    if (which == "sgd") opt = std::make_unique<optim::SGD>(groups, 0.01, 0.9);
+    if (which == "adam") opt = std::make_unique<optim::Adam>(groups, 1e-3);
+    if (which == "adamw") opt = std::make_unique<optim::AdamW>(groups, 1e-3);
+    for (int step = 0; step < 3; ++step) {
+      p.set_grad((ag::randn({5000}, gen) * 3.0).to(dtype));
+      if (fused) {
+        const double norm = optim::grad_norm({p});
+        REQUIRE(optim::clip_factor(norm, 1.0) < 0.1);
+        opt->step(optim::clip_factor(norm, 1.0));
+      } else {
+        optim::clip_grad_norm({p}, 1.0);
+        opt->step();
+      }
+    }
+    return p;
+  };
+  for (const std::string which : {"sgd", "adam", "adamw"})
+    for (const ag::DType dtype : {ag::DType::Float32, ag::DType::Float64}) {
+      INFO(which << " " << ag::dtype_name(dtype));
+      ag_test::require_values(run(which, dtype, true), run(which, dtype, false).to_vector(), 0);
+    }
+  REQUIRE(optim::clip_factor(0.5, 1.0) == 1.0);
+  REQUIRE(optim::clip_factor(NAN, 1.0) == 1.0);
+  REQUIRE(optim::clip_factor(3.0, INFINITY) == 1.0);
+}
+
 TEST_CASE("warm-up then cosine rises linearly and decays to the floor") {
   optim::WarmupCosineLR s(1e-3, 1e-4, /*warmup=*/10, /*total=*/110);
   REQUIRE_THAT(s.lr_at(1), WithinRel(1e-4, 1e-12));

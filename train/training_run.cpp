@@ -180,6 +180,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   model_->train();
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
   opt_ = optim::make_optimizer(cfg_.optimizer, trainable_named_parameters(*model_), cfg_.lr);
+  if (cfg_.precision == "bf16" && opt_->keep_bf16_copies(&bf16_copies_))
+    step_copies_ = &bf16_copies_;
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) restore(*resumed_);
@@ -403,7 +405,7 @@ StepOutcome TrainingRun::train_step() {
   // stays the last good state.
   try {
     {  // bfloat16 weight copies made once for the step's micro-batches, gone before the update
-      const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
+      const ag::AutocastScope autocast = step_precision();
       f.loss = forward_backward();
     }
     if (!std::isfinite(f.loss)) {
@@ -411,8 +413,7 @@ StepOutcome TrainingRun::train_step() {
         stop_before_update(fmt::format("the loss is {} at step {}", sign_name(f.loss), step_));
       return s;
     }
-    f.grad_norm = optim::clip_grad_norm(model_->trainable_parameters(),
-                                        cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY);
+    f.grad_norm = optim::grad_norm(model_->trainable_parameters());
   } catch (const ag::AnomalyError& e) {
     // found by one rank only: the others cannot stop with it, so the job ends
     if (world_.distributed()) throw std::runtime_error(e.what());
@@ -424,7 +425,8 @@ StepOutcome TrainingRun::train_step() {
         fmt::format("the gradient norm is {} at step {}", sign_name(f.grad_norm), step_));
     return s;
   }
-  opt_->step();
+  // clipped as clip_grad_norm would, the scaling fused into the update's pass
+  opt_->step(optim::clip_factor(f.grad_norm, cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY));
   tokens_ += cfg_.effective_batch() * world_.size() * cfg_.model.context_length;
   f.tokens = tokens_;
   s.updated = true;
@@ -569,6 +571,12 @@ std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_ran
   return settings;
 }
 
+// The weights change only through opt_, which refreshes the copies: they stay valid from
+// one step, evaluation or measurement to the next.
+ag::AutocastScope TrainingRun::step_precision() {
+  return ag::AutocastScope(ag::parse_precision(cfg_.precision, "precision"), step_copies_);
+}
+
 // Rank 0 measures the GEMM kernels of a step before the run (gemm_agreement.h): one
 // micro-batch, forward and backward, drawn with a copy of the data generator; the dropout
 // generator is restored and the gradients dropped, so the run is as it would have been.
@@ -578,7 +586,7 @@ void TrainingRun::decide_step_kernels() {
   const ag::Generator::State dropout_before = dropout.state();
   const ag::Generator data_before = data_gen_;
   {
-    const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
+    const ag::AutocastScope autocast = step_precision();
     micro_batch(1);
   }
   if (!data_failure_.empty()) throw data::DataError(data_failure_);  // a set-up error
@@ -635,7 +643,7 @@ void TrainingRun::after_step(const StepOutcome& s) {
 }
 
 void TrainingRun::evaluate_now(StepFigures& f) {
-  const ag::AutocastScope autocast(ag::parse_precision(cfg_.precision, "precision"));
+  const ag::AutocastScope autocast = step_precision();
   if (data_.examples) {
     const ExampleEval r = evaluate_examples(*model_, data_.examples->val, cfg_.batch_size,
                                             data_.pad, StopSignals::requested);

@@ -116,6 +116,8 @@ class TrainingRun {
   void skip_micro_batches(int64_t count);
   int64_t count_dropout_draws();
   void decide_step_kernels();
+  // The run's precision for a forward and backward, with the kept weight copies
+  ag::AutocastScope step_precision();
   std::vector<std::pair<std::string, std::string>> settings_every_rank_shares() const;
 
   RunConfig cfg_;
@@ -123,6 +125,10 @@ class TrainingRun {
   std::optional<io::Checkpoint> init_;  // --init-from, until its weights are loaded
   RunData data_;
   std::unique_ptr<nn::GPT> model_;
+  // bf16: the weights' bfloat16 copies, refreshed by the optimiser (before opt_: it points
+  // here); step_copies_ points at them when the optimiser keeps them, else null
+  ag::Bf16WeightCopies bf16_copies_;
+  ag::Bf16WeightCopies* step_copies_ = nullptr;
   std::unique_ptr<optim::Optimizer> opt_;  // the one cfg_.optimizer names
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   std::unique_ptr<data::BatchSampler> sampler_;            // task lm: windows of the text
