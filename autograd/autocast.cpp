@@ -20,6 +20,9 @@ struct AutocastScope::WeightCache {
   // where each parameter's bfloat16 values start in the entries' tensors (a parameter
   // stacked with others, or used alone and in a stack, has several)
   std::unordered_map<const TensorImpl*, std::vector<bfloat16*>> images;
+  // weights without gradients whose copies are kept too (Bf16WeightCopies::add_frozen),
+  // held so that their addresses stay theirs
+  std::unordered_map<const TensorImpl*, Tensor> frozen;
 };
 
 namespace {
@@ -78,9 +81,14 @@ void Bf16WeightCopies::refresh(const Tensor& param, int64_t begin, int64_t end) 
   for (bfloat16* dst : it->second) to_bfloat16_streaming(src + begin, dst + begin, end - begin);
 }
 
+void Bf16WeightCopies::add_frozen(const std::vector<Tensor>& weights) {
+  for (const auto& w : weights) cache_->frozen.emplace(w.impl(), w);
+}
+
 void Bf16WeightCopies::clear() {
   cache_->entries.clear();
   cache_->images.clear();
+  cache_->frozen.clear();
 }
 
 int64_t Bf16WeightCopies::bytes() const {
@@ -124,7 +132,10 @@ Tensor autocast_operand(const Tensor& t) {
 Tensor autocast_stacked(const std::vector<Tensor>& parts) {
   bool cacheable = t_cache != nullptr;
   std::vector<const TensorImpl*> key;
-  for (const auto& p : parts) cacheable &= is_parameter(p), key.push_back(p.impl());
+  for (const auto& p : parts) {
+    cacheable = cacheable && (is_parameter(p) || t_cache->frozen.contains(p.impl()));
+    key.push_back(p.impl());
+  }
   if (!cacheable) return stacked_bf16(parts);
   auto [it, fresh] = t_cache->entries.try_emplace(key);
   if (!fresh) return it->second.converted;

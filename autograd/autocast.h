@@ -71,7 +71,11 @@ class Bf16WeightCopies {
   // Rounds elements [begin, end) of param into every copy of it (none: nothing). Safe to
   // call from several threads at once for disjoint ranges; not during a scope.
   void refresh(const Tensor& param, int64_t begin, int64_t end) const;
-  void clear();
+  // Weights that take no gradient (LoRA's base, --freeze): a scope without this rounds
+  // such a tensor at every use, since nothing tells it from an input. Their copies are
+  // made at first use and kept, as nothing updates them.
+  void add_frozen(const std::vector<Tensor>& weights);
+  void clear();           // the frozen set included
   int64_t bytes() const;  // held by the copies
 
  private:

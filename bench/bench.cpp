@@ -245,7 +245,8 @@ int run_steps(const StepOptions& o) {
   train::freeze_parameters(run, model);
   optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
   ag::Bf16WeightCopies copies;  // as training keeps them: refreshed by AdamW
-  if (o.precision == ag::Precision::bf16) opt.keep_bf16_copies(&copies);
+  if (o.precision == ag::Precision::bf16 && opt.keep_bf16_copies(&copies))
+    copies.add_frozen(train::frozen_weights(model));
   const auto params = model.trainable_parameters();
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())

@@ -361,6 +361,44 @@ TEST_CASE("AdamW's kept bfloat16 copies give the bits of rounding every step's w
   }
 }
 
+TEST_CASE("a frozen weight added to the kept copies is rounded once for a whole run", "[bf16]") {
+  // LoRA's shape: a frozen base w, a trainable adapter a; the base's copy made at the first
+  // use and reused by every later use and scope, with the bits of rounding it at each use
+  auto train = [](bool keep) {
+    ag::Generator gen(12);
+    ag::Tensor w = ag::randn({6, 8}, gen);  // frozen: no gradient
+    ag::Tensor a = ag::randn({6, 8}, gen).requires_grad_();
+    optim::AdamW opt(optim::decay_groups({{"a", a}}, 0.1), 0.05);
+    ag::Bf16WeightCopies copies;
+    if (keep) {
+      REQUIRE(opt.keep_bf16_copies(&copies));
+      copies.add_frozen({w});
+    }
+    std::vector<double> seen;
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      const ag::Tensor x = ag::randn({3, 8}, gen);
+      {
+        const ag::AutocastScope autocast(ag::Precision::bf16, keep ? &copies : nullptr);
+        ag::Tensor h = ag::add(ag::linear(x, w), ag::linear(x, a));
+        ag::Tensor loss = ag::sum(ag::mul(h, ag::linear(x, w)));
+        seen.push_back(loss.item());
+        loss.backward();
+      }
+      if (keep) REQUIRE(copies.bytes() == (6 * 8 + 6 * 8) * 2);  // w's and a's, one each
+      opt.step();
+    }
+    for (double v : a.to_vector()) seen.push_back(v);
+    return seen;
+  };
+  const auto kept = train(true), fresh = train(false);
+  REQUIRE(kept.size() == fresh.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    INFO(i);
+    REQUIRE(std::bit_cast<uint64_t>(kept[i]) == std::bit_cast<uint64_t>(fresh[i]));
+  }
+}
+
 TEST_CASE("kept bfloat16 copies are trusted until cleared", "[bf16]") {
   ag::Generator gen(9);
   ag::Tensor w = ag::randn({4, 8}, gen).requires_grad_();

@@ -73,6 +73,13 @@ nn::StateDict trainable_named_parameters(const nn::Module& model) {
   return out;
 }
 
+std::vector<ag::Tensor> frozen_weights(const nn::Module& model) {
+  std::vector<ag::Tensor> out;
+  for (const auto& [name, t] : model.named_parameters())
+    if (!t.requires_grad()) out.push_back(t);
+  return out;
+}
+
 ParameterCounts count_parameters(const RunConfig& cfg) {
   return count_parameters(cfg, cfg.model.parameter_shapes());
 }

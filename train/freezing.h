@@ -31,6 +31,9 @@ void freeze_parameters(const RunConfig& cfg, nn::Module& model);
 // The parameters that take gradients, named, in the model's order.
 // (Their tensors alone: Module::trainable_parameters.)
 nn::StateDict trainable_named_parameters(const nn::Module& model);
+// The parameters frozen (no gradient), in the model's order: for bfloat16 copies kept for
+// a whole run (ag::Bf16WeightCopies::add_frozen).
+std::vector<ag::Tensor> frozen_weights(const nn::Module& model);
 
 struct ParameterCounts {
   int64_t trainable = 0, frozen = 0;

@@ -180,8 +180,10 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   model_->train();
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
   opt_ = optim::make_optimizer(cfg_.optimizer, trainable_named_parameters(*model_), cfg_.lr);
-  if (cfg_.precision == "bf16" && opt_->keep_bf16_copies(&bf16_copies_))
+  if (cfg_.precision == "bf16" && opt_->keep_bf16_copies(&bf16_copies_)) {
     step_copies_ = &bf16_copies_;
+    bf16_copies_.add_frozen(frozen_weights(*model_));
+  }
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) restore(*resumed_);
@@ -635,8 +637,15 @@ void TrainingRun::after_step(const StepOutcome& s) {
     report_->progress(f);
   if (eval_now && !last && records_samples()) report_->sample(step_, sample_text());
   if (eval_now && !last) notify(false);  // the last step's report comes with the finish
-  // every rank must stop after the same step: a signal reaches the ranks at different times
-  if (world_.distributed()) agreed_stop_ = world_.any(StopSignals::requested());
+  // every rank must stop after the same step: a signal reaches the ranks at different times,
+  // so the first rank's reason travels with the agreement (rank 0, which names it, may not
+  // have had its own signal yet)
+  if (world_.distributed()) {
+    const World::Failure stop =
+        world_.first_failure(StopSignals::requested() ? stop_reason(true) : "");
+    agreed_stop_ = stop.code != 0;
+    if (agreed_stop_) agreed_stop_reason_ = stop.message;
+  }
   const bool stopping = world_.distributed() ? agreed_stop_ : StopSignals::requested();
   if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && !last && !stopping)
     save_periodically();
@@ -750,15 +759,17 @@ void TrainingRun::print_profile() const {
 int TrainingRun::finish() {
   print_profile();
   if (!damaged_data_.empty()) return finish_on_damaged_data();
-  if (StopSignals::requested() && world_.root())
+  const bool stopped = StopSignals::requested() || agreed_stop_;
+  if (stopped && world_.root())
     noticef("{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
-            stop_reason(world_.distributed()), step_, cfg_.out);
+            agreed_stop_ ? agreed_stop_reason_ : stop_reason(world_.distributed()), step_,
+            cfg_.out);
   if (failed_) {
     notify(true);  // the curves up to the stop
     return 1;
   }
   save_final();
-  if (step_ < cfg_.steps && (StopSignals::requested() || interrupted_ || cfg_.stop_at > 0))
+  if (step_ < cfg_.steps && (stopped || interrupted_ || cfg_.stop_at > 0))
     print_continue_command(cfg_.out);
   if (!std::isnan(last_val_) && data_.ideal_loss >= 0)
     sayf("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", last_val_,

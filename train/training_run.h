@@ -139,6 +139,7 @@ class TrainingRun {
   std::unique_ptr<GradReducer> reducer_;  // in a distributed world
   int64_t dropout_draws_ = 0;             // per micro-batch's forward
   bool agreed_stop_ = false;              // every rank saw a stop signal's request
+  std::string agreed_stop_reason_;        // the first such rank's stop_reason
   std::unique_ptr<Reporter> report_;
   RunObserver observer_;
   MemoryPlan plan_;

@@ -208,6 +208,28 @@ sigterm_saves_once)
   [ "$step" -lt 3000 ] || fail "the run was not stopped by SIGTERM"
   "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGTERM"
   ;;
+one_rank_signalled)
+  # A stop signal that reaches one rank only (here rank 1: mpirun's own forwarding reaches
+  # the ranks one after the other, so rank 0 may agree to stop before its own signal comes):
+  # every rank stops after the same step, and rank 0 names the signal rank 1 had
+  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
+          --sample-tokens 0 --eval-interval 0 --log-interval 100)
+  mpirun --oversubscribe -np 2 "$bin" train "${medium[@]}" --steps 3000 --out sig.h5 \
+    > log.txt 2> err.txt &
+  pid=$!
+  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  rank1=""
+  for p in $(pgrep -P "$pid"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$p
+  done
+  [ -n "$rank1" ] || fail "rank 1 is not among mpirun's children: $(pgrep -P "$pid" | tr '\n' ' ')"
+  kill -TERM "$rank1"
+  wait "$pid" || fail "mpirun failed after rank 1's stop: $(cat err.txt)"
+  why="$(tail -3 log.txt) | $(cat err.txt) | checkpoint: $(ls sig.h5 2>&1)"
+  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $why"
+  grep -qF "attograd: SIGTERM: stopping after step" err.txt || fail "rank 0 names no signal: $why"
+  "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint: $why"
+  ;;
 ctrl_c_named)
   # Ctrl-C at a terminal: SIGINT to mpirun's process group (job control gives the background
   # job a group of its own, and leaves SIGINT to it). Open MPI 4.1 puts each rank in a group

@@ -29,8 +29,17 @@ expect_usage_error() { expect_error 2 "$@"; }
 hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head|classifier)/ {print $1, $NF}'; }
 
 # peak_rss_kb CMD...: runs CMD (stdout to run.out, stderr to run.err), prints its peak
-# resident set (VmHWM, sampled every 20 ms).
+# resident set: the kernel's count at its exit, through the tests' peak_rss helper (built
+# beside the binary under test), else VmHWM sampled every 20 ms (which can miss the peak
+# of a short run's last moments).
 peak_rss_kb() {
+  local helper
+  helper="$(dirname "$bin")/peak_rss"
+  if [ -x "$helper" ]; then
+    "$helper" peak_rss.kb "$@" > run.out 2> run.err || fail "'$*' failed: $(tail -3 run.err)"
+    cat peak_rss.kb
+    return
+  fi
   "$@" > run.out 2> run.err &
   local pid=$! peak=0 v
   while kill -0 "$pid" 2>/dev/null; do
