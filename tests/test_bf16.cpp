@@ -68,6 +68,15 @@ ag::Tensor abs64(const ag::Tensor& t) {
   return ag::from_vector(v, t.shape(), ag::DType::Float64);
 }
 
+// the same doubles, bit for bit, in the same order
+void require_same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(i);
+    REQUIRE(std::bit_cast<uint64_t>(a[i]) == std::bit_cast<uint64_t>(b[i]));
+  }
+}
+
 bool same_values(const ag::Tensor& a, const ag::Tensor& b) {
   return a.shape() == b.shape() && a.to_vector() == b.to_vector();
 }
@@ -353,12 +362,7 @@ TEST_CASE("AdamW's kept bfloat16 copies give the bits of rounding every step's w
       for (double v : w.to_vector()) seen.push_back(v);
     return seen;
   };
-  const auto kept = train(true), fresh = train(false);
-  REQUIRE(kept.size() == fresh.size());
-  for (size_t i = 0; i < kept.size(); ++i) {
-    INFO(i);
-    REQUIRE(std::bit_cast<uint64_t>(kept[i]) == std::bit_cast<uint64_t>(fresh[i]));
-  }
+  require_same_bits(train(true), train(false));
 }
 
 TEST_CASE("a frozen weight added to the kept copies is rounded once for a whole run", "[bf16]") {
@@ -391,12 +395,7 @@ TEST_CASE("a frozen weight added to the kept copies is rounded once for a whole 
     for (double v : a.to_vector()) seen.push_back(v);
     return seen;
   };
-  const auto kept = train(true), fresh = train(false);
-  REQUIRE(kept.size() == fresh.size());
-  for (size_t i = 0; i < kept.size(); ++i) {
-    INFO(i);
-    REQUIRE(std::bit_cast<uint64_t>(kept[i]) == std::bit_cast<uint64_t>(fresh[i]));
-  }
+  require_same_bits(train(true), train(false));
 }
 
 TEST_CASE("kept bfloat16 copies are trusted until cleared", "[bf16]") {
