@@ -245,8 +245,7 @@ int run_steps(const StepOptions& o) {
   train::freeze_parameters(run, model);
   optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
   ag::Bf16WeightCopies copies;  // as training keeps them: refreshed by AdamW
-  if (o.precision == ag::Precision::bf16 && opt.keep_bf16_copies(&copies))
-    copies.add_frozen(train::frozen_weights(model));
+  ag::Bf16WeightCopies* const kept = train::kept_bf16_copies(o.precision, opt, model, copies);
   const auto params = model.trainable_parameters();
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())
@@ -263,8 +262,7 @@ int run_steps(const StepOptions& o) {
     }
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     const auto step = team.step();
-    timed_step(model, opt, params, reducer.get(), batch, {o.precision, &copies}, i >= o.warmup,
-               times);
+    timed_step(model, opt, params, reducer.get(), batch, {o.precision, kept}, i >= o.warmup, times);
     times.reduced_team += i >= o.warmup && team.team() < o.threads;
   }
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);

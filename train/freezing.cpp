@@ -73,11 +73,14 @@ nn::StateDict trainable_named_parameters(const nn::Module& model) {
   return out;
 }
 
-std::vector<ag::Tensor> frozen_weights(const nn::Module& model) {
-  std::vector<ag::Tensor> out;
+ag::Bf16WeightCopies* kept_bf16_copies(ag::Precision precision, optim::Optimizer& opt,
+                                       const nn::Module& model, ag::Bf16WeightCopies& copies) {
+  if (precision != ag::Precision::bf16 || !opt.keep_bf16_copies(&copies)) return nullptr;
+  std::vector<ag::Tensor> frozen;
   for (const auto& [name, t] : model.named_parameters())
-    if (!t.requires_grad()) out.push_back(t);
-  return out;
+    if (!t.requires_grad()) frozen.push_back(t);
+  copies.add_frozen(frozen);
+  return &copies;
 }
 
 ParameterCounts count_parameters(const RunConfig& cfg) {

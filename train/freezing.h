@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "nn/module.h"
+#include "optim/optimizer.h"
 #include "train/config.h"
 
 namespace train {
@@ -31,9 +33,12 @@ void freeze_parameters(const RunConfig& cfg, nn::Module& model);
 // The parameters that take gradients, named, in the model's order.
 // (Their tensors alone: Module::trainable_parameters.)
 nn::StateDict trainable_named_parameters(const nn::Module& model);
-// The parameters frozen (no gradient), in the model's order: for bfloat16 copies kept for
-// a whole run (ag::Bf16WeightCopies::add_frozen).
-std::vector<ag::Tensor> frozen_weights(const nn::Module& model);
+// The bfloat16 weight copies a run's autocast scopes may use (ag::Bf16WeightCopies):
+// `copies`, with the frozen parameters registered (kept for the whole run), when the
+// precision is bf16 and `opt` keeps the trainable ones' refreshed; else null, and each
+// scope rounds the weights itself. The trainer and bench both take their copies here.
+ag::Bf16WeightCopies* kept_bf16_copies(ag::Precision precision, optim::Optimizer& opt,
+                                       const nn::Module& model, ag::Bf16WeightCopies& copies);
 
 struct ParameterCounts {
   int64_t trainable = 0, frozen = 0;

@@ -180,10 +180,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   model_->train();
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
   opt_ = optim::make_optimizer(cfg_.optimizer, trainable_named_parameters(*model_), cfg_.lr);
-  if (cfg_.precision == "bf16" && opt_->keep_bf16_copies(&bf16_copies_)) {
-    step_copies_ = &bf16_copies_;
-    bf16_copies_.add_frozen(frozen_weights(*model_));
-  }
+  step_copies_ = kept_bf16_copies(ag::parse_precision(cfg_.precision, "precision"), *opt_, *model_,
+                                  bf16_copies_);
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) restore(*resumed_);
@@ -406,7 +404,7 @@ StepOutcome TrainingRun::train_step() {
   // A non-finite value stops the run before it touches the weights: the last checkpoint
   // stays the last good state.
   try {
-    {  // bfloat16 weight copies made once for the step's micro-batches, gone before the update
+    {  // bf16: the weights' copies as the last update (or the first use) left them
       const ag::AutocastScope autocast = step_precision();
       f.loss = forward_backward();
     }

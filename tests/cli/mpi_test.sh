@@ -27,6 +27,26 @@ same() {  # same weights, step and micro-batch count
   diff <(state "$1") <(state "$2") > /dev/null || fail "$3: $(state "$1" | tr '\n' ' ') vs $(state "$2" | tr '\n' ' ')"
   [ "$(hashes "$1" | wc -l)" -gt 10 ] || fail "$3: no parameters compared"
 }
+# The medium run the stop scenarios signal, and what each checks after the stop
+stop_run=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
+          --sample-tokens 0 --eval-interval 0 --log-interval 100 --steps 3000 --out sig.h5)
+wait_for_a_step() {  # until log.txt shows a step (30 s at most)
+  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+}
+# rank_pid RANK PID...: the one of the PIDs whose MPI rank is RANK (empty if none)
+rank_pid() {
+  local rank=$1 p; shift
+  for p in "$@"; do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" && echo "$p"
+  done
+  return 0
+}
+# stopped_once: one stop message in err.txt and a good sig.h5 (why: what the run said)
+stopped_once() {
+  why="$(tail -3 log.txt) | $(cat err.txt) | checkpoint: $(ls sig.h5 2>&1)"
+  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $why"
+  "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after the stop: $why"
+}
 # check_world NP A M [options]: -np NP with accumulation A == one process with accumulation M
 check_world() {
   local np=$1 a=$2 m=$3; shift 3
@@ -177,10 +197,7 @@ killed_rank)
   pid=$!
   for _ in $(seq 1 600); do [ -f kill.h5 ] && break; sleep 0.05; done
   [ -f kill.h5 ] || fail "no periodic checkpoint appeared"
-  victim=""
-  for p in $(pgrep -f -- "--out kill.h5" || true); do
-    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
-  done
+  victim=$(rank_pid 1 $(pgrep -f -- "--out kill.h5" || true))
   [ -n "$victim" ] || fail "rank 1 not found"
   kill -9 "$victim"
   start=$SECONDS; rc=0; wait "$pid" || rc=$?
@@ -190,66 +207,50 @@ killed_rank)
   "$bin" inspect kill.h5 --verify | grep -q "all checksums good" || fail "the last checkpoint is damaged"
   ;;
 sigterm_saves_once)
-  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
-          --sample-tokens 0 --eval-interval 0 --log-interval 100)
   # (a background job of a script ignores SIGINT, and mpirun keeps that: TERM it is; mpirun
   # forwards SIGINT and SIGTERM to the ranks as SIGTERM)
   # mpirun sends SIGCONT, waits odls_base_sigkill_timeout s, SIGTERM, waits again, SIGKILL: the
   # default 1 s is not always enough to save on a loaded machine (docs/distributed.md)
-  mpirun --mca odls_base_sigkill_timeout 3 --oversubscribe -np 2 "$bin" train "${medium[@]}" \
-    --steps 3000 --out sig.h5 > log.txt 2> err.txt &
+  mpirun --mca odls_base_sigkill_timeout 3 --oversubscribe -np 2 "$bin" train "${stop_run[@]}" \
+    > log.txt 2> err.txt &
   pid=$!
-  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  wait_for_a_step
   kill -TERM "$pid"
   wait "$pid" || true  # mpirun's own status after a signal is not ours to set
-  why="$(tail -3 log.txt) | $(cat err.txt) | checkpoint: $(ls sig.h5 2>&1)"
-  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $why"
+  stopped_once
   step=$("$bin" inspect sig.h5 | sed -n 's/^step //p')
   [ "$step" -lt 3000 ] || fail "the run was not stopped by SIGTERM"
-  "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after SIGTERM"
   ;;
 one_rank_signalled)
   # A stop signal that reaches one rank only (here rank 1: mpirun's own forwarding reaches
   # the ranks one after the other, so rank 0 may agree to stop before its own signal comes):
   # every rank stops after the same step, and rank 0 names the signal rank 1 had
-  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
-          --sample-tokens 0 --eval-interval 0 --log-interval 100)
-  mpirun --oversubscribe -np 2 "$bin" train "${medium[@]}" --steps 3000 --out sig.h5 \
-    > log.txt 2> err.txt &
+  mpirun --oversubscribe -np 2 "$bin" train "${stop_run[@]}" > log.txt 2> err.txt &
   pid=$!
-  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
-  rank1=""
-  for p in $(pgrep -P "$pid"); do
-    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$p
-  done
+  wait_for_a_step
+  rank1=$(rank_pid 1 $(pgrep -P "$pid" || true))
   [ -n "$rank1" ] || fail "rank 1 is not among mpirun's children: $(pgrep -P "$pid" | tr '\n' ' ')"
   kill -TERM "$rank1"
   wait "$pid" || fail "mpirun failed after rank 1's stop: $(cat err.txt)"
-  why="$(tail -3 log.txt) | $(cat err.txt) | checkpoint: $(ls sig.h5 2>&1)"
-  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $why"
+  stopped_once
   grep -qF "attograd: SIGTERM: stopping after step" err.txt || fail "rank 0 names no signal: $why"
-  "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint: $why"
   ;;
 ctrl_c_named)
   # Ctrl-C at a terminal: SIGINT to mpirun's process group (job control gives the background
   # job a group of its own, and leaves SIGINT to it). Open MPI 4.1 puts each rank in a group
   # of its own and answers with SIGCONT, then SIGTERM to the ranks: rank 0 names what the
   # user did, and the run saves once
-  medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4 --threads 1
-          --sample-tokens 0 --eval-interval 0 --log-interval 100)
   set -m
-  mpirun --mca odls_base_sigkill_timeout 3 --oversubscribe -np 2 "$bin" train "${medium[@]}" \
-    --steps 3000 --out sig.h5 > log.txt 2> err.txt &
+  mpirun --mca odls_base_sigkill_timeout 3 --oversubscribe -np 2 "$bin" train "${stop_run[@]}" \
+    > log.txt 2> err.txt &
   pid=$!
   set +m
-  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  wait_for_a_step
   kill -INT -- "-$pid"
   wait "$pid" || true  # mpirun exits 1 after any signal it forwards: Open MPI's rule
-  why="$(tail -3 log.txt) | $(cat err.txt) | checkpoint: $(ls sig.h5 2>&1)"
-  [ "$(grep -c "stopping after step" err.txt)" -eq 1 ] || fail "not one stop message: $why"
+  stopped_once
   grep -qF "attograd: SIGINT (Ctrl-C) or SIGTERM to mpirun, which sends the ranks SIGTERM: stopping after step" err.txt ||
     fail "the stop does not name Ctrl-C: $why"
-  "$bin" inspect sig.h5 --verify | grep -q "all checksums good" || fail "no good checkpoint after Ctrl-C"
   ;;
 sigterm_slow_save)
   # a save longer than Open MPI's default second between the ranks' SIGTERM and SIGKILL
@@ -266,7 +267,7 @@ sigterm_slow_save)
     -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
     "$bin" train "${medium[@]}" --steps 1000000 --out slow.h5 > log.txt 2> err.txt &
   pid=$!
-  for _ in $(seq 1 600); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  wait_for_a_step
   sleep 2  # mpirun's pseudo-terminal fills meanwhile
   kill -TERM "$pid"
   wait "$pid" || true  # mpirun's own status after a signal is not ours to set
