@@ -29,6 +29,7 @@ namespace {
 
 thread_local Precision t_precision = Precision::fp32;
 thread_local std::shared_ptr<AutocastScope::WeightCache> t_cache;
+bool use_producer_copies = true;  // off: a test compares with rounding at every GEMM
 
 bool is_parameter(const Tensor& t) {
   return t.requires_grad() && t.is_leaf();
@@ -122,7 +123,34 @@ bool autocast_to_bf16(DType operand) {
 }
 
 Tensor bf16_operand(const Tensor& t) {
-  return to_bfloat16(t);
+  const std::shared_ptr<Storage>& copy = t.impl()->storage->bf16_copy;
+  if (!copy || !use_producer_copies || t.dtype() != DType::Float32 || !t.is_contiguous() ||
+      static_cast<size_t>(t.offset() + t.numel()) * sizeof(bfloat16) > copy->nbytes)
+    return to_bfloat16(t);
+  auto view = std::make_shared<TensorImpl>();
+  view->storage = copy;
+  view->shape = t.shape();
+  view->strides = t.strides();
+  view->offset = t.offset();
+  view->dtype = DType::BFloat16;
+  return Tensor(std::move(view));
+}
+
+Tensor attach_bf16_copy(const Tensor& out) {
+  if (!autocast_to_bf16(out.dtype()) || !use_producer_copies || !out.is_contiguous() ||
+      out.offset() != 0)
+    return Tensor();
+  Tensor copy = empty(out.shape(), DType::BFloat16);
+  out.impl()->storage->bf16_copy = copy.impl()->storage;
+  return copy;
+}
+
+void fill_bf16_copy(const Tensor& copy, const float* values, int64_t first, int64_t n) {
+  if (copy.defined()) to_bfloat16(values, copy.data<bfloat16>() + first, n);
+}
+
+void use_bf16_copies_for_tests(bool on) {
+  use_producer_copies = on;
 }
 
 Tensor autocast_operand(const Tensor& t) {

@@ -99,8 +99,22 @@ namespace detail {
 // Whether an op on float32 operands computes in bfloat16 here.
 bool autocast_to_bf16(DType operand);
 
-// t (float32) as a bfloat16 GEMM operand: rounded, contiguous.
+// t (float32) as a bfloat16 GEMM operand: rounded, contiguous. Where t is a contiguous
+// view of a tensor whose producer attached its rounded copy (attach_bf16_copy), that copy
+// (a view of it): the same bits, without a pass over t.
 Tensor bf16_operand(const Tensor& t);
+
+// For an op's float32 output `out`, just created (contiguous): under a bf16 scope, a
+// bfloat16 tensor of its shape, attached to out's storage as its rounded copy, for the op
+// to fill as it writes out (each chunk while it is in cache, with to_bfloat16); undefined
+// outside one or for another dtype. The op must fill all of it before returning out. The
+// producers whose outputs the model's linears read use it: LayerNorm, RMSNorm, GELU after
+// a linear, and the fused attention's output.
+Tensor attach_bf16_copy(const Tensor& out);
+// Elements [first, first + n) of copy (from attach_bf16_copy) = values rounded; nothing
+// when copy is undefined, or for float64 values (which never have one).
+void fill_bf16_copy(const Tensor& copy, const float* values, int64_t first, int64_t n);
+inline void fill_bf16_copy(const Tensor&, const double*, int64_t, int64_t) {}
 
 // The bfloat16 operand for t: cached per scope when t is a parameter, fresh otherwise.
 Tensor autocast_operand(const Tensor& t);

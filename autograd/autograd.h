@@ -23,10 +23,12 @@
 //   threading.h    one thread count for OpenMP loops and BLAS (kernel_libraries.h: which ones)
 //   adaptive_threads.h  fewer threads for the steps while another program holds a core
 //   autocast.h     mixed precision: bfloat16 GEMM operands, float32 accumulation (the
-//                  attention's on the BF16 units where the CPU has them: ops/tile_kernels_bf16.h)
+//                  attention's on the BF16 units, ops/tile_kernels_bf16.h, or on oneDNN,
+//                  ops/attention_onednn.h, where measured faster); the bfloat16 copies the
+//                  ops producing a linear's input write beside their output
 //   anomaly.h      detect_anomaly: the first non-finite value named by op and module
 //   test_hooks.h   for tests only, not included here: NaN injection, the attention mask replay,
-//                  the attention's bf16 products forced onto the FMA kernels
+//                  the attention's bf16 products forced onto one kernel, producers' copies off
 #include "autograd/anomaly.h"
 #include "autograd/autocast.h"
 #include "autograd/bfloat16.h"

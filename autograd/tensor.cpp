@@ -77,6 +77,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   int64_t off = element_offset(*this, index);
+  impl()->storage->written();
   AG_DISPATCH_ALL(dtype(), "set",
                   [&] { static_cast<scalar_t*>(raw_data())[off] = static_cast<scalar_t>(value); });
 }
@@ -164,6 +165,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
                     "destination shape {}",
                     shape_str(src.shape()), shape_str(dst.shape())));
   Shape sst = broadcast_strides(src.shape(), src.strides(), dst.shape());
+  dst.impl()->storage->written();
   AG_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
     using dst_t = scalar_t;
     dst_t* d = static_cast<dst_t*>(dst.raw_data());
@@ -183,6 +185,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
 }
 
 void fill_(const Tensor& dst, double value) {
+  dst.impl()->storage->written();
   AG_DISPATCH_ALL(dst.dtype(), "fill_", [&] {
     scalar_t* d = static_cast<scalar_t*>(dst.raw_data());
     const scalar_t v = static_cast<scalar_t>(value);

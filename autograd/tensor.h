@@ -29,6 +29,14 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
+  // Element i of this storage rounded to bfloat16, element i of bf16_copy: written by the
+  // op that produced the elements under a bf16 autocast scope, in the same pass, so that
+  // the GEMMs reading them next need no rounding pass (autograd/autocast.h,
+  // detail::attach_bf16_copy). Whatever writes into the storage afterwards drops it:
+  // copy_, fill_, Tensor::set and add_ do; code writing through data<T>() into a tensor
+  // it did not create must call written().
+  std::shared_ptr<Storage> bf16_copy;
+  void written() { bf16_copy.reset(); }
 };
 
 struct TensorImpl {

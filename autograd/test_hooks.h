@@ -18,10 +18,12 @@ Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, d
                               uint64_t draw, DType dtype);
 // Whether the CPU has the BF16 dot products the fused attention's bf16 (autocast) products
 // may run on (ops/tile_kernels_bf16.h), and the kernels forced for them (chosen: as measured,
-// or the rule; units: the BF16 units, where available; fma: the FMA kernels): for tests that
-// compare the two.
+// or the rule; units: the BF16 units, where available; fma: the FMA kernels; onednn:
+// oneDNN's matmuls, ops/attention_onednn.h): for tests that compare them.
 bool attention_bf16_units_available();
-enum class AttentionKernelForTests { chosen, units, fma };
+// Whether oneDNN has bfloat16 kernels for the attention's products on this CPU
+bool attention_onednn_available();
+enum class AttentionKernelForTests { chosen, units, fma, onednn };
 void force_attention_kernel_for_tests(AttentionKernelForTests kernel);
 
 // ---- GEMMs (ops/gemm.cpp)
@@ -33,6 +35,11 @@ void force_gemm_fallback_for_tests(bool on);
 // decoder's or attention's own kernels), for tests that a frozen weight costs no
 // weight-gradient GEMM.
 int64_t gemm_count();
+
+// ---- producers' bfloat16 copies (autocast.cpp)
+// Off: no op attaches a rounded copy to its output (autocast.h, attach_bf16_copy), so every
+// bfloat16 GEMM operand is rounded by its GEMM: for tests that the copies change no bit.
+void use_bf16_copies_for_tests(bool on);
 }  // namespace detail
 
 // ---- NaN injection (anomaly.cpp), for tests of anomaly detection itself

@@ -34,7 +34,7 @@ class OmpThreadsScope {
 // thread once other teams (the decoder's) had run between training steps (the sanitizer
 // build's rerun.what_a_run_records hung so). The bits are the same: OpenBLAS splits a GEMM
 // by M and N whatever its team.
-class OpenBlasCallThreads {
+class [[maybe_unused]] OpenBlasCallThreads {
 #if defined(__clang__)  // clang's OpenMP is libomp (the sanitizer build)
   OmpThreadsScope one_thread_{1};
 #endif

@@ -27,12 +27,13 @@ void print_attention_rows(const std::vector<ag::detail::TunedEntry>& entries) {
     if (!header)
       fmt::print(
           "\nThe fused attention's bf16 products, GFLOP/s of one row's forward and "
-          "backward on one thread\n{:<36} {:>16} {:>16}  kept\n",
-          "class", "attention_fma", "attention_bf16"),
+          "backward on one thread\n{:<36} {:>16} {:>16} {:>16}  kept\n",
+          "class", "attention_fma", "attention_bf16", "attention_onednn"),
           header = true;
-    fmt::print("{:<36} {:>16} {:>16}  {}\n", ag::detail::describe(e.cls),
+    fmt::print("{:<36} {:>16} {:>16} {:>16}  {}\n", ag::detail::describe(e.cls),
                gflops_cell(e, GemmKernel::attention_fma),
-               gflops_cell(e, GemmKernel::attention_bf16), ag::detail::kernel_name(e.kernel));
+               gflops_cell(e, GemmKernel::attention_bf16),
+               gflops_cell(e, GemmKernel::attention_onednn), ag::detail::kernel_name(e.kernel));
   }
 }
 

@@ -224,8 +224,10 @@ TEST_CASE("the measured kernels give the same bits on one thread and on two") {
 }
 
 TEST_CASE("the bf16 attention's kernels are measured per class and kept like a GEMM's") {
-  if (!ag::attention_bf16_units_available()) {
-    WARN("skipped: this CPU has no AVX-512 BF16 instructions, so no choice to make");
+  const bool units = ag::attention_bf16_units_available(),
+             onednn = ag::attention_onednn_available();
+  if (!units && !onednn) {
+    WARN("skipped: neither AVX-512 BF16 nor oneDNN's bfloat16 kernels here: no choice to make");
     return;
   }
   TempDir dir;
@@ -241,8 +243,10 @@ TEST_CASE("the bf16 attention's kernels are measured per class and kept like a G
   REQUIRE(entries.size() == 1);
   const auto& e = entries[0];
   CHECK(ag::detail::describe(e.cls) == "bf16 attention causal 128x128 d32");
-  CHECK(e.gflops.size() == 2);  // both candidates timed
-  CHECK((e.kernel == GemmKernel::attention_bf16 || e.kernel == GemmKernel::attention_fma));
+  CHECK(e.gflops.size() == 1 + units + onednn);  // every candidate this CPU has timed
+  CHECK((e.kernel == GemmKernel::attention_fma ||
+         (units && e.kernel == GemmKernel::attention_bf16) ||
+         (onednn && e.kernel == GemmKernel::attention_onednn)));
   const std::string line = std::string("bf16 AC 7 7 5 ") + ag::detail::kernel_name(e.kernel);
   CHECK(read_all(ag::detail::tuning_file()).find(line) != std::string::npos);
   // another process reads the answer and gives the same bits; ranks adopt it
@@ -254,9 +258,10 @@ TEST_CASE("the bf16 attention's kernels are measured per class and kept like a G
   CHECK(attend() == first);
   CHECK(ag::detail::tuned_entries().size() == 1);
   // the answer decides: the other kernels' sums differ in their last bits
-  const bool units = e.kernel == GemmKernel::attention_bf16;
-  ag::force_attention_kernel_for_tests(units ? ag::AttentionKernelForTests::fma
-                                             : ag::AttentionKernelForTests::units);
+  using Kernel = ag::AttentionKernelForTests;
+  ag::force_attention_kernel_for_tests(e.kernel != GemmKernel::attention_fma ? Kernel::fma
+                                       : units                               ? Kernel::units
+                                                                             : Kernel::onednn);
   const auto other = attend();
   ag::force_attention_kernel_for_tests(ag::AttentionKernelForTests::chosen);
   CHECK(other != first);

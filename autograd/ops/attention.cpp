@@ -43,6 +43,8 @@
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/ops/attention_onednn.h"
+#include "autograd/ops/attention_rows.h"
 #include "autograd/ops/gemm_tuning.h"
 #include "autograd/ops/heads.h"
 #include "autograd/ops/tile_kernels.h"
@@ -56,28 +58,24 @@ namespace ag {
 namespace {
 
 using namespace tile;
+using detail::attention::bf16_operands;
+using detail::attention::row_mask;
+using detail::attention::row_stream;
+using detail::attention::Spec;
+using detail::attention::visible;
 using tile::bf16::word;
 
-// What one call computes: R rows of T queries [T, D] against S keys [S, D] and values
-// [S, Dv], causal or not, with dropout of rate p drawn from the op's one draw.
-struct Spec {
-  int64_t R, T, S, D, Dv;
-  bool causal;
-  double p;
-  uint64_t draw;
-  double scale;
-  bool bf16 = false;   // products on bfloat16 operands (autocast)
-  bool units = false;  // ... on the CPU's BF16 dot products (tile_kernels_bf16.h)
-};
+// Which kernels take the bf16 products: the FMA tiles, the BF16 units' tiles, or oneDNN
+enum class Products { fma, units, onednn };
+Products chosen_products(const Spec& s);  // below
 
-bool units_chosen(const Spec& s);  // below: where the BF16 units take s's products
-
-// s.bf16 under autocast, and s.units where the CPU's BF16 units take the products (the
-// pairs they sum need even D and Dv)
+// s.bf16 under autocast, and then s.units or s.onednn where those take the products
 void set_precision(Spec& s, DType dtype) {
   s.bf16 = detail::autocast_to_bf16(dtype);
-  s.units =
-      s.bf16 && s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::units_available() && units_chosen(s);
+  if (!s.bf16) return;
+  const Products products = chosen_products(s);
+  s.units = products == Products::units;
+  s.onednn = products == Products::onednn;
 }
 
 // Word buffers of the BF16-unit products, empty unless s.units: a tile paired (a), the
@@ -105,27 +103,7 @@ void round_tile(const Spec& s, int64_t nk, T* tile) {
   }
 }
 
-// visible keys of query row i
-inline int64_t visible(const Spec& s, int64_t i) {
-  return s.causal ? std::min(i + 1, s.S) : s.S;
-}
-
 // ---- dropout masks
-
-// Row (r, i) draws its dropout mask from its own stream, derived from the op's one draw,
-// so rows can run in any order (or thread) and backward can replay any row alone.
-Generator row_stream(uint64_t draw, int64_t r, int64_t i, int64_t T) {
-  return Generator::substream(draw, static_cast<uint64_t>(r * T + i));
-}
-
-// keep[j] = 0 or 1/(1-p) for the visible keys of row (r, i); the definition of the mask,
-// which tile_mask reproduces and attention_dropout_mask replays
-template <typename T>
-void row_mask(const Spec& s, int64_t r, int64_t i, T* keep) {
-  Generator g = row_stream(s.draw, r, i, s.T);
-  const T scale = s.p >= 1.0 ? T(0) : static_cast<T>(1.0 / (1.0 - s.p));
-  for (int64_t j = 0; j < visible(s, i); ++j) keep[j] = g.uniform() < s.p ? T(0) : scale;
-}
 
 // keep[j * kTile + x] = row_mask of query row i0 + x at key j, for j < nk and every x that
 // sees key j (other entries hold 0, 1/(1-p) or stale values of those, never NaN). One
@@ -491,11 +469,11 @@ void sdpa_backward(const Spec& s, const In* q, const In* k, const In* v, const I
 
 // ---- which kernels take the bf16 products: measured (ops/gemm_tuning.h)
 
-// Seconds one row of s (forward, then backward) takes on the calling thread on the BF16
-// units or on the FMA kernels, on made-up operands (the work does not depend on the values)
+// Seconds one row of s (forward, then backward) takes on the calling thread on `products`,
+// on made-up operands (the work does not depend on the values)
 template <typename In>
-double seconds_of_one_row(Spec s) {
-  s.R = 1, s.p = 0, s.units = std::is_same_v<In, bfloat16>;
+double seconds_of_one_row(Spec s, Products products) {
+  s.R = 1, s.p = 0, s.units = products == Products::units, s.onednn = products == Products::onednn;
   auto values = [](int64_t n) {
     std::vector<In> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = In(static_cast<float>((i * 37) % 17 - 8) / 16.0f);
@@ -506,30 +484,59 @@ double seconds_of_one_row(Spec s) {
   std::vector<float> o(s.T * s.Dv), lse(s.T), dq(s.T * s.D), dk(s.S * s.D), dv(s.S * s.Dv);
   OmpThreadsScope one_thread(1);
   const auto start = std::chrono::steady_clock::now();
+  if constexpr (std::is_same_v<In, bfloat16>) {
+    if (s.onednn) {
+      detail::attention::onednn_forward(s, q.data(), k.data(), v.data(), o.data(), lse.data());
+      detail::attention::onednn_backward(s, q.data(), k.data(), v.data(), o_in.data(), lse.data(),
+                                         dout.data(), dq.data(), dk.data(), dv.data());
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
   sdpa_forward(s, q.data(), k.data(), v.data(), o.data(), lse.data());
   sdpa_backward(s, q.data(), k.data(), v.data(), o_in.data(), lse.data(), dout.data(), dq.data(),
                 dk.data(), dv.data());
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The BF16 units or the FMA kernels for s's bf16 products: as forced, else the faster on
-// this CPU for s's size class, measured once (the rule where nothing may be measured)
-bool units_chosen(const Spec& s) {
-  using tile::bf16::Forced;
-  if (const Forced f = tile::bf16::forced(); f != Forced::none) return f == Forced::units;
+// The kernels for s's bf16 products: as forced, else the fastest of those this CPU has for
+// s's size class, measured once (the rule where nothing may be measured: the BF16 units on
+// AMD CPUs that have them, the FMA kernels elsewhere). The BF16 units pair values along the
+// sums, so they need even D and Dv.
+Products chosen_products(const Spec& s) {
   using detail::GemmKernel;
-  const GemmKernel candidates[] = {GemmKernel::attention_fma, GemmKernel::attention_bf16};
+  using tile::bf16::Forced;
+  const bool units = s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::units_available();
+  const bool onednn = detail::attention::onednn_available(s);
+  switch (tile::bf16::forced()) {
+    case Forced::fma: return Products::fma;
+    case Forced::units: return units ? Products::units : Products::fma;
+    case Forced::onednn:
+      if (!onednn)
+        throw std::invalid_argument(
+            "ATTOGRAD_ATTENTION_BF16=onednn: oneDNN has no bfloat16 kernel for the attention's "
+            "products on this CPU");
+      return Products::onednn;
+    case Forced::none: break;
+  }
+  std::vector<GemmKernel> candidates{GemmKernel::attention_fma};
+  if (units) candidates.push_back(GemmKernel::attention_bf16);
+  if (onednn) candidates.push_back(GemmKernel::attention_onednn);
+  if (candidates.size() == 1) return Products::fma;
   const GemmKernel rule =
-      tile::bf16::rule_units() ? GemmKernel::attention_bf16 : GemmKernel::attention_fma;
+      units && tile::bf16::rule_units() ? GemmKernel::attention_bf16 : GemmKernel::attention_fma;
   Spec row = s;
   row.R = 1;
   const double macs = 3 * attention_macs(row);  // forward, and backward's twice as many
   const GemmKernel chosen = detail::tuned_kernel(
       detail::attention_class(s.causal, s.T, s.S, s.D), candidates, rule, macs, [&](GemmKernel k) {
-        return k == GemmKernel::attention_bf16 ? seconds_of_one_row<bfloat16>(s)
-                                               : seconds_of_one_row<float>(s);
+        return k == GemmKernel::attention_fma ? seconds_of_one_row<float>(s, Products::fma)
+               : k == GemmKernel::attention_bf16
+                   ? seconds_of_one_row<bfloat16>(s, Products::units)
+                   : seconds_of_one_row<bfloat16>(s, Products::onednn);
       });
-  return chosen == GemmKernel::attention_bf16;
+  return chosen == GemmKernel::attention_bf16     ? Products::units
+         : chosen == GemmKernel::attention_onednn ? Products::onednn
+                                                  : Products::fma;
 }
 
 // ---- the ops
@@ -569,32 +576,37 @@ Tensor bf16_values(const Spec& s, const Tensor& t, bool fresh) {
   return out;
 }
 
-// t as the kernels read it: a bfloat16 copy for the BF16 units; else bf16_values(t) (float32
-// holding bfloat16 values under autocast, t itself otherwise), in a new tensor
+// t as the kernels read it: a bfloat16 copy for the BF16 units and oneDNN; else
+// bf16_values(t) (float32 holding bfloat16 values under autocast, t itself otherwise), in a
+// new tensor
 Tensor kernel_operand(const Spec& s, const Tensor& t) {
-  return s.units ? to_bfloat16(t) : bf16_values(s, t.contiguous(), false);
+  return bf16_operands(s) ? to_bfloat16(t) : bf16_values(s, t.contiguous(), false);
 }
 
 // The operand type of the kernels for an op on `dtype`
 DType kernel_dtype(const Spec& s, DType dtype) {
-  return s.units ? DType::BFloat16 : dtype;
+  return bf16_operands(s) ? DType::BFloat16 : dtype;
 }
 
 // What backward keeps of a float32 operand: under autocast, its bfloat16 values in half
 // the memory (exact for q, k and v, which hold bfloat16 values already; o is rounded, which
 // changes backward's delta = do . o by a bfloat16 rounding); the tensor itself otherwise.
-// kept_operand undoes it for the FMA kernels (the BF16 units read bfloat16).
+// kept_operand undoes it for the FMA kernels (the BF16 units and oneDNN read bfloat16).
 Tensor kept(const Spec& s, const Tensor& t) {
   return s.bf16 && t.dtype() == DType::Float32 ? to_bfloat16(t) : t;
 }
 
 Tensor kept_operand(const Spec& s, const Tensor& t) {
-  return !s.units && t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
+  return !bf16_operands(s) && t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
 }
 
 // sdpa_forward on the kernels' operands (kernel_operand), o and lse of the op's dtype
 void run_forward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                  Tensor& lse) {
+  if (s.onednn)
+    return detail::attention::onednn_forward(s, q.data<bfloat16>(), k.data<bfloat16>(),
+                                             v.data<bfloat16>(), o.data<float>(),
+                                             lse.data<float>());
   if (s.units)
     return sdpa_forward(s, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
                         o.data<float>(), lse.data<float>());
@@ -607,6 +619,11 @@ void run_forward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& 
 // sdpa_backward likewise: dq, dk and dv (of lse's dtype) from the kernels' operands and do
 void run_backward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                   const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (s.onednn)
+    return detail::attention::onednn_backward(s, q.data<bfloat16>(), k.data<bfloat16>(),
+                                              v.data<bfloat16>(), o.data<bfloat16>(),
+                                              lse.data<float>(), dout.data<bfloat16>(),
+                                              dq.data<float>(), dk.data<float>(), dv.data<float>());
   if (s.units)
     return sdpa_backward(s, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
                          o.data<bfloat16>(), lse.data<float>(), dout.data<bfloat16>(),
@@ -706,9 +723,13 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   gather_heads(s, x, 2 * C, 3 * C, B, H, v);
   run_forward(s, q, k, v, o, lse);
   using detail::HeadCopy, detail::copy_heads;
-  AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
-    copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, s.D, C);
-  });
+  if (const Tensor out16 = detail::attach_bf16_copy(out); out16.defined())
+    detail::scatter_heads_with_copy(out.data<float>(), out16.data<bfloat16>(), o.data<float>(), B,
+                                    Tn, H, s.D, C);
+  else
+    AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
+      copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, s.D, C);
+    });
   if (needs_recording({qkv}))
     attach_backward(
         out, "CausalSelfAttentionBackward", {qkv},

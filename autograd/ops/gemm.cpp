@@ -528,6 +528,18 @@ void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_
                     const float* bias) { sgemm_block(oa, ob, m, n, K, a, b, c, N, beta, bias); });
 }
 
+bool onednn_matmul_here(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                        int64_t K, const bfloat16* A, const bfloat16* B, float* C, int64_t ldc,
+                        float beta) {
+  if (M == 0 || N == 0) return true;
+  const MatmulKey key{M, N, K, oa.ld, ob.ld, ldc, oa.trans, ob.trans, beta != 0, false, false};
+  const auto mm = K > 0 && !g_fallback_only ? matmul_cache().get(key) : nullptr;
+  if (!mm) return false;
+  OmpThreadsScope one_thread(1);
+  run_matmul(*mm, A, B, C, nullptr);
+  return true;
+}
+
 void force_gemm_fallback_for_tests(bool on) {
   g_fallback_only = on;
 }

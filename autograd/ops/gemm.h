@@ -96,4 +96,12 @@ void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
                    const float* A, const float* B, float* C, float beta = 0,
                    const GemmEpilogue<float>& epilogue = {});
 
+// One oneDNN matmul on bfloat16 operands, whole, on the calling thread: C [M, N] (leading
+// dimension ldc) = A B, or + C with beta 1. For kernels that split their work themselves
+// (the attention's oneDNN products, one row of heads per thread). false, C untouched, where
+// oneDNN has no bfloat16 kernel for it on this CPU.
+bool onednn_matmul_here(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                        int64_t K, const bfloat16* A, const bfloat16* B, float* C, int64_t ldc,
+                        float beta = 0);
+
 }  // namespace ag::detail

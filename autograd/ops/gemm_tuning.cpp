@@ -30,7 +30,7 @@ namespace {
 constexpr GemmKernel kKernels[] = {GemmKernel::openblas_f32,   GemmKernel::onednn_f32,
                                    GemmKernel::onednn_bf16,    GemmKernel::widened_openblas,
                                    GemmKernel::widened_onednn, GemmKernel::attention_fma,
-                                   GemmKernel::attention_bf16};
+                                   GemmKernel::attention_bf16, GemmKernel::attention_onednn};
 constexpr char kHeader[] = "attograd-gemm-kernels 1";
 constexpr off_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxLineBytes = 400;
@@ -243,6 +243,7 @@ const char* kernel_name(GemmKernel kernel) {
     case GemmKernel::widened_onednn: return "widened_onednn";
     case GemmKernel::attention_fma: return "attention_fma";
     case GemmKernel::attention_bf16: return "attention_bf16";
+    case GemmKernel::attention_onednn: return "attention_onednn";
   }
   return "?";
 }

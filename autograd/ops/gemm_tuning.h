@@ -34,8 +34,9 @@ enum class GemmKernel : uint8_t {
   widened_openblas,  // bfloat16 operands widened to float32, then OpenBLAS's sgemm
   widened_onednn,    // bfloat16 operands widened to float32, then oneDNN's float32 matmul
   // the fused attention's bf16 products (an attention class, below)
-  attention_fma,   // on FMAs over float32 holding bfloat16 values (ops/tile_kernels.h)
-  attention_bf16,  // on the CPU's BF16 dot products (ops/tile_kernels_bf16.h)
+  attention_fma,     // on FMAs over float32 holding bfloat16 values (ops/tile_kernels.h)
+  attention_bf16,    // on the CPU's BF16 dot products (ops/tile_kernels_bf16.h)
+  attention_onednn,  // on oneDNN's bfloat16 matmuls (ops/attention_onednn.h: AMX where present)
 };
 const char* kernel_name(GemmKernel kernel);
 

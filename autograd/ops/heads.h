@@ -44,4 +44,20 @@ inline void gather_heads_rounded(bfloat16* dst, const float* src, int64_t B, int
   });
 }
 
+// scatter, and the same values rounded into dst16 (the output's bfloat16 copy for the
+// projection that reads it) while each head's row is in cache
+inline void scatter_heads_with_copy(float* dst, bfloat16* dst16, const float* src, int64_t B,
+                                    int64_t Tn, int64_t H, int64_t D, int64_t row_stride) {
+  parallel_for_items(B * H, 1, static_cast<double>(Tn) * D, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / H, h = r % H;
+      for (int64_t t = 0; t < Tn; ++t) {
+        const int64_t rows = (b * Tn + t) * row_stride + h * D, heads = (r * Tn + t) * D;
+        std::memcpy(dst + rows, src + heads, D * sizeof(float));
+        to_bfloat16(src + heads, dst16 + rows, D);
+      }
+    }
+  });
+}
+
 }  // namespace ag::detail

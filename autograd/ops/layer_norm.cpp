@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
@@ -193,6 +194,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor xc = x.detach().contiguous();
   const int64_t rows = C ? x.numel() / C : 0;
   Tensor out = empty(x.shape(), x.dtype());
+  const Tensor out16 = detail::attach_bf16_copy(out);  // for the linear reading out, if bf16
   Tensor mean = empty({rows}, x.dtype());
   Tensor rstd = empty({rows}, x.dtype());
   Tensor wc = affine_or(weight, C, x.dtype(), 1.0), bc = affine_or(bias, C, x.dtype(), 0.0);
@@ -204,6 +206,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
           auto *mr = mean.data<scalar_t>() + r0, *sr = rstd.data<scalar_t>() + r0;
           layer_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), bc.data<scalar_t>(), eps, yr, mr,
                           sr);
+          detail::fill_bf16_copy(out16, yr, r0 * C, (r1 - r0) * C);
         });
   });
   if (needs_recording({x, weight, bias}))
@@ -234,6 +237,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor xc = x.detach().contiguous();
   const int64_t rows = C ? x.numel() / C : 0;
   Tensor out = empty(x.shape(), x.dtype());
+  const Tensor out16 = detail::attach_bf16_copy(out);  // for the linear reading out, if bf16
   Tensor rstd = empty({rows}, x.dtype());
   Tensor wc = affine_or(weight, C, x.dtype(), 1.0);
   AG_DISPATCH_FLOAT(x.dtype(), "rms_norm", [&] {
@@ -243,6 +247,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
                                  auto* yr = out.data<scalar_t>() + r0 * C;
                                  auto* sr = rstd.data<scalar_t>() + r0;
                                  rms_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), eps, yr, sr);
+                                 detail::fill_bf16_copy(out16, yr, r0 * C, (r1 - r0) * C);
                                });
   });
   if (needs_recording({x, weight}))

@@ -229,12 +229,14 @@ std::vector<Tensor> linear_backward(const Tensor& dh, const Tensor& x2, const Te
 // kept when the op is not recorded.
 struct GeluAfterLinear {
   Tensor y, saved;  // saved: gelu'(h) (that is, h itself), or bfloat16 h; or undefined
+  Tensor y16;       // under autocast, y rounded for the linear that reads it
 
   GeluAfterLinear(Tensor& h, bool bf16, bool record)
       : y(empty(h.shape(), h.dtype())),
         saved(!record ? Tensor()
               : bf16  ? empty(h.shape(), DType::BFloat16)
-                      : h) {}
+                      : h),
+        y16(detail::attach_bf16_copy(y)) {}
 
   RowsDone rows_done(Tensor& h) {
     const int64_t N = h.shape()[1];
@@ -250,6 +252,7 @@ struct GeluAfterLinear {
         }
         AG_SIMD
         for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
+        detail::fill_bf16_copy(y16, yp, row0 * N, n);
         if (saved.defined())  // autocast: h is float32
           to_bfloat16(h.data<float>() + row0 * N, saved.data<bfloat16>() + row0 * N, n);
       });

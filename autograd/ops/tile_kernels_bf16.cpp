@@ -40,8 +40,9 @@ Forced forced_by_environment() {
   if (value == nullptr) return Forced::none;
   const std::string f = value;
   if (f == "fma") return Forced::fma;
+  if (f == "onednn") return Forced::onednn;  // the op checks oneDNN's kernels (attention.cpp)
   if (f != "units")
-    throw std::invalid_argument("ATTOGRAD_ATTENTION_BF16 must be units or fma, got '" +
+    throw std::invalid_argument("ATTOGRAD_ATTENTION_BF16 must be units, fma or onednn, got '" +
                                 f.substr(0, 64) + "'");
   if (!units_available())
     throw std::invalid_argument(
@@ -227,9 +228,10 @@ namespace ag {
 
 void force_attention_kernel_for_tests(AttentionKernelForTests kernel) {
   using tile::bf16::Forced;
-  const Forced f = kernel == AttentionKernelForTests::units ? Forced::units
-                   : kernel == AttentionKernelForTests::fma ? Forced::fma
-                                                            : Forced::none;
+  const Forced f = kernel == AttentionKernelForTests::units    ? Forced::units
+                   : kernel == AttentionKernelForTests::fma    ? Forced::fma
+                   : kernel == AttentionKernelForTests::onednn ? Forced::onednn
+                                                               : Forced::none;
   tile::bf16::g_forced_for_tests = static_cast<int>(f);
 }
 

@@ -14,12 +14,12 @@
 // same order whichever thread runs it; the order differs from the FMA kernels' (each lane
 // adds two products at once), so the two agree to float32 summation, not bit for bit.
 //
-// Which kernels the attention uses is measured per size class (ops/gemm_tuning.h: both
-// timed on one row's forward and backward, the faster kept and cached per CPU), with
-// rule_units() as the rule where nothing is measured: the BF16 units where the CPU has
-// AVX-512 BF16 and is AMD (on Intel without AMX, vdpbf16ps retires half the multiply-adds
-// of an FMA: docs/performance.md). ATTOGRAD_ATTENTION_BF16=units|fma forces one (units
-// where the CPU has none is an error).
+// Which kernels the attention uses is measured per size class (ops/gemm_tuning.h: these,
+// the FMA kernels and oneDNN's matmuls (ops/attention_onednn.h) timed on one row's forward
+// and backward, the fastest kept and cached per CPU), with rule_units() as the rule where
+// nothing is measured: the BF16 units where the CPU has AVX-512 BF16 and is AMD (on Intel
+// without AMX, vdpbf16ps retires half the multiply-adds of an FMA: docs/performance.md).
+// ATTOGRAD_ATTENTION_BF16=units|fma|onednn forces one (one the CPU lacks is an error).
 #include <cstdint>
 
 #include "autograd/bfloat16.h"
@@ -32,7 +32,7 @@ using word = uint32_t;  // two bfloat16 values
 bool units_available();
 // The kernels forced by ATTOGRAD_ATTENTION_BF16 or by a test (test_hooks.h's
 // force_attention_kernel_for_tests), else Forced::none: measure
-enum class Forced { none, units, fma };
+enum class Forced { none, units, fma, onednn };
 Forced forced();
 // Where nothing is measured (ATTOGRAD_TUNE=off, a rank that adopts a table): AMD with
 // AVX-512 BF16
