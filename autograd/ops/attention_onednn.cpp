@@ -1,5 +1,6 @@
 #include "autograd/ops/attention_onednn.h"
 
+#include <bit>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -57,36 +58,36 @@ double row_macs(const Spec& s) {
   return static_cast<double>(s.T) * s.S * (s.D + s.Dv) * (s.causal ? 0.5 : 1.0);
 }
 
-// sx [seen] *= scale; the largest
-float scaled_max(float* sx, int64_t seen, float scale) {
+// The largest of sx [seen]
+float row_max(const float* sx, int64_t seen) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < seen; ++j) {
-    sx[j] *= scale;
-    mx = std::max(mx, sx[j]);
-  }
+  for (int64_t j = 0; j < seen; ++j) mx = std::max(mx, sx[j]);
   return mx;
 }
 
-// Query i's forward row: ex [nk] = bfloat16(exp(sx - m) keep) (0 past the keys it sees),
-// lse and 1 / l; sx is scratch
-void forward_row(const Spec& s, int64_t r, int64_t i, int64_t nk, float* sx, bfloat16* ex,
+// f rounded to bfloat16, in a form the loops below vectorise
+inline bfloat16 rounded(float f) {
+  return bfloat16::from_bits(bf16_bits_from_f32_bits(std::bit_cast<uint32_t>(f)));
+}
+
+// Query i's forward row from its raw scores sx: ex [nk] = bfloat16(exp(scale sx - m) keep)
+// (0 past the keys it sees), lse and 1 / l, in one pass after the maximum
+void forward_row(const Spec& s, int64_t r, int64_t i, int64_t nk, const float* sx, bfloat16* ex,
                  float* lse, float* inv_total, Scratch& w) {
   const int64_t seen = visible(s, i);
-  const float mx = scaled_max(sx, seen, static_cast<float>(s.scale));
+  const float scale = static_cast<float>(s.scale);
+  const float mx = row_max(sx, seen) * scale;  // the largest scaled score: rounding is monotonic
+  const bool dropout = s.p > 0;
+  if (dropout) row_mask(s, r, i, w.keep.data());
+  const float* keep = w.keep.data();
   float total = 0;
 #pragma omp simd reduction(+ : total)
   for (int64_t j = 0; j < seen; ++j) {
-    sx[j] = exp_fast(sx[j] - mx);
-    total += sx[j];
+    const float e = exp_fast(sx[j] * scale - mx);
+    total += e;
+    ex[j] = rounded(dropout ? e * keep[j] : e);
   }
-  if (s.p > 0) {
-    row_mask(s, r, i, w.keep.data());
-    const float* keep = w.keep.data();
-    AG_SIMD
-    for (int64_t j = 0; j < seen; ++j) sx[j] *= keep[j];
-  }
-  to_bfloat16(sx, ex, seen);
   std::fill(ex + seen, ex + nk, bfloat16(0.0f));
   lse[r * s.T + i] = mx + std::log(total);
   *inv_total = 1.0f / total;
@@ -108,30 +109,21 @@ void forward_block(const Spec& s, int64_t r, int64_t i0, int64_t m, const bfloat
 }
 
 // Query i's backward row: ax [nk] = bfloat16(p keep) and dsx [nk] = bfloat16(p (dp keep -
-// delta) scale), 0 past the keys it sees; sx and dpx are scratch
-void backward_row(const Spec& s, int64_t r, int64_t i, int64_t nk, float* sx, float* dpx, float lse,
-                  float delta, bfloat16* ax, bfloat16* dsx, Scratch& w) {
+// delta) scale), 0 past the keys it sees, in one pass
+void backward_row(const Spec& s, int64_t r, int64_t i, int64_t nk, const float* sx,
+                  const float* dpx, float lse, float delta, bfloat16* ax, bfloat16* dsx,
+                  Scratch& w) {
   const int64_t seen = visible(s, i);
   const float scale = static_cast<float>(s.scale);
-  if (s.p > 0) {
-    row_mask(s, r, i, w.keep.data());
-    const float* keep = w.keep.data();
-    AG_SIMD
-    for (int64_t j = 0; j < seen; ++j) {
-      const float p = exp_fast(sx[j] * scale - lse);
-      sx[j] = p * keep[j];
-      dpx[j] = p * (dpx[j] * keep[j] - delta) * scale;
-    }
-  } else {
-    AG_SIMD
-    for (int64_t j = 0; j < seen; ++j) {
-      const float p = exp_fast(sx[j] * scale - lse);
-      sx[j] = p;
-      dpx[j] = p * (dpx[j] - delta) * scale;
-    }
+  const bool dropout = s.p > 0;
+  if (dropout) row_mask(s, r, i, w.keep.data());
+  const float* keep = w.keep.data();
+  AG_SIMD
+  for (int64_t j = 0; j < seen; ++j) {
+    const float p = exp_fast(sx[j] * scale - lse), kj = dropout ? keep[j] : 1.0f;
+    ax[j] = rounded(p * kj);
+    dsx[j] = rounded(p * (dpx[j] * kj - delta) * scale);
   }
-  to_bfloat16(sx, ax, seen);
-  to_bfloat16(dpx, dsx, seen);
   std::fill(ax + seen, ax + nk, bfloat16(0.0f));
   std::fill(dsx + seen, dsx + nk, bfloat16(0.0f));
 }
