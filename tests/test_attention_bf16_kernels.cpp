@@ -123,3 +123,8 @@ TEST_CASE("forcing the attention onto oneDNN without its bfloat16 kernels is an 
                       Catch::Contains("oneDNN has no bfloat16 kernel"));
   ag::force_attention_kernel_for_tests(Kernel::chosen);
 }
+
+// Run by ctest's bf16.attention_onednn before the [bf16] tests on oneDNN (hidden otherwise)
+TEST_CASE("oneDNN has bfloat16 kernels for the attention here", "[.][onednn_probe]") {
+  REQUIRE(ag::attention_onednn_available());
+}
