@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
@@ -29,7 +30,7 @@ namespace {
 
 thread_local Precision t_precision = Precision::fp32;
 thread_local std::shared_ptr<AutocastScope::WeightCache> t_cache;
-bool use_producer_copies = true;  // off: a test compares with rounding at every GEMM
+std::atomic<bool> use_producer_copies{true};  // off: a test compares with rounding at every GEMM
 
 bool is_parameter(const Tensor& t) {
   return t.requires_grad() && t.is_leaf();

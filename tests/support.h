@@ -69,6 +69,13 @@ inline bool bit_equal(const ag::Tensor& a, const ag::Tensor& b) {
 }
 
 // A GPT config for tests: sizes given, everything else the spec's default.
+// Token ids drawn uniformly from [0, vocab), int64, of the given shape
+inline ag::Tensor random_ids(ag::Generator& gen, int64_t vocab, const ag::Shape& shape) {
+  std::vector<int64_t> ids(static_cast<size_t>(ag::shape_numel(shape)));
+  for (auto& id : ids) id = static_cast<int64_t>(gen.next_u64() % static_cast<uint64_t>(vocab));
+  return ag::from_vector(ids, shape);
+}
+
 inline nn::GPTConfig gpt_config(int64_t vocab, int64_t context, int64_t d_model, int64_t heads,
                                 int64_t layers, double dropout) {
   nn::GPTConfig c;

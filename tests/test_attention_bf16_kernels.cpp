@@ -73,22 +73,29 @@ void require_near_fma(Kernel kernel) {
   }
 }
 
+// Whether `kernel` can run on this CPU (as oneDNN is capped); a warning naming why not
+bool runs_here(Kernel kernel) {
+  if (kernel == Kernel::units && !ag::attention_bf16_units_available()) {
+    WARN("skipped: this CPU has no AVX-512 BF16 instructions");
+    return false;
+  }
+  if (kernel == Kernel::onednn && !ag::attention_onednn_available()) {
+    WARN("skipped: oneDNN has no bfloat16 kernel on this CPU (or as capped)");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("bf16 attention on the BF16 units agrees with the FMA kernels", "[bf16][attention]") {
-  if (!ag::attention_bf16_units_available()) {
-    WARN("skipped: this CPU has no AVX-512 BF16 instructions");
-    return;
-  }
+  if (!runs_here(Kernel::units)) return;
   require_near_fma(Kernel::units);
 }
 
 TEST_CASE("bf16 attention on the BF16 units gives identical bits on one and two threads",
           "[bf16][attention][threads]") {
-  if (!ag::attention_bf16_units_available()) {
-    WARN("skipped: this CPU has no AVX-512 BF16 instructions");
-    return;
-  }
+  if (!runs_here(Kernel::units)) return;
   const Case c{{3, 2, 100, 32}, {3, 2, 100, 32}, true, 0.1};
   REQUIRE(attention(c, Kernel::units, 1) == attention(c, Kernel::units, 2));
 }
@@ -97,19 +104,13 @@ TEST_CASE("bf16 attention on the BF16 units gives identical bits on one and two 
 // ONEDNN_MAX_CPU_ISA capped (tests/CMakeLists.txt), so each of oneDNN's bfloat16 kernels
 // this CPU can run is checked, and without one (AVX2) the error below.
 TEST_CASE("bf16 attention on oneDNN's matmuls agrees with the FMA kernels", "[bf16][attention]") {
-  if (!ag::attention_onednn_available()) {
-    WARN("skipped: oneDNN has no bfloat16 kernel on this CPU (or as capped)");
-    return;
-  }
+  if (!runs_here(Kernel::onednn)) return;
   require_near_fma(Kernel::onednn);
 }
 
 TEST_CASE("bf16 attention on oneDNN's matmuls gives identical bits on one and two threads",
           "[bf16][attention][threads]") {
-  if (!ag::attention_onednn_available()) {
-    WARN("skipped: oneDNN has no bfloat16 kernel on this CPU (or as capped)");
-    return;
-  }
+  if (!runs_here(Kernel::onednn)) return;
   // blocks of queries smaller than a row (S = 600: 436 queries a block), and dropout
   const Case c{{3, 2, 600, 16}, {3, 2, 600, 16}, true, 0.1};
   REQUIRE(attention(c, Kernel::onednn, 1) == attention(c, Kernel::onednn, 2));

@@ -498,10 +498,8 @@ TEST_CASE("a GPT's loss and gradients in bf16 stay near float64", "[bf16]") {
   const nn::GPTConfig cfg = ag_test::gpt_config(40, 32, 64, 4, 2, 0.0);
   nn::GPT model(cfg, 3);
   ag::Generator gen(10);
-  std::vector<int64_t> x(4 * 32), y(4 * 32);
-  for (auto& id : x) id = static_cast<int64_t>(gen.next_u64() % 40);
-  for (auto& id : y) id = static_cast<int64_t>(gen.next_u64() % 40);
-  const ag::Tensor xs = ag::from_vector(x, {4, 32}), ys = ag::from_vector(y, {4, 32});
+  const ag::Tensor xs = ag_test::random_ids(gen, 40, {4, 32});
+  const ag::Tensor ys = ag_test::random_ids(gen, 40, {4, 32});
   auto grads = [&](ag::Precision p) {
     model.zero_grad();
     ag::AutocastScope autocast(p);

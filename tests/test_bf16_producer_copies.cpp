@@ -88,10 +88,8 @@ TEST_CASE("a GPT's bf16 step with producers' copies gives the bits of rounding a
     cfg.norm = norm;
     nn::GPT model(cfg, 3);
     ag::Generator gen(10);
-    std::vector<int64_t> x(4 * 32), y(4 * 32);
-    for (auto& id : x) id = static_cast<int64_t>(gen.next_u64() % 40);
-    for (auto& id : y) id = static_cast<int64_t>(gen.next_u64() % 40);
-    const ag::Tensor xs = ag::from_vector(x, {4, 32}), ys = ag::from_vector(y, {4, 32});
+    const ag::Tensor xs = ag_test::random_ids(gen, 40, {4, 32});
+    const ag::Tensor ys = ag_test::random_ids(gen, 40, {4, 32});
     auto step = [&] {
       model.zero_grad();
       model.dropout_generator() = ag::Generator(5);  // the same dropout masks each time
