@@ -269,3 +269,34 @@ TEST_CASE("dropout with the same seed draws the same mask", "[values][dropout]")
   REQUIRE(a == ag::dropout(x, 0.5, true, g2).to_vector());
   REQUIRE(a != ag::dropout(x, 0.5, true, g3).to_vector());
 }
+
+TEST_CASE("dropout keeps element i unless draw i mod 4096 of sub-stream i / 4096 is under p",
+          "[values][dropout]") {
+  // the definition, one stream at a time, against the op (which draws 16 sub-streams side
+  // by side): a lone element, a partial chunk, a group and a bit, three groups and a part;
+  // on one and two threads, in float32 and float64
+  for (const int64_t n :
+       {int64_t{1}, int64_t{4095}, int64_t{16 * 4096 + 7}, int64_t{40 * 4096 + 123}}) {
+    for (const DType dtype : {DType::Float32, DType::Float64}) {
+      const double p = 0.3;
+      ag::Generator replay(17);
+      const uint64_t draw = replay.next_u64(), cutoff = ag::Generator::uniform_cutoff(p);
+      std::vector<double> want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; i += 4096) {
+        ag::Generator stream = ag::Generator::substream(draw, static_cast<uint64_t>(i / 4096));
+        for (int64_t j = i; j < std::min(n, i + 4096); ++j)
+          want[j] = (stream.next_u64() >> 11) >= cutoff ? 1.0 / (1.0 - p) : 0.0;
+      }
+      const int saved = ag::num_threads();
+      for (const int threads : {1, 2}) {
+        ag::set_num_threads(threads);
+        ag::Generator gen(17);
+        const Tensor y = ag::dropout(ag::ones({n}, dtype), p, true, gen);
+        const Tensor want_t = ag::from_vector(want, {n}, dtype);
+        INFO(n << " elements, " << ag::dtype_name(dtype) << ", " << threads << " threads");
+        REQUIRE(y.to_vector() == want_t.to_vector());
+      }
+      ag::set_num_threads(saved);
+    }
+  }
+}
