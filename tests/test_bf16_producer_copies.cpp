@@ -52,7 +52,10 @@ TEST_CASE("LayerNorm, RMSNorm, GELU after a linear and the attention attach roun
     // a view that is not contiguous is rounded afresh
     REQUIRE_FALSE(reads_producer_copy(out.transpose(0, 1)));
   }
-  // outside a bf16 scope, and in float64, nothing is attached
+  // in float64 (never cast), and outside a bf16 scope, nothing is attached
+  const ag::Tensor x64 = x.to(ag::DType::Float64);
+  REQUIRE(ag::layer_norm(x64, ag::Tensor(), ag::Tensor(), 1e-5).impl()->storage->bf16_copy ==
+          nullptr);
   const ag::AutocastScope fp32(ag::Precision::fp32);
   REQUIRE(ag::layer_norm(x, w, b, 1e-5).impl()->storage->bf16_copy == nullptr);
 }
