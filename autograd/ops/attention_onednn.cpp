@@ -66,9 +66,10 @@ float row_max(const float* sx, int64_t seen) {
   return mx;
 }
 
-// f rounded to bfloat16, in a form the loops below vectorise
-inline bfloat16 rounded(float f) {
-  return bfloat16::from_bits(bf16_bits_from_f32_bits(std::bit_cast<uint32_t>(f)));
+// The bits of f rounded to bfloat16. The loops below store these into .bits: storing a
+// bfloat16 value made by its constructor copies a temporary, which GCC does not vectorise.
+inline uint16_t bf16_bits(float f) {
+  return bf16_bits_from_f32_bits(std::bit_cast<uint32_t>(f));
 }
 
 // Query i's forward row from its raw scores sx: ex [nk] = bfloat16(exp(scale sx - m) keep)
@@ -86,7 +87,7 @@ void forward_row(const Spec& s, int64_t r, int64_t i, int64_t nk, const float* s
   for (int64_t j = 0; j < seen; ++j) {
     const float e = exp_fast(sx[j] * scale - mx);
     total += e;
-    ex[j] = rounded(dropout ? e * keep[j] : e);
+    ex[j].bits = bf16_bits(dropout ? e * keep[j] : e);
   }
   std::fill(ex + seen, ex + nk, bfloat16(0.0f));
   lse[r * s.T + i] = mx + std::log(total);
@@ -121,20 +122,22 @@ void backward_row(const Spec& s, int64_t r, int64_t i, int64_t nk, const float* 
   AG_SIMD
   for (int64_t j = 0; j < seen; ++j) {
     const float p = exp_fast(sx[j] * scale - lse), kj = dropout ? keep[j] : 1.0f;
-    ax[j] = rounded(p * kj);
-    dsx[j] = rounded(p * (dpx[j] * kj - delta) * scale);
+    ax[j].bits = bf16_bits(p * kj);
+    dsx[j].bits = bf16_bits(p * (dpx[j] * kj - delta) * scale);
   }
   std::fill(ax + seen, ax + nk, bfloat16(0.0f));
   std::fill(dsx + seen, dsx + nk, bfloat16(0.0f));
 }
 
-// dq of the m queries of row r from i0, and their share of dk and dv added into the row's
+// What backward reads (the forward's operands, its output and lse, the output's gradient)
+// and writes (dq, dk, dv), for every row
 struct BackwardRow {
   const bfloat16 *q, *k, *v, *o, *dout;
   const float* lse;
   float *dq, *dk, *dv;
 };
 
+// dq of the m queries of row r from i0, and their share of dk and dv added into the row's
 void backward_block(const Spec& s, int64_t r, int64_t i0, int64_t m, const BackwardRow& b,
                     Scratch& w) {
   const int64_t nk = visible(s, i0 + m - 1);

@@ -20,7 +20,7 @@ namespace {
 
 constexpr int64_t kMaskChunk = 4096;  // elements drawn from one stream
 // an element's draw costs about as much as streaming this many (detail::team_pays)
-constexpr double kDrawWork = 2;
+constexpr double kDrawWork = 4;
 // One stream is a serial chain of steps, so the chunks of a group advance side by side, 8
 // streams to a vector and kVectors vectors at once to hide a step's latency (as the fused
 // attention draws its masks: ops/attention.cpp, tile_mask). A group is the unit of work.

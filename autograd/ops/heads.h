@@ -12,22 +12,29 @@ namespace ag::detail {
 
 enum class HeadCopy { gather, scatter };
 
-// gather: [B, T, H, D] rows (row_stride elements between tokens, heads D apart) into
-// [B, H, T, D] contiguous; scatter: back. One pass of D-element copies per (b, h, t).
-template <typename T>
-void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn, int64_t H,
-                int64_t D, int64_t row_stride) {
+// fn(rows, heads) for every (b, h, t): the offset of that head's D values in the [B, T, H, D]
+// rows (row_stride elements between tokens, heads D apart) and in the [B, H, T, D]
+// contiguous packing; (b, h) rows shared among the threads
+template <typename F>
+void for_each_head_row(int64_t B, int64_t Tn, int64_t H, int64_t D, int64_t row_stride, F&& fn) {
   parallel_for_items(B * H, 1, static_cast<double>(Tn) * D, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / H, h = r % H;
-      for (int64_t t = 0; t < Tn; ++t) {
-        const int64_t rows = (b * Tn + t) * row_stride + h * D, heads = (r * Tn + t) * D;
-        if (direction == HeadCopy::gather)
-          std::memcpy(dst + heads, src + rows, D * sizeof(T));
-        else
-          std::memcpy(dst + rows, src + heads, D * sizeof(T));
-      }
+      for (int64_t t = 0; t < Tn; ++t) fn((b * Tn + t) * row_stride + h * D, (r * Tn + t) * D);
     }
+  });
+}
+
+// gather: [B, T, H, D] rows into [B, H, T, D] contiguous; scatter: back. One pass of
+// D-element copies per (b, h, t).
+template <typename T>
+void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn, int64_t H,
+                int64_t D, int64_t row_stride) {
+  for_each_head_row(B, Tn, H, D, row_stride, [&](int64_t rows, int64_t heads) {
+    if (direction == HeadCopy::gather)
+      std::memcpy(dst + heads, src + rows, D * sizeof(T));
+    else
+      std::memcpy(dst + rows, src + heads, D * sizeof(T));
   });
 }
 
@@ -35,28 +42,17 @@ void copy_heads(HeadCopy direction, T* dst, const T* src, int64_t B, int64_t Tn,
 // read, with no separate rounding pass
 inline void gather_heads_rounded(bfloat16* dst, const float* src, int64_t B, int64_t Tn, int64_t H,
                                  int64_t D, int64_t row_stride) {
-  parallel_for_items(B * H, 1, static_cast<double>(Tn) * D, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / H, h = r % H;
-      for (int64_t t = 0; t < Tn; ++t)
-        to_bfloat16(src + (b * Tn + t) * row_stride + h * D, dst + (r * Tn + t) * D, D);
-    }
-  });
+  for_each_head_row(B, Tn, H, D, row_stride,
+                    [&](int64_t rows, int64_t heads) { to_bfloat16(src + rows, dst + heads, D); });
 }
 
 // scatter, and the same values rounded into dst16 (the output's bfloat16 copy for the
 // projection that reads it) while each head's row is in cache
 inline void scatter_heads_with_copy(float* dst, bfloat16* dst16, const float* src, int64_t B,
                                     int64_t Tn, int64_t H, int64_t D, int64_t row_stride) {
-  parallel_for_items(B * H, 1, static_cast<double>(Tn) * D, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / H, h = r % H;
-      for (int64_t t = 0; t < Tn; ++t) {
-        const int64_t rows = (b * Tn + t) * row_stride + h * D, heads = (r * Tn + t) * D;
-        std::memcpy(dst + rows, src + heads, D * sizeof(float));
-        to_bfloat16(src + heads, dst16 + rows, D);
-      }
-    }
+  for_each_head_row(B, Tn, H, D, row_stride, [&](int64_t rows, int64_t heads) {
+    std::memcpy(dst + rows, src + heads, D * sizeof(float));
+    to_bfloat16(src + heads, dst16 + rows, D);
   });
 }
 
