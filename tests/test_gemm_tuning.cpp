@@ -17,40 +17,13 @@
 #include "autograd/ops/gemm_tuning.h"
 #include "autograd/test_hooks.h"
 #include "support.h"
+#include "tuning_environment.h"
 
 using ag::detail::GemmKernel;
 using ag_test::TempDir;
+using ag_test::TuningEnvironment;
 
 namespace {
-
-// The tuner as a new process with this environment would see it; restored afterwards.
-class TuningEnvironment {
- public:
-  explicit TuningEnvironment(const std::string& cache, const char* mode = nullptr) {
-    for (const char* name : {"XDG_CACHE_HOME", "ATTOGRAD_TUNE"})
-      if (const char* v = std::getenv(name)) saved_[name] = v;
-    ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
-    set_mode(mode);
-  }
-  void set_mode(const char* mode) {  // and start afresh, as a new process would
-    if (mode)
-      ::setenv("ATTOGRAD_TUNE", mode, 1);
-    else
-      ::unsetenv("ATTOGRAD_TUNE");
-    ag::detail::reset_tuning_for_tests();
-  }
-  ~TuningEnvironment() {
-    for (const char* name : {"XDG_CACHE_HOME", "ATTOGRAD_TUNE"})
-      if (saved_.count(name))
-        ::setenv(name, saved_[name].c_str(), 1);
-      else
-        ::unsetenv(name);
-    ag::detail::reset_tuning_for_tests();
-  }
-
- private:
-  std::map<std::string, std::string> saved_;
-};
 
 constexpr GemmKernel kF32[] = {GemmKernel::onednn_f32, GemmKernel::openblas_f32};
 
@@ -164,7 +137,7 @@ TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten
   }
   SECTION("another CPU's table") {
     const std::string foreign =
-        "attograd-gemm-kernels 1\nsignature another CPU\n"
+        "attograd-gemm-kernels 2\nsignature another CPU\n"
         "f32 NT 11 10 8 onednn_f32\n";
     dir.write(std::filesystem::relative(file, dir.path).string(), foreign);
     CHECK(decide(timer) == GemmKernel::openblas_f32);
@@ -178,7 +151,7 @@ TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten
   }
   SECTION("lines that do not parse are skipped; a torn last line is not read") {
     const std::string head =
-        "attograd-gemm-kernels 1\nsignature " + ag::detail::tuning_signature() + "\n";
+        "attograd-gemm-kernels 2\nsignature " + ag::detail::tuning_signature() + "\n";
     dir.write(std::filesystem::relative(file, dir.path).string(),
               head + "f32 NT 99 10 8 onednn_f32\nf32 XX 11 10 8 onednn_f32\n" +
                   "f32 NT 11 10 8 rocket\nf32 NT 11 10 8 onednn_f32 onednn_f32=nan\n" +

@@ -581,6 +581,7 @@ ag::AutocastScope TrainingRun::step_precision() {
 // micro-batch, forward and backward, drawn with a copy of the data generator; the dropout
 // generator is restored and the gradients dropped, so the run is as it would have been.
 void TrainingRun::decide_step_kernels() {
+  ag::detail::bf16_fallback_enabled();  // a misspelt ATTOGRAD_BF16_FALLBACK: a set-up error
   if (!world_.root() || ag::detail::tune_mode() == ag::detail::TuneMode::off) return;
   ag::Generator& dropout = model_->dropout_generator();
   const ag::Generator::State dropout_before = dropout.state();

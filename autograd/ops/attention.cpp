@@ -65,15 +65,18 @@ using detail::attention::Spec;
 using detail::attention::visible;
 using tile::bf16::word;
 
-// Which kernels take the bf16 products: the FMA tiles, the BF16 units' tiles, or oneDNN
-enum class Products { fma, units, onednn };
+// Which kernels take the bf16 products: the FMA tiles, the BF16 units' tiles, or oneDNN;
+// or none where float32 was measured faster (the attention then runs as in fp32)
+enum class Products { fma, units, onednn, f32 };
 Products chosen_products(const Spec& s);  // below
 
-// s.bf16 under autocast, and then s.units or s.onednn where those take the products
+// s.bf16 under autocast where bfloat16 pays, and then s.units or s.onednn where those take
+// the products
 void set_precision(Spec& s, DType dtype) {
   s.bf16 = detail::autocast_to_bf16(dtype);
   if (!s.bf16) return;
   const Products products = chosen_products(s);
+  s.bf16 = products != Products::f32;
   s.units = products == Products::units;
   s.onednn = products == Products::onednn;
 }
@@ -500,8 +503,9 @@ double seconds_of_one_row(Spec s, Products products) {
 
 // The kernels for s's bf16 products: as forced, else the fastest of those this CPU has for
 // s's size class, measured once (the rule where nothing may be measured: the BF16 units on
-// AMD CPUs that have them, the FMA kernels elsewhere). The BF16 units pair values along the
-// sums, so they need even D and Dv.
+// AMD CPUs that have them, the FMA kernels elsewhere); or none, the attention in float32,
+// where the same row in float32 was measured faster than that (gemm_tuning.h's
+// bf16_class_pays). The BF16 units pair values along the sums, so they need even D and Dv.
 Products chosen_products(const Spec& s) {
   using detail::GemmKernel;
   using tile::bf16::Forced;
@@ -521,19 +525,28 @@ Products chosen_products(const Spec& s) {
   std::vector<GemmKernel> candidates{GemmKernel::attention_fma};
   if (units) candidates.push_back(GemmKernel::attention_bf16);
   if (onednn) candidates.push_back(GemmKernel::attention_onednn);
-  if (candidates.size() == 1) return Products::fma;
   const GemmKernel rule =
       units && tile::bf16::rule_units() ? GemmKernel::attention_bf16 : GemmKernel::attention_fma;
   Spec row = s;
   row.R = 1;
   const double macs = 3 * attention_macs(row);  // forward, and backward's twice as many
-  const GemmKernel chosen = detail::tuned_kernel(
-      detail::attention_class(s.causal, s.T, s.S, s.D), candidates, rule, macs, [&](GemmKernel k) {
-        return k == GemmKernel::attention_fma ? seconds_of_one_row<float>(s, Products::fma)
-               : k == GemmKernel::attention_bf16
-                   ? seconds_of_one_row<bfloat16>(s, Products::units)
-                   : seconds_of_one_row<bfloat16>(s, Products::onednn);
-      });
+  const detail::GemmClass cls = detail::attention_class(s.causal, s.T, s.S, s.D);
+  const GemmKernel chosen = detail::tuned_kernel(cls, candidates, rule, macs, [&](GemmKernel k) {
+    return k == GemmKernel::attention_fma    ? seconds_of_one_row<float>(s, Products::fma)
+           : k == GemmKernel::attention_bf16 ? seconds_of_one_row<bfloat16>(s, Products::units)
+                                             : seconds_of_one_row<bfloat16>(s, Products::onednn);
+  });
+  if (detail::bf16_fallback_enabled()) {  // the same row in float32, to weigh bf16 against
+    detail::GemmClass in_f32 = cls;
+    in_f32.bf16 = false;
+    static constexpr GemmKernel kF32[] = {GemmKernel::attention_f32};
+    Spec f32_row = s;
+    f32_row.bf16 = false;
+    detail::tuned_kernel(in_f32, kF32, GemmKernel::attention_f32, macs, [&](GemmKernel) {
+      return seconds_of_one_row<float>(f32_row, Products::fma);
+    });
+    if (!detail::bf16_class_pays(cls)) return Products::f32;
+  }
   return chosen == GemmKernel::attention_bf16     ? Products::units
          : chosen == GemmKernel::attention_onednn ? Products::onednn
                                                   : Products::fma;

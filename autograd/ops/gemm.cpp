@@ -468,18 +468,20 @@ GemmKernel measured_or_rule(bool bf16, bool forced, const GemmOperand& oa, const
                       });
 }
 
-GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                      const float* A, const float* B) {
+// The float32 and bfloat16 choices, their candidates timed by time(kernel, sample, C)
+template <typename Time>
+GemmKernel f32_kernel_timed(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                            int64_t K, const Time& time) {
   const GemmKernel rule = f32_backend(oa, M, N, K) == F32Backend::onednn ? GemmKernel::onednn_f32
                                                                          : GemmKernel::openblas_f32;
   static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_f32, GemmKernel::openblas_f32};
-  return measured_or_rule(
-      false, forced_f32_backend().has_value(), oa, ob, M, N, K, kCandidates, rule,
-      [&](GemmKernel k, const Sample& s, float* C) { return time_f32(k, oa, ob, s, K, A, B, C); });
+  return measured_or_rule(false, forced_f32_backend().has_value(), oa, ob, M, N, K, kCandidates,
+                          rule, time);
 }
 
-GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
-                       int64_t K, const bfloat16* A, const bfloat16* B) {
+template <typename Time>
+GemmKernel bf16_kernel_timed(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                             int64_t K, const Time& time) {
   // the widened operands' layouts (packed) as the float32 rule sees them
   const GemmOperand woa{oa.trans, oa.trans ? M : K};
   const GemmKernel widened_rule = f32_backend(woa, M, N, K) == F32Backend::onednn
@@ -489,12 +491,68 @@ GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, 
       bf16_backend() == Bf16Backend::onednn ? GemmKernel::onednn_bf16 : widened_rule;
   static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_bf16, GemmKernel::widened_onednn,
                                                GemmKernel::widened_openblas};
-  return measured_or_rule(
-      true, forced_bf16_backend().has_value(), oa, ob, M, N, K, kCandidates, rule,
-      [&](GemmKernel k, const Sample& s, float* C) { return time_bf16(k, oa, ob, s, K, A, B, C); });
+  return measured_or_rule(true, forced_bf16_backend().has_value(), oa, ob, M, N, K, kCandidates,
+                          rule, time);
 }
 
+GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                      const float* A, const float* B) {
+  return f32_kernel_timed(oa, ob, M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
+    return time_f32(k, oa, ob, s, K, A, B, C);
+  });
+}
+
+GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                       int64_t K, const bfloat16* A, const bfloat16* B) {
+  return bf16_kernel_timed(oa, ob, M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
+    return time_bf16(k, oa, ob, s, K, A, B, C);
+  });
+}
+
+// Operands for timing a class before any real operand exists (bf16_pays): the sample's A
+// and B, packed, zeros (the time does not depend on the values), made only when a class is
+// measured
+class MadeUpOperands {
+ public:
+  MadeUpOperands(bool ta, bool tb, const Sample& s, int64_t K)
+      : a_{ta, ta ? s.m : K}, b_{tb, tb ? K : s.n}, a_size_(s.m * K), b_size_(s.n * K) {}
+  const GemmOperand& oa() const { return a_; }
+  const GemmOperand& ob() const { return b_; }
+  const float* a32() { return zeros(a32_, a_size_); }
+  const float* b32() { return zeros(b32_, b_size_); }
+  const bfloat16* a16() { return zeros(a16_, a_size_); }
+  const bfloat16* b16() { return zeros(b16_, b_size_); }
+
+ private:
+  template <typename T>
+  static const T* zeros(std::vector<T>& v, int64_t n) {
+    if (v.empty()) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+  GemmOperand a_, b_;
+  int64_t a_size_, b_size_;
+  std::vector<float> a32_, b32_;
+  std::vector<bfloat16> a16_, b16_;
+};
+
 }  // namespace
+
+bool bf16_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  if (!bf16_fallback_enabled() || forced_bf16_backend() ||
+      static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 || g_fallback_only)
+    return true;
+  const Sample s = sample_of(M, N, K);
+  MadeUpOperands ops(ta, tb, s, K);
+  bf16_kernel_timed(ops.oa(), ops.ob(), M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
+    return time_bf16(k, ops.oa(), ops.ob(), s, K, ops.a16(), ops.b16(), C);
+  });
+  f32_kernel_timed(ops.oa(), ops.ob(), M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
+    return time_f32(k, ops.oa(), ops.ob(), s, K, ops.a32(), ops.b32(), C);
+  });
+  return bf16_class_pays(gemm_class(true, ta, tb, M, N, K));
+}
+
+namespace {}  // namespace
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta,

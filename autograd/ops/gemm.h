@@ -96,6 +96,16 @@ void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
                    const float* A, const float* B, float* C, float beta = 0,
                    const GemmEpilogue<float>& epilogue = {});
 
+// Under autocast, whether a GEMM of this layout and shape pays for bfloat16 on this CPU
+// (issue 27: bf16 falls back to float32 per shape). false where its two classes, bf16 and
+// f32, were measured (gemm_tuning.h) and float32 came out ahead: the bf16 class kept a
+// widened kernel (float32's kernels after a widening pass), or float32's kernel beat
+// oneDNN's bfloat16 one by the tuning margin. The caller then multiplies its float32
+// operands as fp32 does. true where nothing is measured (ATTOGRAD_TUNE=off,
+// ATTOGRAD_BF16_GEMM, GEMMs too small to tune, a class no rank measured). Measures the
+// classes on made-up operands when they are not decided yet.
+bool bf16_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K);
+
 // One oneDNN matmul on bfloat16 operands, whole, on the calling thread: C [M, N] (leading
 // dimension ldc) = A B, or + C with beta 1. For kernels that split their work themselves
 // (the attention's oneDNN products, one row of heads per thread). false, C untouched, where

@@ -19,6 +19,7 @@
 #include <limits>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -27,17 +28,17 @@ namespace ag::detail {
 
 namespace {
 
-constexpr GemmKernel kKernels[] = {GemmKernel::openblas_f32,   GemmKernel::onednn_f32,
-                                   GemmKernel::onednn_bf16,    GemmKernel::widened_openblas,
-                                   GemmKernel::widened_onednn, GemmKernel::attention_fma,
-                                   GemmKernel::attention_bf16, GemmKernel::attention_onednn};
-constexpr char kHeader[] = "attograd-gemm-kernels 1";
+constexpr GemmKernel kKernels[] = {
+    GemmKernel::openblas_f32,     GemmKernel::onednn_f32,       GemmKernel::onednn_bf16,
+    GemmKernel::widened_openblas, GemmKernel::widened_onednn,   GemmKernel::attention_fma,
+    GemmKernel::attention_bf16,   GemmKernel::attention_onednn, GemmKernel::attention_f32};
+// Version 2: bf16 classes are also weighed against float32 (bf16_pays), attention classes
+// have a float32 candidate. A version-1 file keeps its name (the name hashes the header),
+// so older binaries keep theirs.
+constexpr char kHeader[] = "attograd-gemm-kernels 2";
 constexpr off_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxLineBytes = 400;
 constexpr int kMaxLog = 40;  // 2^40 rows: beyond anything a line of ours holds
-// A candidate replaces the rule only when it is this much faster: a difference inside the
-// timing noise must not change kernels (and results) from one cache file to another.
-constexpr double kMargin = 1.03;
 
 bool parse_kernel(const std::string& name, GemmKernel& out) {
   for (GemmKernel k : kKernels)
@@ -87,7 +88,7 @@ std::string layout_field(const GemmClass& c) {
 bool parse_layout(const std::string& layout, GemmClass& c) {
   if (layout == "AC" || layout == "AF") {
     c.attention = true, c.ta = layout[1] == 'C', c.tb = false;
-    return c.bf16;  // attention classes are bf16 only
+    return true;
   }
   if (layout.size() != 2) return false;
   for (char ch : layout)
@@ -188,6 +189,11 @@ class Tuner {
     std::lock_guard<std::mutex> lock(mutex_);
     return order_;
   }
+  std::optional<TunedEntry> entry(const GemmClass& c) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = table_.find(class_key(c));
+    return it == table_.end() ? std::nullopt : std::optional(order_[it->second]);
+  }
   std::string file_state() {
     std::lock_guard<std::mutex> lock(mutex_);
     return state_.empty() ? "not opened yet (no GEMM has been tuned in this process)" : state_;
@@ -217,11 +223,11 @@ class Tuner {
   TunedEntry measure(const GemmClass& c, std::span<const GemmKernel> candidates, GemmKernel rule,
                      double macs, const TimeCandidate& time);
   void insert(const TunedEntry& e) {
-    if (table_.emplace(class_key(e.cls), e.kernel).second) order_.push_back(e);
+    if (table_.emplace(class_key(e.cls), order_.size()).second) order_.push_back(e);
   }
 
   std::mutex mutex_;
-  std::unordered_map<uint64_t, GemmKernel> table_;
+  std::unordered_map<uint64_t, size_t> table_;  // a class's entry in order_
   std::vector<TunedEntry> order_;
   bool measuring_ = true, truncated_ = false, ignored_ = false;
   std::string state_;
@@ -244,6 +250,7 @@ const char* kernel_name(GemmKernel kernel) {
     case GemmKernel::attention_fma: return "attention_fma";
     case GemmKernel::attention_bf16: return "attention_bf16";
     case GemmKernel::attention_onednn: return "attention_onednn";
+    case GemmKernel::attention_f32: return "attention_f32";
   }
   return "?";
 }
@@ -258,8 +265,9 @@ GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D) {
 
 std::string describe(const GemmClass& c) {
   if (c.attention)
-    return fmt::format("bf16 attention {} {}x{} d{}", c.ta ? "causal" : "full",
-                       int64_t{1} << c.log_m, int64_t{1} << c.log_n, int64_t{1} << c.log_k);
+    return fmt::format("{} attention {} {}x{} d{}", c.bf16 ? "bf16" : "f32",
+                       c.ta ? "causal" : "full", int64_t{1} << c.log_m, int64_t{1} << c.log_n,
+                       int64_t{1} << c.log_k);
   return fmt::format("{} {}{} {}x{}x{}", c.bf16 ? "bf16" : "f32", c.ta ? 'T' : 'N',
                      c.tb ? 'T' : 'N', int64_t{1} << c.log_m, int64_t{1} << c.log_n,
                      int64_t{1} << c.log_k);
@@ -302,7 +310,8 @@ std::string tuning_signature() {
 std::string tuning_file() {
   const std::string folder = cache_folder();
   if (folder.empty()) return "";
-  return fmt::format("{}/gemm-{:016x}.txt", folder, fnv1a(tuning_signature()));
+  return fmt::format("{}/gemm-{:016x}.txt", folder,
+                     fnv1a(std::string(kHeader) + "\n" + tuning_signature()));
 }
 
 std::string tuning_file_state() {
@@ -317,6 +326,54 @@ GemmKernel tuned_kernel(const GemmClass& c, std::span<const GemmKernel> candidat
 
 std::vector<TunedEntry> tuned_entries() {
   return tuner().entries();
+}
+
+namespace {
+
+// The GFLOP/s the kept kernel reached when e was measured (0 where e has no figure for it)
+double kept_gflops(const TunedEntry& e) {
+  for (const auto& [k, gflops] : e.gflops)
+    if (k == e.kernel) return gflops;
+  return 0;
+}
+
+}  // namespace
+
+namespace {
+std::atomic<int> g_fallback{-1};  // 0 or 1 once ATTOGRAD_BF16_FALLBACK was read or forced
+}  // namespace
+
+bool bf16_fallback_enabled() {
+  int on = g_fallback.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* v = std::getenv("ATTOGRAD_BF16_FALLBACK");
+    const std::string s = v == nullptr ? "on" : v;
+    if (s != "on" && s != "off" && !s.empty())
+      throw std::invalid_argument("ATTOGRAD_BF16_FALLBACK must be on or off, got '" +
+                                  printable(s.substr(0, 64)) + "'");
+    on = s != "off";
+    g_fallback.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
+void force_bf16_fallback_for_tests(std::optional<bool> on) {
+  g_fallback = on ? int(*on) : -1;
+}
+
+bool bf16_class_pays(const GemmClass& bf16_class) {
+  if (!bf16_fallback_enabled()) return true;
+  GemmClass f32_class = bf16_class;
+  f32_class.bf16 = false;
+  const auto in_bf16 = tuned_entry(bf16_class), in_f32 = tuned_entry(f32_class);
+  if (!in_bf16 || !in_f32) return true;  // not measured here: bf16, as asked
+  if (!bf16_class.attention && in_bf16->kernel != GemmKernel::onednn_bf16) return false;
+  return !(kept_gflops(*in_f32) > kTuneMargin * kept_gflops(*in_bf16));
+}
+
+std::optional<TunedEntry> tuned_entry(const GemmClass& c) {
+  if (tune_mode() == TuneMode::off) return std::nullopt;
+  return tuner().entry(c);
 }
 
 std::string tuned_entries_text() {
@@ -345,12 +402,12 @@ namespace {
 GemmKernel Tuner::kernel(const GemmClass& c, std::span<const GemmKernel> candidates,
                          GemmKernel rule, double macs, const TimeCandidate& time) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = table_.find(class_key(c)); it != table_.end()) return it->second;
+  if (auto it = table_.find(class_key(c)); it != table_.end()) return order_[it->second].kernel;
   if (!measuring_) return rule;
   const int fd = open_locked();  // holds the file's lock until closed: one measurer a class
   if (auto it = table_.find(class_key(c)); it != table_.end()) {
     if (fd >= 0) ::close(fd);
-    return it->second;
+    return order_[it->second].kernel;
   }
   const TunedEntry e = measure(c, candidates, rule, macs, time);
   insert(e);
@@ -371,7 +428,7 @@ TunedEntry Tuner::measure(const GemmClass& c, std::span<const GemmKernel> candid
     if (k == rule) rule_seconds = seconds;
     if (seconds < best) best = seconds, e.kernel = k;
   }
-  if (best * kMargin > rule_seconds) e.kernel = rule;
+  if (best * kTuneMargin > rule_seconds) e.kernel = rule;
   return e;
 }
 

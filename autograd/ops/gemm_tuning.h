@@ -21,6 +21,7 @@
 // signature makes the whole file ignored.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ enum class GemmKernel : uint8_t {
   attention_fma,     // on FMAs over float32 holding bfloat16 values (ops/tile_kernels.h)
   attention_bf16,    // on the CPU's BF16 dot products (ops/tile_kernels_bf16.h)
   attention_onednn,  // on oneDNN's bfloat16 matmuls (ops/attention_onednn.h: AMX where present)
+  attention_f32,     // the attention in float32 (an f32 attention class's one candidate)
 };
 const char* kernel_name(GemmKernel kernel);
 
@@ -46,12 +48,13 @@ const char* kernel_name(GemmKernel kernel);
 struct GemmClass {
   bool bf16, ta, tb;
   uint8_t log_m, log_n, log_k;
-  // An attention class instead: the fused attention's bf16 products for T queries (m), S
-  // keys (n) and head dimension D (k), causal where ta
+  // An attention class instead: the fused attention's products for T queries (m), S keys
+  // (n) and head dimension D (k), causal where ta
   bool attention = false;
   bool operator==(const GemmClass&) const = default;
 };
 GemmClass gemm_class(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K);
+// (bf16; the same with bf16 false: the attention in float32, timed to weigh bf16 against)
 GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D);
 // "bf16 NT 2048x1024x256", "bf16 attention causal 64x64 d64"
 std::string describe(const GemmClass& c);
@@ -77,6 +80,25 @@ struct TunedEntry {
   std::vector<std::pair<GemmKernel, double>> gflops;
 };
 std::vector<TunedEntry> tuned_entries();  // this process's answers, in the order made
+// This process's answer for c, with its figures, if it has one (none under ATTOGRAD_TUNE=off)
+std::optional<TunedEntry> tuned_entry(const GemmClass& c);
+// Whether bfloat16 pays for a bf16 class (a GEMM's or the attention's) by this process's
+// answers (see gemm.h's bf16_pays): false where it and the f32 class of the same shape are
+// both known and either its kept kernel is a widened one (float32's kernels after a
+// widening pass) or the f32 class's kernel ran faster than the bf16 one by kTuneMargin;
+// always true under ATTOGRAD_BF16_FALLBACK=off.
+bool bf16_class_pays(const GemmClass& bf16_class);
+
+// ATTOGRAD_BF16_FALLBACK: on (unset) lets --precision bf16 run a shape in float32 where
+// float32 was measured faster; off keeps bfloat16 everywhere it was asked for (the numbers
+// of bf16 then do not depend on which kernels this CPU has). Throws on another value.
+bool bf16_fallback_enabled();
+// Test support: on or off whatever the environment says; nullopt: the environment again
+void force_bf16_fallback_for_tests(std::optional<bool> on);
+
+// A candidate replaces the rule only when it is this much faster: a difference inside the
+// timing noise must not change kernels (and results) from one cache file to another.
+constexpr double kTuneMargin = 1.03;
 
 std::string tuning_signature();   // CPU model and flags, oneDNN's ISA, library versions
 std::string tuning_file();        // the cache file's path ("" where there is no cache folder)

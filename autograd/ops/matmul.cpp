@@ -110,6 +110,20 @@ Tensor matmul_forward(Tensor a, Tensor b) {
   return out;
 }
 
+// detail::bf16_pays for a [..., M, K] @ b [..., K, N], each batch's GEMM as its operands lie
+// (a layout no GEMM can read is copied, contiguous, untransposed)
+bool bf16_pays_for(const Tensor& a, const Tensor& b) {
+  auto transposed = [](const Tensor& t) {
+    const int64_t r = t.dim();
+    GemmOperand op;
+    return detail::gemm_layout(t.shape()[r - 2], t.shape()[r - 1], t.strides()[r - 2],
+                               t.strides()[r - 1], op) &&
+           op.trans;
+  };
+  return detail::bf16_pays(transposed(a), transposed(b), a.shape()[a.dim() - 2],
+                           b.shape()[b.dim() - 1], a.shape().back());
+}
+
 }  // namespace
 
 // C = A B: dA = dC B^T, dB = A^T dC, each summed back over broadcast batch dims.
@@ -140,8 +154,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return matmul(a.reshape({-1, ka}), b).view(out_shape);
   }
   // autocast: bfloat16 operands (a parameter's copy made once per scope), and the
-  // incoming gradient rounded to bfloat16 in backward
-  const bool bf16 = detail::autocast_to_bf16(a.dtype());
+  // incoming gradient rounded to bfloat16 in backward, where bfloat16 pays for this shape
+  const bool bf16 = detail::autocast_to_bf16(a.dtype()) && bf16_pays_for(a, b);
   Tensor ca = bf16 ? detail::autocast_operand(a) : a.detach();
   Tensor cb = bf16 ? detail::autocast_operand(b) : b.detach();
   Tensor out = matmul_forward(ca, cb);
@@ -317,11 +331,14 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
     for (const auto& t : parts) detached.push_back(t.detach());
     return cat(detached, 0);
   };
-  // autocast: x and the weights as bfloat16 (the weights' copy made once per scope)
-  const bool bf16 = detail::autocast_to_bf16(x.dtype());
-  Tensor w = bf16 ? detail::autocast_stacked(weights) : stacked(weights), b = stacked(biases);
-  const int64_t K = w.shape()[1], N = w.shape()[0];
+  const int64_t K = weights[0].shape()[1];
+  int64_t N = 0;
+  for (const auto& part : weights) N += part.shape()[0];
   const int64_t M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  // autocast: x and the weights as bfloat16 (the weights' copy made once per scope) where
+  // bfloat16 pays for this shape on this CPU; elsewhere forward and backward run as in fp32
+  const bool bf16 = detail::autocast_to_bf16(x.dtype()) && detail::bf16_pays(false, true, M, N, K);
+  Tensor w = bf16 ? detail::autocast_stacked(weights) : stacked(weights), b = stacked(biases);
   Shape out_shape = x.shape();
   out_shape.back() = N;
   Tensor x2 = x.detach().contiguous().view({M, K});

@@ -567,7 +567,8 @@ kernel_cache)
   [ "$(md5sum < "$table")" = "$before" ] || fail "a second run measured again"
   diff <(hashes one.h5) <(hashes two.h5) > /dev/null || fail "--threads 1 and 2 differ"
   "$bin" bench --tune --config tiny > tune.txt
-  grep -q "^bf16 .* onednn_bf16$\|^bf16 .* widened_o[a-z]*$" tune.txt || fail "no bf16 row: $(cat tune.txt)"
+  grep -q "^bf16 .* \(onednn_bf16\|widened_o[a-z]*\)\( (bf16 does not pay: runs in float32)\)\?$" tune.txt ||
+    fail "no bf16 row: $(cat tune.txt)"
   grep -qF "$table: used" tune.txt || fail "the table does not name its file: $(head -3 tune.txt)"
   XDG_CACHE_HOME="$work/none" ATTOGRAD_TUNE=off "$bin" "${run[@]}" --out off.h5 > /dev/null
   [ ! -e "$work/none" ] || fail "ATTOGRAD_TUNE=off made a cache folder"
@@ -576,6 +577,31 @@ kernel_cache)
     fail "a cache folder that cannot be made stopped the run"
   expect_usage_error "ATTOGRAD_TUNE must be on, off or fresh, got 'bogus'" \
     env ATTOGRAD_TUNE=bogus "$bin" "${run[@]}" --out bogus.h5
+  ;;
+bf16_fallback)
+  # --precision bf16 runs a shape in float32 where float32 was measured faster (issue 27:
+  # bf16 never slower than fp32): with a table that says so of every class, a bf16 run has
+  # fp32's bits; ATTOGRAD_BF16_FALLBACK=off keeps bf16 (other bits); a misspelt setting is
+  # a usage error
+  export XDG_CACHE_HOME="$work/cache" ATTOGRAD_BF16_FALLBACK=on
+  run=(train "${tiny[@]}" --steps 6 --sample-tokens 0)
+  "$bin" "${run[@]}" --precision bf16 --out warm.h5 > /dev/null
+  table=$(ls "$work"/cache/attograd/gemm-*.txt 2>/dev/null) || fail "no table under $work/cache"
+  grep -q "^f32 AC " "$table" || fail "the attention was not weighed against float32: $(cat "$table")"
+  # every bf16 GEMM class kept a widened kernel; the attention in float32 ran at 10^6 GFLOP/s
+  awk 'NR > 2 && $1 == "bf16" && $2 !~ /^A/ { $6 = "widened_onednn" }
+       NR > 2 && $1 == "f32" && $2 ~ /^A/ { $7 = "attention_f32=1000000.0" } { print }' \
+    "$table" > planted && cp planted "$table"
+  "$bin" "${run[@]}" --precision fp32 --out f32.h5 > /dev/null
+  "$bin" "${run[@]}" --precision bf16 --out b16.h5 > /dev/null
+  [ "$(hashes f32.h5 | wc -l)" -gt 10 ] || fail "no parameters compared"
+  diff <(hashes f32.h5) <(hashes b16.h5) > /dev/null ||
+    fail "bf16 where it pays nowhere differs from fp32: $(diff <(hashes f32.h5) <(hashes b16.h5) | head -4)"
+  ATTOGRAD_BF16_FALLBACK=off "$bin" "${run[@]}" --precision bf16 --out strict.h5 > /dev/null
+  diff <(hashes f32.h5) <(hashes strict.h5) > /dev/null &&
+    fail "ATTOGRAD_BF16_FALLBACK=off still ran float32"
+  expect_usage_error "ATTOGRAD_BF16_FALLBACK must be on or off, got 'maybe'" \
+    env ATTOGRAD_BF16_FALLBACK=maybe "$bin" "${run[@]}" --precision bf16 --out maybe.h5
   ;;
 bench_save_checkpoint)
   # bench --save-checkpoint saves the model and optimizer it stepped, as a run saves them

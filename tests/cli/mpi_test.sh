@@ -297,7 +297,9 @@ options_disagree)
   ;;
 kernels_agree)
   # Ranks whose kernel caches disagree (two nodes, two home folders) still compute as one
-  # process: every rank takes rank 0's table (train/gemm_agreement.h).
+  # process: every rank takes rank 0's table (train/gemm_agreement.h), and with it where
+  # bf16 falls back to float32.
+  export ATTOGRAD_BF16_FALLBACK=on
   for precision in fp32 bf16; do
     rm -rf a b && mkdir -p b/attograd
     XDG_CACHE_HOME="$work/a" "$bin" train "${tiny[@]}" --precision "$precision" --steps 2 \
@@ -309,7 +311,7 @@ kernels_agree)
                   m["onednn_bf16"] = "widened_openblas"; m["widened_openblas"] = "onednn_bf16";
                   m["widened_onednn"] = "onednn_bf16"; m["attention_fma"] = "attention_bf16";
                   m["attention_bf16"] = "attention_fma"; m["attention_onednn"] = "attention_fma";
-                  $6 = m[$6] } { print }' "$table" \
+                  m["attention_f32"] = "attention_f32"; $6 = m[$6] } { print }' "$table" \
       > "b/attograd/$(basename "$table")"
     cmp -s "$table" "b/attograd/$(basename "$table")" && fail "the planted table is the same"
     run=(train "${tiny[@]}" --precision "$precision" --steps 12 --overwrite)
