@@ -30,6 +30,7 @@ namespace {
 
 thread_local Precision t_precision = Precision::fp32;
 thread_local std::shared_ptr<AutocastScope::WeightCache> t_cache;
+std::atomic<int> bf16_choices{0};  // note_bf16_choice: 1 a shape ran in bfloat16, 2 one fell back
 std::atomic<bool> use_producer_copies{true};  // off: a test compares with rounding at every GEMM
 
 bool is_parameter(const Tensor& t) {
@@ -138,8 +139,8 @@ Tensor bf16_operand(const Tensor& t) {
 }
 
 Tensor attach_bf16_copy(const Tensor& out) {
-  if (!autocast_to_bf16(out.dtype()) || !use_producer_copies || !out.is_contiguous() ||
-      out.offset() != 0)
+  if (!autocast_to_bf16(out.dtype()) || !use_producer_copies || bf16_choices.load() == 2 ||
+      !out.is_contiguous() || out.offset() != 0)
     return Tensor();
   Tensor copy = empty(out.shape(), DType::BFloat16);
   out.impl()->storage->bf16_copy = copy.impl()->storage;
@@ -148,6 +149,14 @@ Tensor attach_bf16_copy(const Tensor& out) {
 
 void fill_bf16_copy(const Tensor& copy, const float* values, int64_t first, int64_t n) {
   if (copy.defined()) to_bfloat16(values, copy.data<bfloat16>() + first, n);
+}
+
+void note_bf16_choice(bool in_bf16) {
+  bf16_choices.fetch_or(in_bf16 ? 1 : 2, std::memory_order_relaxed);
+}
+
+void forget_bf16_choices_for_tests() {
+  bf16_choices = 0;
 }
 
 void use_bf16_copies_for_tests(bool on) {

@@ -104,6 +104,12 @@ bool autocast_to_bf16(DType operand);
 // (a view of it): the same bits, without a pass over t.
 Tensor bf16_operand(const Tensor& t);
 
+// What a GEMM shape under autocast did (ops/gemm.h's bf16_pays): ran in bfloat16, or fell
+// back to float32. Once shapes have fallen back and none ran in bfloat16, the producers
+// below make no copies (nothing would read them).
+void note_bf16_choice(bool in_bf16);
+void forget_bf16_choices_for_tests();  // as a new process: nothing chosen yet
+
 // For an op's float32 output `out`, just created (contiguous): under a bf16 scope, a
 // bfloat16 tensor of its shape, attached to out's storage as its rounded copy, for the op
 // to fill as it writes out (each chunk while it is in cache, with to_bfloat16); undefined

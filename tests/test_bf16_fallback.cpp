@@ -115,6 +115,28 @@ TEST_CASE("a bf16 linear whose shape runs faster in float32 here has fp32's bits
   }
 }
 
+TEST_CASE("once shapes fell back and none ran in bf16, producers make no bfloat16 copies") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  const Bf16FallbackScope fallback(true);
+  ag::detail::forget_bf16_choices_for_tests();
+  ag::Generator gen(13);
+  const ag::Tensor x = ag::randn({64, 48}, gen);
+  auto layer_norm_copied = [&] {
+    const ag::AutocastScope autocast(ag::Precision::bf16);
+    return ag::layer_norm(x, ag::Tensor(), ag::Tensor(), 1e-5).impl()->storage->bf16_copy !=
+           nullptr;
+  };
+  CHECK(layer_norm_copied());  // nothing decided yet
+  ag::detail::adopt_tuned_entries(linear_table("widened_onednn", 300, 200));
+  linear_run(ag::Precision::bf16);
+  CHECK_FALSE(layer_norm_copied());
+  ag::detail::adopt_tuned_entries(linear_table("onednn_bf16", 400, 200));
+  linear_run(ag::Precision::bf16);
+  CHECK(layer_norm_copied());  // a shape runs in bf16 again: its input may be a copy
+  ag::detail::forget_bf16_choices_for_tests();
+}
+
 TEST_CASE("a bf16 matmul whose shape runs faster in float32 here has fp32's bits") {
   TempDir dir;
   TuningEnvironment env(dir.file("cache"));
@@ -173,7 +195,7 @@ TEST_CASE("ATTOGRAD_BF16_FALLBACK is on, off, or a one-line error") {
       ::setenv("ATTOGRAD_BF16_FALLBACK", value, 1);
     else
       ::unsetenv("ATTOGRAD_BF16_FALLBACK");
-    ag::detail::force_bf16_fallback_for_tests(std::nullopt);  // read the environment again
+    ag::detail::set_bf16_fallback(std::nullopt);  // read the environment again
     return ag::detail::bf16_fallback_enabled();
   };
   CHECK(read(nullptr));
@@ -184,5 +206,5 @@ TEST_CASE("ATTOGRAD_BF16_FALLBACK is on, off, or a one-line error") {
     ::setenv("ATTOGRAD_BF16_FALLBACK", before.c_str(), 1);
   else
     ::unsetenv("ATTOGRAD_BF16_FALLBACK");
-  ag::detail::force_bf16_fallback_for_tests(std::nullopt);
+  ag::detail::set_bf16_fallback(std::nullopt);
 }

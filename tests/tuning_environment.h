@@ -40,8 +40,8 @@ class TuningEnvironment {
 
 // --precision bf16's fallback to float32 (ATTOGRAD_BF16_FALLBACK) on or off for a scope
 struct Bf16FallbackScope {
-  explicit Bf16FallbackScope(bool on) { ag::detail::force_bf16_fallback_for_tests(on); }
-  ~Bf16FallbackScope() { ag::detail::force_bf16_fallback_for_tests(std::nullopt); }
+  explicit Bf16FallbackScope(bool on) { ag::detail::set_bf16_fallback(on); }
+  ~Bf16FallbackScope() { ag::detail::set_bf16_fallback(std::nullopt); }
 };
 
 }  // namespace ag_test

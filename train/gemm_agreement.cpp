@@ -1,12 +1,18 @@
 #include "train/gemm_agreement.h"
 
+#include <string>
+
 #include "autograd/ops/gemm_tuning.h"
 
 namespace train {
 
 void agree_gemm_kernels(const World& world) {
   if (world.root()) ag::detail::load_tuning_file();
-  ag::detail::adopt_tuned_entries(world.broadcast(ag::detail::tuned_entries_text()));
+  // rank 0's ATTOGRAD_BF16_FALLBACK first: where bf16 falls back to float32 is agreed too
+  const std::string text = world.broadcast((ag::detail::bf16_fallback_enabled() ? "1" : "0") +
+                                           ag::detail::tuned_entries_text());
+  ag::detail::set_bf16_fallback(text.front() == '1');
+  ag::detail::adopt_tuned_entries(text.substr(1));
 }
 
 void end_setup(World& world) {

@@ -4,8 +4,9 @@
 // no single process computes. So `train` measures only in its set-up, on rank 0
 // (TrainingRun::decide_step_kernels: one micro-batch), and then, after set-up agreed, every
 // process, alone or one of many, takes rank 0's table (its cache file and what it just
-// measured) and measures nothing more; `eval` takes the table without measuring. A class
-// nobody knows runs by the fixed rule on every rank.
+// measured) and measures nothing more, and with it rank 0's ATTOGRAD_BF16_FALLBACK (where
+// bf16 runs in float32 is decided from the table); `eval` takes the table without
+// measuring. A class nobody knows runs by the fixed rule on every rank.
 #include "train/world.h"
 
 namespace train {

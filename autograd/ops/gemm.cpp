@@ -535,9 +535,7 @@ class MadeUpOperands {
   std::vector<bfloat16> a16_, b16_;
 };
 
-}  // namespace
-
-bool bf16_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+bool bf16_measured_to_pay(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   if (!bf16_fallback_enabled() || forced_bf16_backend() ||
       static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 || g_fallback_only)
     return true;
@@ -552,7 +550,13 @@ bool bf16_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   return bf16_class_pays(gemm_class(true, ta, tb, M, N, K));
 }
 
-namespace {}  // namespace
+}  // namespace
+
+bool bf16_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
+  const bool pays = bf16_measured_to_pay(ta, tb, M, N, K);
+  note_bf16_choice(pays);
+  return pays;
+}
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta,

@@ -194,6 +194,17 @@ class Tuner {
     const auto it = table_.find(class_key(c));
     return it == table_.end() ? std::nullopt : std::optional(order_[it->second]);
   }
+  // A class's kept kernel and the GFLOP/s it reached when measured (0 where the entry has
+  // no figure for it), without copying the entry: asked once per linear per step
+  std::optional<std::pair<GemmKernel, double>> kept(const GemmClass& c) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = table_.find(class_key(c));
+    if (it == table_.end()) return std::nullopt;
+    const TunedEntry& e = order_[it->second];
+    for (const auto& [k, gflops] : e.gflops)
+      if (k == e.kernel) return std::pair(e.kernel, gflops);
+    return std::pair(e.kernel, 0.0);
+  }
   std::string file_state() {
     std::lock_guard<std::mutex> lock(mutex_);
     return state_.empty() ? "not opened yet (no GEMM has been tuned in this process)" : state_;
@@ -329,17 +340,6 @@ std::vector<TunedEntry> tuned_entries() {
 }
 
 namespace {
-
-// The GFLOP/s the kept kernel reached when e was measured (0 where e has no figure for it)
-double kept_gflops(const TunedEntry& e) {
-  for (const auto& [k, gflops] : e.gflops)
-    if (k == e.kernel) return gflops;
-  return 0;
-}
-
-}  // namespace
-
-namespace {
 std::atomic<int> g_fallback{-1};  // 0 or 1 once ATTOGRAD_BF16_FALLBACK was read or forced
 }  // namespace
 
@@ -357,18 +357,19 @@ bool bf16_fallback_enabled() {
   return on == 1;
 }
 
-void force_bf16_fallback_for_tests(std::optional<bool> on) {
+void set_bf16_fallback(std::optional<bool> on) {
   g_fallback = on ? int(*on) : -1;
 }
 
 bool bf16_class_pays(const GemmClass& bf16_class) {
   if (!bf16_fallback_enabled()) return true;
+  if (tune_mode() == TuneMode::off) return true;
   GemmClass f32_class = bf16_class;
   f32_class.bf16 = false;
-  const auto in_bf16 = tuned_entry(bf16_class), in_f32 = tuned_entry(f32_class);
+  const auto in_bf16 = tuner().kept(bf16_class), in_f32 = tuner().kept(f32_class);
   if (!in_bf16 || !in_f32) return true;  // not measured here: bf16, as asked
-  if (!bf16_class.attention && in_bf16->kernel != GemmKernel::onednn_bf16) return false;
-  return !(kept_gflops(*in_f32) > kTuneMargin * kept_gflops(*in_bf16));
+  if (!bf16_class.attention && in_bf16->first != GemmKernel::onednn_bf16) return false;
+  return !(in_f32->second > kTuneMargin * in_bf16->second);
 }
 
 std::optional<TunedEntry> tuned_entry(const GemmClass& c) {

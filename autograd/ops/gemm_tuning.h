@@ -93,8 +93,9 @@ bool bf16_class_pays(const GemmClass& bf16_class);
 // float32 was measured faster; off keeps bfloat16 everywhere it was asked for (the numbers
 // of bf16 then do not depend on which kernels this CPU has). Throws on another value.
 bool bf16_fallback_enabled();
-// Test support: on or off whatever the environment says; nullopt: the environment again
-void force_bf16_fallback_for_tests(std::optional<bool> on);
+// On or off whatever this process's environment says (every rank takes rank 0's setting
+// with its table: train/gemm_agreement.cpp; and tests); nullopt: the environment again
+void set_bf16_fallback(std::optional<bool> on);
 
 // A candidate replaces the rule only when it is this much faster: a difference inside the
 // timing noise must not change kernels (and results) from one cache file to another.
