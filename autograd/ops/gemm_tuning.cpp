@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -285,23 +286,30 @@ std::string describe(const GemmClass& c) {
 }
 
 namespace {
+
 std::atomic<int> g_mode{-1};  // a TuneMode once ATTOGRAD_TUNE was read
+
+// The index in `values` of environment variable `name`'s value, 0 where it is unset or
+// empty; throws, naming the variable and what it may be, on anything else
+int env_choice(const char* name, std::initializer_list<const char*> values, const char* allowed) {
+  const char* v = std::getenv(name);
+  const std::string s = v == nullptr ? "" : v;
+  if (s.empty()) return 0;
+  int index = 0;
+  for (const char* value : values) {
+    if (s == value) return index;
+    ++index;
+  }
+  throw std::invalid_argument(
+      fmt::format("{} must be {}, got '{}'", name, allowed, printable(s.substr(0, 64))));
+}
+
 }  // namespace
 
 TuneMode tune_mode() {
   int mode = g_mode.load(std::memory_order_relaxed);
-  if (mode < 0) {
-    const char* v = std::getenv("ATTOGRAD_TUNE");
-    const std::string s = v == nullptr ? "on" : v;
-    if (s == "on" || s.empty())
-      mode = static_cast<int>(TuneMode::on);
-    else if (s == "off")
-      mode = static_cast<int>(TuneMode::off);
-    else if (s == "fresh")
-      mode = static_cast<int>(TuneMode::fresh);
-    else
-      throw std::invalid_argument("ATTOGRAD_TUNE must be on, off or fresh, got '" +
-                                  printable(s.substr(0, 64)) + "'");
+  if (mode < 0) {  // TuneMode's order
+    mode = env_choice("ATTOGRAD_TUNE", {"on", "off", "fresh"}, "on, off or fresh");
     g_mode.store(mode, std::memory_order_relaxed);
   }
   return static_cast<TuneMode>(mode);
@@ -346,12 +354,7 @@ std::atomic<int> g_fallback{-1};  // 0 or 1 once ATTOGRAD_BF16_FALLBACK was read
 bool bf16_fallback_enabled() {
   int on = g_fallback.load(std::memory_order_relaxed);
   if (on < 0) {
-    const char* v = std::getenv("ATTOGRAD_BF16_FALLBACK");
-    const std::string s = v == nullptr ? "on" : v;
-    if (s != "on" && s != "off" && !s.empty())
-      throw std::invalid_argument("ATTOGRAD_BF16_FALLBACK must be on or off, got '" +
-                                  printable(s.substr(0, 64)) + "'");
-    on = s != "off";
+    on = env_choice("ATTOGRAD_BF16_FALLBACK", {"on", "off"}, "on or off") == 0;
     g_fallback.store(on, std::memory_order_relaxed);
   }
   return on == 1;
@@ -362,8 +365,7 @@ void set_bf16_fallback(std::optional<bool> on) {
 }
 
 bool bf16_class_pays(const GemmClass& bf16_class) {
-  if (!bf16_fallback_enabled()) return true;
-  if (tune_mode() == TuneMode::off) return true;
+  if (!bf16_fallback_enabled() || tune_mode() == TuneMode::off) return true;
   GemmClass f32_class = bf16_class;
   f32_class.bf16 = false;
   const auto in_bf16 = tuner().kept(bf16_class), in_f32 = tuner().kept(f32_class);
