@@ -1,5 +1,6 @@
 #include "train/gemm_agreement.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "autograd/ops/gemm_tuning.h"
@@ -13,6 +14,17 @@ void agree_gemm_kernels(const World& world) {
                                            ag::detail::tuned_entries_text());
   ag::detail::set_bf16_fallback(text.front() == '1');
   ag::detail::adopt_tuned_entries(text.substr(1));
+}
+
+std::vector<std::pair<std::string, std::string>> kernel_environment() {
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (const char* name :
+       {"ATTOGRAD_TUNE", "ATTOGRAD_F32_GEMM", "ATTOGRAD_BF16_GEMM", "ATTOGRAD_ATTENTION_BF16",
+        "ATTOGRAD_KEEP_BLAS_KERNEL", "ONEDNN_MAX_CPU_ISA"}) {
+    const char* value = std::getenv(name);
+    settings.emplace_back(name, value == nullptr ? "(unset)" : value);
+  }
+  return settings;
 }
 
 void end_setup(World& world) {

@@ -552,7 +552,8 @@ int64_t TrainingRun::count_dropout_draws() {
 // What shapes the run, which every rank must be given alike (World::agree_setup compares
 // them): the effective config as a checkpoint stores it, less what may differ by rank
 // (outputs, the data's path: its identity counts instead) or is cleared on ranks but 0,
-// and the settings a checkpoint does not store but the ranks act on together.
+// the settings a checkpoint does not store but the ranks act on together, and the
+// environment that forces kernels (gemm_agreement.h).
 std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_rank_shares() const {
   // the data first: a different text also changes settings derived from it (vocab_size)
   std::vector<std::pair<std::string, std::string>> settings{{"data identity", data_.identity}};
@@ -568,6 +569,7 @@ std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_ran
       {"inject_nan", cfg_.inject_nan},
       {"resumed from step", resumed_ ? std::to_string(resumed_->step) : "none"}};
   settings.insert(settings.end(), std::begin(more), std::end(more));
+  for (auto& setting : kernel_environment()) settings.push_back(std::move(setting));
   return settings;
 }
 

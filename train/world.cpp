@@ -163,7 +163,7 @@ World::Failure World::compare_setup_values(const std::vector<double>& gathered,
           fmt::format(
               "the processes were started with different settings: '{}' is {} on "
               "rank 0 and differs on rank {} (start every rank with the same "
-              "options and data)",
+              "options, data and environment)",
               name,
               value.empty() ? "empty" : fmt::format("'{}'", base::printable(value.substr(0, 200))),
               r)};

@@ -277,8 +277,9 @@ sigterm_slow_save)
   "$bin" inspect slow.h5 --verify | grep -q "all checksums good" || fail "no whole checkpoint: $why"
   ;;
 options_disagree)
-  # ranks started with different options or data: a usage error on every rank naming the
-  # first setting that differs, within seconds, never a deadlock or a silent divergence
+  # ranks started with different options, data or kernel-forcing environment: a usage error
+  # on every rank naming the first setting that differs, within seconds, never a deadlock
+  # or a silent divergence
   printf 'one text for the first rank, long enough to train on. %.0s' {1..60} > a.txt
   printf 'another text for the second rank, long enough to train. %.0s' {1..60} > b.txt
   for pair in "--steps 8|--steps 9|'steps'" "--batch-size 4|--batch-size 8|'batch_size'" \
@@ -293,6 +294,14 @@ options_disagree)
     [ "$(grep -c "attograd train: error" err.txt)" -eq 1 ] || fail "not one message: $(cat err.txt)"
     grep -qF "$name is" err.txt || fail "$first against $second: the message does not name $name: $(cat err.txt)"
   done
+  # the environment that forces kernels, set on one rank only (train/gemm_agreement.h)
+  rc=0
+  timeout 60 mpirun --oversubscribe -np 1 "$bin" train "${tiny[@]}" --steps 6 --out d.h5 : \
+    -np 1 -x ATTOGRAD_BF16_GEMM=openblas "$bin" train "${tiny[@]}" --steps 6 --out d.h5 \
+    > out.txt 2> err.txt || rc=$?
+  [ "$rc" -eq 2 ] || fail "ATTOGRAD_BF16_GEMM on one rank: exit $rc, not 2: $(tail -3 err.txt)"
+  grep -qF "'ATTOGRAD_BF16_GEMM' is '(unset)' on rank 0 and differs on rank 1" err.txt ||
+    fail "the message does not name ATTOGRAD_BF16_GEMM: $(cat err.txt)"
   [ ! -e d.h5 ] || fail "a checkpoint was written"
   ;;
 kernels_agree)
