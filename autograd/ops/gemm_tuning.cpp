@@ -190,11 +190,6 @@ class Tuner {
     std::lock_guard<std::mutex> lock(mutex_);
     return order_;
   }
-  std::optional<TunedEntry> entry(const GemmClass& c) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = table_.find(class_key(c));
-    return it == table_.end() ? std::nullopt : std::optional(order_[it->second]);
-  }
   // A class's kept kernel and the GFLOP/s it reached when measured (0 where the entry has
   // no figure for it), without copying the entry: asked once per linear per step
   std::optional<std::pair<GemmKernel, double>> kept(const GemmClass& c) {
@@ -372,11 +367,6 @@ bool bf16_class_pays(const GemmClass& bf16_class) {
   if (!in_bf16 || !in_f32) return true;  // not measured here: bf16, as asked
   if (!bf16_class.attention && in_bf16->first != GemmKernel::onednn_bf16) return false;
   return !(in_f32->second > kTuneMargin * in_bf16->second);
-}
-
-std::optional<TunedEntry> tuned_entry(const GemmClass& c) {
-  if (tune_mode() == TuneMode::off) return std::nullopt;
-  return tuner().entry(c);
 }
 
 std::string tuned_entries_text() {

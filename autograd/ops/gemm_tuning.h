@@ -80,8 +80,6 @@ struct TunedEntry {
   std::vector<std::pair<GemmKernel, double>> gflops;
 };
 std::vector<TunedEntry> tuned_entries();  // this process's answers, in the order made
-// This process's answer for c, with its figures, if it has one (none under ATTOGRAD_TUNE=off)
-std::optional<TunedEntry> tuned_entry(const GemmClass& c);
 // Whether bfloat16 pays for a bf16 class (a GEMM's or the attention's) by this process's
 // answers (see gemm.h's bf16_pays): false where it and the f32 class of the same shape are
 // both known and either its kept kernel is a widened one (float32's kernels after a
