@@ -6,6 +6,7 @@
 // so each answer is the test's, not this CPU's.
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,32 @@ TEST_CASE("a bf16 linear whose shape runs faster in float32 here has fp32's bits
     const LinearRuns runs = linear_runs(linear_table("widened_onednn", 300, 200));
     CHECK(runs.bf16 == runs.strict);
   }
+}
+
+TEST_CASE("a GELU linear that falls back still fills the copy a bf16 linear after it reads") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  const Bf16FallbackScope fallback(true);
+  // the first linear (NT 6 5 6) runs in float32, the second (NT 6 5 5) in bf16: shapes of
+  // both kinds have run, so producers attach their copies
+  ag::detail::adopt_tuned_entries(
+      "bf16 NT 6 5 6 widened_onednn widened_onednn=300.0\n"
+      "f32 NT 6 5 6 onednn_f32 onednn_f32=200.0\n"
+      "bf16 NT 6 5 5 onednn_bf16 onednn_bf16=400.0\n"
+      "f32 NT 6 5 5 onednn_f32 onednn_f32=200.0\n");
+  linear_run(ag::Precision::bf16);
+  ag::Generator gen(17);
+  const ag::Tensor x = ag::randn({64, 48}, gen).requires_grad_();  // recorded: gelu' kept
+  const ag::Tensor w = ag::randn({32, 48}, gen), b = ag::randn({32}, gen);
+  ag::Tensor y;
+  {
+    const ag::AutocastScope autocast(ag::Precision::bf16);
+    y = ag::linear(x, w, b, ag::Activation::Gelu);
+  }
+  const auto& copy = y.impl()->storage->bf16_copy;
+  REQUIRE(copy != nullptr);
+  const ag::Tensor rounded = ag::to_bfloat16(y.detach());
+  CHECK(std::memcmp(copy->data, rounded.data<ag::bfloat16>(), rounded.numel() * 2) == 0);
 }
 
 TEST_CASE("once shapes fell back and none ran in bf16, producers make no bfloat16 copies") {

@@ -262,13 +262,15 @@ struct GeluAfterLinear {
         if (saved.defined() && saved.dtype() != DType::BFloat16) {  // the derivative over h
           AG_SIMD
           for (int64_t i = 0; i < n; ++i) detail::gelu_and_derivative(hp[i], yp[i], hp[i]);
-          return;
+        } else {
+          AG_SIMD
+          for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
+          if (saved.defined())  // autocast: h is float32
+            to_bfloat16(h.data<float>() + row0 * N, saved.data<bfloat16>() + row0 * N, n);
         }
-        AG_SIMD
-        for (int64_t i = 0; i < n; ++i) yp[i] = detail::gelu_value(hp[i]);
+        // y16 also where this linear runs in float32 under autocast (bf16 did not pay for
+        // its shape): the linear reading y may still run in bf16
         detail::fill_bf16_copy(y16, yp, row0 * N, n);
-        if (saved.defined())  // autocast: h is float32
-          to_bfloat16(h.data<float>() + row0 * N, saved.data<bfloat16>() + row0 * N, n);
       });
     };
   }
