@@ -18,10 +18,13 @@ std::string gflops_cell(const ag::detail::TunedEntry& e, ag::detail::GemmKernel 
   return "-";
 }
 
-// Where a bf16 class runs: "bf16", or "f32" where bfloat16 does not pay (gemm_tuning.h)
-const char* runs_in(const ag::detail::TunedEntry& e) {
-  return e.cls.bf16 && ag::detail::bf16_class_pays(e.cls) ? "bf16" : "f32";
+// Whether a class runs in float32: an f32 class, or a bf16 one where bfloat16 does not pay
+// (gemm_tuning.h)
+bool runs_in_f32(const ag::detail::TunedEntry& e) {
+  return !e.cls.bf16 || !ag::detail::bf16_class_pays(e.cls);
 }
+
+constexpr char kFallsBack[] = " (bf16 does not pay: runs in float32)";
 
 // The fused attention's products: GFLOP/s of one row's forward and backward, each bf16
 // class beside its f32 twin (the same row in float32)
@@ -36,17 +39,16 @@ void print_attention_rows(const std::vector<ag::detail::TunedEntry>& entries) {
           "thread (attention_f32: in float32)\n{:<36} {:>16} {:>16} {:>16} {:>16}  kept\n",
           "class", "attention_fma", "attention_bf16", "attention_onednn", "attention_f32"),
           header = true;
+    ag::detail::GemmClass in_f32 = e.cls;
+    in_f32.bf16 = false;
     std::string f32 = "-";
     for (const auto& twin : entries)
-      if (twin.cls.attention && !twin.cls.bf16 && twin.cls.ta == e.cls.ta &&
-          twin.cls.log_m == e.cls.log_m && twin.cls.log_n == e.cls.log_n &&
-          twin.cls.log_k == e.cls.log_k)
-        f32 = gflops_cell(twin, GemmKernel::attention_f32);
+      if (twin.cls == in_f32) f32 = gflops_cell(twin, GemmKernel::attention_f32);
     fmt::print("{:<36} {:>16} {:>16} {:>16} {:>16}  {}{}\n", ag::detail::describe(e.cls),
                gflops_cell(e, GemmKernel::attention_fma),
                gflops_cell(e, GemmKernel::attention_bf16),
                gflops_cell(e, GemmKernel::attention_onednn), f32, ag::detail::kernel_name(e.kernel),
-               runs_in(e) == std::string("f32") ? " (bf16 does not pay: runs in float32)" : "");
+               runs_in_f32(e) ? kFallsBack : "");
   }
 }
 
@@ -63,7 +65,7 @@ void print_tune_table(bool json) {
       rows.push_back({{"class", ag::detail::describe(e.cls)},
                       {"kernel", ag::detail::kernel_name(e.kernel)},
                       {"gflops", gflops},
-                      {"runs_in", runs_in(e)}});
+                      {"runs_in", runs_in_f32(e) ? "f32" : "bf16"}});
     }
     std::cout << nlohmann::json{{"signature", ag::detail::tuning_signature()},
                                 {"file", ag::detail::tuning_file()},
@@ -88,9 +90,8 @@ void print_tune_table(bool json) {
     if (e.cls.attention) continue;
     fmt::print("{:<24}", ag::detail::describe(e.cls));
     for (GemmKernel k : columns) fmt::print(" {:>16}", gflops_cell(e, k));
-    const bool falls_back = e.cls.bf16 && runs_in(e) == std::string("f32");
     fmt::print("  {}{}\n", ag::detail::kernel_name(e.kernel),
-               falls_back ? " (bf16 does not pay: runs in float32)" : "");
+               e.cls.bf16 && runs_in_f32(e) ? kFallsBack : "");
   }
   print_attention_rows(entries);
   if (entries.empty()) fmt::print("(no class decided: ATTOGRAD_TUNE=off?)\n");

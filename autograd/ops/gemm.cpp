@@ -445,6 +445,12 @@ double time_bf16(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, con
   return std::isfinite(gemm_seconds) ? widen_seconds : gemm_seconds;
 }
 
+// Whether a GEMM of this size is ever measured: not one too small to make a kernel for, not
+// under the fallback test hook
+bool tunable(int64_t M, int64_t N, int64_t K) {
+  return static_cast<double>(M) * N * K >= kOneDnnMinWork && K != 0 && !g_fallback_only;
+}
+
 // The kernel for this GEMM's class (tuned_kernel), its candidates timed by
 // time(kernel, sample, scratch) on the GEMM's sample; the sample's output scratch is made
 // only when a class is measured, never on the GEMMs that find their class decided. The rule
@@ -454,8 +460,7 @@ template <typename Time>
 GemmKernel measured_or_rule(bool bf16, bool forced, const GemmOperand& oa, const GemmOperand& ob,
                             int64_t M, int64_t N, int64_t K, std::span<const GemmKernel> candidates,
                             GemmKernel rule, const Time& time) {
-  if (forced || static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 || g_fallback_only)
-    return rule;
+  if (forced || !tunable(M, N, K)) return rule;
   struct Timing {  // captured by one pointer: the std::function holds it without allocating
     Sample s;
     std::vector<float> scratch;
@@ -536,9 +541,7 @@ class MadeUpOperands {
 };
 
 bool bf16_measured_to_pay(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
-  if (!bf16_fallback_enabled() || forced_bf16_backend() ||
-      static_cast<double>(M) * N * K < kOneDnnMinWork || K == 0 || g_fallback_only)
-    return true;
+  if (!bf16_fallback_enabled() || forced_bf16_backend() || !tunable(M, N, K)) return true;
   const Sample s = sample_of(M, N, K);
   MadeUpOperands ops(ta, tb, s, K);
   bf16_kernel_timed(ops.oa(), ops.ob(), M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
