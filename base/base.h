@@ -11,8 +11,10 @@
 //   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
 //   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits)
 //   error_text.h  one "error:" per line: a library's own prefix dropped from a message
+//   choice.h  settings that take one of a few names, as enums: names read once at the edge
 //   shell_quote.h  a word quoted for a POSIX shell (commands printed for a person to paste)
 #include "base/atomic_file.h"
+#include "base/choice.h"
 #include "base/hash.h"
 #include "base/json.h"
 #include "base/posix_file.h"

@@ -295,11 +295,7 @@ int run_tune(StepOptions o) {
   return 0;
 }
 
-}  // namespace
-
-int bench_command(const std::vector<std::string>& args) {
-  StepOptions o;
-  std::string precision = "fp32";
+po::options_description bench_options(StepOptions& o, std::string& precision) {
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&o.config)->default_value("tiny"),
@@ -327,6 +323,25 @@ int bench_command(const std::vector<std::string>& args) {
       "save-checkpoint", po::value(&o.save_checkpoint),
       "after the steps, save a checkpoint here as training does and report the resident memory "
       "it adds");
+  return desc;
+}
+
+void check_step_options(const StepOptions& o) {
+  if (o.steps < 1) throw std::invalid_argument(fmt::format("--steps must be >= 1, got {}", o.steps));
+  if (o.warmup < 0)
+    throw std::invalid_argument(fmt::format("--warmup must be >= 0, got {}", o.warmup));
+  if (o.threads < 1)
+    throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", o.threads));
+  if (!(o.dropout >= 0 && o.dropout < 1))
+    throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
+}
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& args) {
+  StepOptions o;
+  std::string precision = "fp32";
+  const po::options_description desc = bench_options(o, precision);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -335,14 +350,7 @@ int bench_command(const std::vector<std::string>& args) {
       std::cout << "usage: attograd bench [options]\n\n" << desc << "\n";
       return 0;
     }
-    if (o.steps < 1)
-      throw std::invalid_argument(fmt::format("--steps must be >= 1, got {}", o.steps));
-    if (o.warmup < 0)
-      throw std::invalid_argument(fmt::format("--warmup must be >= 0, got {}", o.warmup));
-    if (o.threads < 1)
-      throw std::invalid_argument(fmt::format("--threads must be >= 1, got {}", o.threads));
-    if (!(o.dropout >= 0 && o.dropout < 1))
-      throw std::invalid_argument(fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
+    check_step_options(o);
     o.precision = ag::parse_precision(precision, "--precision");
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;

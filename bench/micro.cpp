@@ -106,87 +106,93 @@ void print_rows(const std::vector<Row>& rows, int threads, bool json) {
   }
 }
 
+// The sizes of the micro-benchmarks: a base-like layer's tokens, widths and heads.
+constexpr int64_t BT = 2048, C = 256, F = 1024, V = 65, B = 8, H = 8, T = 256, D = 32;
+
+// The machine's GEMM peak: a square sgemm big enough to reach it.
+Row sgemm_peak_row(ag::Generator& gen) {
+  const int n = 1024;
+  ag::Tensor a = ag::randn({n, n}, gen), b = ag::randn({n, n}, gen), c = ag::zeros({n, n});
+  const double ms = median_ms([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n,
+                b.data<float>(), n, 0.0f, c.data<float>(), n);
+  });
+  return {"cblas_sgemm peak", "1024x1024x1024", ms, 2.0 * n * n * n / ms / 1e6, 0};
+}
+
+// The MLP's fc1 through ag::matmul, forward and backward.
+Row matmul_row(ag::Generator& gen) {
+  ag::Tensor x = ag::randn({BT, C}, gen).requires_grad_(),
+             w = ag::randn({F, C}, gen).requires_grad_();
+  const double ms = median_ms([&] {
+    x.zero_grad(), w.zero_grad();
+    ag::sum(ag::matmul(x, w.t())).backward();
+  });
+  return {"matmul fwd+bwd (x W^T)", fmt::format("[{}, {}] x [{}, {}]^T", BT, C, F, C), ms,
+          3 * 2.0 * BT * C * F / ms / 1e6, 0};
+}
+
+// The fused causal attention of one layer, forward and backward.
+Row attention_row(ag::Generator& gen) {
+  ag::Tensor q = ag::randn({B, H, T, D}, gen).requires_grad_(),
+             k = ag::randn({B, H, T, D}, gen).requires_grad_(),
+             v = ag::randn({B, H, T, D}, gen).requires_grad_();
+  ag::Generator drop(3);
+  const double ms = median_ms([&] {
+    q.zero_grad(), k.zero_grad(), v.zero_grad();
+    ag::sum(ag::scaled_dot_product_attention(q, k, v, true, 0.0, &drop)).backward();
+  });
+  // causal: half of the T x T score matrix is computed; 2 matmuls forward, 4 backward
+  const double flops = 6 * 2.0 * B * H * (T * (T + 1) / 2.0) * D;
+  return {"attention fwd+bwd (causal)", fmt::format("[{}, {}, {}, {}]", B, H, T, D), ms,
+          flops / ms / 1e6, 0};
+}
+
+// LayerNorm forward and backward: memory bound, so GB/s (x and dy read, y and dx written).
+Row layer_norm_row(ag::Generator& gen) {
+  ag::Tensor x = ag::randn({BT, C}, gen).requires_grad_(), w = ag::ones({C}).requires_grad_(),
+             b = ag::zeros({C}).requires_grad_();
+  const double ms = median_ms([&] {
+    x.zero_grad(), w.zero_grad(), b.zero_grad();
+    ag::sum(ag::layer_norm(x, w, b)).backward();
+  });
+  return {"layer_norm fwd+bwd", fmt::format("[{}, {}]", BT, C), ms, 0, 4.0 * 4 * BT * C / ms / 1e6};
+}
+
+// Cross-entropy over the head's logits, forward and backward.
+Row cross_entropy_row(ag::Generator& gen) {
+  ag::Tensor logits = ag::randn({BT, V}, gen).requires_grad_();
+  std::vector<int64_t> t(BT);
+  for (auto& id : t) id = static_cast<int64_t>(gen.next_u64() % V);
+  ag::Tensor targets = ag::from_vector(t, {BT});
+  const double ms = median_ms([&] {
+    logits.zero_grad();
+    ag::cross_entropy(logits, targets).backward();
+  });
+  return {"cross_entropy fwd+bwd", fmt::format("[{}, {}]", BT, V), ms, 0,
+          2.0 * 4 * BT * V / ms / 1e6};
+}
+
+// GELU forward and backward.
+Row gelu_row(ag::Generator& gen) {
+  ag::Tensor x = ag::randn({BT, F}, gen).requires_grad_();
+  const double ms = median_ms([&] {
+    x.zero_grad();
+    ag::sum(ag::gelu(x)).backward();
+  });
+  return {"gelu fwd+bwd", fmt::format("[{}, {}]", BT, F), ms, 0, 4.0 * 4 * BT * F / ms / 1e6};
+}
+
 }  // namespace
 
 int run_micro(int threads, bool json) {
   ag::set_num_threads(threads);
   ag::Generator gen(1);
   std::vector<Row> rows;
-  const int64_t BT = 2048, C = 256, F = 1024, V = 65, B = 8, H = 8, T = 256, D = 32;
-
-  // The machine's GEMM peak: a square sgemm big enough to reach it.
-  {
-    const int n = 1024;
-    ag::Tensor a = ag::randn({n, n}, gen), b = ag::randn({n, n}, gen), c = ag::zeros({n, n});
-    const double ms = median_ms([&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n,
-                  b.data<float>(), n, 0.0f, c.data<float>(), n);
-    });
-    rows.push_back({"cblas_sgemm peak", "1024x1024x1024", ms, 2.0 * n * n * n / ms / 1e6, 0});
-  }
-  // The MLP's fc1 through ag::matmul, forward and backward.
-  {
-    ag::Tensor x = ag::randn({BT, C}, gen).requires_grad_(),
-               w = ag::randn({F, C}, gen).requires_grad_();
-    const double ms = median_ms([&] {
-      x.zero_grad(), w.zero_grad();
-      ag::sum(ag::matmul(x, w.t())).backward();
-    });
-    rows.push_back({"matmul fwd+bwd (x W^T)", fmt::format("[{}, {}] x [{}, {}]^T", BT, C, F, C), ms,
-                    3 * 2.0 * BT * C * F / ms / 1e6, 0});
-  }
-  // The fused causal attention of one layer, forward and backward.
-  {
-    ag::Tensor q = ag::randn({B, H, T, D}, gen).requires_grad_(),
-               k = ag::randn({B, H, T, D}, gen).requires_grad_(),
-               v = ag::randn({B, H, T, D}, gen).requires_grad_();
-    ag::Generator drop(3);
-    const double ms = median_ms([&] {
-      q.zero_grad(), k.zero_grad(), v.zero_grad();
-      ag::sum(ag::scaled_dot_product_attention(q, k, v, true, 0.0, &drop)).backward();
-    });
-    // causal: half of the T x T score matrix is computed; 2 matmuls forward, 4 backward
-    const double flops = 6 * 2.0 * B * H * (T * (T + 1) / 2.0) * D;
-    rows.push_back({"attention fwd+bwd (causal)", fmt::format("[{}, {}, {}, {}]", B, H, T, D), ms,
-                    flops / ms / 1e6, 0});
-  }
-  // LayerNorm forward and backward: memory bound, so GB/s (x and dy read, y and dx written).
-  {
-    ag::Tensor x = ag::randn({BT, C}, gen).requires_grad_(), w = ag::ones({C}).requires_grad_(),
-               b = ag::zeros({C}).requires_grad_();
-    const double ms = median_ms([&] {
-      x.zero_grad(), w.zero_grad(), b.zero_grad();
-      ag::sum(ag::layer_norm(x, w, b)).backward();
-    });
-    rows.push_back(
-        {"layer_norm fwd+bwd", fmt::format("[{}, {}]", BT, C), ms, 0, 4.0 * 4 * BT * C / ms / 1e6});
-  }
-  // Cross-entropy over the head's logits, forward and backward.
-  {
-    ag::Tensor logits = ag::randn({BT, V}, gen).requires_grad_();
-    std::vector<int64_t> t(BT);
-    for (auto& id : t) id = static_cast<int64_t>(gen.next_u64() % V);
-    ag::Tensor targets = ag::from_vector(t, {BT});
-    const double ms = median_ms([&] {
-      logits.zero_grad();
-      ag::cross_entropy(logits, targets).backward();
-    });
-    rows.push_back({"cross_entropy fwd+bwd", fmt::format("[{}, {}]", BT, V), ms, 0,
-                    2.0 * 4 * BT * V / ms / 1e6});
-  }
-  // GELU forward and backward.
-  {
-    ag::Tensor x = ag::randn({BT, F}, gen).requires_grad_();
-    const double ms = median_ms([&] {
-      x.zero_grad();
-      ag::sum(ag::gelu(x)).backward();
-    });
-    rows.push_back(
-        {"gelu fwd+bwd", fmt::format("[{}, {}]", BT, F), ms, 0, 4.0 * 4 * BT * F / ms / 1e6});
-  }
-
+  for (Row (*measure)(ag::Generator&) : {sgemm_peak_row, matmul_row, attention_row, layer_norm_row,
+                                         cross_entropy_row, gelu_row})
+    rows.push_back(measure(gen));
   gemm_backend_rows(gen, rows);
-
   print_rows(rows, threads, json);
   return 0;
 }

@@ -95,7 +95,7 @@ void eval_classifier(nn::GPT& model, const io::Checkpoint& ckpt, const Classifie
   const data::TaskExamples examples = data::read_classification_examples(o.data, *tok, task);
   train::end_setup(train::World::current());
   const train::ExampleEval r = train::evaluate_examples(model, examples.examples, o.batch_size,
-                                                        data::pad_id(*tok, "classify"));
+                                                        cfg.task->pad_id(*tok));
   std::vector<int64_t> truth;
   for (const data::Example& e : examples.examples) truth.push_back(e.label);
   const train::ClassificationMetrics m =

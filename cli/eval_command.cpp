@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/posix_file.h"
@@ -27,8 +28,34 @@ namespace cli {
 
 namespace {
 
+// eval --task: what --data holds, for a checkpoint that does not say (absent: its own).
+enum class EvalTask { classify, instruct };
+// eval --split: a prepared folder's part
+enum class Split { val, train };
+
+}  // namespace
+}  // namespace cli
+
+template <>
+struct base::ChoiceNames<cli::EvalTask> {
+  static constexpr const char* key = "--task";
+  static constexpr std::array<std::pair<cli::EvalTask, const char*>, 2> rows = {
+      {{cli::EvalTask::classify, "classify"}, {cli::EvalTask::instruct, "instruct"}}};
+};
+template <>
+struct base::ChoiceNames<cli::Split> {
+  static constexpr const char* key = "--split";
+  static constexpr std::array<std::pair<cli::Split, const char*>, 2> rows = {
+      {{cli::Split::val, "val"}, {cli::Split::train, "train"}}};
+};
+
+namespace cli {
+namespace {
+
 struct EvalOptions {
-  std::string path, data_path, dump, split = "val", task, choices;
+  std::string path, data_path, dump, choices;
+  Split split = Split::val;
+  std::optional<EvalTask> task;
   int64_t context = 0, limit = 0;
   int threads = ag::kDefaultThreads;
 };
@@ -49,11 +76,11 @@ po::options_description eval_options(EvalOptions& o) {
       "\"label\"} or {\"question\", \"choices\", \"answer\"}): acc and acc_norm");
   add("limit", po::value(&o.limit)->default_value(0),
       "with --multiple-choice: score the first N items only (0: all)");
-  add("split", po::value(&o.split)->default_value("val"), "of a prepared folder: val or train");
+  add("split", value_with_default(&o.split, o.split), "of a prepared folder: val or train");
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
   add("json", "print one JSON object as the last line");
-  add("task", po::value(&o.task),
+  add("task", po::value<EvalTask>()->notifier([&o](EvalTask t) { o.task = t; }),
       "classify: the checkpoint must be a classifier, --data a TSV/CSV of text and label "
       "(a classifier's checkpoint is evaluated so without it); instruct: --data instruction "
       "records, also for a model not trained on them (an instruct checkpoint: without it)");
@@ -70,7 +97,7 @@ train::EvalResult eval_folder(nn::GPT& model, const io::Checkpoint& ckpt, const 
   train::RunConfig cfg;
   cfg.data = o.data_path;
   train::RunData d = train::load_run_data(cfg, &ckpt.tokenizer);
-  if (o.split == "val") std::swap(d.train, d.val);
+  if (o.split == Split::val) std::swap(d.train, d.val);
   train::end_setup(train::World::current());
   auto r = train::evaluate_with_grads(model, d.train, d.token_bytes, o.context, dump);
   if (r.tokens == 0)
@@ -102,7 +129,7 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
   if (!o.dump.empty()) throw UsageError("--dump-grads is for a text or a prepared folder");
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
   data::TaskOptions t = train::task_options(run, *tok);  // as the run formatted its records
-  t.task = "instruct";  // also for a language model not trained on instructions
+  // also for a language model not trained on instructions
   if (o.context) t.context_length = o.context;
   if (t.end_of_text >= model.config().vocab_size)
     throw UsageError(
@@ -111,8 +138,9 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
                     base::printable(o.path), tok->type()));
   const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
   train::end_setup(train::World::current());
-  const train::ExampleEval r = train::evaluate_examples(model, ex.examples, /*batch_size=*/8,
-                                                        data::pad_id(*tok, "instruct"));
+  // padding reads the end-of-text id, as in training
+  const train::ExampleEval r =
+      train::evaluate_examples(model, ex.examples, /*batch_size=*/8, t.end_of_text);
   if (!train::World::current().root()) return;
   fmt::print("loss {:.4f} over {} response tokens | {} examples ({} cut to the context of {})\n",
              r.loss, r.targets, r.examples, ex.truncated, t.context_length);
@@ -138,7 +166,7 @@ void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepare
                                       {"windows", r.windows},
                                       {"bytes", r.bytes},
                                       {"bits_per_byte", r.bits_per_byte()},
-                                      {"split", prepared ? o.split : "all"},
+                                      {"split", prepared ? base::choice_name(o.split) : "all"},
                                       {"checkpoint", o.path},
                                       {"data", base::printable(o.data_path)}}
                            .dump());
@@ -215,7 +243,7 @@ std::string recorded_data(const io::Checkpoint& ckpt, const std::string& path) {
         "attograd eval: no --data given: evaluating on '{}', the data '{}' trained on "
         "(unchanged since){}\n",
         data, name,
-        data::is_prepared_folder(run.data) || run.task != "lm"
+        data::is_prepared_folder(run.data) || !run.task->reads_text()
             ? ""
             : "; the whole text, its training part included");
   return run.data;
@@ -238,16 +266,13 @@ void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
   }
   if (!vm["limit"].defaulted()) throw UsageError("--limit is for --multiple-choice");
   require_data(o.data_path);
-  if (o.split != "val" && o.split != "train")
-    throw UsageError(
-        fmt::format("--split must be val or train, got '{}'", base::printable(o.split)));
   if (!vm["split"].defaulted() && !data::is_prepared_folder(o.data_path))
     throw UsageError("--split is for a prepared folder; a text file is evaluated whole");
 }
 
 // A classifier is evaluated on a labelled file, whole.
 void check_classifier_options(const po::variables_map& vm, const EvalOptions& o) {
-  if (o.task == "instruct")
+  if (o.task == EvalTask::instruct)
     throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
                                  base::printable(o.path)));
   if (!o.choices.empty())
@@ -288,12 +313,7 @@ int eval_command(const Args& args) {
                                                                 o.data_path));
     ag::set_num_threads(o.threads);
     if (!loaded) ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
-    if (vm.count("task") && o.task != "classify" && o.task != "instruct")
-      throw UsageError(
-          fmt::format("--task must be classify or instruct, got '{}' (a language model's "
-                      "checkpoint is evaluated on text without it)",
-                      base::printable(o.task)));
-    if (vm.count("task") && o.task == "classify") classifier_labels(ckpt, "eval --task classify");
+    if (o.task == EvalTask::classify) classifier_labels(ckpt, "eval --task classify");
     auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now
     if (model->config().num_classes > 0) {
@@ -310,7 +330,7 @@ int eval_command(const Args& args) {
       return 0;
     }
     const train::RunConfig run = train::RunConfig::from_json(ckpt.config);
-    if (run.task == "instruct" || (vm.count("task") && o.task == "instruct")) {
+    if (run.task->follows_instructions() || o.task == EvalTask::instruct) {
       eval_instructions(*model, ckpt, run, o, vm.count("json") > 0);
       return 0;
     }

@@ -7,6 +7,7 @@
 
 #include "base/utf8.h"
 #include "io/files.h"
+#include "train/task.h"
 
 namespace cli {
 
@@ -194,6 +195,15 @@ std::string closest_name(const std::string& name, const std::vector<std::string>
   return best;
 }
 
+train::TaskHandle parse_task_option(const std::string& text) {
+  try {
+    return train::TaskHandle(train::task_named(text));
+  } catch (const std::invalid_argument& e) {
+    const std::string best = closest_name(text, train::task_names());
+    throw UsageError(e.what() + (best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
+  }
+}
+
 std::string option_name(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
   return key;
@@ -246,3 +256,9 @@ po::variables_map parse_options(const std::vector<std::string>& args,
 }
 
 }  // namespace cli
+
+void boost::validate(boost::any& v, const std::vector<std::string>& values, train::TaskHandle*,
+                     int) {
+  program_options::validators::check_first_occurrence(v);
+  v = boost::any(cli::parse_task_option(program_options::validators::get_single_string(values)));
+}

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/choice.h"
+#include "train/config.h"
+
 namespace cli {
 
 namespace po = boost::program_options;
@@ -34,6 +37,19 @@ po::typed_value<T>* value_with_default(T* field, const T& value) {
   return po::value(field)->default_value(value, fmt::format("{}", value));
 }
 
+// A choice's value from its name (base/choice.h), or a UsageError naming the values and the
+// one a misspelling is closest to.
+template <base::Choice E>
+E parse_choice_option(const std::string& text) {
+  if (const std::optional<E> v = base::find_choice<E>(text)) return *v;
+  const std::string best = closest_name(text, base::choice_names<E>());
+  throw UsageError(
+      base::choice_error(base::ChoiceNames<E>::key, base::choice_names<E>(), text) +
+      (best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
+}
+// The task named `text` (train/task.h), or a UsageError as above.
+train::TaskHandle parse_task_option(const std::string& text);
+
 // A config key as its option name: d_model -> d-model.
 std::string option_name(std::string key);
 
@@ -46,3 +62,14 @@ po::variables_map parse_options(const std::vector<std::string>& args,
                                 const char* positional = nullptr, int positional_count = 1);
 
 }  // namespace cli
+
+// Boost.Program_options parses an option's value with the validate() it finds for the
+// value's type: choices and tasks parse by their own tables, once, here at the edge.
+namespace boost {
+template <base::Choice E>
+void validate(boost::any& v, const std::vector<std::string>& values, E*, int) {
+  program_options::validators::check_first_occurrence(v);
+  v = boost::any(cli::parse_choice_option<E>(program_options::validators::get_single_string(values)));
+}
+void validate(boost::any& v, const std::vector<std::string>& values, train::TaskHandle*, int);
+}  // namespace boost

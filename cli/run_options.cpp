@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "train/task.h"
 
 namespace cli {
 
@@ -85,9 +86,7 @@ po::options_description data_options(train::RunConfig& c, RunOptions use) {
       "for a text: char, byte or bpe (bpe learns --vocab-size tokens from the training part; "
       "gpt2 comes with --init-from or a folder prepared with it)");
   add("corpus-seed", c.corpus_seed, "seed of the built-in corpus");
-  add("task", c.task,
-      "lm (next-token prediction on text), classify (--data: TSV/CSV of text and label) or "
-      "instruct (--data: JSON/JSONL instruction records); docs/finetuning.md");
+  add("task", c.task, (train::tasks_help() + "; docs/finetuning.md").c_str());
   add("template", c.template_file,
       "instruct: a prompt template file (default: Alpaca's; docs/finetuning.md)");
   add.flag("no-truncate", c.no_truncate,

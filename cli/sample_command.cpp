@@ -17,6 +17,7 @@
 #include "nn/generation.h"
 #include "train/console.h"
 #include "train/memory_plan.h"
+#include "train/task.h"
 #include "train/train.h"
 
 namespace cli {
@@ -155,7 +156,7 @@ std::string instruction_prompt(const SampleOptions& o, const io::Checkpoint& ckp
                                std::string* note) {
   const train::RunConfig cfg = train::RunConfig::from_json(ckpt.config);
   const std::string name = base::printable(ckpt.source);
-  if (cfg.task != "instruct")
+  if (!cfg.task->follows_instructions())
     *note = fmt::format("note: '{}' was not trained with --task instruct; its prompt is Alpaca's\n",
                         name);
   return data::PromptTemplate::parse(cfg.prompt_template, fmt::format("'{}' prompt_template", name))

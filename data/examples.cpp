@@ -10,31 +10,10 @@
 
 namespace data {
 
-TaskExamples read_task_examples(const std::string& path, const Tokenizer& tokenizer,
-                                const TaskOptions& o) {
-  if (o.task == "classify") return read_classification_examples(path, tokenizer, o);
-  if (o.task == "instruct") return read_instruction_examples(path, tokenizer, o);
-  throw std::invalid_argument(fmt::format("no task '{}' reads example files", o.task));
-}
-
-std::string task_corpus_text(const std::string& path, const TaskOptions& o) {
-  if (o.task == "classify") return classification_corpus_text(path);
-  if (o.task == "instruct") return instruction_corpus_text(path, o);
-  throw std::invalid_argument(fmt::format("no task '{}' reads example files", o.task));
-}
-
 int64_t end_of_text_id(const Tokenizer& tokenizer) {
   if (const auto* gpt2 = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer))
     if (const auto id = gpt2->special_id("<|endoftext|>")) return *id;
   return tokenizer.vocab_size();
-}
-
-int64_t extra_ids_for_tasks(const Tokenizer& tokenizer, const std::string& task) {
-  return task == "instruct" && end_of_text_id(tokenizer) == tokenizer.vocab_size() ? 1 : 0;
-}
-
-int64_t pad_id(const Tokenizer& tokenizer, const std::string& task) {
-  return task == "instruct" ? end_of_text_id(tokenizer) : 0;
 }
 
 ExampleSplit split_examples(std::vector<Example> all, double val_fraction, uint64_t seed) {

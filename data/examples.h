@@ -6,10 +6,10 @@
 //   instruct  JSON/JSONL instruction records in a prompt template: a target per token, the
 //             prompt's masked (instruction_data.cpp)
 //
-//   data::TaskOptions o;  o.task = "classify";  o.context_length = 256;
-//   data::TaskExamples all = data::read_task_examples(path, tokenizer, o);
+//   data::TaskOptions o;  o.context_length = 256;
+//   data::TaskExamples all = data::read_classification_examples(path, tokenizer, o);
 //   data::ExampleSplit split = data::split_examples(std::move(all.examples), 0.1, seed);
-//   data::ExampleSampler sampler(&split.train, 8, data::pad_id(tokenizer, o.task));
+//   data::ExampleSampler sampler(&split.train, 8, /*pad=*/0);
 //   data::ExampleBatch b = sampler.next(gen);   // b.x [B, L], b.y, b.lengths [B]
 #include <cstdint>
 #include <span>
@@ -34,7 +34,6 @@ struct Example {
 
 // How a task file becomes examples.
 struct TaskOptions {
-  std::string task;  // "classify" or "instruct"
   int64_t context_length = 0;
   bool truncate = true;  // false: a record longer than the context is an error naming it
   // classify: the labels a checkpoint knows (an unknown one is an error naming its line);
@@ -50,15 +49,10 @@ struct TaskExamples {
   int64_t truncated = 0;            // records cut to the context
 };
 
-// Reads, tokenizes and checks every record of a task file (o.task names the reader). Bad
-// input is a data::DataError naming file, line and field.
-TaskExamples read_task_examples(const std::string& path, const Tokenizer& tokenizer,
-                                const TaskOptions& o);
-// Every text the examples of that file encode, joined: what a tokenizer learned from
-// scratch (char, byte, bpe) must cover.
-std::string task_corpus_text(const std::string& path, const TaskOptions& o);
-
-// The readers behind them, one per task.
+// Each reads, tokenizes and checks every record of a task file; bad input is a
+// data::DataError naming file, line and field. Its corpus_text is every text the examples
+// of that file encode, joined: what a tokenizer learned from scratch (char, byte, bpe) must
+// cover. (train/tasks/ chooses the reader by the run's task.)
 TaskExamples read_classification_examples(const std::string& path, const Tokenizer& tokenizer,
                                           const TaskOptions& o);
 std::string classification_corpus_text(const std::string& path);
@@ -67,14 +61,8 @@ TaskExamples read_instruction_examples(const std::string& path, const Tokenizer&
 std::string instruction_corpus_text(const std::string& path, const TaskOptions& o);
 
 // The id that ends a response: the tokenizer's <|endoftext|> when it has one, else one past
-// its vocabulary (an instruct model then has vocab_size + 1 rows: extra_ids_for_tasks).
+// its vocabulary (an instruction model then has vocab_size + 1 rows).
 int64_t end_of_text_id(const Tokenizer& tokenizer);
-// Ids a task's model needs beyond the tokenizer's: 1 for instruct's added end-of-text, else
-// 0 (a classifier ends nothing, so it fine-tunes any language model's vocabulary as it is).
-int64_t extra_ids_for_tasks(const Tokenizer& tokenizer, const std::string& task);
-// What padding positions read (no target or label ever reads them): instruct's end-of-text
-// id, else 0.
-int64_t pad_id(const Tokenizer& tokenizer, const std::string& task);
 
 // A fixed share of the examples held out, chosen by a seeded shuffle (task files are
 // often sorted by label); each split keeps file order. With val_fraction > 0 and at least

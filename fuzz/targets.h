@@ -229,7 +229,7 @@ inline void instruction_data(const std::string& bytes) {
   const std::string path = file.path();
   const data::ByteTokenizer tok;
   data::TaskOptions o;
-  o.task = "instruct", o.context_length = 512, o.prompt_template = tmpl, o.end_of_text = 256;
+  o.context_length = 512, o.prompt_template = tmpl, o.end_of_text = 256;
   try {
     for (const data::Example& e : data::read_instruction_examples(path, tok, o).examples) {
       if (e.ids.size() != e.targets.size() || e.ids.size() > 512) std::abort();
@@ -253,7 +253,7 @@ inline void classification_data(const std::string& bytes) {
   const std::string path = file.path();
   const data::ByteTokenizer tok;
   data::TaskOptions o;
-  o.task = "classify", o.context_length = 64;
+  o.context_length = 64;
   try {
     const data::TaskExamples all = data::read_classification_examples(path, tok, o);
     const auto labels = static_cast<int64_t>(all.labels.size());

@@ -13,6 +13,7 @@
 #include "train/classification_metrics.h"
 #include "train/config.h"
 #include "train/model_loading.h"
+#include "train/task.h"
 
 namespace {
 
@@ -21,13 +22,12 @@ using Catch::Matchers::Contains;
 
 data::TaskOptions classify_options(int64_t context = 64) {
   data::TaskOptions o;
-  o.task = "classify";
   o.context_length = context;
   return o;
 }
 
 data::TaskExamples read(const std::string& path, const data::TaskOptions& o = classify_options()) {
-  return data::read_task_examples(path, data::ByteTokenizer(), o);
+  return data::read_classification_examples(path, data::ByteTokenizer(), o);
 }
 
 std::string text_of(const data::Example& e) {
@@ -231,7 +231,7 @@ TEST_CASE("a checkpoint's config states num_classes and pool only for a classifi
   CHECK_FALSE(j.contains("num_classes"));
   CHECK_FALSE(j.contains("pool"));
   train::RunConfig cls;
-  cls.task = "classify";
+  cls.task = train::TaskHandle(train::task_named("classify"));
   cls.data = "set.tsv";
   cls.labels = {"a", "b"};
   cls.model.num_classes = 2;
@@ -288,7 +288,7 @@ TEST_CASE("a classifier starts from a language model's checkpoint with a fresh h
     init.source = "lm.h5";
 
     train::RunConfig run;
-    run.task = "classify";
+    run.task = train::TaskHandle(train::task_named("classify"));
     run.model.pool = "mean";
     run.model_keys_given = {"pool"};
     train::take_model_of(init, run);

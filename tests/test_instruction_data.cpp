@@ -18,13 +18,11 @@ const std::string kBookPrompt =
 // A char tokenizer that covers every text of the file with Alpaca's template.
 data::CharTokenizer tokenizer_for(const std::string& path) {
   data::TaskOptions o;
-  o.task = "instruct";
   return data::CharTokenizer::from_text(data::instruction_corpus_text(path, o));
 }
 
 data::TaskOptions instruct_options(const data::Tokenizer& tok, int64_t context = 512) {
   data::TaskOptions o;
-  o.task = "instruct";
   o.context_length = context;
   o.end_of_text = data::end_of_text_id(tok);
   return o;
@@ -283,7 +281,6 @@ TEST_CASE("the corpus text of instruction records holds every prompt and respons
   const std::string path =
       dir.write("set.jsonl", R"({"instruction": "é", "input": "ü", "output": "ß"})");
   data::TaskOptions o;
-  o.task = "instruct";
   REQUIRE(data::instruction_corpus_text(path, o) ==
           data::PromptTemplate::alpaca().format("é", "ü") + "ß\n");
   o.prompt_template =

@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <variant>
 
+#include "train/task.h"
+
 namespace train {
 
 void RunConfig::validate() const {
@@ -17,15 +19,7 @@ void RunConfig::validate() const {
     fail(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
   if (tokenizer != "char" && tokenizer != "byte" && tokenizer != "bpe" && tokenizer != "gpt2")
     fail(fmt::format("tokenizer must be 'char', 'byte', 'bpe' or 'gpt2', got '{}'", tokenizer));
-  if (task != "lm" && task != "classify" && task != "instruct")
-    fail(fmt::format("task must be 'lm', 'classify' or 'instruct', got '{}'", task));
-  if (task != "lm" && data.empty())
-    fail(fmt::format("task {} needs --data, its examples file", task));
-  if (task != "classify" && model.num_classes != 0)
-    fail(
-        fmt::format("num_classes {} is for a classifier (--task classify, which sets it from "
-                    "the labels); task {} has the language-model head",
-                    model.num_classes, task));
+  task->validate(*this);
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (!(max_time >= 0 && std::isfinite(max_time)))
     fail(fmt::format("max_time must be >= 0 and finite, got {}", max_time));
@@ -47,10 +41,6 @@ void RunConfig::validate() const {
     fail(fmt::format("checkpoint_interval must be >= 0, got {}", checkpoint_interval));
   if (log_interval <= 0) fail(fmt::format("log_interval must be positive, got {}", log_interval));
   if (eval_windows < 0) fail(fmt::format("eval_windows must be >= 0, got {}", eval_windows));
-  if (precision != "fp32" && precision != "bf16")
-    fail(fmt::format("precision must be 'fp32' or 'bf16', got '{}'", precision));
-  if (reduce != "tree" && reduce != "allreduce")
-    fail(fmt::format("reduce must be 'tree' or 'allreduce', got '{}'", reduce));
   if (bucket_mb < 1 || bucket_mb > 1024)
     fail(fmt::format("bucket_mb must be in [1, 1024], got {}", bucket_mb));
   if (threads < 1 || threads > kMaxThreads)
@@ -104,7 +94,7 @@ nlohmann::json RunConfig::to_json() const {
       {"warmup_steps", warmup_steps},
       {"schedule", "warmup_cosine"},
       {"grad_clip", grad_clip},
-      {"precision", precision},
+      {"precision", base::choice_name(precision)},
       {"seed", seed},
       {"eval_interval", eval_interval},
       {"checkpoint_interval", checkpoint_interval},
@@ -112,12 +102,7 @@ nlohmann::json RunConfig::to_json() const {
       {"eval_windows", eval_windows},
       {"sample_tokens", sample_tokens},
   });
-  if (task != "lm") {  // an LM run's config reads as it did before tasks existed
-    j["task"] = task;
-    j["no_truncate"] = no_truncate;
-    if (task == "classify") j["labels"] = labels;
-    if (task == "instruct") j["prompt_template"] = prompt_template;
-  }
+  task->write_config(*this, j);
   if (!freeze.empty()) j["freeze"] = freeze;  // absent: nothing frozen by name
   // the settings its optimiser reads (adamw: weight_decay, beta1, beta2, eps)
   for (const std::string& key : optim::hyperparameters_of(optimizer.name))
@@ -136,7 +121,16 @@ T json_as(const nlohmann::json& v, const char* key) {
     return std::invalid_argument(
         fmt::format("config: key '{}' must be {}, got {}", key, expected, v.dump().substr(0, 80)));
   };
-  if constexpr (std::is_same_v<T, bool>) {
+  if constexpr (base::Choice<T>) {
+    return base::parse_choice<T>(json_as<std::string>(v, key));
+  } else if constexpr (std::is_same_v<T, TaskHandle>) {
+    return TaskHandle(task_named(json_as<std::string>(v, key)));
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!v.is_array()) throw wrong("an array");
+    std::vector<std::string> texts;
+    for (const auto& text : v) texts.push_back(json_as<std::string>(text, key));
+    return texts;
+  } else if constexpr (std::is_same_v<T, bool>) {
     if (!v.is_boolean()) throw wrong("true or false");
     return v.get<bool>();
   } else if constexpr (std::is_same_v<T, std::string>) {
@@ -165,16 +159,16 @@ T json_as(const nlohmann::json& v, const char* key) {
   }
 }
 
-}  // namespace
+// Reads a key into the field it fills, when the config has it.
+struct ConfigReader {
+  const nlohmann::json& j;
+  template <typename T>
+  void operator()(const char* key, T& field) const {
+    if (j.contains(key)) field = json_as<T>(j.at(key), key);
+  }
+};
 
-RunConfig RunConfig::from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw std::invalid_argument("config: expected a JSON object");
-  RunConfig c;
-  auto get = [&](const char* key, auto& field) {
-    if (j.contains(key)) field = json_as<std::remove_reference_t<decltype(field)>>(j.at(key), key);
-  };
-  for (const auto& f : nn::config_fields())
-    std::visit([&](auto member) { get(f.key, c.model.*member); }, f.member);
+void read_run_settings(const ConfigReader& get, RunConfig& c) {
   get("data", c.data);
   get("val_fraction", c.val_fraction);
   get("tokenizer", c.tokenizer);
@@ -196,15 +190,27 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   get("log_interval", c.log_interval);
   get("eval_windows", c.eval_windows);
   get("sample_tokens", c.sample_tokens);
+  get("freeze", c.freeze);
+}
+
+// The keys the tasks write (Task::write_config), whichever task wrote them.
+void read_task_settings(const ConfigReader& get, RunConfig& c) {
   get("task", c.task);
   get("no_truncate", c.no_truncate);
   get("prompt_template", c.prompt_template);
-  if (j.contains("labels")) {
-    const nlohmann::json& labels = j.at("labels");
-    if (!labels.is_array()) throw std::invalid_argument("config: key 'labels' must be an array");
-    for (const auto& label : labels) c.labels.push_back(json_as<std::string>(label, "labels"));
-  }
-  get("freeze", c.freeze);
+  get("labels", c.labels);
+}
+
+}  // namespace
+
+RunConfig RunConfig::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("config: expected a JSON object");
+  RunConfig c;
+  const ConfigReader get{j};
+  for (const auto& f : nn::config_fields())
+    std::visit([&](auto member) { get(f.key, c.model.*member); }, f.member);
+  read_run_settings(get, c);
+  read_task_settings(get, c);
   return c;
 }
 

@@ -6,10 +6,29 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
+#include "base/choice.h"
 #include "nn/gpt.h"
 #include "optim/registry.h"
+#include "train/reduction.h"
 
 namespace train {
+
+class Task;  // task.h
+
+// A run's task by its registry row (task.h): copied and compared as a value.
+class TaskHandle {
+ public:
+  TaskHandle();  // lm: next-token prediction on text
+  explicit TaskHandle(const Task& task) : task_(&task) {}
+  const Task& operator*() const { return *task_; }
+  const Task* operator->() const { return task_; }
+  const char* name() const;
+  bool operator==(const TaskHandle&) const = default;
+
+ private:
+  const Task* task_;
+};
 
 // Micro-batches per step: far beyond any use (a million), small enough that counts of
 // tokens and micro-batches never overflow.
@@ -24,7 +43,7 @@ inline constexpr int64_t kDefaultBucketMb = 4;
 inline constexpr int kMaxThreads = 256;
 
 struct RunConfig {
-  nn::GPTConfig model = [] {  // the spec's defaults, with vocab_size 0: "from the tokenizer"
+  nn::GPTConfig model = [] {  // docs/model.md's defaults, with vocab_size 0: "from the tokenizer"
     nn::GPTConfig m;
     m.vocab_size = 0;
     return m;
@@ -35,15 +54,15 @@ struct RunConfig {
   // char | byte | bpe (learns model.vocab_size tokens) | gpt2 (from a checkpoint or a folder)
   std::string tokenizer = "char";
   uint64_t corpus_seed = 0;  // the built-in corpus's generator seed
-  // fine-tuning tasks (docs/finetuning.md, data/examples.h): lm (next-token prediction on
-  // text), classify (a TSV/CSV of text and label) or instruct (instruction records)
-  std::string task = "lm";
+  // what the model is trained to do (task.h; docs/finetuning.md): lm, next-token prediction
+  // on text, unless a fine-tuning task is named
+  TaskHandle task;
   std::vector<std::string> labels;  // classify: the labels, sorted (index = class id)
   std::string prompt_template;      // instruct: the template's text; empty: Alpaca's
   std::string template_file;        // instruct: read into prompt_template (not stored)
   bool no_truncate = false;         // a record longer than the context is an error, not cut
   // optimisation
-  int64_t steps = 2000;          // about a minute for the spec's model on 2 cores
+  int64_t steps = 2000;          // about a minute for the default model on 2 cores
   int64_t batch_size = 16;       // sequences per micro-batch
   int64_t grad_accum_steps = 1;  // micro-batches per optimiser step (see grad_accumulation.h)
   double lr = 1e-3;
@@ -62,10 +81,10 @@ struct RunConfig {
   std::string report;         // HTML page refreshed at each evaluation; empty: none
   std::string report_prompt;  // the text of its attention maps; empty: the start of val
   int threads = ag::kDefaultThreads;
-  std::string precision = "fp32";        // fp32 | bf16 (autocast: bfloat16 GEMMs, float32 rest)
+  ag::Precision precision = ag::Precision::fp32;  // bf16: autocast (bfloat16 GEMMs, float32 rest)
   int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run
   bool profile = false;                  // where a step's time goes, printed at the end
-  std::string reduce = "tree";           // tree (bits independent of processes) | allreduce (MPI's)
+  Reduction reduce = Reduction::tree;
   int64_t sample_tokens = 200;           // sample printed at the end
   std::string init_from;                 // start from this checkpoint's weights
   // Comma-separated fnmatch patterns over parameter names: those parameters are frozen
@@ -94,3 +113,19 @@ struct RunConfig {
 };
 
 }  // namespace train
+
+template <>
+struct base::ChoiceNames<ag::Precision> {
+  static constexpr const char* key = "precision";
+  static constexpr std::array<std::pair<ag::Precision, const char*>, 2> rows = {
+      {{ag::Precision::fp32, "fp32"}, {ag::Precision::bf16, "bf16"}}};
+};
+
+// A task formats as its name.
+template <>
+struct fmt::formatter<train::TaskHandle> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(const train::TaskHandle& task, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(task.name(), ctx);
+  }
+};

@@ -148,6 +148,22 @@ void scale_gradients(nn::GPT& model, double factor) {
     if (p.grad().defined()) p.set_grad(p.grad() * factor);
 }
 
+// One batch of windows (x, y: n * T ids each): its nats and the bytes its targets encode
+// appended to sums. With known >= 0, also backward of the batch's share of the mean over
+// every target (over known windows, when the count is known ahead), so that the gradients
+// add up to it.
+void evaluate_batch(nn::GPT& model, const std::vector<int64_t>& x, const std::vector<int64_t>& y,
+                    int64_t T, std::span<const uint32_t> token_bytes, int64_t known,
+                    std::vector<double>& sums) {
+  const auto n = static_cast<int64_t>(x.size()) / T;
+  auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
+  sums.push_back(out.loss.item() * static_cast<double>(n * T));
+  sums.push_back(token_bytes.empty() ? 0.0 : static_cast<double>(target_bytes(y, token_bytes)));
+  if (known < 0) return;
+  const double share = static_cast<double>(n * T) / static_cast<double>(known > 0 ? known * T : 1);
+  (out.loss * share).backward();
+}
+
 EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint32_t> token_bytes,
                          int64_t T, const std::string* grads_path,
                          const std::function<bool()>& cancelled) {
@@ -173,14 +189,7 @@ EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint3
       continue;
     }
     x.resize(n * T), y.resize(n * T);
-    auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
-    sums.push_back(out.loss.item() * static_cast<double>(n * T));
-    sums.push_back(token_bytes.empty() ? 0.0 : static_cast<double>(target_bytes(y, token_bytes)));
-    // the batch's share of the mean over every target (when the count is known ahead),
-    // so that the gradients add up to it
-    const double share =
-        static_cast<double>(n * T) / static_cast<double>(known > 0 ? known * T : 1);
-    if (grads_path) (out.loss * share).backward();
+    evaluate_batch(model, x, y, T, token_bytes, grads_path ? known : -1, sums);
     x.resize(kEvalBatch * T), y.resize(kEvalBatch * T);
   }
   r.tokens = r.windows * T;

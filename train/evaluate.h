@@ -1,5 +1,5 @@
 #pragma once
-// The spec's evaluation loss: windows at 0, T, 2T, ... with T+1 ids, mean cross-entropy
+// The evaluation loss: windows at 0, T, 2T, ... with T+1 ids, mean cross-entropy
 // over every target, dropout off, no graph recorded; and the same loss in bits per byte
 // of the text the targets stand for, which compares across tokenizers. The ids are read
 // from their store a batch of windows at a time, or from a text file a chunk at a time

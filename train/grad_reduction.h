@@ -29,6 +29,7 @@
 #include "autograd/engine.h"
 #include "autograd/tensor.h"
 #include "train/grad_accumulation.h"
+#include "train/reduction.h"
 #include "train/world.h"
 
 namespace train {
@@ -57,7 +58,6 @@ void tree_combine(const std::vector<TreeNode>& leaves, const std::vector<const f
 // Reduction::mpi_allreduce trades that guarantee for MPI's own MPI_Iallreduce per bucket
 // (each rank's nodes summed in order first): MPI's summation order depends on its
 // algorithm and the process count, so results agree with one process only to rounding.
-enum class Reduction { tree, mpi_allreduce };
 
 class GradReducer {
  public:

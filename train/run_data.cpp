@@ -6,6 +6,7 @@
 #include "io/files.h"
 #include "io/tokenizer_section.h"
 #include "train/memory_plan.h"
+#include "train/task.h"
 
 namespace train {
 
@@ -106,7 +107,6 @@ RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
 
 data::TaskOptions task_options(const RunConfig& cfg, const data::Tokenizer& tokenizer) {
   data::TaskOptions o;
-  o.task = cfg.task;
   o.context_length = cfg.model.context_length;
   o.truncate = !cfg.no_truncate;
   o.labels = cfg.labels;
@@ -115,60 +115,16 @@ data::TaskOptions task_options(const RunConfig& cfg, const data::Tokenizer& toke
   return o;
 }
 
-namespace {
-
-// A task's tokenizer: the checkpoint's, or learned from every text of the examples file.
-std::unique_ptr<data::Tokenizer> task_tokenizer(const RunConfig& cfg,
-                                                const io::TokenizerSection* saved) {
-  if (saved) return io::make_tokenizer(*saved);
-  if (cfg.tokenizer == "gpt2")
-    throw std::invalid_argument(
-        "tokenizer gpt2 is GPT-2's own, read from its files: start from a checkpoint that holds "
-        "it (--init-from, e.g. one made by 'attograd import')");
-  if (cfg.tokenizer == "bpe" && cfg.model.vocab_size == 0)
-    throw std::invalid_argument("tokenizer bpe needs vocab_size (--vocab-size)");
-  data::TaskOptions o;
-  o.task = cfg.task;
-  o.prompt_template = cfg.prompt_template;
-  const std::string text = data::task_corpus_text(cfg.data, o);
-  // an instruction model's vocabulary holds the end-of-text id past the learned tokens
-  const int64_t bpe_vocab =
-      cfg.tokenizer == "bpe" ? cfg.model.vocab_size - (cfg.task == "instruct" ? 1 : 0) : 0;
-  return data::prepare_text(text, cfg.tokenizer, bpe_vocab, 0.0, base::printable(cfg.data))
-      .tokenizer;
+RunData load_text_data(const RunConfig& cfg, const io::TokenizerSection* saved,
+                       const std::function<void(const std::string&)>& check_identity) {
+  return !cfg.data.empty() && data::is_prepared_folder(cfg.data)
+             ? open_folder(cfg, saved, check_identity)
+             : tokenize_text(cfg, saved, check_identity);
 }
-
-RunData read_task(const RunConfig& cfg, const io::TokenizerSection* saved,
-                  const std::function<void(const std::string&)>& check_identity) {
-  RunData d;
-  // the file's bytes are let go before its records are read
-  d.identity = data::text_identity(base::read_input_file(cfg.data, "data file"));
-  if (check_identity) check_identity(d.identity);
-  d.tokenizer = task_tokenizer(cfg, saved);
-  data::TaskExamples all =
-      data::read_task_examples(cfg.data, *d.tokenizer, task_options(cfg, *d.tokenizer));
-  d.labels = std::move(all.labels);
-  d.truncated = all.truncated;
-  d.pad = data::pad_id(*d.tokenizer, cfg.task);
-  const auto n = all.examples.size();
-  d.examples =
-      data::split_examples(std::move(all.examples), cfg.val_fraction, cfg.seed + ag::kSplitStream);
-  d.source = fmt::format("{} ({} task, {} examples: {} train, {} val{})", base::printable(cfg.data),
-                         cfg.task, n, d.examples->train.size(), d.examples->val.size(),
-                         d.truncated ? fmt::format("; {} cut to the context", d.truncated) : "");
-  return d;
-}
-
-}  // namespace
 
 RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved,
                       const std::function<void(const std::string&)>& check_identity) {
-  if (cfg.task != "lm") return read_task(cfg, saved, check_identity);
-  RunData d = !cfg.data.empty() && data::is_prepared_folder(cfg.data)
-                  ? open_folder(cfg, saved, check_identity)
-                  : tokenize_text(cfg, saved, check_identity);
-  d.token_bytes = data::token_byte_lengths(*d.tokenizer);
-  return d;
+  return cfg.task->load_data(cfg, saved, check_identity);
 }
 
 }  // namespace train

@@ -1,6 +1,6 @@
 #pragma once
-// The token ids a run trains and evaluates on, split as the spec says, with the tokenizer
-// that made them: a prepared folder's token files (read or mapped, any size), or a text
+// The token ids a run trains and evaluates on (the last val_fraction of a text held out),
+// with the tokenizer that made them: a prepared folder's token files (read or mapped, any size), or a text
 // file or the built-in corpus tokenized in memory into the same structure.
 #include <functional>
 #include <memory>
@@ -39,18 +39,22 @@ struct RunData {
 // text's bytes and its ids; a prepared folder's stores, which do not grow with its size.
 int64_t data_bytes_of(const RunConfig& cfg);
 
-// Opens cfg.data when it is a prepared folder (data/prepared.h), else reads the text file
-// (or builds the built-in corpus) and tokenizes it the way `prepare` would; for a task
-// other than lm, reads its examples file (data/examples.h) and splits it. With a
-// checkpoint's tokenizer section, a text is encoded with that vocabulary and a folder
-// must have been prepared with the same tokenizer; otherwise the tokenizer is cfg's.
-// check_identity sees the data's identity before any text meets the tokenizer (and may
-// throw).
 // A task's reading options from a run's config: its context, labels, template and the
 // tokenizer's end-of-text (data::end_of_text_id).
 data::TaskOptions task_options(const RunConfig& cfg, const data::Tokenizer& tokenizer);
 
+// The data of cfg's task (Task::load_data): a language model's text, or a fine-tuning
+// task's examples file (data/examples.h) read and split. With a checkpoint's tokenizer
+// section, the data is encoded with that vocabulary (and a folder must have been prepared
+// with the same tokenizer); otherwise the tokenizer is cfg's. check_identity sees the
+// data's identity before any text meets the tokenizer (and may throw).
 RunData load_run_data(const RunConfig& cfg, const io::TokenizerSection* saved = nullptr,
                       const std::function<void(const std::string&)>& check_identity = {});
+
+// A language model's text: cfg.data opened when it is a prepared folder (data/prepared.h),
+// else the text file read (or the built-in corpus built) and tokenized the way `prepare`
+// would.
+RunData load_text_data(const RunConfig& cfg, const io::TokenizerSection* saved,
+                       const std::function<void(const std::string&)>& check_identity);
 
 }  // namespace train

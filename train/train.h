@@ -1,17 +1,22 @@
 #pragma once
 // Training, the map of train/: a RunConfig in, a trained model and its checkpoint out.
 //
-//   train::RunConfig cfg;                      // config.h: the spec's defaults
+//   train::RunConfig cfg;                      // config.h: docs/model.md's defaults
 //   cfg.steps = 200;
 //   int rc = train::run_training(cfg);         // training_run.h
 //
 //   config.h         RunConfig: model, data and optimiser settings, JSON both ways
 //   run_data.h       the text read, tokenized and split (train / val)
-//   training_run.h   TrainingRun: set-up, one step, what follows a step, the finish
+//   task.h           what a run trains its model to do, one class per task (tasks/: lm,
+//                    classify, instruct; tasks/registry.cpp names them)
+//   training_run.h   TrainingRun, the story: set-up, the loop, evaluation, saving, the finish
+//   step_engine.h    one optimiser step: micro-batches, accumulation, reduction, precision,
+//                    clipping fused with the update, stops before a bad update
+//   batch_source.h   where a step's micro-batches come from (a task's windows or examples)
 //   grad_accumulation.h  micro-batch gradients summed in a fixed binary tree
 //   grad_reduction.h the same tree over MPI processes, in buckets overlapping backward
 //   world.h          the processes of a run: one, or MPI's under mpirun (mpi_library.h: which MPI)
-//   evaluate.h       the spec's evaluation windows and loss (and d loss / d weights)
+//   evaluate.h       the evaluation windows and loss (and d loss / d weights)
 //   evaluate_examples.h  a fine-tuning task's examples: loss, and a classifier's predictions
 //   classification_metrics.h  a classifier's accuracy, per-label precision/recall/F1, confusion
 //   multiple_choice.h  multiple-choice items scored by their endings' log-likelihoods
@@ -42,6 +47,8 @@
 #include "train/rate_meter.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
+#include "train/step_engine.h"
 #include "train/stop_signals.h"
+#include "train/task.h"
 #include "train/training_run.h"
 #include "train/world.h"

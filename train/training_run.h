@@ -21,16 +21,15 @@
 #include <string>
 
 #include "autograd/adaptive_threads.h"
-#include "data/data.h"
 #include "io/checkpoint.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
-#include "train/grad_accumulation.h"
-#include "train/grad_reduction.h"
+#include "train/freezing.h"
 #include "train/memory_plan.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
+#include "train/step_engine.h"
 #include "train/world.h"
 
 namespace train {
@@ -41,9 +40,6 @@ struct StepOutcome {
 };
 
 class TrainingRun;
-
-// The sample recorded at each evaluation is at most this long (the end's is sample_tokens).
-inline constexpr int64_t kEvaluationSampleTokens = 64;
 
 // Called on rank 0 after each evaluation (final false) and once when the run ends (final
 // true, also after a stop on a NaN): `train --report` writes its page from it. An exception
@@ -69,9 +65,9 @@ class TrainingRun {
   std::string continue_command(const std::string& checkpoint) const;
   int finish();  // returns the exit code
 
-  int64_t step() const { return step_; }
-  int64_t last_saved() const { return last_saved_; }
-  double last_val_loss() const { return last_val_; }
+  int64_t step() const { return progress_.step; }
+  int64_t last_saved() const { return progress_.last_saved; }
+  double last_val_loss() const { return progress_.last_val; }
   nn::GPT& model() { return *model_; }
   const nn::GPT& model() const { return *model_; }
   const RunConfig& config() const { return cfg_; }
@@ -83,82 +79,65 @@ class TrainingRun {
   nlohmann::json run_record() const;
 
  private:
-  void load_data();
+  // set-up (training_run.cpp)
+  void quiet_this_rank();
+  std::optional<io::Checkpoint> read_init();
+  void load_data(const io::Checkpoint* init);
+  void take_vocabulary();
   void check_plan();
+  void print_plan(const ParameterCounts& counts) const;
+  void build_model(std::optional<io::Checkpoint> init);
+  void start_engine();
   void print_baselines();
+  RunIdentity run_identity() const;
+  std::vector<std::pair<std::string, std::string>> settings_every_rank_shares() const;
+  // the loop
   void notify(bool final) const;
-  void restore(const io::Checkpoint& ckpt);
+  void evaluate_now(StepFigures& f);
+  void stop_before_update(const std::string& why);
+  bool stopping() const;
+  // saving and the finish (run_finish.cpp)
   void save(int64_t at, const std::string& path);
   void save_periodically();
   void save_final();
-  void print_sample();
-  std::string sample_text(int64_t tokens) const;
-  std::string sample_text();  // at an evaluation: kEvaluationSampleTokens at most
-  bool records_samples() const;
-  void print_continue_command(const std::string& checkpoint) const;
-  RunIdentity run_identity() const;
-  void print_instruction_sample();
-  void take_task_shape();
-  void take_task_of(const io::Checkpoint& init);
-  void evaluate_now(StepFigures& f);
-  void stop_before_update(const std::string& why);
-  bool stop_on_damaged_data();
-  int finish_on_damaged_data();
   struct SavedTo {
     std::string path, out_error;  // --out, or a rescue copy's path and why --out failed
   };
-  // Saves step_ to --out, or when that fails to a fresh rescue folder; throws when both fail.
+  // Saves the step to --out, or when that fails to a fresh rescue folder; throws when both
+  // fail.
   SavedTo save_or_rescue();
+  int finish_on_damaged_data();
+  void print_closing_sample();
+  void print_continue_command(const std::string& checkpoint) const;
   void print_profile() const;
-  double forward_backward();
-  double forward_backward_distributed();
-  double micro_batch(int64_t micro_batches_in_step);
-  void skip_micro_batches(int64_t count);
-  int64_t count_dropout_draws();
-  void decide_step_kernels();
-  // The run's precision for a forward and backward, with the kept weight copies
-  ag::AutocastScope step_precision();
-  std::vector<std::pair<std::string, std::string>> settings_every_rank_shares() const;
 
   RunConfig cfg_;
   const io::Checkpoint* resumed_;
-  std::optional<io::Checkpoint> init_;  // --init-from, until its weights are loaded
+  World& world_;
   RunData data_;
   std::unique_ptr<nn::GPT> model_;
-  // bf16: the weights' bfloat16 copies, refreshed by the optimiser (before opt_: it points
-  // here); step_copies_ points at them when the optimiser keeps them, else null
-  ag::Bf16WeightCopies bf16_copies_;
-  ag::Bf16WeightCopies* step_copies_ = nullptr;
-  std::unique_ptr<optim::Optimizer> opt_;  // the one cfg_.optimizer names
+  std::unique_ptr<StepEngine> engine_;  // the step: optimiser, batches, reduction
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
-  std::unique_ptr<data::BatchSampler> sampler_;            // task lm: windows of the text
-  std::unique_ptr<data::ExampleSampler> example_sampler_;  // other tasks: examples
-  std::unique_ptr<GradAccumulator> accumulator_;           // with grad_accum_steps > 1
-  ag::Generator data_gen_;
-  World& world_;
-  std::unique_ptr<GradReducer> reducer_;  // in a distributed world
-  int64_t dropout_draws_ = 0;             // per micro-batch's forward
-  bool agreed_stop_ = false;              // every rank saw a stop signal's request
-  std::string agreed_stop_reason_;        // the first such rank's stop_reason
   std::unique_ptr<Reporter> report_;
   RunObserver observer_;
-  MemoryPlan plan_;
-  nlohmann::json baselines_;  // {unigram, bigram, corpus_floor} on the built-in corpus
-  std::string inject_spec_;
-  int64_t inject_at_ = -1;
-  int64_t step_ = 0, last_saved_ = -1, tokens_ = 0;
-  double step_seconds_ = 0;    // in train_step, for --profile
-  int64_t micro_batches_ = 0;  // consumed since the run began (a checkpoint's micro_batches)
-  double last_val_ = NAN;
-  bool failed_ = false;
-  // Damaged data (an id outside the vocabulary, a token file cut short, a read error): the
-  // first this rank met reading a batch, and the one the ranks agreed stops the run.
-  std::string data_failure_, damaged_data_;
-  struct StepStart {  // what a step that did not happen must give back
-    ag::Generator::State data, dropout;
-    int64_t micro_batches = 0;
-  } step_start_;
-  bool interrupted_ = false;  // --max-time ended it
+  struct Setup {
+    MemoryPlan plan;
+    nlohmann::json baselines;  // {unigram, bigram, corpus_floor} on the built-in corpus
+  } setup_;
+  struct Progress {
+    int64_t step = 0, last_saved = -1, tokens = 0;
+    double last_val = NAN;
+    double step_seconds = 0;  // in train_step, for --profile
+  } progress_;
+  struct Ending {       // why the loop stops, and how the run ends
+    bool failed = false;       // a NaN/inf or an anomaly stopped a step
+    bool interrupted = false;  // --max-time ended it
+    bool agreed_stop = false;  // every rank saw a stop signal's request
+    std::string agreed_stop_reason;  // the first such rank's stop_reason
+    // Damaged data (an id outside the vocabulary, a token file cut short, a read error)
+    // that the ranks agreed stops the run.
+    std::string damaged_data;
+  } ending_;
   ag::AdaptiveThreads team_;  // fewer threads for the steps while another program holds a core
 };
 
