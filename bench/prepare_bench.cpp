@@ -59,7 +59,7 @@ Options parse(int argc, char** argv) {
     if (a == "--out")
       p.out_dir = value();
     else if (a == "--tokenizer")
-      p.tokenizer = value();
+      p.tokenizer = base::parse_choice<data::TokenizerKind>(value());
     else if (a == "--vocab")
       p.vocab_size = std::stoll(value());
     else if (a == "--val-fraction")
@@ -137,7 +137,8 @@ void prepare_in_child(data::PrepareOptions o) {
       const data::PrepareResult r = data::prepare(o);
       const double s = seconds_since(t0);
       std::printf("prepare %s: %.1f MB in %.2f s = %.0f MB/s; %llu + %llu tokens (%s)\n",
-                  o.tokenizer.c_str(), r.meta.total_bytes / 1e6, s, r.meta.total_bytes / 1e6 / s,
+                  base::choice_name(o.tokenizer), r.meta.total_bytes / 1e6, s,
+                  r.meta.total_bytes / 1e6 / s,
                   static_cast<unsigned long long>(r.meta.train.tokens),
                   static_cast<unsigned long long>(r.meta.val.tokens),
                   std::string(data::dtype_name(r.meta.dtype)).c_str());

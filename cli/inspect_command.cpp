@@ -157,7 +157,7 @@ int inspect_folder(const std::string& path, bool verify) {
                           verify ? data::TokenCheck::kFull : data::TokenCheck::kAuto);
   const data::PreparedMeta& m = *d.meta;
   fmt::print("prepared folder {}\ndata_identity {}\ntokenizer {} ({} ids)\n", base::printable(path),
-             d.identity, m.tokenizer_type, m.vocab_size);
+             d.identity, m.tokenizer_kind, m.vocab_size);
   for (const auto& [name, part, store] : {std::tuple{data::kTrainFile, m.train, &d.train},
                                           std::tuple{data::kValFile, m.val, &d.val}}) {
     const uint64_t bytes = part.tokens * data::dtype_bytes(m.dtype);

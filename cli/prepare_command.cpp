@@ -19,7 +19,8 @@ namespace {
 
 struct PrepareCommandOptions {
   std::vector<std::string> sources;
-  std::string tokenizer = "char", out, tokenizer_from;
+  data::TokenizerKind tokenizer = data::TokenizerKind::chars;
+  std::string out, tokenizer_from;
   int64_t vocab_size = 0;
   double val_fraction = 0.1;
   int threads = ag::kDefaultThreads;
@@ -32,7 +33,7 @@ po::options_description prepare_options(PrepareCommandOptions& o) {
   add("data", po::value(&o.sources)->multitoken()->composing()->required(),
       "UTF-8 text files, or folders (every *.txt below them), in corpus order (repeat, or "
       "name several)");
-  add("tokenizer", po::value(&o.tokenizer)->default_value("char"), "char, byte or bpe");
+  add("tokenizer", value_with_default(&o.tokenizer, o.tokenizer), "char, byte or bpe");
   add("tokenizer-from", po::value(&o.tokenizer_from),
       "use this tokenizer instead of making one (GPT-2's: a folder of its files, or a "
       "checkpoint, a tokenizer .json file or a prepared folder)");
@@ -79,7 +80,7 @@ void print_summary(const data::PrepareResult& r, const std::string& out, double 
              train::format_bytes(static_cast<int64_t>(m.total_bytes)), seconds,
              seconds > 0 ? static_cast<double>(m.total_bytes) / 1e6 / seconds : 0);
   fmt::print("tokenizer {} ({} ids) | {} | train {} tokens ({:.3f} per byte) | val {} tokens\n",
-             m.tokenizer_type, m.vocab_size, data::dtype_name(m.dtype), m.train.tokens,
+             m.tokenizer_kind, m.vocab_size, data::dtype_name(m.dtype), m.train.tokens,
              m.train.text_bytes ? static_cast<double>(m.train.tokens) / m.train.text_bytes : 0.0,
              m.val.tokens);
   fmt::print("data_identity {}\n", r.identity);
@@ -107,7 +108,7 @@ int prepare_command(const Args& args) {
               "--{} makes a tokenizer, but --tokenizer-from gives one; use one or the other",
               option));
       p.existing = load_tokenizer(o.tokenizer_from, "--tokenizer-from");
-      p.tokenizer = p.existing->type();
+      p.tokenizer = p.existing->kind();
     }
     p.val_fraction = o.val_fraction;
     p.out_dir = o.out;

@@ -61,7 +61,7 @@ class BpeTokenizer : public Tokenizer {
   // vocabulary is an error (std::out_of_range) naming it and its position.
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return 256 + static_cast<int64_t>(merges_.size()); }
-  std::string type() const override { return "bpe"; }
+  TokenizerKind kind() const override { return TokenizerKind::bpe; }
 
   const std::vector<Merge>& merges() const { return merges_; }
   const std::string& split_pattern() const { return pattern_.pattern(); }

@@ -115,7 +115,7 @@ ByteLevelVocab byte_level_vocab(const Tokenizer& tok) {
     throw std::invalid_argument(fmt::format(
         "a {} tokenizer cannot be written as a byte-level vocabulary: its ids stand for {}, "
         "not for bytes and merges of bytes",
-        tok.type(), tok.type() == "char" ? "characters" : "something else"));
+        tok.type(), tok.kind() == TokenizerKind::chars ? "characters" : "something else"));
   }
   check_no_duplicates(v);
   return v;

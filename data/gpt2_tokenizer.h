@@ -61,7 +61,7 @@ class Gpt2Tokenizer : public Tokenizer {
   void encode_append(std::string_view utf8, std::vector<uint32_t>& out) const;
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override;
-  std::string type() const override { return "gpt2"; }
+  TokenizerKind kind() const override { return TokenizerKind::gpt2; }
 
   const std::vector<uint8_t>& byte_order() const { return byte_order_; }
   const std::vector<Merge>& merges() const { return merges_; }  // in this vocabulary's ids

@@ -17,21 +17,34 @@ using detail::Progress;
 using detail::Source;
 using detail::TempFile;
 
+// How a kind of tokenizer encodes a corpus: gpt2 as bpe.
+Kind encoding_of(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::chars:
+      return Kind::kChar;
+    case TokenizerKind::bytes:
+      return Kind::kByte;
+    case TokenizerKind::bpe:
+    case TokenizerKind::gpt2:
+      return Kind::kBpe;
+    case TokenizerKind::none:
+      break;
+  }
+  throw std::invalid_argument(fmt::format("prepare: a '{}' tokenizer cannot prepare text", kind));
+}
+
 // A tokenizer given: encoded as its type's own is (gpt2 as bpe), nothing learned.
 Kind existing_kind(const PrepareOptions& o) {
-  const std::string type = o.existing->type();
-  if (o.tokenizer != type || o.vocab_size != 0)
+  const TokenizerKind kind = o.existing->kind();
+  if (o.tokenizer != kind || o.vocab_size != 0)
     throw std::invalid_argument(
         fmt::format("prepare: with a tokenizer given, tokenizer must be its type ({}) and "
                     "vocab_size 0, not '{}' and {}",
-                    type, base::replace_invalid_utf8(o.tokenizer), o.vocab_size));
+                    kind, o.tokenizer, o.vocab_size));
   if (const auto* c = dynamic_cast<const CharTokenizer*>(o.existing.get());
       c && c->has_replacement())
     throw std::invalid_argument("prepare: a char tokenizer that replaces unknown characters");
-  if (type == "char") return Kind::kChar;
-  if (type == "byte") return Kind::kByte;
-  if (type == "bpe" || type == "gpt2") return Kind::kBpe;
-  throw std::invalid_argument(fmt::format("prepare: a '{}' tokenizer cannot prepare text", type));
+  return encoding_of(kind);
 }
 
 Kind check_options(const PrepareOptions& o) {
@@ -44,13 +57,10 @@ Kind check_options(const PrepareOptions& o) {
     throw std::invalid_argument(
         fmt::format("prepare: chunk_bytes must be in [16, 2^30], got {}", o.chunk_bytes));
   if (o.existing) return existing_kind(o);
-  if (o.tokenizer != "char" && o.tokenizer != "byte" && o.tokenizer != "bpe")
+  if (o.tokenizer == TokenizerKind::gpt2 || o.tokenizer == TokenizerKind::none)
     throw std::invalid_argument(
-        fmt::format("prepare: the tokenizer must be char, byte or bpe, not '{}'",
-                    base::replace_invalid_utf8(o.tokenizer)));
-  const Kind kind = o.tokenizer == "char"   ? Kind::kChar
-                    : o.tokenizer == "byte" ? Kind::kByte
-                                            : Kind::kBpe;
+        fmt::format("prepare: the tokenizer must be char, byte or bpe, not '{}'", o.tokenizer));
+  const Kind kind = encoding_of(o.tokenizer);
   if (kind == Kind::kBpe && (o.vocab_size < 256 || o.vocab_size > kMaxBpeVocabSize))
     throw std::invalid_argument(fmt::format(
         "prepare: a bpe vocabulary has 256 to {} tokens, got {}", kMaxBpeVocabSize, o.vocab_size));
@@ -173,7 +183,7 @@ std::shared_ptr<const Tokenizer> make_tokenizer(Kind kind, std::vector<Source>& 
 PreparedMeta build_meta(const PrepareOptions& o, const std::vector<Source>& sources,
                         const Tokenizer& tok, const detail::EncodePass& enc, uint64_t units) {
   PreparedMeta m;
-  m.tokenizer_type = tok.type();
+  m.tokenizer_kind = tok.kind();
   m.vocab_size = tok.vocab_size();
   m.dtype = dtype_for_vocab(m.vocab_size);
   m.val_fraction = o.val_fraction;
@@ -181,7 +191,7 @@ PreparedMeta build_meta(const PrepareOptions& o, const std::vector<Source>& sour
     m.sources.push_back({s.path, s.stamp.size, s.chars, s.sha256});
     m.total_bytes += s.stamp.size, m.total_chars += s.chars;
   }
-  m.split_unit = m.tokenizer_type == "byte" ? "byte" : "char";
+  m.split_unit = split_unit_of(m.tokenizer_kind);
   m.split_units = units, m.val_units = split_val_units(units, o.val_fraction);
   m.split_byte = enc.split_byte(), m.split_char = enc.split_char();
   m.train = enc.part(false, m.split_byte);

@@ -33,9 +33,9 @@ std::unique_ptr<Tokenizer> open_tokenizer(const detail::InputFolder& folder,
                     "or comes from another prepared folder",
                     path, sha, meta_path, meta.tokenizer_sha256));
   std::unique_ptr<Tokenizer> tok = parse_tokenizer_file(bytes, path);
-  if (tok->type() != meta.tokenizer_type || tok->vocab_size() != meta.vocab_size)
+  if (tok->kind() != meta.tokenizer_kind || tok->vocab_size() != meta.vocab_size)
     throw DataError(fmt::format("{}: a {} tokenizer of {} ids, but {} says {} of {}", path,
-                                tok->type(), tok->vocab_size(), meta_path, meta.tokenizer_type,
+                                tok->type(), tok->vocab_size(), meta_path, meta.tokenizer_kind,
                                 meta.vocab_size));
   return tok;
 }
@@ -75,7 +75,7 @@ void split_into(std::vector<T> ids, size_t n_train, int64_t vocab, const std::st
 template <class T>
 void encode_units(std::string_view text, const Tokenizer& tok, double val_fraction,
                   const std::string& name, PreparedData& d) {
-  const bool chars = tok.type() == "char";
+  const bool chars = tok.kind() == TokenizerKind::chars;
   const uint64_t units = chars ? detail::count_chars(text) : text.size();
   const uint64_t n_train = units - split_val_units(units, val_fraction);
   const size_t cut = chars ? detail::skip_chars(text, n_train) : static_cast<size_t>(n_train);
@@ -115,7 +115,7 @@ void encode_bpe(std::string_view text, const Tok& tok, double val_fraction, cons
 // replaced (2 or 4 bytes an id instead of encode()'s 8).
 bool fits_units(const Tokenizer& tok, TokenDtype dtype) {
   if (dtype_for_vocab(tok.vocab_size()) != dtype) return false;
-  if (tok.type() == "byte") return true;
+  if (tok.kind() == TokenizerKind::bytes) return true;
   const auto* chars = dynamic_cast<const CharTokenizer*>(&tok);
   return chars && !chars->has_replacement();
 }
@@ -126,22 +126,23 @@ void encode_any(std::string_view text, const Tokenizer& tok, double val_fraction
                 const std::string& name, PreparedData& d) {
   Split split = split_tokens(tok.encode(std::string(text)), val_fraction);
   d.train_text_bytes =
-      tok.type() == "char" ? detail::skip_chars(text, split.train.size()) : split.train.size();
+      tok.kind() == TokenizerKind::chars ? detail::skip_chars(text, split.train.size())
+                                         : split.train.size();
   d.val_text_bytes = text.size() - d.train_text_bytes;
   d.train = TokenStore::from_ids(split.train, tok.vocab_size(), name + " (training part)");
   std::vector<int64_t>().swap(split.train);
   d.val = TokenStore::from_ids(split.val, tok.vocab_size(), name + " (validation part)");
 }
 
-std::unique_ptr<Tokenizer> tokenizer_for(std::string_view text, const std::string& type,
+std::unique_ptr<Tokenizer> tokenizer_for(std::string_view text, TokenizerKind kind,
                                          int64_t vocab_size, double val_fraction) {
-  if (type == "byte" && vocab_size == 0) return std::make_unique<ByteTokenizer>();
-  if (type == "char" && vocab_size == 0) {
+  if (kind == TokenizerKind::bytes && vocab_size == 0) return std::make_unique<ByteTokenizer>();
+  if (kind == TokenizerKind::chars && vocab_size == 0) {
     detail::CharCollector collector;
     collector.add(text, 0);
     return std::make_unique<CharTokenizer>(collector.distinct_code_points());
   }
-  if (type == "bpe" && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize) {
+  if (kind == TokenizerKind::bpe && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize) {
     const uint64_t chars = detail::count_utf8(text, 0);
     const uint64_t train = chars - split_val_units(chars, val_fraction);
     return std::make_unique<BpeTokenizer>(
@@ -208,14 +209,15 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
   return d;
 }
 
-PreparedData prepare_text(std::string_view text, const std::string& tokenizer, int64_t vocab_size,
+PreparedData prepare_text(std::string_view text, TokenizerKind tokenizer, int64_t vocab_size,
                           double val_fraction, const std::string& name) {
-  const bool ok = ((tokenizer == "char" || tokenizer == "byte") && vocab_size == 0) ||
-                  (tokenizer == "bpe" && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize);
+  const bool units = tokenizer == TokenizerKind::chars || tokenizer == TokenizerKind::bytes;
+  const bool ok = (units && vocab_size == 0) || (tokenizer == TokenizerKind::bpe &&
+                                                 vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize);
   if (!ok)
     throw std::invalid_argument(fmt::format(
         "tokenizer '{}' with vocab_size {}: expected char or byte with 0, or bpe with 256 to {}",
-        base::replace_invalid_utf8(tokenizer), vocab_size, kMaxBpeVocabSize));
+        tokenizer, vocab_size, kMaxBpeVocabSize));
   if (!(val_fraction >= 0 && val_fraction < 1))
     throw std::invalid_argument(
         fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
@@ -226,7 +228,8 @@ PreparedData prepare_text(std::string_view text, const std::string& tokenizer, i
   } catch (const std::invalid_argument& e) {  // bad UTF-8
     throw DataError(fmt::format("{}: {}", name, e.what()));
   }
-  if (tokenizer != "char") return prepare_text(text, std::move(tok), val_fraction, name);
+  if (tokenizer != TokenizerKind::chars)
+    return prepare_text(text, std::move(tok), val_fraction, name);
   PreparedData d;  // the vocabulary is the text's own: no character can be unknown
   if (dtype_for_vocab(tok->vocab_size()) == TokenDtype::kUint16)
     encode_units<uint16_t>(text, *tok, val_fraction, name, d);
@@ -235,6 +238,14 @@ PreparedData prepare_text(std::string_view text, const std::string& tokenizer, i
   d.tokenizer = std::move(tok);
   d.identity = text_identity(text);
   return d;
+}
+
+SplitUnit split_unit_of(TokenizerKind kind) {
+  return kind == TokenizerKind::bytes ? SplitUnit::bytes : SplitUnit::chars;
+}
+
+bool encodes_by_merges(TokenizerKind kind) {
+  return kind == TokenizerKind::bpe || kind == TokenizerKind::gpt2;
 }
 
 std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer) {
@@ -250,7 +261,7 @@ std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer) {
   } else if (const auto* g = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer)) {
     for (size_t i = 0; i < lengths.size(); ++i)
       lengths[i] = static_cast<uint32_t>(g->token_bytes(static_cast<uint32_t>(i)).size());
-  } else if (tokenizer.type() != "byte") {
+  } else if (tokenizer.kind() != TokenizerKind::bytes) {
     throw std::invalid_argument(
         fmt::format("token_byte_lengths: a '{}' tokenizer is not known", tokenizer.type()));
   }

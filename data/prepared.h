@@ -96,15 +96,33 @@ struct SplitPart {
   std::string sha256, sample_sha256;
 };
 
+// What the split counts: a byte tokenizer's text is split by bytes, any other's by
+// characters (meta.json's split.unit).
+enum class SplitUnit { chars, bytes };
+SplitUnit split_unit_of(TokenizerKind kind);
+// bpe and gpt2: ids made by merges, whose count the text does not fix.
+bool encodes_by_merges(TokenizerKind kind);
+
+}  // namespace data
+
+template <>
+struct base::ChoiceNames<data::SplitUnit> {
+  static constexpr const char* key = "split unit";
+  static constexpr std::array<std::pair<data::SplitUnit, const char*>, 2> rows = {
+      {{data::SplitUnit::chars, "char"}, {data::SplitUnit::bytes, "byte"}}};
+};
+
+namespace data {
+
 struct PreparedMeta {
-  std::string tokenizer_type;    // char | byte | bpe
+  TokenizerKind tokenizer_kind = TokenizerKind::chars;  // char, byte, bpe or gpt2
   std::string tokenizer_sha256;  // of tokenizer.json's bytes
   int64_t vocab_size = 0;
   TokenDtype dtype = TokenDtype::kUint16;
   double val_fraction = 0;
   std::vector<SourceFile> sources;  // in corpus order
   uint64_t total_bytes = 0, total_chars = 0;
-  std::string split_unit;  // "char" (char, bpe) or "byte" (byte)
+  SplitUnit split_unit = SplitUnit::chars;  // bytes for a byte tokenizer, else characters
   uint64_t split_units = 0, val_units = 0;
   // Where validation starts in the corpus: a byte offset, and the number of characters
   // that start before it.
@@ -135,7 +153,7 @@ using PrepareCallback = std::function<void(const PrepareProgress&)>;
 struct PrepareOptions {
   std::vector<std::string> sources;  // text files, or folders (their *.txt files)
   bool recursive = true;             // into the folders' subfolders
-  std::string tokenizer = "char";    // char | byte | bpe
+  TokenizerKind tokenizer = TokenizerKind::chars;  // char, byte or bpe
   int64_t vocab_size = 0;            // bpe: the vocabulary wanted (>= 256); else 0
   // A tokenizer made already (a checkpoint's, GPT-2's files), used as it is instead of one
   // made from the text: `tokenizer` must then be its type and vocab_size 0. A char
@@ -229,7 +247,7 @@ std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer);
 // that text (same tokenizer, split and ids; identity = text_identity(text), what
 // checkpoints trained on a text file record). `name` names the text in messages. The
 // stores are owned, not mapped: 2 or 4 bytes per id.
-PreparedData prepare_text(std::string_view text, const std::string& tokenizer, int64_t vocab_size,
+PreparedData prepare_text(std::string_view text, TokenizerKind tokenizer, int64_t vocab_size,
                           double val_fraction, const std::string& name = "text");
 // With a tokenizer already made (a checkpoint's): bpe splits the text at the split
 // character and encodes each part; any other splits the ids of the whole text.

@@ -1,6 +1,8 @@
 // meta.json of a prepared folder: writing it, and reading it as hostile input.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -44,22 +46,23 @@ std::string sha256_of(const JsonObject& o, std::string_view key) {
 
 void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
   o.expect_keys({"type", "vocab_size", "sha256"});
-  m.tokenizer_type = o.string("type");
+  const std::string type = o.string("type");
   m.vocab_size = static_cast<int64_t>(o.uint("vocab_size", INT32_MAX));
   m.tokenizer_sha256 = sha256_of(o, "sha256");
-  const std::string& t = m.tokenizer_type;
-  if (t != "char" && t != "byte" && t != "bpe" && t != "gpt2")
-    o.fail("type", fmt::format("is {}, not one of char, byte, bpe, gpt2", base::json_quote(t)));
-  if (t == "byte" && m.vocab_size != 256)
+  const std::optional<TokenizerKind> kind = base::find_choice<TokenizerKind>(type);
+  if (!kind || *kind == TokenizerKind::none)
+    o.fail("type", fmt::format("is {}, not one of char, byte, bpe, gpt2", base::json_quote(type)));
+  const TokenizerKind t = m.tokenizer_kind = *kind;
+  if (t == TokenizerKind::bytes && m.vocab_size != 256)
     o.fail("vocab_size", fmt::format("is {}; a byte tokenizer has 256", m.vocab_size));
-  if (t == "bpe" && (m.vocab_size < 256 || m.vocab_size > kMaxBpeVocabSize))
+  if (t == TokenizerKind::bpe && (m.vocab_size < 256 || m.vocab_size > kMaxBpeVocabSize))
     o.fail("vocab_size",
            fmt::format("is {}; a bpe tokenizer has 256 to {}", m.vocab_size, kMaxBpeVocabSize));
   const int64_t max_gpt2 = kMaxBpeVocabSize + int64_t{Gpt2Tokenizer::kMaxSpecialTokens};
-  if (t == "gpt2" && (m.vocab_size < 256 || m.vocab_size > max_gpt2))
+  if (t == TokenizerKind::gpt2 && (m.vocab_size < 256 || m.vocab_size > max_gpt2))
     o.fail("vocab_size",
            fmt::format("is {}; a gpt2 tokenizer has 256 to {}", m.vocab_size, max_gpt2));
-  if (t == "char" && (m.vocab_size < 1 || m.vocab_size > 0x110000))
+  if (t == TokenizerKind::chars && (m.vocab_size < 1 || m.vocab_size > 0x110000))
     o.fail("vocab_size", fmt::format("is {}; a char tokenizer has 1 to 1114112", m.vocab_size));
 }
 
@@ -96,11 +99,12 @@ void read_corpus(const JsonObject& o, PreparedMeta& m) {
 
 void read_split(const JsonObject& o, PreparedMeta& m) {
   o.expect_keys({"unit", "units", "val_units", "byte_offset", "char_offset"});
-  m.split_unit = o.string("unit");
-  const bool bytes = m.tokenizer_type == "byte";
-  if (m.split_unit != (bytes ? "byte" : "char"))
-    o.fail("unit", fmt::format("is {}; a {} tokenizer splits by {}", base::json_quote(m.split_unit),
-                               m.tokenizer_type, bytes ? "byte" : "char"));
+  const std::string unit = o.string("unit");
+  m.split_unit = split_unit_of(m.tokenizer_kind);
+  const bool bytes = m.split_unit == SplitUnit::bytes;
+  if (base::find_choice<SplitUnit>(unit) != m.split_unit)
+    o.fail("unit", fmt::format("is {}; a {} tokenizer splits by {}", base::json_quote(unit),
+                               m.tokenizer_kind, m.split_unit));
   m.split_units = o.uint("units", kMaxCount);
   m.val_units = o.uint("val_units", kMaxCount);
   m.split_byte = o.uint("byte_offset", kMaxCount);
@@ -144,8 +148,8 @@ SplitPart read_part(const JsonObject& top, std::string_view key, uint64_t text_b
 
 // Char and byte give one id per unit, so their counts are known exactly.
 void check_tokens(const JsonObject& top, const PreparedMeta& m) {
-  if (m.tokenizer_type == "bpe" || m.tokenizer_type == "gpt2") return;
-  const bool bytes = m.tokenizer_type == "byte";
+  if (encodes_by_merges(m.tokenizer_kind)) return;
+  const bool bytes = m.tokenizer_kind == TokenizerKind::bytes;
   const uint64_t train = bytes ? m.split_byte : m.split_char;
   const uint64_t val = (bytes ? m.total_bytes : m.total_chars) - train;
   if (m.train.tokens != train)
@@ -154,7 +158,7 @@ void check_tokens(const JsonObject& top, const PreparedMeta& m) {
   if (m.val.tokens != val)
     top.object("val").fail("tokens",
                            fmt::format("is {}, but the split gives {}", m.val.tokens, val));
-  if (m.tokenizer_type == "char" && static_cast<uint64_t>(m.vocab_size) > m.total_chars)
+  if (m.tokenizer_kind == TokenizerKind::chars && static_cast<uint64_t>(m.vocab_size) > m.total_chars)
     top.object("tokenizer")
         .fail("vocab_size", fmt::format("is {}, more than the {} characters of "
                                         "the corpus",
@@ -174,12 +178,12 @@ std::string prepared_meta_bytes(const PreparedMeta& m) {
       {"format", kPreparedFormat},
       {"format_version", kPreparedVersion},
       {"tokenizer",
-       {{"type", m.tokenizer_type}, {"vocab_size", m.vocab_size}, {"sha256", m.tokenizer_sha256}}},
+       {{"type", base::choice_name(m.tokenizer_kind)}, {"vocab_size", m.vocab_size}, {"sha256", m.tokenizer_sha256}}},
       {"dtype", dtype_name(m.dtype)},
       {"val_fraction", m.val_fraction},
       {"corpus", {{"bytes", m.total_bytes}, {"chars", m.total_chars}, {"sources", sources}}},
       {"split",
-       {{"unit", m.split_unit},
+       {{"unit", base::choice_name(m.split_unit)},
         {"units", m.split_units},
         {"val_units", m.val_units},
         {"byte_offset", m.split_byte},

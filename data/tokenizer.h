@@ -2,10 +2,34 @@
 // Tokenizers map text to ids and back. CharTokenizer is the spec's: the distinct code
 // points of the training text, sorted, id = rank. ByteTokenizer: the 256 byte values,
 // total on any input.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "base/choice.h"
+
+namespace data {
+
+// The kinds of tokenizer, by the names `--tokenizer`, a checkpoint's /tokenizer `type`
+// and a prepared folder's meta.json give them (base::ChoiceNames below). `none` is no
+// tokenizer at all: a model imported without one.
+enum class TokenizerKind { chars, bytes, bpe, gpt2, none };
+
+}  // namespace data
+
+template <>
+struct base::ChoiceNames<data::TokenizerKind> {
+  static constexpr const char* key = "tokenizer";
+  static constexpr std::array<std::pair<data::TokenizerKind, const char*>, 5> rows = {
+      {{data::TokenizerKind::chars, "char"},
+       {data::TokenizerKind::bytes, "byte"},
+       {data::TokenizerKind::bpe, "bpe"},
+       {data::TokenizerKind::gpt2, "gpt2"},
+       {data::TokenizerKind::none, "none"}}};
+};
 
 namespace data {
 
@@ -15,7 +39,9 @@ class Tokenizer {
   virtual std::vector<int64_t> encode(const std::string& utf8) const = 0;
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
-  virtual std::string type() const = 0;  // as stored in /tokenizer's `type` attribute
+  virtual TokenizerKind kind() const = 0;
+  // The kind's name, as stored in /tokenizer's `type` attribute.
+  std::string type() const { return base::choice_name(kind()); }
 };
 
 class CharTokenizer : public Tokenizer {
@@ -32,7 +58,7 @@ class CharTokenizer : public Tokenizer {
   std::vector<int64_t> encode(const std::string& utf8) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
-  std::string type() const override { return "char"; }
+  TokenizerKind kind() const override { return TokenizerKind::chars; }
   const std::vector<uint32_t>& code_points() const { return vocab_; }
 
  private:
@@ -47,7 +73,7 @@ class ByteTokenizer : public Tokenizer {
   std::vector<int64_t> encode(const std::string& utf8) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return 256; }
-  std::string type() const override { return "byte"; }
+  TokenizerKind kind() const override { return TokenizerKind::bytes; }
 };
 
 }  // namespace data

@@ -202,7 +202,9 @@ void export_model(const ModelFiles& model, const std::string& format, const std:
 io::Checkpoint checkpoint_of(ModelFiles model) {
   train::RunConfig cfg;
   cfg.model = model.config;
-  cfg.tokenizer = model.tokenizer ? model.tokenizer->type : "none";
+  // the section's type, checked when it was read or made
+  cfg.tokenizer = model.tokenizer ? base::parse_choice<data::TokenizerKind>(model.tokenizer->type)
+                                  : data::TokenizerKind::none;
   cfg.data = "";
   io::Checkpoint c;
   c.config = cfg.to_json();

@@ -36,7 +36,7 @@ std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& fol
   try {
     const auto tok = data::read_gpt2_tokenizer_files(where);
     // the 256 bytes in order and no merges: whatever the split, the byte tokenizer
-    if (tok->type() == "bpe" && tok->vocab_size() == 256)
+    if (tok->kind() == data::TokenizerKind::bpe && tok->vocab_size() == 256)
       return io::tokenizer_section(data::ByteTokenizer());
     return io::tokenizer_section(*tok);
   } catch (const std::exception& e) {

@@ -47,7 +47,7 @@ std::string read_file(const std::string& path) {
 data::PrepareOptions options(std::vector<std::string> sources, const std::string& tokenizer,
                              const std::string& out, double val_fraction = 0.1, int64_t vocab = 0) {
   data::PrepareOptions o;
-  o.sources = std::move(sources), o.tokenizer = tokenizer, o.vocab_size = vocab;
+  o.sources = std::move(sources), o.tokenizer = base::parse_choice<data::TokenizerKind>(tokenizer), o.vocab_size = vocab;
   o.val_fraction = val_fraction, o.out_dir = out, o.sync = false;
   return o;
 }
@@ -119,7 +119,7 @@ TEST_CASE("the split is the last fraction of the characters or bytes", "[prepare
   const std::string src = dir.write("t.txt", text);
   SECTION("char: floor(4 * 0.5) = 2 characters of validation") {
     const auto r = data::prepare(options({src}, "char", dir.file("o"), 0.5));
-    REQUIRE(r.meta.split_unit == "char");
+    REQUIRE(r.meta.split_unit == data::SplitUnit::chars);
     REQUIRE(r.meta.val_units == 2);
     REQUIRE(r.meta.split_char == 2);
     REQUIRE(r.meta.split_byte == 3);  // "a" and "é"
@@ -128,7 +128,7 @@ TEST_CASE("the split is the last fraction of the characters or bytes", "[prepare
   }
   SECTION("byte: floor(10 * 0.35) = 3 bytes of validation, the split inside a character") {
     const auto r = data::prepare(options({src}, "byte", dir.file("o"), 0.35));
-    REQUIRE(r.meta.split_unit == "byte");
+    REQUIRE(r.meta.split_unit == data::SplitUnit::bytes);
     REQUIRE(r.meta.val_units == 3);
     REQUIRE(r.meta.split_byte == 7);
     REQUIRE(r.meta.split_char == 4);  // characters that start before byte 7
@@ -183,7 +183,7 @@ TEST_CASE("bpe prepare round-trips hostile Unicode over many chunk sizes", "[pre
   data::prepare(o);
   const data::PreparedData d = data::open_prepared(dir.file("out"));
   REQUIRE(decoded(d, d.train) + decoded(d, d.val) == text);
-  const data::PreparedData t = data::prepare_text(text, "bpe", 400, 0.2);
+  const data::PreparedData t = data::prepare_text(text, data::TokenizerKind::bpe, 400, 0.2);
   REQUIRE(d.train.to_vector() == t.train.to_vector());
   REQUIRE(d.val.to_vector() == t.val.to_vector());
 }
@@ -206,7 +206,7 @@ TEST_CASE("ids are uint16 up to 65536 tokens and uint32 beyond", "[prepared]") {
   const auto d = data::open_prepared(dir.file("o"));
   REQUIRE(d.train.dtype() == data::TokenDtype::kUint32);
   REQUIRE(decoded(d, d.train) + decoded(d, d.val) == text);
-  const auto t = data::prepare_text(text, "char", 0, 0.1);
+  const auto t = data::prepare_text(text, data::TokenizerKind::chars, 0, 0.1);
   REQUIRE(t.train.dtype() == data::TokenDtype::kUint32);
   REQUIRE(t.val.to_vector() == d.val.to_vector());
 
@@ -316,7 +316,7 @@ TEST_CASE("prepare_text gives what prepare gives for a file of the same text", "
   const int64_t vocab = tokenizer == std::string("bpe") ? 350 : 0;
   data::prepare(options({src}, tokenizer, dir.file("o"), 0.15, vocab));
   const data::PreparedData file = data::open_prepared(dir.file("o"));
-  const data::PreparedData mem = data::prepare_text(text, tokenizer, vocab, 0.15, "t.txt");
+  const data::PreparedData mem = data::prepare_text(text, base::parse_choice<data::TokenizerKind>(tokenizer), vocab, 0.15, "t.txt");
   REQUIRE(mem.train.to_vector() == file.train.to_vector());
   REQUIRE(mem.val.to_vector() == file.val.to_vector());
   REQUIRE(data::tokenizer_file_bytes(*mem.tokenizer) == read_file(dir.file("o/tokenizer.json")));
@@ -347,13 +347,13 @@ TEST_CASE("prepare_text with a checkpoint's tokenizer", "[prepared]") {
     REQUIRE(d.train.to_vector() == std::vector<int64_t>{0, 1, 0});
   }
   SECTION("refused options") {
-    REQUIRE_THROWS_AS(data::prepare_text("abc", "char", 5, 0.1), std::invalid_argument);
-    REQUIRE_THROWS_AS(data::prepare_text("abc", "bpe", 100, 0.1), std::invalid_argument);
-    REQUIRE_THROWS_AS(data::prepare_text("abc", "word", 0, 0.1), std::invalid_argument);
-    REQUIRE_THROWS_AS(data::prepare_text("abc", "char", 0, 1.0), std::invalid_argument);
-    REQUIRE_THROWS_WITH(data::prepare_text("", "char", 0, 0.1, "empty.txt"),
+    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::chars, 5, 0.1), std::invalid_argument);
+    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::bpe, 100, 0.1), std::invalid_argument);
+    REQUIRE_THROWS_AS(base::parse_choice<data::TokenizerKind>("word"), std::invalid_argument);
+    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::chars, 0, 1.0), std::invalid_argument);
+    REQUIRE_THROWS_WITH(data::prepare_text("", data::TokenizerKind::chars, 0, 0.1, "empty.txt"),
                         Contains("empty.txt") && Contains("empty"));
-    REQUIRE_THROWS_WITH(data::prepare_text("a\xff", "byte", 0, 0.1, "x.txt"),
+    REQUIRE_THROWS_WITH(data::prepare_text("a\xff", data::TokenizerKind::bytes, 0, 0.1, "x.txt"),
                         Contains("x.txt") && Contains("offset 1"));
   }
 }
@@ -361,7 +361,8 @@ TEST_CASE("prepare_text with a checkpoint's tokenizer", "[prepared]") {
 TEST_CASE("token byte lengths add up to the text's bytes", "[prepared]") {
   const std::string text = sample_text(40);
   for (const std::string tokenizer : {"char", "byte", "bpe"}) {
-    const auto d = data::prepare_text(text, tokenizer, tokenizer == "bpe" ? 300 : 0, 0.3);
+    const auto d = data::prepare_text(text, base::parse_choice<data::TokenizerKind>(tokenizer),
+                                      tokenizer == "bpe" ? 300 : 0, 0.3);
     const std::vector<uint32_t> lengths = data::token_byte_lengths(*d.tokenizer);
     uint64_t train = 0;
     for (const int64_t id : d.train.to_vector()) train += lengths.at(id);

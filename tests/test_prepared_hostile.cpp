@@ -39,7 +39,7 @@ struct Prepared {
     std::string text;
     for (int i = 0; i < 200; ++i) text += "some text, t\xc3\xa9xt and more text\n";
     data::PrepareOptions o;
-    o.sources = {dir.write("corpus.txt", text)}, o.tokenizer = tokenizer_type;
+    o.sources = {dir.write("corpus.txt", text)}, o.tokenizer = base::parse_choice<data::TokenizerKind>(tokenizer_type);
     o.vocab_size = vocab, o.out_dir = out, o.sync = false;
     data::prepare(o);
   }
@@ -49,7 +49,7 @@ struct Prepared {
 
 data::PrepareOptions options(const std::vector<std::string>& sources, const std::string& out) {
   data::PrepareOptions o;
-  o.sources = sources, o.tokenizer = "char", o.out_dir = out, o.sync = false;
+  o.sources = sources, o.tokenizer = data::TokenizerKind::chars, o.out_dir = out, o.sync = false;
   return o;
 }
 
@@ -411,11 +411,11 @@ TEST_CASE("sources that are not regular files or come twice are refused", "[prep
     data::PrepareOptions o = options({src}, dir.file("o"));
     o.val_fraction = 1;
     REQUIRE_THROWS_AS(data::prepare(o), std::invalid_argument);
-    o.val_fraction = 0.1, o.tokenizer = "bpe", o.vocab_size = 100;
+    o.val_fraction = 0.1, o.tokenizer = data::TokenizerKind::bpe, o.vocab_size = 100;
     REQUIRE_THROWS_AS(data::prepare(o), std::invalid_argument);
     o.vocab_size = data::kMaxBpeVocabSize + 1;
     REQUIRE_THROWS_AS(data::prepare(o), std::invalid_argument);
-    o.tokenizer = "char";
+    o.tokenizer = data::TokenizerKind::chars;
     REQUIRE_THROWS_WITH(data::prepare(o), Contains("bpe only"));
   }
   REQUIRE_FALSE(std::filesystem::exists(dir.file("o/meta.json")));

@@ -17,8 +17,8 @@ void RunConfig::validate() const {
   if (model.vocab_size < 0) fail(fmt::format("vocab_size must be >= 0, got {}", model.vocab_size));
   if (!(val_fraction >= 0 && val_fraction < 1))
     fail(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
-  if (tokenizer != "char" && tokenizer != "byte" && tokenizer != "bpe" && tokenizer != "gpt2")
-    fail(fmt::format("tokenizer must be 'char', 'byte', 'bpe' or 'gpt2', got '{}'", tokenizer));
+  if (tokenizer == data::TokenizerKind::none)  // a model imported without one: nothing to train on
+    fail("tokenizer must be 'char', 'byte', 'bpe' or 'gpt2', got 'none'");
   task->validate(*this);
   if (steps < 0) fail(fmt::format("steps must be >= 0, got {}", steps));
   if (!(max_time >= 0 && std::isfinite(max_time)))
@@ -83,7 +83,7 @@ nlohmann::json RunConfig::to_json() const {
   j.update({
       {"data", data},
       {"val_fraction", val_fraction},
-      {"tokenizer", tokenizer},
+      {"tokenizer", base::choice_name(tokenizer)},
       {"corpus_seed", corpus_seed},
       {"steps", steps},
       {"batch_size", batch_size},

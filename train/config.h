@@ -8,6 +8,7 @@
 
 #include "autograd/autocast.h"
 #include "base/choice.h"
+#include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "optim/registry.h"
 #include "train/reduction.h"
@@ -52,7 +53,7 @@ struct RunConfig {
   std::string data;  // a UTF-8 text file or a prepared folder; empty: the built-in corpus
   double val_fraction = 0.1;
   // char | byte | bpe (learns model.vocab_size tokens) | gpt2 (from a checkpoint or a folder)
-  std::string tokenizer = "char";
+  data::TokenizerKind tokenizer = data::TokenizerKind::chars;
   uint64_t corpus_seed = 0;  // the built-in corpus's generator seed
   // what the model is trained to do (task.h; docs/finetuning.md): lm, next-token prediction
   // on text, unless a fine-tuning task is named

@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "data/prepared.h"
 #include "io/files.h"
 #include "train/grad_accumulation.h"
 
@@ -166,19 +167,17 @@ std::string format_bytes(int64_t bytes) {
 
 namespace {
 
-bool bpe_ids(const std::string& tokenizer) {
-  return tokenizer == "bpe" || tokenizer == "gpt2";
-}
 
 }  // namespace
 
 int64_t text_reading_bytes(int64_t text_bytes, int64_t tokens, int64_t id_bytes,
-                           const std::string& tokenizer) {
-  const double per_id = static_cast<double>(bpe_ids(tokenizer) ? kBpeIdBufferBytes : id_bytes);
+                           data::TokenizerKind tokenizer) {
+  const double per_id =
+      static_cast<double>(data::encodes_by_merges(tokenizer) ? kBpeIdBufferBytes : id_bytes);
   return saturated(static_cast<double>(text_bytes) + per_id * static_cast<double>(tokens));
 }
 
-int64_t data_bytes_for_text(int64_t text_bytes, const std::string& tokenizer) {
+int64_t data_bytes_for_text(int64_t text_bytes, data::TokenizerKind tokenizer) {
   return text_reading_bytes(text_bytes, text_bytes, 4, tokenizer);
 }
 

@@ -58,10 +58,10 @@ inline constexpr int64_t kBpeIdBufferBytes = 12;
 // Measured after reading: the text's bytes, its `tokens` ids of `id_bytes` each, and what
 // the tokenizer type's encoding held beside them.
 int64_t text_reading_bytes(int64_t text_bytes, int64_t tokens, int64_t id_bytes,
-                           const std::string& tokenizer);
+                           data::TokenizerKind tokenizer);
 // Before reading (nothing known of the ids): at most one id a byte, so the text and 4 bytes
 // a byte for char and byte, or kBpeIdBufferBytes a byte for bpe and gpt2.
-int64_t data_bytes_for_text(int64_t text_bytes, const std::string& tokenizer);
+int64_t data_bytes_for_text(int64_t text_bytes, data::TokenizerKind tokenizer);
 
 // The footprint of a training forward of `model` (vocab_size 0: counted as 1), read off a
 // shape-only description of it: nothing is allocated.

@@ -79,14 +79,14 @@ RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
   const std::string identity = data::text_identity(text);
   if (check_identity) check_identity(identity);  // before the text meets the tokenizer
   const std::string name = cfg.data.empty() ? "corpus" : base::printable(cfg.data);
-  const int64_t bpe_vocab = cfg.tokenizer == "bpe" ? cfg.model.vocab_size : 0;
-  if (!saved && cfg.tokenizer == "gpt2")
+  const int64_t bpe_vocab = cfg.tokenizer == data::TokenizerKind::bpe ? cfg.model.vocab_size : 0;
+  if (!saved && cfg.tokenizer == data::TokenizerKind::gpt2)
     throw std::invalid_argument(
         "tokenizer gpt2 is GPT-2's own, read from its files, not learned from the text: start "
         "from a checkpoint that holds it (--init-from, e.g. one made by 'attograd import'), or "
         "prepare the text with it ('attograd prepare --tokenizer-from DIR') and train on that "
         "folder");
-  if (!saved && cfg.tokenizer == "bpe" && bpe_vocab == 0)
+  if (!saved && cfg.tokenizer == data::TokenizerKind::bpe && bpe_vocab == 0)
     throw std::invalid_argument(
         "tokenizer bpe needs vocab_size (--vocab-size): the number of tokens to learn, 256 for "
         "the bytes and the rest merges");
@@ -99,7 +99,7 @@ RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
   d.val = std::move(p.val);
   d.reading_bytes = text_reading_bytes(
       static_cast<int64_t>(text.size()), static_cast<int64_t>(d.train.size() + d.val.size()),
-      static_cast<int64_t>(data::dtype_bytes(d.train.dtype())), d.tokenizer->type());
+      static_cast<int64_t>(data::dtype_bytes(d.train.dtype())), d.tokenizer->kind());
   return d;
 }
 

@@ -112,7 +112,7 @@ void TrainingRun::take_vocabulary() {
   const int64_t extra = cfg_.task->extra_ids(*data_.tokenizer);
   const int64_t tokenizer_vocab = data_.tokenizer->vocab_size() + extra;
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = tokenizer_vocab;
-  cfg_.tokenizer = data_.tokenizer->type();  // a folder's own, recorded as it is
+  cfg_.tokenizer = data_.tokenizer->kind();  // a folder's own, recorded as it is
   if (cfg_.model.vocab_size < tokenizer_vocab && extra > 0)
     throw std::invalid_argument(fmt::format(
         "task {} ends each response with an end-of-text id, which the {} tokenizer "

@@ -31,11 +31,11 @@ class ExampleBatches final : public BatchSource {
 std::unique_ptr<data::Tokenizer> task_tokenizer(const ExampleTask& task, const RunConfig& cfg,
                                                 const io::TokenizerSection* saved) {
   if (saved) return io::make_tokenizer(*saved);
-  if (cfg.tokenizer == "gpt2")
+  if (cfg.tokenizer == data::TokenizerKind::gpt2)
     throw std::invalid_argument(
         "tokenizer gpt2 is GPT-2's own, read from its files: start from a checkpoint that holds "
         "it (--init-from, e.g. one made by 'attograd import')");
-  if (cfg.tokenizer == "bpe" && cfg.model.vocab_size == 0)
+  if (cfg.tokenizer == data::TokenizerKind::bpe && cfg.model.vocab_size == 0)
     throw std::invalid_argument("tokenizer bpe needs vocab_size (--vocab-size)");
   data::TaskOptions o;
   o.prompt_template = cfg.prompt_template;
@@ -43,7 +43,9 @@ std::unique_ptr<data::Tokenizer> task_tokenizer(const ExampleTask& task, const R
   // the ids the task adds (an end-of-text id) lie past the learned tokens: a tokenizer
   // learned here, as a byte tokenizer, has no end-of-text token of its own
   const int64_t bpe_vocab =
-      cfg.tokenizer == "bpe" ? cfg.model.vocab_size - task.extra_ids(data::ByteTokenizer()) : 0;
+      cfg.tokenizer == data::TokenizerKind::bpe
+          ? cfg.model.vocab_size - task.extra_ids(data::ByteTokenizer())
+          : 0;
   return data::prepare_text(text, cfg.tokenizer, bpe_vocab, 0.0, base::printable(cfg.data))
       .tokenizer;
 }
