@@ -327,7 +327,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
 }
 
 void check_step_options(const StepOptions& o) {
-  if (o.steps < 1) throw std::invalid_argument(fmt::format("--steps must be >= 1, got {}", o.steps));
+  if (o.steps < 1)
+    throw std::invalid_argument(fmt::format("--steps must be >= 1, got {}", o.steps));
   if (o.warmup < 0)
     throw std::invalid_argument(fmt::format("--warmup must be >= 0, got {}", o.warmup));
   if (o.threads < 1)

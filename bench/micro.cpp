@@ -189,8 +189,8 @@ int run_micro(int threads, bool json) {
   ag::set_num_threads(threads);
   ag::Generator gen(1);
   std::vector<Row> rows;
-  for (Row (*measure)(ag::Generator&) : {sgemm_peak_row, matmul_row, attention_row, layer_norm_row,
-                                         cross_entropy_row, gelu_row})
+  for (Row (*measure)(ag::Generator&) :
+       {sgemm_peak_row, matmul_row, attention_row, layer_norm_row, cross_entropy_row, gelu_row})
     rows.push_back(measure(gen));
   gemm_backend_rows(gen, rows);
   print_rows(rows, threads, json);

@@ -94,8 +94,8 @@ void eval_classifier(nn::GPT& model, const io::Checkpoint& ckpt, const Classifie
   const data::TaskOptions task = train::task_options(cfg, *tok);  // its labels: unknown ones fail
   const data::TaskExamples examples = data::read_classification_examples(o.data, *tok, task);
   train::end_setup(train::World::current());
-  const train::ExampleEval r = train::evaluate_examples(model, examples.examples, o.batch_size,
-                                                        cfg.task->pad_id(*tok));
+  const train::ExampleEval r =
+      train::evaluate_examples(model, examples.examples, o.batch_size, cfg.task->pad_id(*tok));
   std::vector<int64_t> truth;
   for (const data::Example& e : examples.examples) truth.push_back(e.label);
   const train::ClassificationMetrics m =

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kUsage = R"(usage: attograd <command> [options]
 
 commands:
-  train      train a GPT (default: the spec's model on the built-in corpus)
+  train      train a GPT (default: the model of docs/model.md on the built-in corpus)
   resume     continue a run from its checkpoint, exactly
   prepare    tokenize text files once into a folder that train and eval map (any size)
   encode     text on stdin to token ids with a prepared folder's or checkpoint's tokenizer

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/posix_file.h"
 #include "base/utf8.h"

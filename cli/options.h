@@ -43,9 +43,8 @@ template <base::Choice E>
 E parse_choice_option(const std::string& text) {
   if (const std::optional<E> v = base::find_choice<E>(text)) return *v;
   const std::string best = closest_name(text, base::choice_names<E>());
-  throw UsageError(
-      base::choice_error(base::ChoiceNames<E>::key, base::choice_names<E>(), text) +
-      (best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
+  throw UsageError(base::choice_error(base::ChoiceNames<E>::key, base::choice_names<E>(), text) +
+                   (best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
 }
 // The task named `text` (train/task.h), or a UsageError as above.
 train::TaskHandle parse_task_option(const std::string& text);
@@ -69,7 +68,8 @@ namespace boost {
 template <base::Choice E>
 void validate(boost::any& v, const std::vector<std::string>& values, E*, int) {
   program_options::validators::check_first_occurrence(v);
-  v = boost::any(cli::parse_choice_option<E>(program_options::validators::get_single_string(values)));
+  v = boost::any(
+      cli::parse_choice_option<E>(program_options::validators::get_single_string(values)));
 }
 void validate(boost::any& v, const std::vector<std::string>& values, train::TaskHandle*, int);
 }  // namespace boost

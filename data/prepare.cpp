@@ -20,15 +20,11 @@ using detail::TempFile;
 // How a kind of tokenizer encodes a corpus: gpt2 as bpe.
 Kind encoding_of(TokenizerKind kind) {
   switch (kind) {
-    case TokenizerKind::chars:
-      return Kind::kChar;
-    case TokenizerKind::bytes:
-      return Kind::kByte;
+    case TokenizerKind::chars: return Kind::kChar;
+    case TokenizerKind::bytes: return Kind::kByte;
     case TokenizerKind::bpe:
-    case TokenizerKind::gpt2:
-      return Kind::kBpe;
-    case TokenizerKind::none:
-      break;
+    case TokenizerKind::gpt2: return Kind::kBpe;
+    case TokenizerKind::none: break;
   }
   throw std::invalid_argument(fmt::format("prepare: a '{}' tokenizer cannot prepare text", kind));
 }

@@ -125,9 +125,9 @@ bool fits_units(const Tokenizer& tok, TokenDtype dtype) {
 void encode_any(std::string_view text, const Tokenizer& tok, double val_fraction,
                 const std::string& name, PreparedData& d) {
   Split split = split_tokens(tok.encode(std::string(text)), val_fraction);
-  d.train_text_bytes =
-      tok.kind() == TokenizerKind::chars ? detail::skip_chars(text, split.train.size())
-                                         : split.train.size();
+  d.train_text_bytes = tok.kind() == TokenizerKind::chars
+                           ? detail::skip_chars(text, split.train.size())
+                           : split.train.size();
   d.val_text_bytes = text.size() - d.train_text_bytes;
   d.train = TokenStore::from_ids(split.train, tok.vocab_size(), name + " (training part)");
   std::vector<int64_t>().swap(split.train);
@@ -212,8 +212,9 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
 PreparedData prepare_text(std::string_view text, TokenizerKind tokenizer, int64_t vocab_size,
                           double val_fraction, const std::string& name) {
   const bool units = tokenizer == TokenizerKind::chars || tokenizer == TokenizerKind::bytes;
-  const bool ok = (units && vocab_size == 0) || (tokenizer == TokenizerKind::bpe &&
-                                                 vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize);
+  const bool ok =
+      (units && vocab_size == 0) ||
+      (tokenizer == TokenizerKind::bpe && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize);
   if (!ok)
     throw std::invalid_argument(fmt::format(
         "tokenizer '{}' with vocab_size {}: expected char or byte with 0, or bpe with 256 to {}",

@@ -116,7 +116,7 @@ namespace data {
 
 struct PreparedMeta {
   TokenizerKind tokenizer_kind = TokenizerKind::chars;  // char, byte, bpe or gpt2
-  std::string tokenizer_sha256;  // of tokenizer.json's bytes
+  std::string tokenizer_sha256;                         // of tokenizer.json's bytes
   int64_t vocab_size = 0;
   TokenDtype dtype = TokenDtype::kUint16;
   double val_fraction = 0;
@@ -151,10 +151,10 @@ struct PrepareProgress {
 using PrepareCallback = std::function<void(const PrepareProgress&)>;
 
 struct PrepareOptions {
-  std::vector<std::string> sources;  // text files, or folders (their *.txt files)
-  bool recursive = true;             // into the folders' subfolders
+  std::vector<std::string> sources;                // text files, or folders (their *.txt files)
+  bool recursive = true;                           // into the folders' subfolders
   TokenizerKind tokenizer = TokenizerKind::chars;  // char, byte or bpe
-  int64_t vocab_size = 0;            // bpe: the vocabulary wanted (>= 256); else 0
+  int64_t vocab_size = 0;                          // bpe: the vocabulary wanted (>= 256); else 0
   // A tokenizer made already (a checkpoint's, GPT-2's files), used as it is instead of one
   // made from the text: `tokenizer` must then be its type and vocab_size 0. A char
   // vocabulary must hold every character of the corpus (an unknown one is an error).

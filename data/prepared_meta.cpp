@@ -1,10 +1,9 @@
 // meta.json of a prepared folder: writing it, and reading it as hostile input.
 #include <fmt/format.h>
 
-#include <optional>
-
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/utf8.h"
 #include "data/data_error.h"
@@ -158,7 +157,8 @@ void check_tokens(const JsonObject& top, const PreparedMeta& m) {
   if (m.val.tokens != val)
     top.object("val").fail("tokens",
                            fmt::format("is {}, but the split gives {}", m.val.tokens, val));
-  if (m.tokenizer_kind == TokenizerKind::chars && static_cast<uint64_t>(m.vocab_size) > m.total_chars)
+  if (m.tokenizer_kind == TokenizerKind::chars &&
+      static_cast<uint64_t>(m.vocab_size) > m.total_chars)
     top.object("tokenizer")
         .fail("vocab_size", fmt::format("is {}, more than the {} characters of "
                                         "the corpus",
@@ -178,7 +178,9 @@ std::string prepared_meta_bytes(const PreparedMeta& m) {
       {"format", kPreparedFormat},
       {"format_version", kPreparedVersion},
       {"tokenizer",
-       {{"type", base::choice_name(m.tokenizer_kind)}, {"vocab_size", m.vocab_size}, {"sha256", m.tokenizer_sha256}}},
+       {{"type", base::choice_name(m.tokenizer_kind)},
+        {"vocab_size", m.vocab_size},
+        {"sha256", m.tokenizer_sha256}}},
       {"dtype", dtype_name(m.dtype)},
       {"val_fraction", m.val_fraction},
       {"corpus", {{"bytes", m.total_bytes}, {"chars", m.total_chars}, {"sources", sources}}},

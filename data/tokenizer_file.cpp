@@ -159,17 +159,13 @@ std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const st
              fmt::format("is {}; this attograd reads version {}", v, kTokenizerFileVersion));
   const std::string type = top.string("type");
   switch (base::find_choice<TokenizerKind>(type).value_or(TokenizerKind::none)) {
-    case TokenizerKind::chars:
-      return char_from(top, lists, name);
-    case TokenizerKind::bpe:
-      return bpe_from(top, lists, name);
-    case TokenizerKind::gpt2:
-      return gpt2_from(top, lists, name);
+    case TokenizerKind::chars: return char_from(top, lists, name);
+    case TokenizerKind::bpe: return bpe_from(top, lists, name);
+    case TokenizerKind::gpt2: return gpt2_from(top, lists, name);
     case TokenizerKind::bytes:
       top.expect_keys({"format", "format_version", "type"});
       return std::make_unique<ByteTokenizer>();
-    case TokenizerKind::none:
-      break;
+    case TokenizerKind::none: break;
   }
   top.fail("type", fmt::format("is {}, not one of char, byte, bpe, gpt2", base::json_quote(type)));
 }

@@ -120,8 +120,9 @@ inline void tokenizer_file(const std::string& bytes) {
     std::abort();
   std::vector<int64_t> ids;
   for (int64_t id = 0; id < std::min<int64_t>(tok->vocab_size(), 300); ++id) ids.push_back(id);
-  std::string text =
-      tok->kind() == data::TokenizerKind::bpe ? "Hello w\xc3\xb6rld 123\n  \xf0\x9f\x98\x80" : tok->decode(ids);
+  std::string text = tok->kind() == data::TokenizerKind::bpe
+                         ? "Hello w\xc3\xb6rld 123\n  \xf0\x9f\x98\x80"
+                         : tok->decode(ids);
   try {
     if (tok->decode(tok->encode(text)) != text) std::abort();
   } catch (const std::runtime_error&) {  // a split pattern PCRE2 gives up on (match limit)

@@ -47,7 +47,8 @@ std::string read_file(const std::string& path) {
 data::PrepareOptions options(std::vector<std::string> sources, const std::string& tokenizer,
                              const std::string& out, double val_fraction = 0.1, int64_t vocab = 0) {
   data::PrepareOptions o;
-  o.sources = std::move(sources), o.tokenizer = base::parse_choice<data::TokenizerKind>(tokenizer), o.vocab_size = vocab;
+  o.sources = std::move(sources), o.tokenizer = base::parse_choice<data::TokenizerKind>(tokenizer),
+  o.vocab_size = vocab;
   o.val_fraction = val_fraction, o.out_dir = out, o.sync = false;
   return o;
 }
@@ -316,7 +317,8 @@ TEST_CASE("prepare_text gives what prepare gives for a file of the same text", "
   const int64_t vocab = tokenizer == std::string("bpe") ? 350 : 0;
   data::prepare(options({src}, tokenizer, dir.file("o"), 0.15, vocab));
   const data::PreparedData file = data::open_prepared(dir.file("o"));
-  const data::PreparedData mem = data::prepare_text(text, base::parse_choice<data::TokenizerKind>(tokenizer), vocab, 0.15, "t.txt");
+  const data::PreparedData mem = data::prepare_text(
+      text, base::parse_choice<data::TokenizerKind>(tokenizer), vocab, 0.15, "t.txt");
   REQUIRE(mem.train.to_vector() == file.train.to_vector());
   REQUIRE(mem.val.to_vector() == file.val.to_vector());
   REQUIRE(data::tokenizer_file_bytes(*mem.tokenizer) == read_file(dir.file("o/tokenizer.json")));
@@ -347,10 +349,13 @@ TEST_CASE("prepare_text with a checkpoint's tokenizer", "[prepared]") {
     REQUIRE(d.train.to_vector() == std::vector<int64_t>{0, 1, 0});
   }
   SECTION("refused options") {
-    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::chars, 5, 0.1), std::invalid_argument);
-    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::bpe, 100, 0.1), std::invalid_argument);
+    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::chars, 5, 0.1),
+                      std::invalid_argument);
+    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::bpe, 100, 0.1),
+                      std::invalid_argument);
     REQUIRE_THROWS_AS(base::parse_choice<data::TokenizerKind>("word"), std::invalid_argument);
-    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::chars, 0, 1.0), std::invalid_argument);
+    REQUIRE_THROWS_AS(data::prepare_text("abc", data::TokenizerKind::chars, 0, 1.0),
+                      std::invalid_argument);
     REQUIRE_THROWS_WITH(data::prepare_text("", data::TokenizerKind::chars, 0, 0.1, "empty.txt"),
                         Contains("empty.txt") && Contains("empty"));
     REQUIRE_THROWS_WITH(data::prepare_text("a\xff", data::TokenizerKind::bytes, 0, 0.1, "x.txt"),

@@ -39,7 +39,8 @@ struct Prepared {
     std::string text;
     for (int i = 0; i < 200; ++i) text += "some text, t\xc3\xa9xt and more text\n";
     data::PrepareOptions o;
-    o.sources = {dir.write("corpus.txt", text)}, o.tokenizer = base::parse_choice<data::TokenizerKind>(tokenizer_type);
+    o.sources = {dir.write("corpus.txt", text)},
+    o.tokenizer = base::parse_choice<data::TokenizerKind>(tokenizer_type);
     o.vocab_size = vocab, o.out_dir = out, o.sync = false;
     data::prepare(o);
   }

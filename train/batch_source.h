@@ -8,7 +8,7 @@
 namespace train {
 
 struct Batch {
-  ag::Tensor x, y;    // ids [B, T]; the targets as the model's head takes them
+  ag::Tensor x, y;     // ids [B, T]; the targets as the model's head takes them
   ag::Tensor lengths;  // [B] the real tokens of each right-padded row, or undefined
 };
 

@@ -83,11 +83,11 @@ struct RunConfig {
   std::string report_prompt;  // the text of its attention maps; empty: the start of val
   int threads = ag::kDefaultThreads;
   ag::Precision precision = ag::Precision::fp32;  // bf16: autocast (bfloat16 GEMMs, float32 rest)
-  int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run
-  bool profile = false;                  // where a step's time goes, printed at the end
+  int64_t bucket_mb = kDefaultBucketMb;           // gradient buckets of a distributed run
+  bool profile = false;                           // where a step's time goes, printed at the end
   Reduction reduce = Reduction::tree;
-  int64_t sample_tokens = 200;           // sample printed at the end
-  std::string init_from;                 // start from this checkpoint's weights
+  int64_t sample_tokens = 200;  // sample printed at the end
+  std::string init_from;        // start from this checkpoint's weights
   // Comma-separated fnmatch patterns over parameter names: those parameters are frozen
   // (train/freezing.h); with model.lora_rank > 0 every base weight is frozen besides.
   std::string freeze;

@@ -165,10 +165,7 @@ std::string format_bytes(int64_t bytes) {
   return fmt::format("{:.1f} kB", b / 1e3);
 }
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 int64_t text_reading_bytes(int64_t text_bytes, int64_t tokens, int64_t id_bytes,
                            data::TokenizerKind tokenizer) {

@@ -1,7 +1,7 @@
 #pragma once
 // The token ids a run trains and evaluates on (the last val_fraction of a text held out),
-// with the tokenizer that made them: a prepared folder's token files (read or mapped, any size), or a text
-// file or the built-in corpus tokenized in memory into the same structure.
+// with the tokenizer that made them: a prepared folder's token files (read or mapped, any size), or
+// a text file or the built-in corpus tokenized in memory into the same structure.
 #include <functional>
 #include <memory>
 #include <optional>

@@ -55,10 +55,11 @@ void TrainingRun::save_periodically() {
     save(progress_.step, cfg_.out);
     progress_.last_saved = progress_.step;
   } catch (const io::CheckpointError& e) {
-    warn(fmt::format("step {}: {}; training continues and tries again at step {} ({})", progress_.step,
-                     e.what(), progress_.step + cfg_.checkpoint_interval,
-                     progress_.last_saved >= 0 ? fmt::format("last good checkpoint: step {}", progress_.last_saved)
-                                      : std::string("no checkpoint written yet")));
+    warn(fmt::format("step {}: {}; training continues and tries again at step {} ({})",
+                     progress_.step, e.what(), progress_.step + cfg_.checkpoint_interval,
+                     progress_.last_saved >= 0
+                         ? fmt::format("last good checkpoint: step {}", progress_.last_saved)
+                         : std::string("no checkpoint written yet")));
   }
 }
 
@@ -76,8 +77,8 @@ int TrainingRun::finish() {
   const bool stopped = StopSignals::requested() || ending_.agreed_stop;
   if (stopped && world_.root())
     noticef("{}attograd: {}: stopping after step {}; saving {}\n", report_->fresh_line(),
-            ending_.agreed_stop ? ending_.agreed_stop_reason : stop_reason(world_.distributed()), progress_.step,
-            cfg_.out);
+            ending_.agreed_stop ? ending_.agreed_stop_reason : stop_reason(world_.distributed()),
+            progress_.step, cfg_.out);
   if (ending_.failed) {
     notify(true);  // the curves up to the stop
     return 1;
@@ -96,8 +97,8 @@ int TrainingRun::finish() {
 
 void TrainingRun::save_final() {
   if (progress_.last_saved == progress_.step && resumed_ && progress_.step == resumed_->step) {
-    sayf("no step was trained (the run is at step {} of {}): {} is unchanged\n", progress_.step, cfg_.steps,
-         cfg_.out);
+    sayf("no step was trained (the run is at step {} of {}): {} is unchanged\n", progress_.step,
+         cfg_.steps, cfg_.out);
     return;
   }
   const auto start = std::chrono::steady_clock::now();

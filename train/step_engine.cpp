@@ -82,9 +82,9 @@ void StepEngine::decide_kernels() {
 
 void StepEngine::start_reduction() {
   if (!world_.distributed()) return;
-  reducer_ = std::make_unique<GradReducer>(world_, model_.trainable_parameters(),
-                                           cfg_.grad_accum_steps, cfg_.bucket_mb << 20,
-                                           cfg_.reduce);
+  reducer_ =
+      std::make_unique<GradReducer>(world_, model_.trainable_parameters(), cfg_.grad_accum_steps,
+                                    cfg_.bucket_mb << 20, cfg_.reduce);
   dropout_draws_ = count_dropout_draws();
 }
 

@@ -76,8 +76,7 @@ class Task {
   // per label); then whether the data holds enough to train on (throws when it does not).
   virtual void shape_model(RunConfig& cfg, const RunData& data) const = 0;
   virtual void check_training_data(const RunConfig& cfg, const RunData& data) const = 0;
-  virtual std::unique_ptr<BatchSource> batches(const RunConfig& cfg,
-                                               const RunData& data) const = 0;
+  virtual std::unique_ptr<BatchSource> batches(const RunConfig& cfg, const RunData& data) const = 0;
 
   // --- evaluation: fills f's validation figures (val_loss stays NaN when the evaluation
   // was cancelled); damaged data is a data::DataError

@@ -66,8 +66,7 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   report_ = std::make_unique<Reporter>(cfg_, run_identity(), static_cast<bool>(observer_));
   report_->start(run_record());
   // a resume that writes back to its own file starts with that file saved
-  if (resumed_ && io::same_file(resumed_->source, cfg_.out))
-    progress_.last_saved = progress_.step;
+  if (resumed_ && io::same_file(resumed_->source, cfg_.out)) progress_.last_saved = progress_.step;
 }
 
 // Rank 0 alone prints, writes and measures kernels (gemm_agreement.h).
@@ -127,8 +126,8 @@ void TrainingRun::take_vocabulary() {
 
 void TrainingRun::check_plan() {
   const ParameterCounts counts = count_parameters(cfg_);
-  setup_.plan = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(),
-                            world_.size(), counts.trainable, data_.reading_bytes);
+  setup_.plan = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size(),
+                            counts.trainable, data_.reading_bytes);
   print_plan(counts);
   const MemoryPlan& plan = setup_.plan;
   if (!plan.fits())
@@ -215,8 +214,7 @@ void TrainingRun::print_baselines() {
   const double bigram = data::bigram_loss(train, val, cfg_.model.vocab_size);
   sayf("baselines on val: unigram {:.4f} | bigram {:.4f} | corpus floor (ideal) {:.4f}\n", unigram,
        bigram, data_.ideal_loss);
-  setup_.baselines = {
-      {"unigram", unigram}, {"bigram", bigram}, {"corpus_floor", data_.ideal_loss}};
+  setup_.baselines = {{"unigram", unigram}, {"bigram", bigram}, {"corpus_floor", data_.ideal_loss}};
 }
 
 nlohmann::json TrainingRun::run_record() const {
@@ -319,9 +317,10 @@ void TrainingRun::stop_before_update(const std::string& why) {
   // one line: the last good checkpoint, and the command that continues from it
   const int64_t saved = progress_.last_saved;
   const std::string last_good =
-      saved >= 0 ? fmt::format("The last good checkpoint is {} (step {}); continue from it with: {}",
-                               cfg_.out, saved, continue_command(cfg_.out))
-                 : std::string("No checkpoint was written in this run.");
+      saved >= 0
+          ? fmt::format("The last good checkpoint is {} (step {}); continue from it with: {}",
+                        cfg_.out, saved, continue_command(cfg_.out))
+          : std::string("No checkpoint was written in this run.");
   if (world_.root())
     noticef("{}attograd: {}; stopping before the update. {}\n", report_->fresh_line(), why,
             last_good);
@@ -333,7 +332,8 @@ void TrainingRun::after_step(const StepOutcome& s) {
   const int64_t step = progress_.step;
   const bool last = step == cfg_.steps;
   const bool has_val = data_.examples ? !data_.examples->val.empty() : !data_.val.empty();
-  const bool eval_now = has_val && ((cfg_.eval_interval > 0 && step % cfg_.eval_interval == 0) || last);
+  const bool eval_now =
+      has_val && ((cfg_.eval_interval > 0 && step % cfg_.eval_interval == 0) || last);
   if (eval_now) evaluate_now(f);
   if (step % cfg_.log_interval == 0 || last || eval_now || step == 1)
     report_->line(f);

@@ -129,10 +129,10 @@ class TrainingRun {
     double last_val = NAN;
     double step_seconds = 0;  // in train_step, for --profile
   } progress_;
-  struct Ending {       // why the loop stops, and how the run ends
-    bool failed = false;       // a NaN/inf or an anomaly stopped a step
-    bool interrupted = false;  // --max-time ended it
-    bool agreed_stop = false;  // every rank saw a stop signal's request
+  struct Ending {                    // why the loop stops, and how the run ends
+    bool failed = false;             // a NaN/inf or an anomaly stopped a step
+    bool interrupted = false;        // --max-time ended it
+    bool agreed_stop = false;        // every rank saw a stop signal's request
     std::string agreed_stop_reason;  // the first such rank's stop_reason
     // Damaged data (an id outside the vocabulary, a token file cut short, a read error)
     // that the ranks agreed stops the run.

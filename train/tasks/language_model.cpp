@@ -53,7 +53,9 @@ void refuse_classifier_head(const RunConfig& cfg) {
                     cfg.model.num_classes, cfg.task));
 }
 
-void LanguageModelTask::validate(const RunConfig& cfg) const { refuse_classifier_head(cfg); }
+void LanguageModelTask::validate(const RunConfig& cfg) const {
+  refuse_classifier_head(cfg);
+}
 
 RunData LanguageModelTask::load_data(const RunConfig& cfg, const io::TokenizerSection* saved,
                                      const IdentityCheck& check_identity) const {
@@ -86,8 +88,7 @@ void LanguageModelTask::evaluate(nn::GPT& model, const RunConfig& cfg, const Run
 
 // Short, so that evaluations stay cheap; without adapters only (the decoder runs merged
 // weights, and the run goes on training the unmerged ones).
-std::optional<TaskSample> LanguageModelTask::evaluation_sample(nn::GPT& model,
-                                                               const RunConfig& cfg,
+std::optional<TaskSample> LanguageModelTask::evaluation_sample(nn::GPT& model, const RunConfig& cfg,
                                                                const RunData& data) const {
   if (cfg.model.lora_rank > 0) return std::nullopt;
   model.eval();

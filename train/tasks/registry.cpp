@@ -35,7 +35,8 @@ std::vector<std::string> task_names() {
 
 std::string tasks_help() {
   std::vector<std::string> rows;
-  for (const Task* task : registry()) rows.push_back(fmt::format("{} ({})", task->name(), task->help()));
+  for (const Task* task : registry())
+    rows.push_back(fmt::format("{} ({})", task->name(), task->help()));
   const std::string last = rows.back();
   rows.pop_back();
   return fmt::format("{} or {}", fmt::join(rows, ", "), last);
@@ -43,6 +44,8 @@ std::string tasks_help() {
 
 TaskHandle::TaskHandle() : task_(registry().front()) {}
 
-const char* TaskHandle::name() const { return task_->name(); }
+const char* TaskHandle::name() const {
+  return task_->name();
+}
 
 }  // namespace train
