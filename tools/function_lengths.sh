@@ -2,7 +2,8 @@
 # The longest functions of the library and the CLI (tests and fuzz targets excluded),
 # measured with Universal Ctags' start and end lines. Lambdas are counted inside the
 # function that holds them, not on their own. Fails when a function is over 100 lines or
-# more than 5 are over 60: the limits issue 11 set.
+# more than 5 are over 60: limits that keep a function to about one screen, so that it
+# can be read whole.
 #   tools/function_lengths.sh [N]     prints the N longest (default 15)
 set -euo pipefail
 cd "$(dirname "$0")/.."
