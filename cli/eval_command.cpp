@@ -1,9 +1,10 @@
-// `eval`: the spec's evaluation loss of a checkpoint on a text file (all of it) or on a
-// prepared folder's validation part (or training part), in nats per token and in bits per
-// byte of text; or, with --multiple-choice, its accuracy on multiple-choice items
-// (train/multiple_choice.h); or, on a classifier's checkpoint, its accuracy and per-label
-// scores on a labelled file (classification_commands.h); or, on an instruct checkpoint (or
-// with --task instruct), the loss over the responses of instruction records.
+// `eval`: the evaluation loss (over docs/model.md's evaluation windows) of a checkpoint on a
+// text file (all of it) or on a prepared folder's validation part (or training part), in nats
+// per token and in bits per byte of text; or, with --multiple-choice, its accuracy on
+// multiple-choice items (train/multiple_choice.h); or, on a classifier's checkpoint, its
+// accuracy and per-label scores on a labelled file (classification_commands.h); or, on an
+// instruct checkpoint (or with --task instruct), the loss over the responses of instruction
+// records.
 #include <fmt/format.h>
 
 #include <cmath>

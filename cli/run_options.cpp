@@ -1,6 +1,6 @@
 // The options of `train` and of its config files: one per RunConfig field, named as the
-// spec's config keys with '-' for '_'. `resume` takes the ones marked Resume::yes from
-// the same declarations.
+// config keys of a checkpoint (docs/checkpoint.md's config JSON) with '-' for '_'. `resume`
+// takes the ones marked Resume::yes from the same declarations.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
 // Text in, token ids out: the map of data/. UTF-8 is decoded by base/utf8.h.
-//   tokenizer.h  the spec's char tokenizer and a byte tokenizer
+//   tokenizer.h  the char tokenizer of docs/model.md and a byte tokenizer
 //   pretokenize.h  cutting text into pieces with a PCRE2 split pattern (GPT-4's), streamed;
 //                a pattern that would make it slower than linear is refused
 //   bpe.h        the byte-level BPE tokenizer: training, encoding, a stream encoder

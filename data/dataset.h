@@ -1,6 +1,7 @@
 #pragma once
-// Token ids as training material: the spec's split, random-window batches, the spec's
-// evaluation windows, and the unigram/bigram baselines a model must beat.
+// Token ids as training material: the train/validation split, random-window batches, the
+// evaluation windows (all three as docs/model.md defines them), and the unigram/bigram
+// baselines a model must beat.
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -36,8 +37,8 @@ class BatchSampler {
   int64_t batch_, T_;
 };
 
-// The spec's evaluation windows over n ids: starts 0, T, 2T, ..., each used only when it
-// has T + 1 ids (inputs ids[s, s+T), targets ids[s+1, s+T+1)). Returns {start, T} pairs.
+// docs/model.md's evaluation windows over n ids: starts 0, T, 2T, ..., each used only when
+// it has T + 1 ids (inputs ids[s, s+T), targets ids[s+1, s+T+1)). Returns {start, T} pairs.
 std::vector<std::pair<int64_t, int64_t>> eval_windows(size_t n_ids, int64_t T);
 
 // The same windows, computed when asked: nothing is allocated per window, so a validation

@@ -1,6 +1,6 @@
 #pragma once
 // Prepared corpora: text files tokenized once, in bounded memory, into a folder that
-// training maps instead of reading text (issue 12).
+// training maps instead of reading text (docs/data.md).
 //
 //   data::PrepareOptions o;
 //   o.sources = {"books/"};            // files, or folders: every *.txt below, recursively
@@ -42,8 +42,8 @@
 // is refused, so `resume` never continues on it.
 //
 // The corpus is the concatenation of the sources in order (each must be valid UTF-8 by
-// itself, for every tokenizer). The spec's split, the last val_fraction, counts characters
-// for char and bpe and bytes for byte: val_units = floor(units * val_fraction), the last
+// itself, for every tokenizer). docs/model.md's split, the last val_fraction, counts
+// characters for char and bpe and bytes for byte: val_units = floor(units * val_fraction), the last
 // val_units are validation. For char and byte, train.bin and val.bin are exactly
 // split_tokens(encode(corpus)) of dataset.h; for bpe the text is split at that character
 // first, the merges are learned from the training text only, and each part is encoded on
@@ -189,7 +189,7 @@ PrepareResult prepare(const std::vector<std::string>& sources, const std::string
 // link), sorted by path. DataError for a missing path or a folder without *.txt.
 std::vector<std::string> list_sources(const std::vector<std::string>& paths, bool recursive = true);
 
-// The spec's split rule, in split_tokens' arithmetic: floor(units * val_fraction).
+// docs/model.md's split rule, in split_tokens' arithmetic: floor(units * val_fraction).
 uint64_t split_val_units(uint64_t units, double val_fraction);
 
 // ---- the token files' hashes (meta.json's train.sha256, train.sample_sha256, and val's)

@@ -1,5 +1,5 @@
 #pragma once
-// Tokenizers map text to ids and back. CharTokenizer is the spec's: the distinct code
+// Tokenizers map text to ids and back. CharTokenizer is docs/model.md's: the distinct code
 // points of the training text, sorted, id = rank. ByteTokenizer: the 256 byte values,
 // total on any input.
 #include <array>

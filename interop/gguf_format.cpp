@@ -13,7 +13,7 @@ namespace interop::gguf {
 
 namespace {
 
-constexpr uint64_t kMaxKeyBytes = 65535;  // the spec's bound on a key
+constexpr uint64_t kMaxKeyBytes = 65535;  // the GGUF specification's bound
 constexpr uint64_t kMaxNameBytes = 1024;  // far above ggml's 63
 constexpr uint32_t kMaxDims = 4;          // ggml's GGML_MAX_DIMS
 

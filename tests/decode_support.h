@@ -9,7 +9,7 @@
 
 namespace ag_test {
 
-// The spec's default model and the base config of the performance issue (T 256, d 256,
+// docs/model.md's default model and docs/performance.md's base config (T 256, d 256,
 // 8 heads, 6 layers), dropout 0, the built-in corpus's vocabulary size.
 inline std::vector<std::pair<std::string, nn::GPTConfig>> decode_configs() {
   nn::GPTConfig def;

@@ -68,7 +68,7 @@ inline bool bit_equal(const ag::Tensor& a, const ag::Tensor& b) {
   return a.shape() == b.shape() && a.to_vector() == b.to_vector();
 }
 
-// A GPT config for tests: sizes given, everything else the spec's default.
+// A GPT config for tests: sizes given, everything else docs/model.md's default.
 // Token ids drawn uniformly from [0, vocab), int64, of the given shape
 inline ag::Tensor random_ids(ag::Generator& gen, int64_t vocab, const ag::Shape& shape) {
   std::vector<int64_t> ids(static_cast<size_t>(ag::shape_numel(shape)));

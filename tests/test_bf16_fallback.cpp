@@ -1,4 +1,4 @@
-// --precision bf16 falls back to float32 per shape (issue 27: bf16 never slower than fp32):
+// --precision bf16 falls back to float32 per shape, so that bf16 is never slower than fp32:
 // a linear, a matmul or the fused attention whose shape this CPU runs faster in float32
 // (by the measured table, gemm_tuning.h) runs as fp32 does, with fp32's bits, forward and
 // backward; within the tuning margin, where nothing was measured and under

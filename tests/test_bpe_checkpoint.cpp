@@ -282,7 +282,7 @@ TEST_CASE("a tokenizer frame beyond the bpe limits or out of place is refused") 
   }
 }
 
-TEST_CASE("a checkpoint's bpe merges are uint32 pairs as the spec says") {
+TEST_CASE("a checkpoint's bpe merges are uint32 pairs as docs/checkpoint.md says") {
   TempDir dir;
   const data::BpeTokenizer tok = trained();
   io::save_checkpoint(dir.file("bpe.h5"), with_tokenizer(tok));

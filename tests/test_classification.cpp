@@ -1,4 +1,4 @@
-// Classification (issue 26 item 2): the TSV/CSV reader, the classifier in the model
+// Classification (docs/finetuning.md): the TSV/CSV reader, the classifier in the model
 // description (config keys, parameters, pooling over padded rows, --init-from an LM), and
 // the metrics `eval` prints.
 #include <catch2/catch.hpp>

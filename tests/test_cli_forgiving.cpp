@@ -1,4 +1,4 @@
-// A command line that forgives (issue 29 item 3): a bare argument is a command's checkpoint,
+// A command line that forgives: a bare argument is a command's checkpoint,
 // --help shows defaults as typed, an error line says error once, --version names the
 // build, and a stop names the signal that asked for it. The whole commands are exercised by
 // tests/cli/forgiving_test.sh.

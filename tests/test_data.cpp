@@ -1,6 +1,6 @@
-// data/: the spec's char tokenizer and the byte tokenizer, the train/val
-// split, random-window batches, the spec's evaluation windows, and the built-in corpus
-// whose floor a bigram model cannot approach.
+// data/: the char tokenizer and the byte tokenizer, the train/val split, random-window
+// batches, the evaluation windows (all as docs/model.md defines them), and the built-in
+// corpus whose floor a bigram model cannot approach.
 #include <catch2/catch.hpp>
 #include <set>
 

@@ -40,7 +40,7 @@ std::vector<std::pair<std::string, Shape>> names_and_shapes(const nn::Module& m)
 
 }  // namespace
 
-TEST_CASE("GPT parameters carry the spec's names and shapes in order", "[gpt]") {
+TEST_CASE("GPT parameters carry docs/model.md's names and shapes in order", "[gpt]") {
   nn::GPTConfig c = tiny_config();
   c.n_layers = 1;
   nn::GPT model(c, 1);
@@ -92,7 +92,7 @@ TEST_CASE("the parameter count is known from the config before the model is buil
         INFO("tie " << tie << " qkv_bias " << bias << " d_ff " << d_ff);
         REQUIRE(c.num_parameters() == nn::GPT(c, 1).num_parameters());
       }
-  nn::GPTConfig spec;  // the spec's default with a 65-character vocabulary
+  nn::GPTConfig spec;  // docs/model.md's default with a 65-character vocabulary
   spec.vocab_size = 65;
   REQUIRE(spec.num_parameters() ==
           65 * 128 + 64 * 128 + 4 * (4 * 128 + 4 * 128 * 128 + 128 + 2 * 128 * 512 + 512 + 128) +

@@ -1,4 +1,4 @@
-// LoRA fine-tuning and frozen weights (issue 26 item 1): the config rows that describe the
+// LoRA fine-tuning and frozen weights (docs/finetuning.md): the config rows that describe the
 // adapters, the parameters a run trains, the GEMMs a frozen weight does not cost, the
 // optimiser state it does not keep, --init-from into a LoRA model and the merge.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Multiple-choice evaluation (issue 26 item 4): items read in both shapes, every bad line a
+// Multiple-choice evaluation (docs/finetuning.md): items read in both shapes, every bad line a
 // one-line error naming file, line and field; endings tokenized and cut as lm-eval-harness
 // does; scores equal to the log-likelihoods the forward gives; ties, standard errors and
 // the tally; the file scored a line at a time.

@@ -109,7 +109,7 @@ TEST_CASE("MultiHeadAttentionWrapper names its heads by index like a ModuleList"
       (*wrapper.heads)[1].W_query->weight));
 }
 
-TEST_CASE("GPT parameter names follow the spec from tok_emb to ln_f", "[nn][module]") {
+TEST_CASE("GPT parameter names follow docs/model.md from tok_emb to ln_f", "[nn][module]") {
   nn::GPTConfig cfg = tiny_config(/*tie=*/false);
   cfg.n_layers = 1;
   nn::GPT model(cfg, 1);

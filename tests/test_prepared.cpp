@@ -1,4 +1,4 @@
-// Prepared corpora (data/prepared.h): round trips of every tokenizer, the spec's split, the
+// Prepared corpora (data/prepared.h): round trips of every tokenizer, docs/model.md's split, the
 // same ids as the in-memory path, BPE learned from the training text only, uint16 or
 // uint32 ids, stable identities, batches and evaluation windows equal to the vector path,
 // prepare_text, progress, and streaming in bounded memory. Hostile folders and files are
@@ -500,7 +500,7 @@ TEST_CASE("prepare streams a 200 MB corpus in bounded memory", "[prepared]") {
   for (const char* tokenizer : {"char", "byte"}) {
     INFO(tokenizer);
     const double mb = child_peak_growth_mb(options({corpus}, tokenizer, dir.file(tokenizer)));
-    // the corpus is 200 MB; the bound for the process is 300 MB
+    // the corpus is 200 MB; the whole process is to stay under 300 MB
     if (!ag_test::kAddressSanitizer) REQUIRE(mb < 100);
     const auto d = data::open_prepared(dir.file(tokenizer));
     REQUIRE(d.train.size() + d.val.size() > (size_t{150} << 20));

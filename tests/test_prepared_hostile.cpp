@@ -87,7 +87,7 @@ TEST_CASE("forged or damaged metadata is refused naming the file and the key", "
     j["train"]["tokens"] = j["train"]["tokens"].get<uint64_t>() + 1;
     refused("'train.tokens'");
   }
-  SECTION("a split that is not the spec's") {
+  SECTION("a split that is not docs/model.md's") {
     j["split"]["val_units"] = 0;
     refused("'split.val_units'");
   }

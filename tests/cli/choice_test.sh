@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `eval --multiple-choice` (issue 26 item 4), one scenario per ctest entry:
+# `eval --multiple-choice` (docs/finetuning.md), one scenario per ctest entry:
 #   choice_test.sh SCENARIO PATH/TO/attograd
 # The items are made here from a text of random words (choice_items.awk; no download). A
 # model that memorised the text picks the true endings; an untrained one scores near chance.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Classification end to end (issue 26 item 2): train --task classify on a synthetic set
+# Classification end to end (docs/finetuning.md): train --task classify on a synthetic set
 # (classify_set.awk: spam holds the word "prize"), eval --json on a held-out file, classify
 # on texts and standard input, --init-from a language model (and with LoRA), and the errors.
 #   classify_test.sh SCENARIO PATH/TO/attograd

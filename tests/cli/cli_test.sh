@@ -71,9 +71,9 @@ resume_exact)
   [ "$(hashes straight.h5 | wc -l)" -gt 10 ] || fail "no parameters compared"
   ;;
 bf16_parity)
-  # --precision bf16 learns as float32 does (issue 14: validation loss within 1% at the same
-  # step on the built-in corpus; one thread, so a loaded machine cannot stall it), records
-  # its precision, resumes exactly in it, and a resume may switch precision
+  # --precision bf16 learns as float32 does (docs/mixed-precision.md: validation loss within
+  # 1% at the same step on the built-in corpus; one thread, so a loaded machine cannot stall
+  # it), records its precision, resumes exactly in it, and a resume may switch precision
   small=(--steps 300 --eval-interval 300 --d-model 64 --n-layers 2 --threads 1 --sample-tokens 0)
   "$bin" train "${small[@]}" --precision fp32 --out f32.h5 --metrics f.jsonl > f.txt
   "$bin" train "${small[@]}" --precision bf16 --out b16.h5 --metrics b.jsonl > b.txt
@@ -264,7 +264,7 @@ memory_refused)
   grep -q "needs about .* available" err.txt || fail "the refusal does not say why: $(cat err.txt)"
   ;;
 text_reading_planned)
-  # Issue 28: the memory plan counts what reading a text costs at its peak (the text and
+  # The memory plan counts what reading a text costs at its peak (the text and
   # its ids: 3 bytes a byte for a char vocabulary), measured: before, it planned the 2
   # bytes a byte held after and reading took about 5 (a copy when the ids were split).
   # 20 MB of text against 200 kB, the same tiny model, peak RSS (VmHWM); the fixed GEMM
@@ -507,7 +507,7 @@ process_name)
   grep -q "BLAS OpenBLAS" log.txt || fail "the run header does not name the BLAS kernel: $(head -2 log.txt)"
   ;;
 stop_whatever_stderr)
-  # A stop saves whatever became of stderr (issue 28): a closed pseudo-terminal (SIGHUP),
+  # A stop saves whatever became of stderr: a closed pseudo-terminal (SIGHUP),
   # Ctrl-C with stderr piped into a reader that died (`2>&1 | tee`), a reader gone during
   # set-up (`|& head -1`), stderr on a full device; and a usage error there exits 2
   medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4
@@ -579,10 +579,10 @@ kernel_cache)
     env ATTOGRAD_TUNE=bogus "$bin" "${run[@]}" --out bogus.h5
   ;;
 bf16_fallback)
-  # --precision bf16 runs a shape in float32 where float32 was measured faster (issue 27:
-  # bf16 never slower than fp32): with a table that says so of every class, a bf16 run has
-  # fp32's bits; ATTOGRAD_BF16_FALLBACK=off keeps bf16 (other bits); a misspelt setting is
-  # a usage error
+  # --precision bf16 runs a shape in float32 where float32 was measured faster (so that bf16
+  # is never slower than fp32: docs/mixed-precision.md): with a table that says so of every
+  # class, a bf16 run has fp32's bits; ATTOGRAD_BF16_FALLBACK=off keeps bf16 (other bits); a
+  # misspelt setting is a usage error
   export XDG_CACHE_HOME="$work/cache" ATTOGRAD_BF16_FALLBACK=on
   run=(train "${tiny[@]}" --steps 6 --sample-tokens 0)
   "$bin" "${run[@]}" --precision bf16 --out warm.h5 > /dev/null

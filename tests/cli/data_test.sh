@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end tests of prepared data (issue 12): `attograd prepare`, training and eval on a
+# End-to-end tests of prepared data (docs/data.md): `attograd prepare`, training and eval on a
 # prepared folder, bits per byte, memory that does not grow with the corpus, bpe
 # checkpoints, and `attograd encode` / `decode`.
 #   data_test.sh SCENARIO PATH/TO/attograd
@@ -106,13 +106,14 @@ bpe_checkpoint)
   diff <(hashes run.h5) <(hashes split.h5) > /dev/null || fail "5 + resume 5 differ from 10 with bpe"
   ;;
 bpe_checkpoint_h5py)
-  # Any HDF5 reader sees the spec's layout: merges [M, 2] uint32, Fletcher32, split_pattern.
+  # Any HDF5 reader sees docs/checkpoint.md's layout: merges [M, 2] uint32, Fletcher32,
+  # split_pattern.
   py=/usr/bin/python3
   [ -x "$py" ] || py=python3
   "$py" -c 'import h5py' 2> /dev/null || { echo "SKIP: no h5py"; exit 77; }
   make_text > t.txt
   "$bin" train "${tiny[@]}" --steps 2 --tokenizer bpe --vocab-size 300 --data t.txt --out run.h5 > /dev/null
-  "$py" - run.h5 <<'PY' || fail "h5py does not read the bpe tokenizer as the spec says"
+  "$py" - run.h5 <<'PY' || fail "h5py does not read the bpe tokenizer as docs/checkpoint.md says"
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
     t = f["tokenizer"]
@@ -210,7 +211,7 @@ address_space_refused)
   grep -q "ulimit -v" err.txt || fail "the refusal does not name the limit: $(cat err.txt)"
   ;;
 damaged_data_saves)
-  # Token files damaged under a running train (issue 28): ids outside the vocabulary written
+  # Token files damaged under a running train: ids outside the vocabulary written
   # in place, the file cut short, and the same with --out gone: each run stops with one line
   # naming the file and the byte, saves its last completed step (or a rescue copy) and exits
   # 1; the saved step resumes as if nothing happened, and resume refuses the edited file.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Small edges of the command line (issue 28 item 6), one scenario per ctest entry:
+# Small edges of the command line, one scenario per ctest entry:
 #   edges_test.sh SCENARIO PATH/TO/attograd
 # optimizer_state_refused needs MAKE_HOSTILE_H5 (tests/make_hostile_h5.c) in the environment.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A command line that forgives (issue 29 item 3), one scenario per ctest entry:
+# A command line that forgives, one scenario per ctest entry:
 #   forgiving_test.sh SCENARIO PATH/TO/attograd
 # --version; a checkpoint named without --checkpoint, or attograd.h5 when none is named;
 # report telling a checkpoint from a metrics file; eval on the data a checkpoint records;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end tests of instruction fine-tuning (issue 26 item 3): `train --task instruct`,
+# End-to-end tests of instruction fine-tuning (docs/finetuning.md): `train --task instruct`,
 # `sample --instruction` and `eval` on instruction records, and their one-line errors:
 #   instruct_test.sh SCENARIO PATH/TO/attograd
 set -euo pipefail

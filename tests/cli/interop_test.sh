@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end tests of `attograd import` and `attograd export` (issue 25), Hugging Face
+# End-to-end tests of `attograd import` and `attograd export` (docs/interop.md), Hugging Face
 # folders and (llmc_gguf_*) llm.c checkpoints and GGUF files:
 #   interop_test.sh SCENARIO PATH/TO/attograd
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LoRA fine-tuning and frozen weights (issue 26 item 1), one scenario per ctest entry:
+# LoRA fine-tuning and frozen weights (docs/finetuning.md), one scenario per ctest entry:
 #   lora_test.sh SCENARIO PATH/TO/attograd
 # The base weights stay bit for bit what --init-from gave, the merge (and what inference
 # and export run) is the adapted model, a LoRA run resumes exactly with dropout,

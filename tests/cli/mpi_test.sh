@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Distributed training under mpirun (issue 13), one scenario per ctest entry:
+# Distributed training under mpirun (docs/distributed.md), one scenario per ctest entry:
 #   mpi_test.sh SCENARIO PATH/TO/attograd
 # N processes must give the same weights, bit for bit, as one process accumulating the
 # same micro-batches; checkpoints resume across world sizes; set-up errors print once; a
@@ -162,7 +162,7 @@ errors_once)
   [ ! -e x.h5 ] || fail "a failed set-up wrote a checkpoint"
   ;;
 damaged_data_one_rank)
-  # Damaged data met by one rank only (issue 28): rank 1 reads its own copy of the prepared
+  # Damaged data met by one rank only: rank 1 reads its own copy of the prepared
   # folder (the same identity), whose train.bin is filled with ids outside the vocabulary
   # mid-run. No rank waits for another: the job ends within the timeout, exit 1, with one
   # line from rank 0 naming rank 1's file and byte and the step saved.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The training report end to end (issue 15), one scenario per ctest entry:
+# The training report end to end (docs/report.md), one scenario per ctest entry:
 #   report_test.sh SCENARIO PATH/TO/attograd
 #   report_errors   what `report` refuses, and how: bad metrics lines, outputs over inputs
 #   attention       `attention` prints each head's weights (rows sum to 1, the future is 0)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Re-running, interrupting, resuming and reporting as a person iterating does (issue 29,
-# items 1 and 2), one scenario per ctest entry:
+# Re-running, interrupting, resuming and reporting as a person iterating does
+# (docs/training.md), one scenario per ctest entry:
 #   rerun_test.sh SCENARIO PATH/TO/attograd
 set -euo pipefail
 source "$(dirname "$0")/scenario_lib.sh" "$@"

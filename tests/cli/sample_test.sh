@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of `attograd sample` with its key/value cache, and of `eval` on a long
-# text (issue 16):
+# End-to-end tests of `attograd sample` with its key/value cache (docs/sampling.md), and of
+# `eval` on a long text (docs/data.md):
 #   sample_test.sh SCENARIO PATH/TO/attograd
 # Every scenario trains (or initialises) a small model in a fresh folder first.
 set -euo pipefail
@@ -79,7 +79,7 @@ options)
   expect_usage_error "--slide must be >= 0, got -1" "$bin" sample --checkpoint run.h5 --slide -1
   expect_usage_error "--slide must be at most the context length 16, got 17" "$bin" sample --checkpoint run.h5 --slide 17
   expect_usage_error "--num-samples 100000000 needs" "$bin" sample --checkpoint run.h5 --num-samples 100000000
-  # counts whose sizes overflow 64 bits: usage errors, not a vector's length_error (issue 28)
+  # counts whose sizes overflow 64 bits: usage errors, not a vector's length_error
   expect_usage_error "--num-samples 4611686018427387904 needs" "$bin" sample --checkpoint run.h5 --num-samples 4611686018427387904
   expect_usage_error "--num-samples 9223372036854775807 needs" "$bin" sample --checkpoint run.h5 --num-samples 9223372036854775807
   expect_usage_error "--threads must be between 1 and 256, got 100000" "$bin" sample --checkpoint run.h5 --threads 100000
@@ -133,7 +133,7 @@ rss_bounded)
   [ "$kb" -le "$bound_kb" ] || fail "peak RSS ${kb} kB over the bound ${bound_kb} kB"
   ;;
 huge_context)
-  # Issue 28: a 4k-parameter model of context 32768 took 8.4 GB to sample 3 tokens (two
+  # A 4k-parameter model of context 32768 once took 8.4 GB to sample 3 tokens (two
   # threads' 32768 x 32768 float scores). The decoder now holds the window it uses and
   # scores a long prefill a block of rows at a time; under a 2 GB address-space limit, so
   # that the old behaviour fails at once instead of taking the machine's memory.

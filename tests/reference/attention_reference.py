@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`attograd attention` against the PyTorch model of docs/model.md (spec_gpt.py,
-written from the spec alone), loaded with the same checkpoint's weights.
+written from that page alone), loaded with the same checkpoint's weights.
 
 usage: attention_reference.py PATH/TO/attograd
 

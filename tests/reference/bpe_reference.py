@@ -5,7 +5,7 @@ definition (the naive form: every pair recounted before each merge), on a real t
     bpe_reference.py ATTOGRAD VOCAB_SIZE TEXT_FILE...
 
 The files are concatenated; `attograd prepare --tokenizer bpe` learns VOCAB_SIZE tokens
-from the first 90% of the characters (the spec's split). This script learns its own merges
+from the first 90% of the characters (docs/model.md's split). This script learns its own merges
 from the same training text and checks:
   1. the merges are the same list (both break ties by the smallest (left, right) pair);
   2. compression (tokens per byte) of the held-out 10%, each tokenizer encoding it, agrees

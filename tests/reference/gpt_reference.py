@@ -1,22 +1,23 @@
 #!/usr/bin/env python3
 """Holds attograd's GPT against an independent PyTorch implementation of
-docs/model.md (written from the spec alone, not from nn/*.cpp).
+docs/model.md (spec_gpt.py, written from that page alone, not from nn/*.cpp).
 
 usage: gpt_reference.py PATH/TO/attograd_gpt_driver
 
 For each config the driver builds nn::GPT with dropout 0, runs one forward and backward
 pass on a random batch in float32 and again in float64, and writes the weights, the
 batch, the logits, the loss and every parameter's gradient to an HDF5 file
-(gpt_driver.cpp describes it). Here the spec's module is built from the same config,
-the weights are loaded with load_state_dict(strict=True) -- so the parameter names and
-shapes must be identical -- and the same pass is run in torch, in each precision:
+(gpt_driver.cpp describes it). Here the reference module (spec_gpt.py, written from
+docs/model.md alone) is built from the same config, the weights are loaded with
+load_state_dict(strict=True) -- so the parameter names and shapes must be identical --
+and the same pass is run in torch, in each precision:
 
   logits:    max |ours - torch| / max(1, max |torch|)   float32 <= 1e-5, float64 <= 1e-10
   loss:      |ours - torch| / |torch|                   float32 <= 1e-5, float64 <= 1e-10
   gradient:  ||ours - torch|| / ||torch||               float32 <= 1e-4, float64 <= 1e-10
              per parameter (norms over all its elements)
 
-The logits bound is absolute while they are O(1) (the spec's init keeps them ~0.1) and
+The logits bound is absolute while they are O(1) (docs/model.md's init keeps them ~0.1) and
 relative beyond, since float32 rounding is relative: perturbed models reach |logits| ~6.
 
 A gradient that is zero in exact arithmetic (the W_key bias: adding the same vector to
@@ -55,7 +56,7 @@ ZERO_BELOW = 1e-9
 ZERO_FLOOR = 1e-2
 
 # The configs: each one moves one thing away from the tiny default, then one mixes all.
-# Each runs twice: with the spec's initialisation as the driver makes it (whose
+# Each runs twice: with docs/model.md's initialisation as the driver makes it (whose
 # statistics are checked too), and with every parameter perturbed by N(0, PERTURB)
 # noise, because at the GPT-2 init the activations are so small that attention is nearly
 # uniform and GELU nearly linear, and e.g. a wrong score scale or the erf GELU would pass.
@@ -78,7 +79,7 @@ CONFIGS = [(name, over) for name, over in SHAPES] + \
 # ------------------------------------------------------------------ comparison
 
 def check_init(cfg, state):
-    """The spec's GPT-2 initialisation, statistically: weights N(0, 0.02), the residual
+    """docs/model.md's GPT-2 initialisation, statistically: weights N(0, 0.02), the residual
     projections N(0, 0.02 / sqrt(2 n_layers)), biases 0, LayerNorm weight 1 and bias 0.
     Bounds are 6 standard errors, so a fixed seed passing them is no accident while a
     wrong distribution (torch's default U(+-1/sqrt(in)), N(0, 1), a missing scale) fails."""
@@ -140,10 +141,10 @@ def compare(name, cfg, f):
         logits_tol, loss_tol, grad_tol = TOL[prec]
         model = GPT(cfg).to(tdtype)
         try:
-            # strict: every spec name present, no extra one, every shape identical.
+            # strict: every name of docs/model.md present, no extra one, every shape identical.
             model.load_state_dict({k: v.to(tdtype) for k, v in state.items()}, strict=True)
         except RuntimeError as e:
-            failures.append(f"{name}: parameter names/shapes differ from the spec: {e}")
+            failures.append(f"{name}: parameter names/shapes differ from docs/model.md: {e}")
             return failures, worst
         logits, loss = model(ids, targets)
         loss.backward()

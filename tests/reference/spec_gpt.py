@@ -3,10 +3,10 @@ nn/*.cpp): the independent implementation that attograd's model, training and sp
 held against (tests/reference/gpt_reference.py, tests/reference/train_reference.py,
 bench/torch_reference.py).
 
-cfg is a dict with the spec's keys: vocab_size, context_length, d_model, n_heads,
+cfg is a dict with docs/model.md's config keys: vocab_size, context_length, d_model, n_heads,
 n_layers, d_ff (0: 4 * d_model), qkv_bias, tie_weights, and optionally dropout (default 0)
 and norm ("layernorm", the default, or "rmsnorm").
-state_dict() names and shapes are exactly the spec's, so attograd's checkpoints load by
+state_dict() names and shapes are exactly docs/model.md's, so attograd's checkpoints load by
 name with load_state_dict(strict=True).
 """
 import math
@@ -31,7 +31,7 @@ class MultiHeadAttention(tnn.Module):
         self.W_value = tnn.Linear(d_model, d_model, bias=qkv_bias)
         self.out_proj = tnn.Linear(d_model, d_model)
         self.dropout = tnn.Dropout(dropout)
-        # A buffer that is not persistent, so the state_dict holds exactly the spec's names.
+        # A buffer that is not persistent, so the state_dict holds exactly docs/model.md's names.
         self.register_buffer(
             "mask", torch.triu(torch.ones(context_length, context_length, dtype=torch.bool),
                                diagonal=1), persistent=False)
@@ -122,7 +122,7 @@ class GPT(tnn.Module):
 
 
 def init_spec_(model, n_layers):
-    """The spec's GPT-2 initialisation: Linear and embedding weights N(0, 0.02), out_proj
+    """docs/model.md's GPT-2 initialisation: Linear and embedding weights N(0, 0.02), out_proj
     and fc2 weights N(0, 0.02 / sqrt(2 n_layers)), biases 0, LayerNorm weight 1, bias 0."""
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -137,7 +137,7 @@ def init_spec_(model, n_layers):
 
 
 def adamw_for_spec(model, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
-    """The spec's optimiser: AdamW, decay on every parameter of two or more dims only."""
+    """docs/model.md's optimiser: AdamW, decay on every parameter of two or more dims only."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     plain = [p for p in model.parameters() if p.dim() < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},

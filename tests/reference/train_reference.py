@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Holds `attograd train` against the same training run in PyTorch (tests/reference/
-spec_gpt.py: the spec's model, AdamW with the spec's parameter groups, global-norm
-clipping, warm-up then cosine to min_lr, the spec's split and evaluation windows).
+spec_gpt.py: the model of docs/model.md, written from that page alone, AdamW with its
+parameter groups, global-norm clipping, warm-up then cosine to min_lr, its split and
+evaluation windows).
 
 usage: train_reference.py ATTOGRAD DATA_FILE [--mode lockstep|independent] [--steps N]
                           [--threads K] [attograd train options as --key value ...]
@@ -101,7 +102,8 @@ def spec_data(text, val_fraction):
 
 @torch.no_grad()
 def evaluate(model, ids, T, batch=16):
-    """The spec's windows: starts 0, T, 2T, ... with T+1 ids; mean over every target."""
+    """docs/model.md's evaluation windows: starts 0, T, 2T, ... with T+1 ids; mean over
+    every target."""
     model.eval()
     starts = list(range(0, len(ids) - T, T))
     total, count = 0.0, 0
