@@ -13,7 +13,7 @@
 #include <variant>
 
 #include "io/checkpoint.h"
-#include "io/checkpoint_reader.h"
+#include "io/read_protocol.h"
 #include "io/history.h"
 
 namespace io::detail {
