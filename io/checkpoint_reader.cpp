@@ -484,8 +484,9 @@ void load_optimizer(Context& c) {
   if (!find_section(c, Section::optimizer)) return;
   Handle g = open_section(c, Section::optimizer);
   const size_t type_row = row_of(Section::optimizer, "type");
-  c.sink.attribute(Section::optimizer, type_row, "",
-                   h5::read_attr_string(g, "type", "/optimizer", item(Section::optimizer, type_row).max_length));
+  c.sink.attribute(
+      Section::optimizer, type_row, "",
+      h5::read_attr_string(g, "type", "/optimizer", item(Section::optimizer, type_row).max_length));
   const size_t setting = any_name_row(Section::optimizer, ItemKind::real);
   for (const std::string& key : h5::attr_names(g)) {
     if (key == "type" || h5::attr_is_string(g, key)) continue;  // notes a foreign writer may add
@@ -524,12 +525,12 @@ void check_tokenizer_shape(const Entry& e, const Item& it) {
   if (it.rank == 2 && (e.dims.size() != 2 || e.dims[1] != it.dims[1]))
     throw shape("[M, 2] (a (left, right) pair per merge)");
   if (it.rank == 2 && e.type_class != H5T_INTEGER)
-    throw std::runtime_error(fmt::format(
-        "{} does not hold integers (expected uint32 ids)", printable(e.path)));
+    throw std::runtime_error(
+        fmt::format("{} does not hold integers (expected uint32 ids)", printable(e.path)));
   if (it.rank == 2 && e.dims[0] > it.max_length)
-    throw std::runtime_error(fmt::format(
-        "{} holds {} merges, more than the {} of the largest vocabulary ({} ids)",
-        printable(e.path), e.dims[0], it.max_length, data::kMaxBpeVocabSize));
+    throw std::runtime_error(
+        fmt::format("{} holds {} merges, more than the {} of the largest vocabulary ({} ids)",
+                    printable(e.path), e.dims[0], it.max_length, data::kMaxBpeVocabSize));
   if (it.dims[0] != 0 && (e.dims.size() != 1 || e.dims[0] != it.dims[0]))
     throw shape("[256] (the byte of each of ids 0-255)");
   if (it.rank == 1 && it.dims[0] == 0 && e.numel > it.max_length)
@@ -547,8 +548,8 @@ std::vector<uint64_t> read_tokenizer_dataset(Context& c, hid_t g, const std::str
   std::vector<int64_t> values;
   const std::string where = fmt::format("/tokenizer/{}", it.name);
   judged(c, at, [&] {
-    values = h5::read_int_values(g, it.name, where, 0, static_cast<int64_t>(it.max_value),
-                                 &read_dims);
+    values =
+        h5::read_int_values(g, it.name, where, 0, static_cast<int64_t>(it.max_value), &read_dims);
   });
   if (read_dims.size() != it.rank)
     throw std::runtime_error(fmt::format("{} must be one-dimensional", where));

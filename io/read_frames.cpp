@@ -10,7 +10,6 @@
 #include <cstring>
 #include <variant>
 
-
 namespace io::detail {
 
 namespace {

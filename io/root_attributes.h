@@ -13,8 +13,8 @@
 #include <variant>
 
 #include "io/checkpoint.h"
-#include "io/read_protocol.h"
 #include "io/history.h"
+#include "io/read_protocol.h"
 
 namespace io::detail {
 

@@ -126,7 +126,8 @@ void set_tokenizer_integers(TokenizerSection& t, size_t row, const std::vector<u
   if (row_is(row, "merges")) {
     t.merges.resize(values.size() / 2);
     for (size_t i = 0; i < t.merges.size(); ++i)
-      t.merges[i] = {static_cast<uint32_t>(values[2 * i]), static_cast<uint32_t>(values[2 * i + 1])};
+      t.merges[i] = {static_cast<uint32_t>(values[2 * i]),
+                     static_cast<uint32_t>(values[2 * i + 1])};
     return;
   }
   (row_is(row, "vocab") ? t.vocab : t.byte_order).assign(values.begin(), values.end());

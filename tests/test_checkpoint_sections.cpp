@@ -30,7 +30,8 @@ struct ItemRecorder final : io::detail::ReadSink {
   void progress(uint64_t) override {}
   void fatal(const std::string& m) override { FAIL(m); }
   void load_error(const std::string& m) override { FAIL(m); }
-  void attribute(Section s, size_t row, const std::string& name, const io::detail::Scalar&) override {
+  void attribute(Section s, size_t row, const std::string& name,
+                 const io::detail::Scalar&) override {
     items.emplace_back(s, row, name);
   }
   void begin_dataset(Section s, size_t row, const std::string& name,
@@ -157,8 +158,7 @@ TEST_CASE("the stream and the builder hold every item to its row's bounds",
     REQUIRE_THROWS_AS(through_frames(builder, long_text), StreamError);
   }
   SECTION("a row that does not exist") {
-    REQUIRE_THROWS_AS(builder.attribute(Section::tokenizer, 99, "", std::string("x")),
-                      StreamError);
+    REQUIRE_THROWS_AS(builder.attribute(Section::tokenizer, 99, "", std::string("x")), StreamError);
     REQUIRE_THROWS_AS(builder.begin_dataset(static_cast<Section>(9), 0, "w", {1}), StreamError);
   }
 }
