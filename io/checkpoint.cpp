@@ -60,24 +60,43 @@ void write_root(hid_t file, const Checkpoint& c) {
   }
 }
 
-// /tokenizer: its type and what rebuilds it exactly (a char vocabulary, bpe merges and the
-// split pattern; gpt2 also its byte order and special tokens).
+// /tokenizer: each item its row says the type holds, in the rows' order (the type, then
+// what rebuilds it exactly: a char vocabulary, bpe merges and the split pattern; gpt2 also
+// its byte order and special tokens).
 void write_tokenizer(hid_t file, const TokenizerSection& t) {
-  Handle tok = h5::create_group(file, "tokenizer");
-  h5::write_attr_string(tok, "type", t.type);
-  if (t.type == "char") h5::write_u32(tok, "vocab", t.vocab);
-  if (t.type != "bpe" && t.type != "gpt2") return;
+  using detail::Section;
   // a string attribute ends at its first NUL: a pattern holding one would come back cut
-  if (t.split_pattern.find('\0') != std::string::npos)
+  if ((t.type == "bpe" || t.type == "gpt2") && t.split_pattern.find('\0') != std::string::npos)
     throw std::invalid_argument("the bpe split pattern holds a NUL byte (write it as \\x00)");
-  h5::write_attr_string(tok, "split_pattern", t.split_pattern);
-  std::vector<uint32_t> pairs;
-  pairs.reserve(2 * t.merges.size());
-  for (const auto& [left, right] : t.merges) pairs.insert(pairs.end(), {left, right});
-  h5::write_u32_rows(tok, "merges", pairs, 2);
-  if (t.type != "gpt2") return;
-  h5::write_u32(tok, "byte_order", t.byte_order);
-  h5::write_attr_string(tok, "special_tokens", special_tokens_json(t.special_tokens));
+  Handle tok = h5::create_group(file, detail::layout(Section::tokenizer).group);
+  const auto items = detail::layout(Section::tokenizer).items;
+  for (size_t row = 0; row < items.size(); ++row) {
+    const detail::Item& it = items[row];
+    if (!detail::held_for(it, t.type)) continue;
+    if (it.kind == detail::ItemKind::text) {
+      h5::write_attr_string(tok, it.name, detail::tokenizer_text(t, row, detail::TextFor::file));
+      continue;
+    }
+    std::vector<uint64_t> dims;
+    const std::vector<uint64_t> wide = detail::tokenizer_integers(t, row, dims);
+    const std::vector<uint32_t> values(wide.begin(), wide.end());
+    if (it.rank == 2)
+      h5::write_u32_rows(tok, it.name, values, it.dims[1]);
+    else
+      h5::write_u32(tok, it.name, values);
+  }
+}
+
+// /rng: its note for a person, then one dataset of words per generator.
+void write_rng(hid_t file, const std::vector<std::pair<std::string, ag::Generator::State>>& rng) {
+  using detail::Section;
+  Handle group = h5::create_group(file, detail::layout(Section::rng).group);
+  for (const detail::Item& it : detail::layout(Section::rng).items) {
+    if (it.note) h5::write_attr_string(group, it.name, it.note);
+    if (it.kind != detail::ItemKind::dataset) continue;
+    for (const auto& [name, state] : rng)
+      h5::write_u64(group, name, std::vector<uint64_t>(state.begin(), state.end()));
+  }
 }
 
 // More than the file of c can take: every dataset's bytes, its chunks' checksums (at most one
@@ -110,12 +129,7 @@ void write_contents(hid_t file, const Checkpoint& c) {
 
   write_tokenizer(file, c.tokenizer);
 
-  if (!c.rng.empty()) {
-    Handle rng = h5::create_group(file, "rng");
-    h5::write_attr_string(rng, "algorithm", "xoshiro256** (four uint64 words)");
-    for (const auto& [name, state] : c.rng)
-      h5::write_u64(rng, name, std::vector<uint64_t>(state.begin(), state.end()));
-  }
+  if (!c.rng.empty()) write_rng(file, c.rng);
 }
 
 // ------------------------------------------------------------------ reading

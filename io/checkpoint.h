@@ -23,6 +23,16 @@
 // load; verify_checkpoint reads everything and names each failure. Every error names the file and
 // the part of it that is wrong.
 //
+// Each section (the root attributes, /model, /optimizer, /tokenizer, /rng) is described once,
+// as rows of items with their bounds: read_protocol.h declares the layout and the reader's
+// events, sections.cpp holds the rows (the root's are root_attributes.h's table). The writer
+// (checkpoint.cpp) writes a section's rows in order, the reader (checkpoint_reader.cpp, in
+// the forked child) reads and bounds them by their rows and tells a ReadSink each item by
+// (section, row, name), the stream (read_frames.cpp) carries and checks them by row, and the
+// builder (checkpoint_builder.cpp) checks them again and fills the Checkpoint. Headers
+// include read_protocol.h, never each other in a circle. Adding a section:
+// docs/checkpoint.md#adding-a-section.
+//
 // A checkpoint is data from elsewhere, read as if hostile:
 // - It is parsed once, by libhdf5 in a forked child that streams what it reads to this
 //   process over a pipe; this process never runs libhdf5 on the file's bytes and checks

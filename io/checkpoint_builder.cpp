@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "data/bpe.h"
+#include "io/checkpoint_reader.h"
 #include "io/history.h"
 #include "io/tokenizer_section.h"
 
@@ -23,6 +24,11 @@ bool pattern_problem(const std::string& pattern) {
   } catch (const std::invalid_argument&) {
     return true;
   }
+}
+
+// The kind of value a row holds, as the Scalar's alternative.
+size_t scalar_index(ItemKind kind) {
+  return kind == ItemKind::text ? 0 : kind == ItemKind::integer ? 1 : 2;
 }
 
 }  // namespace
@@ -83,14 +89,9 @@ void CheckpointBuilder::load_error(const std::string& message) {
   open_.reset();  // a tensor cut short by the error ends here
 }
 
-// A row the stream names: one that exists, of the type it is sent as, sent once, after the
-// row its bound names.
-const RootAttribute& CheckpointBuilder::root_row_once(size_t row, bool integer) {
-  expect_open("a root attribute");
-  if (row >= kRootAttributes.size()) throw StreamError("a root attribute of unknown row");
+// A root row sent once, after the row its bound names.
+const RootAttribute& CheckpointBuilder::root_row_once(size_t row) {
   const RootAttribute& a = kRootAttributes[row];
-  if (a.integer() != integer)
-    throw StreamError(fmt::format("root attribute {} of the wrong type", a.name));
   if (roots_seen_[row]) throw StreamError(fmt::format("a second {}", a.name));
   if (a.limits.at_least_of && !roots_seen_[root_row(a.limits.at_least_of)])
     throw StreamError(fmt::format("{} before {}", a.name, a.limits.at_least_of));
@@ -98,8 +99,17 @@ const RootAttribute& CheckpointBuilder::root_row_once(size_t row, bool integer) 
   return a;
 }
 
-void CheckpointBuilder::root_text(size_t row, const std::string& value) {
-  const RootAttribute& a = root_row_once(row, false);
+void CheckpointBuilder::root_attribute(size_t row, const Scalar& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) return root_text_value(row, *text);
+  const RootAttribute& a = root_row_once(row);
+  const int64_t integer = std::get<int64_t>(value);
+  if (!root_integer_problem(row, integer, ckpt_, source_).empty())
+    throw StreamError(fmt::format("a refused {}", a.name));
+  if (const auto* field = std::get_if<int64_t Checkpoint::*>(&a.value)) ckpt_.** field = integer;
+}
+
+void CheckpointBuilder::root_text_value(size_t row, const std::string& value) {
+  const RootAttribute& a = root_row_once(row);
   charge(value.size(), a.name);
   if (!root_text_problem(row, value, source_).empty())
     throw StreamError(fmt::format("a refused {}", a.name));
@@ -121,43 +131,123 @@ void CheckpointBuilder::root_text(size_t row, const std::string& value) {
   }
 }
 
-void CheckpointBuilder::root_integer(size_t row, int64_t value) {
-  const RootAttribute& a = root_row_once(row, true);
-  if (!root_integer_problem(row, value, ckpt_, source_).empty())
-    throw StreamError(fmt::format("a refused {}", a.name));
-  if (const auto* field = std::get_if<int64_t Checkpoint::*>(&a.value)) ckpt_.** field = value;
+void CheckpointBuilder::attribute(Section section, size_t row, const std::string& name,
+                                  const Scalar& value) {
+  expect_open("an attribute");
+  const auto* text = std::get_if<std::string>(&value);
+  if (std::string why = attribute_problem(section, row, name, text ? text->size() : 0);
+      !why.empty())
+    throw StreamError(why);
+  if (value.index() != scalar_index(item(section, row).kind))
+    throw StreamError(fmt::format("an attribute of the wrong type in /{}", layout(section).group));
+  if (sections_ended_[static_cast<size_t>(section)])
+    throw StreamError(fmt::format("an attribute of /{} after its end", layout(section).group));
+  if (section == Section::root) return root_attribute(row, value);
+  if (section == Section::optimizer) return optimizer_attribute(row, name, value);
+  // the tokenizer's (the only other section with attributes that are read)
+  tokenizer_item(row);
+  charge(text->size(), "a tokenizer");
+  try {
+    set_tokenizer_text(ckpt_.tokenizer, row, *text);
+  } catch (const std::runtime_error& e) {
+    throw StreamError(fmt::format("/tokenizer special tokens a reader refuses: {}", e.what()));
+  }
 }
 
-void CheckpointBuilder::begin_tensor(Section section, const std::string& name,
-                                     const std::vector<uint64_t>& dims) {
+void CheckpointBuilder::optimizer_attribute(size_t row, const std::string& key,
+                                            const Scalar& value) {
+  if (row == row_of(Section::optimizer, "type")) {
+    if (ckpt_.optimizer) throw StreamError("a second optimizer");
+    const std::string& type = std::get<std::string>(value);
+    charge(type.size(), "an optimizer");
+    ckpt_.optimizer = optim::OptimizerState{type, {}, {}};
+    return;
+  }
+  if (!ckpt_.optimizer) throw StreamError("an optimizer setting before the optimizer");
+  const double setting = std::get<double>(value);
+  charge(key.size() + sizeof setting, "an optimizer setting");
+  if (const std::string why = optim::state_scalar_problem(key, setting); !why.empty() && loading())
+    load_error(fmt::format("'{}': /optimizer attribute '{}': {}", source_, printable(key), why));
+  ckpt_.optimizer->scalars.emplace_back(key, setting);
+}
+
+// A tokenizer item: its type first, each once, only those its type holds.
+void CheckpointBuilder::tokenizer_item(size_t row) {
+  const size_t type_row = row_of(Section::tokenizer, "type");
+  tokenizer_items_seen_.resize(layout(Section::tokenizer).items.size());
+  if (row != type_row && !tokenizer_items_seen_[type_row])
+    throw StreamError("a tokenizer's item before its type");
+  if (tokenizer_items_seen_[row])
+    throw StreamError(row == type_row ? "a second tokenizer" : "a tokenizer's item twice");
+  tokenizer_items_seen_[row] = true;
+  const Item& it = item(Section::tokenizer, row);
+  if (row != type_row && !held_for(it, ckpt_.tokenizer.type))
+    throw StreamError(fmt::format("/tokenizer/{} for a tokenizer of type '{}'", it.name,
+                                  printable(ckpt_.tokenizer.type)));
+}
+
+void CheckpointBuilder::begin_dataset(Section section, size_t row, const std::string& name,
+                                      const std::vector<uint64_t>& dims) {
   expect_open("a tensor");
   if (open_) throw StreamError("a tensor begun inside another");
+  if (std::string why = dataset_problem(section, row, name, dims); !why.empty())
+    throw StreamError(why);
+  if (sections_ended_[static_cast<size_t>(section)])
+    throw StreamError(fmt::format("a dataset of /{} after its end", layout(section).group));
   if (section == Section::optimizer && loading() && !ckpt_.optimizer)
     throw StreamError("optimizer state before the optimizer");
-  if (dims.size() > 32) throw StreamError("a tensor of more than 32 dimensions");  // HDF5's limit
+  if (section == Section::tokenizer) tokenizer_item(row);
+  const DType dtype = item(section, row).dtype;
   uint64_t numel = 1;
   for (uint64_t d : dims) {
-    if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / 4 / d)
+    if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / 8 / d)
       throw StreamError("a tensor of more elements than memory holds");
     numel *= d;
   }
-  charge(name.size() + 4 * numel, "a tensor");
-  OpenTensor t{section, name, {}, numel, 0, loading()};
-  if (t.keep) t.tensor = ag::empty(ag::Shape(dims.begin(), dims.end()), ag::DType::Float32);
-  open_ = std::move(t);
+  charge(name.size() + dtype_bytes(dtype) * numel, "a tensor");
+  OpenDataset d{section, row, name, dims, {}, {}, numel, 0, loading()};
+  if (d.keep && dtype == DType::float32)
+    d.tensor = ag::empty(ag::Shape(dims.begin(), dims.end()), ag::DType::Float32);
+  if (dtype != DType::float32) d.integers.reserve(numel);  // within the budget just charged
+  open_ = std::move(d);
 }
 
-void CheckpointBuilder::tensor_data(const void* values, size_t count) {
+void CheckpointBuilder::dataset_data(const void* values, size_t bytes) {
   expect_open("tensor values");
   if (!open_) throw StreamError("tensor values outside a tensor");
+  const DType dtype = item(open_->section, open_->row).dtype;
+  if (bytes % dtype_bytes(dtype) != 0) throw StreamError("values of a partial element");
+  const size_t count = bytes / dtype_bytes(dtype);
   if (count > open_->numel - open_->filled)
     throw StreamError("more values than the tensor's shape holds");
+  if (dtype != DType::float32) return take_integers(values, count);
   if (open_->keep && count > 0)
-    std::memcpy(open_->tensor.data<float>() + open_->filled, values, count * sizeof(float));
+    std::memcpy(open_->tensor.data<float>() + open_->filled, values, bytes);
   open_->filled += count;
 }
 
-void CheckpointBuilder::check_finite(const OpenTensor& t) {
+// Integers widened to 64 bits, each within its row's bound.
+void CheckpointBuilder::take_integers(const void* values, size_t count) {
+  const Item& it = item(open_->section, open_->row);
+  const char* p = static_cast<const char*>(values);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t v = 0;
+    if (it.dtype == DType::uint64) {
+      std::memcpy(&v, p + 8 * i, 8);
+    } else {
+      uint32_t narrow = 0;
+      std::memcpy(&narrow, p + 4 * i, 4);
+      v = narrow;
+    }
+    if (v > it.max_value)
+      throw StreamError(fmt::format("a value of /{}/{} above {}", layout(open_->section).group,
+                                    it.name ? it.name : "", it.max_value));
+    open_->integers.push_back(v);
+  }
+  open_->filled += count;
+}
+
+void CheckpointBuilder::check_finite(const OpenDataset& t) {
   const float* v = t.tensor.data<float>();
   uint64_t nan = 0, inf = 0, first = 0;
   for (uint64_t i = 0; i < t.numel; ++i) {
@@ -168,7 +258,7 @@ void CheckpointBuilder::check_finite(const OpenTensor& t) {
   if (nan + inf == 0) return;
   const std::string message =
       fmt::format("'{}': /{}/{} holds {} NaN and {} infinite values (first at {})", source_,
-                  t.section == Section::model ? "model" : "optimizer", printable(t.name), nan, inf,
+                  layout(t.section).group, printable(t.name), nan, inf,
                   ag::index_str(t.tensor.shape(), static_cast<int64_t>(first)));
   if (options_.allow_non_finite)
     ckpt_.warnings.push_back(message);
@@ -176,12 +266,19 @@ void CheckpointBuilder::check_finite(const OpenTensor& t) {
     load_error(message);
 }
 
-void CheckpointBuilder::end_tensor() {
+void CheckpointBuilder::end_dataset() {
   expect_open("a tensor's end");
   if (!open_ || open_->filled != open_->numel)
     throw StreamError("a tensor ended before all its values came");
-  OpenTensor t = std::move(*open_);
+  OpenDataset d = std::move(*open_);
   open_.reset();
+  if (item(d.section, d.row).dtype == DType::float32)
+    end_float_dataset(d);
+  else
+    end_integers(d);
+}
+
+void CheckpointBuilder::end_float_dataset(OpenDataset& t) {
   if (!t.keep || !loading()) return;
   check_finite(t);
   if (t.section == Section::optimizer && loading())  // no optimiser could take it
@@ -194,40 +291,26 @@ void CheckpointBuilder::end_tensor() {
   into.emplace_back(std::move(t.name), std::move(t.tensor));
 }
 
-void CheckpointBuilder::optimizer(const std::string& type) {
-  expect_open("an optimizer");
-  if (ckpt_.optimizer) throw StreamError("a second optimizer");
-  charge(type.size(), "an optimizer");
-  ckpt_.optimizer = optim::OptimizerState{type, {}, {}};
+void CheckpointBuilder::end_integers(OpenDataset& d) {
+  if (d.section == Section::tokenizer)
+    return set_tokenizer_integers(ckpt_.tokenizer, d.row, d.integers);
+  const std::vector<uint64_t>& w = d.integers;  // a generator's four words
+  if (w[0] == 0 && w[1] == 0 && w[2] == 0 && w[3] == 0)
+    throw StreamError("a generator state of all zeros");
+  ckpt_.rng.emplace_back(std::move(d.name), ag::Generator::State{w[0], w[1], w[2], w[3]});
 }
 
-void CheckpointBuilder::optimizer_scalar(const std::string& key, double value) {
-  expect_open("an optimizer setting");
-  if (!ckpt_.optimizer) throw StreamError("an optimizer setting before the optimizer");
-  charge(key.size() + sizeof value, "an optimizer setting");
-  if (const std::string why = optim::state_scalar_problem(key, value); !why.empty() && loading())
-    load_error(fmt::format("'{}': /optimizer attribute '{}': {}", source_, printable(key), why));
-  ckpt_.optimizer->scalars.emplace_back(key, value);
-}
-
-void CheckpointBuilder::tokenizer(const TokenizerSection& t) {
-  expect_open("a tokenizer");
-  if (tokenizer_seen_) throw StreamError("a second tokenizer");
-  tokenizer_seen_ = true;
-  uint64_t special_bytes = 0;
-  for (const std::string& s : t.special_tokens) special_bytes += sizeof s + s.size();
-  charge(t.type.size() + 4 * t.vocab.size() + 8 * t.merges.size() + t.split_pattern.size() +
-             4 * t.byte_order.size() + special_bytes,
-         "a tokenizer");
-  for (uint32_t cp : t.vocab)
-    if (cp > 0x10FFFF) throw StreamError("a vocabulary entry that is not a code point");
-  const bool merges = t.type == "bpe" || t.type == "gpt2";
-  if (!merges && (!t.merges.empty() || !t.split_pattern.empty()))
-    throw StreamError("bpe merges for a tokenizer that is not bpe");
-  if (t.type != "gpt2" && (!t.byte_order.empty() || !t.special_tokens.empty()))
-    throw StreamError("a byte order or special tokens for a tokenizer that is not gpt2");
-  ckpt_.tokenizer = t;
-  if (merges && loading()) check_bpe(t);
+// A section ends once; the tokenizer, whole now, is checked by building it.
+void CheckpointBuilder::end_section(Section section) {
+  expect_open("a section's end");
+  if (open_) throw StreamError("a section's end inside a tensor");
+  bool& ended = sections_ended_[static_cast<size_t>(section)];
+  if (ended) throw StreamError(fmt::format("a second /{}", layout(section).group));
+  ended = true;
+  if (section != Section::tokenizer) return;
+  if (tokenizer_items_seen_.empty()) throw StreamError("a tokenizer without its type");
+  const TokenizerSection& t = ckpt_.tokenizer;
+  if ((t.type == "bpe" || t.type == "gpt2") && loading()) check_bpe(t);
 }
 
 // A bpe tokenizer is checked by building it: merges of tokens that exist before them, no
@@ -247,14 +330,6 @@ void CheckpointBuilder::check_bpe(const TokenizerSection& t) {
     load_error(fmt::format("'{}': /tokenizer{} is not a valid {} tokenizer: {}", source_,
                            t.type == "bpe" ? "/merges" : "", t.type, printable(why)));
   }
-}
-
-void CheckpointBuilder::rng(const std::string& name, const std::array<uint64_t, 4>& words) {
-  expect_open("a generator state");
-  charge(name.size() + sizeof words, "a generator state");
-  if (words[0] == 0 && words[1] == 0 && words[2] == 0 && words[3] == 0)
-    throw StreamError("a generator state of all zeros");
-  ckpt_.rng.emplace_back(name, ag::Generator::State{words[0], words[1], words[2], words[3]});
 }
 
 void CheckpointBuilder::verdict(Verdict verdict, const std::string& path, const std::string& why) {
@@ -278,7 +353,8 @@ void CheckpointBuilder::done() {
   for (size_t row = 0; row < kRootAttributes.size(); ++row)
     if (kRootAttributes[row].presence != Presence::optional && !roots_seen_[row])
       throw StreamError(fmt::format("a checkpoint without its {}", kRootAttributes[row].name));
-  if (!tokenizer_seen_) throw StreamError("a checkpoint without its tokenizer");
+  if (!sections_ended_[static_cast<size_t>(Section::tokenizer)])
+    throw StreamError("a checkpoint without its tokenizer");
 }
 
 Checkpoint CheckpointBuilder::take_checkpoint() {

@@ -1,8 +1,9 @@
 #pragma once
 // Assembles what the reader (checkpoint_reader.h) finds into a Checkpoint and a
 // VerifyReport (internal to io/). It is also the receiving end of the forked reader's
-// stream, so it takes nothing on trust: a tensor's values must match the shape it began
-// with, every string and tensor counts against a budget set by the file's size, and
+// stream, so it takes nothing on trust: every item must exist in its section's layout
+// (read_protocol.h) and keep its row's bounds, a dataset's values must match the shape it
+// began with, every string and dataset counts against a budget set by the file's size, and
 // nothing may come twice or after the end. It adds the checks that need the values: the
 // config's JSON (nesting and string lengths bounded as it is parsed), NaN or infinite
 // weights, and optimiser state out of its range (optim::check_state_values' rules: a
@@ -13,17 +14,10 @@
 #include <vector>
 
 #include "io/checkpoint.h"
-#include "io/checkpoint_reader.h"
+#include "io/read_protocol.h"
 #include "io/root_attributes.h"
 
 namespace io::detail {
-
-// A stream no correct reader sends (values without their tensor, more of them than its
-// shape holds, a second config, more data than the file could hold, ...): whoever sent it
-// is not to be trusted further.
-struct StreamError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // No string in the config JSON longer than this (base::parse_json bounds its nesting).
 constexpr size_t kMaxJsonString = 1 << 20;
@@ -41,16 +35,13 @@ class CheckpointBuilder final : public ReadSink {
   void progress(uint64_t) override {}
   void fatal(const std::string& message) override;
   void load_error(const std::string& message) override;
-  void root_text(size_t row, const std::string& value) override;
-  void root_integer(size_t row, int64_t value) override;
-  void begin_tensor(Section section, const std::string& name,
-                    const std::vector<uint64_t>& dims) override;
-  void tensor_data(const void* values, size_t count) override;
-  void end_tensor() override;
-  void optimizer(const std::string& type) override;
-  void optimizer_scalar(const std::string& key, double value) override;
-  void tokenizer(const TokenizerSection& tokenizer) override;
-  void rng(const std::string& name, const std::array<uint64_t, 4>& words) override;
+  void attribute(Section section, size_t row, const std::string& name,
+                 const Scalar& value) override;
+  void begin_dataset(Section section, size_t row, const std::string& name,
+                     const std::vector<uint64_t>& dims) override;
+  void dataset_data(const void* values, size_t bytes) override;
+  void end_dataset() override;
+  void end_section(Section section) override;
   void verdict(Verdict verdict, const std::string& path, const std::string& why) override;
   void done() override;
   bool wants_more() const override {
@@ -67,30 +58,43 @@ class CheckpointBuilder final : public ReadSink {
   VerifyReport take_report() { return std::move(report_); }
 
  private:
-  struct OpenTensor {
+  // A dataset begun and not yet ended: float32 into its tensor, integers into `integers`.
+  struct OpenDataset {
     Section section;
+    size_t row;
     std::string name;
+    std::vector<uint64_t> dims;
     ag::Tensor tensor;
+    std::vector<uint64_t> integers;
     uint64_t numel = 0, filled = 0;
     bool keep = false;  // false once the load has failed: values are checked, then dropped
   };
 
   bool loading() const { return request_.load && load_error_.empty() && fatal_.empty(); }
   void expect_open(const char* what) const;
-  const RootAttribute& root_row_once(size_t row, bool integer);
   void charge(uint64_t bytes, const char* what);
-  void check_finite(const OpenTensor& t);
+  void root_attribute(size_t row, const Scalar& value);
+  const RootAttribute& root_row_once(size_t row);
+  void root_text_value(size_t row, const std::string& value);
+  void optimizer_attribute(size_t row, const std::string& name, const Scalar& value);
+  void tokenizer_item(size_t row);
+  void take_integers(const void* values, size_t count);
+  void end_integers(OpenDataset& d);
+  void end_float_dataset(OpenDataset& t);
+  void check_finite(const OpenDataset& t);
   void check_bpe(const TokenizerSection& t);
 
   std::string source_;
   LoadOptions options_;
   ReadRequest request_;
   uint64_t budget_, used_ = 0;
-  bool done_ = false, tokenizer_seen_ = false;
+  bool done_ = false;
   std::array<bool, kRootAttributes.size()> roots_seen_ = {};
+  std::array<bool, kSectionCount> sections_ended_ = {};
+  std::vector<bool> tokenizer_items_seen_;
   std::string fatal_, load_error_;
   Checkpoint ckpt_;
-  std::optional<OpenTensor> open_;
+  std::optional<OpenDataset> open_;
   VerifyReport report_;
 };
 

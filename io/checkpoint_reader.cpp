@@ -30,8 +30,6 @@ constexpr uint64_t kTinyFill = 64 << 10;       // bytes a dataset may leave to f
 constexpr uint64_t kMaxChunkBytes = 16 << 20;  // a chunk may exceed its dataset up to this
 constexpr size_t kPieceBytes = 4 << 20;        // read, checked and sent at a time
 constexpr size_t kMaxLinkValue = 64 << 10;     // the target of a soft or external link
-constexpr uint64_t kMaxVocab = 0x110000;       // a char vocabulary: one entry per code point
-constexpr uint64_t kMaxMerges = data::kMaxBpeVocabSize - 256;  // a bpe tokenizer's
 
 // A problem with the file in a message that already names the file.
 struct Refusal : std::runtime_error {
@@ -448,6 +446,7 @@ void load_root(Context& c) {
     if (std::string why = root_text_problem(row, value, c.source); !why.empty()) throw Refusal(why);
     c.sink.root_text(row, value);
   }
+  c.sink.end_section(Section::root);
 }
 
 const Entry& require_dataset(Context& c, size_t at) {
@@ -457,22 +456,41 @@ const Entry& require_dataset(Context& c, size_t at) {
   return e;
 }
 
+// The section's group as its layout says: a required one must be there, and whatever is
+// there must be a group. nullptr when an optional section is absent.
+const Entry* find_section(Context& c, Section section) {
+  const SectionLayout& l = layout(section);
+  const Entry* group = c.catalog.find(fmt::format("/{}", l.group));
+  if (l.required && (!group || group->kind != Kind::group))
+    throw std::runtime_error(fmt::format("it has no /{} group", l.group));
+  if (group && group->kind != Kind::group)
+    throw std::runtime_error(fmt::format("/{} is not a group", l.group));
+  return group;
+}
+
+Handle open_section(Context& c, Section section) {
+  const std::string group = layout(section).group;
+  return check(H5Gopen2(c.file, group.c_str(), h5::group_access()), "opening /" + group);
+}
+
 void load_model(Context& c) {
-  const Entry* model = c.catalog.find("/model");
-  if (!model || model->kind != Kind::group) throw std::runtime_error("it has no /model group");
+  find_section(c, Section::model);
   for (size_t at : c.catalog.children("/model"))
     stream_tensor(c, Section::model, require_dataset(c, at).name, at);
+  c.sink.end_section(Section::model);
 }
 
 void load_optimizer(Context& c) {
-  const Entry* opt = c.catalog.find("/optimizer");
-  if (!opt) return;
-  if (opt->kind != Kind::group) throw std::runtime_error("/optimizer is not a group");
-  Handle g = check(H5Gopen2(c.file, "optimizer", h5::group_access()), "opening /optimizer");
-  c.sink.optimizer(h5::read_attr_string(g, "type", "/optimizer"));
+  if (!find_section(c, Section::optimizer)) return;
+  Handle g = open_section(c, Section::optimizer);
+  const size_t type_row = row_of(Section::optimizer, "type");
+  c.sink.attribute(
+      Section::optimizer, type_row, "",
+      h5::read_attr_string(g, "type", "/optimizer", item(Section::optimizer, type_row).max_length));
+  const size_t setting = any_name_row(Section::optimizer, ItemKind::real);
   for (const std::string& key : h5::attr_names(g)) {
     if (key == "type" || h5::attr_is_string(g, key)) continue;  // notes a foreign writer may add
-    c.sink.optimizer_scalar(key, h5::read_attr_double(g, key, "/optimizer"));
+    c.sink.attribute(Section::optimizer, setting, key, h5::read_attr_double(g, key, "/optimizer"));
   }
   // datasets directly in /optimizer, or one level down ("m/<param>")
   for (size_t at : c.catalog.children("/optimizer")) {
@@ -485,6 +503,7 @@ void load_optimizer(Context& c) {
     for (size_t leaf : c.catalog.children(e.path))
       stream_tensor(c, Section::optimizer, sub + "/" + require_dataset(c, leaf).name, leaf);
   }
+  c.sink.end_section(Section::optimizer);
 }
 
 // The dataset /tokenizer/<name>, which the type requires.
@@ -496,107 +515,99 @@ size_t tokenizer_dataset(Context& c, const std::string& type, const char* name) 
   return at;
 }
 
-std::vector<uint32_t> read_char_vocab(Context& c, hid_t g) {
-  const size_t at = tokenizer_dataset(c, "char", "vocab");
-  if (c.catalog.at(at).numel > kMaxVocab)
+// A tokenizer dataset's shape against its row, before it is read: the message says what the
+// shape means.
+void check_tokenizer_shape(const Entry& e, const Item& it) {
+  const auto shape = [&](const char* expected) {
+    return std::runtime_error(fmt::format("{} has shape {}, expected {}", printable(e.path),
+                                          h5::dims_str(e.dims), expected));
+  };
+  if (it.rank == 2 && (e.dims.size() != 2 || e.dims[1] != it.dims[1]))
+    throw shape("[M, 2] (a (left, right) pair per merge)");
+  if (it.rank == 2 && e.type_class != H5T_INTEGER)
     throw std::runtime_error(
-        fmt::format("/tokenizer/vocab has {} entries, more than there are code points",
-                    c.catalog.at(at).numel));
-  std::vector<hsize_t> dims;
+        fmt::format("{} does not hold integers (expected uint32 ids)", printable(e.path)));
+  if (it.rank == 2 && e.dims[0] > it.max_length)
+    throw std::runtime_error(
+        fmt::format("{} holds {} merges, more than the {} of the largest vocabulary ({} ids)",
+                    printable(e.path), e.dims[0], it.max_length, data::kMaxBpeVocabSize));
+  if (it.dims[0] != 0 && (e.dims.size() != 1 || e.dims[0] != it.dims[0]))
+    throw shape("[256] (the byte of each of ids 0-255)");
+  if (it.rank == 1 && it.dims[0] == 0 && e.numel > it.max_length)
+    throw std::runtime_error(fmt::format("{} has {} entries, more than there are code points",
+                                         printable(e.path), e.numel));
+}
+
+// A tokenizer dataset the type holds: its shape checked against its row, then its values,
+// each within the row's bound (int64 in the file is read too, and bounded the same).
+std::vector<uint64_t> read_tokenizer_dataset(Context& c, hid_t g, const std::string& type,
+                                             const Item& it, std::vector<uint64_t>& dims) {
+  const size_t at = tokenizer_dataset(c, type, it.name);
+  check_tokenizer_shape(c.catalog.at(at), it);
+  std::vector<hsize_t> read_dims;
   std::vector<int64_t> values;
-  judged(c, at,
-         [&] { values = h5::read_int_values(g, "vocab", "/tokenizer/vocab", 0, 0x10FFFF, &dims); });
-  if (dims.size() != 1) throw std::runtime_error("/tokenizer/vocab must be one-dimensional");
+  const std::string where = fmt::format("/tokenizer/{}", it.name);
+  judged(c, at, [&] {
+    values =
+        h5::read_int_values(g, it.name, where, 0, static_cast<int64_t>(it.max_value), &read_dims);
+  });
+  if (read_dims.size() != it.rank)
+    throw std::runtime_error(fmt::format("{} must be one-dimensional", where));
+  dims.assign(read_dims.begin(), read_dims.end());
   return {values.begin(), values.end()};
 }
 
-// bpe merges: [M, 2] integers, M bounded before anything is read. Whether they make a
-// tokenizer (parts that exist, no repeated pair) is the builder's check.
-std::vector<std::pair<uint32_t, uint32_t>> read_bpe_merges(Context& c, hid_t g,
-                                                           const std::string& type) {
-  const size_t at = tokenizer_dataset(c, type, "merges");
-  const Entry& e = c.catalog.at(at);
-  if (e.dims.size() != 2 || e.dims[1] != 2)
-    throw std::runtime_error(fmt::format(
-        "/tokenizer/merges has shape {}, expected [M, 2] (a (left, right) pair per merge)",
-        h5::dims_str(e.dims)));
-  if (e.type_class != H5T_INTEGER)
-    throw std::runtime_error("/tokenizer/merges does not hold integers (expected uint32 ids)");
-  if (e.dims[0] > kMaxMerges)
-    throw std::runtime_error(fmt::format(
-        "/tokenizer/merges holds {} merges, more than the {} of the largest vocabulary ({} ids)",
-        e.dims[0], kMaxMerges, data::kMaxBpeVocabSize));
-  std::vector<int64_t> values;
-  judged(c, at,
-         [&] { values = h5::read_int_values(g, "merges", "/tokenizer/merges", 0, UINT32_MAX); });
-  std::vector<std::pair<uint32_t, uint32_t>> merges(values.size() / 2);
-  for (size_t i = 0; i < merges.size(); ++i)
-    merges[i] = {static_cast<uint32_t>(values[2 * i]), static_cast<uint32_t>(values[2 * i + 1])};
-  return merges;
-}
-
-// gpt2: the byte each of ids 0-255 stands for, [256] integers of at most 255 (that they are a
-// permutation is the builder's check).
-std::vector<uint32_t> read_byte_order(Context& c, hid_t g) {
-  const size_t at = tokenizer_dataset(c, "gpt2", "byte_order");
-  const Entry& e = c.catalog.at(at);
-  if (e.dims.size() != 1 || e.dims[0] != 256)
-    throw std::runtime_error(fmt::format(
-        "/tokenizer/byte_order has shape {}, expected [256] (the byte of each of ids 0-255)",
-        h5::dims_str(e.dims)));
-  std::vector<int64_t> values;
-  judged(c, at,
-         [&] { values = h5::read_int_values(g, "byte_order", "/tokenizer/byte_order", 0, 255); });
-  return {values.begin(), values.end()};
-}
-
-std::vector<std::string> read_special_tokens(hid_t g) {
-  const std::string json =
-      h5::read_attr_string(g, "special_tokens", "/tokenizer", kMaxSpecialTokensJsonBytes);
+std::string read_tokenizer_text(hid_t g, const Item& it) {
+  const std::string text = h5::read_attr_string(g, it.name, "/tokenizer", it.max_length);
+  if (std::string_view(it.name) != "special_tokens") return text;
   try {
-    return parse_special_tokens_json(json);
+    parse_special_tokens_json(text);  // what the builder parses again
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(
         fmt::format("/tokenizer attribute 'special_tokens': {}", printable(e.what())));
   }
+  return text;
 }
 
+// /tokenizer: its type, then each item its row says that type holds, in the rows' order.
 void load_tokenizer(Context& c) {
-  const Entry* tok = c.catalog.find("/tokenizer");
-  if (!tok || tok->kind != Kind::group) throw std::runtime_error("it has no /tokenizer group");
-  Handle g = check(H5Gopen2(c.file, "tokenizer", h5::group_access()), "opening /tokenizer");
+  find_section(c, Section::tokenizer);
+  Handle g = open_section(c, Section::tokenizer);
+  const auto items = layout(Section::tokenizer).items;
+  const size_t type_row = row_of(Section::tokenizer, "type");
   TokenizerSection section;
-  section.type = h5::read_attr_string(g, "type", "/tokenizer");
-  if (section.type == "char") section.vocab = read_char_vocab(c, g);
-  if (section.type == "bpe" || section.type == "gpt2") {
-    section.split_pattern =
-        h5::read_attr_string(g, "split_pattern", "/tokenizer", data::kMaxSplitPatternBytes);
-    section.merges = read_bpe_merges(c, g, section.type);
-  }
-  if (section.type == "gpt2") {
-    section.byte_order = read_byte_order(c, g);
-    section.special_tokens = read_special_tokens(g);
+  section.type = h5::read_attr_string(g, "type", "/tokenizer", items[type_row].max_length);
+  for (size_t row = 0; row < items.size(); ++row) {
+    if (row == type_row || !held_for(items[row], section.type)) continue;
+    if (items[row].kind == ItemKind::text) {
+      set_tokenizer_text(section, row, read_tokenizer_text(g, items[row]));
+      continue;
+    }
+    std::vector<uint64_t> dims;
+    set_tokenizer_integers(section, row,
+                           read_tokenizer_dataset(c, g, section.type, items[row], dims));
   }
   c.sink.tokenizer(section);
 }
 
 void load_rng(Context& c) {
-  const Entry* rng = c.catalog.find("/rng");
-  if (!rng) return;
-  if (rng->kind != Kind::group) throw std::runtime_error("/rng is not a group");
-  Handle g = check(H5Gopen2(c.file, "rng", h5::group_access()), "opening /rng");
+  if (!find_section(c, Section::rng)) return;
+  Handle g = open_section(c, Section::rng);
+  const size_t row = any_name_row(Section::rng, ItemKind::dataset);
+  const Item& it = item(Section::rng, row);
   for (size_t at : c.catalog.children("/rng")) {
     const Entry& e = require_dataset(c, at);
     const std::string where = printable(e.path), name = e.name;
-    if (e.numel != 4 || e.dims.size() != 1)
+    if (e.numel != it.dims[0] || e.dims.size() != it.rank)
       throw std::runtime_error(
-          fmt::format("{} must hold 4 uint64 words, it holds {}", where, e.numel));
+          fmt::format("{} must hold {} uint64 words, it holds {}", where, it.dims[0], e.numel));
     std::vector<uint64_t> words;
     judged(c, at, [&] { words = h5::read_u64_values(g, name, where); });
-    if (words[0] == 0 && words[1] == 0 && words[2] == 0 && words[3] == 0)
+    if (std::all_of(words.begin(), words.end(), [](uint64_t w) { return w == 0; }))
       throw std::runtime_error(fmt::format("{} is all zeros, not a valid generator state", where));
-    c.sink.rng(name, {words[0], words[1], words[2], words[3]});
+    c.sink.integers(Section::rng, row, name, {it.dims[0]}, words);
   }
+  c.sink.end_section(Section::rng);
 }
 
 void load_sections(Context& c) {

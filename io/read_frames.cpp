@@ -8,10 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-
-#include "data/gpt2_tokenizer.h"
-#include "data/tokenizer_file.h"
-#include "io/checkpoint_builder.h"
+#include <variant>
 
 namespace io::detail {
 
@@ -21,22 +18,17 @@ enum Frame : uint8_t {
   kProgress = 1,
   kFatal,
   kLoadError,
-  kRootText,
-  kRootInteger,
-  kBeginTensor,
-  kTensorData,
-  kEndTensor,
-  kOptimizer,
-  kOptimizerScalar,
-  kTokenizer,
-  kRng,
+  kAttribute,
+  kBeginDataset,
+  kDatasetData,
+  kEndDataset,
+  kEndSection,
   kVerdict,
   kDone,
 };
 constexpr size_t kHeaderBytes = 5;
-constexpr size_t kMaxMerges = data::kMaxBpeVocabSize - 256;
 constexpr size_t kMaxPayload = kMaxConfigBytes + (1 << 20);  // the config is the largest
-constexpr size_t kMaxValuesPerFrame = (4 << 20) / sizeof(float);
+constexpr size_t kMaxDataPerFrame = 4 << 20;
 constexpr size_t kFlushBytes = 64 << 10;
 constexpr double kFlushSeconds = 0.02;
 
@@ -88,7 +80,6 @@ class PayloadReader {
     const auto n = get<uint32_t>();
     return std::string(take(n), n);
   }
-  std::vector<uint32_t> u32s(size_t n, const char* what);
   size_t left() const { return static_cast<size_t>(end_ - p_); }
   const char* take(size_t n) {
     if (n > left()) throw StreamError("a frame shorter than what it holds");
@@ -118,59 +109,44 @@ void FrameWriter::fatal(const std::string& m) {
 void FrameWriter::load_error(const std::string& m) {
   send(kLoadError, Payload().str(m).bytes());
 }
-void FrameWriter::root_text(size_t row, const std::string& value) {
-  send(kRootText, Payload().put(static_cast<uint8_t>(row)).str(value).bytes());
+void FrameWriter::attribute(Section section, size_t row, const std::string& name,
+                            const Scalar& value) {
+  Payload p;
+  p.put(static_cast<uint8_t>(section)).put(static_cast<uint32_t>(row)).str(name);
+  if (const auto* text = std::get_if<std::string>(&value)) p.str(*text);
+  if (const auto* integer = std::get_if<int64_t>(&value)) p.put(*integer);
+  if (const auto* real = std::get_if<double>(&value)) p.put(*real);
+  send(kAttribute, p.bytes());
 }
-void FrameWriter::root_integer(size_t row, int64_t value) {
-  send(kRootInteger, Payload().put(static_cast<uint8_t>(row)).put(value).bytes());
+void FrameWriter::end_dataset() {
+  send(kEndDataset, "");
 }
-void FrameWriter::end_tensor() {
-  send(kEndTensor, "");
-}
-void FrameWriter::optimizer(const std::string& type) {
-  send(kOptimizer, Payload().str(type).bytes());
-}
-void FrameWriter::optimizer_scalar(const std::string& key, double value) {
-  send(kOptimizerScalar, Payload().str(key).put(value).bytes());
-}
-void FrameWriter::rng(const std::string& name, const std::array<uint64_t, 4>& words) {
-  send(kRng, Payload().str(name).raw(words.data(), sizeof words).bytes());
+void FrameWriter::end_section(Section section) {
+  send(kEndSection, Payload().put(static_cast<uint8_t>(section)).bytes());
 }
 void FrameWriter::verdict(Verdict v, const std::string& path, const std::string& why) {
   send(kVerdict, Payload().put(static_cast<uint8_t>(v)).str(path).str(why).bytes());
 }
 
-void FrameWriter::begin_tensor(Section section, const std::string& name,
-                               const std::vector<uint64_t>& dims) {
+void FrameWriter::begin_dataset(Section section, size_t row, const std::string& name,
+                                const std::vector<uint64_t>& dims) {
   Payload p;
-  p.put(static_cast<uint8_t>(section)).str(name).put(static_cast<uint32_t>(dims.size()));
+  p.put(static_cast<uint8_t>(section)).put(static_cast<uint32_t>(row)).str(name);
+  p.put(static_cast<uint32_t>(dims.size()));
   for (uint64_t d : dims) p.put(d);
-  send(kBeginTensor, p.bytes());
+  send(kBeginDataset, p.bytes());
 }
 
-void FrameWriter::tensor_data(const void* values, size_t count) {
+// Whole elements per frame: 4 MiB holds a whole number of each dtype's.
+void FrameWriter::dataset_data(const void* values, size_t bytes) {
   const char* p = static_cast<const char*>(values);
-  for (size_t n; count > 0; p += n * sizeof(float), count -= n) {
-    n = std::min(count, kMaxValuesPerFrame);
+  for (size_t n; bytes > 0; p += n, bytes -= n) {
+    n = std::min(bytes, kMaxDataPerFrame);
     flush();
     char header[kHeaderBytes];
-    put_header(header, n * sizeof(float), kTensorData);
-    write_all(header, sizeof header, p, n * sizeof(float));
+    put_header(header, n, kDatasetData);
+    write_all(header, sizeof header, p, n);
   }
-}
-
-void FrameWriter::tokenizer(const TokenizerSection& t) {
-  Payload p;
-  p.str(t.type).put(static_cast<uint32_t>(t.vocab.size()));
-  p.raw(t.vocab.data(), t.vocab.size() * sizeof(uint32_t));
-  p.put(static_cast<uint32_t>(t.merges.size()));
-  for (const auto& [left, right] : t.merges) p.put(left).put(right);
-  p.str(t.split_pattern);
-  p.put(static_cast<uint32_t>(t.byte_order.size()));
-  p.raw(t.byte_order.data(), t.byte_order.size() * sizeof(uint32_t));
-  p.put(static_cast<uint32_t>(t.special_tokens.size()));
-  for (const std::string& s : t.special_tokens) p.str(s);
-  send(kTokenizer, p.bytes());
 }
 
 void FrameWriter::done() {
@@ -249,28 +225,17 @@ void FrameReader::dispatch(uint8_t kind, PayloadReader& in) {
     case kProgress: in.get<uint64_t>(); return;
     case kFatal: return out_.fatal(in.str());
     case kLoadError: return out_.load_error(in.str());
-    case kRootText: {
-      const auto row = in.get<uint8_t>();
-      return out_.root_text(row, in.str());
+    case kAttribute: return attribute(in);
+    case kBeginDataset: return begin_dataset(in);
+    case kDatasetData: {
+      const size_t n = in.left();
+      return out_.dataset_data(in.take(n), n);
     }
-    case kRootInteger: {
-      const auto row = in.get<uint8_t>();
-      return out_.root_integer(row, in.get<int64_t>());
-    }
-    case kBeginTensor: return begin_tensor(in);
-    case kTensorData: return tensor_data(in);
-    case kEndTensor: return out_.end_tensor();
-    case kOptimizer: return out_.optimizer(in.str());
-    case kOptimizerScalar: {
-      const std::string key = in.str();
-      return out_.optimizer_scalar(key, in.get<double>());
-    }
-    case kTokenizer: return tokenizer(in);
-    case kRng: {
-      const std::string name = in.str();
-      std::array<uint64_t, 4> words;
-      for (uint64_t& w : words) w = in.get<uint64_t>();
-      return out_.rng(name, words);
+    case kEndDataset: return out_.end_dataset();
+    case kEndSection: {
+      const auto section = in.get<uint8_t>();
+      if (section >= kSectionCount) throw StreamError("the end of an unknown section");
+      return out_.end_section(static_cast<Section>(section));
     }
     case kVerdict: return verdict(in);
     case kDone: done_ = true; return out_.done();
@@ -278,58 +243,37 @@ void FrameReader::dispatch(uint8_t kind, PayloadReader& in) {
   throw StreamError(fmt::format("a frame of unknown kind {}", static_cast<int>(kind)));
 }
 
-void FrameReader::begin_tensor(PayloadReader& in) {
-  const auto section = in.get<uint8_t>();
-  if (section > static_cast<uint8_t>(Section::optimizer))
-    throw StreamError("a tensor of unknown section");
+// The row named says what the value is; a row that does not exist, or a text past its
+// row's bound, is refused before the value is taken.
+void FrameReader::attribute(PayloadReader& in) {
+  const auto section = static_cast<Section>(in.get<uint8_t>());
+  const auto row = in.get<uint32_t>();
+  const std::string name = in.str();
+  if (std::string why = attribute_problem(section, row, name, 0); !why.empty())
+    throw StreamError(why);
+  switch (item(section, row).kind) {
+    case ItemKind::text: {
+      const std::string text = in.str();
+      if (std::string why = attribute_problem(section, row, name, text.size()); !why.empty())
+        throw StreamError(why);
+      return out_.attribute(section, row, name, text);
+    }
+    case ItemKind::integer: return out_.attribute(section, row, name, in.get<int64_t>());
+    default: return out_.attribute(section, row, name, in.get<double>());
+  }
+}
+
+void FrameReader::begin_dataset(PayloadReader& in) {
+  const auto section = static_cast<Section>(in.get<uint8_t>());
+  const auto row = in.get<uint32_t>();
   const std::string name = in.str();
   const auto rank = in.get<uint32_t>();
-  if (rank > 32) throw StreamError("a tensor of more than 32 dimensions");
+  if (rank > kMaxRank) throw StreamError(fmt::format("a dataset of {} dimensions", rank));
   std::vector<uint64_t> dims(rank);
   for (uint64_t& d : dims) d = in.get<uint64_t>();
-  out_.begin_tensor(static_cast<Section>(section), name, dims);
-}
-
-void FrameReader::tensor_data(PayloadReader& in) {
-  const size_t n = in.left();
-  if (n % sizeof(float) != 0) throw StreamError("tensor values of a partial float");
-  out_.tensor_data(in.take(n), n / sizeof(float));
-}
-
-// n uint32 values of the payload, n first checked against what it holds.
-std::vector<uint32_t> PayloadReader::u32s(size_t n, const char* what) {
-  if (n > left() / sizeof(uint32_t))
-    throw StreamError(fmt::format("{} longer than its frame", what));
-  std::vector<uint32_t> values(n);
-  const char* p = take(n * sizeof(uint32_t));
-  if (n > 0) std::memcpy(values.data(), p, n * sizeof(uint32_t));
-  return values;
-}
-
-void FrameReader::tokenizer(PayloadReader& in) {
-  TokenizerSection t;
-  t.type = in.str();
-  t.vocab = in.u32s(in.get<uint32_t>(), "a vocabulary");
-  const auto merges = in.get<uint32_t>();
-  if (merges > kMaxMerges) throw StreamError(fmt::format("{} bpe merges", merges));
-  const std::vector<uint32_t> pairs = in.u32s(2 * size_t{merges}, "bpe merges");
-  t.merges.resize(merges);
-  for (size_t i = 0; i < t.merges.size(); ++i) t.merges[i] = {pairs[2 * i], pairs[2 * i + 1]};
-  t.split_pattern = in.str();
-  if (t.split_pattern.size() > data::kMaxSplitPatternBytes)
-    throw StreamError(fmt::format("a split pattern of {} bytes", t.split_pattern.size()));
-  t.byte_order = in.u32s(in.get<uint32_t>(), "a byte order");
-  if (t.byte_order.size() > 256)
-    throw StreamError(fmt::format("a byte order of {} entries", t.byte_order.size()));
-  const auto specials = in.get<uint32_t>();
-  if (specials > data::Gpt2Tokenizer::kMaxSpecialTokens)
-    throw StreamError(fmt::format("{} special tokens", specials));
-  for (uint32_t k = 0; k < specials; ++k) {
-    t.special_tokens.push_back(in.str());
-    if (t.special_tokens.back().size() > data::Gpt2Tokenizer::kMaxSpecialTokenBytes)
-      throw StreamError(fmt::format("a special token of {} bytes", t.special_tokens.back().size()));
-  }
-  out_.tokenizer(t);
+  if (std::string why = dataset_problem(section, row, name, dims); !why.empty())
+    throw StreamError(why);
+  out_.begin_dataset(section, row, name, dims);
 }
 
 void FrameReader::verdict(PayloadReader& in) {

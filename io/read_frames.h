@@ -2,22 +2,24 @@
 // The stream from the forked checkpoint reader to its parent (internal to io/; read_child.h
 // runs both ends). Each ReadSink event is one frame: a 4-byte payload length, a 1-byte kind,
 // then the payload (numbers in this machine's byte order, since both ends are one program;
-// strings as a 4-byte length and their bytes). The reading end trusts nothing: a length past
-// the limit, a payload that ends early or runs on, an unknown kind or an event out of order
-// is a StreamError.
+// strings as a 4-byte length and their bytes). An item is named by its section and row
+// (read_protocol.h), and its row says what follows: text, an integer or a real, or a
+// dataset's dims. The reading end trusts nothing: a length past the limit, a payload that
+// ends early or runs on, an unknown kind, a row that does not exist or whose bounds the
+// event breaks, or an event out of order is a StreamError.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "io/checkpoint_reader.h"
+#include "io/read_protocol.h"
 
 namespace io::detail {
 
 class PayloadReader;
 
 // The child's end: every event becomes a frame on fd. Small frames are gathered and sent
-// every 64 KiB or 20 ms; tensor values go from the reader's buffer to the pipe uncopied.
+// every 64 KiB or 20 ms; dataset values go from the reader's buffer to the pipe uncopied.
 // When fd takes no more (the parent is gone or gave up on the child), the process exits
 // with status gone_exit.
 class FrameWriter final : public ReadSink {
@@ -26,16 +28,13 @@ class FrameWriter final : public ReadSink {
   void progress(uint64_t work) override;
   void fatal(const std::string& message) override;
   void load_error(const std::string& message) override;
-  void root_text(size_t row, const std::string& value) override;
-  void root_integer(size_t row, int64_t value) override;
-  void begin_tensor(Section section, const std::string& name,
-                    const std::vector<uint64_t>& dims) override;
-  void tensor_data(const void* values, size_t count) override;
-  void end_tensor() override;
-  void optimizer(const std::string& type) override;
-  void optimizer_scalar(const std::string& key, double value) override;
-  void tokenizer(const TokenizerSection& tokenizer) override;
-  void rng(const std::string& name, const std::array<uint64_t, 4>& words) override;
+  void attribute(Section section, size_t row, const std::string& name,
+                 const Scalar& value) override;
+  void begin_dataset(Section section, size_t row, const std::string& name,
+                     const std::vector<uint64_t>& dims) override;
+  void dataset_data(const void* values, size_t bytes) override;
+  void end_dataset() override;
+  void end_section(Section section) override;
   void verdict(Verdict verdict, const std::string& path, const std::string& why) override;
   void done() override;
   void flush();
@@ -50,8 +49,8 @@ class FrameWriter final : public ReadSink {
 };
 
 // The parent's end: the pipe is read straight into its buffer (space, then commit), each
-// whole frame is checked and told to out, and tensor values go from the buffer into the
-// tensor.
+// whole frame is checked and told to out, and dataset values go from the buffer into the
+// dataset.
 class FrameReader {
  public:
   explicit FrameReader(ReadSink& out) : out_(out) {}
@@ -66,9 +65,8 @@ class FrameReader {
 
  private:
   void dispatch(uint8_t kind, PayloadReader& in);
-  void begin_tensor(PayloadReader& in);
-  void tensor_data(PayloadReader& in);
-  void tokenizer(PayloadReader& in);
+  void attribute(PayloadReader& in);
+  void begin_dataset(PayloadReader& in);
   void verdict(PayloadReader& in);
 
   ReadSink& out_;

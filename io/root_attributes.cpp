@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "io/checkpoint_reader.h"
+
 namespace io::detail {
 
 size_t root_row(std::string_view name) {

@@ -13,8 +13,8 @@
 #include <variant>
 
 #include "io/checkpoint.h"
-#include "io/checkpoint_reader.h"
 #include "io/history.h"
+#include "io/read_protocol.h"
 
 namespace io::detail {
 

@@ -4,6 +4,7 @@
 
 #include "base/json.h"
 #include "data/gpt2_tokenizer.h"
+#include "io/read_protocol.h"
 
 namespace io {
 
@@ -71,5 +72,67 @@ std::vector<std::string> parse_special_tokens_json(const std::string& json) {
   }
   return tokens;
 }
+
+namespace detail {
+
+namespace {
+
+bool row_is(size_t row, const char* name) {
+  return row == row_of(Section::tokenizer, name);
+}
+
+}  // namespace
+
+bool tokenizer_holds(const TokenizerSection& t, size_t row) {
+  if (row_is(row, "type")) return true;
+  if (row_is(row, "vocab")) return !t.vocab.empty();
+  if (row_is(row, "split_pattern")) return !t.split_pattern.empty();
+  if (row_is(row, "merges")) return !t.merges.empty();
+  if (row_is(row, "byte_order")) return !t.byte_order.empty();
+  return !t.special_tokens.empty();
+}
+
+std::string tokenizer_text(const TokenizerSection& t, size_t row, TextFor text_for) {
+  if (row_is(row, "type")) return t.type;
+  if (row_is(row, "split_pattern")) return t.split_pattern;
+  if (text_for == TextFor::file) return special_tokens_json(t.special_tokens);
+  return nlohmann::json(t.special_tokens).dump(-1, ' ', /*ensure_ascii=*/false);
+}
+
+std::vector<uint64_t> tokenizer_integers(const TokenizerSection& t, size_t row,
+                                         std::vector<uint64_t>& dims) {
+  if (row_is(row, "merges")) {
+    std::vector<uint64_t> pairs;
+    pairs.reserve(2 * t.merges.size());
+    for (const auto& [left, right] : t.merges) pairs.insert(pairs.end(), {left, right});
+    dims = {t.merges.size(), 2};
+    return pairs;
+  }
+  const std::vector<uint32_t>& values = row_is(row, "vocab") ? t.vocab : t.byte_order;
+  dims = {values.size()};
+  return {values.begin(), values.end()};
+}
+
+void set_tokenizer_text(TokenizerSection& t, size_t row, const std::string& text) {
+  if (row_is(row, "type"))
+    t.type = text;
+  else if (row_is(row, "split_pattern"))
+    t.split_pattern = text;
+  else
+    t.special_tokens = parse_special_tokens_json(text);
+}
+
+void set_tokenizer_integers(TokenizerSection& t, size_t row, const std::vector<uint64_t>& values) {
+  if (row_is(row, "merges")) {
+    t.merges.resize(values.size() / 2);
+    for (size_t i = 0; i < t.merges.size(); ++i)
+      t.merges[i] = {static_cast<uint32_t>(values[2 * i]),
+                     static_cast<uint32_t>(values[2 * i + 1])};
+    return;
+  }
+  (row_is(row, "vocab") ? t.vocab : t.byte_order).assign(values.begin(), values.end());
+}
+
+}  // namespace detail
 
 }  // namespace io

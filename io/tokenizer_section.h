@@ -26,4 +26,22 @@ inline constexpr size_t kMaxSpecialTokensJsonBytes = size_t{1} << 20;
 std::string special_tokens_json(const std::vector<std::string>& tokens);
 std::vector<std::string> parse_special_tokens_json(const std::string& json);
 
+namespace detail {
+// The tokenizer section's items (its rows in io/read_protocol.h's layout) in a
+// TokenizerSection, and back: what the writer writes, the reader sends and the builder keeps.
+// Whether t holds something in the row (a tokenizer of another type holds nothing there).
+bool tokenizer_holds(const TokenizerSection& t, size_t row);
+// A text row: as the file holds it, or as the reader's stream carries it (the special
+// tokens as compact UTF-8 JSON, never longer than the file's text they were parsed from).
+enum class TextFor : uint8_t { file, stream };
+std::string tokenizer_text(const TokenizerSection& t, size_t row, TextFor text_for);
+// A dataset row: its values, and its dims in `dims`.
+std::vector<uint64_t> tokenizer_integers(const TokenizerSection& t, size_t row,
+                                         std::vector<uint64_t>& dims);
+// Sets a row from what the stream carried; std::runtime_error when the special tokens are
+// not a JSON array of strings.
+void set_tokenizer_text(TokenizerSection& t, size_t row, const std::string& text);
+void set_tokenizer_integers(TokenizerSection& t, size_t row, const std::vector<uint64_t>& values);
+}  // namespace detail
+
 }  // namespace io
