@@ -95,11 +95,24 @@ std::string memory_file_name() {
   return fmt::format("/dev/null/attograd-image-{}-{}", ::getpid(), counter++);
 }
 
+namespace {
+
+// Objects record no creation or modification times: a checkpoint's bytes are a function of
+// its contents alone, so the same state saved twice (or saved and built in memory) gives
+// the same file, whatever the clock read between the two.
+Handle untimed_file_creation() {
+  Handle fcpl = check(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate");
+  check_status(H5Pset_obj_track_times(fcpl, 0), "H5Pset_obj_track_times");
+  return fcpl;
+}
+
+}  // namespace
+
 Handle create_memory_file() {
   Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
   check_status(H5Pset_fapl_core(fapl, 1 << 20, /*backing_store=*/0), "H5Pset_fapl_core");
-  return check(H5Fcreate(memory_file_name().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl),
-               "H5Fcreate");
+  Handle fcpl = untimed_file_creation();
+  return check(H5Fcreate(memory_file_name().c_str(), H5F_ACC_TRUNC, fcpl, fapl), "H5Fcreate");
 }
 
 std::string image(hid_t file) {
@@ -121,7 +134,8 @@ Handle create_file_on(int fd) {
                "H5Pset_file_locking");
   check_status(H5Pset_fclose_degree(fapl, H5F_CLOSE_SEMI), "H5Pset_fclose_degree");
   const std::string name = fmt::format("/proc/self/fd/{}", fd);
-  return check(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "H5Fcreate");
+  Handle fcpl = untimed_file_creation();
+  return check(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, fcpl, fapl), "H5Fcreate");
 }
 
 namespace {
@@ -268,6 +282,7 @@ namespace {
 Handle checksummed_layout(const std::vector<hsize_t>& dims, size_t elem_size,
                           std::vector<hsize_t>& max_dims) {
   Handle dcpl = check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
+  check_status(H5Pset_obj_track_times(dcpl, 0), "H5Pset_obj_track_times");  // see above
   max_dims = dims;
   hsize_t row_elems = 1;
   for (size_t d = 1; d < dims.size(); ++d) row_elems *= dims[d];
@@ -352,6 +367,7 @@ void write_attr_double(hid_t loc, const std::string& name, double value) {
 
 Handle create_group(hid_t loc, const std::string& name) {
   Handle gcpl = check(H5Pcreate(H5P_GROUP_CREATE), "H5Pcreate");
+  check_status(H5Pset_obj_track_times(gcpl, 0), "H5Pset_obj_track_times");  // see above
   check_status(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
                "H5Pset_link_creation_order");
   return check(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, gcpl, H5P_DEFAULT),
