@@ -80,7 +80,7 @@ Bf16WeightCopies::Bf16WeightCopies() : cache_(std::make_shared<AutocastScope::We
 void Bf16WeightCopies::refresh(const Tensor& param, int64_t begin, int64_t end) const {
   const auto it = cache_->images.find(param.impl());
   if (it == cache_->images.end() || param.dtype() != DType::Float32) return;
-  const float* src = param.data<float>();
+  const float* src = param.const_data<float>();
   for (bfloat16* dst : it->second) to_bfloat16_streaming(src + begin, dst + begin, end - begin);
 }
 
@@ -125,7 +125,7 @@ bool autocast_to_bf16(DType operand) {
 }
 
 Tensor bf16_operand(const Tensor& t) {
-  const std::shared_ptr<Storage>& copy = t.impl()->storage->bf16_copy;
+  const std::shared_ptr<Storage> copy = t.impl()->storage->current_bf16_copy();
   if (!copy || !use_producer_copies || t.dtype() != DType::Float32 || !t.is_contiguous() ||
       static_cast<size_t>(t.offset() + t.numel()) * sizeof(bfloat16) > copy->nbytes)
     return to_bfloat16(t);
@@ -143,7 +143,7 @@ Tensor attach_bf16_copy(const Tensor& out) {
       !out.is_contiguous() || out.offset() != 0)
     return Tensor();
   Tensor copy = empty(out.shape(), DType::BFloat16);
-  out.impl()->storage->bf16_copy = copy.impl()->storage;
+  out.impl()->storage->attach_bf16_copy(copy.impl()->storage);
   return copy;
 }
 

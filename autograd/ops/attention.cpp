@@ -736,12 +736,14 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   gather_heads(s, x, 2 * C, 3 * C, B, H, v);
   run_forward(s, q, k, v, o, lse);
   using detail::HeadCopy, detail::copy_heads;
+  void* const y = out.raw_data();  // taken before the copy is attached, which it would retire
   if (const Tensor out16 = detail::attach_bf16_copy(out); out16.defined())
-    detail::scatter_heads_with_copy(out.data<float>(), out16.data<bfloat16>(), o.data<float>(), B,
-                                    Tn, H, s.D, C);
+    detail::scatter_heads_with_copy(static_cast<float*>(y), out16.data<bfloat16>(),
+                                    o.const_data<float>(), B, Tn, H, s.D, C);
   else
     AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
-      copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, s.D, C);
+      copy_heads(HeadCopy::scatter, static_cast<scalar_t*>(y), o.data<scalar_t>(), B, Tn, H, s.D,
+                 C);
     });
   if (needs_recording({qkv}))
     attach_backward(
