@@ -52,7 +52,7 @@ void use_bf16_copies_for_tests(bool on);
 // malformed spec. While a spec is set, it is the engine's fault injector (anomaly.h), and
 // modules record their scopes as under detection.
 void set_nan_injection(const std::string& spec);
-// The injector: plants the NaN when the spec matches (returns whether it did). A forward
+// The injector: plants the NaN where the injection names (returns whether it did). A forward
 // output that is a view of one of the op's inputs is left alone.
 bool maybe_inject_nan(bool backward, const std::string& where, Tensor& t,
                       const std::vector<Tensor>& inputs = {});
