@@ -41,7 +41,7 @@ bool is_parameter(const Tensor& t) {
 void convert_into(const Tensor& t, const Tensor& dst, int64_t row0) {
   Tensor c = t.detach().contiguous();
   const int64_t width = c.dim() == 0 ? 1 : c.numel() / std::max<int64_t>(c.shape()[0], 1);
-  to_bfloat16(c.data<float>(), dst.data<bfloat16>() + row0 * width, c.numel());
+  to_bfloat16(c.const_data<float>(), dst.data<bfloat16>() + row0 * width, c.numel());
 }
 
 Tensor stacked_bf16(const std::vector<Tensor>& parts) {
