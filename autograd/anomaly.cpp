@@ -5,16 +5,13 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/test_hooks.h"
-
 namespace ag {
 
 namespace {
 
 bool g_detect = false;
 thread_local std::vector<std::string> g_paths;
-std::string g_inject_phase, g_inject_path;
-bool g_injected = false;
+FaultInjector g_injector = nullptr;
 
 // "LinearBackward" -> "linear": how the op is known in forward.
 std::string op_name(const char* node_name) {
@@ -48,7 +45,7 @@ bool detect_anomaly() {
   return g_detect;
 }
 bool tracking_modules() {
-  return g_detect || !g_inject_path.empty();
+  return g_detect || g_injector != nullptr;
 }
 
 AnomalyScope::AnomalyScope(const std::string& (*path_of)(const void*), const void* module) {
@@ -119,36 +116,13 @@ void check_backward(const char* node_name, const std::string& where, const Tenso
   }
 }
 
-void set_nan_injection(const std::string& spec) {
-  g_inject_phase.clear(), g_inject_path.clear(), g_injected = false;
-  if (spec.empty()) return;
-  const auto colon = spec.find(':');
-  const std::string phase = spec.substr(0, colon);
-  if (colon == std::string::npos || (phase != "forward" && phase != "backward") ||
-      colon + 1 == spec.size())
-    throw std::invalid_argument(
-        fmt::format("NaN injection '{}': expected forward:MODULE or backward:MODULE (e.g. "
-                    "backward:blocks.0.mlp.fc2)",
-                    spec));
-  g_inject_phase = phase;
-  g_inject_path = spec.substr(colon + 1);
+void set_fault_injector(FaultInjector injector) {
+  g_injector = injector;
 }
 
-bool maybe_inject_nan(bool backward, const std::string& where, Tensor& t,
-                      const std::vector<Tensor>& inputs) {
-  if (g_injected || g_inject_path.empty() || where != g_inject_path ||
-      (g_inject_phase == "backward") != backward || !t.defined() || !is_floating(t.dtype()) ||
-      t.numel() == 0)
-    return false;
-  if (backward) {
-    t = t.detach().clone();  // a gradient may be shared: plant the NaN in a copy
-  } else {
-    for (const auto& in : inputs)  // a view of an input: wait for an op with its own output
-      if (in.defined() && t.shares_storage_with(in)) return false;
-  }
-  t.set(std::vector<int64_t>(t.dim(), 0), std::nan(""));
-  g_injected = true;
-  return true;
+bool inject_fault(bool backward, const std::string& where, Tensor& t,
+                  const std::vector<Tensor>& inputs) {
+  return g_injector != nullptr && g_injector(backward, where, t, inputs);
 }
 
 }  // namespace ag

@@ -25,7 +25,7 @@ struct AnomalyError : std::runtime_error {
 
 void set_detect_anomaly(bool on);
 bool detect_anomaly();
-// Whether module scopes are being recorded (detection or NaN injection is on).
+// Whether module scopes are being recorded (detection is on, or a fault injector installed).
 bool tracking_modules();
 
 // The module path of the current forward: modules open a scope around their forward.
@@ -47,6 +47,19 @@ std::string current_module_path();
 std::string describe_values(const Tensor& t);
 // Number of NaN and infinite elements (0 for non-float tensors).
 int64_t count_non_finite(const Tensor& t);
+
+// A fault injector: shown each recorded op's output as it is made (backward false, with the
+// op's inputs) and each gradient a backward returns (backward true), with the module path
+// the op ran in; it may replace or change the tensor, and returns whether it did (the
+// engine then stops showing it that backward's other gradients). None by default; while
+// one is installed, module scopes are recorded as under detection. The NaN injection of
+// the autograd_testing library (test_hooks.h, set_nan_injection) installs one.
+using FaultInjector = bool (*)(bool backward, const std::string& where, Tensor& t,
+                               const std::vector<Tensor>& inputs);
+void set_fault_injector(FaultInjector injector);  // nullptr removes it
+// Called by the engine: the installed injector's answer, false without one.
+bool inject_fault(bool backward, const std::string& where, Tensor& t,
+                  const std::vector<Tensor>& inputs = {});
 
 // Checks made by the engine (engine.cpp) when anomaly detection is on.
 void check_forward(const char* op, const Tensor& out, const std::vector<Tensor>& inputs);

@@ -41,7 +41,7 @@ bool is_parameter(const Tensor& t) {
 void convert_into(const Tensor& t, const Tensor& dst, int64_t row0) {
   Tensor c = t.detach().contiguous();
   const int64_t width = c.dim() == 0 ? 1 : c.numel() / std::max<int64_t>(c.shape()[0], 1);
-  to_bfloat16(c.data<float>(), dst.data<bfloat16>() + row0 * width, c.numel());
+  to_bfloat16(c.const_data<float>(), dst.data<bfloat16>() + row0 * width, c.numel());
 }
 
 Tensor stacked_bf16(const std::vector<Tensor>& parts) {
@@ -80,7 +80,7 @@ Bf16WeightCopies::Bf16WeightCopies() : cache_(std::make_shared<AutocastScope::We
 void Bf16WeightCopies::refresh(const Tensor& param, int64_t begin, int64_t end) const {
   const auto it = cache_->images.find(param.impl());
   if (it == cache_->images.end() || param.dtype() != DType::Float32) return;
-  const float* src = param.data<float>();
+  const float* src = param.const_data<float>();
   for (bfloat16* dst : it->second) to_bfloat16_streaming(src + begin, dst + begin, end - begin);
 }
 
@@ -125,7 +125,7 @@ bool autocast_to_bf16(DType operand) {
 }
 
 Tensor bf16_operand(const Tensor& t) {
-  const std::shared_ptr<Storage>& copy = t.impl()->storage->bf16_copy;
+  const std::shared_ptr<Storage> copy = t.impl()->storage->current_bf16_copy();
   if (!copy || !use_producer_copies || t.dtype() != DType::Float32 || !t.is_contiguous() ||
       static_cast<size_t>(t.offset() + t.numel()) * sizeof(bfloat16) > copy->nbytes)
     return to_bfloat16(t);
@@ -143,7 +143,7 @@ Tensor attach_bf16_copy(const Tensor& out) {
       !out.is_contiguous() || out.offset() != 0)
     return Tensor();
   Tensor copy = empty(out.shape(), DType::BFloat16);
-  out.impl()->storage->bf16_copy = copy.impl()->storage;
+  out.impl()->storage->attach_bf16_copy(copy.impl()->storage);
   return copy;
 }
 

@@ -100,8 +100,9 @@ namespace detail {
 bool autocast_to_bf16(DType operand);
 
 // t (float32) as a bfloat16 GEMM operand: rounded, contiguous. Where t is a contiguous
-// view of a tensor whose producer attached its rounded copy (attach_bf16_copy), that copy
-// (a view of it): the same bits, without a pass over t.
+// view of a tensor whose producer attached its rounded copy (attach_bf16_copy), and nothing
+// has been written into it since (Storage::current_bf16_copy), that copy (a view of it):
+// the same bits, without a pass over t.
 Tensor bf16_operand(const Tensor& t);
 
 // What a GEMM shape under autocast did (ops/gemm.h's bf16_pays): ran in bfloat16, or fell
@@ -113,7 +114,9 @@ void forget_bf16_choices_for_tests();  // as a new process: nothing chosen yet
 // For an op's float32 output `out`, just created (contiguous): under a bf16 scope, a
 // bfloat16 tensor of its shape, attached to out's storage as its rounded copy, for the op
 // to fill as it writes out (each chunk while it is in cache, with to_bfloat16); undefined
-// outside one or for another dtype. The op must fill all of it before returning out. The
+// outside one or for another dtype. The op must fill all of it before returning out, and
+// take its writable pointer to out (Tensor::data) before this call: a writable pointer
+// taken after it counts as a write, which retires the copy (correct, but slower). The
 // producers whose outputs the model's linears read use it: LayerNorm, RMSNorm, GELU after
 // a linear, and the fused attention's output.
 Tensor attach_bf16_copy(const Tensor& out);

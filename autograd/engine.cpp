@@ -7,7 +7,6 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
-#include "autograd/test_hooks.h"
 
 namespace ag {
 
@@ -76,7 +75,7 @@ void attach_backward(Tensor& out, const char* name, const std::vector<Tensor>& i
   }
   if (tracking_modules()) {
     node->where = current_module_path();
-    maybe_inject_nan(false, node->where, out, inputs);
+    inject_fault(false, node->where, out, inputs);
     if (detect_anomaly()) check_forward(name, out, inputs);
   }
   out.impl()->requires_grad = true;
@@ -179,7 +178,7 @@ void run_node(Node& n, const Tensor& g, std::unordered_map<Node*, Tensor>& grads
                                        in_grads.size(), n.next.size()));
   if (tracking_modules()) {
     for (auto& gi : in_grads)
-      if (maybe_inject_nan(true, n.where, gi)) break;
+      if (inject_fault(true, n.where, gi)) break;
     if (detect_anomaly()) check_backward(n.name, n.where, g, in_grads);
   }
   for (size_t i = 0; i < in_grads.size(); ++i) {

@@ -44,8 +44,13 @@ bool Tensor::shares_storage_with(const Tensor& other) const {
 }
 
 void* Tensor::raw_data() const {
+  checked().storage->written();
+  return const_cast<void*>(const_raw_data());
+}
+
+const void* Tensor::const_raw_data() const {
   const auto& t = checked();
-  return static_cast<char*>(t.storage->data) + t.offset * dtype_size(t.dtype);
+  return static_cast<const char*>(t.storage->data) + t.offset * dtype_size(t.dtype);
 }
 
 namespace {
@@ -68,7 +73,7 @@ int64_t element_offset(const Tensor& t, const std::vector<int64_t>& index) {
 double Tensor::at(const std::vector<int64_t>& index) const {
   int64_t off = element_offset(*this, index);
   return AG_DISPATCH_ALL(dtype(), "at", [&]() -> double {
-    return static_cast<double>(static_cast<scalar_t*>(raw_data())[off]);
+    return static_cast<double>(static_cast<const scalar_t*>(const_raw_data())[off]);
   });
 }
 double Tensor::at(std::initializer_list<int64_t> index) const {
@@ -77,7 +82,6 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 
 void Tensor::set(const std::vector<int64_t>& index, double value) const {
   int64_t off = element_offset(*this, index);
-  impl()->storage->written();
   AG_DISPATCH_ALL(dtype(), "set",
                   [&] { static_cast<scalar_t*>(raw_data())[off] = static_cast<scalar_t>(value); });
 }
@@ -94,7 +98,7 @@ std::vector<double> Tensor::to_vector() const {
   Tensor c = contiguous();
   std::vector<double> out(numel());
   AG_DISPATCH_ALL(dtype(), "to_vector", [&] {
-    const scalar_t* p = static_cast<const scalar_t*>(c.raw_data());
+    const scalar_t* p = static_cast<const scalar_t*>(c.const_raw_data());
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(p[i]);
   });
   return out;
@@ -165,12 +169,11 @@ void copy_(const Tensor& dst, const Tensor& src) {
                     "destination shape {}",
                     shape_str(src.shape()), shape_str(dst.shape())));
   Shape sst = broadcast_strides(src.shape(), src.strides(), dst.shape());
-  dst.impl()->storage->written();
   AG_DISPATCH_ALL(dst.dtype(), "copy_", [&] {
     using dst_t = scalar_t;
     dst_t* d = static_cast<dst_t*>(dst.raw_data());
     AG_DISPATCH_ALL(src.dtype(), "copy_", [&] {
-      const scalar_t* s = static_cast<const scalar_t*>(src.raw_data());
+      const scalar_t* s = static_cast<const scalar_t*>(src.const_raw_data());
       detail::for_each_run<2>(dst.shape(), {dst.strides(), sst}, [&](auto off, int64_t n, auto st) {
         dst_t* dp = d + off[0];
         const scalar_t* sp = s + off[1];
@@ -185,7 +188,6 @@ void copy_(const Tensor& dst, const Tensor& src) {
 }
 
 void fill_(const Tensor& dst, double value) {
-  dst.impl()->storage->written();
   AG_DISPATCH_ALL(dst.dtype(), "fill_", [&] {
     scalar_t* d = static_cast<scalar_t*>(dst.raw_data());
     const scalar_t v = static_cast<scalar_t>(value);

@@ -7,6 +7,7 @@
 //   auto w = ag::randn({3, 2}, gen, ag::DType::Float64).requires_grad_();
 //   auto loss = ag::sum(ag::matmul(x, w));
 //   loss.backward();          // w.grad() now holds d loss / d w
+#include <atomic>
 #include <initializer_list>
 #include <memory>
 #include <ostream>
@@ -29,14 +30,31 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
+
   // Element i of this storage rounded to bfloat16, element i of bf16_copy: written by the
   // op that produced the elements under a bf16 autocast scope, in the same pass, so that
   // the GEMMs reading them next need no rounding pass (autograd/autocast.h,
-  // detail::attach_bf16_copy). Whatever writes into the storage afterwards drops it:
-  // copy_, fill_, Tensor::set and add_ do; code writing through data<T>() into a tensor
-  // it did not create must call written().
+  // detail::attach_bf16_copy). It holds only while nothing has been written since it was
+  // attached, and that is kept by construction rather than by the writers' care: every way
+  // of writing counts a version (Tensor::data and raw_data hand out a writable pointer,
+  // and copy_, fill_, Tensor::set and add_ write), the copy remembers the version it was
+  // made at, and current_bf16_copy() gives it only while the two still match. Reading
+  // goes through Tensor::const_data, which counts nothing. A producer takes the writable
+  // pointer to its output first and attaches the copy after it.
   std::shared_ptr<Storage> bf16_copy;
-  void written() { bf16_copy.reset(); }
+  uint64_t bf16_copy_version = 0;
+  std::atomic<uint64_t> version{0};  // writable accesses so far
+
+  void written() { version.fetch_add(1, std::memory_order_relaxed); }
+  void attach_bf16_copy(std::shared_ptr<Storage> copy) {
+    bf16_copy = std::move(copy);
+    bf16_copy_version = version.load(std::memory_order_relaxed);
+  }
+  // The bfloat16 copy while it still holds these elements rounded; null otherwise.
+  std::shared_ptr<Storage> current_bf16_copy() const {
+    if (bf16_copy && version.load(std::memory_order_relaxed) == bf16_copy_version) return bf16_copy;
+    return nullptr;
+  }
 };
 
 struct TensorImpl {
@@ -71,9 +89,15 @@ class Tensor {
   bool shares_storage_with(const Tensor& other) const;
 
   // --- raw access: a pointer to element 0 of this view; T must match dtype()
+  // data and raw_data give a writable pointer and count as a write into the storage (which
+  // retires its bfloat16 copy, Storage::bf16_copy); take it before writing, not keep it
+  // from before another op ran. Code that only reads takes const_data or const_raw_data.
   template <typename T>
   T* data() const;
   void* raw_data() const;
+  template <typename T>
+  const T* const_data() const;
+  const void* const_raw_data() const;
 
   // --- element access (bounds-checked, converted to double)
   double item() const;
@@ -160,6 +184,14 @@ T* Tensor::data() const {
     throw std::invalid_argument(std::string("data<") + dtype_name(dtype_of<T>()) +
                                 ">() called on a " + dtype_name(dtype()) + " tensor");
   return static_cast<T*>(raw_data());
+}
+
+template <typename T>
+const T* Tensor::const_data() const {
+  if (dtype_of<T>() != dtype())
+    throw std::invalid_argument(std::string("const_data<") + dtype_name(dtype_of<T>()) +
+                                ">() called on a " + dtype_name(dtype()) + " tensor");
+  return static_cast<const T*>(const_raw_data());
 }
 
 }  // namespace ag

@@ -1,7 +1,10 @@
 #pragma once
 // Test support: hooks that let tests (and the CLI's --inject-nan testing aid) look inside
 // or break the library on purpose. Not part of the public map (autograd/autograd.h does not
-// include it); nothing in a normal run calls these.
+// include it); nothing in a normal run calls these. The NaN injection and the mask replay
+// are in the autograd_testing library (attograd::testing), with the op table; the switches
+// that pick among the core's own kernels stay in attograd::core, beside the environment
+// variables that pick the same kernels (ATTOGRAD_ATTENTION_BF16), as does the GEMM count.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,7 +13,7 @@
 
 namespace ag {
 
-// ---- fused attention (ops/attention.cpp)
+// ---- fused attention (ops/attention.cpp; the mask replay: attention_dropout_mask.cpp)
 // The mask (0 or 1/(1-p), [rows, T, S] with rows = product of leading dims) that the
 // fused attention applies after taking `draw` from its generator, replayed through
 // Generator itself: for tests that compare the fused op with the composed ops.
@@ -42,13 +45,15 @@ int64_t gemm_count();
 void use_bf16_copies_for_tests(bool on);
 }  // namespace detail
 
-// ---- NaN injection (anomaly.cpp), for tests of anomaly detection itself
+// ---- NaN injection (nan_injection.cpp, in the autograd_testing library), for tests of
+// anomaly detection itself and `train --inject-nan`
 // "forward:PATH" plants a NaN in the output of the first op run inside module PATH,
 // "backward:PATH" in the first gradient that op's backward returns; "" clears. Throws on a
-// malformed spec. While a spec is set, modules record their scopes as under detection.
+// malformed spec. While a spec is set, it is the engine's fault injector (anomaly.h), and
+// modules record their scopes as under detection.
 void set_nan_injection(const std::string& spec);
-// Called by the engine: plants the NaN when the spec matches (returns whether it did). A
-// forward output that is a view of one of the op's inputs is left alone.
+// The injector: plants the NaN where the injection names (returns whether it did). A forward
+// output that is a view of one of the op's inputs is left alone.
 bool maybe_inject_nan(bool backward, const std::string& where, Tensor& t,
                       const std::vector<Tensor>& inputs = {});
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Peak memory of `attograd import` on a GPT-2 124M-shaped Hugging Face folder (issue 25:
-at most 1.5x the safetensors file's size).
+"""Peak memory of `attograd import` on a GPT-2 124M-shaped Hugging Face folder (the
+import must stay within 1.5x the safetensors file's size: docs/interop.md).
 
 usage: import_memory.py ATTOGRAD [--dtype F32|BF16] [--keep DIR]
 

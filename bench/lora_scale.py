@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A LoRA fine-tuning step against a full fine-tuning step at GPT-2 124M's shape (issue 26:
-at most 0.75x the time and 0.5x the peak RSS).
+"""A LoRA fine-tuning step against a full fine-tuning step at GPT-2 124M's shape (LoRA
+must take at most 0.75x the time and 0.5x the peak RSS: docs/finetuning.md).
 
 Both are `attograd bench --config gpt2` steps (GPT-2 124M: vocab 50257, 1024 positions,
 d_model 768, 12 heads, 12 layers, q/k/v biases, tied head; batches of B 4 x T 64 random

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The speed and memory of `attograd sample`, against PyTorch at its best, side by side.
 
-For each config (default: the spec's default model and the base config, T 256, d 256,
+For each config (default: the default model, train's own defaults, and the base config, T 256, d 256,
 8 heads, 6 layers) a checkpoint of the untrained model is made (`attograd train --steps 0`;
 the speed does not depend on the weights), and a prompt of --prompt-tokens characters of
 its vocabulary. Then, interleaved for --rounds rounds so that all see the same machine:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The training step of `attograd bench`, in PyTorch: the same model (tests/reference/
-spec_gpt.py, the spec's GPT), the same configs, the same step (forward, backward,
-clip_grad_norm_ to 1.0, AdamW with the spec's decay groups), timed the same way (median
+spec_gpt.py, the reference GPT), the same configs, the same step (forward, backward,
+clip_grad_norm_ to 1.0, AdamW with the reference's decay groups), timed the same way (median
 ms/step over --steps steps after --warmup untimed ones), one config per process so that
 peak RSS belongs to that config alone.
 

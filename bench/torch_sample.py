@@ -9,9 +9,9 @@
   --mode full   nanoGPT's generate(): the whole window (the last context_length tokens)
                 through the model for every token.
 
-The model is the spec's (tests/reference/spec_gpt.py): loaded from an attograd checkpoint
+The model is the reference GPT (tests/reference/spec_gpt.py): loaded from an attograd checkpoint
 (h5py; a char tokenizer's prompt is encoded with its vocabulary), or at the given config
-with the spec's initialisation (the speed does not depend on the weights). Under
+with the reference's initialisation (the speed does not depend on the weights). Under
 torch.inference_mode, float32 or (--dtype bfloat16) the whole model in bfloat16, greedy
 (the choice costs the same either way). Prints one JSON
 line: tokens/s over the generated tokens (the prefill included), the prefill's time, peak

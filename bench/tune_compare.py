@@ -2,11 +2,12 @@
 """Measured kernel choice against the fixed rules, and bf16 against fp32, interleaved.
 
 For every config and precision, `attograd bench` runs with ATTOGRAD_TUNE=off (the fixed
-rules: autograd/ops/gemm.h's f32_backend and bf16_backend, attograd before issue 27) and
-with the kernels measured (a cache folder of its own, filled first by `bench --tune`), in
-alternating rounds so both see the same machine. Prints the median ms/step of each, the
-ratio measured/rules (issue 27: never above 1 beyond noise on a CPU without AMX) and bf16
-against fp32 with the measured kernels (never more than 3% slower).
+rules: autograd/ops/gemm.h's f32_backend and bf16_backend, what attograd ran before it
+measured kernels) and with the kernels measured (a cache folder of its own, filled first
+by `bench --tune`), in alternating rounds so both see the same machine. Prints the median
+ms/step of each, the ratio measured/rules (measuring must never lose to the rules beyond
+noise on a CPU without AMX: docs/performance.md) and bf16 against fp32 with the measured
+kernels (never more than 3% slower).
 
 usage: tune_compare.py [--attograd build/attograd] [--configs tiny,small,base,gpt2]
                        [--rounds 3] [--steps 10] [--threads 2] [--json OUT]

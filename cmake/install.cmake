@@ -6,9 +6,13 @@
 #   target_link_libraries(app PRIVATE attograd::core)
 #
 #   attograd::core      tensors, autograd, ops (autograd/): links BLAS, oneDNN, OpenMP only
+#   attograd::testing   the op table every gradient check reads and the NaN injection of
+#                       `train --inject-nan` (autograd/op_table.h, op_cases.h), on core
 #   attograd::nn        layers, the GPT, sampling and the cached decoder (nn/), on core
 #   attograd::train     the trainer (train/) with data/, optim/ and io/ (HDF5, MPI when
 #                       built with it), each also a target: attograd::data, ::optim, ::io
+#   attograd::base, ::interop, ::report  the input readers' common layer (base/), other
+#                       tools' model files (interop/), the report page (report/)
 #   attograd::attograd  everything, the command line (attograd::cli, ::bench) included
 #
 # A program including <attograd/autograd/autograd.h> links attograd::core alone and gets no
@@ -19,6 +23,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/library_names.cmake)
 
 attograd_library_names(base)
 attograd_library_names(autograd NAME core)
+attograd_library_names(autograd_testing NAME testing)
 attograd_library_names(nn)
 attograd_library_names(data)
 attograd_library_names(optim)
@@ -47,10 +52,14 @@ add_library(attograd::attograd ALIAS attograd_library)
 install(TARGETS attograd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${ATTOGRAD_LIBRARIES} attograd_library EXPORT attogradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# A library's headers are its folder's (autograd_testing's are autograd/'s, installed
+# with core's).
 foreach(folder ${ATTOGRAD_LIBRARIES})
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd
-          FILES_MATCHING PATTERN "*.h" PATTERN "test_hooks.h" EXCLUDE)
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/${folder})
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd
+            FILES_MATCHING PATTERN "*.h" PATTERN "test_hooks.h" EXCLUDE)
+  endif()
 endforeach()
 
 set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/attograd)

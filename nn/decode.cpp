@@ -74,7 +74,7 @@ void Decoder::pack_bfloat16() {
   packed_.resize(total);
   size_t at = 0;
   for (const auto& [p, elements] : matrices) {
-    const float* f = p.data<float>();
+    const float* f = p.const_data<float>();
     const auto n = static_cast<size_t>(p.numel());
     for (size_t i = 0; i < n; ++i)
       if (ag::bf16_rounded(f[i]) != f[i] && !std::isnan(f[i]))
@@ -128,7 +128,7 @@ int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads, 
 }
 
 void DecodeContext::bind(const Module* layer, const ag::Tensor& weight, const ag::Tensor& bias) {
-  const float* f = weight.data<float>();
+  const float* f = weight.const_data<float>();
   const ag::bfloat16* copy = nullptr;
   for (const auto& [from, to] : bf16_copies)
     if (from == f) copy = to;

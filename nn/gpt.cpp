@@ -132,7 +132,8 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
 void GPT::embed(DecodeContext& c, const int64_t* ids, int64_t rows, int64_t position,
                 int64_t position_step) const {
   const int64_t C = cfg_.d_model;
-  const float *tok = tok_emb->weight.data<float>(), *pos = pos_emb->weight.data<float>();
+  const float *tok = tok_emb->weight.const_data<float>(),
+              *pos = pos_emb->weight.const_data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     if (ids[r] < 0 || ids[r] >= cfg_.vocab_size)
       throw std::out_of_range(fmt::format("Decoder: token id {} is outside the vocabulary of {}",

@@ -3,6 +3,8 @@
 // reads the output, the same bits as rounding it there, and dropped by any later write.
 #include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
 
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
@@ -109,4 +111,73 @@ TEST_CASE("a GPT's bf16 step with producers' copies gives the bits of rounding a
     INFO(norm);
     REQUIRE(step() == with_copies);
   }
+}
+
+namespace {
+
+std::vector<uint32_t> float_bits(const ag::Tensor& t) {
+  std::vector<uint32_t> out;
+  for (double v : t.to_vector()) out.push_back(std::bit_cast<uint32_t>(static_cast<float>(v)));
+  return out;
+}
+
+}  // namespace
+
+// The copy is retired by counting writes, not by each writer remembering to drop it: a new
+// in-place op that writes through the pointer Tensor::data hands out, and announces nothing,
+// must still leave the next bf16 linear reading the new values.
+TEST_CASE("a write by any path retires the copy: a bf16 linear then rounds the new values",
+          "[bf16]") {
+  ag::Generator gen(23);
+  const ag::Tensor x = ag::randn({64, 48}, gen);
+  const ag::Tensor w = ag::randn({32, 48}, gen);
+  const ag::AutocastScope autocast(ag::Precision::bf16);
+  const std::vector<std::pair<const char*, std::function<void(const ag::Tensor&)>>> writes{
+      {"through data<float>()", [](const ag::Tensor& t) { t.data<float>()[5] = 7.0f; }},
+      {"through a view's data<float>()",
+       [](const ag::Tensor& t) {
+         float* row = t.select(0, 9).data<float>();
+         for (int i = 0; i < 48; ++i) row[i] = -row[i];
+       }},
+      {"through raw_data()", [](const ag::Tensor& t) { static_cast<float*>(t.raw_data())[0] = 3; }},
+      {"copy_",
+       [](const ag::Tensor& t) {
+         ag::copy_(t.narrow(0, 1, 2), ag::full({2, 48}, 3.0));
+       }},
+      {"fill_", [](const ag::Tensor& t) { ag::fill_(t.select(1, 3), -2.0); }},
+      {"set",
+       [](const ag::Tensor& t) {
+         t.set({0, 5}, 7.0);
+       }},
+      {"add_", [](const ag::Tensor& t) {
+         ag::Tensor m = t;
+         ag::add_(m, ag::ones({64, 48}));
+       }}};
+  for (const auto& [how, write] : writes) {
+    INFO(how);
+    for (const bool gelu_producer : {false, true}) {
+      const ag::Tensor out = gelu_producer ? ag::linear(x, ag::randn({48, 48}, gen), ag::Tensor(),
+                                                        ag::Activation::Gelu)
+                                           : ag::layer_norm(x, ag::Tensor(), ag::Tensor(), 1e-5);
+      REQUIRE(reads_producer_copy(out));
+      write(out);
+      REQUIRE_FALSE(reads_producer_copy(out));
+      // the clone has no copy: its linear rounds the values it holds now
+      REQUIRE(float_bits(ag::linear(out, w)) == float_bits(ag::linear(out.clone(), w)));
+    }
+  }
+}
+
+TEST_CASE("reading a producer's output keeps its bfloat16 copy", "[bf16]") {
+  ag::Generator gen(24);
+  const ag::Tensor x = ag::randn({8, 16}, gen);
+  const ag::AutocastScope autocast(ag::Precision::bf16);
+  const ag::Tensor out = ag::layer_norm(x, ag::Tensor(), ag::Tensor(), 1e-5);
+  double sum = out.const_data<float>()[0] + *static_cast<const float*>(out.const_raw_data());
+  sum += out.at({1, 2}) + out.to_vector()[3] + out.select(0, 2).select(0, 1).item();
+  CHECK(std::isfinite(sum));
+  CHECK(reads_producer_copy(out));
+  ag::Tensor dst = ag::empty({8, 16});
+  ag::copy_(dst, out);  // out is the source: read, not written
+  CHECK(reads_producer_copy(out));
 }

@@ -49,7 +49,6 @@
 #include "autograd/ops/heads.h"
 #include "autograd/ops/tile_kernels.h"
 #include "autograd/ops/tile_kernels_bf16.h"
-#include "autograd/test_hooks.h"
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
@@ -59,7 +58,6 @@ namespace {
 
 using namespace tile;
 using detail::attention::bf16_operands;
-using detail::attention::row_mask;
 using detail::attention::row_stream;
 using detail::attention::Spec;
 using detail::attention::visible;
@@ -113,8 +111,8 @@ void round_tile(const Spec& s, int64_t nk, T* tile) {
 // stream alone is a serial chain; the tile's rows advance side by side instead, 8 to a
 // vector and 4 vectors at once to hide the step's latency, each lane through
 // Generator::step and tested as uniform() < p is, by Generator::uniform_cutoff.
-// attention_dropout_mask replays Generator itself, so the tests that compare the fused op
-// with the composed ops guard that the two agree.
+// attention_dropout_mask (test_hooks.h) replays Generator itself, so the tests that compare
+// the fused op with the composed ops guard that the two agree.
 template <typename T>
 void tile_mask(const Spec& s, int64_t r, int64_t i0, int64_t nk, T* keep) {
   typedef uint64_t u64v __attribute__((vector_size(64)));
@@ -736,12 +734,14 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
   gather_heads(s, x, 2 * C, 3 * C, B, H, v);
   run_forward(s, q, k, v, o, lse);
   using detail::HeadCopy, detail::copy_heads;
+  void* const y = out.raw_data();  // taken before the copy is attached, which it would retire
   if (const Tensor out16 = detail::attach_bf16_copy(out); out16.defined())
-    detail::scatter_heads_with_copy(out.data<float>(), out16.data<bfloat16>(), o.data<float>(), B,
-                                    Tn, H, s.D, C);
+    detail::scatter_heads_with_copy(static_cast<float*>(y), out16.data<bfloat16>(),
+                                    o.const_data<float>(), B, Tn, H, s.D, C);
   else
     AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
-      copy_heads(HeadCopy::scatter, out.data<scalar_t>(), o.data<scalar_t>(), B, Tn, H, s.D, C);
+      copy_heads(HeadCopy::scatter, static_cast<scalar_t*>(y), o.data<scalar_t>(), B, Tn, H, s.D,
+                 C);
     });
   if (needs_recording({qkv}))
     attach_backward(
@@ -765,18 +765,6 @@ Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropou
           return {dqkv};
         });
   return out;
-}
-
-Tensor attention_dropout_mask(int64_t rows, int64_t T, int64_t S, bool causal, double p,
-                              uint64_t draw, DType dtype) {
-  Tensor mask = zeros({rows, T, S}, dtype);
-  const Spec s{rows, T, S, 0, 0, causal, p, draw, 0.0};
-  AG_DISPATCH_FLOAT(dtype, "attention_dropout_mask", [&] {
-    scalar_t* m = mask.data<scalar_t>();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t i = 0; i < T; ++i) row_mask(s, r, i, m + (r * T + i) * S);
-  });
-  return mask;
 }
 
 }  // namespace ag

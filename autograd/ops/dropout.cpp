@@ -88,7 +88,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   const uint64_t cutoff = Generator::uniform_cutoff(p);  // dropped where uniform() < p
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   AG_DISPATCH_FLOAT(a.dtype(), "dropout", [&] {
-    const scalar_t* xp = x.data<scalar_t>();
+    const scalar_t* xp = x.const_data<scalar_t>();
     scalar_t* o = out.data<scalar_t>();
     bool* k = keep.data<bool>();
     const scalar_t s = static_cast<scalar_t>(scale);
@@ -104,8 +104,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
           Tensor gc = g.contiguous();
           Tensor dx = empty(gc.shape(), gc.dtype());
           AG_DISPATCH_FLOAT(gc.dtype(), "dropout backward", [&] {
-            const scalar_t* gp = gc.data<scalar_t>();
-            const bool* k = keep.data<bool>();
+            const scalar_t* gp = gc.const_data<scalar_t>();
+            const bool* k = keep.const_data<bool>();
             scalar_t* d = dx.data<scalar_t>();
             const scalar_t s = static_cast<scalar_t>(scale);
             detail::parallel_for(

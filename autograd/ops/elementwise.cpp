@@ -194,10 +194,9 @@ void add_(Tensor& a, const Tensor& b) {
     throw std::invalid_argument(fmt::format("add_: shape {} does not broadcast into {}",
                                             shape_str(b.shape()), shape_str(a.shape())));
   Shape sb = broadcast_strides(b.shape(), b.strides(), s);
-  a.impl()->storage->written();
   AG_DISPATCH_FLOAT(a.dtype(), "add_", [&] {
     scalar_t* pa = a.data<scalar_t>();
-    const scalar_t* pb = b.data<scalar_t>();
+    const scalar_t* pb = b.const_data<scalar_t>();
     if (a.is_contiguous() && b.is_contiguous() && b.shape() == s) {  // gradient accumulation
       detail::parallel_for(a.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
         AG_SIMD

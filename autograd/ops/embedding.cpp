@@ -30,7 +30,7 @@ void add_rows_into(Tensor& acc, const Tensor& g, const int64_t* id, int64_t n_id
   // so the allocator hands out a cached block (a size that varied would come from the system)
   Tensor sums = zeros({n_ids, C}, g.dtype());
   AG_DISPATCH_FLOAT(g.dtype(), "embedding backward", [&] {
-    const scalar_t* src = g.data<scalar_t>();
+    const scalar_t* src = g.const_data<scalar_t>();
     scalar_t* sum = sums.data<scalar_t>();
     for (int64_t i = 0; i < n_ids; ++i) {
       scalar_t* row = sum + slot_of[id[i]] * C;
@@ -55,7 +55,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
         fmt::format("embedding: ids must be int64, got {}", dtype_name(ids.dtype())));
   const int64_t V = weight.shape()[0], C = weight.shape()[1];
   Tensor idc = ids.contiguous();
-  const int64_t* id = idc.data<int64_t>();
+  const int64_t* id = idc.const_data<int64_t>();
   const int64_t n_ids = idc.numel();
   for (int64_t i = 0; i < n_ids; ++i)
     if (id[i] < 0 || id[i] >= V)
@@ -68,7 +68,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   Tensor out = empty(out_shape, weight.dtype());
   Tensor w = weight.detach().contiguous();
   AG_DISPATCH_FLOAT(weight.dtype(), "embedding", [&] {
-    const scalar_t* src = w.data<scalar_t>();
+    const scalar_t* src = w.const_data<scalar_t>();
     scalar_t* dst = out.data<scalar_t>();
     for (int64_t i = 0; i < n_ids; ++i)
       std::memcpy(dst + i * C, src + id[i] * C, C * sizeof(scalar_t));
@@ -82,7 +82,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
         out, "EmbeddingBackward", {weight},
         [idc = idc.detach(), n_ids, V, C, leaf](const Tensor& g) -> std::vector<Tensor> {
           Tensor gc = g.contiguous();
-          const int64_t* id = idc.data<int64_t>();
+          const int64_t* id = idc.const_data<int64_t>();
           const auto w = leaf.lock();
           if (w && w->grad && !tracking_modules()) {
             Tensor acc(w->grad);
@@ -93,7 +93,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
           }
           Tensor dw = zeros({V, C}, g.dtype());
           AG_DISPATCH_FLOAT(g.dtype(), "embedding backward", [&] {
-            const scalar_t* src = gc.data<scalar_t>();
+            const scalar_t* src = gc.const_data<scalar_t>();
             scalar_t* dst = dw.data<scalar_t>();
             for (int64_t i = 0; i < n_ids; ++i)
               for (int64_t c = 0; c < C; ++c) dst[id[i] * C + c] += src[i * C + c];

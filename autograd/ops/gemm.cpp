@@ -568,7 +568,7 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
   const GemmKernel kernel = bf16_kernel(oa, ob, M, N, K, A, B);
   if (kernel == GemmKernel::onednn_bf16) return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
   const WidenedOperands w = widened_operands(oa, ob, M, N, K, A, B);
-  const float *a = w.a.data<float>(), *b = w.b.data<float>();
+  const float *a = w.a.const_data<float>(), *b = w.b.const_data<float>();
   if (kernel == GemmKernel::widened_onednn)
     return gemm_onednn(w.oa, w.ob, M, N, K, a, b, C, beta, e);
   gemm_openblas(w.oa, w.ob, M, N, K, a, b, C, beta, e);

@@ -25,8 +25,8 @@ namespace ag::detail {
 // How this process multiplies autocast's bfloat16 operands (always stored as bfloat16),
 // chosen once from the CPU:
 //  - onednn: oneDNN's BF16 dot-product kernels, where those outrun float32 FMAs: AMD Zen 4
-//    and later (AVX-512 BF16 at twice the f32 rate, measured by issue 14 on an EPYC: 770
-//    against 350 GFLOP/s), or AMX.
+//    and later (AVX-512 BF16 at twice the f32 rate, measured on an EPYC: 770 against
+//    350 GFLOP/s), or AMX.
 //  - openblas: the operands widened to float32 and multiplied by the float32 GEMM (oneDNN's
 //    or OpenBLAS's, f32_backend), where BF16 dot products are slower than FMAs (Intel
 //    without AMX: vdpbf16ps retires half the multiply-adds of vfmadd231ps per cycle,
@@ -97,7 +97,7 @@ void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
                    const GemmEpilogue<float>& epilogue = {});
 
 // Under autocast, whether a GEMM of this layout and shape pays for bfloat16 on this CPU
-// (issue 27: bf16 falls back to float32 per shape). false where its two classes, bf16 and
+// (docs/mixed-precision.md, "Where bf16 does not pay"). false where its two classes, bf16 and
 // f32, were measured (gemm_tuning.h) and float32 came out ahead: the bf16 class kept a
 // widened kernel (float32's kernels after a widening pass), or float32's kernel beat
 // oneDNN's bfloat16 one by the tuning margin. The caller then multiplies its float32

@@ -1,6 +1,7 @@
 #pragma once
 // Internal: which kernel multiplies a GEMM, chosen by measuring the candidates on this CPU
-// (issue 27), and likewise which tile kernels take the fused attention's bf16 products.
+// (no fixed rule is right on every CPU: docs/performance.md, "Kernel choice"), and
+// likewise which tile kernels take the fused attention's bf16 products.
 // gemm.cpp (attention.cpp) asks tuned_kernel() once per size class and runs the answer; this
 // file keeps the answers: in the process, and in a small cache file per CPU signature
 // under $XDG_CACHE_HOME/attograd/ (else ~/.cache/attograd/), shared by every process of the

@@ -194,6 +194,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor xc = x.detach().contiguous();
   const int64_t rows = C ? x.numel() / C : 0;
   Tensor out = empty(x.shape(), x.dtype());
+  void* const y = out.raw_data();  // taken before the copy is attached, which it would retire
   const Tensor out16 = detail::attach_bf16_copy(out);  // for the linear reading out, if bf16
   Tensor mean = empty({rows}, x.dtype());
   Tensor rstd = empty({rows}, x.dtype());
@@ -201,8 +202,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   AG_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&] {
     detail::parallel_for_items(
         rows, kRowGrain, static_cast<double>(C), [&](int64_t r0, int64_t r1) {
-          const auto* xr = xc.data<scalar_t>() + r0 * C;
-          auto* yr = out.data<scalar_t>() + r0 * C;
+          const auto* xr = xc.const_data<scalar_t>() + r0 * C;
+          auto* yr = static_cast<scalar_t*>(y) + r0 * C;
           auto *mr = mean.data<scalar_t>() + r0, *sr = rstd.data<scalar_t>() + r0;
           layer_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), bc.data<scalar_t>(), eps, yr, mr,
                           sr);
@@ -237,14 +238,15 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor xc = x.detach().contiguous();
   const int64_t rows = C ? x.numel() / C : 0;
   Tensor out = empty(x.shape(), x.dtype());
+  void* const y = out.raw_data();  // taken before the copy is attached, which it would retire
   const Tensor out16 = detail::attach_bf16_copy(out);  // for the linear reading out, if bf16
   Tensor rstd = empty({rows}, x.dtype());
   Tensor wc = affine_or(weight, C, x.dtype(), 1.0);
   AG_DISPATCH_FLOAT(x.dtype(), "rms_norm", [&] {
     detail::parallel_for_items(rows, kRowGrain, static_cast<double>(C),
                                [&](int64_t r0, int64_t r1) {
-                                 const auto* xr = xc.data<scalar_t>() + r0 * C;
-                                 auto* yr = out.data<scalar_t>() + r0 * C;
+                                 const auto* xr = xc.const_data<scalar_t>() + r0 * C;
+                                 auto* yr = static_cast<scalar_t*>(y) + r0 * C;
                                  auto* sr = rstd.data<scalar_t>() + r0;
                                  rms_norm_rows(xr, r1 - r0, C, wc.data<scalar_t>(), eps, yr, sr);
                                  detail::fill_bf16_copy(out16, yr, r0 * C, (r1 - r0) * C);

@@ -23,7 +23,7 @@ Tensor map1(const Tensor& a, const char* what, F f) {
   Tensor out = empty(a.shape(), a.dtype());
   AG_DISPATCH_FLOAT(a.dtype(), what, [&] {
     scalar_t* o = out.data<scalar_t>();
-    const scalar_t* p = a.data<scalar_t>();
+    const scalar_t* p = a.const_data<scalar_t>();
     if (a.is_contiguous()) {
       parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
         AG_SIMD
@@ -46,8 +46,8 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* what, F f) {
   Tensor out = empty(shape, a.dtype());
   AG_DISPATCH_FLOAT(a.dtype(), what, [&] {
     scalar_t* o = out.data<scalar_t>();
-    const scalar_t* pa = a.data<scalar_t>();
-    const scalar_t* pb = b.data<scalar_t>();
+    const scalar_t* pa = a.const_data<scalar_t>();
+    const scalar_t* pb = b.const_data<scalar_t>();
     if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
       parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
         AG_SIMD

@@ -93,8 +93,8 @@ Tensor matmul_forward(Tensor a, Tensor b) {
   const int64_t batches = shape_numel(batch);
   dispatch_gemm(a.dtype(), "matmul", [&](auto in, auto result) {
     using In = decltype(in);
-    const In* pa = a.data<In>();
-    const In* pb = b.data<In>();
+    const In* pa = a.const_data<In>();
+    const In* pb = b.const_data<In>();
     auto* pc = out.data<decltype(result)>();
     for (int64_t i = 0; i < batches; ++i) {
       int64_t offa = 0, offb = 0, rem = i;
@@ -218,7 +218,7 @@ void linear_forward(Tensor x2, const Tensor& w, const Tensor& b, Tensor& h,
     }
     Tensor wt = w.t();
     GemmOperand ox = gemm_operand(x2), ow = gemm_operand(wt);
-    gemm(ox, ow, M, N, K, x2.data<In>(), wt.data<In>(), hp, Out(0), epilogue);
+    gemm(ox, ow, M, N, K, x2.const_data<In>(), wt.const_data<In>(), hp, Out(0), epilogue);
   });
 }
 
@@ -243,6 +243,7 @@ std::vector<Tensor> linear_backward(const Tensor& dh, const Tensor& x2, const Te
 // kept when the op is not recorded.
 struct GeluAfterLinear {
   Tensor y, saved;  // saved: gelu'(h) (that is, h itself), or bfloat16 h; or undefined
+  void* y_data;     // y's writable pointer, taken before y16 is attached (it would retire it)
   Tensor y16;       // under autocast, y rounded for the linear that reads it
 
   GeluAfterLinear(Tensor& h, bool bf16, bool record)
@@ -250,6 +251,7 @@ struct GeluAfterLinear {
         saved(!record ? Tensor()
               : bf16  ? empty(h.shape(), DType::BFloat16)
                       : h),
+        y_data(y.raw_data()),
         y16(detail::attach_bf16_copy(y)) {}
 
   RowsDone rows_done(Tensor& h) {
@@ -257,7 +259,7 @@ struct GeluAfterLinear {
     return [this, &h, N](int64_t row0, int64_t rows) {
       AG_DISPATCH_FLOAT(h.dtype(), "linear gelu", [&] {
         scalar_t* hp = h.data<scalar_t>() + row0 * N;
-        scalar_t* yp = y.data<scalar_t>() + row0 * N;
+        scalar_t* yp = static_cast<scalar_t*>(y_data) + row0 * N;
         const int64_t n = rows * N;
         if (saved.defined() && saved.dtype() != DType::BFloat16) {  // the derivative over h
           AG_SIMD
@@ -286,8 +288,8 @@ GeluGradient gelu_backward(const Tensor& g, const Tensor& saved) {
   Tensor d = empty(g.shape(), g.dtype());
   if (saved.dtype() == DType::BFloat16) {
     Tensor d16 = empty(g.shape(), DType::BFloat16);
-    const float* gp = g.data<float>();
-    const bfloat16* hp = saved.data<bfloat16>();
+    const float* gp = g.const_data<float>();
+    const bfloat16* hp = saved.const_data<bfloat16>();
     float* dp = d.data<float>();
     detail::parallel_for(g.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
       AG_SIMD
@@ -297,8 +299,8 @@ GeluGradient gelu_backward(const Tensor& g, const Tensor& saved) {
     return {d, d16};
   }
   AG_DISPATCH_FLOAT(g.dtype(), "linear gelu backward", [&] {
-    const scalar_t* gp = g.data<scalar_t>();
-    const scalar_t* sp = saved.data<scalar_t>();
+    const scalar_t* gp = g.const_data<scalar_t>();
+    const scalar_t* sp = saved.const_data<scalar_t>();
     scalar_t* dp = d.data<scalar_t>();
     detail::parallel_for(g.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
       AG_SIMD

@@ -59,7 +59,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
     constexpr int64_t kRows = 64;
     const int64_t chunks = std::max<int64_t>((R + kRows - 1) / kRows, 1);
     std::vector<double> part(chunks * N, 0.0);
-    const float* p = a.data<float>();
+    const float* p = a.const_data<float>();
     detail::parallel_for_items(R, kRows, N, [&](int64_t r0, int64_t r1) {
       double* acc = part.data() + (r0 / kRows) * N;
       for (int64_t r = r0; r < r1; ++r) {
@@ -80,7 +80,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
       Shape ost = contiguous_strides(kept);
       for (size_t d = 0; d < ost.size(); ++d)
         if (mask[d]) ost[d] = 0;
-      const scalar_t* p = a.data<scalar_t>();
+      const scalar_t* p = a.const_data<scalar_t>();
       detail::for_each_run<2>(a.shape(), {a.strides(), ost}, [&](auto off, int64_t n, auto st) {
         const scalar_t* ap = p + off[0];
         if (st[1] == 0) {
@@ -136,7 +136,7 @@ std::pair<Tensor, Tensor> max_along(const Tensor& a, int64_t dim) {
   Tensor indices = empty(kept, DType::Int64);
   // kept has size 1 at dim, so its contiguous layout matches the rows' order
   AG_DISPATCH_FLOAT(a.dtype(), "max", [&] {
-    const scalar_t* p = rows.data<scalar_t>();
+    const scalar_t* p = rows.const_data<scalar_t>();
     scalar_t* v = values.data<scalar_t>();
     int64_t* idx = indices.data<int64_t>();
     for (int64_t i = 0; i < r; ++i) {
@@ -171,10 +171,10 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
           perm_shape.push_back(n);
           Tensor grad = zeros(perm_shape, g.dtype());
           Tensor gc = gk.contiguous();
-          const int64_t* idx = indices.data<int64_t>();
+          const int64_t* idx = indices.const_data<int64_t>();
           AG_DISPATCH_FLOAT(g.dtype(), "max backward", [&] {
             scalar_t* dst = grad.data<scalar_t>();
-            const scalar_t* src = gc.data<scalar_t>();
+            const scalar_t* src = gc.const_data<scalar_t>();
             for (int64_t i = 0, count = indices.numel(); i < count; ++i)
               dst[i * n + idx[i]] = src[i];
           });

@@ -31,10 +31,10 @@ Tensor where_masked(const Tensor& a, const Tensor& mask, double fill, const char
   AG_DISPATCH_FLOAT(a.dtype(), what, [&] {
     using T = scalar_t;
     T* o = out.data<T>();
-    const T* pa = a.data<T>();
+    const T* pa = a.const_data<T>();
     const T v = static_cast<T>(fill);
     AG_DISPATCH_ALL(mask.dtype(), what, [&] {
-      const scalar_t* pm = static_cast<const scalar_t*>(mask.raw_data());
+      const scalar_t* pm = static_cast<const scalar_t*>(mask.const_raw_data());
       detail::for_each_run<3>(
           s, {out.strides(), a.strides(), ms}, [&](auto off, int64_t n, auto st) {
             for (int64_t i = 0; i < n; ++i)
@@ -154,7 +154,7 @@ int64_t counted_targets(const Tensor& logits, const Tensor& targets, int64_t ign
                     shape_str(logits.shape()), shape_str(expected), shape_str(targets.shape())));
   const int64_t C = logits.shape().back();
   Tensor t = targets.contiguous();
-  const int64_t* tp = t.data<int64_t>();
+  const int64_t* tp = t.const_data<int64_t>();
   int64_t count = 0;
   for (int64_t r = 0; r < t.numel(); ++r) {
     if (tp[r] == ignore_index) continue;

@@ -213,9 +213,9 @@ Tensor Tensor::to(DType target) const {
   Tensor out = empty(shape(), target);
   const DType from = dtype();
   if (from == DType::Float32 && target == DType::BFloat16 && is_contiguous())
-    to_bfloat16(data<float>(), out.data<bfloat16>(), numel());  // the bulk, vectorised path
+    to_bfloat16(const_data<float>(), out.data<bfloat16>(), numel());  // the bulk, vectorised path
   else if (from == DType::BFloat16 && target == DType::Float32 && is_contiguous())
-    from_bfloat16(data<bfloat16>(), out.data<float>(), numel());
+    from_bfloat16(const_data<bfloat16>(), out.data<float>(), numel());
   else
     copy_(out, *this);
   if (!is_floating(target)) return out;
