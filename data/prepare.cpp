@@ -244,7 +244,7 @@ PrepareResult prepare(const PrepareOptions& o) {
   return {std::move(meta), std::move(identity)};
 }
 
-PrepareResult prepare(const std::vector<std::string>& sources, const std::string& tokenizer,
+PrepareResult prepare(const std::vector<std::string>& sources, TokenizerKind tokenizer,
                       int64_t vocab_size, double val_fraction, const std::string& out_dir,
                       PrepareCallback progress) {
   PrepareOptions o;

@@ -180,7 +180,7 @@ struct PrepareResult {
 // std::invalid_argument. Invalid UTF-8 is a DataError naming the source and the byte offset
 // in it. On any error the folder is left as it was (a new one stays, empty).
 PrepareResult prepare(const PrepareOptions& options);
-PrepareResult prepare(const std::vector<std::string>& sources, const std::string& tokenizer,
+PrepareResult prepare(const std::vector<std::string>& sources, TokenizerKind tokenizer,
                       int64_t vocab_size, double val_fraction, const std::string& out_dir,
                       PrepareCallback progress = {});
 
