@@ -162,7 +162,7 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const c
   if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
     return data::read_tokenizer_file(path);
   const io::Checkpoint ckpt = io::load_checkpoint(path);
-  if (ckpt.tokenizer.type == "none")
+  if (io::tokenizer_kind(ckpt.tokenizer) == data::TokenizerKind::none)
     throw std::runtime_error(
         fmt::format("'{}' holds no tokenizer (a gradient dump)", base::printable(path)));
   return io::make_tokenizer(ckpt.tokenizer);

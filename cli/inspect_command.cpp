@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -44,7 +45,8 @@ std::string verify_summary(const io::VerifyReport& r) {
 }
 
 void print_tokenizer(const io::TokenizerSection& t) {
-  if (t.type == "gpt2") {
+  const std::optional<data::TokenizerKind> kind = base::find_choice<data::TokenizerKind>(t.type);
+  if (kind == data::TokenizerKind::gpt2) {
     fmt::print(
         "tokenizer gpt2 ({} ids: 256 bytes + {} merges + {} special)\nsplit_pattern {}\n"
         "special_tokens {}\n",
@@ -53,7 +55,7 @@ void print_tokenizer(const io::TokenizerSection& t) {
         base::printable(io::special_tokens_json(t.special_tokens)));
     return;
   }
-  if (t.type != "bpe") {
+  if (kind != data::TokenizerKind::bpe) {
     fmt::print("tokenizer {} ({} entries)\n", base::printable(t.type), t.vocab.size());
     return;
   }

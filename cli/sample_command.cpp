@@ -20,12 +20,20 @@
 #include "train/task.h"
 #include "train/train.h"
 
+template <>
+struct base::ChoiceNames<nn::WeightFormat> {
+  static constexpr const char* key = "--weights";
+  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 2> rows = {
+      {{nn::WeightFormat::fp32, "fp32"}, {nn::WeightFormat::bf16, "bf16"}}};
+};
+
 namespace cli {
 
 namespace {
 
 struct SampleOptions {
-  std::string path, prompt, weights = "fp32";
+  std::string path, prompt;
+  nn::WeightFormat weights = nn::WeightFormat::fp32;
   std::string instruction, input;  // instruct: the record whose response is sampled
   bool instruct = false;           // --instruction given
   int64_t tokens = 200, top_k = 0, num_samples = 1, slide = 0;
@@ -68,7 +76,7 @@ po::options_description sample_options(SampleOptions& o) {
   add("slide", po::value(&o.slide)->default_value(0),
       "past the context, the window moves this many tokens at a time (0: half the context; "
       "1: every token sees the last context_length tokens)");
-  add("weights", po::value(&o.weights)->default_value("fp32"),
+  add("weights", value_with_default(&o.weights, o.weights),
       "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads "
       "(see docs/sampling.md)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
@@ -91,13 +99,6 @@ void check_sample_options(const SampleOptions& o) {
     if (stop.empty()) throw UsageError("--stop must not be empty");
   if (o.slide < 0) throw UsageError(fmt::format("--slide must be >= 0, got {}", o.slide));
   check_threads(o.threads);
-  if (o.weights != "fp32" && o.weights != "bf16")
-    throw UsageError(
-        fmt::format("--weights must be fp32 or bf16, got '{}'", base::printable(o.weights)));
-}
-
-nn::WeightFormat weight_format(const SampleOptions& o) {
-  return o.weights == "bf16" ? nn::WeightFormat::bf16 : nn::WeightFormat::fp32;
 }
 
 // What needs the model's config: the slide.
@@ -200,7 +201,7 @@ nn::GenerationOptions generation_options(const SampleOptions& o) {
   g.use_cache = !o.no_cache;
   g.slide = o.slide;
   g.max_seconds = o.max_time;
-  g.weights = weight_format(o);
+  g.weights = o.weights;
   return g;
 }
 
@@ -254,7 +255,7 @@ int sample_command(const Args& args) {
       if (o.instruct) instruct_prompt = instruction_prompt(o, ckpt, &note);
     }
     model->eval();
-    if (weight_format(o) == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
+    if (o.weights == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
     check_against_model(o, model->config());
     const std::vector<int64_t> ids =
         o.instruct ? encode_instruction(*tok, instruct_prompt, o) : encode_prompt(*tok, o.prompt);

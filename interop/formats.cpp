@@ -203,8 +203,7 @@ io::Checkpoint checkpoint_of(ModelFiles model) {
   train::RunConfig cfg;
   cfg.model = model.config;
   // the section's type, checked when it was read or made
-  cfg.tokenizer = model.tokenizer ? base::parse_choice<data::TokenizerKind>(model.tokenizer->type)
-                                  : data::TokenizerKind::none;
+  cfg.tokenizer = model.tokenizer ? io::tokenizer_kind(*model.tokenizer) : data::TokenizerKind::none;
   cfg.data = "";
   io::Checkpoint c;
   c.config = cfg.to_json();
@@ -212,7 +211,7 @@ io::Checkpoint checkpoint_of(ModelFiles model) {
   if (model.tokenizer)
     c.tokenizer = std::move(*model.tokenizer);
   else
-    c.tokenizer.type = "none";
+    c.tokenizer.type = base::choice_name(data::TokenizerKind::none);
   return c;
 }
 
@@ -232,7 +231,7 @@ ModelFiles model_files_of(const io::Checkpoint& ckpt) {
     }
   }
   m.weights = ckpt.model;
-  if (ckpt.tokenizer.type != "none") m.tokenizer = ckpt.tokenizer;
+  if (io::tokenizer_kind(ckpt.tokenizer) != data::TokenizerKind::none) m.tokenizer = ckpt.tokenizer;
   m.format = "attograd";
   check_weights(m, ckpt.source);
   return m;

@@ -10,6 +10,7 @@
 #include "base/utf8.h"
 #include "interop/gguf_format.h"
 #include "interop/gguf_tokenizer.h"
+#include "io/tokenizer_section.h"
 
 namespace interop {
 
@@ -90,7 +91,8 @@ gguf::File gguf_keys(const ModelFiles& m, ag::Precision dtype, const std::string
       {"gpt2.attention.layer_norm_epsilon", Value::f32(kLayerNormEps)},
   };
   if (!c.qkv_bias) f.keys.emplace_back(kGgufNoQkvBiasKey, Value::boolean(false));
-  if (m.tokenizer && m.tokenizer->type != "none") add_tokenizer_keys(*m.tokenizer, c.vocab_size, f);
+  if (m.tokenizer && io::tokenizer_kind(*m.tokenizer) != data::TokenizerKind::none)
+    add_tokenizer_keys(*m.tokenizer, c.vocab_size, f);
   return f;
 }
 
@@ -246,7 +248,7 @@ void retie_head(ModelFiles& m) {
 }  // namespace
 
 std::string gguf_cannot_express(const ModelFiles& m) {
-  if (m.config.norm != "layernorm")
+  if (m.config.norm != nn::NormKind::layer_norm)
     return fmt::format("llama.cpp's gpt2 architecture uses layernorm; this model uses {}",
                        m.config.norm);
   return "";

@@ -411,7 +411,7 @@ nn::GPTConfig gpt2_config_from_json(const json& j, const std::string& source,
   c.dropout = dropout_of(k, notes);
   c.qkv_bias = true;
   c.tie_weights = k.flag("tie_word_embeddings", true);
-  c.norm = "layernorm";
+  c.norm = nn::NormKind::layer_norm;
   if (c.d_ff == 4 * c.d_model) c.d_ff = 0;  // attograd's way of saying the default
   try {
     c.validate();
@@ -509,7 +509,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
 
 void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Precision dtype) {
   nn::GPTConfig c = model.config;
-  if (c.norm != "layernorm")
+  if (c.norm != nn::NormKind::layer_norm)
     throw InteropError(
         fmt::format("{}: a GPT with {} cannot be GPT-2, which has LayerNorm", folder, c.norm));
   std::map<std::string, const ag::Tensor*> ours;

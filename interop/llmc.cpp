@@ -108,7 +108,7 @@ nn::GPTConfig config_of(const Header& h, const std::string& source) {
   nn::GPTConfig c;
   c.context_length = h.maxT(), c.vocab_size = h.V(), c.n_layers = h.L();
   c.n_heads = h.NH(), c.d_model = h.C();
-  c.qkv_bias = true, c.tie_weights = true, c.norm = "layernorm", c.d_ff = 0;
+  c.qkv_bias = true, c.tie_weights = true, c.norm = nn::NormKind::layer_norm, c.d_ff = 0;
   return c;
 }
 
@@ -180,7 +180,7 @@ std::string llmc_cannot_express(const nn::GPTConfig& c) {
   if (!c.qkv_bias) return "llm.c's GPT-2 has biases in W_query/W_key/W_value; this model has none";
   if (!c.tie_weights)
     return "llm.c's GPT-2 ties the head to tok_emb; this model has its own lm_head";
-  if (c.norm != "layernorm")
+  if (c.norm != nn::NormKind::layer_norm)
     return fmt::format("llm.c's GPT-2 uses layernorm; this model uses {}", c.norm);
   if (c.ff_width() != 4 * c.d_model)
     return fmt::format("llm.c's GPT-2 has d_ff = 4 d_model = {}; this model has {}", 4 * c.d_model,

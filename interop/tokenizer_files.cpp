@@ -45,7 +45,8 @@ std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& fol
 }
 
 std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer) {
-  if (tokenizer.type == "char" || tokenizer.type == "none") return std::nullopt;
+  const data::TokenizerKind kind = io::tokenizer_kind(tokenizer);
+  if (kind == data::TokenizerKind::chars || kind == data::TokenizerKind::none) return std::nullopt;
   return data::byte_level_vocab(*io::make_tokenizer(tokenizer)).end_of_text;
 }
 
@@ -54,7 +55,7 @@ void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::str
     const auto tok = io::make_tokenizer(tokenizer);
     base::write_file_atomically((fs::path(folder) / "tokenizer.json").string(),
                                 data::hf_tokenizer_json(*tok));
-    if (tokenizer.type == "char") return;
+    if (io::tokenizer_kind(tokenizer) == data::TokenizerKind::chars) return;
     // GPT2Tokenizer splits with GPT-2's pattern: the same ids only for that pattern, or
     // with no merges (bytes alone: any split gives the same ids)
     const data::ByteLevelVocab vocab = data::byte_level_vocab(*tok);

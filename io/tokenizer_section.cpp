@@ -3,26 +3,48 @@
 #include <fmt/format.h>
 
 #include "base/json.h"
+#include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
 #include "io/read_protocol.h"
 
 namespace io {
 
+data::TokenizerKind tokenizer_kind(const TokenizerSection& section) {
+  if (const auto kind = base::find_choice<data::TokenizerKind>(section.type)) return *kind;
+  throw std::invalid_argument(
+      fmt::format("unsupported tokenizer type '{}'", base::printable(section.type)));
+}
+
+namespace {
+
+std::unique_ptr<data::Tokenizer> make_gpt2_tokenizer(const TokenizerSection& section) {
+  std::vector<uint8_t> order(section.byte_order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (section.byte_order[i] > 255)
+      throw std::invalid_argument(fmt::format("gpt2 tokenizer: byte_order[{}] is {}, not a byte", i,
+                                              section.byte_order[i]));
+    order[i] = static_cast<uint8_t>(section.byte_order[i]);
+  }
+  return std::make_unique<data::Gpt2Tokenizer>(std::move(order), section.merges,
+                                               section.split_pattern, section.special_tokens);
+}
+
+}  // namespace
+
 std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section) {
-  if (section.type == "char") return std::make_unique<data::CharTokenizer>(section.vocab);
-  if (section.type == "byte") return std::make_unique<data::ByteTokenizer>();
-  if (section.type == "bpe")
-    return std::make_unique<data::BpeTokenizer>(section.merges, section.split_pattern);
-  if (section.type == "gpt2") {
-    std::vector<uint8_t> order(section.byte_order.size());
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (section.byte_order[i] > 255)
-        throw std::invalid_argument(fmt::format("gpt2 tokenizer: byte_order[{}] is {}, not a byte",
-                                                i, section.byte_order[i]));
-      order[i] = static_cast<uint8_t>(section.byte_order[i]);
-    }
-    return std::make_unique<data::Gpt2Tokenizer>(std::move(order), section.merges,
-                                                 section.split_pattern, section.special_tokens);
+  const std::optional<data::TokenizerKind> kind =
+      base::find_choice<data::TokenizerKind>(section.type);
+  switch (kind.value_or(data::TokenizerKind::none)) {
+    case data::TokenizerKind::chars:
+      return std::make_unique<data::CharTokenizer>(section.vocab);
+    case data::TokenizerKind::bytes:
+      return std::make_unique<data::ByteTokenizer>();
+    case data::TokenizerKind::bpe:
+      return std::make_unique<data::BpeTokenizer>(section.merges, section.split_pattern);
+    case data::TokenizerKind::gpt2:
+      return make_gpt2_tokenizer(section);
+    case data::TokenizerKind::none:
+      break;
   }
   throw std::runtime_error(fmt::format("unsupported tokenizer type '{}'", section.type));
 }

@@ -17,6 +17,9 @@ namespace io {
 // merges or a pattern that BpeTokenizer refuses (and what Gpt2Tokenizer refuses for gpt2)
 // (std::invalid_argument; a loaded checkpoint was checked on load).
 std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section);
+// The kind the section's type names (none: a checkpoint without a tokenizer); another type
+// is a std::invalid_argument naming it (a loaded checkpoint's was checked on load).
+data::TokenizerKind tokenizer_kind(const TokenizerSection& section);
 TokenizerSection tokenizer_section(const data::Tokenizer& tok);
 
 // gpt2's special tokens as /tokenizer's `special_tokens` attribute holds them: a JSON array

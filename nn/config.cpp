@@ -22,12 +22,7 @@ const std::vector<ConfigField>& config_fields() {
       {"dropout", "dropout probability", &C::dropout, 0, 1},
       {"qkv_bias", "bias in W_query/W_key/W_value", &C::qkv_bias},
       {"tie_weights", "lm_head shares tok_emb.weight", &C::tie_weights},
-      {"norm",
-       "the blocks' normalisation: layernorm or rmsnorm",
-       &C::norm,
-       0,
-       0,
-       {"layernorm", "rmsnorm"}},
+      {"norm", "the blocks' normalisation: layernorm or rmsnorm", &C::norm},
       {.key = "num_classes",
        .help = "the head: 0 the language model's; N >= 2 a classifier of N labels (train "
                "--task classify sets it from the labels)",
@@ -38,7 +33,6 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "pool",
        .help = "the classifier reads the last real token's state (last) or their mean (mean)",
        .member = &C::pool,
-       .choices = {"last", "mean"},
        .head_setting = true},
       {.key = "lora_rank",
        .help = "LoRA adapters of this rank (0: none; train then freezes the base)",
@@ -92,11 +86,6 @@ void check_field(const ConfigField& f, const GPTConfig& cfg) {
     const double v = cfg.**m;
     if (!(v >= f.min && v < f.max))
       refuse(fmt::format("{} must be in [{}, {}), got {}", f.key, f.min, f.max, v));
-  }
-  if (auto m = std::get_if<std::string GPTConfig::*>(&f.member)) {
-    const std::string& v = cfg.**m;
-    if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end())
-      refuse(fmt::format("{} must be {}, got '{}'", f.key, fmt::join(f.choices, " or "), v));
   }
 }
 

@@ -5,7 +5,7 @@
 // line's model options (cli/run_options.cpp) are generated from it, so a new architecture
 // variant is one row here plus the layer that reads it.
 //
-//   nn::GPTConfig cfg;  cfg.vocab_size = 65;  cfg.norm = "rmsnorm";
+//   nn::GPTConfig cfg;  cfg.vocab_size = 65;  cfg.norm = nn::NormKind::rms_norm;
 //   cfg.validate();     // throws naming the first bad key
 #include <cstdint>
 #include <string>
@@ -14,6 +14,31 @@
 #include <vector>
 
 #include "autograd/shape.h"
+#include "base/choice.h"
+
+namespace nn {
+
+// The blocks' normalisation (a config variant): LayerNorm, or RMSNorm.
+enum class NormKind { layer_norm, rms_norm };
+// What a classifier reads of a right-padded row: the last real token's state, or the mean
+// of the real tokens' states.
+enum class Pooling { last, mean };
+
+}  // namespace nn
+
+template <>
+struct base::ChoiceNames<nn::NormKind> {
+  static constexpr const char* key = "norm";
+  static constexpr std::array<std::pair<nn::NormKind, const char*>, 2> rows = {
+      {{nn::NormKind::layer_norm, "layernorm"}, {nn::NormKind::rms_norm, "rmsnorm"}}};
+};
+
+template <>
+struct base::ChoiceNames<nn::Pooling> {
+  static constexpr const char* key = "pool";
+  static constexpr std::array<std::pair<nn::Pooling, const char*>, 2> rows = {
+      {{nn::Pooling::last, "last"}, {nn::Pooling::mean, "mean"}}};
+};
 
 namespace nn {
 
@@ -27,12 +52,12 @@ struct GPTConfig {
   double dropout = 0.1;
   bool qkv_bias = false;
   bool tie_weights = true;
-  std::string norm = "layernorm";  // architecture variant: "layernorm" or "rmsnorm"
+  NormKind norm = NormKind::layer_norm;  // architecture variant: layernorm or rmsnorm
   // the head: 0 the language-model head; >= 2 a classifier of that many labels
   // (nn::ClassificationHead, registered as "classifier"), reading the hidden states pooled
-  // by `pool`: "last" (the last real token's) or "mean" (over the real tokens)
+  // by `pool`: last (the last real token's) or mean (over the real tokens)
   int64_t num_classes = 0;
-  std::string pool = "last";
+  Pooling pool = Pooling::last;
   // LoRA adapters (Linear::add_adapter) on the Linears lora_targets names, scale
   // lora_alpha / lora_rank, dropout lora_dropout on their input; lora_rank 0: none
   int64_t lora_rank = 0;
@@ -62,16 +87,16 @@ struct GPTConfig {
 // One key of the configuration.
 struct ConfigField {
   using Member = std::variant<int64_t GPTConfig::*, double GPTConfig::*, bool GPTConfig::*,
-                              std::string GPTConfig::*>;
+                              std::string GPTConfig::*, NormKind GPTConfig::*,
+                              Pooling GPTConfig::*>;
   const char* key;   // the checkpoint's config key; the command line's --key with '-' for '_'
   const char* help;  // for --help
   Member member;
   // numbers: the range validate() allows ([min, max], or [min, max) for doubles)
   double min = 0, max = 0;
-  // strings: the values allowed, the first the default; a variant at its default is left
-  // out of a checkpoint's config (files written before the variant existed read the same).
-  // None: any value validate() accepts.
-  std::vector<std::string> choices = {};
+  // A setting that is not a number (a variant's choice, a string) is left out of a
+  // checkpoint's config at its default: files written before it existed read the same.
+  // A choice's names are its enum's (base::ChoiceNames above).
   // a setting of the classification head (num_classes, pool): left out of a checkpoint's
   // config when the model has none (num_classes 0), so a language model's file reads as it
   // did before classifiers

@@ -58,15 +58,12 @@ void LMHead::footprint(Footprint& f) const {
 
 // ------------------------------------------------------------------ ClassificationHead
 ClassificationHead::ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen,
-                                       const std::string& pool)
+                                       Pooling pool)
     : d_model_(d_model), num_classes_(num_classes), pool_(pool) {
   if (d_model < 1 || num_classes < 2)
     throw std::invalid_argument(fmt::format(
         "ClassificationHead: d_model must be positive and num_classes at least 2, got {} and {}",
         d_model, num_classes));
-  if (pool != "last" && pool != "mean")
-    throw std::invalid_argument(
-        fmt::format("ClassificationHead: pool must be last or mean, got '{}'", pool));
   const double bound = 1.0 / std::sqrt(static_cast<double>(d_model));
   weight = register_parameter("weight", {num_classes, d_model}, [&] {
     return ag::uniform({num_classes, d_model}, -bound, bound, gen);
@@ -105,9 +102,9 @@ ag::Tensor ClassificationHead::pooled(const ag::Tensor& h, const ag::Tensor& len
         fmt::format("ClassificationHead: hidden states must be [B, T, {}], got {}", d_model_,
                     ag::shape_str(h.shape())));
   const int64_t B = h.shape()[0], T = h.shape()[1];
-  if (pool_ == "last" && !lengths.defined()) return h.select(1, T - 1);
+  if (pool_ == Pooling::last && !lengths.defined()) return h.select(1, T - 1);
   const std::vector<int64_t> n = row_lengths(lengths, B, T);
-  if (pool_ == "last") {
+  if (pool_ == Pooling::last) {
     std::vector<int64_t> rows(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) rows[static_cast<size_t>(b)] = b * T + n[b] - 1;
     return ag::embedding(h.reshape({B * T, d_model_}), ag::from_vector(rows, {B}));
@@ -140,8 +137,8 @@ ag::Tensor ClassificationHead::loss(const ag::Tensor& logits, const ag::Tensor& 
 void ClassificationHead::footprint(Footprint& f) const {
   const auto K = static_cast<double>(num_classes_), C = static_cast<double>(d_model_);
   f.save(path(), "logits, log-sum-exp and label (int64)", K + 3);
-  if (pool_ == "last") f.save(path(), "pooled row index (int64)", 1, 8);
-  if (pool_ == "mean") f.save(path(), "mean pooling's weights", 1);
+  if (pool_ == Pooling::last) f.save(path(), "pooled row index (int64)", 1, 8);
+  if (pool_ == Pooling::mean) f.save(path(), "mean pooling's weights", 1);
   f.backward(path(), "the logits' and the hidden states' gradients", K + C);
   f.forward_flops_per_token += 2 * K * C + (pool_ == "mean" ? 2 * C : 0);
 }

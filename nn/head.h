@@ -69,7 +69,7 @@ class LMHead : public Head {
 class ClassificationHead : public Head {
  public:
   ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen,
-                     const std::string& pool = "last");
+                     Pooling pool = Pooling::last);
   ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
   // [B, C]: the states the logits read (differentiable: a gather of rows, or a masked mean)
   ag::Tensor pooled(const ag::Tensor& h, const ag::Tensor& lengths) const;
@@ -77,11 +77,11 @@ class ClassificationHead : public Head {
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
   void footprint(Footprint& f) const override;
   ag::Tensor weight, bias;  // [num_classes, d_model], [num_classes]
-  const std::string& pool() const { return pool_; }
+  Pooling pool() const { return pool_; }
 
  private:
   int64_t d_model_, num_classes_;
-  std::string pool_;
+  Pooling pool_;
 };
 
 }  // namespace nn

@@ -138,8 +138,8 @@ void RMSNorm::footprint(Footprint& f) const {
   f.save(path(), "output and rstd", static_cast<double>(dim()) + 1);
 }
 
-std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t dim) {
-  if (kind == "rmsnorm") return std::make_shared<RMSNorm>(dim);
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim) {
+  if (kind == NormKind::rms_norm) return std::make_shared<RMSNorm>(dim);
   return std::make_shared<LayerNorm>(dim);
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/config.h"
 #include "nn/decode_context.h"
 #include "nn/module.h"
 
@@ -106,8 +107,8 @@ class RMSNorm : public Norm {
   void footprint(Footprint& f) const override;
 };
 
-// "layernorm" or "rmsnorm" (GPTConfig::norm, validated there).
-std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t dim);
+// The norm GPTConfig::norm names.
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim);
 
 // Zeroes elements with probability p (the dropout rate) while training. Draws its masks
 // from a generator it shares with its model, so one saved generator state reproduces every

@@ -90,7 +90,7 @@ TEST_CASE("a GPT's bf16 step with producers' copies gives the bits of rounding a
           "[bf16]") {
   for (const char* norm : {"layernorm", "rmsnorm"}) {
     nn::GPTConfig cfg = ag_test::gpt_config(40, 32, 64, 4, 2, 0.1);
-    cfg.norm = norm;
+    cfg.norm = base::parse_choice<nn::NormKind>(norm);
     nn::GPT model(cfg, 3);
     ag::Generator gen(10);
     const ag::Tensor xs = ag_test::random_ids(gen, 40, {4, 32});

@@ -192,7 +192,7 @@ namespace {
 nn::GPTConfig classifier_config(const std::string& pool, bool tied) {
   nn::GPTConfig cfg = ag_test::gpt_config(11, 8, 8, 2, 2, 0.0);
   cfg.num_classes = 3;
-  cfg.pool = pool;
+  cfg.pool = base::parse_choice<nn::Pooling>(pool);
   cfg.tie_weights = tied;
   return cfg;
 }
@@ -220,8 +220,7 @@ TEST_CASE("num_classes puts a classifier where the LM head was", "[classify][mod
   one.num_classes = 1;
   CHECK_THROWS_WITH(one.validate(), Contains("num_classes must be 0") && Contains("got 1"));
   one.num_classes = 2;
-  one.pool = "max";
-  CHECK_THROWS_WITH(one.validate(), Contains("pool must be last or mean"));
+  CHECK_THROWS_WITH(base::parse_choice<nn::Pooling>("max"), Contains("pool must be 'last' or 'mean'"));
 }
 
 TEST_CASE("a checkpoint's config states num_classes and pool only for a classifier",
@@ -237,10 +236,10 @@ TEST_CASE("a checkpoint's config states num_classes and pool only for a classifi
   cls.model.num_classes = 2;
   CHECK(cls.to_json().at("num_classes") == 2);
   CHECK_FALSE(cls.to_json().contains("pool"));  // "last", the default
-  cls.model.pool = "mean";
+  cls.model.pool = nn::Pooling::mean;
   const train::RunConfig back = train::RunConfig::from_json(cls.to_json());
   CHECK(back.model.num_classes == 2);
-  CHECK(back.model.pool == "mean");
+  CHECK(back.model.pool == nn::Pooling::mean);
   CHECK(back.labels == cls.labels);
   train::RunConfig wrong;
   wrong.model.num_classes = 2;
@@ -289,11 +288,11 @@ TEST_CASE("a classifier starts from a language model's checkpoint with a fresh h
 
     train::RunConfig run;
     run.task = train::TaskHandle(train::task_named("classify"));
-    run.model.pool = "mean";
+    run.model.pool = nn::Pooling::mean;
     run.model_keys_given = {"pool"};
     train::take_model_of(init, run);
     CHECK(run.model.num_classes == 0);  // the task's, not the checkpoint's
-    CHECK(run.model.pool == "mean");
+    CHECK(run.model.pool == nn::Pooling::mean);
     run.model.num_classes = 2;  // what the labels make it
     CHECK(train::init_head_is_fresh(init, run.model));
     CHECK_THROWS(train::check_weights_fit(init, run.model));
@@ -360,7 +359,7 @@ TEST_CASE("a classifier's declared activations bound what its training step hold
     INFO("pool " << pool);
     nn::GPTConfig c = ag_test::gpt_config(65, 32, 64, 4, 2, 0.1);
     c.num_classes = 4;
-    c.pool = pool;
+    c.pool = base::parse_choice<nn::Pooling>(pool);
     const int64_t B = 8, T = c.context_length;
     nn::GPT model(c, 6);
     std::vector<int64_t> ids(static_cast<size_t>(B * T)), lengths, labels;

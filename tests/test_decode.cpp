@@ -287,7 +287,7 @@ TEST_CASE("cached decoding covers query/key/value biases and an untied head", "[
 
 TEST_CASE("cached decoding runs the RMSNorm variant as its forward does", "[decode]") {
   nn::GPTConfig cfg = ag_test::decode_configs().front().second;
-  cfg.norm = "rmsnorm";
+  cfg.norm = nn::NormKind::rms_norm;
   auto model_ptr = ag_test::sharp_model(cfg, 13);
   {
     ag::NoGradGuard no_grad;  // norm gains start at 1: give them values

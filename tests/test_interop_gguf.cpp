@@ -221,7 +221,7 @@ TEST_CASE(
 
 TEST_CASE("models a GGUF gpt2 file cannot hold are refused with the reason") {
   nn::GPTConfig c = kConfig;
-  c.norm = "rmsnorm";
+  c.norm = nn::NormKind::rms_norm;
   REQUIRE_THROWS_WITH(gguf_bytes(interop_test::random_model(c, 5)),
                       Contains("cannot hold this model") && Contains("rmsnorm"));
 }
@@ -539,7 +539,7 @@ TEST_CASE("a GGUF file is written to a file whole or not at all, named after it"
   interop_test::require_same_weights(back, bf16_matrices(m));
   REQUIRE(gguf::read_header(InputBytes::open(path)).find("general.name")->strings[0] == "tiny-gpt");
   nn::GPTConfig rms = kConfig;
-  rms.norm = "rmsnorm";
+  rms.norm = nn::NormKind::rms_norm;
   const std::string refused = dir.file("rms.gguf");
   REQUIRE_THROWS_WITH(
       interop::write_gguf(interop_test::random_model(rms, 13), refused, ag::Precision::fp32),

@@ -118,7 +118,7 @@ TEST_CASE("models llm.c cannot hold are refused with the reason") {
   refused(c, "biases in W_query");
   c = kConfig, c.tie_weights = false;
   refused(c, "lm_head");
-  c = kConfig, c.norm = "rmsnorm";
+  c = kConfig, c.norm = nn::NormKind::rms_norm;
   refused(c, "rmsnorm");
   c = kConfig, c.d_ff = 48;
   refused(c, "d_ff");

@@ -28,7 +28,7 @@ std::vector<nn::GPTConfig> variants() {
     for (bool tie : {true, false})
       for (bool bias : {false, true}) {
         nn::GPTConfig c = small_config();
-        c.norm = norm, c.tie_weights = tie, c.qkv_bias = bias, c.d_ff = 12;
+        c.norm = base::parse_choice<nn::NormKind>(norm), c.tie_weights = tie, c.qkv_bias = bias, c.d_ff = 12;
         out.push_back(c);
       }
   return out;
@@ -42,7 +42,7 @@ ag::Shape shape_of(const Tensor& t) {
 
 TEST_CASE("a shape-only description lists the built model's parameters", "[description]") {
   for (const auto& cfg : variants()) {
-    INFO(cfg.norm << " tie " << cfg.tie_weights << " qkv_bias " << cfg.qkv_bias);
+    INFO(fmt::format("{}", cfg.norm) << " tie " << cfg.tie_weights << " qkv_bias " << cfg.qkv_bias);
     const nn::GPT model(cfg, 1);
     const auto built = model.named_parameters();
     const auto described = cfg.parameter_shapes();
@@ -72,13 +72,12 @@ TEST_CASE("a shape-only description allocates nothing and draws nothing", "[desc
 
 TEST_CASE("the RMSNorm variant has gains only, and the config names its choices", "[description]") {
   nn::GPTConfig cfg = small_config();
-  cfg.norm = "rmsnorm";
+  cfg.norm = nn::NormKind::rms_norm;
   const auto shapes = cfg.parameter_shapes();
   for (const auto& [name, shape] : shapes) CHECK(name.find("ln1.bias") == std::string::npos);
   CHECK(cfg.num_parameters() == small_config().num_parameters() - 5 * cfg.d_model);
-  cfg.norm = "batchnorm";
-  REQUIRE_THROWS_WITH(cfg.validate(),
-                      Contains("norm must be layernorm or rmsnorm") && Contains("'batchnorm'"));
+  REQUIRE_THROWS_WITH(base::parse_choice<nn::NormKind>("batchnorm"),
+                      Contains("norm must be 'layernorm' or 'rmsnorm'") && Contains("'batchnorm'"));
 }
 
 TEST_CASE("FLOPs per token are read off the layers", "[description]") {

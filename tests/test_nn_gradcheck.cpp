@@ -259,7 +259,7 @@ TEST_CASE("gradcheck a ClassificationHead pooling padded rows, last and mean",
 TEST_CASE("gradcheck a GPT classifier on a padded batch", "[nn][gradcheck][gpt][head]") {
   nn::GPTConfig cfg;
   cfg.vocab_size = 7, cfg.context_length = 4, cfg.d_model = 4, cfg.n_heads = 2;
-  cfg.n_layers = 1, cfg.dropout = 0.0, cfg.num_classes = 2, cfg.pool = "mean";
+  cfg.n_layers = 1, cfg.dropout = 0.0, cfg.num_classes = 2, cfg.pool = nn::Pooling::mean;
   nn::GPT model(cfg, 17);
   model.to(DType::Float64);
   ag::Generator gen(17);
@@ -275,7 +275,7 @@ TEST_CASE("gradcheck a GPT classifier on a padded batch", "[nn][gradcheck][gpt][
 TEST_CASE("gradcheck a GPT whose blocks use RMSNorm", "[nn][gradcheck][gpt]") {
   nn::GPTConfig cfg;
   cfg.vocab_size = 7, cfg.context_length = 4, cfg.d_model = 4, cfg.n_heads = 2;
-  cfg.n_layers = 1, cfg.dropout = 0.0, cfg.norm = "rmsnorm";
+  cfg.n_layers = 1, cfg.dropout = 0.0, cfg.norm = nn::NormKind::rms_norm;
   nn::GPT model(cfg, 15);
   model.to(DType::Float64);
   ag::Generator gen(15);

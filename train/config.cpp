@@ -66,11 +66,15 @@ nlohmann::json model_json(const nn::GPTConfig& model) {
   for (const auto& f : nn::config_fields())
     std::visit(
         [&](auto member) {
-          constexpr bool variant = std::is_same_v<decltype(member), std::string nn::GPTConfig::*>;
+          using Value = std::remove_cvref_t<decltype(m.*member)>;
+          constexpr bool variant = !std::is_arithmetic_v<Value>;  // a string or a choice
           if (variant && m.*member == defaults.*member) return;
           if (f.adapter_setting && m.lora_rank == 0) return;
           if (f.head_setting && m.num_classes == 0) return;
-          j[f.key] = m.*member;
+          if constexpr (base::Choice<Value>)
+            j[f.key] = base::choice_name(m.*member);
+          else
+            j[f.key] = m.*member;
         },
         f.member);
   return j;

@@ -87,7 +87,7 @@ options)
   sample run.h5 --tokens 9223372036854775807 --max-time 0.5 > /dev/null ||
     fail "--tokens 9223372036854775807 failed: $(cat stats.txt)"
   expect_usage_error "--prompt: character 'Ω' (U+03A9)" "$bin" sample --checkpoint run.h5 --prompt "aΩ"
-  expect_usage_error "--weights must be fp32 or bf16, got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
+  expect_usage_error "--weights must be 'fp32' or 'bf16', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
   ;;
 stop_and_samples)
   train_small run.h5
