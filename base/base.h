@@ -1,5 +1,5 @@
 #pragma once
-// What data/, io/, train/, report/ and cli/ share, the map of base/: one implementation
+// What nn/, data/, io/, train/, report/ and cli/ share, the map of base/: one implementation
 // each of the things every reader of hostile input needs, so that a bound or a check is
 // written once. It depends on nothing of attograd (autograd does not use it).
 //   utf8.h   the UTF-8 decoder: decoding, validating, messages naming the offset,

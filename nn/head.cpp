@@ -140,7 +140,7 @@ void ClassificationHead::footprint(Footprint& f) const {
   if (pool_ == Pooling::last) f.save(path(), "pooled row index (int64)", 1, 8);
   if (pool_ == Pooling::mean) f.save(path(), "mean pooling's weights", 1);
   f.backward(path(), "the logits' and the hidden states' gradients", K + C);
-  f.forward_flops_per_token += 2 * K * C + (pool_ == "mean" ? 2 * C : 0);
+  f.forward_flops_per_token += 2 * K * C + (pool_ == Pooling::mean ? 2 * C : 0);
 }
 
 }  // namespace nn
