@@ -1,5 +1,6 @@
 #pragma once
 // The op table: every differentiable op's test cases, written once, read by three checks.
+// It is in the autograd_testing library (attograd::testing), not in attograd::core.
 //
 //   for (const ag::OpCase& c : ag::op_cases())
 //     if (c.gradcheck()) {

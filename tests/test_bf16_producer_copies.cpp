@@ -162,7 +162,9 @@ TEST_CASE("a write by any path retires the copy: a bf16 linear then rounds the n
       REQUIRE(reads_producer_copy(out));
       write(out);
       REQUIRE_FALSE(reads_producer_copy(out));
-      // the clone has no copy: its linear rounds the values it holds now
+      // the operand a bf16 GEMM reads (whether or not this CPU runs this shape in bf16) ...
+      REQUIRE(bits_of(ag::detail::bf16_operand(out)) == bits_of(ag::to_bfloat16(out)));
+      // ... and the linear: the clone has no copy, its linear rounds the values it holds now
       REQUIRE(float_bits(ag::linear(out, w)) == float_bits(ag::linear(out.clone(), w)));
     }
   }
