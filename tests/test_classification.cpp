@@ -220,7 +220,8 @@ TEST_CASE("num_classes puts a classifier where the LM head was", "[classify][mod
   one.num_classes = 1;
   CHECK_THROWS_WITH(one.validate(), Contains("num_classes must be 0") && Contains("got 1"));
   one.num_classes = 2;
-  CHECK_THROWS_WITH(base::parse_choice<nn::Pooling>("max"), Contains("pool must be 'last' or 'mean'"));
+  CHECK_THROWS_WITH(base::parse_choice<nn::Pooling>("max"),
+                    Contains("pool must be 'last' or 'mean'"));
 }
 
 TEST_CASE("a checkpoint's config states num_classes and pool only for a classifier",

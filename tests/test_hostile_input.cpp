@@ -190,22 +190,24 @@ TEST_CASE("the memory plan counts the data and a checkpoint save") {
   REQUIRE(with.describe().find("data 5.0 kB") != std::string::npos);
   // before reading: at most one id a byte, 4 bytes each (char, byte), or the BPE encoder's
   // growing and split buffers of 4-byte ids
-  REQUIRE(train::data_bytes_for_text(1000, "char") == 5000);
-  REQUIRE(train::data_bytes_for_text(1000, "bpe") == 1000 + 1000 * train::kBpeIdBufferBytes);
+  REQUIRE(train::data_bytes_for_text(1000, data::TokenizerKind::chars) == 5000);
+  REQUIRE(train::data_bytes_for_text(1000, data::TokenizerKind::bpe) ==
+          1000 + 1000 * train::kBpeIdBufferBytes);
 }
 
 TEST_CASE("the memory plan counts what reading the text cost when it is more than is held") {
   train::RunConfig cfg;
   cfg.model.vocab_size = 65;
   // 1000 bytes of text read into 1000 two-byte ids: 3000 bytes at the peak, 2000 held
-  const int64_t reading = train::text_reading_bytes(1000, 1000, 2, "char");
+  const int64_t reading = train::text_reading_bytes(1000, 1000, 2, data::TokenizerKind::chars);
   REQUIRE(reading == 3000);
   const auto plan = train::plan_memory(cfg, 1000, 2000, 1, -1, reading);
   REQUIRE(plan.data == 3000);
   REQUIRE(plan.total() - train::plan_memory(cfg, 1000, 0).total() == 3000);
   REQUIRE(plan.describe().find("data 3.0 kB (reading the text; 2.0 kB held after)") !=
           std::string::npos);
-  REQUIRE(train::text_reading_bytes(1000, 300, 2, "bpe") == 1000 + 300 * train::kBpeIdBufferBytes);
+  REQUIRE(train::text_reading_bytes(1000, 300, 2, data::TokenizerKind::bpe) ==
+          1000 + 300 * train::kBpeIdBufferBytes);
 }
 
 TEST_CASE("config files take a byte-order mark and refuse a repeated key and a negative seed") {

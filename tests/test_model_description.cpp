@@ -28,7 +28,8 @@ std::vector<nn::GPTConfig> variants() {
     for (bool tie : {true, false})
       for (bool bias : {false, true}) {
         nn::GPTConfig c = small_config();
-        c.norm = base::parse_choice<nn::NormKind>(norm), c.tie_weights = tie, c.qkv_bias = bias, c.d_ff = 12;
+        c.norm = base::parse_choice<nn::NormKind>(norm), c.tie_weights = tie, c.qkv_bias = bias,
+        c.d_ff = 12;
         out.push_back(c);
       }
   return out;
