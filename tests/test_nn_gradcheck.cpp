@@ -238,7 +238,7 @@ TEST_CASE("gradcheck a ClassificationHead pooling padded rows, last and mean",
   for (const char* pool : {"last", "mean"}) {
     INFO("pool " << pool);
     ag::Generator gen(16);
-    nn::ClassificationHead head(4, 3, gen, pool);
+    nn::ClassificationHead head(4, 3, gen, base::parse_choice<nn::Pooling>(pool));
     head.to(DType::Float64);
     Tensor h = ag_test::randn_leaf({3, 5, 4}, gen);
     const Tensor labels = ag::from_vector(std::vector<int64_t>{2, 0, 1}, {3});
