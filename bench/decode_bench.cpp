@@ -28,8 +28,8 @@
 
 #include "autograd/bfloat16.h"
 #include "autograd/threading.h"
-#include "nn/decode.h"
-#include "nn/decode_kernels.h"
+#include "nn/inference.h"
+#include "nn/inference_kernels.h"
 
 namespace {
 
@@ -52,7 +52,7 @@ nn::GPTConfig config_named(const std::string& name) {
 }
 
 // Seconds per step over `steps` steps from position 100 (prefilled), best of rounds.
-double step_seconds(nn::Decoder& dec, int64_t steps, int rounds) {
+double step_seconds(nn::CachedInference& dec, int64_t steps, int rounds) {
   const int64_t T = dec.capacity(), start = std::min<int64_t>(100, T / 2);
   std::vector<int64_t> ids(static_cast<size_t>(start), 1), one{2};
   double best = 1e30;
@@ -68,7 +68,7 @@ double step_seconds(nn::Decoder& dec, int64_t steps, int rounds) {
   return best;
 }
 
-double prefill_seconds(nn::Decoder& dec, int rounds) {
+double prefill_seconds(nn::CachedInference& dec, int rounds) {
   const int64_t n = dec.capacity() / 2 + 1;
   std::vector<int64_t> ids(static_cast<size_t>(n), 3);
   double best = 1e30;
@@ -105,19 +105,19 @@ double weight_bytes(const std::vector<Matrix>& mats, bool bf16) {
   return bytes * (bf16 ? 2.0 : 4.0);
 }
 
-// GB/s of decode::linear over the matrices (one row of x), on `threads` threads sharing the
+// GB/s of inference::linear over the matrices (one row of x), on `threads` threads sharing the
 // output rows, best of rounds.
 double gemv_gbs(const std::vector<Matrix>& mats, bool bf16, int threads, int rounds) {
   std::vector<float> x(4096, 1.0f), y(4096);
   double best = 1e30;
-  nn::decode::SpinBarrier barrier;  // the decoder's: it yields the core to a thread it waits for
+  nn::inference::SpinBarrier barrier;  // the decoder's: it yields the core to a thread it waits for
   for (int r = 0; r < rounds; ++r) {
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads)
     for (const auto& m : mats) {
-      const auto [o0, o1] = nn::decode::share(m.out, omp_get_thread_num(), threads);
-      const nn::decode::Weights W{m.f32 + o0 * m.in, bf16 ? m.bf16.data() + o0 * m.in : nullptr};
-      nn::decode::linear(x.data(), 1, m.in, W, nullptr, o1 - o0, y.data() + o0, m.out, false);
+      const auto [o0, o1] = nn::inference::share(m.out, omp_get_thread_num(), threads);
+      const nn::inference::Weights W{m.f32 + o0 * m.in, bf16 ? m.bf16.data() + o0 * m.in : nullptr};
+      nn::inference::linear(x.data(), 1, m.in, W, nullptr, o1 - o0, y.data() + o0, m.out, false);
       barrier.wait(threads);
     }
     best = std::min(best, seconds_since(t0));
@@ -138,7 +138,7 @@ double read_gbs(const std::vector<Matrix>& mats, int threads, int rounds) {
     {
       v16 acc[4] = {};
       for (const auto& m : mats) {
-        const auto [i0, i1] = nn::decode::share(m.out * m.in, omp_get_thread_num(), threads, 64);
+        const auto [i0, i1] = nn::inference::share(m.out * m.in, omp_get_thread_num(), threads, 64);
         for (int64_t i = i0; i + 64 <= i1; i += 64)
           for (int k = 0; k < 4; ++k) {
             v16 v;
@@ -184,13 +184,13 @@ void measure(const std::string& name, int64_t steps, int rounds, bool json) {
   const nn::GPTConfig cfg = config_named(name);
   nn::GPT model(cfg, 1);
   model.eval();
-  using P = nn::Decoder::Threads;
+  using P = nn::CachedInference::Threads;
   for (auto format : {nn::WeightFormat::fp32, nn::WeightFormat::bf16}) {
     const char* weights = format == nn::WeightFormat::fp32 ? "fp32" : "bf16";
     if (format == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(model);
     for (auto [policy, label] :
          {std::pair{P::kOne, "one"}, {P::kTeam, "team"}, {P::kTimed, "timed"}}) {
-      nn::Decoder dec(model, 1, format);
+      nn::CachedInference dec(model, 1, format);
       dec.set_threads(policy);
       const double step = step_seconds(dec, steps, rounds), prefill = prefill_seconds(dec, rounds);
       const double tokens_s = 1.0 / (step + prefill / static_cast<double>(cfg.context_length / 2));

@@ -13,7 +13,7 @@
 #include "data/instructions.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
-#include "nn/decode.h"
+#include "nn/inference.h"
 #include "nn/generation.h"
 #include "train/console.h"
 #include "train/memory_plan.h"

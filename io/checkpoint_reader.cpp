@@ -708,24 +708,6 @@ void read_opened(hid_t file, std::string_view bytes, const std::string& source, 
 
 }  // namespace
 
-std::string printable(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    uint32_t cp = 0;
-    const size_t len = base::utf8_char(text, i, cp);
-    if (len == 0 || base::acts_on_terminal(cp)) {
-      for (size_t k = 0; k < std::max<size_t>(len, 1); ++k)
-        out += fmt::format("\\x{:02X}", static_cast<unsigned char>(text[i + k]));
-      i += std::max<size_t>(len, 1);
-      continue;
-    }
-    out.append(text, i, len);
-    i += len;
-  }
-  return out;
-}
-
 void read_checkpoint_image(std::string_view bytes, const std::string& source, ReadRequest request,
                            ReadSink& sink) {
   h5::silence_library_errors();

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/utf8.h"
+
 #include "io/read_protocol.h"
 
 namespace io::detail {
@@ -22,9 +24,8 @@ namespace io::detail {
 void read_checkpoint_image(std::string_view bytes, const std::string& source, ReadRequest request,
                            ReadSink& sink);
 
-// Text from a file, safe to put in a message: the bytes of characters that act on a terminal
-// (base::acts_on_terminal: controls, whose escape sequences could rewrite it, and
-// bidirectional overrides) and bytes that are not UTF-8 (base::utf8_char) become \xNN.
-std::string printable(const std::string& text);
+// Text from a file, safe to put in a message: base's one escaping (base/utf8.h), which every
+// message of io/ uses.
+using base::printable;
 
 }  // namespace io::detail

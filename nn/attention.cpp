@@ -12,9 +12,8 @@
 
 namespace nn {
 
-namespace {
+namespace detail {
 
-// [B, T, d_in] with T <= context_length, or a clear error naming the module.
 void check_sequence(const char* who, const ag::Tensor& x, int64_t d_in, int64_t context_length) {
   if (x.dim() != 3 || x.shape()[2] != d_in)
     throw std::invalid_argument(fmt::format("{}: expected input [batch, tokens, {}], got {}", who,
@@ -25,87 +24,7 @@ void check_sequence(const char* who, const ag::Tensor& x, int64_t d_in, int64_t 
                     context_length));
 }
 
-}  // namespace
-
-// ------------------------------------------------------------------ SelfAttention_v1
-SelfAttention_v1::SelfAttention_v1(int64_t d_in, int64_t d_out, ag::Generator& gen) {
-  W_query = register_parameter("W_query", ag::rand({d_in, d_out}, gen));
-  W_key = register_parameter("W_key", ag::rand({d_in, d_out}, gen));
-  W_value = register_parameter("W_value", ag::rand({d_in, d_out}, gen));
-}
-
-ag::Tensor SelfAttention_v1::forward(const ag::Tensor& x) const {
-  auto scope = anomaly_scope();
-  ag::Tensor keys = ag::matmul(x, W_key), queries = ag::matmul(x, W_query),
-             values = ag::matmul(x, W_value);
-  ag::Tensor scores = ag::matmul(queries, keys.transpose(-1, -2));  // omega
-  ag::Tensor weights =
-      ag::softmax(scores / std::sqrt(static_cast<double>(keys.shape().back())), -1);
-  return ag::matmul(weights, values);
-}
-
-// ------------------------------------------------------------------ SelfAttention_v2
-SelfAttention_v2::SelfAttention_v2(int64_t d_in, int64_t d_out, bool qkv_bias, ag::Generator& gen) {
-  W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-}
-
-ag::Tensor SelfAttention_v2::forward(const ag::Tensor& x) const {
-  auto scope = anomaly_scope();
-  ag::Tensor keys = W_key->forward(x), queries = W_query->forward(x), values = W_value->forward(x);
-  ag::Tensor scores = ag::matmul(queries, keys.transpose(-1, -2));
-  ag::Tensor weights =
-      ag::softmax(scores / std::sqrt(static_cast<double>(keys.shape().back())), -1);
-  return ag::matmul(weights, values);
-}
-
-// ------------------------------------------------------------------ CausalAttention
-CausalAttention::CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length,
-                                 double dropout, bool qkv_bias, ag::Generator& gen,
-                                 std::shared_ptr<ag::Generator> dropout_gen)
-    : context_length_(context_length) {
-  W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  drop_attn = register_module("drop_attn", std::make_shared<Dropout>(dropout, dropout_gen));
-  mask = ag::triu_mask(context_length, context_length, 1);  // a buffer, not a parameter
-}
-
-ag::Tensor CausalAttention::forward(const ag::Tensor& x) const {
-  auto scope = anomaly_scope();
-  check_sequence("CausalAttention", x, W_query->weight.shape()[1], context_length_);
-  const int64_t T = x.shape()[1];
-  ag::Tensor keys = W_key->forward(x), queries = W_query->forward(x), values = W_value->forward(x);
-  ag::Tensor scores = ag::matmul(queries, keys.transpose(1, 2));
-  scores = ag::masked_fill(scores, mask.narrow(0, 0, T).narrow(1, 0, T), -ag::kInf);
-  ag::Tensor weights =
-      ag::softmax(scores / std::sqrt(static_cast<double>(keys.shape().back())), -1);
-  weights = drop_attn->forward(weights);
-  return ag::matmul(weights, values);
-}
-
-// ------------------------------------------------------------------ MultiHeadAttentionWrapper
-MultiHeadAttentionWrapper::MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out,
-                                                     int64_t context_length, double dropout,
-                                                     int64_t num_heads, bool qkv_bias,
-                                                     ag::Generator& gen,
-                                                     std::shared_ptr<ag::Generator> dropout_gen) {
-  if (num_heads <= 0)
-    throw std::invalid_argument(
-        fmt::format("MultiHeadAttentionWrapper: num_heads must be positive, got {}", num_heads));
-  heads = register_module("heads", std::make_shared<ModuleList<CausalAttention>>());
-  for (int64_t h = 0; h < num_heads; ++h)
-    heads->push_back(std::make_shared<CausalAttention>(d_in, d_out, context_length, dropout,
-                                                       qkv_bias, gen, dropout_gen));
-}
-
-ag::Tensor MultiHeadAttentionWrapper::forward(const ag::Tensor& x) const {
-  auto scope = anomaly_scope();
-  std::vector<ag::Tensor> outs;
-  for (const auto& head : *heads) outs.push_back(head->forward(x));
-  return ag::cat(outs, -1);
-}
+}  // namespace detail
 
 // ------------------------------------------------------------------ QKVProjection
 QKVProjection::QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Linear> key,
@@ -192,7 +111,7 @@ ag::Tensor weighted_values(const ag::Tensor& projected, const ag::Tensor& weight
 
 ag::Tensor MultiHeadAttention::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  check_sequence("MultiHeadAttention", x, W_query->in_features(), context_length_);
+  detail::check_sequence("MultiHeadAttention", x, W_query->in_features(), context_length_);
   ag::Tensor projected = qkv->forward(x);  // [B, T, 3 H D] = [q | k | v]
   if (Observer* observer = ObserverScope::current()) {
     const ag::Tensor weights = causal_weights(projected, num_heads_);
@@ -225,44 +144,44 @@ void MultiHeadAttention::footprint(Footprint& f) const {
 
 // ------------------------------------------------------------------ inference
 
-void MultiHeadAttention::decode(DecodeContext& c, int64_t layer, const DecodePass& pass,
+void MultiHeadAttention::infer(InferenceContext& c, int64_t layer, const InferencePass& pass,
                                 const float* a, int tid, int threads) const {
-  const auto [h0, h1] = decode::share(num_heads_, tid, threads, 1);
+  const auto [h0, h1] = inference::share(num_heads_, tid, threads, 1);
   project(c, layer, pass, a, h0, h1);
   attend(c, layer, pass, h0, h1, tid);  // the heads this thread projected: no barrier between
   c.barrier.wait(threads);
-  const auto [c0, c1] = decode::share(c.C, tid, threads);
+  const auto [c0, c1] = inference::share(c.C, tid, threads);
   out_proj->infer(c, c.ctx.data(), pass.rows, c0, c1, c.x.data(), c.C, true);
   c.barrier.wait(threads);
 }
 
 // The query, key and value columns of heads [h0, h1) for every row of the pass: queries
 // into c.q, keys transposed into the cache (through c.k), values into the cache.
-void MultiHeadAttention::project(DecodeContext& c, int64_t l, const DecodePass& pass,
+void MultiHeadAttention::project(InferenceContext& c, int64_t l, const InferencePass& pass,
                                  const float* a, int64_t h0, int64_t h1) const {
   const int64_t C = c.C, T = c.T, n = pass.rows, c0 = h0 * head_dim_, c1 = h1 * head_dim_;
   W_query->infer(c, a, n, c0, c1, c.q.data(), C, false);
   W_key->infer(c, a, n, c0, c1, c.k.data(), C, false);
   if (pass.prefill) {
-    decode::transpose_into(c.k.data(), n, C, c0, c1, c.keys(l, pass.b), T, 0);
+    inference::transpose_into(c.k.data(), n, C, c0, c1, c.keys(l, pass.b), T, 0);
     W_value->infer(c, a, n, c0, c1, c.values(l, pass.b, 0), C, false);
     return;
   }
   for (int64_t b = 0; b < n; ++b)
-    decode::transpose_into(c.k.data() + b * C, 1, C, c0, c1, c.keys(l, b), T, pass.position);
+    inference::transpose_into(c.k.data() + b * C, 1, C, c0, c1, c.keys(l, b), T, pass.position);
   W_value->infer(c, a, n, c0, c1, c.values(l, 0, pass.position), T * C, false);
 }
 
 // c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs, or a step's
 // query of each row against its cached positions.
-void MultiHeadAttention::attend(DecodeContext& c, int64_t l, const DecodePass& pass, int64_t h0,
+void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferencePass& pass, int64_t h0,
                                 int64_t h1, int tid) const {
   const int64_t C = c.C, D = head_dim_, T = c.T, H = num_heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   if (!pass.prefill) {
     for (int64_t b = 0; b < pass.rows; ++b)
       for (int64_t h = h0; h < h1; ++h)
-        decode::attend(c.q.data() + b * C + h * D, c.keys(l, b) + h * D * T, T,
+        inference::attend(c.q.data() + b * C + h * D, c.keys(l, b) + h * D * T, T,
                        c.values(l, b, 0) + h * D, C, pass.position + 1, D, scale,
                        c.scores.data() + (b * H + h) * T, c.ctx.data() + b * C + h * D);
     return;
@@ -275,7 +194,7 @@ void MultiHeadAttention::attend(DecodeContext& c, int64_t l, const DecodePass& p
 // Queries [i0, i1) of a prefill, head h, in thread tid's scratch for [i1 - i0, i1] scores
 // (no query sees a later position): the whole window in one block when the scratch holds
 // it, so that the products are those of one n x n GEMM.
-void MultiHeadAttention::attend_rows(DecodeContext& c, int64_t l, const DecodePass& pass, int64_t h,
+void MultiHeadAttention::attend_rows(InferenceContext& c, int64_t l, const InferencePass& pass, int64_t h,
                                      int64_t i0, int64_t i1, int tid) const {
   const int64_t C = c.C, D = head_dim_, T = c.T;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -286,7 +205,7 @@ void MultiHeadAttention::attend_rows(DecodeContext& c, int64_t l, const DecodePa
   const ag::OpenBlasCallThreads blas_threads;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, Db, scale,
               c.q.data() + i0 * C + h * D, Cb, c.keys(l, pass.b) + h * D * T, Tb, 0.0f, s, N);
-  decode::causal_softmax(s, i1 - i0, i1, i0);
+  inference::causal_softmax(s, i1 - i0, i1, i0);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, Db, N, 1.0f, s, N,
               c.values(l, pass.b, 0) + h * D, Cb, 0.0f, c.ctx.data() + i0 * C + h * D, Cb);
 }

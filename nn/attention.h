@@ -1,9 +1,8 @@
 #pragma once
-// The attention chapter, class by class: self-attention with raw
-// weight matrices (v1) and with Linear layers (v2), causal attention with dropout, a
-// wrapper that stacks single heads, and the efficient MultiHeadAttention, which applies
-// W_query, W_key and W_value as one fused projection (qkv) and runs every head at once
-// through the fused ag::causal_self_attention kernel.
+// The model's attention: MultiHeadAttention, which applies W_query, W_key and W_value as
+// one fused projection (qkv) and runs every head at once through the fused
+// ag::causal_self_attention kernel. (The chapter's teaching classes that lead up to it,
+// v1 to the wrapper of single heads, are in nn/chapter/attention.h.)
 //
 //   ag::Generator gen(123);
 //   auto dropout_gen = std::make_shared<ag::Generator>(0);
@@ -20,46 +19,10 @@
 
 namespace nn {
 
-// x [T, d_in] -> [T, d_out]; W_* [d_in, d_out] ~ U[0, 1) as torch.rand draws them.
-class SelfAttention_v1 : public Module {
- public:
-  SelfAttention_v1(int64_t d_in, int64_t d_out, ag::Generator& gen);
-  ag::Tensor forward(const ag::Tensor& x) const;
-  ag::Tensor W_query, W_key, W_value;
-};
-
-// x [..., T, d_in] -> [..., T, d_out], projections through Linear.
-class SelfAttention_v2 : public Module {
- public:
-  SelfAttention_v2(int64_t d_in, int64_t d_out, bool qkv_bias, ag::Generator& gen);
-  ag::Tensor forward(const ag::Tensor& x) const;
-  std::shared_ptr<Linear> W_query, W_key, W_value;
-};
-
-// Single-head causal attention, composed from ops: x [B, T, d_in] -> [B, T, d_out], with
-// dropout on the attention weights. T may be shorter than context_length, never longer.
-class CausalAttention : public Module {
- public:
-  CausalAttention(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                  bool qkv_bias, ag::Generator& gen, std::shared_ptr<ag::Generator> dropout_gen);
-  ag::Tensor forward(const ag::Tensor& x) const;
-  std::shared_ptr<Linear> W_query, W_key, W_value;
-  std::shared_ptr<Dropout> drop_attn;  // on the attention weights
-  ag::Tensor mask;  // [context_length, context_length] bool, true above the diagonal
-
- private:
-  int64_t context_length_;
-};
-
-// num_heads CausalAttention heads side by side: [B, T, d_in] -> [B, T, num_heads * d_out].
-class MultiHeadAttentionWrapper : public Module {
- public:
-  MultiHeadAttentionWrapper(int64_t d_in, int64_t d_out, int64_t context_length, double dropout,
-                            int64_t num_heads, bool qkv_bias, ag::Generator& gen,
-                            std::shared_ptr<ag::Generator> dropout_gen);
-  ag::Tensor forward(const ag::Tensor& x) const;
-  std::shared_ptr<ModuleList<CausalAttention>> heads;
-};
+namespace detail {
+// [B, T, d_in] with T <= context_length, or a clear error naming the module `who`.
+void check_sequence(const char* who, const ag::Tensor& x, int64_t d_in, int64_t context_length);
+}  // namespace detail
 
 // W_query, W_key and W_value applied as one projection, [B, T, d_in] -> [B, T, 3 d_out]:
 // one GEMM forward (two backward) where three Linears take three (six). It owns no
@@ -93,7 +56,7 @@ class MultiHeadAttention : public Module {
   // rows a [rows, C] into the residual stream c.x. This thread projects and attends its
   // share of the heads, writing their keys and values into the cache, then computes its
   // share of out_proj's columns.
-  void decode(DecodeContext& c, int64_t layer, const DecodePass& pass, const float* a, int tid,
+  void infer(InferenceContext& c, int64_t layer, const InferencePass& pass, const float* a, int tid,
               int threads) const;
   void footprint(Footprint& f) const override;
   int64_t head_dim() const { return head_dim_; }
@@ -103,11 +66,11 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> out_proj;
 
  private:
-  void project(DecodeContext& c, int64_t layer, const DecodePass& pass, const float* a, int64_t h0,
+  void project(InferenceContext& c, int64_t layer, const InferencePass& pass, const float* a, int64_t h0,
                int64_t h1) const;
-  void attend(DecodeContext& c, int64_t layer, const DecodePass& pass, int64_t h0, int64_t h1,
+  void attend(InferenceContext& c, int64_t layer, const InferencePass& pass, int64_t h0, int64_t h1,
               int tid) const;
-  void attend_rows(DecodeContext& c, int64_t layer, const DecodePass& pass, int64_t h, int64_t i0,
+  void attend_rows(InferenceContext& c, int64_t layer, const InferencePass& pass, int64_t h, int64_t i0,
                    int64_t i1, int tid) const;
   int64_t num_heads_, head_dim_, context_length_;
   double dropout_;

@@ -24,13 +24,13 @@ ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
 // Each branch adds its output into the residual stream c.x itself (its last projection
 // accumulates); every thread normalises all rows for itself, so no barrier is needed
 // before a branch.
-void TransformerBlock::decode(DecodeContext& c, int64_t layer, const DecodePass& pass, int tid,
+void TransformerBlock::infer(InferenceContext& c, int64_t layer, const InferencePass& pass, int tid,
                               int threads) const {
   float* a = c.normed_rows(tid, pass.rows);
   ln1->infer(c, c.x.data(), pass.rows, a);
-  attn->decode(c, layer, pass, a, tid, threads);
+  attn->infer(c, layer, pass, a, tid, threads);
   ln2->infer(c, c.x.data(), pass.rows, a);
-  mlp->decode(c, pass, a, tid, threads);
+  mlp->infer(c, pass, a, tid, threads);
 }
 
 // The residual stream after each branch is kept by the norm that reads it next.

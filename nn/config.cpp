@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "base/utf8.h"
+
 namespace nn {
 
 // The upper bounds are far beyond any model that fits in memory, so that size arithmetic
@@ -89,13 +91,9 @@ void check_field(const ConfigField& f, const GPTConfig& cfg) {
   }
 }
 
-// A value from elsewhere, safe on a terminal: its first 64 bytes, other than printable
-// ASCII shown as '?'.
-std::string shown(std::string text) {
-  text.resize(std::min<size_t>(text.size(), 64));
-  for (char& c : text)
-    if (c < 0x20 || c > 0x7e) c = '?';
-  return text;
+// A value from elsewhere, safe on a terminal: its first 64 bytes, escaped.
+std::string shown(const std::string& text) {
+  return base::printable(std::string_view(text).substr(0, 64));
 }
 
 // The adapters' settings: none without a rank; a rank each targeted Linear can hold.

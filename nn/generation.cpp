@@ -9,7 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "nn/decode.h"
+#include "nn/inference.h"
 
 namespace nn {
 
@@ -51,7 +51,7 @@ int64_t generation_memory_bytes(const GPTConfig& cfg, int64_t prompt_tokens,
   double bytes = B * 3 * T * sizeof(int64_t) + V * (2 * sizeof(double) + sizeof(int64_t));
   if (options.use_cache)
     bytes += static_cast<double>(
-        Decoder::memory_bytes(cfg, options.num_samples, threads, options.weights, window));
+        CachedInference::memory_bytes(cfg, options.num_samples, threads, options.weights, window));
   else
     bytes += sizeof(float) * B *
              (V + W * (V + static_cast<double>(cfg.ff_width()) + 12 * C +
@@ -196,7 +196,7 @@ class Run {
   std::vector<ag::Generator> gens_;
   std::vector<char> active_;
   std::vector<int64_t> ids_, window_;
-  std::optional<Decoder> decoder_;
+  std::optional<CachedInference> decoder_;
   std::vector<float> full_logits_;
   GenerationStats st_;
 };

@@ -16,7 +16,7 @@
 // T tokens. slide 1 is the window of the last T tokens for every token.
 //
 // The two paths compute the same windows:
-//   use_cache (default)  nn::Decoder: the prompt's window is prefilled once, then each
+//   use_cache (default)  nn::CachedInference: the prompt's window is prefilled once, then each
 //                        token is one position through every layer; when the window moves
 //                        the cache is rebuilt by prefilling the new window (once every
 //                        `slide` tokens; logits equal the full forward of that window).
@@ -36,7 +36,7 @@
 #include <span>
 #include <vector>
 
-#include "nn/decode.h"
+#include "nn/inference.h"
 #include "nn/gpt.h"
 #include "nn/sampling.h"
 
@@ -50,7 +50,7 @@ struct GenerationOptions {
   bool use_cache = true;
   int64_t slide = 0;         // tokens the window moves past the context; 0: default_slide()
   double max_seconds = 0.0;  // stop every sample after this long; 0: no limit
-  // How the cached path's steps read the weights (decode.h); bf16 needs a model whose
+  // How the cached path's steps read the weights (inference.h); bf16 needs a model whose
   // matrices hold bfloat16 values (round_weights_to_bfloat16), which the full-window path
   // then runs as they are.
   WeightFormat weights = WeightFormat::fp32;
@@ -75,7 +75,7 @@ int64_t longest_window(int64_t prompt_tokens, int64_t max_new_tokens, int64_t co
 
 // The bytes generate() allocates for `options` and a prompt of prompt_tokens on `threads`
 // OpenMP threads, computed without allocating: the cached path's decoder
-// (Decoder::memory_bytes over the longest window), or the full-window path's forward (its
+// (CachedInference::memory_bytes over the longest window), or the full-window path's forward (its
 // logits, the MLP's hidden rows and a dozen model-width rows per position of every
 // sample), and every sample's token history and sampler. In double and saturated
 // (INT64_MAX), so that an absurd count gives an absurd size, never an overflowed one.

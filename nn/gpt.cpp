@@ -129,14 +129,14 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
 
 // ------------------------------------------------------------------ inference
 
-void GPT::embed(DecodeContext& c, const int64_t* ids, int64_t rows, int64_t position,
+void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t position,
                 int64_t position_step) const {
   const int64_t C = cfg_.d_model;
   const float *tok = tok_emb->weight.const_data<float>(),
               *pos = pos_emb->weight.const_data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     if (ids[r] < 0 || ids[r] >= cfg_.vocab_size)
-      throw std::out_of_range(fmt::format("Decoder: token id {} is outside the vocabulary of {}",
+      throw std::out_of_range(fmt::format("CachedInference: token id {} is outside the vocabulary of {}",
                                           ids[r], cfg_.vocab_size));
     const float* te = tok + ids[r] * C;
     const float* pe = pos + (position + r * position_step) * C;
@@ -148,14 +148,14 @@ void GPT::embed(DecodeContext& c, const int64_t* ids, int64_t rows, int64_t posi
 
 // The blocks, then the final norm and the head on the rows whose logits are wanted, each
 // thread a share of the vocabulary.
-void GPT::decode(DecodeContext& c, const DecodePass& pass, int tid, int threads) const {
+void GPT::infer(InferenceContext& c, const InferencePass& pass, int tid, int threads) const {
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
-    (*blocks)[static_cast<size_t>(l)].decode(c, l, pass, tid, threads);
+    (*blocks)[static_cast<size_t>(l)].infer(c, l, pass, tid, threads);
   const int64_t C = cfg_.d_model, V = cfg_.vocab_size;
   const int64_t first = pass.prefill ? pass.rows - 1 : 0, rows = pass.prefill ? 1 : pass.rows;
   float* a = c.normed_rows(tid, pass.rows);
   ln_f->infer(c, c.x.data() + first * C, rows, a);
-  const auto [v0, v1] = decode::share(V, tid, threads);
+  const auto [v0, v1] = inference::share(V, tid, threads);
   head_->infer(c, a, rows, v0, v1, c.logits.data() + (pass.prefill ? pass.b * V : 0), V);
 }
 

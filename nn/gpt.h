@@ -8,7 +8,7 @@
 // The model is described once, here and in block.h; that description runs four ways:
 //   forward               the training forward (autograd ops), and under an
 //                         ObserverScope the attention maps (observer.h)
-//   embed / decode        the KV-cached inference step (decode.h drives it)
+//   embed / infer         the KV-cached inference step (inference.h drives it)
 //   footprint             FLOPs and the tensors kept for backward, per token (the memory plan)
 //   under ShapeOnlyScope  the parameter list and count, nothing allocated
 //
@@ -54,12 +54,12 @@ class GPT : public Module {
   ag::Tensor generate(const ag::Tensor& ids, int64_t max_new_tokens, double temperature,
                       int64_t top_k, ag::Generator& gen) const;
 
-  // Inference (decode.h): ids[r] at position `position + r * position_step` into the rows
+  // Inference (inference.h): ids[r] at position `position + r * position_step` into the rows
   // of c.x; then every block and the head on them (the logits of a step's rows, or of a
   // prefill's last row, into c.logits).
-  void embed(DecodeContext& c, const int64_t* ids, int64_t rows, int64_t position,
+  void embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t position,
              int64_t position_step) const;
-  void decode(DecodeContext& c, const DecodePass& pass, int tid, int threads) const;
+  void infer(InferenceContext& c, const InferencePass& pass, int tid, int threads) const;
   // The weight matrices decode reads in full for every token (what bfloat16 weights
   // halve), with their element counts (a shape-only description has the counts only).
   struct StreamedMatrix {

@@ -7,7 +7,7 @@
 
 namespace nn {
 
-void Head::infer(const DecodeContext&, const float*, int64_t, int64_t, int64_t, float*,
+void Head::infer(const InferenceContext&, const float*, int64_t, int64_t, int64_t, float*,
                  int64_t) const {
   throw std::logic_error(
       fmt::format("the head '{}' does not predict tokens: the decoder needs an LMHead", path()));
@@ -40,9 +40,9 @@ ag::Tensor LMHead::loss(const ag::Tensor& logits, const ag::Tensor& targets) con
   return ag::cross_entropy(logits, targets);
 }
 
-void LMHead::infer(const DecodeContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
+void LMHead::infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
                    float* y, int64_t ldy) const {
-  decode::linear(a, rows, d_model_, c.bound_to(this).weight.rows_from(v0, d_model_), nullptr,
+  inference::linear(a, rows, d_model_, c.bound_to(this).weight.rows_from(v0, d_model_), nullptr,
                  v1 - v0, y + v0, ldy, false);
 }
 

@@ -72,10 +72,10 @@ void Linear::merge_adapter() {
   lora_dropout = nullptr;
 }
 
-void Linear::infer(const DecodeContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1,
+void Linear::infer(const InferenceContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1,
                    float* y, int64_t ldy, bool accumulate) const {
-  const DecodeContext::Bound& b = c.bound_to(this);
-  decode::linear(x, rows, in_, b.weight.rows_from(o0, in_), b.bias ? b.bias + o0 : nullptr, o1 - o0,
+  const InferenceContext::Bound& b = c.bound_to(this);
+  inference::linear(x, rows, in_, b.weight.rows_from(o0, in_), b.bias ? b.bias + o0 : nullptr, o1 - o0,
                  y + o0, ldy, accumulate);
 }
 
@@ -113,8 +113,8 @@ ag::Tensor LayerNorm::forward(const ag::Tensor& x) const {
   return ag::layer_norm(x, weight, bias, eps());
 }
 
-void LayerNorm::infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const {
-  const DecodeContext::Bound& b = c.bound_to(this);
+void LayerNorm::infer(const InferenceContext& c, const float* x, int64_t rows, float* y) const {
+  const InferenceContext::Bound& b = c.bound_to(this);
   ag::kernels::layer_norm_rows(x, rows, dim(), b.weight.f32, b.bias, eps(), y);
 }
 
@@ -130,7 +130,7 @@ ag::Tensor RMSNorm::forward(const ag::Tensor& x) const {
   return ag::rms_norm(x, weight, eps());
 }
 
-void RMSNorm::infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const {
+void RMSNorm::infer(const InferenceContext& c, const float* x, int64_t rows, float* y) const {
   ag::kernels::rms_norm_rows(x, rows, dim(), c.bound_to(this).weight.f32, eps(), y);
 }
 
@@ -179,14 +179,14 @@ ag::Tensor MLP::forward(const ag::Tensor& x) const {
 }
 
 // this thread's hidden columns, then (every hidden column needed) its output columns
-void MLP::decode(DecodeContext& c, const DecodePass& pass, const float* a, int tid,
+void MLP::infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
                  int threads) const {
   const int64_t n = pass.rows, F = c.F;
-  const auto [f0, f1] = decode::share(F, tid, threads);
+  const auto [f0, f1] = inference::share(F, tid, threads);
   fc1->infer(c, a, n, f0, f1, c.hidden.data(), F, false);
-  for (int64_t r = 0; r < n; ++r) decode::gelu(c.hidden.data() + r * F + f0, f1 - f0);
+  for (int64_t r = 0; r < n; ++r) inference::gelu(c.hidden.data() + r * F + f0, f1 - f0);
   c.barrier.wait(threads);
-  const auto [c0, c1] = decode::share(c.C, tid, threads);
+  const auto [c0, c1] = inference::share(c.C, tid, threads);
   fc2->infer(c, c.hidden.data(), n, c0, c1, c.x.data(), c.C, true);
   c.barrier.wait(threads);
 }

@@ -2,13 +2,13 @@
 // The basic layers, with PyTorch's parameter names and layouts: Linear stores its weight
 // [out_features, in_features] and computes x W^T + b. Each layer declares its parameters
 // (constructor), its training forward (autograd ops), its inference step on the KV-cached
-// decoder's float32 rows (infer/decode, decode_context.h) and what its forward keeps for
+// decoder's float32 rows (infer, inference_context.h) and what its forward keeps for
 // backward and computes (footprint), side by side.
 #include <memory>
 #include <string>
 
 #include "nn/config.h"
-#include "nn/decode_context.h"
+#include "nn/inference_context.h"
 #include "nn/module.h"
 
 namespace nn {
@@ -42,9 +42,9 @@ class Linear : public Module {
 
   // Inference: output columns [o0, o1) of rows of x [rows, in] into y (column 0 of the
   // output, row stride ldy), added to y with accumulate.
-  void infer(const DecodeContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1, float* y,
+  void infer(const InferenceContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1, float* y,
              int64_t ldy, bool accumulate) const;
-  void bind_inference(DecodeContext& c) const override { c.bind(this, weight, bias); }
+  void bind_inference(InferenceContext& c) const override { c.bind(this, weight, bias); }
   void footprint(Footprint& f) const override;
 
   ag::Tensor weight;                       // [out_features, in_features]
@@ -74,7 +74,7 @@ class Norm : public Module {
  public:
   virtual ag::Tensor forward(const ag::Tensor& x) const = 0;
   // Inference: rows of x [rows, C] into y, as forward computes them in float32.
-  virtual void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const = 0;
+  virtual void infer(const InferenceContext& c, const float* x, int64_t rows, float* y) const = 0;
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
   ag::Tensor weight;  // [dim], ones
@@ -91,8 +91,8 @@ class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5);
   ag::Tensor forward(const ag::Tensor& x) const override;
-  void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const override;
-  void bind_inference(DecodeContext& c) const override { c.bind(this, weight, bias); }
+  void infer(const InferenceContext& c, const float* x, int64_t rows, float* y) const override;
+  void bind_inference(InferenceContext& c) const override { c.bind(this, weight, bias); }
   void footprint(Footprint& f) const override;
   ag::Tensor bias;  // [dim], zeros
 };
@@ -102,8 +102,8 @@ class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-5);
   ag::Tensor forward(const ag::Tensor& x) const override;
-  void infer(const DecodeContext& c, const float* x, int64_t rows, float* y) const override;
-  void bind_inference(DecodeContext& c) const override { c.bind(this, weight, ag::Tensor()); }
+  void infer(const InferenceContext& c, const float* x, int64_t rows, float* y) const override;
+  void bind_inference(InferenceContext& c) const override { c.bind(this, weight, ag::Tensor()); }
   void footprint(Footprint& f) const override;
 };
 
@@ -139,7 +139,7 @@ class MLP : public Module {
   ag::Tensor forward(const ag::Tensor& x) const;
   // Inference: adds the MLP of the normalised rows a [rows, C] into the residual stream
   // c.x, this thread's share of the hidden and output columns.
-  void decode(DecodeContext& c, const DecodePass& pass, const float* a, int tid, int threads) const;
+  void infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid, int threads) const;
   void footprint(Footprint& f) const override;
   std::shared_ptr<Linear> fc1, fc2;
 };

@@ -24,7 +24,7 @@
 
 namespace nn {
 
-struct DecodeContext;
+struct InferenceContext;
 
 // Name to tensor, in registration order (the order PyTorch's state_dict() keeps).
 using StateDict = std::vector<std::pair<std::string, ag::Tensor>>;
@@ -98,8 +98,8 @@ class Module {
   // by default its children's, in registration order. Layers that call ops add their own.
   virtual void footprint(Footprint& f) const;
   // Resolves, into the decoder's context, what this module's inference step reads
-  // (DecodeContext::bind); by default nothing. Called once when a decoder is made.
-  virtual void bind_inference(DecodeContext&) const {}
+  // (InferenceContext::bind); by default nothing. Called once when a decoder is made.
+  virtual void bind_inference(InferenceContext&) const {}
 
   // The parameters by name, sharing storage with the module.
   StateDict state_dict() const { return named_parameters(); }

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/attention_maps.h"
+#include "nn/chapter/attention.h"
 #include "support.h"
 
 using ag::DType;

@@ -1,4 +1,4 @@
-// The key/value-cached decoder (nn/decode.h) against GPT::forward: the logits of every
+// The key/value-cached decoder (nn/inference.h) against GPT::forward: the logits of every
 // position, after a prefill of any length, for batches of different rows, on the default
 // and base configs. Agreement is to float32 rounding: the decoder's GEMVs and the
 // forward's GEMMs add the same products in other orders; the tolerance is 1e-5 of the
@@ -79,7 +79,7 @@ double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int
                       nn::WeightFormat format = nn::WeightFormat::fp32) {
   const int64_t T = static_cast<int64_t>(row.size()), V = model.config().vocab_size;
   const Tensor full = ag_test::forward_logits(model, row);  // [T, V]
-  nn::Decoder dec(model, 1, format);
+  nn::CachedInference dec(model, 1, format);
   std::span<const float> logits =
       dec.prefill(std::span<const int64_t>(row.data(), static_cast<size_t>(from)), from);
   double worst = 0;
@@ -126,7 +126,7 @@ TEST_CASE("bfloat16 rounding covers the matrices a step reads, and nothing else"
   const auto model_ptr = ag_test::sharp_model(cfg, 2);
   nn::GPT& model = *model_ptr;
   // unrounded weights are refused: the copies would not be the numbers the prefills use
-  CHECK_THROWS_WITH(nn::Decoder(model, 1, nn::WeightFormat::bf16),
+  CHECK_THROWS_WITH(nn::CachedInference(model, 1, nn::WeightFormat::bf16),
                     Catch::Contains("rounded to bfloat16 first"));
   std::map<std::string, std::vector<double>> before;
   for (const auto& [name, p] : model.named_parameters()) before[name] = p.to_vector();
@@ -140,9 +140,9 @@ TEST_CASE("bfloat16 rounding covers the matrices a step reads, and nothing else"
       REQUIRE(static_cast<float>(now[i]) == (streamed ? ag::bf16_rounded(f) : f));
     }
   }
-  CHECK_NOTHROW(nn::Decoder(model, 1, nn::WeightFormat::bf16));
-  CHECK(nn::Decoder::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16) >
-        nn::Decoder::memory_bytes(cfg, 1, 2));
+  CHECK_NOTHROW(nn::CachedInference(model, 1, nn::WeightFormat::bf16));
+  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16) >
+        nn::CachedInference::memory_bytes(cfg, 1, 2));
 }
 
 TEST_CASE("one wrong cached position moves the logits far beyond the tolerance", "[decode]") {
@@ -156,7 +156,7 @@ TEST_CASE("one wrong cached position moves the logits far beyond the tolerance",
   const std::vector<int64_t> row = ag_test::random_tokens(n + 1, V, 3);
   const Tensor full = ag_test::forward_logits(model, row);
   auto last_error = [&](const std::vector<int64_t>& fed, int64_t full_position) {
-    nn::Decoder dec(model, 1);
+    nn::CachedInference dec(model, 1);
     std::span<const float> logits = dec.prefill(std::span<const int64_t>(fed.data(), 1), 1);
     for (size_t t = 1; t < fed.size(); ++t) logits = dec.step(std::span<const int64_t>(&fed[t], 1));
     double worst = 0;
@@ -184,7 +184,7 @@ TEST_CASE("decoding rows side by side equals decoding each alone", "[decode]") {
     rows[2] = rows[0];  // a repeated row is copied, not recomputed: same logits
     std::vector<int64_t> prompt;
     for (const auto& r : rows) prompt.insert(prompt.end(), r.begin(), r.begin() + n);
-    nn::Decoder together(model, B);
+    nn::CachedInference together(model, B);
     together.prefill(prompt, n);
     std::vector<int64_t> next(static_cast<size_t>(B));
     std::span<const float> logits;
@@ -204,7 +204,7 @@ TEST_CASE("the decoder refuses misuse with a clear error", "[decode]") {
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 1);
   const nn::GPT& model = *model_ptr;
-  nn::Decoder dec(model, 1);
+  nn::CachedInference dec(model, 1);
   const std::vector<int64_t> one{1}, bad{cfg.vocab_size};
   CHECK_THROWS_WITH(dec.step(one), Catch::Contains("prefill first"));
   CHECK_THROWS_WITH(dec.prefill(bad, 1), Catch::Contains("outside the vocabulary"));
@@ -216,7 +216,7 @@ TEST_CASE("the decoder refuses misuse with a clear error", "[decode]") {
   CHECK_THROWS_WITH(dec.step(one), Catch::Contains("again past the context"));
   nn::GPT wide(cfg, 1);
   wide.to(ag::DType::Float64);
-  CHECK_THROWS_WITH(nn::Decoder(wide, 1), Catch::Contains("float32"));
+  CHECK_THROWS_WITH(nn::CachedInference(wide, 1), Catch::Contains("float32"));
 }
 
 TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
@@ -225,10 +225,10 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 4);
   const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
-  auto all_logits = [&](int threads, nn::Decoder::Threads policy) {
+  auto all_logits = [&](int threads, nn::CachedInference::Threads policy) {
     const int before = ag::num_threads();
     ag::set_num_threads(threads);
-    nn::Decoder dec(*model_ptr, 1);
+    nn::CachedInference dec(*model_ptr, 1);
     dec.set_threads(policy);
     std::vector<float> out;
     std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
@@ -240,7 +240,7 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
     ag::set_num_threads(before);
     return out;
   };
-  using P = nn::Decoder::Threads;
+  using P = nn::CachedInference::Threads;
   const std::vector<float> one = all_logits(1, P::kTimed);
   CHECK(one == all_logits(2, P::kTeam));
   CHECK(one == all_logits(2, P::kOne));
@@ -249,7 +249,7 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
 
 TEST_CASE("the pace runs steps on the faster of one thread and the team", "[decode]") {
   auto run = [](double one, double team, int steps) {
-    nn::decode::StepPace pace;
+    nn::inference::StepPace pace;
     int threaded = 0;
     for (int i = 0; i < steps; ++i) {
       const bool t = pace.threaded();
@@ -305,20 +305,20 @@ TEST_CASE("the decoder refuses a model it cannot run as described", "[decode]") 
   nn::GPT with_adapter(cfg, 1);
   ag::Generator gen(1);
   (*with_adapter.blocks)[0].mlp->fc1->add_adapter(2, 2.0, gen);
-  REQUIRE_THROWS_WITH(nn::Decoder(with_adapter, 1),
+  REQUIRE_THROWS_WITH(nn::CachedInference(with_adapter, 1),
                       Catch::Contains("blocks.0.mlp.fc1") && Catch::Contains("merge"));
   (*with_adapter.blocks)[0].mlp->fc1->merge_adapter();
-  REQUIRE_NOTHROW(nn::Decoder(with_adapter, 1));
+  REQUIRE_NOTHROW(nn::CachedInference(with_adapter, 1));
   nn::GPT classifier(cfg, 1);
   classifier.replace_head(std::make_shared<nn::ClassificationHead>(cfg.d_model, 2, gen),
                           "classifier");
-  REQUIRE_THROWS_WITH(nn::Decoder(classifier, 1), Catch::Contains("does not predict tokens"));
+  REQUIRE_THROWS_WITH(nn::CachedInference(classifier, 1), Catch::Contains("does not predict tokens"));
 }
 
 TEST_CASE("a step and the choice of a token allocate nothing", "[decode]") {
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 2);
-  nn::Decoder dec(*model_ptr, 2);
+  nn::CachedInference dec(*model_ptr, 2);
   nn::SamplingOptions so;
   so.top_k = 10, so.top_p = 0.9;
   nn::TokenSampler sampler(cfg.vocab_size, so);
@@ -344,7 +344,7 @@ TEST_CASE("a decoder sized for a shorter window gives the same logits bit for bi
   const nn::GPTConfig cfg = ag_test::decode_configs().back().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 5);
   const std::vector<int64_t> row = ag_test::random_tokens(40, cfg.vocab_size, 8);
-  nn::Decoder whole(*model_ptr, 1), window(*model_ptr, 1, nn::WeightFormat::fp32, 40);
+  nn::CachedInference whole(*model_ptr, 1), window(*model_ptr, 1, nn::WeightFormat::fp32, 40);
   REQUIRE(whole.capacity() == cfg.context_length);
   REQUIRE(window.capacity() == 40);
   const auto same = [](std::span<const float> a, std::span<const float> b) {
@@ -355,7 +355,7 @@ TEST_CASE("a decoder sized for a shorter window gives the same logits bit for bi
   for (size_t t = 10; t < row.size(); ++t)
     CHECK(same(whole.step({&row[t], 1}), window.step({&row[t], 1})));
   CHECK_THROWS_WITH(window.step({&row[0], 1}), Catch::Contains("capacity"));
-  CHECK_THROWS_WITH(nn::Decoder(*model_ptr, 1, nn::WeightFormat::fp32, cfg.context_length + 1),
+  CHECK_THROWS_WITH(nn::CachedInference(*model_ptr, 1, nn::WeightFormat::fp32, cfg.context_length + 1),
                     Catch::Contains("positions"));
 }
 
@@ -377,11 +377,11 @@ TEST_CASE("the decoder's memory grows with its window, not the square of the con
   // 32768 x 32768 float scores
   nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   cfg.context_length = 32768, cfg.d_model = 8, cfg.n_heads = 1, cfg.n_layers = 1;
-  CHECK(nn::Decoder::memory_bytes(cfg, 1, 2, nn::WeightFormat::fp32, 3) < (int64_t{1} << 20));
-  const int64_t whole = nn::Decoder::memory_bytes(cfg, 1, 2);
+  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::fp32, 3) < (int64_t{1} << 20));
+  const int64_t whole = nn::CachedInference::memory_bytes(cfg, 1, 2);
   CHECK(whole < (int64_t{64} << 20));
   CHECK(whole > 2 * nn::kPrefillScoreFloats * 4);  // the two threads' blocks of scores
   // counts that would overflow saturate instead of wrapping to a small or negative size
-  CHECK(nn::Decoder::memory_bytes(cfg, int64_t{1} << 62, 2) == INT64_MAX);
-  CHECK(nn::Decoder::memory_bytes(cfg, 1, 1 << 30) > (int64_t{1} << 40));
+  CHECK(nn::CachedInference::memory_bytes(cfg, int64_t{1} << 62, 2) == INT64_MAX);
+  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 1 << 30) > (int64_t{1} << 40));
 }

@@ -23,7 +23,7 @@ nn::GenerationOptions options(int64_t tokens, bool cache) {
 double smallest_top2_gap(const nn::GPT& model, const std::vector<int64_t>& text, int64_t prompt) {
   const int64_t T = model.config().context_length, V = model.config().vocab_size;
   const int64_t slide = nn::default_slide(T);
-  nn::Decoder dec(model, 1);
+  nn::CachedInference dec(model, 1);
   double gap = INFINITY;
   int64_t s = -1;
   for (int64_t n = prompt; n < static_cast<int64_t>(text.size()); ++n) {

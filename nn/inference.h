@@ -1,10 +1,10 @@
 #pragma once
 // Incremental decoding of a GPT with a key/value cache: the inference path of `sample`.
-// The decoder owns the cache, the scratch buffers (decode_context.h), the threads and
+// The decoder owns the cache, the scratch buffers (inference_context.h), the threads and
 // their pace; what a pass computes is the model's own description (GPT::embed and
-// GPT::decode, which run each block's and layer's inference step).
+// GPT::infer, which run each block's and layer's inference step).
 //
-//   nn::Decoder dec(model, /*batch=*/2);          // cache and scratch allocated here, once
+//   nn::CachedInference dec(model, /*batch=*/2);          // cache and scratch allocated here, once
 //   auto logits = dec.prefill(ids, n);            // ids [2, n]: positions 0..n-1 of each row
 //   logits = dec.step(next);                      // next [2]: one more position per row
 //   // logits: [2, vocab_size], the last position's, valid until the next call
@@ -35,7 +35,7 @@
 // attention) and of the output columns of the other projections, with a barrier where the
 // next part needs all of them; BLAS, called inside the region, runs on the calling
 // thread. Passes too small to gain run on one. Whether the threads pay is measured as the
-// passes run (decode::StepPace, one for steps and one for prefills): on a machine whose
+// passes run (inference::StepPace, one for steps and one for prefills): on a machine whose
 // cores are taken by other work, a pass's ~25 barriers can cost more than the second
 // thread brings, and the passes then run on one. The logits are the same bits either way
 // (each output is computed by one thread, in the same order).
@@ -43,7 +43,7 @@
 #include <span>
 #include <vector>
 
-#include "nn/decode_context.h"
+#include "nn/inference_context.h"
 #include "nn/gpt.h"
 
 namespace nn {
@@ -59,7 +59,7 @@ inline constexpr int64_t kPrefillScoreFloats = int64_t{1} << 22;
 // The query rows a thread scores at once in a prefill of up to `positions` positions.
 int64_t prefill_score_rows(int64_t positions);
 
-class Decoder {
+class CachedInference {
  public:
   // The model must outlive the decoder and be float32, with an LM head and no unmerged
   // adapters; its parameter values may change between calls (they are read, not copied),
@@ -70,7 +70,7 @@ class Decoder {
   // decoded side by side. positions (1..context_length; 0: context_length) is the longest
   // window it will hold: the cache and the scratch are sized by it, so that a few tokens
   // sampled from a model of a long context take memory for a few positions.
-  Decoder(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32,
+  CachedInference(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32,
           int64_t positions = 0);
 
   int64_t batch() const { return batch_; }
@@ -101,15 +101,15 @@ class Decoder {
   void allocate_buffers();
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
   void copy_row(int64_t from, int64_t to);
-  void run(const DecodePass& pass, decode::StepPace& pace);
+  void run(const InferencePass& pass, inference::StepPace& pace);
 
   const GPT& model_;
   GPTConfig cfg_;
   int64_t batch_, positions_, length_ = 0;
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
-  DecodeContext c_;
-  decode::StepPace step_pace_, prefill_pace_;
+  InferenceContext c_;
+  inference::StepPace step_pace_, prefill_pace_;
   Threads policy_ = Threads::kTimed;
 };
 

@@ -1,4 +1,4 @@
-#include "nn/decode.h"
+#include "nn/inference.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -30,15 +30,15 @@ int64_t streamed_elements(const GPTConfig& cfg) {
 
 }  // namespace
 
-Decoder::Decoder(const GPT& model, int64_t batch, WeightFormat format, int64_t positions)
+CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat format, int64_t positions)
     : model_(model),
       cfg_(model.config()),
       batch_(batch),
       positions_(positions == 0 ? cfg_.context_length : positions),
       threads_(std::max(1, omp_get_max_threads())) {
-  if (batch < 1) throw std::invalid_argument(fmt::format("Decoder: batch {} < 1", batch));
+  if (batch < 1) throw std::invalid_argument(fmt::format("CachedInference: batch {} < 1", batch));
   if (positions_ < 1 || positions_ > cfg_.context_length)
-    throw std::invalid_argument(fmt::format("Decoder: {} positions, outside 1..{} (0: {})",
+    throw std::invalid_argument(fmt::format("CachedInference: {} positions, outside 1..{} (0: {})",
                                             positions, cfg_.context_length, cfg_.context_length));
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
@@ -50,24 +50,24 @@ Decoder::Decoder(const GPT& model, int64_t batch, WeightFormat format, int64_t p
 }
 
 // Every parameter contiguous float32 (read through raw pointers), an LM head, no adapter.
-void Decoder::check_model() const {
+void CachedInference::check_model() const {
   for (const auto& [name, p] : model_.named_parameters())
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous())
-      throw std::invalid_argument(fmt::format("Decoder: {} must be contiguous float32, got {} {}",
+      throw std::invalid_argument(fmt::format("CachedInference: {} must be contiguous float32, got {} {}",
                                               name, ag::dtype_name(p.dtype()),
                                               ag::shape_str(p.shape())));
   if (!dynamic_cast<const LMHead*>(&model_.head()))
-    throw std::invalid_argument("Decoder: the model's head does not predict tokens");
+    throw std::invalid_argument("CachedInference: the model's head does not predict tokens");
   model_.visit_modules([](const Module& m) {
     if (auto* linear = dynamic_cast<const Linear*>(&m); linear && linear->has_adapter())
       throw std::invalid_argument(fmt::format(
-          "Decoder: {} carries an adapter; merge it first (Linear::merge_adapter)", m.path()));
+          "CachedInference: {} carries an adapter; merge it first (Linear::merge_adapter)", m.path()));
   });
 }
 
 // A bfloat16 copy of every streamed matrix, whose float32 values must already be bfloat16
 // values; packed_ is sized once, so that the pointers stay valid.
-void Decoder::pack_bfloat16() {
+void CachedInference::pack_bfloat16() {
   const auto matrices = model_.streamed_matrices();
   size_t total = 0;
   for (const auto& matrix : matrices) total += static_cast<size_t>(matrix.elements);
@@ -79,7 +79,7 @@ void Decoder::pack_bfloat16() {
     for (size_t i = 0; i < n; ++i)
       if (ag::bf16_rounded(f[i]) != f[i] && !std::isnan(f[i]))
         throw std::invalid_argument(
-            fmt::format("Decoder: bfloat16 weights need every streamed matrix rounded to "
+            fmt::format("CachedInference: bfloat16 weights need every streamed matrix rounded to "
                         "bfloat16 first (nn::round_weights_to_bfloat16); element {} of a [{}] "
                         "matrix is {}",
                         i, fmt::join(p.shape(), ", "), f[i]));
@@ -94,7 +94,7 @@ int64_t prefill_score_rows(int64_t positions) {
                              std::max<int64_t>(positions, 1));
 }
 
-void Decoder::allocate_buffers() {
+void CachedInference::allocate_buffers() {
   const int64_t T = positions_, C = cfg_.d_model, rows = std::max(T, batch_);
   auto floats = [](int64_t n) { return static_cast<size_t>(n); };
   c_.C = C, c_.T = T, c_.F = cfg_.ff_width(), c_.batch = batch_;
@@ -110,7 +110,7 @@ void Decoder::allocate_buffers() {
 
 // In double: an absurd batch or thread count must give an absurd size, not an overflowed
 // one.
-int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads, WeightFormat format,
+int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads, WeightFormat format,
                               int64_t positions) {
   const int64_t P = positions == 0 ? cfg.context_length : positions;
   const double T = static_cast<double>(P), C = static_cast<double>(cfg.d_model),
@@ -127,7 +127,7 @@ int64_t Decoder::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads, 
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
 }
 
-void DecodeContext::bind(const Module* layer, const ag::Tensor& weight, const ag::Tensor& bias) {
+void InferenceContext::bind(const Module* layer, const ag::Tensor& weight, const ag::Tensor& bias) {
   const float* f = weight.const_data<float>();
   const ag::bfloat16* copy = nullptr;
   for (const auto& [from, to] : bf16_copies)
@@ -135,12 +135,12 @@ void DecodeContext::bind(const Module* layer, const ag::Tensor& weight, const ag
   bound.push_back(Bound{layer, {f, copy}, bias.defined() ? bias.data<float>() : nullptr});
 }
 
-void DecodeContext::unbound() {
-  throw std::logic_error("Decoder: a layer's inference step reads what it never bound");
+void InferenceContext::unbound() {
+  throw std::logic_error("CachedInference: a layer's inference step reads what it never bound");
 }
 
 // Every layer and the head, on the threads when they pay (`pace` times both ways).
-void Decoder::run(const DecodePass& pass, decode::StepPace& pace) {
+void CachedInference::run(const InferencePass& pass, inference::StepPace& pace) {
   const int64_t work =
       pass.rows * cfg_.n_layers * cfg_.d_model * (4 * cfg_.d_model + 2 * cfg_.ff_width());
   const int team = work >= kThreadedStepWork && !omp_in_parallel()
@@ -150,19 +150,19 @@ void Decoder::run(const DecodePass& pass, decode::StepPace& pace) {
       team > 1 && (policy_ == Threads::kTeam || (policy_ == Threads::kTimed && pace.threaded()));
   const auto start = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(team) if (threaded)
-  model_.decode(c_, pass, omp_get_thread_num(), omp_get_num_threads());
+  model_.infer(c_, pass, omp_get_thread_num(), omp_get_num_threads());
   if (team > 1 && policy_ == Threads::kTimed)
     pace.record(threaded,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-void Decoder::prefill_row(const int64_t* ids, int64_t b, int64_t n) {
+void CachedInference::prefill_row(const int64_t* ids, int64_t b, int64_t n) {
   model_.embed(c_, ids, n, 0, 1);
-  run(DecodePass{true, n, b, 0}, prefill_pace_);
+  run(InferencePass{true, n, b, 0}, prefill_pace_);
 }
 
 // Row `to` of the cache and logits becomes a copy of row `from`.
-void Decoder::copy_row(int64_t from, int64_t to) {
+void CachedInference::copy_row(int64_t from, int64_t to) {
   const auto block = static_cast<size_t>(positions_ * cfg_.d_model);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     std::copy_n(c_.keys(l, from), block, c_.keys(l, to));
@@ -172,10 +172,10 @@ void Decoder::copy_row(int64_t from, int64_t to) {
   std::copy_n(c_.logits.data() + from * V, V, c_.logits.data() + to * V);
 }
 
-std::span<const float> Decoder::prefill(std::span<const int64_t> ids, int64_t n) {
+std::span<const float> CachedInference::prefill(std::span<const int64_t> ids, int64_t n) {
   if (n < 1 || n > positions_ || static_cast<int64_t>(ids.size()) != batch_ * n)
     throw std::invalid_argument(
-        fmt::format("Decoder::prefill: {} ids for {} rows of {} positions (capacity {} of "
+        fmt::format("CachedInference::prefill: {} ids for {} rows of {} positions (capacity {} of "
                     "context_length {})",
                     ids.size(), batch_, n, positions_, cfg_.context_length));
   length_ = 0;  // a failure below leaves an empty cache, never a half-written one
@@ -192,17 +192,17 @@ std::span<const float> Decoder::prefill(std::span<const int64_t> ids, int64_t n)
   return c_.logits;
 }
 
-std::span<const float> Decoder::step(std::span<const int64_t> ids) {
+std::span<const float> CachedInference::step(std::span<const int64_t> ids) {
   if (static_cast<int64_t>(ids.size()) != batch_)
     throw std::invalid_argument(
-        fmt::format("Decoder::step: {} ids for {} rows", ids.size(), batch_));
+        fmt::format("CachedInference::step: {} ids for {} rows", ids.size(), batch_));
   if (length_ == 0 || length_ >= positions_)
     throw std::logic_error(fmt::format(
-        "Decoder::step: {} positions cached of {}; prefill first, and again past the context "
+        "CachedInference::step: {} positions cached of {}; prefill first, and again past the context "
         "(the decoder's capacity)",
         length_, positions_));
   model_.embed(c_, ids.data(), batch_, length_, 0);
-  run(DecodePass{false, batch_, 0, length_}, step_pace_);
+  run(InferencePass{false, batch_, 0, length_}, step_pace_);
   length_ += 1;
   return c_.logits;
 }

@@ -1,9 +1,9 @@
 #pragma once
-// What a module's inference step works on (Module::decode-style methods of the layers):
+// What a module's inference step works on (the layers' infer methods):
 // one pass of the KV-cached decoder through the model, and the cache and scratch buffers
-// the decoder (decode.h) owns. A pass is a step (every row of the batch at one position)
+// the decoder (inference.h) owns. A pass is a step (every row of the batch at one position)
 // or a prefill (positions 0..rows-1 of one row). The threads of one parallel region run
-// the same pass; each layer shares its work out (decode::share) and waits at
+// the same pass; each layer shares its work out (inference::share) and waits at
 // barrier() where the next part needs every thread's part.
 #include <algorithm>
 #include <cstdint>
@@ -12,20 +12,20 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "nn/decode_kernels.h"
+#include "nn/inference_kernels.h"
 
 namespace nn {
 
 class Module;
 
-struct DecodePass {
+struct InferencePass {
   bool prefill;
   int64_t rows;      // positions of a prefill, or rows of a step
   int64_t b;         // a prefill's row of the batch
   int64_t position;  // a step's position (every row's)
 };
 
-struct DecodeContext {
+struct InferenceContext {
   int64_t C = 0, T = 0, F = 0;  // width, positions held (at most the context), MLP width
   int64_t batch = 0;
   // the rows of the pass: residual stream [rows, C]; normalised, one copy per thread;
@@ -36,7 +36,7 @@ struct DecodeContext {
   std::vector<float> scores, logits;
   int64_t score_rows = 0;
   std::vector<float> keys_cache, values_cache;
-  decode::SpinBarrier barrier;
+  inference::SpinBarrier barrier;
   // WeightFormat::bf16: each streamed matrix's bfloat16 copy, by its float32 data
   std::vector<std::pair<const float*, const ag::bfloat16*>> bf16_copies;
 
@@ -45,7 +45,7 @@ struct DecodeContext {
   // weight (with its bfloat16 copy, if any) and bias. Sorted by layer.
   struct Bound {
     const Module* layer;
-    decode::Weights weight;
+    inference::Weights weight;
     const float* bias;  // null when none
   };
   std::vector<Bound> bound;

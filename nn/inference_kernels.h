@@ -7,7 +7,7 @@
 
 #include "autograd/bfloat16.h"
 
-namespace nn::decode {
+namespace nn::inference {
 
 // A weight matrix [out, in], row-major, as the decoder reads it: float32, and optionally
 // a bfloat16 copy holding the same values (the matrix was rounded to bfloat16 first), for
@@ -86,4 +86,4 @@ class StepPace {
   bool trial_ = false;
 };
 
-}  // namespace nn::decode
+}  // namespace nn::inference

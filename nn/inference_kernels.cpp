@@ -1,4 +1,4 @@
-#include "nn/decode_kernels.h"
+#include "nn/inference_kernels.h"
 
 #include <cblas.h>
 #include <sched.h>
@@ -14,7 +14,7 @@
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
-namespace nn::decode {
+namespace nn::inference {
 
 namespace {
 
@@ -386,4 +386,4 @@ Range share(int64_t n, int tid, int threads, int64_t align) {
   return {std::min(n, first * align), std::min(n, (first + count) * align)};
 }
 
-}  // namespace nn::decode
+}  // namespace nn::inference
