@@ -4,6 +4,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -130,6 +131,19 @@ ssize_t read_full(int fd, char* buffer, size_t n) {
   size_t got = 0;
   while (got < n) {
     const ssize_t r = ::read(fd, buffer + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+ssize_t pread_full(int fd, char* buffer, size_t n, uint64_t offset) {
+  size_t got = 0;
+  while (got < n) {
+    const size_t piece = std::min<size_t>(n - got, size_t{1} << 30);
+    const ssize_t r = ::pread(fd, buffer + got, piece, static_cast<off_t>(offset + got));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return -1;
     if (r == 0) break;

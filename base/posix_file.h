@@ -86,6 +86,8 @@ UniqueFd open_regular(const std::string& path, const std::string& named, struct 
 
 // Reads up to n bytes (fewer only at the end of the file); -1 with errno on an error.
 ssize_t read_full(int fd, char* buffer, size_t n);
+// The same at `offset` (pread, the file position untouched).
+ssize_t pread_full(int fd, char* buffer, size_t n, uint64_t offset);
 
 // The rest of fd, read to its end, not to a stated size (/proc files state 0, a growing
 // file more later); more than max_bytes is refused (FileError too_big). size_hint sizes

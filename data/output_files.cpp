@@ -30,11 +30,11 @@ constexpr uint64_t kWriteBehindBytes = uint64_t{64} << 20;
 }
 
 // Opens (creating it when missing) the folder `path` without following a symbolic link.
-int open_folder(const std::string& path) {
+base::UniqueFd open_folder(const std::string& path) {
   if (mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
     fail(path, "cannot create the folder", errno);
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd >= 0) return fd;
+  base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.valid()) return fd;
   const int err = errno;
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
@@ -52,9 +52,8 @@ OutputFolder::OutputFolder(const std::string& path, const std::vector<std::strin
   while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
   if (path_.empty()) throw DataError("the output folder has an empty name");
   fd_ = open_folder(path_);
-  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    ::close(fd_);
     if (err == EWOULDBLOCK)
       throw DataError(
           fmt::format("{}: another process is writing or reading this folder; wait "
@@ -62,21 +61,12 @@ OutputFolder::OutputFolder(const std::string& path, const std::vector<std::strin
                       path_));
     fail(path_, "cannot lock the folder", err);
   }
-  try {
-    check_entries(own_names);
-  } catch (...) {
-    ::close(fd_);
-    throw;
-  }
-}
-
-OutputFolder::~OutputFolder() {
-  ::close(fd_);
+  check_entries(own_names);
 }
 
 // Lists the folder: only own names and leftover temporary files may be there.
 void OutputFolder::check_entries(const std::vector<std::string>& own_names) {
-  DIR* dir = fdopendir(dup(fd_));
+  DIR* dir = fdopendir(dup(fd_.get()));
   if (!dir) fail(path_, "cannot list the folder", errno);
   std::string foreign;
   while (const dirent* e = readdir(dir)) {
@@ -84,7 +74,7 @@ void OutputFolder::check_entries(const std::vector<std::string>& own_names) {
     if (name == "." || name == "..") continue;
     struct stat st {};
     const bool regular =
-        fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+        fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
     bool ours = false, temp = false;
     for (const std::string& own : own_names) {
       ours = ours || name == own;
@@ -117,17 +107,17 @@ std::string OutputFolder::entry_of(dev_t dev, ino_t ino) const {
 }
 
 void OutputFolder::remove_leftovers() {
-  for (const Entry& e : leftovers_) unlinkat(fd_, e.name.c_str(), 0);
+  for (const Entry& e : leftovers_) unlinkat(fd_.get(), e.name.c_str(), 0);
   leftovers_.clear();
 }
 
 void OutputFolder::remove(const std::string& name) {
-  if (unlinkat(fd_, name.c_str(), 0) != 0 && errno != ENOENT)
+  if (unlinkat(fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT)
     fail(display(name), "cannot remove", errno);
 }
 
 void OutputFolder::sync() {
-  if (fsync(fd_) != 0) fail(path_, "cannot sync the folder", errno);
+  if (fsync(fd_.get()) != 0) fail(path_, "cannot sync the folder", errno);
 }
 
 // ---- TempFile --------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -116,8 +117,8 @@ std::string InputFile::read_all(uint64_t max_bytes) {
 
 InputFolder::InputFolder(const std::string& path) : path_(path) {
   while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
-  fd_ = open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0) {
+  fd_ = base::UniqueFd(open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd_.valid()) {
     const int err = errno;
     struct stat st {};
     if (err == ENOTDIR && stat(path_.c_str(), &st) == 0)
@@ -125,34 +126,26 @@ InputFolder::InputFolder(const std::string& path) : path_(path) {
           fmt::format("{}: is {}, not a prepared folder", path_, base::file_kind(st.st_mode)));
     fail(path_, "cannot open the folder", err);
   }
-  if (flock(fd_, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-    ::close(fd_);
+  if (flock(fd_.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK)
     throw DataError(
         fmt::format("{}: a prepare is writing this folder now; wait for it to finish", path_));
-  }  // other flock errors (a file system without locks) leave the folder unlocked
-}
-
-InputFolder::~InputFolder() {
-  ::close(fd_);
+  // other flock errors (a file system without locks) leave the folder unlocked
 }
 
 bool InputFolder::has(const std::string& name) const {
   struct stat st {};
-  return fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+  return fstatat(fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
 void read_exactly(int fd, const std::string& name, char* p, size_t bytes, uint64_t offset) {
-  while (bytes > 0) {
-    const ssize_t r = pread(fd, p, bytes, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      throw DataError(fmt::format("{}: {} at byte {}", name,
-                                  r == 0 ? "the file is shorter than when it was opened "
-                                           "(it was changed in place)"
-                                         : std::string("read failed: ") + std::strerror(errno),
-                                  offset));
-    p += r, bytes -= static_cast<size_t>(r), offset += static_cast<uint64_t>(r);
-  }
+  const ssize_t r = base::pread_full(fd, p, bytes, offset);
+  if (r == static_cast<ssize_t>(bytes)) return;
+  const int err = errno;
+  throw DataError(fmt::format("{}: {} at byte {}", name,
+                              r >= 0 ? "the file is shorter than when it was opened "
+                                       "(it was changed in place)"
+                                     : std::string("read failed: ") + std::strerror(err),
+                              offset + static_cast<uint64_t>(std::max<ssize_t>(r, 0))));
 }
 
 }  // namespace data::detail

@@ -79,16 +79,13 @@ class InputFile {
 class InputFolder {
  public:
   explicit InputFolder(const std::string& path);
-  ~InputFolder();
-  InputFolder(const InputFolder&) = delete;
-  InputFolder& operator=(const InputFolder&) = delete;
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
   std::string display(const std::string& name) const { return path_ + "/" + name; }
   bool has(const std::string& name) const;  // an entry of that name, of any kind
 
  private:
-  int fd_ = -1;
+  base::UniqueFd fd_;
   std::string path_;
 };
 
@@ -99,11 +96,8 @@ class InputFolder {
 class OutputFolder {
  public:
   OutputFolder(const std::string& path, const std::vector<std::string>& own_names);
-  ~OutputFolder();
-  OutputFolder(const OutputFolder&) = delete;
-  OutputFolder& operator=(const OutputFolder&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
   std::string display(const std::string& name) const { return path_ + "/" + name; }
   bool has(const std::string& name) const;         // an own name present when opened
@@ -123,7 +117,7 @@ class OutputFolder {
     ino_t ino;
   };
   void check_entries(const std::vector<std::string>& own_names);
-  int fd_ = -1;
+  base::UniqueFd fd_;
   std::string path_;
   std::vector<Entry> entries_, leftovers_;
 };

@@ -53,20 +53,14 @@ void InputBytes::read(uint64_t offset, void* dst, uint64_t n, const std::string&
     std::memcpy(dst, bytes_->data() + offset, n);
     return;
   }
-  char* out = static_cast<char*>(dst);
-  for (uint64_t done = 0; done < n;) {
-    const ssize_t got = ::pread(fd_->get(), out + done, std::min<uint64_t>(n - done, 1 << 30),
-                                static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0)
-      throw InteropError(base::os_error(fmt::format("cannot read '{}'", source_), errno).what());
-    if (got == 0)
-      throw InteropError(
-          fmt::format("{}: the file ended while {} was read (was it cut short "
-                      "meanwhile?)",
-                      source_, what));
-    done += static_cast<uint64_t>(got);
-  }
+  const ssize_t got = base::pread_full(fd_->get(), static_cast<char*>(dst), n, offset);
+  if (got < 0)
+    throw InteropError(base::os_error(fmt::format("cannot read '{}'", source_), errno).what());
+  if (static_cast<uint64_t>(got) < n)
+    throw InteropError(
+        fmt::format("{}: the file ended while {} was read (was it cut short "
+                    "meanwhile?)",
+                    source_, what));
 }
 
 void Cursor::bytes(void* dst, uint64_t n, const std::string& what) {
