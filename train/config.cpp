@@ -117,49 +117,58 @@ nlohmann::json RunConfig::to_json() const {
 
 namespace {
 
+std::invalid_argument wrong_value(const nlohmann::json& v, const char* key, const char* expected) {
+  return std::invalid_argument(
+      fmt::format("config: key '{}' must be {}, got {}", key, expected, v.dump().substr(0, 80)));
+}
+
+// An integer field's value: a float only when it is a whole number that a double holds
+// exactly, and in the field's range (-1 is no seed).
+template <typename T>
+T json_integer(const nlohmann::json& v, const char* key) {
+  constexpr bool is_unsigned = std::is_unsigned_v<T>;
+  const char* expected = is_unsigned ? "a non-negative integer" : "an integer";
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+      throw wrong_value(v, key, expected);
+    return static_cast<T>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) {
+    if (is_unsigned && v.get<int64_t>() < 0) throw wrong_value(v, key, expected);
+    return static_cast<T>(v.get<int64_t>());
+  }
+  const double d = v.is_number_float() ? v.get<double>() : NAN;
+  if (!(std::trunc(d) == d && std::fabs(d) <= 0x1p53 && (!is_unsigned || d >= 0)))
+    throw wrong_value(v, key, expected);
+  return static_cast<T>(d);
+}
+
 // A JSON value as the type of the field it fills, refusing anything that would change in
-// the conversion: 16.9 or 1e19 for an integer, -1 for a seed, a string for a number.
+// the conversion: 16.9 or 1e19 for an integer, -1 for a seed, a string for a number, a
+// name no choice has.
 template <typename T>
 T json_as(const nlohmann::json& v, const char* key) {
-  auto wrong = [&](const char* expected) {
-    return std::invalid_argument(
-        fmt::format("config: key '{}' must be {}, got {}", key, expected, v.dump().substr(0, 80)));
-  };
   if constexpr (base::Choice<T>) {
     return base::parse_choice<T>(json_as<std::string>(v, key));
   } else if constexpr (std::is_same_v<T, TaskHandle>) {
     return TaskHandle(task_named(json_as<std::string>(v, key)));
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    if (!v.is_array()) throw wrong("an array");
+    if (!v.is_array()) throw wrong_value(v, key, "an array");
     std::vector<std::string> texts;
     for (const auto& text : v) texts.push_back(json_as<std::string>(text, key));
     return texts;
   } else if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) throw wrong("true or false");
+    if (!v.is_boolean()) throw wrong_value(v, key, "true or false");
     return v.get<bool>();
   } else if constexpr (std::is_same_v<T, std::string>) {
-    if (!v.is_string()) throw wrong("a string");
+    if (!v.is_string()) throw wrong_value(v, key, "a string");
     return v.get<std::string>();
   } else if constexpr (std::is_floating_point_v<T>) {
-    if (!v.is_number() || !std::isfinite(v.get<double>())) throw wrong("a finite number");
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw wrong_value(v, key, "a finite number");
     return v.get<double>();
   } else {
-    constexpr bool is_unsigned = std::is_unsigned_v<T>;
-    const char* expected = is_unsigned ? "a non-negative integer" : "an integer";
-    if (v.is_number_unsigned()) {
-      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max()))
-        throw wrong(expected);
-      return static_cast<T>(v.get<uint64_t>());
-    }
-    if (v.is_number_integer()) {
-      if (is_unsigned && v.get<int64_t>() < 0) throw wrong(expected);
-      return static_cast<T>(v.get<int64_t>());
-    }
-    // a float only when it is a whole number that a double holds exactly
-    const double d = v.is_number_float() ? v.get<double>() : NAN;
-    if (!(std::trunc(d) == d && std::fabs(d) <= 0x1p53 && (!is_unsigned || d >= 0)))
-      throw wrong(expected);
-    return static_cast<T>(d);
+    return json_integer<T>(v, key);
   }
 }
 
