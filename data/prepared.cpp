@@ -245,10 +245,6 @@ SplitUnit split_unit_of(TokenizerKind kind) {
   return kind == TokenizerKind::bytes ? SplitUnit::bytes : SplitUnit::chars;
 }
 
-bool encodes_by_merges(TokenizerKind kind) {
-  return kind == TokenizerKind::bpe || kind == TokenizerKind::gpt2;
-}
-
 std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer) {
   std::vector<uint32_t> lengths(static_cast<size_t>(tokenizer.vocab_size()), 1);
   if (const auto* c = dynamic_cast<const CharTokenizer*>(&tokenizer)) {

@@ -100,8 +100,6 @@ struct SplitPart {
 // characters (meta.json's split.unit).
 enum class SplitUnit { chars, bytes };
 SplitUnit split_unit_of(TokenizerKind kind);
-// bpe and gpt2: ids made by merges, whose count the text does not fix.
-bool encodes_by_merges(TokenizerKind kind);
 
 }  // namespace data
 

@@ -33,6 +33,12 @@ struct base::ChoiceNames<data::TokenizerKind> {
 
 namespace data {
 
+// bpe and gpt2: ids made by merges of bytes (a split pattern, merges), whose count the
+// text does not fix.
+inline bool encodes_by_merges(TokenizerKind kind) {
+  return kind == TokenizerKind::bpe || kind == TokenizerKind::gpt2;
+}
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

@@ -66,7 +66,8 @@ void write_root(hid_t file, const Checkpoint& c) {
 void write_tokenizer(hid_t file, const TokenizerSection& t) {
   using detail::Section;
   // a string attribute ends at its first NUL: a pattern holding one would come back cut
-  if ((t.type == "bpe" || t.type == "gpt2") && t.split_pattern.find('\0') != std::string::npos)
+  const auto kind = base::find_choice<data::TokenizerKind>(t.type);
+  if (kind && data::encodes_by_merges(*kind) && t.split_pattern.find('\0') != std::string::npos)
     throw std::invalid_argument("the bpe split pattern holds a NUL byte (write it as \\x00)");
   Handle tok = h5::create_group(file, detail::layout(Section::tokenizer).group);
   const auto items = detail::layout(Section::tokenizer).items;

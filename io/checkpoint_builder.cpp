@@ -310,7 +310,8 @@ void CheckpointBuilder::end_section(Section section) {
   if (section != Section::tokenizer) return;
   if (tokenizer_items_seen_.empty()) throw StreamError("a tokenizer without its type");
   const TokenizerSection& t = ckpt_.tokenizer;
-  if ((t.type == "bpe" || t.type == "gpt2") && loading()) check_bpe(t);
+  const auto kind = base::find_choice<data::TokenizerKind>(t.type);  // checked by its row
+  if (kind && data::encodes_by_merges(*kind) && loading()) check_bpe(t);
 }
 
 // A bpe tokenizer is checked by building it: merges of tokens that exist before them, no
@@ -327,8 +328,10 @@ void CheckpointBuilder::check_bpe(const TokenizerSection& t) {
     if (pattern_problem(t.split_pattern))
       return load_error(
           fmt::format("'{}': /tokenizer attribute 'split_pattern': {}", source_, printable(why)));
-    load_error(fmt::format("'{}': /tokenizer{} is not a valid {} tokenizer: {}", source_,
-                           t.type == "bpe" ? "/merges" : "", t.type, printable(why)));
+    load_error(fmt::format(
+        "'{}': /tokenizer{} is not a valid {} tokenizer: {}", source_,
+        base::find_choice<data::TokenizerKind>(t.type) == data::TokenizerKind::bpe ? "/merges" : "",
+        t.type, printable(why)));
   }
 }
 
