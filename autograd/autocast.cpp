@@ -57,17 +57,6 @@ Tensor stacked_bf16(const std::vector<Tensor>& parts) {
 
 }  // namespace
 
-const char* precision_name(Precision p) {
-  return p == Precision::bf16 ? "bf16" : "fp32";
-}
-
-Precision parse_precision(const std::string& text, const std::string& what) {
-  if (text == "fp32") return Precision::fp32;
-  if (text == "bf16") return Precision::bf16;
-  throw std::invalid_argument(
-      fmt::format("{} must be fp32 or bf16, got '{}'", what, text.size() > 64 ? "..." : text));
-}
-
 AutocastScope::AutocastScope(Precision precision, Bf16WeightCopies* copies)
     : saved_precision_(t_precision), saved_cache_(t_cache) {
   t_precision = precision;

@@ -25,11 +25,9 @@
 
 namespace ag {
 
+// A run's precision. Its names (fp32, bf16) are a table of the layers above that read
+// text (base::ChoiceNames<ag::Precision>, train/config.h): autograd reads none.
 enum class Precision { fp32, bf16 };
-
-const char* precision_name(Precision p);  // "fp32", "bf16"
-// "fp32" or "bf16"; anything else throws naming `what` (e.g. "--precision") and the value.
-Precision parse_precision(const std::string& text, const std::string& what);
 
 class Bf16WeightCopies;
 

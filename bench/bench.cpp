@@ -184,7 +184,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"config", c.name},
                                 {"dropout", dropout},
                                 {"threads", threads},
-                                {"precision", ag::precision_name(o.precision)},
+                                {"precision", base::choice_name(o.precision)},
                                 {"processes", processes},
                                 {"ms_per_step", median},
                                 {"tokens_per_s", tokens_per_s},
@@ -215,7 +215,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
       "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}{}\n",
       c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
-      ag::precision_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
+      base::choice_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
       tokens_per_s, gflops, peak_rss_mb(),
@@ -352,7 +352,7 @@ int bench_command(const std::vector<std::string>& args) {
       return 0;
     }
     check_step_options(o);
-    o.precision = ag::parse_precision(precision, "--precision");
+    o.precision = base::parse_choice<ag::Precision>(precision);
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
     if (vm.count("micro")) return run_micro(o.threads, o.json);

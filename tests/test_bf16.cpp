@@ -18,6 +18,7 @@
 #include "autograd/ops/gemm.h"
 #include "optim/optim.h"
 #include "support.h"
+#include "train/config.h"
 
 namespace {
 
@@ -419,10 +420,10 @@ TEST_CASE("kept bfloat16 copies are trusted until cleared", "[bf16]") {
 }
 
 TEST_CASE("precision names parse and bad ones are named", "[bf16]") {
-  REQUIRE(ag::parse_precision("bf16", "--precision") == ag::Precision::bf16);
-  REQUIRE(ag::parse_precision("fp32", "--precision") == ag::Precision::fp32);
-  REQUIRE_THROWS_WITH(ag::parse_precision("fp16", "--precision"),
-                      "--precision must be fp32 or bf16, got 'fp16'");
+  REQUIRE(base::parse_choice<ag::Precision>("bf16") == ag::Precision::bf16);
+  REQUIRE(base::parse_choice<ag::Precision>("fp32") == ag::Precision::fp32);
+  REQUIRE_THROWS_WITH(base::parse_choice<ag::Precision>("fp16"),
+                      "precision must be 'fp32' or 'bf16', got 'fp16'");
   REQUIRE(std::string(ag::bf16_matmul_implementation()).size() > 0);
 }
 
