@@ -18,7 +18,7 @@ struct ParamGroup {
   double weight_decay = 0;
 };
 
-// The spec's rule: parameters with two or more dims (Linear weights, embedding tables)
+// GPT-2's rule (docs/model.md): parameters with two or more dims (Linear weights, embeddings)
 // are decayed, the rest (biases, LayerNorm) are not. Returns {decayed, not decayed}.
 std::vector<ParamGroup> decay_groups(const nn::StateDict& named, double weight_decay);
 
