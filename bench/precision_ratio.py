@@ -2,8 +2,8 @@
 """--precision bf16 against fp32, step by step, for one or more builds of attograd.
 
 docs/mixed-precision.md's rule: a bf16 step is never slower than an fp32 step by more than
-3%. This runs `attograd bench --config C --precision P --json` for every build x config x precision,
-interleaved round by round so that all see the same machine, and prints the median ms/step
+3%. This runs `attograd bench --config C --precision P --json` for every build x config x
+precision, interleaved round by round so that all see the same machine, and prints the median ms/step
 of each and the ratio bf16 / fp32 per build (below 1.03 keeps the rule), and the same for
 the CPU time per step (all threads): on a machine other processes share, wall time follows
 the load while CPU time still measures the work. Comparing two builds of attograd
