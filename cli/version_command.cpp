@@ -41,10 +41,16 @@ std::string version_text() {
       "commit:   {}\n"
       "compiler: {}, C++{}\n"
       "BLAS:     {} (kernel in use: {})\n"
+      "threads:  {}\n"
       "oneDNN:   {}; bfloat16 matmuls: {}\n"
       "MPI:      {}\n",
       ATTOGRAD_VERSION, ATTOGRAD_COMMIT, compiler(), __cplusplus / 100 % 100, ag::blas_library(),
-      ag::blas_kernel_name(), ag::onednn_version(), ag::bf16_matmul_implementation(), mpi());
+      ag::blas_kernel_name(),
+      // docs/library.md: OpenBLAS's AVX2 kernels round a GEMM differently on two threads
+      ag::blas_bits_independent_of_threads()
+          ? "the same bits on any thread count"
+          : "bits differ with the thread count (this OpenBLAS kernel), agreeing to rounding",
+      ag::onednn_version(), ag::bf16_matmul_implementation(), mpi());
 }
 
 int version_command(const Args& args) {

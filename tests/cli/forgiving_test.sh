@@ -20,6 +20,7 @@ version)
     "$bin" $form > v.txt || fail "attograd $form failed"
     for field in "^attograd [0-9]+\.[0-9]+" "^commit: +([0-9a-f]{12}(-modified)?|unknown)$" \
                  "^compiler: +(GCC|Clang) [0-9]" "^BLAS: +OpenBLAS [0-9].*kernel in use: [A-Za-z]" \
+                 "^threads: +(the same bits on any thread count|bits differ with the thread count)" \
                  "^oneDNN: +[0-9]+\.[0-9]+\.[0-9]+; bfloat16 matmuls: " "^MPI: +(compiled in, .+|not compiled in)"; do
       grep -Eq "$field" v.txt || fail "attograd $form: no line matching '$field': $(cat v.txt)"
     done
