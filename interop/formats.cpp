@@ -203,7 +203,8 @@ io::Checkpoint checkpoint_of(ModelFiles model) {
   train::RunConfig cfg;
   cfg.model = model.config;
   // the section's type, checked when it was read or made
-  cfg.tokenizer = model.tokenizer ? io::tokenizer_kind(*model.tokenizer) : data::TokenizerKind::none;
+  cfg.tokenizer =
+      model.tokenizer ? io::tokenizer_kind(*model.tokenizer) : data::TokenizerKind::none;
   cfg.data = "";
   io::Checkpoint c;
   c.config = cfg.to_json();

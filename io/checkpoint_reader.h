@@ -14,7 +14,6 @@
 #include <string_view>
 
 #include "base/utf8.h"
-
 #include "io/read_protocol.h"
 
 namespace io::detail {

@@ -35,16 +35,12 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section)
   const std::optional<data::TokenizerKind> kind =
       base::find_choice<data::TokenizerKind>(section.type);
   switch (kind.value_or(data::TokenizerKind::none)) {
-    case data::TokenizerKind::chars:
-      return std::make_unique<data::CharTokenizer>(section.vocab);
-    case data::TokenizerKind::bytes:
-      return std::make_unique<data::ByteTokenizer>();
+    case data::TokenizerKind::chars: return std::make_unique<data::CharTokenizer>(section.vocab);
+    case data::TokenizerKind::bytes: return std::make_unique<data::ByteTokenizer>();
     case data::TokenizerKind::bpe:
       return std::make_unique<data::BpeTokenizer>(section.merges, section.split_pattern);
-    case data::TokenizerKind::gpt2:
-      return make_gpt2_tokenizer(section);
-    case data::TokenizerKind::none:
-      break;
+    case data::TokenizerKind::gpt2: return make_gpt2_tokenizer(section);
+    case data::TokenizerKind::none: break;
   }
   throw std::runtime_error(fmt::format("unsupported tokenizer type '{}'", section.type));
 }

@@ -145,7 +145,7 @@ void MultiHeadAttention::footprint(Footprint& f) const {
 // ------------------------------------------------------------------ inference
 
 void MultiHeadAttention::infer(InferenceContext& c, int64_t layer, const InferencePass& pass,
-                                const float* a, int tid, int threads) const {
+                               const float* a, int tid, int threads) const {
   const auto [h0, h1] = inference::share(num_heads_, tid, threads, 1);
   project(c, layer, pass, a, h0, h1);
   attend(c, layer, pass, h0, h1, tid);  // the heads this thread projected: no barrier between
@@ -174,16 +174,16 @@ void MultiHeadAttention::project(InferenceContext& c, int64_t l, const Inference
 
 // c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs, or a step's
 // query of each row against its cached positions.
-void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferencePass& pass, int64_t h0,
-                                int64_t h1, int tid) const {
+void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferencePass& pass,
+                                int64_t h0, int64_t h1, int tid) const {
   const int64_t C = c.C, D = head_dim_, T = c.T, H = num_heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   if (!pass.prefill) {
     for (int64_t b = 0; b < pass.rows; ++b)
       for (int64_t h = h0; h < h1; ++h)
         inference::attend(c.q.data() + b * C + h * D, c.keys(l, b) + h * D * T, T,
-                       c.values(l, b, 0) + h * D, C, pass.position + 1, D, scale,
-                       c.scores.data() + (b * H + h) * T, c.ctx.data() + b * C + h * D);
+                          c.values(l, b, 0) + h * D, C, pass.position + 1, D, scale,
+                          c.scores.data() + (b * H + h) * T, c.ctx.data() + b * C + h * D);
     return;
   }
   for (int64_t h = h0; h < h1; ++h)
@@ -194,8 +194,8 @@ void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferenceP
 // Queries [i0, i1) of a prefill, head h, in thread tid's scratch for [i1 - i0, i1] scores
 // (no query sees a later position): the whole window in one block when the scratch holds
 // it, so that the products are those of one n x n GEMM.
-void MultiHeadAttention::attend_rows(InferenceContext& c, int64_t l, const InferencePass& pass, int64_t h,
-                                     int64_t i0, int64_t i1, int tid) const {
+void MultiHeadAttention::attend_rows(InferenceContext& c, int64_t l, const InferencePass& pass,
+                                     int64_t h, int64_t i0, int64_t i1, int tid) const {
   const int64_t C = c.C, D = head_dim_, T = c.T;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   const auto M = static_cast<blasint>(i1 - i0), N = static_cast<blasint>(i1),

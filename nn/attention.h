@@ -57,7 +57,7 @@ class MultiHeadAttention : public Module {
   // share of the heads, writing their keys and values into the cache, then computes its
   // share of out_proj's columns.
   void infer(InferenceContext& c, int64_t layer, const InferencePass& pass, const float* a, int tid,
-              int threads) const;
+             int threads) const;
   void footprint(Footprint& f) const override;
   int64_t head_dim() const { return head_dim_; }
   int64_t num_heads() const { return num_heads_; }
@@ -66,12 +66,12 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> out_proj;
 
  private:
-  void project(InferenceContext& c, int64_t layer, const InferencePass& pass, const float* a, int64_t h0,
-               int64_t h1) const;
+  void project(InferenceContext& c, int64_t layer, const InferencePass& pass, const float* a,
+               int64_t h0, int64_t h1) const;
   void attend(InferenceContext& c, int64_t layer, const InferencePass& pass, int64_t h0, int64_t h1,
               int tid) const;
-  void attend_rows(InferenceContext& c, int64_t layer, const InferencePass& pass, int64_t h, int64_t i0,
-                   int64_t i1, int tid) const;
+  void attend_rows(InferenceContext& c, int64_t layer, const InferencePass& pass, int64_t h,
+                   int64_t i0, int64_t i1, int tid) const;
   int64_t num_heads_, head_dim_, context_length_;
   double dropout_;
   std::shared_ptr<ag::Generator> dropout_gen_;

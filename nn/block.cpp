@@ -25,7 +25,7 @@ ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
 // accumulates); every thread normalises all rows for itself, so no barrier is needed
 // before a branch.
 void TransformerBlock::infer(InferenceContext& c, int64_t layer, const InferencePass& pass, int tid,
-                              int threads) const {
+                             int threads) const {
   float* a = c.normed_rows(tid, pass.rows);
   ln1->infer(c, c.x.data(), pass.rows, a);
   attn->infer(c, layer, pass, a, tid, threads);

@@ -21,7 +21,8 @@ class TransformerBlock : public Module {
                    std::shared_ptr<ag::Generator> dropout_gen);
   ag::Tensor forward(const ag::Tensor& h) const;
   // Inference: the block on the rows of c.x, in place, as layer `layer` of the cache.
-  void infer(InferenceContext& c, int64_t layer, const InferencePass& pass, int tid, int threads) const;
+  void infer(InferenceContext& c, int64_t layer, const InferencePass& pass, int tid,
+             int threads) const;
   void footprint(Footprint& f) const override;
 
   std::shared_ptr<Norm> ln1, ln2;

@@ -86,9 +86,9 @@ struct GPTConfig {
 
 // One key of the configuration.
 struct ConfigField {
-  using Member = std::variant<int64_t GPTConfig::*, double GPTConfig::*, bool GPTConfig::*,
-                              std::string GPTConfig::*, NormKind GPTConfig::*,
-                              Pooling GPTConfig::*>;
+  using Member =
+      std::variant<int64_t GPTConfig::*, double GPTConfig::*, bool GPTConfig::*,
+                   std::string GPTConfig::*, NormKind GPTConfig::*, Pooling GPTConfig::*>;
   const char* key;   // the checkpoint's config key; the command line's --key with '-' for '_'
   const char* help;  // for --help
   Member member;

@@ -36,8 +36,8 @@
 #include <span>
 #include <vector>
 
-#include "nn/inference.h"
 #include "nn/gpt.h"
+#include "nn/inference.h"
 #include "nn/sampling.h"
 
 namespace nn {

@@ -136,8 +136,8 @@ void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t p
               *pos = pos_emb->weight.const_data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     if (ids[r] < 0 || ids[r] >= cfg_.vocab_size)
-      throw std::out_of_range(fmt::format("CachedInference: token id {} is outside the vocabulary of {}",
-                                          ids[r], cfg_.vocab_size));
+      throw std::out_of_range(fmt::format(
+          "CachedInference: token id {} is outside the vocabulary of {}", ids[r], cfg_.vocab_size));
     const float* te = tok + ids[r] * C;
     const float* pe = pos + (position + r * position_step) * C;
     float* x = c.x.data() + r * C;

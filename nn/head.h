@@ -26,8 +26,8 @@ class Head : public Module {
   virtual ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const = 0;
   // Inference: logit columns [v0, v1) of rows a [rows, C] into y (row stride ldy). A head
   // that does not predict tokens throws std::logic_error.
-  virtual void infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
-                     float* y, int64_t ldy) const;
+  virtual void infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0,
+                     int64_t v1, float* y, int64_t ldy) const;
   // The matrix infer streams (a bfloat16 decoder keeps a copy of it) and its element count
   // (also of a shape-only description); undefined and 0 if none.
   virtual ag::Tensor streamed_weight() const { return ag::Tensor(); }
@@ -44,8 +44,8 @@ class LMHead : public Head {
   ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
   // targets [B, T] of token ids: the mean next-token cross-entropy
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
-  void infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1, float* y,
-             int64_t ldy) const override;
+  void infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
+             float* y, int64_t ldy) const override;
   ag::Tensor streamed_weight() const override { return weight; }
   void bind_inference(InferenceContext& c) const override { c.bind(this, weight, ag::Tensor()); }
   int64_t streamed_elements() const override { return vocab_size_ * d_model_; }

@@ -30,7 +30,8 @@ int64_t streamed_elements(const GPTConfig& cfg) {
 
 }  // namespace
 
-CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat format, int64_t positions)
+CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat format,
+                                 int64_t positions)
     : model_(model),
       cfg_(model.config()),
       batch_(batch),
@@ -53,15 +54,16 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
 void CachedInference::check_model() const {
   for (const auto& [name, p] : model_.named_parameters())
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous())
-      throw std::invalid_argument(fmt::format("CachedInference: {} must be contiguous float32, got {} {}",
-                                              name, ag::dtype_name(p.dtype()),
-                                              ag::shape_str(p.shape())));
+      throw std::invalid_argument(
+          fmt::format("CachedInference: {} must be contiguous float32, got {} {}", name,
+                      ag::dtype_name(p.dtype()), ag::shape_str(p.shape())));
   if (!dynamic_cast<const LMHead*>(&model_.head()))
     throw std::invalid_argument("CachedInference: the model's head does not predict tokens");
   model_.visit_modules([](const Module& m) {
     if (auto* linear = dynamic_cast<const Linear*>(&m); linear && linear->has_adapter())
       throw std::invalid_argument(fmt::format(
-          "CachedInference: {} carries an adapter; merge it first (Linear::merge_adapter)", m.path()));
+          "CachedInference: {} carries an adapter; merge it first (Linear::merge_adapter)",
+          m.path()));
   });
 }
 
@@ -110,8 +112,8 @@ void CachedInference::allocate_buffers() {
 
 // In double: an absurd batch or thread count must give an absurd size, not an overflowed
 // one.
-int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads, WeightFormat format,
-                              int64_t positions) {
+int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int threads,
+                                      WeightFormat format, int64_t positions) {
   const int64_t P = positions == 0 ? cfg.context_length : positions;
   const double T = static_cast<double>(P), C = static_cast<double>(cfg.d_model),
                B = static_cast<double>(batch), n = static_cast<double>(threads),
@@ -197,10 +199,11 @@ std::span<const float> CachedInference::step(std::span<const int64_t> ids) {
     throw std::invalid_argument(
         fmt::format("CachedInference::step: {} ids for {} rows", ids.size(), batch_));
   if (length_ == 0 || length_ >= positions_)
-    throw std::logic_error(fmt::format(
-        "CachedInference::step: {} positions cached of {}; prefill first, and again past the context "
-        "(the decoder's capacity)",
-        length_, positions_));
+    throw std::logic_error(
+        fmt::format("CachedInference::step: {} positions cached of {}; prefill first, and again "
+                    "past the context "
+                    "(the decoder's capacity)",
+                    length_, positions_));
   model_.embed(c_, ids.data(), batch_, length_, 0);
   run(InferencePass{false, batch_, 0, length_}, step_pace_);
   length_ += 1;

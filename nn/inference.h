@@ -43,8 +43,8 @@
 #include <span>
 #include <vector>
 
-#include "nn/inference_context.h"
 #include "nn/gpt.h"
+#include "nn/inference_context.h"
 
 namespace nn {
 
@@ -71,7 +71,7 @@ class CachedInference {
   // window it will hold: the cache and the scratch are sized by it, so that a few tokens
   // sampled from a model of a long context take memory for a few positions.
   CachedInference(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32,
-          int64_t positions = 0);
+                  int64_t positions = 0);
 
   int64_t batch() const { return batch_; }
   int64_t length() const { return length_; }  // positions cached in every row

@@ -75,8 +75,8 @@ void Linear::merge_adapter() {
 void Linear::infer(const InferenceContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1,
                    float* y, int64_t ldy, bool accumulate) const {
   const InferenceContext::Bound& b = c.bound_to(this);
-  inference::linear(x, rows, in_, b.weight.rows_from(o0, in_), b.bias ? b.bias + o0 : nullptr, o1 - o0,
-                 y + o0, ldy, accumulate);
+  inference::linear(x, rows, in_, b.weight.rows_from(o0, in_), b.bias ? b.bias + o0 : nullptr,
+                    o1 - o0, y + o0, ldy, accumulate);
 }
 
 void Linear::footprint(Footprint& f) const {
@@ -180,7 +180,7 @@ ag::Tensor MLP::forward(const ag::Tensor& x) const {
 
 // this thread's hidden columns, then (every hidden column needed) its output columns
 void MLP::infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
-                 int threads) const {
+                int threads) const {
   const int64_t n = pass.rows, F = c.F;
   const auto [f0, f1] = inference::share(F, tid, threads);
   fc1->infer(c, a, n, f0, f1, c.hidden.data(), F, false);

@@ -42,8 +42,8 @@ class Linear : public Module {
 
   // Inference: output columns [o0, o1) of rows of x [rows, in] into y (column 0 of the
   // output, row stride ldy), added to y with accumulate.
-  void infer(const InferenceContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1, float* y,
-             int64_t ldy, bool accumulate) const;
+  void infer(const InferenceContext& c, const float* x, int64_t rows, int64_t o0, int64_t o1,
+             float* y, int64_t ldy, bool accumulate) const;
   void bind_inference(InferenceContext& c) const override { c.bind(this, weight, bias); }
   void footprint(Footprint& f) const override;
 
@@ -139,7 +139,8 @@ class MLP : public Module {
   ag::Tensor forward(const ag::Tensor& x) const;
   // Inference: adds the MLP of the normalised rows a [rows, C] into the residual stream
   // c.x, this thread's share of the hidden and output columns.
-  void infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid, int threads) const;
+  void infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
+             int threads) const;
   void footprint(Footprint& f) const override;
   std::shared_ptr<Linear> fc1, fc2;
 };

@@ -312,7 +312,8 @@ TEST_CASE("the decoder refuses a model it cannot run as described", "[decode]") 
   nn::GPT classifier(cfg, 1);
   classifier.replace_head(std::make_shared<nn::ClassificationHead>(cfg.d_model, 2, gen),
                           "classifier");
-  REQUIRE_THROWS_WITH(nn::CachedInference(classifier, 1), Catch::Contains("does not predict tokens"));
+  REQUIRE_THROWS_WITH(nn::CachedInference(classifier, 1),
+                      Catch::Contains("does not predict tokens"));
 }
 
 TEST_CASE("a step and the choice of a token allocate nothing", "[decode]") {
@@ -355,8 +356,9 @@ TEST_CASE("a decoder sized for a shorter window gives the same logits bit for bi
   for (size_t t = 10; t < row.size(); ++t)
     CHECK(same(whole.step({&row[t], 1}), window.step({&row[t], 1})));
   CHECK_THROWS_WITH(window.step({&row[0], 1}), Catch::Contains("capacity"));
-  CHECK_THROWS_WITH(nn::CachedInference(*model_ptr, 1, nn::WeightFormat::fp32, cfg.context_length + 1),
-                    Catch::Contains("positions"));
+  CHECK_THROWS_WITH(
+      nn::CachedInference(*model_ptr, 1, nn::WeightFormat::fp32, cfg.context_length + 1),
+      Catch::Contains("positions"));
 }
 
 TEST_CASE("a long prefill is scored a block of rows at a time and gives the forward's logits",
@@ -377,7 +379,8 @@ TEST_CASE("the decoder's memory grows with its window, not the square of the con
   // 32768 x 32768 float scores
   nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   cfg.context_length = 32768, cfg.d_model = 8, cfg.n_heads = 1, cfg.n_layers = 1;
-  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::fp32, 3) < (int64_t{1} << 20));
+  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::fp32, 3) <
+        (int64_t{1} << 20));
   const int64_t whole = nn::CachedInference::memory_bytes(cfg, 1, 2);
   CHECK(whole < (int64_t{64} << 20));
   CHECK(whole > 2 * nn::kPrefillScoreFloats * 4);  // the two threads' blocks of scores
