@@ -78,10 +78,10 @@ TEST_CASE("a stream's chunk may end inside a character and nowhere else") {
 TEST_CASE("checkpoint messages escape what the one decoder refuses") {
   // overlong forms and surrogates were passed through by the checkpoint reader's own
   // decoder; the one decoder refuses them, so they are escaped byte by byte
-  REQUIRE(io::detail::printable("\xe0\x80\xaf") == "\\xE0\\x80\\xAF");
-  REQUIRE(io::detail::printable("\xed\xa0\x80") == "\\xED\\xA0\\x80");
+  REQUIRE(io::detail::printable("\xe0\x80\xaf") == "\\xe0\\x80\\xaf");
+  REQUIRE(io::detail::printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");
   // and a right-to-left override, which reorders what a terminal shows
-  REQUIRE(io::detail::printable("x\xe2\x80\xaeyz") == "x\\xE2\\x80\\xAEyz");
+  REQUIRE(io::detail::printable("x\xe2\x80\xaeyz") == "x\\u{202e}yz");
 }
 
 TEST_CASE("code points are written back as UTF-8 of the right length") {

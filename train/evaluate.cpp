@@ -149,17 +149,17 @@ void scale_gradients(nn::GPT& model, double factor) {
 }
 
 // One batch of windows (x, y: n * T ids each): its nats and the bytes its targets encode
-// appended to sums. With known >= 0, also backward of the batch's share of the mean over
-// every target (over known windows, when the count is known ahead), so that the gradients
-// add up to it.
+// appended to sums. With `gradients`, also backward of the batch's share of the mean over
+// every target (over `known` windows when the count is known ahead, known > 0; else of the
+// sum, scaled afterwards), so that the gradients add up to it.
 void evaluate_batch(nn::GPT& model, const std::vector<int64_t>& x, const std::vector<int64_t>& y,
-                    int64_t T, std::span<const uint32_t> token_bytes, int64_t known,
+                    int64_t T, std::span<const uint32_t> token_bytes, bool gradients, int64_t known,
                     std::vector<double>& sums) {
   const auto n = static_cast<int64_t>(x.size()) / T;
   auto out = model.forward(ag::from_vector(x, {n, T}), ag::from_vector(y, {n, T}));
   sums.push_back(out.loss.item() * static_cast<double>(n * T));
   sums.push_back(token_bytes.empty() ? 0.0 : static_cast<double>(target_bytes(y, token_bytes)));
-  if (known < 0) return;
+  if (!gradients) return;
   const double share = static_cast<double>(n * T) / static_cast<double>(known > 0 ? known * T : 1);
   (out.loss * share).backward();
 }
@@ -189,7 +189,7 @@ EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint3
       continue;
     }
     x.resize(n * T), y.resize(n * T);
-    evaluate_batch(model, x, y, T, token_bytes, grads_path ? known : -1, sums);
+    evaluate_batch(model, x, y, T, token_bytes, grads_path != nullptr, known, sums);
     x.resize(kEvalBatch * T), y.resize(kEvalBatch * T);
   }
   r.tokens = r.windows * T;
