@@ -178,19 +178,23 @@ void fill_(const Tensor& dst, double value);
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
 
 // ---------------------------------------------------------------- template bodies
+// T must be the element type of t: an invalid_argument naming `accessor` otherwise.
+template <typename T>
+void check_element_type(const Tensor& t, const char* accessor) {
+  if (dtype_of<T>() != t.dtype())
+    throw std::invalid_argument(std::string(accessor) + "<" + dtype_name(dtype_of<T>()) +
+                                ">() called on a " + dtype_name(t.dtype()) + " tensor");
+}
+
 template <typename T>
 T* Tensor::data() const {
-  if (dtype_of<T>() != dtype())
-    throw std::invalid_argument(std::string("data<") + dtype_name(dtype_of<T>()) +
-                                ">() called on a " + dtype_name(dtype()) + " tensor");
+  check_element_type<T>(*this, "data");
   return static_cast<T*>(raw_data());
 }
 
 template <typename T>
 const T* Tensor::const_data() const {
-  if (dtype_of<T>() != dtype())
-    throw std::invalid_argument(std::string("const_data<") + dtype_name(dtype_of<T>()) +
-                                ">() called on a " + dtype_name(dtype()) + " tensor");
+  check_element_type<T>(*this, "const_data");
   return static_cast<const T*>(const_raw_data());
 }
 

@@ -69,8 +69,7 @@ Command find_command(const std::string& name) {
 std::string suggestion(const std::string& name) {
   std::vector<std::string> names;
   for (const auto& [n, command] : commands()) names.emplace_back(n);
-  const std::string best = closest_name(name, names);
-  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+  return did_you_mean(name, names);
 }
 
 }  // namespace

@@ -129,8 +129,8 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
                        const EvalOptions& o, bool json) {
   if (!o.dump.empty()) throw UsageError("--dump-grads is for a text or a prepared folder");
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
-  data::TaskOptions t = train::task_options(run, *tok);  // as the run formatted its records
-  // also for a language model not trained on instructions
+  // formatted as the run formatted its records; Alpaca's for a model not trained on them
+  data::TaskOptions t = train::task_options(run, *tok);
   if (o.context) t.context_length = o.context;
   if (t.end_of_text >= model.config().vocab_size)
     throw UsageError(

@@ -199,9 +199,13 @@ train::TaskHandle parse_task_option(const std::string& text) {
   try {
     return train::TaskHandle(train::task_named(text));
   } catch (const std::invalid_argument& e) {
-    const std::string best = closest_name(text, train::task_names());
-    throw UsageError(e.what() + (best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
+    throw UsageError(e.what() + did_you_mean(text, train::task_names()));
   }
+}
+
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& names) {
+  const std::string best = closest_name(name, names);
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
 std::string option_name(std::string key) {

@@ -29,6 +29,8 @@ struct UsageError : std::runtime_error {
 // substitutions and swaps of neighbours: within 1 for names of up to 4 characters, else
 // 2), or "" when none is that close: for "did you mean" in usage errors.
 std::string closest_name(const std::string& name, const std::vector<std::string>& names);
+// " (did you mean 'NAME'?)" for the closest of `names` (closest_name), else "".
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& names);
 
 // A value with its default shown in --help as it would be typed: 0.1, not Boost's
 // 0.10000000000000001.
@@ -42,9 +44,9 @@ po::typed_value<T>* value_with_default(T* field, const T& value) {
 template <base::Choice E>
 E parse_choice_option(const std::string& text) {
   if (const std::optional<E> v = base::find_choice<E>(text)) return *v;
-  const std::string best = closest_name(text, base::choice_names<E>());
-  throw UsageError(base::choice_error(base::ChoiceNames<E>::key, base::choice_names<E>(), text) +
-                   (best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
+  const std::vector<std::string> names = base::choice_names<E>();
+  throw UsageError(base::choice_error(base::ChoiceNames<E>::key, names, text) +
+                   did_you_mean(text, names));
 }
 // The task named `text` (train/task.h), or a UsageError as above.
 train::TaskHandle parse_task_option(const std::string& text);

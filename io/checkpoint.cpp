@@ -70,22 +70,19 @@ void write_tokenizer(hid_t file, const TokenizerSection& t) {
   if (kind && data::encodes_by_merges(*kind) && t.split_pattern.find('\0') != std::string::npos)
     throw std::invalid_argument("the bpe split pattern holds a NUL byte (write it as \\x00)");
   Handle tok = h5::create_group(file, detail::layout(Section::tokenizer).group);
-  const auto items = detail::layout(Section::tokenizer).items;
-  for (size_t row = 0; row < items.size(); ++row) {
-    const detail::Item& it = items[row];
-    if (!detail::held_for(it, t.type)) continue;
-    if (it.kind == detail::ItemKind::text) {
-      h5::write_attr_string(tok, it.name, detail::tokenizer_text(t, row, detail::TextFor::file));
-      continue;
-    }
-    std::vector<uint64_t> dims;
-    const std::vector<uint64_t> wide = detail::tokenizer_integers(t, row, dims);
-    const std::vector<uint32_t> values(wide.begin(), wide.end());
-    if (it.rank == 2)
-      h5::write_u32_rows(tok, it.name, values, it.dims[1]);
-    else
-      h5::write_u32(tok, it.name, values);
-  }
+  detail::for_each_tokenizer_item(
+      t, detail::TextFor::file, /*also_misplaced=*/false,
+      [&](size_t row, const std::string& text) {
+        h5::write_attr_string(tok, detail::item(Section::tokenizer, row).name, text);
+      },
+      [&](size_t row, const std::vector<uint64_t>&, const std::vector<uint64_t>& wide) {
+        const detail::Item& it = detail::item(Section::tokenizer, row);
+        const std::vector<uint32_t> values(wide.begin(), wide.end());
+        if (it.rank == 2)
+          h5::write_u32_rows(tok, it.name, values, it.dims[1]);
+        else
+          h5::write_u32(tok, it.name, values);
+      });
 }
 
 // /rng: its note for a person, then one dataset of words per generator.

@@ -220,17 +220,12 @@ void ReadSink::integers(Section section, size_t row, const std::string& name,
 // Every item the type holds, and any other the section holds something in (which the
 // builder refuses: a tokenizer that is not bpe has no merges).
 void ReadSink::tokenizer(const TokenizerSection& t) {
-  const auto items = layout(Section::tokenizer).items;
-  for (size_t row = 0; row < items.size(); ++row) {
-    if (!held_for(items[row], t.type) && !tokenizer_holds(t, row)) continue;
-    if (items[row].kind == ItemKind::text) {
-      attribute(Section::tokenizer, row, "", tokenizer_text(t, row, TextFor::stream));
-      continue;
-    }
-    std::vector<uint64_t> dims;
-    const std::vector<uint64_t> values = tokenizer_integers(t, row, dims);
-    integers(Section::tokenizer, row, "", dims, values);
-  }
+  for_each_tokenizer_item(
+      t, TextFor::stream, /*also_misplaced=*/true,
+      [&](size_t row, const std::string& text) { attribute(Section::tokenizer, row, "", text); },
+      [&](size_t row, const std::vector<uint64_t>& dims, const std::vector<uint64_t>& values) {
+        integers(Section::tokenizer, row, "", dims, values);
+      });
   end_section(Section::tokenizer);
 }
 

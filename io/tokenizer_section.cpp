@@ -151,6 +151,24 @@ void set_tokenizer_integers(TokenizerSection& t, size_t row, const std::vector<u
   (row_is(row, "vocab") ? t.vocab : t.byte_order).assign(values.begin(), values.end());
 }
 
+void for_each_tokenizer_item(
+    const TokenizerSection& t, TextFor text_for, bool also_misplaced,
+    const std::function<void(size_t row, const std::string& text)>& on_text,
+    const std::function<void(size_t row, const std::vector<uint64_t>& dims,
+                             const std::vector<uint64_t>& values)>& on_integers) {
+  const auto items = layout(Section::tokenizer).items;
+  for (size_t row = 0; row < items.size(); ++row) {
+    if (!held_for(items[row], t.type) && !(also_misplaced && tokenizer_holds(t, row))) continue;
+    if (items[row].kind == ItemKind::text) {
+      on_text(row, tokenizer_text(t, row, text_for));
+      continue;
+    }
+    std::vector<uint64_t> dims;
+    const std::vector<uint64_t> values = tokenizer_integers(t, row, dims);
+    on_integers(row, dims, values);
+  }
+}
+
 }  // namespace detail
 
 }  // namespace io

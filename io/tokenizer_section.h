@@ -4,6 +4,7 @@
 //   io::Checkpoint ckpt = io::load_checkpoint("run.h5");
 //   auto tok = io::make_tokenizer(ckpt.tokenizer);   // the run's own vocabulary
 //   ckpt.tokenizer = io::tokenizer_section(*tok);
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,14 @@ std::vector<uint64_t> tokenizer_integers(const TokenizerSection& t, size_t row,
 // not a JSON array of strings.
 void set_tokenizer_text(TokenizerSection& t, size_t row, const std::string& text);
 void set_tokenizer_integers(TokenizerSection& t, size_t row, const std::vector<uint64_t>& values);
+// The items of t in its rows' order, each a text row's text or a dataset row's values and
+// dims: those a file of t's type holds, and with also_misplaced any other that t holds
+// something in (which the builder refuses). The writer and the reader's stream both walk it.
+void for_each_tokenizer_item(
+    const TokenizerSection& t, TextFor text_for, bool also_misplaced,
+    const std::function<void(size_t row, const std::string& text)>& on_text,
+    const std::function<void(size_t row, const std::vector<uint64_t>& dims,
+                             const std::vector<uint64_t>& values)>& on_integers);
 }  // namespace detail
 
 }  // namespace io

@@ -58,7 +58,6 @@ void tree_combine(const std::vector<TreeNode>& leaves, const std::vector<const f
 // Reduction::mpi_allreduce trades that guarantee for MPI's own MPI_Iallreduce per bucket
 // (each rank's nodes summed in order first): MPI's summation order depends on its
 // algorithm and the process count, so results agree with one process only to rounding.
-
 class GradReducer {
  public:
   GradReducer(const World& world, std::vector<ag::Tensor> params, int64_t accum_steps,

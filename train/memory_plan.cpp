@@ -9,7 +9,7 @@
 #include <limits>
 #include <sstream>
 
-#include "data/prepared.h"
+#include "data/tokenizer.h"
 #include "io/files.h"
 #include "train/grad_accumulation.h"
 
@@ -164,8 +164,6 @@ std::string format_bytes(int64_t bytes) {
   if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
   return fmt::format("{:.1f} kB", b / 1e3);
 }
-
-namespace {}  // namespace
 
 int64_t text_reading_bytes(int64_t text_bytes, int64_t tokens, int64_t id_bytes,
                            data::TokenizerKind tokenizer) {
