@@ -14,6 +14,7 @@
 #include "io/checkpoint_builder.h"
 #include "io/checkpoint_reader.h"
 #include "io/hdf5.h"
+#include "io/item_sections.h"
 #include "io/read_child.h"
 #include "io/root_attributes.h"
 #include "io/tokenizer_section.h"
@@ -85,16 +86,28 @@ void write_tokenizer(hid_t file, const TokenizerSection& t) {
       });
 }
 
-// /rng: its note for a person, then one dataset of words per generator.
-void write_rng(hid_t file, const std::vector<std::pair<std::string, ag::Generator::State>>& rng) {
-  using detail::Section;
-  Handle group = h5::create_group(file, detail::layout(Section::rng).group);
-  for (const detail::Item& it : detail::layout(Section::rng).items) {
+// A section of items alone (item_sections.h): its rows' notes for a person, then each item
+// of c, an attribute or a dataset as its row's kind says.
+void write_item_section(hid_t file, const detail::ItemSection& s, const Checkpoint& c) {
+  Handle group = h5::create_group(file, detail::layout(s.section).group);
+  for (const detail::Item& it : detail::layout(s.section).items)
     if (it.note) h5::write_attr_string(group, it.name, it.note);
-    if (it.kind != detail::ItemKind::dataset) continue;
-    for (const auto& [name, state] : rng)
-      h5::write_u64(group, name, std::vector<uint64_t>(state.begin(), state.end()));
-  }
+  s.items(c, [&](size_t row, const std::string& given, const detail::ItemValue& value) {
+    const detail::Item& it = detail::item(s.section, row);
+    const std::string name = detail::item_name(s.section, row, given);
+    if (const auto* text = std::get_if<std::string>(&value))
+      h5::write_attr_string(group, name, *text);
+    else if (const auto* integer = std::get_if<int64_t>(&value))
+      h5::write_attr_int(group, name, *integer);
+    else if (const auto* real = std::get_if<double>(&value))
+      h5::write_attr_double(group, name, *real);
+    else if (const auto& d = std::get<detail::Integers>(value); it.dtype == detail::DType::uint64)
+      h5::write_u64(group, name, d.values);
+    else if (it.rank == 2)
+      h5::write_u32_rows(group, name, {d.values.begin(), d.values.end()}, it.dims[1]);
+    else
+      h5::write_u32(group, name, {d.values.begin(), d.values.end()});
+  });
 }
 
 // More than the file of c can take: every dataset's bytes, its chunks' checksums (at most one
@@ -110,7 +123,13 @@ uint64_t size_bound(const Checkpoint& c) {
   if (c.optimizer) tensors(c.optimizer->tensors);
   dataset(4 * c.tokenizer.vocab.size(), c.tokenizer.vocab.size());
   dataset(8 * c.tokenizer.merges.size(), c.tokenizer.merges.size());
-  for (size_t i = 0; i < c.rng.size(); ++i) dataset(32, 4);
+  for (const detail::ItemSection& s : detail::item_sections())
+    s.items(c, [&](size_t, const std::string& name, const detail::ItemValue& value) {
+      bytes += name.size();
+      if (const auto* text = std::get_if<std::string>(&value)) bytes += text->size();
+      if (const auto* d = std::get_if<detail::Integers>(&value))
+        dataset(8 * d->values.size(), d->dims.empty() ? 1 : d->dims[0]);
+    });
   return bytes + c.config.dump().size() + c.tokenizer.split_pattern.size() + c.history.size() +
          c.run_id.size() + c.run_name.size();
 }
@@ -127,7 +146,8 @@ void write_contents(hid_t file, const Checkpoint& c) {
 
   write_tokenizer(file, c.tokenizer);
 
-  if (!c.rng.empty()) write_rng(file, c.rng);
+  for (const detail::ItemSection& s : detail::item_sections())
+    if (s.held(c)) write_item_section(file, s, c);
 }
 
 // ------------------------------------------------------------------ reading

@@ -29,7 +29,8 @@
 // (checkpoint.cpp) writes a section's rows in order, the reader (checkpoint_reader.cpp, in
 // the forked child) reads and bounds them by their rows and tells a ReadSink each item by
 // (section, row, name), the stream (read_frames.cpp) carries and checks them by row, and the
-// builder (checkpoint_builder.cpp) checks them again and fills the Checkpoint. Headers
+// builder (checkpoint_builder.cpp) checks them again and fills the Checkpoint; a section of
+// items alone (/rng) is walked by all of them through its row in item_sections.h. Headers
 // include read_protocol.h, never each other in a circle. Adding a section:
 // docs/checkpoint.md#adding-a-section.
 //

@@ -144,6 +144,8 @@ void CheckpointBuilder::attribute(Section section, size_t row, const std::string
     throw StreamError(fmt::format("an attribute of /{} after its end", layout(section).group));
   if (section == Section::root) return root_attribute(row, value);
   if (section == Section::optimizer) return optimizer_attribute(row, name, value);
+  if (const ItemSection* s = item_section(section))
+    return take_item(*s, row, name, std::visit([](const auto& v) { return ItemValue(v); }, value));
   // the tokenizer's (the only other section with attributes that are read)
   tokenizer_item(row);
   charge(text->size(), "a tokenizer");
@@ -294,10 +296,24 @@ void CheckpointBuilder::end_float_dataset(OpenDataset& t) {
 void CheckpointBuilder::end_integers(OpenDataset& d) {
   if (d.section == Section::tokenizer)
     return set_tokenizer_integers(ckpt_.tokenizer, d.row, d.integers);
-  const std::vector<uint64_t>& w = d.integers;  // a generator's four words
-  if (w[0] == 0 && w[1] == 0 && w[2] == 0 && w[3] == 0)
-    throw StreamError("a generator state of all zeros");
-  ckpt_.rng.emplace_back(std::move(d.name), ag::Generator::State{w[0], w[1], w[2], w[3]});
+  take_item(*item_section(d.section), d.row, d.name,
+            Integers{std::move(d.dims), std::move(d.integers)});
+}
+
+// An item of a section of items alone, each name once, kept by its section's row; a value
+// the row refuses fails the load.
+void CheckpointBuilder::take_item(const ItemSection& s, size_t row, const std::string& name,
+                                  const ItemValue& value) {
+  const std::string path =
+      fmt::format("/{}/{}", layout(s.section).group, item_name(s.section, row, name));
+  if (!items_seen_.insert(path).second) throw StreamError(fmt::format("{} twice", printable(path)));
+  charge(path.size() + (std::holds_alternative<std::string>(value)
+                            ? std::get<std::string>(value).size()
+                            : sizeof(double)),
+         "an item");
+  if (!loading()) return;
+  if (const std::string why = s.take(ckpt_, row, name, value); !why.empty())
+    load_error(fmt::format("'{}': {} {}", source_, printable(path), why));
 }
 
 // A section ends once; the tokenizer, whole now, is checked by building it.

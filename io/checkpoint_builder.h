@@ -9,11 +9,13 @@
 // weights, and optimiser state out of its range (optim::check_state_values' rules: a
 // negative second moment, a step count that is not a whole number >= 0).
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "io/checkpoint.h"
+#include "io/item_sections.h"
 #include "io/read_protocol.h"
 #include "io/root_attributes.h"
 
@@ -78,6 +80,7 @@ class CheckpointBuilder final : public ReadSink {
   void root_text_value(size_t row, const std::string& value);
   void optimizer_attribute(size_t row, const std::string& name, const Scalar& value);
   void tokenizer_item(size_t row);
+  void take_item(const ItemSection& s, size_t row, const std::string& name, const ItemValue& value);
   void take_integers(const void* values, size_t count);
   void end_integers(OpenDataset& d);
   void end_float_dataset(OpenDataset& t);
@@ -92,6 +95,7 @@ class CheckpointBuilder final : public ReadSink {
   std::array<bool, kRootAttributes.size()> roots_seen_ = {};
   std::array<bool, kSectionCount> sections_ended_ = {};
   std::vector<bool> tokenizer_items_seen_;
+  std::set<std::string> items_seen_;  // the paths of items of sections of items alone
   std::string fatal_, load_error_;
   Checkpoint ckpt_;
   std::optional<OpenDataset> open_;

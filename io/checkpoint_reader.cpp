@@ -14,6 +14,7 @@
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
 #include "io/hdf5.h"
+#include "io/item_sections.h"
 #include "io/root_attributes.h"
 #include "io/tokenizer_section.h"
 
@@ -590,24 +591,94 @@ void load_tokenizer(Context& c) {
   c.sink.tokenizer(section);
 }
 
-void load_rng(Context& c) {
-  if (!find_section(c, Section::rng)) return;
-  Handle g = open_section(c, Section::rng);
-  const size_t row = any_name_row(Section::rng, ItemKind::dataset);
-  const Item& it = item(Section::rng, row);
-  for (size_t at : c.catalog.children("/rng")) {
-    const Entry& e = require_dataset(c, at);
-    const std::string where = printable(e.path), name = e.name;
-    if (e.numel != it.dims[0] || e.dims.size() != it.rank)
-      throw std::runtime_error(
-          fmt::format("{} must hold {} uint64 words, it holds {}", where, it.dims[0], e.numel));
-    std::vector<uint64_t> words;
-    judged(c, at, [&] { words = h5::read_u64_values(g, name, where); });
-    if (std::all_of(words.begin(), words.end(), [](uint64_t w) { return w == 0; }))
-      throw std::runtime_error(fmt::format("{} is all zeros, not a valid generator state", where));
-    c.sink.integers(Section::rng, row, name, {it.dims[0]}, words);
+// The datasets a row of an item section stands for: its own (which must be there), or every
+// other one of the group.
+std::vector<size_t> row_datasets(Context& c, Section section, const Item& it) {
+  const std::string group = fmt::format("/{}", layout(section).group);
+  if (it.name) {
+    const size_t at = c.catalog.index(fmt::format("{}/{}", group, it.name));
+    if (at == Catalog::npos)
+      throw std::runtime_error(fmt::format("{} has no '{}' dataset", group, it.name));
+    return {at};
   }
-  c.sink.end_section(Section::rng);
+  std::vector<size_t> out;
+  for (size_t at : c.catalog.children(group)) {
+    const std::string& name = c.catalog.at(at).name;
+    const auto items = layout(section).items;
+    if (std::none_of(items.begin(), items.end(), [&](const Item& i) { return named(i, name); }))
+      out.push_back(at);
+  }
+  return out;
+}
+
+// A dataset of integers of an item section: its shape checked against its row, then its
+// values, each within the row's bound.
+void send_integers(Context& c, hid_t g, Section section, size_t row, size_t at) {
+  const Entry& e = require_dataset(c, at);
+  const Item& it = item(section, row);
+  const std::string where = printable(e.path), name = e.name;
+  if (e.type_class != H5T_INTEGER)
+    throw std::runtime_error(fmt::format("{} does not hold integers", where));
+  if (it.rank == 1 && it.dims[0] != 0 && (e.dims.size() != 1 || e.numel != it.dims[0]))
+    throw std::runtime_error(fmt::format("{} must hold {} {} values, it holds {}", where,
+                                         it.dims[0], dtype_name(it.dtype), e.numel));
+  Integers d{{e.dims.begin(), e.dims.end()}, {}};
+  if (std::string why = dataset_problem(section, row, it.name ? "" : name, d.dims); !why.empty())
+    throw std::runtime_error(printable(why));
+  judged(c, at, [&] {
+    if (it.dtype == DType::uint64) {
+      d.values = h5::read_u64_values(g, name, where);
+    } else {
+      const auto wide = h5::read_int_values(g, name, where, 0, static_cast<int64_t>(it.max_value));
+      d.values.assign(wide.begin(), wide.end());
+    }
+  });
+  for (uint64_t v : d.values)
+    if (v > it.max_value)
+      throw std::runtime_error(fmt::format("{} holds {}, more than {}", where, v, it.max_value));
+  c.sink.integers(section, row, it.name ? "" : name, d.dims, d.values);
+}
+
+// The attributes a row of an item section stands for: its own when the group has it, or
+// every other one of the row's kind (text or a number).
+void send_attributes(hid_t g, Context& c, Section section, size_t row) {
+  const Item& it = item(section, row);
+  const std::string where = fmt::format("/{}", layout(section).group);
+  const auto send = [&](const std::string& key, const std::string& name) {
+    if (it.kind == ItemKind::text)
+      c.sink.attribute(section, row, name, h5::read_attr_string(g, key, where, it.max_length));
+    else if (it.kind == ItemKind::integer)
+      c.sink.attribute(section, row, name, h5::read_attr_int(g, key, where));
+    else
+      c.sink.attribute(section, row, name, h5::read_attr_double(g, key, where));
+  };
+  if (it.name) {
+    if (h5::attr_exists(g, it.name)) send(it.name, "");
+    return;
+  }
+  const auto items = layout(section).items;
+  for (const std::string& key : h5::attr_names(g)) {
+    if (std::any_of(items.begin(), items.end(), [&](const Item& i) { return named(i, key); }))
+      continue;
+    if (h5::attr_is_string(g, key) == (it.kind == ItemKind::text)) send(key, key);
+  }
+}
+
+// A section of items alone (item_sections.h): each row in order, a row's note skipped (it is
+// for a person), then its end.
+void load_item_section(Context& c, Section section) {
+  if (!find_section(c, section)) return;
+  Handle g = open_section(c, section);
+  const auto items = layout(section).items;
+  for (size_t row = 0; row < items.size(); ++row) {
+    if (items[row].note) continue;
+    if (items[row].kind != ItemKind::dataset) {
+      send_attributes(g, c, section, row);
+      continue;
+    }
+    for (size_t at : row_datasets(c, section, items[row])) send_integers(c, g, section, row, at);
+  }
+  c.sink.end_section(section);
 }
 
 void load_sections(Context& c) {
@@ -616,7 +687,7 @@ void load_sections(Context& c) {
     load_model(c);
     if (c.optimizer) load_optimizer(c);
     load_tokenizer(c);
-    load_rng(c);
+    for (const ItemSection& s : item_sections()) load_item_section(c, s.section);
   } catch (const Refusal& e) {
     c.sink.load_error(e.what());
   } catch (const std::exception& e) {

@@ -64,6 +64,9 @@ enum class DType : uint8_t { float32, uint32, uint64 };
 constexpr size_t dtype_bytes(DType t) {
   return t == DType::float32 ? 4 : t == DType::uint32 ? 4 : 8;
 }
+constexpr const char* dtype_name(DType t) {
+  return t == DType::float32 ? "float32" : t == DType::uint32 ? "uint32" : "uint64";
+}
 
 struct Item {
   const char* name;  // nullptr: any name (one item per parameter, buffer or generator)
@@ -98,6 +101,10 @@ const Item& item(Section section, size_t row);
 size_t row_of(Section section, const char* name);
 // The row of any name in the section of that kind (model and optimizer tensors, generators).
 size_t any_name_row(Section section, ItemKind kind);
+// Whether the row has a name of its own, and it is `name`.
+inline bool named(const Item& it, const std::string& name) {
+  return it.name && name == it.name;
+}
 // Whether a file whose section has type `type` holds the item.
 bool held_for(const Item& item, const std::string& type);
 

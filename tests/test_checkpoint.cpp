@@ -332,6 +332,34 @@ TEST_CASE("HDF5 files that are not attograd checkpoints are rejected with the re
     REQUIRE_THROWS_WITH(io::load_checkpoint(dir.file("rng.h5")),
                         Contains("/rng/data") && Contains("4 uint64"));
   }
+  SECTION("a generator state that is not integers, all zeros, or a group") {
+    const auto rng_file = [&](const std::string& name, auto&& fill) {
+      hand_made(dir.file(name), [&](hid_t f) {
+        valid_root(f, "{}");
+        create_group(f, "model");
+        Handle t = create_group(f, "tokenizer");
+        write_attr_string(t, "type", "byte");
+        Handle r = create_group(f, "rng");
+        fill(r);
+      });
+      return dir.file(name);
+    };
+    REQUIRE_THROWS_WITH(
+        io::load_checkpoint(rng_file(
+            "floats.h5",
+            [](hid_t r) {
+              write_tensor(r, "data", ag::from_vector(std::vector<float>{1, 2, 3, 4}, {4}));
+            })),
+        Contains("/rng/data") && Contains("integers"));
+    REQUIRE_THROWS_WITH(io::load_checkpoint(rng_file("zeros.h5",
+                                                     [](hid_t r) {
+                                                       write_u64(r, "data", {0, 0, 0, 0});
+                                                     })),
+                        Contains("/rng/data") && Contains("all zeros"));
+    REQUIRE_THROWS_WITH(
+        io::load_checkpoint(rng_file("group.h5", [](hid_t r) { create_group(r, "data"); })),
+        Contains("/rng/data") && Contains("not a dataset"));
+  }
   SECTION("fixed-length string attributes are read too (as some writers make them)") {
     hand_made(dir.file("fixed.h5"), [&](hid_t f) {
       Handle type = check(H5Tcopy(H5T_C_S1), "type");

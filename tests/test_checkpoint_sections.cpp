@@ -162,3 +162,54 @@ TEST_CASE("the stream and the builder hold every item to its row's bounds",
     REQUIRE_THROWS_AS(builder.begin_dataset(static_cast<Section>(9), 0, "w", {1}), StreamError);
   }
 }
+
+TEST_CASE("a section of items alone is written, read and rebuilt by its rows alone",
+          "[checkpoint][sections]") {
+  // Every such section's items of a checkpoint come back as they went: the writer, the
+  // reader and the builder know the section only by its row in item_sections().
+  const io::Checkpoint c = sections_checkpoint();
+  const io::Checkpoint back = io::load_checkpoint_image(io::checkpoint_image(c), "s.h5");
+  for (const io::detail::ItemSection& s : io::detail::item_sections()) {
+    INFO(layout(s.section).group);
+    REQUIRE(s.held(c));
+    using Item = std::tuple<size_t, std::string, io::detail::ItemValue>;
+    auto items_of = [&](const io::Checkpoint& from) {
+      std::vector<Item> out;
+      s.items(from, [&](size_t row, const std::string& name, const io::detail::ItemValue& v) {
+        out.emplace_back(row, name, v);
+      });
+      return out;
+    };
+    const auto sent = items_of(c), got = items_of(back);
+    REQUIRE(!sent.empty());
+    REQUIRE(sent.size() == got.size());
+    for (size_t i = 0; i < sent.size(); ++i) {
+      REQUIRE(std::get<0>(sent[i]) == std::get<0>(got[i]));
+      REQUIRE(std::get<1>(sent[i]) == std::get<1>(got[i]));
+      const auto* a = std::get_if<io::detail::Integers>(&std::get<2>(sent[i]));
+      const auto* b = std::get_if<io::detail::Integers>(&std::get<2>(got[i]));
+      REQUIRE((a == nullptr) == (b == nullptr));
+      if (a) REQUIRE((a->dims == b->dims && a->values == b->values));
+    }
+  }
+}
+
+TEST_CASE(
+    "an item of a section of items alone comes once, and a value its row refuses fails "
+    "the load",
+    "[checkpoint][sections]") {
+  const size_t row = io::detail::any_name_row(Section::rng, ItemKind::dataset);
+  io::detail::CheckpointBuilder builder("x.h5", {}, {true, false}, 1 << 30);
+  SECTION("the same generator twice") {
+    builder.integers(Section::rng, row, "data", {4}, {1, 2, 3, 4});
+    REQUIRE_THROWS_AS(builder.integers(Section::rng, row, "data", {4}, {1, 2, 3, 4}), StreamError);
+  }
+  SECTION("a generator of the wrong shape never reaches the section's row") {
+    REQUIRE_THROWS_AS(builder.integers(Section::rng, row, "data", {3}, {1, 2, 3}), StreamError);
+  }
+  SECTION("a generator state of all zeros") {
+    builder.integers(Section::rng, row, "data", {4}, {0, 0, 0, 0});
+    REQUIRE_THAT(builder.load_failure(),
+                 Catch::Matchers::Contains("/rng/data") && Catch::Matchers::Contains("all zeros"));
+  }
+}
