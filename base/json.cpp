@@ -2,100 +2,139 @@
 
 #include <fmt/format.h>
 
-#include <set>
-
 #include "base/utf8.h"
 
 namespace base {
 
 namespace {
 
-using Event = nlohmann::json::parse_event_t;
+using json = nlohmann::json;
 using Kind = JsonError::Kind;
 
-// The parser's callback: limits the nesting and the strings, refuses a key given twice,
-// and diverts the entries of NumberLists. Returning false drops a value from the tree.
-class StrictParse {
+// The parser's events made into a tree, in time linear in the text (nlohmann's callback
+// parser rescans a container after each value it holds: quadratic in a container's size).
+// It limits the nesting and the strings, refuses a key given twice, and diverts the
+// entries of NumberLists into their vectors. Errors are thrown as JsonError.
+class StrictBuilder final : public nlohmann::json_sax<json> {
  public:
-  StrictParse(const std::vector<NumberList*>& lists, size_t max_string_bytes)
+  StrictBuilder(const std::vector<NumberList*>& lists, size_t max_string_bytes)
       : lists_(lists), max_string_(max_string_bytes) {}
-  bool operator()(Event event, nlohmann::json& parsed);
+  json take() { return std::move(root_); }
+
+  bool null() override { return put(nullptr); }
+  bool boolean(bool v) override { return put(v); }
+  bool number_integer(json::number_integer_t v) override { return put(v); }
+  bool number_unsigned(json::number_unsigned_t v) override { return put(v); }
+  bool number_float(json::number_float_t v, const json::string_t&) override { return put(v); }
+  bool string(json::string_t& v) override { return check_string(v), put(std::move(v)); }
+  bool binary(json::binary_t&) override { return put(nullptr); }  // never in JSON text
+  bool start_object(size_t) override { return open(json::object()); }
+  bool key(json::string_t& k) override;
+  bool end_object() override { return close(); }
+  bool start_array(size_t) override;
+  bool end_array() override;
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    // the parser's message quotes the bytes it stopped at
+    throw JsonError(Kind::syntax, "not valid JSON: " + printable(e.what()));
+  }
 
  private:
-  bool in_list(Event event, nlohmann::json& parsed);
-  void check_string(const nlohmann::json& parsed) const;
-  [[noreturn]] void bad_entry(const nlohmann::json* shown = nullptr) const;
+  bool put(json&& value) { return list_ ? list_value(value) : (place(std::move(value)), true); }
+  json* place(json&& value);
+  bool open(json&& container);
+  bool close() { return open_.pop_back(), true; }
+  bool list_value(const json& value);
+  void check_string(const std::string& s) const;
+  [[noreturn]] void bad_entry(const json* shown = nullptr) const;
+
   const std::vector<NumberList*>& lists_;
   size_t max_string_;
-  std::vector<std::set<std::string>> objects_;  // the keys of each open object
-  std::vector<bool> is_object_;                 // what each open level is
-  std::string top_key_;                         // the last key of the top object
-  NumberList* list_ = nullptr;                  // the list being read
-  size_t in_group_ = 0;                         // numbers of the open group
+  json root_;
+  std::vector<json*> open_;     // the open containers, outermost first: each its parent's last
+  std::string key_;             // the key of the next value of the open object
+  NumberList* list_ = nullptr;  // the list being read, and whether one of its groups is open
+  bool group_open_ = false;
+  size_t in_group_ = 0;  // numbers of the open group
 };
 
-bool StrictParse::operator()(Event event, nlohmann::json& parsed) {
-  if (list_ && is_object_.size() >= 2) return in_list(event, parsed);
-  if (event == Event::object_start || event == Event::array_start) {
-    if (is_object_.size() >= static_cast<size_t>(kMaxJsonDepth))
-      throw JsonError(Kind::depth, fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
-    if (event == Event::array_start && is_object_.size() == 1)
-      for (NumberList* l : lists_)
-        if (l->key == top_key_) list_ = l, l->found = true;
-    is_object_.push_back(event == Event::object_start);
-    if (event == Event::object_start) objects_.emplace_back();
-  } else if (event == Event::object_end || event == Event::array_end) {
-    if (is_object_.back()) objects_.pop_back();
-    is_object_.pop_back();
-    list_ = nullptr;
-  } else if (event == Event::key) {
-    check_string(parsed);
-    const std::string& key = parsed.get_ref<const std::string&>();
-    if (!objects_.back().insert(key).second)
-      throw JsonError(Kind::duplicate_key,
-                      fmt::format("the key '{}' appears twice in one object", printable(key)));
-    if (is_object_.size() == 1) top_key_ = key;
-  } else if (event == Event::value) {
-    check_string(parsed);
+// A value into the open container (or as the whole document); where it now is.
+json* StrictBuilder::place(json&& value) {
+  if (open_.empty()) {
+    root_ = std::move(value);
+    return &root_;
   }
+  json& into = *open_.back();
+  if (into.is_object())
+    return &into.get_ref<json::object_t&>()
+                .emplace(std::move(key_), std::move(value))
+                .first->second;
+  auto& array = into.get_ref<json::array_t&>();
+  array.push_back(std::move(value));
+  return &array.back();
+}
+
+// A container opened is its parent's last value until it closes, so its place is kept.
+bool StrictBuilder::open(json&& container) {
+  if (list_) return list_value(container);
+  if (open_.size() >= static_cast<size_t>(kMaxJsonDepth))
+    throw JsonError(Kind::depth, fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
+  open_.push_back(place(std::move(container)));
   return true;
 }
 
-void StrictParse::check_string(const nlohmann::json& parsed) const {
-  if (parsed.is_string() && parsed.get_ref<const std::string&>().size() > max_string_)
+bool StrictBuilder::key(json::string_t& k) {
+  check_string(k);
+  if (open_.back()->contains(k))
+    throw JsonError(Kind::duplicate_key,
+                    fmt::format("the key '{}' appears twice in one object", printable(k)));
+  key_ = std::move(k);
+  return true;
+}
+
+// A NumberList's array, at its key of the top object, is left empty in the tree.
+bool StrictBuilder::start_array(size_t) {
+  if (list_ && list_->group > 0 && !group_open_) {
+    if (list_->values.size() / list_->group >= list_->max_entries) bad_entry();
+    group_open_ = true, in_group_ = 0;
+    return true;
+  }
+  NumberList* found = nullptr;
+  if (!list_ && open_.size() == 1 && open_.back()->is_object())
+    for (NumberList* l : lists_)
+      if (l->key == key_) found = l;
+  open(json::array());
+  if (found) list_ = found, found->found = true;
+  return true;
+}
+
+bool StrictBuilder::end_array() {
+  if (list_ && group_open_) {
+    if (in_group_ != list_->group) bad_entry();
+    group_open_ = false, in_group_ = 0;
+    return true;
+  }
+  list_ = nullptr;
+  return close();
+}
+
+// An entry of the NumberList being read: a number in its place, within its bounds.
+bool StrictBuilder::list_value(const json& value) {
+  NumberList& l = *list_;
+  const bool number_here = (l.group == 0) != group_open_;
+  if (!number_here || !value.is_number_unsigned() || value.get<uint64_t>() > l.max_value ||
+      (l.group == 0 && l.values.size() >= l.max_entries) || (l.group > 0 && in_group_ >= l.group))
+    bad_entry(value.is_structured() ? nullptr : &value);
+  l.values.push_back(value.get<uint32_t>());
+  ++in_group_;
+  return true;
+}
+
+void StrictBuilder::check_string(const std::string& s) const {
+  if (s.size() > max_string_)
     throw JsonError(Kind::long_string, fmt::format("a string of more than {} bytes", max_string_));
 }
 
-// Inside a NumberList's array (is_object_ holds the top object and the list).
-bool StrictParse::in_list(Event event, nlohmann::json& parsed) {
-  NumberList& l = *list_;
-  const bool group_open = is_object_.size() == 3;
-  if (event == Event::array_end && !group_open) {  // the list ends
-    is_object_.pop_back();
-    list_ = nullptr;
-    return true;
-  }
-  if (l.group > 0 && !group_open && event == Event::array_start) {
-    if (l.values.size() / l.group >= l.max_entries) bad_entry();
-    is_object_.push_back(false), in_group_ = 0;
-    return true;
-  }
-  if (l.group > 0 && group_open && event == Event::array_end) {
-    if (in_group_ != l.group) bad_entry();
-    is_object_.pop_back(), in_group_ = 0;
-    return false;
-  }
-  const bool number_here = (l.group == 0) != group_open;
-  if (event != Event::value || !number_here || !parsed.is_number_unsigned() ||
-      parsed.get<uint64_t>() > l.max_value || (l.group == 0 && l.values.size() >= l.max_entries) ||
-      (l.group > 0 && in_group_ >= l.group))
-    bad_entry(event == Event::value ? &parsed : nullptr);
-  l.values.push_back(parsed.get<uint32_t>());
-  ++in_group_;
-  return false;
-}
-
-void StrictParse::bad_entry(const nlohmann::json* shown) const {
+void StrictBuilder::bad_entry(const json* shown) const {
   const NumberList& l = *list_;
   const size_t index = l.group == 0 ? l.values.size() : (l.values.size() - in_group_) / l.group;
   if (index >= l.max_entries)
@@ -110,15 +149,13 @@ void StrictParse::bad_entry(const nlohmann::json* shown) const {
 
 nlohmann::json parse_json(std::string_view bytes, const std::vector<NumberList*>& lists,
                           size_t max_string_bytes) {
-  StrictParse parse(lists, max_string_bytes);
-  try {
-    return nlohmann::json::parse(
-        bytes.begin(), bytes.end(),
-        [&](int /*depth*/, Event event, nlohmann::json& parsed) { return parse(event, parsed); });
-  } catch (const nlohmann::json::exception& e) {
-    // the parser's message quotes the bytes it stopped at
-    throw JsonError(Kind::syntax, "not valid JSON: " + printable(e.what()));
-  }
+  // nlohmann's reader ends the text at a NUL, which no JSON text holds anywhere
+  if (const size_t nul = bytes.find('\0'); nul != std::string_view::npos)
+    throw JsonError(Kind::syntax, fmt::format("not valid JSON: a NUL byte at offset {}", nul));
+  StrictBuilder builder(lists, max_string_bytes);
+  // strict: the whole text is one value (a NUL or anything else after it is an error)
+  json::sax_parse(bytes.begin(), bytes.end(), &builder, json::input_format_t::json, true);
+  return builder.take();
 }
 
 std::string json_kind(const nlohmann::json& v) {

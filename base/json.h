@@ -2,8 +2,10 @@
 // JSON from elsewhere, the one reader of the project (a prepared folder's meta.json and
 // tokenizer.json, a checkpoint's config, the lines of a --metrics file): one value, nested
 // at most kMaxJsonDepth deep, no key twice in an object, optionally no string longer than
-// a bound; checked while the text is parsed, so a file nested 100,000 deep is an error,
-// never a stack overflow, and a file with a key twice never means two things.
+// a bound, nothing after the value (a NUL included); checked while the text is parsed, so a
+// file nested 100,000 deep is an error, never a stack overflow, and a file with a key twice
+// never means two things. The tree is built from the parser's events in time linear in
+// the text, however many values one container holds (a tokenizer's 280,000 merges).
 //
 //   try {
 //     nlohmann::json j = base::parse_json(bytes);

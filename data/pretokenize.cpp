@@ -5,6 +5,8 @@
 #include <pcre2.h>
 
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "base/utf8.h"
 
@@ -34,6 +36,149 @@ size_t next_char(std::string_view text, size_t i) {
 
 constexpr size_t kMaxPatternBytes = 65536;
 
+// What a split pattern may not hold, because no limit of PCRE2's bounds what it costs: a
+// lookahead of unbounded length (each piece could scan to the end of the text), a
+// backreference, a recursion or subroutine call, a callout, and the extended syntax (whose
+// comments would hide the rest from this check).
+struct PatternScan {
+  explicit PatternScan(std::string_view p) : pattern(p) {}
+  std::string_view pattern;
+  size_t at = 0;
+  // The lookaheads' contents and offsets, for the caller to check their lengths.
+  std::vector<std::pair<size_t, std::string_view>> lookaheads;
+  std::vector<size_t> open;          // offsets of the open groups' '('
+  std::vector<size_t> lookahead_at;  // of open lookaheads: their content's start, else npos
+
+  [[noreturn]] void refuse(const std::string& what) const {
+    throw std::invalid_argument(
+        fmt::format("split pattern: {} at offset {}: encoding could take time that no limit "
+                    "bounds",
+                    what, at));
+  }
+  bool next_is(std::string_view s) const { return pattern.substr(at, s.size()) == s; }
+  void run();
+  void group();
+  void close_group();
+  void skip_class();
+  void skip_escape();
+  // (?1), (?-1), (?+2): a call of a numbered group
+  bool numbered_call() const {
+    if (!next_is("(?")) return false;
+    const size_t end = pattern.find_first_not_of("0123456789+-", at + 2);
+    return end > at + 2 && end < pattern.size() && pattern[end] == ')';
+  }
+};
+
+void PatternScan::run() {
+  while (at < pattern.size()) {
+    const char c = pattern[at];
+    if (c == '\\') {
+      skip_escape();
+    } else if (c == '[') {
+      skip_class();
+    } else if (c == '(') {
+      group();
+    } else if (c == ')') {
+      close_group();
+    } else {
+      ++at;
+    }
+  }
+}
+
+void PatternScan::skip_escape() {
+  const char e = at + 1 < pattern.size() ? pattern[at + 1] : '\0';
+  if ((e >= '1' && e <= '9') || e == 'g' || e == 'k') refuse("a backreference");
+  if (e == 'Q') {  // literal up to \E
+    const size_t end = pattern.find("\\E", at + 2);
+    at = end == std::string_view::npos ? pattern.size() : end + 2;
+    return;
+  }
+  at += 2;
+}
+
+// A character class: nothing in it opens a group ("]" first is a member; "[:alpha:]" too).
+void PatternScan::skip_class() {
+  ++at;
+  if (next_is("^")) ++at;
+  if (next_is("]")) ++at;
+  while (at < pattern.size() && pattern[at] != ']') {
+    if (pattern[at] == '\\') {
+      at += 2;
+    } else if (next_is("[:")) {
+      const size_t end = pattern.find(":]", at + 2);
+      at = end == std::string_view::npos ? at + 1 : end + 2;
+    } else {
+      ++at;
+    }
+  }
+  ++at;
+}
+
+void PatternScan::group() {
+  const size_t start = at;
+  size_t content = std::string_view::npos;
+  static constexpr std::string_view kLookaheads[] = {
+      "(?=", "(?!", "(*pla:", "(*nla:", "(*positive_lookahead:", "(*negative_lookahead:"};
+  for (std::string_view l : kLookaheads)
+    if (next_is(l)) content = at + l.size();
+  if (next_is("(?#")) {  // a comment
+    const size_t end = pattern.find(')', at);
+    at = end == std::string_view::npos ? pattern.size() : end + 1;
+    return;
+  }
+  if (next_is("(?*") || next_is("(*napla:") || next_is("(*non_atomic"))
+    refuse("a non-atomic lookahead");
+  if (next_is("(?C")) refuse("a callout");
+  if (next_is("(?P=") || next_is("(?P>") || next_is("(?&") || next_is("(?R") || numbered_call())
+    refuse("a backreference, recursion or subroutine call");
+  if (next_is("(?") && content == std::string_view::npos) {  // inline options: (?i) (?x:
+    const size_t end = pattern.find_first_of(":)", at + 2);
+    const std::string_view options = pattern.substr(at + 2, end - (at + 2));
+    if (options.find('x') != std::string_view::npos &&
+        options.find_first_not_of("imnsxJU-^") == std::string_view::npos)
+      refuse("the extended syntax (?x)");
+  }
+  open.push_back(start);
+  lookahead_at.push_back(content);
+  at = content == std::string_view::npos ? at + 1 : content;
+}
+
+void PatternScan::close_group() {
+  if (!open.empty()) {
+    if (lookahead_at.back() != std::string_view::npos)
+      lookaheads.emplace_back(open.back(),
+                              pattern.substr(lookahead_at.back(), at - lookahead_at.back()));
+    open.pop_back();
+    lookahead_at.pop_back();
+  }
+  ++at;
+}
+
+// A pattern that compiles may still cost what no limit bounds (PatternScan); a lookahead is
+// bounded when PCRE2 takes its content as a lookbehind, which must have a fixed length.
+void refuse_unbounded(const std::string& pattern, const pcre2_code* code, uint32_t options) {
+  uint32_t backrefs = 0;
+  pcre2_pattern_info(code, PCRE2_INFO_BACKREFMAX, &backrefs);
+  PatternScan scan(pattern);
+  if (backrefs > 0) scan.refuse("a backreference");
+  scan.run();
+  for (const auto& [offset, content] : scan.lookaheads) {
+    const std::string behind = "(?<=" + std::string(content) + ")";
+    int error = 0;
+    PCRE2_SIZE error_offset = 0;
+    pcre2_code* bounded = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(behind.data()), behind.size(),
+                                        options, &error, &error_offset, nullptr);
+    pcre2_code_free(bounded);
+    if (!bounded)
+      throw std::invalid_argument(fmt::format(
+          "split pattern: the lookahead at offset {} can look arbitrarily far ahead ({}); a "
+          "split pattern's lookaheads must have a fixed length (as GPT-2's (?!\\S)), or "
+          "encoding could take time quadratic in the text",
+          offset, pcre2_message(error)));
+  }
+}
+
 }  // namespace
 
 // ---- SplitPattern ----------------------------------------------------------------------
@@ -58,6 +203,7 @@ SplitPattern::SplitPattern(std::string pattern) : pattern_(std::move(pattern)) {
   if (!code->code)
     throw std::invalid_argument(fmt::format("split pattern does not compile: {} at offset {}",
                                             pcre2_message(error), error_offset));
+  refuse_unbounded(pattern_, code->code, options);
   // Without JIT (a platform PCRE2 does not support) the interpreter gives the same matches.
   jit_ = pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD) == 0;
   pcre2_pattern_info(code->code, PCRE2_INFO_MAXLOOKBEHIND, &max_lookbehind_);
@@ -98,7 +244,7 @@ constexpr uint32_t kDepthPerByte = 2, kMinDepth = 10000;
 constexpr uint64_t kLookRatio = 8, kLookSlack = uint64_t{4} * PieceMatcher::kMaxPieceBytes;
 
 // The pattern as messages quote it: printable, its first 60 bytes.
-std::string quoted(const std::string& pattern) {
+std::string quoted_pattern(const std::string& pattern) {
   const std::string shown = base::printable(pattern.substr(0, 60));
   return fmt::format("'{}'{}", shown, pattern.size() > 60 ? "..." : "");
 }
@@ -143,7 +289,7 @@ int PieceMatcher::match(std::string_view text, size_t pos, size_t limit, bool pa
     throw std::runtime_error(fmt::format(
         "split pattern {}: matching at byte {} gave up: {} (the pattern backtracks too much "
         "to cut text in linear time)",
-        quoted(s.pattern), pos, pcre2_message(rc)));
+        quoted_pattern(s.pattern), pos, pcre2_message(rc)));
   return rc;
 }
 
@@ -155,7 +301,7 @@ void PieceMatcher::check_look(uint64_t pending) const {
     throw std::runtime_error(fmt::format(
         "split pattern {}: looked {} bytes ahead to cut {} bytes; a pattern that looks far past "
         "the pieces it cuts would make encoding take time quadratic in the text",
-        quoted(s.pattern), s.looked + pending, s.consumed));
+        quoted_pattern(s.pattern), s.looked + pending, s.consumed));
 }
 
 size_t PieceMatcher::piece_end(std::string_view text, size_t pos, bool more_may_follow) {

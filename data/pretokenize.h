@@ -70,7 +70,10 @@ class SplitPattern {
 // and 2 levels a byte, plus 100000 and 10000). A pattern that backtracks without end hits
 // them; one that looks far past the short pieces it cuts (to the end of the text for each,
 // which made encoding quadratic) is stopped once the bytes of widened windows exceed 8
-// times the bytes cut plus 4 MiB. Both throw std::runtime_error quoting the pattern.
+// times the bytes cut plus 4 MiB. Both throw std::runtime_error quoting the pattern. What
+// these limits cannot bound, SplitPattern refuses: a lookahead of unbounded length (it
+// could scan to the end of the text for each piece, at a cost PCRE2 does not count), a
+// backreference, a recursion, a callout, the extended syntax.
 // GPT-2's and GPT-4's patterns stay far inside these bounds on any text.
 class PieceMatcher {
  public:

@@ -265,7 +265,7 @@ TEST_CASE(
     "[bpe]") {
   // each piece is one byte, and finding it scans every byte after it: 300 KB took minutes
   const std::string run(300000, 'a');
-  for (const char* pattern : {"a*b|.", "\\w(?=\\w*!)|\\W|\\w"}) {
+  for (const char* pattern : {"a*b|."}) {
     const data::BpeTokenizer tok({}, pattern);
     REQUIRE_THROWS_WITH(tok.encode(run), Contains(fmt::format("split pattern '{}'", pattern)) &&
                                              Contains("quadratic"));
@@ -274,12 +274,45 @@ TEST_CASE(
     stream.add(run, ids);
     REQUIRE_THROWS_WITH(stream.finish(ids), Contains("quadratic"));
   }
-  // a lookahead to the end on text of short words (as a tokenizer file could hold)
   std::string words;
   while (words.size() < 300000) words += "the cat sat on the mat\n";
-  REQUIRE_THROWS_WITH(data::BpeTokenizer({}, "\\w+(?=[\\s\\S]*$)|\\s+|.").encode(words),
-                      Contains("quadratic"));
   REQUIRE(gpt4_pieces(words).size() == 7 * (words.size() / 23));
+}
+
+TEST_CASE("a split pattern whose cost no limit bounds is refused when it is read", "[bpe]") {
+  // a lookahead of unbounded length can scan to the end of the text for every piece
+  for (const char* pattern : {".(?=[\\s\\S]*z)|\\n", ".(?=a*+[bc])|\\n", "\\w(?=\\w*!)|\\W|\\w",
+                              "\\w+(?=[\\s\\S]*$)|\\s+|.", "a(*pla:b+)|.", "a(?!(?:b|c)+)|."}) {
+    INFO(pattern);
+    REQUIRE_THROWS_WITH(data::SplitPattern(pattern),
+                        Contains("lookahead at offset") && Contains("quadratic"));
+  }
+  // constructs whose cost PCRE2's limits do not bound
+  const std::vector<std::pair<const char*, const char*>> refused = {
+      {"(a)\\1|.", "backreference"}, {"(?<n>a)\\k<n>|.", "backreference"},
+      {"(a|b(?1))|.", "recursion"},  {"(?R)?a|.", "recursion"},
+      {"(?C1)a|.", "callout"},       {"(?x) a # (?=", "extended"},
+      {"a(?*b+)|.", "non-atomic"},   {"(?<n>a)(?&n)|.", "recursion"},
+  };
+  for (const auto& [pattern, why] : refused) {
+    INFO(pattern);
+    REQUIRE_THROWS_WITH(data::SplitPattern(pattern), Contains(why));
+  }
+  // what only looks like those: escaped, in a class, in a comment or quoted
+  for (const char* pattern : {"\\(\\?=a*\\)|.", "[(?=a*)]|.", "(?#(?=a*)a|.", "\\Q(?=a*)\\E|.",
+                              "[]\\\\(?=]+|.", "[[:alpha:]](?=b)|."}) {
+    INFO(pattern);
+    REQUIRE_NOTHROW(data::SplitPattern(pattern));
+  }
+  // the patterns real models use: GPT-2's, GPT-4's, Llama 3's, Qwen2's
+  for (
+      const std::string_view pattern :
+      {data::kGpt2SplitPattern, data::kGpt4SplitPattern,
+       std::string_view(
+           R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+       std::string_view(
+           R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)")})
+    REQUIRE_NOTHROW(data::SplitPattern(std::string(pattern)));
 }
 
 TEST_CASE("the gpt2 and gpt4 split patterns stay inside the limits on long runs", "[bpe]") {

@@ -2,9 +2,13 @@
 // kept, in the process and in the cache file; the rule stays unless beaten by 3%;
 // ATTOGRAD_TUNE=off|fresh; hostile cache files are ignored; distributed ranks adopt one
 // table; and the kernels chosen give the same bits on any thread count.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -137,7 +141,7 @@ TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten
   }
   SECTION("another CPU's table") {
     const std::string foreign =
-        "attograd-gemm-kernels 2\nsignature another CPU\n"
+        "attograd-gemm-kernels 3\nsignature another CPU\n"
         "f32 NT 11 10 8 onednn_f32\n";
     dir.write(std::filesystem::relative(file, dir.path).string(), foreign);
     CHECK(decide(timer) == GemmKernel::openblas_f32);
@@ -151,7 +155,7 @@ TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten
   }
   SECTION("lines that do not parse are skipped; a torn last line is not read") {
     const std::string head =
-        "attograd-gemm-kernels 2\nsignature " + ag::detail::tuning_signature() + "\n";
+        "attograd-gemm-kernels 3\nsignature " + ag::detail::tuning_signature() + "\n";
     dir.write(std::filesystem::relative(file, dir.path).string(),
               head + "f32 NT 99 10 8 onednn_f32\nf32 XX 11 10 8 onednn_f32\n" +
                   "f32 NT 11 10 8 rocket\nf32 NT 11 10 8 onednn_f32 onednn_f32=nan\n" +
@@ -238,4 +242,70 @@ TEST_CASE("the bf16 attention's kernels are measured per class and kept like a G
   const auto other = attend();
   ag::force_attention_kernel_for_tests(ag::AttentionKernelForTests::chosen);
   CHECK(other != first);
+}
+
+TEST_CASE(
+    "an odd head size is a class of its own, and a kept kernel the shapes cannot take "
+    "is never run") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  using ag::detail::attention_class;
+  // head sizes 14 and 9 round to the same d16, but only 14 is even
+  const auto even = attention_class(true, 64, 64, 14, false),
+             odd = attention_class(true, 64, 64, 9, true);
+  CHECK_FALSE(even == odd);
+  CHECK(ag::detail::describe(odd) == "bf16 attention causal 64x64 d16 odd");
+  // a table (from a run of head size 14, or from elsewhere) that names the BF16 units'
+  // kernel for the odd class too
+  ag::detail::adopt_tuned_entries(
+      "bf16 AC 6 6 4 attention_bf16 attention_bf16=90.0\n"
+      "bf16 ACO 6 6 4 attention_bf16 attention_bf16=90.0\n");
+  REQUIRE(ag::detail::tuned_entries().size() == 2);
+  CHECK(ag::detail::describe(ag::detail::tuned_entries()[1].cls) ==
+        "bf16 attention causal 64x64 d16 odd");
+  constexpr GemmKernel kEven[] = {GemmKernel::attention_fma, GemmKernel::attention_bf16};
+  constexpr GemmKernel kOdd[] = {GemmKernel::attention_fma};  // what odd sizes can take
+  const auto never = [](GemmKernel) -> double {
+    FAIL("measured");
+    return 0;
+  };
+  CHECK(ag::detail::tuned_kernel(even, kEven, GemmKernel::attention_fma, 1, never) ==
+        GemmKernel::attention_bf16);
+  CHECK(ag::detail::tuned_kernel(odd, kOdd, GemmKernel::attention_fma, 1, never) ==
+        GemmKernel::attention_fma);
+  // a file of the version before (whose attention classes did not say) is never read
+  env.set_mode(nullptr);
+  const std::string file = ag::detail::tuning_file();
+  dir.write(std::filesystem::relative(file, dir.path).string(),
+            "attograd-gemm-kernels 2\nsignature " + ag::detail::tuning_signature() +
+                "\nbf16 AC 6 6 4 attention_bf16\n");
+  FakeTimer timer{{{GemmKernel::attention_fma, 0.1}}};
+  CHECK(ag::detail::tuned_kernel(odd, kOdd, GemmKernel::attention_fma, 1, [&](GemmKernel k) {
+          return timer(k);
+        }) == GemmKernel::attention_fma);
+  CHECK(timer.runs > 0);
+}
+
+TEST_CASE(
+    "a cache file another process keeps locked is waited for a bounded time, then left "
+    "alone") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  FakeTimer timer{{{GemmKernel::onednn_f32, 0.5}, {GemmKernel::openblas_f32, 0.2}}};
+  CHECK(decide(timer) == GemmKernel::openblas_f32);  // makes the file
+  const std::string file = ag::detail::tuning_file();
+  env.set_mode(nullptr);
+  // another open of the file holds its lock, as a stopped attograd would
+  const int holder = ::open(file.c_str(), O_RDWR);
+  REQUIRE(holder >= 0);
+  REQUIRE(::flock(holder, LOCK_EX) == 0);
+  ag::detail::set_tuning_lock_wait(0.3);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(decide(timer, 64, 64, 64) == GemmKernel::openblas_f32);  // measured, not recorded
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  const std::string state = ag::detail::tuning_file_state();
+  CHECK_THAT(state, Catch::Matchers::Contains("locked by process " + std::to_string(::getpid())));
+  ag::detail::set_tuning_lock_wait(10);
+  ::close(holder);
+  CHECK(read_all(file).find(" 6 6 6 ") == std::string::npos);
 }

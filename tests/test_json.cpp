@@ -1,9 +1,13 @@
 // base/json.h: the one reader of JSON from elsewhere, and the same bounds wherever such
 // JSON comes from (a prepared folder's files, a checkpoint's config, a metrics line).
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <functional>
 
 #include "base/json.h"
+#include "data/choice_items.h"
 #include "data/tokenizer_file.h"
+#include "interop/safetensors.h"
 #include "io/checkpoint_builder.h"
 #include "report/metrics_log.h"
 
@@ -86,4 +90,88 @@ TEST_CASE("values are quoted short and printable in messages") {
   REQUIRE(base::json_kind(nlohmann::json(-1)) == "a negative integer");
   REQUIRE(base::json_quote("\x1b[2J") == "\"\\u001b[2J\"");
   REQUIRE(base::json_quote(std::string(100, 'x'), 10) == "\"xxxxxx...");
+}
+
+namespace {
+
+// The shortest of three timings of read(text): the least disturbed by other work.
+template <typename Read>
+double best_seconds(const std::string& text, Read&& read) {
+  double best = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      read(text);
+    } catch (const std::exception&) {  // a reader may refuse what follows the JSON
+    }
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+// `count` small objects in one array (the shape that made nlohmann's callback parser
+// quadratic), as `wrap` places it in the entry point's format.
+std::string many_objects(size_t count, const std::string& before, const std::string& after) {
+  std::string text = before + "[";
+  for (size_t i = 0; i < count; ++i) text += i ? ",{\"a\":1}" : "{\"a\":1}";
+  return text + "]" + after;
+}
+
+}  // namespace
+
+TEST_CASE("every JSON reader takes time linear in the objects of one container") {
+  struct Entry {
+    const char* name;
+    std::string before, after;
+    std::function<void(const std::string&)> read;
+  };
+  const std::vector<Entry> entries = {
+      {"base::parse_json", "", "", [](const std::string& t) { base::parse_json(t); }},
+      {"a checkpoint's config", "{\"x\":", "}",
+       [](const std::string& t) { io::detail::parse_config_json(t, "x.h5"); }},
+      {"a metrics line", "{\"x\":", "}\n",
+       [](const std::string& t) { report::parse_metrics(t, "m.jsonl"); }},
+      {"a tokenizer file", "{\"x\":", "}",
+       [](const std::string& t) { data::parse_tokenizer_file(t, "tok.json"); }},
+      {"a safetensors header", "{\"__metadata__\":{},\"x\":", "}",
+       [](const std::string& t) {
+         std::string bytes(8, '\0');
+         for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>(t.size() >> (8 * i));
+         interop::SafetensorsReader::from_bytes(bytes + t, "m.safetensors");
+       }},
+      {"a multiple-choice line", "{\"x\":", "}",
+       [](const std::string& t) { data::parse_choice_item(t, "items.jsonl", 1); }},
+  };
+  constexpr size_t kCount = 250'000;
+  for (const Entry& e : entries) {
+    INFO(e.name);
+    const double once = best_seconds(many_objects(kCount, e.before, e.after), e.read);
+    const double twice = best_seconds(many_objects(2 * kCount, e.before, e.after), e.read);
+    CAPTURE(once, twice);
+    REQUIRE(twice < 3 * once + 0.05);  // quadratic would be 4x
+  }
+  // a million objects well within the limits of a config: in seconds, not hours
+  REQUIRE(best_seconds(many_objects(1'000'000, "", ""),
+                       [](const std::string& t) { base::parse_json(t); }) < 5);
+}
+
+TEST_CASE("JSON is one value: a NUL or anything else after it is refused") {
+  REQUIRE_THAT(json_error(std::string("{\"a\": 1}\0{\"b\": 2}", 17)), Contains("not valid JSON"));
+  REQUIRE_THAT(json_error(std::string("{\"a\": 1}\0", 9)), Contains("not valid JSON"));
+  REQUIRE_THAT(json_error("{\"a\": 1} {\"b\": 2}"), Contains("not valid JSON"));
+  REQUIRE_THAT(json_error(std::string("{\"a\": \"x\0y\"}", 12)), Contains("not valid JSON"));
+  REQUIRE(json_error("{\"a\": 1}\n  ").empty());  // white space after it is not a value
+}
+
+TEST_CASE("the tree keeps every value where the text put it") {
+  const nlohmann::json j = base::parse_json(
+      R"({"z": [1, {"b": [true, null, -2.5]}, "s"], "a": {"y": {}, "x": []}, "m": 18446744073709551615})");
+  REQUIRE(
+      j ==
+      nlohmann::json::parse(
+          R"({"z": [1, {"b": [true, null, -2.5]}, "s"], "a": {"y": {}, "x": []}, "m": 18446744073709551615})"));
+  REQUIRE(j["m"].is_number_unsigned());
+  REQUIRE(base::parse_json("7") == 7);
+  REQUIRE(base::parse_json("[[], [[]], {}]").dump() == "[[],[[]],{}]");
 }

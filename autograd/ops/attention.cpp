@@ -528,7 +528,8 @@ Products chosen_products(const Spec& s) {
   Spec row = s;
   row.R = 1;
   const double macs = 3 * attention_macs(row);  // forward, and backward's twice as many
-  const detail::GemmClass cls = detail::attention_class(s.causal, s.T, s.S, s.D);
+  const detail::GemmClass cls =
+      detail::attention_class(s.causal, s.T, s.S, s.D, s.D % 2 != 0 || s.Dv % 2 != 0);
   const GemmKernel chosen = detail::tuned_kernel(cls, candidates, rule, macs, [&](GemmKernel k) {
     return k == GemmKernel::attention_fma    ? seconds_of_one_row<float>(s, Products::fma)
            : k == GemmKernel::attention_bf16 ? seconds_of_one_row<bfloat16>(s, Products::units)

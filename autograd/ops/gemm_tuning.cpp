@@ -23,6 +23,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 namespace ag::detail {
@@ -34,11 +35,14 @@ constexpr GemmKernel kKernels[] = {
     GemmKernel::widened_openblas, GemmKernel::widened_onednn,   GemmKernel::attention_fma,
     GemmKernel::attention_bf16,   GemmKernel::attention_onednn, GemmKernel::attention_f32};
 // Version 2: bf16 classes are also weighed against float32 (bf16_pays), attention classes
-// have a float32 candidate. A version-1 file keeps its name (the name hashes the header),
-// so older binaries keep theirs.
-constexpr char kHeader[] = "attograd-gemm-kernels 2";
+// have a float32 candidate. Version 3: an attention class says whether a head size is odd
+// (AC or AF, ACO or AFO). An older file keeps its name (the name hashes the header), so
+// older binaries keep theirs, and this one never reads their entries.
+constexpr char kHeader[] = "attograd-gemm-kernels 3";
 constexpr off_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxLineBytes = 400;
+// How long a run waits for another process's lock on the file (tests shorten it).
+std::atomic<double> g_lock_wait_seconds{10};
 constexpr int kMaxLog = 40;  // 2^40 rows: beyond anything a line of ours holds
 
 bool parse_kernel(const std::string& name, GemmKernel& out) {
@@ -53,7 +57,8 @@ uint8_t log2_ceil(int64_t v) {
 
 uint64_t class_key(const GemmClass& c) {
   return uint64_t(c.bf16) | uint64_t(c.ta) << 1 | uint64_t(c.tb) << 2 | uint64_t(c.attention) << 3 |
-         uint64_t(c.log_m) << 8 | uint64_t(c.log_n) << 16 | uint64_t(c.log_k) << 24;
+         uint64_t(c.odd) << 4 | uint64_t(c.log_m) << 8 | uint64_t(c.log_n) << 16 |
+         uint64_t(c.log_k) << 24;
 }
 
 // "model name", "cpu family", "model", "stepping" and "flags" of the first processor
@@ -80,15 +85,15 @@ std::string printable(std::string s) {
 }
 
 // A class's layout field: N or T for each GEMM operand; AC or AF (causal or full) for an
-// attention class
+// attention class, then O where a head size is odd
 std::string layout_field(const GemmClass& c) {
-  if (c.attention) return c.ta ? "AC" : "AF";
+  if (c.attention) return std::string(c.ta ? "AC" : "AF") + (c.odd ? "O" : "");
   return {c.ta ? 'T' : 'N', c.tb ? 'T' : 'N'};
 }
 
 bool parse_layout(const std::string& layout, GemmClass& c) {
-  if (layout == "AC" || layout == "AF") {
-    c.attention = true, c.ta = layout[1] == 'C', c.tb = false;
+  if (layout == "AC" || layout == "AF" || layout == "ACO" || layout == "AFO") {
+    c.attention = true, c.ta = layout[1] == 'C', c.tb = false, c.odd = layout.size() == 3;
     return true;
   }
   if (layout.size() != 2) return false;
@@ -266,15 +271,15 @@ GemmClass gemm_class(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t 
   return {bf16, ta, tb, log2_ceil(M), log2_ceil(N), log2_ceil(K)};
 }
 
-GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D) {
-  return {true, causal, false, log2_ceil(T), log2_ceil(S), log2_ceil(D), true};
+GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D, bool odd_head_size) {
+  return {true, causal, false, log2_ceil(T), log2_ceil(S), log2_ceil(D), true, odd_head_size};
 }
 
 std::string describe(const GemmClass& c) {
   if (c.attention)
-    return fmt::format("{} attention {} {}x{} d{}", c.bf16 ? "bf16" : "f32",
+    return fmt::format("{} attention {} {}x{} d{}{}", c.bf16 ? "bf16" : "f32",
                        c.ta ? "causal" : "full", int64_t{1} << c.log_m, int64_t{1} << c.log_n,
-                       int64_t{1} << c.log_k);
+                       int64_t{1} << c.log_k, c.odd ? " odd" : "");
   return fmt::format("{} {}{} {}x{}x{}", c.bf16 ? "bf16" : "f32", c.ta ? 'T' : 'N',
                      c.tb ? 'T' : 'N', int64_t{1} << c.log_m, int64_t{1} << c.log_n,
                      int64_t{1} << c.log_k);
@@ -385,6 +390,10 @@ void load_tuning_file() {
   if (tune_mode() != TuneMode::off) tuner().load();
 }
 
+void set_tuning_lock_wait(double seconds) {
+  g_lock_wait_seconds = seconds;
+}
+
 void reset_tuning_for_tests() {
   g_mode = -1;
   tuner().reset();
@@ -395,12 +404,17 @@ namespace {
 GemmKernel Tuner::kernel(const GemmClass& c, std::span<const GemmKernel> candidates,
                          GemmKernel rule, double macs, const TimeCandidate& time) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = table_.find(class_key(c)); it != table_.end()) return order_[it->second].kernel;
+  // a kept answer these shapes cannot take is never run
+  const auto trusted = [&](GemmKernel k) {
+    return std::find(candidates.begin(), candidates.end(), k) != candidates.end() ? k : rule;
+  };
+  if (auto it = table_.find(class_key(c)); it != table_.end())
+    return trusted(order_[it->second].kernel);
   if (!measuring_) return rule;
   const int fd = open_locked();  // holds the file's lock until closed: one measurer a class
   if (auto it = table_.find(class_key(c)); it != table_.end()) {
     if (fd >= 0) ::close(fd);
-    return order_[it->second].kernel;
+    return trusted(order_[it->second].kernel);
   }
   const TunedEntry e = measure(c, candidates, rule, macs, time);
   insert(e);
@@ -425,6 +439,49 @@ TunedEntry Tuner::measure(const GemmClass& c, std::span<const GemmKernel> candid
   return e;
 }
 
+// The process holding a flock on the file open as fd, from /proc/locks ("" when unknown).
+std::string lock_holder(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return "";
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream fields(line);
+    std::string number, kind, mode, access, pid, device;
+    if (!(fields >> number >> kind >> mode >> access >> pid >> device) || kind != "FLOCK") continue;
+    const size_t colon = device.rfind(':');
+    if (colon != std::string::npos && device.substr(colon + 1) == std::to_string(st.st_ino))
+      return pid;
+  }
+  return "";
+}
+
+// Takes the file's lock, waiting for another process at most g_lock_wait_seconds (saying so
+// once it has waited a second): "" once held, else why the file is left alone. A suspended
+// attograd holding it must not stop every other one.
+std::string lock_within(int fd, const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  bool said = false;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR)
+      return fmt::format("ignored: cannot be locked ({})", std::strerror(errno));
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string holder = lock_holder(fd);
+    const std::string who = holder.empty() ? "another process" : "process " + holder;
+    if (waited >= g_lock_wait_seconds)
+      return fmt::format(
+          "ignored: locked by {} for over {:.0f} s (a stopped attograd?); kernels are "
+          "chosen without it",
+          who, g_lock_wait_seconds.load());
+    if (waited >= 1 && !said)
+      said = true,
+      fmt::print(stderr, "attograd: waiting for {} to unlock the kernel cache {}\n", who, path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "";
+}
+
 int Tuner::open_locked() {
   if (ignored_) return -1;
   const std::string path = tuning_file();
@@ -437,9 +494,10 @@ int Tuner::open_locked() {
   if (!make_folder(cache_folder())) return give_up("its folder cannot be made");
   const int fd = open_cache_file(path);
   if (fd < 0) return give_up(fmt::format("ignored: cannot be opened ({})", std::strerror(errno)));
+  if (const std::string why = lock_within(fd, path); !why.empty()) return ::close(fd), give_up(why);
   struct stat st;
-  if (::flock(fd, LOCK_EX) != 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_uid != ::geteuid() || st.st_nlink != 1 || st.st_size > kMaxFileBytes) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      st.st_nlink != 1 || st.st_size > kMaxFileBytes) {
     ::close(fd);
     return give_up("ignored: not a regular file of this user with one name, under 1 MiB");
   }

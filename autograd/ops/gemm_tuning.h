@@ -50,14 +50,16 @@ struct GemmClass {
   bool bf16, ta, tb;
   uint8_t log_m, log_n, log_k;
   // An attention class instead: the fused attention's products for T queries (m), S keys
-  // (n) and head dimension D (k), causal where ta
+  // (n) and head dimension D (k), causal where ta; odd where a head size (D or Dv) is odd,
+  // which no kernel on the BF16 units takes (they pair values along the sums)
   bool attention = false;
+  bool odd = false;
   bool operator==(const GemmClass&) const = default;
 };
 GemmClass gemm_class(bool bf16, bool ta, bool tb, int64_t M, int64_t N, int64_t K);
 // (bf16; the same with bf16 false: the attention in float32, timed to weigh bf16 against)
-GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D);
-// "bf16 NT 2048x1024x256", "bf16 attention causal 64x64 d64"
+GemmClass attention_class(bool causal, int64_t T, int64_t S, int64_t D, bool odd_head_size);
+// "bf16 NT 2048x1024x256", "bf16 attention causal 64x64 d64", "... d16 odd"
 std::string describe(const GemmClass& c);
 
 enum class TuneMode { on, off, fresh };
@@ -70,7 +72,9 @@ using TimeCandidate = std::function<double(GemmKernel)>;
 
 // The kernel for class c: this process's answer, else the cache file's, else the fastest
 // candidate as timed by `time` (a warm-up run each, then the best of up to three), recorded
-// in both. `rule` where tuning is off or this process may not measure (set_measuring).
+// in both. `rule` where tuning is off or this process may not measure (set_measuring), and
+// where a kept answer is not one of `candidates` (a file from elsewhere names a kernel these
+// shapes cannot take: it is never trusted; the rule must always be valid).
 GemmKernel tuned_kernel(const GemmClass& c, std::span<const GemmKernel> candidates, GemmKernel rule,
                         double multiply_adds, const TimeCandidate& time);
 
@@ -116,6 +120,9 @@ void adopt_tuned_entries(const std::string& text);
 void set_measuring(bool on);  // off: unknown classes run by the rule (ranks other than 0)
 
 // Test support: forget the table and the file's state (as a new process), re-read ATTOGRAD_TUNE.
+// How long a run waits for another process's lock on the cache file before it chooses
+// kernels without the file (10 s; tests shorten it).
+void set_tuning_lock_wait(double seconds);
 void reset_tuning_for_tests();
 
 }  // namespace ag::detail
