@@ -16,6 +16,7 @@
 #include "io/tokenizer_section.h"
 #include "train/console.h"
 #include "train/gemm_agreement.h"
+#include "train/model_loading.h"
 #include "train/train.h"
 
 namespace cli {
@@ -238,6 +239,7 @@ int classify_command(const Args& args) {
     require_file(o.path, "checkpoint");
     ag::set_num_threads(o.threads);
     io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+    train::refuse_gradient_dump(ckpt);
     std::vector<std::string> labels = classifier_labels(ckpt, "classify");
     const auto model = train::model_from_checkpoint(ckpt);
     ckpt.model.clear();  // the model holds the weights now

@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <span>
 #include <string>
@@ -72,10 +75,7 @@ std::string suggestion(const std::string& name) {
   return did_you_mean(name, names);
 }
 
-}  // namespace
-
-int cli_main(int argc, char** argv) {
-  if (argc > 0) set_program_path(argv[0]);
+int run_command(int argc, char** argv) {
   const std::string command = argc < 2 ? "help" : argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
@@ -87,6 +87,26 @@ int cli_main(int argc, char** argv) {
   train::noticef("attograd: error: unknown command '{}'{} (try 'attograd --help')\n",
                  base::printable(command), suggestion(command));
   return 2;
+}
+
+// What a command printed must have reached standard output (a full disk, a closed pipe, a
+// closed descriptor): a result that was not written is a failure, never exit 0.
+int with_output_written(int status) {
+  std::cout.flush();
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout;
+  if (!failed || train::stdout_problem_reported()) return status;
+  const int err = errno;
+  train::noticef("attograd: error: standard output could not be written{}\n",
+                 err != 0 ? fmt::format(" ({})", std::strerror(err)) : "");
+  return status == 0 ? 1 : status;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  if (argc > 0) set_program_path(argv[0]);
+  return with_output_written(run_command(argc, argv));
 }
 
 }  // namespace cli

@@ -12,6 +12,7 @@
 #include "cli/command_support.h"
 #include "interop/formats.h"
 #include "io/checkpoint.h"
+#include "train/model_loading.h"
 
 namespace cli {
 
@@ -140,6 +141,7 @@ int export_command(const Args& args) {
       require_outputs({{"--out", out}}, {{"--checkpoint", path}});
     }
     const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
+    train::refuse_gradient_dump(ckpt);  // its tensors are gradients, not weights
     interop::export_model(interop::model_files_of(ckpt), format, out, type);
     fmt::print("exported {} as {} ({}) to {}\n", base::printable(path), format, dtype,
                base::printable(out));

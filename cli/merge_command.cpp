@@ -26,6 +26,7 @@ int merge_command(const Args& args) {
     require_file(path, "checkpoint");
     require_outputs({{"--out", out}}, {{"--checkpoint", path}});
     const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
+    train::refuse_gradient_dump(ckpt);
     const int64_t rank = train::RunConfig::from_json(ckpt.config).model.lora_rank;
     if (rank == 0)
       throw UsageError(fmt::format(

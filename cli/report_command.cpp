@@ -12,6 +12,7 @@
 #include "io/history.h"
 #include "io/tokenizer_section.h"
 #include "report/report.h"
+#include "train/model_loading.h"
 #include "train/train.h"
 
 namespace cli {
@@ -142,6 +143,7 @@ int report_command(const Args& args) {
       for (auto& run : report::read_metrics_runs(m)) in.runs.push_back(std::move(run));
     std::optional<io::Checkpoint> ckpt;
     if (!o.checkpoint.empty()) ckpt = io::load_checkpoint(o.checkpoint);
+    if (ckpt) train::refuse_gradient_dump(*ckpt);
     if (ckpt && o.metrics.empty()) {  // the curves the checkpoint keeps (io/history.h)
       if (ckpt->history.empty())
         fmt::print(

@@ -309,3 +309,22 @@ TEST_CASE(
   ::close(holder);
   CHECK(read_all(file).find(" 6 6 6 ") == std::string::npos);
 }
+
+TEST_CASE("a missing home is never made for the cache file") {
+  TempDir dir;
+  TuningEnvironment env(dir.file("cache"));
+  const std::string home = dir.file("no/such/home");
+  const char* saved_home = std::getenv("HOME");
+  const std::string old_home = saved_home ? saved_home : "";
+  ::unsetenv("XDG_CACHE_HOME");
+  ::setenv("HOME", home.c_str(), 1);
+  env.set_mode(nullptr);
+  FakeTimer timer{{{GemmKernel::onednn_f32, 0.5}, {GemmKernel::openblas_f32, 0.2}}};
+  CHECK(decide(timer) == GemmKernel::openblas_f32);  // measured, kept in the process
+  CHECK_FALSE(std::filesystem::exists(dir.file("no")));
+  CHECK_THAT(ag::detail::tuning_file_state(), Catch::Matchers::Contains("cannot be made"));
+  if (saved_home)
+    ::setenv("HOME", old_home.c_str(), 1);
+  else
+    ::unsetenv("HOME");
+}

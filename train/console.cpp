@@ -88,7 +88,9 @@ int write_fully(int fd, std::string_view text, size_t* written = nullptr) {
 void guard_standard_streams() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    // a closed stdout takes /dev/full: what a command prints there fails, and is reported
+    // (cli's exit status), rather than vanishing as into /dev/null
+    const int null = ::open(fd == 1 ? "/dev/full" : "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
     if (null >= 0 && null != fd) ::dup2(null, fd), ::close(null);
     if (fd == 1) g_stdout_was_closed = true;
   }
@@ -100,6 +102,10 @@ bool g_quiet = false;
 
 void set_quiet(bool quiet) {
   g_quiet = quiet;
+}
+
+bool stdout_problem_reported() {
+  return g_stdout_reported;
 }
 
 void say(std::string_view text) {

@@ -12,9 +12,13 @@
 namespace train {
 
 // Called first thing in main(): a standard descriptor that was closed (`attograd ... >&-`)
-// is opened on /dev/null, so that no file we open later takes its number and receives
-// our progress lines; say() then reports the closed stdout once.
+// is opened on /dev/null (stdout on /dev/full, where every write fails), so that no file
+// we open later takes its number and receives our progress lines; say() then reports the
+// closed stdout once.
 void guard_standard_streams();
+// Whether say() already reported that stdout cannot be written (a run's progress lines are
+// not its result: the run goes on and exits as it would).
+bool stdout_problem_reported();
 
 // On ranks other than 0 of a distributed run nothing is printed (say and warn are silent).
 void set_quiet(bool quiet);

@@ -153,9 +153,26 @@ std::string cache_folder() {
   return "";
 }
 
-// mkdir -p for the cache folder (private to the user where we make it)
+// The folder that must be there already for the cache folder to be made in it: $HOME (a
+// missing home is never made), or the one $XDG_CACHE_HOME is in.
+std::string cache_root() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') {
+    std::string path(xdg);
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    return path.substr(0, std::max<size_t>(path.rfind('/'), 1));
+  }
+  const char* home = std::getenv("HOME");
+  return home != nullptr && home[0] == '/' ? home : "";
+}
+
+// mkdir -p for the cache folder below its root (private to the user where we make it)
 bool make_folder(const std::string& path) {
-  for (size_t slash = 1; slash <= path.size(); ++slash) {
+  const std::string root = cache_root();
+  struct stat root_st;
+  if (root.empty() || ::stat(root.c_str(), &root_st) != 0 || !S_ISDIR(root_st.st_mode))
+    return false;
+  for (size_t slash = root.size() + 1; slash <= path.size(); ++slash) {
     if (slash != path.size() && path[slash] != '/') continue;
     const std::string part = path.substr(0, slash);
     if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
@@ -491,7 +508,9 @@ int Tuner::open_locked() {
     return -1;
   };
   if (path.empty()) return give_up("no cache folder (neither XDG_CACHE_HOME nor HOME is set)");
-  if (!make_folder(cache_folder())) return give_up("its folder cannot be made");
+  if (!make_folder(cache_folder()))
+    return give_up(
+        fmt::format("its folder cannot be made (in {}, which must be a folder)", cache_root()));
   const int fd = open_cache_file(path);
   if (fd < 0) return give_up(fmt::format("ignored: cannot be opened ({})", std::strerror(errno)));
   if (const std::string why = lock_within(fd, path); !why.empty()) return ::close(fd), give_up(why);

@@ -369,6 +369,17 @@ closed_stdout)
   [ "$(grep -c 'cannot write to standard output' err.txt)" -eq 1 ] || fail "not reported exactly once: $(cat err.txt)"
   "$bin" inspect run.h5 --verify | grep -q "^step 30$" || fail "the checkpoint is not step 30"
   ;;
+unwritable_stdout)
+  # a command whose result is what it prints fails when that cannot be written
+  "$bin" train "${tiny[@]}" --steps 2 --out run.h5 > /dev/null
+  for cmd in "inspect run.h5" "--version"; do
+    rc=0; $bin $cmd > /dev/full 2> err.txt || rc=$?
+    [ "$rc" -eq 1 ] || fail "$cmd with stdout on /dev/full exited $rc, not 1"
+    grep -q "standard output could not be written" err.txt || fail "$cmd on /dev/full: $(cat err.txt)"
+    rc=0; $bin $cmd >&- 2> err.txt || rc=$?
+    [ "$rc" -eq 1 ] || fail "$cmd with stdout closed exited $rc, not 1"
+  done
+  ;;
 outputs_never_inputs)
   printf 'the cat sat on the mat. the dog ran far away.\n%.0s' {1..40} > corpus.txt
   cp corpus.txt keep.txt

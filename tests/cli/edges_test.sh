@@ -20,7 +20,14 @@ gradient_dump_refused)
   expect_usage_error "$said" "$bin" train "${tiny[@]}" --steps 2 --init-from grads.h5 --out new.h5
   expect_usage_error "$said" "$bin" resume --checkpoint grads.h5 --out resumed.h5
   expect_usage_error "$said" "$bin" eval --checkpoint grads.h5 --data text.txt
+  # nor is it weights to export, merge, classify with or report on
+  expect_usage_error "$said" "$bin" export grads.h5 --format gguf --out grads.gguf
+  expect_usage_error "$said" "$bin" merge grads.h5 --out merged.h5
+  expect_usage_error "$said" "$bin" classify grads.h5 --text "hello"
+  expect_usage_error "$said" "$bin" report --checkpoint grads.h5 --out report.html
   [ ! -e new.h5 ] && [ ! -e resumed.h5 ] || fail "a run from a gradient dump wrote a checkpoint"
+  [ ! -e grads.gguf ] && [ ! -e merged.h5 ] && [ ! -e report.html ] ||
+    fail "an export, merge or report of a gradient dump wrote a file"
   ;;
 stop_at_passed)
   # resume --stop-at at or before the checkpoint's step trains nothing, writes nothing,
