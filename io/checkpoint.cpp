@@ -61,6 +61,17 @@ void write_root(hid_t file, const Checkpoint& c) {
   }
 }
 
+// An integer dataset of a section, in its row's element type ([N, columns] for a rank-2 row).
+void write_integers(hid_t group, const detail::Item& it, const std::string& name,
+                    const std::vector<uint64_t>& wide) {
+  if (it.dtype == detail::DType::uint64) return h5::write_u64(group, name, wide);
+  const std::vector<uint32_t> values(wide.begin(), wide.end());
+  if (it.rank == 2)
+    h5::write_u32_rows(group, name, values, it.dims[1]);
+  else
+    h5::write_u32(group, name, values);
+}
+
 // /tokenizer: each item its row says the type holds, in the rows' order (the type, then
 // what rebuilds it exactly: a char vocabulary, bpe merges and the split pattern; gpt2 also
 // its byte order and special tokens).
@@ -78,11 +89,7 @@ void write_tokenizer(hid_t file, const TokenizerSection& t) {
       },
       [&](size_t row, const std::vector<uint64_t>&, const std::vector<uint64_t>& wide) {
         const detail::Item& it = detail::item(Section::tokenizer, row);
-        const std::vector<uint32_t> values(wide.begin(), wide.end());
-        if (it.rank == 2)
-          h5::write_u32_rows(tok, it.name, values, it.dims[1]);
-        else
-          h5::write_u32(tok, it.name, values);
+        write_integers(tok, it, it.name, wide);
       });
 }
 
@@ -101,12 +108,8 @@ void write_item_section(hid_t file, const detail::ItemSection& s, const Checkpoi
       h5::write_attr_int(group, name, *integer);
     else if (const auto* real = std::get_if<double>(&value))
       h5::write_attr_double(group, name, *real);
-    else if (const auto& d = std::get<detail::Integers>(value); it.dtype == detail::DType::uint64)
-      h5::write_u64(group, name, d.values);
-    else if (it.rank == 2)
-      h5::write_u32_rows(group, name, {d.values.begin(), d.values.end()}, it.dims[1]);
     else
-      h5::write_u32(group, name, {d.values.begin(), d.values.end()});
+      write_integers(group, it, name, std::get<detail::Integers>(value).values);
   });
 }
 

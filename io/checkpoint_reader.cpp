@@ -591,6 +591,12 @@ void load_tokenizer(Context& c) {
   c.sink.tokenizer(section);
 }
 
+// Whether a row of the section has this name for its own (a row of any name takes the rest).
+bool row_named(Section section, const std::string& name) {
+  const auto items = layout(section).items;
+  return std::any_of(items.begin(), items.end(), [&](const Item& i) { return named(i, name); });
+}
+
 // The datasets a row of an item section stands for: its own (which must be there), or every
 // other one of the group.
 std::vector<size_t> row_datasets(Context& c, Section section, const Item& it) {
@@ -602,12 +608,8 @@ std::vector<size_t> row_datasets(Context& c, Section section, const Item& it) {
     return {at};
   }
   std::vector<size_t> out;
-  for (size_t at : c.catalog.children(group)) {
-    const std::string& name = c.catalog.at(at).name;
-    const auto items = layout(section).items;
-    if (std::none_of(items.begin(), items.end(), [&](const Item& i) { return named(i, name); }))
-      out.push_back(at);
-  }
+  for (size_t at : c.catalog.children(group))
+    if (!row_named(section, c.catalog.at(at).name)) out.push_back(at);
   return out;
 }
 
@@ -628,14 +630,15 @@ void send_integers(Context& c, hid_t g, Section section, size_t row, size_t at) 
   judged(c, at, [&] {
     if (it.dtype == DType::uint64) {
       d.values = h5::read_u64_values(g, name, where);
-    } else {
+    } else {  // read bounded by the row
       const auto wide = h5::read_int_values(g, name, where, 0, static_cast<int64_t>(it.max_value));
       d.values.assign(wide.begin(), wide.end());
     }
   });
-  for (uint64_t v : d.values)
-    if (v > it.max_value)
-      throw std::runtime_error(fmt::format("{} holds {}, more than {}", where, v, it.max_value));
+  if (it.dtype == DType::uint64)
+    for (uint64_t v : d.values)
+      if (v > it.max_value)
+        throw std::runtime_error(fmt::format("{} holds {}, more than {}", where, v, it.max_value));
   c.sink.integers(section, row, it.name ? "" : name, d.dims, d.values);
 }
 
@@ -656,12 +659,9 @@ void send_attributes(hid_t g, Context& c, Section section, size_t row) {
     if (h5::attr_exists(g, it.name)) send(it.name, "");
     return;
   }
-  const auto items = layout(section).items;
-  for (const std::string& key : h5::attr_names(g)) {
-    if (std::any_of(items.begin(), items.end(), [&](const Item& i) { return named(i, key); }))
-      continue;
-    if (h5::attr_is_string(g, key) == (it.kind == ItemKind::text)) send(key, key);
-  }
+  for (const std::string& key : h5::attr_names(g))
+    if (!row_named(section, key) && h5::attr_is_string(g, key) == (it.kind == ItemKind::text))
+      send(key, key);
 }
 
 // A section of items alone (item_sections.h): each row in order, a row's note skipped (it is

@@ -484,16 +484,19 @@ std::string lock_within(int fd, const std::string& path) {
       return fmt::format("ignored: cannot be locked ({})", std::strerror(errno));
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string holder = lock_holder(fd);
-    const std::string who = holder.empty() ? "another process" : "process " + holder;
+    // who holds it is read only when it is said
+    const auto who = [fd] {
+      const std::string holder = lock_holder(fd);
+      return holder.empty() ? std::string("another process") : "process " + holder;
+    };
     if (waited >= g_lock_wait_seconds)
       return fmt::format(
           "ignored: locked by {} for over {:.0f} s (a stopped attograd?); kernels are "
           "chosen without it",
-          who, g_lock_wait_seconds.load());
+          who(), g_lock_wait_seconds.load());
     if (waited >= 1 && !said)
       said = true,
-      fmt::print(stderr, "attograd: waiting for {} to unlock the kernel cache {}\n", who, path);
+      fmt::print(stderr, "attograd: waiting for {} to unlock the kernel cache {}\n", who(), path);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return "";
