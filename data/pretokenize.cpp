@@ -198,8 +198,10 @@ SplitPattern::SplitPattern(std::string pattern) : pattern_(std::move(pattern)) {
   // \C would match one byte of a character and cut it; pieces are whole characters.
   const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C;
   auto code = std::make_shared<Code>();
+  // Anchored when compiled (PieceMatcher matches where each piece starts): the option given
+  // at match time instead would make PCRE2 leave its JIT code for the interpreter, 3x slower.
   code->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
-                             options, &error, &error_offset, nullptr);
+                             options | PCRE2_ANCHORED, &error, &error_offset, nullptr);
   if (!code->code)
     throw std::invalid_argument(fmt::format("split pattern does not compile: {} at offset {}",
                                             pcre2_message(error), error_offset));
@@ -232,10 +234,13 @@ namespace {
 
 // A match first sees this much text, and twice as much each time it runs into the end of
 // what it sees, up to kMaxPieceBytes: its cost follows the text it needs, not the text left.
-constexpr size_t kFirstWindow = 4096;
+// Small, because an attempt that fails within it (at every byte a pattern skips) costs up
+// to this much.
+constexpr size_t kFirstWindow = 1024;
 // What a match may spend, per byte it sees: GPT-2's and GPT-4's patterns take about one
-// step per byte (backtracking over a run of spaces) and nest nothing.
-constexpr uint32_t kStepsPerByte = 4, kMinSteps = 100000;
+// step per byte (backtracking over a run of spaces) and nest nothing. An attempt is made at
+// every byte a pattern skips, so the fixed part is small too.
+constexpr uint32_t kStepsPerByte = 4, kMinSteps = 2000;
 constexpr uint32_t kDepthPerByte = 2, kMinDepth = 10000;
 // Widened windows may add up to this many times the bytes cut so far, plus the slack: a
 // pattern that decides each piece from the text near it (every usual one: a long piece is
@@ -281,7 +286,7 @@ int PieceMatcher::match(std::string_view text, size_t pos, size_t limit, bool pa
   const size_t seen = limit - pos;
   pcre2_set_match_limit(s.context, static_cast<uint32_t>(kStepsPerByte * seen + kMinSteps));
   pcre2_set_depth_limit(s.context, static_cast<uint32_t>(kDepthPerByte * seen + kMinDepth));
-  uint32_t options = PCRE2_NOTEMPTY | PCRE2_NO_UTF_CHECK;
+  uint32_t options = PCRE2_NOTEMPTY | PCRE2_NO_UTF_CHECK;  // anchored by the compiled code
   if (partial) options |= PCRE2_PARTIAL_HARD;
   const int rc = pcre2_match(s.code->code, reinterpret_cast<PCRE2_SPTR>(text.data()), limit, pos,
                              options, s.match_data, s.context);
@@ -304,47 +309,59 @@ void PieceMatcher::check_look(uint64_t pending) const {
         quoted_pattern(s.pattern), s.looked + pending, s.consumed));
 }
 
-size_t PieceMatcher::piece_end(std::string_view text, size_t pos, bool more_may_follow) {
-  int rc = 0;
-  size_t limit = 0;
-  uint64_t pending = 0;  // the bytes of this piece's widened windows
-  // The smallest window that decides the piece: a match, a partial match or no match
-  // that ran into the window's end is looked for again in a window twice as large.
+// One anchored attempt at q in the smallest window that decides it: a match, no match, or
+// a partial match at the end of a window (widened, up to kMaxPieceBytes, or at the end of
+// text that more may follow).
+PieceMatcher::Attempt PieceMatcher::attempt(std::string_view text, size_t q, bool more_may_follow,
+                                            uint64_t& pending) {
+  Attempt a;
   for (size_t window = std::min(kFirstWindow, kMaxPieceBytes);; window *= 2) {
     window = std::min(window, kMaxPieceBytes);
-    limit = window_end(text, pos, window);
-    const bool last = window == kMaxPieceBytes || limit == text.size();
-    rc = match(text, pos, limit, more_may_follow || limit < text.size());
-    if (last || rc >= 0) break;
-    pending += limit - pos;
+    a.limit = window_end(text, q, window);
+    const bool last = window == kMaxPieceBytes || a.limit == text.size();
+    a.rc = match(text, q, a.limit, more_may_follow || a.limit < text.size());
+    if (last || a.rc != PCRE2_ERROR_PARTIAL) return a;
+    a.widened_to = a.limit;
+    pending += a.limit - q;
     check_look(pending);
   }
-  const size_t end = cut(text, pos, limit, rc, more_may_follow);
+}
+
+size_t PieceMatcher::piece_end(std::string_view text, size_t pos, bool more_may_follow) {
+  uint64_t pending = 0;  // the bytes of this piece's widened windows
+  const size_t end = find_end(text, pos, more_may_follow, pending);
   // a piece held back for more text is looked for again then: counted once, when cut
   if (end != kNeedMore) state_->looked += pending, state_->consumed += end - pos;
   return end;
 }
 
-// The piece's end from the match that decided it.
-size_t PieceMatcher::cut(std::string_view text, size_t pos, size_t limit, int rc,
-                         bool more_may_follow) {
-  const bool windowed = limit < text.size();
-  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(state_->match_data);
-  if (rc == PCRE2_ERROR_PARTIAL) {
-    if (!windowed) return kNeedMore;
-    // Bytes before the partial match failed for good; a piece reaching the window's end
-    // is cut there.
-    return ov[0] > pos ? ov[0] : limit;
+// Matches are anchored where each piece starts. Where none matches, the bytes up to the
+// next place one does are a piece; an attempt that had to look past its first window
+// before failing skips what it looked at (all but its last window), so each failed attempt
+// costs about what it skips and a pattern that scans a long run from every byte of it
+// (a++b|\n) stays linear.
+size_t PieceMatcher::find_end(std::string_view text, size_t pos, bool more_may_follow,
+                              uint64_t& pending) {
+  for (size_t q = pos;;) {
+    const Attempt a = attempt(text, q, more_may_follow, pending);
+    if (a.rc == PCRE2_ERROR_PARTIAL) {  // undecided at the end of what it may see
+      if (a.limit == text.size()) return kNeedMore;
+      return q > pos ? q : a.limit;  // a piece of kMaxPieceBytes is cut there
+    }
+    if (a.rc >= 0) return q > pos ? q : matched_end(text, pos);
+    q = std::max(next_char(text, q), a.widened_to);
+    if (q >= text.size()) return more_may_follow ? kNeedMore : text.size();
+    if (q - pos >= kMaxPieceBytes) return q;
   }
-  // No match starts before the end: the rest is one piece, which more text could lengthen.
-  if (rc == PCRE2_ERROR_NOMATCH) return more_may_follow && !windowed ? kNeedMore : limit;
+}
+
+// The end of the match at pos. \K can move a match's reported start; a match that does not
+// get past pos (never from a sane pattern) yields one character, so every call progresses.
+size_t PieceMatcher::matched_end(std::string_view text, size_t pos) const {
+  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(state_->match_data);
   const size_t start = ov[0], end = ov[1];
-  // \K can move a match's reported start; a match that does not get past pos (never from
-  // a sane pattern) yields one character, so every call makes progress.
   if (end <= pos || end <= start) return next_char(text, pos);
-  // Bytes the pattern skipped are a piece; the match is found again by the next call
-  // (no state is kept between calls, and real patterns skip nothing).
-  return start <= pos ? end : start;
+  return end;
 }
 
 // ---- TextStream ------------------------------------------------------------------------

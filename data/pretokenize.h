@@ -10,11 +10,14 @@
 //     pos = end;
 //   }
 //
-// Every byte of the text lands in exactly one piece, in order. Where the pattern matches
-// (leftmost first, never an empty match), the match is a piece; the bytes between the end
-// of one match and the start of the next, which the pattern skipped, are a piece of their
-// own, so a pattern that misses some characters loses nothing. Pieces never cut a UTF-8
-// character. Text that arrives in chunks is cut into the same pieces by PieceStream.
+// Every byte of the text lands in exactly one piece, in order. A match is tried where each
+// piece starts (anchored there, never empty); where one matches, the match is the piece.
+// Where none does, the bytes up to the next place one does, which the pattern skips, are a
+// piece of their own, so a pattern that misses some characters loses nothing (an attempt
+// that had to look past its first window before failing skips what it looked at: the cost
+// of a failed attempt is then paid by the bytes it skips). Real patterns skip nothing.
+// Pieces never cut a UTF-8 character. Text that arrives in chunks is cut into the same
+// pieces by PieceStream.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,13 +67,15 @@ class SplitPattern {
 // This keeps the held-back part of streamed text small, and it cuts the same way whether
 // the text comes whole or in chunks. Real text has no such pieces.
 //
-// A split pattern comes from a file, so it may be hostile. A match first sees 4 KiB, and
+// A split pattern comes from a file, so it may be hostile. A match first sees 1 KiB, and
 // twice as much each time it runs into the end of what it sees (the pieces are those the
 // whole window gives); its PCRE2 match and depth limits grow with what it sees (4 steps
-// and 2 levels a byte, plus 100000 and 10000). A pattern that backtracks without end hits
+// and 2 levels a byte, plus 2000 and 10000). A pattern that backtracks without end hits
 // them; one that looks far past the short pieces it cuts (to the end of the text for each,
 // which made encoding quadratic) is stopped once the bytes of widened windows exceed 8
-// times the bytes cut plus 4 MiB. Both throw std::runtime_error quoting the pattern. What
+// times the bytes cut plus 4 MiB. Anchored attempts keep a pattern that fails after
+// scanning a run (a++b|\n on a long run of a) linear where an unanchored search from each
+// byte of the run was quadratic. Both throw std::runtime_error quoting the pattern. What
 // these limits cannot bound, SplitPattern refuses: a lookahead of unbounded length (it
 // could scan to the end of the text for each piece, at a cost PCRE2 does not count), a
 // backreference, a recursion, a callout, the extended syntax.
@@ -93,9 +98,16 @@ class PieceMatcher {
   size_t piece_end(std::string_view text, size_t pos, bool more_may_follow = false);
 
  private:
+  struct Attempt {
+    int rc = 0;              // of pcre2_match
+    size_t limit = 0;        // the end of the window that decided it
+    size_t widened_to = 0;   // the end of the last window it ran past (0: none)
+  };
   int match(std::string_view text, size_t pos, size_t limit, bool partial);
+  Attempt attempt(std::string_view text, size_t q, bool more_may_follow, uint64_t& pending);
+  size_t find_end(std::string_view text, size_t pos, bool more_may_follow, uint64_t& pending);
+  size_t matched_end(std::string_view text, size_t pos) const;
   void check_look(uint64_t pending) const;
-  size_t cut(std::string_view text, size_t pos, size_t limit, int rc, bool more_may_follow);
   struct State;
   std::unique_ptr<State> state_;
 };
