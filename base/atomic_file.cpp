@@ -16,8 +16,10 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
+#include "base/partial_outputs.h"
 #include "base/posix_file.h"
 
 namespace base {
@@ -112,6 +114,7 @@ struct TempFile {
   std::string path;
   UniqueFd fd;
   bool committed = false;
+  std::optional<PartialPath> on_signal;  // removed by a fatal signal's handler too
   ~TempFile() {
     fd.reset();
     if (!committed && !path.empty()) ::unlink(path.c_str());
@@ -165,6 +168,7 @@ void write_file_atomically(const std::string& path, const std::function<void(int
   if (!tmp.fd.valid())
     throw os_error(
         fmt::format("cannot write '{}' (creating a temporary file in '{}')", path, folder), errno);
+  tmp.on_signal.emplace(tmp.path);
   // held until the rename (a dup shares the lock), so no cleaner removes the file meanwhile
   ::flock(tmp.fd.get(), LOCK_EX | LOCK_NB);
   UniqueFd lock_holder(::dup(tmp.fd.get()));
@@ -177,9 +181,108 @@ void write_file_atomically(const std::string& path, const std::function<void(int
   if (::rename(tmp.path.c_str(), path.c_str()) != 0)
     throw os_error(fmt::format("cannot rename the new checkpoint onto '{}'", path), errno);
   tmp.committed = true;
+  tmp.on_signal.reset();
   // make the rename itself durable
   UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.valid()) ::fsync(dir.get());
+}
+
+}  // namespace base
+
+namespace base {
+
+namespace {
+
+// A stale partial folder: this user's, of a writer that is gone, locked by nobody. Its
+// files are that writer's; anything else in it (a folder) keeps it where it is.
+void remove_abandoned_folder(int parent, const char* name) {
+  struct stat st;
+  if (::fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return;
+  UniqueFd dir(::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid() || ::flock(dir.get(), LOCK_EX | LOCK_NB) != 0) return;
+  std::unique_ptr<DIR, int (*)(DIR*)> list(::fdopendir(::dup(dir.get())), ::closedir);
+  if (!list) return;
+  while (const dirent* e = ::readdir(list.get()))
+    if (e->d_type != DT_DIR) ::unlinkat(dir.get(), e->d_name, 0);
+  ::unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+void remove_stale_partial_folders(const std::string& path) noexcept {
+  try {
+    const std::string prefix = partial_prefix(path);
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder_of(path).c_str()), ::closedir);
+    if (!dir) return;
+    while (const dirent* e = ::readdir(dir.get())) {
+      const std::string name = e->d_name;
+      if (name.rfind(prefix, 0) == 0 && writer_is_gone(name.substr(prefix.size())))
+        remove_abandoned_folder(::dirfd(dir.get()), e->d_name);
+    }
+  } catch (...) {
+  }
+}
+
+// A fresh "prefix + PID-XXXXXX" folder (mkdtemp), or std::runtime_error naming path.
+std::string make_partial_folder(const std::string& path) {
+  std::string made = (fs::path(folder_of(path)) / partial_prefix(path)).string();
+  made += fmt::format("{}-XXXXXX", ::getpid());
+  if (!::mkdtemp(made.data()))
+    throw os_error(
+        fmt::format("cannot write '{}' (making a folder in '{}')", path, folder_of(path)), errno);
+  ::chmod(made.c_str(), 0777 & ~current_umask());
+  return made;
+}
+
+void remove_folder(const std::string& path) noexcept {
+  std::error_code ec;
+  fs::remove_all(path, ec);  // links inside are removed, never followed
+}
+
+// Where a folder output goes: path, which must be missing or (unless replace) an empty folder.
+std::string folder_target(const std::string& path, bool replace) {
+  std::string target = fs::path(path).lexically_normal().string();
+  while (target.size() > 1 && target.back() == '/') target.pop_back();  // "run-hf/" is run-hf
+  struct stat st;
+  if (::lstat(target.c_str(), &st) != 0) {
+    if (errno == ENOENT) return target;
+    throw os_error(fmt::format("cannot write '{}'", path), errno);
+  }
+  if (!S_ISDIR(st.st_mode)) throw std::runtime_error(refusal(path, st.st_mode));
+  std::error_code ec;
+  if (!replace && !fs::is_empty(target, ec))
+    throw std::runtime_error(
+        fmt::format("cannot write '{}': it is a folder that is not empty", path));
+  return target;
+}
+
+}  // namespace
+
+void write_folder_atomically(const std::string& path,
+                             const std::function<void(const std::string& folder)>& write,
+                             bool replace) {
+  const std::string target = folder_target(path, replace);
+  remove_stale_partial_folders(target);
+  const std::string made = make_partial_folder(target);
+  PartialPath on_signal(made, PartialPath::Kind::folder);
+  struct Cleanup {
+    const std::string& path;
+    bool kept = false;
+    ~Cleanup() {
+      if (!kept) remove_folder(path);
+    }
+  } cleanup{made};
+  UniqueFd lock(::open(made.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (lock.valid()) ::flock(lock.get(), LOCK_EX | LOCK_NB);
+  write(made);
+  if (::rename(made.c_str(), target.c_str()) == 0) {
+    cleanup.kept = true;
+    on_signal.release();
+  } else if (!(errno == ENOTEMPTY || errno == EEXIST) || !replace ||
+             ::renameat2(AT_FDCWD, made.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
+    throw os_error(fmt::format("cannot rename the new folder onto '{}'", path), errno);
+  }  // else swapped: the old folder is now at `made`, and the cleanup removes it
+  UniqueFd parent(::open(folder_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (parent.valid()) ::fsync(parent.get());
 }
 
 }  // namespace base

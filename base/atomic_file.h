@@ -27,6 +27,17 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // whole in memory. What `write` throws is passed on, after the temporary file is removed.
 void write_file_atomically(const std::string& path, const std::function<void(int fd)>& write);
 
+// A folder written whole: `write` fills a fresh folder ".NAME.partial-PID-XXXXXX" beside
+// path (mode 0777 & ~umask, locked while written), which is then renamed onto path. A path
+// that exists must be an empty folder, unless `replace`: then the folder there and the new
+// one are swapped in one step (renameat2 RENAME_EXCHANGE: path is always one whole folder)
+// and the old one is removed after; whether it may be is the caller's decision
+// (io/output_rule.h). Folders of writers that are gone are removed first; on a failure or a
+// fatal signal the new folder is (partial_outputs.h).
+void write_folder_atomically(const std::string& path,
+                             const std::function<void(const std::string& folder)>& write,
+                             bool replace = false);
+
 // What a write_file_atomically callback streams its pieces through: gathered into writes
 // of 1 MiB (a GGUF header of 50,000 short strings is then not 100,000 system calls), each
 // failure an errno message naming path. flush() at the end (a destructor cannot report).

@@ -9,6 +9,7 @@
 //            their end under a size cap, files created exclusively, errno messages (their
 //            paths escaped)
 //   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
+//   partial_outputs.h  what was begun and not finished, removed even on a fatal signal
 //   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits)
 //   error_text.h  one "error:" per line: a library's own prefix dropped from a message
 //   choice.h  settings that take one of a few names, as enums: names read once at the edge
@@ -17,6 +18,7 @@
 #include "base/choice.h"
 #include "base/hash.h"
 #include "base/json.h"
+#include "base/partial_outputs.h"
 #include "base/posix_file.h"
 #include "base/shell_quote.h"
 #include "base/utf8.h"

@@ -17,7 +17,7 @@ namespace {
 struct AttentionOptions {
   std::string checkpoint, prompt, svg;
   int64_t layer = -1, head = -1;
-  bool json = false;
+  bool json = false, overwrite = false;
   int threads = ag::kDefaultThreads;
 };
 
@@ -35,6 +35,7 @@ po::options_description attention_options(AttentionOptions& o) {
       "print JSON instead: the token ids and labels, and each chosen head's weights in full");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
+  add_overwrite_option(desc, o.overwrite);
   return desc;
 }
 
@@ -131,8 +132,10 @@ int attention_command(const Args& args) {
       throw UsageError("--svg draws one heat map: choose it with --layer and --head");
     check_threads(o.threads);
     require_file(o.checkpoint, "checkpoint");
-    require_outputs({{"--svg", o.svg}},
-                    {{"--checkpoint", o.checkpoint}, {"--config", config_file(vm)}});
+    const auto claim =
+        claim_outputs({{"--svg", o.svg, io::OutputKind::page}},
+                      {{"--checkpoint", o.checkpoint}, {"--config", config_file(vm)}},
+                      {.overwrite = o.overwrite});
     ag::set_num_threads(o.threads);
     const io::Checkpoint ckpt = io::load_checkpoint(o.checkpoint);
     auto model = train::model_from_checkpoint(ckpt);

@@ -87,34 +87,20 @@ io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_pa
   return inputs;
 }
 
-void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs) {
+std::unique_ptr<io::ClaimedOutputs> claim_outputs(const std::vector<io::Output>& outputs,
+                                                  const io::NamedPaths& inputs,
+                                                  const io::OutputClaim& claim) {
   try {
-    io::refuse_shared_outputs(outputs);
-    for (const auto& [option, path] : outputs) {
-      if (path.empty()) continue;
-      io::refuse_output_over_inputs(path, option, inputs);  // first: it names both files
-      base::check_can_write(path);
-    }
+    return std::make_unique<io::ClaimedOutputs>(outputs, inputs, claim);
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
 }
 
-io::OutputLock lock_output(const std::string& path) {
-  try {
-    return io::OutputLock(path);
-  } catch (const std::exception& e) {
-    throw UsageError(e.what());
-  }
-}
-
-std::unique_ptr<io::OutputLock> lock_output_on_root(const std::string& path) {
-  if (!train::World::current().root()) return nullptr;
-  try {
-    return std::make_unique<io::OutputLock>(path);
-  } catch (const std::exception& e) {
-    throw UsageError(e.what());
-  }
+void add_overwrite_option(po::options_description& desc, bool& overwrite) {
+  desc.add_options()("overwrite", po::bool_switch(&overwrite),
+                     "replace what is at the output (a checkpoint, a model file, a folder of "
+                     "files); refused otherwise");
 }
 
 int report_failure(const std::string& command, int code, const std::string& message) {

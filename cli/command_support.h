@@ -6,10 +6,12 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cli/options.h"
 #include "data/tokenizer.h"
 #include "io/files.h"
+#include "io/output_rule.h"
 #include "train/world.h"
 
 namespace cli {
@@ -57,15 +59,16 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const c
 io::NamedPaths with_data_files(io::NamedPaths inputs, const std::string& data_path,
                                const std::string& name = "--data");
 
-// Before any work: every output can be written (its folder exists and takes a new file;
-// what is there now, if anything, is a regular file), no two outputs are one file and
-// none of them is one of the inputs, by name, hard link or symbolic link.
-void require_outputs(const io::NamedPaths& outputs, const io::NamedPaths& inputs);
+// Before any work, the output rule (io/output_rule.h): every output can be written, none
+// is an input or another output, none replaces what someone had unless claim.overwrite,
+// and each is locked (unless claim.lock is false) until the result is destroyed. Every
+// refusal is a UsageError.
+std::unique_ptr<io::ClaimedOutputs> claim_outputs(const std::vector<io::Output>& outputs,
+                                                  const io::NamedPaths& inputs,
+                                                  const io::OutputClaim& claim = {});
 
-// One run at a time per checkpoint path: a second is refused naming the first one's PID.
-io::OutputLock lock_output(const std::string& path);
-// The same on rank 0 of a distributed run (the one that writes), nothing on the others.
-std::unique_ptr<io::OutputLock> lock_output_on_root(const std::string& path);
+// The --overwrite switch of a command that writes, described once.
+void add_overwrite_option(po::options_description& desc, bool& overwrite);
 
 // One line on stderr naming the command; returns `code`. In a distributed run, a failure
 // during set-up is agreed on by every rank and printed once, by rank 0; a failure after

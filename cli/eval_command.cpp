@@ -59,6 +59,7 @@ struct EvalOptions {
   std::optional<EvalTask> task;
   int64_t context = 0, limit = 0;
   int threads = ag::kDefaultThreads;
+  bool overwrite = false;
 };
 
 po::options_description eval_options(EvalOptions& o) {
@@ -88,6 +89,7 @@ po::options_description eval_options(EvalOptions& o) {
   add("dump-grads", po::value(&o.dump), "also write d loss / d parameter to this HDF5 file");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
+  add_overwrite_option(desc, o.overwrite);
   return desc;
 }
 
@@ -308,10 +310,12 @@ int eval_command(const Args& args) {
       o.data_path = recorded_data(ckpt, o.path);
     }
     check_inputs(vm, o);
-    require_outputs({{"--dump-grads", o.dump}}, with_data_files({{"--checkpoint", o.path},
-                                                                 {"--config", config_file(vm)},
-                                                                 {"--multiple-choice", o.choices}},
-                                                                o.data_path));
+    const auto claim = claim_outputs({{"--dump-grads", o.dump, io::OutputKind::checkpoint}},
+                                     with_data_files({{"--checkpoint", o.path},
+                                                      {"--config", config_file(vm)},
+                                                      {"--multiple-choice", o.choices}},
+                                                     o.data_path),
+                                     {.overwrite = o.overwrite});
     ag::set_num_threads(o.threads);
     if (!loaded) ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
     if (o.task == EvalTask::classify) classifier_labels(ckpt, "eval --task classify");

@@ -30,26 +30,18 @@ std::optional<po::variables_map> parse_with(const Args& args, const po::options_
   return std::nullopt;
 }
 
-// What a model path reads: the path, and a folder's files (or a file's neighbours) that
-// an import may open, so that --out can name none of them.
+// What a model path reads: the path (a folder's files are checked by the output rule), and
+// a file's neighbours that an import may open, so that --out can name none of them.
 io::NamedPaths import_inputs(const std::string& path, const std::string& tokenizer) {
-  io::NamedPaths inputs = {{"PATH", path}};
+  io::NamedPaths inputs = {{"PATH", path}, {"--tokenizer", tokenizer}};
   std::error_code ec;
-  const fs::path folder =
-      fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
-  std::vector<fs::path> dirs = {folder.empty() ? fs::path(".") : folder};
-  if (!tokenizer.empty()) dirs.emplace_back(tokenizer);
-  for (const fs::path& dir : dirs) {
-    for (const char* name : {"config.json", "model.safetensors", "vocab.json", "merges.txt",
-                             "encoder.json", "vocab.bpe", "tokenizer.json"})
-      inputs.emplace_back(fmt::format("PATH's {}", name), (dir / name).string());
-  }
-  // the shards a model.safetensors.index.json may name
-  if (fs::is_directory(path, ec))
-    for (const auto& e : fs::directory_iterator(path, ec))
-      if (e.path().extension() == ".safetensors")
-        inputs.emplace_back(fmt::format("PATH's {}", e.path().filename().string()),
-                            e.path().string());
+  if (fs::is_directory(path, ec)) return inputs;
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  for (const char* name :
+       {"config.json", "model.safetensors", "model.safetensors.index.json", "vocab.json",
+        "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.json", "tokenizer_config.json"})
+    inputs.emplace_back(fmt::format("PATH's {}", name), (folder / name).string());
   return inputs;
 }
 
@@ -91,6 +83,7 @@ int guarded_interop(const std::string& command, Body body) {
 int import_command(const Args& args) {
   return guarded_interop("import", [&] {
     std::string path, out, tokenizer;
+    bool overwrite = false;
     po::options_description desc("import options");
     auto add = desc.add_options();
     add("help,h", "show this help");
@@ -101,11 +94,12 @@ int import_command(const Args& args) {
     add("tokenizer", po::value(&tokenizer),
         "folder with GPT-2's tokenizer files (vocab.json + merges.txt, or encoder.json + "
         "vocab.bpe), when PATH has none");
-    const auto vm =
-        parse_with(args, desc, "path", "attograd import PATH --out FILE.h5 [--tokenizer DIR]");
+    add_overwrite_option(desc, overwrite);
+    const auto vm = parse_with(
+        args, desc, "path", "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--overwrite]");
     if (!vm) return 0;
-    require_outputs({{"--out", out}}, import_inputs(path, tokenizer));
-    const io::OutputLock lock = lock_output(out);
+    const auto claim = claim_outputs({{"--out", out, io::OutputKind::checkpoint}},
+                                     import_inputs(path, tokenizer), {.overwrite = overwrite});
     interop::ModelFiles model = interop::import_model(path, tokenizer);
     print_import(model, out);
     io::save_checkpoint(out, interop::checkpoint_of(std::move(model)));
@@ -116,6 +110,7 @@ int import_command(const Args& args) {
 int export_command(const Args& args) {
   return guarded_interop("export", [&] {
     std::string path, format, out, dtype;
+    bool overwrite = false;
     po::options_description desc("export options");
     auto add = desc.add_options();
     add("help,h", "show this help");
@@ -123,26 +118,23 @@ int export_command(const Args& args) {
         "the attograd checkpoint to export (also the first bare argument)");
     add("format", po::value(&format)->required(),
         "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint)");
-    add("out", po::value(&out)->required(), "where to write (hf: a new or empty folder)");
+    add("out", po::value(&out)->required(),
+        "where to write (hf: a folder, new or empty unless --overwrite)");
     add("dtype", po::value(&dtype)->default_value("f32"), "f32 or bf16");
+    add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(args, desc, "checkpoint",
                                "attograd export CHECKPOINT.h5 --format hf|gguf|llmc "
-                               "--out PATH [--dtype f32|bf16]");
+                               "--out PATH [--dtype f32|bf16] [--overwrite]");
     if (!vm) return 0;
     const ag::Precision type = parse_dtype(dtype);
     require_file(path, "checkpoint");
-    if (interop::export_writes_folder(format)) {
-      try {
-        io::refuse_output_over_inputs(out, "--out", {{"--checkpoint", path}});
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(e.what());
-      }
-    } else {
-      require_outputs({{"--out", out}}, {{"--checkpoint", path}});
-    }
+    const bool folder = interop::export_writes_folder(format);
+    const auto claim = claim_outputs(
+        {{"--out", out, folder ? io::OutputKind::folder : io::OutputKind::model_file}},
+        {{"--checkpoint", path}}, {.overwrite = overwrite});
     const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
     train::refuse_gradient_dump(ckpt);  // its tensors are gradients, not weights
-    interop::export_model(interop::model_files_of(ckpt), format, out, type);
+    interop::export_model(interop::model_files_of(ckpt), format, out, type, overwrite);
     fmt::print("exported {} as {} ({}) to {}\n", base::printable(path), format, dtype,
                base::printable(out));
     return 0;

@@ -4,6 +4,7 @@
 
 #include "autograd/threading.h"
 #include "base/error_text.h"
+#include "base/partial_outputs.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "train/console.h"
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   ag::select_blas_kernel(argv);  // may re-execute this program: nothing opened before it
   train::guard_standard_streams();
+  base::remove_partials_on_fatal_signals();  // Ctrl-C leaves no temporary file or lock
   try {
     return cli::cli_main(argc, argv);
   } catch (const std::exception& e) {  // the commands report their own: a last resort

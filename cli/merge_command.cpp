@@ -14,6 +14,7 @@ namespace cli {
 int merge_command(const Args& args) {
   return guarded("merge", [&] {
     std::string path, out;
+    bool overwrite = false;
     po::options_description desc("merge options");
     auto add = desc.add_options();
     add("help,h", "show this help");
@@ -21,10 +22,12 @@ int merge_command(const Args& args) {
         "the checkpoint whose adapters to merge (also the first bare argument)");
     add("out", po::value(&out)->required(),
         "the merged checkpoint to write (weights only, lora_rank 0)");
+    add_overwrite_option(desc, overwrite);
     auto vm = parse_options(args, desc, "checkpoint");
     if (wants_help(vm, "merge", desc, "CHECKPOINT")) return 0;
     require_file(path, "checkpoint");
-    require_outputs({{"--out", out}}, {{"--checkpoint", path}});
+    const auto claim = claim_outputs({{"--out", out, io::OutputKind::checkpoint}},
+                                     {{"--checkpoint", path}}, {.overwrite = overwrite});
     const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
     train::refuse_gradient_dump(ckpt);
     const int64_t rank = train::RunConfig::from_json(ckpt.config).model.lora_rank;

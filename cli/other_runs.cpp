@@ -25,7 +25,7 @@ bool holds_something(const std::string& path) {
   try {
     return base::regular_file_size(path, "file") > 0;
   } catch (const std::exception&) {
-    return false;  // missing; anything else require_outputs has refused already
+    return false;  // missing; anything else claim_outputs has refused already
   }
 }
 

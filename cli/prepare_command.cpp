@@ -24,6 +24,7 @@ struct PrepareCommandOptions {
   int64_t vocab_size = 0;
   double val_fraction = 0.1;
   int threads = ag::kDefaultThreads;
+  bool overwrite = false;
 };
 
 po::options_description prepare_options(PrepareCommandOptions& o) {
@@ -42,11 +43,12 @@ po::options_description prepare_options(PrepareCommandOptions& o) {
   add("val-fraction", value_with_default(&o.val_fraction, 0.1),
       "the last fraction of the corpus held out for validation");
   add("out", po::value(&o.out)->required(),
-      "the folder to write (new, empty, or a prepared folder to replace)");
+      "the folder to write (new or empty; a prepared folder to replace with --overwrite)");
   add("no-recursive", "in folders, only their own *.txt, not their subfolders'");
   add("no-sync", "skip fsync before the files are renamed into place (faster, not crash-safe)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
+  add_overwrite_option(desc, o.overwrite);
   return desc;
 }
 
@@ -110,6 +112,10 @@ int prepare_command(const Args& args) {
       p.existing = load_tokenizer(o.tokenizer_from, "--tokenizer-from");
       p.tokenizer = p.existing->kind();
     }
+    io::NamedPaths inputs = {{"--tokenizer-from", o.tokenizer_from}};
+    for (const std::string& source : o.sources) inputs.emplace_back("--data", source);
+    const auto claim = claim_outputs({{"--out", o.out, io::OutputKind::folder}}, inputs,
+                                     {.overwrite = o.overwrite});
     p.val_fraction = o.val_fraction;
     p.out_dir = o.out;
     p.sync = !vm.count("no-sync");

@@ -26,6 +26,7 @@ struct ReportOptions {
   double temperature = 0.8;
   uint64_t seed = 0;
   int threads = ag::kDefaultThreads;
+  bool overwrite = false;
 };
 
 po::options_description report_options(ReportOptions& o) {
@@ -40,13 +41,16 @@ po::options_description report_options(ReportOptions& o) {
       "--metrics: attograd.h5 when there is one here)");
   add("prompt", po::value(&o.prompt),
       "text for the attention maps (at most context_length tokens)");
-  add("out", po::value(&o.out)->required(), "the HTML file to write (replaced atomically)");
+  add("out", po::value(&o.out)->required(),
+      "the HTML file to write (replaced atomically; a page attograd wrote is replaced without "
+      "--overwrite)");
   add("sample-tokens", po::value(&o.sample_tokens)->default_value(200),
       "tokens of sample text from the checkpoint (0: none)");
   add("temperature", value_with_default(&o.temperature, 0.8), "the sample's temperature");
   add("seed", po::value(&o.seed)->default_value(0), "the sample's seed");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
+  add_overwrite_option(desc, o.overwrite);
   return desc;
 }
 
@@ -136,7 +140,8 @@ int report_command(const Args& args) {
     check_file_kinds(o);
     io::NamedPaths inputs{{"--checkpoint", o.checkpoint}, {"--config", config_file(vm)}};
     for (const auto& m : o.metrics) inputs.push_back({"--metrics", m});
-    require_outputs({{"--out", o.out}}, inputs);
+    const auto claim =
+        claim_outputs({{"--out", o.out, io::OutputKind::page}}, inputs, {.overwrite = o.overwrite});
     ag::set_num_threads(o.threads);
     report::ReportInputs in;
     for (const auto& m : o.metrics)

@@ -48,6 +48,16 @@ void refuse_settings_of_other_optimizers(const train::RunConfig& cfg, const po::
 }
 
 // train --report: the page refreshed at each evaluation (report/report.h).
+// A run's outputs: its checkpoint (whose run it holds, cli/other_runs.h judges), metrics
+// and report page.
+std::vector<io::Output> run_outputs(const std::string& out, const train::RunConfig& cfg,
+                                    io::OutputKind out_kind = io::OutputKind::run,
+                                    io::OutputKind report_kind = io::OutputKind::page) {
+  return {{"--out", out, out_kind},
+          {"--metrics", cfg.metrics, io::OutputKind::run},
+          {"--report", cfg.report, report_kind}};
+}
+
 train::RunObserver report_observer(const train::RunConfig& cfg) {
   if (cfg.report.empty()) return nullptr;
   return report::live_report(cfg.report, cfg.report_prompt);
@@ -78,10 +88,10 @@ int train_command(const Args& args) {
     if (!cfg.data.empty()) require_data(cfg.data);
     refuse_text_options_for_folder(cfg, vm);
     if (!cfg.init_from.empty()) require_file(cfg.init_from, "checkpoint");
-    require_outputs(
-        {{"--out", cfg.out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
-        with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data));
-    const auto lock = lock_output_on_root(cfg.out);
+    const auto claim = claim_outputs(
+        run_outputs(cfg.out, cfg),
+        with_data_files({{"--config", config_file(vm)}, {"--init-from", cfg.init_from}}, cfg.data),
+        {.overwrite = cfg.overwrite, .lock = train::World::current().root()});
     refuse_other_runs(cfg);  // after the lock: no other run writes them meanwhile
     cfg.program = program_path();
     return train::run_training(cfg, nullptr, report_observer(cfg));
@@ -118,13 +128,16 @@ std::string resume_data(const io::Checkpoint& ckpt, const train::RunConfig& cfg,
 
 // What a resume may change is train's options marked so (run_options.cpp), without
 // defaults: cfg holds only the options given until the checkpoint's config is under them.
-po::options_description resume_options(train::RunConfig& cfg, std::string& path) {
+po::options_description resume_options(train::RunConfig& cfg, std::string& path, bool& overwrite) {
   po::options_description desc(
       "resume options (each defaults to the run's, from the checkpoint; --out to the "
       "checkpoint itself)");
   desc.add_options()("checkpoint", po::value(&path)->required(),
                      "the checkpoint to continue (also the first bare argument)");
   desc.add(run_options(cfg, RunOptions::resume));
+  // not the run's --overwrite, which would empty its metrics file
+  desc.add_options()("overwrite", po::bool_switch(&overwrite),
+                     "replace what is at an --out other than the checkpoint continued");
   return desc;
 }
 
@@ -149,24 +162,31 @@ int resume_command(const Args& args) {
     train::World::join();
     train::RunConfig cfg;  // the options given (on train's defaults), then the resumed run's
     std::string path;
-    auto desc = resume_options(cfg, path);
+    bool overwrite = false;
+    auto desc = resume_options(cfg, path, overwrite);
     auto vm = parse_options(args, desc, "checkpoint");
     if (wants_help(vm, "resume", desc, "CHECKPOINT")) return 0;
     require_file(path, "checkpoint");
     const std::string out = vm.count("out") ? cfg.out : path;  // replaced atomically
     const std::string data_option = vm.count("data") ? cfg.data : "";
-    // --out may be the checkpoint it continues (the default); --metrics may not
-    require_outputs({{"--metrics", cfg.metrics}, {"--report", cfg.report}},
-                    {{"--checkpoint", path}});
-    require_outputs({{"--out", out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
-                    with_data_files({{"--config", config_file(vm)}}, data_option));
-    const auto lock = lock_output_on_root(out);
+    // --out may be the checkpoint it continues (the default); --metrics and --report may not
+    const bool continues = io::same_file(out, path);
+    claim_outputs({{"--metrics", cfg.metrics, io::OutputKind::run},
+                   {"--report", cfg.report, io::OutputKind::run}},
+                  {{"--checkpoint", path}}, {.lock = false});
+    io::NamedPaths inputs = with_data_files({{"--config", config_file(vm)}}, data_option);
+    if (!continues) inputs.emplace_back("--checkpoint", path);
+    // locked now; what is at them is judged once the run's data is known, an input too
+    const auto claim =
+        claim_outputs(run_outputs(out, cfg, io::OutputKind::run, io::OutputKind::run), inputs,
+                      {.lock = train::World::current().root()});
     io::Checkpoint ckpt = io::load_checkpoint(path);
     train::refuse_gradient_dump(ckpt);  // before its config is taken for a run's
     resume_config(cfg, ckpt, vm, out);
-    if (data_option.empty())  // the data the checkpoint records is an input too
-      require_outputs({{"--out", out}, {"--metrics", cfg.metrics}, {"--report", cfg.report}},
-                      with_data_files({}, cfg.data, "the run's data"));
+    if (data_option.empty()) inputs = with_data_files(inputs, cfg.data, "the run's data");
+    claim_outputs(
+        run_outputs(out, cfg, continues ? io::OutputKind::run : io::OutputKind::checkpoint), inputs,
+        {.overwrite = overwrite, .lock = false});
     refuse_other_run_metrics(cfg.metrics, ckpt);
     cfg.program = program_path();
     return train::run_training(cfg, &ckpt, report_observer(cfg));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "base/atomic_file.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
 #include "interop/gguf.h"
@@ -126,39 +127,17 @@ const Format& known_format(const std::string& name) {
       fmt::format("{}: the {} format is not built into this attograd", path, f.name));
 }
 
-// Removes a temporary folder and what is in it unless kept.
-struct TempFolder {
-  std::string path;
-  bool kept = false;
-  ~TempFolder() {
-    std::error_code ec;
-    if (!kept && !path.empty()) fs::remove_all(path, ec);
-  }
-};
-
-// A folder output: written into a fresh ".NAME.partial-XXXXXX" beside it, renamed into place.
+// A folder output, written whole: a new folder renamed into place (base/atomic_file.h).
 void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
-                   ag::Precision dtype) {
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(out, ec)) &&
-      (!fs::is_directory(fs::symlink_status(out, ec)) || !fs::is_empty(out, ec)))
-    throw InteropError(fmt::format("{}: exists and is not an empty folder; give a new one", out));
-  fs::path target = fs::path(out).lexically_normal();
-  if (target.filename().empty()) target = target.parent_path();  // "run-hf/" names run-hf
-  const fs::path parent = fs::absolute(target, ec).parent_path();
-  std::string pattern =
-      (parent / fmt::format(".{}.partial-XXXXXX", target.filename().string())).string();
-  TempFolder tmp;
-  if (!::mkdtemp(pattern.data()))
-    throw InteropError(
-        base::os_error(fmt::format("{}: cannot make a folder beside it", out), errno).what());
-  tmp.path = pattern;
-  ::chmod(tmp.path.c_str(), 0777 & ~base::current_umask());
-  f.write(model, tmp.path, dtype);
-  if (::rename(tmp.path.c_str(), target.c_str()) != 0)
-    throw InteropError(
-        base::os_error(fmt::format("{}: cannot rename the new folder onto it", out), errno).what());
-  tmp.kept = true;
+                   ag::Precision dtype, bool replace) {
+  try {
+    base::write_folder_atomically(
+        out, [&](const std::string& folder) { f.write(model, folder, dtype); }, replace);
+  } catch (const InteropError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw InteropError(e.what());
+  }
 }
 
 }  // namespace
@@ -192,10 +171,10 @@ bool export_writes_folder(const std::string& format) {
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  ag::Precision dtype) {
+                  ag::Precision dtype, bool replace) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
-  if (f->folder) return export_folder(*f, model, out, dtype);
+  if (f->folder) return export_folder(*f, model, out, dtype, replace);
   f->write(model, out, dtype);
 }
 

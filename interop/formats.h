@@ -27,11 +27,13 @@ std::vector<std::string> export_formats();
 // format is std::invalid_argument naming the formats.
 bool export_writes_folder(const std::string& format);
 
-// Writes model in format to out, which must not exist (a folder format: or be an empty
-// folder): the files are made in a temporary sibling and renamed into place, so a failed
-// export leaves nothing behind. Throws InteropError (an unknown format: std::invalid_argument).
+// Writes model in format to out: the files are made in a temporary sibling and renamed into
+// place, so a failed or interrupted export leaves nothing behind. A folder format's out must
+// be missing or an empty folder unless `replace` (the caller has checked that the folder
+// there may go: cli's output rule); a file format's out is replaced whole. Throws
+// InteropError (an unknown format: std::invalid_argument).
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  ag::Precision dtype);
+                  ag::Precision dtype, bool replace = false);
 
 // The checkpoint an import writes: the run configuration's defaults with this model, its
 // tokenizer ("none" when the files carried none), step 0, the weights and nothing else

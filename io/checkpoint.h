@@ -2,8 +2,9 @@
 // HDF5 checkpoints as docs/checkpoint.md defines them: the map of io/, the
 // library of what attograd reads and writes. Beside the checkpoints: files.h (the outputs of a
 // run, written safely over base/posix_file.h and base/atomic_file.h; one writer per output,
-// under a lock file only this run creates and writes) and history.h (the run's metrics table
-// a checkpoint keeps). The report's pages and
+// under a lock file only this run creates and writes), output_rule.h (the one rule every
+// command that writes follows: no input replaced, nothing replaced without --overwrite,
+// locked, nothing partial left) and history.h (the run's metrics table a checkpoint keeps). The report's pages and
 // pictures are in report/.
 //
 //   io::Checkpoint c;

@@ -225,6 +225,7 @@ OutputLock::OutputLock(const std::string& output, const std::string& option_name
     }
     write_pid(fd.get());
     fd_ = fd.release();
+    on_signal_.emplace(lock_path_);
     return;
   }
   throw std::runtime_error(
@@ -233,6 +234,7 @@ OutputLock::OutputLock(const std::string& output, const std::string& option_name
 
 OutputLock::~OutputLock() {
   if (fd_ < 0) return;
+  on_signal_.reset();
   // removed while still locked: the next run makes a fresh file, and one that opened this
   // file meanwhile sees, once it has the lock, that the file is gone and opens the new one
   if (::getpid() == owner_ && still_names(lock_path_, fd_)) ::unlink(lock_path_.c_str());

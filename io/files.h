@@ -18,11 +18,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/atomic_file.h"
+#include "base/partial_outputs.h"
 #include "base/posix_file.h"
 
 namespace io {
@@ -62,8 +64,9 @@ std::string make_rescue_path(const std::string& out);
 // written; one already there is opened read-only without O_CREAT, and refused when it is a
 // symbolic link, not a regular file, or has more than one name (a hard link planted there
 // would make its PID overwrite another file). Released, and the lock file removed, when
-// destroyed; the kernel releases it when the process dies, and the next run removes the
-// file left behind (it never writes into it) and makes its own.
+// destroyed, or by a fatal signal's handler (base/partial_outputs.h); the kernel releases it
+// when the process dies, and the next run removes a file left behind (it never writes into
+// it) and makes its own.
 class OutputLock {
  public:
   explicit OutputLock(const std::string& output, const std::string& option_name = "--out");
@@ -77,6 +80,7 @@ class OutputLock {
   std::string lock_path_;
   int fd_ = -1;
   pid_t owner_ = 0;  // a forked child must not remove its parent's lock file
+  std::optional<base::PartialPath> on_signal_;  // a fatal signal's handler removes it too
 };
 
 }  // namespace io

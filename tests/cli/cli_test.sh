@@ -425,6 +425,88 @@ one_writer)
   ls -a | grep -q "lock" && fail "a lock file was left behind: $(ls -a)"
   true
   ;;
+outputs_never_replaced)
+  # what is at an output is kept unless --overwrite says otherwise: every writing command,
+  # the same one line and exit 2, the file untouched; a page attograd wrote is replaced freely
+  "$bin" train "${tiny[@]}" --steps 2 --qkv-bias true --tokenizer byte --out run.h5 > /dev/null
+  "$bin" train "${tiny[@]}" --steps 2 --lora-rank 2 --out lora.h5 > /dev/null
+  printf 'the cat sat on the mat.\n%.0s' {1..40} > corpus.txt
+  echo "precious" > other.h5
+  mkdir hf && echo "{}" > hf/config.json
+  mkdir prep && echo "mine" > prep/notes.txt
+  said="already holds"
+  "$bin" export run.h5 --format hf --out hf_new > /dev/null
+  expect_usage_error "$said" "$bin" import hf_new --out other.h5
+  expect_usage_error "$said" "$bin" export run.h5 --format llmc --out other.h5
+  expect_usage_error "$said" "$bin" export run.h5 --format hf --out hf
+  expect_usage_error "$said" "$bin" merge lora.h5 --out other.h5
+  expect_usage_error "$said" "$bin" eval run.h5 --data corpus.txt --dump-grads other.h5
+  expect_usage_error "$said" "$bin" report run.h5 --out other.h5
+  expect_usage_error "$said" "$bin" attention run.h5 --prompt "the" --layer 0 --head 0 --svg other.h5
+  expect_usage_error "$said" "$bin" prepare --data corpus.txt --out prep
+  expect_usage_error "$said" "$bin" resume --checkpoint run.h5 --steps 3 --out other.h5
+  [ "$(cat other.h5)" = "precious" ] && [ "$(cat hf/config.json)" = "{}" ] ||
+    fail "a refused command changed what was there"
+  # an input's folder: the index of the model folder imported, even with --overwrite
+  echo '{"weight_map": {}}' > hf_new/model.safetensors.index.json
+  expect_usage_error "of PATH 'hf_new', which this command reads" \
+    "$bin" import hf_new --out hf_new/model.safetensors.index.json --overwrite
+  rm hf_new/model.safetensors.index.json
+  # --overwrite replaces; a folder only when it holds files alone
+  "$bin" export run.h5 --format llmc --out other.h5 --overwrite > /dev/null
+  "$bin" export run.h5 --format hf --out hf --overwrite > /dev/null
+  [ -f hf/model.safetensors ] && [ "$(cat hf/config.json)" != "{}" ] || fail "hf was not replaced"
+  mkdir hf/sub
+  expect_usage_error "a folder of files only" "$bin" export run.h5 --format hf --out hf --overwrite
+  "$bin" report run.h5 --out page.html > /dev/null
+  "$bin" report run.h5 --out page.html > /dev/null || fail "report did not replace its own page"
+  ls -a | grep -q "partial\|lock" && fail "left behind: $(ls -a)"
+  true
+  ;;
+one_writer_every_command)
+  # a running train's checkpoint is locked against every other writer, and theirs likewise
+  "$bin" train "${tiny[@]}" --steps 2 --out base.h5 > /dev/null
+  "$bin" export base.h5 --format hf --out hf > /dev/null
+  "$bin" train "${tiny[@]}" --steps 100000 --out run.h5 > log.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done
+  expect_usage_error "PID $pid" "$bin" import hf --out run.h5 --overwrite
+  expect_usage_error "PID $pid" "$bin" resume --checkpoint base.h5 --out run.h5 --overwrite
+  expect_usage_error "PID $pid" "$bin" eval base.h5 --data log.txt --dump-grads run.h5 --overwrite
+  kill -TERM "$pid"; wait "$pid" || fail "the run failed after SIGTERM"
+  "$bin" import hf --out run.h5 --overwrite > /dev/null || fail "the lock outlived its run"
+  ;;
+partial_outputs_removed)
+  # an export, import or merge stopped by a signal while it writes leaves nothing beside its
+  # output (the fsync of its temporary files waits, tests/slow_fsync.c); one killed outright
+  # leaves its partial files to the next writer of that output, which removes them
+  [ -n "${SLOW_FSYNC_LIBRARY:-}" ] || { echo "skipped: no SLOW_FSYNC_LIBRARY"; exit 77; }
+  "$bin" train "${tiny[@]}" --steps 2 --out run.h5 > /dev/null
+  "$bin" export run.h5 --format hf --out hf > /dev/null
+  slow() {
+    # a background job starts with SIGINT ignored: given back its default, as a terminal has it
+    env --default-signal=INT LD_PRELOAD="$SLOW_FSYNC_LIBRARY" SLOW_FSYNC_PATH=.partial- \
+      SLOW_FSYNC_SECONDS=20 ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+      "$bin" "$@" > /dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 400); do ls -a | grep -q "partial" && break; sleep 0.05; done
+    ls -a | grep -q "partial" || fail "'$*' made no partial output"
+  }
+  for sig in INT TERM HUP; do
+    slow export run.h5 --format hf --out "hf_$sig"
+    kill -"$sig" "$pid"; wait "$pid" && fail "export went on after SIG$sig"
+    slow import hf --out "imported_$sig.h5"
+    kill -"$sig" "$pid"; wait "$pid" && fail "import went on after SIG$sig"
+    left=$(ls -a | grep -E "partial|lock" || true)
+    [ -z "$left" ] || fail "SIG$sig left behind: $left"
+  done
+  slow export run.h5 --format hf --out hf_killed
+  kill -KILL "$pid"; wait "$pid" || true
+  ls -a | grep -q "^.hf_killed.partial-" || fail "SIGKILL left nothing to clean up (is the test right?)"
+  "$bin" export run.h5 --format hf --out hf_killed > /dev/null
+  left=$(ls -a | grep -E "partial|lock" || true)
+  [ -z "$left" ] || fail "the next export did not remove what the killed one left: $left"
+  ;;
 lock_hard_link)
   # a hard link planted as the lock file is refused, and the file it names is untouched
   echo "precious" > victim.txt

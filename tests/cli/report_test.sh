@@ -45,9 +45,13 @@ report_errors)
   for page in two.html two_b.html; do
     [ "$(grep -o '<li><svg class="swatch"' $page | wc -l)" -eq 2 ] || fail "$page does not show both runs"
   done
-  # the page is replaced whole: no temporary file left, the old one gone
+  # the page is replaced whole: no temporary file left, the old one gone; a file attograd
+  # did not write is replaced only with --overwrite
   echo "old" > r.html
-  "$bin" report --metrics m.jsonl --checkpoint run.h5 --prompt "hi" --out r.html > /dev/null
+  expect_usage_error "already holds a file of 4 bytes" \
+    "$bin" report --metrics m.jsonl --checkpoint run.h5 --prompt "hi" --out r.html
+  [ "$(cat r.html)" = "old" ] || fail "a refused report replaced r.html"
+  "$bin" report --metrics m.jsonl --checkpoint run.h5 --prompt "hi" --out r.html --overwrite > /dev/null
   complete_page r.html || fail "r.html is not one complete page"
   [ "$(ls -A | grep -c partial)" -eq 0 ] || fail "a temporary file was left: $(ls -A)"
   ;;
