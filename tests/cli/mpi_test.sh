@@ -236,8 +236,9 @@ killed_rank)
 sigterm_saves_once)
   # (a background job of a script ignores SIGINT, and mpirun keeps that: TERM it is; mpirun
   # forwards SIGINT and SIGTERM to the ranks as SIGTERM)
-  # mpirun sends SIGCONT, waits odls_base_sigkill_timeout s, SIGTERM, waits again, SIGKILL: the
-  # default 1 s is not always enough to save on a loaded machine (docs/distributed.md)
+  # mpirun sends SIGCONT, waits odls_base_sigkill_timeout s, SIGTERM, waits again, SIGKILL:
+  # under a longer timeout than the default, rank 0 waits for its saver and mpirun returns
+  # with the checkpoint written (the default: ctrl_c_default_*)
   mpirun --mca odls_base_sigkill_timeout 3 --oversubscribe -np 2 "$bin" train "${stop_run[@]}" \
     > log.txt 2> err.txt &
   pid=$!
@@ -281,9 +282,10 @@ ctrl_c_named)
   ;;
 sigterm_slow_save)
   # a save longer than Open MPI's default second between the ranks' SIGTERM and SIGKILL
-  # (the fsync of the checkpoint's temporary file waits 3 s here, tests/slow_fsync.c) still
-  # completes with the launcher setting docs/distributed.md gives; a line a step fills the
-  # output mpirun stops reading while it waits, and must not hold the rank (train/console.cpp)
+  # (the fsync of the checkpoint's temporary file waits 3 s here, tests/slow_fsync.c) is
+  # written before mpirun returns when the timeout is longer than the save; a line a step
+  # fills the output mpirun stops reading while it waits, and must not hold the rank
+  # (train/console.cpp)
   medium=(--context-length 32 --d-model 32 --n-heads 4 --n-layers 2 --batch-size 4 --threads 1
           --sample-tokens 0 --eval-interval 0 --log-interval 1)
   [ -f "${SLOW_FSYNC_LIBRARY:-}" ] || fail "SLOW_FSYNC_LIBRARY is not the test helper library"
