@@ -55,7 +55,7 @@ pid_t fork_signalled_child(bool signal_itself) {
 
 }  // namespace
 
-TEST_CASE("the snapshot gate is taken only while open, and never once the run ended",
+TEST_CASE("the snapshot gate is taken only while open and never once the run ended",
           "[launcher_stop]") {
   train::SnapshotGate gate;
   std::future<bool> taken = std::async(std::launch::async, [&] { return gate.take(); });
@@ -73,8 +73,9 @@ TEST_CASE("the snapshot gate is taken only while open, and never once the run en
   REQUIRE_FALSE(ended.take());
 }
 
-TEST_CASE("a stop signal from the parent runs the launcher's action; one from elsewhere does not",
-          "[launcher_stop][signals]") {
+TEST_CASE(
+    "a stop signal from the parent runs the launcher's action but one from elsewhere does not",
+    "[launcher_stop][signals]") {
   const pid_t child = fork_signalled_child(false);
   std::this_thread::sleep_for(200ms);  // its StopSignals in place
   ::kill(child, SIGTERM);              // from its parent: as mpirun or orted send it
@@ -82,8 +83,9 @@ TEST_CASE("a stop signal from the parent runs the launcher's action; one from el
   REQUIRE(exit_status(fork_signalled_child(true)) == 20);  // sent by itself: a plain stop
 }
 
-TEST_CASE("a forked child takes over the output locks, names itself in them and removes them",
-          "[launcher_stop][files]") {
+TEST_CASE(
+    "a forked child takes over the output locks and names itself in them until it removes them",
+    "[launcher_stop][files]") {
   ag_test::TempDir dir;
   const std::string out = dir.file("run.h5");
   io::OutputLock lock(out);
