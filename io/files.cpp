@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -26,6 +27,12 @@ using base::UniqueFd;
 
 constexpr char kLockTag[] = ".lock";
 constexpr int kLockAttempts = 100;
+
+// The locks this process holds, for a child that takes them over (OutputLock).
+std::vector<OutputLock*>& held_locks() {
+  static std::vector<OutputLock*> locks;
+  return locks;
+}
 
 // The path with links and ".." resolved as far as it exists, for paths not there yet.
 std::string resolved(const std::string& path) {
@@ -226,6 +233,7 @@ OutputLock::OutputLock(const std::string& output, const std::string& option_name
     write_pid(fd.get());
     fd_ = fd.release();
     on_signal_.emplace(lock_path_);
+    held_locks().push_back(this);
     return;
   }
   throw std::runtime_error(
@@ -233,12 +241,30 @@ OutputLock::OutputLock(const std::string& output, const std::string& option_name
 }
 
 OutputLock::~OutputLock() {
+  release();
+}
+
+void OutputLock::release() {
   if (fd_ < 0) return;
   on_signal_.reset();
+  auto& held = held_locks();
+  held.erase(std::remove(held.begin(), held.end(), this), held.end());
   // removed while still locked: the next run makes a fresh file, and one that opened this
   // file meanwhile sees, once it has the lock, that the file is gone and opens the new one
   if (::getpid() == owner_ && still_names(lock_path_, fd_)) ::unlink(lock_path_.c_str());
   ::close(fd_);
+  fd_ = -1;
+}
+
+void OutputLock::hand_over_held_to_this_process() {
+  for (OutputLock* lock : held_locks()) {
+    lock->owner_ = ::getpid();
+    write_pid(lock->fd_);
+  }
+}
+
+void OutputLock::release_held() {
+  while (!held_locks().empty()) held_locks().back()->release();
 }
 
 }  // namespace io

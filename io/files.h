@@ -76,7 +76,17 @@ class OutputLock {
 
   const std::string& lock_path() const { return lock_path_; }
 
+  // For a forked child that finishes this process's work after it is gone (a saver,
+  // train/launcher_stop.cpp): every lock this process holds becomes the child's (the flock
+  // is shared through fork; the lock files now name the child's PID, so a run refused
+  // meanwhile names the process to wait for), and release_held() removes them when the
+  // work is done. The child calls both; no other thread may make or drop a lock meanwhile.
+  static void hand_over_held_to_this_process();
+  static void release_held();
+
  private:
+  void release();
+
   std::string lock_path_;
   int fd_ = -1;
   pid_t owner_ = 0;  // a forked child must not remove its parent's lock file

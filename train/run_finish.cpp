@@ -103,31 +103,35 @@ void TrainingRun::save_final() {
   }
   const auto start = std::chrono::steady_clock::now();
   if (progress_.last_saved != progress_.step) {
-    const SavedTo saved = save_or_rescue();
+    const SavedTo saved = save_or_rescue(progress_.step);
     if (saved.path != cfg_.out)
       throw std::runtime_error(
           fmt::format("{}; the run's state (step {}) was saved to {} instead; continue this run "
                       "with: {}",
                       saved.out_error, progress_.step, saved.path, continue_command(saved.path)));
   }
-  // a long save is worth knowing of: under mpirun a stop gives it odls_base_sigkill_timeout
-  // seconds (docs/distributed.md)
+  // a long save is worth knowing of (under mpirun a save after the last step is still in
+  // this process, which the launcher's stop kills one odls_base_sigkill_timeout later)
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  sayf("saved checkpoint {} (step {}{})\n", cfg_.out, progress_.step,
-       seconds >= 1 ? fmt::format("; the save took {:.1f} s", seconds) : "");
+  say(saved_line(progress_.step, seconds));
 }
 
-TrainingRun::SavedTo TrainingRun::save_or_rescue() {
+std::string TrainingRun::saved_line(int64_t at, double seconds) const {
+  return fmt::format("saved checkpoint {} (step {}{})\n", cfg_.out, at,
+                     seconds >= 1 ? fmt::format("; the save took {:.1f} s", seconds) : "");
+}
+
+TrainingRun::SavedTo TrainingRun::save_or_rescue(int64_t at) {
   try {
-    save(progress_.step, cfg_.out);
+    save(at, cfg_.out);
     return {cfg_.out, ""};
   } catch (const io::CheckpointError& e) {
     // the run's state is still in memory: keep it somewhere before giving up
     std::string rescue;
     try {
       rescue = io::make_rescue_path(cfg_.out);
-      save(progress_.step, rescue);
+      save(at, rescue);
     } catch (const std::exception& e2) {
       throw std::runtime_error(
           fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
@@ -144,7 +148,7 @@ int TrainingRun::finish_on_damaged_data() {
     saved = fmt::format("step {}, the last completed, is saved in {}", progress_.step, cfg_.out);
   } else {
     try {
-      const SavedTo to = save_or_rescue();
+      const SavedTo to = save_or_rescue(progress_.step);
       saved = to.path == cfg_.out
                   ? fmt::format("saved step {}, the last completed, to {}", progress_.step, to.path)
                   : fmt::format("{}; saved step {}, the last completed, to {} instead",

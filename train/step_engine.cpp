@@ -51,6 +51,11 @@ void StepEngine::restore(const io::Checkpoint& ckpt) {
 
 void StepEngine::record(io::Checkpoint& c) const {
   c.optimizer = opt_->state();
+  if (in_step_) {
+    c.micro_batches = step_start_.micro_batches;
+    c.rng = {{"data", step_start_.data}, {"dropout", step_start_.dropout}};
+    return;
+  }
   c.micro_batches = micro_batches_;
   c.rng = {{"data", data_gen_.state()}, {"dropout", model_.dropout_generator().state()}};
 }
@@ -91,16 +96,17 @@ void StepEngine::start_reduction() {
 StepResult StepEngine::step(int64_t step, double lr) {
   StepResult r;
   step_start_ = {data_gen_.state(), model_.dropout_generator().state(), micro_batches_};
-  opt_->set_lr(lr);
+  in_step_ = true;
+  struct StepEnd {
+    bool& in_step;
+    ~StepEnd() { in_step = false; }
+  } step_end{in_step_};
   opt_->zero_grad();
   if (inject_.second == step) ag::set_nan_injection(inject_.first);
   // A non-finite value stops the run before it touches the weights: the last checkpoint
   // stays the last good state.
   try {
-    {  // bf16: the weights' copies as the last update (or the first use) left them
-      const ag::AutocastScope autocast = precision();
-      r.loss = forward_backward();
-    }
+    r.loss = forward_backward_open();
     if (!std::isfinite(r.loss)) {
       if (!restart_on_damaged_data(r))
         r.stopped = fmt::format("the loss is {} at step {}", sign_name(r.loss), step);
@@ -117,10 +123,21 @@ StepResult StepEngine::step(int64_t step, double lr) {
     r.stopped = fmt::format("the gradient norm is {} at step {}", sign_name(r.grad_norm), step);
     return r;
   }
-  // clipped as clip_grad_norm would, the scaling fused into the update's pass
+  // clipped as clip_grad_norm would, the scaling fused into the update's pass; the
+  // learning rate is set only now, so a state copied before (record()) holds the last one
+  opt_->set_lr(lr);
   opt_->step(optim::clip_factor(r.grad_norm, cfg_.grad_clip > 0 ? cfg_.grad_clip : INFINITY));
   r.updated = true;
   return r;
+}
+
+// Forward and backward with the gate open: until the update nothing a checkpoint holds
+// changes (the generators' and count's step start stands in for them, record()).
+double StepEngine::forward_backward_open() {
+  const SnapshotGate::Open open(gate_);
+  // bf16: the weights' copies as the last update (or the first use) left them
+  const ag::AutocastScope autocast = precision();
+  return forward_backward();
 }
 
 // Asked on every rank when the step's loss is not finite: whether a rank met damaged data

@@ -26,6 +26,7 @@
 #include "train/config.h"
 #include "train/grad_accumulation.h"
 #include "train/grad_reduction.h"
+#include "train/snapshot_gate.h"
 #include "train/world.h"
 
 namespace train {
@@ -52,8 +53,14 @@ class StepEngine {
 
   // A resumed run's optimiser state, generators and micro-batch count.
   void restore(const io::Checkpoint& ckpt);
-  // What a checkpoint of the run holds of the engine: optimiser state, generators, count.
+  // What a checkpoint of the run holds of the engine: optimiser state, generators, count,
+  // as the last completed step left them (during a step's forward and backward too: the
+  // generators and count it started from; the update has not begun).
   void record(io::Checkpoint& c) const;
+  // Whether a step has begun and not ended: the last completed step is the one before.
+  bool in_step() const { return in_step_; }
+  // Opened around each step's forward and backward (snapshot_gate.h), when not null.
+  void set_gate(SnapshotGate* gate) { gate_ = gate; }
   // Rank 0 measures the GEMM kernels of one micro-batch (gemm_agreement.h), leaving the
   // run as it would have been.
   void decide_kernels();
@@ -73,6 +80,7 @@ class StepEngine {
   std::string reduction_profile(double ms_per_step, int64_t steps) const;
 
  private:
+  double forward_backward_open();
   double forward_backward();
   double forward_backward_distributed();
   double micro_batch(int64_t micro_batches_in_step);
@@ -100,6 +108,8 @@ class StepEngine {
     ag::Generator::State data, dropout;
     int64_t micro_batches = 0;
   } step_start_;
+  bool in_step_ = false;
+  SnapshotGate* gate_ = nullptr;
   std::pair<std::string, int64_t> inject_{"", -1};
 };
 

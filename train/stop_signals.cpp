@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <omp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -23,6 +25,13 @@ std::atomic<int> g_first{0};
 std::atomic<pid_t> g_first_sender{0};  // the PID that sent the first signal (0: the kernel)
 struct sigaction g_previous[std::size(kStopSignals)];
 
+std::atomic<int> g_launcher_pipe{-1};  // the receiver's notification pipe (its write end)
+std::atomic<bool> g_launcher_stop{false};
+
+bool sent_by_parent(const siginfo_t* info) {
+  return info && info->si_code == SI_USER && info->si_pid != 0 && info->si_pid == ::getppid();
+}
+
 extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
   // every later write to a pipe whose reader left raises SIGPIPE again: it stops a run
   // once, and is not a user asking a second time
@@ -30,6 +39,12 @@ extern "C" void on_stop_signal(int sig, siginfo_t* info, void*) {
   int none = 0;
   if (g_first.compare_exchange_strong(none, sig))  // before the count, which readers look at
     g_first_sender = info && info->si_code == SI_USER ? info->si_pid : 0;
+  // the launcher's signal may follow one of someone else's: it still comes before a SIGKILL
+  if (sent_by_parent(info) && !g_launcher_stop.exchange(true)) {
+    const char byte = 1;
+    const ssize_t ignored = ::write(g_launcher_pipe.load(), &byte, 1);
+    (void)ignored;
+  }
   if (g_count.fetch_add(1) != 1) return;  // the second signal is answered, once
   // only async-signal-safe calls here: one fixed message, once
   static const char kAgain[] =
@@ -73,14 +88,50 @@ void restore_in_team() {
 }  // namespace
 
 struct StopSignals::Receiver {
-  int wake[2] = {-1, -1};  // closed by the destructor: the thread's read returns
+  int wake[2] = {-1, -1};      // closed by the destructor: the thread's poll sees the end
+  int launcher[2] = {-1, -1};  // the handler's byte: the launcher's stop came
+  std::mutex mutex;
+  std::function<void()> on_launcher_stop;
   std::thread thread;
+
+  // Waits for the end, running the launcher's action when its stop comes.
+  void serve() {
+    for (;;) {
+      pollfd fds[2] = {{wake[0], POLLIN, 0}, {launcher[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) continue;  // EINTR: the handler ran here
+      if (fds[0].revents != 0) return;
+      char byte;
+      if ((fds[1].revents & POLLIN) == 0 || ::read(launcher[0], &byte, 1) != 1) continue;
+      std::function<void()> action;
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        action = on_launcher_stop;
+      }
+      if (action) action();
+    }
+  }
+  void start(const sigset_t& sent) {
+    if (::pipe2(wake, O_CLOEXEC) != 0 || ::pipe2(launcher, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw std::system_error(errno, std::generic_category());
+    g_launcher_pipe = launcher[1];
+    thread = std::thread([this, sent] {
+      pthread_sigmask(SIG_UNBLOCK, &sent, nullptr);
+      serve();
+    });
+  }
+  void close_pipes() {
+    g_launcher_pipe = -1;
+    for (int* pipe : {wake, launcher})
+      for (int i : {0, 1})
+        if (pipe[i] >= 0) ::close(pipe[i]), pipe[i] = -1;
+  }
 };
 
 StopSignals::StopSignals() : receiver_(std::make_unique<Receiver>()) {
   g_count = 0;
   g_first = 0;
   g_first_sender = 0;
+  g_launcher_stop = false;
   struct sigaction action;
   std::memset(&action, 0, sizeof action);
   action.sa_sigaction = on_stop_signal;
@@ -92,29 +143,27 @@ StopSignals::StopSignals() : receiver_(std::make_unique<Receiver>()) {
   const sigset_t sent = sent_signals();
   block_in_team(sent);
   try {
-    if (::pipe2(receiver_->wake, O_CLOEXEC) != 0)
-      throw std::system_error(errno, std::generic_category());
-    receiver_->thread = std::thread([sent, fd = receiver_->wake[0]] {
-      pthread_sigmask(SIG_UNBLOCK, &sent, nullptr);
-      char byte;
-      while (::read(fd, &byte, 1) < 0 && errno == EINTR) {
-      }
-    });
+    receiver_->start(sent);
   } catch (const std::system_error&) {  // no receiver: the team takes them, as it used to
-    for (int fd : receiver_->wake)
-      if (fd >= 0) ::close(fd);
+    receiver_->close_pipes();
     restore_in_team();
   }
+}
+
+void StopSignals::on_launcher_stop(std::function<void()> action) {
+  const std::lock_guard<std::mutex> lock(receiver_->mutex);
+  receiver_->on_launcher_stop = std::move(action);
 }
 
 StopSignals::~StopSignals() {
   if (receiver_->thread.joinable()) {
     ::close(receiver_->wake[1]);
+    receiver_->wake[1] = -1;
     receiver_->thread.join();
-    ::close(receiver_->wake[0]);
   }
   for (size_t i = 0; i < std::size(kStopSignals); ++i)
     ::sigaction(kStopSignals[i], &g_previous[i], nullptr);
+  receiver_->close_pipes();  // after the handlers are gone: none writes to a closed pipe
   restore_in_team();
   // a stop belongs to the run that caught it: a TrainingRun driven step by step in the same
   // process afterwards (the library's API, a test) must not find it requested

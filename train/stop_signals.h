@@ -5,7 +5,12 @@
 // finishes its step, saves and exits. A second signal never interrupts the save; it can
 // only cut short what would follow it. SIGINT, SIGTERM and SIGHUP are taken by a thread
 // that does nothing else, never by a thread that computes.
+//
+// A stop signal sent by this process's parent is an MPI launcher's (Open MPI's mpirun or
+// orted) about to kill the process (docs/distributed.md): on_launcher_stop() names what
+// that thread then does at once, without waiting for the step (train/launcher_stop.h).
 #include <csignal>
+#include <functional>
 #include <memory>
 
 namespace train {
@@ -21,6 +26,10 @@ class StopSignals {
   static int count();
   static int first();
   static bool requested() { return count() > 0; }
+
+  // Run once, in the thread that takes the signals, at the first stop signal this
+  // process's parent sends. Set it before the signals can come (the run's first step).
+  void on_launcher_stop(std::function<void()> action);
 
  private:
   struct Receiver;  // the thread that takes the signals (stop_signals.cpp says why)

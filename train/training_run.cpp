@@ -179,6 +179,7 @@ void TrainingRun::build_model(std::optional<io::Checkpoint> init) {
 
 void TrainingRun::start_engine() {
   engine_ = std::make_unique<StepEngine>(cfg_, *model_, world_, data_);
+  engine_->set_gate(&gate_);
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
                                                       cfg_.warmup_steps, cfg_.steps);
   if (resumed_) {
@@ -269,12 +270,22 @@ std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_ran
 // ------------------------------------------------------------------ the loop
 int TrainingRun::run() {
   StopSignals stop_signals;  // from here on a signal ends the run after its step, saved
-  notify(false);             // a live report exists from the start
-  while (wants_another_step()) {
-    const StepOutcome s = train_step();
-    if (!s.updated) break;
-    after_step(s);
-    if (stop_at_reached() || max_time_reached()) break;
+  // ... but the launcher's kill follows its signal within a second: rank 0 saves at once
+  if (world_.launched())
+    stop_signals.on_launcher_stop([this] { world_.root() ? save_before_the_kill() : leave(); });
+  struct EndGate {  // however the loop ends: a launcher's stop from then on finds it ended
+    SnapshotGate& gate;
+    ~EndGate() { gate.end(); }
+  };
+  {
+    const EndGate end_gate{gate_};
+    notify(false);  // a live report exists from the start
+    while (wants_another_step()) {
+      const StepOutcome s = train_step();
+      if (!s.updated) break;
+      after_step(s);
+      if (stop_at_reached() || max_time_reached()) break;
+    }
   }
   return finish();
 }
@@ -348,8 +359,12 @@ void TrainingRun::after_step(const StepOutcome& s) {
   // so the first rank's reason travels with the agreement (rank 0, which names it, may not
   // have had its own signal yet)
   if (world_.distributed()) {
-    const World::Failure stop =
-        world_.first_failure(StopSignals::requested() ? stop_reason(true) : "");
+    const std::string mine = StopSignals::requested() ? stop_reason(true) : "";
+    World::Failure stop;
+    {  // waiting on the other ranks changes nothing a checkpoint holds
+      const SnapshotGate::Open open(&gate_);
+      stop = world_.first_failure(mine);
+    }
     ending_.agreed_stop = stop.code != 0;
     if (ending_.agreed_stop) ending_.agreed_stop_reason = stop.message;
   }
@@ -359,6 +374,7 @@ void TrainingRun::after_step(const StepOutcome& s) {
 
 // Damaged data stops the run on every rank (evaluate.h); this step is complete.
 void TrainingRun::evaluate_now(StepFigures& f) {
+  const SnapshotGate::Open open(&gate_);  // an evaluation changes nothing a checkpoint holds
   const ag::AutocastScope autocast = engine_->precision();
   try {
     cfg_.task->evaluate(*model_, cfg_, data_, f);

@@ -29,6 +29,7 @@
 #include "train/memory_plan.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
+#include "train/snapshot_gate.h"
 #include "train/step_engine.h"
 #include "train/world.h"
 
@@ -103,9 +104,14 @@ class TrainingRun {
   struct SavedTo {
     std::string path, out_error;  // --out, or a rescue copy's path and why --out failed
   };
-  // Saves the step to --out, or when that fails to a fresh rescue folder; throws when both
+  // Saves step `at` to --out, or when that fails to a fresh rescue folder; throws when both
   // fail.
-  SavedTo save_or_rescue();
+  SavedTo save_or_rescue(int64_t at);
+  std::string saved_line(int64_t at, double seconds) const;  // "saved checkpoint ..."
+  // an MPI launcher's stop (launcher_stop.cpp)
+  void save_before_the_kill();
+  int save_as_saver(int64_t at);
+  void leave();
   int finish_on_damaged_data();
   void print_closing_sample();
   void print_continue_command(const std::string& checkpoint) const;
@@ -139,6 +145,9 @@ class TrainingRun {
     std::string damaged_data;
   } ending_;
   ag::AdaptiveThreads team_;  // fewer threads for the steps while another program holds a core
+  // Open while the run only computes: then the launcher's stop may copy its state (rank 0
+  // under an MPI launcher, launcher_stop.h).
+  SnapshotGate gate_;
 };
 
 // Trains from scratch (resumed null) or continues a loaded checkpoint. Returns the exit

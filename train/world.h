@@ -51,6 +51,9 @@ class World {
   int size() const { return size_; }
   bool root() const { return rank_ == 0; }
   bool distributed() const { return size_ > 1; }
+  // Started by an MPI launcher (-np 1 too), which ends a job by killing each process's
+  // group (docs/distributed.md).
+  bool launched() const { return mpi_; }
 
   // Set-up ends on every rank with exactly one call: with "" where it succeeded, or with
   // the error that stopped it. Returns the failure of the lowest failing rank, if any (code
