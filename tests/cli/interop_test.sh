@@ -55,11 +55,11 @@ import_errors)
   # Hostile or foreign files: one line naming the file and the field, exit 2, nothing written.
   mkdir m
   printf '{"model_type": "llama"}' > m/config.json
-  printf '\x10\0\0\0\0\0\0\0{"a":1}         ' > m/model.safetensors
+  printf '\x18\0\0\0\0\0\0\0{"wte.weight":1}        ' > m/model.safetensors
   expect_usage_error "m/config.json: model_type is 'llama': only GPT-2 (gpt2) is read" \
     "$bin" import m --out out.h5
   printf '{}' > m/config.json
-  expect_usage_error "m/model.safetensors: tensor 'a': is an unsigned integer, not an object" \
+  expect_usage_error "m/model.safetensors: tensor 'wte.weight': is an unsigned integer, not an object" \
     "$bin" import m --out out.h5
   printf '\xff\0\0\0\0\0\0\0{}' > m/model.safetensors
   expect_usage_error "m/model.safetensors: header length 255 is past the end of the file" \
