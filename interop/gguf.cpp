@@ -13,6 +13,7 @@
 #include "data/tokenizer_file.h"
 #include "interop/gguf_format.h"
 #include "interop/gguf_tokenizer.h"
+#include "interop/import_memory.h"
 #include "io/tokenizer_section.h"
 
 namespace interop {
@@ -388,6 +389,7 @@ ModelFiles read_gguf(const InputBytes& in) {
   ModelFiles m;
   m.format = "gguf";
   m.config = config_of(f, source, used);
+  check_import_memory(m.config, source);
   read_weights(in, f, m);
   retie_head(m);
   m.tokenizer = read_tokenizer_keys(f, m.config.vocab_size, source, used, m.dropped);

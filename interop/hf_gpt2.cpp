@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
+#include "interop/import_memory.h"
 #include "interop/json_stream.h"
 #include "interop/tokenizer_files.h"
 
@@ -384,13 +385,16 @@ void check_found(const std::vector<HfTensor>& tensors, const Found& found, const
   }
 }
 
-void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m) {
+void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
+                  int64_t tokenizer_bytes) {
   const auto tensors = hf_gpt2_tensors(m.config);
   std::set<std::string> expected;
   for (const auto& t : tensors) expected.insert(t.name);
   const Found found = file_tensors(files, m.config, expected, m);
   check_found(tensors, found, m, files.front().source());
   check_size(files, m.config);
+  check_import_memory(m.config, files.size() == 1 ? files.front().source() : "the model's shards",
+                      tokenizer_bytes);
   for (const auto& t : tensors) {
     const Located& at = found.at(t.name);
     if (t.layout == HfLayout::same) {  // straight into the parameter: no copy
@@ -628,7 +632,8 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
     const ExpectedNames expected(m.config);
     const auto files = locate(path, expected);
     source = files.size() == 1 ? files.front().source() : path;
-    read_weights(files, m);
+    read_weights(files, m,
+                 tokenizer_folder_bytes(tokenizer_folder.empty() ? folder : tokenizer_folder));
   }
   m.tokenizer = read_tokenizer_folder(tokenizer_folder.empty() ? folder : tokenizer_folder,
                                       !tokenizer_folder.empty());
