@@ -119,7 +119,11 @@ class Dispatcher final : public nlohmann::json_sax<json> {
   bool end_array() override { return end(); }
   bool key(string_t& k) override;
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    throw JsonStreamError("not valid JSON: " + base::printable(e.what()));  // it quotes bytes
+    // nlohmann's message ends quoting the bytes last read ("; last read: '...'"): a file
+    // from elsewhere (or a secret one a link points to) is named, never quoted
+    std::string what = e.what();
+    what = what.substr(0, what.find("; last read"));
+    throw JsonStreamError("not valid JSON: " + base::printable(what));
   }
 
  private:
