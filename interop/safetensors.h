@@ -3,7 +3,7 @@
 // uint64 N), N bytes of JSON {"name": {"dtype", "shape", "data_offsets": [begin, end]},
 // "__metadata__": {string: string}}, then the data region the offsets point into.
 //
-//   interop::SafetensorsReader in("model.safetensors");   // header read and checked whole
+//   interop::SafetensorsReader in("model.safetensors");   // header streamed and checked
 //   for (const auto& e : in.entries()) { ag::Tensor t = in.read(e); ... }   // float32
 //
 //   std::vector<interop::SafetensorsTensor> out = {{"wte.weight", {V, d}, fill_wte}};
