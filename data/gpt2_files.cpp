@@ -2,10 +2,10 @@
 // hostile input and written atomically (gpt2_tokenizer.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <system_error>
-#include <unordered_map>
 
 #include "base/atomic_file.h"
 #include "base/utf8.h"
@@ -48,9 +48,6 @@ class VocabReader : public nlohmann::json_sax<nlohmann::json> {
   bool key(string_t& k) override {
     if (entries_.size() >= kMaxEntries)
       return fail(fmt::format("more than {} tokens", kMaxEntries));
-    if (const auto [it, fresh] = seen_.emplace(k, entries_.size()); !fresh)
-      return fail(fmt::format("the token {} appears twice (entries {} and {})", quoted_token(k),
-                              it->second, entries_.size()));
     key_ = k;
     has_key_ = true;
     return true;
@@ -84,8 +81,21 @@ class VocabReader : public nlohmann::json_sax<nlohmann::json> {
   bool has_key_ = false;
   std::string key_, error_;
   std::vector<std::pair<std::string, uint64_t>> entries_;
-  std::unordered_map<std::string, size_t> seen_;
 };
+
+// A token given twice, found by sorting the entries' indices (4 bytes a token, where a
+// table of the tokens seen would hold each again).
+void refuse_twice(const std::vector<std::pair<std::string, uint64_t>>& entries,
+                  const std::string& name) {
+  std::vector<uint32_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return entries[a].first < entries[b].first; });
+  for (size_t i = 1; i < order.size(); ++i)
+    if (entries[order[i - 1]].first == entries[order[i]].first)
+      throw DataError(fmt::format("{}: the token {} appears twice (entries {} and {})", name,
+                                  quoted_token(entries[order[i]].first), order[i - 1], order[i]));
+}
 
 // The tokens in id order; ids must be 0 to N-1, each once.
 std::vector<std::string> parse_vocab(std::string_view bytes, const std::string& name) {
@@ -97,6 +107,7 @@ std::vector<std::string> parse_vocab(std::string_view bytes, const std::string& 
     throw DataError(
         fmt::format("{}: {}", name, reader.error().empty() ? "not valid JSON" : reader.error()));
   auto& entries = reader.entries();
+  refuse_twice(entries, name);
   std::vector<std::string> tokens(entries.size());
   std::vector<bool> taken(entries.size());
   for (auto& [token, id] : entries) {
@@ -125,6 +136,11 @@ MergeLines parse_merges(std::string_view bytes, const std::string& name) {
   if (bytes.size() > kMaxGpt2MergesFileBytes)
     throw DataError(fmt::format("{}: {} bytes is more than the {} such a file may have", name,
                                 bytes.size(), kMaxGpt2MergesFileBytes));
+  // counted before any is stored: a file of more lines than merges is refused at no cost
+  const auto lines = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), '\n'));
+  if (lines > static_cast<uint64_t>(kMaxBpeVocabSize - 256) + 1 + 1)  // #version, last line
+    throw DataError(fmt::format("{}: {} lines, more than the {} merges a vocabulary may have", name,
+                                lines, kMaxBpeVocabSize - 256));
   MergeLines out;
   uint64_t line = 0;
   for (size_t pos = 0; pos < bytes.size();) {

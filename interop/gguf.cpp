@@ -4,12 +4,16 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "base/atomic_file.h"
 #include "base/utf8.h"
+#include "data/gpt2_tokenizer.h"
+#include "data/tokenizer_file.h"
 #include "interop/gguf_format.h"
 #include "interop/gguf_tokenizer.h"
+#include "interop/import_memory.h"
 #include "io/tokenizer_section.h"
 
 namespace interop {
@@ -18,6 +22,9 @@ namespace {
 
 constexpr float kLayerNormEps = 1e-5f;  // nn::LayerNorm's, the only one attograd has
 constexpr uint32_t kFileTypeF32 = 0, kFileTypeBf16 = 32;  // llama.cpp's general.file_type
+// The most entries a tokenizer key may have: the largest vocabulary a checkpoint keeps.
+constexpr uint64_t kMaxTokenizerEntries =
+    static_cast<uint64_t>(data::kMaxBpeVocabSize) + data::Gpt2Tokenizer::kMaxSpecialTokens;
 
 // One GGUF tensor: the attograd tensors it is made of, stacked as rows (none: zeros, the qkv
 // biases of a model without them), and its [out, in] shape.
@@ -211,21 +218,21 @@ void read_weights(const InputBytes& in, const gguf::File& f, ModelFiles& m) {
       throw InteropError(fmt::format("{}: tensor {} has ne [{}], the keys need [{}]", source,
                                      t.name, fmt::join(info->ne, ", "),
                                      fmt::join(ggml_ne(t.shape), ", ")));
-    const std::vector<float> values = gguf::read_tensor(in, f, *info);
     if (t.parts.empty()) {  // qkv biases of a model without them: written as zeros
-      if (!all_zero(values))
+      if (!all_zero(gguf::read_tensor(in, f, *info)))
         throw InteropError(
             fmt::format("{}: tensor {} is not zero, but key {} says the model has "
                         "no qkv biases",
                         source, t.name, kGgufNoQkvBiasKey));
       continue;
     }
-    const size_t part_size = values.size() / t.parts.size();
+    // each part (rows stacked) read straight into its parameter: no copy of the tensor
     ag::Shape shape = t.shape;
     shape[0] /= static_cast<int64_t>(t.parts.size());
+    const auto part_size = static_cast<uint64_t>(ag::shape_numel(shape));
     for (size_t p = 0; p < t.parts.size(); ++p) {
       ag::Tensor w = ag::empty(shape);
-      std::memcpy(w.data<float>(), values.data() + p * part_size, part_size * sizeof(float));
+      gguf::read_tensor_into(in, f, *info, p * part_size, part_size, w.data<float>());
       m.weights.emplace_back(t.parts[p], w);
     }
   }
@@ -243,6 +250,88 @@ void retie_head(ModelFiles& m) {
   m.weights.erase(head);
   m.config.tie_weights = true;
   m.dropped.push_back("output.weight (a copy of token_embd.weight: the head is tied)");
+}
+
+// The keys a gpt2 model is read from (the rest are read past, unstored); general.name and
+// general.file_type are read past unnoted (a file's name, a type the tensors state anyway).
+gguf::KeyUse key_use(const std::string& key) {
+  static const std::set<std::string> kept = {"general.architecture",
+                                             "general.alignment",
+                                             "gpt2.context_length",
+                                             "gpt2.embedding_length",
+                                             "gpt2.feed_forward_length",
+                                             "gpt2.block_count",
+                                             "gpt2.attention.head_count",
+                                             "gpt2.attention.layer_norm_epsilon",
+                                             kGgufNoQkvBiasKey,
+                                             "tokenizer.ggml.model",
+                                             "tokenizer.ggml.pre",
+                                             "tokenizer.ggml.tokens",
+                                             "tokenizer.ggml.token_type",
+                                             "tokenizer.ggml.merges",
+                                             "tokenizer.ggml.bos_token_id",
+                                             "tokenizer.ggml.eos_token_id",
+                                             "tokenizer.ggml.add_bos_token"};
+  if (kept.count(key)) return gguf::KeyUse::keep;
+  if (key == "general.name" || key == "general.file_type") return gguf::KeyUse::ignore;
+  return gguf::KeyUse::skip;
+}
+
+// The names of llama.cpp's gpt2 tensors for the keys' block count, once the file is seen to
+// have room for their infos (32 bytes each at least).
+std::set<std::string> tensor_names(const gguf::File& keys, const InputBytes& in) {
+  std::set<std::string> ignored;
+  nn::GPTConfig c;
+  c.n_layers = size_key(keys, "gpt2.block_count", "n_layers", in.source(), ignored);
+  constexpr uint64_t kTensorsPerBlock = 16, kInfoBytes = 32;
+  if (static_cast<uint64_t>(c.n_layers) * kTensorsPerBlock * kInfoBytes > in.size())
+    throw InteropError(
+        fmt::format("{}: key gpt2.block_count is {}: the infos of its tensors "
+                    "cannot fit in the file ({} bytes)",
+                    in.source(), c.n_layers, in.size()));
+  c.tie_weights = false, c.qkv_bias = false;  // output.weight may come; the biases always do
+  std::set<std::string> names;
+  for (const auto& t : gguf_tensors(c)) names.insert(t.name);
+  return names;
+}
+
+// What read_gguf keeps of the header: the keys above, no array longer than a tokenizer the
+// checkpoint can hold, and only the tensors of llama.cpp's gpt2 for gpt2.block_count blocks,
+// each refused as its info is read (a header of millions costs its first stranger).
+gguf::HeaderFilter model_filter(const InputBytes& in) {
+  const std::string& source = in.source();
+  gguf::HeaderFilter filter;
+  filter.key = [source](const std::string& key, uint32_t, bool is_array, uint64_t count) {
+    const gguf::KeyUse use = key_use(key);
+    if (use == gguf::KeyUse::keep && is_array && count > kMaxTokenizerEntries)
+      throw InteropError(
+          fmt::format("{}: key {} holds {} entries, more than the {} of the largest "
+                      "tokenizer attograd keeps",
+                      source, base::printable(key), count, kMaxTokenizerEntries));
+    return use;
+  };
+  auto expected = std::make_shared<std::set<std::string>>();
+  filter.tensor = [&in, expected](const gguf::File& keys, const gguf::TensorInfo& t) {
+    if (expected->empty()) *expected = tensor_names(keys, in);
+    if (!expected->count(t.name))
+      throw InteropError(
+          fmt::format("{}: tensor {} is not one of llama.cpp's gpt2 tensors for these keys",
+                      in.source(), base::printable(t.name)));
+  };
+  return filter;
+}
+
+// Keys neither read nor known, noted by name (the first kNamedSkips of those read past).
+void note_unused_keys(const gguf::File& f, const std::set<std::string>& used,
+                      std::vector<std::string>& dropped) {
+  std::vector<std::string> unused;
+  for (const auto& [key, v] : f.keys)
+    if (!used.count(key)) unused.push_back(base::printable(key));
+  unused.insert(unused.end(), f.skipped_names.begin(), f.skipped_names.end());
+  if (unused.empty()) return;
+  const uint64_t more = f.skipped_keys - f.skipped_names.size();
+  dropped.push_back(fmt::format("keys {}{}", fmt::join(unused, ", "),
+                                more ? fmt::format(" and {} more", more) : ""));
 }
 
 }  // namespace
@@ -295,18 +384,16 @@ void write_gguf(const ModelFiles& m, const std::string& path, ag::Precision dtyp
 
 ModelFiles read_gguf(const InputBytes& in) {
   const std::string& source = in.source();
-  const gguf::File f = gguf::read_header(in);
-  std::set<std::string> used{"general.alignment", "general.name", "general.file_type"};
+  const gguf::File f = gguf::read_header(in, model_filter(in));
+  std::set<std::string> used{"general.alignment"};
   ModelFiles m;
   m.format = "gguf";
   m.config = config_of(f, source, used);
+  check_import_memory(m.config, source);
   read_weights(in, f, m);
   retie_head(m);
   m.tokenizer = read_tokenizer_keys(f, m.config.vocab_size, source, used, m.dropped);
-  std::vector<std::string> unused;
-  for (const auto& [key, v] : f.keys)
-    if (!used.count(key)) unused.push_back(base::printable(key));
-  if (!unused.empty()) m.dropped.push_back(fmt::format("keys {}", fmt::join(unused, ", ")));
+  note_unused_keys(f, used, m.dropped);
   check_weights(m, source);
   return m;
 }

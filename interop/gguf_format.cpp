@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <stdexcept>
 
 #include "base/utf8.h"
 #include "interop/model_files.h"
@@ -76,10 +77,12 @@ uint32_t value_type(Cursor& at, const std::string& what, const std::string& sour
   return type;
 }
 
-Value read_value(Cursor& at, const std::string& what, const std::string& source) {
+// A value's element type, whether it is an array, and its count, bounded by the file.
+Value read_value_shape(Cursor& at, const std::string& what, const std::string& source,
+                       uint64_t& count) {
   Value v;
   v.type = value_type(at, what, source);
-  uint64_t count = 1;
+  count = 1;
   if (v.type == kArray) {
     v.is_array = true;
     v.type = value_type(at, what + " (its element type)", source);
@@ -93,8 +96,13 @@ Value read_value(Cursor& at, const std::string& what, const std::string& source)
                       "in the file hold",
                       source, what, count, value_type_name(v.type), at.remaining()));
   }
-  for (uint64_t i = 0; i < count; ++i) read_element(at, v.type, v, what, source);
   return v;
+}
+
+// Past a value's elements, storing nothing.
+void skip_elements(Cursor& at, uint32_t type, uint64_t count, const std::string& what) {
+  if (type != kString) return at.skip(count * value_bytes(type), what);  // bounded: shape
+  for (uint64_t i = 0; i < count; ++i) at.skip_string(what);
 }
 
 uint64_t aligned(uint64_t offset, uint64_t alignment) {
@@ -242,7 +250,45 @@ StoredType stored_type(uint32_t tensor_type) {
                                : StoredType::bf16;
 }
 
+namespace {
+
+// The keys: each value kept or read past as the filter says.
+void read_keys(Cursor& at, uint64_t key_count, const HeaderFilter& filter, File& f,
+               const std::string& source) {
+  std::set<std::string> seen;  // the kept keys' names
+  for (uint64_t i = 0; i < key_count; ++i) {
+    std::string key = at.string(fmt::format("key {} (its name)", i));
+    if (key.size() > kMaxKeyBytes)
+      throw InteropError(fmt::format("{}: key {} has a name of {} bytes (at most {})", source, i,
+                                     key.size(), kMaxKeyBytes));
+    const std::string named = "key " + base::printable(key);
+    uint64_t count = 0;
+    Value v = read_value_shape(at, named, source, count);
+    const KeyUse use = filter.key(key, v.type, v.is_array, count);
+    if (use != KeyUse::keep) {
+      skip_elements(at, v.type, count, named);
+      if (use == KeyUse::ignore) continue;
+      if (f.skipped_names.size() < kNamedSkips) f.skipped_names.push_back(base::printable(key));
+      ++f.skipped_keys;
+      continue;
+    }
+    if (!seen.insert(key).second)
+      throw InteropError(fmt::format("{}: {} appears twice", source, named));
+    for (uint64_t e = 0; e < count; ++e) read_element(at, v.type, v, named, source);
+    f.keys.emplace_back(std::move(key), std::move(v));
+  }
+}
+
+}  // namespace
+
 File read_header(const InputBytes& in) {
+  HeaderFilter all;
+  all.key = [](const std::string&, uint32_t, bool, uint64_t) { return KeyUse::keep; };
+  all.tensor = [](const File&, const TensorInfo&) {};
+  return read_header(in, all);
+}
+
+File read_header(const InputBytes& in, const HeaderFilter& filter) {
   const std::string& source = in.source();
   Cursor at(in, 0);
   const uint32_t magic = at.u32("the magic");
@@ -263,22 +309,12 @@ File read_header(const InputBytes& in) {
     throw InteropError(fmt::format("{}: the tensor count {} cannot fit in the file ({} bytes)",
                                    source, tensor_count, in.size()));
   File f;
-  std::set<std::string> seen;
-  for (uint64_t i = 0; i < key_count; ++i) {
-    std::string key = at.string(fmt::format("key {} (its name)", i));
-    if (key.size() > kMaxKeyBytes)
-      throw InteropError(fmt::format("{}: key {} has a name of {} bytes (at most {})", source, i,
-                                     key.size(), kMaxKeyBytes));
-    const std::string named = "key " + base::printable(key);
-    if (!seen.insert(key).second)
-      throw InteropError(fmt::format("{}: {} appears twice", source, named));
-    Value v = read_value(at, named, source);
-    f.keys.emplace_back(std::move(key), std::move(v));
-  }
+  read_keys(at, key_count, filter, f, source);
   f.alignment = read_alignment(f, source);
-  seen.clear();
+  std::set<std::string> seen;
   for (uint64_t i = 0; i < tensor_count; ++i) {
     TensorInfo t = read_tensor_info(at, i, f, in.size(), source);
+    filter.tensor(f, t);
     if (!seen.insert(t.name).second)
       throw InteropError(
           fmt::format("{}: tensor {} appears twice", source, base::printable(t.name)));
@@ -295,13 +331,26 @@ File read_header(const InputBytes& in) {
 }
 
 std::vector<float> read_tensor(const InputBytes& in, const File& file, const TensorInfo& t) {
-  std::string bytes(t.bytes(), '\0');
-  in.read(file.data_start + t.offset, bytes.data(), bytes.size(),
-          "tensor " + base::printable(t.name));
   std::vector<float> values(t.elements());
-  read_floats(bytes.data(), static_cast<int64_t>(values.size()), stored_type(t.type),
-              values.data());
+  read_tensor_into(in, file, t, 0, values.size(), values.data());
   return values;
+}
+
+void read_tensor_into(const InputBytes& in, const File& file, const TensorInfo& t, uint64_t first,
+                      uint64_t count, float* out) {
+  if (first > t.elements() || count > t.elements() - first)
+    throw std::logic_error("read_tensor_into: elements past the tensor's");
+  const StoredType type = stored_type(t.type);
+  const uint64_t size = stored_bytes(type);
+  constexpr uint64_t kPiece = uint64_t{1} << 20;  // bytes of the file at once
+  std::vector<char> piece(std::min(kPiece, count * size));
+  const std::string what = "tensor " + base::printable(t.name);
+  for (uint64_t done = 0; done < count;) {
+    const uint64_t n = std::min(kPiece / size, count - done);
+    in.read(file.data_start + t.offset + (first + done) * size, piece.data(), n * size, what);
+    read_floats(piece.data(), static_cast<int64_t>(n), type, out + done);
+    done += n;
+  }
 }
 
 uint64_t write_header(File& file, const ByteSink& out) {

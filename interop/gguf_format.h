@@ -6,6 +6,7 @@
 // alignment (general.alignment, default 32), the data. Only what a model of floats needs is
 // read: arrays of arrays, and tensors other than F32, F16 and BF16, are refused by name.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,8 +72,23 @@ struct File {
   std::vector<TensorInfo> tensors;                  // in file order
   uint64_t alignment = kDefaultAlignment;
   uint64_t data_start = 0;  // the data section's offset in the file (read files)
+  // keys read past (HeaderFilter): how many, and the first kNamedSkips names, for notes
+  uint64_t skipped_keys = 0;
+  std::vector<std::string> skipped_names;
 
   const Value* find(const std::string& key) const;
+};
+
+// What a model reader keeps of a header: a key's value only when `key` says so, given its
+// name, element type, whether it is an array and its count, before any element is read (it
+// may throw to refuse a count); the others are read past, nothing of them stored (so they
+// are not checked for appearing twice). `tensor` sees each tensor info, with the keys kept,
+// before it is stored, and throws to refuse one the model does not have.
+enum class KeyUse { keep, skip, ignore };  // skip: counted and named in notes; ignore: not
+inline constexpr size_t kNamedSkips = 16;
+struct HeaderFilter {
+  std::function<KeyUse(const std::string& key, uint32_t type, bool is_array, uint64_t count)> key;
+  std::function<void(const File& keys, const TensorInfo& tensor)> tensor;
 };
 
 // The header and tensor infos of a GGUF file, every count, length and offset bounded by the
@@ -81,9 +97,13 @@ struct File {
 // more than 4 dims, tensor data outside the file, unaligned or overlapping: InteropErrors
 // naming the file and the key or tensor.
 File read_header(const InputBytes& in);
+File read_header(const InputBytes& in, const HeaderFilter& filter);
 
 // A tensor's elements as floats (F32, F16, BF16; exact).
 std::vector<float> read_tensor(const InputBytes& in, const File& file, const TensorInfo& t);
+// count elements from element `first` on, straight into out (a MiB of the file at a time).
+void read_tensor_into(const InputBytes& in, const File& file, const TensorInfo& t, uint64_t first,
+                      uint64_t count, float* out);
 
 // The stored type of a tensor type (F32, F16, BF16).
 StoredType stored_type(uint32_t tensor_type);

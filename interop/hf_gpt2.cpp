@@ -13,6 +13,8 @@
 #include "base/json.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
+#include "interop/import_memory.h"
+#include "interop/json_stream.h"
 #include "interop/tokenizer_files.h"
 
 namespace interop {
@@ -130,15 +132,65 @@ double dropout_of(const ConfigKeys& k, std::vector<std::string>& notes) {
   return resid;
 }
 
-// Reads and parses a small JSON file (a config) from elsewhere.
-json read_json_file(const std::string& path, const std::string& what) {
-  try {
-    return base::parse_json(base::read_input_file(path, what, kMaxConfigBytes));
-  } catch (const base::JsonError& e) {
-    throw InteropError(fmt::format("{}: {}", path, e.what()));
-  } catch (const base::FileError& e) {
-    throw InteropError(e.what());
+// The keys of config.json attograd reads (ConfigKeys's callers); the rest are skipped as
+// they are read, never stored.
+const std::set<std::string>& config_keys_read() {
+  static const std::set<std::string> keys = {"model_type",
+                                             "architectures",
+                                             "activation_function",
+                                             "layer_norm_epsilon",
+                                             "scale_attn_weights",
+                                             "scale_attn_by_inverse_layer_idx",
+                                             "add_cross_attention",
+                                             "reorder_and_upcast_attn",
+                                             "vocab_size",
+                                             "n_positions",
+                                             "n_ctx",
+                                             "n_embd",
+                                             "n_layer",
+                                             "n_head",
+                                             "n_inner",
+                                             "resid_pdrop",
+                                             "embd_pdrop",
+                                             "attn_pdrop",
+                                             "tie_word_embeddings"};
+  return keys;
+}
+
+// config.json's top object with the keys read (each at most 64 values: "architectures" is
+// a short list); a JSON text that is not an object is refused.
+struct ConfigReader final : JsonReader {
+  json kept = json::object();
+  std::string source;
+  void open(bool object) override {
+    if (!object) throw InteropError(fmt::format("{}: is an array, not a JSON object", source));
   }
+  Use use(const std::string& key, size_t) override {
+    if (kept.contains(key))
+      throw InteropError(fmt::format("{}: the key {} appears twice", source, quoted(key)));
+    return config_keys_read().count(key) ? keep(64) : skip();
+  }
+  void value(const std::string& key, size_t, json v) override { kept[key] = std::move(v); }
+};
+
+// A JSON text of at most kMaxConfigBytes read by `reader` as it streams (json_stream.h).
+void read_json_file(const std::string& path, JsonReader& reader) {
+  const InputBytes in = InputBytes::open(path);
+  if (in.size() > static_cast<uint64_t>(kMaxConfigBytes))
+    throw InteropError(fmt::format("{}: {} bytes, more than the {} such a file may have", path,
+                                   in.size(), kMaxConfigBytes));
+  try {
+    read_json(in, 0, in.size(), reader, kMaxConfigBytes);
+  } catch (const JsonStreamError& e) {
+    throw InteropError(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+json read_config_file(const std::string& path) {
+  ConfigReader reader;
+  reader.source = path;
+  read_json_file(path, reader);
+  return std::move(reader.kept);
 }
 
 // --------------------------------------------------------------- the weights' layouts
@@ -212,6 +264,38 @@ bool is_mask_buffer(const std::string& name, int64_t n_layers) {
   if (rest != ".attn.bias" && rest != ".attn.masked_bias") return false;
   return std::stoll(name.substr(2, end - 2)) < n_layers;
 }
+
+// The name without the "transformer." prefix.
+std::string unprefixed(const std::string& name) {
+  return name.rfind(kPrefix, 0) == 0 ? name.substr(sizeof(kPrefix) - 1) : name;
+}
+
+// What the files may hold for this config: GPT-2's tensors (with or without the prefix),
+// lm_head.weight, the mask buffers of its blocks; anything else is refused as the header
+// names it, before it is stored (SafetensorsReader::Filter), so a header of a million
+// entries costs its first.
+struct ExpectedNames {
+  std::set<std::string> names;
+  int64_t n_layers = 0;
+
+  explicit ExpectedNames(const nn::GPTConfig& c) : n_layers(c.n_layers) {
+    for (const auto& t : hf_gpt2_tensors(c)) names.insert(t.name);
+    names.insert("lm_head.weight");
+  }
+  bool holds(const std::string& name) const {
+    const std::string bare = unprefixed(name);
+    return names.count(bare) || is_mask_buffer(bare, n_layers);
+  }
+  SafetensorsReader::Filter filter(const std::string& source) const {
+    return [this, source](const std::string& name) {
+      if (!holds(name))
+        throw InteropError(
+            fmt::format("{}: tensor {} is not part of GPT-2 (GPT2LMHeadModel) as "
+                        "config.json states it",
+                        source, quoted(name)));
+    };
+  }
+};
 
 // A tensor of the model's files: which file, which entry.
 struct Located {
@@ -301,13 +385,16 @@ void check_found(const std::vector<HfTensor>& tensors, const Found& found, const
   }
 }
 
-void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m) {
+void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
+                  int64_t tokenizer_bytes) {
   const auto tensors = hf_gpt2_tensors(m.config);
   std::set<std::string> expected;
   for (const auto& t : tensors) expected.insert(t.name);
   const Found found = file_tensors(files, m.config, expected, m);
   check_found(tensors, found, m, files.front().source());
   check_size(files, m.config);
+  check_import_memory(m.config, files.size() == 1 ? files.front().source() : "the model's shards",
+                      tokenizer_bytes);
   for (const auto& t : tensors) {
     const Located& at = found.at(t.name);
     if (t.layout == HfLayout::same) {  // straight into the parameter: no copy
@@ -329,28 +416,74 @@ bool is_plain_file_name(const std::string& name) {
   return true;
 }
 
+// model.safetensors.index.json, streamed: its weight_map (tensor -> shard file), each
+// tensor one the model holds (else refused as it is read), each file a plain name of the
+// folder; the rest of the index skipped.
+struct IndexReader final : JsonReader {
+  std::string source;
+  const ExpectedNames& expected;
+  std::map<std::string, std::string> shard_of;  // tensor -> file
+  bool found = false;
+
+  IndexReader(std::string index, const ExpectedNames& names)
+      : source(std::move(index)), expected(names) {}
+  Use use(const std::string& key, size_t) override {
+    if (key != "weight_map") return skip();
+    if (found) throw InteropError(fmt::format("{}: the key 'weight_map' appears twice", source));
+    found = true;
+    return stream();
+  }
+  void value(const std::string&, size_t, json v) override {
+    throw InteropError(
+        fmt::format("{}: weight_map is {}, not an object", source, base::json_kind(v)));
+  }
+  JsonReader& nested(const std::string&, size_t) override { return map; }
+
+  struct WeightMap final : JsonReader {
+    IndexReader& index;
+    explicit WeightMap(IndexReader& i) : index(i) {}
+    void open(bool object) override {
+      if (!object)
+        throw InteropError(fmt::format("{}: weight_map is an array, not an object", index.source));
+    }
+    Use use(const std::string& tensor, size_t) override {
+      if (!index.expected.holds(tensor))
+        throw InteropError(fmt::format(
+            "{}: weight_map names tensor {}, which is not part of GPT-2 (GPT2LMHeadModel) as "
+            "config.json states it",
+            index.source, quoted(tensor)));
+      if (index.shard_of.count(tensor))
+        throw InteropError(
+            fmt::format("{}: weight_map names tensor {} twice", index.source, quoted(tensor)));
+      return keep(1);
+    }
+    void value(const std::string& tensor, size_t, json file) override {
+      if (!file.is_string() || !is_plain_file_name(file.get<std::string>()))
+        throw InteropError(fmt::format("{}: weight_map {} names {}, not a file of the folder",
+                                       index.source, quoted(tensor), base::json_quote(file)));
+      index.shard_of[tensor] = file.get<std::string>();
+    }
+  } map{*this};
+};
+
 // model.safetensors.index.json's shards, each opened and checked; every tensor must be in
 // the shard its weight_map names.
-std::vector<SafetensorsReader> open_shards(const fs::path& folder) {
+std::vector<SafetensorsReader> open_shards(const fs::path& folder, const ExpectedNames& expected) {
   const std::string index = (folder / "model.safetensors.index.json").string();
-  const json j = read_json_file(index, "safetensors index");
-  const auto map = j.is_object() ? j.find("weight_map") : j.end();
-  if (map == j.end() || !map->is_object())
-    throw InteropError(fmt::format("{}: no weight_map object", index));
-  std::map<std::string, std::string> shard_of;  // tensor -> file
+  IndexReader reader(index, expected);
+  read_json_file(index, reader);
+  if (!reader.found) throw InteropError(fmt::format("{}: no weight_map object", index));
+  const std::map<std::string, std::string>& shard_of = reader.shard_of;
   std::set<std::string> names;
-  for (const auto& [tensor, file] : map->items()) {
-    if (!file.is_string() || !is_plain_file_name(file.get<std::string>()))
-      throw InteropError(fmt::format("{}: weight_map {} names {}, not a file of the folder", index,
-                                     quoted(tensor), base::json_quote(file)));
-    shard_of[tensor] = file.get<std::string>();
-    names.insert(file.get<std::string>());
-  }
+  for (const auto& [tensor, file] : shard_of) names.insert(file);
   if (names.empty() || names.size() > kMaxShards)
     throw InteropError(
         fmt::format("{}: weight_map names {} files (1 to {})", index, names.size(), kMaxShards));
   std::vector<SafetensorsReader> shards;
-  for (const auto& name : names) shards.emplace_back((folder / name).string());
+  for (const auto& name : names) {
+    const std::string file = (folder / name).string();
+    shards.emplace_back(file, expected.filter(file), false);
+  }
   size_t held = 0;
   for (const auto& in : shards)
     for (const auto& e : in.entries()) {
@@ -368,20 +501,20 @@ std::vector<SafetensorsReader> open_shards(const fs::path& folder) {
 
 // The folder and the weights of a path: a folder with model.safetensors (or its shards and
 // their index), or a .safetensors file.
-std::pair<std::string, std::vector<SafetensorsReader>> locate(const std::string& path) {
+std::vector<SafetensorsReader> locate(const std::string& path, const ExpectedNames& expected) {
   std::error_code ec;
   std::vector<SafetensorsReader> files;
   if (!fs::is_directory(path, ec)) {
-    files.emplace_back(path);
-    return {fs::path(path).parent_path().string(), std::move(files)};
+    files.emplace_back(path, expected.filter(path), false);
+    return files;
   }
   const fs::path folder(path);
   const std::string weights = (folder / "model.safetensors").string();
   if (fs::exists(weights, ec)) {
-    files.emplace_back(weights);
-    return {path, std::move(files)};
+    files.emplace_back(weights, expected.filter(weights), false);
+    return files;
   }
-  if (fs::exists(folder / "model.safetensors.index.json", ec)) return {path, open_shards(folder)};
+  if (fs::exists(folder / "model.safetensors.index.json", ec)) return open_shards(folder, expected);
   if (fs::exists(folder / "pytorch_model.bin", ec))
     throw InteropError(
         fmt::format("{}: only pytorch_model.bin (a Python pickle, which attograd "
@@ -493,13 +626,14 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
                     path));
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
-  m.config =
-      gpt2_config_from_json(read_json_file(config_path, "config file"), config_path, m.dropped);
+  m.config = gpt2_config_from_json(read_config_file(config_path), config_path, m.dropped);
   std::string source;
   {
-    const auto files = locate(path).second;
+    const ExpectedNames expected(m.config);
+    const auto files = locate(path, expected);
     source = files.size() == 1 ? files.front().source() : path;
-    read_weights(files, m);
+    read_weights(files, m,
+                 tokenizer_folder_bytes(tokenizer_folder.empty() ? folder : tokenizer_folder));
   }
   m.tokenizer = read_tokenizer_folder(tokenizer_folder.empty() ? folder : tokenizer_folder,
                                       !tokenizer_folder.empty());

@@ -102,6 +102,19 @@ uint64_t Cursor::u64(const std::string& what) {
   return v;
 }
 
+void Cursor::skip(uint64_t n, const std::string& what) {
+  if (!in_.holds(offset_, n))
+    throw InteropError(
+        fmt::format("{}: {} ({} bytes at offset {}) lies past the end of the "
+                    "file ({} bytes)",
+                    in_.source(), what, n, offset_, in_.size()));
+  offset_ += n;
+}
+
+void Cursor::skip_string(const std::string& what) {
+  skip(u64(what + " (its length)"), what);
+}
+
 std::string Cursor::string(const std::string& what) {
   const uint64_t n = u64(what + " (its length)");
   if (n > remaining())

@@ -53,6 +53,9 @@ class Cursor {
   uint64_t u64(const std::string& what);
   // A length (uint64) then that many bytes; the length is bounded by what the file has left.
   std::string string(const std::string& what);
+  // Past n bytes (within the file), or past a length-prefixed string, reading nothing.
+  void skip(uint64_t n, const std::string& what);
+  void skip_string(const std::string& what);
 
  private:
   const InputBytes& in_;

@@ -8,6 +8,10 @@
 //   model_files.h   ModelFiles, check_weights (what every reader ends with)
 //   input_bytes.h   a hostile file read at the offsets its header states, every read
 //                   bounded by the file's size (InputBytes, Cursor); bytes in memory alike
+//   json_stream.h   JSON read as it streams past, keeping only the members a reader asks
+//                   for (safetensors headers, config.json, the shards' index)
+//   import_memory.h the import's memory plan, checked against available memory and
+//                   ulimit -v before any tensor is read
 //   float_codec.h   float32 weights to and from F32, BF16 (rounded to nearest even), F16
 //   llmc.h          llm.c's checkpoint (gpt2_124M.bin): read_llmc_weights, write_llmc
 //   gguf_format.h   the GGUF v3 container: keys, tensor infos, aligned data
@@ -23,5 +27,6 @@
 //                   model_files_of)
 //
 // Every file read here comes from elsewhere: lengths and offsets are bounded before any
-// allocation or read, and errors name the file and the field (InteropError).
+// allocation or read, and errors name the file and the field (InteropError). A reader keeps
+// only what the model will hold: what it does not use is read past, never stored.
 #include "interop/model_files.h"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/atomic_file.h"
+#include "interop/import_memory.h"
 #include "interop/tokenizer_files.h"
 #include "io/tokenizer_section.h"
 
@@ -122,7 +123,7 @@ uint64_t llmc_elements(const Header& h) {
 
 }  // namespace
 
-ModelFiles read_llmc_weights(const InputBytes& in) {
+ModelFiles read_llmc_weights(const InputBytes& in, int64_t tokenizer_bytes) {
   const std::string& source = in.source();
   Header h;
   in.read(0, h.ints.data(), sizeof h.ints, "the header (256 int32)");
@@ -136,6 +137,7 @@ ModelFiles read_llmc_weights(const InputBytes& in) {
         "{}: the file is {} bytes; its header (version {}, maxT {}, V {}, L {}, NH {}, C {}, Vp "
         "{}) needs exactly {}",
         source, in.size(), h.ints[1], h.maxT(), h.V(), h.L(), h.NH(), h.C(), h.Vp(), expected));
+  check_import_memory(m.config, source, tokenizer_bytes);
   std::map<std::string, ag::Shape> shapes;
   for (const auto& [name, shape] : m.config.parameter_shapes()) shapes.emplace(name, shape);
   uint64_t offset = sizeof h.ints;
@@ -168,7 +170,8 @@ ModelFiles read_llmc(const std::string& path, const std::string& tokenizer_folde
                     path));
   std::optional<io::TokenizerSection> tokenizer = read_tokenizer_folder(tokenizer_folder, true);
   const int64_t tokens = io::make_tokenizer(*tokenizer)->vocab_size();
-  ModelFiles m = read_llmc_weights(InputBytes::open(path));
+  ModelFiles m =
+      read_llmc_weights(InputBytes::open(path), tokenizer_folder_bytes(tokenizer_folder));
   if (tokens != m.config.vocab_size)
     throw InteropError(fmt::format("{}: header[3] (V) is {}, but the tokenizer in {} has {} tokens",
                                    path, m.config.vocab_size, tokenizer_folder, tokens));

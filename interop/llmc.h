@@ -27,8 +27,10 @@ inline constexpr int64_t kLlmcVocabMultiple = 128;  // llm.c pads V up to a mult
 // The weights and config of an llm.c checkpoint (no tokenizer: llm.c keeps none in it). The
 // header is checked field by field and the file's size against what the header needs before
 // anything is allocated; the padding rows of wte are dropped (noted in `dropped`). Errors
-// are InteropErrors naming the file and the header field or tensor.
-ModelFiles read_llmc_weights(const InputBytes& in);
+// are InteropErrors naming the file and the header field or tensor. The import's memory plan
+// (import_memory.h, with tokenizer_bytes for a tokenizer read beside it) is checked before
+// any tensor is allocated.
+ModelFiles read_llmc_weights(const InputBytes& in, int64_t tokenizer_bytes = 0);
 
 // read_llmc_weights of the file at path, with GPT-2's tokenizer from the files in
 // tokenizer_folder (vocab.json + merges.txt, or encoder.json + vocab.bpe), whose vocabulary

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/atomic_file.h"
 #include "base/json.h"
 #include "base/utf8.h"
+#include "interop/json_stream.h"
 #include "interop/model_files.h"
 
 namespace interop {
@@ -137,18 +139,74 @@ void check_tiling(std::vector<SafetensorsEntry>& entries, uint64_t region,
                     source, at, region));
 }
 
-void parse_metadata(const json& value, const std::string& source,
-                    std::map<std::string, std::string>& out) {
-  if (!value.is_object())
-    throw InteropError(
-        fmt::format("{}: __metadata__ is {}, not an object", source, base::json_kind(value)));
-  for (const auto& [key, v] : value.items()) {
-    if (!v.is_string())
-      throw InteropError(fmt::format("{}: __metadata__ {} is {}, not a string", source, quoted(key),
-                                     base::json_kind(v)));
-    out[key] = v.get<std::string>();
+// The header's top object, read as it streams past (json_stream.h): each tensor's entry, a
+// tree of at most kEntryValues values, is checked and kept as a SafetensorsEntry (or
+// refused by the caller's filter before it is stored); __metadata__'s strings are kept only
+// when asked for. Nothing else of the text is held.
+class HeaderReader final : public JsonReader {
+ public:
+  HeaderReader(const std::string& source, uint64_t region, const SafetensorsReader::Filter& filter,
+               bool keep_metadata, std::vector<SafetensorsEntry>& entries,
+               std::map<std::string, std::string>& metadata)
+      : source_(source),
+        region_(region),
+        filter_(filter),
+        keep_metadata_(keep_metadata),
+        entries_(entries),
+        metadata_(metadata) {}
+
+  void open(bool object) override {
+    if (!object)
+      throw InteropError(fmt::format("{}: header is {}, not a JSON object", source_,
+                                     object ? "an object" : "an array"));
   }
-}
+  Use use(const std::string& key, size_t) override {
+    if (!names_.insert(key).second)
+      throw InteropError(fmt::format("{}: tensor {} appears twice", source_, quoted(key)));
+    if (key == "__metadata__") return stream();
+    if (filter_) filter_(key);  // refused here: nothing of it is stored
+    return keep(kEntryValues);
+  }
+  void value(const std::string& key, size_t, json v) override {
+    if (key == "__metadata__")
+      throw InteropError(
+          fmt::format("{}: __metadata__ is {}, not an object", source_, base::json_kind(v)));
+    entries_.push_back(parse_entry(key, v, source_ + ": tensor " + quoted(key), region_));
+  }
+  JsonReader& nested(const std::string&, size_t) override { return metadata_reader_; }
+
+ private:
+  // shape (8 dimensions, a ninth to be named), data_offsets, dtype and their containers
+  static constexpr size_t kEntryValues = 24;
+
+  // __metadata__: strings, each kept only when asked for
+  struct MetadataReader final : JsonReader {
+    HeaderReader& h;
+    explicit MetadataReader(HeaderReader& header) : h(header) {}
+    void open(bool object) override {
+      if (!object)
+        throw InteropError(fmt::format("{}: __metadata__ is an array, not an object", h.source_));
+    }
+    Use use(const std::string&, size_t) override { return keep(1); }
+    void value(const std::string& key, size_t, json v) override {
+      if (!v.is_string())
+        throw InteropError(fmt::format("{}: __metadata__ {} is {}, not a string", h.source_,
+                                       quoted(key), base::json_kind(v)));
+      if (h.keep_metadata_ && !h.metadata_.emplace(key, v.get<std::string>()).second)
+        throw InteropError(
+            fmt::format("{}: __metadata__ {} appears twice", h.source_, quoted(key)));
+    }
+  };
+
+  const std::string& source_;
+  uint64_t region_;
+  const SafetensorsReader::Filter& filter_;
+  bool keep_metadata_;
+  std::vector<SafetensorsEntry>& entries_;
+  std::map<std::string, std::string>& metadata_;
+  std::set<std::string> names_;  // the entries' names: as many as the filter lets through
+  MetadataReader metadata_reader_{*this};
+};
 
 }  // namespace
 
@@ -161,15 +219,17 @@ const char* dtype_name(StoredType d) {
   return "?";
 }
 
-SafetensorsReader::SafetensorsReader(const std::string& path)
-    : SafetensorsReader(InputBytes::open(path)) {}
+SafetensorsReader::SafetensorsReader(const std::string& path, const Filter& filter,
+                                     bool keep_metadata)
+    : SafetensorsReader(InputBytes::open(path), filter, keep_metadata) {}
 
 SafetensorsReader SafetensorsReader::from_bytes(std::string bytes, const std::string& source) {
-  return SafetensorsReader(InputBytes::of(std::move(bytes), source));
+  return SafetensorsReader(InputBytes::of(std::move(bytes), source), {}, true);
 }
 
 // The header length is bounded before the header is read.
-SafetensorsReader::SafetensorsReader(InputBytes in) : in_(std::move(in)) {
+SafetensorsReader::SafetensorsReader(InputBytes in, const Filter& filter, bool keep_metadata)
+    : in_(std::move(in)) {
   const uint64_t size = in_.size();
   if (size < 8)
     throw InteropError(
@@ -182,29 +242,13 @@ SafetensorsReader::SafetensorsReader(InputBytes in) : in_(std::move(in)) {
                     "header)",
                     source(), n, n > size - 8 ? "past the end of the file" : "too large", size,
                     kMaxSafetensorsHeader));
-  std::string header(n, '\0');
-  in_.read(8, header.data(), n, "the header");
   data_start_ = 8 + n;
-  parse(header);
-}
-
-void SafetensorsReader::parse(std::string_view header) {
-  json top;
-  try {
-    top = base::parse_json(header);
-  } catch (const base::JsonError& e) {
-    throw InteropError(fmt::format("{}: header: {}", source(), e.what()));
-  }
-  if (!top.is_object())
-    throw InteropError(
-        fmt::format("{}: header is {}, not a JSON object", source(), base::json_kind(top)));
   const uint64_t region = in_.size() - data_start_;
-  for (const auto& [name, value] : top.items()) {
-    if (name == "__metadata__") {
-      parse_metadata(value, source(), metadata_);
-      continue;
-    }
-    entries_.push_back(parse_entry(name, value, source() + ": tensor " + quoted(name), region));
+  HeaderReader header(source(), region, filter, keep_metadata, entries_, metadata_);
+  try {
+    read_json(in_, 8, n, header, kMaxSafetensorsString);
+  } catch (const JsonStreamError& e) {
+    throw InteropError(fmt::format("{}: header: {}", source(), e.what()));
   }
   check_tiling(entries_, region, source());
   for (size_t i = 0; i < entries_.size(); ++i) by_name_.emplace(entries_[i].name, i);

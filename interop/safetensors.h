@@ -3,7 +3,7 @@
 // uint64 N), N bytes of JSON {"name": {"dtype", "shape", "data_offsets": [begin, end]},
 // "__metadata__": {string: string}}, then the data region the offsets point into.
 //
-//   interop::SafetensorsReader in("model.safetensors");   // header read and checked whole
+//   interop::SafetensorsReader in("model.safetensors");   // header streamed and checked
 //   for (const auto& e : in.entries()) { ag::Tensor t = in.read(e); ... }   // float32
 //
 //   std::vector<interop::SafetensorsTensor> out = {{"wte.weight", {V, d}, fill_wte}};
@@ -32,6 +32,9 @@ namespace interop {
 
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;  // bytes of JSON
 inline constexpr size_t kMaxSafetensorsRank = 8;
+// No tensor name or metadata value comes near it; a longer string is refused while it is
+// read, so the header's text is never in memory whole, even as one string.
+inline constexpr size_t kMaxSafetensorsString = size_t{1} << 20;
 
 // safetensors' name of an element type: "F32", "F16", "BF16"
 const char* dtype_name(StoredType d);
@@ -45,9 +48,16 @@ struct SafetensorsEntry {
 
 class SafetensorsReader {
  public:
+  // Called with each tensor's name as the header is read, before its entry is stored: it
+  // throws to refuse a tensor its caller has no use for, so a header of a million entries
+  // costs nothing but its first unwanted one.
+  using Filter = std::function<void(const std::string& name)>;
+
   // Opens a regular file (a FIFO or a device is refused before it is opened) and checks its
-  // header; source is how messages name it.
-  explicit SafetensorsReader(const std::string& path);
+  // header, streamed a MiB at a time (json_stream.h), never held whole; source is how
+  // messages name it. __metadata__ is checked (strings) and kept only when keep_metadata.
+  explicit SafetensorsReader(const std::string& path, const Filter& filter = {},
+                             bool keep_metadata = true);
   // The same over bytes in memory (tests, the fuzz target).
   static SafetensorsReader from_bytes(std::string bytes, const std::string& source);
 
@@ -64,8 +74,7 @@ class SafetensorsReader {
   ag::Tensor read(const SafetensorsEntry& e) const;
 
  private:
-  explicit SafetensorsReader(InputBytes in);
-  void parse(std::string_view header);
+  SafetensorsReader(InputBytes in, const Filter& filter, bool keep_metadata);
 
   InputBytes in_;
   uint64_t data_start_ = 0;  // 8 + header length

@@ -44,6 +44,17 @@ std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& fol
   }
 }
 
+int64_t tokenizer_folder_bytes(const std::string& folder) {
+  std::error_code ec;
+  uint64_t bytes = 0;
+  for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"}) {
+    const fs::path file = fs::path(folder.empty() ? "." : folder) / name;
+    const auto status = fs::symlink_status(file, ec);
+    if (!ec && fs::is_regular_file(status)) bytes += fs::file_size(file, ec);
+  }
+  return static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX / 8) * 4);
+}
+
 std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer) {
   const data::TokenizerKind kind = io::tokenizer_kind(tokenizer);
   if (kind == data::TokenizerKind::chars || kind == data::TokenizerKind::none) return std::nullopt;

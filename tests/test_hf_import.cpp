@@ -311,8 +311,13 @@ TEST_CASE("a sharded Hugging Face folder is read through its index, which must n
                j["weight_map"][tensors[0].name] = "model-00002-of-00002.safetensors";
              }),
              Contains("is not where"));
+  CHECK_THAT(lying([&](auto& j) {
+               j["weight_map"]["h.0.attn.bias"] = "model-00002-of-00002.safetensors";
+             }),
+             Contains("its shards hold"));
+  // a tensor the model does not have is refused as the index is read, not stored
   CHECK_THAT(
       lying([&](auto& j) { j["weight_map"]["extra.weight"] = "model-00002-of-00002.safetensors"; }),
-      Contains("its shards hold"));
+      Contains("weight_map names tensor 'extra.weight', which is not part of GPT-2"));
   CHECK_THAT(lying([&](auto& j) { j.erase("weight_map"); }), Contains("no weight_map object"));
 }

@@ -360,7 +360,10 @@ TEST_CASE("a GGUF model whose keys or tensors lie is refused naming the key or t
                   "tensor blk.1.attn_norm.weight is not one of llama.cpp's gpt2 tensors");
   require_refused(edit([](gguf::File& f) { set_key(f, "gpt2.context_length", Value::u32(8)); }),
                   "tensor position_embd.weight has ne [32, 16], the keys need [32, 8]");
+  // a stranger is refused as its info is read, before the rest of the header is stored
   require_refused(edit([](gguf::File& f) { f.tensors[0].name = "tok_embd.weight"; }),
+                  "tensor tok_embd.weight is not one of llama.cpp's gpt2 tensors");
+  require_refused(edit([](gguf::File& f) { f.tensors.erase(f.tensors.begin()); }),
                   "no tensor token_embd.weight");
   require_refused(edit([](gguf::File& f) {
                     f.tensors[0].ne = {32, 25, 2};

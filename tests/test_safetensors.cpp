@@ -194,6 +194,8 @@ TEST_CASE("safetensors headers that are not what the format says are refused", "
   CHECK_THAT(refusal(image(R"({"__metadata__":{"k":1},"a":)" + entry + "}", data)),
              Contains("__metadata__ 'k' is an unsigned integer, not a string"));
   CHECK_THAT(refusal(image(std::string(20, '[') + std::string(20, ']'), data)),
+             Contains("header is an array, not a JSON object"));
+  CHECK_THAT(refusal(image("{\"a\":" + std::string(20, '[') + std::string(20, ']') + "}", data)),
              Contains("deeper than"));
   // spaces after the JSON, as the format allows for alignment
   CHECK_NOTHROW(interop::SafetensorsReader::from_bytes(image(R"({"a":)" + entry + "}    ", data),

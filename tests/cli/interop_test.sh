@@ -3,7 +3,8 @@
 # folders and (llmc_gguf_*) llm.c checkpoints and GGUF files:
 #   interop_test.sh SCENARIO PATH/TO/attograd
 set -euo pipefail
-source "$(dirname "$0")/scenario_lib.sh" "$@"
+here=$(cd "$(dirname "$0")" && pwd)  # before scenario_lib.sh moves into a temporary folder
+source "$here/scenario_lib.sh" "$@"
 
 # A small GPT-2-shaped model (biases in W_query/W_key/W_value, tied head) on a byte
 # tokenizer, exported as a Hugging Face folder and imported back.
@@ -55,11 +56,11 @@ import_errors)
   # Hostile or foreign files: one line naming the file and the field, exit 2, nothing written.
   mkdir m
   printf '{"model_type": "llama"}' > m/config.json
-  printf '\x10\0\0\0\0\0\0\0{"a":1}         ' > m/model.safetensors
+  printf '\x18\0\0\0\0\0\0\0{"wte.weight":1}        ' > m/model.safetensors
   expect_usage_error "m/config.json: model_type is 'llama': only GPT-2 (gpt2) is read" \
     "$bin" import m --out out.h5
   printf '{}' > m/config.json
-  expect_usage_error "m/model.safetensors: tensor 'a': is an unsigned integer, not an object" \
+  expect_usage_error "m/model.safetensors: tensor 'wte.weight': is an unsigned integer, not an object" \
     "$bin" import m --out out.h5
   printf '\xff\0\0\0\0\0\0\0{}' > m/model.safetensors
   expect_usage_error "m/model.safetensors: header length 255 is past the end of the file" \
@@ -128,6 +129,31 @@ llmc_gguf_errors)
   [ ! -e nobias.bin ] && [ ! -e chars.gguf ] || fail "a failed export left its file"
   ls -A | grep -q partial && fail "a failed export left a temporary file: $(ls -A)"
   true
+  ;;
+hostile_memory)
+  # Hostile files within the readers' limits (tests/interop/hostile_imports.py, 20 MB each):
+  # an import keeps only what the model holds, so each peaks near a tiny model's import
+  # (about 25 MB) whatever the file says; before, 4 to 20 times the file.
+  gen="$here/../interop/hostile_imports.py"
+  python3 "$gen" hostile 20
+  for x in st_tensors st_metadata st_index config_tree gguf_bytes.gguf gguf_keys.gguf \
+    gguf_strings.gguf gguf_tensors.gguf; do
+    rm -f out.h5
+    kb=$(peak_rss_kb sh -c "'$bin' import hostile/$x --out out.h5 || [ \$? -eq 2 ]")
+    [ "$kb" -lt 61440 ] || fail "import of $x peaked at $kb kB (bound 60 MB): $(cat run.err)"
+  done
+  # a model larger than any memory (a sparse file of 556 GB, no disk): refused before any
+  # tensor is allocated, with the figures (it was std::bad_alloc, exit 1)
+  python3 "$gen" --huge huge 16777216 16384
+  expect_usage_error "huge/model.safetensors: importing it needs about 1" \
+    "$bin" import huge --out out.h5
+  grep -q "the weights as float32 1112.40 GB" err.txt || fail "no figures: $(cat err.txt)"
+  # one that memory holds, under an address-space limit that cannot (ulimit -v)
+  python3 "$gen" --huge mid 65536 1024
+  expect_usage_error "mid/model.safetensors: importing it needs about" \
+    sh -c "ulimit -v 700000; exec '$bin' import mid --out out.h5"
+  grep -q "address-space limit (ulimit -v)" err.txt || fail "not the ulimit: $(cat err.txt)"
+  [ ! -e out.h5 ] || fail "a refused import left out.h5"
   ;;
 *) fail "unknown scenario" ;;
 esac
