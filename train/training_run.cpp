@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <string_view>
 
 #include "autograd/anomaly.h"
 #include "autograd/ops/gemm_tuning.h"
@@ -251,9 +253,16 @@ nlohmann::json TrainingRun::run_record() const {
 std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_rank_shares() const {
   // the data first: a different text also changes settings derived from it (vocab_size)
   std::vector<std::pair<std::string, std::string>> settings{{"data identity", data_.identity}};
+  // settings filled in from others (d_ff from d_model, vocab_size from the data) come after
+  // them, so that a difference is named by the setting the user gave
+  constexpr std::string_view kDerived[] = {"d_ff", "vocab_size"};
   const nlohmann::json config = cfg_.to_json();
-  for (const auto& [key, value] : config.items())
-    if (key != "data" && key != "sample_tokens") settings.emplace_back(key, value.dump());
+  for (const bool derived : {false, true})
+    for (const auto& [key, value] : config.items())
+      if (key != "data" && key != "sample_tokens" &&
+          derived ==
+              (std::find(std::begin(kDerived), std::end(kDerived), key) != std::end(kDerived)))
+        settings.emplace_back(key, value.dump());
   const std::pair<std::string, std::string> more[] = {
       {"reduce", base::choice_name(cfg_.reduce)},
       {"bucket_mb", std::to_string(cfg_.bucket_mb)},
