@@ -25,7 +25,10 @@ namespace {
 
 // Out of the rank's process group, which the launcher kills: its own session (a process
 // that is no group leader may start one). The run's stop signals no longer concern it.
+bool g_in_saver = false;  // a saver saves itself: it is out of reach of the kill already
+
 void become_saver() {
+  g_in_saver = true;
   ::setsid();
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) std::signal(sig, SIG_IGN);
   io::OutputLock::hand_over_held_to_this_process();
@@ -65,6 +68,46 @@ int save_in_own_session(const std::function<int()>& save,
   }
   started(pid);
   return exit_status_of(pid);
+}
+
+void save_outliving_this_process(const std::string& path, const io::Checkpoint& checkpoint) {
+  int message[2];
+  if (g_in_saver || ::pipe2(message, O_CLOEXEC) != 0) return io::save_checkpoint(path, checkpoint);
+  const pid_t run = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(message[0]), ::close(message[1]);
+    return io::save_checkpoint(path, checkpoint);
+  }
+  if (pid == 0) {
+    ::setsid();
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) std::signal(sig, SIG_IGN);
+    int code = 0;
+    try {
+      io::save_checkpoint(path, checkpoint);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      [[maybe_unused]] const ssize_t n = ::write(message[1], what.data(), what.size());
+      code = 1;
+    }
+    if (::getppid() != run) {  // the run was killed meanwhile: its locks are left to us
+      io::OutputLock::hand_over_held_to_this_process();
+      io::OutputLock::release_held();
+    }
+    ::_exit(code);
+  }
+  ::close(message[1]);
+  std::string error;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(message[0], buffer, sizeof buffer)) != 0;)
+    if (n > 0)
+      error.append(buffer, static_cast<size_t>(n));
+    else if (errno != EINTR)
+      break;
+  ::close(message[0]);
+  if (exit_status_of(pid) != 0)
+    throw io::CheckpointError(error.empty() ? fmt::format("'{}': the saving process failed", path)
+                                            : error);
 }
 
 void say_from_saver(const std::string& text, bool to_stderr) {

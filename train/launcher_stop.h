@@ -18,6 +18,8 @@
 #include <functional>
 #include <string>
 
+#include "io/checkpoint.h"
+
 namespace train {
 
 // Runs save() in a child in a session of its own and waits for it: returns the child's
@@ -28,6 +30,14 @@ namespace train {
 // this process instead.
 int save_in_own_session(const std::function<int()>& save,
                         const std::function<void(pid_t saver)>& started);
+
+// A checkpoint saved under an MPI launcher (a periodic save, the save after the last step):
+// written by a child in a session of its own, waited for, its failure thrown here as the
+// CheckpointError it met. The launcher's stop kills this process a second after its signal
+// (while it waits, the run's state cannot be taken: the gate is closed), but not the child:
+// the save completes, and when this process is gone by then the child removes the output
+// locks it leaves. Without a child to spare, saved in this process.
+void save_outliving_this_process(const std::string& path, const io::Checkpoint& checkpoint);
 
 // Writes text to stdout (or stderr) from a saver: through a non-blocking descriptor of its
 // own, given up after a short wait (mpirun may be gone, or not reading while it waits to

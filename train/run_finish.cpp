@@ -9,6 +9,7 @@
 #include "io/files.h"
 #include "io/tokenizer_section.h"
 #include "train/console.h"
+#include "train/launcher_stop.h"
 #include "train/stop_reason.h"
 #include "train/stop_signals.h"
 #include "train/task.h"
@@ -45,6 +46,9 @@ void TrainingRun::save(int64_t at, const std::string& path) {
   c.run_id = report_->identity().id;
   c.run_name = report_->identity().name;
   c.history = io::history_text(report_->history());
+  // under mpirun, whose stop kills this process a second after its signal, the save is made
+  // by a process that the kill misses (launcher_stop.h)
+  if (world_.launched()) return save_outliving_this_process(path, c);
   io::save_checkpoint(path, c);
 }
 

@@ -337,6 +337,30 @@ ctrl_c_default_slow_save)
     fail "the resume failed: $(tail -3 resume.txt)"
   "$bin" inspect slow.h5 --verify | grep -q "^step $((step + 3))$" || fail "the resume did not continue"
   ;;
+ctrl_c_default_during_save)
+  # Ctrl-C under Open MPI's default timeout while a periodic save of over 3 s is being
+  # written (tests/slow_fsync.c): the save is made by a process of its own session, which
+  # mpirun's kill of rank 0 misses; it completes, and removes the locks rank 0 left
+  medium=(--context-length 32 --d-model 32 --n-heads 4 --n-layers 2 --batch-size 4 --threads 1
+          --sample-tokens 0 --eval-interval 0 --log-interval 1 --steps 1000000)
+  [ -f "${SLOW_FSYNC_LIBRARY:-}" ] || fail "SLOW_FSYNC_LIBRARY is not the test helper library"
+  set -m
+  mpirun --oversubscribe -np 2 -x LD_PRELOAD="$SLOW_FSYNC_LIBRARY" \
+    -x SLOW_FSYNC_PATH=".per.h5.partial-" -x SLOW_FSYNC_SECONDS=3 \
+    -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+    "$bin" train "${medium[@]}" --checkpoint-interval 3 --out per.h5 > log.txt 2> err.txt &
+  pid=$!
+  set +m
+  for _ in $(seq 1 600); do ls -A | grep -q "^.per.h5.partial-" && break; sleep 0.05; done
+  ls -A | grep -q "^.per.h5.partial-" || fail "no periodic save began: $(tail -3 err.txt)"
+  kill -INT -- "-$pid"
+  wait "$pid" || true
+  for _ in $(seq 1 600); do [ -e .per.h5.lock ] || break; sleep 0.1; done
+  why="$(tail -2 log.txt) | $(tail -3 err.txt) | files: $(ls -A | tr '\n' ' ')"
+  [ ! -e .per.h5.lock ] || fail "the lock file is left 60 s after the stop: $why"
+  [ -z "$(ls -A | grep partial)" ] || fail "a temporary file is left: $why"
+  "$bin" inspect per.h5 --verify | grep -q "all checksums good" || fail "no whole checkpoint: $why"
+  ;;
 options_disagree)
   # ranks started with different options, data or kernel-forcing environment: a usage error
   # on every rank naming the first setting that differs, within seconds, never a deadlock
