@@ -94,19 +94,28 @@ bool is_abandoned(int dir, const char* name) {
   return ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
 }
 
-// Best effort and never an error: a save must not fail over someone else's leftovers.
-void remove_stale_partials(const std::string& path) noexcept {
+// Calls remove(folder descriptor, name) for each ".NAME.partial-PID-..." beside path whose
+// writer is gone. Best effort and never an error: a save must not fail over someone else's
+// leftovers.
+template <typename Remove>
+void for_each_stale_partial(const std::string& path, Remove remove) noexcept {
   try {
     const std::string prefix = partial_prefix(path);
     std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder_of(path).c_str()), ::closedir);
     if (!dir) return;
     while (const dirent* e = ::readdir(dir.get())) {
       const std::string name = e->d_name;
-      if (name.rfind(prefix, 0) != 0 || !writer_is_gone(name.substr(prefix.size()))) continue;
-      if (is_abandoned(::dirfd(dir.get()), e->d_name)) ::unlinkat(::dirfd(dir.get()), e->d_name, 0);
+      if (name.rfind(prefix, 0) == 0 && writer_is_gone(name.substr(prefix.size())))
+        remove(::dirfd(dir.get()), e->d_name);
     }
   } catch (...) {
   }
+}
+
+void remove_stale_partials(const std::string& path) noexcept {
+  for_each_stale_partial(path, [](int dir, const char* name) {
+    if (is_abandoned(dir, name)) ::unlinkat(dir, name, 0);
+  });
 }
 
 // Closes the descriptor and removes the temporary file unless the write was committed.
@@ -209,17 +218,7 @@ void remove_abandoned_folder(int parent, const char* name) {
 }
 
 void remove_stale_partial_folders(const std::string& path) noexcept {
-  try {
-    const std::string prefix = partial_prefix(path);
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder_of(path).c_str()), ::closedir);
-    if (!dir) return;
-    while (const dirent* e = ::readdir(dir.get())) {
-      const std::string name = e->d_name;
-      if (name.rfind(prefix, 0) == 0 && writer_is_gone(name.substr(prefix.size())))
-        remove_abandoned_folder(::dirfd(dir.get()), e->d_name);
-    }
-  } catch (...) {
-  }
+  for_each_stale_partial(path, remove_abandoned_folder);
 }
 
 // A fresh "prefix + PID-XXXXXX" folder (mkdtemp), or std::runtime_error naming path.
