@@ -74,6 +74,11 @@ bf16_parity)
   # --precision bf16 learns as float32 does (docs/mixed-precision.md: validation loss within
   # 1% at the same step on the built-in corpus; one thread, so a loaded machine cannot stall
   # it), records its precision, resumes exactly in it, and a resume may switch precision
+  # (cli.bf16_parity_without_bf16_units holds oneDNN to AVX2: on a CPU without bfloat16
+  # units that is the run cli.bf16_parity makes already, bit for bit)
+  if [ "${ONEDNN_MAX_CPU_ISA:-}" = AVX2 ] && ! grep -qwE "avx512_bf16|amx_bf16" /proc/cpuinfo; then
+    echo "skipped: this CPU has no bfloat16 units, so cli.bf16_parity ran without them"; exit 77
+  fi
   small=(--steps 300 --eval-interval 300 --d-model 64 --n-layers 2 --threads 1 --sample-tokens 0)
   "$bin" train "${small[@]}" --precision fp32 --out f32.h5 --metrics f.jsonl > f.txt
   "$bin" train "${small[@]}" --precision bf16 --out b16.h5 --metrics b.jsonl > b.txt
