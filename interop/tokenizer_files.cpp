@@ -10,6 +10,7 @@
 #include "interop/hub_cache.h"
 #include "interop/input_bytes.h"
 #include "interop/model_files.h"
+#include "interop/tokenizer_json.h"
 #include "io/tokenizer_section.h"
 
 namespace interop {
@@ -55,18 +56,20 @@ std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& fol
     return read_gpt2_files(where, "vocab.json", "merges.txt");
   if (has_entry(where, "encoder.json") || has_entry(where, "vocab.bpe"))
     return read_gpt2_files(where, "encoder.json", "vocab.bpe");
-  (void)notes;
+  if (has_entry(where, "tokenizer.json"))
+    return read_hf_tokenizer_json(file_in(where, "tokenizer.json"), notes);
   if (!required) return std::nullopt;
   throw InteropError(
-      fmt::format("{}: no GPT-2 tokenizer files (vocab.json and merges.txt, or "
-                  "encoder.json and vocab.bpe)",
+      fmt::format("{}: no tokenizer files (vocab.json and merges.txt, encoder.json and "
+                  "vocab.bpe, or tokenizer.json)",
                   where));
 }
 
 int64_t tokenizer_folder_bytes(const std::string& folder) {
   const std::string where = folder.empty() ? "." : folder;
   uint64_t bytes = 0;
-  for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+  for (const char* name :
+       {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.json"})
     if (has_entry(where, name)) bytes += InputBytes::open(file_in(where, name)).size();
   return static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX / 8) * 4);
 }

@@ -249,5 +249,39 @@ links_refused)
   no_secret
   [ ! -e out.h5 ] || fail "a refused import left out.h5"
   ;;
+tokenizer_round_trips)
+  # export --format hf then import keeps every tokenizer, read back from tokenizer.json (alone,
+  # or beside vocab.json + merges.txt): char, byte, bpe with GPT-4's split pattern and with
+  # GPT-2's; the imported checkpoint encodes a text to the same ids and inspect shows the
+  # same tokenizer.
+  make_text > text.txt
+  printf 'the dog sat on 12 mats, and ran home.\n' > probe.txt
+  "$bin" prepare --data text.txt --tokenizer bpe --vocab-size 300 --out bpe4 > /dev/null
+  python3 - "$(cat bpe4/tokenizer.json)" > gpt2_pattern.json <<'PY'
+import json, sys
+t = json.loads(sys.argv[1])
+t["split_pattern"] = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+print(json.dumps(t))
+PY
+  "$bin" prepare --data text.txt --tokenizer-from gpt2_pattern.json --out bpe2 > /dev/null
+  "$bin" train "${shape[@]}" --tokenizer char --data text.txt --steps 2 --out char.h5 > /dev/null
+  "$bin" train "${shape[@]}" --tokenizer byte --data text.txt --steps 2 --out byte.h5 > /dev/null
+  "$bin" train "${shape[@]}" --data bpe4 --steps 2 --out bpe4.h5 > /dev/null
+  "$bin" train "${shape[@]}" --data bpe2 --steps 2 --out bpe2.h5 > /dev/null
+  for kind in char byte bpe4 bpe2; do
+    "$bin" export --checkpoint $kind.h5 --format hf --out $kind.hf > /dev/null
+    "$bin" encode --tokenizer $kind.h5 < probe.txt > $kind.ids
+    "$bin" inspect $kind.h5 | grep -A1 '^tokenizer' > $kind.tok
+    for files in all json; do
+      [ $files = json ] && rm -f $kind.hf/vocab.json $kind.hf/merges.txt
+      "$bin" import $kind.hf --out $kind.$files.h5 > import.txt 2> err.txt ||
+        fail "$kind ($files): import failed: $(cat err.txt)"
+      "$bin" encode --tokenizer $kind.$files.h5 < probe.txt 2> err.txt | cmp -s - $kind.ids ||
+        fail "$kind ($files): other ids: $(cat err.txt; cat import.txt)"
+      "$bin" inspect $kind.$files.h5 | grep -A1 '^tokenizer' | cmp -s - $kind.tok ||
+        fail "$kind ($files): inspect shows $("$bin" inspect $kind.$files.h5 | grep -A1 '^tokenizer'), not $(cat $kind.tok)"
+    done
+  done
+  ;;
 *) fail "unknown scenario" ;;
 esac
