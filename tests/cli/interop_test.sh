@@ -189,6 +189,10 @@ hub_cache_import)
     grep -q "tokenizer: byte" import.txt || fail "import $from: no tokenizer: $(cat import.txt)"
     [ "$(hashes run.h5)" = "$(hashes in.h5)" ] || fail "import $from: the weights changed"
   done
+  # what the import reads is no output, even under --overwrite: a blob of the repo named
+  blob=$repo/blobs/$(basename "$(readlink "$snap/model.safetensors")")
+  expect_usage_error "which this command reads; refusing to overwrite an input" \
+    "$bin" import "$repo" --out "$blob" --overwrite
   mkdir gguf && "$bin" export --checkpoint run.h5 --format gguf --out gguf/model.gguf > /dev/null
   hub_cache gguf cache/models--org--gguf
   "$bin" import cache/models--org--gguf/snapshots/$hub_commit/model.gguf --out gguf.h5 > /dev/null
