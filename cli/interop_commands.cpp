@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "interop/formats.h"
+#include "interop/hub_cache.h"
 #include "io/checkpoint.h"
 #include "train/model_loading.h"
 
@@ -34,6 +35,9 @@ std::optional<po::variables_map> parse_with(const Args& args, const po::options_
 // a file's neighbours that an import may open, so that --out can name none of them.
 io::NamedPaths import_inputs(const std::string& path, const std::string& tokenizer) {
   io::NamedPaths inputs = {{"PATH", path}, {"--tokenizer", tokenizer}};
+  // a hub cache's repo folder is read as a snapshot: its files (blobs) are inputs too
+  if (const std::string snapshot = interop::hub_snapshot_of(path); snapshot != path)
+    inputs.emplace_back("PATH's snapshot", snapshot);
   std::error_code ec;
   if (fs::is_directory(path, ec)) return inputs;
   fs::path folder = fs::path(path).parent_path();

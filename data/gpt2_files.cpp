@@ -59,7 +59,10 @@ class VocabReader : public nlohmann::json_sax<nlohmann::json> {
   bool start_array(std::size_t) override { return refuse("an array"); }
   bool end_array() override { return true; }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    return fail(fmt::format("not valid JSON: {}", base::printable(e.what())));
+    // nlohmann's message ends quoting the bytes last read: the file is named, never quoted
+    const std::string what = e.what();
+    return fail(fmt::format("not valid JSON: {}",
+                            base::printable(what.substr(0, what.find("; last read")))));
   }
 
   const std::string& error() const { return error_; }
@@ -151,8 +154,8 @@ MergeLines parse_merges(std::string_view bytes, const std::string& name) {
     const size_t space = text.find(' ');
     if (space == 0 || space == std::string_view::npos || space + 1 == text.size() ||
         text.find(' ', space + 1) != std::string_view::npos)
-      throw DataError(fmt::format("{}: line {}: {} is not a merge (two tokens and one space)", name,
-                                  line, quoted_token(text)));
+      throw DataError(
+          fmt::format("{}: line {}: is not a merge (two tokens and one space)", name, line));
     if (out.merges.size() >= static_cast<size_t>(kMaxBpeVocabSize) - 256)
       throw DataError(
           fmt::format("{}: line {}: more than {} merges", name, line, kMaxBpeVocabSize - 256));

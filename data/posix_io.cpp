@@ -31,8 +31,8 @@ FileStamp stamp_of(const struct stat& st) {
 [[noreturn]] void not_regular(const std::string& display, mode_t mode) {
   if (S_ISLNK(mode))
     throw DataError(
-        fmt::format("{}: is a symbolic link; the files of a prepared folder are "
-                    "regular files, and a link there is not followed",
+        fmt::format("{}: is a symbolic link; attograd reads a folder's files only when "
+                    "they are regular files, and follows no link there",
                     display));
   throw DataError(fmt::format("{}: is {}, not a regular file", display, base::file_kind(mode)));
 }

@@ -1,19 +1,17 @@
 #include "interop/formats.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <stdlib.h>
-#include <unistd.h>
 
-#include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <string_view>
 
 #include "base/atomic_file.h"
-#include "base/posix_file.h"
 #include "base/utf8.h"
 #include "interop/gguf.h"
 #include "interop/hf_gpt2.h"
+#include "interop/hub_cache.h"
+#include "interop/input_bytes.h"
 #include "interop/llmc.h"
 #include "interop/tokenizer_files.h"
 #include "io/tokenizer_section.h"
@@ -30,17 +28,10 @@ namespace fs = std::filesystem;
 
 // What a file starts with (16 bytes at most), for recognising its format.
 std::string head_of(const std::string& path) {
-  struct stat st;
-  try {
-    base::UniqueFd fd = base::open_regular(path, fmt::format("'{}'", path), &st);
-    std::string head(16, '\0');
-    const ssize_t n = base::read_full(fd.get(), head.data(), head.size());
-    if (n < 0) throw base::os_error(fmt::format("cannot read '{}'", path), errno);
-    head.resize(static_cast<size_t>(n));
-    return head;
-  } catch (const base::FileError& e) {
-    throw InteropError(e.what());
-  }
+  const InputBytes in = InputBytes::open(path);
+  std::string head(std::min<uint64_t>(16, in.size()), '\0');
+  in.read(0, head.data(), head.size(), "its first bytes");
+  return head;
 }
 
 uint64_t le(std::string_view bytes, size_t n) {
@@ -142,7 +133,11 @@ void export_folder(const Format& f, const ModelFiles& model, const std::string& 
 
 }  // namespace
 
-ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder) {
+ModelFiles import_model(const std::string& given, const std::string& given_tokenizer) {
+  // a hub cache's repo folder is read as the snapshot its refs/main names
+  const std::string path = hub_snapshot_of(given);
+  const std::string tokenizer_folder =
+      given_tokenizer.empty() ? given_tokenizer : hub_snapshot_of(given_tokenizer);
   std::error_code ec;
   const Format* format = fs::is_directory(path, ec) ? find_format("hf") : nullptr;
   const std::string head = format ? "" : head_of(path);

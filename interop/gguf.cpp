@@ -164,7 +164,7 @@ nn::GPTConfig config_of(const gguf::File& f, const std::string& source,
     throw InteropError(
         fmt::format("{}: key general.architecture is '{}': only gpt2 (GPT-2's "
                     "architecture) is read",
-                    source, base::printable(arch)));
+                    source, excerpt(arch)));
   nn::GPTConfig c;
   c.context_length = size_key(f, "gpt2.context_length", "context_length", source, used);
   c.d_model = size_key(f, "gpt2.embedding_length", "d_model", source, used);
@@ -210,7 +210,7 @@ void read_weights(const InputBytes& in, const gguf::File& f, ModelFiles& m) {
       throw InteropError(
           fmt::format("{}: tensor {} is not one of llama.cpp's gpt2 tensors for "
                       "these keys",
-                      source, base::printable(info.name)));
+                      source, excerpt(info.name)));
   for (const auto& t : tensors) {
     const gguf::TensorInfo* info = find_tensor(f, t.name);
     if (!info) throw InteropError(fmt::format("{}: no tensor {}", source, t.name));
@@ -307,7 +307,7 @@ gguf::HeaderFilter model_filter(const InputBytes& in) {
       throw InteropError(
           fmt::format("{}: key {} holds {} entries, more than the {} of the largest "
                       "tokenizer attograd keeps",
-                      source, base::printable(key), count, kMaxTokenizerEntries));
+                      source, excerpt(key), count, kMaxTokenizerEntries));
     return use;
   };
   auto expected = std::make_shared<std::set<std::string>>();
@@ -316,7 +316,7 @@ gguf::HeaderFilter model_filter(const InputBytes& in) {
     if (!expected->count(t.name))
       throw InteropError(
           fmt::format("{}: tensor {} is not one of llama.cpp's gpt2 tensors for these keys",
-                      in.source(), base::printable(t.name)));
+                      in.source(), excerpt(t.name)));
   };
   return filter;
 }
@@ -326,7 +326,7 @@ void note_unused_keys(const gguf::File& f, const std::set<std::string>& used,
                       std::vector<std::string>& dropped) {
   std::vector<std::string> unused;
   for (const auto& [key, v] : f.keys)
-    if (!used.count(key)) unused.push_back(base::printable(key));
+    if (!used.count(key)) unused.push_back(excerpt(key));
   unused.insert(unused.end(), f.skipped_names.begin(), f.skipped_names.end());
   if (unused.empty()) return;
   const uint64_t more = f.skipped_keys - f.skipped_names.size();

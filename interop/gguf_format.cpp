@@ -130,7 +130,7 @@ TensorInfo read_tensor_info(Cursor& at, uint64_t index, const File& f, uint64_t 
   if (t.name.size() > kMaxNameBytes)
     throw InteropError(fmt::format("{}: {} has a name of {} bytes (at most {})", source, what,
                                    t.name.size(), kMaxNameBytes));
-  const std::string named = fmt::format("tensor {}", base::printable(t.name));
+  const std::string named = fmt::format("tensor {}", excerpt(t.name));
   const uint32_t dims = at.u32(named + " (its dims)");
   if (dims == 0 || dims > kMaxDims)
     throw InteropError(fmt::format("{}: {} has {} dims (1 to {})", source, named, dims, kMaxDims));
@@ -167,7 +167,7 @@ void check_extents(const File& f, uint64_t file_size, const std::string& source)
       throw InteropError(
           fmt::format("{}: tensor {} ({} bytes at data offset {}) lies past the end "
                       "of the file",
-                      source, base::printable(t.name), t.bytes(), t.offset));
+                      source, excerpt(t.name), t.bytes(), t.offset));
     by_offset.push_back(&t);
   }
   std::sort(by_offset.begin(), by_offset.end(),
@@ -175,8 +175,7 @@ void check_extents(const File& f, uint64_t file_size, const std::string& source)
   for (size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i - 1]->offset + by_offset[i - 1]->bytes() > by_offset[i]->offset)
       throw InteropError(fmt::format("{}: tensors {} and {} overlap", source,
-                                     base::printable(by_offset[i - 1]->name),
-                                     base::printable(by_offset[i]->name)));
+                                     excerpt(by_offset[i - 1]->name), excerpt(by_offset[i]->name)));
 }
 
 template <typename T>
@@ -261,14 +260,14 @@ void read_keys(Cursor& at, uint64_t key_count, const HeaderFilter& filter, File&
     if (key.size() > kMaxKeyBytes)
       throw InteropError(fmt::format("{}: key {} has a name of {} bytes (at most {})", source, i,
                                      key.size(), kMaxKeyBytes));
-    const std::string named = "key " + base::printable(key);
+    const std::string named = "key " + excerpt(key);
     uint64_t count = 0;
     Value v = read_value_shape(at, named, source, count);
     const KeyUse use = filter.key(key, v.type, v.is_array, count);
     if (use != KeyUse::keep) {
       skip_elements(at, v.type, count, named);
       if (use == KeyUse::ignore) continue;
-      if (f.skipped_names.size() < kNamedSkips) f.skipped_names.push_back(base::printable(key));
+      if (f.skipped_names.size() < kNamedSkips) f.skipped_names.push_back(excerpt(key));
       ++f.skipped_keys;
       continue;
     }
@@ -316,8 +315,7 @@ File read_header(const InputBytes& in, const HeaderFilter& filter) {
     TensorInfo t = read_tensor_info(at, i, f, in.size(), source);
     filter.tensor(f, t);
     if (!seen.insert(t.name).second)
-      throw InteropError(
-          fmt::format("{}: tensor {} appears twice", source, base::printable(t.name)));
+      throw InteropError(fmt::format("{}: tensor {} appears twice", source, excerpt(t.name)));
     f.tensors.push_back(std::move(t));
   }
   f.data_start = aligned(at.offset(), f.alignment);
@@ -344,7 +342,7 @@ void read_tensor_into(const InputBytes& in, const File& file, const TensorInfo& 
   const uint64_t size = stored_bytes(type);
   constexpr uint64_t kPiece = uint64_t{1} << 20;  // bytes of the file at once
   std::vector<char> piece(std::min(kPiece, count * size));
-  const std::string what = "tensor " + base::printable(t.name);
+  const std::string what = "tensor " + excerpt(t.name);
   for (uint64_t done = 0; done < count;) {
     const uint64_t n = std::min(kPiece / size, count - done);
     in.read(file.data_start + t.offset + (first + done) * size, piece.data(), n * size, what);

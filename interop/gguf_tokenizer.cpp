@@ -77,7 +77,7 @@ std::vector<std::pair<std::string, std::string>> merges_of(const gguf::Value* v,
       throw InteropError(
           fmt::format("{}: key tokenizer.ggml.merges: entry {} ('{}') is not two "
                       "tokens separated by one space",
-                      source, i, base::printable(m)));
+                      source, i, excerpt(m)));
     merges.emplace_back(m.substr(0, space), m.substr(space + 1));
   }
   return merges;
@@ -146,7 +146,7 @@ std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int
     throw InteropError(
         fmt::format("{}: key tokenizer.ggml.pre is '{}': only gpt-2 and llama-bpe "
                     "(GPT-4's split pattern) are read",
-                    source, base::printable(pre_name)));
+                    source, excerpt(pre_name)));
   if (!pre) dropped.push_back("no tokenizer.ggml.pre: GPT-2's split pattern is assumed");
   v.split_pattern = v.merges.empty() ? "" : *pattern;  // without merges the split changes nothing
   v.end_of_text = token_id_key(f, "tokenizer.ggml.eos_token_id", vocab, source, used);

@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
+#include "interop/hub_cache.h"
 #include "interop/import_memory.h"
 #include "interop/json_stream.h"
 #include "interop/tokenizer_files.h"
@@ -30,7 +31,7 @@ constexpr char kPrefix[] = "transformer.";
 constexpr size_t kMaxShards = 4096;
 
 std::string quoted(const std::string& s) {
-  return "'" + base::printable(s) + "'";
+  return "'" + excerpt(s) + "'";
 }
 
 // The keys of a config.json, each with HF's default when absent (GPT2Config's), so that a
@@ -510,12 +511,12 @@ std::vector<SafetensorsReader> locate(const std::string& path, const ExpectedNam
   }
   const fs::path folder(path);
   const std::string weights = (folder / "model.safetensors").string();
-  if (fs::exists(weights, ec)) {
+  if (has_entry(path, "model.safetensors")) {  // a link too: InputBytes::open judges it
     files.emplace_back(weights, expected.filter(weights), false);
     return files;
   }
-  if (fs::exists(folder / "model.safetensors.index.json", ec)) return open_shards(folder, expected);
-  if (fs::exists(folder / "pytorch_model.bin", ec))
+  if (has_entry(path, "model.safetensors.index.json")) return open_shards(folder, expected);
+  if (has_entry(path, "pytorch_model.bin"))
     throw InteropError(
         fmt::format("{}: only pytorch_model.bin (a Python pickle, which attograd "
                     "never loads); convert it to model.safetensors",
@@ -619,7 +620,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   const std::string folder = is_folder ? path : fs::path(path).parent_path().string();
   const std::string config_path =
       (fs::path(folder.empty() ? "." : folder) / "config.json").string();
-  if (!fs::exists(config_path, ec))
+  if (!has_entry(folder, "config.json"))
     throw InteropError(
         fmt::format("{}: no config.json beside it (GPT-2's sizes are read from "
                     "there)",
@@ -636,7 +637,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
                  tokenizer_folder_bytes(tokenizer_folder.empty() ? folder : tokenizer_folder));
   }
   m.tokenizer = read_tokenizer_folder(tokenizer_folder.empty() ? folder : tokenizer_folder,
-                                      !tokenizer_folder.empty());
+                                      !tokenizer_folder.empty(), &m.dropped);
   check_weights(m, source);
   return m;
 }

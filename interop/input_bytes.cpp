@@ -1,5 +1,6 @@
 #include "interop/input_bytes.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "interop/hub_cache.h"
 #include "interop/model_files.h"
 
 namespace interop {
@@ -19,20 +21,45 @@ namespace {
 
 constexpr uint64_t kCursorBuffer = 1 << 20;  // what a Cursor reads ahead at once
 
+// path opened without following a link in its last part (one planted after the check is
+// refused, not followed), its folder as the caller named it.
+base::UniqueFd open_no_link(const std::string& path, const std::string& named, struct stat* st) {
+  const std::string name = base::base_name(path);
+  const base::UniqueFd folder(
+      ::open(base::folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (name.empty() || !folder.valid()) return base::open_regular(path, named, st);
+  return base::open_regular(name, named, st, folder.get());
+}
+
 }  // namespace
 
 InputBytes InputBytes::open(const std::string& path) {
   InputBytes in;
   in.source_ = path;
+  const std::optional<FileIdentity> blob = allowed_link(path);  // any other link: refused
+  const std::string named = fmt::format("model file '{}'", path);
   struct stat st;
   try {
-    in.fd_ = std::make_shared<base::UniqueFd>(
-        base::open_regular(path, fmt::format("model file '{}'", path), &st));
+    in.fd_ = std::make_shared<base::UniqueFd>(blob ? base::open_regular(path, named, &st)
+                                                   : open_no_link(path, named, &st));
   } catch (const base::FileError& e) {
     throw InteropError(e.what());
   }
+  // the blob opened is the one checked: a link swapped meanwhile is not followed elsewhere
+  if (blob && (st.st_dev != blob->dev || st.st_ino != blob->ino))
+    throw InteropError(fmt::format("{}: its link changed while it was opened", path));
   in.size_ = static_cast<uint64_t>(st.st_size);
   return in;
+}
+
+std::string read_whole_file(const std::string& path, uint64_t max_bytes) {
+  const InputBytes in = InputBytes::open(path);
+  if (in.size() > max_bytes)
+    throw InteropError(fmt::format("{}: {} bytes, more than the {} such a file may have", path,
+                                   in.size(), max_bytes));
+  std::string bytes(in.size(), '\0');
+  in.read(0, bytes.data(), bytes.size(), "the file");
+  return bytes;
 }
 
 InputBytes InputBytes::of(std::string bytes, const std::string& source) {

@@ -20,7 +20,8 @@ namespace interop {
 
 class InputBytes {
  public:
-  // A regular file (anything else is refused before it is opened, base::open_regular).
+  // A regular file (anything else is refused before it is opened, base::open_regular); a
+  // symbolic link only as hub_cache.h's rule allows (a snapshot's link to its blob).
   static InputBytes open(const std::string& path);
   // Bytes in memory, named `source` in messages.
   static InputBytes of(std::string bytes, const std::string& source);
@@ -38,6 +39,9 @@ class InputBytes {
   std::shared_ptr<base::UniqueFd> fd_;        // a file
   std::shared_ptr<const std::string> bytes_;  // or bytes in memory
 };
+
+// The whole of a small file (InputBytes::open's checks), refused when over max_bytes.
+std::string read_whole_file(const std::string& path, uint64_t max_bytes);
 
 // Little-endian fields read one after another from an InputBytes, through a buffer (a GGUF
 // header holds tens of thousands of short strings). Each read names its field in errors.

@@ -8,6 +8,8 @@
 //   model_files.h   ModelFiles, check_weights (what every reader ends with)
 //   input_bytes.h   a hostile file read at the offsets its header states, every read
 //                   bounded by the file's size (InputBytes, Cursor); bytes in memory alike
+//   hub_cache.h     Hugging Face's hub cache (a repo folder read as refs/main's snapshot),
+//                   and the one link rule: only a snapshot's link into its repo's blobs/
 //   json_stream.h   JSON read as it streams past, keeping only the members a reader asks
 //                   for (safetensors headers, config.json, the shards' index)
 //   import_memory.h the import's memory plan, checked against available memory and
@@ -21,12 +23,16 @@
 //                   BF16) and a streamed writer (F32, BF16)
 //   hf_gpt2.h       Hugging Face's GPT-2: config.json, HF's names and Conv1D layout; a
 //                   folder (or a .safetensors file) read and written
-//   tokenizer_files.h  GPT-2's tokenizer files in a folder, read and written
+//   tokenizer_files.h  a folder's tokenizer files (GPT-2's, or tokenizer.json), read and
+//                   written
+//   tokenizer_json.h   Hugging Face tokenizers' tokenizer.json read back (every kind
+//                   export writes, and GPT-2's own)
 //   formats.h       the table of formats import_model and export_model pick from (found by
 //                   content), and the checkpoint an import writes (checkpoint_of,
 //                   model_files_of)
 //
 // Every file read here comes from elsewhere: lengths and offsets are bounded before any
-// allocation or read, and errors name the file and the field (InteropError). A reader keeps
-// only what the model will hold: what it does not use is read past, never stored.
+// allocation or read, and errors name the file and the field (InteropError), never
+// quoting the file's bytes (a name from it through excerpt(), printable and cut short). A reader
+// keeps only what the model will hold: what it does not use is read past, never stored.
 #include "interop/model_files.h"

@@ -9,6 +9,7 @@
 
 #include "base/json.h"
 #include "base/utf8.h"
+#include "interop/model_files.h"
 
 namespace interop {
 
@@ -164,7 +165,7 @@ void Dispatcher::place(Frame& f, json&& v, bool container) {
     auto [it, fresh] = into.get_ref<json::object_t&>().emplace(f.tree_key, std::move(v));
     if (!fresh)
       throw JsonStreamError(
-          fmt::format("the key '{}' appears twice in one object", base::printable(f.tree_key)));
+          fmt::format("the key '{}' appears twice in one object", excerpt(f.tree_key)));
     at = &it->second;
   } else {
     auto& array = into.get_ref<json::array_t&>();
@@ -218,7 +219,7 @@ bool Dispatcher::start(bool object) {
   }
   if (use.action == JsonReader::Action::keep) {
     child.budget = child.limit = use.budget;
-    child.where = f.object ? "'" + base::printable(f.key) + "'" : fmt::format("[{}]", f.index);
+    child.where = f.object ? "'" + excerpt(f.key) + "'" : fmt::format("[{}]", f.index);
   }
   frames_.push_back(std::move(child));
   // placed where it stays: a deque's elements never move as frames come and go

@@ -20,7 +20,7 @@ void check_finite(const ag::Tensor& t, const std::string& name, const std::strin
   for (int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(v[i]))
       throw InteropError(fmt::format("{}: tensor {} holds a non-finite value ({}) at element {}",
-                                     source, base::printable(name), v[i], i));
+                                     source, excerpt(name), v[i], i));
 }
 
 }  // namespace
@@ -29,7 +29,7 @@ void check_weights(ModelFiles& model, const std::string& source) {
   std::map<std::string, ag::Tensor> given;
   for (auto& [name, tensor] : model.weights)
     if (!given.emplace(name, tensor).second)
-      throw InteropError(fmt::format("{}: tensor {} appears twice", source, base::printable(name)));
+      throw InteropError(fmt::format("{}: tensor {} appears twice", source, excerpt(name)));
   nn::StateDict ordered;
   for (const auto& [name, shape] : model.config.parameter_shapes()) {
     const auto it = given.find(name);
@@ -44,8 +44,15 @@ void check_weights(ModelFiles& model, const std::string& source) {
   if (!given.empty())
     throw InteropError(
         fmt::format("{}: tensor {} is not a parameter of the model its config states", source,
-                    base::printable(given.begin()->first)));
+                    excerpt(given.begin()->first)));
   model.weights = std::move(ordered);
+}
+
+std::string excerpt(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return base::printable(text);
+  size_t cut = max_bytes;  // not inside a character: its continuation bytes go with it
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return base::printable(text.substr(0, cut)) + "...";
 }
 
 }  // namespace interop

@@ -3,6 +3,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/checkpoint.h"
@@ -36,5 +37,10 @@ namespace interop {
 // same names, same shapes, put in its order, each finite; otherwise an InteropError naming
 // `source` and the first offending tensor.
 void check_weights(ModelFiles& model, const std::string& source);
+
+// Text from a file (a name, a key, a link's target) for a message: printable
+// (base::printable) and cut to its first max_bytes bytes on a character boundary ("..."
+// after), so that a message names what is wrong and never reproduces a file.
+std::string excerpt(std::string_view text, size_t max_bytes = 80);
 
 }  // namespace interop

@@ -22,7 +22,7 @@ namespace {
 using nlohmann::json;
 
 std::string quoted(const std::string& name) {
-  return "'" + base::printable(name) + "'";
+  return "'" + excerpt(name) + "'";
 }
 
 // The dtype named by a header entry; safetensors' other types are refused by name.

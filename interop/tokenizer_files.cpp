@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/atomic_file.h"
 #include "data/gpt2_tokenizer.h"
+#include "interop/hub_cache.h"
+#include "interop/input_bytes.h"
 #include "interop/model_files.h"
+#include "interop/tokenizer_json.h"
 #include "io/tokenizer_section.h"
 
 namespace interop {
@@ -15,26 +19,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool has_files(const std::string& folder, const char* a, const char* b) {
-  std::error_code ec;
-  return fs::exists(fs::path(folder) / a, ec) && fs::exists(fs::path(folder) / b, ec);
+std::string file_in(const std::string& folder, const char* name) {
+  return (fs::path(folder) / name).string();
 }
 
-}  // namespace
-
-std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& folder,
-                                                          bool required) {
-  const std::string where = folder.empty() ? "." : folder;
-  if (!has_files(where, "vocab.json", "merges.txt") &&
-      !has_files(where, "encoder.json", "vocab.bpe")) {
-    if (!required) return std::nullopt;
-    throw InteropError(
-        fmt::format("{}: no GPT-2 tokenizer files (vocab.json and merges.txt, or "
-                    "encoder.json and vocab.bpe)",
-                    where));
-  }
+// GPT-2's pair of files (vocab.json + merges.txt, or encoder.json + vocab.bpe), read through
+// InputBytes (so a hub snapshot's links are followed into its blobs, and no other link),
+// each within its bound.
+io::TokenizerSection read_gpt2_files(const std::string& folder, const char* vocab_name,
+                                     const char* merges_name) {
+  for (const char* name : {vocab_name, merges_name})
+    if (!has_entry(folder, name))
+      throw InteropError(fmt::format("{}: has {} but no {}", folder,
+                                     name == vocab_name ? merges_name : vocab_name, name));
+  const std::string vocab_file = file_in(folder, vocab_name);
+  const std::string merges_file = file_in(folder, merges_name);
+  const std::string vocab = read_whole_file(vocab_file, data::kMaxGpt2VocabFileBytes);
+  const std::string merges = read_whole_file(merges_file, data::kMaxGpt2MergesFileBytes);
   try {
-    const auto tok = data::read_gpt2_tokenizer_files(where);
+    const auto tok = data::parse_gpt2_tokenizer_files(vocab, merges, vocab_file, merges_file);
     // the 256 bytes in order and no merges: whatever the split, the byte tokenizer
     if (tok->kind() == data::TokenizerKind::bpe && tok->vocab_size() == 256)
       return io::tokenizer_section(data::ByteTokenizer());
@@ -44,14 +47,30 @@ std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& fol
   }
 }
 
+}  // namespace
+
+std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& folder, bool required,
+                                                          std::vector<std::string>* notes) {
+  const std::string where = folder.empty() ? "." : folder;
+  if (has_entry(where, "vocab.json") || has_entry(where, "merges.txt"))
+    return read_gpt2_files(where, "vocab.json", "merges.txt");
+  if (has_entry(where, "encoder.json") || has_entry(where, "vocab.bpe"))
+    return read_gpt2_files(where, "encoder.json", "vocab.bpe");
+  if (has_entry(where, "tokenizer.json"))
+    return read_hf_tokenizer_json(file_in(where, "tokenizer.json"), notes);
+  if (!required) return std::nullopt;
+  throw InteropError(
+      fmt::format("{}: no tokenizer files (vocab.json and merges.txt, encoder.json and "
+                  "vocab.bpe, or tokenizer.json)",
+                  where));
+}
+
 int64_t tokenizer_folder_bytes(const std::string& folder) {
-  std::error_code ec;
+  const std::string where = folder.empty() ? "." : folder;
   uint64_t bytes = 0;
-  for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"}) {
-    const fs::path file = fs::path(folder.empty() ? "." : folder) / name;
-    const auto status = fs::symlink_status(file, ec);
-    if (!ec && fs::is_regular_file(status)) bytes += fs::file_size(file, ec);
-  }
+  for (const char* name :
+       {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.json"})
+    if (has_entry(where, name)) bytes += InputBytes::open(file_in(where, name)).size();
   return static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX / 8) * 4);
 }
 

@@ -7,20 +7,25 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 
 namespace interop {
 
-// GPT-2's tokenizer files in folder (vocab.json + merges.txt, or encoder.json + vocab.bpe, as
-// data::read_gpt2_tokenizer_files reads them), as a checkpoint's tokenizer section; nullopt
-// when the folder has neither pair, an InteropError then if `required`, and for any entry
-// the reader refuses (the message names file and entry).
-std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& folder, bool required);
+// The tokenizer files in folder as a checkpoint's tokenizer section: GPT-2's (vocab.json +
+// merges.txt, or encoder.json + vocab.bpe, as data::parse_gpt2_tokenizer_files reads them),
+// else Hugging Face's tokenizer.json (tokenizer_json.h: what `export --format hf` writes
+// for every tokenizer). nullopt when the folder has none, an InteropError then if
+// `required`, and for anything a reader refuses (the message names file and entry). Files
+// are opened through InputBytes: a link only as hub_cache.h allows. What a file states
+// that the section cannot keep goes to notes.
+std::optional<io::TokenizerSection> read_tokenizer_folder(
+    const std::string& folder, bool required, std::vector<std::string>* notes = nullptr);
 
 // What reading the tokenizer files of folder holds at its peak, from their sizes: measured
 // at 3.2 times their bytes (the texts, the tokens, the merges' pairs), planned at 4; 0
-// without them. Links are not followed here (the reader refuses them).
+// without them. A link is judged as the reader judges it (refused unless a snapshot's).
 int64_t tokenizer_folder_bytes(const std::string& folder);
 
 // The id of <|endoftext|> in the tokenizer, when it has one (config.json's bos and eos ids).

@@ -8,13 +8,31 @@ source "$here/scenario_lib.sh" "$@"
 
 # A small GPT-2-shaped model (biases in W_query/W_key/W_value, tied head) on a byte
 # tokenizer, exported as a Hugging Face folder and imported back.
-small=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 --dropout 0
-       --qkv-bias true --tokenizer byte --threads 2 --sample-tokens 0 --eval-interval 0
-       --log-interval 100)
+shape=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 --dropout 0
+       --qkv-bias true --threads 2 --sample-tokens 0 --eval-interval 0 --log-interval 100)
+small=("${shape[@]}" --tokenizer byte)
 make_text() {
   for i in $(seq 1 200); do printf 'line %d: the cat sat on the mat, and the dog ran home.\n' "$i"; done
 }
 greedy() { "$bin" sample --checkpoint "$1" --tokens 30 --temperature 0 --prompt "the " 2> /dev/null; }
+
+# hub_cache FOLDER REPO [COMMIT]: FOLDER's files as the Hugging Face hub caches them:
+# REPO/blobs/<sha256> (the files), REPO/snapshots/COMMIT/NAME -> ../../blobs/<sha256>
+# (relative links) and REPO/refs/main holding COMMIT.
+hub_commit=0123456789abcdef0123456789abcdef01234567
+hub_cache() {
+  local from=$1 repo=$2 commit=${3:-$hub_commit} f h
+  mkdir -p "$repo/blobs" "$repo/snapshots/$commit" "$repo/refs"
+  for f in "$from"/*; do
+    h=$(sha256sum "$f" | cut -c1-64)
+    cp "$f" "$repo/blobs/$h"
+    ln -s "../../blobs/$h" "$repo/snapshots/$commit/$(basename "$f")"
+  done
+  printf '%s' "$commit" > "$repo/refs/main"
+}
+
+# no_secret: the planted secret's text never reached stderr (err.txt)
+no_secret() { ! grep -q "TOPSECRET" err.txt || fail "the secret's bytes were printed: $(cat err.txt)"; }
 
 case "$scenario" in
 imported_model_works)
@@ -154,6 +172,120 @@ hostile_memory)
     sh -c "ulimit -v 700000; exec '$bin' import mid --out out.h5"
   grep -q "address-space limit (ulimit -v)" err.txt || fail "not the ulimit: $(cat err.txt)"
   [ ! -e out.h5 ] || fail "a refused import left out.h5"
+  ;;
+hub_cache_import)
+  # A model as huggingface_hub caches it (from_pretrained's download): the snapshot folder, a
+  # file of it and the repo folder itself (through refs/main) import as the files they link
+  # to; a refs/main that names no snapshot or is not a commit is refused naming it.
+  make_text > text.txt
+  "$bin" train "${small[@]}" --data text.txt --steps 2 --out run.h5 > /dev/null
+  "$bin" export --checkpoint run.h5 --format hf --out hf > /dev/null
+  repo=cache/models--org--tiny
+  snap=$repo/snapshots/$hub_commit
+  hub_cache hf "$repo"
+  for from in "$snap" "$repo" "$repo/" "$snap/model.safetensors"; do
+    rm -f in.h5
+    "$bin" import "$from" --out in.h5 > import.txt 2> err.txt || fail "import $from: $(cat err.txt)"
+    grep -q "tokenizer: byte" import.txt || fail "import $from: no tokenizer: $(cat import.txt)"
+    [ "$(hashes run.h5)" = "$(hashes in.h5)" ] || fail "import $from: the weights changed"
+  done
+  # what the import reads is no output, even under --overwrite: a blob of the repo named
+  blob=$repo/blobs/$(basename "$(readlink "$snap/model.safetensors")")
+  expect_usage_error "which this command reads; refusing to overwrite an input" \
+    "$bin" import "$repo" --out "$blob" --overwrite
+  mkdir gguf && "$bin" export --checkpoint run.h5 --format gguf --out gguf/model.gguf > /dev/null
+  hub_cache gguf cache/models--org--gguf
+  "$bin" import cache/models--org--gguf/snapshots/$hub_commit/model.gguf --out gguf.h5 > /dev/null
+  [ "$(hashes run.h5)" = "$(hashes gguf.h5)" ] || fail "GGUF in a hub cache: the weights changed"
+  other=fedcba9876543210fedcba9876543210fedcba98
+  printf '%s\n' "$other" > "$repo/refs/main"
+  expect_usage_error "$repo/refs/main: names commit $other, but $repo/snapshots/$other is not there" \
+    "$bin" import "$repo" --out out.h5
+  printf '../../../etc' > "$repo/refs/main"
+  expect_usage_error "$repo/refs/main: is not a commit hash (40 or 64 hex digits)" \
+    "$bin" import "$repo" --out out.h5
+  rm "$repo/refs/main"
+  expect_usage_error "$repo: a Hugging Face hub cache folder without refs/main" \
+    "$bin" import "$repo" --out out.h5
+  [ ! -e out.h5 ] || fail "a failed import left out.h5"
+  ;;
+links_refused)
+  # A link in a model folder (or PATH itself) is followed only into its own hub repo's
+  # blobs/: any other is refused naming the file, the link and why (exit 2), and no error
+  # prints the bytes of what it points to, nor of a file that is not what it claims.
+  make_text > text.txt
+  "$bin" train "${small[@]}" --data text.txt --steps 1 --out run.h5 > /dev/null
+  "$bin" export --checkpoint run.h5 --format hf --out hf > /dev/null
+  printf '"TOPSECRET root:x:0:0\n' > secret.txt
+  for name in config.json model.safetensors vocab.json merges.txt; do
+    for target in "$PWD/secret.txt" ../secret.txt; do
+      rm -rf m && cp -r hf m && rm "m/$name" && ln -s "$target" "m/$name"
+      expect_usage_error "m/$name: is a symbolic link to '$target'" "$bin" import m --out out.h5
+      no_secret
+    done
+    rm -rf m && cp -r hf m && cp secret.txt "m/$name"  # not a link: a file that lies
+    [ "$name" = merges.txt ] && printf '#version: 0.2\n"TOPSECRET root:x\n' > m/merges.txt
+    expect_usage_error "m/$name" "$bin" import m --out out.h5
+    no_secret
+  done
+  repo=cache/models--org--tiny
+  snap=$repo/snapshots/$hub_commit
+  hub_cache hf "$repo"
+  blob=$(readlink "$snap/config.json")
+  mkdir -p cache/models--org--other/blobs && cp secret.txt cache/models--org--other/blobs/$hub_commit
+  mkdir "$repo/blobs/0000000000000000000000000000000000000000"
+  for link in ../../../../secret.txt ../../../models--org--other/blobs/$hub_commit \
+      ../../blobs/0000000000000000000000000000000000000000 ../../blobs ../../refs/main; do
+    ln -sfn "$link" "$snap/config.json"
+    expect_usage_error "$snap/config.json: is a symbolic link to '$link'" \
+      "$bin" import "$snap" --out out.h5
+    no_secret
+  done
+  # a chain: the blob itself a link out of the repo
+  ln -sfn "$blob" "$snap/config.json"
+  rm "$repo/$(basename "$blob" | sed 's|^|blobs/|')"
+  ln -s "$PWD/secret.txt" "$repo/blobs/$(basename "$blob")"
+  expect_usage_error "the blob is itself a symbolic link" "$bin" import "$snap" --out out.h5
+  no_secret
+  # PATH itself: a link to a file is refused as a folder's links are
+  ln -s secret.txt link.gguf
+  expect_usage_error "link.gguf: is a symbolic link to 'secret.txt'" "$bin" import link.gguf --out out.h5
+  no_secret
+  [ ! -e out.h5 ] || fail "a refused import left out.h5"
+  ;;
+tokenizer_round_trips)
+  # export --format hf then import keeps every tokenizer, read back from tokenizer.json (alone,
+  # or beside vocab.json + merges.txt): char, byte, bpe with GPT-4's split pattern and with
+  # GPT-2's; the imported checkpoint encodes a text to the same ids and inspect shows the
+  # same tokenizer.
+  make_text > text.txt
+  printf 'the dog sat on 12 mats, and ran home.\n' > probe.txt
+  "$bin" prepare --data text.txt --tokenizer bpe --vocab-size 300 --out bpe4 > /dev/null
+  python3 - "$(cat bpe4/tokenizer.json)" > gpt2_pattern.json <<'PY'
+import json, sys
+t = json.loads(sys.argv[1])
+t["split_pattern"] = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+print(json.dumps(t))
+PY
+  "$bin" prepare --data text.txt --tokenizer-from gpt2_pattern.json --out bpe2 > /dev/null
+  "$bin" train "${shape[@]}" --tokenizer char --data text.txt --steps 2 --out char.h5 > /dev/null
+  "$bin" train "${shape[@]}" --tokenizer byte --data text.txt --steps 2 --out byte.h5 > /dev/null
+  "$bin" train "${shape[@]}" --data bpe4 --steps 2 --out bpe4.h5 > /dev/null
+  "$bin" train "${shape[@]}" --data bpe2 --steps 2 --out bpe2.h5 > /dev/null
+  for kind in char byte bpe4 bpe2; do
+    "$bin" export --checkpoint $kind.h5 --format hf --out $kind.hf > /dev/null
+    "$bin" encode --tokenizer $kind.h5 < probe.txt > $kind.ids
+    "$bin" inspect $kind.h5 | grep -A1 '^tokenizer' > $kind.tok
+    for files in all json; do
+      [ $files = json ] && rm -f $kind.hf/vocab.json $kind.hf/merges.txt
+      "$bin" import $kind.hf --out $kind.$files.h5 > import.txt 2> err.txt ||
+        fail "$kind ($files): import failed: $(cat err.txt)"
+      "$bin" encode --tokenizer $kind.$files.h5 < probe.txt 2> err.txt | cmp -s - $kind.ids ||
+        fail "$kind ($files): other ids: $(cat err.txt; cat import.txt)"
+      "$bin" inspect $kind.$files.h5 | grep -A1 '^tokenizer' | cmp -s - $kind.tok ||
+        fail "$kind ($files): inspect shows $("$bin" inspect $kind.$files.h5 | grep -A1 '^tokenizer'), not $(cat $kind.tok)"
+    done
+  done
   ;;
 *) fail "unknown scenario" ;;
 esac
