@@ -99,9 +99,9 @@ class PieceMatcher {
 
  private:
   struct Attempt {
-    int rc = 0;              // of pcre2_match
-    size_t limit = 0;        // the end of the window that decided it
-    size_t widened_to = 0;   // the end of the last window it ran past (0: none)
+    int rc = 0;             // of pcre2_match
+    size_t limit = 0;       // the end of the window that decided it
+    size_t widened_to = 0;  // the end of the last window it ran past (0: none)
   };
   int match(std::string_view text, size_t pos, size_t limit, bool partial);
   Attempt attempt(std::string_view text, size_t q, bool more_may_follow, uint64_t& pending);

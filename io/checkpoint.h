@@ -4,8 +4,8 @@
 // run, written safely over base/posix_file.h and base/atomic_file.h; one writer per output,
 // under a lock file only this run creates and writes), output_rule.h (the one rule every
 // command that writes follows: no input replaced, nothing replaced without --overwrite,
-// locked, nothing partial left) and history.h (the run's metrics table a checkpoint keeps). The report's pages and
-// pictures are in report/.
+// locked, nothing partial left) and history.h (the run's metrics table a checkpoint keeps). The
+// report's pages and pictures are in report/.
 //
 //   io::Checkpoint c;
 //   c.config = run_config_json;  c.step = 1000;  c.model = model.named_parameters();
