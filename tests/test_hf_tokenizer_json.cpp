@@ -9,6 +9,7 @@
 
 #include "data/bpe.h"
 #include "data/gpt2_tokenizer.h"
+#include "gpt2_vocab_support.h"
 #include "interop/model_files.h"
 #include "interop/tokenizer_json.h"
 #include "io/tokenizer_section.h"
@@ -43,18 +44,6 @@ void require_same(const data::Tokenizer& tok, const std::string& text) {
   REQUIRE(a.special_tokens == b.special_tokens);
 }
 
-data::ByteLevelVocab gpt2_vocab() {
-  data::ByteLevelVocab v;
-  for (const uint8_t b : data::Gpt2Tokenizer::gpt2_byte_order())
-    v.tokens.push_back(data::byte_level_text(std::string(1, static_cast<char>(b))));
-  v.merges = {{"Ġ", "t"}, {"h", "e"}, {"Ġt", "he"}};
-  for (const auto& [left, right] : v.merges) v.tokens.push_back(left + right);
-  v.tokens.push_back("<|endoftext|>");
-  v.split_pattern = std::string(data::kGpt2SplitPattern);
-  v.end_of_text = 259;
-  return v;
-}
-
 // The message reading `file` (a tokenizer.json's text) gives.
 std::string refusal(const std::string& file) {
   TempDir dir;
@@ -70,7 +59,8 @@ std::string refusal(const std::string& file) {
 
 // A byte-level tokenizer.json attograd writes, changed by `edit`.
 std::string edited(const std::function<void(json&)>& edit) {
-  json j = json::parse(data::hf_tokenizer_json(*data::tokenizer_from_byte_level(gpt2_vocab())));
+  json j = json::parse(
+      data::hf_tokenizer_json(*data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab())));
   edit(j);
   return j.dump();
 }
@@ -88,7 +78,8 @@ TEST_CASE("tokenizer.json of every kind reads back as the tokenizer it was writt
   require_same(data::BpeTokenizer::train(text, 300), kText);  // GPT-4's pattern
   require_same(data::BpeTokenizer::train(text, 300, std::string(data::kGpt2SplitPattern)), kText);
   require_same(data::BpeTokenizer::train(text, 280, "[a-z]+|[^a-z]"), kText);
-  require_same(*data::tokenizer_from_byte_level(gpt2_vocab()), kText);  // gpt2, a special
+  require_same(*data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab()),
+               kText);  // gpt2, a special
 }
 
 TEST_CASE("a char tokenizer's unk_token is noted, as the checkpoint cannot keep it",
@@ -113,7 +104,7 @@ TEST_CASE("GPT-2's own tokenizer.json shape is read", "[interop][tokenizer_json]
   TempDir dir;
   const auto back =
       io::make_tokenizer(interop::read_hf_tokenizer_json(dir.write("tokenizer.json", file)));
-  const auto tok = data::tokenizer_from_byte_level(gpt2_vocab());
+  const auto tok = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   REQUIRE(back->type() == "gpt2");
   REQUIRE(back->encode(kText) == tok->encode(kText));
   REQUIRE(io::tokenizer_section(*back).special_tokens == std::vector<std::string>{"<|endoftext|>"});
