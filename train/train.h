@@ -33,6 +33,8 @@
 //   rate_meter.h     tokens/s and ETA from the recent steps, after a warm-up
 //   console.h        stdout/stderr that survive a closed terminal or a broken pipe
 //   stop_signals.h   SIGINT/TERM/HUP/PIPE end a run after its step, saved (stop_reason.h: named)
+//   launcher_stop.h  under mpirun, saves made by a process the launcher's kill misses; at its
+//                    stop, the state taken at once (snapshot_gate.h) and saved by that process
 #include "train/classification_metrics.h"
 #include "train/config.h"
 #include "train/console.h"
