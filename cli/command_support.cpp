@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "base/error_text.h"
@@ -45,13 +44,6 @@ std::string default_checkpoint(const std::string& command, const std::string& wh
     train::noticef("attograd {}: using {} (no checkpoint given; train's default output)\n", command,
                    path);
   return path;
-}
-
-bool is_hdf5_file(const std::string& path) {
-  static constexpr char kSignature[] = "\x89HDF\r\n\x1a\n";
-  std::ifstream in(path, std::ios::binary);
-  char head[sizeof kSignature - 1] = {};
-  return in.read(head, sizeof head) && std::equal(head, head + sizeof head, kSignature);
 }
 
 std::string config_file(const po::variables_map& vm) {

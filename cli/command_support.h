@@ -30,10 +30,6 @@ bool wants_help(const po::variables_map& vm, const std::string& command,
 // there is no attograd.h5 either).
 std::string default_checkpoint(const std::string& command, const std::string& when_none = "");
 
-// Whether a file starts with HDF5's signature (a checkpoint, a gradient dump), so a
-// checkpoint given where a metrics file belongs (or the reverse) is named for what it is.
-bool is_hdf5_file(const std::string& path);
-
 // The --config file named on the command line, or "".
 std::string config_file(const po::variables_map& vm);
 

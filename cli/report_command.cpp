@@ -59,7 +59,7 @@ po::options_description report_options(ReportOptions& o) {
 void sort_bare_files(ReportOptions& o) {
   for (const std::string& f : o.files) {
     require_file(f, "file");
-    if (!is_hdf5_file(f)) {
+    if (!io::is_hdf5_file(f)) {
       o.metrics.push_back(f);
     } else if (o.checkpoint.empty() || o.checkpoint == f) {
       o.checkpoint = f;
@@ -84,7 +84,7 @@ bool looks_like_json_lines(const std::string& path) {
 void check_file_kinds(const ReportOptions& o) {
   for (const std::string& m : o.metrics) {
     require_file(m, "metrics file");
-    if (is_hdf5_file(m))
+    if (io::is_hdf5_file(m))
       throw UsageError(fmt::format(
           "--metrics '{}' is a checkpoint (HDF5), not a metrics file (train --metrics writes "
           "JSON lines): give it as --checkpoint {}",
@@ -92,7 +92,7 @@ void check_file_kinds(const ReportOptions& o) {
   }
   if (o.checkpoint.empty()) return;
   require_file(o.checkpoint, "checkpoint");
-  if (!is_hdf5_file(o.checkpoint))
+  if (!io::is_hdf5_file(o.checkpoint))
     throw UsageError(fmt::format(
         "--checkpoint '{}' is not a checkpoint (not HDF5){}: give a metrics file as --metrics {}",
         base::printable(o.checkpoint),

@@ -137,6 +137,14 @@ std::string output_refusal(const std::string& named, mode_t mode) {
 
 }  // namespace
 
+bool is_hdf5_file(const std::string& path) {
+  static constexpr char kSignature[] = "\x89HDF\r\n\x1a\n";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  char head[sizeof kSignature - 1] = {};
+  return fd.valid() && ::pread(fd.get(), head, sizeof head, 0) == sizeof head &&
+         std::equal(head, head + sizeof head, kSignature);
+}
+
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa, sb;
   const bool has_a = ::stat(a.c_str(), &sa) == 0;

@@ -33,6 +33,11 @@ namespace io {
 // link to it, included), else the same path once resolved as far as it exists.
 bool same_file(const std::string& a, const std::string& b);
 
+// Whether a file starts with HDF5's signature (a checkpoint, a gradient dump), so a
+// checkpoint given where something else belongs (or the reverse) is named for what it is.
+// Opened without blocking (a FIFO answers false); false when it cannot be read.
+bool is_hdf5_file(const std::string& path);
+
 // {option or role, path}: {"--data", "corpus.txt"}. An empty path is skipped.
 using NamedPaths = std::vector<std::pair<std::string, std::string>>;
 

@@ -61,72 +61,81 @@ std::vector<std::string> entries_of(const std::string& folder, const std::string
   return names;
 }
 
-// The files an input folder holds (links followed: a Hugging Face cache links its blobs).
-std::vector<std::pair<std::string, Identity>> files_in(const std::string& folder,
-                                                       const std::string& named) {
-  std::vector<std::pair<std::string, Identity>> files;
-  for (const std::string& path : entries_of(folder, named)) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-      files.emplace_back(path, Identity{st.st_dev, st.st_ino});
+// What the command reads, by identity: each input, and the files each input folder holds
+// (links followed: a Hugging Face cache links its blobs). Listed once, when first needed.
+struct FileRead {
+  std::string role, input, file;  // file == input for the input itself
+  Identity id;
+};
+
+class FilesRead {
+ public:
+  explicit FilesRead(const NamedPaths& inputs) : inputs_(inputs) {}
+  const std::vector<FileRead>& list() {
+    if (!list_) list_ = make();
+    return *list_;
   }
-  return files;
-}
+
+ private:
+  std::vector<FileRead> make() const {
+    std::vector<FileRead> read;
+    for (const auto& [role, path] : inputs_) {
+      if (path.empty()) continue;
+      if (const auto id = identity_of(path)) read.push_back({role, path, path, *id});
+      if (!is_folder(path)) continue;
+      for (const std::string& file : entries_of(path, fmt::format("{} {}", role, quoted(path)))) {
+        struct stat st;
+        if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+          read.push_back({role, path, file, Identity{st.st_dev, st.st_ino}});
+      }
+    }
+    return read;
+  }
+  const NamedPaths& inputs_;
+  std::optional<std::vector<FileRead>> list_;
+};
 
 // An output that exists is none of the files of a folder the command reads.
-void refuse_file_of_input_folder(const Output& out, const NamedPaths& inputs) {
+void refuse_file_of_input_folder(const Output& out, FilesRead& read) {
   const std::optional<Identity> id = identity_of(out.path);
   if (!id) return;
-  for (const auto& [role, path] : inputs) {
-    if (path.empty() || !is_folder(path)) continue;
-    for (const auto& [file, file_id] : files_in(path, fmt::format("{} {}", role, quoted(path))))
-      if (file_id == *id)
-        throw std::invalid_argument(fmt::format(
-            "{} {} is {} of {} {}, which this command reads; refusing to overwrite an input",
-            out.option, quoted(out.path), quoted(base::base_name(file)), role, quoted(path)));
-  }
+  for (const FileRead& r : read.list())
+    if (r.file != r.input && r.id == *id)
+      throw std::invalid_argument(fmt::format(
+          "{} {} is {} of {} {}, which this command reads; refusing to overwrite an input",
+          out.option, quoted(out.path), quoted(base::base_name(r.file)), r.role, quoted(r.input)));
 }
 
 // Everything a folder holds, at any depth (links not followed: removing a link removes the
 // link), by identity; throws past kMaxEntries or kMaxDepth.
-void walk(const std::string& folder, int depth, const std::string& named,
-          std::vector<std::pair<std::string, Identity>>& found) {
+void walk(const std::string& folder, int depth, const std::string& named, std::set<Identity>& found,
+          size_t& entries) {
   if (depth > kMaxDepth)
     throw std::invalid_argument(fmt::format(
         "{} is nested more than {} folders deep; attograd does not replace it", named, kMaxDepth));
   for (const std::string& path : entries_of(folder, named)) {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) continue;
-    found.emplace_back(path, Identity{st.st_dev, st.st_ino});
-    if (found.size() > kMaxEntries)
+    found.insert(Identity{st.st_dev, st.st_ino});
+    if (++entries > kMaxEntries)
       throw std::invalid_argument(fmt::format(
           "{} holds more than {} entries; attograd does not replace it", named, kMaxEntries));
-    if (S_ISDIR(st.st_mode)) walk(path, depth + 1, named, found);
+    if (S_ISDIR(st.st_mode)) walk(path, depth + 1, named, found, entries);
   }
 }
 
 // A folder output that exists holds no input (replacing it would remove the input).
-void refuse_folder_holding_inputs(const Output& out, const NamedPaths& inputs) {
+void refuse_folder_holding_inputs(const Output& out, FilesRead& read) {
   if (!is_folder(out.path, false)) return;
   const std::string named = fmt::format("{} {}", out.option, quoted(out.path));
-  std::vector<std::pair<std::string, Identity>> held;
-  walk(out.path, 0, named, held);
-  std::set<Identity> ids;
-  for (const auto& [path, id] : held) ids.insert(id);
-  for (const auto& [role, path] : inputs) {
-    if (path.empty()) continue;
-    std::vector<std::pair<std::string, Identity>> read;
-    if (const auto id = identity_of(path)) read.emplace_back(path, *id);
-    if (is_folder(path)) {
-      const auto files = files_in(path, fmt::format("{} {}", role, quoted(path)));
-      read.insert(read.end(), files.begin(), files.end());
-    }
-    for (const auto& [file, id] : read)
-      if (ids.count(id))
-        throw std::invalid_argument(
-            fmt::format("{} holds {} {}, which this command reads; refusing to replace an input",
-                        named, role, quoted(file)));
-  }
+  std::set<Identity> held;
+  size_t entries = 0;
+  walk(out.path, 0, named, held, entries);
+  for (const FileRead& r : read.list())
+    if (held.count(r.id))
+      throw std::invalid_argument(
+          fmt::format("{} holds {} {}, which this command reads; refusing to replace an input",
+                      named, r.role, quoted(r.file)));
 }
 
 // The first bytes of a regular file (at most n), or "" when it cannot be read.
@@ -153,9 +162,8 @@ bool is_attograd_page(const std::string& head) {
 // What is at an existing output, in words: "an attograd checkpoint", "a file of 12 bytes".
 std::string what_is_at(const std::string& path, const struct stat& st) {
   if (S_ISDIR(st.st_mode)) return "a folder that is not empty";
-  const std::string head = head_of(path, 8);
-  if (starts_with(head, "\x89HDF\r\n\x1a\n")) return "an HDF5 file (a checkpoint?)";
-  if (starts_with(head, "GGUF")) return "a GGUF model file";
+  if (is_hdf5_file(path)) return "an HDF5 file (a checkpoint?)";
+  if (starts_with(head_of(path, 4), "GGUF")) return "a GGUF model file";
   return fmt::format("a file of {} bytes", static_cast<long long>(st.st_size));
 }
 
@@ -214,14 +222,15 @@ void check_output_rule(const std::vector<Output>& outputs, const NamedPaths& inp
   NamedPaths named;
   for (const Output& out : outputs) named.emplace_back(out.option, out.path);
   refuse_shared_outputs(named);
+  FilesRead read(inputs);
   for (const Output& given : outputs) {
     if (given.path.empty()) continue;
     const Output out = without_trailing_slash(given);
     refuse_output_over_inputs(out.path, out.option, inputs);  // first: it names both files
-    refuse_file_of_input_folder(out, inputs);
+    refuse_file_of_input_folder(out, read);
     if (out.kind == OutputKind::folder) {
       check_can_write_folder(out);
-      refuse_folder_holding_inputs(out, inputs);
+      refuse_folder_holding_inputs(out, read);
     } else {
       base::check_can_write(out.path);
     }
