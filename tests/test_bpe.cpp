@@ -306,8 +306,11 @@ TEST_CASE("a split pattern that scans a run from every byte of it encodes in lin
   // runs of a ended by nothing, a space or c and a newline; the first two patterns took
   // 30 s and 7.6 s on 300 KB before
   for (const char* pattern : {"(?:a|b)++c|\n", "(a|b)+c|\n", "a++b|\n", "[^\n]++x|\n"}) {
-    for (const auto& [run, after] : std::vector<std::pair<size_t, std::string>>{
+    for (const auto& run_and_end : std::vector<std::pair<size_t, std::string>>{
              {50, ""}, {5000, " "}, {300000, " "}, {5000, "c\n"}}) {
+      // named copies, not a structured binding: clang 14 cannot capture one in a lambda
+      const size_t run = run_and_end.first;
+      const std::string& after = run_and_end.second;
       INFO(pattern << " on runs of " << run << " ended by '" << after << "'");
       const auto shortest = [&](size_t bytes) {  // of three: the least disturbed by other work
         const std::string text = runs(bytes, run, after);
