@@ -64,10 +64,24 @@ void print_import(const interop::ModelFiles& m, const std::string& out) {
   for (const auto& d : m.dropped) fmt::print("not kept: {}\n", d);
 }
 
-ag::Precision parse_dtype(const std::string& s) {
-  if (s == "f32") return ag::Precision::fp32;
-  if (s == "bf16") return ag::Precision::bf16;
-  throw UsageError(fmt::format("--dtype must be f32 or bf16, got '{}'", base::printable(s)));
+interop::StoredType parse_dtype(const std::string& s) {
+  if (s == "f32") return interop::StoredType::f32;
+  if (s == "bf16") return interop::StoredType::bf16;
+  if (s == "f16") return interop::StoredType::f16;
+  throw UsageError(fmt::format("--dtype must be f32, bf16 or f16, got '{}'", base::printable(s)));
+}
+
+// --context N: a RoPE model's context cut to N (a Llama 3's 131072 positions would make every
+// run's default window that long); its weights do not depend on it, so nothing else changes.
+void shorten_context(interop::ModelFiles& m, int64_t context) {
+  if (context == 0) return;
+  if (m.config.position != nn::PositionKind::rope)
+    throw UsageError("--context applies to a model with RoPE (learned positions are weights)");
+  if (context < 1 || context > m.config.context_length)
+    throw UsageError(fmt::format("--context must be 1 to the model's {}, got {}",
+                                 m.config.context_length, context));
+  m.dropped.push_back(fmt::format("context {} (--context {})", m.config.context_length, context));
+  m.config.context_length = context;
 }
 
 // InteropError: the file from elsewhere is at fault, a usage error (exit 2).
@@ -87,24 +101,28 @@ int guarded_interop(const std::string& command, Body body) {
 int import_command(const Args& args) {
   return guarded_interop("import", [&] {
     std::string path, out, tokenizer;
+    int64_t context = 0;
     bool overwrite = false;
     po::options_description desc("import options");
     auto add = desc.add_options();
     add("help,h", "show this help");
     add("path", po::value(&path)->required(),
-        "a Hugging Face GPT-2 folder, a .safetensors file with config.json beside it, or a "
-        "model file of another format (llm.c, GGUF)");
+        "a Hugging Face folder (GPT-2, Llama, Qwen2, Qwen3), a .safetensors file with "
+        "config.json beside it, or a model file of another format (llm.c, GGUF)");
     add("out", po::value(&out)->required(), "the attograd checkpoint to write (.h5)");
     add("tokenizer", po::value(&tokenizer),
         "folder with GPT-2's tokenizer files (vocab.json + merges.txt, or encoder.json + "
         "vocab.bpe), when PATH has none");
+    add("context", po::value(&context),
+        "a RoPE model's context length, shorter than its own (max_position_embeddings)");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(
-        args, desc, "path", "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--overwrite]");
+        args, desc, "path", "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--context N] [--overwrite]");
     if (!vm) return 0;
     const auto claim = claim_outputs({{"--out", out, io::OutputKind::checkpoint}},
                                      import_inputs(path, tokenizer), {.overwrite = overwrite});
     interop::ModelFiles model = interop::import_model(path, tokenizer);
+    shorten_context(model, context);
     print_import(model, out);
     io::save_checkpoint(out, interop::checkpoint_of(std::move(model)));
     return 0;
@@ -124,13 +142,13 @@ int export_command(const Args& args) {
         "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint)");
     add("out", po::value(&out)->required(),
         "where to write (hf: a folder, new or empty unless --overwrite)");
-    add("dtype", po::value(&dtype)->default_value("f32"), "f32 or bf16");
+    add("dtype", po::value(&dtype)->default_value("f32"), "f32, bf16 or f16 (f16: hf only)");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(args, desc, "checkpoint",
                                "attograd export CHECKPOINT.h5 --format hf|gguf|llmc "
-                               "--out PATH [--dtype f32|bf16] [--overwrite]");
+                               "--out PATH [--dtype f32|bf16|f16] [--overwrite]");
     if (!vm) return 0;
-    const ag::Precision type = parse_dtype(dtype);
+    const interop::StoredType type = parse_dtype(dtype);
     require_file(path, "checkpoint");
     const bool folder = interop::export_writes_folder(format);
     const auto claim = claim_outputs(

@@ -35,6 +35,28 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+// The nearest IEEE half (ties to even), as PyTorch's .half() rounds: beyond 65504 it is
+// infinite, below 2^-24 a subnormal or zero.
+uint16_t half_from_float(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (x >> 16) & 0x8000u, magnitude = x & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (magnitude >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 2^16
+  uint32_t h, rest, halfway;
+  if (magnitude >= 0x38800000u) {  // a normal half: the exponent rebiased from 127 to 15
+    h = (magnitude >> 13) - (112u << 10);
+    rest = magnitude & 0x1fffu, halfway = 0x1000u;
+  } else {  // a subnormal half: the significand (hidden bit included) shifted into it
+    if (magnitude < 0x33000000u) return static_cast<uint16_t>(sign);  // <= 2^-25: zero
+    const uint32_t shift = 126 - (magnitude >> 23);
+    const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+    h = significand >> shift;
+    rest = significand & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+  }
+  if (rest > halfway || (rest == halfway && (h & 1u))) ++h;  // a carry rounds up to inf
+  return static_cast<uint16_t>(sign | h);
+}
+
 }  // namespace
 
 size_t stored_bytes(StoredType t) {
@@ -51,9 +73,12 @@ void write_floats(const float* src, int64_t n, StoredType t, const ByteSink& out
     const int64_t m = std::min(kChunk, n - done);
     // one thread, in this loop: ag::to_bfloat16 would open a parallel region per chunk,
     // which costs far more than the conversion (8 s instead of 0.1 for GPT-2 124M)
-    for (int64_t i = 0; i < m; ++i)
-      chunk[static_cast<size_t>(i)] =
-          ag::bf16_bits_from_f32_bits(std::bit_cast<uint32_t>(src[done + i]));
+    if (t == StoredType::f16)
+      for (int64_t i = 0; i < m; ++i) chunk[static_cast<size_t>(i)] = half_from_float(src[done + i]);
+    else
+      for (int64_t i = 0; i < m; ++i)
+        chunk[static_cast<size_t>(i)] =
+            ag::bf16_bits_from_f32_bits(std::bit_cast<uint32_t>(src[done + i]));
     out(reinterpret_cast<const char*>(chunk.data()), static_cast<size_t>(m) * 2);
   }
 }

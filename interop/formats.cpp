@@ -9,7 +9,9 @@
 #include "base/atomic_file.h"
 #include "base/utf8.h"
 #include "interop/gguf.h"
+#include "interop/hf_folder.h"
 #include "interop/hf_gpt2.h"
+#include "interop/hf_llama.h"
 #include "interop/hub_cache.h"
 #include "interop/input_bytes.h"
 #include "interop/llmc.h"
@@ -50,16 +52,41 @@ bool is_safetensors(std::string_view head) {
   return head.size() >= 9 && head[8] == '{';
 }
 
+// The architecture a Hugging Face folder (or a .safetensors file's folder) holds, by its
+// config.json's model_type: the Llama family's, else GPT-2's (whose reader refuses the rest).
 ModelFiles read_hf(const std::string& path, const std::string& tokenizer_folder) {
+  std::error_code ec;
+  std::string folder = fs::is_directory(path, ec) ? path : fs::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  if (has_entry(folder, "config.json")) {
+    const auto j = read_hf_config((fs::path(folder) / "config.json").string(), {"model_type"});
+    if (j.contains("model_type") && j["model_type"].is_string() &&
+        llama_family_of(j["model_type"].get<std::string>()))
+      return read_hf_llama(path, tokenizer_folder);
+  }
   return read_hf_gpt2(path, tokenizer_folder);
 }
 
-void write_hf(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
+// A GPT with RoPE, SwiGLU or q/k norms is written as a Llama-family model, the rest as GPT-2
+// (each writer refuses what its architecture cannot hold).
+void write_hf(const ModelFiles& model, const std::string& out, StoredType dtype) {
+  const nn::GPTConfig& c = model.config;
+  if (c.position == nn::PositionKind::rope || c.mlp == nn::MlpKind::swiglu || c.qk_norm)
+    return write_hf_llama(model, out, dtype);
   write_hf_gpt2(model, out, dtype);
 }
 
-void write_llmc_file(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
-  write_llmc(model, out, dtype);
+// llm.c and attograd's GGUF writer hold float32 or bfloat16.
+ag::Precision precision_of(StoredType dtype, const std::string& format, const std::string& out) {
+  if (dtype == StoredType::f16)
+    throw InteropError(fmt::format("{}: --dtype f16 is written for --format hf only ({}: f32 "
+                                   "or bf16)",
+                                   out, format));
+  return dtype == StoredType::bf16 ? ag::Precision::bf16 : ag::Precision::fp32;
+}
+
+void write_llmc_file(const ModelFiles& model, const std::string& out, StoredType dtype) {
+  write_llmc(model, out, precision_of(dtype, "llmc", out));
 }
 
 // A GGUF file carries its tokenizer; --tokenizer DIR replaces it.
@@ -71,8 +98,8 @@ ModelFiles read_gguf_file(const std::string& path, const std::string& tokenizer_
   return m;
 }
 
-void write_gguf_file(const ModelFiles& model, const std::string& out, ag::Precision dtype) {
-  write_gguf(model, out, dtype);
+void write_gguf_file(const ModelFiles& model, const std::string& out, StoredType dtype) {
+  write_gguf(model, out, precision_of(dtype, "gguf", out));
 }
 
 // A tokenizer with more ids than the model has rows would give ids the model cannot take.
@@ -92,7 +119,7 @@ struct Format {
   bool (*recognise)(std::string_view head);
   bool folder;  // written as a folder of files
   ModelFiles (*read)(const std::string& path, const std::string& tokenizer_folder);
-  void (*write)(const ModelFiles& model, const std::string& out, ag::Precision dtype);
+  void (*write)(const ModelFiles& model, const std::string& out, StoredType dtype);
 };
 
 const Format kFormats[] = {
@@ -120,7 +147,7 @@ const Format& known_format(const std::string& name) {
 
 // A folder output, written whole: a new folder renamed into place (base/atomic_file.h).
 void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
-                   ag::Precision dtype, bool replace) {
+                   StoredType dtype, bool replace) {
   try {
     base::write_folder_atomically(
         out, [&](const std::string& folder) { f.write(model, folder, dtype); }, replace);
@@ -166,7 +193,7 @@ bool export_writes_folder(const std::string& format) {
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  ag::Precision dtype, bool replace) {
+                  StoredType dtype, bool replace) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
   if (f->folder) return export_folder(*f, model, out, dtype, replace);

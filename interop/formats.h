@@ -5,17 +5,17 @@
 //
 //   interop::ModelFiles m = interop::import_model("gpt2/", "");      // found by content
 //   io::save_checkpoint("gpt2.h5", interop::checkpoint_of(std::move(m)));
-//   interop::export_model(interop::model_files_of(ckpt), "hf", "out/", ag::Precision::fp32);
+//   interop::export_model(interop::model_files_of(ckpt), "hf", "out/", interop::StoredType::f32);
 #include <string>
 #include <vector>
 
-#include "autograd/autocast.h"
+#include "interop/float_codec.h"
 #include "interop/model_files.h"
 
 namespace interop {
 
 // Reads a model from path, its format recognised by content: a folder (Hugging Face's
-// config.json + model.safetensors), a safetensors file (with config.json beside it), an llm.c
+// config.json + model.safetensors: GPT-2, or Llama, Qwen2, Qwen3 by config.json's model_type), a safetensors file (with config.json beside it), an llm.c
 // checkpoint (magic 20240326), a GGUF file (magic "GGUF"). tokenizer_folder, when not empty,
 // holds GPT-2's tokenizer files. Throws InteropError.
 ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder);
@@ -27,13 +27,14 @@ std::vector<std::string> export_formats();
 // format is std::invalid_argument naming the formats.
 bool export_writes_folder(const std::string& format);
 
-// Writes model in format to out: the files are made in a temporary sibling and renamed into
+// Writes model in format to out (dtype F16: hf only; hf is GPT-2's folder, or the Llama
+// family's for a model with RoPE, SwiGLU or q/k norms): the files are made in a temporary sibling and renamed into
 // place, so a failed or interrupted export leaves nothing behind. A folder format's out must
 // be missing or an empty folder unless `replace` (the caller has checked that the folder
 // there may go: cli's output rule); a file format's out is replaced whole. Throws
 // InteropError (an unknown format: std::invalid_argument).
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  ag::Precision dtype, bool replace = false);
+                  StoredType dtype, bool replace = false);
 
 // The checkpoint an import writes: the run configuration's defaults with this model, its
 // tokenizer ("none" when the files carried none), step 0, the weights and nothing else

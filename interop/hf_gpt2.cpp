@@ -15,7 +15,7 @@
 #include "base/utf8.h"
 #include "interop/hub_cache.h"
 #include "interop/import_memory.h"
-#include "interop/json_stream.h"
+#include "interop/hf_folder.h"
 #include "interop/tokenizer_files.h"
 
 namespace interop {
@@ -25,60 +25,17 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int64_t kMaxConfigBytes = 1 << 20;
 constexpr double kAttogradLayerNormEps = 1e-5;
 constexpr char kPrefix[] = "transformer.";
-constexpr size_t kMaxShards = 4096;
-
-std::string quoted(const std::string& s) {
-  return "'" + excerpt(s) + "'";
-}
-
-// The keys of a config.json, each with HF's default when absent (GPT2Config's), so that a
-// config from_pretrained accepts means the same here.
-struct ConfigKeys {
-  const json& j;
-  const std::string& source;
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw InteropError(fmt::format("{}: {} {}", source, key, what));
-  }
-  const json* find(const char* key) const {
-    const auto it = j.find(key);
-    return it == j.end() || it->is_null() ? nullptr : &*it;
-  }
-  int64_t integer(const char* key, int64_t fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX))
-      fail(key, fmt::format("is {}, not an integer", base::json_quote(*v)));
-    return v->get<int64_t>();
-  }
-  double number(const char* key, double fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_number()) fail(key, fmt::format("is {}, not a number", base::json_quote(*v)));
-    return v->get<double>();
-  }
-  bool flag(const char* key, bool fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_boolean()) fail(key, fmt::format("is {}, not true or false", base::json_quote(*v)));
-    return v->get<bool>();
-  }
-  std::string text(const char* key, const std::string& fallback) const {
-    const json* v = find(key);
-    if (!v) return fallback;
-    if (!v->is_string()) fail(key, fmt::format("is {}, not a string", base::json_quote(*v)));
-    return v->get<std::string>();
-  }
-};
+constexpr char kModel[] = "GPT-2 (GPT2LMHeadModel)";
 
 // What attograd's GPT cannot compute is refused with the reason.
-void check_architecture(const ConfigKeys& k, std::vector<std::string>& notes) {
+void check_architecture(const HfConfigKeys& k, std::vector<std::string>& notes) {
   const std::string type = k.text("model_type", "gpt2");
   if (type != "gpt2")
-    k.fail("model_type", fmt::format("is {}: only GPT-2 (gpt2) is read", quoted(type)));
+    k.fail("model_type", fmt::format("is {}: only GPT-2 (gpt2), Llama (llama), Qwen2 (qwen2) and "
+                                     "Qwen3 (qwen3) are read",
+                                     quoted(type)));
   if (const json* archs = k.find("architectures")) {
     if (!archs->is_array()) k.fail("architectures", "is not a list");
     for (const json& a : *archs)
@@ -122,7 +79,7 @@ std::string hf_key_of(const std::string& message) {
 }
 
 // attograd has one dropout; GPT-2 has three (usually equal).
-double dropout_of(const ConfigKeys& k, std::vector<std::string>& notes) {
+double dropout_of(const HfConfigKeys& k, std::vector<std::string>& notes) {
   const double resid = k.number("resid_pdrop", 0.1), embd = k.number("embd_pdrop", 0.1),
                attn = k.number("attn_pdrop", 0.1);
   if (embd != resid || attn != resid)
@@ -133,7 +90,7 @@ double dropout_of(const ConfigKeys& k, std::vector<std::string>& notes) {
   return resid;
 }
 
-// The keys of config.json attograd reads (ConfigKeys's callers); the rest are skipped as
+// The keys of config.json attograd reads (check_architecture's and the config's); the rest are skipped as
 // they are read, never stored.
 const std::set<std::string>& config_keys_read() {
   static const std::set<std::string> keys = {"model_type",
@@ -156,42 +113,6 @@ const std::set<std::string>& config_keys_read() {
                                              "attn_pdrop",
                                              "tie_word_embeddings"};
   return keys;
-}
-
-// config.json's top object with the keys read (each at most 64 values: "architectures" is
-// a short list); a JSON text that is not an object is refused.
-struct ConfigReader final : JsonReader {
-  json kept = json::object();
-  std::string source;
-  void open(bool object) override {
-    if (!object) throw InteropError(fmt::format("{}: is an array, not a JSON object", source));
-  }
-  Use use(const std::string& key, size_t) override {
-    if (kept.contains(key))
-      throw InteropError(fmt::format("{}: the key {} appears twice", source, quoted(key)));
-    return config_keys_read().count(key) ? keep(64) : skip();
-  }
-  void value(const std::string& key, size_t, json v) override { kept[key] = std::move(v); }
-};
-
-// A JSON text of at most kMaxConfigBytes read by `reader` as it streams (json_stream.h).
-void read_json_file(const std::string& path, JsonReader& reader) {
-  const InputBytes in = InputBytes::open(path);
-  if (in.size() > static_cast<uint64_t>(kMaxConfigBytes))
-    throw InteropError(fmt::format("{}: {} bytes, more than the {} such a file may have", path,
-                                   in.size(), kMaxConfigBytes));
-  try {
-    read_json(in, 0, in.size(), reader, kMaxConfigBytes);
-  } catch (const JsonStreamError& e) {
-    throw InteropError(fmt::format("{}: {}", path, e.what()));
-  }
-}
-
-json read_config_file(const std::string& path) {
-  ConfigReader reader;
-  reader.source = path;
-  read_json_file(path, reader);
-  return std::move(reader.kept);
 }
 
 // --------------------------------------------------------------- the weights' layouts
@@ -287,14 +208,8 @@ struct ExpectedNames {
     const std::string bare = unprefixed(name);
     return names.count(bare) || is_mask_buffer(bare, n_layers);
   }
-  SafetensorsReader::Filter filter(const std::string& source) const {
-    return [this, source](const std::string& name) {
-      if (!holds(name))
-        throw InteropError(
-            fmt::format("{}: tensor {} is not part of GPT-2 (GPT2LMHeadModel) as "
-                        "config.json states it",
-                        source, quoted(name)));
-    };
+  HfNames names() const {
+    return {[this](const std::string& name) { return holds(name); }, kModel};
   }
 };
 
@@ -321,9 +236,8 @@ Found file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTCon
       }
       if (!expected.count(name) && name != "lm_head.weight")
         throw InteropError(
-            fmt::format("{}: tensor {} is not part of GPT-2 (GPT2LMHeadModel) as "
-                        "config.json states it",
-                        in.source(), quoted(e.name)));
+            fmt::format("{}: tensor {} is not part of {} as config.json states it", in.source(),
+                        quoted(e.name), kModel));
       if (!found.emplace(name, Located{&in, &e}).second)
         throw InteropError(
             fmt::format("{}: tensor {} appears twice (with and without the "
@@ -353,19 +267,6 @@ void check_tied_head(const Located& head, const ag::Tensor& wte, ModelFiles& m) 
   m.dropped.push_back("lm_head.weight (equal to wte.weight: the tied head)");
 }
 
-// Before anything is allocated: a config claiming more parameters than the files can hold
-// (2 bytes each at least) is refused.
-void check_size(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c) {
-  uint64_t bytes = 0;
-  for (const auto& in : files) bytes += in.file_size();
-  const uint64_t params = static_cast<uint64_t>(c.num_parameters());
-  if (params > bytes / 2)
-    throw InteropError(
-        fmt::format("{}: config.json states {} parameters, more than the file's "
-                    "{} bytes can hold",
-                    files.front().source(), params, bytes));
-}
-
 // Every tensor GPT-2 needs is there with the config's shape, before anything is read.
 void check_found(const std::vector<HfTensor>& tensors, const Found& found, const ModelFiles& m,
                  const std::string& source) {
@@ -393,7 +294,7 @@ void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
   for (const auto& t : tensors) expected.insert(t.name);
   const Found found = file_tensors(files, m.config, expected, m);
   check_found(tensors, found, m, files.front().source());
-  check_size(files, m.config);
+  check_hf_size(files, m.config);
   check_import_memory(m.config, files.size() == 1 ? files.front().source() : "the model's shards",
                       tokenizer_bytes);
   for (const auto& t : tensors) {
@@ -409,128 +310,13 @@ void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
     check_tied_head(found.at("lm_head.weight"), m.weights.front().second, m);
 }
 
-// A shard's name from an index: a file of the folder, never a path out of it.
-bool is_plain_file_name(const std::string& name) {
-  if (name.empty() || name == "." || name == ".." || name.size() > 255) return false;
-  for (const unsigned char ch : name)
-    if (!std::isalnum(ch) && ch != '.' && ch != '-' && ch != '_') return false;
-  return true;
-}
-
-// model.safetensors.index.json, streamed: its weight_map (tensor -> shard file), each
-// tensor one the model holds (else refused as it is read), each file a plain name of the
-// folder; the rest of the index skipped.
-struct IndexReader final : JsonReader {
-  std::string source;
-  const ExpectedNames& expected;
-  std::map<std::string, std::string> shard_of;  // tensor -> file
-  bool found = false;
-
-  IndexReader(std::string index, const ExpectedNames& names)
-      : source(std::move(index)), expected(names) {}
-  Use use(const std::string& key, size_t) override {
-    if (key != "weight_map") return skip();
-    if (found) throw InteropError(fmt::format("{}: the key 'weight_map' appears twice", source));
-    found = true;
-    return stream();
-  }
-  void value(const std::string&, size_t, json v) override {
-    throw InteropError(
-        fmt::format("{}: weight_map is {}, not an object", source, base::json_kind(v)));
-  }
-  JsonReader& nested(const std::string&, size_t) override { return map; }
-
-  struct WeightMap final : JsonReader {
-    IndexReader& index;
-    explicit WeightMap(IndexReader& i) : index(i) {}
-    void open(bool object) override {
-      if (!object)
-        throw InteropError(fmt::format("{}: weight_map is an array, not an object", index.source));
-    }
-    Use use(const std::string& tensor, size_t) override {
-      if (!index.expected.holds(tensor))
-        throw InteropError(fmt::format(
-            "{}: weight_map names tensor {}, which is not part of GPT-2 (GPT2LMHeadModel) as "
-            "config.json states it",
-            index.source, quoted(tensor)));
-      if (index.shard_of.count(tensor))
-        throw InteropError(
-            fmt::format("{}: weight_map names tensor {} twice", index.source, quoted(tensor)));
-      return keep(1);
-    }
-    void value(const std::string& tensor, size_t, json file) override {
-      if (!file.is_string() || !is_plain_file_name(file.get<std::string>()))
-        throw InteropError(fmt::format("{}: weight_map {} names {}, not a file of the folder",
-                                       index.source, quoted(tensor), base::json_quote(file)));
-      index.shard_of[tensor] = file.get<std::string>();
-    }
-  } map{*this};
-};
-
-// model.safetensors.index.json's shards, each opened and checked; every tensor must be in
-// the shard its weight_map names.
-std::vector<SafetensorsReader> open_shards(const fs::path& folder, const ExpectedNames& expected) {
-  const std::string index = (folder / "model.safetensors.index.json").string();
-  IndexReader reader(index, expected);
-  read_json_file(index, reader);
-  if (!reader.found) throw InteropError(fmt::format("{}: no weight_map object", index));
-  const std::map<std::string, std::string>& shard_of = reader.shard_of;
-  std::set<std::string> names;
-  for (const auto& [tensor, file] : shard_of) names.insert(file);
-  if (names.empty() || names.size() > kMaxShards)
-    throw InteropError(
-        fmt::format("{}: weight_map names {} files (1 to {})", index, names.size(), kMaxShards));
-  std::vector<SafetensorsReader> shards;
-  for (const auto& name : names) {
-    const std::string file = (folder / name).string();
-    shards.emplace_back(file, expected.filter(file), false);
-  }
-  size_t held = 0;
-  for (const auto& in : shards)
-    for (const auto& e : in.entries()) {
-      const auto it = shard_of.find(e.name);
-      if (it == shard_of.end() || (folder / it->second).string() != in.source())
-        throw InteropError(fmt::format("{}: tensor {} is not where {} says it is", in.source(),
-                                       quoted(e.name), index));
-      ++held;
-    }
-  if (held != shard_of.size())
-    throw InteropError(fmt::format("{}: weight_map names {} tensors, its shards hold {}", index,
-                                   shard_of.size(), held));
-  return shards;
-}
-
-// The folder and the weights of a path: a folder with model.safetensors (or its shards and
-// their index), or a .safetensors file.
-std::vector<SafetensorsReader> locate(const std::string& path, const ExpectedNames& expected) {
-  std::error_code ec;
-  std::vector<SafetensorsReader> files;
-  if (!fs::is_directory(path, ec)) {
-    files.emplace_back(path, expected.filter(path), false);
-    return files;
-  }
-  const fs::path folder(path);
-  const std::string weights = (folder / "model.safetensors").string();
-  if (has_entry(path, "model.safetensors")) {  // a link too: InputBytes::open judges it
-    files.emplace_back(weights, expected.filter(weights), false);
-    return files;
-  }
-  if (has_entry(path, "model.safetensors.index.json")) return open_shards(folder, expected);
-  if (has_entry(path, "pytorch_model.bin"))
-    throw InteropError(
-        fmt::format("{}: only pytorch_model.bin (a Python pickle, which attograd "
-                    "never loads); convert it to model.safetensors",
-                    path));
-  throw InteropError(fmt::format("{}: no model.safetensors in the folder", path));
-}
-
 }  // namespace
 
 nn::GPTConfig gpt2_config_from_json(const json& j, const std::string& source,
                                     std::vector<std::string>& notes) {
   if (!j.is_object())
     throw InteropError(fmt::format("{}: is {}, not a JSON object", source, base::json_kind(j)));
-  const ConfigKeys k{j, source};
+  const HfConfigKeys k{j, source};
   check_architecture(k, notes);
   nn::GPTConfig c;
   c.vocab_size = k.integer("vocab_size", 50257);
@@ -627,11 +413,12 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
                     path));
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
-  m.config = gpt2_config_from_json(read_config_file(config_path), config_path, m.dropped);
+  m.config = gpt2_config_from_json(read_hf_config(config_path, config_keys_read()), config_path,
+                                   m.dropped);
   std::string source;
   {
     const ExpectedNames expected(m.config);
-    const auto files = locate(path, expected);
+    const auto files = open_hf_weights(path, expected.names());
     source = files.size() == 1 ? files.front().source() : path;
     read_weights(files, m,
                  tokenizer_folder_bytes(tokenizer_folder.empty() ? folder : tokenizer_folder));
@@ -642,7 +429,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   return m;
 }
 
-void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Precision dtype) {
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredType dtype) {
   nn::GPTConfig c = model.config;
   if (c.norm != nn::NormKind::layer_norm)
     throw InteropError(
@@ -663,8 +450,7 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Preci
                      if (!zeros) convert_out(t, ours, hf);  // the buffer starts zeroed
                    }});
   }
-  write_safetensors((fs::path(folder) / "model.safetensors").string(), out,
-                    dtype == ag::Precision::bf16 ? StoredType::bf16 : StoredType::f32,
+  write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
                     {{"format", "pt"}});
   base::write_file_atomically(
       (fs::path(folder) / "config.json").string(),

@@ -3,8 +3,7 @@
 // layout of its weights, against attograd's GPT (docs/interop.md has the map).
 //
 //   interop::ModelFiles m = interop::read_hf_gpt2("gpt2/");        // or "x/model.safetensors"
-//   interop::write_hf_gpt2(m, "out/", ag::Precision::bf16);     // a folder from_pretrained
-//   loads
+//   interop::write_hf_gpt2(m, "out/", interop::StoredType::bf16);   // from_pretrained loads it
 //
 // HF keeps the projections as Conv1D, [in, out]; attograd's Linear is [out, in]: every
 // projection is transposed on the way, and c_attn ([d, 3d], the query, key and value
@@ -14,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autocast.h"
+#include "interop/float_codec.h"
 #include "interop/model_files.h"
 #include "interop/safetensors.h"
 
@@ -56,7 +55,7 @@ std::vector<HfTensor> hf_gpt2_tensors(const nn::GPTConfig& c);
 ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_folder = "");
 
 // Writes into the existing empty folder: model.safetensors (HF names with the
-// "transformer." prefix, Conv1D layout, F32 or BF16), config.json and the tokenizer files.
-void write_hf_gpt2(const ModelFiles& model, const std::string& folder, ag::Precision dtype);
+// "transformer." prefix, Conv1D layout, F32, F16 or BF16), config.json and the tokenizer files.
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredType dtype);
 
 }  // namespace interop

@@ -286,7 +286,6 @@ ag::Tensor SafetensorsReader::read(const SafetensorsEntry& e) const {
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                        StoredType dtype, const std::map<std::string, std::string>& metadata) {
-  if (dtype == StoredType::f16) throw InteropError(path + ": F16 is read here, not written");
   json header = json::object();
   uint64_t offset = 0;
   for (const auto& t : tensors) {

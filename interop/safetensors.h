@@ -94,7 +94,7 @@ struct SafetensorsTensor {
 };
 
 // Writes the tensors in the order given (the header's keys sorted, as JSON objects are
-// here), as F32 or BF16 (round to nearest even), the header padded with spaces to a multiple
+// here), as F32, F16 or BF16 (round to nearest even), the header padded with spaces to a multiple
 // of 8 bytes as the format allows, streamed tensor by tensor into a temporary file put in
 // place at the end (base::write_file_atomically): memory is the largest tensor, never the file.
 void write_safetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,

@@ -52,7 +52,7 @@ std::string hf_folder(const ag_test::TempDir& dir, const interop::ModelFiles& m,
                       const std::string& name = "gpt2") {
   const std::string folder = dir.file(name);
   fs::create_directories(folder);
-  interop::write_hf_gpt2(m, folder, ag::Precision::fp32);
+  interop::write_hf_gpt2(m, folder, interop::StoredType::f32);
   return folder;
 }
 
@@ -167,7 +167,7 @@ TEST_CASE("configs attograd cannot compute are refused with the reason", "[inter
       Contains("config.json: activation_function is 'relu': attograd's GPT uses GELU's tanh form"));
   CHECK_THAT(refused("layer_norm_epsilon", 1e-6),
              Contains("layer_norm_epsilon is 1e-06: attograd's LayerNorm uses 1e-05"));
-  CHECK_THAT(refused("model_type", "llama"), Contains("model_type is 'llama': only GPT-2"));
+  CHECK_THAT(refused("model_type", "mistral"), Contains("model_type is 'mistral': only GPT-2"));
   CHECK_THAT(refused("architectures", {"GPT2ForSequenceClassification"}),
              Contains("architectures names \"GPT2ForSequenceClassification\""));
   CHECK_THAT(refused("scale_attn_by_inverse_layer_idx", true),
