@@ -208,7 +208,7 @@ struct ExpectedNames {
     const std::string bare = unprefixed(name);
     return names.count(bare) || is_mask_buffer(bare, n_layers);
   }
-  HfNames names() const {
+  HfNames hf_names() const {
     return {[this](const std::string& name) { return holds(name); }, kModel};
   }
 };
@@ -418,7 +418,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   std::string source;
   {
     const ExpectedNames expected(m.config);
-    const auto files = open_hf_weights(path, expected.names());
+    const auto files = open_hf_weights(path, expected.hf_names());
     source = files.size() == 1 ? files.front().source() : path;
     read_weights(files, m,
                  tokenizer_folder_bytes(tokenizer_folder.empty() ? folder : tokenizer_folder));

@@ -250,7 +250,7 @@ struct Expected {
   bool holds(const std::string& name) const {
     return by_hf.count(name) || name == "lm_head.weight" || is_rotary_buffer(name, n_layers);
   }
-  HfNames names() const {
+  HfNames hf_names() const {
     return {[this](const std::string& name) { return holds(name); }, model};
   }
 };
@@ -524,7 +524,7 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
   std::string source;
   {
     const Expected expected(m.config, family_row(*llama_family_of(j.value("model_type", ""))));
-    const auto files = open_hf_weights(path, expected.names());
+    const auto files = open_hf_weights(path, expected.hf_names());
     source = files.size() == 1 ? files.front().source() : path;
     read_weights(files, expected, m, tokenizer_folder_bytes(tokenizer_at));
   }

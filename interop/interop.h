@@ -14,15 +14,19 @@
 //                   for (safetensors headers, config.json, the shards' index)
 //   import_memory.h the import's memory plan, checked against available memory and
 //                   ulimit -v before any tensor is read
-//   float_codec.h   float32 weights to and from F32, BF16 (rounded to nearest even), F16
+//   float_codec.h   float32 weights to and from F32, BF16 and F16 (rounded to nearest even)
 //   llmc.h          llm.c's checkpoint (gpt2_124M.bin): read_llmc_weights, write_llmc
 //   gguf_format.h   the GGUF v3 container: keys, tensor infos, aligned data
 //   gguf.h          a GPT as llama.cpp's gpt2 architecture in GGUF: read_gguf, write_gguf
 //                   (gguf_tokenizer.h: the tokenizer as tokenizer.ggml.* keys)
 //   safetensors.h   the safetensors format: a checked reader (pread into float32; F32, F16,
-//                   BF16) and a streamed writer (F32, BF16)
+//                   BF16) and a streamed writer (F32, F16, BF16)
+//   hf_folder.h     what every Hugging Face folder shares: config.json streamed, its keys
+//                   with defaults, model.safetensors or the shards its index names
 //   hf_gpt2.h       Hugging Face's GPT-2: config.json, HF's names and Conv1D layout; a
 //                   folder (or a .safetensors file) read and written
+//   hf_llama.h      Hugging Face's Llama, Qwen2 and Qwen3: config.json in each family's
+//                   layout, HF's names (the layout is attograd's); read and written
 //   tokenizer_files.h  a folder's tokenizer files (GPT-2's, or tokenizer.json), read and
 //                   written
 //   tokenizer_json.h   Hugging Face tokenizers' tokenizer.json read back (every kind
