@@ -117,7 +117,8 @@ int import_command(const Args& args) {
         "a RoPE model's context length, shorter than its own (max_position_embeddings)");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(
-        args, desc, "path", "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--context N] [--overwrite]");
+        args, desc, "path",
+        "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--context N] [--overwrite]");
     if (!vm) return 0;
     const auto claim = claim_outputs({{"--out", out, io::OutputKind::checkpoint}},
                                      import_inputs(path, tokenizer), {.overwrite = overwrite});

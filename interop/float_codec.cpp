@@ -40,7 +40,7 @@ float half_to_float(uint16_t h) {
 uint16_t half_from_float(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u, magnitude = x & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (magnitude >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 2^16
   uint32_t h, rest, halfway;
   if (magnitude >= 0x38800000u) {  // a normal half: the exponent rebiased from 127 to 15
@@ -74,7 +74,8 @@ void write_floats(const float* src, int64_t n, StoredType t, const ByteSink& out
     // one thread, in this loop: ag::to_bfloat16 would open a parallel region per chunk,
     // which costs far more than the conversion (8 s instead of 0.1 for GPT-2 124M)
     if (t == StoredType::f16)
-      for (int64_t i = 0; i < m; ++i) chunk[static_cast<size_t>(i)] = half_from_float(src[done + i]);
+      for (int64_t i = 0; i < m; ++i)
+        chunk[static_cast<size_t>(i)] = half_from_float(src[done + i]);
     else
       for (int64_t i = 0; i < m; ++i)
         chunk[static_cast<size_t>(i)] =

@@ -1,8 +1,9 @@
 #pragma once
 // float32 weights to and from the element types model files store them in (see interop.h
 // for the map): float32 as is, bfloat16 rounded to nearest even (ag::bfloat16, as PyTorch
-// rounds), float16 read exactly and written rounded to nearest even (beyond its range: inf). Writers hand what they write to a ByteSink a piece at a
-// time, so no second copy of a model is ever made whole.
+// rounds), float16 read exactly and written rounded to nearest even (beyond its range: inf).
+// Writers hand what they write to a ByteSink a piece at a time, so no second copy of a model is
+// ever made whole.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -79,9 +79,10 @@ void write_hf(const ModelFiles& model, const std::string& out, StoredType dtype)
 // llm.c and attograd's GGUF writer hold float32 or bfloat16.
 ag::Precision precision_of(StoredType dtype, const std::string& format, const std::string& out) {
   if (dtype == StoredType::f16)
-    throw InteropError(fmt::format("{}: --dtype f16 is written for --format hf only ({}: f32 "
-                                   "or bf16)",
-                                   out, format));
+    throw InteropError(
+        fmt::format("{}: --dtype f16 is written for --format hf only ({}: f32 "
+                    "or bf16)",
+                    out, format));
   return dtype == StoredType::bf16 ? ag::Precision::bf16 : ag::Precision::fp32;
 }
 

@@ -15,9 +15,10 @@
 namespace interop {
 
 // Reads a model from path, its format recognised by content: a folder (Hugging Face's
-// config.json + model.safetensors: GPT-2, or Llama, Qwen2, Qwen3 by config.json's model_type), a safetensors file (with config.json beside it), an llm.c
-// checkpoint (magic 20240326), a GGUF file (magic "GGUF"). tokenizer_folder, when not empty,
-// holds GPT-2's tokenizer files. Throws InteropError.
+// config.json + model.safetensors: GPT-2, or Llama, Qwen2, Qwen3 by config.json's model_type), a
+// safetensors file (with config.json beside it), an llm.c checkpoint (magic 20240326), a GGUF file
+// (magic "GGUF"). tokenizer_folder, when not empty, holds GPT-2's tokenizer files. Throws
+// InteropError.
 ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder);
 
 // The formats export_model writes ("hf", "gguf", "llmc").
@@ -28,10 +29,10 @@ std::vector<std::string> export_formats();
 bool export_writes_folder(const std::string& format);
 
 // Writes model in format to out (dtype F16: hf only; hf is GPT-2's folder, or the Llama
-// family's for a model with RoPE, SwiGLU or q/k norms): the files are made in a temporary sibling and renamed into
-// place, so a failed or interrupted export leaves nothing behind. A folder format's out must
-// be missing or an empty folder unless `replace` (the caller has checked that the folder
-// there may go: cli's output rule); a file format's out is replaced whole. Throws
+// family's for a model with RoPE, SwiGLU or q/k norms): the files are made in a temporary sibling
+// and renamed into place, so a failed or interrupted export leaves nothing behind. A folder
+// format's out must be missing or an empty folder unless `replace` (the caller has checked that the
+// folder there may go: cli's output rule); a file format's out is replaced whole. Throws
 // InteropError (an unknown format: std::invalid_argument).
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
                   StoredType dtype, bool replace = false);

@@ -7,8 +7,8 @@
 // first).
 //
 //   const nlohmann::json j = interop::read_hf_config("m/config.json", {"hidden_size", ...});
-//   const interop::HfConfigKeys k{j, "m/config.json"};   int64_t d = k.integer("hidden_size", 4096);
-//   auto files = interop::open_hf_weights("m/", {holds, "Llama (LlamaForCausalLM)"});
+//   const interop::HfConfigKeys k{j, "m/config.json"};   int64_t d = k.integer("hidden_size",
+//   4096); auto files = interop::open_hf_weights("m/", {holds, "Llama (LlamaForCausalLM)"});
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -49,8 +49,8 @@ struct HfConfigKeys {
 void read_hf_json_file(const std::string& path, JsonReader& reader);
 
 // config.json's top object with only `keys` kept (each at most 4096 values: the longest is
-// a list of the layers); the rest are skipped as they are read, never stored. A key twice, or a text
-// that is not an object, is an InteropError.
+// a list of the layers); the rest are skipped as they are read, never stored. A key twice, or a
+// text that is not an object, is an InteropError.
 nlohmann::json read_hf_config(const std::string& path, const std::set<std::string>& keys);
 
 // Which tensors an architecture's files may hold, and its name for messages

@@ -13,9 +13,9 @@
 #include "base/json.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
+#include "interop/hf_folder.h"
 #include "interop/hub_cache.h"
 #include "interop/import_memory.h"
-#include "interop/hf_folder.h"
 #include "interop/tokenizer_files.h"
 
 namespace interop {
@@ -90,8 +90,8 @@ double dropout_of(const HfConfigKeys& k, std::vector<std::string>& notes) {
   return resid;
 }
 
-// The keys of config.json attograd reads (check_architecture's and the config's); the rest are skipped as
-// they are read, never stored.
+// The keys of config.json attograd reads (check_architecture's and the config's); the rest are
+// skipped as they are read, never stored.
 const std::set<std::string>& config_keys_read() {
   static const std::set<std::string> keys = {"model_type",
                                              "architectures",
@@ -235,9 +235,8 @@ Found file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTCon
         continue;
       }
       if (!expected.count(name) && name != "lm_head.weight")
-        throw InteropError(
-            fmt::format("{}: tensor {} is not part of {} as config.json states it", in.source(),
-                        quoted(e.name), kModel));
+        throw InteropError(fmt::format("{}: tensor {} is not part of {} as config.json states it",
+                                       in.source(), quoted(e.name), kModel));
       if (!found.emplace(name, Located{&in, &e}).second)
         throw InteropError(
             fmt::format("{}: tensor {} appears twice (with and without the "

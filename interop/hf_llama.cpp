@@ -56,15 +56,29 @@ const Family& family_row(LlamaFamily id) {
 // The keys of config.json read here; the rest are skipped unstored (docs/interop.md lists
 // which of them transformers reads, and why ignoring them changes nothing).
 const std::set<std::string>& config_keys_read() {
-  static const std::set<std::string> keys = {
-      "model_type",          "architectures",           "hidden_act",
-      "vocab_size",          "hidden_size",             "intermediate_size",
-      "num_hidden_layers",   "num_attention_heads",     "num_key_value_heads",
-      "head_dim",            "max_position_embeddings", "rms_norm_eps",
-      "rope_theta",          "rope_scaling",            "rope_parameters",
-      "tie_word_embeddings", "attention_bias",          "mlp_bias",
-      "attention_dropout",   "use_sliding_window",      "layer_types",
-      "quantization_config", "partial_rotary_factor"};
+  static const std::set<std::string> keys = {"model_type",
+                                             "architectures",
+                                             "hidden_act",
+                                             "vocab_size",
+                                             "hidden_size",
+                                             "intermediate_size",
+                                             "num_hidden_layers",
+                                             "num_attention_heads",
+                                             "num_key_value_heads",
+                                             "head_dim",
+                                             "max_position_embeddings",
+                                             "rms_norm_eps",
+                                             "rope_theta",
+                                             "rope_scaling",
+                                             "rope_parameters",
+                                             "tie_word_embeddings",
+                                             "attention_bias",
+                                             "mlp_bias",
+                                             "attention_dropout",
+                                             "use_sliding_window",
+                                             "layer_types",
+                                             "quantization_config",
+                                             "partial_rotary_factor"};
   return keys;
 }
 
@@ -325,8 +339,7 @@ void read_weights(const std::vector<SafetensorsReader>& files, const Expected& e
   const std::string source = files.front().source();
   check_found(expected, found, m, source);
   check_hf_size(files, m.config);
-  check_import_memory(m.config, files.size() == 1 ? source : "the model's shards",
-                      tokenizer_bytes);
+  check_import_memory(m.config, files.size() == 1 ? source : "the model's shards", tokenizer_bytes);
   for (const auto& [hf, want] : expected.by_hf) {
     const Located& at = found.at(hf);
     m.weights.emplace_back(want.ours, at.in->read(*at.e));

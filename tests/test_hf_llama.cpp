@@ -82,9 +82,9 @@ TEST_CASE("Llama, Qwen2 and Qwen3 folders round-trip bit for bit in their own la
           "[interop][hf_llama]") {
   using F = interop::LlamaFamily;
   ag_test::TempDir dir;
-  for (const auto& [family, arch] : {std::pair{F::llama, "LlamaForCausalLM"},
-                                     std::pair{F::qwen2, "Qwen2ForCausalLM"},
-                                     std::pair{F::qwen3, "Qwen3ForCausalLM"}}) {
+  for (const auto& [family, arch] :
+       {std::pair{F::llama, "LlamaForCausalLM"}, std::pair{F::qwen2, "Qwen2ForCausalLM"},
+        std::pair{F::qwen3, "Qwen3ForCausalLM"}}) {
     INFO(arch);
     const interop::ModelFiles m = interop_test::random_model(llama_like(family), 5);
     const std::string folder = written(dir, m, arch);
@@ -128,9 +128,10 @@ TEST_CASE("a Llama export in F16 and BF16 reads back as the rounded weights",
                       Contains("holds 70000 at element 0, beyond F16's range"));
 }
 
-TEST_CASE("F16 is written rounded to nearest even, as PyTorch rounds, and every half reads "
-          "back to itself",
-          "[interop][hf_llama]") {
+TEST_CASE(
+    "F16 is written rounded to nearest even, as PyTorch rounds, and every half reads "
+    "back to itself",
+    "[interop][hf_llama]") {
   auto half_of = [](float f) {
     uint16_t h = 0;
     interop::write_floats(&f, 1, interop::StoredType::f16,
@@ -191,9 +192,12 @@ TEST_CASE("Llama-family configs whose math attograd does not compute are refused
              Contains("architectures names \"LlamaForSequenceClassification\""));
   CHECK_THAT(set("num_hidden_layers", 1000000000), Contains("num_hidden_layers"));
   CHECK_THAT(set("hidden_size", -16), Contains("hidden_size"));
-  CHECK_THAT(set("num_attention_heads", "4"), Contains("num_attention_heads is \"4\", not an integer"));
+  CHECK_THAT(set("num_attention_heads", "4"),
+             Contains("num_attention_heads is \"4\", not an integer"));
   CHECK_THAT(set("vocab_size", 41), Contains("has shape [40, 16], config.json needs [41, 16]"));
-  CHECK_THAT(refused([](auto& j) { j["model_type"] = "qwen3", j["architectures"] = {"Qwen3ForCausalLM"}; }),
+  CHECK_THAT(refused([](auto& j) {
+               j["model_type"] = "qwen3", j["architectures"] = {"Qwen3ForCausalLM"};
+             }),
              Contains("attention_bias is true and mlp_bias false"));
   write_config(folder, good);
   CHECK_NOTHROW(interop::import_model(folder, ""));
@@ -209,14 +213,17 @@ TEST_CASE("Llama-family tensors the config does not state are refused by name be
     for (const auto& [name, t] : m.weights)
       tensors.push_back({*interop::llama_hf_name(name), t.shape(), nullptr, t.data<float>()});
     edit(tensors);
-    interop::write_safetensors(dir.file("m/model.safetensors"), tensors,
-                               interop::StoredType::f32);
+    interop::write_safetensors(dir.file("m/model.safetensors"), tensors, interop::StoredType::f32);
     return import_error(dir.file("m"));
   };
   written(dir, m, "m");
-  CHECK_THAT(refused([](auto& t) { t.push_back({"model.layers.0.self_attn.rotary.weight", {2}, [](float*) {}}); }),
+  CHECK_THAT(refused([](auto& t) {
+               t.push_back({"model.layers.0.self_attn.rotary.weight", {2}, [](float*) {}});
+             }),
              Contains("tensor 'model.layers.0.self_attn.rotary.weight' is not part of Qwen2"));
-  CHECK_THAT(refused([](auto& t) { t.push_back({"model.layers.2.self_attn.rotary_emb.inv_freq", {2}, [](float*) {}}); }),
+  CHECK_THAT(refused([](auto& t) {
+               t.push_back({"model.layers.2.self_attn.rotary_emb.inv_freq", {2}, [](float*) {}});
+             }),
              Contains("is not part of Qwen2"));
   CHECK_THAT(refused([](auto& t) { t.pop_back(); }), Contains("no tensor lm_head.weight"));
   CHECK_THAT(refused([](auto& t) {
@@ -226,13 +233,16 @@ TEST_CASE("Llama-family tensors the config does not state are refused by name be
              }),
              Contains("tensor 'model.layers.1.self_attn.v_proj.weight' has shape [16, 16], "
                       "config.json needs [8, 16]"));
-  CHECK_THAT(refused([](auto& t) { t.push_back({"lm_head.weight", {40, 16}, [](float*) {}}); }),
+  CHECK_THAT(refused([](auto& t) {
+               t.push_back({"lm_head.weight", {40, 16}, [](float*) {}});
+             }),
              Contains("appears twice"));
 }
 
-TEST_CASE("import --context shortens a RoPE model's context; hostile configs exit 2 with no "
-          "output",
-          "[interop][hf_llama][cli]") {
+TEST_CASE(
+    "import --context shortens a RoPE model's context; hostile configs exit 2 with no "
+    "output",
+    "[interop][hf_llama][cli]") {
   ag_test::TempDir dir;
   nn::GPTConfig c = llama_like(interop::LlamaFamily::qwen3);
   const std::string folder = written(dir, interop_test::random_model(c, 2), "q");
