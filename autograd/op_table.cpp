@@ -86,6 +86,8 @@ std::vector<Row> arithmetic_rows() {
        unary_sweep(away_from_zero(0.1))},
       {fam, "gelu", "F.gelu(x[0], approximate='tanh')", one([](In x) { return ag::gelu(x[0]); }),
        unary_sweep(normal(3))},
+      {fam, "silu", "F.silu(x[0])", one([](In x) { return ag::silu(x[0]); }),
+       unary_sweep(normal(3))},
       {fam, "affine x * 2.5 + 1.5", "x[0] * 2.5 + 1.5", one([](In x) { return x[0] * 2.5 + 1.5; }),
        in_layouts({f({3, 4})})},
       {fam, "affine (x - 0.5) / 4", "(x[0] - 0.5) / 4.0",
@@ -753,6 +755,22 @@ std::vector<Row> attention_only_rows() {
       return ag::causal_self_attention(x[0], 2, p, &g);
     });
   };
+  auto grouped = [](int64_t kv_heads, double p) {
+    return one([kv_heads, p](In x) {
+      Generator g(5);
+      return ag::causal_self_attention(x[0], 4, kv_heads, p, &g);
+    });
+  };
+  auto grouped_torch = [](int64_t heads, int64_t kv_heads) {
+    return fmt::format(
+        "(lambda q, k, v: ({}).transpose(1, 2).flatten(2))(*(lambda D: (x[0][..., :{h} * D]"
+        ".unflatten(-1, ({h}, D)).transpose(1, 2), x[0][..., {h} * D:{hk} * D].unflatten(-1, "
+        "({kv}, D)).transpose(1, 2).repeat_interleave({g}, 1), x[0][..., {hk} * D:].unflatten("
+        "-1, ({kv}, D)).transpose(1, 2).repeat_interleave({g}, 1)))(x[0].shape[-1] // {w}))",
+        kTorchCausalAttention, fmt::arg("h", heads), fmt::arg("hk", heads + kv_heads),
+        fmt::arg("kv", kv_heads), fmt::arg("g", heads / kv_heads),
+        fmt::arg("w", heads + 2 * kv_heads));
+  };
   return {
       {fam, "scaled_dot_product_attention causal",
        fmt::format("(lambda q, k, v: {})(x[0], x[1], x[2])", kTorchCausalAttention), sdpa(true, 0),
@@ -773,7 +791,40 @@ std::vector<Row> attention_only_rows() {
        packed(0), Sweep{{f({2, 4, 12})}, {f({1, 5, 6})}}},
       {fam, "causal_self_attention 2 heads dropout 0.3", "", packed(0.3), Sweep{{f({2, 4, 12})}},
        Checks::gradcheck_only},
+      // grouped: qkv [B, T, (4 + 2 KV) D], 4 query heads over KV = 2 or 1 key/value heads,
+      // each repeated for its group as Hugging Face's repeat_kv does
+      {fam, "causal_self_attention 4 heads 2 key/value heads", grouped_torch(4, 2), grouped(2, 0),
+       Sweep{{f({2, 4, 16})}, {f({1, 5, 24})}}},
+      {fam, "causal_self_attention 4 heads 1 key/value head", grouped_torch(4, 1), grouped(1, 0),
+       Sweep{{f({2, 4, 12})}, {f({1, 66, 6})}}},
+      {fam, "causal_self_attention 4 heads 2 key/value heads dropout 0.3", "", grouped(2, 0.3),
+       Sweep{{f({2, 4, 16})}}, Checks::gradcheck_only},
   };
+}
+
+// RoPE over x [B, T, 16]: 3 heads of 4 columns turned, the last 4 passed through, by the
+// angles (t + 1) 0.3 / (i + 1) (any table will do: the op reads it, never its origin).
+std::vector<Row> rope_rows() {
+  auto table = [](bool sine) {
+    Tensor t = empty({8, 2}, DType::Float64);
+    for (int64_t p = 0; p < 8; ++p)
+      for (int64_t i = 0; i < 2; ++i) {
+        const double angle = (p + 1) * 0.3 / (i + 1);
+        t.data<double>()[p * 2 + i] = sine ? std::sin(angle) : std::cos(angle);
+      }
+    return t;
+  };
+  const char* torch_rope =
+      "(lambda x, ang: (lambda h, c, s: torch.cat([torch.cat([h[..., :2] * c - h[..., 2:] * s, "
+      "h[..., 2:] * c + h[..., :2] * s], -1).flatten(-2), x[..., 12:]], -1))("
+      "x[..., :12].unflatten(-1, (3, 4)), ang.cos()[:, None, :], ang.sin()[:, None, :]))("
+      "x[0], ((torch.arange(x[0].shape[1], dtype=x[0].dtype)[:, None] + 1) * 0.3 / "
+      "(torch.arange(2, dtype=x[0].dtype)[None, :] + 1)))";
+  return {{"layers", "rope 3 of 4 heads", torch_rope,
+           one([cos = table(false), sin = table(true)](In x) {
+             return ag::rope(x[0], cos, sin, 3, 4);
+           }),
+           in_layouts({f({2, 5, 16})}) + Sweep{{f({1, 8, 16})}}}};
 }
 
 // The attention of the chapter written with the primitive ops: projections, scores, mask.
@@ -818,7 +869,8 @@ std::vector<Row> softmax_rows() {
 }
 
 std::vector<Row> layer_rows() {
-  return concat({embedding_rows(), layer_norm_rows(), rms_norm_rows(), dropout_rows()});
+  return concat(
+      {embedding_rows(), layer_norm_rows(), rms_norm_rows(), rope_rows(), dropout_rows()});
 }
 
 std::vector<Row> attention_rows() {

@@ -25,6 +25,7 @@ Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor gelu(const Tensor& a);           // tanh approximation, as GPT-2
+Tensor silu(const Tensor& a);           // x sigmoid(x): SwiGLU's gate (Llama, Qwen)
 void add_(Tensor& a, const Tensor& b);  // in place, not recorded: gradient accumulation
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -120,6 +121,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // transpose or split appears in the graph. Masks as above with rows r = b * num_heads + h.
 Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p,
                              Generator* gen);
+// Grouped-query attention (Llama's, Qwen's): qkv [B, T, (H + 2 KV) D] holds the queries of
+// H = num_heads heads and the keys and values of KV = num_kv_heads heads, each shared by
+// H / KV consecutive query heads (the kernels read a shared row, never a repeated copy;
+// backward sums each group's key and value gradients in head order).
+Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                             double dropout_p, Generator* gen);
+
+// ---- rotary position embedding (ops/rope.cpp)
+// RoPE in Hugging Face's rotate-half layout (Llama's, Qwen's): in each token t of x
+// [B, T, W], heads [0, rotated_heads) of head_dim columns turn, column i with column
+// i + head_dim / 2, by the angle whose cosine and sine are cos[t, i] and sin[t, i] (tables
+// [>= T, head_dim / 2], converted to x's dtype); columns past rotated_heads * head_dim pass
+// unchanged (the values, beside the queries and keys of a packed projection).
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rotated_heads,
+            int64_t head_dim);
 
 // ---- row kernels (ops/layer_norm.cpp): layer_norm's and rms_norm's float32 forwards on raw
 // pointers, rows [0, rows) of x [rows, C] into y, on the calling thread; w and b [C] are
@@ -131,6 +147,11 @@ void layer_norm_rows(const float* x, int64_t rows, int64_t C, const float* w, co
                      double eps, float* y, float* mean = nullptr, float* rstd = nullptr);
 void rms_norm_rows(const float* x, int64_t rows, int64_t C, const float* w, double eps, float* y,
                    float* rstd = nullptr);
+// rope's float32 forward (ops/rope.cpp), in place: rows [0, rows) of x (row_stride apart),
+// heads [0, heads) of D columns each, row r at position first_position + r of the tables
+// cos, sin [positions, D / 2].
+void rope_rows(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t D,
+               const float* cos, const float* sin, int64_t first_position);
 }  // namespace kernels
 
 // ---- constants

@@ -80,4 +80,18 @@ inline void gelu_and_derivative(T x, T& value, T& derivative) {
   derivative = T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
 }
 
+// silu(x) = x sigmoid(x) = x / (1 + exp(-x)) (SwiGLU's gate, Llama's and Qwen's MLP);
+// silu'(x) = s (1 + x (1 - s)), s = sigmoid(x). exp(-x) overflows to inf for x < -88:
+// x / inf = -0, the limit.
+template <typename T>
+inline T silu_value(T x) {
+  return x / (T(1) + exp_fast(-x));
+}
+
+template <typename T>
+inline T silu_derivative(T x) {
+  const T sig = T(1) / (T(1) + exp_fast(-x));
+  return sig * (T(1) + x * (T(1) - sig));
+}
+
 }  // namespace ag::detail

@@ -337,6 +337,7 @@ void note_unused_keys(const gguf::File& f, const std::set<std::string>& used,
 }  // namespace
 
 std::string gguf_cannot_express(const ModelFiles& m) {
+  if (std::string why = beyond_gpt2(m.config); !why.empty()) return why;
   if (m.config.norm != nn::NormKind::layer_norm)
     return fmt::format("llama.cpp's gpt2 architecture uses layernorm; this model uses {}",
                        m.config.norm);

@@ -180,6 +180,7 @@ ModelFiles read_llmc(const std::string& path, const std::string& tokenizer_folde
 }
 
 std::string llmc_cannot_express(const nn::GPTConfig& c) {
+  if (std::string why = beyond_gpt2(c); !why.empty()) return why;
   if (!c.qkv_bias) return "llm.c's GPT-2 has biases in W_query/W_key/W_value; this model has none";
   if (!c.tie_weights)
     return "llm.c's GPT-2 ties the head to tok_emb; this model has its own lm_head";

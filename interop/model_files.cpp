@@ -48,6 +48,24 @@ void check_weights(ModelFiles& model, const std::string& source) {
   model.weights = std::move(ordered);
 }
 
+std::string beyond_gpt2(const nn::GPTConfig& c) {
+  const nn::GPTConfig gpt2;
+  if (c.position != gpt2.position) return "GPT-2 learns its positions; this model uses rope";
+  if (c.mlp != gpt2.mlp) return "GPT-2's MLP is gelu; this model's is swiglu";
+  if (c.kv_heads() != c.n_heads)
+    return fmt::format("GPT-2's heads each have their keys; this model groups {} heads over {}",
+                       c.n_heads, c.kv_heads());
+  if (c.head_width() * c.n_heads != c.d_model)
+    return fmt::format("GPT-2's heads are d_model / n_heads wide; this model's are {}",
+                       c.head_width());
+  if (c.qk_norm) return "GPT-2 has no q/k norms; this model has them";
+  if (!c.linear_bias)
+    return "GPT-2's projections have biases; this model's out_proj and MLP have none";
+  if (c.norm_eps != gpt2.norm_eps)
+    return fmt::format("GPT-2's norms use epsilon 1e-05; this model's use {}", c.norm_eps);
+  return "";
+}
+
 std::string excerpt(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return base::printable(text);
   size_t cut = max_bytes;  // not inside a character: its continuation bytes go with it

@@ -38,6 +38,11 @@ namespace interop {
 // `source` and the first offending tensor.
 void check_weights(ModelFiles& model, const std::string& source);
 
+// What of a config GPT-2's layouts (Hugging Face's GPT-2, llm.c, llama.cpp's gpt2) cannot
+// hold: the first of the Llama family's options set (RoPE, SwiGLU, grouped or explicitly
+// sized heads, q/k norms, a linear without bias, another norm epsilon), named; "" when none.
+std::string beyond_gpt2(const nn::GPTConfig& c);
+
 // Text from a file (a name, a key, a link's target) for a message: printable
 // (base::printable) and cut to its first max_bytes bytes on a character boundary ("..."
 // after), so that a message names what is wrong and never reproduces a file.

@@ -60,130 +60,215 @@ void QKVProjection::footprint(Footprint& f) const {
 MultiHeadAttention::MultiHeadAttention(int64_t d_in, int64_t d_out, int64_t context_length,
                                        double dropout, int64_t num_heads, bool qkv_bias,
                                        ag::Generator& gen,
-                                       std::shared_ptr<ag::Generator> dropout_gen)
+                                       std::shared_ptr<ag::Generator> dropout_gen,
+                                       AttentionOptions options)
     : num_heads_(num_heads),
+      num_kv_heads_(options.num_kv_heads > 0 ? options.num_kv_heads : num_heads),
       context_length_(context_length),
       dropout_(dropout),
-      dropout_gen_(std::move(dropout_gen)) {
-  if (num_heads <= 0 || d_out % num_heads != 0)
+      dropout_gen_(std::move(dropout_gen)),
+      rope_(std::move(options.rope)) {
+  if (num_heads <= 0 || (options.head_dim == 0 && d_out % num_heads != 0))
     throw std::invalid_argument(fmt::format(
         "MultiHeadAttention: d_out ({}) must be divisible by num_heads ({})", d_out, num_heads));
+  if (num_kv_heads_ > num_heads || num_heads % num_kv_heads_ != 0)
+    throw std::invalid_argument(
+        fmt::format("MultiHeadAttention: num_kv_heads ({}) must divide num_heads ({})",
+                    num_kv_heads_, num_heads));
   if (!(dropout >= 0.0 && dropout <= 1.0))
     throw std::invalid_argument(
         fmt::format("MultiHeadAttention: dropout must be in [0, 1], got {}", dropout));
-  head_dim_ = d_out / num_heads;
-  W_query = register_module("W_query", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_key = register_module("W_key", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
-  W_value = register_module("W_value", std::make_shared<Linear>(d_in, d_out, qkv_bias, gen));
+  head_dim_ = options.head_dim > 0 ? options.head_dim : d_out / num_heads;
+  const int64_t queries = num_heads * head_dim_, keys = num_kv_heads_ * head_dim_;
+  W_query = register_module("W_query", std::make_shared<Linear>(d_in, queries, qkv_bias, gen));
+  W_key = register_module("W_key", std::make_shared<Linear>(d_in, keys, qkv_bias, gen));
+  W_value = register_module("W_value", std::make_shared<Linear>(d_in, keys, qkv_bias, gen));
   qkv = register_module("qkv", std::make_shared<QKVProjection>(W_query, W_key, W_value));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(d_out, d_out, true, gen));
+  out_proj =
+      register_module("out_proj", std::make_shared<Linear>(queries, d_out, options.out_bias, gen));
+  if (options.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, options.norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, options.norm_eps));
+  }
   if (!dropout_gen_) dropout_gen_ = std::make_shared<ag::Generator>(0);
+}
+
+std::vector<Linear*> MultiHeadAttention::lora_linears(const std::string& target) const {
+  if (target == "attn.qkv") return {W_query.get(), W_key.get(), W_value.get()};
+  if (target == "q_proj") return {W_query.get()};
+  if (target == "k_proj") return {W_key.get()};
+  if (target == "v_proj") return {W_value.get()};
+  if (target == "attn.out_proj" || target == "o_proj") return {out_proj.get()};
+  if (target == "all-linear") return {W_query.get(), W_key.get(), W_value.get(), out_proj.get()};
+  return {};
 }
 
 namespace {
 
-// B = batch, T = tokens, H = heads, D = head_dim, C = H D.
-// Part `which` (0 q, 1 k, 2 v) of the fused projection [B, T, 3C], as [B, H, T, D].
-ag::Tensor heads_of(const ag::Tensor& projected, int which, int64_t heads) {
+// B = batch, T = tokens, H = heads, KV = key/value heads, D = head_dim.
+// `heads` heads from column `offset` of the packed projection [B, T, (H + 2 KV) D], as
+// [B, heads, T, D].
+ag::Tensor heads_of(const ag::Tensor& projected, int64_t offset, int64_t heads, int64_t D) {
   const int64_t B = projected.shape()[0], T = projected.shape()[1];
-  const int64_t C = projected.shape()[2] / 3;
-  return projected.narrow(2, which * C, C).reshape({B, T, heads, C / heads}).transpose(1, 2);
+  return projected.narrow(2, offset, heads * D).reshape({B, T, heads, D}).transpose(1, 2);
 }
 
-// softmax(q k^T / sqrt(D)) with -inf above the diagonal: [B, H, T, T].
-ag::Tensor causal_weights(const ag::Tensor& projected, int64_t heads) {
-  const ag::Tensor q = heads_of(projected, 0, heads), k = heads_of(projected, 1, heads);
-  const int64_t T = q.shape()[2];
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.shape()[3]));
-  const ag::Tensor scores = ag::matmul(q, k.transpose(-1, -2)) * scale;
-  return ag::softmax(ag::masked_fill(scores, ag::triu_mask(T, T), -ag::kInf), -1);
-}
-
-// weights @ V with the heads side by side again: [B, T, C].
-ag::Tensor weighted_values(const ag::Tensor& projected, const ag::Tensor& weights) {
-  const int64_t heads = weights.shape()[1];
-  const ag::Tensor context = ag::matmul(weights, heads_of(projected, 2, heads));  // [B, H, T, D]
-  const int64_t B = context.shape()[0], T = context.shape()[2];
-  return context.transpose(1, 2).reshape({B, T, -1});
+// [B, KV, T, D] with each head repeated `group` times in place: [B, KV group, T, D], as
+// Hugging Face's repeat_kv (for the observer's explicit weights only: the fused op reads
+// shared rows)
+ag::Tensor repeated(const ag::Tensor& heads, int64_t group) {
+  if (group == 1) return heads;
+  std::vector<ag::Tensor> parts;
+  for (int64_t j = 0; j < heads.shape()[1]; ++j)
+    for (int64_t g = 0; g < group; ++g) parts.push_back(heads.narrow(1, j, 1));
+  return ag::cat(parts, 1);
 }
 
 }  // namespace
 
+// Qwen3's per-head norms of q and k, then RoPE's turn of both: the packed projection
+// [B, T, (H + 2 KV) D] as the attention reads it.
+ag::Tensor MultiHeadAttention::heads_as_attended(const ag::Tensor& projected) const {
+  const int64_t H = num_heads_, KV = num_kv_heads_, D = head_dim_;
+  ag::Tensor p = projected;
+  if (q_norm) {
+    const int64_t B = p.shape()[0], T = p.shape()[1];
+    auto normed = [&](const RMSNorm& norm, int64_t offset, int64_t heads) {
+      return norm.forward(p.narrow(2, offset, heads * D).reshape({B, T, heads, D}))
+          .reshape({B, T, heads * D});
+    };
+    p = ag::cat(
+        {normed(*q_norm, 0, H), normed(*k_norm, H * D, KV), p.narrow(2, (H + KV) * D, KV * D)}, -1);
+  }
+  if (rope_) p = ag::rope(p, rope_->cos, rope_->sin, H + KV, D);
+  return p;
+}
+
+// softmax(q k^T / sqrt(D)) with -inf above the diagonal: [B, H, T, T].
+ag::Tensor MultiHeadAttention::causal_weights(const ag::Tensor& projected) const {
+  const int64_t H = num_heads_, KV = num_kv_heads_, D = head_dim_;
+  const ag::Tensor q = heads_of(projected, 0, H, D);
+  const ag::Tensor k = repeated(heads_of(projected, H * D, KV, D), H / KV);
+  const int64_t T = q.shape()[2];
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const ag::Tensor scores = ag::matmul(q, k.transpose(-1, -2)) * scale;
+  return ag::softmax(ag::masked_fill(scores, ag::triu_mask(T, T), -ag::kInf), -1);
+}
+
+// weights @ V with the heads side by side again: [B, T, H D].
+ag::Tensor MultiHeadAttention::weighted_values(const ag::Tensor& projected,
+                                               const ag::Tensor& weights) const {
+  const int64_t H = num_heads_, KV = num_kv_heads_, D = head_dim_;
+  const ag::Tensor v = repeated(heads_of(projected, (H + KV) * D, KV, D), H / KV);
+  const ag::Tensor context = ag::matmul(weights, v);  // [B, H, T, D]
+  const int64_t B = context.shape()[0], T = context.shape()[2];
+  return context.transpose(1, 2).reshape({B, T, -1});
+}
+
 ag::Tensor MultiHeadAttention::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
   detail::check_sequence("MultiHeadAttention", x, W_query->in_features(), context_length_);
-  ag::Tensor projected = qkv->forward(x);  // [B, T, 3 H D] = [q | k | v]
+  // [B, T, (H + 2 KV) D] = [q | k | v]
+  const ag::Tensor projected = heads_as_attended(qkv->forward(x));
   if (Observer* observer = ObserverScope::current()) {
-    const ag::Tensor weights = causal_weights(projected, num_heads_);
+    const ag::Tensor weights = causal_weights(projected);
     observer->attention(*this, weights);
     return out_proj->forward(weighted_values(projected, weights));
   }
   const double p = is_training() ? dropout_ : 0.0;
-  ag::Tensor context =
-      ag::causal_self_attention(projected, num_heads_, p, dropout_gen_.get());  // [B, T, H D]
+  const ag::Tensor context = ag::causal_self_attention(projected, num_heads_, num_kv_heads_, p,
+                                                       dropout_gen_.get());  // [B, T, H D]
   return out_proj->forward(context);
 }
 
 ag::Tensor MultiHeadAttention::weights(const ag::Tensor& x) const {
   ag::NoGradGuard no_grad;
-  return causal_weights(qkv->forward(x), num_heads_);
+  return causal_weights(heads_as_attended(qkv->forward(x)));
 }
 
 // the fused op keeps q, k, v and its output by head, and each row's log-sum-exp; out_proj
-// keeps its input; scores and weighted values cost 2 T C multiply-adds each (all T x T
-// counted, as nanoGPT counts them)
+// keeps its input; scores and weighted values cost 2 T H D multiply-adds each (all T x T
+// counted, as nanoGPT counts them); the norms and RoPE's copies of the projection
 void MultiHeadAttention::footprint(Footprint& f) const {
-  const auto C = static_cast<double>(W_query->out_features());
+  const auto Q = static_cast<double>(W_query->out_features()),
+             K = static_cast<double>(W_key->out_features());
   f.save(path(), "q, k, v and output by head, log-sum-exp",
-         4 * C + static_cast<double>(num_heads_));
-  f.save(path(), "context (out_proj's input)", C);
-  f.forward_flops_per_token += 4.0 * C * static_cast<double>(f.context);
-  f.backward(path(), "gradients of q, k, v, output and qkv", 7 * C);
+         2 * Q + 2 * K + static_cast<double>(num_heads_));
+  f.save(path(), "context (out_proj's input)", Q);
+  if (q_norm) f.save(path(), "q and k before their norms, packed after", 2 * (Q + 2 * K));
+  f.forward_flops_per_token += 4.0 * Q * static_cast<double>(f.context);
+  f.backward(path(), "gradients of q, k, v, output and qkv", 3 * Q + 4 * K);
   Module::footprint(f);
 }
 
 // ------------------------------------------------------------------ inference
 
+// This thread's share of the query heads and of the key/value heads (the same heads when
+// they are not grouped, so no barrier between projecting and attending).
 void MultiHeadAttention::infer(InferenceContext& c, int64_t layer, const InferencePass& pass,
                                const float* a, int tid, int threads) const {
   const auto [h0, h1] = inference::share(num_heads_, tid, threads, 1);
-  project(c, layer, pass, a, h0, h1);
-  attend(c, layer, pass, h0, h1, tid);  // the heads this thread projected: no barrier between
+  const auto [g0, g1] = inference::share(num_kv_heads_, tid, threads, 1);
+  project(c, layer, pass, a, h0, h1, g0, g1);
+  if (num_kv_heads_ != num_heads_) c.barrier.wait(threads);
+  attend(c, layer, pass, h0, h1, tid);
   c.barrier.wait(threads);
   const auto [c0, c1] = inference::share(c.C, tid, threads);
   out_proj->infer(c, c.ctx.data(), pass.rows, c0, c1, c.x.data(), c.C, true);
   c.barrier.wait(threads);
 }
 
-// The query, key and value columns of heads [h0, h1) for every row of the pass: queries
-// into c.q, keys transposed into the cache (through c.k), values into the cache.
+// Heads [h0, h1) of the rows x [rows, ld] (queries or keys) normed and turned as
+// heads_as_attended does: a prefill's row r at position r, a step's rows at its position.
+void MultiHeadAttention::turn_and_norm(const InferenceContext& c, const InferencePass& pass,
+                                       float* x, int64_t ld, int64_t h0, int64_t h1,
+                                       const RMSNorm* norm) const {
+  const int64_t D = head_dim_;
+  for (int64_t r = 0; r < pass.rows; ++r) {
+    float* row = x + r * ld + h0 * D;
+    if (norm)
+      ag::kernels::rms_norm_rows(row, h1 - h0, D, c.bound_to(norm).weight.f32, norm->eps(), row);
+    if (rope_)
+      ag::kernels::rope_rows(row, 1, ld, h1 - h0, D, rope_->cos.const_data<float>(),
+                             rope_->sin.const_data<float>(), pass.prefill ? r : pass.position);
+  }
+}
+
+// The query columns of heads [h0, h1) for every row of the pass into c.q; the key and
+// value columns of key/value heads [g0, g1): keys transposed into the cache (through c.k),
+// values into the cache.
 void MultiHeadAttention::project(InferenceContext& c, int64_t l, const InferencePass& pass,
-                                 const float* a, int64_t h0, int64_t h1) const {
-  const int64_t C = c.C, T = c.T, n = pass.rows, c0 = h0 * head_dim_, c1 = h1 * head_dim_;
-  W_query->infer(c, a, n, c0, c1, c.q.data(), C, false);
-  W_key->infer(c, a, n, c0, c1, c.k.data(), C, false);
+                                 const float* a, int64_t h0, int64_t h1, int64_t g0,
+                                 int64_t g1) const {
+  const int64_t Q = c.q_width, K = c.kv_width, T = c.T, n = pass.rows, D = head_dim_;
+  W_query->infer(c, a, n, h0 * D, h1 * D, c.q.data(), Q, false);
+  turn_and_norm(c, pass, c.q.data(), Q, h0, h1, q_norm.get());
+  W_key->infer(c, a, n, g0 * D, g1 * D, c.k.data(), K, false);
+  turn_and_norm(c, pass, c.k.data(), K, g0, g1, k_norm.get());
   if (pass.prefill) {
-    inference::transpose_into(c.k.data(), n, C, c0, c1, c.keys(l, pass.b), T, 0);
-    W_value->infer(c, a, n, c0, c1, c.values(l, pass.b, 0), C, false);
+    inference::transpose_into(c.k.data(), n, K, g0 * D, g1 * D, c.keys(l, pass.b), T, 0);
+    W_value->infer(c, a, n, g0 * D, g1 * D, c.values(l, pass.b, 0), K, false);
     return;
   }
   for (int64_t b = 0; b < n; ++b)
-    inference::transpose_into(c.k.data() + b * C, 1, C, c0, c1, c.keys(l, b), T, pass.position);
-  W_value->infer(c, a, n, c0, c1, c.values(l, 0, pass.position), T * C, false);
+    inference::transpose_into(c.k.data() + b * K, 1, K, g0 * D, g1 * D, c.keys(l, b), T,
+                              pass.position);
+  W_value->infer(c, a, n, g0 * D, g1 * D, c.values(l, 0, pass.position), T * K, false);
 }
 
 // c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs, or a step's
-// query of each row against its cached positions.
+// query of each row against its cached positions; head h reads key/value head h / group.
 void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferencePass& pass,
                                 int64_t h0, int64_t h1, int tid) const {
-  const int64_t C = c.C, D = head_dim_, T = c.T, H = num_heads_;
+  const int64_t Q = c.q_width, K = c.kv_width, D = head_dim_, T = c.T, H = num_heads_,
+                group = num_heads_ / num_kv_heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   if (!pass.prefill) {
     for (int64_t b = 0; b < pass.rows; ++b)
       for (int64_t h = h0; h < h1; ++h)
-        inference::attend(c.q.data() + b * C + h * D, c.keys(l, b) + h * D * T, T,
-                          c.values(l, b, 0) + h * D, C, pass.position + 1, D, scale,
-                          c.scores.data() + (b * H + h) * T, c.ctx.data() + b * C + h * D);
+        inference::attend(c.q.data() + b * Q + h * D, c.keys(l, b) + (h / group) * D * T, T,
+                          c.values(l, b, 0) + (h / group) * D, K, pass.position + 1, D, scale,
+                          c.scores.data() + (b * H + h) * T, c.ctx.data() + b * Q + h * D);
     return;
   }
   for (int64_t h = h0; h < h1; ++h)
@@ -196,18 +281,19 @@ void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferenceP
 // it, so that the products are those of one n x n GEMM.
 void MultiHeadAttention::attend_rows(InferenceContext& c, int64_t l, const InferencePass& pass,
                                      int64_t h, int64_t i0, int64_t i1, int tid) const {
-  const int64_t C = c.C, D = head_dim_, T = c.T;
+  const int64_t Q = c.q_width, K = c.kv_width, D = head_dim_, T = c.T,
+                kv = h / (num_heads_ / num_kv_heads_);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   const auto M = static_cast<blasint>(i1 - i0), N = static_cast<blasint>(i1),
-             Db = static_cast<blasint>(D), Cb = static_cast<blasint>(C),
-             Tb = static_cast<blasint>(T);
+             Db = static_cast<blasint>(D), Qb = static_cast<blasint>(Q),
+             Kb = static_cast<blasint>(K), Tb = static_cast<blasint>(T);
   float* s = c.scores.data() + tid * c.score_rows * T;
   const ag::OpenBlasCallThreads blas_threads;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, Db, scale,
-              c.q.data() + i0 * C + h * D, Cb, c.keys(l, pass.b) + h * D * T, Tb, 0.0f, s, N);
+              c.q.data() + i0 * Q + h * D, Qb, c.keys(l, pass.b) + kv * D * T, Tb, 0.0f, s, N);
   inference::causal_softmax(s, i1 - i0, i1, i0);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, Db, N, 1.0f, s, N,
-              c.values(l, pass.b, 0) + h * D, Cb, 0.0f, c.ctx.data() + i0 * C + h * D, Cb);
+              c.values(l, pass.b, 0) + kv * D, Kb, 0.0f, c.ctx.data() + i0 * Q + h * D, Qb);
 }
 
 }  // namespace nn

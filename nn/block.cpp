@@ -3,16 +3,30 @@
 namespace nn {
 
 TransformerBlock::TransformerBlock(const GPTConfig& cfg, ag::Generator& gen,
-                                   std::shared_ptr<ag::Generator> dropout_gen) {
-  ln1 = register_module("ln1", make_norm(cfg.norm, cfg.d_model));
+                                   std::shared_ptr<ag::Generator> dropout_gen,
+                                   std::shared_ptr<const RopeTables> rope) {
+  AttentionOptions options;
+  options.num_kv_heads = cfg.kv_heads();
+  options.head_dim = cfg.head_dim;
+  options.out_bias = cfg.linear_bias;
+  options.qk_norm = cfg.qk_norm;
+  options.norm_eps = cfg.norm_eps;
+  options.rope = std::move(rope);
+  ln1 = register_module("ln1", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps));
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(
                                      cfg.d_model, cfg.d_model, cfg.context_length, cfg.dropout,
-                                     cfg.n_heads, cfg.qkv_bias, gen, dropout_gen));
-  ln2 = register_module("ln2", make_norm(cfg.norm, cfg.d_model));
-  mlp = register_module("mlp", std::make_shared<MLP>(cfg.d_model, cfg.ff_width(), gen));
+                                     cfg.n_heads, cfg.qkv_bias, gen, dropout_gen, options));
+  ln2 = register_module("ln2", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps));
+  mlp = register_module("mlp", make_mlp(cfg, gen));
   drop_resid = register_module("drop_resid", std::make_shared<Dropout>(cfg.dropout, dropout_gen));
   attn->out_proj->residual_projection = true;
-  mlp->fc2->residual_projection = true;
+  mlp->output_projection().residual_projection = true;
+}
+
+std::vector<Linear*> TransformerBlock::lora_linears(const std::string& target) const {
+  std::vector<Linear*> out = attn->lora_linears(target);
+  for (Linear* l : mlp->lora_linears(target)) out.push_back(l);
+  return out;
 }
 
 ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {

@@ -10,6 +10,16 @@
 
 namespace nn {
 
+namespace {
+
+// an option of the Llama family's, left out of a checkpoint's config at its default
+ConfigField arch(ConfigField f) {
+  f.left_out_at_default = true;
+  return f;
+}
+
+}  // namespace
+
 // The upper bounds are far beyond any model that fits in memory, so that size arithmetic
 // (parameter counts, memory plans) cannot overflow on absurd input.
 const std::vector<ConfigField>& config_fields() {
@@ -25,6 +35,23 @@ const std::vector<ConfigField>& config_fields() {
       {"qkv_bias", "bias in W_query/W_key/W_value", &C::qkv_bias},
       {"tie_weights", "lm_head shares tok_emb.weight", &C::tie_weights},
       {"norm", "the blocks' normalisation: layernorm or rmsnorm", &C::norm},
+      arch({"norm_eps", "every norm's epsilon", &C::norm_eps, 1e-12, 1}),
+      arch({"linear_bias", "bias in attn.out_proj and the MLP's Linears", &C::linear_bias}),
+      arch({"n_kv_heads", "key/value heads, shared by groups of query heads (0: n-heads)",
+            &C::n_kv_heads, 0, 1 << 20}),
+      arch({"head_dim", "each head's width (0: d-model / n-heads)", &C::head_dim, 0, 1 << 16}),
+      arch({"qk_norm", "RMSNorm of each head's query and key (Qwen3's)", &C::qk_norm}),
+      arch({"mlp", "the feed-forward network: gelu (GPT-2's) or swiglu (Llama's)", &C::mlp}),
+      arch({"position", "positions: learned embeddings or rope (rotary)", &C::position}),
+      arch({"rope_theta", "RoPE's base", &C::rope_theta, 1, 1e12}),
+      arch({"rope_scaling", "RoPE's frequencies: none or llama3 (scaled)", &C::rope_scaling}),
+      arch({"rope_factor", "llama3 scaling: the factor", &C::rope_factor, 1, 1e6}),
+      arch({"rope_low_freq_factor", "llama3 scaling: low_freq_factor", &C::rope_low_freq_factor,
+            1e-6, 1e6}),
+      arch({"rope_high_freq_factor", "llama3 scaling: high_freq_factor", &C::rope_high_freq_factor,
+            1e-6, 1e6}),
+      arch({"rope_original_context", "llama3 scaling: original_max_position_embeddings",
+            &C::rope_original_context, 1, 1 << 24}),
       {.key = "num_classes",
        .help = "the head: 0 the language model's; N >= 2 a classifier of N labels (train "
                "--task classify sets it from the labels)",
@@ -63,8 +90,34 @@ const std::vector<ConfigField>& config_fields() {
 }
 
 const std::vector<std::string>& lora_target_names() {
-  static const std::vector<std::string> names{"attn.qkv", "attn.out_proj", "mlp.fc1", "mlp.fc2"};
+  static const std::vector<std::string> names{
+      "attn.qkv", "attn.out_proj", "mlp.fc1",   "mlp.fc2", "q_proj",    "k_proj",
+      "v_proj",   "o_proj",        "gate_proj", "up_proj", "down_proj", "all-linear"};
   return names;
+}
+
+// The [in, out] of each Linear a LoRA target names in a model of cfg (the names
+// TransformerBlock::lora_linears resolves); none when the target names no Linear of it.
+std::vector<std::pair<int64_t, int64_t>> lora_target_shapes(const GPTConfig& cfg,
+                                                            const std::string& target) {
+  const int64_t C = cfg.d_model, F = cfg.ff_width(), Q = cfg.n_heads * cfg.head_width(),
+                K = cfg.kv_heads() * cfg.head_width();
+  const bool swiglu = cfg.mlp == MlpKind::swiglu;
+  using Shapes = std::vector<std::pair<int64_t, int64_t>>;
+  if (target == "attn.qkv") return {{C, Q}, {C, K}, {C, K}};
+  if (target == "q_proj") return {{C, Q}};
+  if (target == "k_proj" || target == "v_proj") return {{C, K}};
+  if (target == "attn.out_proj" || target == "o_proj") return {{Q, C}};
+  if (target == "mlp.fc1") return swiglu ? Shapes{{C, F}, {C, F}} : Shapes{{C, F}};
+  if (target == "mlp.fc2") return {{F, C}};
+  if (target == "gate_proj" || target == "up_proj") return swiglu ? Shapes{{C, F}} : Shapes{};
+  if (target == "down_proj") return swiglu ? Shapes{{F, C}} : Shapes{};
+  if (target == "all-linear") {
+    Shapes all = {{C, Q}, {C, K}, {C, K}, {Q, C}, {C, F}, {F, C}};
+    if (swiglu) all.push_back({C, F});
+    return all;
+  }
+  return {};
 }
 
 namespace {
@@ -112,15 +165,36 @@ void check_lora(const GPTConfig& cfg) {
   }
   if (!(cfg.lora_alpha > 0))
     refuse(fmt::format("lora_alpha must be positive, got {}", cfg.lora_alpha));
-  const int64_t C = cfg.d_model, F = cfg.ff_width();
   for (const std::string& t : targets) {
-    const auto [in, out] = t == "mlp.fc1"   ? std::pair(C, F)
-                           : t == "mlp.fc2" ? std::pair(F, C)
-                                            : std::pair(C, C);
-    if (cfg.lora_rank > std::min(in, out))
-      refuse(fmt::format("lora_rank {} is larger than {} ({} -> {}) allows: at most {}",
-                         cfg.lora_rank, t, in, out, std::min(in, out)));
+    const auto shapes = lora_target_shapes(cfg, t);
+    if (shapes.empty())
+      refuse(
+          fmt::format("lora_targets: {} names a SwiGLU MLP's Linear; this model's MLP is {} "
+                      "(its Linears: mlp.fc1, mlp.fc2)",
+                      t, base::choice_name(cfg.mlp)));
+    for (const auto& [in, out] : shapes)
+      if (cfg.lora_rank > std::min(in, out))
+        refuse(fmt::format("lora_rank {} is larger than {} ({} -> {}) allows: at most {}",
+                           cfg.lora_rank, t, in, out, std::min(in, out)));
   }
+}
+
+// The Llama family's options: heads that group and rotate evenly, and no RoPE setting on
+// learned positions (where nothing would read it).
+void check_architecture(const GPTConfig& cfg) {
+  if (cfg.kv_heads() > cfg.n_heads || cfg.n_heads % cfg.kv_heads() != 0)
+    refuse(fmt::format("n_kv_heads ({}) must divide n_heads ({})", cfg.kv_heads(), cfg.n_heads));
+  if (cfg.position == PositionKind::rope && cfg.head_width() % 2 != 0)
+    refuse(fmt::format("rope needs an even head width, got {}", cfg.head_width()));
+  if (cfg.rope_scaling == RopeScaling::llama3 &&
+      !(cfg.rope_high_freq_factor > cfg.rope_low_freq_factor))
+    refuse(fmt::format("rope_high_freq_factor ({}) must be larger than rope_low_freq_factor ({})",
+                       cfg.rope_high_freq_factor, cfg.rope_low_freq_factor));
+  if (cfg.position == PositionKind::learned && cfg.rope_scaling != RopeScaling::none)
+    refuse("rope_scaling is set but position is learned: scaling applies to rope");
+  if (cfg.n_heads * cfg.head_width() > (int64_t{1} << 22))
+    refuse(fmt::format("n_heads * head_dim = {} is larger than the supported {}",
+                       cfg.n_heads * cfg.head_width(), int64_t{1} << 22));
 }
 
 }  // namespace
@@ -159,8 +233,9 @@ bool GPTConfig::same_adapters(const GPTConfig& other) const {
 
 void GPTConfig::validate() const {
   for (const auto& f : config_fields()) check_field(f, *this);
-  if (d_model % n_heads != 0)
+  if (head_dim == 0 && d_model % n_heads != 0)
     refuse(fmt::format("d_model ({}) must be divisible by n_heads ({})", d_model, n_heads));
+  check_architecture(*this);
   if (num_classes == 1)
     refuse("num_classes must be 0 (a language model) or at least 2 (a classifier), got 1");
   check_lora(*this);

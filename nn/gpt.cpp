@@ -57,17 +57,20 @@ void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen) {
 void add_lora_adapters(const GPTConfig& cfg, ModuleList<TransformerBlock>& blocks,
                        ag::Generator& gen, const std::shared_ptr<ag::Generator>& dropout_gen) {
   const std::vector<std::string> targets = cfg.lora_target_list();
-  auto targeted = [&](const char* name) {
-    return std::find(targets.begin(), targets.end(), name) != targets.end();
-  };
   for (const auto& block : blocks) {
+    // in the block's registration order, each Linear once however many targets name it
     std::vector<Linear*> linears;
-    if (targeted("attn.qkv"))
-      linears.insert(linears.end(), {block->attn->W_query.get(), block->attn->W_key.get(),
-                                     block->attn->W_value.get()});
-    if (targeted("attn.out_proj")) linears.push_back(block->attn->out_proj.get());
-    if (targeted("mlp.fc1")) linears.push_back(block->mlp->fc1.get());
-    if (targeted("mlp.fc2")) linears.push_back(block->mlp->fc2.get());
+    block->for_each_module([&](Module& m) {
+      auto* linear = dynamic_cast<Linear*>(&m);
+      if (!linear || linear->has_adapter()) return;
+      for (const std::string& target : targets) {
+        const auto named = block->lora_linears(target);
+        if (std::find(named.begin(), named.end(), linear) != named.end()) {
+          linears.push_back(linear);
+          return;
+        }
+      }
+    });
     for (Linear* linear : linears)
       linear->add_adapter(cfg.lora_rank, cfg.lora_alpha, gen, cfg.lora_dropout, dropout_gen);
   }
@@ -81,13 +84,16 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
   ag::Generator gen(seed);
   tok_emb =
       register_module("tok_emb", std::make_shared<Embedding>(cfg.vocab_size, cfg.d_model, gen));
-  pos_emb =
-      register_module("pos_emb", std::make_shared<Embedding>(cfg.context_length, cfg.d_model, gen));
+  if (cfg.position == PositionKind::learned)
+    pos_emb = register_module("pos_emb",
+                              std::make_shared<Embedding>(cfg.context_length, cfg.d_model, gen));
+  else if (!ShapeOnlyScope::active())
+    rope_ = rope_tables(cfg);
   drop_emb = register_module("drop_emb", std::make_shared<Dropout>(cfg.dropout, dropout_gen_));
   blocks = register_module("blocks", std::make_shared<ModuleList<TransformerBlock>>());
   for (int64_t i = 0; i < cfg.n_layers; ++i)
-    blocks->push_back(std::make_shared<TransformerBlock>(cfg_, gen, dropout_gen_));
-  ln_f = register_module("ln_f", make_norm(cfg.norm, cfg.d_model));
+    blocks->push_back(std::make_shared<TransformerBlock>(cfg_, gen, dropout_gen_, rope_));
+  ln_f = register_module("ln_f", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps));
   if (cfg.num_classes > 0) {  // a classifier: no LM head (tied or not), nothing to drop
     head_name_ = "classifier";
     head_ = register_module<Head>(head_name_, std::make_shared<ClassificationHead>(
@@ -116,8 +122,8 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
     throw std::invalid_argument(
         fmt::format("GPT: sequence of {} tokens; it must be between 1 and context_length {}", T,
                     cfg_.context_length));
-  ag::Tensor positions = ag::arange(T);
-  ag::Tensor h = tok_emb->forward(ids) + pos_emb->forward(positions);  // [B, T, C]
+  ag::Tensor h = tok_emb->forward(ids);  // [B, T, C]
+  if (pos_emb) h = h + pos_emb->forward(ag::arange(T));
   h = drop_emb->forward(h);
   for (const auto& block : *blocks) h = block->forward(h);
   h = ln_f->forward(h);
@@ -133,14 +139,18 @@ void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t p
                 int64_t position_step) const {
   const int64_t C = cfg_.d_model;
   const float *tok = tok_emb->weight.const_data<float>(),
-              *pos = pos_emb->weight.const_data<float>();
+              *pos = pos_emb ? pos_emb->weight.const_data<float>() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     if (ids[r] < 0 || ids[r] >= cfg_.vocab_size)
       throw std::out_of_range(fmt::format(
           "CachedInference: token id {} is outside the vocabulary of {}", ids[r], cfg_.vocab_size));
     const float* te = tok + ids[r] * C;
-    const float* pe = pos + (position + r * position_step) * C;
     float* x = c.x.data() + r * C;
+    if (!pos) {  // RoPE: the attention turns q and k by the position instead
+      std::copy_n(te, C, x);
+      continue;
+    }
+    const float* pe = pos + (position + r * position_step) * C;
     AG_SIMD
     for (int64_t i = 0; i < C; ++i) x[i] = te[i] + pe[i];
   }

@@ -78,7 +78,7 @@ class GPT : public Module {
   const GPTConfig& config() const { return cfg_; }
   ag::Generator& dropout_generator() { return *dropout_gen_; }
 
-  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<Embedding> tok_emb, pos_emb;  // pos_emb: learned positions only
   std::shared_ptr<Dropout> drop_emb;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
   std::shared_ptr<Norm> ln_f;
@@ -87,6 +87,7 @@ class GPT : public Module {
   GPTConfig cfg_;
   std::shared_ptr<ag::Generator> dropout_gen_;
   std::shared_ptr<Head> head_;
+  std::shared_ptr<const RopeTables> rope_;  // RoPE's tables, shared by the blocks; or null
   std::string head_name_ = "lm_head";
 };
 

@@ -98,14 +98,20 @@ int64_t prefill_score_rows(int64_t positions) {
 
 void CachedInference::allocate_buffers() {
   const int64_t T = positions_, C = cfg_.d_model, rows = std::max(T, batch_);
+  const int64_t Q = cfg_.n_heads * cfg_.head_width(), K = cfg_.kv_heads() * cfg_.head_width();
   auto floats = [](int64_t n) { return static_cast<size_t>(n); };
   c_.C = C, c_.T = T, c_.F = cfg_.ff_width(), c_.batch = batch_;
+  c_.q_width = Q, c_.kv_width = K;
   c_.score_rows = prefill_score_rows(T);
-  c_.keys_cache.resize(floats(cfg_.n_layers * batch_ * T * C));
+  c_.keys_cache.resize(floats(cfg_.n_layers * batch_ * T * K));
   c_.values_cache.resize(c_.keys_cache.size());
-  for (auto* buffer : {&c_.x, &c_.q, &c_.k, &c_.ctx}) buffer->resize(floats(rows * C));
+  c_.x.resize(floats(rows * C));
+  c_.q.resize(floats(rows * Q));
+  c_.ctx.resize(floats(rows * Q));
+  c_.k.resize(floats(rows * K));
   c_.normed.resize(floats(threads_ * rows * C));  // each thread normalises for itself
   c_.hidden.resize(floats(rows * cfg_.ff_width()));
+  if (cfg_.mlp == MlpKind::swiglu) c_.up.resize(floats(rows * cfg_.ff_width()));
   c_.scores.resize(floats(std::max(threads_ * c_.score_rows * T, batch_ * cfg_.n_heads * T)));
   c_.logits.resize(floats(batch_ * cfg_.vocab_size));
 }
@@ -118,8 +124,11 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
   const double T = static_cast<double>(P), C = static_cast<double>(cfg.d_model),
                B = static_cast<double>(batch), n = static_cast<double>(threads),
                rows = std::max(T, B);
-  const double floats = 2 * static_cast<double>(cfg.n_layers) * B * T * C +
-                        rows * (4 * C + static_cast<double>(cfg.ff_width())) + n * rows * C +
+  const double Q = static_cast<double>(cfg.n_heads) * static_cast<double>(cfg.head_width()),
+               K = static_cast<double>(cfg.kv_heads()) * static_cast<double>(cfg.head_width()),
+               F = static_cast<double>(cfg.ff_width()) * (cfg.mlp == MlpKind::swiglu ? 2 : 1);
+  const double floats = 2 * static_cast<double>(cfg.n_layers) * B * T * K +
+                        rows * (C + 2 * Q + K + F) + n * rows * C +
                         std::max(n * static_cast<double>(prefill_score_rows(P)) * T,
                                  B * static_cast<double>(cfg.n_heads) * T) +
                         B * static_cast<double>(cfg.vocab_size);
@@ -143,8 +152,8 @@ void InferenceContext::unbound() {
 
 // Every layer and the head, on the threads when they pay (`pace` times both ways).
 void CachedInference::run(const InferencePass& pass, inference::StepPace& pace) {
-  const int64_t work =
-      pass.rows * cfg_.n_layers * cfg_.d_model * (4 * cfg_.d_model + 2 * cfg_.ff_width());
+  const int64_t work = pass.rows * cfg_.n_layers * cfg_.d_model *
+                       (4 * cfg_.d_model + 2 * cfg_.ff_width());  // near enough for GQA
   const int team = work >= kThreadedStepWork && !omp_in_parallel()
                        ? std::min(threads_, std::max(1, omp_get_max_threads()))
                        : 1;
@@ -165,7 +174,7 @@ void CachedInference::prefill_row(const int64_t* ids, int64_t b, int64_t n) {
 
 // Row `to` of the cache and logits becomes a copy of row `from`.
 void CachedInference::copy_row(int64_t from, int64_t to) {
-  const auto block = static_cast<size_t>(positions_ * cfg_.d_model);
+  const auto block = static_cast<size_t>(positions_ * c_.kv_width);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     std::copy_n(c_.keys(l, from), block, c_.keys(l, to));
     std::copy_n(c_.values(l, from, 0), block, c_.values(l, to, 0));

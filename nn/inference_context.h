@@ -27,10 +27,14 @@ struct InferencePass {
 
 struct InferenceContext {
   int64_t C = 0, T = 0, F = 0;  // width, positions held (at most the context), MLP width
+  int64_t q_width = 0;          // the queries' (and attention output's): heads * head_dim
+  int64_t kv_width = 0;         // the keys' and values': key/value heads * head_dim
   int64_t batch = 0;
   // the rows of the pass: residual stream [rows, C]; normalised, one copy per thread;
-  // queries; keys before they are transposed into the cache; attention output; MLP hidden
-  std::vector<float> x, normed, q, k, ctx, hidden;
+  // queries [rows, q_width]; keys before they are transposed into the cache [rows,
+  // kv_width]; attention output [rows, q_width]; MLP hidden [rows, F] (SwiGLU's gate
+  // product, and its up projection in `up`)
+  std::vector<float> x, normed, q, k, ctx, hidden, up;
   // scores: per thread [score_rows, T] (a prefill's block of query rows), or per row and
   // head [T] (a step's); logits [batch, V]
   std::vector<float> scores, logits;
@@ -60,10 +64,11 @@ struct InferenceContext {
   [[noreturn]] static void unbound();  // a layer that did not bind_inference
 
   float* normed_rows(int tid, int64_t rows) { return normed.data() + tid * rows * C; }
-  // layer l, row b: keys transposed [C][T]; values [T][C]
-  float* keys(int64_t l, int64_t b) { return keys_cache.data() + (l * batch + b) * C * T; }
+  // layer l, row b: keys transposed [kv_width][T]; values [T][kv_width] (the key/value
+  // heads only: grouped heads share them)
+  float* keys(int64_t l, int64_t b) { return keys_cache.data() + (l * batch + b) * kv_width * T; }
   float* values(int64_t l, int64_t b, int64_t t) {
-    return values_cache.data() + ((l * batch + b) * T + t) * C;
+    return values_cache.data() + ((l * batch + b) * T + t) * kv_width;
   }
 };
 

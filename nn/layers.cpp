@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "autograd/vec_math.h"
+
 namespace nn {
 
 // ------------------------------------------------------------------ Linear
@@ -138,9 +140,9 @@ void RMSNorm::footprint(Footprint& f) const {
   f.save(path(), "output and rstd", static_cast<double>(dim()) + 1);
 }
 
-std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim) {
-  if (kind == NormKind::rms_norm) return std::make_shared<RMSNorm>(dim);
-  return std::make_shared<LayerNorm>(dim);
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps) {
+  if (kind == NormKind::rms_norm) return std::make_shared<RMSNorm>(dim, eps);
+  return std::make_shared<LayerNorm>(dim, eps);
 }
 
 // ------------------------------------------------------------------ Dropout
@@ -160,9 +162,16 @@ void Dropout::save_mask(Footprint& f, double elements) const {
 }
 
 // ------------------------------------------------------------------ MLP
-MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen) {
-  fc1 = register_module("fc1", std::make_shared<Linear>(d_model, d_ff, true, gen));
-  fc2 = register_module("fc2", std::make_shared<Linear>(d_ff, d_model, true, gen));
+MLP::MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen, bool bias) {
+  fc1 = register_module("fc1", std::make_shared<Linear>(d_model, d_ff, bias, gen));
+  fc2 = register_module("fc2", std::make_shared<Linear>(d_ff, d_model, bias, gen));
+}
+
+std::vector<Linear*> MLP::lora_linears(const std::string& target) const {
+  if (target == "mlp.fc1") return {fc1.get()};
+  if (target == "mlp.fc2") return {fc2.get()};
+  if (target == "all-linear") return {fc1.get(), fc2.get()};
+  return {};
 }
 
 // gelu fused into fc1: one pass over its output instead of two, one node instead of two
@@ -198,6 +207,62 @@ void MLP::footprint(Footprint& f) const {
   f.backward(path(), "gradients of the hidden layer and the input",
              F + static_cast<double>(fc1->in_features()));
   Module::footprint(f);
+}
+
+// ------------------------------------------------------------------ SwiGLU
+SwiGLU::SwiGLU(int64_t d_model, int64_t d_ff, ag::Generator& gen, bool bias) {
+  gate_proj = register_module("gate_proj", std::make_shared<Linear>(d_model, d_ff, bias, gen));
+  up_proj = register_module("up_proj", std::make_shared<Linear>(d_model, d_ff, bias, gen));
+  down_proj = register_module("down_proj", std::make_shared<Linear>(d_ff, d_model, bias, gen));
+}
+
+std::vector<Linear*> SwiGLU::lora_linears(const std::string& target) const {
+  if (target == "gate_proj") return {gate_proj.get()};
+  if (target == "up_proj") return {up_proj.get()};
+  if (target == "down_proj" || target == "mlp.fc2") return {down_proj.get()};
+  if (target == "mlp.fc1") return {gate_proj.get(), up_proj.get()};
+  if (target == "all-linear") return {gate_proj.get(), up_proj.get(), down_proj.get()};
+  return {};
+}
+
+ag::Tensor SwiGLU::forward(const ag::Tensor& x) const {
+  auto scope = anomaly_scope();
+  return down_proj->forward(ag::silu(gate_proj->forward(x)) * up_proj->forward(x));
+}
+
+// this thread's hidden columns (silu(gate) * up, as the training ops compute them), then
+// (every hidden column needed) its output columns
+void SwiGLU::infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
+                   int threads) const {
+  const int64_t n = pass.rows, F = c.F;
+  const auto [f0, f1] = inference::share(F, tid, threads);
+  gate_proj->infer(c, a, n, f0, f1, c.hidden.data(), F, false);
+  up_proj->infer(c, a, n, f0, f1, c.up.data(), F, false);
+  for (int64_t r = 0; r < n; ++r) {
+    float* h = c.hidden.data() + r * F;
+    const float* u = c.up.data() + r * F;
+    for (int64_t i = f0; i < f1; ++i) h[i] = ag::detail::silu_value(h[i]) * u[i];
+  }
+  c.barrier.wait(threads);
+  const auto [c0, c1] = inference::share(c.C, tid, threads);
+  down_proj->infer(c, c.hidden.data(), n, c0, c1, c.x.data(), c.C, true);
+  c.barrier.wait(threads);
+}
+
+// silu keeps the gate's output, the product keeps silu's and up's, down_proj keeps the
+// product
+void SwiGLU::footprint(Footprint& f) const {
+  const auto F = static_cast<double>(gate_proj->out_features());
+  f.save(path(), "gate, silu(gate), up and their product", 4 * F);
+  f.backward(path(), "gradients of the hidden layers and the input",
+             3 * F + static_cast<double>(gate_proj->in_features()));
+  Module::footprint(f);
+}
+
+std::shared_ptr<FeedForward> make_mlp(const GPTConfig& cfg, ag::Generator& gen) {
+  if (cfg.mlp == MlpKind::swiglu)
+    return std::make_shared<SwiGLU>(cfg.d_model, cfg.ff_width(), gen, cfg.linear_bias);
+  return std::make_shared<MLP>(cfg.d_model, cfg.ff_width(), gen, cfg.linear_bias);
 }
 
 }  // namespace nn

@@ -6,6 +6,7 @@
 // backward and computes (footprint), side by side.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/config.h"
 #include "nn/inference_context.h"
@@ -107,8 +108,8 @@ class RMSNorm : public Norm {
   void footprint(Footprint& f) const override;
 };
 
-// The norm GPTConfig::norm names.
-std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim);
+// The norm GPTConfig::norm names, with epsilon eps (GPTConfig::norm_eps).
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps = 1e-5);
 
 // Zeroes elements with probability p (the dropout rate) while training. Draws its masks
 // from a generator it shares with its model, so one saved generator state reproduces every
@@ -132,17 +133,50 @@ class GELU : public Module {
   ag::Tensor forward(const ag::Tensor& x) const { return ag::gelu(x); }
 };
 
-// fc2(gelu(fc1(x))), the transformer's feed-forward network.
-class MLP : public Module {
+// The transformer's feed-forward network, of the kind GPTConfig::mlp names (make_mlp).
+class FeedForward : public Module {
  public:
-  MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen);
-  ag::Tensor forward(const ag::Tensor& x) const;
-  // Inference: adds the MLP of the normalised rows a [rows, C] into the residual stream
-  // c.x, this thread's share of the hidden and output columns.
+  virtual ag::Tensor forward(const ag::Tensor& x) const = 0;
+  // Inference: adds the network of the normalised rows a [rows, C] into the residual
+  // stream c.x, this thread's share of the hidden and output columns.
+  virtual void infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
+                     int threads) const = 0;
+  // the projection whose output joins the residual stream
+  virtual Linear& output_projection() const = 0;
+  // The Linears a LoRA target names (nn::lora_target_names: mlp.fc1 the input
+  // projections, mlp.fc2 the output's, or one by its Llama name); none when it names none
+  // of this network's.
+  virtual std::vector<Linear*> lora_linears(const std::string& target) const = 0;
+};
+
+// fc2(gelu(fc1(x))), GPT-2's feed-forward network. bias: on both Linears.
+class MLP : public FeedForward {
+ public:
+  MLP(int64_t d_model, int64_t d_ff, ag::Generator& gen, bool bias = true);
+  ag::Tensor forward(const ag::Tensor& x) const override;
   void infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
-             int threads) const;
+             int threads) const override;
+  Linear& output_projection() const override { return *fc2; }
+  std::vector<Linear*> lora_linears(const std::string& target) const override;
   void footprint(Footprint& f) const override;
   std::shared_ptr<Linear> fc1, fc2;
 };
+
+// down_proj(silu(gate_proj(x)) * up_proj(x)), the SwiGLU network of Llama and Qwen, with
+// their names. bias: on the three Linears (none in either family).
+class SwiGLU : public FeedForward {
+ public:
+  SwiGLU(int64_t d_model, int64_t d_ff, ag::Generator& gen, bool bias = false);
+  ag::Tensor forward(const ag::Tensor& x) const override;
+  void infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
+             int threads) const override;
+  Linear& output_projection() const override { return *down_proj; }
+  std::vector<Linear*> lora_linears(const std::string& target) const override;
+  void footprint(Footprint& f) const override;
+  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
+};
+
+// The network cfg.mlp names, d_model -> ff_width() -> d_model, biases as cfg.linear_bias.
+std::shared_ptr<FeedForward> make_mlp(const GPTConfig& cfg, ag::Generator& gen);
 
 }  // namespace nn

@@ -20,6 +20,37 @@ inline std::vector<std::pair<std::string, nn::GPTConfig>> decode_configs() {
   return {{"default", def}, {"base", base}};
 }
 
+// Small models of the Llama family's shapes (docs/models.md), dropout 0: Llama's (RoPE
+// with Llama 3's scaling, 8 query heads over 2 key/value heads, SwiGLU, no biases, an
+// untied head), Qwen2's (biases on q, k and v, 6 heads over 3) and Qwen3's (per-head q/k
+// norms, heads 16 wide where d_model / n_heads is 12).
+inline std::vector<std::pair<std::string, nn::GPTConfig>> llama_family_configs() {
+  nn::GPTConfig llama;
+  llama.vocab_size = 97, llama.context_length = 48, llama.d_model = 64, llama.n_heads = 8;
+  llama.n_layers = 2, llama.d_ff = 96, llama.dropout = 0.0, llama.tie_weights = false;
+  llama.norm = nn::NormKind::rms_norm, llama.mlp = nn::MlpKind::swiglu;
+  llama.position = nn::PositionKind::rope, llama.n_kv_heads = 2, llama.linear_bias = false;
+  llama.rope_theta = 500000, llama.rope_scaling = nn::RopeScaling::llama3;
+  llama.rope_factor = 32, llama.rope_original_context = 16;
+  nn::GPTConfig qwen2 = llama;
+  qwen2.rope_scaling = nn::RopeScaling::none, qwen2.rope_theta = 1e6, qwen2.norm_eps = 1e-6;
+  qwen2.n_heads = 6, qwen2.d_model = 48, qwen2.n_kv_heads = 3, qwen2.qkv_bias = true;
+  qwen2.tie_weights = true;
+  nn::GPTConfig qwen3 = qwen2;
+  qwen3.qkv_bias = false, qwen3.qk_norm = true, qwen3.n_heads = 4, qwen3.n_kv_heads = 2;
+  qwen3.head_dim = 16;
+  return {{"llama", llama}, {"qwen2", qwen2}, {"qwen3", qwen3}};
+}
+
+// Every 1-d parameter (gains, biases) of the model drawn around 1, so that none is the
+// identity its initialisation makes it.
+inline void vary_gains_and_biases(nn::GPT& model, uint64_t seed) {
+  ag::NoGradGuard no_grad;
+  ag::Generator g(seed);
+  for (auto& [name, p] : model.named_parameters())
+    if (p.dim() == 1) ag::copy_(p, ag::randn(p.shape(), g) * 0.5 + 1.0);
+}
+
 // A randomly initialised model (eval mode) whose weights are scaled up by `gain`, so that
 // its logits are far from flat and its greedy continuations wander instead of repeating
 // one token: at GPT-2's initialisation every logit is within a few hundredths of the

@@ -104,7 +104,7 @@ TEST_CASE("anomaly detection passes a healthy model and leaves its results uncha
 TEST_CASE("module paths follow the parameter names") {
   nn::GPT model(small_config(), 1);
   REQUIRE(model.path().empty());
-  REQUIRE(model.blocks->operator[](1).mlp->fc2->path() == "blocks.1.mlp.fc2");
+  REQUIRE(model.blocks->operator[](1).mlp->output_projection().path() == "blocks.1.mlp.fc2");
   REQUIRE(model.ln_f->path() == "ln_f");
   REQUIRE_THROWS_WITH(ag::set_nan_injection("sideways:ln_f"), Contains("forward:MODULE"));
 }

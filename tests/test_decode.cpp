@@ -300,14 +300,43 @@ TEST_CASE("cached decoding runs the RMSNorm variant as its forward does", "[deco
   CHECK(max_step_error(*model_ptr, row, cfg.context_length / 2) < 1.0);
 }
 
+TEST_CASE("cached decoding runs the Llama family's options as the forward does", "[decode]") {
+  // grouped keys and values cached once per group, RoPE at each position, q/k norms, SwiGLU
+  for (const auto& [name, cfg] : ag_test::llama_family_configs()) {
+    INFO(name);
+    auto model_ptr = ag_test::sharp_model(cfg, 14, 3.0);
+    ag_test::vary_gains_and_biases(*model_ptr, 5);
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 7);
+    CHECK(max_step_error(*model_ptr, row, 1) < 1.0);
+    CHECK(max_step_error(*model_ptr, row, cfg.context_length / 2) < 1.0);
+    // rows side by side: each step's rows at one position, the cache row by row
+    const int64_t T = cfg.context_length, V = cfg.vocab_size, B = 3, n = 4;
+    std::vector<int64_t> prompt, next(B);
+    std::vector<std::vector<int64_t>> rows;
+    for (int64_t b = 0; b < B; ++b) rows.push_back(ag_test::random_tokens(T, V, 20 + b));
+    for (const auto& r : rows) prompt.insert(prompt.end(), r.begin(), r.begin() + n);
+    nn::CachedInference together(*model_ptr, B);
+    std::span<const float> logits = together.prefill(prompt, n);
+    for (int64_t t = n; t < T; ++t) {
+      for (int64_t b = 0; b < B; ++b) next[b] = rows[b][t];
+      logits = together.step(next);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const Tensor full = ag_test::forward_logits(*model_ptr, rows[b]);
+      for (int64_t v = 0; v < V; ++v)
+        CHECK(std::abs(logits[b * V + v] - full.at({T - 1, v})) < tolerance(full));
+    }
+  }
+}
+
 TEST_CASE("the decoder refuses a model it cannot run as described", "[decode]") {
   nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   nn::GPT with_adapter(cfg, 1);
   ag::Generator gen(1);
-  (*with_adapter.blocks)[0].mlp->fc1->add_adapter(2, 2.0, gen);
+  static_cast<nn::MLP&>(*(*with_adapter.blocks)[0].mlp).fc1->add_adapter(2, 2.0, gen);
   REQUIRE_THROWS_WITH(nn::CachedInference(with_adapter, 1),
                       Catch::Contains("blocks.0.mlp.fc1") && Catch::Contains("merge"));
-  (*with_adapter.blocks)[0].mlp->fc1->merge_adapter();
+  static_cast<nn::MLP&>(*(*with_adapter.blocks)[0].mlp).fc1->merge_adapter();
   REQUIRE_NOTHROW(nn::CachedInference(with_adapter, 1));
   nn::GPT classifier(cfg, 1);
   classifier.replace_head(std::make_shared<nn::ClassificationHead>(cfg.d_model, 2, gen),

@@ -144,9 +144,9 @@ TEST_CASE("the block marks its residual projections, and only those", "[gpt][ini
   nn::GPT model(c, 7);
   for (const auto& block : *model.blocks) {
     REQUIRE(block->attn->out_proj->residual_projection);
-    REQUIRE(block->mlp->fc2->residual_projection);
+    REQUIRE(block->mlp->output_projection().residual_projection);
     REQUIRE_FALSE(block->attn->W_query->residual_projection);
-    REQUIRE_FALSE(block->mlp->fc1->residual_projection);
+    REQUIRE_FALSE(static_cast<nn::MLP&>(*block->mlp).fc1->residual_projection);
   }
   // the untied head is no Linear of the blocks: drawn with the unscaled std (init test)
   REQUIRE_FALSE(dynamic_cast<nn::LMHead&>(model.head()).tied());

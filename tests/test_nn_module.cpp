@@ -228,7 +228,7 @@ TEST_CASE("eval reaches every dropout of a GPT", "[nn][module]") {
     REQUIRE_FALSE(block->is_training());
     REQUIRE_FALSE(block->attn->is_training());
     REQUIRE_FALSE(block->drop_resid->is_training());
-    REQUIRE_FALSE(block->mlp->fc1->is_training());
+    REQUIRE_FALSE(static_cast<nn::MLP&>(*block->mlp).fc1->is_training());
   }
   model.train();
   for (const auto& block : *model.blocks) REQUIRE(block->attn->is_training());

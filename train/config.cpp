@@ -68,7 +68,7 @@ nlohmann::json model_json(const nn::GPTConfig& model) {
         [&](auto member) {
           using Value = std::remove_cvref_t<decltype(m.*member)>;
           constexpr bool variant = !std::is_arithmetic_v<Value>;  // a string or a choice
-          if (variant && m.*member == defaults.*member) return;
+          if ((variant || f.left_out_at_default) && m.*member == defaults.*member) return;
           if (f.adapter_setting && m.lora_rank == 0) return;
           if (f.head_setting && m.num_classes == 0) return;
           if constexpr (base::Choice<Value>)

@@ -239,11 +239,12 @@ void forward_tile(const Spec& s, int64_t r, int64_t i0, const T* q, const T* k, 
                   T* lse, ForwardScratch<T>& w) {
   const int64_t m = std::min(kTile, s.T - i0), nk = visible(s, i0 + m - 1);
   transpose_tile(q + (r * s.T + i0) * s.D, m, s.D, static_cast<T>(s.scale), w.qt.data());
-  key_major_tile(s.causal, i0, nk, k + r * s.S * s.D, s.D, w.qt.data(), w.st.data());
+  const int64_t kr = kv_row(s, r);
+  key_major_tile(s.causal, i0, nk, k + kr * s.S * s.D, s.D, w.qt.data(), w.st.data());
   tile_probabilities(s, r, i0, m, nk, lse, w);
   round_tile(s, nk, w.st.data());
   T* ob = o + (r * s.T + i0) * s.Dv;
-  const T* vb = padded(v + r * s.S * s.Dv, nk, s.Dv, w.Dvp, w.vpad.data());
+  const T* vb = padded(v + kr * s.S * s.Dv, nk, s.Dv, w.Dvp, w.vpad.data());
   T* out = w.Dvp == s.Dv ? ob : w.opad.data();
   query_rows(s.causal, i0, m, nk, w.st.data(), vb, w.Dvp, w.Dvp, out, w.Dvp);
   normalised_out(s, m, out, w, ob);
@@ -257,12 +258,13 @@ void forward_tile(const Spec& s, int64_t r, int64_t i0, const bfloat16* q, const
   const int64_t m = std::min(kTile, s.T - i0), nk = visible(s, i0 + m - 1);
   word* a = w.words.a.data();
   word* b = w.words.b.data();
+  const int64_t kr = kv_row(s, r);
   u::transposed_words(q + (r * s.T + i0) * s.D, m, s.D, b);
-  u::key_major_tile(s.causal, i0, nk, u::words(k + r * s.S * s.D), s.D / 2, b,
+  u::key_major_tile(s.causal, i0, nk, u::words(k + kr * s.S * s.D), s.D / 2, b,
                     static_cast<float>(s.scale), w.st.data());
   tile_probabilities(s, r, i0, m, nk, lse, w);
   u::key_pairs(w.st.data(), nk, a);
-  u::paired_rows(v + r * s.S * s.Dv, nk, s.Dv, w.Dvp, b);
+  u::paired_rows(v + kr * s.S * s.Dv, nk, s.Dv, w.Dvp, b);
   float* ob = o + (r * s.T + i0) * s.Dv;
   float* out = w.Dvp == s.Dv ? ob : w.opad.data();
   u::query_rows(s.causal, i0, m, nk, a, b, w.Dvp, out, w.Dvp);
@@ -377,8 +379,9 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const T*
   const T* dob = dout + (r * s.T + i0) * s.Dv;
   transpose_tile(qb, m, s.D, static_cast<T>(s.scale), w.qt.data());
   transpose_tile(dob, m, s.Dv, T(1), w.dot.data());
-  key_major_tile(s.causal, i0, nk, k + r * s.S * s.D, s.D, w.qt.data(), w.st.data());
-  key_major_tile(s.causal, i0, nk, v + r * s.S * s.Dv, s.Dv, w.dot.data(), w.dpt.data());
+  const int64_t kr = kv_row(s, r);
+  key_major_tile(s.causal, i0, nk, k + kr * s.S * s.D, s.D, w.qt.data(), w.st.data());
+  key_major_tile(s.causal, i0, nk, v + kr * s.S * s.Dv, s.Dv, w.dot.data(), w.dpt.data());
   if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
   tile_statistics(s, r, i0, m, lse, o + (r * s.T + i0) * s.Dv, dob, w);
   tile_softmax_backward(s, i0, m, nk, w);
@@ -406,11 +409,12 @@ void backward_tile(const Spec& s, int64_t r, int64_t i0, int64_t fresh, const bf
   const bfloat16* dob = dout + (r * s.T + i0) * s.Dv;
   word* a = w.words.a.data();
   word* b = w.words.b.data();
+  const int64_t kr = kv_row(s, r);
   u::transposed_words(qb, m, s.D, b);
-  u::key_major_tile(s.causal, i0, nk, u::words(k + r * s.S * s.D), s.D / 2, b,
+  u::key_major_tile(s.causal, i0, nk, u::words(k + kr * s.S * s.D), s.D / 2, b,
                     static_cast<float>(s.scale), w.st.data());
   u::transposed_words(dob, m, s.Dv, b);
-  u::key_major_tile(s.causal, i0, nk, u::words(v + r * s.S * s.Dv), s.Dv / 2, b, 1.0f,
+  u::key_major_tile(s.causal, i0, nk, u::words(v + kr * s.S * s.Dv), s.Dv / 2, b, 1.0f,
                     w.dpt.data());
   if (s.p > 0) tile_mask(s, r, i0, nk, w.keep.data());
   tile_statistics(s, r, i0, m, lse, o + (r * s.T + i0) * s.Dv, dob, w);
@@ -440,7 +444,8 @@ const float* row_keys(const Spec& s, const bfloat16* kr, BackwardScratch<float>&
   return nullptr;
 }
 
-// dq, dk, dv; a row r is the unit of work, its tiles accumulating into dk and dv in order
+// dq, dk, dv; a key row kr is the unit of work: its group of query rows in order, their
+// tiles accumulating into dk and dv in order (the same sums on any number of threads)
 template <typename T, typename In>
 void sdpa_backward(const Spec& s, const In* q, const In* k, const In* v, const In* o, const T* lse,
                    const In* dout, T* dq, T* dk, T* dv) {
@@ -448,20 +453,23 @@ void sdpa_backward(const Spec& s, const In* q, const In* k, const In* v, const I
   {
     BackwardScratch<T> w(s);
 #pragma omp for schedule(dynamic)
-    for (int64_t r = 0; r < s.R; ++r) {
-      T* dkr = dk + r * s.S * s.D;
-      T* dvr = dv + r * s.S * s.Dv;
-      const T* kb = row_keys(s, k + r * s.S * s.D, w);
+    for (int64_t kr = 0; kr < s.R / s.group; ++kr) {
+      T* dkr = dk + kr * s.S * s.D;
+      T* dvr = dv + kr * s.S * s.Dv;
+      const T* kb = row_keys(s, k + kr * s.S * s.D, w);
       T* dk_acc = w.Dp == s.D ? dkr : w.dkpad.data();
       T* dv_acc = w.Dvp == s.Dv ? dvr : w.dvpad.data();
-      int64_t fresh = 0;  // keys before this have dk, dv rows from an earlier tile
-      for (int64_t i0 = 0; i0 < s.T; i0 += kTile) {
-        backward_tile(s, r, i0, fresh, q, k, v, o, lse, dout, kb, dq, dk_acc, dv_acc, w);
-        fresh = visible(s, std::min(i0 + kTile, s.T) - 1);
+      for (int64_t r = kr * s.group; r < (kr + 1) * s.group; ++r) {
+        // keys before `fresh` have dk, dv rows from an earlier tile or query row
+        int64_t fresh = r == kr * s.group ? 0 : s.S;
+        for (int64_t i0 = 0; i0 < s.T; i0 += kTile) {
+          backward_tile(s, r, i0, fresh, q, k, v, o, lse, dout, kb, dq, dk_acc, dv_acc, w);
+          fresh = std::max(fresh, visible(s, std::min(i0 + kTile, s.T) - 1));
+        }
+        // keys no query sees (causal, S > T)
+        std::fill(dk_acc + fresh * w.Dp, dk_acc + s.S * w.Dp, T(0));
+        std::fill(dv_acc + fresh * w.Dvp, dv_acc + s.S * w.Dvp, T(0));
       }
-      // keys no query sees (causal, S > T)
-      std::fill(dk_acc + fresh * w.Dp, dk_acc + s.S * w.Dp, T(0));
-      std::fill(dv_acc + fresh * w.Dvp, dv_acc + s.S * w.Dvp, T(0));
       unpad(dk_acc, s.S, s.D, w.Dp, dkr);
       unpad(dv_acc, s.S, s.Dv, w.Dvp, dvr);
     }
@@ -474,7 +482,8 @@ void sdpa_backward(const Spec& s, const In* q, const In* k, const In* v, const I
 // on made-up operands (the work does not depend on the values)
 template <typename In>
 double seconds_of_one_row(Spec s, Products products) {
-  s.R = 1, s.p = 0, s.units = products == Products::units, s.onednn = products == Products::onednn;
+  s.R = 1, s.group = 1, s.p = 0, s.units = products == Products::units,
+  s.onednn = products == Products::onednn;
   auto values = [](int64_t n) {
     std::vector<In> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = In(static_cast<float>((i * 37) % 17 - 8) / 16.0f);
@@ -508,7 +517,8 @@ Products chosen_products(const Spec& s) {
   using detail::GemmKernel;
   using tile::bf16::Forced;
   const bool units = s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::units_available();
-  const bool onednn = detail::attention::onednn_available(s);
+  // oneDNN's candidate makes one call per query row against its own keys: not grouped
+  const bool onednn = s.group == 1 && detail::attention::onednn_available(s);
   switch (tile::bf16::forced()) {
     case Forced::fma: return Products::fma;
     case Forced::units: return units ? Products::units : Products::fma;
@@ -707,65 +717,74 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return out;
 }
 
-// qkv [B, T, 3C] = [q | k | v], each C = H * D split into heads; out [B, T, C] with the
-// heads side by side: what MultiHeadAttention needs, with no transposes in the graph.
-// The same kernels and masks as scaled_dot_product_attention(q, k, v, causal = true),
-// row r = b * H + h; the heads are packed into rows on the way in and back on the way out.
-Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p,
-                             Generator* gen) {
-  if (qkv.dim() != 3 || num_heads <= 0 || qkv.shape()[2] % (3 * num_heads) != 0)
+// qkv [B, T, (H + 2 KV) D] = [q | k | v]: q of H heads, k and v of KV heads, each head D
+// wide; out [B, T, H D] with the heads side by side: what MultiHeadAttention needs, with no
+// transposes in the graph. The same kernels and masks as scaled_dot_product_attention(q,
+// k, v, causal = true), row r = b * H + h reading key row b * KV + h / (H / KV); the heads
+// are packed into rows on the way in and back on the way out.
+Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
+                             double dropout_p, Generator* gen) {
+  const int64_t H = num_heads, KV = num_kv_heads;
+  if (qkv.dim() != 3 || H <= 0 || KV <= 0 || H % KV != 0 || qkv.shape()[2] % (H + 2 * KV) != 0)
     throw std::invalid_argument(fmt::format(
-        "causal_self_attention: qkv must be [batch, tokens, 3 * heads * head_dim] for {} heads, "
-        "got {}",
-        num_heads, shape_str(qkv.shape())));
+        "causal_self_attention: qkv must be [batch, tokens, (heads + 2 * kv_heads) * head_dim] "
+        "for {} heads and {} key/value heads (a divisor of the heads), got {}",
+        H, KV, shape_str(qkv.shape())));
   if (!is_floating(qkv.dtype()))
     throw std::invalid_argument("causal_self_attention: qkv must be float32 or float64");
-  const int64_t B = qkv.shape()[0], Tn = qkv.shape()[1], C = qkv.shape()[2] / 3, H = num_heads;
-  Spec s{B * H, Tn, Tn, C / H, C / H, true, 0.0, 0, 0.0};
+  const int64_t B = qkv.shape()[0], Tn = qkv.shape()[1], D = qkv.shape()[2] / (H + 2 * KV);
+  const int64_t W = qkv.shape()[2], Cq = H * D, Ck = KV * D;
+  Spec s{B * H, Tn, Tn, D, D, true, 0.0, 0, 0.0};
+  s.group = H / KV;
   take_dropout("causal_self_attention", dropout_p, gen, s);
   s.scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s.D, 1)));
   set_precision(s, qkv.dtype());
   Tensor x = qkv.detach().contiguous();
   const DType kd = kernel_dtype(s, x.dtype());
-  Tensor q = empty({B, H, Tn, s.D}, kd), k = empty(q.shape(), kd), v = empty(q.shape(), kd);
-  Tensor o = empty(q.shape(), x.dtype()), out = empty({B, Tn, C}, x.dtype());
+  Tensor q = empty({B, H, Tn, D}, kd), k = empty({B, KV, Tn, D}, kd), v = empty(k.shape(), kd);
+  Tensor o = empty(q.shape(), x.dtype()), out = empty({B, Tn, Cq}, x.dtype());
   Tensor lse = empty({s.R, Tn}, x.dtype());
-  gather_heads(s, x, 0, 3 * C, B, H, q);
-  gather_heads(s, x, C, 3 * C, B, H, k);
-  gather_heads(s, x, 2 * C, 3 * C, B, H, v);
+  gather_heads(s, x, 0, W, B, H, q);
+  gather_heads(s, x, Cq, W, B, KV, k);
+  gather_heads(s, x, Cq + Ck, W, B, KV, v);
   run_forward(s, q, k, v, o, lse);
   using detail::HeadCopy, detail::copy_heads;
   void* const y = out.raw_data();  // taken before the copy is attached, which it would retire
   if (const Tensor out16 = detail::attach_bf16_copy(out); out16.defined())
     detail::scatter_heads_with_copy(static_cast<float*>(y), out16.data<bfloat16>(),
-                                    o.const_data<float>(), B, Tn, H, s.D, C);
+                                    o.const_data<float>(), B, Tn, H, D, Cq);
   else
     AG_DISPATCH_FLOAT(x.dtype(), "causal_self_attention", [&] {
-      copy_heads(HeadCopy::scatter, static_cast<scalar_t*>(y), o.data<scalar_t>(), B, Tn, H, s.D,
-                 C);
+      copy_heads(HeadCopy::scatter, static_cast<scalar_t*>(y), o.data<scalar_t>(), B, Tn, H, D, Cq);
     });
   if (needs_recording({qkv}))
-    attach_backward(
-        out, "CausalSelfAttentionBackward", {qkv},
-        [q16 = kept(s, q), k16 = kept(s, k), v16 = kept(s, v), o16 = kept(s, o), lse, s, B, H,
-         C](const Tensor& g) -> std::vector<Tensor> {
-          const Tensor q = kept_operand(s, q16), k = kept_operand(s, k16), v = kept_operand(s, v16),
-                       o = kept_operand(s, o16);
-          const DType dtype = lse.dtype();
-          Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), dtype),
-                 dk = empty(q.shape(), dtype), dv = empty(q.shape(), dtype);
-          gather_heads(s, g.contiguous(), 0, C, B, H, go);
-          run_backward(s, q, k, v, o, lse, go, dq, dk, dv);
-          Tensor dqkv = empty({B, s.T, 3 * C}, dtype);
-          AG_DISPATCH_FLOAT(dtype, "causal_self_attention backward", [&] {
-            scalar_t* p = dqkv.data<scalar_t>();
-            copy_heads(HeadCopy::scatter, p, dq.data<scalar_t>(), B, s.T, H, s.D, 3 * C);
-            copy_heads(HeadCopy::scatter, p + C, dk.data<scalar_t>(), B, s.T, H, s.D, 3 * C);
-            copy_heads(HeadCopy::scatter, p + 2 * C, dv.data<scalar_t>(), B, s.T, H, s.D, 3 * C);
-          });
-          return {dqkv};
-        });
+    attach_backward(out, "CausalSelfAttentionBackward", {qkv},
+                    [q16 = kept(s, q), k16 = kept(s, k), v16 = kept(s, v), o16 = kept(s, o), lse, s,
+                     B, H, KV, W](const Tensor& g) -> std::vector<Tensor> {
+                      const Tensor q = kept_operand(s, q16), k = kept_operand(s, k16),
+                                   v = kept_operand(s, v16), o = kept_operand(s, o16);
+                      const DType dtype = lse.dtype();
+                      Tensor go = empty(q.shape(), q.dtype()), dq = empty(q.shape(), dtype),
+                             dk = empty(k.shape(), dtype), dv = empty(k.shape(), dtype);
+                      gather_heads(s, g.contiguous(), 0, H * s.D, B, H, go);
+                      run_backward(s, q, k, v, o, lse, go, dq, dk, dv);
+                      Tensor dqkv = empty({B, s.T, W}, dtype);
+                      AG_DISPATCH_FLOAT(dtype, "causal_self_attention backward", [&] {
+                        scalar_t* p = dqkv.data<scalar_t>();
+                        copy_heads(HeadCopy::scatter, p, dq.data<scalar_t>(), B, s.T, H, s.D, W);
+                        copy_heads(HeadCopy::scatter, p + H * s.D, dk.data<scalar_t>(), B, s.T, KV,
+                                   s.D, W);
+                        copy_heads(HeadCopy::scatter, p + (H + KV) * s.D, dv.data<scalar_t>(), B,
+                                   s.T, KV, s.D, W);
+                      });
+                      return {dqkv};
+                    });
   return out;
+}
+
+Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, double dropout_p,
+                             Generator* gen) {
+  return causal_self_attention(qkv, num_heads, num_heads, dropout_p, gen);
 }
 
 }  // namespace ag

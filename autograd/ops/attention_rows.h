@@ -18,6 +18,9 @@ struct Spec {
   double p;
   uint64_t draw;
   double scale;
+  // query rows per key and value row (grouped-query attention): query row r reads key and
+  // value row r / group, so R / group rows of keys and values are stored, never repeated
+  int64_t group = 1;
   bool bf16 = false;    // products on bfloat16 operands (autocast)
   bool units = false;   // ... on the CPU's BF16 dot products (tile_kernels_bf16.h)
   bool onednn = false;  // ... on oneDNN's matmuls, a block of queries at a time
@@ -28,6 +31,11 @@ struct Spec {
 // autocast, for the FMA kernels)
 inline bool bf16_operands(const Spec& s) {
   return s.units || s.onednn;
+}
+
+// the key and value row that query row r reads
+inline int64_t kv_row(const Spec& s, int64_t r) {
+  return r / s.group;
 }
 
 // visible keys of query row i

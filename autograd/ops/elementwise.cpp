@@ -186,6 +186,18 @@ Tensor gelu(const Tensor& a) {
   return out;
 }
 
+// silu and its derivative: detail::silu_value / silu_derivative (vec_math.h)
+Tensor silu(const Tensor& a) {
+  Tensor out = map1(a, "silu", [](auto x) { return detail::silu_value(x); });
+  if (needs_recording({a}))
+    attach_backward(
+        out, "SiluBackward", {a}, [a = a.detach()](const Tensor& g) -> std::vector<Tensor> {
+          return {map2(g, a, "silu backward",
+                       [](auto gv, auto x) { return gv * detail::silu_derivative(x); })};
+        });
+  return out;
+}
+
 // ---------------------------------------------------------------- in place, unrecorded
 void add_(Tensor& a, const Tensor& b) {
   detail::check_same_dtype(a, b, "add_");
