@@ -145,9 +145,6 @@ void read_rope(const HfConfigKeys& k, nn::GPTConfig& c) {
   if (!s.find("original_max_position_embeddings"))
     s.fail("original_max_position_embeddings", "is missing (Llama 3's RoPE scaling needs it)");
   c.rope_original_context = s.integer("original_max_position_embeddings", 0);
-  if (!(c.rope_high_freq_factor > c.rope_low_freq_factor))
-    s.fail("high_freq_factor", fmt::format("is {}: it must be larger than low_freq_factor ({})",
-                                           c.rope_high_freq_factor, c.rope_low_freq_factor));
 }
 
 // The biases as each family's modeling code has them.
@@ -194,6 +191,7 @@ std::string hf_key_of(const std::string& message) {
       {"n_layers", "num_hidden_layers"},
       {"d_ff", "intermediate_size"},
       {"head_dim", "head_dim"},
+      {"head width", "head_dim"},
       {"norm_eps", "rms_norm_eps"},
       {"rope_theta", "rope_theta"},
       {"rope_factor", "rope_scaling.factor"},
@@ -208,17 +206,6 @@ std::string hf_key_of(const std::string& message) {
     if (at < first) first = at, key = theirs;
   }
   return key;
-}
-
-// HF requires what the sizes' bounds alone do not say.
-void check_heads(const HfConfigKeys& k, const nn::GPTConfig& c) {
-  const int64_t kv = c.n_kv_heads ? c.n_kv_heads : c.n_heads;
-  if (kv < 1 || c.n_heads % kv != 0)
-    k.fail("num_key_value_heads",
-           fmt::format("is {}: it must divide num_attention_heads ({})", kv, c.n_heads));
-  const int64_t head = c.head_dim ? c.head_dim : c.d_model / c.n_heads;
-  if (head % 2 != 0)
-    k.fail("head_dim", fmt::format("is {}: RoPE rotates pairs of dimensions, so it is even", head));
 }
 
 // ------------------------------------------------------------------ the tensors
@@ -425,7 +412,6 @@ nn::GPTConfig llama_config_from_json(const json& j, const std::string& source,
   } catch (const std::invalid_argument& e) {
     throw InteropError(fmt::format("{}: {}: {}", source, hf_key_of(e.what()), e.what()));
   }
-  check_heads(k, c);
   return c;
 }
 

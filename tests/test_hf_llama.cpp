@@ -176,7 +176,7 @@ TEST_CASE("Llama-family configs whose math attograd does not compute are refused
   CHECK_THAT(refused([](auto& j) { j["rope_scaling"].erase("factor"); }),
              Contains("rope_scaling.factor is missing"));
   CHECK_THAT(refused([](auto& j) { j["rope_scaling"]["high_freq_factor"] = 0.5; }),
-             Contains("rope_scaling.high_freq_factor is 0.5: it must be larger"));
+             Contains("rope_scaling.high_freq_factor: rope_high_freq_factor (0.5) must be larger"));
   CHECK_THAT(set("hidden_act", "gelu"), Contains("hidden_act is 'gelu'"));
   CHECK_THAT(set("use_sliding_window", true), Contains("use_sliding_window is true"));
   CHECK_THAT(set("layer_types", {"full_attention", "sliding_attention"}),
@@ -184,8 +184,9 @@ TEST_CASE("Llama-family configs whose math attograd does not compute are refused
   CHECK_THAT(set("quantization_config", {{"quant_method", "bitsandbytes"}}),
              Contains("quantization_config is present"));
   CHECK_THAT(set("partial_rotary_factor", 0.5), Contains("partial_rotary_factor is not 1"));
-  CHECK_THAT(set("num_key_value_heads", 3), Contains("num_key_value_heads"));
-  CHECK_THAT(set("head_dim", 5), Contains("head_dim"));
+  CHECK_THAT(set("num_key_value_heads", 3),
+             Contains("num_key_value_heads: config: n_kv_heads (3) must divide n_heads (4)"));
+  CHECK_THAT(set("head_dim", 5), Contains("head_dim: config: rope needs an even head width"));
   CHECK_THAT(set("mlp_bias", false),
              Contains("attention_bias is true and mlp_bias false: attograd's linear_bias"));
   CHECK_THAT(set("architectures", {"LlamaForSequenceClassification"}),

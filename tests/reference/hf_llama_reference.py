@@ -21,7 +21,9 @@ imports it with `attograd import`, runs the checkpoint with the driver and check
   logits     max |ours - torch| / max |torch|    <= 1e-5
   loss       |ours - torch| / |torch|            <= 1e-6
   gradients  ||ours - torch|| / ||torch||        <= 2e-6 per parameter (the gradients of a
-             fine-tuning step)
+             fine-tuning step); a gradient under 1% of the largest nearly cancels (the k
+             biases under RoPE) and is held to 4 times the float32 twin's own distance from
+             float64 instead, and against float32 each bound grows by that distance
   greedy     the same tokens
 
 against torch in float64 (the exact answer for these weights) and in float32 as transformers
@@ -51,7 +53,7 @@ except Exception as e:  # not only ImportError: a half-installed torch raises ot
     sys.exit(SKIP)
 
 LOGITS_TOL, LOSS_TOL, GRAD_TOL = 1e-5, 1e-6, 2e-6
-ZERO_BELOW = 1e-9  # a float64 gradient norm below this times the largest is exactly zero
+NEAR_CANCEL = 0.01  # a gradient below this fraction of the largest nearly cancels
 
 
 # ------------------------------------------------------------- the models, as HF writes them
@@ -380,45 +382,61 @@ def greedy(model, ids, n):
     return ids[0, -n:].tolist()
 
 
+def torch_pass(model, dtype, x, y):
+    m = model.to(dtype)
+    m.zero_grad(set_to_none=True)
+    logits, loss = m(x, y)
+    loss.backward()
+    return logits.detach(), loss.item(), {k: t.double() for k, t in gradients(m).items()}
+
+
+def gradient_bounds(exact, float32):
+    """Each parameter's bound against float64: GRAD_TOL, or for a gradient that nearly cancels
+    (below NEAR_CANCEL of the largest: the k biases under RoPE, whose exact gradient is a small
+    difference of large terms) 4 times the float32 twin's own distance from float64; against
+    float32, that bound plus the float32 twin's own distance (both are that far from exact)."""
+    gmax = max(t.norm().item() for t in exact.values())
+    bounds = {}
+    for k, t in exact.items():
+        own = (float32[k] - t).norm().item() / t.norm().item() if t.norm().item() > 0 else 0.0
+        to_exact = 4 * own if t.norm().item() < NEAR_CANCEL * gmax else GRAD_TOL
+        bounds[k] = (max(GRAD_TOL, to_exact), max(GRAD_TOL, to_exact) + own)
+    return bounds
+
+
 def compare(case, ours, model, ids, new_tokens, failures):
     """ours: the driver's outputs; model: the torch twin (float64 and float32 passes)."""
     x, y = ids[:, :-1], ids[:, 1:]
+    passes = {"float64": torch_pass(model, torch.float64, x, y), "float32": torch_pass(model, torch.float32, x, y)}
+    bounds = gradient_bounds(passes["float64"][2], passes["float32"][2])
     report = {}
-    zero = set()
-    for prec, dtype in (("float64", torch.float64), ("float32", torch.float32)):
-        m = model.to(dtype)
-        m.zero_grad(set_to_none=True)
-        logits, loss = m(x, y)
-        loss.backward()
-        grads = gradients(m)
-        gmax = max(t.double().norm().item() for t in grads.values())
-        if dtype == torch.float64:
-            zero = {k for k, t in grads.items() if t.norm().item() < ZERO_BELOW * gmax}
-        checks = [("logits", (ours["logits"] - logits[0].double()).abs().max().item()
-                   / logits.abs().max().item(), LOGITS_TOL),
-                  ("loss", abs(ours["loss"][0].item() - loss.item()) / abs(loss.item()), LOSS_TOL)]
-        worst = (0.0, "")
+    for prec, (logits, loss, grads) in passes.items():
+        checks = [("logits", (ours["logits"] - logits[0].double()).abs().max().item() / logits.abs().max().item(),
+                   LOGITS_TOL), ("loss", abs(ours["loss"][0].item() - loss) / abs(loss), LOSS_TOL)]
+        worst = (0.0, "", GRAD_TOL)  # the largest error as a fraction of its bound
         for k, t in grads.items():
             if "grad/" + k not in ours:
                 failures.append(f"{case}: the driver wrote no gradient for {k}")
                 continue
-            diff = (ours["grad/" + k] - t.double()).norm().item()
-            err = diff / gmax if k in zero else diff / t.double().norm().item()
-            worst = max(worst, (err, k))
+            err = (ours["grad/" + k] - t).norm().item() / t.norm().item()
+            bound = bounds[k][0 if prec == "float64" else 1]
+            worst = max(worst, (err / bound, k, bound), key=lambda w: w[0])
+            if not err <= bound:
+                failures.append(f"{case}: gradient {k} differs from torch {prec} by {err:.2e} > {bound:.1e}")
         extra = set(k[5:] for k in ours if k.startswith("grad/")) - set(grads)
         if extra:
             failures.append(f"{case}: attograd has parameters the twin lacks: {sorted(extra)}")
-        checks.append((f"gradient ({worst[1]})", worst[0], GRAD_TOL))
         for what, err, tol in checks:
-            report[f"{what} vs {prec}"] = err
+            report[f"{what} vs {prec}"] = f"{err:.1e}"
             if not err <= tol:
                 failures.append(f"{case}: {what} differs from torch {prec} by {err:.2e} > {tol:.0e}")
-        if dtype == torch.float64:
-            theirs = greedy(m, ids, new_tokens)
-            mine = [int(v) for v in ours["greedy"].tolist()]
-            if mine != theirs:
-                failures.append(f"{case}: greedy tokens differ: attograd {mine}, torch {theirs}")
-    print(f"{case}: " + ", ".join(f"{k} {v:.1e}" for k, v in report.items()))
+        report[f"gradient vs {prec}"] = f"{worst[0]:.2f} of its bound ({worst[1]}, {worst[2]:.1e})"
+    mine = [int(v) for v in ours["greedy"].tolist()]
+    theirs = greedy(model.to(torch.float64), ids, new_tokens)
+    if mine != theirs:
+        failures.append(f"{case}: greedy tokens differ: attograd {mine}, torch {theirs}")
+    report["greedy"] = f"{len(mine)} tokens " + ("equal" if mine == theirs else "differ")
+    print(f"{case}: " + ", ".join(f"{k} {v}" for k, v in report.items()))
 
 
 def same_checkpoint_weights(a, b):
@@ -481,7 +499,6 @@ def run_case(tmp, attograd, driver, case, family, dtype, overrides, extras, fail
     out_path = os.path.join(tmp, case + "_out.safetensors")
     run([driver, ckpt, out_path, str(new_tokens)] + [str(v) for v in ids[0].tolist()])
     ours = read_floats(out_path)
-    ours["logits"] = ours["logits"]
     compare(case, ours, model, ids, new_tokens, failures)
     check_export(case, tmp, folder, ckpt, model.float(), dtype, attograd, failures)
 
