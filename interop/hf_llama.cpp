@@ -132,12 +132,13 @@ void read_rope(const HfConfigKeys& k, nn::GPTConfig& c) {
   const std::string prefix = std::string(key) + ".";
   const HfConfigKeys s{*r, k.source, prefix.c_str()};
   c.rope_theta = s.number("rope_theta", c.rope_theta);
-  const std::string type = s.text("rope_type", s.text("type", "default"));
+  const char* type_key = s.find("rope_type") ? "rope_type" : "type";  // "type": older files
+  const std::string type = s.text(type_key, "default");
   if (type == "default") return;
   if (type != "llama3")
-    s.fail("rope_type", fmt::format("is {}: attograd computes RoPE unscaled (default) or with "
-                                    "Llama 3's scaling (llama3) only",
-                                    quoted(type)));
+    s.fail(type_key, fmt::format("is {}: attograd computes RoPE unscaled (default) or with "
+                                 "Llama 3's scaling (llama3) only",
+                                 quoted(type)));
   c.rope_scaling = nn::RopeScaling::llama3;
   c.rope_factor = required_number(s, "factor");
   c.rope_low_freq_factor = required_number(s, "low_freq_factor");
