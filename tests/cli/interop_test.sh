@@ -73,10 +73,16 @@ imported_model_works)
 import_errors)
   # Hostile or foreign files: one line naming the file and the field, exit 2, nothing written.
   mkdir m
-  printf '{"model_type": "llama"}' > m/config.json
+  printf '{"model_type": "mistral"}' > m/config.json
   printf '\x18\0\0\0\0\0\0\0{"wte.weight":1}        ' > m/model.safetensors
-  expect_usage_error "m/config.json: model_type is 'llama': only GPT-2 (gpt2) is read" \
+  expect_usage_error "m/config.json: model_type is 'mistral': only GPT-2 (gpt2), Llama (llama)" \
     "$bin" import m --out out.h5
+  # a Llama's config (every size its default: 7B) over GPT-2's tensors: refused at the first
+  printf '{"model_type": "llama"}' > m/config.json
+  expect_usage_error "m/model.safetensors: tensor 'wte.weight' is not part of Llama" \
+    "$bin" import m --out out.h5
+  printf '{"model_type": "qwen2", "use_sliding_window": true}' > m/config.json
+  expect_usage_error "m/config.json: use_sliding_window is true" "$bin" import m --out out.h5
   printf '{}' > m/config.json
   expect_usage_error "m/model.safetensors: tensor 'wte.weight': is an unsigned integer, not an object" \
     "$bin" import m --out out.h5
