@@ -1,6 +1,7 @@
-// Runs a checkpoint on given token ids and writes what hf_gpt2_reference.py holds against
-// PyTorch: the logits, the loss and every parameter's gradient of one forward and backward
-// pass (the first step of a fine-tuning run), and a greedy continuation.
+// Runs a checkpoint on given token ids and writes what hf_gpt2_reference.py and
+// hf_llama_reference.py hold against PyTorch: the logits, the loss and every parameter's gradient
+// of one forward and backward pass (the first step of a fine-tuning run), and a greedy
+// continuation.
 //
 //   attograd_interop_driver CHECKPOINT OUT.safetensors NEW_TOKENS [--lora RANK TARGETS] ID ID ...
 //
@@ -14,8 +15,8 @@
 // safetensors writer, so the Python side reads it with a dozen lines of its own.
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,8 +75,8 @@ int run(int argc, char** argv) {
   }
   const io::Checkpoint ckpt = io::load_checkpoint(argv[1], io::LoadOptions{.weights_only = true});
   const bool lora = std::string(argv[4]) == "--lora";
-  auto model = lora ? with_adapters(ckpt, std::stoll(argv[5]), argv[6])
-                    : train::model_from_checkpoint(ckpt);
+  auto model =
+      lora ? with_adapters(ckpt, std::stoll(argv[5]), argv[6]) : train::model_from_checkpoint(ckpt);
   model->eval();  // dropout off: the pass is deterministic
   const int64_t new_tokens = std::stoll(argv[3]);
   std::vector<int64_t> ids;
