@@ -16,6 +16,7 @@
 #include "cli/options.h"
 #include "data/data.h"
 #include "interop/gguf.h"
+#include "interop/hf_llama.h"
 #include "interop/llmc.h"
 #include "interop/model_files.h"
 #include "interop/safetensors.h"
@@ -342,6 +343,20 @@ inline void safetensors(const std::string& bytes) {
     if (total > bytes.size()) std::abort();
   } catch (const interop::InteropError& e) {
     if (std::string(e.what()).rfind("fuzz.safetensors: ", 0) != 0) std::abort();
+  }
+}
+
+// Any bytes as a Hugging Face config.json of the Llama family (llama, qwen2, qwen3): a config
+// within attograd's bounds, whose parameters are counted (as the import counts them against
+// the file's size), or an InteropError naming the file.
+inline void hf_llama_config(const std::string& bytes) {
+  std::vector<std::string> notes;
+  try {
+    const nn::GPTConfig c =
+        interop::read_llama_config(interop::InputBytes::of(bytes, "config.json"), notes);
+    if (c.num_parameters() < c.vocab_size) std::abort();
+  } catch (const interop::InteropError& e) {
+    if (std::string(e.what()).rfind("config.json: ", 0) != 0) std::abort();
   }
 }
 

@@ -174,22 +174,29 @@ std::string HfConfigKeys::text(const char* key, const std::string& fallback) con
   return v->get<std::string>();
 }
 
-void read_hf_json_file(const std::string& path, JsonReader& reader) {
-  const InputBytes in = InputBytes::open(path);
+void read_hf_json(const InputBytes& in, JsonReader& reader) {
   if (in.size() > static_cast<uint64_t>(kMaxHfJsonBytes))
-    throw InteropError(fmt::format("{}: {} bytes, more than the {} such a file may have", path,
-                                   in.size(), kMaxHfJsonBytes));
+    throw InteropError(fmt::format("{}: {} bytes, more than the {} such a file may have",
+                                   in.source(), in.size(), kMaxHfJsonBytes));
   try {
     read_json(in, 0, in.size(), reader, kMaxHfJsonBytes);
   } catch (const JsonStreamError& e) {
-    throw InteropError(fmt::format("{}: {}", path, e.what()));
+    throw InteropError(fmt::format("{}: {}", in.source(), e.what()));
   }
 }
 
-json read_hf_config(const std::string& path, const std::set<std::string>& keys) {
-  ConfigReader reader(path, keys);
-  read_hf_json_file(path, reader);
+void read_hf_json_file(const std::string& path, JsonReader& reader) {
+  read_hf_json(InputBytes::open(path), reader);
+}
+
+json read_hf_config(const InputBytes& in, const std::set<std::string>& keys) {
+  ConfigReader reader(in.source(), keys);
+  read_hf_json(in, reader);
   return std::move(reader.kept);
+}
+
+json read_hf_config(const std::string& path, const std::set<std::string>& keys) {
+  return read_hf_config(InputBytes::open(path), keys);
 }
 
 SafetensorsReader::Filter HfNames::filter(const std::string& source) const {

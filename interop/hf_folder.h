@@ -45,13 +45,16 @@ struct HfConfigKeys {
   std::string text(const char* key, const std::string& fallback) const;
 };
 
-// A JSON text of at most kMaxHfJsonBytes read by `reader` as it streams (json_stream.h).
+// A JSON text of at most kMaxHfJsonBytes read by `reader` as it streams (json_stream.h);
+// errors name in.source().
+void read_hf_json(const InputBytes& in, JsonReader& reader);
 void read_hf_json_file(const std::string& path, JsonReader& reader);
 
 // config.json's top object with only `keys` kept (each at most 4096 values: the longest is
 // a list of the layers); the rest are skipped as they are read, never stored. A key twice, or a
 // text that is not an object, is an InteropError.
 nlohmann::json read_hf_config(const std::string& path, const std::set<std::string>& keys);
+nlohmann::json read_hf_config(const InputBytes& in, const std::set<std::string>& keys);
 
 // Which tensors an architecture's files may hold, and its name for messages
 // ("GPT-2 (GPT2LMHeadModel)").

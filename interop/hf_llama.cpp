@@ -416,6 +416,10 @@ nn::GPTConfig llama_config_from_json(const json& j, const std::string& source,
   return c;
 }
 
+nn::GPTConfig read_llama_config(const InputBytes& config, std::vector<std::string>& notes) {
+  return llama_config_from_json(read_hf_config(config, config_keys_read()), config.source(), notes);
+}
+
 std::optional<std::string> llama_hf_name(const std::string& ours) {
   static const std::pair<const char*, const char*> kTop[] = {
       {"tok_emb.weight", "model.embed_tokens.weight"},
@@ -518,12 +522,12 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
     throw InteropError(fmt::format("{}: no config.json beside it", path));
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
-  const json j = read_hf_config(config_path, config_keys_read());
-  m.config = llama_config_from_json(j, config_path, m.dropped);
+  m.config = read_llama_config(InputBytes::open(config_path), m.dropped);
   const std::string tokenizer_at = tokenizer_folder.empty() ? folder : tokenizer_folder;
   std::string source;
   {
-    const Expected expected(m.config, family_row(*llama_family_of(j.value("model_type", ""))));
+    // the family config.json named: the one its config exports as (export_family)
+    const Expected expected(m.config, family_row(export_family(m.config, config_path)));
     const auto files = open_hf_weights(path, expected.hf_names());
     source = files.size() == 1 ? files.front().source() : path;
     read_weights(files, expected, m, tokenizer_folder_bytes(tokenizer_at));

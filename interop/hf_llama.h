@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "interop/float_codec.h"
+#include "interop/input_bytes.h"
 #include "interop/model_files.h"
 
 namespace interop {
@@ -31,6 +32,8 @@ std::optional<LlamaFamily> llama_family_of(const std::string& model_type);
 // InteropError naming the key and the reason; what is kept approximately goes to notes.
 nn::GPTConfig llama_config_from_json(const nlohmann::json& j, const std::string& source,
                                      std::vector<std::string>& notes);
+// config.json's bytes streamed (only the keys above kept), then llama_config_from_json.
+nn::GPTConfig read_llama_config(const InputBytes& config, std::vector<std::string>& notes);
 
 // The family a model is exported as: Qwen3 with q/k norms, Qwen2 with biases on q, k and v
 // only, Llama otherwise; a model none of them holds (learned positions, LayerNorm, GELU, an

@@ -93,6 +93,10 @@ TEST_CASE("llm.c checkpoint fuzz findings and seeds read or fail cleanly") {
   replay_all("llmc", 3, fuzz::llmc);
 }
 
+TEST_CASE("Llama-family config.json fuzz findings and seeds read or fail cleanly") {
+  replay_all("hf_llama_config", 6, fuzz::hf_llama_config);
+}
+
 TEST_CASE("GGUF fuzz findings and seeds read or fail cleanly") {
   replay_all("gguf", 3, fuzz::gguf);
 }
