@@ -69,11 +69,20 @@ ModelFiles read_hf(const std::string& path, const std::string& tokenizer_folder)
 
 // A GPT with RoPE, SwiGLU or q/k norms is written as a Llama-family model, the rest as GPT-2
 // (each writer refuses what its architecture cannot hold).
+bool writes_llama(const nn::GPTConfig& c) {
+  return c.position == nn::PositionKind::rope || c.mlp == nn::MlpKind::swiglu || c.qk_norm;
+}
+
 void write_hf(const ModelFiles& model, const std::string& out, StoredType dtype) {
-  const nn::GPTConfig& c = model.config;
-  if (c.position == nn::PositionKind::rope || c.mlp == nn::MlpKind::swiglu || c.qk_norm)
-    return write_hf_llama(model, out, dtype);
+  if (writes_llama(model.config)) return write_hf_llama(model, out, dtype);
   write_hf_gpt2(model, out, dtype);
+}
+
+// What the hf writers would refuse of a model the Llama family or F16 cannot hold, named by
+// --out (the writers see the temporary folder the output is built in).
+void check_hf(const ModelFiles& model, const std::string& out, StoredType dtype) {
+  if (writes_llama(model.config)) export_family(model.config, out);
+  if (dtype == StoredType::f16) check_f16_range(model, out);
 }
 
 // llm.c and attograd's GGUF writer hold float32 or bfloat16.
@@ -121,12 +130,14 @@ struct Format {
   bool folder;  // written as a folder of files
   ModelFiles (*read)(const std::string& path, const std::string& tokenizer_folder);
   void (*write)(const ModelFiles& model, const std::string& out, StoredType dtype);
+  // what write would refuse, checked first so that messages name out (nullptr: nothing)
+  void (*check)(const ModelFiles& model, const std::string& out, StoredType dtype);
 };
 
 const Format kFormats[] = {
-    {"hf", is_safetensors, true, read_hf, write_hf},
-    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file},
-    {"llmc", is_llmc, false, read_llmc, write_llmc_file},
+    {"hf", is_safetensors, true, read_hf, write_hf, check_hf},
+    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, nullptr},
+    {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr},
 };
 
 const Format* find_format(const std::string& name) {
@@ -197,6 +208,7 @@ void export_model(const ModelFiles& model, const std::string& format, const std:
                   StoredType dtype, bool replace) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
+  if (f->check) f->check(model, out, dtype);
   if (f->folder) return export_folder(*f, model, out, dtype, replace);
   f->write(model, out, dtype);
 }

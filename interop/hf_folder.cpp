@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -227,6 +228,17 @@ std::vector<SafetensorsReader> open_hf_weights(const std::string& path, const Hf
                     "never loads); convert it to model.safetensors",
                     path));
   throw InteropError(fmt::format("{}: no model.safetensors in the folder", path));
+}
+
+void check_f16_range(const ModelFiles& model, const std::string& where) {
+  for (const auto& [name, t] : model.weights) {
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (std::abs(v[i]) >= 65520.0f)
+        throw InteropError(fmt::format(
+            "{}: tensor {} holds {} at element {}, beyond F16's range (--dtype f32 or bf16)", where,
+            name, v[i], i));
+  }
 }
 
 void check_hf_size(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c) {

@@ -75,4 +75,8 @@ std::vector<SafetensorsReader> open_hf_weights(const std::string& path, const Hf
 // (2 bytes each at least) is refused.
 void check_hf_size(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c);
 
+// F16 holds at most 65504: a larger weight, which would become infinite, is an InteropError
+// naming where, the tensor and the element.
+void check_f16_range(const ModelFiles& model, const std::string& where);
+
 }  // namespace interop

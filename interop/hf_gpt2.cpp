@@ -435,6 +435,7 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredTyp
         fmt::format("{}: a GPT with {} cannot be GPT-2, which has LayerNorm", folder, c.norm));
   if (const std::string why = beyond_gpt2(c); !why.empty())
     throw InteropError(fmt::format("{}: this model cannot be GPT-2: {}", folder, why));
+  if (dtype == StoredType::f16) check_f16_range(model, folder);
   std::map<std::string, const ag::Tensor*> ours;
   for (const auto& [name, t] : model.weights) ours.emplace(name, &t);
   const bool zero_qkv_bias = !c.qkv_bias;  // GPT-2's c_attn has a bias: zeros compute the same

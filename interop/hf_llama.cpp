@@ -357,18 +357,6 @@ json rope_scaling_json(const nn::GPTConfig& c) {
           {"original_max_position_embeddings", c.rope_original_context}};
 }
 
-// F16 holds at most 65504: a larger weight would become infinite.
-void check_f16_range(const ModelFiles& model, const std::string& folder) {
-  for (const auto& [name, t] : model.weights) {
-    const float* v = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (std::abs(v[i]) >= 65520.0f)
-        throw InteropError(fmt::format(
-            "{}: tensor {} holds {} at element {}, beyond F16's range (--dtype f32 or bf16)",
-            folder, name, v[i], i));
-  }
-}
-
 // Llama's attention_bias puts biases on q, k, v and o together: a model with o's bias alone
 // gets zero q, k and v biases, which compute the same.
 void add_zero_qkv_biases(const nn::GPTConfig& c, std::vector<SafetensorsTensor>& out) {
@@ -540,7 +528,7 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
 void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredType dtype) {
   const nn::GPTConfig& c = model.config;
   const LlamaFamily family = export_family(c, folder);
-  if (dtype == StoredType::f16) check_f16_range(model, folder);
+  if (dtype == StoredType::f16) check_f16_range(model, folder);  // callers other than export too
   std::vector<SafetensorsTensor> out;
   for (const auto& [name, t] : model.weights) {
     const auto hf = llama_hf_name(name);

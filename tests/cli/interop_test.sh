@@ -179,6 +179,42 @@ hostile_memory)
   grep -q "address-space limit (ulimit -v)" err.txt || fail "not the ulimit: $(cat err.txt)"
   [ ! -e out.h5 ] || fail "a refused import left out.h5"
   ;;
+llama_family_round_trips)
+  # A Llama, a Qwen2 and a Qwen3 trained here on the byte tokenizer: exported as Hugging Face
+  # folders in their families' layouts, imported back (Qwen3's through a hub cache repo folder)
+  # to the very weights and the same greedy samples, in F32; in BF16 and F16 to the same sizes.
+  make_text > text.txt
+  rope=(--position rope --mlp swiglu --norm rmsnorm --norm-eps 1e-6 --rope-theta 500000)
+  declare -A family=(
+    [LlamaForCausalLM]="--n-kv-heads 1 --qkv-bias true --rope-scaling llama3 --rope-original-context 8"
+    [Qwen2ForCausalLM]="--n-kv-heads 1 --qkv-bias true --linear-bias false --tie-weights false"
+    [Qwen3ForCausalLM]="--n-kv-heads 1 --qk-norm true --head-dim 8 --qkv-bias false --linear-bias false")
+  for arch in "${!family[@]}"; do
+    read -r -a own <<< "${family[$arch]}"
+    "$bin" train "${small[@]}" "${rope[@]}" "${own[@]}" --data text.txt --steps 4 --out "$arch.h5" > /dev/null
+    "$bin" export --checkpoint "$arch.h5" --format hf --out "$arch" > /dev/null
+    grep -q "\"$arch\"" "$arch/config.json" || fail "$arch: config.json names $(grep -A1 architectures "$arch/config.json")"
+    from=$arch
+    if [ "$arch" = Qwen3ForCausalLM ]; then hub_cache "$arch" cache/models--org--qwen3 && from=cache/models--org--qwen3; fi
+    "$bin" import "$from" --out "$arch.back.h5" > import.txt 2> err.txt || fail "$arch: $(cat err.txt)"
+    grep -q "tokenizer: byte" import.txt || fail "$arch: the tokenizer was not imported: $(cat import.txt)"
+    [ "$(hashes "$arch.h5")" = "$(hashes "$arch.back.h5")" ] || fail "$arch: the weights changed on the way"
+    [ "$(greedy "$arch.h5")" = "$(greedy "$arch.back.h5")" ] || fail "$arch: greedy samples differ"
+    for dtype in bf16 f16; do
+      "$bin" export --checkpoint "$arch.h5" --format hf --out "$arch.$dtype" --dtype "$dtype" > /dev/null
+      "$bin" import "$arch.$dtype" --out "$arch.$dtype.h5" > /dev/null
+      "$bin" inspect "$arch.$dtype.h5" > "$dtype.txt"
+      grep -q '"head_dim"' "$arch.$dtype/config.json" || fail "$arch $dtype: no head_dim in config.json"
+    done
+  done
+  # what no layout holds is refused with the reason, naming --out
+  expect_usage_error "a GGUF file cannot hold this model: GPT-2 learns its positions" \
+    "$bin" export --checkpoint Qwen2ForCausalLM.h5 --format gguf --out q.gguf
+  "$bin" train "${small[@]}" "${rope[@]}" --qk-norm true --data text.txt --steps 1 --out qk.h5 > /dev/null
+  expect_usage_error "qk-hf: Qwen3 (q/k norms) is written without biases" \
+    "$bin" export --checkpoint qk.h5 --format hf --out qk-hf
+  [ ! -e qk-hf ] || fail "a refused export left qk-hf behind"
+  ;;
 hub_cache_import)
   # A model as huggingface_hub caches it (from_pretrained's download): the snapshot folder, a
   # file of it and the repo folder itself (through refs/main) import as the files they link
