@@ -40,6 +40,35 @@ struct BenchConfig {
   int64_t tokens() const { return seq > 0 ? seq : model.context_length; }
 };
 
+// The small models people fine-tune on a CPU, at their Hugging Face shapes (config.json of
+// HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, meta-llama/Llama-3.2-1B), random weights;
+// 2048 positions (their tables; the step reads T 256), batches of B 4.
+std::optional<BenchConfig> llama_family_config(const std::string& name) {
+  nn::GPTConfig m;
+  m.norm = nn::NormKind::rms_norm, m.mlp = nn::MlpKind::swiglu;
+  m.position = nn::PositionKind::rope, m.linear_bias = false, m.context_length = 2048;
+  auto shape = [&](int64_t V, int64_t C, int64_t H, int64_t KV, int64_t L, int64_t F) {
+    m.vocab_size = V, m.d_model = C, m.n_heads = H, m.n_kv_heads = KV, m.n_layers = L;
+    m.d_ff = F;
+  };
+  if (name == "smollm2-135m") {
+    shape(49152, 576, 9, 3, 30, 1536);
+    m.rope_theta = 100000;
+    return BenchConfig{"smollm2-135m", m, 4, 256};
+  }
+  if (name == "qwen2.5-0.5b") {
+    shape(151936, 896, 14, 2, 24, 4864);
+    m.rope_theta = 1e6, m.norm_eps = 1e-6, m.qkv_bias = true;
+    return BenchConfig{"qwen2.5-0.5b", m, 4, 256};
+  }
+  if (name == "llama3.2-1b") {
+    shape(128256, 2048, 32, 8, 16, 8192);
+    m.rope_theta = 500000, m.rope_scaling = nn::RopeScaling::llama3, m.rope_factor = 32;
+    return BenchConfig{"llama3.2-1b", m, 4, 256};
+  }
+  return std::nullopt;
+}
+
 BenchConfig named_config(const std::string& name) {
   auto make = [](const char* n, int64_t T, int64_t C, int64_t H, int64_t L, int64_t B) {
     nn::GPTConfig m;
@@ -58,8 +87,11 @@ BenchConfig named_config(const std::string& name) {
     c.model.vocab_size = 50257, c.model.qkv_bias = true, c.seq = 64;
     return c;
   }
-  throw std::invalid_argument(
-      fmt::format("--config must be tiny, small, base or gpt2, got '{}'", name));
+  if (const auto llama = llama_family_config(name)) return *llama;
+  throw std::invalid_argument(fmt::format(
+      "--config must be tiny, small, base, gpt2, smollm2-135m, qwen2.5-0.5b or llama3.2-1b, got "
+      "'{}'",
+      name));
 }
 
 // Matmul FLOPs of one training step, as nanoGPT and PaLM count them: forward + backward =

@@ -33,6 +33,19 @@ CONFIGS = {  # name: (context_length, d_model, n_heads, n_layers, batch)
     "gpt2": (1024, 768, 12, 12, 4),
 }
 VOCAB = 65
+# The Llama family at their Hugging Face shapes, as bench/bench.cpp's llama_family_config
+# (B 4, T 256): spec_gpt's config keys
+LLAMA_BASE = dict(norm="rmsnorm", mlp="swiglu", position="rope", linear_bias=False,
+                  context_length=2048, qkv_bias=False, tie_weights=True)
+LLAMA_FAMILY = {
+    "smollm2-135m": dict(LLAMA_BASE, vocab_size=49152, d_model=576, n_heads=9, n_kv_heads=3,
+                         n_layers=30, d_ff=1536, rope_theta=100000.0),
+    "qwen2.5-0.5b": dict(LLAMA_BASE, vocab_size=151936, d_model=896, n_heads=14, n_kv_heads=2,
+                         n_layers=24, d_ff=4864, rope_theta=1e6, norm_eps=1e-6, qkv_bias=True),
+    "llama3.2-1b": dict(LLAMA_BASE, vocab_size=128256, d_model=2048, n_heads=32, n_kv_heads=8,
+                        n_layers=16, d_ff=8192, rope_theta=500000.0, rope_scaling="llama3",
+                        rope_factor=32.0),
+}
 # gpt2: GPT-2 124M as `attograd bench --config gpt2` and llm.c's train_gpt2.c run it: its
 # vocabulary, q/k/v biases and 1024 positions, trained on sequences of 64 tokens
 GPT2 = dict(vocab=50257, qkv_bias=True, seq=64)
@@ -43,9 +56,35 @@ def step_flops(T, C, L, B, V=VOCAB):
     return 6 * (L * (4 * C * C + 2 * C * 4 * C) + V * C) * B * T + 12 * L * C * T * B * T
 
 
+class LoRALinear(torch.nn.Module):
+    """peft's LoRA on a frozen Linear: y = x W^T + b + (alpha / r) (x A^T) B^T, B zero."""
+
+    def __init__(self, base, rank, alpha=16.0):
+        super().__init__()
+        self.base, self.scale = base, alpha / rank
+        self.lora_A = torch.nn.Linear(base.in_features, rank, bias=False)
+        self.lora_B = torch.nn.Linear(rank, base.out_features, bias=False)
+        torch.nn.init.zeros_(self.lora_B.weight)
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x)) * self.scale
+
+
+def add_lora(model, rank):
+    """Adapters on every Linear of the blocks (attograd's default targets), the rest frozen."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for block in model.blocks:
+        for parent in (block.attn, block.mlp):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, torch.nn.Linear):
+                    setattr(parent, name, LoRALinear(child, rank))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS))
+    ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS) + sorted(LLAMA_FAMILY))
+    ap.add_argument("--lora-rank", type=int, default=0)
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -55,16 +94,22 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
-    context, C, H, L, B = CONFIGS[a.config]
-    gpt2 = a.config == "gpt2"
-    V, T = (GPT2["vocab"], GPT2["seq"]) if gpt2 else (VOCAB, context)
-    cfg = dict(vocab_size=V, context_length=context, d_model=C, n_heads=H, n_layers=L, d_ff=0,
-               qkv_bias=gpt2, tie_weights=True, dropout=a.dropout)
+    if a.config in LLAMA_FAMILY:
+        cfg = dict(LLAMA_FAMILY[a.config], dropout=a.dropout)
+        C, L, B, T, V = cfg["d_model"], cfg["n_layers"], 4, 256, cfg["vocab_size"]
+    else:
+        context, C, H, L, B = CONFIGS[a.config]
+        gpt2 = a.config == "gpt2"
+        V, T = (GPT2["vocab"], GPT2["seq"]) if gpt2 else (VOCAB, context)
+        cfg = dict(vocab_size=V, context_length=context, d_model=C, n_heads=H, n_layers=L,
+                   d_ff=0, qkv_bias=gpt2, tie_weights=True, dropout=a.dropout)
     model = GPT(cfg)
     init_spec_(model, L)
+    if a.lora_rank > 0:
+        add_lora(model, a.lora_rank)
     model.train()
-    opt = adamw_for_spec(model, 3e-4)
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=3e-4) if a.lora_rank > 0 else adamw_for_spec(model, 3e-4)
     times = []
     for i in range(a.warmup + a.steps):
         ids = torch.randint(0, V, (B, T + 1))
@@ -87,7 +132,9 @@ def main():
                openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", "auto"),
                aten_cpu_capability=os.environ.get("ATEN_CPU_CAPABILITY", "default"),
                ms_per_step=median, tokens_per_s=B * T / (median / 1e3),
-               gflops=step_flops(T, C, L, B, V) / (median / 1e3) / 1e9,
+               gflops=(step_flops(T, C, L, B, V) / (median / 1e3) / 1e9
+                       if a.config in CONFIGS else 0.0),
+               lora_rank=a.lora_rank,
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                steps=a.steps, parameters=sum(p.numel() for p in params),
                torch_version=torch.__version__)

@@ -3,10 +3,14 @@
 // gradient checks of each new module and of whole models, their parameter names (the
 // importers' contract), their LoRA targets, and their keys in a checkpoint's config.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/autograd.h"
+#include "autograd/test_hooks.h"
 #include "decode_support.h"
 #include "gradcheck_helpers.h"
 #include "nn/nn.h"
@@ -203,4 +207,64 @@ TEST_CASE("RoPE's tables follow Llama 3's frequency scaling", "[nn][llama]") {
   const auto tables = nn::rope_tables(cfg);
   CHECK(tables->cos.at({0, 5}) == 1.0);
   CHECK(tables->sin.at({3, 0}) == Approx(std::sin(3.0)));
+}
+
+namespace {
+
+// out and the gradient of sum(out * g) for qkv of grouped attention (8 query heads over
+// `kv_heads`), on `threads` threads, in float32 or in a bf16 scope on `kernel`
+std::vector<std::vector<double>> grouped_attention(int64_t kv_heads, int threads, bool bf16,
+                                                   ag::AttentionKernelForTests kernel) {
+  ag::Generator gen(31);
+  const int64_t B = 2, T = 70, D = 16, H = 8;
+  Tensor qkv = ag::randn({B, T, (H + 2 * kv_heads) * D}, gen).requires_grad_();
+  const Tensor g = ag::randn({B, T, H * D}, gen);
+  ag::force_attention_kernel_for_tests(kernel);
+  ag::set_num_threads(threads);
+  std::vector<std::vector<double>> all;
+  {
+    std::optional<ag::AutocastScope> autocast;
+    if (bf16) autocast.emplace(ag::Precision::bf16);
+    ag::Generator dropout_gen(3);
+    const Tensor out = ag::causal_self_attention(qkv, H, kv_heads, 0.1, &dropout_gen);
+    ag::sum(ag::mul(out, g)).backward();
+    all = {out.to_vector(), qkv.grad().to_vector()};
+  }
+  ag::set_num_threads(1);
+  ag::force_attention_kernel_for_tests(ag::AttentionKernelForTests::chosen);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("grouped attention gives the same bits on one thread and on two",
+          "[llama][attention][threads]") {
+  using K = ag::AttentionKernelForTests;
+  for (int64_t kv : {4, 2, 1}) {
+    INFO(kv << " key/value heads");
+    CHECK(grouped_attention(kv, 1, false, K::chosen) == grouped_attention(kv, 2, false, K::chosen));
+    CHECK(grouped_attention(kv, 1, true, K::fma) == grouped_attention(kv, 2, true, K::fma));
+    if (ag::attention_bf16_units_available())
+      CHECK(grouped_attention(kv, 1, true, K::units) == grouped_attention(kv, 2, true, K::units));
+  }
+}
+
+TEST_CASE("grouped attention on the BF16 units agrees with the FMA kernels", "[llama][bf16]") {
+  using K = ag::AttentionKernelForTests;
+  if (!ag::attention_bf16_units_available()) {
+    WARN("skipped: this CPU has no AVX-512 BF16 instructions");
+    return;
+  }
+  for (int64_t kv : {2, 1}) {
+    const auto units = grouped_attention(kv, 1, true, K::units),
+               fma = grouped_attention(kv, 1, true, K::fma);
+    for (size_t i = 0; i < 2; ++i) {
+      double err = 0, scale = 0;
+      for (size_t x = 0; x < fma[i].size(); ++x)
+        err = std::max(err, std::fabs(units[i][x] - fma[i][x])),
+        scale = std::max(scale, std::fabs(fma[i][x]));
+      INFO(kv << " key/value heads, result " << i << ": error " << err << ", scale " << scale);
+      CHECK(err <= 0x1p-7 * scale);  // tolerance as tests/test_attention_bf16_kernels.cpp's
+    }
+  }
 }

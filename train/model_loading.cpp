@@ -41,6 +41,9 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
           if (!set_here) mine = theirs;
           const std::string_view key = f.key;
           if (mine == theirs || key == "dropout" || f.adapter_setting) return;
+          // RoPE holds no parameter per position: a run may train on shorter windows (or
+          // longer ones: RoPE's angles extend) than the checkpoint's context
+          if (key == "context_length" && from.position == nn::PositionKind::rope) return;
           std::string option = f.key;
           std::replace(option.begin(), option.end(), '_', '-');
           throw std::invalid_argument(fmt::format(

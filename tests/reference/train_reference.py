@@ -174,6 +174,11 @@ def main():
     cfg = {k: config[k] for k in ("vocab_size", "context_length", "d_model", "n_heads",
                                   "n_layers", "d_ff", "qkv_bias", "tie_weights", "dropout")}
     cfg["norm"] = config.get("norm", "layernorm")  # a variant at its default is not written
+    for key in ("norm_eps", "linear_bias", "n_kv_heads", "head_dim", "qk_norm", "mlp",
+                "position", "rope_theta", "rope_scaling", "rope_factor", "rope_low_freq_factor",
+                "rope_high_freq_factor", "rope_original_context"):
+        if key in config:  # the Llama family's keys, likewise
+            cfg[key] = config[key]
     hp = {k: config[k] for k in ("lr", "min_lr", "warmup_steps", "steps", "beta1", "beta2",
                                  "eps", "weight_decay", "grad_clip")}
     hp["steps"] = steps  # init.h5 was written by a run of 0 steps
