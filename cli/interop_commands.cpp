@@ -60,7 +60,7 @@ void print_import(const interop::ModelFiles& m, const std::string& out) {
   fmt::print("tokenizer: {}\n",
              m.tokenizer ? m.tokenizer->type
                          : "none (sample, eval and train need one: give --tokenizer DIR with "
-                           "GPT-2's tokenizer files)");
+                           "the model's tokenizer.json, or GPT-2's tokenizer files)");
   for (const auto& d : m.dropped) fmt::print("not kept: {}\n", d);
 }
 
@@ -111,8 +111,8 @@ int import_command(const Args& args) {
         "config.json beside it, or a model file of another format (llm.c, GGUF)");
     add("out", po::value(&out)->required(), "the attograd checkpoint to write (.h5)");
     add("tokenizer", po::value(&tokenizer),
-        "folder with GPT-2's tokenizer files (vocab.json + merges.txt, or encoder.json + "
-        "vocab.bpe), when PATH has none");
+        "folder with the tokenizer's files (tokenizer.json; GPT-2's vocab.json + merges.txt, "
+        "or encoder.json + vocab.bpe), when PATH has none");
     add("context", po::value(&context),
         "a RoPE model's context length, shorter than its own (max_position_embeddings)");
     add_overwrite_option(desc, overwrite);
