@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "base/atomic_file.h"
+#include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
 #include "interop/hub_cache.h"
 #include "interop/input_bytes.h"
@@ -77,6 +78,11 @@ int64_t tokenizer_folder_bytes(const std::string& folder) {
 std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer) {
   const data::TokenizerKind kind = io::tokenizer_kind(tokenizer);
   if (kind == data::TokenizerKind::chars || kind == data::TokenizerKind::none) return std::nullopt;
+  if (kind == data::TokenizerKind::hf) {
+    const int64_t id = data::end_of_text_id(*io::make_tokenizer(tokenizer));
+    return id < static_cast<int64_t>(tokenizer.token_ends.size()) ? std::optional(id)
+                                                                  : std::nullopt;
+  }
   return data::byte_level_vocab(*io::make_tokenizer(tokenizer)).end_of_text;
 }
 
@@ -85,7 +91,9 @@ void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::str
     const auto tok = io::make_tokenizer(tokenizer);
     base::write_file_atomically((fs::path(folder) / "tokenizer.json").string(),
                                 data::hf_tokenizer_json(*tok));
-    if (io::tokenizer_kind(tokenizer) == data::TokenizerKind::chars) return;
+    // char, and hf (its added tokens, normalizer and template): tokenizer.json alone
+    const data::TokenizerKind kind = io::tokenizer_kind(tokenizer);
+    if (kind == data::TokenizerKind::chars || kind == data::TokenizerKind::hf) return;
     // GPT2Tokenizer splits with GPT-2's pattern: the same ids only for that pattern, or
     // with no merges (bytes alone: any split gives the same ids)
     const data::ByteLevelVocab vocab = data::byte_level_vocab(*tok);
