@@ -19,7 +19,8 @@
 // dataset per parameter), /optimizer (sub-groups per buffer, attributes for its scalars),
 // /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
 // [M, 2] uint32 and attribute `split_pattern`; gpt2: those, dataset `byte_order` [256] and
-// attribute `special_tokens`, a JSON array of strings), /rng (uint64[4] per generator). Every
+// attribute `special_tokens`, a JSON array of strings; hf: `merges`, `split_pattern`, datasets
+// `token_bytes` and `token_ends`, attribute `hf_settings`), /rng (uint64[4] per generator). Every
 // dataset that can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on
 // load; verify_checkpoint reads everything and names each failure. Every error names the file and
 // the part of it that is wrong.
