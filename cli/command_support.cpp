@@ -142,15 +142,16 @@ std::unique_ptr<data::Tokenizer> read_any_tokenizer_json(const std::string& path
 std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const char* option) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    // a Hugging Face model folder holds GPT-2's files beside its own tokenizer.json
-    if (!data::is_prepared_folder(path))
+    // a Hugging Face model folder may hold GPT-2's files beside its own tokenizer.json,
+    // which says more (Qwen2's added tokens and NFC): tokenizer.json first
+    const std::string file = path + "/" + data::kTokenizerFile;
+    const bool prepared = data::is_prepared_folder(path);
+    if (!prepared && std::filesystem::exists(file, ec)) return read_any_tokenizer_json(file);
+    if (!prepared)
       for (const char* gpt2_file : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
         if (std::filesystem::exists(path + "/" + gpt2_file, ec))
           return data::read_gpt2_tokenizer_files(path);
-    const std::string file = path + "/" + data::kTokenizerFile;
-    if (std::filesystem::exists(file, ec))
-      return data::is_prepared_folder(path) ? data::read_tokenizer_file(file)
-                                            : read_any_tokenizer_json(file);
+    if (std::filesystem::exists(file, ec)) return data::read_tokenizer_file(file);
     throw UsageError(
         fmt::format("{} '{}' is a folder without a {}: not a prepared folder, nor one of "
                     "GPT-2's tokenizer files (vocab.json + merges.txt, or encoder.json + "

@@ -53,12 +53,14 @@ io::TokenizerSection read_gpt2_files(const std::string& folder, const char* voca
 std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& folder, bool required,
                                                           std::vector<std::string>* notes) {
   const std::string where = folder.empty() ? "." : folder;
+  // tokenizer.json first: beside it, vocab.json + merges.txt lack what it adds (Qwen2's
+  // folders hold both; its added tokens and NFC are in tokenizer.json alone)
+  if (has_entry(where, "tokenizer.json"))
+    return read_hf_tokenizer_json(file_in(where, "tokenizer.json"), notes);
   if (has_entry(where, "vocab.json") || has_entry(where, "merges.txt"))
     return read_gpt2_files(where, "vocab.json", "merges.txt");
   if (has_entry(where, "encoder.json") || has_entry(where, "vocab.bpe"))
     return read_gpt2_files(where, "encoder.json", "vocab.bpe");
-  if (has_entry(where, "tokenizer.json"))
-    return read_hf_tokenizer_json(file_in(where, "tokenizer.json"), notes);
   if (!required) return std::nullopt;
   throw InteropError(
       fmt::format("{}: no tokenizer files (vocab.json and merges.txt, encoder.json and "
