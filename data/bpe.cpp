@@ -92,10 +92,14 @@ BpeTokenizer::BpeTokenizer(std::vector<Merge> merges, std::string split_pattern)
   build_tables();
 }
 
-BpeTokenizer::BpeTokenizer(OwnVocabulary vocabulary, std::string split_pattern)
+BpeTokenizer::BpeTokenizer(OwnTag, OwnVocabulary& vocabulary, std::string split_pattern)
     : pattern_(compile_pattern(std::move(split_pattern))) {
   build_own_tables(vocabulary);
   merges_ = std::move(vocabulary.merges);
+}
+
+BpeTokenizer BpeTokenizer::from_vocabulary(OwnVocabulary vocabulary, std::string split_pattern) {
+  return BpeTokenizer(OwnTag{}, vocabulary, std::move(split_pattern));
 }
 
 namespace {

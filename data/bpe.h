@@ -57,7 +57,7 @@ class BpeTokenizer : public Tokenizer {
     std::vector<Merge> merges;
     bool whole_tokens = false;
   };
-  BpeTokenizer(OwnVocabulary vocabulary, std::string split_pattern);
+  static BpeTokenizer from_vocabulary(OwnVocabulary vocabulary, std::string split_pattern);
 
   // One-shot training on a whole text (see BpeTrainer for text in chunks).
   static BpeTokenizer train(std::string_view text, int64_t vocab_size,
@@ -90,6 +90,8 @@ class BpeTokenizer : public Tokenizer {
   friend class BpeStreamEncoder;
   struct Scratch;
   struct Chunk;
+  struct OwnTag {};
+  BpeTokenizer(OwnTag, OwnVocabulary& vocabulary, std::string split_pattern);
   void build_tables();
   void add_rank(Merge merge, uint32_t rank, size_t index_for_message);
   void build_own_tables(OwnVocabulary& v);

@@ -63,7 +63,7 @@ BpeTokenizer make_bpe(const HfBpeSpec& spec) {
   v.merges = spec.merges;
   v.whole_tokens = spec.ignore_merges;
   try {
-    return BpeTokenizer(std::move(v), spec.split_pattern);
+    return BpeTokenizer::from_vocabulary(std::move(v), spec.split_pattern);
   } catch (const std::invalid_argument& e) {
     std::string why = e.what();
     if (why.rfind("bpe tokenizer: ", 0) == 0) why.erase(0, 15);

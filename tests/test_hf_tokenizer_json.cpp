@@ -153,7 +153,7 @@ TEST_CASE("hostile tokenizer.json is refused naming the entry, never quoting the
   REQUIRE_THAT(refusal(edited([](json& j) { j["added_tokens"][0]["id"] = 900; })),
                Contains("added_tokens give id 900, but the next id is 260"));
   REQUIRE_THAT(refusal(edited([](json& j) { j["model"]["merges"][0] = "h zz"; })),
-               Contains("tokenizer.json: model: merge 0"));
+               Contains("tokenizer.json: model.merges[0] names a token that model.vocab does not"));
   REQUIRE_THAT(refusal(R"({"model": {}, "model": {}})"), Contains("model appears twice"));
   REQUIRE_THAT(refusal(R"({"version": "1.0"})"), Contains("the file has no model"));
   REQUIRE_THAT(refusal("[1]"), Contains("the file is an array, not a JSON object"));
