@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/command_support.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 #include "data/prepared.h"
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
@@ -41,8 +42,9 @@ po::options_description codec_options(std::string& tokenizer, const char* captio
   auto add = desc.add_options();
   add("help,h", "show this help");
   add("tokenizer", po::value(&tokenizer)->required(),
-      "a prepared folder (its tokenizer.json), a tokenizer .json file, a checkpoint, or a "
-      "folder of GPT-2's tokenizer files (vocab.json + merges.txt or encoder.json + vocab.bpe)");
+      "a prepared folder (its tokenizer.json), a tokenizer .json file (attograd's or Hugging "
+      "Face's), a checkpoint, or a folder of a model's tokenizer files (vocab.json + merges.txt, "
+      "encoder.json + vocab.bpe, or Hugging Face's tokenizer.json)");
   return desc;
 }
 
@@ -173,8 +175,18 @@ class BpeTextEncoder {
   std::vector<uint32_t> ids_;
 };
 
-void encode_stdin(const data::Tokenizer& tok) {
+// What the tokenizer's post-processor adds around a text (Llama 3's <|begin_of_text|>), as
+// tokenizers' encode(text) adds it; nothing for a tokenizer without a template.
+std::pair<std::vector<uint32_t>, std::vector<uint32_t>> template_ids(const data::Tokenizer& tok) {
+  if (const auto* hf = dynamic_cast<const data::HfBpeTokenizer*>(&tok))
+    return {hf->spec().prefix, hf->spec().suffix};
+  return {};
+}
+
+void encode_stdin(const data::Tokenizer& tok, bool add_template) {
   IdWriter out;
+  const auto [prefix, suffix] = add_template ? template_ids(tok) : decltype(template_ids(tok)){};
+  out.add(prefix);
   try {
     if (auto stream = data::make_stream_encoder(tok)) {
       BpeTextEncoder encoder(std::move(stream), out);
@@ -188,6 +200,7 @@ void encode_stdin(const data::Tokenizer& tok) {
   } catch (const InputError& e) {
     throw InputError(fmt::format("standard input: {}", e.what()));
   }
+  out.add(suffix);
   out.finish();
 }
 
@@ -246,20 +259,27 @@ void IdDecoder::take_token() {
   ++position_;
 }
 
-// What encode and decode share: the options, --help, the tokenizer, then body(tokenizer).
+// What encode and decode share: the options, --help, the tokenizer, then
+// body(tokenizer, options).
 template <typename Body>
-int codec_command(const Args& args, const std::string& name, const char* caption, Body body) {
+int codec_command(const Args& args, const std::string& name, const char* caption, Body body,
+                  bool encodes = false) {
   return guarded(name, [&] {
     std::string path;
     auto desc = codec_options(path, caption);
+    if (encodes)
+      desc.add_options()("no-special-tokens",
+                         "add nothing around the text: without it, the ids a tokenizer.json's "
+                         "post-processor adds (Llama 3's <|begin_of_text|>) come first and last, "
+                         "as Hugging Face tokenizers' encode(text) adds them");
     auto vm = parse_options(args, desc);
     if (wants_help(vm, name, desc)) return 0;
-    body(*load_tokenizer(path, "--tokenizer"));
+    body(*load_tokenizer(path, "--tokenizer"), vm);
     return 0;
   });
 }
 
-void decode_stdin(const data::Tokenizer& tok) {
+void decode_stdin(const data::Tokenizer& tok, const po::variables_map&) {
   IdDecoder decoder(tok);
   pump_stdin(decoder);
 }
@@ -267,8 +287,12 @@ void decode_stdin(const data::Tokenizer& tok) {
 }  // namespace
 
 int encode_command(const Args& args) {
-  return codec_command(args, "encode", "encode: UTF-8 text on standard input to token ids",
-                       encode_stdin);
+  return codec_command(
+      args, "encode", "encode: UTF-8 text on standard input to token ids",
+      [](const data::Tokenizer& tok, const po::variables_map& vm) {
+        encode_stdin(tok, !vm.count("no-special-tokens"));
+      },
+      /*encodes=*/true);
 }
 
 int decode_command(const Args& args) {

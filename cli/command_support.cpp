@@ -5,10 +5,12 @@
 #include <iostream>
 
 #include "base/error_text.h"
+#include "base/posix_file.h"
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepared.h"
 #include "data/tokenizer_file.h"
+#include "interop/tokenizer_json.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "train/config.h"
@@ -120,15 +122,35 @@ int report_peer_failure(const std::string& command, const train::PeerFailure& e)
   return e.code;
 }
 
+namespace {
+
+// attograd's tokenizer file (it names its format in its first line), else Hugging Face's
+// tokenizer.json.
+std::unique_ptr<data::Tokenizer> read_any_tokenizer_json(const std::string& path) {
+  struct stat st {};
+  const base::UniqueFd fd = base::open_regular(path, "tokenizer file", &st);
+  std::string start(256, '\0');
+  start.resize(static_cast<size_t>(
+      std::max<ssize_t>(0, base::read_full(fd.get(), start.data(), start.size()))));
+  if (start.find(data::kTokenizerFileFormat) != std::string::npos)
+    return data::read_tokenizer_file(path);
+  return io::make_tokenizer(interop::read_hf_tokenizer_json(path));
+}
+
+}  // namespace
+
 std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const char* option) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    // a Hugging Face model folder holds GPT-2's files beside its own tokenizer.json
-    if (!data::is_prepared_folder(path))
+    // a Hugging Face model folder may hold GPT-2's files beside its own tokenizer.json,
+    // which says more (Qwen2's added tokens and NFC): tokenizer.json first
+    const std::string file = path + "/" + data::kTokenizerFile;
+    const bool prepared = data::is_prepared_folder(path);
+    if (!prepared && std::filesystem::exists(file, ec)) return read_any_tokenizer_json(file);
+    if (!prepared)
       for (const char* gpt2_file : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
         if (std::filesystem::exists(path + "/" + gpt2_file, ec))
           return data::read_gpt2_tokenizer_files(path);
-    const std::string file = path + "/" + data::kTokenizerFile;
     if (std::filesystem::exists(file, ec)) return data::read_tokenizer_file(file);
     throw UsageError(
         fmt::format("{} '{}' is a folder without a {}: not a prepared folder, nor one of "
@@ -138,7 +160,7 @@ std::unique_ptr<data::Tokenizer> load_tokenizer(const std::string& path, const c
   }
   require_file(path, option);
   if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    return data::read_tokenizer_file(path);
+    return read_any_tokenizer_json(path);
   const io::Checkpoint ckpt = io::load_checkpoint(path);
   if (io::tokenizer_kind(ckpt.tokenizer) == data::TokenizerKind::none)
     throw std::runtime_error(

@@ -55,6 +55,12 @@ void print_tokenizer(const io::TokenizerSection& t) {
         base::printable(io::special_tokens_json(t.special_tokens)));
     return;
   }
+  if (kind == data::TokenizerKind::hf) {
+    fmt::print("tokenizer hf ({} ids, {} merges)\nsplit_pattern {}\nsettings {}\n",
+               t.token_ends.size(), t.merges.size(), base::printable(t.split_pattern),
+               base::printable(t.hf_settings.substr(0, 400)));
+    return;
+  }
   if (kind != data::TokenizerKind::bpe) {
     fmt::print("tokenizer {} ({} entries)\n", base::printable(t.type), t.vocab.size());
     return;

@@ -92,13 +92,49 @@ BpeTokenizer::BpeTokenizer(std::vector<Merge> merges, std::string split_pattern)
   build_tables();
 }
 
+BpeTokenizer::BpeTokenizer(OwnTag, OwnVocabulary& vocabulary, std::string split_pattern)
+    : pattern_(compile_pattern(std::move(split_pattern))) {
+  build_own_tables(vocabulary);
+  merges_ = std::move(vocabulary.merges);
+}
+
+BpeTokenizer BpeTokenizer::from_vocabulary(OwnVocabulary vocabulary, std::string split_pattern) {
+  return BpeTokenizer(OwnTag{}, vocabulary, std::move(split_pattern));
+}
+
+namespace {
+
+// An open-addressing table of `count` entries: its slots, a power of two at least twice that.
+size_t table_slots(size_t count) {
+  size_t capacity = 16;
+  while (capacity < 2 * count) capacity *= 2;
+  return capacity;
+}
+
+}  // namespace
+
+// Merge `rank` into the rank table; a pair twice is refused.
+void BpeTokenizer::add_rank(Merge merge, uint32_t rank, size_t index_for_message) {
+  const auto [left, right] = merge;
+  const uint64_t key = pair_key(left, right);
+  size_t slot = slot_of(key, rank_mask_);
+  while (rank_keys_[slot] != kEmptyKey && rank_keys_[slot] != key) slot = (slot + 1) & rank_mask_;
+  if (rank_keys_[slot] == key)
+    throw std::invalid_argument(fmt::format("bpe tokenizer: merge {} ({}, {}) repeats merge {}",
+                                            index_for_message, left, right, rank_values_[slot]));
+  rank_keys_[slot] = key;
+  rank_values_[slot] = rank;
+}
+
 void BpeTokenizer::build_tables() {
   const size_t m = merges_.size();
-  size_t capacity = 16;
-  while (capacity < 2 * m) capacity *= 2;
+  const size_t capacity = table_slots(m);
   rank_keys_.assign(capacity, kEmptyKey);
   rank_values_.assign(capacity, kNoMerge);
   rank_mask_ = capacity - 1;
+  for (uint32_t b = 0; b < 256; ++b) byte_id_[b] = b;
+  merge_result_.resize(m);
+  for (size_t i = 0; i < m; ++i) merge_result_[i] = static_cast<uint32_t>(256 + i);
   token_offset_.assign(1, 0);
   token_offset_.reserve(257 + m);
   token_bytes_.clear();
@@ -125,17 +161,82 @@ void BpeTokenizer::build_tables() {
       throw std::invalid_argument(
           fmt::format("bpe tokenizer: the tokens of merges 0 to {} add up to more than {} bytes", i,
                       kMaxTotalTokenBytes));
-    const uint64_t key = pair_key(left, right);
-    size_t slot = slot_of(key, rank_mask_);
-    while (rank_keys_[slot] != kEmptyKey && rank_keys_[slot] != key) slot = (slot + 1) & rank_mask_;
-    if (rank_keys_[slot] == key)
-      throw std::invalid_argument(fmt::format("bpe tokenizer: merge {} ({}, {}) repeats merge {}",
-                                              i, left, right, rank_values_[slot]));
-    rank_keys_[slot] = key;
-    rank_values_[slot] = static_cast<uint32_t>(i);
+    add_rank(merges_[i], static_cast<uint32_t>(i), i);
     token_bytes_ += token_bytes(left);
     token_bytes_ += token_bytes(right);
     token_offset_.push_back(token_bytes_.size());
+  }
+}
+
+namespace {
+
+uint64_t bytes_hash(std::string_view bytes) {
+  return std::hash<std::string_view>{}(bytes);
+}
+
+}  // namespace
+
+// Every token's bytes, then the merges (each making the token of its joined bytes) and the
+// table of whole tokens; the limits are the constructor's for attograd's own vocabulary.
+void BpeTokenizer::build_own_tables(OwnVocabulary& v) {
+  const size_t n = v.tokens.size();
+  if (n > static_cast<size_t>(INT32_MAX) || v.merges.size() > static_cast<size_t>(INT32_MAX))
+    throw std::invalid_argument(fmt::format("bpe tokenizer: {} tokens and {} merges; at most {}", n,
+                                            v.merges.size(), INT32_MAX));
+  const auto inside = [&](size_t id) { return v.outside.empty() || !v.outside[id]; };
+  token_offset_.assign(1, 0);
+  whole_ids_.assign(table_slots(n), kNoMerge);
+  whole_mask_ = whole_ids_.size() - 1;
+  std::array<bool, 256> has_byte{};
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& t = v.tokens[id];
+    if (t.size() > kMaxTokenBytes || token_bytes_.size() + t.size() > kMaxTotalTokenBytes)
+      throw std::invalid_argument(
+          fmt::format("bpe tokenizer: token {} passes the limit of {} bytes a token ({} in all)",
+                      id, kMaxTokenBytes, kMaxTotalTokenBytes));
+    token_bytes_ += t;
+    token_offset_.push_back(token_bytes_.size());
+    if (!inside(id) || t.empty()) continue;
+    size_t slot = bytes_hash(t) & whole_mask_;
+    for (; whole_ids_[slot] != kNoMerge; slot = (slot + 1) & whole_mask_)
+      if (token_bytes(whole_ids_[slot]) == t)
+        throw std::invalid_argument(fmt::format(
+            "bpe tokenizer: tokens {} and {} have the same bytes", whole_ids_[slot], id));
+    whole_ids_[slot] = static_cast<uint32_t>(id);
+    if (t.size() == 1) byte_id_[static_cast<uint8_t>(t[0])] = static_cast<uint32_t>(id);
+    if (t.size() == 1) has_byte[static_cast<uint8_t>(t[0])] = true;
+  }
+  for (int b = 0; b < 256; ++b)
+    if (!has_byte[b])
+      throw std::invalid_argument(fmt::format(
+          "bpe tokenizer: no token is the byte {} (a byte-level vocabulary has all 256)", b));
+  whole_tokens_ = v.whole_tokens;
+  rank_keys_.assign(table_slots(v.merges.size()), kEmptyKey);
+  rank_values_.assign(rank_keys_.size(), kNoMerge);
+  rank_mask_ = rank_keys_.size() - 1;
+  merge_result_.resize(v.merges.size());
+  for (size_t r = 0; r < v.merges.size(); ++r) {
+    const auto [left, right] = v.merges[r];
+    for (const uint32_t part : {left, right})
+      if (part >= n || !inside(part))
+        throw std::invalid_argument(fmt::format(
+            "bpe tokenizer: merge {} ({}, {}) uses {}, which is not a token of the model", r, left,
+            right, part));
+    const std::string joined = std::string(token_bytes(left)) + std::string(token_bytes(right));
+    merge_result_[r] = whole_token(joined);
+    if (merge_result_[r] == kNoMerge)
+      throw std::invalid_argument(
+          fmt::format("bpe tokenizer: merge {} ({}, {}) makes bytes that are no token of the model",
+                      r, left, right));
+    add_rank(v.merges[r], static_cast<uint32_t>(r), r);
+  }
+}
+
+uint32_t BpeTokenizer::whole_token(std::string_view piece) const {
+  if (whole_ids_.empty()) return kNoMerge;
+  for (size_t slot = bytes_hash(piece) & whole_mask_;; slot = (slot + 1) & whole_mask_) {
+    if (whole_ids_[slot] == kNoMerge) return kNoMerge;
+    if (token_bytes(whole_ids_[slot]) == piece) return whole_ids_[slot];
   }
 }
 
@@ -160,7 +261,7 @@ void BpeTokenizer::encode_short(std::string_view piece, Scratch& s,
   auto& sym = s.symbols;
   auto& rank = s.ranks;
   sym.assign(piece.begin(), piece.end());
-  for (auto& id : sym) id &= 0xFF;  // the chars were signed
+  for (auto& id : sym) id = byte_id_[id & 0xFF];  // the chars were signed
   size_t n = sym.size();
   rank.resize(n);
   for (size_t i = 0; i + 1 < n; ++i) rank[i] = merge_rank(sym[i], sym[i + 1]);
@@ -168,7 +269,7 @@ void BpeTokenizer::encode_short(std::string_view piece, Scratch& s,
   while (n > 1) {
     const size_t i = std::min_element(rank.begin(), rank.begin() + n - 1) - rank.begin();
     if (rank[i] == kNoMerge) break;
-    sym[i] = 256 + rank[i];
+    sym[i] = merge_result_[rank[i]];
     sym.erase(sym.begin() + i + 1);
     rank.erase(rank.begin() + i + 1);
     --n;
@@ -190,7 +291,7 @@ void BpeTokenizer::encode_long(std::string_view piece, Scratch& s,
   auto& heap = s.heap;
   sym.resize(n), prev.resize(n), next.resize(n), heap.clear();
   for (size_t i = 0; i < n; ++i) {
-    sym[i] = static_cast<unsigned char>(piece[i]);
+    sym[i] = byte_id_[static_cast<unsigned char>(piece[i])];
     prev[i] = static_cast<int32_t>(i) - 1;
     next[i] = i + 1 < n ? static_cast<int32_t>(i + 1) : -1;
   }
@@ -209,7 +310,7 @@ void BpeTokenizer::encode_long(std::string_view piece, Scratch& s,
     const int32_t i = static_cast<int32_t>(top & 0xFFFFFFFFu);
     const int32_t j = next[i];
     if (sym[i] == kDead || j < 0 || merge_rank(sym[i], sym[j]) != r) continue;  // stale
-    sym[i] = 256 + r;
+    sym[i] = merge_result_[r];
     sym[j] = kDead;
     next[i] = next[j];
     if (next[j] >= 0) prev[next[j]] = i;
@@ -222,9 +323,11 @@ void BpeTokenizer::encode_long(std::string_view piece, Scratch& s,
 void BpeTokenizer::encode_piece(std::string_view piece, Scratch& s,
                                 std::vector<uint32_t>& out) const {
   if (piece.size() == 1) {
-    out.push_back(static_cast<unsigned char>(piece[0]));
+    out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
     return;
   }
+  if (whole_tokens_)
+    if (const uint32_t id = whole_token(piece); id != kNoMerge) return out.push_back(id);
   if (piece.size() > kShortPiece) return encode_long(piece, s, out);
   if (piece.size() > kCachedPiece) return encode_short(piece, s, out);
   if (auto it = s.cache.find(piece); it != s.cache.end()) {

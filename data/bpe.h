@@ -44,6 +44,21 @@ class BpeTokenizer : public Tokenizer {
   explicit BpeTokenizer(std::vector<Merge> merges,
                         std::string split_pattern = std::string(kGpt4SplitPattern));
 
+  // A vocabulary numbered otherwise (Hugging Face's tokenizer.json: hf_bpe.h). Token i has
+  // the bytes tokens[i], every single byte among them; merge r joins (left, right) into the
+  // token whose bytes are theirs joined, wherever its id is (several merges may make one
+  // token, as in Llama 3's file); with whole_tokens, a piece that is itself a token is that
+  // token, unmerged (tokenizers' ignore_merges). Ids marked `outside` (added tokens that
+  // are not in the model's vocabulary) are never made by a merge nor matched whole.
+  // Validated as the constructor above validates; errors name the token or merge.
+  struct OwnVocabulary {
+    std::vector<std::string> tokens;
+    std::vector<bool> outside;  // empty, or one flag a token
+    std::vector<Merge> merges;
+    bool whole_tokens = false;
+  };
+  static BpeTokenizer from_vocabulary(OwnVocabulary vocabulary, std::string split_pattern);
+
   // One-shot training on a whole text (see BpeTrainer for text in chunks).
   static BpeTokenizer train(std::string_view text, int64_t vocab_size,
                             std::string split_pattern = std::string(kGpt4SplitPattern));
@@ -60,7 +75,7 @@ class BpeTokenizer : public Tokenizer {
   // base::replace_invalid_utf8() makes such bytes printable. An id outside the
   // vocabulary is an error (std::out_of_range) naming it and its position.
   std::string decode(const std::vector<int64_t>& ids) const override;
-  int64_t vocab_size() const override { return 256 + static_cast<int64_t>(merges_.size()); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(token_offset_.size()) - 1; }
   TokenizerKind kind() const override { return TokenizerKind::bpe; }
 
   const std::vector<Merge>& merges() const { return merges_; }
@@ -75,7 +90,12 @@ class BpeTokenizer : public Tokenizer {
   friend class BpeStreamEncoder;
   struct Scratch;
   struct Chunk;
+  struct OwnTag {};
+  BpeTokenizer(OwnTag, OwnVocabulary& vocabulary, std::string split_pattern);
   void build_tables();
+  void add_rank(Merge merge, uint32_t rank, size_t index_for_message);
+  void build_own_tables(OwnVocabulary& v);
+  uint32_t whole_token(std::string_view piece) const;  // kNoMerge when none
   static std::vector<Chunk> plan_chunks(std::string_view subject, size_t begin, int threads);
   size_t encode_pieces(std::string_view subject, size_t begin, size_t stop, bool more_may_follow,
                        Scratch& scratch, std::vector<uint32_t>& out) const;
@@ -93,6 +113,13 @@ class BpeTokenizer : public Tokenizer {
   uint64_t rank_mask_ = 0;
   std::string token_bytes_;             // every token's bytes, one after another
   std::vector<uint64_t> token_offset_;  // token i is [offset[i], offset[i + 1])
+  // What a vocabulary numbered otherwise changes (identities for attograd's own): the id of
+  // each byte's token, the token merge r makes, and the tokens a piece may be whole.
+  std::array<uint32_t, 256> byte_id_{};
+  std::vector<uint32_t> merge_result_;
+  bool whole_tokens_ = false;
+  std::vector<uint32_t> whole_ids_;  // open addressing by the bytes' hash (kNoMerge: empty)
+  uint64_t whole_mask_ = 0;
 };
 
 // Encodes a text that arrives in chunks (a file read piece by piece) into exactly the ids
@@ -104,11 +131,12 @@ class BpeStreamEncoder {
   // The same ids for a vocabulary that numbers its byte tokens otherwise (GPT-2's,
   // gpt2_tokenizer.h): byte b's token is id_of_byte[b]; the table must outlive the encoder.
   BpeStreamEncoder(const BpeTokenizer& tokenizer, const std::array<uint32_t, 256>& id_of_byte);
-  ~BpeStreamEncoder();
+  virtual ~BpeStreamEncoder();
   // Appends the ids of the pieces complete so far; chunks may end anywhere.
-  void add(std::string_view chunk, std::vector<uint32_t>& out);
+  // (An hf tokenizer's encoder, hf_bpe.h, first finds its added tokens and normalizes.)
+  virtual void add(std::string_view chunk, std::vector<uint32_t>& out);
   // The text ends; appends the ids of the rest. The next add() starts a new text.
-  void finish(std::vector<uint32_t>& out);
+  virtual void finish(std::vector<uint32_t>& out);
 
  private:
   void cut(bool more_may_follow, std::vector<uint32_t>& out);

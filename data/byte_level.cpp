@@ -115,7 +115,11 @@ ByteLevelVocab byte_level_vocab(const Tokenizer& tok) {
     throw std::invalid_argument(fmt::format(
         "a {} tokenizer cannot be written as a byte-level vocabulary: its ids stand for {}, "
         "not for bytes and merges of bytes",
-        tok.type(), tok.kind() == TokenizerKind::chars ? "characters" : "something else"));
+        tok.type(),
+        tok.kind() == TokenizerKind::chars ? "characters"
+        : tok.kind() == TokenizerKind::hf
+            ? "a tokenizer.json's vocabulary, with added tokens matched in the text"
+            : "something else"));
   }
   check_no_duplicates(v);
   return v;

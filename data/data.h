@@ -6,6 +6,9 @@
 //   bpe.h        the byte-level BPE tokenizer: training, encoding, a stream encoder
 //   gpt2_tokenizer.h  GPT-2's tokenizer (byte tokens in GPT-2's order, special tokens), the
 //                byte-level form other tools' files use, GPT-2's files and tokenizer.json
+//   hf_bpe.h     Hugging Face tokenizers' byte-level BPE as a tokenizer.json states it (Llama 3,
+//                Qwen2/3, SmolLM2): its vocabulary in any order, added tokens matched in the
+//                text (added_tokens.h), NFC (normalize.h, by utf8proc), the template's ids
 //   dataset.h    the train/val split, random-window batches, evaluation windows, baselines
 //   token_store.h  token ids as uint16/uint32, loaded, read or mapped from a file, or owned
 //   prepared.h   prepare(): text files to a prepared folder in bounded memory; open_prepared()
@@ -32,6 +35,7 @@
 #include "data/dataset.h"
 #include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 #include "data/identity.h"
 #include "data/instructions.h"
 #include "data/prepared.h"

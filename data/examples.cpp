@@ -7,12 +7,16 @@
 
 #include "data/data_error.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 
 namespace data {
 
 int64_t end_of_text_id(const Tokenizer& tokenizer) {
   if (const auto* gpt2 = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer))
     if (const auto id = gpt2->special_id("<|endoftext|>")) return *id;
+  if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(&tokenizer))
+    for (const AddedToken& t : hf->spec().added)
+      if (t.content == "<|endoftext|>") return t.id;
   return tokenizer.vocab_size();
 }
 

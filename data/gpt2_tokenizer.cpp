@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "base/utf8.h"
+#include "data/hf_bpe.h"
 
 namespace data {
 
@@ -156,6 +157,8 @@ std::unique_ptr<BpeStreamEncoder> make_stream_encoder(const Tokenizer& tokenizer
     return std::make_unique<BpeStreamEncoder>(*bpe);
   if (const auto* gpt2 = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer))
     return std::make_unique<BpeStreamEncoder>(gpt2->byte_ordered(), gpt2->id_of_byte());
+  if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(&tokenizer))
+    return make_hf_stream_encoder(*hf);
   return nullptr;
 }
 

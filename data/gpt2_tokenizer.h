@@ -86,7 +86,7 @@ class Gpt2Tokenizer : public Tokenizer {
   std::vector<std::string> specials_;
 };
 
-// A stream encoder (bpe.h) for a bpe or gpt2 tokenizer, giving that tokenizer's ids;
+// A stream encoder (bpe.h) for a bpe, gpt2 or hf tokenizer, giving that tokenizer's ids;
 // nullptr for any other (char, byte). The tokenizer must outlive it.
 std::unique_ptr<BpeStreamEncoder> make_stream_encoder(const Tokenizer& tokenizer);
 

@@ -11,6 +11,7 @@
 
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 
 namespace data {
 
@@ -95,10 +96,75 @@ Json char_file(const CharTokenizer& tok) {
               bpe_model(std::move(vocab), Json::array(), std::move(unk)));
 }
 
+// ---- hf: what it was read from, written back -----------------------------------------
+
+Json added_entry(const AddedToken& t) {
+  return Json{{"id", t.id},          {"content", t.content}, {"single_word", false},
+              {"lstrip", false},     {"rstrip", false},      {"normalized", t.normalized},
+              {"special", t.special}};
+}
+
+// A TemplateProcessing around the text (and, as tokenizers needs one, around a pair).
+Json template_processing(const HfBpeTokenizer& tok) {
+  const HfBpeSpec& spec = tok.spec();
+  Json specials = Json::object();
+  const auto piece = [&](uint32_t id, int type_id) {
+    const std::string name = fmt::format("attograd_{}", id);
+    specials[name] = {{"id", name}, {"ids", {id}}, {"tokens", {byte_level_text(spec.tokens[id])}}};
+    return Json{{"SpecialToken", {{"id", name}, {"type_id", type_id}}}};
+  };
+  const auto sequence = [&](const char* which, int type_id) {
+    Json out = Json::array();
+    for (const uint32_t id : spec.prefix) out.push_back(piece(id, type_id));
+    out.push_back({{"Sequence", {{"id", which}, {"type_id", type_id}}}});
+    for (const uint32_t id : spec.suffix) out.push_back(piece(id, type_id));
+    return out;
+  };
+  Json pair = sequence("A", 0);
+  for (Json& p : sequence("B", 1)) pair.push_back(std::move(p));
+  return Json{{"type", "TemplateProcessing"},
+              {"single", sequence("A", 0)},
+              {"pair", std::move(pair)},
+              {"special_tokens", std::move(specials)}};
+}
+
+Json hf_pre_tokenizer(const std::string& pattern) {
+  if (pattern != kDigitsGpt2SplitPattern) return pre_tokenizer(pattern);
+  return Json{{"type", "Sequence"},
+              {"pretokenizers",
+               Json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)})}};
+}
+
+Json hf_file(const HfBpeTokenizer& tok) {
+  const HfBpeSpec& spec = tok.spec();
+  std::vector<bool> outside(spec.tokens.size());
+  Json added = Json::array();
+  for (const AddedToken& t : spec.added) {
+    outside[t.id] = !t.in_vocabulary;
+    added.push_back(added_entry(t));
+  }
+  Json vocab = Json::object();
+  for (size_t id = 0; id < spec.tokens.size(); ++id)
+    if (!outside[id]) vocab[byte_level_text(spec.tokens[id])] = id;
+  Json merges = Json::array();
+  for (const auto& [left, right] : spec.merges)
+    merges.push_back(byte_level_text(spec.tokens[left]) + " " +
+                     byte_level_text(spec.tokens[right]));
+  Json model = bpe_model(std::move(vocab), std::move(merges), nullptr);
+  model["ignore_merges"] = spec.ignore_merges;
+  Json out = file(std::move(added), hf_pre_tokenizer(spec.split_pattern), byte_level(true),
+                  std::move(model));
+  if (spec.normalizer == Normalizer::nfc) out["normalizer"] = {{"type", "NFC"}};
+  if (!spec.prefix.empty() || !spec.suffix.empty())
+    out["post_processor"] = template_processing(tok);
+  return out;
+}
+
 }  // namespace
 
 std::string hf_tokenizer_json(const Tokenizer& tok) {
   if (const auto* c = dynamic_cast<const CharTokenizer*>(&tok)) return char_file(*c).dump(2) + "\n";
+  if (const auto* h = dynamic_cast<const HfBpeTokenizer*>(&tok)) return hf_file(*h).dump(2) + "\n";
   return byte_level_file(byte_level_vocab(tok)).dump(2) + "\n";
 }
 

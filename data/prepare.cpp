@@ -23,7 +23,8 @@ Kind encoding_of(TokenizerKind kind) {
     case TokenizerKind::chars: return Kind::kChar;
     case TokenizerKind::bytes: return Kind::kByte;
     case TokenizerKind::bpe:
-    case TokenizerKind::gpt2: return Kind::kBpe;
+    case TokenizerKind::gpt2:
+    case TokenizerKind::hf: return Kind::kBpe;
     case TokenizerKind::none: break;
   }
   throw std::invalid_argument(fmt::format("prepare: a '{}' tokenizer cannot prepare text", kind));

@@ -11,6 +11,7 @@
 #include "data/data_error.h"
 #include "data/dataset.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 #include "data/identity.h"
 #include "data/posix_io.h"
 #include "data/text_scan.h"
@@ -195,6 +196,8 @@ PreparedData prepare_text(std::string_view text, std::unique_ptr<Tokenizer> toke
       encode_bpe(text, *bpe, val_fraction, name, d);
     else if (const auto* gpt2 = dynamic_cast<const Gpt2Tokenizer*>(&tok))
       encode_bpe(text, *gpt2, val_fraction, name, d);
+    else if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(&tok))
+      encode_bpe(text, *hf, val_fraction, name, d);
     else if (fits_units(tok, TokenDtype::kUint16))
       encode_units<uint16_t>(text, tok, val_fraction, name, d);
     else if (fits_units(tok, TokenDtype::kUint32))
@@ -258,6 +261,9 @@ std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer) {
   } else if (const auto* g = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer)) {
     for (size_t i = 0; i < lengths.size(); ++i)
       lengths[i] = static_cast<uint32_t>(g->token_bytes(static_cast<uint32_t>(i)).size());
+  } else if (const auto* h = dynamic_cast<const HfBpeTokenizer*>(&tokenizer)) {
+    for (size_t i = 0; i < lengths.size(); ++i)
+      lengths[i] = static_cast<uint32_t>(h->token_bytes(static_cast<uint32_t>(i)).size());
   } else if (tokenizer.kind() != TokenizerKind::bytes) {
     throw std::invalid_argument(
         fmt::format("token_byte_lengths: a '{}' tokenizer is not known", tokenizer.type()));

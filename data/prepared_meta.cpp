@@ -50,7 +50,8 @@ void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
   m.tokenizer_sha256 = sha256_of(o, "sha256");
   const std::optional<TokenizerKind> kind = base::find_choice<TokenizerKind>(type);
   if (!kind || *kind == TokenizerKind::none)
-    o.fail("type", fmt::format("is {}, not one of char, byte, bpe, gpt2", base::json_quote(type)));
+    o.fail("type",
+           fmt::format("is {}, not one of char, byte, bpe, gpt2, hf", base::json_quote(type)));
   const TokenizerKind t = m.tokenizer_kind = *kind;
   if (t == TokenizerKind::bytes && m.vocab_size != 256)
     o.fail("vocab_size", fmt::format("is {}; a byte tokenizer has 256", m.vocab_size));
@@ -58,9 +59,10 @@ void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
     o.fail("vocab_size",
            fmt::format("is {}; a bpe tokenizer has 256 to {}", m.vocab_size, kMaxBpeVocabSize));
   const int64_t max_gpt2 = kMaxBpeVocabSize + int64_t{Gpt2Tokenizer::kMaxSpecialTokens};
-  if (t == TokenizerKind::gpt2 && (m.vocab_size < 256 || m.vocab_size > max_gpt2))
+  if ((t == TokenizerKind::gpt2 || t == TokenizerKind::hf) &&
+      (m.vocab_size < 256 || m.vocab_size > max_gpt2))
     o.fail("vocab_size",
-           fmt::format("is {}; a gpt2 tokenizer has 256 to {}", m.vocab_size, max_gpt2));
+           fmt::format("is {}; a {} tokenizer has 256 to {}", m.vocab_size, t, max_gpt2));
   if (t == TokenizerKind::chars && (m.vocab_size < 1 || m.vocab_size > 0x110000))
     o.fail("vocab_size", fmt::format("is {}; a char tokenizer has 1 to 1114112", m.vocab_size));
 }

@@ -38,6 +38,13 @@ inline constexpr std::string_view kGpt4SplitPattern =
 inline constexpr std::string_view kGpt2SplitPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// GPT-2's pattern after tokenizers' Digits pre-tokenizer has cut every digit alone
+// (SmolLM2's tokenizer.json: Digits with individual_digits, then ByteLevel's regex): a digit
+// is a piece, and whitespace keeps its last space only for a word that is not a digit, as
+// GPT-2's pattern does within the text between digits.
+inline constexpr std::string_view kDigitsGpt2SplitPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+)";
+
 // A compiled split pattern (PCRE2 with UTF and Unicode properties for \w, \s, \d, JIT
 // compiled when the platform allows); immutable, so threads share one.
 class SplitPattern {

@@ -14,29 +14,31 @@
 namespace data {
 
 // The kinds of tokenizer, by the names `--tokenizer`, a checkpoint's /tokenizer `type`
-// and a prepared folder's meta.json give them (base::ChoiceNames below). `none` is no
+// and a prepared folder's meta.json give them (base::ChoiceNames below). `hf` is Hugging
+// Face tokenizers' byte-level BPE read from a tokenizer.json (hf_bpe.h). `none` is no
 // tokenizer at all: a model imported without one.
-enum class TokenizerKind { chars, bytes, bpe, gpt2, none };
+enum class TokenizerKind { chars, bytes, bpe, gpt2, hf, none };
 
 }  // namespace data
 
 template <>
 struct base::ChoiceNames<data::TokenizerKind> {
   static constexpr const char* key = "tokenizer";
-  static constexpr std::array<std::pair<data::TokenizerKind, const char*>, 5> rows = {
+  static constexpr std::array<std::pair<data::TokenizerKind, const char*>, 6> rows = {
       {{data::TokenizerKind::chars, "char"},
        {data::TokenizerKind::bytes, "byte"},
        {data::TokenizerKind::bpe, "bpe"},
        {data::TokenizerKind::gpt2, "gpt2"},
+       {data::TokenizerKind::hf, "hf"},
        {data::TokenizerKind::none, "none"}}};
 };
 
 namespace data {
 
-// bpe and gpt2: ids made by merges of bytes (a split pattern, merges), whose count the
+// bpe, gpt2 and hf: ids made by merges of bytes (a split pattern, merges), whose count the
 // text does not fix.
 inline bool encodes_by_merges(TokenizerKind kind) {
-  return kind == TokenizerKind::bpe || kind == TokenizerKind::gpt2;
+  return kind == TokenizerKind::bpe || kind == TokenizerKind::gpt2 || kind == TokenizerKind::hf;
 }
 
 class Tokenizer {

@@ -7,6 +7,7 @@
 
 #include "data/data_error.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 #include "data/posix_io.h"
 #include "data/strict_json.h"
 
@@ -50,6 +51,18 @@ std::string gpt2_file(const Gpt2Tokenizer& tok) {
          ",\n  \"byte_order\": " + nlohmann::json(tok.byte_order()).dump() +
          merges_list(tok.merges()) +
          ",\n  \"special_tokens\": " + nlohmann::json(tok.special_tokens()).dump(-1, ' ', true) +
+         "\n}\n";
+}
+
+// hf: every token in byte-level form (bytes_to_unicode, as tokenizer.json writes them), its
+// merges in its own ids, and the rest of its spec (hf_settings_json) as an object.
+std::string hf_file(const HfBpeTokenizer& tok) {
+  std::vector<std::string> tokens;
+  for (const std::string& t : tok.spec().tokens) tokens.push_back(byte_level_text(t));
+  return header("hf") +
+         ",\n  \"split_pattern\": " + nlohmann::json(tok.spec().split_pattern).dump() +
+         ",\n  \"tokens\": " + nlohmann::json(tokens).dump(-1, ' ', true) +
+         merges_list(tok.spec().merges) + ",\n  \"settings\": " + hf_settings_json(tok.spec()) +
          "\n}\n";
 }
 
@@ -132,12 +145,33 @@ std::unique_ptr<Tokenizer> gpt2_from(const JsonObject& top, Lists& lists, const 
   });
 }
 
+std::unique_ptr<Tokenizer> hf_from(const JsonObject& top, Lists& lists, const std::string& name) {
+  top.expect_keys(
+      {"format", "format_version", "type", "split_pattern", "tokens", "merges", "settings"});
+  HfBpeSpec spec;
+  spec.split_pattern = pattern_from(top);
+  const nlohmann::json& tokens = top.array("tokens");
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::optional<std::string> bytes =
+        tokens[id].is_string() ? byte_level_bytes(tokens[id].get_ref<const std::string&>())
+                               : std::nullopt;
+    if (!bytes) top.fail("tokens", fmt::format("entry {} is not a token in byte-level form", id));
+    spec.tokens.push_back(*bytes);
+  }
+  spec.merges = merges_from(top, lists);
+  return construct(name, [&] {
+    read_hf_settings(top.value("settings").dump(), spec);
+    return std::make_unique<HfBpeTokenizer>(std::move(spec));
+  });
+}
+
 }  // namespace
 
 std::string tokenizer_file_bytes(const Tokenizer& tokenizer) {
   if (const auto* c = dynamic_cast<const CharTokenizer*>(&tokenizer)) return char_file(*c);
   if (const auto* b = dynamic_cast<const BpeTokenizer*>(&tokenizer)) return bpe_file(*b);
   if (const auto* g = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer)) return gpt2_file(*g);
+  if (const auto* h = dynamic_cast<const HfBpeTokenizer*>(&tokenizer)) return hf_file(*h);
   if (dynamic_cast<const ByteTokenizer*>(&tokenizer)) return header("byte") + "\n}\n";
   throw std::invalid_argument(
       fmt::format("a '{}' tokenizer cannot be saved as a file", tokenizer.type()));
@@ -162,12 +196,14 @@ std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const st
     case TokenizerKind::chars: return char_from(top, lists, name);
     case TokenizerKind::bpe: return bpe_from(top, lists, name);
     case TokenizerKind::gpt2: return gpt2_from(top, lists, name);
+    case TokenizerKind::hf: return hf_from(top, lists, name);
     case TokenizerKind::bytes:
       top.expect_keys({"format", "format_version", "type"});
       return std::make_unique<ByteTokenizer>();
     case TokenizerKind::none: break;
   }
-  top.fail("type", fmt::format("is {}, not one of char, byte, bpe, gpt2", base::json_quote(type)));
+  top.fail("type",
+           fmt::format("is {}, not one of char, byte, bpe, gpt2, hf", base::json_quote(type)));
 }
 
 std::unique_ptr<Tokenizer> read_tokenizer_file(const std::string& path) {

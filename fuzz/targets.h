@@ -17,9 +17,11 @@
 #include "data/data.h"
 #include "interop/gguf.h"
 #include "interop/hf_llama.h"
+#include "interop/input_bytes.h"
 #include "interop/llmc.h"
 #include "interop/model_files.h"
 #include "interop/safetensors.h"
+#include "interop/tokenizer_json.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "train/train.h"
@@ -151,6 +153,30 @@ inline void gpt2_files(const std::string& bytes) {
   if (data::byte_level_vocab(*again).tokens != v.tokens) std::abort();
   const std::string text = "Hello w\xc3\xb6rld 123 it's\n  \xf0\x9f\x98\x80 <|endoftext|>";
   if (tok->decode(tok->encode(text)) != text) std::abort();
+}
+
+// Any bytes as Hugging Face tokenizers' tokenizer.json (Llama 3's, Qwen2's, SmolLM2's
+// layouts among them): refused with an InteropError naming the file, or a tokenizer whose
+// tokenizer.json, written again, reads back as the same ids on a text holding added tokens.
+inline void hf_tokenizer_json(const std::string& bytes) {
+  io::TokenizerSection section;
+  try {
+    section = interop::read_hf_tokenizer_json(interop::InputBytes::of(bytes, "tokenizer.json"));
+  } catch (const interop::InteropError& e) {
+    if (std::string(e.what()).rfind("tokenizer.json: ", 0) != 0) std::abort();
+    return;
+  }
+  const auto tok = io::make_tokenizer(section);
+  const std::string text =
+      "Hi w\xc3\xb6rld 1234 it'S\r\n  \xf0\x9f\x98\x80<|im_end|> e\xcc\x81 <s>";
+  const auto again = io::make_tokenizer(interop::read_hf_tokenizer_json(
+      interop::InputBytes::of(data::hf_tokenizer_json(*tok), "again.json")));
+  try {
+    const std::vector<int64_t> ids = tok->encode(text);
+    if (again->encode(text) != ids) std::abort();
+    tok->decode(ids);
+  } catch (const std::runtime_error&) {  // a split pattern PCRE2 gives up on (match limit)
+  }
 }
 
 // The bytes as a file that lives in memory, readable at path() while this lives; ok() is

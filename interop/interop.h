@@ -30,7 +30,8 @@
 //   tokenizer_files.h  a folder's tokenizer files (GPT-2's, or tokenizer.json), read and
 //                   written
 //   tokenizer_json.h   Hugging Face tokenizers' tokenizer.json read back (every kind
-//                   export writes, and GPT-2's own)
+//                   export writes, GPT-2's own, and Llama 3's, Qwen2/3's and SmolLM2's as
+//                   the hf kind)
 //   formats.h       the table of formats import_model and export_model pick from (found by
 //                   content), and the checkpoint an import writes (checkpoint_of,
 //                   model_files_of)

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "base/atomic_file.h"
+#include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
 #include "interop/hub_cache.h"
 #include "interop/input_bytes.h"
@@ -52,12 +53,14 @@ io::TokenizerSection read_gpt2_files(const std::string& folder, const char* voca
 std::optional<io::TokenizerSection> read_tokenizer_folder(const std::string& folder, bool required,
                                                           std::vector<std::string>* notes) {
   const std::string where = folder.empty() ? "." : folder;
+  // tokenizer.json first: beside it, vocab.json + merges.txt lack what it adds (Qwen2's
+  // folders hold both; its added tokens and NFC are in tokenizer.json alone)
+  if (has_entry(where, "tokenizer.json"))
+    return read_hf_tokenizer_json(file_in(where, "tokenizer.json"), notes);
   if (has_entry(where, "vocab.json") || has_entry(where, "merges.txt"))
     return read_gpt2_files(where, "vocab.json", "merges.txt");
   if (has_entry(where, "encoder.json") || has_entry(where, "vocab.bpe"))
     return read_gpt2_files(where, "encoder.json", "vocab.bpe");
-  if (has_entry(where, "tokenizer.json"))
-    return read_hf_tokenizer_json(file_in(where, "tokenizer.json"), notes);
   if (!required) return std::nullopt;
   throw InteropError(
       fmt::format("{}: no tokenizer files (vocab.json and merges.txt, encoder.json and "
@@ -77,6 +80,11 @@ int64_t tokenizer_folder_bytes(const std::string& folder) {
 std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer) {
   const data::TokenizerKind kind = io::tokenizer_kind(tokenizer);
   if (kind == data::TokenizerKind::chars || kind == data::TokenizerKind::none) return std::nullopt;
+  if (kind == data::TokenizerKind::hf) {
+    const int64_t id = data::end_of_text_id(*io::make_tokenizer(tokenizer));
+    return id < static_cast<int64_t>(tokenizer.token_ends.size()) ? std::optional(id)
+                                                                  : std::nullopt;
+  }
   return data::byte_level_vocab(*io::make_tokenizer(tokenizer)).end_of_text;
 }
 
@@ -85,7 +93,9 @@ void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::str
     const auto tok = io::make_tokenizer(tokenizer);
     base::write_file_atomically((fs::path(folder) / "tokenizer.json").string(),
                                 data::hf_tokenizer_json(*tok));
-    if (io::tokenizer_kind(tokenizer) == data::TokenizerKind::chars) return;
+    // char, and hf (its added tokens, normalizer and template): tokenizer.json alone
+    const data::TokenizerKind kind = io::tokenizer_kind(tokenizer);
+    if (kind == data::TokenizerKind::chars || kind == data::TokenizerKind::hf) return;
     // GPT2Tokenizer splits with GPT-2's pattern: the same ids only for that pattern, or
     // with no merges (bytes alone: any split gives the same ids)
     const data::ByteLevelVocab vocab = data::byte_level_vocab(*tok);

@@ -13,13 +13,13 @@
 
 namespace interop {
 
-// The tokenizer files in folder as a checkpoint's tokenizer section: GPT-2's (vocab.json +
-// merges.txt, or encoder.json + vocab.bpe, as data::parse_gpt2_tokenizer_files reads them),
-// else Hugging Face's tokenizer.json (tokenizer_json.h: what `export --format hf` writes
-// for every tokenizer). nullopt when the folder has none, an InteropError then if
-// `required`, and for anything a reader refuses (the message names file and entry). Files
-// are opened through InputBytes: a link only as hub_cache.h allows. What a file states
-// that the section cannot keep goes to notes.
+// The tokenizer files in folder as a checkpoint's tokenizer section: Hugging Face's
+// tokenizer.json (tokenizer_json.h: what `export --format hf` writes for every tokenizer,
+// and Llama 3's, Qwen2/3's, SmolLM2's), else GPT-2's (vocab.json + merges.txt, or
+// encoder.json + vocab.bpe, as data::parse_gpt2_tokenizer_files reads them). nullopt when the
+// folder has none, an InteropError then if `required`, and for anything a reader refuses (the
+// message names file and entry). Files are opened through InputBytes: a link only as hub_cache.h
+// allows. What a file states that the section cannot keep goes to notes.
 std::optional<io::TokenizerSection> read_tokenizer_folder(
     const std::string& folder, bool required, std::vector<std::string>* notes = nullptr);
 

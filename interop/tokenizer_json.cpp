@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
 
 #include "base/json.h"
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 #include "data/tokenizer_file.h"
 #include "interop/input_bytes.h"
 #include "interop/json_stream.h"
@@ -33,6 +35,7 @@ struct Parsed {
   std::vector<std::pair<std::string, uint64_t>> vocab;
   std::vector<std::pair<std::string, std::string>> merges;
   std::vector<std::pair<uint64_t, std::string>> added;  // id, content
+  std::vector<data::AddedToken> added_flags;            // the same, with their flags
   json top = json::object();
   json model = json::object();
   std::set<std::string> seen;  // every key read so far ("model.vocab"), kept or streamed
@@ -93,8 +96,15 @@ struct MergesReader final : JsonReader {
   }
 };
 
-// added_tokens: objects with an id and a content (the other members say how tokenizers
-// matches them in a text, which attograd never does: encode gives no special token).
+// An added token's flag: absent is tokenizers' default.
+bool flag(const Parsed& p, const json& v, const char* key, bool fallback, size_t i) {
+  const auto it = v.find(key);
+  if (it == v.end()) return fallback;
+  if (!it->is_boolean()) p.fail(fmt::format("added_tokens[{}].{}", i, key), "is not true or false");
+  return it->get<bool>();
+}
+
+// added_tokens: objects with an id, a content and how tokenizers matches them in a text.
 struct AddedReader final : JsonReader {
   Parsed& p;
   explicit AddedReader(Parsed& parsed) : p(parsed) {}
@@ -114,6 +124,16 @@ struct AddedReader final : JsonReader {
       p.fail(fmt::format("added_tokens[{}]", i),
              "is not an object with an unsigned id and a string content");
     p.added.emplace_back(id.get<uint64_t>(), content.get<std::string>());
+    for (const char* key : {"lstrip", "rstrip", "single_word"})
+      if (flag(p, v, key, false, i))
+        p.fail(fmt::format("added_tokens[{}].{}", i, key),
+               "is true: attograd matches an added token's text alone, as it is");
+    data::AddedToken t;
+    t.id = static_cast<uint32_t>(std::min<uint64_t>(id.get<uint64_t>(), UINT32_MAX));
+    t.content = content.get<std::string>();
+    t.special = flag(p, v, "special", false, i);
+    t.normalized = flag(p, v, "normalized", !t.special, i);
+    p.added_flags.push_back(std::move(t));
   }
 };
 
@@ -180,10 +200,10 @@ struct TopReader final : JsonReader {
   }
 };
 
-Parsed parse(const std::string& path) {
+Parsed parse(const InputBytes& in) {
   Parsed p;
+  const std::string& path = in.source();
   p.source = path;
-  const InputBytes in = InputBytes::open(path);
   if (in.size() > kMaxHfTokenizerJsonBytes)
     throw InteropError(fmt::format("{}: {} bytes, more than the {} such a file may have", path,
                                    in.size(), kMaxHfTokenizerJsonBytes));
@@ -215,42 +235,95 @@ std::string described(const json& v) {
   return type_of(v).empty() ? base::json_kind(v) : "'" + excerpt(type_of(v)) + "'";
 }
 
-// What changes the ids of a text beyond the vocabulary, merges and split: refused.
-void check_settings(const Parsed& p, std::vector<std::string>* notes) {
+// The normalizer: none, or NFC (Qwen2's).
+data::Normalizer normalizer_of(const Parsed& p) {
   const json normalizer = member(p.top, "normalizer", nullptr);
-  if (!normalizer.is_null())
-    p.fail("normalizer", fmt::format("is {}: attograd's tokenizers read the text as it is",
-                                     described(normalizer)));
-  const json post = member(p.top, "post_processor", nullptr);
-  if (!post.is_null() && type_of(post) != "ByteLevel")
-    p.fail("post_processor",
-           fmt::format("is {}: attograd adds no token to a text (none, or ByteLevel's offsets, "
-                       "is read)",
-                       described(post)));
-  for (const char* key : {"truncation", "padding"})
-    if (!member(p.top, key, nullptr).is_null() && notes)
-      notes->push_back(fmt::format("tokenizer.json's {} (attograd encodes whole texts)", key));
+  if (normalizer.is_null()) return data::Normalizer::none;
+  if (type_of(normalizer) == "NFC" && normalizer.size() == 1) return data::Normalizer::nfc;
+  p.fail("normalizer", fmt::format("is {}: attograd reads none or NFC", described(normalizer)));
 }
 
-// The BPE model's settings: attograd's BPE adds nothing to tokens and applies every merge.
+// A TemplateProcessing's single-sequence template: the ids before and after the text.
+void template_ids(const Parsed& p, const json& t, const std::string& where, data::HfBpeSpec& spec) {
+  const json single = member(t, "single", nullptr), specials = member(t, "special_tokens", nullptr);
+  if (!single.is_array() || !specials.is_object())
+    p.fail(where, "has no single template and special_tokens");
+  bool text_seen = false;
+  for (size_t k = 0; k < single.size(); ++k) {
+    const std::string at = fmt::format("{}.single[{}]", where, k);
+    const json sequence = member(single[k], "Sequence", nullptr);
+    if (sequence.is_object() && member(sequence, "id", nullptr) == "A" && !text_seen) {
+      text_seen = true;
+      continue;
+    }
+    const json name = member(member(single[k], "SpecialToken", nullptr), "id", nullptr);
+    const json ids =
+        name.is_string()
+            ? member(member(specials, name.get<std::string>().c_str(), nullptr), "ids", nullptr)
+            : json();
+    if (!ids.is_array() || ids.size() > data::HfBpeTokenizer::kMaxTemplateIds)
+      p.fail(at, "is not the text (Sequence A) nor a special token of special_tokens with its ids");
+    for (const json& id : ids) {
+      if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX)
+        p.fail(at, "has an id that is not an unsigned integer");
+      (text_seen ? spec.suffix : spec.prefix).push_back(id.get<uint32_t>());
+    }
+  }
+  if (!text_seen) p.fail(where + ".single", "has no Sequence A: the text would be lost");
+}
+
+// The post-processor: none, ByteLevel (offsets only: no id changes), TemplateProcessing, or
+// a Sequence of those (Llama 3's: ByteLevel then the template adding <|begin_of_text|>).
+// Returns whether it adds ids.
+bool post_processor_of(const Parsed& p, data::HfBpeSpec& spec) {
+  const json post = member(p.top, "post_processor", nullptr);
+  std::vector<std::pair<json, std::string>> steps;
+  if (type_of(post) == "Sequence") {
+    const json list = member(post, "processors", nullptr);
+    if (!list.is_array()) p.fail("post_processor.processors", "is not an array");
+    for (size_t k = 0; k < list.size(); ++k)
+      steps.emplace_back(list[k], fmt::format("post_processor.processors[{}]", k));
+  } else if (!post.is_null()) {
+    steps.emplace_back(post, "post_processor");
+  }
+  bool adds = false;
+  for (const auto& [step, where] : steps) {
+    if (type_of(step) == "ByteLevel") continue;
+    if (type_of(step) != "TemplateProcessing" || adds)
+      p.fail(where, fmt::format("is {}: attograd reads ByteLevel and one TemplateProcessing",
+                                described(step)));
+    template_ids(p, step, where, spec);
+    adds = true;
+  }
+  return adds;
+}
+
+// The BPE model's settings: attograd's BPE adds nothing to tokens; ignore_merges is read.
 void check_model(const Parsed& p) {
   const json& m = p.model;
   if (member(m, "type", "BPE") != "BPE")
     p.fail("model.type", fmt::format("is {}: attograd reads BPE (and characters as BPE "
                                      "without merges)",
                                      base::json_quote(m["type"])));
-  if (!member(m, "dropout", nullptr).is_null())
+  if (const json d = member(m, "dropout", nullptr);
+      !d.is_null() && !(d.is_number() && d.get<double>() == 0))
     p.fail("model.dropout", "is set: BPE dropout makes encoding random");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (const json v = member(m, key, ""); !v.is_null() && v != "")
       p.fail(fmt::format("model.{}", key), "is set: attograd's BPE adds nothing to its tokens");
   if (member(m, "byte_fallback", false) != false)
     p.fail("model.byte_fallback", "is not false: attograd's byte-level BPE has every byte");
-  if (member(m, "ignore_merges", false) != false)
-    p.fail("model.ignore_merges",
-           "is not false: attograd applies the merges to every piece, even one in the vocabulary");
+  for (const char* key : {"ignore_merges", "fuse_unk"})
+    if (!member(m, key, false).is_boolean())
+      p.fail(fmt::format("model.{}", key), "is not true or false");
   if (const json unk = member(m, "unk_token", nullptr); !unk.is_null() && !unk.is_string())
     p.fail("model.unk_token", fmt::format("is {}, not a string", base::json_kind(unk)));
+}
+
+void note_unused(const Parsed& p, std::vector<std::string>* notes) {
+  for (const char* key : {"truncation", "padding"})
+    if (!member(p.top, key, nullptr).is_null() && notes)
+      notes->push_back(fmt::format("tokenizer.json's {} (attograd encodes whole texts)", key));
 }
 
 // A ByteLevel pre-tokenizer at `where`: whether it splits with GPT-2's regex (use_regex,
@@ -263,18 +336,28 @@ bool byte_level_regex(const Parsed& p, const json& v, const std::string& where) 
   return regex.get<bool>();
 }
 
-// The split pattern the pre-tokenizer states: ByteLevel's own regex (GPT-2's), none, or a
-// Split's Regex before a ByteLevel that only maps bytes (what attograd writes).
+// The split pattern the pre-tokenizer states: ByteLevel's own regex (GPT-2's), none, a
+// Split's Regex before a ByteLevel that only maps bytes (what attograd writes; Llama 3's and
+// Qwen2's), or SmolLM2's Digits (each digit alone) before ByteLevel's regex, which is
+// GPT-2's pattern with digits cut alone (data::kDigitsGpt2SplitPattern).
 std::string split_pattern_of(const Parsed& p) {
   const json pre = member(p.top, "pre_tokenizer", nullptr);
   if (type_of(pre) == "ByteLevel")
     return byte_level_regex(p, pre, "pre_tokenizer") ? std::string(data::kGpt2SplitPattern) : "";
   const json list = type_of(pre) == "Sequence" ? member(pre, "pretokenizers", nullptr) : json();
-  if (!list.is_array() || list.size() != 2 || type_of(list[0]) != "Split" ||
+  if (!list.is_array() || list.size() != 2 ||
+      (type_of(list[0]) != "Split" && type_of(list[0]) != "Digits") ||
       type_of(list[1]) != "ByteLevel")
     p.fail("pre_tokenizer", fmt::format("is {}: attograd reads ByteLevel, or a Sequence of a "
-                                        "Split and a ByteLevel",
+                                        "Split (or Digits) and a ByteLevel",
                                         described(pre)));
+  const bool regex = byte_level_regex(p, list[1], "pre_tokenizer.pretokenizers[1]");
+  if (type_of(list[0]) == "Digits") {
+    if (member(list[0], "individual_digits", false) != true || !regex)
+      p.fail("pre_tokenizer.pretokenizers",
+             "are not Digits with individual_digits then ByteLevel with its regex (SmolLM2's)");
+    return std::string(data::kDigitsGpt2SplitPattern);
+  }
   const json pattern = member(list[0], "pattern", nullptr);
   if (!member(pattern, "Regex", nullptr).is_string() || pattern.size() != 1)
     p.fail("pre_tokenizer.pretokenizers[0].pattern", "is not {\"Regex\": PATTERN}");
@@ -282,7 +365,7 @@ std::string split_pattern_of(const Parsed& p) {
       member(list[0], "invert", false) != false)
     p.fail("pre_tokenizer.pretokenizers[0]",
            "is not an Isolated, not inverted Split: attograd keeps each match as a piece");
-  if (byte_level_regex(p, list[1], "pre_tokenizer.pretokenizers[1]"))
+  if (regex)
     p.fail("pre_tokenizer.pretokenizers[1].use_regex", "is true: the pieces would be split again");
   return pattern["Regex"].get<std::string>();
 }
@@ -369,16 +452,103 @@ io::TokenizerSection byte_level_of(Parsed& p, std::vector<std::string> tokens) {
   }
 }
 
+// Whether the vocabulary is laid out as GPT-2's (and attograd's own) are: the 256 byte
+// tokens first, merge i's result at id 256 + i, then the added tokens. Such a file, with
+// nothing of the hf kind's (a normalizer, a template, ignore_merges), reads as before.
+bool gpt2_layout(const Parsed& p, const std::vector<std::string>& tokens) {
+  const size_t m = p.merges.size();
+  if (tokens.size() < 256 + m) return false;
+  for (size_t id = 0; id < 256; ++id)
+    if (const auto bytes = data::byte_level_bytes(tokens[id]); !bytes || bytes->size() != 1)
+      return false;
+  for (size_t i = 0; i < m; ++i)
+    if (p.merges[i].first.size() + p.merges[i].second.size() != tokens[256 + i].size() ||
+        p.merges[i].first + p.merges[i].second != tokens[256 + i])
+      return false;
+  size_t past_merges = 0;
+  for (const data::AddedToken& t : p.added_flags) past_merges += t.id >= 256 + m ? 1 : 0;
+  return past_merges == p.added_flags.size() && tokens.size() - (256 + m) == past_merges;
+}
+
+// The bytes an added token decodes to: tokenizers' ByteLevel decoder reads its text as
+// byte-level form when every character of it stands for a byte, else as it is.
+std::string added_bytes(const std::string& content) {
+  return data::byte_level_bytes(content).value_or(content);
+}
+
+// Ids of the merges' parts, by their text in model.vocab.
+std::vector<data::BpeTokenizer::Merge> merge_ids(const Parsed& p,
+                                                 const std::vector<std::string>& tokens,
+                                                 size_t in_vocab) {
+  std::unordered_map<std::string_view, uint32_t> ids;
+  ids.reserve(in_vocab);
+  for (size_t id = 0; id < in_vocab; ++id) ids.emplace(tokens[id], static_cast<uint32_t>(id));
+  std::vector<data::BpeTokenizer::Merge> merges(p.merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto left = ids.find(p.merges[i].first), right = ids.find(p.merges[i].second);
+    if (left == ids.end() || right == ids.end())
+      p.fail(fmt::format("model.merges[{}]", i), "names a token that model.vocab does not have");
+    merges[i] = {left->second, right->second};
+  }
+  return merges;
+}
+
+// Any other byte-level BPE: the hf kind (data::HfBpeTokenizer), which keeps it all.
+io::TokenizerSection hf_of(Parsed& p, const std::vector<std::string>& tokens,
+                           data::HfBpeSpec spec) {
+  if (type_of(member(p.top, "decoder", nullptr)) != "ByteLevel")
+    p.fail("decoder", "is not ByteLevel, which a byte-level pre_tokenizer needs");
+  const size_t in_vocab = p.vocab.size();
+  std::vector<bool> added(tokens.size());
+  for (data::AddedToken& t : p.added_flags) {
+    t.in_vocabulary = t.id < in_vocab;
+    added[t.id] = true;
+  }
+  spec.tokens.resize(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::optional<std::string> bytes =
+        added[id] ? added_bytes(tokens[id]) : data::byte_level_bytes(tokens[id]);
+    if (!bytes)
+      p.fail("model.vocab",
+             fmt::format("token {} is not in byte-level form (bytes_to_unicode)", id));
+    spec.tokens[id] = *bytes;
+  }
+  spec.merges = merge_ids(p, tokens, in_vocab);
+  spec.added = std::move(p.added_flags);
+  try {
+    return io::tokenizer_section(data::HfBpeTokenizer(std::move(spec)));
+  } catch (const std::invalid_argument& e) {
+    p.fail("model:", e.what());
+  }
+}
+
 }  // namespace
 
 io::TokenizerSection read_hf_tokenizer_json(const std::string& path,
                                             std::vector<std::string>* notes) {
-  Parsed p = parse(path);
-  check_settings(p, notes);
+  return read_hf_tokenizer_json(InputBytes::open(path), notes);
+}
+
+io::TokenizerSection read_hf_tokenizer_json(const InputBytes& in, std::vector<std::string>* notes) {
+  Parsed p = parse(in);
+  note_unused(p, notes);
   check_model(p);
+  data::HfBpeSpec spec;
+  spec.normalizer = normalizer_of(p);
+  const bool adds = post_processor_of(p, spec);
+  spec.ignore_merges = member(p.model, "ignore_merges", false) == true;
   std::vector<std::string> tokens = tokens_of(p);
-  if (member(p.top, "pre_tokenizer", nullptr).is_null()) return chars_of(p, tokens, notes);
-  return byte_level_of(p, std::move(tokens));
+  const bool hf_only = spec.normalizer != data::Normalizer::none || adds || spec.ignore_merges;
+  if (member(p.top, "pre_tokenizer", nullptr).is_null()) {
+    if (hf_only)
+      p.fail("pre_tokenizer",
+             "is null: attograd reads characters then, with no normalizer, "
+             "template or ignore_merges");
+    return chars_of(p, tokens, notes);
+  }
+  spec.split_pattern = split_pattern_of(p);
+  if (!hf_only && gpt2_layout(p, tokens)) return byte_level_of(p, std::move(tokens));
+  return hf_of(p, tokens, std::move(spec));
 }
 
 }  // namespace interop

@@ -19,7 +19,8 @@
 // dataset per parameter), /optimizer (sub-groups per buffer, attributes for its scalars),
 // /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
 // [M, 2] uint32 and attribute `split_pattern`; gpt2: those, dataset `byte_order` [256] and
-// attribute `special_tokens`, a JSON array of strings), /rng (uint64[4] per generator). Every
+// attribute `special_tokens`, a JSON array of strings; hf: `merges`, `split_pattern`, datasets
+// `token_bytes` and `token_ends`, attribute `hf_settings`), /rng (uint64[4] per generator). Every
 // dataset that can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on
 // load; verify_checkpoint reads everything and names each failure. Every error names the file and
 // the part of it that is wrong.
@@ -73,7 +74,7 @@ struct CheckpointError : std::runtime_error {
 };
 
 struct TokenizerSection {
-  std::string type;             // "char", "byte", "bpe", "gpt2", or "none" (a gradient dump)
+  std::string type;             // "char", "byte", "bpe", "gpt2", "hf", or "none" (a gradient dump)
   std::vector<uint32_t> vocab;  // char: the code points in id order
   // bpe: merge i makes token 256 + i from the pair (left, right) of earlier tokens, within
   // the pieces the split pattern (PCRE2) cuts the text into
@@ -84,6 +85,12 @@ struct TokenizerSection {
   // tokens' texts (ids 256 + M onwards)
   std::vector<uint32_t> byte_order;
   std::vector<std::string> special_tokens;
+  // hf (data::HfBpeTokenizer, a tokenizer.json's): every id's bytes, one after another, and
+  // where each ends; the rest of its spec as data::hf_settings_json. Its merges are pairs of
+  // its ids, each making the token of their joined bytes.
+  std::string token_bytes;
+  std::vector<uint32_t> token_ends;
+  std::string hf_settings;
 };
 
 struct Checkpoint {

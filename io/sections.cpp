@@ -7,6 +7,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "data/hf_bpe.h"
 #include "data/tokenizer_file.h"
 #include "io/read_protocol.h"
 #include "io/root_attributes.h"
@@ -20,6 +21,8 @@ namespace {
 constexpr uint64_t kMaxVocab = 0x110000;
 // bpe merges: each makes one token past the 256 bytes, up to the largest vocabulary.
 constexpr uint64_t kMaxMerges = data::kMaxBpeVocabSize - 256;
+// hf tokens: the largest vocabulary and its added tokens
+constexpr uint64_t kMaxHfTokens = data::kMaxBpeVocabSize + data::HfBpeTokenizer::kMaxAddedTokens;
 
 const Item kModelItems[] = {
     {.name = nullptr, .kind = ItemKind::dataset, .dtype = DType::float32},  // a parameter
@@ -44,7 +47,7 @@ const Item kTokenizerItems[] = {
     {.name = "split_pattern",
      .kind = ItemKind::text,
      .max_length = data::kMaxSplitPatternBytes,
-     .for_types = "bpe gpt2"},
+     .for_types = "bpe gpt2 hf"},
     {.name = "merges",
      .kind = ItemKind::dataset,
      .dtype = DType::uint32,
@@ -52,7 +55,7 @@ const Item kTokenizerItems[] = {
      .dims = {0, 2},
      .max_length = kMaxMerges,
      .max_value = UINT32_MAX,
-     .for_types = "bpe gpt2"},
+     .for_types = "bpe gpt2 hf"},
     {.name = "byte_order",
      .kind = ItemKind::dataset,
      .dtype = DType::uint32,
@@ -65,6 +68,24 @@ const Item kTokenizerItems[] = {
      .kind = ItemKind::text,
      .max_length = kMaxSpecialTokensJsonBytes,
      .for_types = "gpt2"},
+    {.name = "token_bytes",
+     .kind = ItemKind::dataset,
+     .dtype = DType::uint32,
+     .rank = 1,
+     .max_length = data::BpeTokenizer::kMaxTotalTokenBytes,
+     .max_value = 255,
+     .for_types = "hf"},
+    {.name = "token_ends",
+     .kind = ItemKind::dataset,
+     .dtype = DType::uint32,
+     .rank = 1,
+     .max_length = kMaxHfTokens,
+     .max_value = UINT32_MAX,
+     .for_types = "hf"},
+    {.name = "hf_settings",
+     .kind = ItemKind::text,
+     .max_length = data::kMaxHfSettingsJsonBytes,
+     .for_types = "hf"},
 };
 
 const Item kRngItems[] = {

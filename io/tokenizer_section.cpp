@@ -5,6 +5,7 @@
 #include "base/json.h"
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 #include "io/read_protocol.h"
 
 namespace io {
@@ -29,6 +30,28 @@ std::unique_ptr<data::Tokenizer> make_gpt2_tokenizer(const TokenizerSection& sec
                                                section.split_pattern, section.special_tokens);
 }
 
+// The section's token bytes cut at their ends, and its settings.
+std::unique_ptr<data::Tokenizer> make_hf_tokenizer(const TokenizerSection& section) {
+  data::HfBpeSpec spec;
+  uint64_t begin = 0;
+  for (size_t id = 0; id < section.token_ends.size(); ++id) {
+    const uint64_t end = section.token_ends[id];
+    if (end < begin || end > section.token_bytes.size())
+      throw std::invalid_argument(
+          fmt::format("hf tokenizer: token {} ends at byte {}, not between {} and {}", id, end,
+                      begin, section.token_bytes.size()));
+    spec.tokens.push_back(section.token_bytes.substr(begin, end - begin));
+    begin = end;
+  }
+  if (begin != section.token_bytes.size())
+    throw std::invalid_argument(fmt::format("hf tokenizer: {} bytes after the last token",
+                                            section.token_bytes.size() - begin));
+  spec.merges = section.merges;
+  spec.split_pattern = section.split_pattern;
+  data::read_hf_settings(section.hf_settings, spec);
+  return std::make_unique<data::HfBpeTokenizer>(std::move(spec));
+}
+
 }  // namespace
 
 std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section) {
@@ -40,6 +63,7 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section)
     case data::TokenizerKind::bpe:
       return std::make_unique<data::BpeTokenizer>(section.merges, section.split_pattern);
     case data::TokenizerKind::gpt2: return make_gpt2_tokenizer(section);
+    case data::TokenizerKind::hf: return make_hf_tokenizer(section);
     case data::TokenizerKind::none: break;
   }
   throw std::runtime_error(fmt::format("unsupported tokenizer type '{}'", section.type));
@@ -58,6 +82,16 @@ TokenizerSection tokenizer_section(const data::Tokenizer& tok) {
     s.split_pattern = gt->split_pattern();
     s.byte_order.assign(gt->byte_order().begin(), gt->byte_order().end());
     s.special_tokens = gt->special_tokens();
+  }
+  if (auto* ht = dynamic_cast<const data::HfBpeTokenizer*>(&tok)) {
+    const data::HfBpeSpec& spec = ht->spec();
+    for (const std::string& t : spec.tokens) {
+      s.token_bytes += t;
+      s.token_ends.push_back(static_cast<uint32_t>(s.token_bytes.size()));
+    }
+    s.merges = spec.merges;
+    s.split_pattern = spec.split_pattern;
+    s.hf_settings = data::hf_settings_json(spec);
   }
   return s;
 }
@@ -107,12 +141,16 @@ bool tokenizer_holds(const TokenizerSection& t, size_t row) {
   if (row_is(row, "split_pattern")) return !t.split_pattern.empty();
   if (row_is(row, "merges")) return !t.merges.empty();
   if (row_is(row, "byte_order")) return !t.byte_order.empty();
+  if (row_is(row, "token_bytes")) return !t.token_bytes.empty();
+  if (row_is(row, "token_ends")) return !t.token_ends.empty();
+  if (row_is(row, "hf_settings")) return !t.hf_settings.empty();
   return !t.special_tokens.empty();
 }
 
 std::string tokenizer_text(const TokenizerSection& t, size_t row, TextFor text_for) {
   if (row_is(row, "type")) return t.type;
   if (row_is(row, "split_pattern")) return t.split_pattern;
+  if (row_is(row, "hf_settings")) return t.hf_settings;
   if (text_for == TextFor::file) return special_tokens_json(t.special_tokens);
   return nlohmann::json(t.special_tokens).dump(-1, ' ', /*ensure_ascii=*/false);
 }
@@ -126,7 +164,15 @@ std::vector<uint64_t> tokenizer_integers(const TokenizerSection& t, size_t row,
     dims = {t.merges.size(), 2};
     return pairs;
   }
-  const std::vector<uint32_t>& values = row_is(row, "vocab") ? t.vocab : t.byte_order;
+  if (row_is(row, "token_bytes")) {
+    dims = {t.token_bytes.size()};
+    std::vector<uint64_t> bytes(t.token_bytes.size());
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(t.token_bytes[i]);
+    return bytes;
+  }
+  const std::vector<uint32_t>& values = row_is(row, "vocab")        ? t.vocab
+                                        : row_is(row, "token_ends") ? t.token_ends
+                                                                    : t.byte_order;
   dims = {values.size()};
   return {values.begin(), values.end()};
 }
@@ -136,6 +182,8 @@ void set_tokenizer_text(TokenizerSection& t, size_t row, const std::string& text
     t.type = text;
   else if (row_is(row, "split_pattern"))
     t.split_pattern = text;
+  else if (row_is(row, "hf_settings"))
+    t.hf_settings = text;
   else
     t.special_tokens = parse_special_tokens_json(text);
 }
@@ -148,7 +196,15 @@ void set_tokenizer_integers(TokenizerSection& t, size_t row, const std::vector<u
                      static_cast<uint32_t>(values[2 * i + 1])};
     return;
   }
-  (row_is(row, "vocab") ? t.vocab : t.byte_order).assign(values.begin(), values.end());
+  if (row_is(row, "token_bytes")) {
+    t.token_bytes.resize(values.size());
+    for (size_t i = 0; i < values.size(); ++i) t.token_bytes[i] = static_cast<char>(values[i]);
+    return;
+  }
+  (row_is(row, "vocab")        ? t.vocab
+   : row_is(row, "token_ends") ? t.token_ends
+                               : t.byte_order)
+      .assign(values.begin(), values.end());
 }
 
 void for_each_tokenizer_item(

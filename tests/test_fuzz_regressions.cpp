@@ -112,3 +112,7 @@ TEST_CASE("instruction records fuzz findings and seeds read or fail cleanly") {
 TEST_CASE("classification file fuzz findings and seeds read or fail cleanly") {
   replay_all("classification_data", 3, fuzz::classification_data);
 }
+
+TEST_CASE("hf_tokenizer_json fuzz findings and seeds read or fail cleanly") {
+  replay_all("hf_tokenizer_json", 3, fuzz::hf_tokenizer_json);
+}

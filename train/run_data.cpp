@@ -80,12 +80,14 @@ RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
   if (check_identity) check_identity(identity);  // before the text meets the tokenizer
   const std::string name = cfg.data.empty() ? "corpus" : base::printable(cfg.data);
   const int64_t bpe_vocab = cfg.tokenizer == data::TokenizerKind::bpe ? cfg.model.vocab_size : 0;
-  if (!saved && cfg.tokenizer == data::TokenizerKind::gpt2)
-    throw std::invalid_argument(
-        "tokenizer gpt2 is GPT-2's own, read from its files, not learned from the text: start "
+  if (!saved &&
+      (cfg.tokenizer == data::TokenizerKind::gpt2 || cfg.tokenizer == data::TokenizerKind::hf))
+    throw std::invalid_argument(fmt::format(
+        "tokenizer {} is read from a model's files, not learned from the text: start "
         "from a checkpoint that holds it (--init-from, e.g. one made by 'attograd import'), or "
         "prepare the text with it ('attograd prepare --tokenizer-from DIR') and train on that "
-        "folder");
+        "folder",
+        cfg.tokenizer));
   if (!saved && cfg.tokenizer == data::TokenizerKind::bpe && bpe_vocab == 0)
     throw std::invalid_argument(
         "tokenizer bpe needs vocab_size (--vocab-size): the number of tokens to learn, 256 for "

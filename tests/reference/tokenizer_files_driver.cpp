@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     const std::string out = argv[2];
     std::filesystem::create_directories(out);
     base::write_file_atomically(out + "/tokenizer.json", data::hf_tokenizer_json(*tok));
-    if (tok->type() != "char") data::write_gpt2_tokenizer_files(*tok, out);
+    if (tok->type() != "char" && tok->type() != "hf") data::write_gpt2_tokenizer_files(*tok, out);
     fmt::print("{} tokenizer of {} ids\n", tok->type(), tok->vocab_size());
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}\n", e.what());
