@@ -218,15 +218,15 @@ nn::GPTConfig config_of(const gguf::File& f, const std::string& arch, const std:
       arch == "gpt2" ? gpt2_config(f, source, used) : llama_family_config(f, arch, source, used);
   c.vocab_size = vocab_of(f, source);
   const std::string vocab_key = arch + ".vocab_size";
-  if (used.insert(vocab_key), f.find(vocab_key) &&
-                                  size_key(f, vocab_key, "vocab_size", source, used) != c.vocab_size)
+  if (used.insert(vocab_key),
+      f.find(vocab_key) && size_key(f, vocab_key, "vocab_size", source, used) != c.vocab_size)
     throw InteropError(fmt::format("{}: key {} is not token_embd.weight's {} rows", source,
                                    vocab_key, c.vocab_size));
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {
-    throw InteropError(fmt::format("{}: the {}.* keys are not a model attograd builds: {}",
-                                   source, arch, e.what()));
+    throw InteropError(fmt::format("{}: the {}.* keys are not a model attograd builds: {}", source,
+                                   arch, e.what()));
   }
   return c;
 }
@@ -270,9 +270,10 @@ void read_weights(const InputBytes& in, const gguf::File& f, const std::string& 
   for (const auto& t : tensors) expected.insert(t.name);
   for (const auto& info : f.tensors)
     if (!expected.count(info.name))
-      throw InteropError(fmt::format("{}: tensor {} is not one of llama.cpp's {} tensors for "
-                                     "these keys",
-                                     source, excerpt(info.name), arch));
+      throw InteropError(
+          fmt::format("{}: tensor {} is not one of llama.cpp's {} tensors for "
+                      "these keys",
+                      source, excerpt(info.name), arch));
   for (const auto& t : tensors) {
     const gguf::TensorInfo* info = find_tensor(f, t.name);
     if (!info) throw InteropError(fmt::format("{}: no tensor {}", source, t.name));
@@ -313,8 +314,9 @@ void retie_head(ModelFiles& m) {
   m.dropped.push_back("output.weight (a copy of token_embd.weight: the head is tied)");
 }
 
-// The keys a model is read from (gpt2's here, the Llama family's in gguf_llama.h) (the rest are read past, unstored); general.name and
-// general.file_type are read past unnoted (a file's name, a type the tensors state anyway).
+// The keys a model is read from (gpt2's here, the Llama family's in gguf_llama.h) (the rest are
+// read past, unstored); general.name and general.file_type are read past unnoted (a file's name, a
+// type the tensors state anyway).
 gguf::KeyUse key_use(const std::string& key) {
   static const std::set<std::string> kept = {"general.architecture",
                                              "general.alignment",
@@ -416,7 +418,8 @@ namespace {
 // row at a time, no copy), zeros, or the rope factors.
 void write_tensor(const GgufTensor& t, const std::map<std::string, ag::Tensor>& weights,
                   const nn::GPTConfig& c, StoredType type, const ByteSink& out) {
-  if (t.content == GgufTensor::Content::zeros) return write_zeros(ag::shape_numel(t.shape), type, out);
+  if (t.content == GgufTensor::Content::zeros)
+    return write_zeros(ag::shape_numel(t.shape), type, out);
   if (t.content == GgufTensor::Content::rope_factors) {
     const std::vector<float> factors = llama3_rope_factors(c);
     return write_floats(factors.data(), static_cast<int64_t>(factors.size()), type, out);
@@ -432,8 +435,8 @@ void write_tensor(const GgufTensor& t, const std::map<std::string, ag::Tensor>& 
     }
     const int64_t rows = w.shape()[0], width = w.numel() / rows;
     for (int64_t row = 0; row < rows; ++row)
-      write_floats(w.data<float>() + gguf_row_source(row, rows, t.rope_heads) * width, width,
-                   type, out);
+      write_floats(w.data<float>() + gguf_row_source(row, rows, t.rope_heads) * width, width, type,
+                   out);
   }
 }
 

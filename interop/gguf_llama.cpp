@@ -60,8 +60,8 @@ std::string outside_family(const nn::GPTConfig& c) {
 
 void add(std::vector<GgufTensor>& out, const std::map<std::string, ag::Shape>& shapes,
          std::string name, const std::string& part, int64_t rope_heads = 0) {
-  out.push_back({std::move(name), {part}, shapes.at(part), GgufTensor::Content::weights,
-                 rope_heads});
+  out.push_back(
+      {std::move(name), {part}, shapes.at(part), GgufTensor::Content::weights, rope_heads});
 }
 
 void add_block(std::vector<GgufTensor>& out, const std::map<std::string, ag::Shape>& shapes,
@@ -113,30 +113,33 @@ void read_heads(const gguf::File& f, const std::string& arch, const std::string&
   if (optional_key(f, p + "attention.head_count_kv", used))
     c.n_kv_heads = size_key(f, p + "attention.head_count_kv", "n_kv_heads", source, used);
   if (c.n_kv_heads == 0 || c.n_kv_heads > c.n_heads || c.n_heads % c.n_kv_heads != 0)
-    throw InteropError(fmt::format("{}: key {}attention.head_count_kv is {}: it must divide "
-                                   "attention.head_count ({})",
-                                   source, p, c.n_kv_heads, c.n_heads));
+    throw InteropError(
+        fmt::format("{}: key {}attention.head_count_kv is {}: it must divide "
+                    "attention.head_count ({})",
+                    source, p, c.n_kv_heads, c.n_heads));
   if (c.n_kv_heads == c.n_heads) c.n_kv_heads = 0;
   if (optional_key(f, p + "attention.key_length", used))
     c.head_dim = size_key(f, p + "attention.key_length", "head_dim", source, used);
   if (optional_key(f, p + "attention.value_length", used) &&
       size_key(f, p + "attention.value_length", "head_dim", source, used) != c.head_width())
-    throw InteropError(fmt::format("{}: key {}attention.value_length differs from key_length: "
-                                   "attograd's heads have one width",
-                                   source, p));
+    throw InteropError(
+        fmt::format("{}: key {}attention.value_length differs from key_length: "
+                    "attograd's heads have one width",
+                    source, p));
   if (c.head_dim != 0 && c.d_model % c.n_heads == 0 && c.head_dim == c.d_model / c.n_heads)
     c.head_dim = 0;
   if (optional_key(f, p + "rope.dimension_count", used) &&
       size_key(f, p + "rope.dimension_count", "head_dim", source, used) != c.head_width())
-    throw InteropError(fmt::format("{}: key {}rope.dimension_count is not the head width {}: "
-                                   "attograd turns whole heads",
-                                   source, p, c.head_width()));
+    throw InteropError(
+        fmt::format("{}: key {}rope.dimension_count is not the head width {}: "
+                    "attograd turns whole heads",
+                    source, p, c.head_width()));
 }
 
 // rope_freqs.weight: Llama 3's scaling, its numbers from attograd's keys, else Meta's (1, 4,
 // 8192; the factor 0 until settle_rope_factors reads it off the table).
-void read_rope_scaling(const gguf::File& f, const std::string& source,
-                       std::set<std::string>& used, nn::GPTConfig& c) {
+void read_rope_scaling(const gguf::File& f, const std::string& source, std::set<std::string>& used,
+                       nn::GPTConfig& c) {
   const gguf::TensorInfo* t = find_tensor(f, "rope_freqs.weight");
   if (!t) return;
   if (t->ne != std::vector<uint64_t>{static_cast<uint64_t>(c.head_width() / 2)})
@@ -148,8 +151,7 @@ void read_rope_scaling(const gguf::File& f, const std::string& source,
   c.rope_high_freq_factor = float_key(f, kRopeHighKey, 4, source, used);
   c.rope_original_context = 8192;
   if (optional_key(f, kRopeOriginalKey, used))
-    c.rope_original_context =
-        size_key(f, kRopeOriginalKey, "rope_original_context", source, used);
+    c.rope_original_context = size_key(f, kRopeOriginalKey, "rope_original_context", source, used);
 }
 
 }  // namespace

@@ -33,8 +33,7 @@ bool is_llama_family(const std::string& architecture);
 std::vector<GgufTensor> llama_family_tensors(const nn::GPTConfig& c,
                                              const std::string& architecture);
 // The architecture's keys (after general.*), for a config gguf_architecture gave it.
-void add_llama_family_keys(const nn::GPTConfig& c, const std::string& architecture,
-                           gguf::File& f);
+void add_llama_family_keys(const nn::GPTConfig& c, const std::string& architecture, gguf::File& f);
 // Whether a reader keeps this key (the architecture's own and attograd's).
 bool llama_family_key(const std::string& key);
 // The config the keys and tensor infos state; errors name the file and the key or tensor.

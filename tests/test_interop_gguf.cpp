@@ -556,27 +556,6 @@ TEST_CASE("a GGUF file is written to a file whole or not at all, named after it"
 // The Llama family as llama.cpp's llama, qwen2 and qwen3 (interop/gguf_llama.h).
 namespace {
 
-// Llama-, Qwen2- and Qwen3-shaped configs (grouped heads, a llama3-scaled rope, qkv biases, q/k
-// norms, a head_dim of its own), at the dropout an import gives.
-std::vector<std::pair<std::string, nn::GPTConfig>> family_configs() {
-  nn::GPTConfig llama;
-  llama.vocab_size = 97, llama.context_length = 48, llama.d_model = 64, llama.n_heads = 8;
-  llama.n_layers = 2, llama.d_ff = 96, llama.tie_weights = false;
-  llama.norm = nn::NormKind::rms_norm, llama.mlp = nn::MlpKind::swiglu;
-  llama.position = nn::PositionKind::rope, llama.n_kv_heads = 2, llama.linear_bias = false;
-  llama.rope_theta = 500000, llama.rope_scaling = nn::RopeScaling::llama3;
-  llama.rope_factor = 32, llama.rope_original_context = 16;
-  nn::GPTConfig qwen2 = llama;
-  qwen2.rope_scaling = nn::RopeScaling::none, qwen2.rope_factor = 8;
-  qwen2.rope_original_context = 8192, qwen2.rope_theta = 1e6, qwen2.norm_eps = 1e-6;
-  qwen2.n_heads = 6, qwen2.d_model = 48, qwen2.n_kv_heads = 3, qwen2.qkv_bias = true;
-  qwen2.tie_weights = true;
-  nn::GPTConfig qwen3 = qwen2;
-  qwen3.qkv_bias = false, qwen3.qk_norm = true, qwen3.n_heads = 4, qwen3.n_kv_heads = 2;
-  qwen3.head_dim = 16;
-  return {{"llama", llama}, {"qwen2", qwen2}, {"qwen3", qwen3}};
-}
-
 const gguf::TensorInfo& tensor_named(const gguf::File& f, const std::string& name) {
   for (const auto& t : f.tensors)
     if (t.name == name) return t;
@@ -592,7 +571,7 @@ std::vector<float> stored_f32(const std::string& bytes, const gguf::File& f,
 }  // namespace
 
 TEST_CASE("Llama, Qwen2 and Qwen3 models round-trip through GGUF bit for bit") {
-  for (const auto& [arch, config] : family_configs()) {
+  for (const auto& [arch, config] : interop_test::llama_family_like()) {
     INFO(arch);
     const ModelFiles m = interop_test::random_model(config, 21);
     const ModelFiles back = read_bytes(gguf_bytes(m));
@@ -606,9 +585,10 @@ TEST_CASE("Llama, Qwen2 and Qwen3 models round-trip through GGUF bit for bit") {
   }
 }
 
-TEST_CASE("llama's attn_q and attn_k rows are interleaved per head as llama.cpp's rope turns "
-          "them; qwen's are not") {
-  const auto configs = family_configs();
+TEST_CASE(
+    "llama's attn_q and attn_k rows are interleaved per head as llama.cpp's rope turns "
+    "them; qwen's are not") {
+  const auto configs = interop_test::llama_family_like();
   const ModelFiles llama = interop_test::random_model(configs[0].second, 22);
   const std::string bytes = gguf_bytes(llama);
   const gguf::File f = header_of(bytes);
@@ -635,7 +615,7 @@ TEST_CASE("llama's attn_q and attn_k rows are interleaved per head as llama.cpp'
 }
 
 TEST_CASE("a Llama-family GGUF file has the keys and tensors llama.cpp's converter writes") {
-  const auto configs = family_configs();
+  const auto configs = interop_test::llama_family_like();
   const std::string llama = gguf_bytes(interop_test::random_model(configs[0].second, 24));
   const gguf::File f = header_of(llama);
   REQUIRE(f.find("llama.attention.head_count")->ints[0] == 8);
@@ -668,7 +648,7 @@ TEST_CASE("a Llama-family GGUF file has the keys and tensors llama.cpp's convert
 }
 
 TEST_CASE("Llama 3's rope factors are read as Meta's scaling when attograd's keys are absent") {
-  nn::GPTConfig meta = family_configs()[0].second;
+  nn::GPTConfig meta = interop_test::llama_family_like()[0].second;
   meta.rope_factor = 8, meta.rope_original_context = 8192, meta.d_model = 256;
   meta.n_heads = 2, meta.n_kv_heads = 1;  // heads of 128: the long wavelengths are reached
   const std::string bytes = gguf_bytes(interop_test::random_model(meta, 26));
@@ -677,23 +657,25 @@ TEST_CASE("Llama 3's rope factors are read as Meta's scaling when attograd's key
   };
   interop_test::require_same_config(read_bytes(rewritten(bytes, strip)).config, meta);
   // the test configs' factor 32 and context 16 are not Meta's: the table says so
-  const std::string odd = gguf_bytes(interop_test::random_model(family_configs()[0].second, 27));
+  const std::string odd =
+      gguf_bytes(interop_test::random_model(interop_test::llama_family_like()[0].second, 27));
   require_refused(rewritten(odd, strip), "tensor rope_freqs.weight: factor 0 is");
 }
 
 TEST_CASE("models no GGUF architecture holds are refused with the reason") {
-  nn::GPTConfig c = family_configs()[0].second;
+  nn::GPTConfig c = interop_test::llama_family_like()[0].second;
   c.norm = nn::NormKind::layer_norm;
   REQUIRE_THROWS_WITH(gguf_bytes(interop_test::random_model(c, 28)),
                       Contains("cannot hold this model") && Contains("layernorm, not rmsnorm"));
-  c = family_configs()[2].second;
+  c = interop_test::llama_family_like()[2].second;
   c.qkv_bias = true;
   REQUIRE_THROWS_WITH(gguf_bytes(interop_test::random_model(c, 29)),
                       Contains("q/k norms and qkv biases"));
 }
 
 TEST_CASE("a Llama-family GGUF file whose keys or tensors lie is refused naming them") {
-  const std::string good = gguf_bytes(interop_test::random_model(family_configs()[2].second, 30));
+  const std::string good =
+      gguf_bytes(interop_test::random_model(interop_test::llama_family_like()[2].second, 30));
   using gguf::Value;
   const auto edit = [&](const std::function<void(gguf::File&)>& e) { return rewritten(good, e); };
   require_refused(
