@@ -3,7 +3,7 @@
 //   node llama_cpp_decode.mjs NPM_DIR FILE.gguf TOKENS TEXTS_DIR IDS...
 // Prints one JSON line: {"tokenized": {NAME: the ids llama.cpp gives TEXTS_DIR/NAME.txt (no
 // BOS)}, "generated": the TOKENS ids it picks after IDS at temperature 0, "architecture":
-// general.architecture}. NPM_DIR holds node_modules/node-llama-cpp.
+// general.architecture}; TEXTS_DIR "-": none. NPM_DIR holds node_modules/node-llama-cpp.
 import { pathToFileURL } from "node:url";
 import fs from "node:fs";
 import path from "node:path";
@@ -30,7 +30,8 @@ if (Number(count) > 0) {
   }
 }
 const tokenized = {};
-for (const name of fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt")).sort()) {
+const names = textsDir === "-" ? [] : fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt"));
+for (const name of names.sort()) {
   const text = fs.readFileSync(path.join(textsDir, name), "utf8");
   tokenized[name.slice(0, -4)] = Array.from(model.tokenize(text, false));
 }
