@@ -244,7 +244,7 @@ void check_derived_tensor(const InputBytes& in, const gguf::File& f, const gguf:
                           const GgufTensor& t, nn::GPTConfig& c) {
   const std::vector<float> stored = gguf::read_tensor(in, f, info);
   if (t.content == GgufTensor::Content::rope_factors)
-    return settle_rope_factors(stored, in.source(), c);
+    return settle_rope_factors(stored, f, in.source(), c);
   if (!all_zero(stored))
     throw InteropError(
         fmt::format("{}: tensor {} is not zero, but key {} says the model has no qkv biases",

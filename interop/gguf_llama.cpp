@@ -137,7 +137,7 @@ void read_heads(const gguf::File& f, const std::string& arch, const std::string&
 }
 
 // rope_freqs.weight: Llama 3's scaling, its numbers from attograd's keys, else Meta's (1, 4,
-// 8192; the factor 0 until settle_rope_factors reads it off the table).
+// 8192; the factor 8 until settle_rope_factors reads it off the table).
 void read_rope_scaling(const gguf::File& f, const std::string& source, std::set<std::string>& used,
                        nn::GPTConfig& c) {
   const gguf::TensorInfo* t = find_tensor(f, "rope_freqs.weight");
@@ -146,7 +146,7 @@ void read_rope_scaling(const gguf::File& f, const std::string& source, std::set<
     throw InteropError(fmt::format("{}: tensor rope_freqs.weight has ne [{}], the keys need [{}]",
                                    source, fmt::join(t->ne, ", "), c.head_width() / 2));
   c.rope_scaling = nn::RopeScaling::llama3;
-  c.rope_factor = float_key(f, kRopeFactorKey, 0, source, used);
+  c.rope_factor = float_key(f, kRopeFactorKey, 8, source, used);
   c.rope_low_freq_factor = float_key(f, kRopeLowKey, 1, source, used);
   c.rope_high_freq_factor = float_key(f, kRopeHighKey, 4, source, used);
   c.rope_original_context = 8192;
@@ -258,10 +258,12 @@ nn::GPTConfig llama_family_config(const gguf::File& f, const std::string& arch,
   return c;
 }
 
-void settle_rope_factors(const std::vector<float>& stored, const std::string& source,
-                         nn::GPTConfig& c) {
-  if (c.rope_factor == 0)
+void settle_rope_factors(const std::vector<float>& stored, const gguf::File& f,
+                         const std::string& source, nn::GPTConfig& c) {
+  if (!f.find(kRopeFactorKey)) {
+    c.rope_factor = 1;
     for (float v : stored) c.rope_factor = std::max(c.rope_factor, static_cast<double>(v));
+  }
   const std::vector<float> expected = llama3_rope_factors(c);
   for (size_t i = 0; i < stored.size(); ++i)
     if (!(std::fabs(stored[i] - expected[i]) <= 1e-5 * std::fabs(expected[i])))

@@ -46,7 +46,7 @@ std::vector<float> llama3_rope_factors(const nn::GPTConfig& c);
 // The file's rope_freqs.weight values: the factor read off them when no key gave it (the
 // largest), then each checked against llama3_rope_factors (to 1e-5: llama.cpp's converter
 // computes the frequencies in float32); an InteropError naming the tensor otherwise.
-void settle_rope_factors(const std::vector<float>& stored, const std::string& source,
-                         nn::GPTConfig& c);
+void settle_rope_factors(const std::vector<float>& stored, const gguf::File& f,
+                         const std::string& source, nn::GPTConfig& c);
 
 }  // namespace interop
