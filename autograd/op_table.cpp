@@ -755,22 +755,6 @@ std::vector<Row> attention_only_rows() {
       return ag::causal_self_attention(x[0], 2, p, &g);
     });
   };
-  auto grouped = [](int64_t kv_heads, double p) {
-    return one([kv_heads, p](In x) {
-      Generator g(5);
-      return ag::causal_self_attention(x[0], 4, kv_heads, p, &g);
-    });
-  };
-  auto grouped_torch = [](int64_t heads, int64_t kv_heads) {
-    return fmt::format(
-        "(lambda q, k, v: ({}).transpose(1, 2).flatten(2))(*(lambda D: (x[0][..., :{h} * D]"
-        ".unflatten(-1, ({h}, D)).transpose(1, 2), x[0][..., {h} * D:{hk} * D].unflatten(-1, "
-        "({kv}, D)).transpose(1, 2).repeat_interleave({g}, 1), x[0][..., {hk} * D:].unflatten("
-        "-1, ({kv}, D)).transpose(1, 2).repeat_interleave({g}, 1)))(x[0].shape[-1] // {w}))",
-        kTorchCausalAttention, fmt::arg("h", heads), fmt::arg("hk", heads + kv_heads),
-        fmt::arg("kv", kv_heads), fmt::arg("g", heads / kv_heads),
-        fmt::arg("w", heads + 2 * kv_heads));
-  };
   return {
       {fam, "scaled_dot_product_attention causal",
        fmt::format("(lambda q, k, v: {})(x[0], x[1], x[2])", kTorchCausalAttention), sdpa(true, 0),
@@ -791,6 +775,29 @@ std::vector<Row> attention_only_rows() {
        packed(0), Sweep{{f({2, 4, 12})}, {f({1, 5, 6})}}},
       {fam, "causal_self_attention 2 heads dropout 0.3", "", packed(0.3), Sweep{{f({2, 4, 12})}},
        Checks::gradcheck_only},
+  };
+}
+
+// Grouped-query attention over the packed projection, against Hugging Face's repeat_kv.
+std::vector<Row> grouped_attention_rows() {
+  const char* fam = "attention";
+  auto grouped = [](int64_t kv_heads, double p) {
+    return one([kv_heads, p](In x) {
+      Generator g(5);
+      return ag::causal_self_attention(x[0], 4, kv_heads, p, &g);
+    });
+  };
+  auto grouped_torch = [](int64_t heads, int64_t kv_heads) {
+    return fmt::format(
+        "(lambda q, k, v: ({}).transpose(1, 2).flatten(2))(*(lambda D: (x[0][..., :{h} * D]"
+        ".unflatten(-1, ({h}, D)).transpose(1, 2), x[0][..., {h} * D:{hk} * D].unflatten(-1, "
+        "({kv}, D)).transpose(1, 2).repeat_interleave({g}, 1), x[0][..., {hk} * D:].unflatten("
+        "-1, ({kv}, D)).transpose(1, 2).repeat_interleave({g}, 1)))(x[0].shape[-1] // {w}))",
+        kTorchCausalAttention, fmt::arg("h", heads), fmt::arg("hk", heads + kv_heads),
+        fmt::arg("kv", kv_heads), fmt::arg("g", heads / kv_heads),
+        fmt::arg("w", heads + 2 * kv_heads));
+  };
+  return {
       // grouped: qkv [B, T, (4 + 2 KV) D], 4 query heads over KV = 2 or 1 key/value heads,
       // each repeated for its group as Hugging Face's repeat_kv does
       {fam, "causal_self_attention 4 heads 2 key/value heads", grouped_torch(4, 2), grouped(2, 0),
@@ -874,7 +881,7 @@ std::vector<Row> layer_rows() {
 }
 
 std::vector<Row> attention_rows() {
-  return concat({attention_only_rows(), composed_attention_rows()});
+  return concat({attention_only_rows(), grouped_attention_rows(), composed_attention_rows()});
 }
 
 }  // namespace ag::op_table

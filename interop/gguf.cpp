@@ -12,6 +12,8 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/tokenizer_file.h"
 #include "interop/gguf_format.h"
+#include "interop/gguf_llama.h"
+#include "interop/gguf_model.h"
 #include "interop/gguf_tokenizer.h"
 #include "interop/import_memory.h"
 #include "io/tokenizer_section.h"
@@ -26,15 +28,8 @@ constexpr uint32_t kFileTypeF32 = 0, kFileTypeBf16 = 32;  // llama.cpp's general
 constexpr uint64_t kMaxTokenizerEntries =
     static_cast<uint64_t>(data::kMaxBpeVocabSize) + data::Gpt2Tokenizer::kMaxSpecialTokens;
 
-// One GGUF tensor: the attograd tensors it is made of, stacked as rows (none: zeros, the qkv
-// biases of a model without them), and its [out, in] shape.
-struct GgufTensor {
-  std::string name;
-  std::vector<std::string> parts;
-  ag::Shape shape;
-};
-
-std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c) {
+// llama.cpp's gpt2 tensors (the qkv biases of a model without them: zeros).
+std::vector<GgufTensor> gpt2_tensors(const nn::GPTConfig& c) {
   std::map<std::string, ag::Shape> shapes;
   for (const auto& [name, shape] : c.parameter_shapes()) shapes.emplace(name, shape);
   std::vector<GgufTensor> out;
@@ -57,7 +52,7 @@ std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c) {
     if (c.qkv_bias)
       add(blk + "attn_qkv.bias", qkv(".bias"));
     else
-      out.push_back({blk + "attn_qkv.bias", {}, {3 * c.d_model}});
+      out.push_back({blk + "attn_qkv.bias", {}, {3 * c.d_model}, GgufTensor::Content::zeros});
     for (const auto& [gguf_name, ours] :
          {std::pair{"attn_output", "attn.out_proj"}, std::pair{"ffn_norm", "ln2"},
           std::pair{"ffn_up", "mlp.fc1"}, std::pair{"ffn_down", "mlp.fc2"}})
@@ -69,6 +64,10 @@ std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c) {
   return out;
 }
 
+std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c, const std::string& arch) {
+  return arch == "gpt2" ? gpt2_tensors(c) : llama_family_tensors(c, arch);
+}
+
 // llama.cpp's converter keeps 1-D tensors and position_embd in F32 whatever the file type.
 uint32_t tensor_type(const GgufTensor& t, ag::Precision dtype) {
   if (dtype == ag::Precision::fp32 || t.shape.size() < 2 || t.name == "position_embd.weight")
@@ -76,20 +75,10 @@ uint32_t tensor_type(const GgufTensor& t, ag::Precision dtype) {
   return gguf::kBF16;
 }
 
-std::vector<uint64_t> ggml_ne(const ag::Shape& shape) {
-  return std::vector<uint64_t>(shape.rbegin(), shape.rend());
-}
-
-gguf::File gguf_keys(const ModelFiles& m, ag::Precision dtype, const std::string& name) {
+void add_gpt2_keys(const nn::GPTConfig& c, gguf::File& f) {
   using gguf::Value;
-  const nn::GPTConfig& c = m.config;
-  gguf::File f;
   auto u32 = [](int64_t v) { return Value::u32(static_cast<uint32_t>(v)); };
-  f.keys = {
-      {"general.architecture", Value::string("gpt2")},
-      {"general.name", Value::string(name)},
-      {"general.alignment", u32(gguf::kDefaultAlignment)},
-      {"general.file_type", u32(dtype == ag::Precision::fp32 ? kFileTypeF32 : kFileTypeBf16)},
+  const std::pair<std::string, Value> keys[] = {
       {"gpt2.context_length", u32(c.context_length)},
       {"gpt2.embedding_length", u32(c.d_model)},
       {"gpt2.feed_forward_length", u32(c.ff_width())},
@@ -97,13 +86,43 @@ gguf::File gguf_keys(const ModelFiles& m, ag::Precision dtype, const std::string
       {"gpt2.attention.head_count", u32(c.n_heads)},
       {"gpt2.attention.layer_norm_epsilon", Value::f32(kLayerNormEps)},
   };
+  f.keys.insert(f.keys.end(), std::begin(keys), std::end(keys));
   if (!c.qkv_bias) f.keys.emplace_back(kGgufNoQkvBiasKey, Value::boolean(false));
+}
+
+gguf::File gguf_keys(const ModelFiles& m, ag::Precision dtype, const std::string& name,
+                     const std::string& arch) {
+  using gguf::Value;
+  const nn::GPTConfig& c = m.config;
+  gguf::File f;
+  auto u32 = [](int64_t v) { return Value::u32(static_cast<uint32_t>(v)); };
+  f.keys = {
+      {"general.architecture", Value::string(arch)},
+      {"general.name", Value::string(name)},
+      {"general.alignment", u32(gguf::kDefaultAlignment)},
+      {"general.file_type", u32(dtype == ag::Precision::fp32 ? kFileTypeF32 : kFileTypeBf16)},
+  };
+  if (is_llama_family(arch))
+    add_llama_family_keys(c, arch, f);
+  else
+    add_gpt2_keys(c, f);
   if (m.tokenizer && io::tokenizer_kind(*m.tokenizer) != data::TokenizerKind::none)
     add_tokenizer_keys(*m.tokenizer, c.vocab_size, f);
   return f;
 }
 
-// A size key: a scalar integer within the bounds of the config key it becomes.
+}  // namespace
+
+std::vector<uint64_t> ggml_ne(const ag::Shape& shape) {
+  return std::vector<uint64_t>(shape.rbegin(), shape.rend());
+}
+
+int64_t gguf_row_source(int64_t row, int64_t rows, int64_t heads) {
+  const int64_t width = rows / heads, half = width / 2;
+  const int64_t head = row / width, within = row % width;
+  return head * width + (within % 2) * half + within / 2;
+}
+
 int64_t size_key(const gguf::File& f, const std::string& key, const char* config_key,
                  const std::string& source, std::set<std::string>& used) {
   used.insert(key);
@@ -143,6 +162,8 @@ const gguf::TensorInfo* find_tensor(const gguf::File& f, const std::string& name
   return nullptr;
 }
 
+namespace {
+
 // The vocabulary: token_embd's rows.
 int64_t vocab_of(const gguf::File& f, const std::string& source) {
   const gguf::TensorInfo* embd = find_tensor(f, "token_embd.weight");
@@ -156,15 +177,21 @@ int64_t vocab_of(const gguf::File& f, const std::string& source) {
   return static_cast<int64_t>(embd->ne[1]);
 }
 
-nn::GPTConfig config_of(const gguf::File& f, const std::string& source,
-                        std::set<std::string>& used) {
+// general.architecture: gpt2, llama, qwen2 or qwen3.
+std::string architecture_of(const gguf::File& f, const std::string& source,
+                            std::set<std::string>& used) {
   const std::string arch =
       scalar_key(f, "general.architecture", gguf::kString, source, used).strings[0];
-  if (arch != "gpt2")
+  if (arch != "gpt2" && !is_llama_family(arch))
     throw InteropError(
-        fmt::format("{}: key general.architecture is '{}': only gpt2 (GPT-2's "
-                    "architecture) is read",
+        fmt::format("{}: key general.architecture is '{}': only gpt2, llama, qwen2 and qwen3 "
+                    "are read",
                     source, excerpt(arch)));
+  return arch;
+}
+
+nn::GPTConfig gpt2_config(const gguf::File& f, const std::string& source,
+                          std::set<std::string>& used) {
   nn::GPTConfig c;
   c.context_length = size_key(f, "gpt2.context_length", "context_length", source, used);
   c.d_model = size_key(f, "gpt2.embedding_length", "d_model", source, used);
@@ -182,12 +209,24 @@ nn::GPTConfig config_of(const gguf::File& f, const std::string& source,
   c.qkv_bias = !f.find(kGgufNoQkvBiasKey) ||
                scalar_key(f, kGgufNoQkvBiasKey, gguf::kBool, source, used).ints[0] != 0;
   c.tie_weights = find_tensor(f, "output.weight") == nullptr;
+  return c;
+}
+
+nn::GPTConfig config_of(const gguf::File& f, const std::string& arch, const std::string& source,
+                        std::set<std::string>& used) {
+  nn::GPTConfig c =
+      arch == "gpt2" ? gpt2_config(f, source, used) : llama_family_config(f, arch, source, used);
   c.vocab_size = vocab_of(f, source);
+  const std::string vocab_key = arch + ".vocab_size";
+  if (used.insert(vocab_key),
+      f.find(vocab_key) && size_key(f, vocab_key, "vocab_size", source, used) != c.vocab_size)
+    throw InteropError(fmt::format("{}: key {} is not token_embd.weight's {} rows", source,
+                                   vocab_key, c.vocab_size));
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {
-    throw InteropError(
-        fmt::format("{}: the gpt2.* keys are not a model attograd builds: {}", source, e.what()));
+    throw InteropError(fmt::format("{}: the {}.* keys are not a model attograd builds: {}", source,
+                                   arch, e.what()));
   }
   return c;
 }
@@ -199,18 +238,42 @@ bool all_zero(const std::vector<float>& v) {
   return true;
 }
 
+// A tensor that holds no parameter: the gpt2 qkv biases of a model without them (zeros), or
+// Llama 3's rope factors (the config's, which they may settle).
+void check_derived_tensor(const InputBytes& in, const gguf::File& f, const gguf::TensorInfo& info,
+                          const GgufTensor& t, nn::GPTConfig& c) {
+  const std::vector<float> stored = gguf::read_tensor(in, f, info);
+  if (t.content == GgufTensor::Content::rope_factors)
+    return settle_rope_factors(stored, f, in.source(), c);
+  if (!all_zero(stored))
+    throw InteropError(
+        fmt::format("{}: tensor {} is not zero, but key {} says the model has no qkv biases",
+                    in.source(), t.name, kGgufNoQkvBiasKey));
+}
+
+// The rows of a tensor permuted per head (llama's attn_q, attn_k) each put back in its place.
+void read_permuted_rows(const InputBytes& in, const gguf::File& f, const gguf::TensorInfo& info,
+                        const GgufTensor& t, float* out) {
+  const int64_t rows = t.shape[0], width = ag::shape_numel(t.shape) / rows;
+  for (int64_t row = 0; row < rows; ++row)
+    gguf::read_tensor_into(in, f, info, static_cast<uint64_t>(row * width),
+                           static_cast<uint64_t>(width),
+                           out + gguf_row_source(row, rows, t.rope_heads) * width);
+}
+
 // The file's tensors cut into attograd's, in the order of gguf_tensors(config).
-void read_weights(const InputBytes& in, const gguf::File& f, ModelFiles& m) {
+void read_weights(const InputBytes& in, const gguf::File& f, const std::string& arch,
+                  ModelFiles& m) {
   const std::string& source = in.source();
-  const std::vector<GgufTensor> tensors = gguf_tensors(m.config);
+  const std::vector<GgufTensor> tensors = gguf_tensors(m.config, arch);
   std::set<std::string> expected;
   for (const auto& t : tensors) expected.insert(t.name);
   for (const auto& info : f.tensors)
     if (!expected.count(info.name))
       throw InteropError(
-          fmt::format("{}: tensor {} is not one of llama.cpp's gpt2 tensors for "
+          fmt::format("{}: tensor {} is not one of llama.cpp's {} tensors for "
                       "these keys",
-                      source, excerpt(info.name)));
+                      source, excerpt(info.name), arch));
   for (const auto& t : tensors) {
     const gguf::TensorInfo* info = find_tensor(f, t.name);
     if (!info) throw InteropError(fmt::format("{}: no tensor {}", source, t.name));
@@ -218,12 +281,8 @@ void read_weights(const InputBytes& in, const gguf::File& f, ModelFiles& m) {
       throw InteropError(fmt::format("{}: tensor {} has ne [{}], the keys need [{}]", source,
                                      t.name, fmt::join(info->ne, ", "),
                                      fmt::join(ggml_ne(t.shape), ", ")));
-    if (t.parts.empty()) {  // qkv biases of a model without them: written as zeros
-      if (!all_zero(gguf::read_tensor(in, f, *info)))
-        throw InteropError(
-            fmt::format("{}: tensor {} is not zero, but key {} says the model has "
-                        "no qkv biases",
-                        source, t.name, kGgufNoQkvBiasKey));
+    if (t.content != GgufTensor::Content::weights) {
+      check_derived_tensor(in, f, *info, t, m.config);
       continue;
     }
     // each part (rows stacked) read straight into its parameter: no copy of the tensor
@@ -232,7 +291,10 @@ void read_weights(const InputBytes& in, const gguf::File& f, ModelFiles& m) {
     const auto part_size = static_cast<uint64_t>(ag::shape_numel(shape));
     for (size_t p = 0; p < t.parts.size(); ++p) {
       ag::Tensor w = ag::empty(shape);
-      gguf::read_tensor_into(in, f, *info, p * part_size, part_size, w.data<float>());
+      if (t.rope_heads > 0)
+        read_permuted_rows(in, f, *info, t, w.data<float>());
+      else
+        gguf::read_tensor_into(in, f, *info, p * part_size, part_size, w.data<float>());
       m.weights.emplace_back(t.parts[p], w);
     }
   }
@@ -252,8 +314,9 @@ void retie_head(ModelFiles& m) {
   m.dropped.push_back("output.weight (a copy of token_embd.weight: the head is tied)");
 }
 
-// The keys a gpt2 model is read from (the rest are read past, unstored); general.name and
-// general.file_type are read past unnoted (a file's name, a type the tensors state anyway).
+// The keys a model is read from (gpt2's here, the Llama family's in gguf_llama.h) (the rest are
+// read past, unstored); general.name and general.file_type are read past unnoted (a file's name, a
+// type the tensors state anyway).
 gguf::KeyUse key_use(const std::string& key) {
   static const std::set<std::string> kept = {"general.architecture",
                                              "general.alignment",
@@ -272,31 +335,38 @@ gguf::KeyUse key_use(const std::string& key) {
                                              "tokenizer.ggml.bos_token_id",
                                              "tokenizer.ggml.eos_token_id",
                                              "tokenizer.ggml.add_bos_token"};
-  if (kept.count(key)) return gguf::KeyUse::keep;
+  if (kept.count(key) || llama_family_key(key)) return gguf::KeyUse::keep;
   if (key == "general.name" || key == "general.file_type") return gguf::KeyUse::ignore;
   return gguf::KeyUse::skip;
 }
 
-// The names of llama.cpp's gpt2 tensors for the keys' block count, once the file is seen to
-// have room for their infos (32 bytes each at least).
+// The names of llama.cpp's tensors of the keys' architecture and block count (every
+// optional one included), once the file is seen to have room for their infos (32 bytes each
+// at least).
 std::set<std::string> tensor_names(const gguf::File& keys, const InputBytes& in) {
   std::set<std::string> ignored;
+  const std::string arch = architecture_of(keys, in.source(), ignored);
   nn::GPTConfig c;
-  c.n_layers = size_key(keys, "gpt2.block_count", "n_layers", in.source(), ignored);
-  constexpr uint64_t kTensorsPerBlock = 16, kInfoBytes = 32;
+  c.n_layers = size_key(keys, arch + ".block_count", "n_layers", in.source(), ignored);
+  constexpr uint64_t kTensorsPerBlock = 9, kInfoBytes = 32;
   if (static_cast<uint64_t>(c.n_layers) * kTensorsPerBlock * kInfoBytes > in.size())
     throw InteropError(
-        fmt::format("{}: key gpt2.block_count is {}: the infos of its tensors "
+        fmt::format("{}: key {}.block_count is {}: the infos of its tensors "
                     "cannot fit in the file ({} bytes)",
-                    in.source(), c.n_layers, in.size()));
-  c.tie_weights = false, c.qkv_bias = false;  // output.weight may come; the biases always do
+                    in.source(), arch, c.n_layers, in.size()));
+  c.tie_weights = false, c.qkv_bias = false;  // output.weight may come; gpt2's biases always do
+  if (is_llama_family(arch)) {  // every optional tensor: qkv biases, q/k norms, rope factors
+    c.position = nn::PositionKind::rope, c.mlp = nn::MlpKind::swiglu;
+    c.norm = nn::NormKind::rms_norm, c.linear_bias = false;
+    c.qkv_bias = true, c.qk_norm = true, c.rope_scaling = nn::RopeScaling::llama3;
+  }
   std::set<std::string> names;
-  for (const auto& t : gguf_tensors(c)) names.insert(t.name);
+  for (const auto& t : gguf_tensors(c, arch)) names.insert(t.name);
   return names;
 }
 
 // What read_gguf keeps of the header: the keys above, no array longer than a tokenizer the
-// checkpoint can hold, and only the tensors of llama.cpp's gpt2 for gpt2.block_count blocks,
+// checkpoint can hold, and only llama.cpp's tensors of its architecture for its block count,
 // each refused as its info is read (a header of millions costs its first stranger).
 gguf::HeaderFilter model_filter(const InputBytes& in) {
   const std::string& source = in.source();
@@ -315,8 +385,8 @@ gguf::HeaderFilter model_filter(const InputBytes& in) {
     if (expected->empty()) *expected = tensor_names(keys, in);
     if (!expected->count(t.name))
       throw InteropError(
-          fmt::format("{}: tensor {} is not one of llama.cpp's gpt2 tensors for these keys",
-                      in.source(), excerpt(t.name)));
+          fmt::format("{}: tensor {} is not one of llama.cpp's {} tensors for these keys",
+                      in.source(), excerpt(t.name), keys.find("general.architecture")->strings[0]));
   };
   return filter;
 }
@@ -337,34 +407,54 @@ void note_unused_keys(const gguf::File& f, const std::set<std::string>& used,
 }  // namespace
 
 std::string gguf_cannot_express(const ModelFiles& m) {
-  if (std::string why = beyond_gpt2(m.config); !why.empty()) return why;
-  if (m.config.norm != nn::NormKind::layer_norm)
-    return fmt::format("llama.cpp's gpt2 architecture uses layernorm; this model uses {}",
-                       m.config.norm);
-  return "";
+  std::string why;
+  gguf_architecture(m.config, why);
+  return why;
 }
+
+namespace {
+
+// One tensor's bytes: its parts' rows (permuted per head for llama's attn_q and attn_k, a
+// row at a time, no copy), zeros, or the rope factors.
+void write_tensor(const GgufTensor& t, const std::map<std::string, ag::Tensor>& weights,
+                  const nn::GPTConfig& c, StoredType type, const ByteSink& out) {
+  if (t.content == GgufTensor::Content::zeros)
+    return write_zeros(ag::shape_numel(t.shape), type, out);
+  if (t.content == GgufTensor::Content::rope_factors) {
+    const std::vector<float> factors = llama3_rope_factors(c);
+    return write_floats(factors.data(), static_cast<int64_t>(factors.size()), type, out);
+  }
+  for (const auto& part : t.parts) {
+    const auto it = weights.find(part);
+    if (it == weights.end())
+      throw InteropError(fmt::format("the model has no tensor {}, which its config states", part));
+    const ag::Tensor w = it->second.contiguous();
+    if (t.rope_heads == 0) {
+      write_floats(w.data<float>(), w.numel(), type, out);
+      continue;
+    }
+    const int64_t rows = w.shape()[0], width = w.numel() / rows;
+    for (int64_t row = 0; row < rows; ++row)
+      write_floats(w.data<float>() + gguf_row_source(row, rows, t.rope_heads) * width, width, type,
+                   out);
+  }
+}
+
+}  // namespace
 
 void write_gguf(const ModelFiles& m, ag::Precision dtype, const std::string& name,
                 const ByteSink& out) {
-  if (const std::string why = gguf_cannot_express(m); !why.empty())
-    throw InteropError("a GGUF file cannot hold this model: " + why);
-  gguf::File f = gguf_keys(m, dtype, name);
-  const std::vector<GgufTensor> tensors = gguf_tensors(m.config);
+  std::string why;
+  const std::string arch = gguf_architecture(m.config, why);
+  if (arch.empty()) throw InteropError("a GGUF file cannot hold this model: " + why);
+  gguf::File f = gguf_keys(m, dtype, name, arch);
+  const std::vector<GgufTensor> tensors = gguf_tensors(m.config, arch);
   for (const auto& t : tensors)
     f.tensors.push_back({t.name, ggml_ne(t.shape), tensor_type(t, dtype), 0});
   gguf::write_header(f, out);
-  std::map<std::string, ag::Tensor> weights(m.weights.begin(), m.weights.end());
+  const std::map<std::string, ag::Tensor> weights(m.weights.begin(), m.weights.end());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const StoredType type = gguf::stored_type(f.tensors[i].type);
-    if (tensors[i].parts.empty()) write_zeros(ag::shape_numel(tensors[i].shape), type, out);
-    for (const auto& part : tensors[i].parts) {
-      const auto it = weights.find(part);
-      if (it == weights.end())
-        throw InteropError(
-            fmt::format("the model has no tensor {}, which its config states", part));
-      const ag::Tensor w = it->second.contiguous();
-      write_floats(w.data<float>(), w.numel(), type, out);
-    }
+    write_tensor(tensors[i], weights, m.config, gguf::stored_type(f.tensors[i].type), out);
     gguf::write_padding(f.tensors[i].bytes(), f.alignment, out);
   }
 }
@@ -389,9 +479,10 @@ ModelFiles read_gguf(const InputBytes& in) {
   std::set<std::string> used{"general.alignment"};
   ModelFiles m;
   m.format = "gguf";
-  m.config = config_of(f, source, used);
+  const std::string arch = architecture_of(f, source, used);
+  m.config = config_of(f, arch, source, used);
   check_import_memory(m.config, source);
-  read_weights(in, f, m);
+  read_weights(in, f, arch, m);
   retie_head(m);
   m.tokenizer = read_tokenizer_keys(f, m.config.vocab_size, source, used, m.dropped);
   note_unused_keys(f, used, m.dropped);

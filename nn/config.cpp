@@ -18,23 +18,10 @@ ConfigField arch(ConfigField f) {
   return f;
 }
 
-}  // namespace
-
-// The upper bounds are far beyond any model that fits in memory, so that size arithmetic
-// (parameter counts, memory plans) cannot overflow on absurd input.
-const std::vector<ConfigField>& config_fields() {
+// The Llama family's options (docs/model.md), after GPT-2's norm.
+std::vector<ConfigField> llama_family_fields() {
   using C = GPTConfig;
-  static const std::vector<ConfigField> fields{
-      {"vocab_size", "token ids (0: from the tokenizer)", &C::vocab_size, 1, 1 << 24},
-      {"context_length", "longest sequence T", &C::context_length, 1, 1 << 20},
-      {"d_model", "embedding width C", &C::d_model, 1, 1 << 20},
-      {"n_heads", "attention heads", &C::n_heads, 1, 1 << 20},
-      {"n_layers", "transformer blocks", &C::n_layers, 1, 1 << 14},
-      {"d_ff", "MLP width (0: 4 * d-model)", &C::d_ff, 0, 1 << 22},
-      {"dropout", "dropout probability", &C::dropout, 0, 1},
-      {"qkv_bias", "bias in W_query/W_key/W_value", &C::qkv_bias},
-      {"tie_weights", "lm_head shares tok_emb.weight", &C::tie_weights},
-      {"norm", "the blocks' normalisation: layernorm or rmsnorm", &C::norm},
+  return {
       arch({"norm_eps", "every norm's epsilon", &C::norm_eps, 1e-12, 1}),
       arch({"linear_bias", "bias in attn.out_proj and the MLP's Linears", &C::linear_bias}),
       arch({"n_kv_heads", "key/value heads, shared by groups of query heads (0: n-heads)",
@@ -52,6 +39,36 @@ const std::vector<ConfigField>& config_fields() {
             1e-6, 1e6}),
       arch({"rope_original_context", "llama3 scaling: original_max_position_embeddings",
             &C::rope_original_context, 1, 1 << 24}),
+  };
+}
+
+// GPT-2's keys with the Llama family's after its norm, the order of --help
+std::vector<ConfigField> with_llama_family(std::vector<ConfigField> fields) {
+  const auto norm = std::find_if(fields.begin(), fields.end(), [](const ConfigField& f) {
+    return std::string_view(f.key) == "norm";
+  });
+  const std::vector<ConfigField> llama = llama_family_fields();
+  fields.insert(norm + 1, llama.begin(), llama.end());
+  return fields;
+}
+
+}  // namespace
+
+// The upper bounds are far beyond any model that fits in memory, so that size arithmetic
+// (parameter counts, memory plans) cannot overflow on absurd input.
+const std::vector<ConfigField>& config_fields() {
+  using C = GPTConfig;
+  static const std::vector<ConfigField> fields = with_llama_family({
+      {"vocab_size", "token ids (0: from the tokenizer)", &C::vocab_size, 1, 1 << 24},
+      {"context_length", "longest sequence T", &C::context_length, 1, 1 << 20},
+      {"d_model", "embedding width C", &C::d_model, 1, 1 << 20},
+      {"n_heads", "attention heads", &C::n_heads, 1, 1 << 20},
+      {"n_layers", "transformer blocks", &C::n_layers, 1, 1 << 14},
+      {"d_ff", "MLP width (0: 4 * d-model)", &C::d_ff, 0, 1 << 22},
+      {"dropout", "dropout probability", &C::dropout, 0, 1},
+      {"qkv_bias", "bias in W_query/W_key/W_value", &C::qkv_bias},
+      {"tie_weights", "lm_head shares tok_emb.weight", &C::tie_weights},
+      {"norm", "the blocks' normalisation: layernorm or rmsnorm", &C::norm},
       {.key = "num_classes",
        .help = "the head: 0 the language model's; N >= 2 a classifier of N labels (train "
                "--task classify sets it from the labels)",
@@ -76,7 +93,8 @@ const std::vector<ConfigField>& config_fields() {
        .max = 1e6,
        .adapter_setting = true},
       {.key = "lora_targets",
-       .help = "the Linears given adapters: attn.qkv, attn.out_proj, mlp.fc1, mlp.fc2",
+       .help = "the Linears given adapters: attn.qkv, attn.out_proj, mlp.fc1, mlp.fc2, or "
+               "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, all-linear",
        .member = &C::lora_targets,
        .adapter_setting = true},
       {.key = "lora_dropout",
@@ -85,7 +103,7 @@ const std::vector<ConfigField>& config_fields() {
        .min = 0,
        .max = 1,
        .adapter_setting = true},
-  };
+  });
   return fields;
 }
 

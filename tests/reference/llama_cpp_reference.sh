@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# reference.llama_cpp_gguf: llama.cpp itself (the npm package node-llama-cpp's prebuilt CPU
+# build, tests/reference/llama_cpp_decode.mjs) runs the GGUF files attograd exports of Llama-,
+# Qwen2- and Qwen3-shaped models (trained here on the built-in corpus for 150 steps, enough
+# that greedy continuations wander instead of repeating a token, with a byte-level BPE
+# tokenizer): on every text of npm_texts.sh it tokenizes to attograd's ids (`attograd
+# encode`), and from each prompt's ids its greedy continuation is attograd's (`sample
+# --temperature 0`) token for token; the files also import back.
+#
+#   bash llama_cpp_reference.sh ATTOGRAD FIXTURE_DIR
+#
+# Skips (77) without node or npm, or when tools/npm_fixtures.sh cannot install the packages
+# (node-llama-cpp: Linux x64 only).
+set -euo pipefail
+attograd=$1
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/npm_texts.sh" "$2"
+llama_dir="$(dirname "$modules")/llama-cpp"
+[ -f "$llama_dir/node_modules/node-llama-cpp/package.json" ] ||
+  { echo "skipped: node-llama-cpp is not installed (tools/npm_fixtures.sh)"; exit 77; }
+
+common=(--tokenizer bpe --vocab-size 400 --context-length 64 --d-model 64 --n-heads 4
+  --n-layers 2 --d-ff 96 --batch-size 8 --steps 150 --lr 0.01 --dropout 0
+  --eval-interval 0 --sample-tokens 0 --position rope --mlp swiglu --norm rmsnorm
+  --linear-bias false --n-kv-heads 2)
+declare -A options=(
+  [llama]="--rope-theta 500000 --rope-scaling llama3 --rope-factor 8 --rope-original-context 16 --tie-weights false"
+  [qwen2]="--qkv-bias true --rope-theta 1000000 --norm-eps 1e-6"
+  [qwen3]="--qk-norm true --head-dim 32 --rope-theta 1000000 --norm-eps 1e-6"
+)
+tokens=40
+prompts=("The tokenizer don't" "café 42" "#include (a+b)" "code")
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+for arch in llama qwen2 qwen3; do
+  model="$work/$arch.h5" gguf="$work/$arch.gguf"
+  # shellcheck disable=SC2086
+  "$attograd" train "${common[@]}" ${options[$arch]} --out "$model" > /dev/null
+  "$attograd" export --checkpoint "$model" --format gguf --out "$gguf" > /dev/null
+  field() { node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    const v = process.argv[2].split(".").reduce((o, k) => o[k], r);
+    console.log(Array.isArray(v) ? v.join(" ") : v)' "${json:-$work/$arch.json}" "$1"; }
+  texts="$work/texts"  # tokenized once, with the first prompt
+  for prompt in "${prompts[@]}"; do
+    prompt_ids=$(printf '%s' "$prompt" | "$attograd" encode --tokenizer "$model")
+    # shellcheck disable=SC2086
+    node "$here/llama_cpp_decode.mjs" "$llama_dir" "$gguf" "$tokens" "$texts" $prompt_ids \
+      > "$work/$arch.json" || { fail "$arch: llama.cpp did not load or run $gguf"; break; }
+    arch_read=$(field architecture)
+    [ "$arch_read" = "$arch" ] || fail "$arch: llama.cpp read general.architecture '$arch_read'"
+    [ "$texts" = - ] || cp "$work/$arch.json" "$work/$arch.texts.json"
+    texts=-
+    want=$("$attograd" sample --checkpoint "$model" --prompt "$prompt" --temperature 0 \
+      --tokens "$tokens" 2> /dev/null)
+    got=$(printf '%s' "$prompt_ids $(field generated)" | "$attograd" decode --tokenizer "$model")
+    if [ "$got" = "$want" ]; then
+      echo "$arch: after '$prompt' llama.cpp's $tokens greedy tokens are attograd's:" \
+        "$(printf '%s' "$want" | tr '\n' '|' | cut -c 1-80)"
+    else
+      fail "$arch: llama.cpp's greedy continuation [$got] is not attograd's [$want]"
+    fi
+  done
+  same=0
+  for text in "$work"/texts/*.txt; do
+    name=$(basename "$text" .txt)
+    ours=$("$attograd" encode --tokenizer "$model" < "$text" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//')
+    theirs=$(json="$work/$arch.texts.json" field "tokenized.$name")
+    if [ "$ours" = "$theirs" ]; then
+      same=$((same + 1))
+    else
+      fail "$arch: llama.cpp tokenizes $name.txt to [${theirs:0:200}], attograd to [${ours:0:200}]"
+    fi
+  done
+  echo "$arch: llama.cpp tokenizes $same texts to attograd's ids"
+  "$attograd" import "$gguf" --out "$work/$arch.back.h5" > /dev/null
+done
+[ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
+echo "llama.cpp runs attograd's llama, qwen2 and qwen3 GGUF files as attograd does"
