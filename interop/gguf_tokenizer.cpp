@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_bpe.h"
 #include "interop/model_files.h"
 #include "io/tokenizer_section.h"
 
@@ -12,7 +16,23 @@ namespace interop {
 namespace {
 
 // llama.cpp's token types (llama_token_type)
-constexpr int64_t kNormalToken = 1, kControlToken = 3;
+constexpr int64_t kNormalToken = 1, kControlToken = 3, kUserDefinedToken = 4;
+
+// The split patterns of the Llama family's tokenizer.json files, as llama.cpp names its
+// pre-tokenizers for them (llama-vocab.cpp: LLAMA3, QWEN2, SMOLLM): Llama 3's, Qwen2's (a
+// digit a piece) and SmolLM2's (GPT-2's with digits cut alone).
+struct PreTokenizerName {
+  std::string_view pattern;
+  const char* name;
+};
+constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const PreTokenizerName kHfPreTokenizers[] = {{kLlama3Pattern, "llama-bpe"},
+                                             {kQwen2Pattern, "qwen2"},
+                                             {data::kDigitsGpt2SplitPattern, "smollm"},
+                                             {data::kGpt2SplitPattern, "gpt-2"}};
 
 // llama.cpp's pre-tokenizer names for the split patterns attograd has: "gpt-2" is GPT-2's
 // regex; "llama-bpe" (LLAMA_VOCAB_PRE_TYPE_LLAMA3) is GPT-4's cl100k pattern, which
@@ -83,13 +103,65 @@ std::vector<std::pair<std::string, std::string>> merges_of(const gguf::Value* v,
   return merges;
 }
 
+// The end-of-text token of an hf tokenizer: the first added token of the names these
+// families give it (Llama 3's base, Qwen's and SmolLM2's, SentencePiece's)
+std::optional<uint32_t> hf_end_of_text(const data::HfBpeSpec& spec) {
+  for (const char* name : {"<|end_of_text|>", "<|endoftext|>", "</s>"})
+    for (const data::AddedToken& t : spec.added)
+      if (t.content == name) return t.id;
+  return std::nullopt;
+}
+
+// An hf tokenizer (Llama 3's, Qwen's, SmolLM2's tokenizer.json) as llama.cpp's converter
+// writes it: each token in its byte-level spelling, added tokens as their text (control when
+// special, user-defined otherwise), merges spelled alike, the pre-tokenizer llama.cpp names
+// for the split pattern, the template's first id as the BOS llama.cpp adds.
+void add_hf_tokenizer_keys(const data::HfBpeTokenizer& tok, int64_t vocab_size, gguf::File& f) {
+  using gguf::Value;
+  const data::HfBpeSpec& spec = tok.spec();
+  if (static_cast<int64_t>(spec.tokens.size()) != vocab_size)
+    throw InteropError(fmt::format(
+        "a GGUF file cannot hold this tokenizer: it has {} tokens, the model's vocabulary {} "
+        "(llama.cpp needs them equal)",
+        spec.tokens.size(), vocab_size));
+  const auto pre = std::find_if(std::begin(kHfPreTokenizers), std::end(kHfPreTokenizers),
+                                [&](const auto& p) { return p.pattern == spec.split_pattern; });
+  if (pre == std::end(kHfPreTokenizers) || !spec.suffix.empty() || spec.prefix.size() > 1)
+    throw InteropError(fmt::format(
+        "a GGUF file cannot hold this tokenizer: llama.cpp has no pre-tokenizer for its split "
+        "pattern {}, or no way to add its template's {} ids",
+        base::printable(spec.split_pattern), spec.prefix.size() + spec.suffix.size()));
+  std::vector<std::string> tokens;
+  std::vector<int64_t> types(spec.tokens.size(), kNormalToken);
+  for (const std::string& bytes : spec.tokens) tokens.push_back(data::byte_level_text(bytes));
+  for (const data::AddedToken& t : spec.added) {
+    tokens[t.id] = t.content;
+    types[t.id] = t.special ? kControlToken : kUserDefinedToken;
+  }
+  std::vector<std::string> merges;
+  for (const auto& m : spec.merges) merges.push_back(tokens[m.first] + " " + tokens[m.second]);
+  f.keys.emplace_back("tokenizer.ggml.model", Value::string("gpt2"));
+  f.keys.emplace_back("tokenizer.ggml.pre", Value::string(pre->name));
+  f.keys.emplace_back("tokenizer.ggml.tokens", Value::string_array(std::move(tokens)));
+  f.keys.emplace_back("tokenizer.ggml.token_type", Value::i32_array(std::move(types)));
+  f.keys.emplace_back("tokenizer.ggml.merges", Value::string_array(std::move(merges)));
+  const std::optional<uint32_t> eos = hf_end_of_text(spec);
+  if (const auto bos = spec.prefix.empty() ? eos : std::optional(spec.prefix[0]))
+    f.keys.emplace_back("tokenizer.ggml.bos_token_id", Value::u32(*bos));
+  if (eos) f.keys.emplace_back("tokenizer.ggml.eos_token_id", Value::u32(*eos));
+  f.keys.emplace_back("tokenizer.ggml.add_bos_token", Value::boolean(!spec.prefix.empty()));
+}
+
 }  // namespace
 
 void add_tokenizer_keys(const io::TokenizerSection& section, int64_t vocab_size, gguf::File& f) {
   using gguf::Value;
+  const std::unique_ptr<data::Tokenizer> tokenizer = io::make_tokenizer(section);
+  if (const auto* hf = dynamic_cast<const data::HfBpeTokenizer*>(tokenizer.get()))
+    return add_hf_tokenizer_keys(*hf, vocab_size, f);
   data::ByteLevelVocab v;
   try {
-    v = data::byte_level_vocab(*io::make_tokenizer(section));
+    v = data::byte_level_vocab(*tokenizer);
   } catch (const std::invalid_argument& e) {
     throw InteropError(fmt::format("a GGUF file cannot hold this tokenizer: {}", e.what()));
   }
