@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
@@ -152,6 +153,81 @@ void add_hf_tokenizer_keys(const data::HfBpeTokenizer& tok, int64_t vocab_size, 
   f.keys.emplace_back("tokenizer.ggml.add_bos_token", Value::boolean(!spec.prefix.empty()));
 }
 
+// The split pattern of a pre-tokenizer name of kHfPreTokenizers
+std::optional<std::string_view> hf_pattern_of(const std::string& pre) {
+  for (const auto& p : kHfPreTokenizers)
+    if (pre == p.name) return p.pattern;
+  return std::nullopt;
+}
+
+// What llama.cpp's keys state of an hf tokenizer, read back: added tokens (control or
+// user-defined) with their text, every other token its byte-level bytes, merges by their
+// tokens' spellings, the pre-tokenizer's pattern (Llama 3's ignoring merges for whole
+// words, as llama.cpp's llama-bpe does), add_bos_token's BOS as the template.
+io::TokenizerSection hf_section(const gguf::Value& tokens, const gguf::Value* types,
+                                const gguf::Value* merges, std::string_view pattern,
+                                const std::string& pre, std::optional<int64_t> bos,
+                                const std::string& source) {
+  data::HfBpeSpec spec;
+  spec.split_pattern = std::string(pattern);
+  spec.ignore_merges = pre == "llama-bpe";
+  if (bos) spec.prefix = {static_cast<uint32_t>(*bos)};
+  std::map<std::string, uint32_t> id_of;
+  for (size_t id = 0; id < tokens.strings.size(); ++id) {
+    const std::string& text = tokens.strings[id];
+    const int64_t type = types ? types->ints[id] : kNormalToken;
+    if (type == kControlToken || type == kUserDefinedToken) {
+      spec.added.push_back({static_cast<uint32_t>(id), text, type == kControlToken, false, false});
+      spec.tokens.push_back(text);
+      continue;
+    }
+    const std::optional<std::string> bytes = data::byte_level_bytes(text);
+    if (!bytes)
+      throw InteropError(
+          fmt::format("{}: key tokenizer.ggml.tokens: token {} ('{}') is not "
+                      "byte-level text",
+                      source, id, excerpt(text)));
+    spec.tokens.push_back(*bytes);
+    id_of.emplace(text, static_cast<uint32_t>(id));
+  }
+  for (const auto& [a, b] : merges_of(merges, source)) {
+    const auto left = id_of.find(a), right = id_of.find(b);
+    if (left == id_of.end() || right == id_of.end())
+      throw InteropError(
+          fmt::format("{}: key tokenizer.ggml.merges: '{} {}' names a token the "
+                      "vocabulary lacks",
+                      source, excerpt(a), excerpt(b)));
+    spec.merges.emplace_back(left->second, right->second);
+  }
+  try {
+    return io::tokenizer_section(data::HfBpeTokenizer(std::move(spec)));
+  } catch (const std::invalid_argument& e) {
+    throw InteropError(fmt::format("{}: keys tokenizer.ggml.*: {}", source, e.what()));
+  }
+}
+
+// Whether llama.cpp's keys need the hf kind: a pre-tokenizer only it has, a BOS added
+// before each text, or a user-defined (added, not special) token.
+bool needs_hf_kind(const std::string& pre, bool add_bos, const gguf::Value* types) {
+  if (pre == "qwen2" || pre == "smollm" || add_bos) return true;
+  return types &&
+         std::find(types->ints.begin(), types->ints.end(), kUserDefinedToken) != types->ints.end();
+}
+
+// tokenizer.ggml.add_bos_token, which needs the BOS's id when true
+bool bos_added(const gguf::File& f, std::optional<int64_t> bos, const std::string& source,
+               std::set<std::string>& used) {
+  used.insert("tokenizer.ggml.add_bos_token");
+  const gguf::Value* key = f.find("tokenizer.ggml.add_bos_token");
+  const bool added = key && !key->ints.empty() && key->ints[0] != 0;
+  if (added && !bos)
+    throw InteropError(
+        fmt::format("{}: key tokenizer.ggml.add_bos_token is true but "
+                    "tokenizer.ggml.bos_token_id is missing",
+                    source));
+  return added;
+}
+
 }  // namespace
 
 void add_tokenizer_keys(const io::TokenizerSection& section, int64_t vocab_size, gguf::File& f) {
@@ -205,31 +281,39 @@ std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int
   const gguf::Value* tokens = array_key(f, "tokenizer.ggml.tokens", gguf::kString,
                                         static_cast<size_t>(vocab), source, used);
   if (!tokens) throw InteropError(fmt::format("{}: key tokenizer.ggml.tokens is missing", source));
-  v.tokens = tokens->strings;
-  array_key(f, "tokenizer.ggml.token_type", gguf::kInt32, static_cast<size_t>(vocab), source, used);
-  v.merges =
-      merges_of(array_key(f, "tokenizer.ggml.merges", gguf::kString, 0, source, used), source);
+  const gguf::Value* types = array_key(f, "tokenizer.ggml.token_type", gguf::kInt32,
+                                       static_cast<size_t>(vocab), source, used);
+  const gguf::Value* merges = array_key(f, "tokenizer.ggml.merges", gguf::kString, 0, source, used);
   used.insert("tokenizer.ggml.pre");
   const gguf::Value* pre = f.find("tokenizer.ggml.pre");
   const std::string pre_name =
       pre && !pre->is_array && pre->type == gguf::kString ? pre->strings[0] : "default";
+  const std::optional<int64_t> eos = token_id_key(f, "tokenizer.ggml.eos_token_id", vocab, source,
+                                                  used),
+                               bos = token_id_key(f, "tokenizer.ggml.bos_token_id", vocab, source,
+                                                  used);
+  const bool add_bos = bos_added(f, bos, source, used);
+  if (const auto hf = hf_pattern_of(pre_name); hf && needs_hf_kind(pre_name, add_bos, types))
+    return hf_section(*tokens, types, merges, *hf, pre_name, add_bos ? bos : std::nullopt, source);
+  v.tokens = tokens->strings;
+  v.merges = merges_of(merges, source);
   const std::optional<std::string> pattern = split_pattern_of(pre_name);
   if (!pattern)
     throw InteropError(
-        fmt::format("{}: key tokenizer.ggml.pre is '{}': only gpt-2 and llama-bpe "
-                    "(GPT-4's split pattern) are read",
+        fmt::format("{}: key tokenizer.ggml.pre is '{}': only gpt-2, llama-bpe (GPT-4's split "
+                    "pattern), qwen2 and smollm are read",
                     source, excerpt(pre_name)));
   if (!pre) dropped.push_back("no tokenizer.ggml.pre: GPT-2's split pattern is assumed");
   v.split_pattern = v.merges.empty() ? "" : *pattern;  // without merges the split changes nothing
-  v.end_of_text = token_id_key(f, "tokenizer.ggml.eos_token_id", vocab, source, used);
-  token_id_key(f, "tokenizer.ggml.bos_token_id", vocab, source, used);
-  used.insert("tokenizer.ggml.add_bos_token");
-  if (const gguf::Value* bos = f.find("tokenizer.ggml.add_bos_token");
-      bos && !bos->ints.empty() && bos->ints[0] != 0)
+  v.end_of_text = eos;
+  if (add_bos)
     dropped.push_back("tokenizer.ggml.add_bos_token true (attograd puts no token before a text)");
   try {
     return io::tokenizer_section(*data::tokenizer_from_byte_level(std::move(v)));
   } catch (const std::invalid_argument& e) {
+    // not GPT-2's numbering of its tokens: a vocabulary as Llama 3's tokenizer.json numbers it
+    if (const auto hf = hf_pattern_of(pre_name))
+      return hf_section(*tokens, types, merges, *hf, pre_name, std::nullopt, source);
     throw InteropError(
         fmt::format("{}: keys tokenizer.ggml.tokens and merges: {}", source, e.what()));
   }

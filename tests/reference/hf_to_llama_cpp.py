@@ -13,7 +13,8 @@ tokens, the template's BOS). Then
      it gives Hugging Face tokenizers' ids (npm `tokenizers`), id for id;
   2. `attograd sample --temperature 0` gives the PyTorch twin's greedy tokens;
   3. `attograd export --format gguf`, loaded by llama.cpp (npm `node-llama-cpp`), gives the
-     same greedy tokens;
+     same greedy tokens, and `attograd import` of it encodes as before (NFC text: llama.cpp
+     keeps no normalizer);
   4. a LoRA fine-tune on all-linear (`train --init-from`), `merge`, `export --format gguf`:
      llama.cpp's greedy tokens are the merged checkpoint's `sample`'s.
 Exit 0 when all agree, 1 otherwise, 77 when torch, node or the npm packages are missing.
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import unicodedata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -93,6 +95,13 @@ def check_family(a, work, modules, llama_dir, name, failures):
     got = llama_cpp_greedy(llama_dir, gguf, prompt_ids)
     if got != want:
         failures.append(f"{name}: llama.cpp's greedy {got} is not torch's {want}")
+    # the GGUF read back: the same ids for a text in NFC (llama.cpp normalizes nothing)
+    back = os.path.join(work, name + "_back.h5")
+    run(a, "import", gguf, "--out", back)
+    nfc = unicodedata.normalize("NFC", TEXT)
+    if run(a, "encode", "--tokenizer", back, stdin=nfc) != run(a, "encode", "--tokenizer", ckpt,
+                                                                 stdin=nfc):
+        failures.append(f"{name}: the GGUF's tokenizer read back encodes otherwise")
     # LoRA on every projection, merged, exported: llama.cpp continues as attograd does
     lora, merged = os.path.join(work, name + "_lora.h5"), os.path.join(work, name + "_merged.h5")
     run(a, "train", "--init-from", ckpt, "--data", text_file, "--val-fraction", "0.2",
