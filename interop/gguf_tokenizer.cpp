@@ -214,18 +214,11 @@ bool needs_hf_kind(const std::string& pre, bool add_bos, const gguf::Value* type
          std::find(types->ints.begin(), types->ints.end(), kUserDefinedToken) != types->ints.end();
 }
 
-// tokenizer.ggml.add_bos_token, which needs the BOS's id when true
-bool bos_added(const gguf::File& f, std::optional<int64_t> bos, const std::string& source,
-               std::set<std::string>& used) {
+// tokenizer.ggml.add_bos_token
+bool bos_added(const gguf::File& f, std::set<std::string>& used) {
   used.insert("tokenizer.ggml.add_bos_token");
   const gguf::Value* key = f.find("tokenizer.ggml.add_bos_token");
-  const bool added = key && !key->ints.empty() && key->ints[0] != 0;
-  if (added && !bos)
-    throw InteropError(
-        fmt::format("{}: key tokenizer.ggml.add_bos_token is true but "
-                    "tokenizer.ggml.bos_token_id is missing",
-                    source));
-  return added;
+  return key && !key->ints.empty() && key->ints[0] != 0;
 }
 
 }  // namespace
@@ -292,9 +285,10 @@ std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int
                                                   used),
                                bos = token_id_key(f, "tokenizer.ggml.bos_token_id", vocab, source,
                                                   used);
-  const bool add_bos = bos_added(f, bos, source, used);
-  if (const auto hf = hf_pattern_of(pre_name); hf && needs_hf_kind(pre_name, add_bos, types))
-    return hf_section(*tokens, types, merges, *hf, pre_name, add_bos ? bos : std::nullopt, source);
+  const bool add_bos = bos_added(f, used), bos_template = add_bos && bos;  // a BOS to add
+  if (const auto hf = hf_pattern_of(pre_name); hf && needs_hf_kind(pre_name, bos_template, types))
+    return hf_section(*tokens, types, merges, *hf, pre_name, bos_template ? bos : std::nullopt,
+                      source);
   v.tokens = tokens->strings;
   v.merges = merges_of(merges, source);
   const std::optional<std::string> pattern = split_pattern_of(pre_name);
@@ -311,9 +305,6 @@ std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int
   try {
     return io::tokenizer_section(*data::tokenizer_from_byte_level(std::move(v)));
   } catch (const std::invalid_argument& e) {
-    // not GPT-2's numbering of its tokens: a vocabulary as Llama 3's tokenizer.json numbers it
-    if (const auto hf = hf_pattern_of(pre_name))
-      return hf_section(*tokens, types, merges, *hf, pre_name, std::nullopt, source);
     throw InteropError(
         fmt::format("{}: keys tokenizer.ggml.tokens and merges: {}", source, e.what()));
   }
