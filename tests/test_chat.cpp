@@ -126,7 +126,9 @@ TEST_CASE("chat: Llama 3's format starts once and writes headers", "[chat]") {
   REQUIRE(tokens.extra_ids() == 4);
   const int64_t V = tok.vocab_size();
   REQUIRE(tokens.end_of_turn() == V + 3);
-  REQUIRE(tokens.is_special(V) && tokens.is_special(V + 3) && !tokens.is_special(0));
+  REQUIRE(tokens.is_special(V));
+  REQUIRE(tokens.is_special(V + 3));
+  REQUIRE_FALSE(tokens.is_special(0));
   const std::vector<data::ChatMessage> chat = {{data::ChatRole::user, "hi"}};
   const std::vector<int64_t> ids = tokens.conversation(chat, true);
   const std::vector<int64_t> expected = join({{V, V + 1},
