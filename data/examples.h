@@ -42,8 +42,8 @@ struct TaskOptions {
   // classify: the labels a checkpoint knows (an unknown one is an error naming its line);
   // empty: collected from the file and sorted
   std::vector<std::string> labels;
-  std::string prompt_template;  // instruct: the template's text; empty: Alpaca's
-  int64_t end_of_text = -1;     // instruct: the id appended after each response
+  std::string prompt_template;                  // instruct: the template's text; empty: Alpaca's
+  int64_t end_of_text = -1;                     // instruct: the id appended after each response
   ChatFormat chat_format = ChatFormat::chatml;  // chat: how a conversation is written
 };
 
