@@ -42,9 +42,9 @@ io::NamedPaths import_inputs(const std::string& path, const std::string& tokeniz
   if (fs::is_directory(path, ec)) return inputs;
   fs::path folder = fs::path(path).parent_path();
   if (folder.empty()) folder = ".";
-  for (const char* name :
-       {"config.json", "model.safetensors", "model.safetensors.index.json", "vocab.json",
-        "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.json", "tokenizer_config.json"})
+  for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json",
+                           "vocab.json", "merges.txt", "encoder.json", "vocab.bpe",
+                           "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
     inputs.emplace_back(fmt::format("PATH's {}", name), (folder / name).string());
   return inputs;
 }

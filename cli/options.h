@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <boost/program_options.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -72,6 +73,13 @@ void validate(boost::any& v, const std::vector<std::string>& values, E*, int) {
   program_options::validators::check_first_occurrence(v);
   v = boost::any(
       cli::parse_choice_option<E>(program_options::validators::get_single_string(values)));
+}
+// A choice that may be left unset (--chat-format: absent, the checkpoint's or the task's).
+template <base::Choice E>
+void validate(boost::any& v, const std::vector<std::string>& values, std::optional<E>*, int) {
+  program_options::validators::check_first_occurrence(v);
+  v = boost::any(std::optional<E>(
+      cli::parse_choice_option<E>(program_options::validators::get_single_string(values))));
 }
 void validate(boost::any& v, const std::vector<std::string>& values, train::TaskHandle*, int);
 }  // namespace boost

@@ -37,6 +37,11 @@ class Declare {
   void switch_or_value(const char* name, bool& f, const char* help) {
     if (use_ == RunOptions::train) group_.add_options()(name, field(f)->implicit_value(true), help);
   }
+  // an option that is unset unless given (no default to show)
+  template <typename T>
+  void unset_unless_given(const char* name, std::optional<T>& f, const char* help) {
+    if (use_ == RunOptions::train) group_.add_options()(name, po::value(&f), help);
+  }
   // --name alone means true; it is never false unless given
   void flag(const char* name, bool& f, const char* help, Resume resume = Resume::no) {
     if (use_ == RunOptions::train || resume == Resume::yes)
@@ -90,7 +95,11 @@ po::options_description data_options(train::RunConfig& c, RunOptions use) {
   add("template", c.template_file,
       "instruct: a prompt template file (default: Alpaca's; docs/finetuning.md)");
   add.flag("no-truncate", c.no_truncate,
-           "classify/instruct: refuse a record longer than the context instead of cutting it");
+           "classify/instruct/chat: refuse a record longer than the context instead of cutting "
+           "it");
+  add.unset_unless_given("chat-format", c.chat_format,
+                         "chatml or llama3: how conversations are written (task chat, sample "
+                         "--chat; default: the --init-from checkpoint's, else chatml)");
   return data;
 }
 

@@ -9,6 +9,7 @@
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "cli/sample_chat.h"
 #include "cli/sample_output.h"
 #include "data/instructions.h"
 #include "io/checkpoint.h"
@@ -36,6 +37,8 @@ struct SampleOptions {
   nn::WeightFormat weights = nn::WeightFormat::fp32;
   std::string instruction, input;  // instruct: the record whose response is sampled
   bool instruct = false;           // --instruction given
+  ChatRequest chat;                // --chat, --system, --chat-format
+  bool chats = false;              // --chat given
   int64_t tokens = 200, top_k = 0, num_samples = 1, slide = 0;
   double temperature = 1.0, top_p = 1.0, max_time = 0;
   std::vector<std::string> stops;
@@ -58,6 +61,14 @@ po::options_description sample_options(SampleOptions& o) {
       "printed, and it ends at the end-of-text token (docs/finetuning.md)");
   add("input", po::value(&o.input),
       "with --instruction: the record's input (an empty one leaves its section out)");
+  add("chat", po::value<std::string>()->implicit_value(""),
+      "a chat model's reply to this user message (--chat MESSAGE or --chat=MESSAGE): the "
+      "conversation is written in the checkpoint's chat format, only the reply is printed, and "
+      "it ends at the end of the turn; --chat alone: a conversation, a user line at a time read "
+      "from standard input (docs/finetuning.md)");
+  add("system", po::value(&o.chat.system), "with --chat: the system message, first");
+  add("chat-format", po::value(&o.chat.format),
+      "with --chat: chatml or llama3, instead of the checkpoint's chat format");
   add("tokens", po::value(&o.tokens)->default_value(200), "tokens to generate (per sample)");
   add("temperature", po::value(&o.temperature)->default_value(1.0),
       "softmax temperature (0: greedy)");
@@ -143,11 +154,29 @@ void check_memory(const SampleOptions& o, const nn::GPTConfig& cfg, int64_t prom
   train::check_address_space(bytes, threads, "lower --num-samples, --tokens or --threads");
 }
 
-// --instruction against --prompt and --input.
+// --instruction and --chat against --prompt, --input and each other.
 void check_instruction_options(const SampleOptions& o, const po::variables_map& vm) {
-  if (o.instruct && !vm["prompt"].defaulted())
-    throw UsageError("--instruction makes its own prompt: give --prompt or --instruction");
+  if (o.instruct && o.chats) throw UsageError("give --instruction or --chat, not both");
+  if ((o.instruct || o.chats) && !vm["prompt"].defaulted())
+    throw UsageError(fmt::format("{} makes its own prompt: give --prompt or {}",
+                                 o.chats ? "--chat" : "--instruction",
+                                 o.chats ? "--chat" : "--instruction"));
   if (!o.instruct && vm.count("input")) throw UsageError("--input goes with --instruction");
+  for (const char* option : {"system", "chat-format"})
+    if (!o.chats && vm.count(option))
+      throw UsageError(fmt::format("--{} goes with --chat", option));
+  if (o.chats && o.num_samples > 1) throw UsageError("--chat draws one reply: no --num-samples");
+}
+
+// "--chat MESSAGE": the word after a bare --chat is its message unless it is an option
+// (--chat's value is implicit, which Boost never takes from the next word).
+Args joined_chat_message(Args args) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--chat" && args[i + 1].rfind('-', 0) != 0) {
+      args[i] = "--chat=" + args[i + 1];
+      args.erase(args.begin() + static_cast<ptrdiff_t>(i) + 1);
+    }
+  return args;
 }
 
 // The prompt of --instruction: the record formatted with the checkpoint's template. A
@@ -226,64 +255,94 @@ void report(const nn::GenerationStats& st, const SampleOptions& o, int64_t slide
       st.timed_out ? "; stopped by --max-time" : "");
 }
 
+// The checkpoint's model and tokenizer, and what its prompt needs (the template of
+// --instruction, the chat format of --chat); its copy of the weights (and any optimizer
+// state) is freed on return.
+struct Loaded {
+  std::unique_ptr<nn::GPT> model;
+  std::unique_ptr<data::Tokenizer> tok;
+  std::string instruct_prompt, note;
+  ChatModel chat;
+};
+
+Loaded load_for_sampling(const SampleOptions& o) {
+  Loaded l;
+  io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
+  l.model = train::model_from_checkpoint(ckpt);
+  if (l.model->config().num_classes > 0)  // with --instruction too
+    throw UsageError(
+        fmt::format("'{}' is a classifier (train --task classify): it gives labels, not tokens to "
+                    "sample; 'attograd classify --checkpoint {}' prints its labels' probabilities",
+                    base::printable(o.path), base::printable(o.path)));
+  l.tok = io::make_tokenizer(ckpt.tokenizer);
+  if (o.instruct) l.instruct_prompt = instruction_prompt(o, ckpt, &l.note);
+  if (o.chats) l.chat = chat_model_of(ckpt, o.chat.format);
+  l.model->eval();
+  if (o.weights == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*l.model);
+  return l;
+}
+
+// The prompt's generation, streamed to standard output.
+nn::GenerationStats sample_prompt(const SampleOptions& o, const Loaded& l,
+                                  const std::vector<int64_t>& ids,
+                                  const nn::GenerationOptions& generation) {
+  const data::Tokenizer& tok = *l.tok;
+  // only the response of an instruction is printed
+  SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0,
+                   o.instruct ? "" : o.prompt);
+  // A sample ends at the end-of-text token: with --instruction, and wherever the token is
+  // one past the tokenizer's vocabulary (a task model's extra row: no text to decode).
+  const int64_t end_of_text = data::end_of_text_id(tok);
+  const bool stop_at_end = o.instruct || end_of_text >= tok.vocab_size();
+  std::vector<int64_t> one(1);
+  const nn::GenerationStats st =
+      nn::generate(*l.model, ids, generation, [&](int64_t sample, int64_t id) {
+        if (stop_at_end && id == end_of_text) {
+          out.end_sample(sample);
+          return false;
+        }
+        one[0] = id;
+        return out.add(sample, tok.decode(one));
+      });
+  out.finish();
+  if (out.failed())
+    throw std::runtime_error(
+        fmt::format("cannot write to standard output ({})", std::strerror(out.failed())));
+  return st;
+}
+
 }  // namespace
 
 int sample_command(const Args& args) {
   return guarded("sample", [&] {
     SampleOptions o;
     auto desc = sample_options(o);
-    auto vm = parse_options(args, desc, "checkpoint");
+    auto vm = parse_options(joined_chat_message(args), desc, "checkpoint");
     if (wants_help(vm, "sample", desc, "[CHECKPOINT]")) return 0;
     check_sample_options(o);
     if (o.path.empty()) o.path = default_checkpoint("sample");
     o.instruct = vm.count("instruction") > 0;
+    o.chats = vm.count("chat") > 0;
+    if (o.chats && !vm["chat"].as<std::string>().empty())
+      o.chat.message = vm["chat"].as<std::string>();
     check_instruction_options(o, vm);
     require_file(o.path, "checkpoint");
     ag::set_num_threads(o.threads);
-    std::unique_ptr<nn::GPT> model;
-    std::unique_ptr<data::Tokenizer> tok;
-    std::string instruct_prompt, note;
-    {  // the checkpoint's copy of the weights (and any optimizer state) is freed here
-      io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
-      model = train::model_from_checkpoint(ckpt);
-      if (model->config().num_classes > 0)  // with --instruction too
-        throw UsageError(fmt::format(
-            "'{}' is a classifier (train --task classify): it gives labels, not tokens to "
-            "sample; 'attograd classify --checkpoint {}' prints its labels' probabilities",
-            base::printable(o.path), base::printable(o.path)));
-      tok = io::make_tokenizer(ckpt.tokenizer);
-      if (o.instruct) instruct_prompt = instruction_prompt(o, ckpt, &note);
-    }
-    model->eval();
-    if (o.weights == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*model);
-    check_against_model(o, model->config());
-    const std::vector<int64_t> ids =
-        o.instruct ? encode_instruction(*tok, instruct_prompt, o) : encode_prompt(*tok, o.prompt);
+    const Loaded l = load_for_sampling(o);
+    check_against_model(o, l.model->config());
     const nn::GenerationOptions generation = generation_options(o);
-    check_memory(o, model->config(), static_cast<int64_t>(ids.size()), generation, *tok);
-    train::noticef("{}", note);  // once the prompt is known good: errors are one line
-    // only the response of an instruction is printed
-    SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0,
-                     o.instruct ? "" : o.prompt);
-    // A sample ends at the end-of-text token: with --instruction, and wherever the token is
-    // one past the tokenizer's vocabulary (a task model's extra row: no text to decode).
-    const int64_t end_of_text = data::end_of_text_id(*tok);
-    const bool stop_at_end = o.instruct || end_of_text >= tok->vocab_size();
-    std::vector<int64_t> one(1);
-    const nn::GenerationStats st =
-        nn::generate(*model, ids, generation, [&](int64_t sample, int64_t id) {
-          if (stop_at_end && id == end_of_text) {
-            out.end_sample(sample);
-            return false;
-          }
-          one[0] = id;
-          return out.add(sample, tok->decode(one));
-        });
-    out.finish();
-    if (out.failed())
-      throw std::runtime_error(
-          fmt::format("cannot write to standard output ({})", std::strerror(out.failed())));
-    report(st, o, o.slide > 0 ? o.slide : nn::default_slide(model->config().context_length));
+    nn::GenerationStats st;
+    if (o.chats) {  // the longest prompt a conversation keeps: the context
+      check_memory(o, l.model->config(), l.model->config().context_length, generation, *l.tok);
+      st = run_chat(*l.model, *l.tok, l.chat, o.chat, generation, o.stops);
+    } else {
+      const std::vector<int64_t> ids = o.instruct ? encode_instruction(*l.tok, l.instruct_prompt, o)
+                                                  : encode_prompt(*l.tok, o.prompt);
+      check_memory(o, l.model->config(), static_cast<int64_t>(ids.size()), generation, *l.tok);
+      train::noticef("{}", l.note);  // once the prompt is known good: errors are one line
+      st = sample_prompt(o, l, ids, generation);
+    }
+    report(st, o, o.slide > 0 ? o.slide : nn::default_slide(l.model->config().context_length));
     return 0;
   });
 }

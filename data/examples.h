@@ -5,6 +5,8 @@
 //   classify  a TSV/CSV of text and label: one label per example (classification_data.cpp)
 //   instruct  JSON/JSONL instruction records in a prompt template: a target per token, the
 //             prompt's masked (instruction_data.cpp)
+//   chat      JSONL conversations in a chat format: a target per token, all but the
+//             assistant's replies masked (chat_data.cpp)
 //
 //   data::TaskOptions o;  o.context_length = 256;
 //   data::TaskExamples all = data::read_classification_examples(path, tokenizer, o);
@@ -18,6 +20,7 @@
 
 #include "autograd/generator.h"
 #include "autograd/tensor.h"
+#include "data/chat_format.h"
 #include "data/tokenizer.h"
 
 namespace data {
@@ -39,8 +42,9 @@ struct TaskOptions {
   // classify: the labels a checkpoint knows (an unknown one is an error naming its line);
   // empty: collected from the file and sorted
   std::vector<std::string> labels;
-  std::string prompt_template;  // instruct: the template's text; empty: Alpaca's
-  int64_t end_of_text = -1;     // instruct: the id appended after each response
+  std::string prompt_template;                  // instruct: the template's text; empty: Alpaca's
+  int64_t end_of_text = -1;                     // instruct: the id appended after each response
+  ChatFormat chat_format = ChatFormat::chatml;  // chat: how a conversation is written
 };
 
 struct TaskExamples {
@@ -59,6 +63,15 @@ std::string classification_corpus_text(const std::string& path);
 TaskExamples read_instruction_examples(const std::string& path, const Tokenizer& tokenizer,
                                        const TaskOptions& o);
 std::string instruction_corpus_text(const std::string& path, const TaskOptions& o);
+TaskExamples read_chat_examples(const std::string& path, const Tokenizer& tokenizer,
+                                const TaskOptions& o);
+std::string chat_corpus_text(const std::string& path, const TaskOptions& o);
+
+// A conversation's ids as an example: ids up to its last trained one (chat_format.h's
+// `trained` flags), cut to the context; a position's target is the next id when that id is
+// trained, else kIgnoreTarget. *truncated: whether the cut lost a trained id's target.
+Example chat_example(std::span<const int64_t> ids, const std::vector<bool>& trained,
+                     int64_t context_length, bool* truncated = nullptr);
 
 // The id that ends a response: the tokenizer's <|endoftext|> when it has one, else one past
 // its vocabulary (an instruction model then has vocab_size + 1 rows).

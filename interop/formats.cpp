@@ -220,6 +220,8 @@ io::Checkpoint checkpoint_of(ModelFiles model) {
   cfg.tokenizer =
       model.tokenizer ? io::tokenizer_kind(*model.tokenizer) : data::TokenizerKind::none;
   cfg.data = "";
+  cfg.chat_format = model.chat_format;
+  cfg.stop_token_ids = model.stop_ids;
   io::Checkpoint c;
   c.config = cfg.to_json();
   c.model = std::move(model.weights);

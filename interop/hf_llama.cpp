@@ -521,6 +521,9 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
     read_weights(files, expected, m, tokenizer_folder_bytes(tokenizer_at));
   }
   m.tokenizer = read_tokenizer_folder(tokenizer_at, !tokenizer_folder.empty(), &m.dropped);
+  const ChatSettings chat = read_chat_settings(tokenizer_at, folder, m.dropped);
+  m.chat_format = chat.format;
+  m.stop_ids = chat.stop_ids;
   check_weights(m, source);
   return m;
 }

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/chat_format.h"
 #include "io/checkpoint.h"
 #include "nn/config.h"
 #include "nn/module.h"
@@ -25,6 +26,10 @@ struct ModelFiles {
   nn::StateDict weights;
   // The tokenizer, when the files carry one (io::TokenizerSection's forms, "gpt2" for GPT-2's).
   std::optional<io::TokenizerSection> tokenizer;
+  // how its conversations are written and the ids that end a reply (Hugging Face's
+  // tokenizer_config.json and generation_config.json, when there)
+  std::optional<data::ChatFormat> chat_format;
+  std::vector<int64_t> stop_ids;
   std::string format;                // "hf", "safetensors", "llmc", "gguf"
   std::vector<std::string> dropped;  // what the source held that the model does not keep
 };

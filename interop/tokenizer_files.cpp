@@ -6,13 +6,16 @@
 #include <filesystem>
 
 #include "base/atomic_file.h"
+#include "base/json.h"
 #include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
+#include "interop/hf_folder.h"
 #include "interop/hub_cache.h"
 #include "interop/input_bytes.h"
 #include "interop/model_files.h"
 #include "interop/tokenizer_json.h"
 #include "io/tokenizer_section.h"
+#include "train/config.h"
 
 namespace interop {
 
@@ -75,6 +78,54 @@ int64_t tokenizer_folder_bytes(const std::string& folder) {
        {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.json"})
     if (has_entry(where, name)) bytes += InputBytes::open(file_in(where, name)).size();
   return static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX / 8) * 4);
+}
+
+namespace {
+
+std::optional<data::ChatFormat> chat_format_in(const std::string& folder,
+                                               std::vector<std::string>& notes) {
+  if (!has_entry(folder, "tokenizer_config.json")) return std::nullopt;
+  const std::string path = file_in(folder, "tokenizer_config.json");
+  const nlohmann::json j = read_hf_config(path, {"chat_template"});
+  const HfConfigKeys keys{j, path};
+  if (!keys.find("chat_template")) return std::nullopt;
+  const std::string chat_template = keys.text("chat_template", "");
+  const std::optional<data::ChatFormat> format = data::detect_chat_format(chat_template);
+  if (!format)
+    notes.push_back(fmt::format(
+        "{}: 'chat_template' writes neither ChatML (<|im_start|>) nor Llama 3's headers "
+        "(<|start_header_id|>), the chat formats attograd knows: sample --chat needs "
+        "--chat-format",
+        path));
+  return format;
+}
+
+std::vector<int64_t> stop_ids_in(const std::string& folder) {
+  if (!has_entry(folder, "generation_config.json")) return {};
+  const std::string path = file_in(folder, "generation_config.json");
+  const nlohmann::json j = read_hf_config(path, {"eos_token_id"});
+  const HfConfigKeys keys{j, path};
+  const nlohmann::json* eos = keys.find("eos_token_id");
+  if (!eos) return {};
+  if (!eos->is_array()) return {keys.integer("eos_token_id", 0)};
+  if (eos->size() > train::kMaxStopTokenIds)
+    keys.fail("eos_token_id", fmt::format("lists {} ids, more than the {} attograd keeps",
+                                          eos->size(), train::kMaxStopTokenIds));
+  std::vector<int64_t> ids;
+  for (const nlohmann::json& id : *eos) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0)
+      keys.fail("eos_token_id", fmt::format("holds {}, not a token id", base::json_quote(id)));
+    ids.push_back(id.get<int64_t>());
+  }
+  return ids;
+}
+
+}  // namespace
+
+ChatSettings read_chat_settings(const std::string& tokenizer_folder,
+                                const std::string& model_folder, std::vector<std::string>& notes) {
+  return {chat_format_in(tokenizer_folder.empty() ? "." : tokenizer_folder, notes),
+          stop_ids_in(model_folder.empty() ? "." : model_folder)};
 }
 
 std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer) {

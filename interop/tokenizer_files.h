@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/chat_format.h"
 #include "io/checkpoint.h"
 
 namespace interop {
@@ -27,6 +28,19 @@ std::optional<io::TokenizerSection> read_tokenizer_folder(
 // at 3.2 times their bytes (the texts, the tokens, the merges' pairs), planned at 4; 0
 // without them. A link is judged as the reader judges it (refused unless a snapshot's).
 int64_t tokenizer_folder_bytes(const std::string& folder);
+
+// What a Hugging Face folder says of chats, both files optional and bounded as config.json
+// is (kMaxHfJsonBytes): tokenizer_config.json's chat_template, recognised by its family
+// (data/chat_format.h; another template goes to notes, naming the file and key: its model
+// then needs --chat-format), and generation_config.json's eos_token_id, one id or a list
+// (the ids that end a reply; at most train::kMaxStopTokenIds). A value of the wrong kind is
+// an InteropError naming file and key.
+struct ChatSettings {
+  std::optional<data::ChatFormat> format;
+  std::vector<int64_t> stop_ids;
+};
+ChatSettings read_chat_settings(const std::string& tokenizer_folder,
+                                const std::string& model_folder, std::vector<std::string>& notes);
 
 // The id of <|endoftext|> in the tokenizer, when it has one (config.json's bos and eos ids).
 std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer);

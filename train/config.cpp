@@ -106,6 +106,9 @@ nlohmann::json RunConfig::to_json() const {
       {"eval_windows", eval_windows},
       {"sample_tokens", sample_tokens},
   });
+  // what a chat model carries (absent: none, as in files from before chat formats)
+  if (chat_format) j["chat_format"] = base::choice_name(*chat_format);
+  if (!stop_token_ids.empty()) j["stop_token_ids"] = stop_token_ids;
   task->write_config(*this, j);
   if (!freeze.empty()) j["freeze"] = freeze;  // absent: nothing frozen by name
   // the settings its optimiser reads (adamw: weight_decay, beta1, beta2, eps)
@@ -150,6 +153,15 @@ template <typename T>
 T json_as(const nlohmann::json& v, const char* key) {
   if constexpr (base::Choice<T>) {
     return base::parse_choice<T>(json_as<std::string>(v, key));
+  } else if constexpr (std::is_same_v<T, std::optional<data::ChatFormat>>) {
+    return json_as<data::ChatFormat>(v, key);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    if (!v.is_array() || v.size() > kMaxStopTokenIds)
+      throw wrong_value(v, key,
+                        fmt::format("an array of at most {} ids", kMaxStopTokenIds).c_str());
+    std::vector<int64_t> ids;
+    for (const auto& id : v) ids.push_back(json_integer<int64_t>(id, key));
+    return ids;
   } else if constexpr (std::is_same_v<T, TaskHandle>) {
     return TaskHandle(task_named(json_as<std::string>(v, key)));
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
@@ -212,6 +224,8 @@ void read_task_settings(const ConfigReader& get, RunConfig& c) {
   get("no_truncate", c.no_truncate);
   get("prompt_template", c.prompt_template);
   get("labels", c.labels);
+  get("chat_format", c.chat_format);
+  get("stop_token_ids", c.stop_token_ids);
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 // optimiser, schedule and run settings. It is what the command line and config files
 // fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/autocast.h"
 #include "base/choice.h"
+#include "data/chat_format.h"
 #include "data/tokenizer.h"
 #include "nn/gpt.h"
 #include "optim/registry.h"
@@ -43,6 +45,9 @@ inline constexpr int64_t kDefaultBucketMb = 4;
 // decoder's, the kernels'), so that a count from a typo must be refused, not allocated.
 inline constexpr int kMaxThreads = 256;
 
+// The most stop ids a config may hold (Llama 3.1's generation_config.json lists three).
+inline constexpr size_t kMaxStopTokenIds = 64;
+
 struct RunConfig {
   nn::GPTConfig model = [] {  // docs/model.md's defaults, with vocab_size 0: "from the tokenizer"
     nn::GPTConfig m;
@@ -62,6 +67,13 @@ struct RunConfig {
   std::string prompt_template;      // instruct: the template's text; empty: Alpaca's
   std::string template_file;        // instruct: read into prompt_template (not stored)
   bool no_truncate = false;         // a record longer than the context is an error, not cut
+  // How the model's conversations are written (data/chat_format.h): named by --chat-format,
+  // or found by `import` in tokenizer_config.json's chat_template; task chat's default is
+  // chatml. Kept by a fine-tuning from the checkpoint unless named.
+  std::optional<data::ChatFormat> chat_format;
+  // Ids that end a reply besides the format's end of turn (an import's generation_config.json
+  // eos_token_id list).
+  std::vector<int64_t> stop_token_ids;
   // optimisation
   int64_t steps = 2000;          // about a minute for the default model on 2 cores
   int64_t batch_size = 16;       // sequences per micro-batch

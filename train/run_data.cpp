@@ -114,6 +114,7 @@ data::TaskOptions task_options(const RunConfig& cfg, const data::Tokenizer& toke
   o.labels = cfg.labels;
   o.prompt_template = cfg.prompt_template;
   o.end_of_text = data::end_of_text_id(tokenizer);
+  o.chat_format = cfg.chat_format.value_or(data::ChatFormat::chatml);
   return o;
 }
 

@@ -69,7 +69,9 @@ class Task {
   virtual RunData load_data(const RunConfig& cfg, const io::TokenizerSection* saved,
                             const IdentityCheck& check_identity) const = 0;
   // Ids the model needs beyond the tokenizer's (an end-of-text id the tokenizer lacks).
-  virtual int64_t extra_ids(const data::Tokenizer&) const { return 0; }
+  virtual int64_t extra_ids(const RunConfig&, const data::Tokenizer&) const { return 0; }
+  // What those ids are, for a message ("an end-of-text id").
+  virtual const char* extra_ids_help() const { return "ids past its vocabulary"; }
   // What padding positions read (no target or label reads them).
   virtual int64_t pad_id(const data::Tokenizer&) const { return 0; }
   // The model's shape from the data, before the config is validated (a classifier: a class

@@ -90,6 +90,9 @@ std::optional<io::Checkpoint> TrainingRun::read_init() {
   take_model_of(*init, cfg_);
   const RunConfig was = RunConfig::from_json(init->config);
   if (was.task == cfg_.task) cfg_.task->keep_from(was, cfg_);
+  // how the model's conversations are written, whatever task it had (an import's)
+  if (!cfg_.chat_format) cfg_.chat_format = was.chat_format;
+  if (cfg_.stop_token_ids.empty()) cfg_.stop_token_ids = was.stop_token_ids;
   return init;
 }
 
@@ -108,18 +111,18 @@ void TrainingRun::load_data(const io::Checkpoint* init) {
 }
 
 // The model's vocabulary from the tokenizer's, with the ids the task adds (an end-of-text
-// id the tokenizer lacks).
+// id, a chat format's special tokens the tokenizer lacks).
 void TrainingRun::take_vocabulary() {
-  const int64_t extra = cfg_.task->extra_ids(*data_.tokenizer);
+  const int64_t extra = cfg_.task->extra_ids(cfg_, *data_.tokenizer);
   const int64_t tokenizer_vocab = data_.tokenizer->vocab_size() + extra;
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = tokenizer_vocab;
   cfg_.tokenizer = data_.tokenizer->kind();  // a folder's own, recorded as it is
   if (cfg_.model.vocab_size < tokenizer_vocab && extra > 0)
     throw std::invalid_argument(fmt::format(
-        "task {} ends each response with an end-of-text id, which the {} tokenizer "
-        "lacks, so the model needs vocab_size {} (one more than the tokenizer's), not {}; "
-        "train the base model with --vocab-size {}",
-        cfg_.task, data_.tokenizer->type(), tokenizer_vocab, cfg_.model.vocab_size,
+        "task {} needs {} the {} tokenizer lacks ({}), so the model needs vocab_size {} "
+        "({} more than the tokenizer's), not {}; train the base model with --vocab-size {}",
+        cfg_.task, extra == 1 ? "an id" : fmt::format("{} ids", extra), data_.tokenizer->type(),
+        cfg_.task->extra_ids_help(), tokenizer_vocab, extra, cfg_.model.vocab_size,
         tokenizer_vocab));
   if (cfg_.model.vocab_size < tokenizer_vocab)
     throw std::invalid_argument(fmt::format("vocab_size {} is smaller than the tokenizer's {}",

@@ -27,7 +27,7 @@ void InstructTask::keep_from(const RunConfig& was, RunConfig& cfg) const {
   if (cfg.template_file.empty()) cfg.prompt_template = was.prompt_template;
 }
 
-int64_t InstructTask::extra_ids(const data::Tokenizer& tokenizer) const {
+int64_t InstructTask::extra_ids(const RunConfig&, const data::Tokenizer& tokenizer) const {
   return data::end_of_text_id(tokenizer) == tokenizer.vocab_size() ? 1 : 0;
 }
 

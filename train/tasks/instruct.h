@@ -15,7 +15,8 @@ class InstructTask final : public ExampleTask {
   void validate(const RunConfig& cfg) const override;
   void write_config(const RunConfig& cfg, nlohmann::json& j) const override;
   void keep_from(const RunConfig& was, RunConfig& cfg) const override;
-  int64_t extra_ids(const data::Tokenizer& tokenizer) const override;
+  int64_t extra_ids(const RunConfig& cfg, const data::Tokenizer& tokenizer) const override;
+  const char* extra_ids_help() const override { return "an end-of-text id after each response"; }
   int64_t pad_id(const data::Tokenizer& tokenizer) const override;
   data::TaskExamples read_examples(const std::string& path, const data::Tokenizer& tokenizer,
                                    const data::TaskOptions& o) const override;

@@ -3,6 +3,7 @@
 // its class and one row here.
 #include <fmt/format.h>
 
+#include "train/tasks/chat.h"
 #include "train/tasks/classify.h"
 #include "train/tasks/instruct.h"
 #include "train/tasks/language_model.h"
@@ -15,7 +16,8 @@ const std::vector<const Task*>& registry() {
   static const LanguageModelTask lm;
   static const ClassifyTask classify;
   static const InstructTask instruct;
-  static const std::vector<const Task*> rows = {&lm, &classify, &instruct};
+  static const ChatTask chat;
+  static const std::vector<const Task*> rows = {&lm, &classify, &instruct, &chat};
   return rows;
 }
 

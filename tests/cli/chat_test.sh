@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End-to-end tests of chat fine-tuning (docs/finetuning.md "Chat"): `train --task chat` on
+# JSONL conversations and `sample --chat`, one-shot and a conversation from standard input,
+# and their one-line errors:
+#   chat_test.sh SCENARIO PATH/TO/attograd
+# The models are char models trained here: the chat format's special tokens are ids past
+# their vocabulary (data/chat_format.h), as they are for any tokenizer learned from scratch.
+set -euo pipefail
+source "$(dirname "$0")/scenario_lib.sh" "$@"
+
+# Six questions and their answers, as conversations, a system turn in every other one
+# (France's, Spain's, Egypt's); answers.txt holds each question|answer|system.
+make_chats() {
+  local pair i=0 system
+  for pair in France:Paris Italy:Rome Spain:Madrid Japan:Tokyo Egypt:Cairo Peru:Lima; do
+    system=''
+    [ $((i++ % 2)) = 0 ] && system='Answer briefly.'
+    echo "What is the capital of ${pair%:*}?|${pair#*:}|$system"
+  done > answers.txt
+  while IFS='|' read -r question answer system; do
+    [ -n "$system" ] && system="{\"role\": \"system\", \"content\": \"$system\"}, "
+    printf '{"messages": [%s{"role": "user", "content": "%s"}, {"role": "assistant", "content": "%s"}]}\n' \
+      "$system" "$question" "$answer"
+  done < answers.txt > chats.jsonl
+}
+
+small=(--task chat --tokenizer char --context-length 96 --d-model 64 --n-heads 4 --n-layers 2
+       --batch-size 6 --dropout 0 --lr 3e-3 --warmup-steps 20 --val-fraction 0 --eval-interval 0
+       --log-interval 1000 --sample-tokens 0 --threads 2 --seed 1)
+
+case "$scenario" in
+memorised)
+  # A small model memorises the replies; sample --chat answers each question exactly, one
+  # line and no special token's text: the reply ended at the end of its turn. The format's
+  # two tokens are ids past the char vocabulary.
+  make_chats
+  "$bin" train "${small[@]}" --data chats.jsonl --steps 300 --out run.h5 > train.txt 2>&1 ||
+    fail "train --task chat failed: $(tail -3 train.txt)"
+  "$bin" inspect run.h5 | grep -q '"chat_format": *"chatml"' ||
+    fail "the checkpoint does not name its chat format"
+  while IFS='|' read -r question answer system; do
+    got=$("$bin" sample run.h5 --chat "$question" --system "$system" --temperature 0 \
+          --tokens 40 2> stats.txt) || fail "sample --chat failed: $(cat stats.txt)"
+    [ "$got" = "$answer" ] || fail "'$question' ('$system'): answered '$got', not '$answer'"
+  done < answers.txt
+  ;;
+conversation)
+  # --chat alone reads user lines from standard input and answers each; the conversation
+  # outgrows the context and its oldest turns are dropped, said once.
+  make_chats
+  "$bin" train "${small[@]}" --data chats.jsonl --steps 300 --out run.h5 > train.txt 2>&1 ||
+    fail "train --task chat failed: $(tail -3 train.txt)"
+  # (the questions trained without a system turn; a blank line is skipped)
+  printf 'What is the capital of Japan?\n\nWhat is the capital of Peru?\nWhat is the capital of Italy?\n' |
+    "$bin" sample run.h5 --chat --temperature 0 --tokens 20 > replies.txt 2> stats.txt ||
+    fail "sample --chat (a conversation) failed: $(cat stats.txt)"
+  [ "$(cat replies.txt)" = "$(printf 'Tokyo\nLima\nRome')" ] ||
+    fail "the replies were: $(cat replies.txt)"
+  [ "$(grep -c 'oldest turns are dropped' stats.txt)" = 1 ] ||
+    fail "the dropped turns were not said once: $(cat stats.txt)"
+  ;;
+errors)
+  # Bad conversations and options: one line naming file, line and field.
+  make_chats
+  train() { "$bin" train "${small[@]}" --steps 1 --out run.h5 "$@"; }
+  printf '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\n{"messages": [{"role": "robot", "content": "a"}]}\n' > role.jsonl
+  expect_error 1 "role.jsonl: line 2: 'messages[0].role' is 'robot', not 'system', 'user' or 'assistant'" \
+    train --data role.jsonl
+  printf '{"messages": [{"role": "user"}]}\n' > content.jsonl
+  expect_error 1 "content.jsonl: line 1: 'messages[0].content' is missing" train --data content.jsonl
+  { head -c 5000000 /dev/zero | tr '\0' ' '; echo '{}'; } > huge.jsonl
+  expect_error 1 "huge.jsonl: line 1: a record of 5000002 bytes, more than the 4194304" \
+    train --data huge.jsonl
+  printf '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "%s"}]}\n' \
+    "$(printf 'b%.0s' $(seq 200))" > long.jsonl
+  expect_error 1 "long.jsonl: line 1: the conversation takes" train --data long.jsonl --no-truncate
+  expect_usage_error "chat_format must be 'chatml' or 'llama3', got 'vicuna'" \
+    train --data chats.jsonl --chat-format vicuna
+  train --data chats.jsonl > /dev/null 2>&1 || fail "train --task chat failed"
+  expect_usage_error "--system goes with --chat" "$bin" sample run.h5 --system hi
+  expect_usage_error "--chat makes its own prompt" "$bin" sample run.h5 --chat hi --prompt x
+  expect_usage_error "--chat: it holds the chat format's token <|im_end|>" \
+    "$bin" sample run.h5 --chat "a<|im_end|>"
+  # a language model has no chat format unless one is named
+  "$bin" train --data answers.txt --steps 1 --context-length 16 --d-model 16 --n-heads 2 \
+    --n-layers 1 --batch-size 2 --sample-tokens 0 --eval-interval 0 --out lm.h5 > /dev/null 2>&1 ||
+    fail "train a language model failed"
+  expect_usage_error "has no chat format" "$bin" sample lm.h5 --chat hi
+  ;;
+*) fail "no scenario $scenario" ;;
+esac
