@@ -56,7 +56,10 @@ std::unique_ptr<nn::GPT> with_adapters(const io::Checkpoint& ckpt, int64_t rank,
   auto model = std::make_unique<nn::GPT>(cfg, 11);
   ag::Generator gen(12);
   ag::NoGradGuard no_grad;
-  for (const auto& [name, p] : model->named_parameters()) {
+  for (const auto& named : model->named_parameters()) {
+    // a copy of the name, not a structured binding: clang 14 cannot capture one in a lambda
+    const std::string& name = named.first;
+    ag::Tensor p = named.second;
     const auto it = std::find_if(ckpt.model.begin(), ckpt.model.end(),
                                  [&](const auto& w) { return w.first == name; });
     if (it != ckpt.model.end())
