@@ -45,18 +45,9 @@ std::string ChatTask::corpus_text(const std::string& path, const data::TaskOptio
 // answered greedily up to the end of the turn.
 std::optional<TaskSample> ChatTask::closing_sample(nn::GPT& model, const RunConfig& cfg,
                                                    const RunData& data) const {
-  model.eval();
-  merge_adapters(model);  // the decoder runs plain Linears; the final save is written
-  const auto& examples = data.examples->val.empty() ? data.examples->train : data.examples->val;
-  const data::Example& e = examples.front();
-  size_t prompt = 0;  // the prompt: ids up to the first that has a target
-  while (prompt < e.targets.size() && e.targets[prompt] == data::kIgnoreTarget) ++prompt;
-  std::vector<int64_t> ids(e.ids.begin(), e.ids.begin() + static_cast<int64_t>(prompt) + 1);
-  nn::GenerationOptions o;
-  o.max_new_tokens = cfg.sample_tokens;
-  o.sampling.temperature = 0;
-  o.seed = cfg.seed;
-  std::vector<int64_t> answer = nn::generate_tokens(model, ids, o)[0];
+  GreedyAnswer greedy = answer_first_example(model, cfg, data);
+  const data::Example& e = *greedy.example;
+  std::vector<int64_t>& answer = greedy.answer;
   const data::ChatTokens tokens(chat_format_of(cfg), *data.tokenizer);
   const auto end = std::find_if(answer.begin(), answer.end(), [&](int64_t id) {
     return tokens.is_special(id) || id >= data.tokenizer->vocab_size();

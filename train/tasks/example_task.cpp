@@ -5,6 +5,8 @@
 #include "base/posix_file.h"
 #include "base/utf8.h"
 #include "io/tokenizer_section.h"
+#include "nn/generation.h"
+#include "train/model_loading.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
 #include "train/stop_signals.h"
@@ -100,6 +102,22 @@ void ExampleTask::evaluate(nn::GPT& model, const RunConfig& cfg, const RunData& 
   f.val_loss = r.loss;
   f.val_examples = r.examples;
   score(r, f);
+}
+
+ExampleTask::GreedyAnswer ExampleTask::answer_first_example(nn::GPT& model, const RunConfig& cfg,
+                                                            const RunData& data) {
+  model.eval();
+  merge_adapters(model);  // the decoder runs plain Linears; the final save is written
+  const auto& examples = data.examples->val.empty() ? data.examples->train : data.examples->val;
+  const data::Example& e = examples.front();
+  size_t prompt = 0;  // the prompt: ids up to the first that has a target
+  while (prompt < e.targets.size() && e.targets[prompt] == data::kIgnoreTarget) ++prompt;
+  std::vector<int64_t> ids(e.ids.begin(), e.ids.begin() + static_cast<int64_t>(prompt) + 1);
+  nn::GenerationOptions o;
+  o.max_new_tokens = cfg.sample_tokens;
+  o.sampling.temperature = 0;
+  o.seed = cfg.seed;
+  return {&e, nn::generate_tokens(model, ids, o)[0]};
 }
 
 }  // namespace train

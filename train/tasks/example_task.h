@@ -32,6 +32,17 @@ class ExampleTask : public Task {
  protected:
   // The task's own figures from an evaluation of every held-out example.
   virtual void score(const ExampleEval&, StepFigures&) const {}
+
+  // The closing sample of a task whose examples are a prompt and an answer: the first
+  // held-out example (else the first training one) up to its first target, answered
+  // greedily for cfg.sample_tokens, by the model made ready for the decoder (eval mode,
+  // adapters merged); `answer` the generated ids, whole.
+  struct GreedyAnswer {
+    const data::Example* example;
+    std::vector<int64_t> answer;
+  };
+  static GreedyAnswer answer_first_example(nn::GPT& model, const RunConfig& cfg,
+                                           const RunData& data);
 };
 
 }  // namespace train

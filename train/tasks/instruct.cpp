@@ -49,18 +49,9 @@ std::string InstructTask::corpus_text(const std::string& path, const data::TaskO
 // the end-of-text token.
 std::optional<TaskSample> InstructTask::closing_sample(nn::GPT& model, const RunConfig& cfg,
                                                        const RunData& data) const {
-  model.eval();
-  merge_adapters(model);  // the decoder runs plain Linears; the final save is written
-  const auto& examples = data.examples->val.empty() ? data.examples->train : data.examples->val;
-  const data::Example& e = examples.front();
-  size_t prompt = 0;  // the prompt: ids up to the first that has a target
-  while (prompt < e.targets.size() && e.targets[prompt] == data::kIgnoreTarget) ++prompt;
-  std::vector<int64_t> ids(e.ids.begin(), e.ids.begin() + static_cast<int64_t>(prompt) + 1);
-  nn::GenerationOptions o;
-  o.max_new_tokens = cfg.sample_tokens;
-  o.sampling.temperature = 0;
-  o.seed = cfg.seed;
-  std::vector<int64_t> answer = nn::generate_tokens(model, ids, o)[0];
+  GreedyAnswer greedy = answer_first_example(model, cfg, data);
+  const data::Example& e = *greedy.example;
+  std::vector<int64_t>& answer = greedy.answer;
   const auto end = std::find(answer.begin(), answer.end(), data::end_of_text_id(*data.tokenizer));
   answer.erase(end, answer.end());
   return TaskSample{fmt::format("sample (greedy) for the instruction of {} line {}",
