@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -250,6 +251,22 @@ void check_hf_size(const std::vector<SafetensorsReader>& files, const nn::GPTCon
         fmt::format("{}: config.json states {} parameters, more than the file's "
                     "{} bytes can hold",
                     files.front().source(), params, bytes));
+}
+
+void check_tied_head(const LocatedTensor& head, const ag::Tensor& embedding,
+                     const std::string& embedding_name, ModelFiles& m) {
+  const std::string& source = head.in->source();
+  if (head.e->shape != embedding.shape())
+    throw InteropError(fmt::format("{}: tensor lm_head.weight has shape {}, {} {}", source,
+                                   ag::shape_str(head.e->shape), embedding_name,
+                                   ag::shape_str(embedding.shape())));
+  const ag::Tensor values = head.in->read(*head.e);
+  if (std::memcmp(values.data<float>(), embedding.data<float>(),
+                  static_cast<size_t>(embedding.numel()) * sizeof(float)) != 0)
+    throw InteropError(fmt::format(
+        "{}: lm_head.weight differs from {}, but config.json ties them (tie_word_embeddings true)",
+        source, embedding_name));
+  m.dropped.push_back(fmt::format("lm_head.weight (equal to {}: the tied head)", embedding_name));
 }
 
 }  // namespace interop

@@ -11,6 +11,7 @@
 //   4096); auto files = interop::open_hf_weights("m/", {holds, "Llama (LlamaForCausalLM)"});
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -74,6 +75,18 @@ std::vector<SafetensorsReader> open_hf_weights(const std::string& path, const Hf
 // Before anything is allocated: a config stating more parameters than the files can hold
 // (2 bytes each at least) is refused.
 void check_hf_size(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c);
+
+// A tensor of a model's files: which file, which entry; the files' tensors by name.
+struct LocatedTensor {
+  const SafetensorsReader* in;
+  const SafetensorsEntry* e;
+};
+using LocatedTensors = std::map<std::string, LocatedTensor>;
+
+// A tied head may come as its own tensor (lm_head.weight): it must then hold the values of
+// the embedding, named `embedding_name` in messages; it is noted in m.dropped.
+void check_tied_head(const LocatedTensor& head, const ag::Tensor& embedding,
+                     const std::string& embedding_name, ModelFiles& m);
 
 // F16 holds at most 65504: a larger weight, which would become infinite, is an InteropError
 // naming where, the tensor and the element.

@@ -213,18 +213,11 @@ struct ExpectedNames {
   }
 };
 
-// A tensor of the model's files: which file, which entry.
-struct Located {
-  const SafetensorsReader* in;
-  const SafetensorsEntry* e;
-};
-using Found = std::map<std::string, Located>;
-
 // The files' tensors by their name without the "transformer." prefix; what GPT-2 does not
 // have is refused by name, the mask buffers are set aside (dropped).
-Found file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c,
-                   const std::set<std::string>& expected, ModelFiles& m) {
-  Found found;
+LocatedTensors file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c,
+                            const std::set<std::string>& expected, ModelFiles& m) {
+  LocatedTensors found;
   int64_t buffers = 0;
   for (const auto& in : files)
     for (const auto& e : in.entries()) {
@@ -237,7 +230,7 @@ Found file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTCon
       if (!expected.count(name) && name != "lm_head.weight")
         throw InteropError(fmt::format("{}: tensor {} is not part of {} as config.json states it",
                                        in.source(), quoted(e.name), kModel));
-      if (!found.emplace(name, Located{&in, &e}).second)
+      if (!found.emplace(name, LocatedTensor{&in, &e}).second)
         throw InteropError(
             fmt::format("{}: tensor {} appears twice (with and without the "
                         "'transformer.' prefix, or in two shards)",
@@ -251,24 +244,9 @@ Found file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTCon
   return found;
 }
 
-// A tied head may come as its own tensor: it must then hold the embedding's values.
-void check_tied_head(const Located& head, const ag::Tensor& wte, ModelFiles& m) {
-  const std::string& source = head.in->source();
-  if (head.e->shape != wte.shape())
-    throw InteropError(fmt::format("{}: tensor lm_head.weight has shape {}, wte.weight {}", source,
-                                   ag::shape_str(head.e->shape), ag::shape_str(wte.shape())));
-  const ag::Tensor values = head.in->read(*head.e);
-  if (std::memcmp(values.data<float>(), wte.data<float>(), wte.numel() * sizeof(float)) != 0)
-    throw InteropError(
-        fmt::format("{}: lm_head.weight differs from wte.weight, but config.json "
-                    "ties them (tie_word_embeddings true)",
-                    source));
-  m.dropped.push_back("lm_head.weight (equal to wte.weight: the tied head)");
-}
-
 // Every tensor GPT-2 needs is there with the config's shape, before anything is read.
-void check_found(const std::vector<HfTensor>& tensors, const Found& found, const ModelFiles& m,
-                 const std::string& source) {
+void check_found(const std::vector<HfTensor>& tensors, const LocatedTensors& found,
+                 const ModelFiles& m, const std::string& source) {
   if (!m.config.tie_weights && !found.count("lm_head.weight"))
     throw InteropError(
         fmt::format("{}: no lm_head.weight, and config.json unties the head "
@@ -291,13 +269,13 @@ void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
   const auto tensors = hf_gpt2_tensors(m.config);
   std::set<std::string> expected;
   for (const auto& t : tensors) expected.insert(t.name);
-  const Found found = file_tensors(files, m.config, expected, m);
+  const LocatedTensors found = file_tensors(files, m.config, expected, m);
   check_found(tensors, found, m, files.front().source());
   check_hf_size(files, m.config);
   check_import_memory(m.config, files.size() == 1 ? files.front().source() : "the model's shards",
                       tokenizer_bytes);
   for (const auto& t : tensors) {
-    const Located& at = found.at(t.name);
+    const LocatedTensor& at = found.at(t.name);
     if (t.layout == HfLayout::same) {  // straight into the parameter: no copy
       m.weights.emplace_back(t.ours[0], at.in->read(*at.e));
       continue;
@@ -306,7 +284,7 @@ void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
     convert_in(t, hf.data<float>(), m.weights);
   }
   if (m.config.tie_weights && found.count("lm_head.weight"))
-    check_tied_head(found.at("lm_head.weight"), m.weights.front().second, m);
+    check_tied_head(found.at("lm_head.weight"), m.weights.front().second, "wte.weight", m);
 }
 
 }  // namespace

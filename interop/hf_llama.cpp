@@ -257,16 +257,10 @@ struct Expected {
   }
 };
 
-struct Located {
-  const SafetensorsReader* in;
-  const SafetensorsEntry* e;
-};
-using Found = std::map<std::string, Located>;
-
 // The files' tensors by name (each already one the model may hold), the buffers set aside.
-Found file_tensors(const std::vector<SafetensorsReader>& files, const Expected& expected,
-                   ModelFiles& m) {
-  Found found;
+LocatedTensors file_tensors(const std::vector<SafetensorsReader>& files, const Expected& expected,
+                            ModelFiles& m) {
+  LocatedTensors found;
   int64_t buffers = 0;
   for (const auto& in : files)
     for (const auto& e : in.entries()) {
@@ -274,7 +268,7 @@ Found file_tensors(const std::vector<SafetensorsReader>& files, const Expected& 
         ++buffers;
         continue;
       }
-      if (!found.emplace(e.name, Located{&in, &e}).second)
+      if (!found.emplace(e.name, LocatedTensor{&in, &e}).second)
         throw InteropError(fmt::format("{}: tensor {} appears twice (in two shards)", in.source(),
                                        quoted(e.name)));
     }
@@ -285,7 +279,7 @@ Found file_tensors(const std::vector<SafetensorsReader>& files, const Expected& 
 }
 
 // Every tensor the config needs is there with its shape, before anything is read.
-void check_found(const Expected& expected, const Found& found, const ModelFiles& m,
+void check_found(const Expected& expected, const LocatedTensors& found, const ModelFiles& m,
                  const std::string& source) {
   if (!m.config.tie_weights && !found.count("lm_head.weight"))
     throw InteropError(fmt::format(
@@ -303,38 +297,22 @@ void check_found(const Expected& expected, const Found& found, const ModelFiles&
   }
 }
 
-// A tied head may come as its own tensor: it must then hold the embedding's values.
-void check_tied_head(const Located& head, const ag::Tensor& embedding, ModelFiles& m) {
-  const std::string& source = head.in->source();
-  if (head.e->shape != embedding.shape())
-    throw InteropError(fmt::format("{}: tensor lm_head.weight has shape {}, embed_tokens {}",
-                                   source, ag::shape_str(head.e->shape),
-                                   ag::shape_str(embedding.shape())));
-  const ag::Tensor values = head.in->read(*head.e);
-  if (std::memcmp(values.data<float>(), embedding.data<float>(),
-                  static_cast<size_t>(embedding.numel()) * sizeof(float)) != 0)
-    throw InteropError(fmt::format(
-        "{}: lm_head.weight differs from model.embed_tokens.weight, but config.json ties them "
-        "(tie_word_embeddings true)",
-        source));
-  m.dropped.push_back("lm_head.weight (equal to model.embed_tokens.weight: the tied head)");
-}
-
 // Every tensor straight into its parameter (HF's layout is attograd's): no copy.
 void read_weights(const std::vector<SafetensorsReader>& files, const Expected& expected,
                   ModelFiles& m, int64_t tokenizer_bytes) {
-  const Found found = file_tensors(files, expected, m);
+  const LocatedTensors found = file_tensors(files, expected, m);
   const std::string source = files.front().source();
   check_found(expected, found, m, source);
   check_hf_size(files, m.config);
   check_import_memory(m.config, files.size() == 1 ? source : "the model's shards", tokenizer_bytes);
   for (const auto& [hf, want] : expected.by_hf) {
-    const Located& at = found.at(hf);
+    const LocatedTensor& at = found.at(hf);
     m.weights.emplace_back(want.ours, at.in->read(*at.e));
   }
   if (m.config.tie_weights && found.count("lm_head.weight"))
     for (const auto& [name, t] : m.weights)
-      if (name == "tok_emb.weight") check_tied_head(found.at("lm_head.weight"), t, m);
+      if (name == "tok_emb.weight")
+        check_tied_head(found.at("lm_head.weight"), t, "model.embed_tokens.weight", m);
 }
 
 // --------------------------------------------------------------------- writing

@@ -33,7 +33,8 @@ inline std::vector<std::pair<std::string, nn::GPTConfig>> llama_family_configs()
   llama.rope_theta = 500000, llama.rope_scaling = nn::RopeScaling::llama3;
   llama.rope_factor = 32, llama.rope_original_context = 16;
   nn::GPTConfig qwen2 = llama;
-  qwen2.rope_scaling = nn::RopeScaling::none, qwen2.rope_theta = 1e6, qwen2.norm_eps = 1e-6;
+  qwen2.rope_scaling = nn::RopeScaling::none, qwen2.rope_factor = 8;  // the scaling's defaults
+  qwen2.rope_original_context = 8192, qwen2.rope_theta = 1e6, qwen2.norm_eps = 1e-6;
   qwen2.n_heads = 6, qwen2.d_model = 48, qwen2.n_kv_heads = 3, qwen2.qkv_bias = true;
   qwen2.tie_weights = true;
   nn::GPTConfig qwen3 = qwen2;

@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/bfloat16.h"
+#include "decode_support.h"
 #include "interop/model_files.h"
 
 namespace interop_test {
@@ -28,22 +29,9 @@ inline nn::GPTConfig gpt2_like(int64_t vocab, int64_t context, int64_t d_model, 
 // them: grouped heads, a llama3-scaled rope and an untied head (llama), qkv biases (qwen2), q/k
 // norms and a head_dim of their own (qwen3); at the dropout an import gives.
 inline std::vector<std::pair<std::string, nn::GPTConfig>> llama_family_like() {
-  nn::GPTConfig llama;
-  llama.vocab_size = 97, llama.context_length = 48, llama.d_model = 64, llama.n_heads = 8;
-  llama.n_layers = 2, llama.d_ff = 96, llama.tie_weights = false;
-  llama.norm = nn::NormKind::rms_norm, llama.mlp = nn::MlpKind::swiglu;
-  llama.position = nn::PositionKind::rope, llama.n_kv_heads = 2, llama.linear_bias = false;
-  llama.rope_theta = 500000, llama.rope_scaling = nn::RopeScaling::llama3;
-  llama.rope_factor = 32, llama.rope_original_context = 16;
-  nn::GPTConfig qwen2 = llama;
-  qwen2.rope_scaling = nn::RopeScaling::none, qwen2.rope_factor = 8;
-  qwen2.rope_original_context = 8192, qwen2.rope_theta = 1e6, qwen2.norm_eps = 1e-6;
-  qwen2.n_heads = 6, qwen2.d_model = 48, qwen2.n_kv_heads = 3, qwen2.qkv_bias = true;
-  qwen2.tie_weights = true;
-  nn::GPTConfig qwen3 = qwen2;
-  qwen3.qkv_bias = false, qwen3.qk_norm = true, qwen3.n_heads = 4, qwen3.n_kv_heads = 2;
-  qwen3.head_dim = 16;
-  return {{"llama", llama}, {"qwen2", qwen2}, {"qwen3", qwen3}};
+  auto configs = ag_test::llama_family_configs();
+  for (auto& [name, cfg] : configs) cfg.dropout = nn::GPTConfig().dropout;
+  return configs;
 }
 
 // Every parameter of the config, random (gains and biases too, so that no mapping error
