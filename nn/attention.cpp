@@ -224,13 +224,14 @@ void MultiHeadAttention::turn_and_norm(const InferenceContext& c, const Inferenc
                                        float* x, int64_t ld, int64_t h0, int64_t h1,
                                        const RMSNorm* norm) const {
   const int64_t D = head_dim_;
+  const float* gain = norm ? c.bound_to(norm).weight.f32 : nullptr;  // looked up once a pass
+  const float* cos = rope_ ? rope_->cos.const_data<float>() : nullptr;
+  const float* sin = rope_ ? rope_->sin.const_data<float>() : nullptr;
   for (int64_t r = 0; r < pass.rows; ++r) {
     float* row = x + r * ld + h0 * D;
-    if (norm)
-      ag::kernels::rms_norm_rows(row, h1 - h0, D, c.bound_to(norm).weight.f32, norm->eps(), row);
-    if (rope_)
-      ag::kernels::rope_rows(row, 1, ld, h1 - h0, D, rope_->cos.const_data<float>(),
-                             rope_->sin.const_data<float>(), pass.prefill ? r : pass.position);
+    if (gain) ag::kernels::rms_norm_rows(row, h1 - h0, D, gain, norm->eps(), row);
+    if (cos)
+      ag::kernels::rope_rows(row, 1, ld, h1 - h0, D, cos, sin, pass.prefill ? r : pass.position);
   }
 }
 
