@@ -15,6 +15,7 @@
 #include "autograd/autocast.h"
 #include "base/error_text.h"
 #include "bench/background_load.h"
+#include "bench/decode_bound.h"
 #include "bench/memory_bench.h"
 #include "bench/micro.h"
 #include "bench/tune_table.h"
@@ -331,7 +332,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&o.config)->default_value("tiny"),
-      "tiny, small, base or gpt2 (GPT-2 124M, B 4, T 64); with --tune also all, its default")(
+      "tiny, small, base, gpt2 (GPT-2 124M, B 4, T 64), or smollm2-135m, qwen2.5-0.5b, "
+      "llama3.2-1b (their Hugging Face shapes, B 4, T 256); with --tune also all, its default")(
       "dropout", po::value(&o.dropout)->default_value(0.0), "dropout probability")(
       "steps", po::value(&o.steps)->default_value(20), "timed steps (the median is reported)")(
       "warmup", po::value(&o.warmup)->default_value(3), "untimed steps first")(
@@ -341,14 +343,18 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
       "fp32, or bf16 (autocast: bfloat16 matmul operands, float32 accumulation)")(
       "json", "one JSON object per line")(
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
+      "decode",
+      "the cached decoder's tokens/s at --config's shape (--steps steps from position 100), "
+      "fp32 and bf16 weights, against the bound of its weight bytes a token over the measured "
+      "read bandwidth")(
       "tune",
       "decide the GEMM kernels of a training step of --config (or all) in fp32 and bf16 and "
       "print the measured table (ATTOGRAD_TUNE=fresh measures again)")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(train::kDefaultBucketMb),
       "under mpirun: gradient bucket size in MB")(
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
-      "LoRA adapters of this rank on attn.qkv, attn.out_proj, mlp.fc1 and mlp.fc2, the base "
-      "frozen (0: full training)")(
+      "LoRA adapters of this rank on every projection of the blocks (q, k, v, the output "
+      "projection and the MLP's), the base frozen (0: full training)")(
       "background-load",
       "while the steps run, a busy process pinned to one of the cores this one may use (the "
       "last); it is killed when the benchmark ends")(
@@ -388,6 +394,10 @@ int bench_command(const std::vector<std::string>& args) {
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
     if (vm.count("micro")) return run_micro(o.threads, o.json);
+    if (vm.count("decode")) {
+      ag::set_num_threads(o.threads);
+      return run_decode(named_config(o.config).model, o.config, o.threads, o.steps, o.json);
+    }
     if (vm.count("tune")) {
       if (vm["config"].defaulted()) o.config = "all";
       return run_tune(o);

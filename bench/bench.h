@@ -9,13 +9,15 @@
 // (background_load.h); compare.py --background-load does the same for both sides.
 // memory_bench.h: the step's memory plan beside its peak RSS, and what a checkpoint save
 // adds to the resident memory (--save-checkpoint; gpt2_scale.py reports both at gpt2).
-// --tune prints the measured GEMM kernel table (tune_table.h).
+// --tune prints the measured GEMM kernel table (tune_table.h); --decode the cached decoder
+// against its read-bandwidth bound (decode_bound.h).
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
 //   attograd bench --config base --background-load
 //   attograd bench --config gpt2 --save-checkpoint /tmp/gpt2.h5
 //   attograd bench --tune
 //   attograd bench --micro
+//   attograd bench --decode --config qwen2.5-0.5b
 #include <string>
 #include <vector>
 

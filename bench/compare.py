@@ -15,7 +15,10 @@ between those two fastest variants.
 
 usage: compare.py [--attograd build/attograd] [--configs tiny,small,base,gpt2]
                   [--dropouts 0,0.1] [--rounds 3] [--steps 20] [--threads 2] [--json OUT]
-                  [--background-load]
+                  [--background-load] [--lora-rank R]
+
+--configs may name the Llama family's shapes too (smollm2-135m, qwen2.5-0.5b, llama3.2-1b:
+B 4, T 256), usually with --lora-rank 8 --dropouts 0.
 
 --background-load runs every timed process, attograd's and PyTorch's (the search for
 PyTorch's best included), beside one more busy process: a spinning loop pinned to the last
@@ -46,7 +49,13 @@ KERNELS = {  # name: environment changes (None removes the variable)
     "openblas-auto": {"OPENBLAS_CORETYPE": None},
     "avx512": {"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512"},
 }
-QUICK = {"gpt2": dict(steps=6, probe_steps=2, probe_warmup=1)}  # the configs timed briefly
+# The configs timed briefly: their steps take seconds (PyTorch's up to half a minute at the
+# Llama family's shapes), so few steps, one warm-up, and at those shapes PyTorch is searched
+# on 1 and 2 threads as the others are (PyTorch fp32 measured faster on 1 thread than on 2
+# at smollm2-135m on Zen 4).
+QUICK = {"gpt2": dict(steps=6, warmup=3, probe_steps=2, probe_warmup=1, threads=(1, 2))}
+for _name in ("smollm2-135m", "qwen2.5-0.5b", "llama3.2-1b"):
+    QUICK[_name] = dict(steps=3, warmup=1, probe_steps=1, probe_warmup=1, threads=(1, 2))
 
 
 def steps_for(a, config):
@@ -100,20 +109,29 @@ def torch_cmd(a, common, threads, precision):
             "--precision", precision] + common
 
 
+LORA_RANK = 0  # --lora-rank: adapters on every projection, the base frozen (both sides)
+
+
 def common_args(config, dropout, steps):
-    return ["--config", config, "--dropout", dropout, "--steps", str(steps), "--json"]
+    args = ["--config", config, "--dropout", dropout, "--steps", str(steps), "--json",
+            "--lora-rank", str(LORA_RANK)]
+    if config in QUICK:
+        args += ["--warmup", str(QUICK[config]["warmup"])]
+    return args
 
 
 def best_variants(a, config, dropout):
     """The fastest (threads, kernels) for each precision, from one short run of each."""
     probe = common_args(config, dropout, max(3, a.steps // 4))
+    threads_tried = (1, 2)
     if config in QUICK:
-        probe = common_args(config, dropout, QUICK[config]["probe_steps"]) + [
-            "--warmup", str(QUICK[config]["probe_warmup"])]
+        probe = common_args(config, dropout, QUICK[config]["probe_steps"])
+        probe[probe.index("--warmup") + 1] = str(QUICK[config]["probe_warmup"])
+        threads_tried = QUICK[config]["threads"]
     best = {}
     for precision in ("fp32", "bf16"):
         timed = []
-        for threads in (1, 2):
+        for threads in threads_tried:
             for kernels, env in KERNELS.items():
                 row = run_json(torch_cmd(a, probe, threads, precision), env)[0]
                 timed.append((row["ms_per_step"], threads, kernels))
@@ -155,12 +173,12 @@ def measure(a, config, dropout):
 def print_table(rows, peak):
     if BACKGROUND_LOAD:
         print("under load: a busy process pinned to one core beside every run")
-    print(f"{'config':7} {'drop':>4} | {'ours fp32 ms':>12} {'ours bf16 ms':>12} | "
+    print(f"{'config':12} {'drop':>4} | {'ours fp32 ms':>12} {'ours bf16 ms':>12} | "
           f"{'torch fp32 ms':>13} {'torch bf16 ms':>13} | {'best/best':>9} {'fp32/fp32':>9} | "
           f"{'tok/s ours':>10} {'torch':>7} | {'GFLOP/s':>7} | {'RSS MB ours':>11} {'torch':>7} "
           f"{'ratio':>6}")
     for r in rows:
-        print(f"{r['config']:7} {r['dropout']:4.1f} | {r['ours_fp32_ms']:12.2f} "
+        print(f"{r['config']:12} {r['dropout']:4.1f} | {r['ours_fp32_ms']:12.2f} "
               f"{r['ours_bf16_ms']:12.2f} | "
               f"{r['torch_fp32_ms']:13.2f} {r['torch_bf16_ms']:13.2f} | {r['speedup']:8.2f}x "
               f"{r['speedup_fp32']:8.2f}x | {r['ours_tok']:10.0f} {r['torch_tok']:7.0f} | "
@@ -190,12 +208,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lora-rank", type=int, default=0,
+                    help="LoRA adapters of this rank on every projection, base frozen")
     ap.add_argument("--json", help="also write every measurement here")
     ap.add_argument("--background-load", action="store_true",
                     help="a busy process pinned to one core beside every timed run")
     a = ap.parse_args()
-    global BACKGROUND_LOAD
+    global BACKGROUND_LOAD, LORA_RANK
     BACKGROUND_LOAD = a.background_load
+    LORA_RANK = a.lora_rank
 
     rows, raw = [], []
     for config in a.configs.split(","):

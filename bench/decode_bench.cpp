@@ -28,6 +28,7 @@
 
 #include "autograd/bfloat16.h"
 #include "autograd/threading.h"
+#include "bench/decode_bound.h"
 #include "nn/inference.h"
 #include "nn/inference_kernels.h"
 
@@ -125,33 +126,12 @@ double gemv_gbs(const std::vector<Matrix>& mats, bool bf16, int threads, int rou
   return weight_bytes(mats, bf16) / best / 1e9;
 }
 
-// GB/s of a plain read of the float32 matrices (four sums of 16 lanes, no arithmetic to
-// wait for), each thread of `threads` reading its share of every matrix, best of rounds:
-// the bound the GEMVs are measured against.
+// GB/s of a plain read of the float32 matrices (bench::read_gbs), the bound the GEMVs are
+// measured against.
 double read_gbs(const std::vector<Matrix>& mats, int threads, int rounds) {
-  typedef float v16 __attribute__((vector_size(64)));
-  double best = 1e30;
-  float sink = 0;
-  for (int r = 0; r < rounds; ++r) {
-    const auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-      v16 acc[4] = {};
-      for (const auto& m : mats) {
-        const auto [i0, i1] = nn::inference::share(m.out * m.in, omp_get_thread_num(), threads, 64);
-        for (int64_t i = i0; i + 64 <= i1; i += 64)
-          for (int k = 0; k < 4; ++k) {
-            v16 v;
-            std::memcpy(&v, m.f32 + i + 16 * k, sizeof v);
-            acc[k] += v;
-          }
-      }
-      sink += (acc[0] + acc[1] + acc[2] + acc[3])[0];
-    }
-    best = std::min(best, seconds_since(t0));
-  }
-  if (sink == 1e30f) std::printf(" ");  // keeps the sums
-  return weight_bytes(mats, false) / best / 1e9;
+  std::vector<std::pair<const float*, int64_t>> spans;
+  for (const auto& m : mats) spans.emplace_back(m.f32, m.out * m.in);
+  return bench::read_gbs(spans, threads, rounds);
 }
 
 void print_bandwidth(const std::string& name, const nn::GPT& model, int rounds, bool json) {

@@ -1,0 +1,136 @@
+#include "bench/decode_bound.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "nn/gpt.h"
+#include "nn/inference.h"
+#include "nn/inference_kernels.h"
+
+namespace bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Seconds a step takes from position `start` (prefilled) over `steps` steps, best of rounds.
+double step_seconds(nn::CachedInference& dec, int64_t start, int64_t steps, int rounds) {
+  std::vector<int64_t> ids(static_cast<size_t>(start), 1), one{2};
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    dec.prefill(ids, start);
+    const auto t0 = Clock::now();
+    for (int64_t k = 0; k < steps; ++k) dec.step(one);
+    best = std::min(best, seconds_since(t0) / static_cast<double>(steps));
+  }
+  return best;
+}
+
+}  // namespace
+
+double read_gbs(const std::vector<std::pair<const float*, int64_t>>& spans, int threads,
+                int rounds) {
+  typedef float v16 __attribute__((vector_size(64)));
+  double best = 1e30, bytes = 0;
+  for (const auto& [p, n] : spans) bytes += 4.0 * static_cast<double>(n);
+  float sink = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    {
+      v16 acc[4] = {};
+      for (const auto& [p, n] : spans) {
+        const auto [i0, i1] = nn::inference::share(n, omp_get_thread_num(), threads, 64);
+        for (int64_t i = i0; i + 64 <= i1; i += 64)
+          for (int k = 0; k < 4; ++k) {
+            v16 v;
+            std::memcpy(&v, p + i + 16 * k, sizeof v);
+            acc[k] += v;
+          }
+      }
+      sink += (acc[0] + acc[1] + acc[2] + acc[3])[0];
+    }
+    best = std::min(best, seconds_since(t0));
+  }
+  if (sink == 1e30f) std::cout << ' ';  // keeps the sums
+  return bytes / best / 1e9;
+}
+
+namespace {
+
+struct DecodeFigures {
+  const char* weights;
+  double bytes_per_token, read_gbs, tokens_s;
+  double bound_tokens_s() const { return read_gbs * 1e9 / bytes_per_token; }
+};
+
+void print(const std::string& name, int threads, const DecodeFigures& f, bool json) {
+  const double share = f.tokens_s / f.bound_tokens_s();
+  if (json) {
+    std::cout << nlohmann::json{{"config", name},
+                                {"mode", "decode"},
+                                {"weights", f.weights},
+                                {"threads", threads},
+                                {"weight_bytes_per_token", f.bytes_per_token},
+                                {"read_gbs", f.read_gbs},
+                                {"bound_tokens_s", f.bound_tokens_s()},
+                                {"tokens_s", f.tokens_s},
+                                {"share_of_bound", share}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  std::cout << fmt::format(
+      "{} {} weights: {:.1f} MB a token / {:.1f} GB/s read on {} threads = bound {:.1f} "
+      "tokens/s; decoding {:.1f} tokens/s ({:.0f}% of the bound)\n",
+      name, f.weights, f.bytes_per_token / 1e6, f.read_gbs, threads, f.bound_tokens_s(), f.tokens_s,
+      100 * share);
+}
+
+}  // namespace
+
+// One sequence, a step at positions 100 and on: the steps `sample` takes after a prompt.
+int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, int64_t steps,
+               bool json) {
+  nn::GPTConfig c = cfg;
+  c.dropout = 0.0;
+  const int64_t start = std::min<int64_t>(100, c.context_length / 2);
+  c.context_length = std::max(c.context_length, start + steps + 1);
+  nn::GPT model(c, 1);
+  model.eval();
+  std::vector<std::pair<const float*, int64_t>> spans;
+  double elements = 0;
+  for (const auto& m : model.streamed_matrices()) {
+    spans.emplace_back(m.weight.data<float>(), m.elements);
+    elements += static_cast<double>(m.elements);
+  }
+  // weights smaller than 256 MB may stay in the caches between reads: the bandwidth of
+  // memory is then measured on a 256 MB buffer of its own (the bound is memory's, loose)
+  constexpr int64_t kReadFloats = int64_t{64} << 20;
+  std::vector<float> own;
+  if (elements < static_cast<double>(kReadFloats)) {
+    own.assign(static_cast<size_t>(kReadFloats), 1.0f);
+    spans = {{own.data(), kReadFloats}};
+  }
+  const double read = read_gbs(spans, threads, 5);
+  for (auto format : {nn::WeightFormat::fp32, nn::WeightFormat::bf16}) {
+    const bool bf16 = format == nn::WeightFormat::bf16;
+    if (bf16) nn::round_weights_to_bfloat16(model);
+    nn::CachedInference dec(model, 1, format, start + steps);
+    const double step = step_seconds(dec, start, steps, 2);
+    print(name, threads, {bf16 ? "bf16" : "fp32", elements * (bf16 ? 2 : 4), read, 1 / step}, json);
+  }
+  return 0;
+}
+
+}  // namespace bench
