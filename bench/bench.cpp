@@ -303,7 +303,8 @@ int run_steps(const StepOptions& o) {
   load.reset();
   int64_t trainable = 0;
   for (const auto& p : params) trainable += p.numel();
-  const auto budget = step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable);
+  const auto budget =
+      step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
   if (world.root() && o.report)
     report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu, budget);
   if (world.root() && !o.save_checkpoint.empty())

@@ -34,15 +34,17 @@ double tensor_mb(const nn::StateDict& tensors) {
 }  // namespace
 
 nlohmann::json step_budget(const nn::GPTConfig& model, int64_t batch, int64_t tokens,
-                           int64_t parameters, int64_t trainable) {
+                           int64_t parameters, int64_t trainable, ag::Precision precision) {
   train::RunConfig run;
+  run.precision = precision;
   run.model = model;
   run.model.context_length = tokens;  // the activations of the sequences as run (gpt2: 64)
   run.batch_size = batch;
   const train::MemoryPlan plan = train::plan_memory(run, parameters, 0, 1, trainable);
   const double mb = 1024.0 * 1024.0;
-  return {{"plan_state_mb",
-           static_cast<double>(plan.parameters + plan.gradients + plan.optimizer) / mb},
+  return {{"plan_state_mb", static_cast<double>(plan.parameters + plan.gradients + plan.optimizer +
+                                                plan.weight_copies) /
+                                mb},
           {"plan_activations_mb", static_cast<double>(plan.activations) / mb}};
 }
 

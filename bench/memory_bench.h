@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "autograd/autocast.h"
 #include "nn/gpt.h"
 #include "optim/optimizer.h"
 
@@ -13,9 +14,10 @@ namespace bench {
 
 // The memory plan (train/memory_plan.h) of a step of `model` on batches of `batch`
 // sequences of `tokens` tokens, AdamW over `trainable` of its `parameters`, in MB:
-// {"plan_state_mb": parameters + gradients + optimizer state, "plan_activations_mb"}.
+// {"plan_state_mb": parameters + gradients + optimizer state (+ the bf16 weight copies
+// under precision bf16), "plan_activations_mb"}.
 nlohmann::json step_budget(const nn::GPTConfig& model, int64_t batch, int64_t tokens,
-                           int64_t parameters, int64_t trainable);
+                           int64_t parameters, int64_t trainable, ag::Precision precision);
 
 // Saves `model` and `opt` to `path` as a training run saves them (io::save_checkpoint: the
 // weights, the optimizer's state, a byte tokenizer, the generators) and measures the

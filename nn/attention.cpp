@@ -49,7 +49,8 @@ ag::Tensor QKVProjection::forward(const ag::Tensor& x) const {
 // the one GEMM's weight: the three stacked, a copy its backward keeps
 void QKVProjection::footprint(Footprint& f) const {
   const int adapters = query_->has_adapter() + key_->has_adapter() + value_->has_adapter();
-  if (adapters == 1 || adapters == 2) return;
+  // (under bf16 the stacked copy is the bfloat16 one the Linears' copy_weight counts)
+  if (adapters == 1 || adapters == 2 || f.bf16) return;
   const auto in = static_cast<double>(query_->in_features());
   const auto out =
       static_cast<double>(query_->out_features() + key_->out_features() + value_->out_features());
@@ -195,6 +196,7 @@ void MultiHeadAttention::footprint(Footprint& f) const {
   f.save(path(), "q, k, v and output by head, log-sum-exp",
          2 * Q + 2 * K + static_cast<double>(num_heads_));
   f.save(path(), "context (out_proj's input)", Q);
+  f.save_bf16_copy(path(), "context", Q);
   if (q_norm) f.save(path(), "q and k before their norms, packed after", 2 * (Q + 2 * K));
   f.forward_flops_per_token += 4.0 * Q * static_cast<double>(f.context);
   f.backward(path(), "gradients of q, k, v, output and qkv", 3 * Q + 4 * K);

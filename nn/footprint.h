@@ -15,10 +15,15 @@
 namespace nn {
 
 struct Footprint {
-  Footprint(int64_t context, bool training) : context(context), training(training) {}
+  Footprint(int64_t context, bool training, bool bf16 = false)
+      : context(context), training(training), bf16(bf16) {}
 
   int64_t context;  // T: the positions each token attends over (attention's FLOPs grow with it)
   bool training;    // dropout keeps its masks only while training
+  // --precision bf16 (autocast): each weight matrix a GEMM reads has a bfloat16 copy, kept
+  // from step to step (ag::Bf16WeightCopies), and the GEMMs' inputs are rounded copies
+  bool bf16;
+  double weight_copy_bytes = 0;  // those copies, once per model
 
   struct Term {
     std::string name;  // "blocks.*.attn: q, k, v and output by head"
@@ -37,6 +42,15 @@ struct Footprint {
   // What the backward of the module at `path` allocates while it runs, per token.
   void backward(const std::string& path, const std::string& what, double elements,
                 double bytes_each = 4);
+  // A weight matrix of `elements` that a GEMM reads: under bf16 its bfloat16 copy.
+  void copy_weight(double elements) {
+    if (bf16) weight_copy_bytes += 2 * elements;
+  }
+  // Under bf16: `elements` per token of a GEMM's input, rounded to bfloat16 and kept for
+  // its backward beside the float32 values.
+  void save_bf16_copy(const std::string& path, const std::string& what, double elements) {
+    if (bf16) save(path, what + " rounded to bfloat16", elements, 2);
+  }
   double saved_bytes_per_token() const;
   double per_step_bytes() const;
   // saved plus the backward peak: what a step holds at its fullest

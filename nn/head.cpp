@@ -54,6 +54,7 @@ void LMHead::footprint(Footprint& f) const {
   f.save(path(), "targets (int64)", 1, 8);
   f.backward(path(), "the logits' gradient", V);
   f.forward_flops_per_token += 2 * V * C;
+  f.copy_weight(V * C);
 }
 
 // ------------------------------------------------------------------ ClassificationHead

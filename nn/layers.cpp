@@ -83,6 +83,7 @@ void Linear::infer(const InferenceContext& c, const float* x, int64_t rows, int6
 
 void Linear::footprint(Footprint& f) const {
   f.forward_flops_per_token += 2.0 * static_cast<double>(in_) * static_cast<double>(out_);
+  f.copy_weight(static_cast<double>(in_) * static_cast<double>(out_));
   if (!has_adapter()) return;
   f.save(path(), "adapter's x A^T", static_cast<double>(lora_A->out_features()));
   if (lora_dropout) lora_dropout->save_mask(f, static_cast<double>(in_));
@@ -123,6 +124,7 @@ void LayerNorm::infer(const InferenceContext& c, const float* x, int64_t rows, f
 // its output (kept by the projection that reads it) and each row's mean and 1/std
 void LayerNorm::footprint(Footprint& f) const {
   f.save(path(), "output, mean and rstd", static_cast<double>(dim()) + 2);
+  f.save_bf16_copy(path(), "output", static_cast<double>(dim()));
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps) : Norm(dim, eps) {}
@@ -138,6 +140,7 @@ void RMSNorm::infer(const InferenceContext& c, const float* x, int64_t rows, flo
 
 void RMSNorm::footprint(Footprint& f) const {
   f.save(path(), "output and rstd", static_cast<double>(dim()) + 1);
+  f.save_bf16_copy(path(), "output", static_cast<double>(dim()));
 }
 
 std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps) {
@@ -204,6 +207,7 @@ void MLP::infer(InferenceContext& c, const InferencePass& pass, const float* a, 
 void MLP::footprint(Footprint& f) const {
   const auto F = static_cast<double>(fc1->out_features());
   f.save(path(), "GELU derivative and output", 2 * F);
+  f.save_bf16_copy(path(), "GELU's output", F);
   f.backward(path(), "gradients of the hidden layer and the input",
              F + static_cast<double>(fc1->in_features()));
   Module::footprint(f);
@@ -254,6 +258,7 @@ void SwiGLU::infer(InferenceContext& c, const InferencePass& pass, const float* 
 void SwiGLU::footprint(Footprint& f) const {
   const auto F = static_cast<double>(gate_proj->out_features());
   f.save(path(), "gate, silu(gate), up and their product", 4 * F);
+  f.save_bf16_copy(path(), "the product", F);
   f.backward(path(), "gradients of the hidden layers and the input",
              3 * F + static_cast<double>(gate_proj->in_features()));
   Module::footprint(f);

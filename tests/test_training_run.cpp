@@ -158,6 +158,29 @@ TEST_CASE("the memory plan counts the state of the optimizer the run names", "[o
                Catch::Matchers::Contains("SGD state"));
 }
 
+TEST_CASE("a bf16 plan holds the weights' bfloat16 copies and the GEMM inputs' rounded copies",
+          "[memory_plan]") {
+  train::RunConfig cfg;
+  cfg.model.vocab_size = 40, cfg.model.d_model = 16, cfg.model.n_heads = 2;
+  cfg.model.n_layers = 2, cfg.model.context_length = 8;
+  double matrices = 0;  // every weight matrix a GEMM reads, the tied head's included
+  for (const auto& m : nn::GPT(cfg.model, 1).streamed_matrices())
+    matrices += static_cast<double>(m.elements);
+  const train::MemoryPlan fp32 = train::plan_memory(cfg, 1000, 0, 1);
+  cfg.precision = ag::Precision::bf16;
+  const train::MemoryPlan bf16 = train::plan_memory(cfg, 1000, 0, 1);
+  REQUIRE(fp32.weight_copies == 0);
+  REQUIRE(bf16.weight_copies == static_cast<int64_t>(2 * matrices));
+  // per token of a block: ln1's and ln2's outputs, the context and GELU's output (4 C), at 2
+  // bytes; the final norm's output; and no float32 stack of q, k and v's weights
+  const double tokens = static_cast<double>(cfg.batch_size * cfg.model.context_length);
+  const double stacked = 2 * 4.0 * 16 * 48;
+  REQUIRE(static_cast<double>(bf16.activations - fp32.activations) ==
+          tokens * 2 * (2 * (16 + 16 + 16 + 64) + 16) - stacked);
+  REQUIRE_THAT(bf16.describe(), Catch::Matchers::Contains("bf16 weight copies"));
+  REQUIRE(bf16.to_json().at("weight_copies") == bf16.weight_copies);
+}
+
 TEST_CASE("a resume refuses a checkpoint whose optimizer did not update once a step",
           "[training_run][optimizer]") {
   ag_test::TempDir dir;

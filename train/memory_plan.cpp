@@ -181,7 +181,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   // in double: absurd sizes must give an absurd plan, not an overflowed one
   const double tokens =
       static_cast<double>(cfg.batch_size) * static_cast<double>(cfg.model.context_length);
-  const nn::Footprint f = model_footprint(cfg.model);
+  const nn::Footprint f = model_footprint(cfg.model, cfg.precision == ag::Precision::bf16);
   const double params = static_cast<double>(num_parameters);
   MemoryPlan p;
   p.parameters = saturated(4.0 * params);
@@ -191,6 +191,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   const double state_bytes = static_cast<double>(optim::state_bytes_per_parameter(cfg.optimizer));
   p.optimizer_title = optim::optimizer_title(cfg.optimizer.name);
   p.optimizer = saturated(state_bytes * trained);  // AdamW: its two float32 moments
+  p.weight_copies = saturated(f.weight_copy_bytes);
   p.activations = saturated(tokens * f.activation_bytes_per_token() + f.per_step_bytes());
   for (const auto& term : f.saved)
     p.activation_terms.emplace_back(term.name, saturated(tokens * term.bytes));
@@ -206,29 +207,31 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   return p;
 }
 
-nn::Footprint model_footprint(const nn::GPTConfig& model) {
+nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16) {
   nn::GPTConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet: the tokenizer fills it in
-  nn::Footprint f(m.context_length, /*training=*/true);
+  nn::Footprint f(m.context_length, /*training=*/true, bf16);
   nn::ShapeOnlyScope description;
   nn::GPT(m, 0).footprint(f);
   return f;
 }
 
 int64_t MemoryPlan::total() const {
-  return saturated(static_cast<double>(parameters) + gradients + optimizer + activations + data +
-                   checkpoint);
+  return saturated(static_cast<double>(parameters) + gradients + optimizer + weight_copies +
+                   activations + data + checkpoint);
 }
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
-      "memory plan: parameters {} + gradients {}{} + {} state {} + activations ~{} + data {}{} + "
+      "memory plan: parameters {} + gradients {}{} + {} state {}{} + activations ~{} + data {}{} + "
       "checkpoint save {} = ~{}{}",
       format_bytes(parameters), format_bytes(gradients),
       gradient_sets > 1
           ? fmt::format(" ({} sets: accumulation's partial sums, exchange buffers)", gradient_sets)
           : "",
-      optimizer_title, format_bytes(optimizer), format_bytes(activations), format_bytes(data),
+      optimizer_title, format_bytes(optimizer),
+      weight_copies > 0 ? fmt::format(" + bf16 weight copies {}", format_bytes(weight_copies)) : "",
+      format_bytes(activations), format_bytes(data),
       reading > data_held
           ? fmt::format(" (reading the text; {} held after)", format_bytes(data_held))
           : "",
@@ -239,17 +242,12 @@ std::string MemoryPlan::describe() const {
 nlohmann::json MemoryPlan::to_json() const {
   nlohmann::json terms = nlohmann::json::object();
   for (const auto& [name, bytes] : activation_terms) terms[name] = bytes;
-  return {{"parameters", parameters},
-          {"gradients", gradients},
-          {"gradient_sets", gradient_sets},
-          {"optimizer", optimizer},
-          {"activations", activations},
-          {"activation_terms", terms},
-          {"data", data},
-          {"data_held", data_held},
-          {"data_reading", reading},
-          {"checkpoint", checkpoint},
-          {"total", total()},
+  return {{"parameters", parameters},       {"gradients", gradients},
+          {"gradient_sets", gradient_sets}, {"optimizer", optimizer},
+          {"weight_copies", weight_copies}, {"activations", activations},
+          {"activation_terms", terms},      {"data", data},
+          {"data_held", data_held},         {"data_reading", reading},
+          {"checkpoint", checkpoint},       {"total", total()},
           {"available", available}};
 }
 

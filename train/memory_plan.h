@@ -18,6 +18,7 @@ inline constexpr int64_t kSaveBytes = int64_t{8} << 20;
 
 struct MemoryPlan {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+  int64_t weight_copies = 0;  // --precision bf16: the weights' bfloat16 copies (kept)
   int64_t data = 0;           // the larger of the two below
   int64_t data_held = 0;      // the token ids held for the run
   int64_t reading = 0;        // the text and its ids while it was read and tokenized
@@ -64,8 +65,9 @@ int64_t text_reading_bytes(int64_t text_bytes, int64_t tokens, int64_t id_bytes,
 int64_t data_bytes_for_text(int64_t text_bytes, data::TokenizerKind tokenizer);
 
 // The footprint of a training forward of `model` (vocab_size 0: counted as 1), read off a
-// shape-only description of it: nothing is allocated.
-nn::Footprint model_footprint(const nn::GPTConfig& model);
+// shape-only description of it: nothing is allocated. bf16: as --precision bf16 runs it
+// (the weights' bfloat16 copies, the GEMM inputs' rounded copies).
+nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16 = false);
 
 // MemAvailable from /proc/meminfo, lowered to what the process's memory cgroup (v2's
 // memory.max, or v1's memory.limit_in_bytes, in the cgroup and each of its parents)

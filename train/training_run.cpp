@@ -85,7 +85,10 @@ void TrainingRun::quiet_this_rank() {
 // and, for the same task, what the task knew.
 std::optional<io::Checkpoint> TrainingRun::read_init() {
   if (cfg_.init_from.empty()) return std::nullopt;
-  std::optional<io::Checkpoint> init = io::load_checkpoint(cfg_.init_from);
+  // the weights only: a training checkpoint's optimiser state (twice the weights) is a new
+  // run's neither to read nor to hold
+  std::optional<io::Checkpoint> init =
+      io::load_checkpoint(cfg_.init_from, io::LoadOptions{.weights_only = true});
   refuse_gradient_dump(*init);
   take_model_of(*init, cfg_);
   const RunConfig was = RunConfig::from_json(init->config);
