@@ -91,6 +91,7 @@ ExampleSplit split_examples(std::vector<Example> all, double val_fraction, uint6
 struct ExampleBatch {
   ag::Tensor x, y, lengths;
   int64_t targets = 0;  // targets the loss counts (labels for classify)
+  int64_t tokens = 0;   // the real ids of x: the lengths' sum, padding not counted
 };
 ExampleBatch make_batch(std::span<const Example* const> rows, int64_t pad);
 

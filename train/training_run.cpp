@@ -330,7 +330,7 @@ StepOutcome TrainingRun::train_step() {
     stop_before_update(r.stopped);
     return s;
   }
-  progress_.tokens += cfg_.effective_batch() * world_.size() * cfg_.model.context_length;
+  progress_.tokens += r.tokens;  // the batch sources' real tokens: padding is not trained on
   f.tokens = progress_.tokens;
   s.updated = true;
   return s;

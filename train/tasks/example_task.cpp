@@ -15,13 +15,15 @@ namespace train {
 
 namespace {
 
+constexpr size_t kLabelsShown = 20;  // on the run's data line
+
 class ExampleBatches final : public BatchSource {
  public:
   ExampleBatches(const std::vector<data::Example>* examples, int64_t batch_size, int64_t pad)
       : sampler_(examples, batch_size, pad) {}
   Batch next(ag::Generator& gen) const override {
     data::ExampleBatch b = sampler_.next(gen);
-    return {std::move(b.x), std::move(b.y), std::move(b.lengths)};
+    return {std::move(b.x), std::move(b.y), std::move(b.lengths), b.tokens};
   }
   void skip(ag::Generator& gen) const override { sampler_.skip(gen); }
 
