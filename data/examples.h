@@ -51,6 +51,7 @@ struct TaskExamples {
   std::vector<Example> examples;    // in file order
   std::vector<std::string> labels;  // classify: index -> label
   int64_t truncated = 0;            // records cut to the context
+  std::string layout;               // classify: which column is the text, which the label, why
 };
 
 // Each reads, tokenizes and checks every record of a task file; bad input is a

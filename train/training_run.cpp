@@ -162,6 +162,7 @@ void TrainingRun::print_plan(const ParameterCounts& counts) const {
        cfg_.precision == ag::Precision::bf16
            ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
            : "");
+  if (!data_.layout.empty()) sayf("{}\n", data_.layout);
   const int ranks = world_.size();
   sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {} tokens per step\n",
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
