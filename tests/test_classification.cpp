@@ -272,22 +272,25 @@ nn::GPTConfig classifier_config(const std::string& pool, bool tied) {
 }  // namespace
 
 TEST_CASE("num_classes puts a classifier where the LM head was", "[classify][model]") {
-  for (bool tied : {true, false}) {
-    INFO("tied " << tied);
-    const nn::GPTConfig cfg = classifier_config("last", tied);
-    const auto shapes = cfg.parameter_shapes();
-    int64_t total = 0;
-    for (const auto& [name, shape] : shapes) {
-      CHECK(name.rfind("lm_head", 0) != 0);
-      total += ag::shape_numel(shape);
+  for (bool tied : {true, false})
+    for (bool bias : {false, true}) {
+      INFO("tied " << tied << ", classifier_bias " << bias);
+      nn::GPTConfig cfg = classifier_config("last", tied);
+      cfg.classifier_bias = bias;
+      const auto shapes = cfg.parameter_shapes();
+      int64_t total = 0;
+      for (const auto& [name, shape] : shapes) {
+        CHECK(name.rfind("lm_head", 0) != 0);
+        total += ag::shape_numel(shape);
+      }
+      const size_t head = shapes.size() - (bias ? 2 : 1);
+      CHECK(shapes[head].first == "classifier.weight");
+      CHECK(shapes[head].second == ag::Shape{3, 8});
+      CHECK(shapes.back().first == (bias ? "classifier.bias" : "classifier.weight"));
+      CHECK(cfg.num_parameters() == total);
+      nn::GPT model(cfg, 1);
+      CHECK(model.num_parameters() == total);
     }
-    CHECK(shapes[shapes.size() - 2].first == "classifier.weight");
-    CHECK(shapes[shapes.size() - 2].second == ag::Shape{3, 8});
-    CHECK(shapes.back().first == "classifier.bias");
-    CHECK(cfg.num_parameters() == total);
-    nn::GPT model(cfg, 1);
-    CHECK(model.num_parameters() == total);
-  }
   nn::GPTConfig one = classifier_config("last", true);
   one.num_classes = 1;
   CHECK_THROWS_WITH(one.validate(), Contains("num_classes must be 0") && Contains("got 1"));
@@ -314,6 +317,12 @@ TEST_CASE("a checkpoint's config states num_classes and pool only for a classifi
   CHECK(back.model.num_classes == 2);
   CHECK(back.model.pool == nn::Pooling::mean);
   CHECK(back.labels == cls.labels);
+  CHECK(cls.to_json().at("classifier_bias") == false);  // transformers' score layer
+  CHECK_FALSE(back.model.classifier_bias);
+  nlohmann::json before_the_key = cls.to_json();  // a classifier saved before: it had a bias
+  before_the_key.erase("classifier_bias");
+  CHECK(train::RunConfig::from_json(before_the_key).model.classifier_bias);
+  CHECK_FALSE(lm.to_json().contains("classifier_bias"));
   train::RunConfig wrong;
   wrong.model.num_classes = 2;
   CHECK_THROWS_WITH(wrong.validate(), Contains("--task classify"));
