@@ -223,8 +223,9 @@ std::vector<ColumnStats> column_stats(const std::vector<Record>& rows, size_t co
   return out;
 }
 
-// Without a header: the label is the column of fewest different values, more than one (with
-// a model's labels, the one column that holds only them); the text the longest of the others.
+// Without a header: the label is the column of fewest different values, more than one when
+// two columns vary (with a model's labels, the one column that holds only them); the text the
+// longest of the others.
 Columns detect_columns(const std::string& path, const std::vector<Record>& rows,
                        const std::vector<std::string>& labels) {
   Columns c;
@@ -234,10 +235,14 @@ Columns detect_columns(const std::string& path, const std::vector<Record>& rows,
   size_t known_columns = 0;
   for (const ColumnStats& s : stats) known_columns += s.all_known;
   const bool by_known = !known.empty() && known_columns == 1;
-  // a column of one value labels nothing; a tie goes to the later column: text then label
+  // a column of one value labels nothing while two others vary (a text and a label); a tie
+  // goes to the later column: text then label
+  size_t varying = 0;
+  for (const ColumnStats& s : stats) varying += s.distinct > 1;
   const auto fewer = [&](size_t i) {
     const bool varies = stats[i].distinct > 1, label_varies = stats[c.label].distinct > 1;
-    return varies != label_varies ? varies : stats[i].distinct <= stats[c.label].distinct;
+    if (varying >= 2 && varies != label_varies) return varies;
+    return stats[i].distinct <= stats[c.label].distinct;
   };
   for (size_t i = 0; i < c.count; ++i)
     if (by_known ? stats[i].all_known : fewer(i)) c.label = i;

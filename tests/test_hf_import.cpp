@@ -169,8 +169,8 @@ TEST_CASE("configs attograd cannot compute are refused with the reason", "[inter
   CHECK_THAT(refused("layer_norm_epsilon", 1e-6),
              Contains("layer_norm_epsilon is 1e-06: attograd's LayerNorm uses 1e-05"));
   CHECK_THAT(refused("model_type", "mistral"), Contains("model_type is 'mistral': only GPT-2"));
-  CHECK_THAT(refused("architectures", {"GPT2ForSequenceClassification"}),
-             Contains("architectures names \"GPT2ForSequenceClassification\""));
+  CHECK_THAT(refused("architectures", {"GPT2ForTokenClassification"}),
+             Contains("architectures names \"GPT2ForTokenClassification\""));
   CHECK_THAT(refused("scale_attn_by_inverse_layer_idx", true),
              Contains("scale_attn_by_inverse_layer_idx is true"));
   CHECK_THAT(refused("add_cross_attention", true), Contains("add_cross_attention is true"));
