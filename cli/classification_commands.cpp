@@ -102,6 +102,7 @@ void eval_classifier(nn::GPT& model, const io::Checkpoint& ckpt, const Classifie
   const train::ClassificationMetrics m =
       train::classification_metrics(truth, r.predicted, static_cast<int64_t>(labels.size()));
   if (!train::World::current().root()) return;
+  fmt::print("{}\n", examples.layout);
   print_metrics(labels, r, m, examples.truncated, task.context_length);
   if (o.json) fmt::print("{}\n", metrics_json(labels, r, m, examples.truncated, o).dump());
 }

@@ -8,10 +8,15 @@
 // line may end in CRLF, empty lines are skipped.
 //
 // Columns: the first record is a header when exactly one of its fields names a text column
-// (text, sentence, message, review, content, document, body, sms, email, input) and exactly
-// one a label column (label, class, category, target, sentiment), ignoring case and
-// surrounding spaces; the columns are then found by name, in either order, and any others
-// ignored. Without a header every record is text then label.
+// (text, sentence, message, review, content, document, body, sms, email, input, tweet,
+// description, comment_text, and v2 as Kaggle's SMS spam CSV has it) and exactly one a
+// label column (label, class, category, target, sentiment, class index, v1), ignoring case
+// and surrounding spaces; the columns are then found by name, in any order, and any others
+// ignored. Without a header the layout is detected: the label is the column with the fewest
+// different values (the SMS Spam Collection's own file is label<TAB>text), the text the
+// longest of the others, and the rest ignored; a file whose label column would have more
+// values than a quarter of its rows is refused (name the columns instead). Either way the
+// layout is said in one line (TaskExamples::layout), which a run prints.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -146,20 +151,37 @@ std::string lowercase_trimmed(std::string_view s) {
   return out;
 }
 
-// Where the text and the label are, and what the messages call them.
+// Where the text and the label are, what the messages call them, and how they were found.
 struct Columns {
   size_t text = 0, label = 1, count = 2;
   std::string text_name = "text", label_name = "label";
   bool header = false;
+  std::string layout;  // one line: which column is which, and why
 };
 
+// "'name' (column 3)", or "column 3" for a header's empty name.
+std::string column_named(const std::vector<std::string>& header, size_t i) {
+  const std::string name(trimmed(header.empty() ? std::string_view() : header[i]));
+  return name.empty() ? fmt::format("column {}", i + 1)
+                      : fmt::format("'{}' (column {})", base::printable(name), i + 1);
+}
+
+// "; columns 3, 4 ignored", or "" when every column is used.
+std::string ignored_columns(const Columns& c, const std::vector<std::string>& header) {
+  std::vector<std::string> ignored;
+  for (size_t i = 0; i < c.count; ++i)
+    if (i != c.text && i != c.label) ignored.push_back(column_named(header, i));
+  if (ignored.empty()) return "";
+  return fmt::format("; ignored: {}", fmt::join(ignored, ", "));
+}
+
 // The header rule of the file comment: one text name, one label name, any other columns.
-Columns columns_of(const Record& first) {
-  static const std::set<std::string> text_names{"text",    "sentence", "message", "review",
-                                                "content", "document", "body",    "sms",
-                                                "email",   "input"};
-  static const std::set<std::string> label_names{"label", "class", "category", "target",
-                                                 "sentiment"};
+Columns header_columns(const std::string& path, const Record& first) {
+  static const std::set<std::string> text_names{
+      "text", "sentence", "message", "review", "content",     "document", "body",
+      "sms",  "email",    "input",   "v2",     "description", "tweet",    "comment_text"};
+  static const std::set<std::string> label_names{"label",     "class", "category",   "target",
+                                                 "sentiment", "v1",    "class index"};
   Columns c;
   int texts = 0, labels = 0;
   for (size_t i = 0; i < first.fields.size(); ++i) {
@@ -170,12 +192,89 @@ Columns columns_of(const Record& first) {
   if (texts != 1 || labels != 1) return Columns{};
   c.count = first.fields.size();
   c.header = true;
+  c.layout = fmt::format("'{}': a header line names the columns: text {}, label {}{}",
+                         base::printable(path), column_named(first.fields, c.text),
+                         column_named(first.fields, c.label), ignored_columns(c, first.fields));
+  return c;
+}
+
+// What a column of a headerless file holds: how many different values, how long they are.
+struct ColumnStats {
+  size_t distinct = 0;
+  double mean_bytes = 0;
+  bool all_known = true;  // every value one of the model's labels
+};
+
+std::vector<ColumnStats> column_stats(const std::vector<Record>& rows, size_t count,
+                                      const std::set<std::string>& known) {
+  std::vector<ColumnStats> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    std::set<std::string_view> values;
+    double bytes = 0;
+    for (const Record& r : rows) {
+      const std::string_view v = trimmed(r.fields[i]);
+      values.insert(v);
+      bytes += static_cast<double>(v.size());
+      if (!known.count(std::string(v))) out[i].all_known = false;
+    }
+    out[i].distinct = values.size();
+    out[i].mean_bytes = bytes / static_cast<double>(rows.size());
+  }
+  return out;
+}
+
+// Without a header: the label is the column of fewest different values, more than one when
+// two columns vary (with a model's labels, the one column that holds only them); the text the
+// longest of the others.
+Columns detect_columns(const std::string& path, const std::vector<Record>& rows,
+                       const std::vector<std::string>& labels) {
+  Columns c;
+  c.count = rows.front().fields.size();
+  const std::set<std::string> known(labels.begin(), labels.end());
+  const std::vector<ColumnStats> stats = column_stats(rows, c.count, known);
+  size_t known_columns = 0;
+  for (const ColumnStats& s : stats) known_columns += s.all_known;
+  const bool by_known = !known.empty() && known_columns == 1;
+  // a column of one value labels nothing while two others vary (a text and a label); a tie
+  // goes to the later column: text then label
+  size_t varying = 0;
+  for (const ColumnStats& s : stats) varying += s.distinct > 1;
+  const auto fewer = [&](size_t i) {
+    const bool varies = stats[i].distinct > 1, label_varies = stats[c.label].distinct > 1;
+    if (varying >= 2 && varies != label_varies) return varies;
+    return stats[i].distinct <= stats[c.label].distinct;
+  };
+  for (size_t i = 0; i < c.count; ++i)
+    if (by_known ? stats[i].all_known : fewer(i)) c.label = i;
+  c.text = c.label == 0 ? 1 : 0;
+  for (size_t i = 0; i < c.count; ++i)
+    if (i != c.label && stats[i].mean_bytes > stats[c.text].mean_bytes) c.text = i;
+  const size_t n = rows.size(), distinct = stats[c.label].distinct;
+  if (known.empty() && distinct > 2 && distinct * 4 > n)
+    throw DataError(fmt::format(
+        "'{}' has no header line and no column that looks like a label: column {}, the one "
+        "with the fewest different values, has {} in {} rows (a label column has at most a "
+        "quarter as many values as rows); name the columns in a first line (e.g. "
+        "'label<TAB>text' or 'text,label')",
+        base::printable(path), c.label + 1, distinct, n));
+  const std::string why = by_known ? "it holds only the model's labels"
+                                   : fmt::format("{} different values in {} rows", distinct, n);
+  c.layout = fmt::format(
+      "'{}': no header line; column {} is the label ({}), column {} the text (the longest: {:.0f} "
+      "bytes on average){}",
+      base::printable(path), c.label + 1, why, c.text + 1, stats[c.text].mean_bytes,
+      ignored_columns(c, {}));
   return c;
 }
 
 struct LabelledText {
   int64_t line;
   std::string text, label;
+};
+
+struct LabelledRows {
+  std::vector<LabelledText> rows;
+  std::string layout;  // Columns::layout
 };
 
 void check_field_utf8(const Reader& reader, int64_t line, const std::string& name,
@@ -188,8 +287,23 @@ void check_field_utf8(const Reader& reader, int64_t line, const std::string& nam
   }
 }
 
-// The file's rows, each with a text and a label checked.
-std::vector<LabelledText> read_rows(const std::string& path) {
+// Every record has the columns of the first (a header's, or a headerless file's first row).
+void check_field_counts(const Reader& reader, const std::vector<Record>& records, size_t count,
+                        bool header) {
+  for (const Record& r : records) {
+    if (r.fields.size() == count) continue;
+    if (r.fields.size() == 1)
+      reader.fail(r.line, "no label column: a row is text<TAB>label (or text,label in a CSV)");
+    reader.fail(r.line, header ? fmt::format("{} fields, but the header names {} columns",
+                                             r.fields.size(), count)
+                               : fmt::format("{} fields, but line {} has {} (a row's columns "
+                                             "are the first row's)",
+                                             r.fields.size(), records.front().line, count));
+  }
+}
+
+// The file's records, a header's taken off; columns found by the header or detected.
+LabelledRows read_rows(const std::string& path, const std::vector<std::string>& labels) {
   std::string text;
   try {
     text = base::read_input_file(path, "classification file", kMaxFileBytes);
@@ -197,24 +311,23 @@ std::vector<LabelledText> read_rows(const std::string& path) {
     throw DataError(e.what());
   }
   Reader reader(path, std::move(text));
-  std::vector<LabelledText> rows;
-  bool first = true;
+  std::vector<Record> records;
+  reader.records([&](Record& r) { records.push_back(std::move(r)); });
   Columns c;
-  reader.records([&](Record& r) {
-    if (first) {
-      first = false;
-      c = columns_of(r);
-      if (c.header) return;
-    }
-    if (r.fields.size() != c.count) {
-      if (r.fields.size() == 1)
-        reader.fail(r.line, "no label column: a row is text<TAB>label (or text,label in a CSV)");
-      reader.fail(r.line, c.header ? fmt::format("{} fields, but the header names {} columns",
-                                                 r.fields.size(), c.count)
-                                   : fmt::format("{} fields; a row is text then label (a header "
-                                                 "line naming the columns allows others)",
-                                                 r.fields.size()));
-    }
+  if (!records.empty()) c = header_columns(path, records.front());
+  if (c.header) records.erase(records.begin());
+  if (records.empty())
+    throw DataError(
+        fmt::format("'{}' has no rows (expected lines of text<TAB>label)", base::printable(path)));
+  if (!c.header) c.count = records.front().fields.size();
+  if (c.count < 2)
+    reader.fail(records.front().line,
+                "no label column: a row is text<TAB>label (or text,label in a CSV)");
+  check_field_counts(reader, records, c.count, c.header);
+  if (!c.header) c = detect_columns(path, records, labels);
+  LabelledRows out{{}, c.layout};
+  out.rows.reserve(records.size());
+  for (Record& r : records) {
     std::string label(trimmed(r.fields[c.label]));
     for (const auto& [name, value] :
          {std::pair{c.text_name, &r.fields[c.text]}, std::pair{c.label_name, &label}}) {
@@ -222,12 +335,9 @@ std::vector<LabelledText> read_rows(const std::string& path) {
         reader.fail(r.line, fmt::format("field '{}' is empty", base::printable(name)));
       check_field_utf8(reader, r.line, name, *value);
     }
-    rows.push_back({r.line, std::move(r.fields[c.text]), std::move(label)});
-  });
-  if (rows.empty())
-    throw DataError(
-        fmt::format("'{}' has no rows (expected lines of text<TAB>label)", base::printable(path)));
-  return rows;
+    out.rows.push_back({r.line, std::move(r.fields[c.text]), std::move(label)});
+  }
+  return out;
 }
 
 // The labels a file's rows use, sorted in byte order; a classifier needs two.
@@ -269,8 +379,10 @@ TaskExamples read_classification_examples(const std::string& path, const Tokeniz
                                           const TaskOptions& o) {
   if (o.context_length < 1)
     throw std::invalid_argument("read_classification_examples: context_length must be positive");
-  const std::vector<LabelledText> rows = read_rows(path);
+  LabelledRows read = read_rows(path, o.labels);
+  const std::vector<LabelledText>& rows = read.rows;
   TaskExamples out;
+  out.layout = std::move(read.layout);
   out.labels = o.labels.empty() ? collect_labels(path, rows) : o.labels;
   std::map<std::string, int64_t> index;
   for (size_t i = 0; i < out.labels.size(); ++i)
@@ -303,7 +415,7 @@ TaskExamples read_classification_examples(const std::string& path, const Tokeniz
 
 std::string classification_corpus_text(const std::string& path) {
   std::string out;
-  for (const LabelledText& r : read_rows(path)) {
+  for (const LabelledText& r : read_rows(path, {}).rows) {
     out += r.text;
     out += '\n';
   }

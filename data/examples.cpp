@@ -52,6 +52,7 @@ ExampleBatch make_batch(std::span<const Example* const> rows, int64_t pad) {
       throw std::invalid_argument("make_batch: a batch mixes labelled and token-target examples");
     const auto n = static_cast<int64_t>(e.ids.size());
     lengths[static_cast<size_t>(r)] = n;
+    b.tokens += n;
     std::copy(e.ids.begin(), e.ids.end(), x.begin() + r * L);
     if (labels) {
       y[static_cast<size_t>(r)] = e.label;

@@ -51,6 +51,7 @@ struct TaskExamples {
   std::vector<Example> examples;    // in file order
   std::vector<std::string> labels;  // classify: index -> label
   int64_t truncated = 0;            // records cut to the context
+  std::string layout;               // classify: which column is the text, which the label, why
 };
 
 // Each reads, tokenizes and checks every record of a task file; bad input is a
@@ -91,6 +92,7 @@ ExampleSplit split_examples(std::vector<Example> all, double val_fraction, uint6
 struct ExampleBatch {
   ag::Tensor x, y, lengths;
   int64_t targets = 0;  // targets the loss counts (labels for classify)
+  int64_t tokens = 0;   // the real ids of x: the lengths' sum, padding not counted
 };
 ExampleBatch make_batch(std::span<const Example* const> rows, int64_t pad);
 

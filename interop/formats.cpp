@@ -9,6 +9,7 @@
 #include "base/atomic_file.h"
 #include "base/utf8.h"
 #include "interop/gguf.h"
+#include "interop/hf_classifier.h"
 #include "interop/hf_folder.h"
 #include "interop/hf_gpt2.h"
 #include "interop/hf_llama.h"
@@ -19,6 +20,7 @@
 #include "io/tokenizer_section.h"
 #include "train/config.h"
 #include "train/model_loading.h"
+#include "train/task.h"
 
 namespace interop {
 
@@ -82,6 +84,7 @@ void write_hf(const ModelFiles& model, const std::string& out, StoredType dtype)
 // --out (the writers see the temporary folder the output is built in).
 void check_hf(const ModelFiles& model, const std::string& out, StoredType dtype) {
   if (writes_llama(model.config)) export_family(model.config, out);
+  check_hf_classifier(model, out);
   if (dtype == StoredType::f16) check_f16_range(model, out);
 }
 
@@ -132,13 +135,28 @@ struct Format {
   void (*write)(const ModelFiles& model, const std::string& out, StoredType dtype);
   // what write would refuse, checked first so that messages name out (nullptr: nothing)
   void (*check)(const ModelFiles& model, const std::string& out, StoredType dtype);
+  // why a classifier cannot be written ("" when it can: the format has a place for its head)
+  const char* no_classifier;
 };
 
 const Format kFormats[] = {
-    {"hf", is_safetensors, true, read_hf, write_hf, check_hf},
-    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, nullptr},
-    {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr},
+    {"hf", is_safetensors, true, read_hf, write_hf, check_hf, ""},
+    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, nullptr,
+     "GGUF's architectures (llama.cpp's) are language models, with no place for a "
+     "classification head"},
+    {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr,
+     "llm.c's file holds GPT-2's language model, with no place for a classification head"},
 };
+
+// A classifier written as a language model would lose its head: refused, with the format
+// that keeps it.
+void check_classifier_fits(const Format& f, const ModelFiles& model, const std::string& out) {
+  if (model.config.num_classes == 0 || !*f.no_classifier) return;
+  throw InteropError(fmt::format(
+      "{}: the model is a classifier ({} labels) and {}; --format hf writes it as transformers' "
+      "sequence classifier (GPT2ForSequenceClassification or the Llama family's)",
+      out, model.config.num_classes, f.no_classifier));
+}
 
 const Format* find_format(const std::string& name) {
   for (const Format& f : kFormats)
@@ -208,6 +226,7 @@ void export_model(const ModelFiles& model, const std::string& format, const std:
                   StoredType dtype, bool replace) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
+  check_classifier_fits(*f, model, out);
   if (f->check) f->check(model, out, dtype);
   if (f->folder) return export_folder(*f, model, out, dtype, replace);
   f->write(model, out, dtype);
@@ -222,6 +241,10 @@ io::Checkpoint checkpoint_of(ModelFiles model) {
   cfg.data = "";
   cfg.chat_format = model.chat_format;
   cfg.stop_token_ids = model.stop_ids;
+  if (model.config.num_classes > 0) {  // a sequence classifier: eval and classify read it
+    cfg.task = train::TaskHandle(train::task_named("classify"));
+    cfg.labels = model.labels;
+  }
   io::Checkpoint c;
   c.config = cfg.to_json();
   c.model = std::move(model.weights);
@@ -247,6 +270,7 @@ ModelFiles model_files_of(const io::Checkpoint& ckpt) {
       throw InteropError(e.what());
     }
   }
+  m.labels = train::RunConfig::from_json(ckpt.config).labels;
   m.weights = ckpt.model;
   if (io::tokenizer_kind(ckpt.tokenizer) != data::TokenizerKind::none) m.tokenizer = ckpt.tokenizer;
   m.format = "attograd";

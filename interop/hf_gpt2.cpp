@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
+#include "interop/hf_classifier.h"
 #include "interop/hf_folder.h"
 #include "interop/hub_cache.h"
 #include "interop/import_memory.h"
@@ -28,6 +29,7 @@ using nlohmann::json;
 constexpr double kAttogradLayerNormEps = 1e-5;
 constexpr char kPrefix[] = "transformer.";
 constexpr char kModel[] = "GPT-2 (GPT2LMHeadModel)";
+constexpr char kClassifier[] = "GPT2ForSequenceClassification";
 
 // What attograd's GPT cannot compute is refused with the reason.
 void check_architecture(const HfConfigKeys& k, std::vector<std::string>& notes) {
@@ -39,9 +41,10 @@ void check_architecture(const HfConfigKeys& k, std::vector<std::string>& notes) 
   if (const json* archs = k.find("architectures")) {
     if (!archs->is_array()) k.fail("architectures", "is not a list");
     for (const json& a : *archs)
-      if (!a.is_string() || (a != "GPT2LMHeadModel" && a != "GPT2Model"))
-        k.fail("architectures", fmt::format("names {}: only GPT2LMHeadModel and GPT2Model are read",
-                                            base::json_quote(a)));
+      if (!a.is_string() || (a != "GPT2LMHeadModel" && a != "GPT2Model" && a != kClassifier))
+        k.fail("architectures", fmt::format("names {}: only GPT2LMHeadModel, GPT2Model and {} "
+                                            "are read",
+                                            base::json_quote(a), kClassifier));
   }
   const std::string act = k.text("activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
@@ -111,7 +114,9 @@ const std::set<std::string>& config_keys_read() {
                                              "resid_pdrop",
                                              "embd_pdrop",
                                              "attn_pdrop",
-                                             "tie_word_embeddings"};
+                                             "tie_word_embeddings",
+                                             "id2label",
+                                             "num_labels"};
   return keys;
 }
 
@@ -247,7 +252,7 @@ LocatedTensors file_tensors(const std::vector<SafetensorsReader>& files, const n
 // Every tensor GPT-2 needs is there with the config's shape, before anything is read.
 void check_found(const std::vector<HfTensor>& tensors, const LocatedTensors& found,
                  const ModelFiles& m, const std::string& source) {
-  if (!m.config.tie_weights && !found.count("lm_head.weight"))
+  if (!m.config.tie_weights && m.config.num_classes == 0 && !found.count("lm_head.weight"))
     throw InteropError(
         fmt::format("{}: no lm_head.weight, and config.json unties the head "
                     "(tie_word_embeddings false)",
@@ -310,6 +315,8 @@ nn::GPTConfig gpt2_config_from_json(const json& j, const std::string& source,
   c.tie_weights = k.flag("tie_word_embeddings", true);
   c.norm = nn::NormKind::layer_norm;
   if (c.d_ff == 4 * c.d_model) c.d_ff = 0;  // attograd's way of saying the default
+  if (const auto labels = classifier_labels(j, source, kClassifier); !labels.empty())
+    make_classifier(c, labels.size());
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {
@@ -372,7 +379,9 @@ std::vector<HfTensor> hf_gpt2_tensors(const nn::GPTConfig& c) {
   }
   t.push_back({"ln_f.weight", {d}, HfLayout::same, {"ln_f.weight"}});
   t.push_back({"ln_f.bias", {d}, HfLayout::same, {"ln_f.bias"}});
-  if (!c.tie_weights)
+  if (c.num_classes > 0)  // GPT2ForSequenceClassification: score, no LM head
+    t.push_back({"score.weight", {c.num_classes, d}, HfLayout::same, {"classifier.weight"}});
+  else if (!c.tie_weights)
     t.push_back({"lm_head.weight", {c.vocab_size, d}, HfLayout::same, {"lm_head.weight"}});
   return t;
 }
@@ -390,8 +399,9 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
                     path));
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
-  m.config = gpt2_config_from_json(read_hf_config(config_path, config_keys_read()), config_path,
-                                   m.dropped);
+  const json config = read_hf_config(config_path, config_keys_read());
+  m.config = gpt2_config_from_json(config, config_path, m.dropped);
+  m.labels = classifier_labels(config, config_path, kClassifier);
   std::string source;
   {
     const ExpectedNames expected(m.config);
@@ -421,7 +431,8 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredTyp
   std::vector<SafetensorsTensor> out;
   for (const auto& t : hf_gpt2_tensors(c)) {
     const bool zeros = zero_qkv_bias && t.layout == HfLayout::qkv_bias;
-    const std::string name = t.name == "lm_head.weight" ? t.name : std::string(kPrefix) + t.name;
+    const bool top = t.name == "lm_head.weight" || t.name == "score.weight";
+    const std::string name = top ? t.name : std::string(kPrefix) + t.name;
     if (t.layout == HfLayout::same) {  // written from the parameter itself: no copy
       out.push_back({name, t.shape, nullptr, ours.at(t.ours[0])->data<float>()});
       continue;
@@ -432,11 +443,13 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredTyp
   }
   write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
                     {{"format", "pt"}});
-  base::write_file_atomically(
-      (fs::path(folder) / "config.json").string(),
-      gpt2_config_json(c, model.tokenizer ? end_of_text_id(*model.tokenizer) : std::nullopt)
-              .dump(2) +
-          "\n");
+  const auto eos = model.tokenizer ? end_of_text_id(*model.tokenizer) : std::nullopt;
+  json config = gpt2_config_json(c, eos);
+  if (c.num_classes > 0) {
+    check_hf_classifier(model, folder);
+    add_classifier_keys(config, model, config["architectures"][0], eos);
+  }
+  base::write_file_atomically((fs::path(folder) / "config.json").string(), config.dump(2) + "\n");
   if (model.tokenizer) write_tokenizer_files(*model.tokenizer, folder);
 }
 

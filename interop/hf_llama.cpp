@@ -11,6 +11,7 @@
 
 #include "base/atomic_file.h"
 #include "base/json.h"
+#include "interop/hf_classifier.h"
 #include "interop/hf_folder.h"
 #include "interop/hub_cache.h"
 #include "interop/import_memory.h"
@@ -78,7 +79,9 @@ const std::set<std::string>& config_keys_read() {
                                              "use_sliding_window",
                                              "layer_types",
                                              "quantization_config",
-                                             "partial_rotary_factor"};
+                                             "partial_rotary_factor",
+                                             "id2label",
+                                             "num_labels"};
   return keys;
 }
 
@@ -91,9 +94,10 @@ const Family& check_architecture(const HfConfigKeys& k) {
   if (const json* archs = k.find("architectures")) {
     if (!archs->is_array()) k.fail("architectures", "is not a list");
     for (const json& a : *archs)
-      if (a != f.architecture)
-        k.fail("architectures", fmt::format("names {}: a {} model is read as {} only",
-                                            base::json_quote(a), f.model_type, f.architecture));
+      if (a != f.architecture && a != sequence_classifier_of(f.architecture))
+        k.fail("architectures",
+               fmt::format("names {}: a {} model is read as {} or {} only", base::json_quote(a),
+                           f.model_type, f.architecture, sequence_classifier_of(f.architecture)));
   }
   const std::string act = k.text("hidden_act", "silu");
   if (act != "silu")
@@ -281,7 +285,7 @@ LocatedTensors file_tensors(const std::vector<SafetensorsReader>& files, const E
 // Every tensor the config needs is there with its shape, before anything is read.
 void check_found(const Expected& expected, const LocatedTensors& found, const ModelFiles& m,
                  const std::string& source) {
-  if (!m.config.tie_weights && !found.count("lm_head.weight"))
+  if (!m.config.tie_weights && m.config.num_classes == 0 && !found.count("lm_head.weight"))
     throw InteropError(fmt::format(
         "{}: no lm_head.weight, and config.json unties the head (tie_word_embeddings false)",
         source));
@@ -369,6 +373,9 @@ nn::GPTConfig llama_config_from_json(const json& j, const std::string& source,
   read_rope(k, c);
   read_biases(k, f, c);
   c.tie_weights = k.flag("tie_word_embeddings", false);
+  if (const auto labels = classifier_labels(j, source, sequence_classifier_of(f.architecture));
+      !labels.empty())
+    make_classifier(c, labels.size());
   c.dropout = k.number("attention_dropout", 0.0);
   if (c.dropout != 0)
     notes.push_back(fmt::format(
@@ -390,7 +397,8 @@ std::optional<std::string> llama_hf_name(const std::string& ours) {
   static const std::pair<const char*, const char*> kTop[] = {
       {"tok_emb.weight", "model.embed_tokens.weight"},
       {"ln_f.weight", "model.norm.weight"},
-      {"lm_head.weight", "lm_head.weight"}};
+      {"lm_head.weight", "lm_head.weight"},
+      {"classifier.weight", "score.weight"}};  // *ForSequenceClassification's head
   // a prefix ending in '.' takes "weight" or "bias" after it
   static const std::pair<const char*, const char*> kBlock[] = {
       {"ln1.weight", "input_layernorm.weight"},
@@ -488,7 +496,12 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
     throw InteropError(fmt::format("{}: no config.json beside it", path));
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
-  m.config = read_llama_config(InputBytes::open(config_path), m.dropped);
+  const InputBytes config_in = InputBytes::open(config_path);
+  const json config = read_hf_config(config_in, config_keys_read());
+  m.config = llama_config_from_json(config, config_in.source(), m.dropped);
+  const LlamaFamily family = *llama_family_of(config.at("model_type").get<std::string>());
+  m.labels = classifier_labels(config, config_in.source(),
+                               sequence_classifier_of(family_row(family).architecture));
   const std::string tokenizer_at = tokenizer_folder.empty() ? folder : tokenizer_folder;
   std::string source;
   {
@@ -522,8 +535,12 @@ void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredTy
   write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
                     {{"format", "pt"}});
   const auto eos = model.tokenizer ? end_of_text_id(*model.tokenizer) : std::nullopt;
-  base::write_file_atomically((fs::path(folder) / "config.json").string(),
-                              llama_config_json(c, family, dtype, eos).dump(2) + "\n");
+  json config = llama_config_json(c, family, dtype, eos);
+  if (c.num_classes > 0) {
+    check_hf_classifier(model, folder);
+    add_classifier_keys(config, model, family_row(family).architecture, eos);
+  }
+  base::write_file_atomically((fs::path(folder) / "config.json").string(), config.dump(2) + "\n");
   if (model.tokenizer) write_tokenizer_files(*model.tokenizer, folder);
 }
 

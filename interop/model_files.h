@@ -30,6 +30,8 @@ struct ModelFiles {
   // tokenizer_config.json and generation_config.json, when there)
   std::optional<data::ChatFormat> chat_format;
   std::vector<int64_t> stop_ids;
+  // a classifier's labels (config.num_classes of them, in its outputs' order)
+  std::vector<std::string> labels;
   std::string format;                // "hf", "safetensors", "llmc", "gguf"
   std::vector<std::string> dropped;  // what the source held that the model does not keep
 };

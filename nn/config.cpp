@@ -80,6 +80,11 @@ const std::vector<ConfigField>& config_fields() {
        .help = "the classifier reads the last real token's state (last) or their mean (mean)",
        .member = &C::pool,
        .head_setting = true},
+      {.key = "classifier_bias",
+       .help = "the classifier adds a bias to its logits (transformers' sequence classifiers, "
+               "which export writes, have none)",
+       .member = &C::classifier_bias,
+       .head_setting = true},
       {.key = "lora_rank",
        .help = "LoRA adapters of this rank (0: none; train then freezes the base)",
        .member = &C::lora_rank,

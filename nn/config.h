@@ -101,6 +101,10 @@ struct GPTConfig {
   // by `pool`: last (the last real token's) or mean (over the real tokens)
   int64_t num_classes = 0;
   Pooling pool = Pooling::last;
+  // whether the classifier adds a bias to its logits; without one it is the score layer of
+  // transformers' *ForSequenceClassification (bias-free), which export writes (a classifier
+  // saved before this key had a bias: train::RunConfig::from_json reads it so)
+  bool classifier_bias = false;
   // LoRA adapters (Linear::add_adapter) on the Linears lora_targets names, scale
   // lora_alpha / lora_rank, dropout lora_dropout on their input; lora_rank 0: none
   int64_t lora_rank = 0;

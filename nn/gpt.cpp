@@ -96,8 +96,9 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
   ln_f = register_module("ln_f", make_norm(cfg.norm, cfg.d_model, cfg.norm_eps));
   if (cfg.num_classes > 0) {  // a classifier: no LM head (tied or not), nothing to drop
     head_name_ = "classifier";
-    head_ = register_module<Head>(head_name_, std::make_shared<ClassificationHead>(
-                                                  cfg.d_model, cfg.num_classes, gen, cfg.pool));
+    head_ = register_module<Head>(
+        head_name_, std::make_shared<ClassificationHead>(cfg.d_model, cfg.num_classes, gen,
+                                                         cfg.pool, cfg.classifier_bias));
   } else {
     head_ = register_module<Head>(
         head_name_, cfg.tie_weights

@@ -59,7 +59,7 @@ void LMHead::footprint(Footprint& f) const {
 
 // ------------------------------------------------------------------ ClassificationHead
 ClassificationHead::ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen,
-                                       Pooling pool)
+                                       Pooling pool, bool with_bias)
     : d_model_(d_model), num_classes_(num_classes), pool_(pool) {
   if (d_model < 1 || num_classes < 2)
     throw std::invalid_argument(fmt::format(
@@ -69,8 +69,9 @@ ClassificationHead::ClassificationHead(int64_t d_model, int64_t num_classes, ag:
   weight = register_parameter("weight", {num_classes, d_model}, [&] {
     return ag::uniform({num_classes, d_model}, -bound, bound, gen);
   });
-  bias = register_parameter("bias", {num_classes},
-                            [&] { return ag::uniform({num_classes}, -bound, bound, gen); });
+  if (with_bias)
+    bias = register_parameter("bias", {num_classes},
+                              [&] { return ag::uniform({num_classes}, -bound, bound, gen); });
 }
 
 namespace {

@@ -60,7 +60,9 @@ class LMHead : public Head {
 
 // num_classes logits from each sequence's pooled hidden state: logits [B, num_classes] =
 // pooled W^T + b, trained with the cross-entropy of one label per sequence (the chapter's
-// spam classifier). Weight and bias drawn as a Linear's. The pool (GPTConfig::pool):
+// spam classifier). Weight and bias drawn as a Linear's; without a bias (with_bias false,
+// GPTConfig::classifier_bias) it is transformers' bias-free `score` layer. The pool
+// (GPTConfig::pool):
 //   last  the state of the last real token, h[b, lengths[b] - 1] (the only position that
 //         saw the whole text; padding comes after it)
 //   mean  the mean of the states of the first lengths[b] positions
@@ -69,14 +71,14 @@ class LMHead : public Head {
 class ClassificationHead : public Head {
  public:
   ClassificationHead(int64_t d_model, int64_t num_classes, ag::Generator& gen,
-                     Pooling pool = Pooling::last);
+                     Pooling pool = Pooling::last, bool with_bias = true);
   ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
   // [B, C]: the states the logits read (differentiable: a gather of rows, or a masked mean)
   ag::Tensor pooled(const ag::Tensor& h, const ag::Tensor& lengths) const;
   // targets [B] of class ids
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
   void footprint(Footprint& f) const override;
-  ag::Tensor weight, bias;  // [num_classes, d_model], [num_classes]
+  ag::Tensor weight, bias;  // [num_classes, d_model], [num_classes] (undefined without one)
   Pooling pool() const { return pool_; }
 
  private:

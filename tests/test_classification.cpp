@@ -1,6 +1,8 @@
 // Classification (docs/finetuning.md): the TSV/CSV reader, the classifier in the model
 // description (config keys, parameters, pooling over padded rows, --init-from an LM), and
 // the metrics `eval` prints.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -48,6 +50,11 @@ std::string error_of(const std::string& content, const data::TaskOptions& o = cl
   }
   FAIL("no error for: " << content);
   return "";
+}
+
+void error_free(const std::string& content) {
+  TempDir dir;
+  read(dir.write("set.tsv", content));
 }
 
 }  // namespace
@@ -106,6 +113,70 @@ TEST_CASE("a header line is found by its column names, in either order", "[class
   }
 }
 
+// n rows of the SMS Spam Collection's own layout: label<TAB>text, no header line.
+std::string sms_rows(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i)
+    out += i % 3 == 0 ? fmt::format("spam\tWIN a prize now, call {}\n", 1000 + i)
+                      : fmt::format("ham\tsee you at {} tonight, ok?\n", i);
+  return out;
+}
+
+TEST_CASE("without a header the label is the column of few values, and the layout is said",
+          "[classify][data]") {
+  TempDir dir;
+  SECTION("the SMS Spam Collection's label<TAB>text: two labels, not one per message") {
+    const data::TaskExamples t = read(dir.write("SMSSpamCollection", sms_rows(40)));
+    CHECK(t.labels == std::vector<std::string>{"ham", "spam"});
+    REQUIRE(t.examples.size() == 40);
+    CHECK(text_of(t.examples[0]) == "WIN a prize now, call 1000");
+    CHECK(t.examples[0].label == 1);
+    CHECK_THAT(t.layout, Contains("SMSSpamCollection': no header line; column 1 is the label (2 "
+                                  "different values in 40 rows), column 2 the text"));
+  }
+  SECTION("extra columns: the longest other column is the text, the rest ignored and named") {
+    // column 4 has the fewest values, one: it labels nothing
+    const data::TaskExamples t =
+        read(dir.write("x.csv",
+                       "1,\"good, really\",pos,x\n2,bad,neg,x\n3,\"fine \"\"ok\"\"\",pos,x\n"
+                       "4,awful film,neg,x\n5,great,pos,x\n"));
+    CHECK(t.labels == std::vector<std::string>{"neg", "pos"});
+    CHECK(text_of(t.examples[2]) == "fine \"ok\"");
+    CHECK_THAT(t.layout, Contains("column 3 is the label") && Contains("column 2 the text") &&
+                             Contains("ignored: column 1, column 4"));  // one value: no label
+  }
+  SECTION("a header's layout names the columns, and the ignored ones") {
+    const data::TaskExamples t =
+        read(dir.write("spam.csv", "v1,v2,,,\nham,\"Ok, lar...\",,,\nspam,Free entry,,,\n"));
+    CHECK(text_of(t.examples[0]) == "Ok, lar...");
+    CHECK(t.labels == std::vector<std::string>{"ham", "spam"});
+    CHECK_THAT(t.layout, Contains("a header line names the columns: text 'v2' (column 2), label "
+                                  "'v1' (column 1); ignored: column 3, column 4, column 5"));
+  }
+  SECTION("with a model's labels, the column holding only them is the label") {
+    data::TaskOptions o = classify_options();
+    o.labels = {"ham", "spam"};
+    const data::TaskExamples t = read(dir.write("one.tsv", "spam\twin\n"), o);
+    REQUIRE(t.examples.size() == 1);
+    CHECK(text_of(t.examples[0]) == "win");
+    CHECK(t.examples[0].label == 1);
+    CHECK_THAT(t.layout, Contains("column 1 is the label (it holds only the model's labels)"));
+  }
+}
+
+TEST_CASE("a headerless file whose every column has many values is refused, with the fix",
+          "[classify][data][errors]") {
+  std::string rows;
+  for (int i = 0; i < 40; ++i) rows += fmt::format("message {}\tnote {}\n", i, i % 12);
+  CHECK_THAT(
+      error_of(rows),
+      Contains("no header line and no column that looks like a label") &&
+          Contains("column 2, the one with the fewest different values, has 12 in 40 rows") &&
+          Contains("name the columns in a first line"));
+  // a header naming the columns is the user's word: a label per text is then allowed
+  CHECK_NOTHROW(error_free("text\tlabel\n" + rows));
+}
+
 TEST_CASE("a model's labels read a file; an unknown one is an error naming it",
           "[classify][data]") {
   data::TaskOptions o = classify_options();
@@ -145,7 +216,8 @@ TEST_CASE("bad classification files are one-line errors naming file, line and fi
              Contains("line 2: field 'text': invalid UTF-8") && Contains("0xFF"));
   CHECK_THAT(error_of(""), Contains("no rows"));
   CHECK_THAT(error_of("text\tlabel\n\n"), Contains("no rows"));
-  CHECK_THAT(error_of("a\tb\tc\n"), Contains("line 1: 3 fields"));
+  CHECK_THAT(error_of("a\tb\tc\nd\te\n"), Contains("line 2: 2 fields, but line 1 has 3"));
+  CHECK_THAT(error_of("just\ntext\n"), Contains("line 1: no label column"));
   CHECK_THAT(error_of("text\tlabel\textra\na\tb\n"),
              Contains("line 2: 2 fields, but the header names 3 columns"));
   CHECK_THAT(error_of("a,pos\n\"b,neg\n"),
@@ -200,22 +272,25 @@ nn::GPTConfig classifier_config(const std::string& pool, bool tied) {
 }  // namespace
 
 TEST_CASE("num_classes puts a classifier where the LM head was", "[classify][model]") {
-  for (bool tied : {true, false}) {
-    INFO("tied " << tied);
-    const nn::GPTConfig cfg = classifier_config("last", tied);
-    const auto shapes = cfg.parameter_shapes();
-    int64_t total = 0;
-    for (const auto& [name, shape] : shapes) {
-      CHECK(name.rfind("lm_head", 0) != 0);
-      total += ag::shape_numel(shape);
+  for (bool tied : {true, false})
+    for (bool bias : {false, true}) {
+      INFO("tied " << tied << ", classifier_bias " << bias);
+      nn::GPTConfig cfg = classifier_config("last", tied);
+      cfg.classifier_bias = bias;
+      const auto shapes = cfg.parameter_shapes();
+      int64_t total = 0;
+      for (const auto& [name, shape] : shapes) {
+        CHECK(name.rfind("lm_head", 0) != 0);
+        total += ag::shape_numel(shape);
+      }
+      const size_t head = shapes.size() - (bias ? 2 : 1);
+      CHECK(shapes[head].first == "classifier.weight");
+      CHECK(shapes[head].second == ag::Shape{3, 8});
+      CHECK(shapes.back().first == (bias ? "classifier.bias" : "classifier.weight"));
+      CHECK(cfg.num_parameters() == total);
+      nn::GPT model(cfg, 1);
+      CHECK(model.num_parameters() == total);
     }
-    CHECK(shapes[shapes.size() - 2].first == "classifier.weight");
-    CHECK(shapes[shapes.size() - 2].second == ag::Shape{3, 8});
-    CHECK(shapes.back().first == "classifier.bias");
-    CHECK(cfg.num_parameters() == total);
-    nn::GPT model(cfg, 1);
-    CHECK(model.num_parameters() == total);
-  }
   nn::GPTConfig one = classifier_config("last", true);
   one.num_classes = 1;
   CHECK_THROWS_WITH(one.validate(), Contains("num_classes must be 0") && Contains("got 1"));
@@ -242,6 +317,12 @@ TEST_CASE("a checkpoint's config states num_classes and pool only for a classifi
   CHECK(back.model.num_classes == 2);
   CHECK(back.model.pool == nn::Pooling::mean);
   CHECK(back.labels == cls.labels);
+  CHECK(cls.to_json().at("classifier_bias") == false);  // transformers' score layer
+  CHECK_FALSE(back.model.classifier_bias);
+  nlohmann::json before_the_key = cls.to_json();  // a classifier saved before: it had a bias
+  before_the_key.erase("classifier_bias");
+  CHECK(train::RunConfig::from_json(before_the_key).model.classifier_bias);
+  CHECK_FALSE(lm.to_json().contains("classifier_bias"));
   train::RunConfig wrong;
   wrong.model.num_classes = 2;
   CHECK_THROWS_WITH(wrong.validate(), Contains("--task classify"));

@@ -13,6 +13,7 @@
 #include "base/posix_file.h"
 #include "cli/cli.h"
 #include "interop/formats.h"
+#include "interop/hf_classifier.h"
 #include "interop/hf_gpt2.h"
 #include "io/checkpoint.h"
 #include "support.h"
@@ -168,8 +169,8 @@ TEST_CASE("configs attograd cannot compute are refused with the reason", "[inter
   CHECK_THAT(refused("layer_norm_epsilon", 1e-6),
              Contains("layer_norm_epsilon is 1e-06: attograd's LayerNorm uses 1e-05"));
   CHECK_THAT(refused("model_type", "mistral"), Contains("model_type is 'mistral': only GPT-2"));
-  CHECK_THAT(refused("architectures", {"GPT2ForSequenceClassification"}),
-             Contains("architectures names \"GPT2ForSequenceClassification\""));
+  CHECK_THAT(refused("architectures", {"GPT2ForTokenClassification"}),
+             Contains("architectures names \"GPT2ForTokenClassification\""));
   CHECK_THAT(refused("scale_attn_by_inverse_layer_idx", true),
              Contains("scale_attn_by_inverse_layer_idx is true"));
   CHECK_THAT(refused("add_cross_attention", true), Contains("add_cross_attention is true"));
@@ -320,4 +321,36 @@ TEST_CASE("a sharded Hugging Face folder is read through its index, which must n
       lying([&](auto& j) { j["weight_map"]["extra.weight"] = "model-00002-of-00002.safetensors"; }),
       Contains("weight_map names tensor 'extra.weight', which is not part of GPT-2"));
   CHECK_THAT(lying([&](auto& j) { j.erase("weight_map"); }), Contains("no weight_map object"));
+}
+
+TEST_CASE("a sequence classifier's config.json gives its labels, or one line naming the key",
+          "[interop][classify]") {
+  const std::string cls = "GPT2ForSequenceClassification";
+  const auto labels_of = [&](nlohmann::json j) {
+    j["architectures"] = {cls};
+    return interop::classifier_labels(j, "c/config.json", cls);
+  };
+  CHECK(labels_of({{"id2label", {{"1", "spam"}, {"0", "ham"}}}}) ==
+        std::vector<std::string>{"ham", "spam"});
+  CHECK(labels_of({{"num_labels", 3}}) ==
+        std::vector<std::string>{"LABEL_0", "LABEL_1", "LABEL_2"});
+  CHECK(interop::classifier_labels({{"architectures", {"GPT2LMHeadModel"}}}, "c", cls).empty());
+  const auto error = [&](const nlohmann::json& j) {
+    try {
+      labels_of(j);
+    } catch (const interop::InteropError& e) {
+      CHECK_THAT(e.what(), Contains("c/config.json"));
+      return std::string(e.what());
+    }
+    FAIL("no error for " << j.dump());
+    return std::string();
+  };
+  CHECK_THAT(error({{"id2label", {{"0", "a"}, {"2", "b"}}}}), Contains("key \"2\" is not one of"));
+  CHECK_THAT(error({{"id2label", {{"0", "a"}, {"1", "a"}}}}), Contains("names \"a\" twice"));
+  CHECK_THAT(error({{"id2label", {{"0", "a"}, {"1", 7}}}}), Contains("id2label[\"1\"] is"));
+  CHECK_THAT(error({{"id2label", {{"0", "a"}, {"x1", "b"}}}}), Contains("key \"x1\""));
+  CHECK_THAT(error({{"id2label", {{"0", "a"}, {"1", "b"}}}, {"num_labels", 3}}),
+             Contains("num_labels is 3 but id2label has 2"));
+  CHECK_THAT(error({{"num_labels", 1}}), Contains("num_labels is not an integer from 2"));
+  CHECK_THAT(error(nlohmann::json::object()), Contains("without id2label or num_labels"));
 }

@@ -190,8 +190,8 @@ TEST_CASE("Llama-family configs whose math attograd does not compute are refused
   CHECK_THAT(set("head_dim", 5), Contains("head_dim: config: rope needs an even head width"));
   CHECK_THAT(set("mlp_bias", false),
              Contains("attention_bias is true and mlp_bias false: attograd's linear_bias"));
-  CHECK_THAT(set("architectures", {"LlamaForSequenceClassification"}),
-             Contains("architectures names \"LlamaForSequenceClassification\""));
+  CHECK_THAT(set("architectures", {"LlamaForTokenClassification"}),
+             Contains("architectures names \"LlamaForTokenClassification\""));
   CHECK_THAT(set("num_hidden_layers", 1000000000), Contains("num_hidden_layers"));
   CHECK_THAT(set("hidden_size", -16), Contains("hidden_size"));
   CHECK_THAT(set("num_attention_heads", "4"),

@@ -174,3 +174,27 @@ TEST_CASE("a word is quoted for the shell only when it needs it", "[history]") {
   REQUIRE(base::shell_quote("$(rm -rf x)") == "'$(rm -rf x)'");
   REQUIRE(base::shell_quote("") == "''");
 }
+
+TEST_CASE("a resumed session's first report line says over how many steps its loss is a mean",
+          "[history]") {
+  ag_test::TempDir dir;
+  train::RunConfig cfg;
+  cfg.steps = 100;
+  cfg.log_interval = 50;
+  cfg.metrics = dir.file("m.jsonl");
+  {
+    train::Reporter reporter(
+        cfg, {.id = "abc", .name = "n", .first_step = 37, .resumed = true, .history = {}});
+    for (int64_t s = 38; s <= 100; ++s) {
+      train::StepFigures f;
+      f.step = s, f.loss = static_cast<double>(s), f.tokens = (s - 37) * 64;
+      s % 50 == 0 ? reporter.line(f) : reporter.progress(f);
+    }
+  }
+  std::ifstream in(cfg.metrics);
+  std::stringstream text;
+  text << in.rdbuf();
+  // steps 38 to 50: 13 steps, not the log interval's 50; then 51 to 100, a whole interval
+  REQUIRE_THAT(text.str(), Contains("\"loss\":44.0,\"loss_steps\":13") &&
+                               Contains("\"loss\":75.5,\"loss_steps\":50"));
+}

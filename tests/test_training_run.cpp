@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "data/examples.h"
 #include "support.h"
+#include "train/task.h"
 #include "train/train.h"
 
 using ag_test::tiny_run;
@@ -222,4 +224,34 @@ TEST_CASE("a resume that would stop at or before its checkpoint's step trains an
     REQUIRE(std::filesystem::last_write_time(cfg.out) == written);
     REQUIRE(io::load_checkpoint(cfg.out).step == 3);
   }
+}
+
+TEST_CASE("tokens/s counts the real tokens of a step's batches, padding left out",
+          "[training_run][report]") {
+  ag_test::TempDir dir;
+  train::RunConfig cfg = tiny_run(dir);
+  cfg.grad_accum_steps = 2;
+  SECTION("lm: every window is whole, batch x context per micro-batch") {
+    train::TrainingRun run(cfg);
+    CHECK(run.train_step().figures.tokens == 2 * 2 * 8);
+    CHECK(run.train_step().figures.tokens == 2 * (2 * 2 * 8));  // the session's total
+  }
+  SECTION("classify: each text's ids, not the context (the count was batch x context)") {
+    cfg.task = train::TaskHandle(train::task_named("classify"));
+    cfg.tokenizer = data::TokenizerKind::chars;
+    cfg.model.context_length = 16;
+    cfg.data = dir.write("set.tsv", "abc\tx\nbca\ty\ncab\tx\nacb\ty\nbac\tx\n");
+    train::TrainingRun run(cfg);
+    CHECK(run.train_step().figures.tokens == 2 * 2 * 3);
+  }
+}
+
+TEST_CASE("a batch of examples counts its real ids, not its padded slots", "[examples]") {
+  data::Example a, b;
+  a.ids = {1, 2}, b.ids = {3, 4, 5, 6, 7};
+  a.label = 0, b.label = 1;
+  const std::vector<const data::Example*> rows = {&a, &b};
+  const data::ExampleBatch batch = data::make_batch(rows, 0);
+  CHECK(batch.x.numel() == 10);
+  CHECK(batch.tokens == 7);
 }

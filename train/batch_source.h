@@ -10,6 +10,7 @@ namespace train {
 struct Batch {
   ag::Tensor x, y;     // ids [B, T]; the targets as the model's head takes them
   ag::Tensor lengths;  // [B] the real tokens of each right-padded row, or undefined
+  int64_t tokens = 0;  // the real tokens of x (padding not counted): what tokens/s counts
 };
 
 class BatchSource {

@@ -236,6 +236,8 @@ RunConfig RunConfig::from_json(const nlohmann::json& j) {
   const ConfigReader get{j};
   for (const auto& f : nn::config_fields())
     std::visit([&](auto member) { get(f.key, c.model.*member); }, f.member);
+  // a classifier saved before the key existed has a bias (classifier.bias)
+  if (c.model.num_classes > 0 && !j.contains("classifier_bias")) c.model.classifier_bias = true;
   read_run_settings(get, c);
   read_task_settings(get, c);
   return c;

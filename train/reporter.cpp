@@ -45,6 +45,12 @@ std::string val_text(const StepFigures& f) {
   return val;
 }
 
+// " (mean of 13 steps)" when a report line's loss is not the mean over a log interval (a
+// resumed run's first line, the lines at an evaluation or the end), else "".
+std::string mean_text(int64_t steps, int64_t log_interval) {
+  return steps > 1 && steps != log_interval ? fmt::format(" (mean of {} steps)", steps) : "";
+}
+
 }  // namespace
 
 Reporter::Reporter(const RunConfig& cfg, RunIdentity identity, bool keep_records)
@@ -84,13 +90,14 @@ void Reporter::line(const StepFigures& step) {
   take_step(step);
   StepFigures f = step;
   f.loss = loss_sum_ / static_cast<double>(loss_count_);  // the same on every rank
+  const int64_t loss_steps = loss_count_;
   loss_sum_ = 0, loss_count_ = 0;
   const double secs = elapsed();
   const double tok_s = rate_.tokens_per_second().value_or(secs > 0 ? f.tokens / secs : 0);
   const std::optional<double> eta = rate_.eta(f.step, cfg_.steps);
-  sayf("{}step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}\n",
-       tty_ ? "\r\033[K" : "", f.step, cfg_.steps, f.loss, val_text(f), f.lr, f.grad_norm, tok_s,
-       eta_text(eta));
+  sayf("{}step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}\n",
+       tty_ ? "\r\033[K" : "", f.step, cfg_.steps, f.loss, mean_text(loss_steps, cfg_.log_interval),
+       val_text(f), f.lr, f.grad_norm, tok_s, eta_text(eta));
   io::append_history(identity_.history, {.step = f.step,
                                          .loss = f.loss,
                                          .val_loss = f.val_loss,
@@ -100,8 +107,9 @@ void Reporter::line(const StepFigures& step) {
                                          .tokens_per_s = tok_s,
                                          .elapsed_s = elapsed_before_ + secs});
   if (!recording()) return;
-  nlohmann::json j = {{"step", f.step},           {"loss", f.loss},        {"lr", f.lr},
-                      {"grad_norm", f.grad_norm}, {"tokens_per_s", tok_s}, {"elapsed_s", secs}};
+  nlohmann::json j = {{"step", f.step},   {"loss", f.loss},           {"loss_steps", loss_steps},
+                      {"lr", f.lr},       {"grad_norm", f.grad_norm}, {"tokens_per_s", tok_s},
+                      {"elapsed_s", secs}};
   if (eta) j["eta_s"] = *eta;
   if (!std::isnan(f.val_loss)) j["val_loss"] = f.val_loss;
   if (!std::isnan(f.val_bits_per_byte)) j["val_bits_per_byte"] = f.val_bits_per_byte;

@@ -12,10 +12,14 @@
 //   {"event": "start", "run": "9f2c...", "name": "run", "first_step": 0, "resumed": false,
 //    "config": {...}, "parameters": N, "memory_plan": {...}, ...}
 //       once per session, before its first step (TrainingRun::run_record)
-//   {"step": 50, "loss": 2.1, "lr": 0.001, "grad_norm": 0.8, "tokens_per_s": 41000,
+//   {"step": 50, "loss": 2.1, "loss_steps": 50, "lr": 0.001, "grad_norm": 0.8, "tokens_per_s":
+//   41000,
 //    "elapsed_s": 12.5, "eta_s": 480, "val_loss": 2.2, "val_bits_per_byte": 3.1,
 //    "val_windows": 8, "run": ..., "first_step": 0}
-//       at each report line: "loss" is the mean over the steps since the previous line;
+//       at each report line: "loss" is the mean over the steps since the previous line,
+//       "loss_steps" of them (a resumed run's first line: the steps since the resume; the
+//       printed line says "(mean of N steps)" whenever N is not the log interval);
+//       "tokens_per_s" counts real tokens (a task's padding excluded: Batch::tokens);
 //       val_* only at evaluations (val_examples instead of val_windows for a task's
 //       examples); eta_s once the rate is known; elapsed_s counts from the session's start
 //   {"event": "sample", "step": 250, "text": "...", "run": ..., "first_step": 0}
@@ -43,7 +47,7 @@ struct StepFigures {
   double val_accuracy = NAN;       // a classifier's held-out accuracy
   int64_t val_windows = 0;         // the validation windows the val loss was measured over
   int64_t val_examples = 0;        // or a task's held-out examples
-  int64_t tokens = 0;              // trained on in this process so far
+  int64_t tokens = 0;              // real tokens (no padding) trained on in this session so far
 };
 
 // Which run a session continues, and what it has recorded so far.

@@ -26,6 +26,7 @@ struct RunData {
   // then empty), its labels (classify) and what padding reads
   std::optional<data::ExampleSplit> examples;
   std::vector<std::string> labels;
+  std::string layout;     // classify: which column is the text, which the label, and why
   int64_t truncated = 0;  // records cut to the context
   int64_t pad = 0;
   // What reading a text cost at its peak, before the model existed: the text and the

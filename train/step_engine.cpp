@@ -96,6 +96,7 @@ void StepEngine::start_reduction() {
 StepResult StepEngine::step(int64_t step, double lr) {
   StepResult r;
   step_start_ = {data_gen_.state(), model_.dropout_generator().state(), micro_batches_};
+  step_tokens_ = 0;
   in_step_ = true;
   struct StepEnd {
     bool& in_step;
@@ -107,6 +108,7 @@ StepResult StepEngine::step(int64_t step, double lr) {
   // stays the last good state.
   try {
     r.loss = forward_backward_open();
+    r.tokens = step_tokens_;
     if (!std::isfinite(r.loss)) {
       if (!restart_on_damaged_data(r))
         r.stopped = fmt::format("the loss is {} at step {}", sign_name(r.loss), step);
@@ -175,6 +177,7 @@ double StepEngine::micro_batch(int64_t micro_batches_in_step) {
     if (data_failure_.empty()) data_failure_ = e.what();
     return NAN;
   }
+  step_tokens_ += b.tokens;
   nn::GPT::Output out = model_.forward(b.x, b.y, b.lengths);
   const double loss = out.loss.item();
   if (!std::isfinite(loss)) return loss;
@@ -238,6 +241,9 @@ double StepEngine::forward_backward_distributed() {
   skip_micro_batches((ranks - 1 - world_.rank()) * micro);
   double loss_sum = 0;  // in micro-batch order, as the single process adds them
   for (double loss : world_.all_gather(losses)) loss_sum += loss;
+  double tokens = 0;  // exact: counts far below 2^53
+  for (double t : world_.all_gather({static_cast<double>(step_tokens_)})) tokens += t;
+  step_tokens_ = static_cast<int64_t>(tokens);
   micro_batches_ += in_step;
   reducer_->reduce(std::isfinite(loss_sum));
   return loss_sum / static_cast<double>(in_step);

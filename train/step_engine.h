@@ -36,6 +36,7 @@ struct RunData;
 struct StepResult {
   double loss = NAN, grad_norm = NAN;
   bool updated = false;
+  int64_t tokens = 0;  // the step's real tokens, every rank's (the batch sources' count)
   // Why the step stopped before its update (a non-finite loss or gradient norm, an
   // anomaly); empty when it updated or met damaged data.
   std::string stopped;
@@ -102,6 +103,7 @@ class StepEngine {
   ag::Generator data_gen_;
   int64_t dropout_draws_ = 0;  // per micro-batch's forward
   int64_t micro_batches_ = 0;  // consumed since the run began (a checkpoint's micro_batches)
+  int64_t step_tokens_ = 0;    // the real tokens of this rank's micro-batches in the step
   // The first damaged data this rank met reading a batch.
   std::string data_failure_;
   struct StepStart {  // what a step that did not happen must give back

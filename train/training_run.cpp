@@ -165,6 +165,7 @@ void TrainingRun::print_plan(const ParameterCounts& counts) const {
        cfg_.precision == ag::Precision::bf16
            ? fmt::format(" | bf16 matmuls: {}", ag::bf16_matmul_implementation())
            : "");
+  if (!data_.layout.empty()) sayf("{}\n", data_.layout);
   const int ranks = world_.size();
   sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {} tokens per step\n",
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
@@ -333,7 +334,7 @@ StepOutcome TrainingRun::train_step() {
     stop_before_update(r.stopped);
     return s;
   }
-  progress_.tokens += cfg_.effective_batch() * world_.size() * cfg_.model.context_length;
+  progress_.tokens += r.tokens;  // the batch sources' real tokens: padding is not trained on
   f.tokens = progress_.tokens;
   s.updated = true;
   return s;

@@ -80,6 +80,28 @@ resume_exact)
   diff <(hashes straight.h5) <(hashes split.h5) > /dev/null || fail "the resumed classifier differs"
   hashes split.h5 | grep -q "^classifier.weight" || fail "the classifier was not compared"
   ;;
+sms_layout)
+  # the SMS Spam Collection's own layout, label<TAB>text without a header: detected and said,
+  # a 2-class classifier (not one class per message); a quoted CSV with extra columns too
+  make_sets
+  tail -n +2 spam.tsv | awk -F'\t' '{ print $2 "\t" $1 }' > SMSSpamCollection
+  tail -n +2 held.tsv | awk -F'\t' '{ print $2 "\t" $1 }' > held_sms.tsv
+  "$bin" train "${small[@]}" --data SMSSpamCollection --steps 300 --eval-interval 0 --out cls.h5 \
+    > log.txt 2>&1 || fail "train failed: $(tail -3 log.txt)"
+  grep -q "SMSSpamCollection': no header line; column 1 is the label (2 different values in 800 rows), column 2 the text" log.txt ||
+    fail "the detected layout is not said: $(head -5 log.txt)"
+  grep -q "labels 0 ham, 1 spam" log.txt || fail "the labels are not on the data line: $(head -3 log.txt)"
+  "$bin" inspect cls.h5 | grep -q '"num_classes": 2' || fail "not a 2-class classifier"
+  "$bin" eval --checkpoint cls.h5 --data held_sms.tsv --json --threads 1 > eval.txt || fail "eval failed"
+  acc=$(json_number accuracy eval.txt)
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }' || fail "held-out accuracy $acc < 0.95 in the SMS layout"
+  # quoted texts (the char tokenizer learned no comma or quote to put inside them)
+  tail -n +2 held.tsv | awk -F'\t' '{ printf "%d,\"%s\",%s,x\n", NR, $1, $2 }' > held.csv
+  "$bin" eval --checkpoint cls.h5 --data held.csv --json --threads 1 > csv.txt || fail "eval of a CSV failed"
+  grep -q "column 3 is the label .*column 2 the text .*ignored: column 1, column 4" csv.txt ||
+    fail "the CSV's layout: $(head -2 csv.txt)"
+  [ "$(json_number examples csv.txt)" = 300 ] || fail "the CSV did not give 300 examples"
+  ;;
 errors)
   make_sets
   printf 'text\tlabel\ngood\tpos\njust text\n' > nolabel.tsv
@@ -104,6 +126,10 @@ errors)
   expect_usage_error "is a classifier (train --task classify): it gives labels, not tokens" \
     "$bin" sample --checkpoint cls.h5 --instruction "Say hi."
   expect_usage_error "--text is empty" "$bin" classify --checkpoint cls.h5 --text ""
+  # no column with few values: one message per label is refused, with the fix
+  awk -F'\t' 'NR > 1 { print $1 "\t" $1 " again" }' spam.tsv > nolabels.tsv
+  expect_error 1 "has no header line and no column that looks like a label" \
+    "$bin" train "${small[@]}" --data nolabels.tsv --steps 1 --out x.h5
   expect_usage_error "cannot be tokenized" "$bin" classify --checkpoint cls.h5 --text "Zebra"
   ;;
 *)

@@ -126,6 +126,14 @@ what_a_run_records)
   grep -q "step    20/40 | loss [0-9.]* | val [0-9.]* ([0-9.]* bits/byte) over 20 windows |" log.txt ||
     fail "the val line does not say over how many windows: $(grep 'step    20' log.txt)"
   grep -q "step     1/40 | .* tok/s | ETA ?$" log.txt || fail "an ETA at step 1: $(grep 'step     1/' log.txt)"
+  # a resumed run's first line is a mean over the steps since the resume, and says so
+  "$bin" train "${tiny[@]}" --steps 30 --log-interval 10 --eval-interval 0 --stop-at 15 \
+    --out part.h5 --metrics part.jsonl > /dev/null
+  "$bin" resume --checkpoint part.h5 --metrics part.jsonl > resumed.txt
+  grep -q "step    20/30 | loss [0-9.]* (mean of 5 steps) | lr" resumed.txt ||
+    fail "the resumed run's first loss does not say its 5 steps: $(grep 'step    20' resumed.txt)"
+  grep -q "step    30/30 | loss [0-9.]* | val" resumed.txt || fail "a whole interval is annotated"
+  grep '"step":20,' part.jsonl | grep -q '"loss_steps":5' || fail "no loss_steps 5 in --metrics"
   grep -q "step    40/40 | .* [0-9]* tok/s | ETA 0:00$" log.txt || fail "no ETA at the end: $(tail -3 log.txt)"
   [ "$(grep -vc '"run":"[0-9a-f]\{16\}"' m.jsonl)" = 0 ] || fail "a record without its run"
   [ "$(grep -vc '"first_step":0' m.jsonl)" = 0 ] || fail "a record without first_step"

@@ -15,13 +15,15 @@ namespace train {
 
 namespace {
 
+constexpr size_t kLabelsShown = 20;  // on the run's data line
+
 class ExampleBatches final : public BatchSource {
  public:
   ExampleBatches(const std::vector<data::Example>* examples, int64_t batch_size, int64_t pad)
       : sampler_(examples, batch_size, pad) {}
   Batch next(ag::Generator& gen) const override {
     data::ExampleBatch b = sampler_.next(gen);
-    return {std::move(b.x), std::move(b.y), std::move(b.lengths)};
+    return {std::move(b.x), std::move(b.y), std::move(b.lengths), b.tokens};
   }
   void skip(ag::Generator& gen) const override { sampler_.skip(gen); }
 
@@ -52,6 +54,16 @@ std::unique_ptr<data::Tokenizer> task_tokenizer(const ExampleTask& task, const R
       .tokenizer;
 }
 
+// "; labels 0 ham, 1 spam" (their order: the classifier's outputs), or "" for a task without.
+std::string label_list(const std::vector<std::string>& labels) {
+  if (labels.empty()) return "";
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < labels.size() && i < kLabelsShown; ++i)
+    shown.push_back(fmt::format("{} {}", i, base::printable(labels[i])));
+  if (labels.size() > kLabelsShown) shown.push_back(fmt::format("... ({} in all)", labels.size()));
+  return fmt::format("; labels {}", fmt::join(shown, ", "));
+}
+
 }  // namespace
 
 void ExampleTask::validate(const RunConfig& cfg) const {
@@ -73,14 +85,16 @@ RunData ExampleTask::load_data(const RunConfig& cfg, const io::TokenizerSection*
   d.tokenizer = task_tokenizer(*this, cfg, saved);
   data::TaskExamples all = read_examples(cfg.data, *d.tokenizer, task_options(cfg, *d.tokenizer));
   d.labels = std::move(all.labels);
+  d.layout = std::move(all.layout);
   d.truncated = all.truncated;
   d.pad = pad_id(*d.tokenizer);
   const auto n = all.examples.size();
   d.examples =
       data::split_examples(std::move(all.examples), cfg.val_fraction, cfg.seed + ag::kSplitStream);
-  d.source = fmt::format("{} ({} task, {} examples: {} train, {} val{})", base::printable(cfg.data),
-                         name(), n, d.examples->train.size(), d.examples->val.size(),
-                         d.truncated ? fmt::format("; {} cut to the context", d.truncated) : "");
+  d.source = fmt::format(
+      "{} ({} task, {} examples: {} train, {} val{}{})", base::printable(cfg.data), name(), n,
+      d.examples->train.size(), d.examples->val.size(),
+      d.truncated ? fmt::format("; {} cut to the context", d.truncated) : "", label_list(d.labels));
   return d;
 }
 

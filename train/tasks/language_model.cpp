@@ -21,7 +21,8 @@ class WindowBatches final : public BatchSource {
       : sampler_(ids, batch_size, context_length) {}
   Batch next(ag::Generator& gen) const override {
     auto [x, y] = sampler_.next(gen);
-    return {std::move(x), std::move(y), ag::Tensor()};
+    const int64_t tokens = x.numel();  // every window is whole: no padding
+    return {std::move(x), std::move(y), ag::Tensor(), tokens};
   }
   void skip(ag::Generator& gen) const override { sampler_.skip(gen); }
 
