@@ -28,15 +28,14 @@ import subprocess
 import sys
 import tempfile
 
-SKIP = 77
-try:
-    import h5py
+try:  # torch for the model, h5py for spec_gpt's checkpoint reader
+    import h5py  # noqa: F401
     import torch
     import torch.nn.functional as F
-    from spec_gpt import GPT
+    from spec_gpt import load_checkpoint
 except Exception as e:  # not only ImportError: a half-installed torch raises others
-    print(f"skipped: torch/numpy/h5py unavailable for {sys.executable}: {e!r}")
-    sys.exit(SKIP)
+    print(f"skipped: torch or h5py unavailable for {sys.executable}: {e!r}")
+    sys.exit(77)  # ctest's SKIP_RETURN_CODE
 
 CONTEXT = 48
 TRAIN = ["train", "--tokenizer", "byte", "--steps", "40", "--context-length", str(CONTEXT),
@@ -45,19 +44,9 @@ TRAIN = ["train", "--tokenizer", "byte", "--steps", "40", "--context-length", st
 TOL = 1e-6
 
 
-def run(binary, args):
+def attograd(binary, args):
+    """The command's standard output; a failure raises, with its standard error."""
     return subprocess.run([binary] + args, check=True, capture_output=True, text=True).stdout
-
-
-def load_reference(path):
-    with h5py.File(path, "r") as f:
-        config = json.loads(f.attrs["config"])
-        state = {k: torch.from_numpy(f["model"][k][()]).double() for k in f["model"].keys()}
-    cfg = {k: config[k] for k in ("vocab_size", "context_length", "d_model", "n_heads",
-                                  "n_layers", "d_ff", "qkv_bias", "tie_weights")}
-    model = GPT(cfg).double()
-    model.load_state_dict(state, strict=True)
-    return model.eval()
 
 
 def text_of(n, seed):
@@ -116,14 +105,14 @@ def main():
     failures, cases = [], []
     with tempfile.TemporaryDirectory(prefix="attograd_eval_ref_") as tmp:
         ckpt = os.path.join(tmp, "run.h5")
-        run(binary, TRAIN + ["--out", ckpt])
-        model = load_reference(ckpt)
+        attograd(binary, TRAIN + ["--out", ckpt])
+        model = load_checkpoint(ckpt)
 
         def case(name, text, extra, reference):
             path = os.path.join(tmp, f"{len(cases)}.txt")
             with open(path, "w") as f:
                 f.write(text)
-            out = run(binary, ["eval", ckpt, "--data", path, "--json"] + extra)
+            out = attograd(binary, ["eval", ckpt, "--data", path, "--json"] + extra)
             ours = json.loads(out.strip().splitlines()[-1])
             loss, counted, windows = reference(list(text.encode()))
             cases.append(name)
