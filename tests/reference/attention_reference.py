@@ -25,7 +25,7 @@ import tempfile
 
 SKIP = 77
 try:
-    import h5py
+    import h5py  # noqa: F401 (spec_gpt.load_checkpoint reads with it)
     import numpy as np
     import torch
     from spec_gpt import load_checkpoint
