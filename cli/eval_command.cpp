@@ -17,6 +17,7 @@
 #include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/data_error.h"
 #include "data/identity.h"
 #include "data/instructions.h"
 #include "data/prepared.h"
@@ -107,10 +108,12 @@ data::ScoringWindows scoring_rule(const nn::GPT& model, const EvalOptions& o) {
   return {.context = o.context ? o.context : model.config().context_length, .stride = o.stride};
 }
 
+// Too short a text is bad input (the exit status of a bad file, whatever it is).
 void require_targets(const train::EvalResult& r, const std::string& what, int64_t ids) {
   if (r.tokens == 0)
-    throw std::runtime_error(fmt::format(
-        "{} has {} tokens: nothing to score (each scored token needs one before it)", what, ids));
+    throw data::DataError(
+        fmt::format("{} has {} token{}: nothing to score (each scored token needs one before it)",
+                    what, ids, ids == 1 ? "" : "s"));
 }
 
 // A prepared folder's part, or a text's cut as the run that made the checkpoint cut it
