@@ -1,10 +1,11 @@
-// `eval`: the evaluation loss (over docs/model.md's evaluation windows) of a checkpoint on a
-// text file (all of it) or on a prepared folder's validation part (or training part), in nats
-// per token and in bits per byte of text; or, with --multiple-choice, its accuracy on
-// multiple-choice items (train/multiple_choice.h); or, on a classifier's checkpoint, its
-// accuracy and per-label scores on a labelled file (classification_commands.h); or, on an
-// instruct checkpoint (or with --task instruct), the loss over the responses of instruction
-// records.
+// `eval`: the evaluation loss (over docs/model.md's scoring windows, side by side or sliding
+// with --stride) of a checkpoint on a text file or a prepared folder, its validation part,
+// training part or all of it (--split: a text cut as training cuts it), in nats per token
+// and in bits per byte of text; or, with --multiple-choice, its accuracy on multiple-choice
+// items (train/multiple_choice.h); or, on a classifier's checkpoint, its accuracy and
+// per-label scores on a labelled file (classification_commands.h); or, on an instruct or
+// chat checkpoint (or with --task instruct|chat), the loss over the tokens its training
+// counts: the responses of instruction records, the assistant turns of conversations.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "cli/classification_commands.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "data/data_error.h"
 #include "data/identity.h"
 #include "data/instructions.h"
 #include "data/prepared.h"
@@ -23,6 +25,7 @@
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
 #include "train/gemm_agreement.h"
+#include "train/tasks/example_task.h"
 #include "train/train.h"
 
 namespace cli {
@@ -30,9 +33,9 @@ namespace cli {
 namespace {
 
 // eval --task: what --data holds, for a checkpoint that does not say (absent: its own).
-enum class EvalTask { classify, instruct };
-// eval --split: a prepared folder's part
-enum class Split { val, train };
+enum class EvalTask { classify, instruct, chat };
+// eval --split: the part of a text or prepared folder scored
+enum class Split { val, train, all };
 
 }  // namespace
 }  // namespace cli
@@ -40,14 +43,16 @@ enum class Split { val, train };
 template <>
 struct base::ChoiceNames<cli::EvalTask> {
   static constexpr const char* key = "--task";
-  static constexpr std::array<std::pair<cli::EvalTask, const char*>, 2> rows = {
-      {{cli::EvalTask::classify, "classify"}, {cli::EvalTask::instruct, "instruct"}}};
+  static constexpr std::array<std::pair<cli::EvalTask, const char*>, 3> rows = {
+      {{cli::EvalTask::classify, "classify"},
+       {cli::EvalTask::instruct, "instruct"},
+       {cli::EvalTask::chat, "chat"}}};
 };
 template <>
 struct base::ChoiceNames<cli::Split> {
   static constexpr const char* key = "--split";
-  static constexpr std::array<std::pair<cli::Split, const char*>, 2> rows = {
-      {{cli::Split::val, "val"}, {cli::Split::train, "train"}}};
+  static constexpr std::array<std::pair<cli::Split, const char*>, 3> rows = {
+      {{cli::Split::val, "val"}, {cli::Split::train, "train"}, {cli::Split::all, "all"}}};
 };
 
 namespace cli {
@@ -55,9 +60,9 @@ namespace {
 
 struct EvalOptions {
   std::string path, data_path, dump, choices;
-  Split split = Split::val;
+  std::optional<Split> split;  // absent: val of a folder or of the text a run trained on, else all
   std::optional<EvalTask> task;
-  int64_t context = 0, limit = 0;
+  int64_t context = 0, limit = 0, stride = 0;
   int threads = ag::kDefaultThreads;
   bool overwrite = false;
 };
@@ -78,9 +83,14 @@ po::options_description eval_options(EvalOptions& o) {
       "\"label\"} or {\"question\", \"choices\", \"answer\"}): acc and acc_norm");
   add("limit", po::value(&o.limit)->default_value(0),
       "with --multiple-choice: score the first N items only (0: all)");
-  add("split", value_with_default(&o.split, o.split), "of a prepared folder: val or train");
+  add("split", po::value<Split>()->notifier([&o](Split s) { o.split = s; }),
+      "val, train or all: the part scored, a text cut as training cuts it (default: val of a "
+      "prepared folder or of the text the checkpoint trained on, all of a text named)");
   add("context-length", po::value(&o.context)->default_value(0),
       "window length T (0: the model's)");
+  add("stride", po::value(&o.stride)->default_value(0),
+      "sliding windows of T tokens advancing by S < T, each token scored once with at least "
+      "T - S tokens of history (0: windows side by side)");
   add("json", "print one JSON object as the last line");
   add("task", po::value<EvalTask>()->notifier([&o](EvalTask t) { o.task = t; }),
       "classify: the checkpoint must be a classifier, --data a TSV/CSV of text and label "
@@ -93,57 +103,93 @@ po::options_description eval_options(EvalOptions& o) {
   return desc;
 }
 
-// A prepared folder's part (val or train), read a batch of windows at a time from its
-// files; it must have been prepared with the checkpoint's tokenizer.
-train::EvalResult eval_folder(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions& o,
-                              const std::string* dump) {
+// The windows --context-length and --stride ask for (data/scoring_windows.h).
+data::ScoringWindows scoring_rule(const nn::GPT& model, const EvalOptions& o) {
+  return {.context = o.context ? o.context : model.config().context_length, .stride = o.stride};
+}
+
+// Too short a text is bad input (the exit status of a bad file, whatever it is).
+void require_targets(const train::EvalResult& r, const std::string& what, int64_t ids) {
+  if (r.tokens == 0)
+    throw data::DataError(
+        fmt::format("{} has {} token{}: nothing to score (each scored token needs one before it)",
+                    what, ids, ids == 1 ? "" : "s"));
+}
+
+// A prepared folder's part, or a text's cut as the run that made the checkpoint cut it
+// (train::load_run_data with its val_fraction), or both parts one after the other; a
+// folder must have been prepared with the checkpoint's tokenizer.
+train::EvalResult eval_parts(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions& o,
+                             Split split, const std::string* dump) {
   train::RunConfig cfg;
   cfg.data = o.data_path;
-  train::RunData d = train::load_run_data(cfg, &ckpt.tokenizer);
-  if (o.split == Split::val) std::swap(d.train, d.val);
+  cfg.val_fraction = train::RunConfig::from_json(ckpt.config).val_fraction;
+  const train::RunData d = train::load_run_data(cfg, &ckpt.tokenizer);
   train::end_setup(train::World::current());
-  auto r = train::evaluate_with_grads(model, d.train, d.token_bytes, o.context, dump);
-  if (r.tokens == 0)
-    throw std::runtime_error(fmt::format("{} has {} tokens, fewer than one window of {} + 1",
-                                         d.train.name(), d.train.size(),
-                                         o.context ? o.context : model.config().context_length));
+  std::vector<const data::TokenStore*> parts;
+  if (split != Split::val) parts.push_back(&d.train);
+  if (split != Split::train) parts.push_back(&d.val);
+  auto r = train::evaluate_stores(model, parts, d.token_bytes, scoring_rule(model, o), dump);
+  require_targets(r, parts.size() == 1 ? parts[0]->name() : base::printable(o.data_path),
+                  static_cast<int64_t>(d.train.size() * (split != Split::val) +
+                                       d.val.size() * (split != Split::train)));
   return r;
 }
 
-// A text file, read and encoded a chunk at a time as its windows are evaluated.
+// A whole text file, read and encoded a chunk at a time as its windows are evaluated.
 train::EvalResult eval_text(nn::GPT& model, const io::Checkpoint& ckpt, const EvalOptions& o,
                             const std::string* dump) {
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
   data::TextIds text(o.data_path, *tok);
   train::end_setup(train::World::current());
-  auto r = train::evaluate_text(model, text, data::token_byte_lengths(*tok), o.context, dump);
-  if (r.tokens == 0)
-    throw std::runtime_error(fmt::format("'{}' has {} tokens, fewer than one window of {} + 1",
-                                         base::printable(o.data_path), r.ids,
-                                         o.context ? o.context : model.config().context_length));
+  auto r = train::evaluate_text(model, text, data::token_byte_lengths(*tok), scoring_rule(model, o),
+                                dump);
+  require_targets(r, fmt::format("'{}'", base::printable(o.data_path)), r.ids);
   return r;
 }
 
-// An instruct checkpoint (train --task instruct) on instruction records: each formatted with
-// the checkpoint's template as in training; the loss over the response tokens (the
-// end-of-text included) and their count (docs/finetuning.md).
-void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::RunConfig& run,
-                       const EvalOptions& o, bool json) {
-  if (!o.dump.empty()) throw UsageError("--dump-grads is for a text or a prepared folder");
+// The task whose records --data holds: --task instruct|chat, else the checkpoint's own when
+// it reads a file of examples (instruct, chat; a classifier is evaluated before this);
+// none for a language model's text.
+const train::ExampleTask* example_task(const train::RunConfig& run, const EvalOptions& o) {
+  if (o.task)
+    return dynamic_cast<const train::ExampleTask*>(&train::task_named(base::choice_name(*o.task)));
+  return dynamic_cast<const train::ExampleTask*>(&*run.task);
+}
+
+// The model must have the ids the task adds to its tokenizer's (an end-of-text, a chat
+// format's special tokens): a base model evaluated with --task lacks them.
+void check_task_ids(const nn::GPT& model, const data::Tokenizer& tok, const train::RunConfig& run,
+                    const train::Task& task, const EvalOptions& o) {
+  const int64_t extra = task.extra_ids(run, tok), vocab = model.config().vocab_size;
+  if (tok.vocab_size() + extra > vocab)
+    throw UsageError(fmt::format(
+        "'{}' has {} ids, but its {} records need {} ({} past the {} tokenizer's {}): it was "
+        "not trained with --task {}",
+        base::printable(o.path), vocab, task.name(), tok.vocab_size() + extra,
+        task.extra_ids_help(), tok.type(), tok.vocab_size(), task.name()));
+}
+
+// An instruct or chat checkpoint (or --task instruct|chat) on its records: each formatted as
+// in training (the checkpoint's template or chat format; Alpaca's and ChatML for a model not
+// trained on them); the loss over the tokens training counts (a response and its end-of-text,
+// an assistant turn and its end-of-turn: docs/finetuning.md) and their count.
+void eval_examples(nn::GPT& model, const io::Checkpoint& ckpt, const train::RunConfig& run,
+                   const train::ExampleTask& task, const EvalOptions& o, bool json) {
+  if (!o.dump.empty() || o.split || o.stride)
+    throw UsageError(fmt::format(
+        "--dump-grads, --split and --stride are for a text or a prepared folder; {} records "
+        "are scored whole",
+        task.name()));
   const auto tok = io::make_tokenizer(ckpt.tokenizer);
-  // formatted as the run formatted its records; Alpaca's for a model not trained on them
   data::TaskOptions t = train::task_options(run, *tok);
   if (o.context) t.context_length = o.context;
-  if (t.end_of_text >= model.config().vocab_size)
-    throw UsageError(
-        fmt::format("'{}' has no end-of-text token to end a response with (its {} "
-                    "tokenizer has none and it was not trained with --task instruct)",
-                    base::printable(o.path), tok->type()));
-  const data::TaskExamples ex = data::read_instruction_examples(o.data_path, *tok, t);
+  check_task_ids(model, *tok, run, task, o);
+  const data::TaskExamples ex = task.read_examples(o.data_path, *tok, t);
   train::end_setup(train::World::current());
-  // padding reads the end-of-text id, as in training
+  // padding reads what it reads in training
   const train::ExampleEval r =
-      train::evaluate_examples(model, ex.examples, /*batch_size=*/8, t.end_of_text);
+      train::evaluate_examples(model, ex.examples, /*batch_size=*/8, task.pad_id(*tok));
   if (!train::World::current().root()) return;
   fmt::print("loss {:.4f} over {} response tokens | {} examples ({} cut to the context of {})\n",
              r.loss, r.targets, r.examples, ex.truncated, t.context_length);
@@ -153,23 +199,25 @@ void eval_instructions(nn::GPT& model, const io::Checkpoint& ckpt, const train::
                                       {"response_tokens", r.targets},
                                       {"examples", r.examples},
                                       {"truncated", ex.truncated},
-                                      {"task", "instruct"},
+                                      {"task", task.name()},
                                       {"checkpoint", o.path},
                                       {"data", base::printable(o.data_path)}}
                            .dump());
 }
 
-void print_result(const train::EvalResult& r, const EvalOptions& o, bool prepared, bool json) {
-  fmt::print("loss {:.4f} | {:.4f} bits per byte | {} tokens\n", r.loss, r.bits_per_byte(),
-             r.tokens);
+void print_result(const train::EvalResult& r, const EvalOptions& o, Split split, bool json) {
+  const std::string stride = o.stride ? fmt::format(", stride {}", o.stride) : "";
+  fmt::print("loss {:.4f} | {:.4f} bits per byte | {} tokens scored over {} windows ({}{})\n",
+             r.loss, r.bits_per_byte(), r.tokens, r.windows, base::choice_name(split), stride);
   if (!o.dump.empty()) fmt::print("gradients written to {}\n", o.dump);
   if (json)
     fmt::print("{}\n", nlohmann::json{{"loss", r.loss},
                                       {"tokens", r.tokens},
                                       {"windows", r.windows},
+                                      {"stride", o.stride},
                                       {"bytes", r.bytes},
                                       {"bits_per_byte", r.bits_per_byte()},
-                                      {"split", prepared ? base::choice_name(o.split) : "all"},
+                                      {"split", base::choice_name(split)},
                                       {"checkpoint", o.path},
                                       {"data", base::printable(o.data_path)}}
                            .dump());
@@ -248,7 +296,7 @@ std::string recorded_data(const io::Checkpoint& ckpt, const std::string& path) {
         data, name,
         data::is_prepared_folder(run.data) || !run.task->reads_text()
             ? ""
-            : "; the whole text, its training part included");
+            : "; its validation part, cut as training cut it (--split all: the whole text)");
   return run.data;
 }
 
@@ -262,30 +310,41 @@ void check_inputs(const po::variables_map& vm, const EvalOptions& o) {
   if (choices) {
     require_file(o.choices, "multiple-choice file");
     if (o.limit < 0) throw UsageError(fmt::format("--limit must be >= 0, got {}", o.limit));
-    for (const char* option : {"dump-grads", "split", "task"})
+    for (const char* option : {"dump-grads", "split", "stride", "task"})
       if (vm.count(option) && !vm[option].defaulted())
         throw UsageError(fmt::format("--{} is for --data, not --multiple-choice", option));
     return;
   }
   if (!vm["limit"].defaulted()) throw UsageError("--limit is for --multiple-choice");
   require_data(o.data_path);
-  if (!vm["split"].defaulted() && !data::is_prepared_folder(o.data_path))
-    throw UsageError("--split is for a prepared folder; a text file is evaluated whole");
 }
 
 // A classifier is evaluated on a labelled file, whole.
 void check_classifier_options(const po::variables_map& vm, const EvalOptions& o) {
-  if (o.task == EvalTask::instruct)
-    throw UsageError(fmt::format("--task instruct: '{}' is a classifier, not a language model",
-                                 base::printable(o.path)));
+  if (o.task && *o.task != EvalTask::classify)
+    throw UsageError(fmt::format("--task {}: '{}' is a classifier, not a language model",
+                                 base::choice_name(*o.task), base::printable(o.path)));
   if (!o.choices.empty())
     throw UsageError(
         "--multiple-choice scores a language model's next tokens; this checkpoint is a "
         "classifier");
-  if (vm.count("dump-grads") || o.context != 0 || !vm["split"].defaulted())
+  if (vm.count("dump-grads") || o.context != 0 || o.split || o.stride != 0)
     throw UsageError(
-        "--dump-grads, --context-length and --split are for a language "
+        "--dump-grads, --context-length, --split and --stride are for a language "
         "model; a classifier is evaluated on a TSV/CSV file whole");
+}
+
+// --context-length within the model's; --stride below the window.
+void check_windows(const nn::GPT& model, const EvalOptions& o) {
+  const int64_t model_T = model.config().context_length, T = o.context ? o.context : model_T;
+  if (o.context < 0 || o.context > model_T)
+    throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
+                                 o.context, model_T));
+  if (o.stride < 0 || o.stride >= T)
+    throw UsageError(fmt::format(
+        "--stride {} must be between 1 and {}, below the window of {} tokens (0, the default: "
+        "windows side by side)",
+        o.stride, T - 1, T));
 }
 
 }  // namespace
@@ -326,24 +385,23 @@ int eval_command(const Args& args) {
       eval_classifier(*model, ckpt, {o.path, o.data_path, 16, vm.count("json") > 0});
       return 0;
     }
-    const int64_t model_T = model->config().context_length;
-    if (o.context < 0 || o.context > model_T)
-      throw UsageError(fmt::format("--context-length {} must be between 1 and the model's {}",
-                                   o.context, model_T));
+    check_windows(*model, o);
     if (!o.choices.empty()) {
       eval_choices(*model, ckpt, o, vm.count("json") > 0);
       return 0;
     }
     const train::RunConfig run = train::RunConfig::from_json(ckpt.config);
-    if (run.task->follows_instructions() || o.task == EvalTask::instruct) {
-      eval_instructions(*model, ckpt, run, o, vm.count("json") > 0);
+    if (const train::ExampleTask* task = example_task(run, o)) {
+      eval_examples(*model, ckpt, run, *task, o, vm.count("json") > 0);
       return 0;
     }
+    // the text a run trained on (no --data): its held-out part, as a folder's
     const bool prepared = data::is_prepared_folder(o.data_path);
+    const Split split = o.split.value_or(prepared || loaded ? Split::val : Split::all);
     const std::string* dump = vm.count("dump-grads") ? &o.dump : nullptr;
-    const auto result =
-        prepared ? eval_folder(*model, ckpt, o, dump) : eval_text(*model, ckpt, o, dump);
-    if (world.root()) print_result(result, o, prepared, vm.count("json") > 0);
+    const auto result = !prepared && split == Split::all ? eval_text(*model, ckpt, o, dump)
+                                                         : eval_parts(*model, ckpt, o, split, dump);
+    if (world.root()) print_result(result, o, split, vm.count("json") > 0);
     return 0;
   });
 }

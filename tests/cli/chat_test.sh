@@ -24,6 +24,9 @@ make_chats() {
   done < answers.txt > chats.jsonl
 }
 
+# json_value KEY FILE: the number at KEY in the JSON object on FILE's last line
+json_value() { tail -1 "$2" | grep -o "\"$1\":[-0-9.e+]*" | cut -d: -f2; }
+
 small=(--task chat --tokenizer char --context-length 96 --d-model 64 --n-heads 4 --n-layers 2
        --batch-size 6 --dropout 0 --lr 3e-3 --warmup-steps 20 --val-fraction 0 --eval-interval 0
        --log-interval 1000 --sample-tokens 0 --threads 2 --seed 1)
@@ -43,6 +46,15 @@ memorised)
           --tokens 40 2> stats.txt) || fail "sample --chat failed: $(cat stats.txt)"
     [ "$got" = "$answer" ] || fail "'$question' ('$system'): answered '$got', not '$answer'"
   done < answers.txt
+  # eval of the conversations scores the assistant's replies only, as training did: each
+  # answer's characters and its end-of-turn token (no system or user token), all but
+  # memorised
+  "$bin" eval run.h5 --data chats.jsonl --json > eval.txt || fail "eval of chats: $(cat eval.txt)"
+  expected=$(awk -F'|' '{n += length($2) + 1} END {print n}' answers.txt)
+  [ "$(json_value response_tokens eval.txt)" = "$expected" ] &&
+    [ "$(json_value examples eval.txt)" = 6 ] && grep -q '"task":"chat"' eval.txt &&
+    awk -v loss="$(json_value loss eval.txt)" 'BEGIN {exit !(loss < 0.05)}' ||
+    fail "eval --json: $(tail -1 eval.txt), expected $expected reply tokens and a small loss"
   ;;
 conversation)
   # --chat alone reads user lines from standard input and answers each; the conversation
@@ -77,6 +89,9 @@ errors)
   expect_usage_error "chat_format must be 'chatml' or 'llama3', got 'vicuna'" \
     train --data chats.jsonl --chat-format vicuna
   train --data chats.jsonl > /dev/null 2>&1 || fail "train --task chat failed"
+  # eval of conversations: scored whole, and only by a model that has the format's tokens
+  expect_usage_error "--dump-grads, --split and --stride are for a text or a prepared folder; chat records are scored whole" \
+    "$bin" eval run.h5 --data chats.jsonl --stride 4
   expect_usage_error "--system goes with --chat" "$bin" sample run.h5 --system hi
   expect_usage_error "--chat makes its own prompt" "$bin" sample run.h5 --chat hi --prompt x
   expect_usage_error "--chat: it holds the chat format's token <|im_end|>" \
@@ -86,6 +101,9 @@ errors)
     --n-layers 1 --batch-size 2 --sample-tokens 0 --eval-interval 0 --out lm.h5 > /dev/null 2>&1 ||
     fail "train a language model failed"
   expect_usage_error "has no chat format" "$bin" sample lm.h5 --chat hi
+  # nor the format's tokens that eval --task chat needs
+  expect_usage_error "but its chat records need" "$bin" eval lm.h5 --data chats.jsonl --task chat
+  grep -q "it was not trained with --task chat" err.txt || fail "no reason given: $(cat err.txt)"
   ;;
 *) fail "no scenario $scenario" ;;
 esac

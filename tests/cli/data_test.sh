@@ -62,6 +62,18 @@ bits_per_byte)
   [ "$(json_field tr.txt tokens)" -gt "$tokens" ] || fail "--split train is not the larger part"
   "$bin" eval --checkpoint run.h5 --data t.txt --json > whole.txt
   [ -n "$(json_field whole.txt bits_per_byte)" ] || fail "eval of a text has no bits_per_byte"
+  grep -q '"split":"all"' whole.txt || fail "a text named is not scored whole: $(tail -1 whole.txt)"
+  # a text's parts are the folder's, cut by the same rule (the checkpoint's val_fraction of a
+  # text, here the folder's 0.2 for both through a run trained with it)
+  "$bin" train "${tiny[@]}" --steps 20 --data t.txt --val-fraction 0.2 --out text.h5 > /dev/null
+  for split in val train all; do
+    "$bin" eval --checkpoint text.h5 --data t.prepared --split "$split" --json | tail -1 > f.txt
+    "$bin" eval --checkpoint text.h5 --data t.txt --split "$split" --json | tail -1 > x.txt
+    for key in loss tokens windows bytes; do
+      [ "$(json_field f.txt $key)" = "$(json_field x.txt $key)" ] ||
+        fail "--split $split of the text and of its folder differ: $(cat x.txt) / $(cat f.txt)"
+    done
+  done
   ;;
 prepare_errors)
   make_text > t.txt

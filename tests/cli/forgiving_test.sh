@@ -92,8 +92,10 @@ eval_recorded_data)
   "$bin" eval run.h5 > a.txt 2> err.txt || fail "eval without --data failed: $(cat err.txt)"
   grep -q "no --data given: evaluating on 't.txt', the data 'run.h5' trained on (unchanged since)" err.txt ||
     fail "eval did not say which data: $(cat err.txt)"
-  "$bin" eval run.h5 --data t.txt > b.txt
-  cmp -s a.txt b.txt || fail "eval on the recorded data differs from --data t.txt: $(cat a.txt) / $(cat b.txt)"
+  grep -q "its validation part, cut as training cut it (--split all: the whole text)" err.txt ||
+    fail "eval did not say which part: $(cat err.txt)"
+  "$bin" eval run.h5 --data t.txt --split val > b.txt
+  cmp -s a.txt b.txt || fail "eval on the recorded data differs from --data t.txt --split val: $(cat a.txt) / $(cat b.txt)"
   # edited since: refused, saying how to evaluate on it anyway
   echo "one more line" >> t.txt
   expect_usage_error "'t.txt', the data 'run.h5' trained on, has changed since" "$bin" eval run.h5

@@ -134,7 +134,7 @@ errors)
     > /dev/null 2> stats.txt || fail "sample --instruction on a language model: $(cat stats.txt)"
   grep -q "not trained with --task instruct; its prompt is Alpaca's" stats.txt ||
     fail "no note that the prompt is Alpaca's: $(cat stats.txt)"
-  expect_usage_error "has no end-of-text token" \
+  expect_usage_error "it was not trained with --task instruct" \
     "$bin" eval --checkpoint lm.h5 --data set.jsonl --task instruct
   ;;
 truncated)

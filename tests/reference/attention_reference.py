@@ -25,10 +25,10 @@ import tempfile
 
 SKIP = 77
 try:
-    import h5py
+    import h5py  # noqa: F401 (spec_gpt.load_checkpoint reads with it)
     import numpy as np
     import torch
-    from spec_gpt import GPT
+    from spec_gpt import load_checkpoint
 except Exception as e:  # not only ImportError: a half-installed torch raises others
     print(f"skipped: torch/numpy/h5py unavailable for {sys.executable}: {e!r}")
     sys.exit(SKIP)
@@ -42,17 +42,6 @@ TOL = 1e-6
 
 def run(binary, args):
     return subprocess.run([binary] + args, check=True, capture_output=True, text=True).stdout
-
-
-def load_reference(path):
-    with h5py.File(path, "r") as f:
-        config = json.loads(f.attrs["config"])
-        state = {k: torch.from_numpy(f["model"][k][()]).double() for k in f["model"].keys()}
-    cfg = {k: config[k] for k in ("vocab_size", "context_length", "d_model", "n_heads",
-                                  "n_layers", "d_ff", "qkv_bias", "tie_weights")}
-    model = GPT(cfg).double()
-    model.load_state_dict(state, strict=True)
-    return model.eval()
 
 
 @torch.no_grad()
@@ -91,7 +80,7 @@ def main():
                                        "--json"]))
         printed = run(binary, ["attention", "--checkpoint", ckpt, "--prompt", PROMPT,
                                "--layer", "1", "--head", "2"])
-        model = load_reference(ckpt)
+        model = load_checkpoint(ckpt)
     assert bytes(ours["ids"]) == PROMPT.encode(), ours["ids"]
     reference = reference_weights(model, ours["ids"])
     T = len(ours["ids"])

@@ -358,11 +358,15 @@ TEXT = ("Hello world! GPT-2's own tokenizer, byte for byte: the naïve café ser
 
 
 def windows_loss(model, ids, T):
-    """`attograd eval`'s windows: starts 0, T, 2T, ... with T + 1 ids; the mean over targets."""
-    starts = list(range(0, len(ids) - T, T))
-    x = torch.tensor([ids[s:s + T] for s in starts])
-    y = torch.tensor([ids[s + 1:s + T + 1] for s in starts])
-    return model(x, y)[1]
+    """`attograd eval`'s windows: starts 0, T, 2T, ... with T + 1 ids, the last one as many
+    as are left; the mean over every target."""
+    total, count = 0, 0
+    for s in range(0, len(ids) - 1, T):
+        y = torch.tensor([ids[s + 1:s + T + 1]])
+        x = torch.tensor([ids[s:s + y.shape[1]]])
+        total = total + model(x, y)[1] * y.numel()
+        count += y.numel()
+    return total / count
 
 
 def check_gpt2_tokenizer(attograd, tmp, fixtures, failures):

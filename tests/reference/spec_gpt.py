@@ -184,6 +184,22 @@ class GPT(tnn.Module):
         return logits, loss
 
 
+def load_checkpoint(path):
+    """A GPT-2-shaped attograd checkpoint's weights in this model, float64, in eval mode
+    (needs h5py)."""
+    import json
+
+    import h5py
+    with h5py.File(path, "r") as f:
+        config = json.loads(f.attrs["config"])
+        state = {k: torch.from_numpy(f["model"][k][()]).double() for k in f["model"].keys()}
+    cfg = {k: config[k] for k in ("vocab_size", "context_length", "d_model", "n_heads",
+                                  "n_layers", "d_ff", "qkv_bias", "tie_weights")}
+    model = GPT(cfg).double()
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
 def init_spec_(model, n_layers):
     """docs/model.md's GPT-2 initialisation: Linear and embedding weights N(0, 0.02), out_proj
     and fc2 weights N(0, 0.02 / sqrt(2 n_layers)), biases 0, LayerNorm weight 1, bias 0."""
