@@ -33,6 +33,7 @@ bool best_held(const Checkpoint& c) {
 }
 
 void best_items(const Checkpoint& c, const ItemVisitor& visit) {
+  if (!c.best_validation) return;  // asked of every checkpoint (the writer's size bound)
   const BestValidation& b = *c.best_validation;
   const Section s = Section::best_validation;
   visit(row_of(s, "metric"), "", b.metric);
