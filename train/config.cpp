@@ -13,8 +13,26 @@
 
 namespace train {
 
+namespace {
+
+void fail(const std::string& msg) {
+  throw std::invalid_argument(msg);
+}
+
+// How long the run is and what ends it early, beside its steps.
+void validate_length(const RunConfig& c) {
+  if (c.warmup_steps < -1)
+    fail(fmt::format("warmup_steps must be >= 0 (or -1: the default), got {}", c.warmup_steps));
+  if (c.epochs < 0) fail(fmt::format("epochs must be >= 0, got {}", c.epochs));
+  if (c.early_stopping < 0)
+    fail(fmt::format("early_stopping must be >= 0, got {}", c.early_stopping));
+  if (c.early_stopping > 0 && c.eval_interval == 0)
+    fail("early_stopping needs evaluations during the run: set eval_interval above 0");
+}
+
+}  // namespace
+
 void RunConfig::validate() const {
-  auto fail = [](const std::string& msg) { throw std::invalid_argument(msg); };
   if (model.vocab_size < 0) fail(fmt::format("vocab_size must be >= 0, got {}", model.vocab_size));
   if (!(val_fraction >= 0 && val_fraction < 1))
     fail(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
@@ -33,12 +51,7 @@ void RunConfig::validate() const {
     fail(fmt::format("lr must be positive and finite, got {}", lr));
   if (!std::isfinite(min_lr)) fail(fmt::format("min_lr must be finite, got {}", min_lr));
   if (min_lr > lr) fail(fmt::format("min_lr ({}) must not exceed lr ({})", min_lr, lr));
-  if (warmup_steps < -1)
-    fail(fmt::format("warmup_steps must be >= 0 (or -1: the default), got {}", warmup_steps));
-  if (epochs < 0) fail(fmt::format("epochs must be >= 0, got {}", epochs));
-  if (early_stopping < 0) fail(fmt::format("early_stopping must be >= 0, got {}", early_stopping));
-  if (early_stopping > 0 && eval_interval == 0)
-    fail("early_stopping needs evaluations during the run: set eval_interval above 0");
+  validate_length(*this);
   optimizer.validate();
   if (!(grad_clip >= 0 && std::isfinite(grad_clip)))
     fail(fmt::format("grad_clip must be >= 0 and finite (0 disables), got {}", grad_clip));
