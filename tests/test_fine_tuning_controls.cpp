@@ -9,17 +9,10 @@
 #include "train/run_schedule.h"
 #include "train/train.h"
 
+using ag_test::same_bits;
 using ag_test::tiny_run;
 
 namespace {
-
-bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || a[i].second.to_vector() != b[i].second.to_vector())
-      return false;
-  return true;
-}
 
 nn::StateDict copy_of(const nn::StateDict& weights) {
   nn::StateDict copy;
