@@ -116,6 +116,10 @@ po::options_description optimiser_options(train::RunConfig& c, RunOptions use) {
   po::options_description opt("optimisation (AdamW unless --optimizer, warm-up then cosine)");
   Declare add(opt, use);
   add("steps", c.steps, "optimiser steps", Resume::yes);
+  add("epochs", c.epochs,
+      "passes over the training examples (a text's windows) instead of --steps: the steps are "
+      "counted from the data, the batch, --grad-accum-steps and the processes, and printed "
+      "(0: use --steps)");
   add("batch-size", c.batch_size, "sequences per micro-batch");
   add("grad-accum-steps", c.grad_accum_steps,
       "micro-batches per step: the gradient of batch-size x N sequences, one micro-batch in "
@@ -123,7 +127,9 @@ po::options_description optimiser_options(train::RunConfig& c, RunOptions use) {
       Resume::yes);
   add("lr", c.lr, "peak learning rate");
   add("min-lr", c.min_lr, "final learning rate (negative: lr / 10)");
-  add("warmup-steps", c.warmup_steps, "linear warm-up steps");
+  add("warmup-steps", c.warmup_steps,
+      "linear warm-up steps (-1: 30, at most a tenth of the run; a warm-up longer than the run "
+      "is warned of)");
   optimizer_settings(add, c.optimizer);
   add("grad-clip", c.grad_clip, "global gradient norm limit (0: off)");
   return opt;
@@ -133,6 +139,13 @@ void output_options(Declare& add, train::RunConfig& c) {
   add("out", c.out, "checkpoint path", Resume::yes, "checkpoint path (default: the resumed file)");
   add("eval-interval", c.eval_interval, "steps between validation (0: end only)", Resume::yes);
   add("eval-windows", c.eval_windows, "validation windows per evaluation (0: all)");
+  add("early-stopping", c.early_stopping,
+      "stop, saved, when the validation metric (loss; a classifier's accuracy) has not "
+      "improved for this many evaluations (0: never)",
+      Resume::yes);
+  add.flag("keep-best", c.keep_best,
+           "keep the best evaluation's checkpoint beside --out, as OUT.best.h5 (a resume keeps "
+           "the run's choice)");
   add("checkpoint-interval", c.checkpoint_interval, "steps between checkpoints (0: end only)",
       Resume::yes);
   add("log-interval", c.log_interval, "steps between report lines");

@@ -47,15 +47,31 @@ void refuse_settings_of_other_optimizers(const train::RunConfig& cfg, const po::
   }
 }
 
-// train --report: the page refreshed at each evaluation (report/report.h).
+// --epochs counts the steps from the data: given with --steps, one of them would be ignored.
+void refuse_steps_and_epochs(const po::variables_map& vm) {
+  const auto given = [&](const char* option) {
+    return vm.count(option) && !vm[option].defaulted();
+  };
+  if (given("steps") && given("epochs"))
+    throw UsageError(
+        "--steps and --epochs both say how long to train; give one of them (--epochs counts "
+        "the steps from the data)");
+}
+
 // A run's outputs: its checkpoint (whose run it holds, cli/other_runs.h judges), metrics
 // and report page.
+// and report page; with --keep-best, the best evaluation's checkpoint (a fresh run's may
+// not replace a file unless --overwrite; a resume's is the run's own).
 std::vector<io::Output> run_outputs(const std::string& out, const train::RunConfig& cfg,
                                     io::OutputKind out_kind = io::OutputKind::run,
-                                    io::OutputKind report_kind = io::OutputKind::page) {
+                                    io::OutputKind report_kind = io::OutputKind::page,
+                                    io::OutputKind best_kind = io::OutputKind::checkpoint) {
+  train::RunConfig at_out = cfg;
+  at_out.out = out;
   return {{"--out", out, out_kind},
           {"--metrics", cfg.metrics, io::OutputKind::run},
-          {"--report", cfg.report, report_kind}};
+          {"--report", cfg.report, report_kind},
+          {"--keep-best", cfg.keep_best ? at_out.best_out() : "", best_kind}};
 }
 
 train::RunObserver report_observer(const train::RunConfig& cfg) {
@@ -81,6 +97,7 @@ int train_command(const Args& args) {
         cfg.model_keys_given.push_back(f.key);
     cfg.validate();
     refuse_settings_of_other_optimizers(cfg, vm);
+    refuse_steps_and_epochs(vm);
     if (dry_run) {
       fmt::print("{}\n", cfg.to_json().dump(2));
       return 0;
@@ -184,9 +201,13 @@ int resume_command(const Args& args) {
     train::refuse_gradient_dump(ckpt);  // before its config is taken for a run's
     resume_config(cfg, ckpt, vm, out);
     if (data_option.empty()) inputs = with_data_files(inputs, cfg.data, "the run's data");
-    claim_outputs(
-        run_outputs(out, cfg, continues ? io::OutputKind::run : io::OutputKind::checkpoint), inputs,
-        {.overwrite = overwrite, .lock = false});
+    const io::OutputKind kind = continues ? io::OutputKind::run : io::OutputKind::checkpoint;
+    std::vector<io::Output> outputs = run_outputs(out, cfg, kind, io::OutputKind::page, kind);
+    const io::Output best = outputs.back();  // the run's --keep-best, known only now
+    outputs.pop_back();
+    claim_outputs(outputs, inputs, {.overwrite = overwrite, .lock = false});
+    const auto best_claim = claim_outputs(
+        {best}, inputs, {.overwrite = overwrite, .lock = train::World::current().root()});
     refuse_other_run_metrics(cfg.metrics, ckpt);
     cfg.program = program_path();
     return train::run_training(cfg, &ckpt, report_observer(cfg));

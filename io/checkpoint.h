@@ -20,7 +20,8 @@
 // /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
 // [M, 2] uint32 and attribute `split_pattern`; gpt2: those, dataset `byte_order` [256] and
 // attribute `special_tokens`, a JSON array of strings; hf: `merges`, `split_pattern`, datasets
-// `token_bytes` and `token_ends`, attribute `hf_settings`), /rng (uint64[4] per generator). Every
+// `token_bytes` and `token_ends`, attribute `hf_settings`), /rng (uint64[4] per generator),
+// /best_validation (attributes `metric`, `value`, `step`, `evaluations_since`). Every
 // dataset that can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on
 // load; verify_checkpoint reads everything and names each failure. Every error names the file and
 // the part of it that is wrong.
@@ -55,6 +56,7 @@
 //   `inspect` show them with a warning instead), and so is optimiser state no optimiser
 //   could take (optim::check_state_values: a negative second moment, a step count that is
 //   not a whole number >= 0).
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -93,6 +95,17 @@ struct TokenizerSection {
   std::string hf_settings;
 };
 
+// The best validation figure of a run so far, for --early-stopping and --keep-best: the
+// metric's name as --metrics writes it, its value, the evaluation's step and how many
+// evaluations since then did not improve on it.
+struct BestValidation {
+  std::string metric;
+  double value = NAN;
+  int64_t step = 0;
+  int64_t evaluations_since = 0;
+  bool operator==(const BestValidation&) const = default;
+};
+
 struct Checkpoint {
   nlohmann::json config = nlohmann::json::object();
   int64_t step = 0;
@@ -108,6 +121,8 @@ struct Checkpoint {
   // (drawn when it started, kept by resume), its name (train --name) and its metrics table
   // (io/history.h: validated on load; read it with io::parse_history)
   std::string run_id, run_name, history;
+  // /best_validation: absent unless the run stops early or keeps its best checkpoint
+  std::optional<BestValidation> best_validation;
   std::string source;                 // the file it was read from, for messages
   std::vector<std::string> warnings;  // what LoadOptions let through, one message each
 };

@@ -25,8 +25,15 @@ namespace io::detail {
 
 // The sections of a checkpoint, in the order the writer writes them and the reader reads
 // them. model and optimizer keep the numbers they had on the reader's pipe.
-enum class Section : uint8_t { model = 0, optimizer = 1, root = 2, tokenizer = 3, rng = 4 };
-inline constexpr size_t kSectionCount = 5;
+enum class Section : uint8_t {
+  model = 0,
+  optimizer = 1,
+  root = 2,
+  tokenizer = 3,
+  rng = 4,
+  best_validation = 5
+};
+inline constexpr size_t kSectionCount = 6;
 
 // What reading a dataset (or meeting an object) showed: checked = a Fletcher32 checksum on
 // every chunk and all of them good; unchecked = read whole, but nothing to check it against;

@@ -99,6 +99,14 @@ const Item kRngItems[] = {
      .max_length = 4},
 };
 
+// The best validation figure so far (train --early-stopping, --keep-best).
+const Item kBestValidationItems[] = {
+    {.name = "metric", .kind = ItemKind::text, .max_length = 64},
+    {.name = "value", .kind = ItemKind::real},
+    {.name = "step", .kind = ItemKind::integer},
+    {.name = "evaluations_since", .kind = ItemKind::integer},
+};
+
 // The root's rows are kRootAttributes' rows, in its order.
 std::span<const Item> root_items() {
   static const auto items = [] {
@@ -122,6 +130,7 @@ const std::array<SectionLayout, kSectionCount>& layouts() {
       {Section::root, "", true, root_items()},
       {Section::tokenizer, "tokenizer", true, kTokenizerItems},
       {Section::rng, "rng", false, kRngItems},
+      {Section::best_validation, "best_validation", false, kBestValidationItems},
   }};
   return all;
 }

@@ -68,6 +68,15 @@ inline bool bit_equal(const ag::Tensor& a, const ag::Tensor& b) {
   return a.shape() == b.shape() && a.to_vector() == b.to_vector();
 }
 
+// Two state dicts hold the same names and the same bits, in the same order.
+inline bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || a[i].second.to_vector() != b[i].second.to_vector())
+      return false;
+  return true;
+}
+
 // A GPT config for tests: sizes given, everything else docs/model.md's default.
 // Token ids drawn uniformly from [0, vocab), int64, of the given shape
 inline ag::Tensor random_ids(ag::Generator& gen, int64_t vocab, const ag::Shape& shape) {

@@ -51,6 +51,7 @@ io::Checkpoint full_checkpoint(const nn::GPT& model) {
   c.tokenizer.vocab = {'\n', ' ', 'a', 'b', 'c', 0xE9, 0x1F642};
   c.rng = {{"data", ag::Generator(1).state()}, {"dropout", ag::Generator(2).state()}};
   c.data_identity = "sha256:0123456789abcdef";
+  c.best_validation = io::BestValidation{"val_loss", 1.2345678901234567, 40, 2};
   return c;
 }
 
@@ -109,6 +110,7 @@ TEST_CASE("a checkpoint round trip keeps every tensor bit for bit") {
   REQUIRE(back.tokenizer.type == "char");
   REQUIRE(back.tokenizer.vocab == c.tokenizer.vocab);
   REQUIRE(back.rng == c.rng);
+  REQUIRE(back.best_validation == c.best_validation);
   REQUIRE(back.data_identity == c.data_identity);
   REQUIRE(back.warnings.empty());
 
@@ -359,6 +361,31 @@ TEST_CASE("HDF5 files that are not attograd checkpoints are rejected with the re
     REQUIRE_THROWS_WITH(
         io::load_checkpoint(rng_file("group.h5", [](hid_t r) { create_group(r, "data"); })),
         Contains("/rng/data") && Contains("not a dataset"));
+  }
+  SECTION("a best validation that is not finite, before step 0 or of no metric") {
+    const auto best_file = [&](const std::string& name, double value, int64_t step,
+                               const std::string& metric) {
+      hand_made(dir.file(name), [&](hid_t f) {
+        valid_root(f, "{}");
+        create_group(f, "model");
+        Handle t = create_group(f, "tokenizer");
+        write_attr_string(t, "type", "byte");
+        Handle b = create_group(f, "best_validation");
+        write_attr_string(b, "metric", metric);
+        write_attr_double(b, "value", value);
+        write_attr_int(b, "step", step);
+        write_attr_int(b, "evaluations_since", 0);
+      });
+      return dir.file(name);
+    };
+    REQUIRE_THROWS_WITH(io::load_checkpoint(best_file("nan.h5", NAN, 3, "val_loss")),
+                        Contains("/best_validation/value") && Contains("not finite"));
+    REQUIRE_THROWS_WITH(io::load_checkpoint(best_file("step.h5", 1.5, -3, "val_loss")),
+                        Contains("/best_validation/step") && Contains("negative"));
+    REQUIRE_THROWS_WITH(io::load_checkpoint(best_file("metric.h5", 1.5, 3, "")),
+                        Contains("/best_validation/metric") && Contains("empty"));
+    REQUIRE(io::load_checkpoint(best_file("good.h5", 1.5, 3, "val_loss")).best_validation ==
+            io::BestValidation{"val_loss", 1.5, 3, 0});
   }
   SECTION("fixed-length string attributes are read too (as some writers make them)") {
     hand_made(dir.file("fixed.h5"), [&](hid_t f) {

@@ -52,6 +52,7 @@ io::Checkpoint sections_checkpoint() {
   c.optimizer = optim::OptimizerState{"sgd", {{"lr", 0.5}}, {}};
   c.tokenizer = {"bpe", {}, {{104, 101}, {256, 108}}, "\\s+|\\S+", {}, {}};
   c.rng = {{"data", {1, 2, 3, 4}}};
+  c.best_validation = io::BestValidation{"val_loss", 2.5, 7, 1};
   return c;
 }
 
@@ -97,7 +98,8 @@ TEST_CASE("a section's rows are what the writer writes and the reader sends, in 
   ItemRecorder said;
   io::detail::read_checkpoint_image(image, "s.h5", {}, said);
   REQUIRE(said.ended == std::vector<Section>{Section::root, Section::model, Section::optimizer,
-                                             Section::tokenizer, Section::rng});
+                                             Section::tokenizer, Section::rng,
+                                             Section::best_validation});
   size_t last_tokenizer_row = 0;
   for (const auto& [section, row, name] : said.items) {
     REQUIRE(row < layout(section).items.size());
@@ -114,6 +116,7 @@ TEST_CASE("a section's rows are what the writer writes and the reader sends, in 
   REQUIRE(back.tokenizer.split_pattern == c.tokenizer.split_pattern);
   REQUIRE(back.optimizer->scalars == c.optimizer->scalars);
   REQUIRE(back.rng == c.rng);
+  REQUIRE(back.best_validation == c.best_validation);
 }
 
 TEST_CASE("the stream and the builder hold every item to its row's bounds",

@@ -7,6 +7,7 @@
 #include "train/task.h"
 #include "train/train.h"
 
+using ag_test::same_bits;
 using ag_test::tiny_run;
 
 TEST_CASE("one training step changes the weights and counts the step", "[training_run]") {
@@ -101,14 +102,6 @@ std::vector<double> train_through(const train::RunConfig& cfg,
   }
   REQUIRE(run.finish() == 0);
   return losses;
-}
-
-bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || a[i].second.to_vector() != b[i].second.to_vector())
-      return false;
-  return true;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -12,8 +13,26 @@
 
 namespace train {
 
+namespace {
+
+void fail(const std::string& msg) {
+  throw std::invalid_argument(msg);
+}
+
+// How long the run is and what ends it early, beside its steps.
+void validate_length(const RunConfig& c) {
+  if (c.warmup_steps < -1)
+    fail(fmt::format("warmup_steps must be >= 0 (or -1: the default), got {}", c.warmup_steps));
+  if (c.epochs < 0) fail(fmt::format("epochs must be >= 0, got {}", c.epochs));
+  if (c.early_stopping < 0)
+    fail(fmt::format("early_stopping must be >= 0, got {}", c.early_stopping));
+  if (c.early_stopping > 0 && c.eval_interval == 0)
+    fail("early_stopping needs evaluations during the run: set eval_interval above 0");
+}
+
+}  // namespace
+
 void RunConfig::validate() const {
-  auto fail = [](const std::string& msg) { throw std::invalid_argument(msg); };
   if (model.vocab_size < 0) fail(fmt::format("vocab_size must be >= 0, got {}", model.vocab_size));
   if (!(val_fraction >= 0 && val_fraction < 1))
     fail(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
@@ -32,7 +51,7 @@ void RunConfig::validate() const {
     fail(fmt::format("lr must be positive and finite, got {}", lr));
   if (!std::isfinite(min_lr)) fail(fmt::format("min_lr must be finite, got {}", min_lr));
   if (min_lr > lr) fail(fmt::format("min_lr ({}) must not exceed lr ({})", min_lr, lr));
-  if (warmup_steps < 0) fail(fmt::format("warmup_steps must be >= 0, got {}", warmup_steps));
+  validate_length(*this);
   optimizer.validate();
   if (!(grad_clip >= 0 && std::isfinite(grad_clip)))
     fail(fmt::format("grad_clip must be >= 0 and finite (0 disables), got {}", grad_clip));
@@ -82,6 +101,12 @@ nlohmann::json model_json(const nn::GPTConfig& model) {
 
 }  // namespace
 
+std::string RunConfig::best_out() const {
+  const std::filesystem::path path(out);
+  const std::string extension = path.has_extension() ? path.extension().string() : ".h5";
+  return (path.parent_path() / (path.stem().string() + ".best" + extension)).string();
+}
+
 nlohmann::json RunConfig::to_json() const {
   nlohmann::json j = model_json(model);
   j.update({
@@ -95,7 +120,7 @@ nlohmann::json RunConfig::to_json() const {
       {"optimizer", optimizer.name},
       {"lr", lr},
       {"min_lr", effective_min_lr()},
-      {"warmup_steps", warmup_steps},
+      {"warmup_steps", effective_warmup()},
       {"schedule", "warmup_cosine"},
       {"grad_clip", grad_clip},
       {"precision", base::choice_name(precision)},
@@ -111,6 +136,10 @@ nlohmann::json RunConfig::to_json() const {
   if (!stop_token_ids.empty()) j["stop_token_ids"] = stop_token_ids;
   task->write_config(*this, j);
   if (!freeze.empty()) j["freeze"] = freeze;  // absent: nothing frozen by name
+  // absent: steps were given, no early stopping, no best checkpoint
+  if (epochs > 0) j["epochs"] = epochs;
+  if (early_stopping > 0) j["early_stopping"] = early_stopping;
+  if (keep_best) j["keep_best"] = true;
   // the settings its optimiser reads (adamw: weight_decay, beta1, beta2, eps)
   for (const std::string& key : optim::hyperparameters_of(optimizer.name))
     for (const optim::Hyperparameter& h : optim::hyperparameter_table())
@@ -216,6 +245,9 @@ void read_run_settings(const ConfigReader& get, RunConfig& c) {
   get("eval_windows", c.eval_windows);
   get("sample_tokens", c.sample_tokens);
   get("freeze", c.freeze);
+  get("epochs", c.epochs);
+  get("early_stopping", c.early_stopping);
+  get("keep_best", c.keep_best);
 }
 
 // The keys the tasks write (Task::write_config), whichever task wrote them.

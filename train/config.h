@@ -2,6 +2,7 @@
 // A training run's whole configuration: the model of docs/model.md plus data,
 // optimiser, schedule and run settings. It is what the command line and config files
 // fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ inline constexpr int kMaxThreads = 256;
 // The most stop ids a config may hold (Llama 3.1's generation_config.json lists three).
 inline constexpr size_t kMaxStopTokenIds = 64;
 
+// Linear warm-up steps unless asked: a run of under 300 steps warms up for a tenth of them.
+inline constexpr int64_t kDefaultWarmupSteps = 30;
+
 struct RunConfig {
   nn::GPTConfig model = [] {  // docs/model.md's defaults, with vocab_size 0: "from the tokenizer"
     nn::GPTConfig m;
@@ -75,12 +79,15 @@ struct RunConfig {
   // eos_token_id list).
   std::vector<int64_t> stop_token_ids;
   // optimisation
-  int64_t steps = 2000;          // about a minute for the default model on 2 cores
+  int64_t steps = 2000;  // about a minute for the default model on 2 cores
+  // passes over the training examples (a text's windows) instead of `steps`: 0, not given;
+  // TrainingRun sets steps from it once the data is known (epoch_steps)
+  int64_t epochs = 0;
   int64_t batch_size = 16;       // sequences per micro-batch
   int64_t grad_accum_steps = 1;  // micro-batches per optimiser step (see grad_accumulation.h)
   double lr = 1e-3;
-  double min_lr = -1;  // negative means lr / 10
-  int64_t warmup_steps = 30;
+  double min_lr = -1;                // negative means lr / 10
+  int64_t warmup_steps = -1;         // negative: kDefaultWarmupSteps, at most a tenth of the steps
   optim::OptimizerConfig optimizer;  // adamw unless named (optim/registry.h)
   double grad_clip = 1.0;
   // run
@@ -89,7 +96,10 @@ struct RunConfig {
   int64_t eval_interval = 250;      // 0: only at the end
   int64_t checkpoint_interval = 0;  // 0: only at the end (and on SIGINT/SIGTERM)
   int64_t log_interval = 50;
-  int64_t eval_windows = 0;   // cap on validation windows per evaluation; 0: all
+  int64_t eval_windows = 0;  // cap on validation windows per evaluation; 0: all
+  // stop when the validation metric has not improved for this many evaluations (0: never)
+  int64_t early_stopping = 0;
+  bool keep_best = false;     // the best evaluation's checkpoint kept at best_out()
   std::string metrics;        // JSON-lines file; empty: none
   std::string report;         // HTML page refreshed at each evaluation; empty: none
   std::string report_prompt;  // the text of its attention maps; empty: the start of val
@@ -118,6 +128,12 @@ struct RunConfig {
 
   int64_t effective_batch() const { return batch_size * grad_accum_steps; }
   double effective_min_lr() const { return min_lr >= 0 ? min_lr : lr / 10; }
+  // The warm-up asked for, or the default capped at a tenth of the run.
+  int64_t effective_warmup() const {
+    return warmup_steps >= 0 ? warmup_steps : std::min(kDefaultWarmupSteps, steps / 10);
+  }
+  // --keep-best's checkpoint: out's name with ".best" before its extension ("ft.best.h5").
+  std::string best_out() const;
   // Throws std::invalid_argument naming the first out-of-range value.
   void validate() const;
   nlohmann::json to_json() const;

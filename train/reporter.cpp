@@ -131,6 +131,10 @@ void Reporter::sample(int64_t step, const std::string& text) {
   record({{"event", "sample"}, {"step", step}, {"text", text}});
 }
 
+void Reporter::stop(int64_t step, const std::string& reason) {
+  record({{"event", "stop"}, {"step", step}, {"reason", reason}});
+}
+
 void Reporter::record(nlohmann::json j) {
   if (!recording()) return;
   j["run"] = identity_.id;

@@ -22,6 +22,8 @@
 //       "tokens_per_s" counts real tokens (a task's padding excluded: Batch::tokens);
 //       val_* only at evaluations (val_examples instead of val_windows for a task's
 //       examples); eta_s once the rate is known; elapsed_s counts from the session's start
+//   {"event": "stop", "step": 700, "reason": "early stopping: ...", "run": ..., ...}
+//       when the run ends before its last step on its own account (--early-stopping)
 //   {"event": "sample", "step": 250, "text": "...", "run": ..., "first_step": 0}
 //       at each evaluation before the last when the run records a sample (Reporter::
 //       wants_samples: --metrics or --report, a language model on text, sample_tokens > 0),
@@ -74,6 +76,7 @@ class Reporter {
   void line(const StepFigures& f);
   void start(const nlohmann::json& run_record);        // {"event": "start", ...}
   void sample(int64_t step, const std::string& text);  // {"event": "sample", ...}
+  void stop(int64_t step, const std::string& reason);  // {"event": "stop", ...}
   bool recording() const { return metrics_ || keep_records_; }
   // This session's lines, as written to --metrics (empty unless keep_records).
   const std::vector<std::string>& records() const { return records_; }

@@ -43,6 +43,7 @@ void TrainingRun::save(int64_t at, const std::string& path) {
   c.tokenizer = io::tokenizer_section(*data_.tokenizer);
   c.data_identity = data_.identity;
   engine_->record(c);
+  if (watch_) watch_->record(c);
   c.run_id = report_->identity().id;
   c.run_name = report_->identity().name;
   c.history = io::history_text(report_->history());
@@ -87,14 +88,19 @@ int TrainingRun::finish() {
     notify(true);  // the curves up to the stop
     return 1;
   }
+  if (!ending_.early_stop.empty()) {
+    sayf("{}attograd: early stopping: {}; stopping after step {} of {}; saving {}\n",
+         report_->fresh_line(), ending_.early_stop, progress_.step, cfg_.steps, cfg_.out);
+    report_->stop(progress_.step, "early stopping: " + ending_.early_stop);
+  }
   save_final();
   if (progress_.step < cfg_.steps && (stopped || ending_.interrupted || cfg_.stop_at > 0))
     print_continue_command(cfg_.out);
   if (!std::isnan(progress_.last_val) && data_.ideal_loss >= 0)
     sayf("val loss {:.4f}, {:.4f} above the corpus floor {:.4f}\n", progress_.last_val,
          progress_.last_val - data_.ideal_loss, data_.ideal_loss);
-  if (cfg_.sample_tokens > 0 && progress_.step == cfg_.steps && !StopSignals::requested())
-    print_closing_sample();
+  const bool ended = progress_.step == cfg_.steps || !ending_.early_stop.empty();
+  if (cfg_.sample_tokens > 0 && ended && !StopSignals::requested()) print_closing_sample();
   notify(true);
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "autograd/anomaly.h"
@@ -66,23 +67,35 @@ ag::AutocastScope StepEngine::precision() const {
   return ag::AutocastScope(cfg_.precision, copies_);
 }
 
-// One micro-batch, forward and backward, drawn with a copy of the data generator; the
-// dropout generator is restored and the gradients dropped, so the run is as it would have
-// been.
+// Rank 0 runs one micro-batch aside while the kernels' tuner measures them.
 void StepEngine::decide_kernels() {
   ag::detail::bf16_fallback_enabled();  // a misspelt ATTOGRAD_BF16_FALLBACK: a set-up error
   if (!world_.root() || ag::detail::tune_mode() == ag::detail::TuneMode::off) return;
+  micro_batch_aside();
+}
+
+double StepEngine::time_micro_batch() {
+  return micro_batch_aside();
+}
+
+// A micro-batch outside the run: drawn with copies of the generators, its gradients
+// dropped, so that the run is as it would have been. Damaged data is a set-up error.
+// Returns its seconds.
+double StepEngine::micro_batch_aside() {
   ag::Generator& dropout = model_.dropout_generator();
   const ag::Generator::State dropout_before = dropout.state();
   const ag::Generator data_before = data_gen_;
+  const auto start = std::chrono::steady_clock::now();
   {
     const ag::AutocastScope autocast = precision();
     micro_batch(1);
   }
-  if (!data_failure_.empty()) throw data::DataError(data_failure_);  // a set-up error
+  const auto end = std::chrono::steady_clock::now();
+  if (!data_failure_.empty()) throw data::DataError(data_failure_);
   data_gen_ = data_before;
   dropout.set_state(dropout_before);
   opt_->zero_grad();
+  return std::chrono::duration<double>(end - start).count();
 }
 
 void StepEngine::start_reduction() {

@@ -65,6 +65,9 @@ class StepEngine {
   // Rank 0 measures the GEMM kernels of one micro-batch (gemm_agreement.h), leaving the
   // run as it would have been.
   void decide_kernels();
+  // Seconds of one micro-batch's forward and backward, measured as decide_kernels measures
+  // (and leaving the run as it would have been): for the ETA before the first step.
+  double time_micro_batch();
   // Under mpirun: the gradient reducer (after the kernels: its hooks would send rank 0's
   // measuring gradients) and the dropout draws of one forward, which ranks skip.
   void start_reduction();
@@ -88,6 +91,7 @@ class StepEngine {
   void skip_micro_batches(int64_t count);
   int64_t count_dropout_draws();
   bool restart_on_damaged_data(StepResult& r);
+  double micro_batch_aside();
 
   const RunConfig& cfg_;
   nn::GPT& model_;

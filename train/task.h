@@ -6,7 +6,8 @@
 //   - its data: how it is read (load_data) and drawn into batches (batches), the ids it
 //     adds to a tokenizer's (extra_ids) and what padding reads (pad_id),
 //   - the model's shape it asks for (shape_model: a classifier's head),
-//   - its evaluation and the figures it reports (evaluate),
+//   - its evaluation, the figures it reports (evaluate) and the one that judges the model
+//     (validation_metric: what --early-stopping and --keep-best watch),
 //   - the samples it shows (evaluation_sample, closing_sample).
 // Adding a task is its class and one row of the registry (docs/tasks.md walks through one).
 //
@@ -39,6 +40,14 @@ using IdentityCheck = std::function<void(const std::string&)>;
 struct TaskSample {
   std::string heading;
   std::string text;
+};
+
+// The validation figure a task is judged by (--early-stopping, --keep-best): its name as
+// --metrics writes it, where a step's figures hold it, and which way is better.
+struct ValidationMetric {
+  const char* name;
+  double StepFigures::*field;
+  bool higher_is_better;
 };
 
 class Task {
@@ -84,6 +93,8 @@ class Task {
   // was cancelled); damaged data is a data::DataError
   virtual void evaluate(nn::GPT& model, const RunConfig& cfg, const RunData& data,
                         StepFigures& f) const = 0;
+  // Which of those figures judges the model: its loss unless the task says (validation_watch.cpp).
+  virtual ValidationMetric validation_metric() const;
 
   // --- samples (the model in training mode is left so)
   // At an evaluation, when the run records samples: none unless the task says.

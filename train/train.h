@@ -10,6 +10,10 @@
 //   task.h           what a run trains its model to do, one class per task (tasks/: lm,
 //                    classify, instruct; tasks/registry.cpp names them)
 //   training_run.h   TrainingRun, the story: set-up, the loop, evaluation, saving, the finish
+//   run_schedule.h   --epochs counted into steps; TrainingRun's schedule line, warm-up
+//                    warning, ETA from a measured micro-batch, early stopping, best checkpoint
+//   validation_watch.h  the task's validation metric watched: best so far, evaluations since
+//                    (--early-stopping, --keep-best; kept in /best_validation)
 //   step_engine.h    one optimiser step: micro-batches, accumulation, reduction, precision,
 //                    clipping fused with the update, stops before a bad update
 //   batch_source.h   where a step's micro-batches come from (a task's windows or examples)
@@ -49,8 +53,10 @@
 #include "train/rate_meter.h"
 #include "train/reporter.h"
 #include "train/run_data.h"
+#include "train/run_schedule.h"
 #include "train/step_engine.h"
 #include "train/stop_signals.h"
 #include "train/task.h"
 #include "train/training_run.h"
+#include "train/validation_watch.h"
 #include "train/world.h"

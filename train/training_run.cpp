@@ -111,6 +111,7 @@ void TrainingRun::load_data(const io::Checkpoint* init) {
   cfg_.task->shape_model(cfg_, data_);
   cfg_.validate();
   cfg_.task->check_training_data(cfg_, data_);
+  plan_schedule();
 }
 
 // The model's vocabulary from the tokenizer's, with the ids the task adds (an end-of-text
@@ -171,6 +172,7 @@ void TrainingRun::print_plan(const ParameterCounts& counts) const {
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
        ranks > 1 ? fmt::format(" x {} processes", ranks) : "", cfg_.effective_batch() * ranks,
        cfg_.model.context_length);
+  sayf("{}\n", schedule_text());
   sayf("{}\n", setup_.plan.describe());
 }
 
@@ -190,13 +192,17 @@ void TrainingRun::start_engine() {
   engine_ = std::make_unique<StepEngine>(cfg_, *model_, world_, data_);
   engine_->set_gate(&gate_);
   schedule_ = std::make_unique<optim::WarmupCosineLR>(cfg_.lr, cfg_.effective_min_lr(),
-                                                      cfg_.warmup_steps, cfg_.steps);
+                                                      cfg_.effective_warmup(), cfg_.steps);
+  if (cfg_.early_stopping > 0 || cfg_.keep_best)
+    watch_.emplace(cfg_.task->validation_metric(), cfg_.early_stopping);
   if (resumed_) {
     engine_->restore(*resumed_);
+    if (watch_) watch_->restore(*resumed_);
     progress_.step = resumed_->step;
   }
   if (data_.ideal_loss >= 0) print_baselines();
   engine_->decide_kernels();
+  print_eta();
   engine_->start_reduction();
   ag::set_detect_anomaly(cfg_.detect_anomaly);
   auto [spec, at] = parse_nan_injection(cfg_.inject_nan, *model_);
@@ -312,7 +318,8 @@ bool TrainingRun::stopping() const {
 }
 
 bool TrainingRun::wants_another_step() const {
-  return progress_.step < cfg_.steps && !stopping() && ending_.damaged_data.empty();
+  return progress_.step < cfg_.steps && !stopping() && ending_.damaged_data.empty() &&
+         ending_.early_stop.empty();
 }
 
 StepOutcome TrainingRun::train_step() {
@@ -358,14 +365,17 @@ void TrainingRun::after_step(const StepOutcome& s) {
   StepFigures f = s.figures;
   const int64_t step = progress_.step;
   const bool last = step == cfg_.steps;
-  const bool has_val = data_.examples ? !data_.examples->val.empty() : !data_.val.empty();
   const bool eval_now =
-      has_val && ((cfg_.eval_interval > 0 && step % cfg_.eval_interval == 0) || last);
-  if (eval_now) evaluate_now(f);
+      has_validation() && ((cfg_.eval_interval > 0 && step % cfg_.eval_interval == 0) || last);
+  if (eval_now) {
+    evaluate_now(f);
+    watch_validation(f);
+  }
   if (step % cfg_.log_interval == 0 || last || eval_now || step == 1)
     report_->line(f);
   else
     report_->progress(f);
+  if (eval_now && progress_.new_best && cfg_.keep_best) save_best();  // with this step's row
   // a sample at each evaluation when someone keeps it (--metrics, --report)
   if (eval_now && !last && report_->recording() && cfg_.sample_tokens > 0)
     if (const auto sample = cfg_.task->evaluation_sample(*model_, cfg_, data_))
@@ -384,7 +394,8 @@ void TrainingRun::after_step(const StepOutcome& s) {
     ending_.agreed_stop = stop.code != 0;
     if (ending_.agreed_stop) ending_.agreed_stop_reason = stop.message;
   }
-  if (cfg_.checkpoint_interval > 0 && step % cfg_.checkpoint_interval == 0 && !last && !stopping())
+  if (cfg_.checkpoint_interval > 0 && step % cfg_.checkpoint_interval == 0 && !last &&
+      !stopping() && ending_.early_stop.empty())
     save_periodically();
 }
 

@@ -31,6 +31,7 @@
 #include "train/run_data.h"
 #include "train/snapshot_gate.h"
 #include "train/step_engine.h"
+#include "train/validation_watch.h"
 #include "train/world.h"
 
 namespace train {
@@ -69,6 +70,13 @@ class TrainingRun {
   int64_t step() const { return progress_.step; }
   int64_t last_saved() const { return progress_.last_saved; }
   double last_val_loss() const { return progress_.last_val; }
+  // --early-stopping, --keep-best: the best evaluation so far (none before the first).
+  std::optional<io::BestValidation> best_validation() const {
+    if (!watch_) return std::nullopt;
+    return watch_->best();
+  }
+  // Why --early-stopping ended the run ("" while it goes on).
+  const std::string& early_stop() const { return ending_.early_stop; }
   nn::GPT& model() { return *model_; }
   const nn::GPT& model() const { return *model_; }
   const RunConfig& config() const { return cfg_; }
@@ -90,6 +98,13 @@ class TrainingRun {
   void build_model(std::optional<io::Checkpoint> init);
   void start_engine();
   void print_baselines();
+  // the schedule (run_schedule.cpp)
+  bool has_validation() const;
+  void plan_schedule();
+  std::string schedule_text() const;
+  void print_eta();
+  void watch_validation(const StepFigures& f);
+  void save_best();
   RunIdentity run_identity() const;
   std::vector<std::pair<std::string, std::string>> settings_every_rank_shares() const;
   // the loop
@@ -125,6 +140,7 @@ class TrainingRun {
   std::unique_ptr<StepEngine> engine_;  // the step: optimiser, batches, reduction
   std::unique_ptr<optim::WarmupCosineLR> schedule_;
   std::unique_ptr<Reporter> report_;
+  std::optional<ValidationWatch> watch_;  // with --early-stopping or --keep-best
   RunObserver observer_;
   struct Setup {
     MemoryPlan plan;
@@ -134,6 +150,7 @@ class TrainingRun {
     int64_t step = 0, last_saved = -1, tokens = 0;
     double last_val = NAN;
     double step_seconds = 0;  // in train_step, for --profile
+    bool new_best = false;    // the last evaluation's metric is the best so far
   } progress_;
   struct Ending {                    // why the loop stops, and how the run ends
     bool failed = false;             // a NaN/inf or an anomaly stopped a step
@@ -143,6 +160,7 @@ class TrainingRun {
     // Damaged data (an id outside the vocabulary, a token file cut short, a read error)
     // that the ranks agreed stops the run.
     std::string damaged_data;
+    std::string early_stop;  // why --early-stopping ended the run
   } ending_;
   ag::AdaptiveThreads team_;  // fewer threads for the steps while another program holds a core
   // Open while the run only computes: then the launcher's stop may copy its state (rank 0

@@ -115,10 +115,11 @@ interrupted_prints_resume)
 what_a_run_records)
   # the mean loss over the log interval, the val windows, tokens/s and ETA, run identity
   # and first_step in every record, a sample at each evaluation
-  "$bin" train "${tiny[@]}" --steps 40 --log-interval 10 --eval-interval 20 --out r.h5 \
-    --metrics m.jsonl > log.txt
-  "$bin" train "${tiny[@]}" --steps 10 --log-interval 1 --eval-interval 0 --out one.h5 \
-    --metrics one.jsonl --sample-tokens 0 > one.txt
+  # (the same warm-up for both: the default depends on the run's length)
+  "$bin" train "${tiny[@]}" --steps 40 --warmup-steps 10 --log-interval 10 --eval-interval 20 \
+    --out r.h5 --metrics m.jsonl > log.txt
+  "$bin" train "${tiny[@]}" --steps 10 --warmup-steps 10 --log-interval 1 --eval-interval 0 \
+    --out one.h5 --metrics one.jsonl --sample-tokens 0 > one.txt
   loss_at() { grep "\"step\":$2," "$1" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/'; }
   mean=$(for s in 2 3 4 5 6 7 8 9 10; do loss_at one.jsonl "$s"; done | awk '{ t += $1 } END { printf "%.17g", t / NR }')
   awk -v a="$mean" -v b="$(loss_at m.jsonl 10)" 'BEGIN { d = a - b; exit !(d < 1e-12 && d > -1e-12) }' ||
@@ -142,7 +143,8 @@ what_a_run_records)
   [ "$(grep -c '"event":"sample"' m.jsonl)" = 2 ] || fail "not a sample at step 20 and at the end"
   grep '"event":"sample"' m.jsonl | head -1 | grep -q '"step":20' || fail "the first sample is not at step 20"
   # the samples cost nothing to the run: the same bits without --metrics
-  "$bin" train "${tiny[@]}" --steps 40 --log-interval 10 --eval-interval 20 --out quiet.h5 > q.txt
+  "$bin" train "${tiny[@]}" --steps 40 --warmup-steps 10 --log-interval 10 --eval-interval 20 \
+    --out quiet.h5 > q.txt
   [ "$(hashes quiet.h5)" = "$(hashes r.h5)" ] || fail "recording samples changed the run"
   # on a terminal the progress bar shows tokens/s and the ETA
   python3 - "$bin" "${tiny[@]}" --steps 30 --log-interval 100 --out tty.h5 <<'PY' > bar.txt || fail "no terminal run"

@@ -32,6 +32,12 @@ std::string ClassifyTask::corpus_text(const std::string& path, const data::TaskO
   return data::classification_corpus_text(path);
 }
 
+// A classifier is judged by its accuracy, which is what it is for (its loss may rise while
+// its accuracy still improves).
+ValidationMetric ClassifyTask::validation_metric() const {
+  return {"val_accuracy", &StepFigures::val_accuracy, true};
+}
+
 void ClassifyTask::score(const ExampleEval& r, StepFigures& f) const {
   f.val_accuracy = r.accuracy();
 }

@@ -16,6 +16,7 @@ class ClassifyTask final : public ExampleTask {
   data::TaskExamples read_examples(const std::string& path, const data::Tokenizer& tokenizer,
                                    const data::TaskOptions& o) const override;
   std::string corpus_text(const std::string& path, const data::TaskOptions& o) const override;
+  ValidationMetric validation_metric() const override;
   std::optional<TaskSample> closing_sample(nn::GPT&, const RunConfig&,
                                            const RunData&) const override {
     return std::nullopt;  // a classifier gives labels, not text
