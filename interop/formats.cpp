@@ -15,6 +15,7 @@
 #include "interop/hub_cache.h"
 #include "interop/input_bytes.h"
 #include "interop/llmc.h"
+#include "interop/llmc_tokenizer.h"
 #include "interop/tokenizer_files.h"
 #include "io/tokenizer_section.h"
 #include "train/config.h"
@@ -95,8 +96,11 @@ ag::Precision precision_of(StoredType dtype, const std::string& format, const st
   return dtype == StoredType::bf16 ? ag::Precision::bf16 : ag::Precision::fp32;
 }
 
+// The model, then GPT-2's tokenizer as llm.c reads it beside (llmc_tokenizer.h), when the
+// model has that tokenizer.
 void write_llmc_file(const ModelFiles& model, const std::string& out, StoredType dtype) {
   write_llmc(model, out, precision_of(dtype, "llmc", out));
+  write_llmc_tokenizer_beside(model, out);
 }
 
 // A GGUF file carries its tokenizer; --tokenizer DIR replaces it.
@@ -132,12 +136,14 @@ struct Format {
   void (*write)(const ModelFiles& model, const std::string& out, StoredType dtype);
   // what write would refuse, checked first so that messages name out (nullptr: nothing)
   void (*check)(const ModelFiles& model, const std::string& out, StoredType dtype);
+  // the file write puts beside out, or why none (nullptr: the format has none)
+  CompanionFile (*companion)(const ModelFiles& model, const std::string& out) = nullptr;
 };
 
 const Format kFormats[] = {
     {"hf", is_safetensors, true, read_hf, write_hf, check_hf},
     {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, nullptr},
-    {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr},
+    {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr, llmc_tokenizer_of},
 };
 
 const Format* find_format(const std::string& name) {
@@ -157,17 +163,13 @@ const Format& known_format(const std::string& name) {
       fmt::format("{}: the {} format is not built into this attograd", path, f.name));
 }
 
-// A folder output, written whole: a new folder renamed into place (base/atomic_file.h).
+// A folder output, written whole: a new folder renamed into place (base/atomic_file.h). A
+// write that fails (a full disk) stays the machine's failure, not an InteropError (the
+// file's): docs/exit-codes.md.
 void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
                    StoredType dtype, bool replace) {
-  try {
-    base::write_folder_atomically(
-        out, [&](const std::string& folder) { f.write(model, folder, dtype); }, replace);
-  } catch (const InteropError&) {
-    throw;
-  } catch (const std::runtime_error& e) {
-    throw InteropError(e.what());
-  }
+  base::write_folder_atomically(
+      out, [&](const std::string& folder) { f.write(model, folder, dtype); }, replace);
 }
 
 }  // namespace
@@ -202,6 +204,12 @@ std::vector<std::string> export_formats() {
 
 bool export_writes_folder(const std::string& format) {
   return known_format(format).folder;
+}
+
+CompanionFile export_companion(const ModelFiles& model, const std::string& format,
+                               const std::string& out) {
+  const Format& f = known_format(format);
+  return f.companion ? f.companion(model, out) : CompanionFile{};
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
