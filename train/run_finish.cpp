@@ -96,7 +96,7 @@ int TrainingRun::finish() {
   if (cfg_.sample_tokens > 0 && progress_.step == cfg_.steps && !StopSignals::requested())
     print_closing_sample();
   notify(true);
-  return 0;
+  return stopped ? stopped_exit_code() : 0;  // saved, but not the run asked for
 }
 
 void TrainingRun::save_final() {

@@ -99,7 +99,8 @@ interrupted_prints_resume)
   pid=$!
   for _ in $(seq 1 200); do grep -q "step " s.txt 2>/dev/null && break; sleep 0.05; done
   kill -INT "$pid"
-  wait "$pid" || fail "SIGINT: exit $?"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" -eq 130 ] || fail "SIGINT: exit $rc, not 130"
   grep -qxF "attograd: continue this run with: $bin resume --checkpoint s.h5" s.err ||
     fail "no continue command after SIGINT: $(cat s.err)"
   # a stop on a NaN names the command that continues from the last good checkpoint, on
