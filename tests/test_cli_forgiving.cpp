@@ -77,8 +77,8 @@ TEST_CASE("a stop signal another process sent is named as it is, even in a distr
 }
 
 TEST_CASE("other tools' option names and near misses are answered with attograd's") {
-  const std::vector<std::string> train = {"steps", "lr", "context-length", "batch-size",
-                                          "grad-accum-steps", "d-model", "threads"};
+  const std::vector<std::string> train = {
+      "steps", "lr", "context-length", "batch-size", "grad-accum-steps", "d-model", "threads"};
   CHECK(cli::option_suggestion("--max_iters", train) ==
         " (did you mean '--steps'? max_iters is nanoGPT's name for it)");
   CHECK(cli::option_suggestion("--learning_rate", train) ==

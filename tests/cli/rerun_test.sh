@@ -171,7 +171,7 @@ report_every_run)
   "$bin" report --metrics old.jsonl --out o.html > o.txt || fail "report on an old file failed"
   grep -q "old.jsonl (run 2 of 2)" o.html || fail "the old file's second run is not drawn"
   for i in $(seq 1 65); do echo '{"event": "start", "first_step": 0}'; done > many.jsonl
-  expect_error 1 "many.jsonl:65: more than 64 runs in one file" "$bin" report --metrics many.jsonl --out m.html
+  expect_error 2 "many.jsonl:65: more than 64 runs in one file" "$bin" report --metrics many.jsonl --out m.html
   ;;
 *)
   fail "unknown scenario"
