@@ -128,23 +128,6 @@ def check_export(path, model, cfg, bf16, failures):
         failures.append(f"{path}: {flat.size} values after the header, llm.c's layout has {at}")
 
 
-def write_tokenizer_folder(folder):
-    """GPT-2's files for 256 byte tokens in byte order and no merges (bytes_to_unicode)."""
-    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    chars, n = {}, 0
-    for b in range(256):
-        if b in printable:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + n)
-            n += 1
-    os.makedirs(folder)
-    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)
-    with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
-        f.write("#version: 0.2\n")
-
-
 def byte_chars():
     """GPT-2's bytes_to_unicode: each byte's printable stand-in in vocab.json."""
     printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
@@ -156,6 +139,16 @@ def byte_chars():
             chars[b] = chr(256 + n)
             n += 1
     return chars
+
+
+def write_tokenizer_folder(folder):
+    """GPT-2's files for 256 byte tokens in byte order and no merges (bytes_to_unicode)."""
+    chars = byte_chars()
+    os.makedirs(folder)
+    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)
+    with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n")
 
 
 def check_tokenizer_export(binary, tmp, model, cfg, failures):
