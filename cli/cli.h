@@ -1,14 +1,18 @@
 #pragma once
 // The `attograd` command line, the map of cli/: one function per subcommand, each taking
-// the arguments after its name and returning the process exit code (0 ok, 1 failure,
-// 2 usage error). Training itself lives in train/; this folder only turns words into a
+// the arguments after its name and returning the process exit code (0 ok, 1 a failure of
+// the machine or the run, 2 bad input of any kind, 128 + N a run stopped by signal N and
+// saved: docs/exit-codes.md). Training itself lives in train/; this folder only turns words into a
 // RunConfig, checks paths before any work, and prints.
 //
 //   dispatch.cpp         cli_main: the usage text and the subcommand table
 //   options.h            parsing with Boost.Program_options (files too), UsageError
+//   option_aliases.h     other tools' option names (nanoGPT, Hugging Face, llama.cpp) as
+//                        data, for "did you mean" on an unrecognised option
 //   run_options.cpp      the options of `train` (and those `resume` takes), each bound to a
 //                        RunConfig field
-//   command_support.h    what every command shares: error-to-exit-code, path checks
+//   command_support.h    what every command shares: the one exit-code rule (is_bad_input,
+//                        docs/exit-codes.md), path checks
 //   train_commands.cpp   train, resume
 //   other_runs.h         train refuses outputs holding another run (--overwrite); the
 //                        program's path for the commands messages print

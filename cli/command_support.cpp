@@ -5,18 +5,32 @@
 #include <iostream>
 
 #include "base/error_text.h"
+#include "base/json.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
+#include "data/data_error.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepared.h"
 #include "data/tokenizer_file.h"
+#include "interop/model_files.h"
 #include "interop/tokenizer_json.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "report/metrics_log.h"
 #include "train/config.h"
 #include "train/console.h"
 
 namespace cli {
+
+bool is_bad_input(const std::exception& e) {
+  if (dynamic_cast<const io::CheckpointWriteError*>(&e) ||
+      dynamic_cast<const data::DataSystemError*>(&e))
+    return false;  // the machine's: the disk, the file system
+  return dynamic_cast<const UsageError*>(&e) || dynamic_cast<const std::invalid_argument*>(&e) ||
+         dynamic_cast<const io::CheckpointError*>(&e) || dynamic_cast<const data::DataError*>(&e) ||
+         dynamic_cast<const report::MetricsError*>(&e) ||
+         dynamic_cast<const base::JsonError*>(&e) || dynamic_cast<const interop::InteropError*>(&e);
+}
 
 int usage_error(const std::string& command, const std::string& what) {
   return report_failure(command, 2, what);

@@ -73,19 +73,22 @@ int report_failure(const std::string& command, int code, const std::string& mess
 // Another rank's set-up failure, agreed on: rank 0 prints it.
 int report_peer_failure(const std::string& command, const train::PeerFailure& e);
 
-// Runs body, mapping errors to the CLI's exit codes: bad usage 2, anything else 1.
+// The one rule of the exit codes, for every command (docs/exit-codes.md): 2 when what was
+// given is wrong, whatever is wrong with it -- an option, a value, or the content of an
+// input file, as its reader says (a checkpoint, a data file or folder, a metrics file, a
+// JSON file, another tool's model file) -- and 1 when the machine or the run failed (a
+// write, memory, a file the system would not read, a lock another process holds, a NaN).
+bool is_bad_input(const std::exception& e);
+
+// Runs body, mapping errors to the CLI's exit codes by is_bad_input: 2 or 1.
 template <typename Body>
 int guarded(const std::string& command, Body body) {
   try {
     return body();
-  } catch (const UsageError& e) {
-    return usage_error(command, e.what());
-  } catch (const std::invalid_argument& e) {
-    return usage_error(command, e.what());
   } catch (const train::PeerFailure& e) {
     return report_peer_failure(command, e);
   } catch (const std::exception& e) {
-    return report_failure(command, 1, e.what());
+    return is_bad_input(e) ? usage_error(command, e.what()) : report_failure(command, 1, e.what());
   }
 }
 

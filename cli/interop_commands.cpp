@@ -157,9 +157,17 @@ int export_command(const Args& args) {
         {{"--checkpoint", path}}, {.overwrite = overwrite});
     const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
     train::refuse_gradient_dump(ckpt);  // its tensors are gradients, not weights
-    interop::export_model(interop::model_files_of(ckpt), format, out, type, overwrite);
-    fmt::print("exported {} as {} ({}) to {}\n", base::printable(path), format, dtype,
-               base::printable(out));
+    const interop::ModelFiles model = interop::model_files_of(ckpt);
+    // a file written beside --out (llm.c's tokenizer) is an output too
+    const interop::CompanionFile beside = interop::export_companion(model, format, out);
+    const auto claim_beside =
+        claim_outputs({{"the file beside --out", beside.path, io::OutputKind::model_file}},
+                      {{"--checkpoint", path}}, {.overwrite = overwrite});
+    interop::export_model(model, format, out, type, overwrite);
+    fmt::print("exported {} as {} ({}) to {}{}\n", base::printable(path), format, dtype,
+               base::printable(out),
+               beside.path.empty() ? "" : " and " + base::printable(beside.path));
+    if (!beside.note.empty()) fmt::print("note: {}\n", beside.note);
     return 0;
   });
 }

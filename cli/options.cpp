@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/utf8.h"
+#include "cli/option_aliases.h"
 #include "io/files.h"
 #include "train/task.h"
 
@@ -48,6 +49,13 @@ std::string config_value(const std::string& text, const std::string& path, int l
     }
   }
   throw UsageError(fmt::format("{}:{}: the value's opening quote is never closed", path, line));
+}
+
+// The long names of desc's options, for suggestions.
+std::vector<std::string> option_names(const po::options_description& desc) {
+  std::vector<std::string> names;
+  for (const auto& option : desc.options()) names.push_back(option->long_name());
+  return names;
 }
 
 // Whether an option collects every value it is given (report's --metrics, sample's
@@ -94,7 +102,8 @@ std::vector<FileOption> read_config_file(const std::string& path,
     } catch (const po::error&) {
     }
     if (!known)
-      throw UsageError(fmt::format("{}:{}: unknown option '{}'", path, line, base::printable(key)));
+      throw UsageError(fmt::format("{}:{}: unknown option '{}'{}", path, line, base::printable(key),
+                                   option_suggestion(text, option_names(desc))));
     if (!collects_values(desc, key))
       for (const FileOption& earlier : out)
         if (earlier.key == key)
@@ -173,16 +182,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return d[a.size()][b.size()];
 }
 
-// " (did you mean '--steps'?)" for an option a misspelling is closest to, else "".
-std::string option_suggestion(const po::unknown_option& e, const po::options_description& desc) {
-  std::string name = e.get_option_name();
-  name.erase(0, name.find_first_not_of('-'));
-  std::vector<std::string> names;
-  for (const auto& option : desc.options()) names.push_back(option->long_name());
-  const std::string best = closest_name(name, names);
-  return best.empty() ? "" : fmt::format(" (did you mean '--{}'?)", best);
-}
-
 }  // namespace
 
 std::string closest_name(const std::string& name, const std::vector<std::string>& names) {
@@ -222,7 +221,8 @@ po::variables_map parse_options(const std::vector<std::string>& args,
   try {
     po::store(parse_args(args, desc, bare), vm);  // stored first: the command line wins
   } catch (const po::unknown_option& e) {
-    throw UsageError(describe(e, args) + option_suggestion(e, desc));
+    throw UsageError(describe(e, args) +
+                     option_suggestion(e.get_option_name(), option_names(desc)));
   } catch (const po::too_many_positional_options_error&) {
     throw UsageError(
         positional ? fmt::format("more than one value without an option name: only the {} may "

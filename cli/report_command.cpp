@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -41,9 +42,9 @@ po::options_description report_options(ReportOptions& o) {
       "--metrics: attograd.h5 when there is one here)");
   add("prompt", po::value(&o.prompt),
       "text for the attention maps (at most context_length tokens)");
-  add("out", po::value(&o.out)->required(),
+  add("out", po::value(&o.out),
       "the HTML file to write (replaced atomically; a page attograd wrote is replaced without "
-      "--overwrite)");
+      "--overwrite; default: the checkpoint's path with .html for .h5, else report.html)");
   add("sample-tokens", po::value(&o.sample_tokens)->default_value(200),
       "tokens of sample text from the checkpoint (0: none)");
   add("temperature", value_with_default(&o.temperature, 0.8), "the sample's temperature");
@@ -100,6 +101,13 @@ void check_file_kinds(const ReportOptions& o) {
         base::printable(o.checkpoint)));
 }
 
+// --out's default, as train's --out has one: run.h5's page is run.html beside it; a report
+// of metrics alone is report.html here.
+std::string default_page(const ReportOptions& o) {
+  if (o.checkpoint.empty()) return "report.html";
+  return std::filesystem::path(o.checkpoint).replace_extension(".html").string();
+}
+
 void check_report_options(const ReportOptions& o) {
   if (!o.prompt.empty() && o.checkpoint.empty())
     throw UsageError("--prompt needs --checkpoint: the model whose attention it shows");
@@ -136,6 +144,7 @@ int report_command(const Args& args) {
           "report",
           "nothing to report: give --metrics FILE (one or more) and/or --checkpoint FILE (or "
           "name them without the options)");
+    if (o.out.empty()) o.out = default_page(o);
     check_report_options(o);
     check_file_kinds(o);
     io::NamedPaths inputs{{"--checkpoint", o.checkpoint}, {"--config", config_file(vm)}};

@@ -14,8 +14,10 @@ namespace cli {
 
 namespace {
 
-// Whether `resume` takes the option too: what a resumed run may change (the rest comes
-// from its checkpoint).
+// Whether `resume` takes the option too: what a resumed run may change without becoming
+// another run -- what it prints, evaluates, writes and where, how long it runs, the machine
+// it runs on -- while the rest (the model, the data and its order, the optimiser and its
+// schedule, the seed) comes from its checkpoint, so the steps continue bit for bit.
 enum class Resume : bool { no, yes };
 
 // Declares options bound to RunConfig fields into one group: for `train`, each shown
@@ -138,7 +140,7 @@ po::options_description optimiser_options(train::RunConfig& c, RunOptions use) {
 void output_options(Declare& add, train::RunConfig& c) {
   add("out", c.out, "checkpoint path", Resume::yes, "checkpoint path (default: the resumed file)");
   add("eval-interval", c.eval_interval, "steps between validation (0: end only)", Resume::yes);
-  add("eval-windows", c.eval_windows, "validation windows per evaluation (0: all)");
+  add("eval-windows", c.eval_windows, "validation windows per evaluation (0: all)", Resume::yes);
   add("early-stopping", c.early_stopping,
       "stop, saved, when the validation metric (loss; a classifier's accuracy) has not "
       "improved for this many evaluations (0: never)",
@@ -148,7 +150,7 @@ void output_options(Declare& add, train::RunConfig& c) {
            "the run's choice)");
   add("checkpoint-interval", c.checkpoint_interval, "steps between checkpoints (0: end only)",
       Resume::yes);
-  add("log-interval", c.log_interval, "steps between report lines");
+  add("log-interval", c.log_interval, "steps between report lines", Resume::yes);
   add("metrics", c.metrics, "append JSON lines of metrics to this file", Resume::yes);
   add("report", c.report,
       "write an HTML report here at each evaluation and at the end (replaced atomically)",
@@ -184,7 +186,7 @@ po::options_description run_only_options(train::RunConfig& c, RunOptions use) {
   add("seed", c.seed, "initialisation, batches and dropout");
   output_options(add, c);
   machine_options(add, c);
-  add("sample-tokens", c.sample_tokens, "length of the sample printed at the end");
+  add("sample-tokens", c.sample_tokens, "length of the sample printed at the end", Resume::yes);
   add("init-from", c.init_from, "start from this checkpoint's weights");
   add("freeze", c.freeze,
       "freeze the parameters these comma-separated patterns name (fnmatch over names such "

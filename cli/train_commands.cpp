@@ -92,9 +92,9 @@ int train_command(const Args& args) {
                        "JSON and stop: no file is read or written");
     auto vm = parse_options(args, desc);
     if (wants_help(vm, "train", desc)) return 0;
-    for (const auto& f : nn::config_fields())  // the rest of the model is --init-from's
-      if (vm.count(option_name(f.key)) && !vm[option_name(f.key)].defaulted())
-        cfg.model_keys_given.push_back(f.key);
+    for (const std::string& key : train::keys_an_init_decides())  // the rest: --init-from's
+      if (vm.count(option_name(key)) && !vm[option_name(key)].defaulted())
+        cfg.model_keys_given.push_back(key);
     cfg.validate();
     refuse_settings_of_other_optimizers(cfg, vm);
     refuse_steps_and_epochs(vm);

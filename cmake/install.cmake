@@ -62,6 +62,46 @@ foreach(folder ${ATTOGRAD_LIBRARIES})
   endif()
 endforeach()
 
+# The packages each component needs at link time, from the libraries' own link lists (every
+# attograd library is static, so its PRIVATE links are needed too), followed through the
+# attograd libraries it links: attogradConfig.cmake finds those of the components asked for.
+# A target outside attograd is named by the package that provides it (this table); one it
+# does not name is an error here, so a new dependency cannot be forgotten.
+set(ATTOGRAD_TARGET_PACKAGES
+  fmt::fmt=fmt OpenMP::OpenMP_CXX=OpenMP DNNL::dnnl=dnnl nlohmann_json::nlohmann_json=nlohmann_json
+  Boost::program_options=Boost OpenSSL::Crypto=OpenSSL Threads::Threads=Threads
+  PkgConfig::PCRE2=PCRE2 PkgConfig::UTF8PROC=UTF8PROC)
+
+function(attograd_packages_of target out_var)
+  set(packages)
+  get_target_property(direct ${target} LINK_LIBRARIES)
+  get_target_property(interface ${target} INTERFACE_LINK_LIBRARIES)
+  foreach(item IN LISTS direct interface)
+    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" item "${item}")
+    if(item IN_LIST ATTOGRAD_LIBRARIES)
+      attograd_packages_of(${item} theirs)
+      list(APPEND packages ${theirs})
+    elseif(item MATCHES "::" AND NOT item MATCHES "^attograd::")
+      set(row ${ATTOGRAD_TARGET_PACKAGES})
+      list(FILTER row INCLUDE REGEX "^${item}=")
+      if(NOT row)
+        message(FATAL_ERROR "cmake/install.cmake: ${target} links ${item}: name its package in ATTOGRAD_TARGET_PACKAGES")
+      endif()
+      string(REGEX REPLACE "^.*=" "" package "${row}")
+      list(APPEND packages ${package})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES packages)
+  set(${out_var} ${packages} PARENT_SCOPE)
+endfunction()
+
+set(ATTOGRAD_COMPONENT_PACKAGES "")
+foreach(library ${ATTOGRAD_LIBRARIES} attograd_library)
+  get_target_property(component ${library} EXPORT_NAME)
+  attograd_packages_of(${library} packages)
+  string(APPEND ATTOGRAD_COMPONENT_PACKAGES "set(_attograd_packages_of_${component} ${packages})\n")
+endforeach()
+
 set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/attograd)
 install(EXPORT attogradTargets NAMESPACE attograd:: DESTINATION ${config_dir})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/attogradConfig.cmake.in

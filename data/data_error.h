@@ -11,4 +11,12 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A data file or folder the operating system would not open, read or write (errno's reason in
+// the message): the machine's failure rather than the file's content (the command line's
+// exit 1, not 2: docs/exit-codes.md).
+class DataSystemError : public DataError {
+ public:
+  using DataError::DataError;
+};
+
 }  // namespace data

@@ -26,7 +26,7 @@ static_assert(TempFile::kBufferBytes % kDirectAlign == 0);
 constexpr uint64_t kWriteBehindBytes = uint64_t{64} << 20;
 
 [[noreturn]] void fail(const std::string& display, const std::string& what, int err) {
-  throw DataError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
+  throw DataSystemError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
 }
 
 // Opens (creating it when missing) the folder `path` without following a symbolic link.

@@ -20,7 +20,7 @@ namespace data::detail {
 namespace {
 
 [[noreturn]] void fail(const std::string& display, const std::string& what, int err) {
-  throw DataError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
+  throw DataSystemError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
 }
 
 FileStamp stamp_of(const struct stat& st) {

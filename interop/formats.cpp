@@ -16,6 +16,7 @@
 #include "interop/hub_cache.h"
 #include "interop/input_bytes.h"
 #include "interop/llmc.h"
+#include "interop/llmc_tokenizer.h"
 #include "interop/tokenizer_files.h"
 #include "io/tokenizer_section.h"
 #include "train/config.h"
@@ -98,8 +99,11 @@ ag::Precision precision_of(StoredType dtype, const std::string& format, const st
   return dtype == StoredType::bf16 ? ag::Precision::bf16 : ag::Precision::fp32;
 }
 
+// The model, then GPT-2's tokenizer as llm.c reads it beside (llmc_tokenizer.h), when the
+// model has that tokenizer.
 void write_llmc_file(const ModelFiles& model, const std::string& out, StoredType dtype) {
   write_llmc(model, out, precision_of(dtype, "llmc", out));
+  write_llmc_tokenizer_beside(model, out);
 }
 
 // A GGUF file carries its tokenizer; --tokenizer DIR replaces it.
@@ -137,6 +141,8 @@ struct Format {
   void (*check)(const ModelFiles& model, const std::string& out, StoredType dtype);
   // why a classifier cannot be written ("" when it can: the format has a place for its head)
   const char* no_classifier;
+  // the file write puts beside out, or why none (nullptr: the format has none)
+  CompanionFile (*companion)(const ModelFiles& model, const std::string& out) = nullptr;
 };
 
 const Format kFormats[] = {
@@ -145,7 +151,8 @@ const Format kFormats[] = {
      "GGUF's architectures (llama.cpp's) are language models, with no place for a "
      "classification head"},
     {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr,
-     "llm.c's file holds GPT-2's language model, with no place for a classification head"},
+     "llm.c's file holds GPT-2's language model, with no place for a classification head",
+     llmc_tokenizer_of},
 };
 
 // A classifier written as a language model would lose its head: refused, with the format
@@ -175,17 +182,13 @@ const Format& known_format(const std::string& name) {
       fmt::format("{}: the {} format is not built into this attograd", path, f.name));
 }
 
-// A folder output, written whole: a new folder renamed into place (base/atomic_file.h).
+// A folder output, written whole: a new folder renamed into place (base/atomic_file.h). A
+// write that fails (a full disk) stays the machine's failure, not an InteropError (the
+// file's): docs/exit-codes.md.
 void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
                    StoredType dtype, bool replace) {
-  try {
-    base::write_folder_atomically(
-        out, [&](const std::string& folder) { f.write(model, folder, dtype); }, replace);
-  } catch (const InteropError&) {
-    throw;
-  } catch (const std::runtime_error& e) {
-    throw InteropError(e.what());
-  }
+  base::write_folder_atomically(
+      out, [&](const std::string& folder) { f.write(model, folder, dtype); }, replace);
 }
 
 }  // namespace
@@ -220,6 +223,12 @@ std::vector<std::string> export_formats() {
 
 bool export_writes_folder(const std::string& format) {
   return known_format(format).folder;
+}
+
+CompanionFile export_companion(const ModelFiles& model, const std::string& format,
+                               const std::string& out) {
+  const Format& f = known_format(format);
+  return f.companion ? f.companion(model, out) : CompanionFile{};
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,

@@ -28,12 +28,18 @@ std::vector<std::string> export_formats();
 // format is std::invalid_argument naming the formats.
 bool export_writes_folder(const std::string& format);
 
+// The file an export of model to out writes beside it (llmc: llm.c's gpt2_tokenizer.bin, for a
+// model with GPT-2's tokenizer), or an empty path with a note saying why none.
+CompanionFile export_companion(const ModelFiles& model, const std::string& format,
+                               const std::string& out);
+
 // Writes model in format to out (dtype F16: hf only; hf is GPT-2's folder, or the Llama
 // family's for a model with RoPE, SwiGLU or q/k norms): the files are made in a temporary sibling
 // and renamed into place, so a failed or interrupted export leaves nothing behind. A folder
 // format's out must be missing or an empty folder unless `replace` (the caller has checked that the
 // folder there may go: cli's output rule); a file format's out is replaced whole. Throws
-// InteropError (an unknown format: std::invalid_argument).
+// InteropError (an unknown format: std::invalid_argument). An llm.c export writes GPT-2's
+// tokenizer beside it as llm.c reads it (export_companion).
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
                   StoredType dtype, bool replace = false);
 

@@ -16,13 +16,16 @@
 //                   ulimit -v before any tensor is read
 //   float_codec.h   float32 weights to and from F32, BF16 and F16 (rounded to nearest even)
 //   llmc.h          llm.c's checkpoint (gpt2_124M.bin): read_llmc_weights, write_llmc
+//   llmc_tokenizer.h  llm.c's gpt2_tokenizer.bin, written beside an llm.c export of a model
+//                   with GPT-2's tokenizer
 //   gguf_format.h   the GGUF v3 container: keys, tensor infos, aligned data
 //   gguf.h          a GPT as llama.cpp's gpt2 architecture in GGUF, and the Llama family as
 //                   its llama, qwen2, qwen3 (gguf_llama.h): read_gguf, write_gguf
 //                   (gguf_tokenizer.h: the tokenizer as tokenizer.ggml.* keys; gguf_model.h:
 //                   what the architectures share)
-//   safetensors.h   the safetensors format: a checked reader (pread into float32; F32, F16,
-//                   BF16) and a streamed writer (F32, F16, BF16)
+//   safetensors.h   the safetensors format: a checked reader (every dtype of the format in
+//                   a header; pread into float32 from F32, F16, BF16, F64, F8) and a
+//                   streamed writer (F32, F16, BF16)
 //   hf_folder.h     what every Hugging Face folder shares: config.json streamed, its keys
 //                   with defaults, model.safetensors or the shards its index names
 //   hf_gpt2.h       Hugging Face's GPT-2: config.json, HF's names and Conv1D layout; a

@@ -36,6 +36,13 @@ struct ModelFiles {
   std::vector<std::string> dropped;  // what the source held that the model does not keep
 };
 
+// A file an export writes beside the one asked for (llm.c's gpt2_tokenizer.bin): its path,
+// or an empty path and a note saying why it is not written ("" when the format has none).
+struct CompanionFile {
+  std::string path;
+  std::string note;
+};
+
 }  // namespace interop
 
 namespace interop {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -25,21 +26,14 @@ std::string quoted(const std::string& name) {
   return "'" + excerpt(name) + "'";
 }
 
-// The dtype named by a header entry; safetensors' other types are refused by name.
-StoredType parse_dtype(const json& value, const std::string& where) {
+// The dtype named by a header entry: any of the format's; a name it does not define is
+// refused.
+const SafetensorsDtype* parse_dtype(const json& value, const std::string& where) {
   if (!value.is_string())
     throw InteropError(fmt::format("{}: dtype is {}, not a string", where, base::json_kind(value)));
   const std::string& s = value.get_ref<const std::string&>();
-  if (s == "F32") return StoredType::f32;
-  if (s == "F16") return StoredType::f16;
-  if (s == "BF16") return StoredType::bf16;
-  static const char* const kKnown[] = {"F64", "I8",  "I16",     "I32",     "I64",     "U8",
-                                       "U16", "U32", "U64",     "BOOL",    "F8_E4M3", "F8_E5M2",
-                                       "C64", "F4",  "F6_E2M3", "F6_E3M2", "F8_E8M0"};
-  for (const char* k : kKnown)
-    if (s == k)
-      throw InteropError(
-          fmt::format("{}: dtype {} is not read here (only F32, F16 and BF16)", where, s));
+  for (const SafetensorsDtype& d : safetensors_dtypes())
+    if (s == d.name) return &d;
   throw InteropError(fmt::format("{}: unknown dtype {}", where, base::json_quote(value)));
 }
 
@@ -60,15 +54,16 @@ ag::Shape parse_shape(const json& value, const std::string& where) {
   return shape;
 }
 
-// The bytes the shape needs, or UINT64_MAX when that exceeds `limit` (no overflow).
-uint64_t shape_bytes(const ag::Shape& shape, StoredType dtype, uint64_t limit) {
-  uint64_t bytes = stored_bytes(dtype);
+// The bits the shape needs, or UINT64_MAX when that exceeds `limit` bytes (no overflow).
+uint64_t shape_bits(const ag::Shape& shape, uint32_t element_bits, uint64_t limit) {
+  const uint64_t limit_bits = limit > UINT64_MAX / 8 ? UINT64_MAX - 1 : limit * 8;
+  uint64_t bits = element_bits;
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   for (int64_t d : shape) {
-    if (bytes > limit / static_cast<uint64_t>(d)) return UINT64_MAX;
-    bytes *= static_cast<uint64_t>(d);
+    if (bits > limit_bits / static_cast<uint64_t>(d)) return UINT64_MAX;
+    bits *= static_cast<uint64_t>(d);
   }
-  return bytes;
+  return bits;
 }
 
 void parse_offsets(const json& value, const std::string& where, SafetensorsEntry& e,
@@ -100,12 +95,15 @@ SafetensorsEntry parse_entry(const std::string& name, const json& value, const s
   e.dtype = parse_dtype(value["dtype"], where);
   e.shape = parse_shape(value["shape"], where);
   parse_offsets(value["data_offsets"], where, e, region);
-  const uint64_t needed = shape_bytes(e.shape, e.dtype, region);
-  if (needed != e.end - e.begin)
+  const uint64_t bits = shape_bits(e.shape, e.dtype->bits, region);
+  if (bits != UINT64_MAX && bits % 8 != 0)
+    throw InteropError(fmt::format("{}: shape {} of {} is {} bits, not a whole number of bytes",
+                                   where, ag::shape_str(e.shape), e.dtype->name, bits));
+  if (bits == UINT64_MAX || bits / 8 != e.end - e.begin)
     throw InteropError(
         fmt::format("{}: shape {} of {} needs {} bytes, but data_offsets [{}, {}] hold {}", where,
-                    ag::shape_str(e.shape), dtype_name(e.dtype),
-                    needed == UINT64_MAX ? "more than the file's" : std::to_string(needed), e.begin,
+                    ag::shape_str(e.shape), e.dtype->name,
+                    bits == UINT64_MAX ? "more than the file's" : std::to_string(bits / 8), e.begin,
                     e.end, e.end - e.begin));
   return e;
 }
@@ -208,6 +206,48 @@ class HeaderReader final : public JsonReader {
   MetadataReader metadata_reader_{*this};
 };
 
+// An OCP 8-bit float as float32 (exact): F8_E4M3 (PyTorch's float8_e4m3fn: exponent bias 7,
+// no infinities, S.1111.111 NaN) or F8_E5M2 (float16's top byte: read as float16).
+float f8_value(uint8_t b, bool e4m3) {
+  if (!e4m3) {
+    const uint16_t half = static_cast<uint16_t>(b << 8);
+    float v = 0;
+    read_floats(reinterpret_cast<const char*>(&half), 1, StoredType::f16, &v);
+    return v;
+  }
+  const int exponent = (b >> 3) & 0xF, mantissa = b & 7;
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (exponent == 15 && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);
+  return sign * std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+}
+
+// n little-endian elements at src as float32, one function per dtype that holds weights
+void widen_f32(const char* src, uint64_t n, float* dst) {
+  std::memcpy(dst, src, 4 * n);
+}
+void widen_f16(const char* src, uint64_t n, float* dst) {
+  read_floats(src, static_cast<int64_t>(n), StoredType::f16, dst);
+}
+void widen_bf16(const char* src, uint64_t n, float* dst) {
+  read_floats(src, static_cast<int64_t>(n), StoredType::bf16, dst);
+}
+void widen_f64(const char* src, uint64_t n, float* dst) {
+  for (uint64_t i = 0; i < n; ++i) {
+    double v = 0;
+    std::memcpy(&v, src + 8 * i, 8);
+    // rounded to nearest; beyond float32's range, infinite (the importers refuse it by name)
+    const bool in_range = std::isnan(v) || std::fabs(v) <= std::numeric_limits<float>::max();
+    dst[i] = in_range ? static_cast<float>(v) : (v < 0 ? -INFINITY : INFINITY);
+  }
+}
+void widen_f8_e4m3(const char* src, uint64_t n, float* dst) {
+  for (uint64_t i = 0; i < n; ++i) dst[i] = f8_value(static_cast<uint8_t>(src[i]), true);
+}
+void widen_f8_e5m2(const char* src, uint64_t n, float* dst) {
+  for (uint64_t i = 0; i < n; ++i) dst[i] = f8_value(static_cast<uint8_t>(src[i]), false);
+}
+
 }  // namespace
 
 const char* dtype_name(StoredType d) {
@@ -217,6 +257,32 @@ const char* dtype_name(StoredType d) {
     case StoredType::bf16: return "BF16";
   }
   return "?";
+}
+
+const std::vector<SafetensorsDtype>& safetensors_dtypes() {
+  static const std::vector<SafetensorsDtype> table = {
+      {"F32", 32, widen_f32},
+      {"F16", 16, widen_f16},
+      {"BF16", 16, widen_bf16},
+      {"F64", 64, widen_f64},
+      {"F8_E4M3", 8, widen_f8_e4m3},
+      {"F8_E5M2", 8, widen_f8_e5m2},
+      {"BOOL", 8, nullptr},
+      {"U8", 8, nullptr},
+      {"I8", 8, nullptr},
+      {"U16", 16, nullptr},
+      {"I16", 16, nullptr},
+      {"U32", 32, nullptr},
+      {"I32", 32, nullptr},
+      {"U64", 64, nullptr},
+      {"I64", 64, nullptr},
+      {"C64", 64, nullptr},
+      {"F8_E8M0", 8, nullptr},
+      {"F6_E2M3", 6, nullptr},
+      {"F6_E3M2", 6, nullptr},
+      {"F4", 4, nullptr},
+  };
+  return table;
 }
 
 SafetensorsReader::SafetensorsReader(const std::string& path, const Filter& filter,
@@ -261,19 +327,24 @@ const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
 
 void SafetensorsReader::read_into(const SafetensorsEntry& e, float* out) const {
   const std::string named = "tensor " + quoted(e.name);
+  if (!e.dtype->widen)
+    throw InteropError(
+        fmt::format("{}: {} is {}, which holds no weights (they are read from "
+                    "F32, F16, BF16, F64, F8_E4M3 or F8_E5M2)",
+                    source(), named, e.dtype->name));
   const uint64_t at = data_start_ + e.begin;
-  if (e.dtype == StoredType::f32) {
+  if (e.dtype->widen == widen_f32) {  // straight into place
     in_.read(at, out, e.end - e.begin, named);
     return;
   }
   // widened a piece at a time, so the narrow copy never exceeds 1 MiB
-  constexpr uint64_t kPiece = uint64_t{1} << 19;
-  const uint64_t count = (e.end - e.begin) / 2;
-  std::vector<char> piece(2 * std::min(kPiece, count));
+  const uint64_t size = e.dtype->bits / 8, piece_elements = (uint64_t{1} << 20) / size;
+  const uint64_t count = (e.end - e.begin) / size;
+  std::vector<char> piece(size * std::min(piece_elements, count));
   for (uint64_t done = 0; done < count;) {
-    const uint64_t n = std::min(kPiece, count - done);
-    in_.read(at + 2 * done, piece.data(), 2 * n, named);
-    read_floats(piece.data(), static_cast<int64_t>(n), e.dtype, out + done);
+    const uint64_t n = std::min(piece_elements, count - done);
+    in_.read(at + size * done, piece.data(), size * n, named);
+    e.dtype->widen(piece.data(), n, out + done);
     done += n;
   }
 }

@@ -11,12 +11,16 @@
 //
 // The file is hostile until checked: before anything is allocated from it, its header length
 // is bounded (kMaxSafetensorsHeader, and within the file), and every entry is held to the
-// rules: dtype F32, F16 or BF16 (others refused by name), a shape whose element count times
+// rules: a dtype of the format's (kSafetensorsDtypes), a shape whose element count times
 // the dtype's size is exactly its byte range, ranges inside the data region that neither
 // overlap nor leave a gap (every byte belongs to exactly one tensor), no name twice,
 // __metadata__ strings only. Errors are InteropErrors naming the file and the tensor or field.
-// Tensors are read with pread straight into their float32 tensor (F16, BF16 widened exactly),
-// so reading a file costs its float32 tensors and no second copy of it.
+// Tensors are read with pread straight into their float32 tensor (F16, BF16, F8 widened
+// exactly, F64 rounded to nearest), so reading a file costs its float32 tensors and no second
+// copy of it. A header may name any of the format's dtypes (a GPT-2 file converted from an
+// old checkpoint carries its causal-mask buffers as BOOL or U8): only reading a tensor of a
+// dtype that holds no weights (integers, booleans, complex, F4/F6/E8M0) is refused, naming
+// the tensor and its dtype, so an importer that drops such a tensor never meets it.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -39,9 +43,19 @@ inline constexpr size_t kMaxSafetensorsString = size_t{1} << 20;
 // safetensors' name of an element type: "F32", "F16", "BF16"
 const char* dtype_name(StoredType d);
 
+// One element type the format names (safetensors' Dtype): its name, its size in bits, and
+// how n elements of it become float32 weights (nullptr: a tensor of it holds none).
+struct SafetensorsDtype {
+  const char* name;
+  uint32_t bits;
+  void (*widen)(const char* src, uint64_t n, float* dst);
+};
+// Every dtype safetensors defines (as of its 0.6 release), in one table.
+const std::vector<SafetensorsDtype>& safetensors_dtypes();
+
 struct SafetensorsEntry {
   std::string name;
-  StoredType dtype = StoredType::f32;
+  const SafetensorsDtype* dtype = nullptr;  // a row of safetensors_dtypes()
   ag::Shape shape;
   uint64_t begin = 0, end = 0;  // byte range within the data region
 };
@@ -68,8 +82,9 @@ class SafetensorsReader {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t file_size() const { return in_.size(); }
 
-  // The tensor's values as float32 into out (numel floats); a read error or a file that
-  // shrank since it was opened is an InteropError naming the tensor.
+  // The tensor's values as float32 into out (numel floats); a dtype that holds no weights
+  // (BOOL, I64, ...), a read error or a file that shrank since it was opened is an
+  // InteropError naming the tensor.
   void read_into(const SafetensorsEntry& e, float* out) const;
   ag::Tensor read(const SafetensorsEntry& e) const;
 

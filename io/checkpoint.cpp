@@ -241,15 +241,16 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
         write_contents(file, ckpt);
         h5::close_file(file, fd);
       } catch (const h5::IoError& e) {  // a full disk: said as the operating system says it
-        throw CheckpointError(base::os_error(fmt::format("cannot write '{}'", path), e.err).what());
+        throw CheckpointWriteError(
+            base::os_error(fmt::format("cannot write '{}'", path), e.err).what());
       } catch (const std::exception& e) {
-        throw CheckpointError(fmt::format("cannot build checkpoint '{}': {}", path, e.what()));
+        throw CheckpointWriteError(fmt::format("cannot build checkpoint '{}': {}", path, e.what()));
       }
     });
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {  // the temporary file, its fsync or the rename
-    throw CheckpointError(e.what());
+    throw CheckpointWriteError(e.what());
   }
 }
 

@@ -74,6 +74,11 @@ namespace io {
 struct CheckpointError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A checkpoint that could not be written (a full disk, the rename): the machine's failure,
+// not the file's (the command line's exit 1, not 2: docs/exit-codes.md).
+struct CheckpointWriteError : CheckpointError {
+  using CheckpointError::CheckpointError;
+};
 
 struct TokenizerSection {
   std::string type;             // "char", "byte", "bpe", "gpt2", "hf", or "none" (a gradient dump)

@@ -12,6 +12,7 @@
 
 #include "base/error_text.h"
 #include "cli/cli.h"
+#include "cli/option_aliases.h"
 #include "cli/options.h"
 #include "train/stop_reason.h"
 #include "train/stop_signals.h"
@@ -67,4 +68,39 @@ TEST_CASE("a stop signal another process sent is named as it is, even in a distr
   REQUIRE(train::StopSignals::requested());
   REQUIRE(train::stop_reason(false) == "SIGTERM");
   REQUIRE(train::stop_reason(true) == "SIGTERM");
+  // the run's exit code says so, as a shell reports a process the signal ended
+  REQUIRE(train::stopped_exit_code() == 128 + SIGTERM);
+  REQUIRE(train::stop_signal_of(143) == SIGTERM);
+  REQUIRE(train::stop_signal_of(130) == SIGINT);
+  REQUIRE(train::stop_signal_of(2) == 0);
+  REQUIRE(train::stop_signal_of(128 + SIGKILL) == 0);  // not a stop: nothing caught it
+}
+
+TEST_CASE("other tools' option names and near misses are answered with attograd's") {
+  const std::vector<std::string> train = {
+      "steps", "lr", "context-length", "batch-size", "grad-accum-steps", "d-model", "threads"};
+  CHECK(cli::option_suggestion("--max_iters", train) ==
+        " (did you mean '--steps'? max_iters is nanoGPT's name for it)");
+  CHECK(cli::option_suggestion("--learning_rate", train) ==
+        " (did you mean '--lr'? learning_rate is nanoGPT's name for it)");
+  CHECK(cli::option_suggestion("--per_device_train_batch_size", train) ==
+        " (did you mean '--batch-size'? per_device_train_batch_size is Hugging Face's name "
+        "for it)");
+  CHECK(cli::option_suggestion("-c", train) ==
+        " (did you mean '--context-length'? c is llama.cpp's name for it)");
+  CHECK(cli::option_suggestion("--CTX-SIZE", train) ==
+        " (did you mean '--context-length'? ctx_size is llama.cpp's name for it)");
+  // num_train_epochs: --epochs where the command has it, else --steps
+  CHECK_THAT(cli::option_suggestion("--num_train_epochs", train), Contains("'--steps'"));
+  CHECK_THAT(cli::option_suggestion("--num_train_epochs", {"epochs", "steps"}),
+             Contains("'--epochs'"));
+  // an alias whose option the command lacks says nothing of it
+  CHECK(cli::option_suggestion("--temp", train) == "");
+  CHECK(cli::option_suggestion("--batch_size", train) == " (did you mean '--batch-size'?)");
+  CHECK(cli::option_suggestion("--stpes", train) == " (did you mean '--steps'?)");
+  CHECK(cli::option_suggestion("--zzzzzz", train) == "");
+  for (const cli::OptionAlias& alias : cli::option_aliases()) {
+    INFO(alias.name);
+    CHECK(std::string(alias.option).find('_') == std::string::npos);  // attograd's spelling
+  }
 }

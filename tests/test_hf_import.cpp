@@ -3,6 +3,7 @@
 // sizes, tensors GPT-2 does not have or lacks, and non-finite weights are refused with one
 // line naming the file and the key or tensor; through the command line, exit 2 and no
 // output left behind.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -87,6 +88,30 @@ void edit_tensors(const std::string& folder,
   interop::write_safetensors(path, tensors, interop::StoredType::f32);
 }
 
+// Appends tensors of any dtype, given as their raw bytes, to a safetensors file (the
+// causal-mask buffers of a file converted from an old checkpoint: BOOL or U8).
+struct RawTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+void append_raw_tensors(const std::string& path, const std::vector<RawTensor>& extra) {
+  const std::string file = base::read_input_file(path, "model", int64_t{1} << 30);
+  uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(file.substr(8, n));
+  std::string data = file.substr(8 + n);
+  for (const RawTensor& t : extra) {
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data += t.bytes;
+  }
+  std::string text = header.dump();
+  const uint64_t length = text.size();
+  overwrite(path, std::string(reinterpret_cast<const char*>(&length), 8) + text + data);
+}
+
 std::string import_error(const std::string& path) {
   try {
     interop::read_hf_gpt2(path);
@@ -151,6 +176,34 @@ TEST_CASE("Hugging Face names without the prefix and the mask buffers are read",
   CHECK(back.format == "safetensors");
   REQUIRE(back.dropped.size() == 1);
   CHECK_THAT(back.dropped[0], Contains("attn.bias and attn.masked_bias"));
+}
+
+TEST_CASE("mask buffers stored as BOOL or U8 are dropped; a weight stored so is refused by name",
+          "[interop]") {
+  ag_test::TempDir dir;
+  const interop::ModelFiles m = random_model(small_gpt2());
+  const std::string folder = hf_folder(dir, m);
+  const std::string path = folder + "/model.safetensors";
+  const std::string mask(64, '\1');
+  append_raw_tensors(path, {{"transformer.h.0.attn.bias", "BOOL", {1, 1, 8, 8}, mask},
+                            {"transformer.h.1.attn.bias", "U8", {1, 1, 8, 8}, mask}});
+  const interop::ModelFiles back = interop::read_hf_gpt2(path);
+  REQUIRE(back.dropped.size() == 1);
+  CHECK_THAT(back.dropped[0], Contains("attn.bias and attn.masked_bias"));
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    CHECK(std::memcmp(back.weights[i].second.data<float>(), m.weights[i].second.data<float>(),
+                      m.weights[i].second.numel() * sizeof(float)) == 0);
+  // a tensor the model needs, in a dtype that holds no weights
+  const std::string other = hf_folder(dir, m, "gpt2_i64");
+  edit_tensors(other, [](std::vector<interop::SafetensorsTensor>& t) {
+    t.erase(std::remove_if(t.begin(), t.end(),
+                           [](const auto& x) { return x.name == "transformer.ln_f.bias"; }),
+            t.end());
+  });
+  append_raw_tensors(other + "/model.safetensors",
+                     {{"transformer.ln_f.bias", "I64", {8}, std::string(64, '\0')}});
+  CHECK_THAT(import_error(other + "/model.safetensors"),
+             Contains("tensor 'transformer.ln_f.bias' is I64, which holds no weights"));
 }
 
 TEST_CASE("configs attograd cannot compute are refused with the reason", "[interop]") {

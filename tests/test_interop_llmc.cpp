@@ -8,8 +8,13 @@
 #include <cstring>
 #include <limits>
 
+#include "base/posix_file.h"
+#include "gpt2_vocab_support.h"
+#include "interop/formats.h"
 #include "interop/llmc.h"
+#include "interop/llmc_tokenizer.h"
 #include "interop_support.h"
+#include "io/tokenizer_section.h"
 #include "support.h"
 
 using Catch::Matchers::Contains;
@@ -180,4 +185,49 @@ TEST_CASE("an llm.c checkpoint is written to a file whole or not at all") {
                         std::filesystem::directory_iterator()) == 1);    // no temporary left
   REQUIRE_THROWS_AS(InputBytes::open(dir.path.string()), InteropError);  // a folder
   REQUIRE_THROWS_AS(InputBytes::open(dir.file("missing.bin")), InteropError);
+}
+
+TEST_CASE("llm.c's tokenizer file holds GPT-2's tokens as llm.c reads them") {
+  const auto tokenizer = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
+  const auto& gpt2 = dynamic_cast<const data::Gpt2Tokenizer&>(*tokenizer);
+  std::string bytes;
+  interop::write_llmc_tokenizer(gpt2, [&](const char* d, size_t n) { bytes.append(d, n); });
+  // llm.c's llmc/tokenizer.h: 256 int32, then per token a length byte and the bytes
+  REQUIRE(header_int(bytes, 0) == 20240328);
+  REQUIRE(header_int(bytes, 1) == 2);
+  REQUIRE(header_int(bytes, 2) == 260);
+  REQUIRE(header_int(bytes, 3) == 259);
+  for (int i = 4; i < 256; ++i) REQUIRE(header_int(bytes, i) == 0);
+  size_t at = 1024;
+  std::vector<std::string> tokens;
+  while (at < bytes.size()) {
+    const size_t length = static_cast<uint8_t>(bytes[at]);
+    REQUIRE(length > 0);
+    tokens.push_back(bytes.substr(at + 1, length));
+    at += 1 + length;
+  }
+  REQUIRE(at == bytes.size());
+  REQUIRE(tokens.size() == 260);
+  CHECK(tokens[0] == "!");  // GPT-2's byte order starts at '!'
+  CHECK(tokens[256] == " t");
+  CHECK(tokens[258] == " the");
+  CHECK(tokens[259] == "<|endoftext|>");
+}
+
+TEST_CASE("an llm.c export writes GPT-2's tokenizer beside the model, or says why not") {
+  ag_test::TempDir dir;
+  ModelFiles m = interop_test::random_model(kConfig, 5);
+  const std::string path = dir.file("gpt2_run.bin");
+  CHECK_THAT(interop::llmc_tokenizer_of(m, path).note, Contains("the model has no tokenizer"));
+  m.tokenizer = io::tokenizer_section(data::ByteTokenizer());
+  CHECK_THAT(interop::llmc_tokenizer_of(m, path).note,
+             Contains("llm.c's tokenizer file holds GPT-2's tokenizer, and this model's is byte"));
+  m.tokenizer =
+      io::tokenizer_section(*data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab()));
+  CHECK(interop::llmc_tokenizer_of(m, path).path == dir.file("gpt2_tokenizer.bin"));
+  CHECK_THAT(interop::llmc_tokenizer_of(m, dir.file("gpt2_tokenizer.bin")).note,
+             Contains("the model itself is written under that name"));
+  interop::export_model(m, "llmc", path, interop::StoredType::f32);
+  const std::string written = base::read_input_file(dir.file("gpt2_tokenizer.bin"), "tokenizer");
+  CHECK(header_int(written, 3) == 259);
 }

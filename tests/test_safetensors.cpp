@@ -1,7 +1,8 @@
 // interop/safetensors.h: safetensors files read back as written (F32, BF16; F16 widened
 // exactly), and hostile files refused with one line naming the file and the field: a header
 // length past the file or over 100 MB, offsets outside the data, overlapping or leaving gaps,
-// a shape that disagrees with its bytes, dtypes other than F32/F16/BF16, a name twice.
+// a shape that disagrees with its bytes, an unknown dtype, a name twice; every dtype of the
+// format named in a header, F64 and F8 read, the rest refused when read.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -62,7 +63,7 @@ TEST_CASE("safetensors written F32 and BF16 read back as written", "[safetensors
     const auto* w = in.find("b.weight");
     REQUIRE(w);
     CHECK(w->shape == ag::Shape{2, 3});
-    CHECK(w->dtype == dtype);
+    CHECK(std::string(w->dtype->name) == interop::dtype_name(dtype));
     const ag::Tensor t = in.read(*w);
     for (size_t i = 0; i < a.size(); ++i)
       CHECK(t.data<float>()[i] ==
@@ -168,15 +169,75 @@ TEST_CASE("safetensors shapes that disagree with their bytes are refused", "[saf
   CHECK_THAT(refusal(one("\"4\"")), Contains("shape is a string, not an array"));
 }
 
-TEST_CASE("safetensors dtypes other than F32 F16 BF16 are refused by name", "[safetensors]") {
-  auto typed = [](const std::string& dtype) {
-    return image(fmt::format(R"({{"a":{{"dtype":"{}","shape":[1],"data_offsets":[0,8]}}}})", dtype),
-                 std::string(8, '\0'));
-  };
-  CHECK_THAT(refusal(typed("I64")),
-             Contains("tensor 'a': dtype I64 is not read here (only F32, F16 and BF16)"));
-  CHECK_THAT(refusal(typed("F64")), Contains("dtype F64 is not read here"));
-  CHECK_THAT(refusal(typed("Q4_K")), Contains("unknown dtype \"Q4_K\""));
+TEST_CASE(
+    "safetensors headers may name every dtype; only a tensor of one without weights is "
+    "refused, when read",
+    "[safetensors]") {
+  std::string header = "{", data;
+  for (const interop::SafetensorsDtype& d : interop::safetensors_dtypes()) {
+    const uint64_t count = d.bits == 6 ? 4 : 2;  // whole bytes: two of F6 are 12 bits
+    const uint64_t size = count * d.bits / 8;
+    header += fmt::format(R"({}"t_{}":{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})",
+                          header.size() > 1 ? "," : "", d.name, d.name, count, data.size(),
+                          data.size() + size);
+    data.append(size, '\0');
+  }
+  auto in = interop::SafetensorsReader::from_bytes(image(header + "}", data), "x.safetensors");
+  REQUIRE(in.entries().size() == interop::safetensors_dtypes().size());
+  for (const char* name : {"F32", "F16", "BF16", "F64", "F8_E4M3", "F8_E5M2"})
+    CHECK(in.read(*in.find(std::string("t_") + name)).data<float>()[1] == 0.0f);
+  for (const char* name : {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "C64",
+                           "F8_E8M0", "F6_E2M3", "F4"})
+    CHECK_THROWS_WITH(
+        in.read(*in.find(std::string("t_") + name)),
+        Contains(fmt::format("tensor 't_{}' is {}, which holds no weights", name, name)));
+  CHECK_THAT(refusal(image(R"({"a":{"dtype":"Q4_K","shape":[1],"data_offsets":[0,8]}})",
+                           std::string(8, '\0'))),
+             Contains("unknown dtype \"Q4_K\""));
+  CHECK_THAT(refusal(image(R"({"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})",
+                           std::string(2, '\0'))),
+             Contains("tensor 'a': shape [3] of F4 is 12 bits, not a whole number of bytes"));
+  CHECK_THAT(
+      refusal(
+          image(R"({"a":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0'))),
+      Contains(
+          "shape [2] of I64 needs more than the file's bytes, but data_offsets [0, 8] hold 8"));
+}
+
+TEST_CASE("safetensors F64 is rounded to float32, F8_E4M3 and F8_E5M2 widened exactly",
+          "[safetensors]") {
+  const double f64[] = {0.1, -3.0, 1e300};
+  std::string data(sizeof f64, '\0');
+  std::memcpy(data.data(), f64, sizeof f64);
+  // E4M3 (PyTorch's float8_e4m3fn): 1, -448 (the largest), 2^-9 (the smallest subnormal),
+  // 0.875 * 2^-6 (the largest subnormal), NaN; E5M2: 1, -57344, 2^-16, +inf, NaN
+  const uint8_t e4m3[] = {0x38, 0xFE, 0x01, 0x07, 0x7F};
+  const uint8_t e5m2[] = {0x3C, 0xFB, 0x01, 0x7C, 0x7E};
+  data.append(reinterpret_cast<const char*>(e4m3), 5);
+  data.append(reinterpret_cast<const char*>(e5m2), 5);
+  auto in = interop::SafetensorsReader::from_bytes(
+      image(R"({"d":{"dtype":"F64","shape":[3],"data_offsets":[0,24]},)"
+            R"("a":{"dtype":"F8_E4M3","shape":[5],"data_offsets":[24,29]},)"
+            R"("b":{"dtype":"F8_E5M2","shape":[5],"data_offsets":[29,34]}})",
+            data),
+      "x.safetensors");
+  const ag::Tensor d = in.read(*in.find("d")), a = in.read(*in.find("a")),
+                   b = in.read(*in.find("b"));
+  CHECK(d.data<float>()[0] == 0.1f);
+  CHECK(d.data<float>()[1] == -3.0f);
+  CHECK(d.data<float>()[2] == INFINITY);
+  const float* av = a.data<float>();
+  CHECK(av[0] == 1.0f);
+  CHECK(av[1] == -448.0f);
+  CHECK(av[2] == std::ldexp(1.0f, -9));
+  CHECK(av[3] == 0.875f * std::ldexp(1.0f, -6));
+  CHECK(std::isnan(av[4]));
+  const float* bv = b.data<float>();
+  CHECK(bv[0] == 1.0f);
+  CHECK(bv[1] == -57344.0f);
+  CHECK(bv[2] == std::ldexp(1.0f, -16));
+  CHECK(bv[3] == INFINITY);
+  CHECK(std::isnan(bv[4]));
 }
 
 TEST_CASE("safetensors headers that are not what the format says are refused", "[safetensors]") {

@@ -113,8 +113,9 @@ struct RunConfig {
   // Comma-separated fnmatch patterns over parameter names: those parameters are frozen
   // (train/freezing.h); with model.lora_rank > 0 every base weight is frozen besides.
   std::string freeze;
-  // with init_from: the model keys the command line (or a config file) set; the others are
-  // the checkpoint's (take_model_of). Not stored in a checkpoint.
+  // with init_from: the model keys and the tokenizer (keys_an_init_decides) the command line
+  // (or a config file) set; the others are the checkpoint's (take_model_of). Not stored in
+  // a checkpoint.
   std::vector<std::string> model_keys_given;
   bool detect_anomaly = false;  // check every op for NaN/inf (autograd/anomaly.h)
   std::string inject_nan;       // fault injection: PHASE:MODULE[@STEP]

@@ -23,36 +23,65 @@ std::string value_text(const T& v) {
     return fmt::format("{}", v);
 }
 
+// The one refusal of a setting an --init-from checkpoint decides, given otherwise.
+[[noreturn]] void refuse_other_value(const io::Checkpoint& ckpt, const std::string& key,
+                                     const std::string& mine, const std::string& theirs) {
+  std::string option = key;
+  std::replace(option.begin(), option.end(), '_', '-');
+  throw std::invalid_argument(fmt::format(
+      "--{} {} disagrees with '{}', whose model has {} {}: with --init-from the model is the "
+      "checkpoint's (leave --{} out)",
+      option, mine, base::printable(ckpt.source), key, theirs, option));
+}
+
+// The settings of a run, beside its model's keys (nn::config_fields()), that the weights
+// of an --init-from checkpoint fix: ids mean what its tokenizer says.
+struct InitDecided {
+  const char* key;
+  data::TokenizerKind RunConfig::*member;
+};
+constexpr InitDecided kInitDecided[] = {{"tokenizer", &RunConfig::tokenizer}};
+
 }  // namespace
 
+std::vector<std::string> keys_an_init_decides() {
+  std::vector<std::string> keys;
+  for (const auto& f : nn::config_fields()) keys.emplace_back(f.key);
+  for (const InitDecided& d : kInitDecided) keys.emplace_back(d.key);
+  return keys;
+}
+
 void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
-  const nn::GPTConfig from = RunConfig::from_json(ckpt.config).model;
+  const RunConfig was = RunConfig::from_json(ckpt.config);
+  const nn::GPTConfig& from = was.model;
   const auto& given = cfg.model_keys_given;
+  auto set_here = [&](const char* key) {
+    return std::find(given.begin(), given.end(), key) != given.end();
+  };
   for (const auto& f : nn::config_fields()) {
-    const bool set_here = std::find(given.begin(), given.end(), f.key) != given.end();
     std::visit(
         [&](auto member) {
           auto& mine = cfg.model.*member;
           const auto& theirs = from.*member;
           if (f.head_setting) {  // the head is the task's: a classifier may start from an LM
-            if (!set_here && std::string_view(f.key) != "num_classes") mine = theirs;
+            if (!set_here(f.key) && std::string_view(f.key) != "num_classes") mine = theirs;
             return;
           }
-          if (!set_here) mine = theirs;
+          if (!set_here(f.key)) mine = theirs;
           const std::string_view key = f.key;
           if (mine == theirs || key == "dropout" || f.adapter_setting) return;
           // RoPE holds no parameter per position: a run may train on shorter windows (or
           // longer ones: RoPE's angles extend) than the checkpoint's context
           if (key == "context_length" && from.position == nn::PositionKind::rope) return;
-          std::string option = f.key;
-          std::replace(option.begin(), option.end(), '_', '-');
-          throw std::invalid_argument(fmt::format(
-              "--{} {} disagrees with '{}', whose model has {} {}: with --init-from the model "
-              "is the checkpoint's (leave --{} out)",
-              option, value_text(mine), base::printable(ckpt.source), f.key, value_text(theirs),
-              option));
+          refuse_other_value(ckpt, f.key, value_text(mine), value_text(theirs));
         },
         f.member);
+  }
+  for (const InitDecided& d : kInitDecided) {
+    const auto theirs = was.*d.member;  // the kind its run recorded (import: the file's)
+    if (!set_here(d.key)) cfg.*d.member = theirs;
+    if (cfg.*d.member != theirs)
+      refuse_other_value(ckpt, d.key, value_text(cfg.*d.member), value_text(theirs));
   }
 }
 

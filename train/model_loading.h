@@ -56,6 +56,11 @@ struct RunConfig;
 // of the fine-tuning rather than of the weights (the command line's win; those it leaves
 // out are the checkpoint's); a disagreement is a std::invalid_argument naming the option,
 // both values and the way on.
+// The tokenizer (whose ids the weights were trained on) is the checkpoint's the same way:
+// --tokenizer char beside a GPT-2 checkpoint is refused, not ignored.
 void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg);
+// The keys take_model_of holds to the checkpoint: every model key (nn::config_fields()) and
+// the tokenizer. The command line records which of them it was given (cfg.model_keys_given).
+std::vector<std::string> keys_an_init_decides();
 
 }  // namespace train

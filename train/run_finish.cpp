@@ -102,7 +102,7 @@ int TrainingRun::finish() {
   const bool ended = progress_.step == cfg_.steps || !ending_.early_stop.empty();
   if (cfg_.sample_tokens > 0 && ended && !StopSignals::requested()) print_closing_sample();
   notify(true);
-  return 0;
+  return stopped ? stopped_exit_code() : 0;  // saved, but not the run asked for
 }
 
 void TrainingRun::save_final() {

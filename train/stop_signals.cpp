@@ -212,4 +212,15 @@ const char* signal_name(int sig) {
   }
 }
 
+int stopped_exit_code() {
+  const int sig = StopSignals::first();
+  return 128 + (sig != 0 ? sig : SIGTERM);
+}
+
+int stop_signal_of(int exit_code) {
+  for (const int sig : kStopSignals)
+    if (exit_code == 128 + sig) return sig;
+  return 0;
+}
+
 }  // namespace train

@@ -54,4 +54,12 @@ class PipeSignalIgnored {
 // "SIGTERM", "SIGHUP", ...
 const char* signal_name(int sig);
 
+// The exit code of a run a stop signal ended, saved: 128 + the signal, as a shell reports a
+// process the signal ended (130 for Ctrl-C), so `attograd train ... && next` goes no
+// further; SIGTERM's (143) for a rank of a distributed run that another rank's signal
+// stopped. docs/exit-codes.md.
+int stopped_exit_code();
+// The stop signal an exit code of stopped_exit_code() stands for, else 0.
+int stop_signal_of(int exit_code);
+
 }  // namespace train

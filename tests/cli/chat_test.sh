@@ -76,16 +76,16 @@ errors)
   make_chats
   train() { "$bin" train "${small[@]}" --steps 1 --out run.h5 "$@"; }
   printf '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\n{"messages": [{"role": "robot", "content": "a"}]}\n' > role.jsonl
-  expect_error 1 "role.jsonl: line 2: 'messages[0].role' is 'robot', not 'system', 'user' or 'assistant'" \
+  expect_error 2 "role.jsonl: line 2: 'messages[0].role' is 'robot', not 'system', 'user' or 'assistant'" \
     train --data role.jsonl
   printf '{"messages": [{"role": "user"}]}\n' > content.jsonl
-  expect_error 1 "content.jsonl: line 1: 'messages[0].content' is missing" train --data content.jsonl
+  expect_error 2 "content.jsonl: line 1: 'messages[0].content' is missing" train --data content.jsonl
   { head -c 5000000 /dev/zero | tr '\0' ' '; echo '{}'; } > huge.jsonl
-  expect_error 1 "huge.jsonl: line 1: a record of 5000002 bytes, more than the 4194304" \
+  expect_error 2 "huge.jsonl: line 1: a record of 5000002 bytes, more than the 4194304" \
     train --data huge.jsonl
   printf '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "%s"}]}\n' \
     "$(printf 'b%.0s' $(seq 200))" > long.jsonl
-  expect_error 1 "long.jsonl: line 1: the conversation takes" train --data long.jsonl --no-truncate
+  expect_error 2 "long.jsonl: line 1: the conversation takes" train --data long.jsonl --no-truncate
   expect_usage_error "chat_format must be 'chatml' or 'llama3', got 'vicuna'" \
     train --data chats.jsonl --chat-format vicuna
   train --data chats.jsonl > /dev/null 2>&1 || fail "train --task chat failed"

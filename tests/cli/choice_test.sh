@@ -93,15 +93,15 @@ errors)
   expect_usage_error "not a regular file" "${ev[@]}" --multiple-choice .
   # a bad line anywhere fails before any scoring, naming file, line and field
   { head -2 items.jsonl; echo; echo '{"ctx": "ant bee", "endings": ["cat", "dog"], "label": 2}'; } > bad.jsonl
-  expect_error 1 "bad.jsonl: line 4: 'label' is 2, outside 0 to 1 (2 endings)" "${ev[@]}" --multiple-choice bad.jsonl
+  expect_error 2 "bad.jsonl: line 4: 'label' is 2, outside 0 to 1 (2 endings)" "${ev[@]}" --multiple-choice bad.jsonl
   [ ! -s out.txt ] || fail "a bad file printed a result: $(cat out.txt)"
   # " " + 9 words: 36 characters, a window of 32
   echo '{"ctx": "ant", "endings": ["bee", "ant bee cat dog elk fox gnu hen jay"], "label": 0}' > long.jsonl
-  expect_error 1 "long.jsonl: line 1: 'endings[1]' is 36 tokens" "${ev[@]}" --multiple-choice long.jsonl
+  expect_error 2 "long.jsonl: line 1: 'endings[1]' is 36 tokens" "${ev[@]}" --multiple-choice long.jsonl
   echo '{"question": "ant", "choices": ["bee", "CAT"], "answer": "B"}' > chars.jsonl
-  expect_error 1 "chars.jsonl: line 1: 'choices[1]': character 'C'" "${ev[@]}" --multiple-choice chars.jsonl
+  expect_error 2 "chars.jsonl: line 1: 'choices[1]': character 'C'" "${ev[@]}" --multiple-choice chars.jsonl
   printf '\n\n' > empty.jsonl
-  expect_error 1 "empty.jsonl: no items" "${ev[@]}" --multiple-choice empty.jsonl
+  expect_error 2 "empty.jsonl: no items" "${ev[@]}" --multiple-choice empty.jsonl
   # with --limit, what follows the items scored is not read
   "${ev[@]}" --multiple-choice bad.jsonl --limit 2 > /dev/null || fail "--limit 2 read past its items"
   ;;
@@ -137,7 +137,7 @@ mpi_shared)
   { cat items.jsonl; echo '{"ctx": "ant"}'; } > bad.jsonl
   rc=0
   mpirun --oversubscribe -np 2 "$bin" eval --checkpoint run.h5 --multiple-choice bad.jsonl > out.txt 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] || fail "a bad line under mpirun exited $rc, not 1: $(cat err.txt)"
+  [ "$rc" -eq 2 ] || fail "a bad line under mpirun exited $rc, not 2: $(cat err.txt)"
   [ "$(grep -c "attograd eval: error" err.txt)" -eq 1 ] || fail "not one message: $(cat err.txt)"
   grep -q "bad.jsonl: line 102: 'endings' is missing" err.txt || fail "$(cat err.txt)"
   ;;

@@ -105,15 +105,15 @@ sms_layout)
 errors)
   make_sets
   printf 'text\tlabel\ngood\tpos\njust text\n' > nolabel.tsv
-  expect_error 1 "nolabel.tsv' line 3: no label column" \
+  expect_error 2 "nolabel.tsv' line 3: no label column" \
     "$bin" train "${small[@]}" --data nolabel.tsv --steps 1 --out x.h5
   awk 'NR == 1 { print; next } { print } END { print "a very long text indeed, longer than forty-eight characters in all\tham" }' \
     spam.tsv > long.tsv
-  expect_error 1 "line 802: the text is 66 tokens, longer than the context of 48" \
+  expect_error 2 "line 802: the text is 66 tokens, longer than the context of 48" \
     "$bin" train "${small[@]}" --data long.tsv --no-truncate --steps 1 --out x.h5
   "$bin" train "${small[@]}" --data spam.tsv --steps 5 --eval-interval 0 --out cls.h5 > /dev/null
   printf 'text\tlabel\nthe cat\tham\nthe dog\tegg\n' > unknown.tsv
-  expect_error 1 "unknown.tsv' line 3: unknown label 'egg' (the model's labels: ham, spam)" \
+  expect_error 2 "unknown.tsv' line 3: unknown label 'egg' (the model's labels: ham, spam)" \
     "$bin" eval --checkpoint cls.h5 --data unknown.tsv
   cut -f1 spam.tsv | tail -n +2 > text.txt
   "$bin" train --tokenizer char --context-length 48 --d-model 48 --n-heads 4 --n-layers 1 \

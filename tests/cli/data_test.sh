@@ -258,7 +258,7 @@ damaged_data_saves)
     fail "the error does not say what was saved where: $(cat err.txt)"
   "$bin" inspect damaged.h5 --verify | grep -q "^step $step$" || fail "damaged.h5 does not hold step $step"
   # resume notices the edited token file by its hash
-  expect_error 1 "big.prepared/train.bin: its SHA-256" "$bin" resume --checkpoint damaged.h5
+  expect_error 2 "big.prepared/train.bin: its SHA-256" "$bin" resume --checkpoint damaged.h5
   rm -r big.prepared && cp -r pristine big.prepared
   # the saved step is the last completed one: resumed, it trains what one run trains
   "${run[@]}" --stop-at $((step + 2)) --out whole.h5 > /dev/null
@@ -299,7 +299,7 @@ verify_on_request)
   if [ "$old" -eq 1 ]; then id='\002'; else id='\001'; fi
   printf "$id\\000" | dd of=big.prepared/train.bin bs=1 seek="$at" conv=notrunc status=none
   "$bin" inspect big.prepared > /dev/null || fail "the sampled check saw a change outside its blocks"
-  expect_error 1 "big.prepared/train.bin: its SHA-256 is" "$bin" inspect big.prepared --verify
+  expect_error 2 "big.prepared/train.bin: its SHA-256 is" "$bin" inspect big.prepared --verify
   ;;
 *)
   fail "unknown scenario '$scenario'"

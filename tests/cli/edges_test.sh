@@ -87,11 +87,11 @@ optimizer_state_refused)
   [ -n "${MAKE_HOSTILE_H5:-}" ] || { echo "SKIP: MAKE_HOSTILE_H5 is not set"; exit 77; }
   echo "not a secret" > secret.txt
   "$MAKE_HOSTILE_H5" . secret.txt negative_moments.h5 negative_step.h5
-  expect_error 1 "'negative_moments.h5': /optimizer/v/w holds 2 negative values (first at [1, 0]: -0.25)" \
+  expect_error 2 "'negative_moments.h5': /optimizer/v/w holds 2 negative values (first at [1, 0]: -0.25)" \
     "$bin" resume --checkpoint negative_moments.h5 --out out.h5
-  expect_error 1 "'negative_step.h5': /optimizer attribute 'step': the step count is -3" \
+  expect_error 2 "'negative_step.h5': /optimizer attribute 'step': the step count is -3" \
     "$bin" resume --checkpoint negative_step.h5 --out out.h5
-  expect_error 1 "/optimizer/v/w holds 2 negative values" "$bin" inspect negative_moments.h5
+  expect_error 2 "/optimizer/v/w holds 2 negative values" "$bin" inspect negative_moments.h5
   ;;
 *)
   fail "unknown scenario"

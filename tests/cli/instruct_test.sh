@@ -90,28 +90,28 @@ errors)
   make_records
   train() { "$bin" train "${small[@]}" --steps 1 --out run.h5 "$@"; }
   printf '{"instruction": "a", "output": "b"}\n{"instruction": "a"}\n' > missing.jsonl
-  expect_error 1 "missing.jsonl: line 2: 'output' is missing" train --data missing.jsonl
+  expect_error 2 "missing.jsonl: line 2: 'output' is missing" train --data missing.jsonl
   printf '[{"instruction": "a", "output": "b"},\n {"instruction": "a", "output": ""}]' > empty.json
-  expect_error 1 "empty.json: record 2 (line 2): 'output' is empty" train --data empty.json
+  expect_error 2 "empty.json: record 2 (line 2): 'output' is empty" train --data empty.json
   printf '{"instruction": 5, "output": "b"}\n' > kind.jsonl
-  expect_error 1 "kind.jsonl: line 1: 'instruction' must be a string, not an unsigned integer" \
+  expect_error 2 "kind.jsonl: line 1: 'instruction' must be a string, not an unsigned integer" \
     train --data kind.jsonl
   printf '{"instruction": "a", "output": "b"}\n\n["a"]\n' > array.jsonl
-  expect_error 1 "array.jsonl: line 3: a record must be a JSON object" train --data array.jsonl
+  expect_error 2 "array.jsonl: line 3: a record must be a JSON object" train --data array.jsonl
   printf '{"instruction": "a\xff", "output": "b"}\n' > utf8.jsonl
-  expect_error 1 "utf8.jsonl: line 1: invalid UTF-8" train --data utf8.jsonl
+  expect_error 2 "utf8.jsonl: line 1: invalid UTF-8" train --data utf8.jsonl
   printf '[]' > none.json
-  expect_error 1 "none.json: no records" train --data none.json
+  expect_error 2 "none.json: no records" train --data none.json
   printf '{"instruction": "a", "output": "%s"}\n' "$(printf 'b%.0s' $(seq 300))" > long.jsonl
-  expect_error 1 "long.jsonl: line 1: the prompt and response take" \
+  expect_error 2 "long.jsonl: line 1: the prompt and response take" \
     train --data long.jsonl --no-truncate
-  expect_error 1 "long.jsonl: line 1: the prompt alone is" train --data long.jsonl --context-length 64
+  expect_error 2 "long.jsonl: line 1: the prompt alone is" train --data long.jsonl --context-length 64
   printf '{"prompt_input": "{instruction} {question} {input}", "prompt_no_input": "{instruction}"}' \
     > bad_template.json
-  expect_error 1 "'prompt_input' has the placeholder '{question}'" \
+  expect_error 2 "'prompt_input' has the placeholder '{question}'" \
     train --data set.jsonl --template bad_template.json
   printf '{"prompt_input": "{input}", "prompt_no_input": "{instruction}"}' > no_instruction.json
-  expect_error 1 "'prompt_input' has no {instruction}" \
+  expect_error 2 "'prompt_input' has no {instruction}" \
     train --data set.jsonl --template no_instruction.json
   # sample's options
   train --data set.jsonl > /dev/null 2>&1 || fail "train --task instruct failed"
@@ -120,7 +120,7 @@ errors)
   expect_usage_error "--input goes with --instruction" "$bin" sample --checkpoint run.h5 --input b
   expect_usage_error "--instruction: character '%' (U+0025)" \
     "$bin" sample --checkpoint run.h5 --instruction "Peru%"
-  expect_error 1 "missing.jsonl: line 2: 'output' is missing" \
+  expect_error 2 "missing.jsonl: line 2: 'output' is missing" \
     "$bin" eval --checkpoint run.h5 --data missing.jsonl
   # A language model (no --task): sample --instruction formats Alpaca's prompt and says so;
   # with a char tokenizer it has no end-of-text, which eval --task instruct needs.

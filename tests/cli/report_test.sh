@@ -33,7 +33,7 @@ report_errors)
   expect_error 2 "--prompt is 40 tokens" "$bin" report --checkpoint run.h5 \
     --prompt "$(printf 'x%.0s' {1..40})" --out r.html
   { head -2 m.jsonl; echo '{"step": 3, "loss": "low"}'; tail -n +3 m.jsonl; } > bad.jsonl
-  expect_error 1 "bad.jsonl:3: 'loss' must be a number" "$bin" report --metrics bad.jsonl --out r.html
+  expect_error 2 "bad.jsonl:3: 'loss' must be a number" "$bin" report --metrics bad.jsonl --out r.html
   [ ! -e r.html ] || fail "a failed report left r.html behind"
   # an unfinished last line (a run still writing) is skipped, and the page says so
   { cat m.jsonl; printf '{"step": 7, "lo'; } > live.jsonl

@@ -18,7 +18,12 @@ that gains and biases are no longer ones and zeros; then
     a tokenizer folder by `attograd import`: the imported checkpoint's /model equals the
     source's bit for bit, and `attograd sample` runs on it;
   - a file whose header lies (V > Vp) is refused: exit 2, one line naming the file and the
-    field, no output file.
+    field, no output file;
+  - a model with a GPT-2 tokenizer (256 bytes, three merges, <|endoftext|>, written here as
+    vocab.json + merges.txt) exported to llm.c gets gpt2_tokenizer.bin beside it, read here as
+    llm.c's llmc/tokenizer.h reads it (a header of 256 int32: 20240328, 2, the number of
+    tokens, the end-of-text id; then a length byte and the bytes of each token): every
+    token's bytes are vocab.json's, decoded through bytes_to_unicode.
 
 Exit status: 0 when all agree, 1 on a mismatch (printed), 77 (ctest's SKIP_RETURN_CODE)
 when numpy or h5py cannot be imported.
@@ -123,8 +128,8 @@ def check_export(path, model, cfg, bf16, failures):
         failures.append(f"{path}: {flat.size} values after the header, llm.c's layout has {at}")
 
 
-def write_tokenizer_folder(folder):
-    """GPT-2's files for 256 byte tokens in byte order and no merges (bytes_to_unicode)."""
+def byte_chars():
+    """GPT-2's bytes_to_unicode: each byte's printable stand-in in vocab.json."""
     printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
     chars, n = {}, 0
     for b in range(256):
@@ -133,11 +138,69 @@ def write_tokenizer_folder(folder):
         else:
             chars[b] = chr(256 + n)
             n += 1
+    return chars
+
+
+def write_tokenizer_folder(folder):
+    """GPT-2's files for 256 byte tokens in byte order and no merges (bytes_to_unicode)."""
+    chars = byte_chars()
     os.makedirs(folder)
     with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)
     with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n")
+
+
+def check_tokenizer_export(binary, tmp, model, cfg, failures):
+    """A GPT-2 tokenizer (bytes, three merges, <|endoftext|>) goes out beside an llm.c export
+    as gpt2_tokenizer.bin, read back here as llm.c's llmc/tokenizer.h reads it."""
+    chars = byte_chars()
+    vocab = {chars[b]: i for i, b in enumerate(
+        [b for b in range(256) if chars[b] == chr(b)] + [b for b in range(256) if chars[b] != chr(b)])}
+    for merged in ("\u0120t", "he", "\u0120the"):
+        vocab[merged] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    folder = os.path.join(tmp, "gpt2_tokenizer_files")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n\u0120 t\nh e\n\u0120t he\n")
+    V, C, L = len(vocab), cfg["d_model"], cfg["n_layers"]
+    grown = dict(model)
+    extra = np.random.default_rng(1).standard_normal((V - cfg["vocab_size"], C)).astype(np.float32)
+    grown["tok_emb.weight"] = np.concatenate([model["tok_emb.weight"], extra])
+    header = [20240326, 3, cfg["context_length"], V, L, cfg["n_heads"], C, V] + [0] * 248
+    source = os.path.join(tmp, "gpt2_vocab.bin")
+    write_llmc(source, header, llmc_parts(grown, L), V, V, C, np.random.default_rng(2))
+    ckpt = os.path.join(tmp, "gpt2_vocab.h5")
+    run(binary, ["import", source, "--out", ckpt, "--tokenizer", folder])
+    out_dir = os.path.join(tmp, "llmc_out")
+    os.makedirs(out_dir)
+    run(binary, ["export", ckpt, "--format", "llmc", "--out", os.path.join(out_dir, "model.bin")])
+    path = os.path.join(out_dir, "gpt2_tokenizer.bin")
+    if not os.path.exists(path):
+        failures.append("an llm.c export of a GPT-2-tokenized model wrote no gpt2_tokenizer.bin")
+        return
+    raw = open(path, "rb").read()
+    head = np.frombuffer(raw[:1024], dtype="<i4")
+    want = [20240328, 2, V, vocab["<|endoftext|>"]]
+    if list(head[:4]) != want or any(head[4:]):
+        failures.append(f"gpt2_tokenizer.bin header {list(head[:4])}, wanted {want} then zeros")
+    unicode_to_byte = {c: b for b, c in chars.items()}
+    expected = [None] * V
+    for text, i in vocab.items():
+        expected[i] = text.encode() if text == "<|endoftext|>" else bytes(
+            unicode_to_byte[c] for c in text)
+    at, tokens = 1024, []
+    while at < len(raw):
+        n = raw[at]
+        tokens.append(raw[at + 1:at + 1 + n])
+        at += 1 + n
+    if tokens != expected:
+        bad = next((i for i in range(min(len(tokens), V)) if tokens[i] != expected[i]), len(tokens))
+        failures.append(f"gpt2_tokenizer.bin: {len(tokens)} tokens; token {bad} differs from "
+                        f"vocab.json's (or the count, {V})")
 
 
 def check_import(binary, tmp, model, cfg, failures):
@@ -199,11 +262,13 @@ def main():
                 + (["--dtype", "bf16"] if bf16 else []))
             check_export(out, model, cfg, bf16, failures)
         check_import(binary, tmp, model, cfg, failures)
+        check_tokenizer_export(binary, tmp, model, cfg, failures)
     for f in failures:
         print("MISMATCH:", f)
     if not failures:
         print("llm.c: float32 and bfloat16 exports match llm.c's layout bit for bit; "
-              "an independently written file imports exactly; a lying header is refused")
+              "an independently written file imports exactly; a lying header is refused; "
+              "GPT-2's tokenizer goes out as the gpt2_tokenizer.bin llm.c reads")
     return 1 if failures else 0
 
 
