@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "checkpoint_support.h"
 #include "support.h"
 #include "train/train.h"
 
@@ -101,14 +102,6 @@ std::vector<double> train_through(const train::RunConfig& cfg,
   return losses;
 }
 
-bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || a[i].second.to_vector() != b[i].second.to_vector())
-      return false;
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("every registered optimizer trains and a resume continues it exactly",
@@ -139,8 +132,8 @@ TEST_CASE("every registered optimizer trains and a resume continues it exactly",
     train_through(resumed, &half);
     const io::Checkpoint rest = io::load_checkpoint(split.out);
     REQUIRE(rest.step == 8);
-    REQUIRE(same_bits(rest.model, straight.model));
-    REQUIRE(same_bits(rest.optimizer->tensors, straight.optimizer->tensors));
+    REQUIRE(ag_test::same_state(rest.model, straight.model));
+    REQUIRE(ag_test::same_state(rest.optimizer->tensors, straight.optimizer->tensors));
     REQUIRE(rest.optimizer->scalars == straight.optimizer->scalars);
   }
 }
