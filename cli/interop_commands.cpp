@@ -143,7 +143,7 @@ int export_command(const Args& args) {
         "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint)");
     add("out", po::value(&out)->required(),
         "where to write (hf: a folder, new or empty unless --overwrite)");
-    add("dtype", po::value(&dtype)->default_value("f32"), "f32, bf16 or f16 (f16: hf only)");
+    add("dtype", po::value(&dtype)->default_value("f32"), "f32, bf16 or f16 (f16: hf and gguf)");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(args, desc, "checkpoint",
                                "attograd export CHECKPOINT.h5 --format hf|gguf|llmc "

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "data/gpt2_tokenizer.h"
+
 namespace data {
 
 namespace {
 
 // The formats as their chat templates write them (Qwen2.5's and SmolLM2's templates for
-// ChatML, Llama 3.1's for the header format), a row each.
+// ChatML, Llama 3.1's for the header format), a row each, with a template of our own that
+// writes exactly what ChatTokens::conversation writes (a GGUF file carries it for llama.cpp).
 constexpr std::array<ChatFormatRow, 2> kChatFormats = {{
     {ChatFormat::chatml,
      "",
@@ -18,18 +21,29 @@ constexpr std::array<ChatFormatRow, 2> kChatFormats = {{
      "<|im_end|>",
      "\n",
      {"<|im_start|>", "<|im_end|>", "", ""},
-     "<|im_start|>"},
+     "<|im_start|>",
+     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+     "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}"
+     "{{ '<|im_start|>assistant\\n' }}{% endif %}"},
     {ChatFormat::llama3,
      "<|begin_of_text|>",
      "<|start_header_id|>{role}<|end_header_id|>\n\n",
      "<|eot_id|>",
      "",
      {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
-     "<|start_header_id|>"},
+     "<|start_header_id|>",
+     "{{ '<|begin_of_text|>' }}{% for message in messages %}{{ '<|start_header_id|>' + "
+     "message['role'] + '<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}"
+     "{% endfor %}{% if add_generation_prompt %}"
+     "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
 }};
 
-// The token's id when the tokenizer encodes its text as that one token.
+// The token's id when the tokenizer has it: one of a gpt2-kind tokenizer's special tokens
+// (which it encodes as ordinary text: a GGUF file's control tokens read back), or a text it
+// encodes as that one token (an hf tokenizer's added tokens).
 std::optional<int64_t> own_token(const Tokenizer& tokenizer, std::string_view text) {
+  if (const auto* gpt2 = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer))
+    if (const std::optional<int64_t> id = gpt2->special_id(text)) return id;
   try {
     const std::vector<int64_t> ids = tokenizer.encode(std::string(text));
     if (ids.size() == 1 && tokenizer.decode(ids) == text) return ids[0];
@@ -80,6 +94,12 @@ bool ChatTokens::is_special(int64_t id) const {
   for (size_t i = 0; i < row_.special.size() && !row_.special[i].empty(); ++i)
     if (ids_[i] == id) return true;
   return false;
+}
+
+std::string_view ChatTokens::text_of(int64_t id) const {
+  for (size_t i = 0; i < row_.special.size() && !row_.special[i].empty(); ++i)
+    if (ids_[i] == id) return row_.special[i];
+  return {};
 }
 
 std::string_view ChatTokens::special_in(std::string_view text) const {

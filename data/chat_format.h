@@ -62,6 +62,7 @@ struct ChatFormatRow {
   std::string_view after_turn;              // text after the end of turn
   std::array<std::string_view, 4> special;  // the format's special tokens ("" past the last)
   std::string_view template_marker;         // what a chat_template of this family writes
+  std::string_view chat_template;           // a Jinja chat_template writing exactly this format
 };
 
 const ChatFormatRow& chat_format_row(ChatFormat format);
@@ -94,6 +95,8 @@ class ChatTokens {
   int64_t end_of_turn() const;
   // Whether id is one of the format's special tokens.
   bool is_special(int64_t id) const;
+  // The text of the special token of this id ("" when id is none of them).
+  std::string_view text_of(int64_t id) const;
   // The first special token's text that `text` holds, or "" (a message must hold none: its
   // text would end its turn).
   std::string_view special_in(std::string_view text) const;

@@ -339,7 +339,7 @@ inline void gguf(const std::string& bytes) {
     return;
   }
   std::string again;
-  interop::write_gguf(m, ag::Precision::fp32, "fuzz",
+  interop::write_gguf(m, interop::StoredType::f32, "fuzz",
                       [&](const char* d, size_t n) { again.append(d, n); });
   const interop::ModelFiles back = interop::read_gguf(interop::InputBytes::of(again, "again.gguf"));
   if (back.config.tie_weights != m.config.tie_weights ||

@@ -89,11 +89,11 @@ void check_hf(const ModelFiles& model, const std::string& out, StoredType dtype)
   if (dtype == StoredType::f16) check_f16_range(model, out);
 }
 
-// llm.c and attograd's GGUF writer hold float32 or bfloat16.
+// llm.c's files hold float32 or bfloat16.
 ag::Precision precision_of(StoredType dtype, const std::string& format, const std::string& out) {
   if (dtype == StoredType::f16)
     throw InteropError(
-        fmt::format("{}: --dtype f16 is written for --format hf only ({}: f32 "
+        fmt::format("{}: --dtype f16 is written for --format hf and gguf only ({}: f32 "
                     "or bf16)",
                     out, format));
   return dtype == StoredType::bf16 ? ag::Precision::bf16 : ag::Precision::fp32;
@@ -115,8 +115,13 @@ ModelFiles read_gguf_file(const std::string& path, const std::string& tokenizer_
   return m;
 }
 
+// What write_gguf would refuse for F16, named by --out.
+void check_gguf(const ModelFiles& model, const std::string& out, StoredType dtype) {
+  if (dtype == StoredType::f16) check_f16_range(model, out);
+}
+
 void write_gguf_file(const ModelFiles& model, const std::string& out, StoredType dtype) {
-  write_gguf(model, out, precision_of(dtype, "gguf", out));
+  write_gguf(model, out, dtype);
 }
 
 // A tokenizer with more ids than the model has rows would give ids the model cannot take.
@@ -147,7 +152,7 @@ struct Format {
 
 const Format kFormats[] = {
     {"hf", is_safetensors, true, read_hf, write_hf, check_hf, ""},
-    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, nullptr,
+    {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, check_gguf,
      "GGUF's architectures (llama.cpp's) are language models, with no place for a "
      "classification head"},
     {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr,
@@ -282,6 +287,9 @@ ModelFiles model_files_of(const io::Checkpoint& ckpt) {
   m.labels = train::RunConfig::from_json(ckpt.config).labels;
   m.weights = ckpt.model;
   if (io::tokenizer_kind(ckpt.tokenizer) != data::TokenizerKind::none) m.tokenizer = ckpt.tokenizer;
+  const train::RunConfig run = train::RunConfig::from_json(ckpt.config);  // validated above
+  m.chat_format = run.chat_format;
+  m.stop_ids = run.stop_token_ids;
   m.format = "attograd";
   check_weights(m, ckpt.source);
   return m;

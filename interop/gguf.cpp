@@ -15,6 +15,7 @@
 #include "interop/gguf_llama.h"
 #include "interop/gguf_model.h"
 #include "interop/gguf_tokenizer.h"
+#include "interop/hf_folder.h"
 #include "interop/import_memory.h"
 #include "io/tokenizer_section.h"
 
@@ -23,7 +24,8 @@ namespace interop {
 namespace {
 
 constexpr float kLayerNormEps = 1e-5f;  // nn::LayerNorm's, the only one attograd has
-constexpr uint32_t kFileTypeF32 = 0, kFileTypeBf16 = 32;  // llama.cpp's general.file_type
+// llama.cpp's general.file_type (llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_BF16)
+constexpr uint32_t kFileTypeF32 = 0, kFileTypeF16 = 1, kFileTypeBf16 = 32;
 // The most entries a tokenizer key may have: the largest vocabulary a checkpoint keeps.
 constexpr uint64_t kMaxTokenizerEntries =
     static_cast<uint64_t>(data::kMaxBpeVocabSize) + data::Gpt2Tokenizer::kMaxSpecialTokens;
@@ -69,10 +71,16 @@ std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c, const std::string& 
 }
 
 // llama.cpp's converter keeps 1-D tensors and position_embd in F32 whatever the file type.
-uint32_t tensor_type(const GgufTensor& t, ag::Precision dtype) {
-  if (dtype == ag::Precision::fp32 || t.shape.size() < 2 || t.name == "position_embd.weight")
+uint32_t tensor_type(const GgufTensor& t, StoredType dtype) {
+  if (dtype == StoredType::f32 || t.shape.size() < 2 || t.name == "position_embd.weight")
     return gguf::kF32;
-  return gguf::kBF16;
+  return dtype == StoredType::f16 ? gguf::kF16 : gguf::kBF16;
+}
+
+uint32_t file_type(StoredType dtype) {
+  return dtype == StoredType::f32   ? kFileTypeF32
+         : dtype == StoredType::f16 ? kFileTypeF16
+                                    : kFileTypeBf16;
 }
 
 void add_gpt2_keys(const nn::GPTConfig& c, gguf::File& f) {
@@ -90,7 +98,7 @@ void add_gpt2_keys(const nn::GPTConfig& c, gguf::File& f) {
   if (!c.qkv_bias) f.keys.emplace_back(kGgufNoQkvBiasKey, Value::boolean(false));
 }
 
-gguf::File gguf_keys(const ModelFiles& m, ag::Precision dtype, const std::string& name,
+gguf::File gguf_keys(const ModelFiles& m, StoredType dtype, const std::string& name,
                      const std::string& arch) {
   using gguf::Value;
   const nn::GPTConfig& c = m.config;
@@ -100,14 +108,14 @@ gguf::File gguf_keys(const ModelFiles& m, ag::Precision dtype, const std::string
       {"general.architecture", Value::string(arch)},
       {"general.name", Value::string(name)},
       {"general.alignment", u32(gguf::kDefaultAlignment)},
-      {"general.file_type", u32(dtype == ag::Precision::fp32 ? kFileTypeF32 : kFileTypeBf16)},
+      {"general.file_type", u32(file_type(dtype))},
   };
   if (is_llama_family(arch))
     add_llama_family_keys(c, arch, f);
   else
     add_gpt2_keys(c, f);
   if (m.tokenizer && io::tokenizer_kind(*m.tokenizer) != data::TokenizerKind::none)
-    add_tokenizer_keys(*m.tokenizer, c.vocab_size, f);
+    add_tokenizer_keys(*m.tokenizer, c.vocab_size, m.chat_format, f);
   return f;
 }
 
@@ -334,9 +342,12 @@ gguf::KeyUse key_use(const std::string& key) {
                                              "tokenizer.ggml.merges",
                                              "tokenizer.ggml.bos_token_id",
                                              "tokenizer.ggml.eos_token_id",
-                                             "tokenizer.ggml.add_bos_token"};
+                                             "tokenizer.ggml.add_bos_token",
+                                             "tokenizer.chat_template"};
   if (kept.count(key) || llama_family_key(key)) return gguf::KeyUse::keep;
-  if (key == "general.name" || key == "general.file_type") return gguf::KeyUse::ignore;
+  // (eot: a chat format's end of turn, which the chat template's format gives again)
+  if (key == "general.name" || key == "general.file_type" || key == "tokenizer.ggml.eot_token_id")
+    return gguf::KeyUse::ignore;
   return gguf::KeyUse::skip;
 }
 
@@ -391,6 +402,25 @@ gguf::HeaderFilter model_filter(const InputBytes& in) {
   return filter;
 }
 
+// tokenizer.chat_template's family (data::detect_chat_format), as a Hugging Face folder's
+// tokenizer_config.json is read: a template of neither family is noted in dropped.
+std::optional<data::ChatFormat> chat_format_key(const gguf::File& f, const std::string& source,
+                                                std::set<std::string>& used,
+                                                std::vector<std::string>& dropped) {
+  used.insert("tokenizer.chat_template");
+  const gguf::Value* v = f.find("tokenizer.chat_template");
+  if (!v) return std::nullopt;
+  if (v->is_array || v->type != gguf::kString)
+    throw InteropError(fmt::format("{}: key tokenizer.chat_template is not a string", source));
+  const std::optional<data::ChatFormat> format = data::detect_chat_format(v->strings[0]);
+  if (!format)
+    dropped.push_back(
+        "tokenizer.chat_template, which writes neither ChatML (<|im_start|>) nor Llama 3's "
+        "headers (<|start_header_id|>), the chat formats attograd knows: sample --chat needs "
+        "--chat-format");
+  return format;
+}
+
 // Keys neither read nor known, noted by name (the first kNamedSkips of those read past).
 void note_unused_keys(const gguf::File& f, const std::set<std::string>& used,
                       std::vector<std::string>& dropped) {
@@ -442,11 +472,12 @@ void write_tensor(const GgufTensor& t, const std::map<std::string, ag::Tensor>& 
 
 }  // namespace
 
-void write_gguf(const ModelFiles& m, ag::Precision dtype, const std::string& name,
+void write_gguf(const ModelFiles& m, StoredType dtype, const std::string& name,
                 const ByteSink& out) {
   std::string why;
   const std::string arch = gguf_architecture(m.config, why);
   if (arch.empty()) throw InteropError("a GGUF file cannot hold this model: " + why);
+  if (dtype == StoredType::f16) check_f16_range(m, "GGUF F16");
   gguf::File f = gguf_keys(m, dtype, name, arch);
   const std::vector<GgufTensor> tensors = gguf_tensors(m.config, arch);
   for (const auto& t : tensors)
@@ -459,7 +490,7 @@ void write_gguf(const ModelFiles& m, ag::Precision dtype, const std::string& nam
   }
 }
 
-void write_gguf(const ModelFiles& m, const std::string& path, ag::Precision dtype) {
+void write_gguf(const ModelFiles& m, const std::string& path, StoredType dtype) {
   std::string name = base::base_name(path);
   if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf") name.resize(name.size() - 5);
   try {  // streamed: no second copy of the model in memory
@@ -485,6 +516,7 @@ ModelFiles read_gguf(const InputBytes& in) {
   read_weights(in, f, arch, m);
   retie_head(m);
   m.tokenizer = read_tokenizer_keys(f, m.config.vocab_size, source, used, m.dropped);
+  m.chat_format = chat_format_key(f, source, used, m.dropped);
   note_unused_keys(f, used, m.dropped);
   check_weights(m, source);
   return m;

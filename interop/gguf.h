@@ -11,11 +11,10 @@
 // blk.N.ffn_norm, blk.N.ffn_up, blk.N.ffn_down, output_norm, output (only when untied);
 // ne[] is the [out, in] shape reversed.
 //
-//   interop::write_gguf(model, "model.gguf", ag::Precision::bf16);
+//   interop::write_gguf(model, "model.gguf", interop::StoredType::bf16);
 //   interop::ModelFiles back = interop::read_gguf("model.gguf");
 #include <string>
 
-#include "autograd/autocast.h"
 #include "interop/float_codec.h"
 #include "interop/input_bytes.h"
 #include "interop/model_files.h"
@@ -30,14 +29,15 @@ inline constexpr const char* kGgufNoQkvBiasKey = "attograd.qkv_bias";
 // tokenizer that is not byte-level (char).
 std::string gguf_cannot_express(const ModelFiles& model);
 
-// The file's bytes, to out: F32, or with dtype bf16 the matrices (not position_embd, the
-// norms or the biases, as llama.cpp's converter keeps them) in BF16, rounded to nearest
-// even. `name` is general.name. A model it cannot hold is an InteropError with the reason.
-void write_gguf(const ModelFiles& model, ag::Precision dtype, const std::string& name,
+// The file's bytes, to out: F32, or with dtype bf16 or f16 the matrices (not position_embd,
+// the norms or the biases, as llama.cpp's converter keeps them) in BF16 or F16, rounded to
+// nearest even (float_codec.h; a weight beyond F16's range is refused: check_f16_range).
+// `name` is general.name. A model it cannot hold is an InteropError with the reason.
+void write_gguf(const ModelFiles& model, StoredType dtype, const std::string& name,
                 const ByteSink& out);
 // The same into the file at path (general.name: the file's name without .gguf), replaced
 // whole (atomically) or left as it was.
-void write_gguf(const ModelFiles& model, const std::string& path, ag::Precision dtype);
+void write_gguf(const ModelFiles& model, const std::string& path, StoredType dtype);
 
 // A GGUF file of architecture gpt2 (attograd's or llama.cpp's converter's: its output.weight
 // copy of token_embd is taken as a tied head) as a model, with its tokenizer when it has one.

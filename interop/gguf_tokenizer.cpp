@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/utf8.h"
+#include "data/chat_format.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/hf_bpe.h"
 #include "interop/model_files.h"
@@ -221,24 +222,77 @@ bool bos_added(const gguf::File& f, std::set<std::string>& used) {
   return key && !key->ints.empty() && key->ints[0] != 0;
 }
 
+// The ids that end and begin a text in llama.cpp's keys: eos (where generation stops), eot
+// (a chat turn's end), bos.
+struct SpecialIds {
+  std::optional<int64_t> bos, eos, eot;
+};
+
+// The ids a model has past its byte-level tokenizer's vocabulary, appended to v as tokens
+// (llama.cpp needs a token for every row of the model): a chat format's special tokens
+// (data::ChatTokens gives them those ids), or the one end-of-text id instruct fine-tuning
+// appends after each response (data::end_of_text_id). Any other count is refused.
+SpecialIds add_ids_past(const data::Tokenizer& tok, int64_t vocab_size,
+                        std::optional<data::ChatFormat> chat_format, data::ByteLevelVocab& v) {
+  const auto learned = static_cast<int64_t>(v.tokens.size());
+  SpecialIds ids{v.end_of_text, v.end_of_text, v.end_of_text};
+  if (chat_format) {
+    const data::ChatTokens chat(*chat_format, tok);
+    for (int64_t id = learned; id < vocab_size && !chat.text_of(id).empty(); ++id)
+      v.tokens.emplace_back(chat.text_of(id));
+    ids.eos = ids.eot = chat.end_of_turn();
+    if (*chat_format == data::ChatFormat::llama3) ids.bos = chat.conversation({}, false).front();
+  } else if (vocab_size == learned + 1 && !v.end_of_text) {
+    v.tokens.emplace_back("<|endoftext|>");
+    ids.bos = ids.eos = ids.eot = learned;
+  }
+  if (static_cast<int64_t>(v.tokens.size()) != vocab_size)
+    throw InteropError(
+        fmt::format("a GGUF file cannot hold this tokenizer: it has {} tokens, the "
+                    "model's vocabulary {} (llama.cpp needs them equal)",
+                    learned, vocab_size));
+  return ids;
+}
+
+void add_special_ids(const SpecialIds& ids, gguf::File& f) {
+  using gguf::Value;
+  const std::pair<const char*, std::optional<int64_t>> keys[] = {
+      {"tokenizer.ggml.bos_token_id", ids.bos},
+      {"tokenizer.ggml.eos_token_id", ids.eos},
+      {"tokenizer.ggml.eot_token_id", ids.eot}};
+  for (const auto& [key, id] : keys)
+    if (id) f.keys.emplace_back(key, Value::u32(static_cast<uint32_t>(*id)));
+}
+
+// tokenizer.chat_template: the format's template (data::ChatFormatRow::chat_template), which
+// llama.cpp applies to a conversation as attograd's sample --chat writes it.
+void add_chat_template(std::optional<data::ChatFormat> chat_format, gguf::File& f) {
+  if (!chat_format) return;
+  const std::string_view text = data::chat_format_row(*chat_format).chat_template;
+  f.keys.emplace_back("tokenizer.chat_template", gguf::Value::string(std::string(text)));
+}
+
 }  // namespace
 
-void add_tokenizer_keys(const io::TokenizerSection& section, int64_t vocab_size, gguf::File& f) {
+void add_tokenizer_keys(const io::TokenizerSection& section, int64_t vocab_size,
+                        std::optional<data::ChatFormat> chat_format, gguf::File& f) {
   using gguf::Value;
   const std::unique_ptr<data::Tokenizer> tokenizer = io::make_tokenizer(section);
-  if (const auto* hf = dynamic_cast<const data::HfBpeTokenizer*>(tokenizer.get()))
-    return add_hf_tokenizer_keys(*hf, vocab_size, f);
+  if (const auto* hf = dynamic_cast<const data::HfBpeTokenizer*>(tokenizer.get())) {
+    add_hf_tokenizer_keys(*hf, vocab_size, f);
+    if (chat_format)
+      f.keys.emplace_back(
+          "tokenizer.ggml.eot_token_id",
+          Value::u32(static_cast<uint32_t>(data::ChatTokens(*chat_format, *hf).end_of_turn())));
+    return add_chat_template(chat_format, f);
+  }
   data::ByteLevelVocab v;
   try {
     v = data::byte_level_vocab(*tokenizer);
   } catch (const std::invalid_argument& e) {
     throw InteropError(fmt::format("a GGUF file cannot hold this tokenizer: {}", e.what()));
   }
-  if (static_cast<int64_t>(v.tokens.size()) != vocab_size)
-    throw InteropError(
-        fmt::format("a GGUF file cannot hold this tokenizer: it has {} tokens, the "
-                    "model's vocabulary {} (llama.cpp needs them equal)",
-                    v.tokens.size(), vocab_size));
+  const SpecialIds special = add_ids_past(*tokenizer, vocab_size, chat_format, v);
   std::vector<int64_t> types(v.tokens.size(), kNormalToken);
   for (size_t id = 256 + v.merges.size(); id < types.size(); ++id) types[id] = kControlToken;
   std::vector<std::string> merges;
@@ -249,13 +303,9 @@ void add_tokenizer_keys(const io::TokenizerSection& section, int64_t vocab_size,
   f.keys.emplace_back("tokenizer.ggml.tokens", Value::string_array(std::move(v.tokens)));
   f.keys.emplace_back("tokenizer.ggml.token_type", Value::i32_array(std::move(types)));
   f.keys.emplace_back("tokenizer.ggml.merges", Value::string_array(std::move(merges)));
-  if (v.end_of_text) {
-    f.keys.emplace_back("tokenizer.ggml.bos_token_id",
-                        Value::u32(static_cast<uint32_t>(*v.end_of_text)));
-    f.keys.emplace_back("tokenizer.ggml.eos_token_id",
-                        Value::u32(static_cast<uint32_t>(*v.end_of_text)));
-  }
+  add_special_ids(special, f);
   f.keys.emplace_back("tokenizer.ggml.add_bos_token", Value::boolean(false));
+  add_chat_template(chat_format, f);
 }
 
 std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int64_t vocab,
@@ -298,8 +348,11 @@ std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int
                     "pattern), qwen2 and smollm are read",
                     source, excerpt(pre_name)));
   if (!pre) dropped.push_back("no tokenizer.ggml.pre: GPT-2's split pattern is assumed");
-  v.split_pattern = v.merges.empty() ? "" : *pattern;  // without merges the split changes nothing
-  v.end_of_text = eos;
+  // without merges or special tokens the split changes nothing (a byte tokenizer)
+  v.split_pattern = v.merges.empty() && v.tokens.size() == 256 ? "" : *pattern;
+  // eos names <|endoftext|>, or another token (a chat format's end of turn: ChatTokens finds
+  // it again by its text)
+  if (eos && tokens->strings[static_cast<size_t>(*eos)] == "<|endoftext|>") v.end_of_text = eos;
   if (add_bos)
     dropped.push_back("tokenizer.ggml.add_bos_token true (attograd puts no token before a text)");
   try {

@@ -8,6 +8,7 @@
 
 #include "autograd/allocator.h"
 #include "base/utf8.h"
+#include "checkpoint_support.h"
 #include "data/data_error.h"
 #include "data/examples.h"
 #include "data/tokenizer.h"
@@ -359,14 +360,10 @@ TEST_CASE("a classifier starts from a language model's checkpoint with a fresh h
           "[classify][model][init]") {
   for (bool tied : {true, false}) {
     INFO("tied " << tied);
-    train::RunConfig lm_cfg;
-    lm_cfg.model = ag_test::gpt_config(11, 8, 8, 2, 2, 0.0);
-    lm_cfg.model.tie_weights = tied;
-    nn::GPT lm(lm_cfg.model, 5);
-    io::Checkpoint init;
-    init.config = lm_cfg.to_json();
-    init.model = lm.named_parameters();
-    init.source = "lm.h5";
+    nn::GPTConfig lm_cfg = ag_test::gpt_config(11, 8, 8, 2, 2, 0.0);
+    lm_cfg.tie_weights = tied;
+    nn::GPT lm(lm_cfg, 5);
+    const io::Checkpoint init = ag_test::init_checkpoint(lm);
 
     train::RunConfig run;
     run.task = train::TaskHandle(train::task_named("classify"));

@@ -3,6 +3,7 @@
 // with the reason, and every lie a header can tell refused naming the file and the field.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -12,6 +13,8 @@
 #include <map>
 
 #include "data/bpe.h"
+#include "data/chat_format.h"
+#include "data/examples.h"
 #include "data/gpt2_tokenizer.h"
 #include "interop/gguf.h"
 #include "interop/gguf_format.h"
@@ -28,7 +31,7 @@ namespace gguf = interop::gguf;
 
 namespace {
 
-std::string gguf_bytes(const ModelFiles& m, ag::Precision dtype = ag::Precision::fp32) {
+std::string gguf_bytes(const ModelFiles& m, interop::StoredType dtype = interop::StoredType::f32) {
   std::string bytes;
   interop::write_gguf(m, dtype, "test", [&](const char* d, size_t n) { bytes.append(d, n); });
   return bytes;
@@ -115,6 +118,20 @@ Raw raw_file(uint64_t tensors, uint64_t keys) {
 const nn::GPTConfig kConfig = interop_test::gpt2_like(50, 16, 32, 4, 2);
 
 // Matrices rounded to bfloat16, as a BF16 file holds them (1-D tensors and pos_emb stay F32).
+// The model with its matrices (not pos_emb) as F16 holds them: rounded to nearest even.
+ModelFiles f16_matrices(ModelFiles m) {
+  for (auto& [name, t] : m.weights) {
+    if (t.shape().size() != 2 || name == "pos_emb.weight") continue;
+    std::string half;
+    interop::write_floats(t.data<float>(), t.numel(), interop::StoredType::f16,
+                          [&](const char* d, size_t n) { half.append(d, n); });
+    ag::Tensor r = ag::empty(t.shape());
+    interop::read_floats(half.data(), t.numel(), interop::StoredType::f16, r.data<float>());
+    t = r;
+  }
+  return m;
+}
+
 ModelFiles bf16_matrices(ModelFiles m) {
   const ModelFiles rounded = interop_test::bf16_rounded(m);
   for (size_t i = 0; i < m.weights.size(); ++i)
@@ -146,16 +163,38 @@ TEST_CASE("a GGUF file round-trips every tensor bit for bit in F32") {
 
 TEST_CASE("a BF16 GGUF file holds the matrices rounded to nearest even, the rest in F32") {
   const ModelFiles m = interop_test::random_model(kConfig, 2);
-  const std::string bytes = gguf_bytes(m, ag::Precision::bf16);
+  const std::string bytes = gguf_bytes(m, interop::StoredType::bf16);
   const ModelFiles back = read_bytes(bytes);
   interop_test::require_same_weights(back, bf16_matrices(m));
-  interop_test::require_same_weights(read_bytes(gguf_bytes(back, ag::Precision::bf16)), back);
+  interop_test::require_same_weights(read_bytes(gguf_bytes(back, interop::StoredType::bf16)), back);
   for (const auto& t : header_of(bytes).tensors) {
     INFO(t.name);
     const bool matrix = t.ne.size() == 2 && t.name != "position_embd.weight";
     REQUIRE(t.type == (matrix ? gguf::kBF16 : gguf::kF32));
   }
   REQUIRE(header_of(bytes).find("general.file_type")->ints[0] == 32);
+}
+
+TEST_CASE("an F16 GGUF file holds the matrices rounded to nearest even and reads back bit for bit",
+          "[gguf][f16]") {
+  for (const auto& config : {kConfig, interop_test::llama_family_like()[0].second}) {
+    const ModelFiles m = interop_test::random_model(config, 3);
+    const std::string bytes = gguf_bytes(m, interop::StoredType::f16);
+    const ModelFiles back = read_bytes(bytes);
+    interop_test::require_same_weights(back, f16_matrices(m));
+    // the F16 values go out and come back as they were: the same file again
+    REQUIRE(gguf_bytes(back, interop::StoredType::f16) == bytes);
+    for (const auto& t : header_of(bytes).tensors) {
+      INFO(t.name);
+      const bool matrix = t.ne.size() == 2 && t.name != "position_embd.weight";
+      REQUIRE(t.type == (matrix ? gguf::kF16 : gguf::kF32));
+    }
+    REQUIRE(header_of(bytes).find("general.file_type")->ints[0] == 1);  // MOSTLY_F16
+  }
+  ModelFiles huge = interop_test::random_model(kConfig, 4);
+  huge.weights[0].second.data<float>()[3] = 70000.0f;
+  REQUIRE_THROWS_WITH(gguf_bytes(huge, interop::StoredType::f16),
+                      Contains("holds 70000 at element 3, beyond F16's range"));
 }
 
 TEST_CASE("a GGUF file has llama.cpp's gpt2 keys and tensor names") {
@@ -398,9 +437,10 @@ TEST_CASE("every cut of a GGUF file is refused cleanly") {
 namespace {
 
 // A model whose vocabulary is the tokenizer's.
-ModelFiles with_tokenizer(const data::Tokenizer& tok, unsigned seed) {
+// extra: rows past the tokenizer's ids (a fine-tuning's end-of-text or chat tokens)
+ModelFiles with_tokenizer(const data::Tokenizer& tok, unsigned seed, int64_t extra = 0) {
   nn::GPTConfig c = kConfig;
-  c.vocab_size = tok.vocab_size();
+  c.vocab_size = tok.vocab_size() + extra;
   ModelFiles m = interop_test::random_model(c, seed);
   m.tokenizer = io::tokenizer_section(tok);
   return m;
@@ -482,6 +522,71 @@ TEST_CASE("the byte tokenizer goes to GGUF and back") {
   REQUIRE(back.tokenizer->type == "byte");
 }
 
+TEST_CASE(
+    "ids a fine-tuning added past a byte vocabulary go to GGUF as control tokens, named "
+    "as bos, eos and eot, with the chat template",
+    "[gguf][special_tokens]") {
+  const data::ByteTokenizer byte;
+  const auto id_key = [](const gguf::File& f, const char* key) {
+    const gguf::Value* v = f.find(std::string("tokenizer.ggml.") + key);
+    return v ? v->ints.at(0) : int64_t{-1};
+  };
+  SECTION("instruct's end-of-text") {
+    const std::string bytes = gguf_bytes(with_tokenizer(byte, 14, 1));
+    const gguf::File f = header_of(bytes);
+    REQUIRE(f.find("tokenizer.ggml.tokens")->strings.at(256) == "<|endoftext|>");
+    REQUIRE(f.find("tokenizer.ggml.token_type")->ints.at(256) == 3);  // control
+    for (const char* key : {"bos_token_id", "eos_token_id", "eot_token_id"})
+      REQUIRE(id_key(f, key) == 256);
+    REQUIRE_FALSE(f.find("tokenizer.chat_template"));
+    const ModelFiles back = read_bytes(bytes);
+    REQUIRE(data::end_of_text_id(*io::make_tokenizer(*back.tokenizer)) == 256);
+    REQUIRE(io::make_tokenizer(*back.tokenizer)->encode("a\n") == std::vector<int64_t>{97, 10});
+  }
+  for (const data::ChatFormat format : {data::ChatFormat::chatml, data::ChatFormat::llama3}) {
+    INFO(base::choice_name(format));
+    const data::ChatTokens tokens(format, byte);
+    ModelFiles m = with_tokenizer(byte, 15, tokens.extra_ids());
+    m.chat_format = format;
+    const std::string bytes = gguf_bytes(m);
+    const gguf::File f = header_of(bytes);
+    const auto& written = f.find("tokenizer.ggml.tokens")->strings;
+    REQUIRE(static_cast<int64_t>(written.size()) == 256 + tokens.extra_ids());
+    for (int64_t id = 256; id < 256 + tokens.extra_ids(); ++id) {
+      REQUIRE(written.at(id) == tokens.text_of(id));
+      REQUIRE(f.find("tokenizer.ggml.token_type")->ints.at(id) == 3);
+    }
+    REQUIRE(id_key(f, "eos_token_id") == tokens.end_of_turn());
+    REQUIRE(id_key(f, "eot_token_id") == tokens.end_of_turn());
+    if (format == data::ChatFormat::llama3)
+      REQUIRE(written.at(id_key(f, "bos_token_id")) == "<|begin_of_text|>");
+    const std::string chat_template = f.find("tokenizer.chat_template")->strings.at(0);
+    REQUIRE(chat_template == data::chat_format_row(format).chat_template);
+    REQUIRE(data::detect_chat_format(chat_template) == format);
+    // read back: the format, and its tokens the tokenizer's own at the same ids
+    const ModelFiles back = read_bytes(bytes);
+    REQUIRE(back.chat_format == format);
+    const std::unique_ptr<data::Tokenizer> tok = io::make_tokenizer(*back.tokenizer);
+    const data::ChatTokens again(format, *tok);
+    REQUIRE(again.extra_ids() == 0);
+    REQUIRE(again.end_of_turn() == tokens.end_of_turn());
+    const std::vector<data::ChatMessage> chat = {{data::ChatRole::user, "hi"}};
+    REQUIRE(again.conversation(chat, true) == tokens.conversation(chat, true));
+  }
+}
+
+TEST_CASE("a GGUF chat template of neither family is noted, not kept", "[gguf][special_tokens]") {
+  ModelFiles m = with_tokenizer(data::ByteTokenizer(), 16, 2);
+  m.chat_format = data::ChatFormat::chatml;
+  const ModelFiles back = read_bytes(rewritten(gguf_bytes(m), [](gguf::File& f) {
+    set_key(f, "tokenizer.chat_template", gguf::Value::string("[INST] {{ content }} [/INST]"));
+  }));
+  REQUIRE_FALSE(back.chat_format);
+  REQUIRE(std::any_of(back.dropped.begin(), back.dropped.end(), [](const std::string& note) {
+    return note.find("tokenizer.chat_template, which writes neither") != std::string::npos;
+  }));
+}
+
 TEST_CASE("a char tokenizer is refused by GGUF with the reason") {
   const data::CharTokenizer chars = data::CharTokenizer::from_text(kText);
   REQUIRE_THROWS_WITH(gguf_bytes(with_tokenizer(chars, 11)),
@@ -539,7 +644,7 @@ TEST_CASE("a GGUF file is written to a file whole or not at all, named after it"
   ag_test::TempDir dir;
   const ModelFiles m = interop_test::random_model(kConfig, 13);
   const std::string path = dir.file("tiny-gpt.gguf");
-  interop::write_gguf(m, path, ag::Precision::bf16);
+  interop::write_gguf(m, path, interop::StoredType::bf16);
   const ModelFiles back = interop::read_gguf(path);
   interop_test::require_same_weights(back, bf16_matrices(m));
   REQUIRE(gguf::read_header(InputBytes::open(path)).find("general.name")->strings[0] == "tiny-gpt");
@@ -547,7 +652,7 @@ TEST_CASE("a GGUF file is written to a file whole or not at all, named after it"
   rms.norm = nn::NormKind::rms_norm;
   const std::string refused = dir.file("rms.gguf");
   REQUIRE_THROWS_WITH(
-      interop::write_gguf(interop_test::random_model(rms, 13), refused, ag::Precision::fp32),
+      interop::write_gguf(interop_test::random_model(rms, 13), refused, interop::StoredType::f32),
       Contains(refused + ": a GGUF file cannot hold this model"));
   REQUIRE(std::distance(std::filesystem::directory_iterator(dir.path),
                         std::filesystem::directory_iterator()) == 1);  // no temporary left
@@ -579,7 +684,7 @@ TEST_CASE("Llama, Qwen2 and Qwen3 models round-trip through GGUF bit for bit") {
     interop_test::require_same_config(back.config, m.config);
     interop_test::require_same_weights(back, m);
     REQUIRE(back.dropped.empty());
-    const ModelFiles back16 = read_bytes(gguf_bytes(m, ag::Precision::bf16));
+    const ModelFiles back16 = read_bytes(gguf_bytes(m, interop::StoredType::bf16));
     interop_test::require_same_config(back16.config, m.config);
     interop_test::require_same_weights(back16, bf16_matrices(m));
   }

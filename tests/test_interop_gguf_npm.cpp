@@ -189,7 +189,7 @@ TEST_CASE("an independent GGUF parser reads what attograd writes", "[.npm]") {
       interop_test::random_model(interop_test::gpt2_like(bpe.vocab_size(), 8, 16, 2, 2), 11);
   m.tokenizer = io::tokenizer_section(bpe);
   const std::string path = dir.file("npm.gguf");
-  interop::write_gguf(m, path, ag::Precision::bf16);
+  interop::write_gguf(m, path, interop::StoredType::bf16);
   const std::string script = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/interop/gguf_dump.mjs";
   const std::string out =
       run("node " + quoted(script) + " " + quoted(npm_dir()) + " " + quoted(path));
@@ -226,7 +226,7 @@ TEST_CASE("GPT-2's own tokenizer goes through GGUF and an llm.c import", "[.npm]
       interop_test::random_model(interop_test::gpt2_like(50257, 8, 8, 2, 1), 12);
   m.tokenizer = io::tokenizer_section(*gpt2);
   const std::string path = dir.file("gpt2.gguf");
-  interop::write_gguf(m, path, ag::Precision::fp32);
+  interop::write_gguf(m, path, interop::StoredType::f32);
   const std::string script = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/interop/gguf_dump.mjs";
   const std::string out =
       run("node " + quoted(script) + " " + quoted(npm_dir()) + " " + quoted(path));
@@ -264,7 +264,7 @@ TEST_CASE("GPT-2's own tokenizer goes through GGUF and an llm.c import", "[.npm]
 }
 
 // Llama-, Qwen2- and Qwen3-shaped files: the independent parser reads llama.cpp's keys for
-// each architecture and the same tensor infos attograd's header states, in F32 and BF16.
+// each architecture and the same tensor infos attograd's header states, in F32, BF16 and F16.
 TEST_CASE("an independent GGUF parser reads attograd's llama, qwen2 and qwen3 files", "[.npm]") {
   const std::string package = npm_dir() + "/node_modules/@huggingface/gguf/package.json";
   if (run("command -v node").empty() || !fs::exists(package)) {
@@ -275,8 +275,9 @@ TEST_CASE("an independent GGUF parser reads attograd's llama, qwen2 and qwen3 fi
   ag_test::TempDir dir;
   const std::string script = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/interop/gguf_dump.mjs";
   for (const auto& [arch, config] : interop_test::llama_family_like())
-    for (const ag::Precision dtype : {ag::Precision::fp32, ag::Precision::bf16}) {
-      INFO(arch << (dtype == ag::Precision::bf16 ? " bf16" : " f32"));
+    for (const interop::StoredType dtype :
+         {interop::StoredType::f32, interop::StoredType::bf16, interop::StoredType::f16}) {
+      INFO(arch << " dtype " << static_cast<int>(dtype));
       const interop::ModelFiles m = interop_test::random_model(config, 31);
       const std::string path = dir.file(arch + ".gguf");
       std::filesystem::remove(path);
@@ -307,8 +308,11 @@ TEST_CASE("an independent GGUF parser reads attograd's llama, qwen2 and qwen3 fi
         std::vector<std::string> ne;
         for (uint64_t n : t.ne) ne.push_back(std::to_string(n));
         REQUIRE(got["tensors"][i]["shape"] == json(ne));
-        REQUIRE(got["tensors"][i]["dtype"] ==
-                (dtype == ag::Precision::bf16 && t.ne.size() == 2 ? 30 : 0));
+        // ggml's types: F32 0, F16 1, BF16 30
+        const int matrix_type = dtype == interop::StoredType::bf16  ? 30
+                                : dtype == interop::StoredType::f16 ? 1
+                                                                    : 0;
+        REQUIRE(got["tensors"][i]["dtype"] == (t.ne.size() == 2 ? matrix_type : 0));
         REQUIRE(got["tensors"][i]["offset"] == std::to_string(t.offset));
       }
       REQUIRE(got["tensors"][1]["name"] ==

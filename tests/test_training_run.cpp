@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "checkpoint_support.h"
 #include "data/examples.h"
 #include "support.h"
 #include "train/task.h"
@@ -134,8 +135,8 @@ TEST_CASE("every registered optimizer trains and a resume continues it exactly",
     train_through(resumed, &half);
     const io::Checkpoint rest = io::load_checkpoint(split.out);
     REQUIRE(rest.step == 8);
-    REQUIRE(same_bits(rest.model, straight.model));
-    REQUIRE(same_bits(rest.optimizer->tensors, straight.optimizer->tensors));
+    REQUIRE(ag_test::same_bits(rest.model, straight.model));
+    REQUIRE(ag_test::same_bits(rest.optimizer->tensors, straight.optimizer->tensors));
     REQUIRE(rest.optimizer->scalars == straight.optimizer->scalars);
   }
 }

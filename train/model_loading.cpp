@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <variant>
+#include <vector>
 
 #include "base/utf8.h"
 #include "train/config.h"
@@ -109,10 +110,44 @@ bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_mod
   return RunConfig::from_json(init.config).model.num_classes != run_model.num_classes;
 }
 
+bool init_vocab_grows(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  return RunConfig::from_json(init.config).model.vocab_size < run_model.vocab_size;
+}
+
+namespace {
+
+// dst [V', ...] from src [V, ...] (V < V'): the first V rows src's, every later row the mean
+// of src's rows (summed in double, in row order: the same bits on every rank and machine),
+// as Hugging Face's resize_token_embeddings(mean_resizing=True) starts added tokens.
+void copy_rows_then_mean(const ag::Tensor& dst, const ag::Tensor& src) {
+  const ag::Tensor from = src.contiguous();
+  const int64_t rows = from.size(0), width = rows > 0 ? from.numel() / rows : 0;
+  std::vector<double> sum(static_cast<size_t>(width), 0.0);
+  const float* s = from.const_data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) sum[c] += s[r * width + c];
+  std::vector<float> grown(static_cast<size_t>(dst.numel()));
+  std::copy(s, s + rows * width, grown.begin());
+  for (int64_t i = rows * width; i < dst.numel(); ++i)
+    grown[i] = static_cast<float>(sum[i % width] / static_cast<double>(rows));
+  ag::copy_(dst, ag::from_vector(grown, dst.shape()));
+}
+
+// Whether a checkpoint's tensor is the parameter's with rows for the init's vocabulary (the
+// embedding, an untied head and its bias), which the run's larger vocabulary grows.
+bool vocab_rows(const ag::Tensor& param, const ag::Tensor& in_file, int64_t init_vocab) {
+  const ag::Shape &want = param.shape(), &have = in_file.shape();
+  return !want.empty() && want.size() == have.size() && have[0] == init_vocab &&
+         want[0] > init_vocab && std::equal(want.begin() + 1, want.end(), have.begin() + 1);
+}
+
+}  // namespace
+
 // init's own model: the run's base (take_model_of), with init's head and adapters.
 void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
   const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
-  if (theirs.same_adapters(run_model) && !init_head_is_fresh(init, run_model))
+  if (theirs.same_adapters(run_model) && !init_head_is_fresh(init, run_model) &&
+      !init_vocab_grows(init, run_model))
     return check_weights_fit(init, run_model);
   try {
     theirs.validate();
@@ -126,7 +161,8 @@ void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
   const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
   const bool fresh_head = init_head_is_fresh(init, model.config());
   const bool fresh_adapters = !theirs.same_adapters(model.config());
-  if (!fresh_head && !fresh_adapters) return io::load_model_weights(init, model);
+  const bool grows = init_vocab_grows(init, model.config());
+  if (!fresh_head && !fresh_adapters && !grows) return io::load_model_weights(init, model);
   std::unordered_map<std::string, const ag::Tensor*> in_file;
   for (const auto& [name, t] : init.model) in_file.emplace(name, &t);
   const std::string head = model.config().num_classes > 0 ? "classifier." : "lm_head.";
@@ -134,7 +170,11 @@ void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
   for (auto& [name, p] : model.named_parameters()) {
     if (fresh_head && name.rfind(head, 0) == 0) continue;        // the new head's own
     if (fresh_adapters && is_adapter_parameter(name)) continue;  // B = 0: the base's output
-    ag::copy_(p, *in_file.at(name));                             // checked to fit
+    const ag::Tensor& saved = *in_file.at(name);                 // checked to fit
+    if (grows && vocab_rows(p, saved, theirs.vocab_size))
+      copy_rows_then_mean(p, saved);
+    else
+      ag::copy_(p, saved);
   }
 }
 

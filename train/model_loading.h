@@ -43,11 +43,17 @@ void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cf
 // adapters with B = 0 (an init holding other adapters is merged first: merged_checkpoint),
 // and every other weight comes from the checkpoint.
 bool init_head_is_fresh(const io::Checkpoint& init, const nn::GPTConfig& run_model);
+// train --init-from for a task that needs ids the init's vocabulary lacks (instruct's
+// end-of-text, a chat format's special tokens): the run's vocabulary is larger, and the
+// embedding's and an untied head's new rows start as the mean of the init's rows.
+bool init_vocab_grows(const io::Checkpoint& init, const nn::GPTConfig& run_model);
 // check_weights_fit for an --init-from checkpoint: against the run's model, or, with
-// another head or other adapters, against the checkpoint's own model (its config checked).
+// another head, other adapters or a grown vocabulary, against the checkpoint's own model (its
+// config checked).
 void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model);
 // Loads an --init-from checkpoint (checked by check_init_fits; merged when its adapters
-// are not the run's) into the model: every weight, less a fresh head's and fresh adapters'.
+// are not the run's) into the model: every weight, less a fresh head's and fresh adapters',
+// with a grown vocabulary's new rows the mean of the init's (init_vocab_grows).
 void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
 
 struct RunConfig;

@@ -121,6 +121,14 @@ void TrainingRun::take_vocabulary() {
   const int64_t tokenizer_vocab = data_.tokenizer->vocab_size() + extra;
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = tokenizer_vocab;
   cfg_.tokenizer = data_.tokenizer->kind();  // a folder's own, recorded as it is
+  // a fine-tuning from a base without those ids grows its embedding and head
+  // (load_init_weights: the new rows are the mean of the old)
+  if (cfg_.model.vocab_size < tokenizer_vocab && extra > 0 && !cfg_.init_from.empty() &&
+      !resumed_) {
+    sayf("vocab: {} -> {}: task {} adds {}, new embedding and head rows the mean of the old\n",
+         cfg_.model.vocab_size, tokenizer_vocab, cfg_.task, cfg_.task->extra_ids_help());
+    cfg_.model.vocab_size = tokenizer_vocab;
+  }
   if (cfg_.model.vocab_size < tokenizer_vocab && extra > 0)
     throw std::invalid_argument(fmt::format(
         "task {} needs {} the {} tokenizer lacks ({}), so the model needs vocab_size {} "

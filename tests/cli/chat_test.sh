@@ -56,6 +56,30 @@ memorised)
     awk -v loss="$(json_value loss eval.txt)" 'BEGIN {exit !(loss < 0.05)}' ||
     fail "eval --json: $(tail -1 eval.txt), expected $expected reply tokens and a small loss"
   ;;
+grown_base)
+  # A char language model (no chat tokens) fine-tuned for chat: its vocabulary grows by
+  # ChatML's two tokens (new rows the mean of the old), and sample --chat answers each
+  # question exactly, its reply ended at <|im_end|>.
+  make_chats
+  while IFS='|' read -r question answer system; do
+    printf 'system\n%s\nuser\n%s\nassistant\n%s\n' "$system" "$question" "$answer"
+  done < answers.txt > plain.txt
+  "$bin" train --data plain.txt --tokenizer char --context-length 96 --d-model 64 --n-heads 4 \
+    --n-layers 2 --batch-size 4 --steps 5 --eval-interval 0 --sample-tokens 0 --threads 2 \
+    --out base.h5 > base.txt 2>&1 || fail "train the base failed: $(tail -3 base.txt)"
+  base_vocab=$("$bin" inspect base.h5 | sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' | head -1)
+  "$bin" train --task chat --data chats.jsonl --init-from base.h5 --batch-size 6 --dropout 0 \
+    --lr 3e-3 --warmup-steps 20 --val-fraction 0 --eval-interval 0 --log-interval 1000 \
+    --sample-tokens 0 --threads 2 --steps 300 --out run.h5 > train.txt 2>&1 ||
+    fail "train --task chat from a char base failed: $(tail -3 train.txt)"
+  grep -q "vocab: $base_vocab -> $((base_vocab + 2)): task chat adds" train.txt ||
+    fail "the vocabulary did not grow by two: $(grep vocab train.txt)"
+  while IFS='|' read -r question answer system; do
+    got=$("$bin" sample run.h5 --chat "$question" --system "$system" --temperature 0 \
+          --tokens 40 2> stats.txt) || fail "sample --chat failed: $(cat stats.txt)"
+    [ "$got" = "$answer" ] || fail "'$question' ('$system'): answered '$got', not '$answer'"
+  done < answers.txt
+  ;;
 conversation)
   # --chat alone reads user lines from standard input and answers each; the conversation
   # outgrows the context and its oldest turns are dropped, said once.

@@ -1,16 +1,19 @@
 // llama.cpp itself (the npm package node-llama-cpp's prebuilt CPU build, offline) on a GGUF
 // file attograd wrote: loads it, tokenizes a text, and greedily decodes from given ids.
-//   node llama_cpp_decode.mjs NPM_DIR FILE.gguf TOKENS TEXTS_DIR IDS...
+//   [STOP_AT_EOG=1] node llama_cpp_decode.mjs NPM_DIR FILE.gguf TOKENS TEXTS_DIR IDS...
 // Prints one JSON line: {"tokenized": {NAME: the ids llama.cpp gives TEXTS_DIR/NAME.txt (no
 // BOS)}, "generated": the TOKENS ids it picks after IDS at temperature 0, "architecture":
-// general.architecture}; TEXTS_DIR "-": none. NPM_DIR holds node_modules/node-llama-cpp.
+// general.architecture, "bos", "eos", "eot": the ids llama.cpp takes for them (or null),
+// "wrapper": the class of the chat wrapper node-llama-cpp resolves from the file's chat
+// template, "stop": with STOP_AT_EOG=1, the end-of-generation id that ended "generated"
+// before TOKENS (else null)}; TEXTS_DIR "-": none. NPM_DIR holds node_modules/node-llama-cpp.
 import { pathToFileURL } from "node:url";
 import fs from "node:fs";
 import path from "node:path";
 
 const [npmDir, file, count, textsDir, ...prompt] = process.argv.slice(2);
 const entry = path.join(npmDir, "node_modules", "node-llama-cpp", "dist", "index.js");
-const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
+const { getLlama, LlamaLogLevel, resolveChatWrapper } = await import(pathToFileURL(entry).href);
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
 const model = await llama.loadModel({ modelPath: path.resolve(file) });
 // keys and values cached in F32 (llama.cpp's default is F16, which rounds them)
@@ -23,8 +26,15 @@ const context = await model.createContext({
 });
 const sequence = context.getSequence();
 const generated = [];
+let stop = null;
+const stopAtEog = process.env.STOP_AT_EOG === "1";
 if (Number(count) > 0) {
-  for await (const token of sequence.evaluate(prompt.map(Number), { temperature: 0 })) {
+  const options = { temperature: 0, yieldEogToken: stopAtEog };  // to say which id stopped it
+  for await (const token of sequence.evaluate(prompt.map(Number), options)) {
+    if (stopAtEog && model.isEogToken(token)) {
+      stop = token;
+      break;
+    }
     generated.push(token);
     if (generated.length >= Number(count)) break;
   }
@@ -36,7 +46,10 @@ for (const name of names.sort()) {
   tokenized[name.slice(0, -4)] = Array.from(model.tokenize(text, false));
 }
 const architecture = model.fileInfo?.metadata?.general?.architecture ?? "";
-process.stdout.write(JSON.stringify({ tokenized, generated, architecture }) + "\n");
+const { bos, eos, eot } = model.tokens;
+const wrapper = resolveChatWrapper(model)?.constructor?.name ?? null;
+const out = { tokenized, generated, architecture, bos, eos, eot, wrapper, stop };
+process.stdout.write(JSON.stringify(out) + "\n");
 await context.dispose();
 await model.dispose();
 await llama.dispose();

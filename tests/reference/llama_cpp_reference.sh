@@ -11,13 +11,7 @@
 #
 # Skips (77) without node or npm, or when tools/npm_fixtures.sh cannot install the packages
 # (node-llama-cpp: Linux x64 only).
-set -euo pipefail
-attograd=$1
-here=$(cd "$(dirname "$0")" && pwd)
-source "$here/npm_texts.sh" "$2"
-llama_dir="$(dirname "$modules")/llama-cpp"
-[ -f "$llama_dir/node_modules/node-llama-cpp/package.json" ] ||
-  { echo "skipped: node-llama-cpp is not installed (tools/npm_fixtures.sh)"; exit 77; }
+source "$(dirname "$0")/llama_cpp_fixture.sh" "$@"
 
 common=(--tokenizer bpe --vocab-size 400 --context-length 64 --d-model 64 --n-heads 4
   --n-layers 2 --d-ff 96 --batch-size 8 --steps 150 --lr 0.01 --dropout 0
@@ -30,8 +24,6 @@ declare -A options=(
 )
 tokens=40
 prompts=("The tokenizer don't" "café 42" "#include (a+b)" "code")
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 for arch in llama qwen2 qwen3; do
   model="$work/$arch.h5" gguf="$work/$arch.gguf"
