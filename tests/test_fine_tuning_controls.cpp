@@ -53,7 +53,7 @@ TEST_CASE("an epoch is a whole pass: its steps are rounded up", "[fine_tuning_co
   REQUIRE_THROWS_AS(train::epoch_steps(INT64_MAX / 2, 1000, 16), std::invalid_argument);
 }
 
-TEST_CASE("--epochs sets the run's steps from its training tokens, batch and accumulation",
+TEST_CASE("epochs set a run's steps from its training tokens, batch and accumulation",
           "[fine_tuning_controls]") {
   ag_test::TempDir dir;
   train::RunConfig cfg = tiny_run(dir);
@@ -162,7 +162,7 @@ TEST_CASE("a resumed run with early stopping ends as the uninterrupted one, bit 
   }
 }
 
-TEST_CASE("--keep-best holds the best evaluation's weights, step and metric",
+TEST_CASE("keep-best holds the best evaluation's weights, step and metric",
           "[fine_tuning_controls]") {
   ag_test::TempDir dir;
   train::RunConfig cfg = bouncing_run(dir);
