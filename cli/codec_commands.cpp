@@ -32,9 +32,10 @@ namespace {
 constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr size_t kMaxIdBytes = 24;  // longer than any id (at most 10 digits): not an id
 
-// A problem with what came on standard input: a failure (exit 1), not a usage error.
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A problem with what came on standard input: bad input, exit 2 as all bad input is
+// (docs/exit-codes.md).
+struct InputError : UsageError {
+  using UsageError::UsageError;
 };
 
 po::options_description codec_options(std::string& tokenizer, const char* caption) {

@@ -128,7 +128,7 @@ errors)
   expect_usage_error "--text is empty" "$bin" classify --checkpoint cls.h5 --text ""
   # no column with few values: one message per label is refused, with the fix
   awk -F'\t' 'NR > 1 { print $1 "\t" $1 " again" }' spam.tsv > nolabels.tsv
-  expect_error 1 "has no header line and no column that looks like a label" \
+  expect_usage_error "has no header line and no column that looks like a label" \
     "$bin" train "${small[@]}" --data nolabels.tsv --steps 1 --out x.h5
   expect_usage_error "cannot be tokenized" "$bin" classify --checkpoint cls.h5 --text "Zebra"
   ;;

@@ -81,7 +81,7 @@ prepare_errors)
   printf 'abc\xff\xfedef\n' > bad.txt
   rc=0
   "$bin" prepare --data a.txt bad.txt --out o > /dev/null 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] || fail "invalid UTF-8 exited $rc, not 1"
+  [ "$rc" -eq 2 ] || fail "invalid UTF-8 exited $rc, not 2 (bad input)"
   grep -q "bad.txt" err.txt && grep -q "offset 3" err.txt ||
     fail "invalid UTF-8 not named with its file and offset: $(cat err.txt)"
   rc=0
@@ -98,7 +98,7 @@ prepare_errors)
   printf 'x' >> t.prepared/train.bin
   rc=0
   "$bin" train "${tiny[@]}" --steps 1 --data t.prepared --out x.h5 > /dev/null 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] && grep -q "train.bin" err.txt || fail "a damaged train.bin was not named: $(cat err.txt)"
+  [ "$rc" -eq 2 ] && grep -q "train.bin" err.txt || fail "a damaged train.bin was not named: $(cat err.txt)"
   ;;
 bpe_checkpoint)
   # A model trained with --tokenizer bpe keeps its merges: eval, sample, inspect and an
@@ -162,13 +162,13 @@ encode_decode)
   [ "$(printf '72\n101\t108  108 \n' | "$bin" decode --tokenizer run.h5)" = "Hell" ] ||
     fail "decode does not take ids separated by any whitespace"
   rc=0; echo "72 101 99999" | "$bin" decode --tokenizer run.h5 > /dev/null 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] && grep -q "id 99999 at position 2" err.txt || fail "a bad id: rc $rc, $(cat err.txt)"
+  [ "$rc" -eq 2 ] && grep -q "id 99999 at position 2" err.txt || fail "a bad id: rc $rc, $(cat err.txt)"
   rc=0; echo "72 1o1" | "$bin" decode --tokenizer run.h5 > /dev/null 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] && grep -q "'1o1' at position 1" err.txt || fail "a non-number: rc $rc, $(cat err.txt)"
+  [ "$rc" -eq 2 ] && grep -q "'1o1' at position 1" err.txt || fail "a non-number: rc $rc, $(cat err.txt)"
   rc=0; printf 'abc\xffdef' | "$bin" encode --tokenizer run.h5 > /dev/null 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] && grep -q "invalid UTF-8.*offset 3" err.txt || fail "invalid UTF-8: rc $rc, $(cat err.txt)"
+  [ "$rc" -eq 2 ] && grep -q "invalid UTF-8.*offset 3" err.txt || fail "invalid UTF-8: rc $rc, $(cat err.txt)"
   rc=0; printf 'the snow\xe2\x98\x83man' | "$bin" encode --tokenizer char.prepared > /dev/null 2> err.txt || rc=$?
-  [ "$rc" -eq 1 ] && grep -q "U+2603.*byte offset 8" err.txt ||
+  [ "$rc" -eq 2 ] && grep -q "U+2603.*byte offset 8" err.txt ||
     fail "an unknown character: rc $rc, $(cat err.txt)"
   rc=0; "$bin" encode --tokenizer . < t.txt > /dev/null 2> err.txt || rc=$?
   [ "$rc" -eq 2 ] && grep -q "not a prepared folder" err.txt || fail "a plain folder: rc $rc, $(cat err.txt)"
