@@ -1,5 +1,6 @@
 #include "autograd/allocator.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -24,6 +25,7 @@ class BlockCache {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.live_bytes += size;
       if (stats_.live_bytes > stats_.peak_live_bytes) stats_.peak_live_bytes = stats_.live_bytes;
+      used_[size] = epoch_;
       auto it = free_.find(size);
       if (it != free_.end() && !it->second.empty()) {
         void* p = it->second.back();
@@ -51,6 +53,7 @@ class BlockCache {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.live_bytes -= size;
+      used_[size] = epoch_;
       if (stats_.cached_bytes + size <= kMaxCachedBytes) {
         free_[size].push_back(p);
         stats_.cached_bytes += size;
@@ -71,6 +74,28 @@ class BlockCache {
       for (void* p : list) std::free(p);
   }
 
+  // the blocks of sizes untouched since the previous call
+  void release_unused() {
+    std::vector<void*> unused;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = used_.begin(); it != used_.end();) {
+        if (it->second == epoch_) {
+          ++it;
+          continue;
+        }
+        if (auto blocks = free_.find(it->first); blocks != free_.end()) {
+          stats_.cached_bytes -= it->first * blocks->second.size();
+          unused.insert(unused.end(), blocks->second.begin(), blocks->second.end());
+          free_.erase(blocks);
+        }
+        it = used_.erase(it);
+      }
+      ++epoch_;
+    }
+    for (void* p : unused) std::free(p);
+  }
+
   AllocatorStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
@@ -79,6 +104,8 @@ class BlockCache {
  private:
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;
+  std::unordered_map<size_t, uint64_t> used_;  // each size's last epoch of a take or give
+  uint64_t epoch_ = 0;                         // release_unused calls so far
   AllocatorStats stats_;
 };
 
@@ -101,6 +128,9 @@ AllocatorStats allocator_stats() {
 }
 void release_cached_blocks() {
   cache().release();
+}
+void release_unused_blocks() {
+  cache().release_unused();
 }
 
 }  // namespace ag

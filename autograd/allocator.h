@@ -21,5 +21,11 @@ AllocatorStats allocator_stats();
 // Gives every cached block back to the system (e.g. after a phase whose sizes will not
 // recur, such as generation with growing contexts).
 void release_cached_blocks();
+// Gives back the cached blocks of every size that was neither taken nor given since the
+// previous call. Called once a training step: a step of fixed shapes takes and gives the
+// same sizes every time and keeps them all, but batches padded to their longest example
+// come in many sizes, whose blocks would otherwise stay (up to the cache's 4 GB) after
+// the step that needed them.
+void release_unused_blocks();
 
 }  // namespace ag

@@ -157,3 +157,21 @@ TEST_CASE("after the first training step no tensor storage comes from the system
   REQUIRE(after.hits > before.hits);       // storage was asked for...
   REQUIRE(after.misses == before.misses);  // ...and every block came from the cache
 }
+
+TEST_CASE("blocks of a size a step no longer uses go back; a step's own sizes stay cached") {
+  ag::release_cached_blocks();
+  const size_t once = 3 << 20, every = 5 << 20;  // bytes: distinct sizes, multiples of 64
+  ag::free_block(ag::allocate_block(once), once);
+  auto step = [&] { ag::free_block(ag::allocate_block(every), every); };
+  ag::release_unused_blocks();  // `once` was used since the last call (none): it stays
+  step();
+  REQUIRE(ag::allocator_stats().cached_bytes == once + every);
+  ag::release_unused_blocks();  // `once` was not used in this "step": it goes
+  REQUIRE(ag::allocator_stats().cached_bytes == every);
+  step();
+  ag::release_unused_blocks();
+  REQUIRE(ag::allocator_stats().cached_bytes == every);  // a size used every step stays
+  const auto misses = ag::allocator_stats().misses;
+  step();
+  REQUIRE(ag::allocator_stats().misses == misses);  // ...and is handed out again
+}

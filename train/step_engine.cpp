@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "autograd/allocator.h"
 #include "autograd/anomaly.h"
 #include "autograd/ops/gemm_tuning.h"
 #include "autograd/test_hooks.h"  // set_nan_injection, for --inject-nan
@@ -107,6 +108,7 @@ void StepEngine::start_reduction() {
 }
 
 StepResult StepEngine::step(int64_t step, double lr) {
+  ag::release_unused_blocks();  // sizes the previous step did not use (padded batches)
   StepResult r;
   step_start_ = {data_gen_.state(), model_.dropout_generator().state(), micro_batches_};
   step_tokens_ = 0;

@@ -141,10 +141,26 @@ void TrainingRun::take_vocabulary() {
                                             cfg_.model.vocab_size, tokenizer_vocab));
 }
 
+namespace {
+
+// The longest sequence a step runs: a task's batches are padded to their longest example
+// (data::make_batch), not to the context, so its plan is for sequences that long.
+int64_t longest_sequence(const RunData& data, int64_t context_length) {
+  if (!data.examples) return context_length;
+  size_t longest = 1;
+  for (const auto* part : {&data.examples->train, &data.examples->val})
+    for (const data::Example& e : *part) longest = std::max(longest, e.ids.size());
+  return std::min<int64_t>(context_length, static_cast<int64_t>(longest));
+}
+
+}  // namespace
+
 void TrainingRun::check_plan() {
   const ParameterCounts counts = count_parameters(cfg_);
-  setup_.plan = plan_memory(cfg_, cfg_.model.num_parameters(), data_.memory_bytes(), world_.size(),
-                            counts.trainable, data_.reading_bytes);
+  RunConfig planned = cfg_;
+  planned.model.context_length = longest_sequence(data_, cfg_.model.context_length);
+  setup_.plan = plan_memory(planned, cfg_.model.num_parameters(), data_.memory_bytes(),
+                            world_.size(), counts.trainable, data_.reading_bytes);
   print_plan(counts);
   const MemoryPlan& plan = setup_.plan;
   if (!plan.fits())
