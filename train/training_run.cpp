@@ -85,8 +85,8 @@ void TrainingRun::quiet_this_rank() {
 // and, for the same task, what the task knew.
 std::optional<io::Checkpoint> TrainingRun::read_init() {
   if (cfg_.init_from.empty()) return std::nullopt;
-  // the weights only: a training checkpoint's optimiser state (twice the weights) is a new
-  // run's neither to read nor to hold
+  // the weights only: a training checkpoint's optimiser state (twice the weights) is not
+  // the new run's to read or hold
   std::optional<io::Checkpoint> init =
       io::load_checkpoint(cfg_.init_from, io::LoadOptions{.weights_only = true});
   refuse_gradient_dump(*init);
@@ -192,10 +192,10 @@ void TrainingRun::print_plan(const ParameterCounts& counts) const {
            : "");
   if (!data_.layout.empty()) sayf("{}\n", data_.layout);
   const int ranks = world_.size();
-  sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {} tokens per step\n",
+  sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {}{} tokens per step\n",
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
        ranks > 1 ? fmt::format(" x {} processes", ranks) : "", cfg_.effective_batch() * ranks,
-       cfg_.model.context_length);
+       data_.examples ? "up to " : "", longest_sequence(data_, cfg_.model.context_length));
   sayf("{}\n", schedule_text());
   sayf("{}\n", setup_.plan.describe());
 }
