@@ -25,11 +25,11 @@ class BlockCache {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.live_bytes += size;
       if (stats_.live_bytes > stats_.peak_live_bytes) stats_.peak_live_bytes = stats_.live_bytes;
-      used_[size] = epoch_;
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
+      SizeClass& cached = free_[size];
+      cached.used = epoch_;
+      if (!cached.blocks.empty()) {
+        void* p = cached.blocks.back();
+        cached.blocks.pop_back();
         stats_.cached_bytes -= size;
         ++stats_.hits;
         return p;
@@ -53,9 +53,10 @@ class BlockCache {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.live_bytes -= size;
-      used_[size] = epoch_;
+      SizeClass& cached = free_[size];
+      cached.used = epoch_;
       if (stats_.cached_bytes + size <= kMaxCachedBytes) {
-        free_[size].push_back(p);
+        cached.blocks.push_back(p);
         stats_.cached_bytes += size;
         return;
       }
@@ -64,14 +65,14 @@ class BlockCache {
   }
 
   void release() {
-    std::unordered_map<size_t, std::vector<void*>> blocks;
+    std::unordered_map<size_t, SizeClass> classes;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      blocks.swap(free_);
+      classes.swap(free_);
       stats_.cached_bytes = 0;
     }
-    for (auto& [size, list] : blocks)
-      for (void* p : list) std::free(p);
+    for (auto& [size, cached] : classes)
+      for (void* p : cached.blocks) std::free(p);
   }
 
   // the blocks of sizes untouched since the previous call
@@ -79,17 +80,15 @@ class BlockCache {
     std::vector<void*> unused;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (auto it = used_.begin(); it != used_.end();) {
-        if (it->second == epoch_) {
+      for (auto it = free_.begin(); it != free_.end();) {
+        if (it->second.used == epoch_) {
           ++it;
           continue;
         }
-        if (auto blocks = free_.find(it->first); blocks != free_.end()) {
-          stats_.cached_bytes -= it->first * blocks->second.size();
-          unused.insert(unused.end(), blocks->second.begin(), blocks->second.end());
-          free_.erase(blocks);
-        }
-        it = used_.erase(it);
+        const std::vector<void*>& blocks = it->second.blocks;
+        stats_.cached_bytes -= it->first * blocks.size();
+        unused.insert(unused.end(), blocks.begin(), blocks.end());
+        it = free_.erase(it);
       }
       ++epoch_;
     }
@@ -103,9 +102,12 @@ class BlockCache {
 
  private:
   std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
-  std::unordered_map<size_t, uint64_t> used_;  // each size's last epoch of a take or give
-  uint64_t epoch_ = 0;                         // release_unused calls so far
+  struct SizeClass {
+    std::vector<void*> blocks;  // freed, for the next take of this size
+    uint64_t used = 0;          // the last epoch a block of this size was taken or given
+  };
+  std::unordered_map<size_t, SizeClass> free_;
+  uint64_t epoch_ = 0;  // release_unused calls so far
   AllocatorStats stats_;
 };
 

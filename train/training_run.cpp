@@ -161,7 +161,7 @@ void TrainingRun::check_plan() {
   planned.model.context_length = longest_sequence(data_, cfg_.model.context_length);
   setup_.plan = plan_memory(planned, cfg_.model.num_parameters(), data_.memory_bytes(),
                             world_.size(), counts.trainable, data_.reading_bytes);
-  print_plan(counts);
+  print_plan(counts, planned.model.context_length);
   const MemoryPlan& plan = setup_.plan;
   if (!plan.fits())
     throw std::runtime_error(fmt::format(
@@ -177,7 +177,7 @@ void TrainingRun::check_plan() {
         windows, windows * cfg_.model.context_length);
 }
 
-void TrainingRun::print_plan(const ParameterCounts& counts) const {
+void TrainingRun::print_plan(const ParameterCounts& counts, int64_t sequence_tokens) const {
   const std::string split = data_.examples ? ""  // the source line counts the examples
                                            : fmt::format(" | {} train / {} val tokens",
                                                          data_.train.size(), data_.val.size());
@@ -195,7 +195,7 @@ void TrainingRun::print_plan(const ParameterCounts& counts) const {
   sayf("batch: {} sequences x {} micro-batch{}{} = {} sequences of {}{} tokens per step\n",
        cfg_.batch_size, cfg_.grad_accum_steps, cfg_.grad_accum_steps == 1 ? "" : "es",
        ranks > 1 ? fmt::format(" x {} processes", ranks) : "", cfg_.effective_batch() * ranks,
-       data_.examples ? "up to " : "", longest_sequence(data_, cfg_.model.context_length));
+       data_.examples ? "up to " : "", sequence_tokens);
   sayf("{}\n", schedule_text());
   sayf("{}\n", setup_.plan.describe());
 }

@@ -94,7 +94,8 @@ class TrainingRun {
   void load_data(const io::Checkpoint* init);
   void take_vocabulary();
   void check_plan();
-  void print_plan(const ParameterCounts& counts) const;
+  // sequence_tokens: the longest a step runs (a task's longest example, or the context)
+  void print_plan(const ParameterCounts& counts, int64_t sequence_tokens) const;
   void build_model(std::optional<io::Checkpoint> init);
   void start_engine();
   void print_baselines();
