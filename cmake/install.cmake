@@ -52,6 +52,13 @@ add_library(attograd::attograd ALIAS attograd_library)
 install(TARGETS attograd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${ATTOGRAD_LIBRARIES} attograd_library EXPORT attogradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# A sanitized build's libraries call the sanitizers' runtime: whatever links them must link
+# it too (and be built by the same compiler, as tests/package/package_test.sh does).
+if(ATTOGRAD_SANITIZE OR ATTOGRAD_FUZZ)
+  foreach(library ${ATTOGRAD_LIBRARIES})
+    target_link_options(${library} INTERFACE $<INSTALL_INTERFACE:-fsanitize=address,undefined>)
+  endforeach()
+endif()
 # A library's headers are its folder's (autograd_testing's are autograd/'s, installed
 # with core's).
 foreach(folder ${ATTOGRAD_LIBRARIES})

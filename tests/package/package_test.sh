@@ -14,10 +14,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix/install" > /dev/null
+# the consumer is built by the compiler that built the libraries (a sanitized clang build's
+# runtime is clang's)
+compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 for component in "${components[@]}"; do
   log="$prefix/$component.log"
   if ! { cmake -S "$here" -B "$prefix/$component" -DCMAKE_PREFIX_PATH="$prefix/install" \
-           -DCOMPONENT="$component" -DCMAKE_BUILD_TYPE=Release &&
+           -DCOMPONENT="$component" -DCMAKE_BUILD_TYPE=Release \
+           ${compiler:+-DCMAKE_CXX_COMPILER="$compiler"} &&
          cmake --build "$prefix/$component" -j2 &&
          "$prefix/$component/consumer"; } > "$log" 2>&1; then
     echo "find_package(attograd COMPONENTS $component) + attograd::$component failed:"
