@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "autograd/profile.h"
+
 namespace ag {
 
 // bfloat16 copies of parameters (or of stacks of them), keyed by the parameters' identity;
@@ -45,6 +47,7 @@ void convert_into(const Tensor& t, const Tensor& dst, int64_t row0) {
 }
 
 Tensor stacked_bf16(const std::vector<Tensor>& parts) {
+  const profile::Timer timer("round to bfloat16");
   if (parts.size() == 1) return detail::bf16_operand(parts[0]);
   Shape shape = parts[0].shape();
   shape[0] = 0;
@@ -99,6 +102,7 @@ Precision autocast_precision() {
 }
 
 Tensor to_bfloat16(const Tensor& t) {
+  const profile::Timer timer("round to bfloat16");
   if (t.dtype() != DType::Float32)
     throw std::invalid_argument(
         fmt::format("to_bfloat16: expected a float32 tensor, got {}", dtype_name(t.dtype())));

@@ -26,6 +26,7 @@
 //                  attention's on the BF16 units, ops/tile_kernels_bf16.h, or on oneDNN,
 //                  ops/attention_onednn.h, where measured faster); the bfloat16 copies the
 //                  ops producing a linear's input write beside their output
+//   profile.h      bench --breakdown's timers: where a step's time goes, by kernel class
 //   anomaly.h      detect_anomaly: the first non-finite value named by op and module
 //   test_hooks.h   for tests only, not included here: NaN injection, the attention mask replay,
 //                  the attention's bf16 products forced onto one kernel, producers' copies off

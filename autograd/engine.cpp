@@ -7,6 +7,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
+#include "autograd/profile.h"
 
 namespace ag {
 
@@ -172,7 +173,11 @@ void run_node(Node& n, const Tensor& g, std::unordered_map<Node*, Tensor>& grads
         "backward(): trying to backward through {} a second time; its saved tensors were "
         "freed after the first backward. Pass retain_graph=true to the first call",
         n.name));
-  std::vector<Tensor> in_grads = n.backward(g);
+  std::vector<Tensor> in_grads;
+  {
+    const profile::Timer timer(n.name);
+    in_grads = n.backward(g);
+  }
   if (in_grads.size() != n.next.size())
     throw std::logic_error(fmt::format("{} returned {} gradients for {} inputs", n.name,
                                        in_grads.size(), n.next.size()));

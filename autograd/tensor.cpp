@@ -12,6 +12,7 @@
 #include "autograd/allocator.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/profile.h"
 #include "autograd/strided_loop.h"
 
 namespace ag {
@@ -162,6 +163,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
 
 // ---------------------------------------------------------------- copy and fill
 void copy_(const Tensor& dst, const Tensor& src) {
+  const profile::Timer timer("copy");
   Shape target = broadcast_shapes(src.shape(), dst.shape(), "copy_");
   if (target != dst.shape())
     throw std::invalid_argument(

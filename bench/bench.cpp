@@ -15,6 +15,7 @@
 #include "autograd/autocast.h"
 #include "base/error_text.h"
 #include "bench/background_load.h"
+#include "bench/breakdown.h"
 #include "bench/decode_bound.h"
 #include "bench/memory_bench.h"
 #include "bench/micro.h"
@@ -174,6 +175,7 @@ void timed_step(nn::GPT& model, optim::AdamW& opt, const std::vector<ag::Tensor>
   }
   const double t_bwd = since();
   if (reducer) {
+    const ag::profile::Timer timer("reduction wait");
     reducer->last_backward_done(nullptr);
     reducer->reduce();
   }
@@ -200,6 +202,7 @@ struct StepOptions {
   int64_t lora_rank = 0;         // > 0: LoRA adapters on all four targets, the base frozen
   bool background_load = false;  // a busy process pinned to one core while the steps run
   bool report = true;            // false: the steps run for their side effects (--tune)
+  bool breakdown = false;        // report where the step's time went instead (breakdown.h)
   std::string save_checkpoint;   // after the steps, a checkpoint saved here, its memory measured
 };
 
@@ -261,6 +264,17 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
              peak_rss_mb() / planned);
 }
 
+BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int processes,
+                           const StepTimes& t) {
+  double measured_ms = 0;
+  for (double ms : t.total) measured_ms += ms;
+  return {fmt::format("{}{} {} (dropout {}, {} process{} x {} threads)", c.name,
+                      o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
+                      base::choice_name(o.precision), o.dropout, processes,
+                      processes == 1 ? "" : "es", o.threads),
+          static_cast<int64_t>(t.total.size()), measured_ms / 1e3};
+}
+
 // Under mpirun every process runs its own batch and the gradients are reduced as in
 // training (train/grad_reduction.h, buckets overlapping backward): tokens/s counts all
 // processes' tokens, and reduce_ms is the wait after backward.
@@ -286,12 +300,14 @@ int run_steps(const StepOptions& o) {
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
   double cpu_start = 0;
-  ag::AdaptiveThreads team(o.threads);  // as training adapts it
-  std::optional<BackgroundLoad> load;   // from the first timed step to the report
+  ag::AdaptiveThreads team(o.threads);              // as training adapts it
+  std::optional<BackgroundLoad> load;               // from the first timed step to the report
+  std::optional<ag::profile::Breakdown> breakdown;  // the timed steps' kernels (--breakdown)
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
     if (i == o.warmup) {
       cpu_start = cpu_ms();
       if (o.background_load && world.root()) load.emplace();  // one for the machine
+      if (o.breakdown) breakdown.emplace();
     }
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     const auto step = team.step();
@@ -305,7 +321,9 @@ int run_steps(const StepOptions& o) {
   for (const auto& p : params) trainable += p.numel();
   const auto budget =
       step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
-  if (world.root() && o.report)
+  if (world.root() && breakdown)
+    print_breakdown(breakdown_run(c, o, world.size(), times), breakdown->rows(), o.json);
+  else if (world.root() && o.report)
     report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu, budget);
   if (world.root() && !o.save_checkpoint.empty())
     print_save(measure_save(o.save_checkpoint, model, opt, run.to_json()), o.save_checkpoint,
@@ -343,6 +361,10 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
       "precision", po::value(&precision)->default_value("fp32"),
       "fp32, or bf16 (autocast: bfloat16 matmul operands, float32 accumulation)")(
       "json", "one JSON object per line")(
+      "breakdown",
+      "where the timed steps' time goes, by kernel class (each GEMM class with its kernel and "
+      "GFLOP/s, the attention, each op's forward and backward, roundings, copies, the "
+      "optimiser, the reduction wait), instead of the step summary")(
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
       "decode",
       "the cached decoder's tokens/s at --config's shape (--steps steps from position 100), "
@@ -394,6 +416,7 @@ int bench_command(const std::vector<std::string>& args) {
     o.precision = base::parse_choice<ag::Precision>(precision);
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
+    o.breakdown = vm.count("breakdown") > 0;
     if (vm.count("micro")) return run_micro(o.threads, o.json);
     if (vm.count("decode")) {
       ag::set_num_threads(o.threads);

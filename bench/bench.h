@@ -10,7 +10,8 @@
 // memory_bench.h: the step's memory plan beside its peak RSS, and what a checkpoint save
 // adds to the resident memory (--save-checkpoint; gpt2_scale.py reports both at gpt2).
 // --tune prints the measured GEMM kernel table (tune_table.h); --decode the cached decoder
-// against its read-bandwidth bound (decode_bound.h).
+// against its read-bandwidth bound (decode_bound.h); --breakdown where the timed steps' time
+// went, by kernel class (breakdown.h).
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
 //   attograd bench --config base --background-load

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 
 namespace optim {
 
@@ -119,6 +120,7 @@ bool ElementwiseOptimizer::keep_bf16_copies(ag::Bf16WeightCopies* copies) {
 }
 
 void ElementwiseOptimizer::zero_grad() {
+  const ag::profile::Timer timer("zero_grad");
   for (auto& s : slots_) s.param.zero_grad();
 }
 
@@ -127,6 +129,7 @@ void ElementwiseOptimizer::zero_grad() {
 // many small tensors (biases, LayerNorms) keeps both cores busy too. Each element's update
 // is independent of the others, so the split cannot change the bits.
 void ElementwiseOptimizer::step(double grad_scale) {
+  const ag::profile::Timer timer("optimizer step");
   ++steps_;
   ag::NoGradGuard no_grad;
   struct Chunk {
@@ -376,6 +379,7 @@ struct GradChunks {
 }  // namespace
 
 double grad_norm(const std::vector<ag::Tensor>& params) {
+  const ag::profile::Timer timer("gradient norm");
   return GradChunks(params).norm();
 }
 

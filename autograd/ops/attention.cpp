@@ -49,6 +49,7 @@
 #include "autograd/ops/heads.h"
 #include "autograd/ops/tile_kernels.h"
 #include "autograd/ops/tile_kernels_bf16.h"
+#include "autograd/profile.h"
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
@@ -622,9 +623,20 @@ Tensor kept_operand(const Spec& s, const Tensor& t) {
   return !bf16_operands(s) && t.dtype() == DType::BFloat16 ? t.to(DType::Float32) : t;
 }
 
+// The kernel of s's products, for the step's breakdown (profile.h)
+const char* products_name(const Spec& s) {
+  using detail::GemmKernel;
+  return detail::kernel_name(s.onednn  ? GemmKernel::attention_onednn
+                             : s.units ? GemmKernel::attention_bf16
+                             : s.bf16  ? GemmKernel::attention_fma
+                                       : GemmKernel::attention_f32);
+}
+
 // sdpa_forward on the kernels' operands (kernel_operand), o and lse of the op's dtype
 void run_forward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& o,
                  Tensor& lse) {
+  profile::Timer timer("attention forward");
+  if (timer.on()) timer.describe("attention forward", products_name(s), 2 * attention_macs(s));
   if (s.onednn)
     return detail::attention::onednn_forward(s, q.data<bfloat16>(), k.data<bfloat16>(),
                                              v.data<bfloat16>(), o.data<float>(),
@@ -641,6 +653,8 @@ void run_forward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& 
 // sdpa_backward likewise: dq, dk and dv (of lse's dtype) from the kernels' operands and do
 void run_backward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                   const Tensor& lse, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv) {
+  profile::Timer timer("attention backward");
+  if (timer.on()) timer.describe("attention backward", products_name(s), 4 * attention_macs(s));
   if (s.onednn)
     return detail::attention::onednn_backward(s, q.data<bfloat16>(), k.data<bfloat16>(),
                                               v.data<bfloat16>(), o.data<bfloat16>(),
@@ -689,6 +703,7 @@ void take_dropout(const char* who, double dropout_p, Generator* gen, Spec& s) {
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     double dropout_p, Generator* gen, double scale) {
+  const profile::Timer timer("scaled_dot_product_attention");
   Spec s = check_attention_inputs(q, k, v);
   take_dropout("scaled_dot_product_attention", dropout_p, gen, s);
   s.causal = causal;
@@ -724,6 +739,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // are packed into rows on the way in and back on the way out.
 Tensor causal_self_attention(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads,
                              double dropout_p, Generator* gen) {
+  const profile::Timer timer("causal_self_attention");
   const int64_t H = num_heads, KV = num_kv_heads;
   if (qkv.dim() != 3 || H <= 0 || KV <= 0 || H % KV != 0 || qkv.shape()[2] % (H + 2 * KV) != 0)
     throw std::invalid_argument(fmt::format(

@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/map.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 
 namespace ag {
 
@@ -78,6 +79,7 @@ void masked_scale(const T* src, const bool* keep, T scale, T* dst, int64_t begin
 
 // out = a * keep / (1 - p) with keep ~ Bernoulli(1 - p);  da = g * keep / (1 - p)
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
+  const profile::Timer timer("dropout");
   if (!(p >= 0.0 && p <= 1.0))
     throw std::invalid_argument(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!training || p == 0.0) return a;

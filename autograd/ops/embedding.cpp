@@ -11,6 +11,7 @@
 #include "autograd/anomaly.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/profile.h"
 
 namespace ag {
 
@@ -45,6 +46,7 @@ void add_rows_into(Tensor& acc, const Tensor& g, const int64_t* id, int64_t n_id
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  const profile::Timer timer("embedding");
   if (weight.dim() != 2)
     throw std::invalid_argument(
         fmt::format("embedding: weight must be [num_embeddings, dim], "

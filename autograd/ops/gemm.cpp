@@ -25,6 +25,7 @@
 #include "autograd/autocast.h"
 #include "autograd/ops/gemm_tuning.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 #include "autograd/threading.h"
 
 namespace ag::detail {
@@ -130,6 +131,14 @@ std::optional<Bf16Backend> forced_bf16_backend() {
 namespace {
 std::atomic<int64_t> g_gemms{0};  // gemm_count(): the products gemm() has run
 
+// A GEMM's row of the step's breakdown (profile.h): its size class and kernel, 2MNK flops
+void describe_gemm(profile::Timer& timer, bool bf16, const GemmOperand& oa, const GemmOperand& ob,
+                   int64_t M, int64_t N, int64_t K, const char* kernel) {
+  if (!timer.on()) return;
+  timer.describe("GEMM " + describe(gemm_class(bf16, oa.trans, ob.trans, M, N, K)), kernel,
+                 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K));
+}
+
 // Which kernel runs a GEMM: the override, else the measured choice for its class
 // (gemm_tuning.h), else the rule (f32_backend, bf16_backend). Defined with the timers below.
 GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
@@ -147,8 +156,10 @@ F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K) {
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const float* A, const float* B, float* C, float beta, const GemmEpilogue<float>& e) {
   g_gemms.fetch_add(1, std::memory_order_relaxed);
-  if (f32_kernel(oa, ob, M, N, K, A, B) == GemmKernel::onednn_f32)
-    return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
+  profile::Timer timer("GEMM");
+  const GemmKernel kernel = f32_kernel(oa, ob, M, N, K, A, B);
+  describe_gemm(timer, false, oa, ob, M, N, K, kernel_name(kernel));
+  if (kernel == GemmKernel::onednn_f32) return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
   gemm_openblas(oa, ob, M, N, K, A, B, C, beta, e);
 }
 
@@ -162,6 +173,8 @@ void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const double* A, const double* B, double* C, double beta, const GemmEpilogue<double>& e) {
   g_gemms.fetch_add(1, std::memory_order_relaxed);
+  profile::Timer timer("GEMM");
+  describe_gemm(timer, false, oa, ob, M, N, K, "openblas_f64");
   beta = beta_after_bias(beta, C, M, N, N, e.bias);
   const OpenBlasCallThreads blas_threads;
   cblas_dgemm(CblasRowMajor, blas_trans(oa), blas_trans(ob), M, N, K, 1.0, A, oa.ld, B, ob.ld, beta,
@@ -565,7 +578,9 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
           const bfloat16* A, const bfloat16* B, float* C, float beta,
           const GemmEpilogue<float>& e) {
   g_gemms.fetch_add(1, std::memory_order_relaxed);
+  profile::Timer timer("GEMM");
   const GemmKernel kernel = bf16_kernel(oa, ob, M, N, K, A, B);
+  describe_gemm(timer, true, oa, ob, M, N, K, kernel_name(kernel));
   if (kernel == GemmKernel::onednn_bf16) return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
   const WidenedOperands w = widened_operands(oa, ob, M, N, K, A, B);
   const float *a = w.a.const_data<float>(), *b = w.b.const_data<float>();

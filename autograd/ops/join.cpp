@@ -4,10 +4,12 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/profile.h"
 
 namespace ag {
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  const profile::Timer timer("cat");
   if (tensors.empty()) throw std::invalid_argument("cat: no tensors given");
   const Tensor& first = tensors[0];
   dim = normalize_dim(dim, first.dim(), "cat");

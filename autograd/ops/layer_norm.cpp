@@ -10,6 +10,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 
 namespace ag {
 
@@ -187,6 +188,7 @@ void rms_norm_rows(const double* x, int64_t rows, int64_t C, const double* w, do
 
 // y = xhat * w + b,  xhat = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const profile::Timer timer("layer_norm");
   if (x.dim() < 1) throw std::invalid_argument("layer_norm: input must have at least one dim");
   check_affine("layer_norm", "weight", weight, x);
   check_affine("layer_norm", "bias", bias, x);
@@ -232,6 +234,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 
 // y = x * rstd * w,  rstd = 1 / sqrt(mean(x^2) + eps)
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  const profile::Timer timer("rms_norm");
   if (x.dim() < 1) throw std::invalid_argument("rms_norm: input must have at least one dim");
   check_affine("rms_norm", "weight", weight, x);
   const int64_t C = x.shape().back();

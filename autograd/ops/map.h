@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 #include "autograd/strided_loop.h"
 #include "autograd/tensor.h"
 
@@ -20,6 +21,7 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* what)
 // out[i] = f(a[i]) for a float tensor a.
 template <typename F>
 Tensor map1(const Tensor& a, const char* what, F f) {
+  const profile::Timer timer(what);
   Tensor out = empty(a.shape(), a.dtype());
   AG_DISPATCH_FLOAT(a.dtype(), what, [&] {
     scalar_t* o = out.data<scalar_t>();
@@ -41,6 +43,7 @@ Tensor map1(const Tensor& a, const char* what, F f) {
 // out[i] = f(a[i], b[i]) over the broadcast shape of a and b.
 template <typename F>
 Tensor map2(const Tensor& a, const Tensor& b, const char* what, F f) {
+  const profile::Timer timer(what);
   check_same_dtype(a, b, what);
   Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), what);
   Tensor out = empty(shape, a.dtype());

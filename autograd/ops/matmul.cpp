@@ -16,6 +16,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/gemm.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
@@ -39,6 +40,8 @@ constexpr double kSmallGemmWork = 1 << 26;
 template <typename A, typename B>
 void run_pair(bool do_a, bool do_b, double work, A&& first, B&& second) {
   if (do_a && do_b && work < kSmallGemmWork && detail::team_pays(work / detail::kMacsPerElement)) {
+    profile::Timer timer("GEMM pairs side by side");
+    if (timer.on()) timer.describe("GEMM pairs side by side", "two OpenMP tasks", 4 * work);
 #pragma omp parallel
 #pragma omp single
     {
@@ -128,6 +131,7 @@ bool bf16_pays_for(const Tensor& a, const Tensor& b) {
 
 // C = A B: dA = dC B^T, dB = A^T dC, each summed back over broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  const profile::Timer timer("matmul");
   if (a.dim() == 0 || b.dim() == 0)
     throw std::invalid_argument(
         fmt::format("matmul: both operands need at least one dim, got "
@@ -328,6 +332,7 @@ std::vector<Tensor> unstack(const Tensor& g, const std::vector<int64_t>& sizes) 
 // biases is empty or one per weight, undefined for none.
 Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
                       const std::vector<Tensor>& biases, Activation activation) {
+  const profile::Timer timer("linear (stacked)");
   auto stacked = [](const std::vector<Tensor>& parts) {
     if (parts.empty() || !parts[0].defined()) return Tensor();
     if (parts.size() == 1) return parts[0].detach();
@@ -382,6 +387,7 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  const profile::Timer timer("linear");
   check_linear(x, weight, bias);
   return stacked_linear(x, {weight}, {bias}, activation);
 }
@@ -416,6 +422,7 @@ void scale_in_place(Tensor& t, double scale) {
 }  // namespace
 
 Tensor lora_delta(const Tensor& x, const Tensor& a, const Tensor& b, double scale) {
+  const profile::Timer timer("lora_delta");
   if (a.dim() != 2 || b.dim() != 2 || x.dim() < 1 || x.shape().back() != a.shape()[1] ||
       b.shape()[1] != a.shape()[0])
     throw std::invalid_argument(

@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 #include "autograd/strided_loop.h"
 
 namespace ag {
@@ -44,6 +45,7 @@ Shape reduced_shape(const Shape& s, const std::vector<bool>& mask, bool keepdim)
 // sum: out[j] = sum over reduced positions of a; d sum / d a = 1, so the gradient is the
 // output gradient broadcast back over the reduced dims.
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const profile::Timer timer("sum");
   auto mask = reduced_mask(a, dims, "sum");
   Shape kept = reduced_shape(a.shape(), mask, true);
   Tensor out = empty(kept, a.dtype());
@@ -198,6 +200,7 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
 }
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {
+  const profile::Timer timer("sum_to");
   if (a.shape() == shape) return a;
   if (shape.size() > a.shape().size())
     throw std::invalid_argument(fmt::format("sum_to: cannot reduce shape {} to {}",

@@ -7,6 +7,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 
 namespace ag {
 
@@ -73,6 +74,7 @@ void check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t r
 
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rotated_heads,
             int64_t head_dim) {
+  const profile::Timer timer("rope");
   check_rope(x, cos, sin, rotated_heads, head_dim);
   const Tensor c = cos.to(x.dtype()).contiguous(), s = sin.to(x.dtype()).contiguous();
   Tensor out = x.detach().contiguous().clone();

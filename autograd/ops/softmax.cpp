@@ -9,6 +9,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/rows.h"
 #include "autograd/parallel.h"
+#include "autograd/profile.h"
 #include "autograd/strided_loop.h"
 #include "autograd/vec_math.h"
 
@@ -50,6 +51,7 @@ Tensor where_masked(const Tensor& a, const Tensor& mask, double fill, const char
 
 // d out / d a = 0 where masked, 1 elsewhere
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  const profile::Timer timer("masked_fill");
   Tensor out = where_masked(a, mask, value, "masked_fill");
   if (needs_recording({a}))
     attach_backward(out, "MaskedFillBackward", {a},
@@ -61,6 +63,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
 
 // y = exp(x - max) / sum exp(x - max);  dx = y (g - sum(g y))
 Tensor softmax(const Tensor& a, int64_t dim) {
+  const profile::Timer timer("softmax");
   dim = normalize_dim(dim, a.dim(), "softmax");
   Tensor out = detail::map_rows<1>({a}, dim, "softmax", [](auto in, auto* y, int64_t n) {
     using T = std::remove_pointer_t<decltype(y)>;
@@ -95,6 +98,7 @@ Tensor softmax(const Tensor& a, int64_t dim) {
 
 // y = x - max - log sum exp(x - max);  dx = g - exp(y) sum(g)
 Tensor log_softmax(const Tensor& a, int64_t dim) {
+  const profile::Timer timer("log_softmax");
   dim = normalize_dim(dim, a.dim(), "log_softmax");
   Tensor out = detail::map_rows<1>({a}, dim, "log_softmax", [](auto in, auto* y, int64_t n) {
     using T = std::remove_pointer_t<decltype(y)>;
@@ -209,6 +213,7 @@ void cross_entropy_backward(T* dx, const T* x, const int64_t* t, const T* lse, i
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const profile::Timer timer("cross_entropy");
   const int64_t count = counted_targets(logits, targets, ignore_index);
   const int64_t C = logits.shape().back();
   Tensor x = detail::rows_view(logits, logits.dim() - 1);  // [rows, C] contiguous

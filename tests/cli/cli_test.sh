@@ -755,6 +755,22 @@ bench_save_checkpoint)
   "$bin" inspect --verify b.h5 > verify.txt || fail "the saved checkpoint does not verify"
   grep -q "^step 1$" verify.txt || fail "the checkpoint is not at step 1: $(head -3 verify.txt)"
   ;;
+bench_breakdown)
+  # bench --breakdown: the timed steps' time by kernel class, each GEMM with its kernel and
+  # GFLOP/s, the attention's halves, the optimiser; the rows cover nearly all of the step
+  "$bin" bench --config tiny --steps 3 --breakdown --json > breakdown.json ||
+    fail "bench --breakdown failed"
+  for row in '"kernel":"onednn_f32","ms_per_step":' '"name":"attention forward"' \
+    '"name":"attention backward"' '"name":"optimizer step"' '"name":"LayerNormBackward"'; do
+    grep -qF "$row" breakdown.json || fail "no $row row: $(head -c 300 breakdown.json)"
+  done
+  awk -v RS=, -F: '$1 == "\"step_ms\"" { step = $2 } $1 == "\"timed_ms\"" { timed = $2 }
+    END { exit !(timed > 0.8 * step && timed <= step) }' breakdown.json ||
+    fail "the timers do not cover the step: $(grep -o '"step_ms".*' breakdown.json)"
+  "$bin" bench --config tiny --steps 2 --breakdown > breakdown.txt
+  grep -q "^the timers cover [0-9.]*% of the measured step$" breakdown.txt ||
+    fail "no coverage line: $(tail -2 breakdown.txt)"
+  ;;
 exit_codes)
   # one rule for every command (docs/exit-codes.md): the content of an input file that its
   # reader refuses exits 2, whatever is wrong with it; a failure of the machine exits 1
