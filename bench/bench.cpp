@@ -19,6 +19,7 @@
 #include "bench/memory_bench.h"
 #include "bench/micro.h"
 #include "bench/tune_table.h"
+#include "io/output_rule.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
@@ -201,6 +202,7 @@ struct StepOptions {
   bool background_load = false;  // a busy process pinned to one core while the steps run
   bool report = true;            // false: the steps run for their side effects (--tune)
   std::string save_checkpoint;   // after the steps, a checkpoint saved here, its memory measured
+  bool overwrite = false;        // --save-checkpoint may replace what is there
 };
 
 // load_cpu: the core a --background-load process spun on, -1 without one.
@@ -267,6 +269,10 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
 int run_steps(const StepOptions& o) {
   ag::set_num_threads(o.threads);
   const train::World& world = train::World::join();
+  // the output rule every command that writes follows, checked before the steps: a
+  // benchmark never replaces a run's checkpoint unasked, nor one a running train writes
+  const io::ClaimedOutputs claim({{"--save-checkpoint", o.save_checkpoint}}, {},
+                                 {.overwrite = o.overwrite, .lock = world.root()});
   BenchConfig c = named_config(o.config);
   c.model.dropout = o.dropout;
   c.model.lora_rank = o.lora_rank;
@@ -361,7 +367,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
       "last); it is killed when the benchmark ends")(
       "save-checkpoint", po::value(&o.save_checkpoint),
       "after the steps, save a checkpoint here as training does and report the resident memory "
-      "it adds");
+      "it adds")("overwrite", po::bool_switch(&o.overwrite),
+                 "let --save-checkpoint replace what is there (a checkpoint, any other file)");
   return desc;
 }
 

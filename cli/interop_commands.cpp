@@ -161,7 +161,7 @@ int export_command(const Args& args) {
     // a file written beside --out (llm.c's tokenizer) is an output too
     const interop::CompanionFile beside = interop::export_companion(model, format, out);
     const auto claim_beside =
-        claim_outputs({{"the file beside --out", beside.path, io::OutputKind::model_file}},
+        claim_outputs({{"the file beside --out", beside.path, io::OutputKind::model_file, "--out"}},
                       {{"--checkpoint", path}}, {.overwrite = overwrite});
     interop::export_model(model, format, out, type, overwrite);
     fmt::print("exported {} as {} ({}) to {}{}\n", base::printable(path), format, dtype,
