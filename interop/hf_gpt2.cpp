@@ -390,13 +390,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   std::error_code ec;
   const bool is_folder = fs::is_directory(path, ec);
   const std::string folder = is_folder ? path : fs::path(path).parent_path().string();
-  const std::string config_path =
-      (fs::path(folder.empty() ? "." : folder) / "config.json").string();
-  if (!has_entry(folder, "config.json"))
-    throw InteropError(
-        fmt::format("{}: no config.json beside it (GPT-2's sizes are read from "
-                    "there)",
-                    path));
+  const std::string config_path = hf_config_path(path);
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
   const json config = read_hf_config(config_path, config_keys_read());

@@ -490,10 +490,7 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
   std::error_code ec;
   const bool is_folder = fs::is_directory(path, ec);
   const std::string folder = is_folder ? path : fs::path(path).parent_path().string();
-  const std::string config_path =
-      (fs::path(folder.empty() ? "." : folder) / "config.json").string();
-  if (!has_entry(folder.empty() ? "." : folder, "config.json"))
-    throw InteropError(fmt::format("{}: no config.json beside it", path));
+  const std::string config_path = hf_config_path(path);
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
   const InputBytes config_in = InputBytes::open(config_path);

@@ -282,11 +282,22 @@ nlohmann::json TrainingRun::run_record() const {
   return j;
 }
 
+namespace {
+
+// A config key as the option that gives it, so that a refusal names what the user typed:
+// d_model is --d-model (on the command line and in a --config file alike).
+std::string as_option(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
+}  // namespace
+
 // What shapes the run, which every rank must be given alike (World::agree_setup compares
-// them): the effective config as a checkpoint stores it, less what may differ by rank
-// (outputs, the data's path: its identity counts instead) or is cleared on ranks but 0,
-// the settings a checkpoint does not store but the ranks act on together, and the
-// environment that forces kernels (gemm_agreement.h).
+// them), each named by its option: the effective config as a checkpoint stores it, less what
+// may differ by rank (outputs, the data's path: its identity counts instead) or is cleared on
+// ranks but 0, the settings a checkpoint does not store but the ranks act on together, and
+// the environment that forces kernels (gemm_agreement.h).
 std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_rank_shares() const {
   // the data first: a different text also changes settings derived from it (vocab_size)
   std::vector<std::pair<std::string, std::string>> settings{{"data identity", data_.identity}};
@@ -299,14 +310,14 @@ std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_ran
       if (key != "data" && key != "sample_tokens" &&
           derived ==
               (std::find(std::begin(kDerived), std::end(kDerived), key) != std::end(kDerived)))
-        settings.emplace_back(key, value.dump());
+        settings.emplace_back(as_option(key), value.dump());
   const std::pair<std::string, std::string> more[] = {
-      {"reduce", base::choice_name(cfg_.reduce)},
-      {"bucket_mb", std::to_string(cfg_.bucket_mb)},
-      {"stop_at", std::to_string(cfg_.stop_at)},
-      {"max_time", fmt::format("{}", cfg_.max_time)},
-      {"detect_anomaly", cfg_.detect_anomaly ? "true" : "false"},
-      {"inject_nan", cfg_.inject_nan},
+      {"--reduce", base::choice_name(cfg_.reduce)},
+      {"--bucket-mb", std::to_string(cfg_.bucket_mb)},
+      {"--stop-at", std::to_string(cfg_.stop_at)},
+      {"--max-time", fmt::format("{}", cfg_.max_time)},
+      {"--detect-anomaly", cfg_.detect_anomaly ? "true" : "false"},
+      {"--inject-nan", cfg_.inject_nan},
       {"resumed from step", resumed_ ? std::to_string(resumed_->step) : "none"}};
   settings.insert(settings.end(), std::begin(more), std::end(more));
   for (auto& setting : kernel_environment()) settings.push_back(std::move(setting));

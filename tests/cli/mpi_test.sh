@@ -369,9 +369,10 @@ options_disagree)
   # or a silent divergence
   printf 'one text for the first rank, long enough to train on. %.0s' {1..60} > a.txt
   printf 'another text for the second rank, long enough to train. %.0s' {1..60} > b.txt
-  for pair in "--steps 8|--steps 9|'steps'" "--batch-size 4|--batch-size 8|'batch_size'" \
-              "--data a.txt|--data b.txt|'data identity'" "--bucket-mb 1|--bucket-mb 2|'bucket_mb'" \
-              "--d-model 48|--d-model 64|'d_model'"; do
+  # each named as the option that gives it
+  for pair in "--steps 8|--steps 9|'--steps'" "--batch-size 4|--batch-size 8|'--batch-size'" \
+              "--data a.txt|--data b.txt|'data identity'" "--bucket-mb 1|--bucket-mb 2|'--bucket-mb'" \
+              "--d-model 48|--d-model 64|'--d-model'"; do
     IFS='|' read -r first second name <<< "$pair"
     start=$SECONDS rc=0
     # shellcheck disable=SC2086
