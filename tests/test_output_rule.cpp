@@ -55,6 +55,14 @@ int in_child(Body body) {
   return status;
 }
 
+// The PID of a child that has exited and been reaped: a writer that is gone.
+pid_t pid_of_a_process_gone() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
 }  // namespace
 
 TEST_CASE("an existing checkpoint or model file is replaced only with --overwrite", "[output]") {
@@ -206,12 +214,7 @@ TEST_CASE(
     "kept",
     "[output]") {
   ag_test::TempDir dir;
-  const pid_t gone = [] {
-    const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(0);
-    ::waitpid(pid, nullptr, 0);
-    return pid;
-  }();
+  const pid_t gone = pid_of_a_process_gone();
   const std::string stale = fmt::format(".hf.partial-{}-abcdef", gone);
   const std::string live = fmt::format(".hf.partial-{}-abcdef", ::getppid());
   dir.write(stale + "/model.safetensors", "half");
@@ -225,12 +228,7 @@ TEST_CASE(
     "--overwrite; a live writer's or a locked one's is something",
     "[output]") {
   ag_test::TempDir dir;
-  const pid_t gone = [] {
-    const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(0);
-    ::waitpid(pid, nullptr, 0);
-    return pid;
-  }();
+  const pid_t gone = pid_of_a_process_gone();
   // a prepare killed outright (SIGKILL, the OOM killer) leaves its folder holding these
   const std::string out = (dir.path / "prep").string();
   dir.write(fmt::format("prep/.train.bin.partial-{}-abcdef", gone), "half");
