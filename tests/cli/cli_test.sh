@@ -471,6 +471,9 @@ outputs_never_replaced)
   "$bin" export run.h5 --format hf --out hf_new > /dev/null
   expect_usage_error "$said" "$bin" import hf_new --out other.h5
   expect_usage_error "$said" "$bin" export run.h5 --format llmc --out other.h5
+  expect_usage_error "$said" "$bin" export run.h5 --format gguf --out other.h5
+  expect_usage_error "--out 'other.h5' holds a file that is not a checkpoint" \
+    "$bin" train "${tiny[@]}" --steps 2 --out other.h5
   expect_usage_error "$said" "$bin" export run.h5 --format hf --out hf
   expect_usage_error "$said" "$bin" merge lora.h5 --out other.h5
   expect_usage_error "$said" "$bin" eval run.h5 --data corpus.txt --dump-grads other.h5
