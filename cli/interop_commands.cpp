@@ -160,9 +160,9 @@ int export_command(const Args& args) {
     const interop::ModelFiles model = interop::model_files_of(ckpt);
     // a file written beside --out (llm.c's tokenizer) is an output too
     const interop::CompanionFile beside = interop::export_companion(model, format, out);
-    const auto claim_beside =
-        claim_outputs({{"the file beside --out", beside.path, io::OutputKind::model_file, "--out"}},
-                      {{"--checkpoint", path}}, {.overwrite = overwrite});
+    const auto claim_beside = claim_outputs(
+        {{"the file beside --out", beside.path, io::OutputKind::model_file, "--out folder"}},
+        {{"--checkpoint", path}}, {.overwrite = overwrite});
     interop::export_model(model, format, out, type, overwrite);
     fmt::print("exported {} as {} ({}) to {}{}\n", base::printable(path), format, dtype,
                base::printable(out),

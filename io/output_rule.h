@@ -41,7 +41,7 @@ struct Output {
   std::string path;    // empty: not asked for
   OutputKind kind = OutputKind::checkpoint;
   // the option that moves this output, when it is not `option`'s own value: "--out" for
-  // --keep-best's OUT.best.h5 and for a file written beside --out
+  // --keep-best's OUT.best.h5, "--out folder" for a file written beside --out
   std::string moved_by = {};
 };
 

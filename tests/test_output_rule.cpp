@@ -77,6 +77,10 @@ TEST_CASE("an existing checkpoint or model file is replaced only with --overwrit
                       Contains("already holds a GGUF model file"));
   REQUIRE_NOTHROW(claim({{"--out", ckpt, OutputKind::checkpoint}}, {}, true));
   REQUIRE_NOTHROW(claim({{"--out", gguf, OutputKind::model_file}}, {}, true));
+  // an output named after another option's value says which option moves it
+  REQUIRE_THROWS_WITH(
+      claim({{"--keep-best", ckpt, OutputKind::checkpoint, "--out"}}, {}),
+      Contains("--keep-best '" + ckpt + "' already holds") && Contains("or choose another --out"));
   // nothing there, or nothing in it: nothing to lose
   REQUIRE_NOTHROW(claim({{"--out", dir.file("new.h5"), OutputKind::checkpoint}}, {}));
   REQUIRE_NOTHROW(claim({{"--out", dir.write("empty.h5", ""), OutputKind::checkpoint}}, {}));
