@@ -5,6 +5,9 @@ made to cost memory out of proportion to the model it describes (docs/reliabilit
 usage: hostile_imports.py OUT_DIR [MB]     (MB: how large to make each, default 95)
        hostile_imports.py --huge FOLDER VOCAB WIDTH   a sparse BF16 GPT-2 of one layer whose
                                           float32 weights need VOCAB x WIDTH x 4 bytes and more
+       hostile_imports.py --layers FOLDER N   a valid tiny GPT-2 of N layers: 12 N + 4 tensors of
+                                          a few floats each, what the checkpoint holds per tensor
+                                          far above its values
 
 Writes, into OUT_DIR, a tiny GPT-2 (vocabulary 8, context 4, width 4, one layer and head)
 dressed in each way:
@@ -26,11 +29,17 @@ import sys
 V, T, D = 8, 4, 4
 
 
-def hf_tensors():
+def hf_tensors(layers=1):
     """GPT-2's tensors for the tiny config, with their shapes."""
     yield "wte.weight", (V, D)
     yield "wpe.weight", (T, D)
-    h = "h.0."
+    for layer in range(layers):
+        yield from layer_tensors("h.%d." % layer)
+    yield "ln_f.weight", (D,)
+    yield "ln_f.bias", (D,)
+
+
+def layer_tensors(h):
     for name, shape in [("ln_1.weight", (D,)), ("ln_1.bias", (D,)),
                         ("attn.c_attn.weight", (D, 3 * D)), ("attn.c_attn.bias", (3 * D,)),
                         ("attn.c_proj.weight", (D, D)), ("attn.c_proj.bias", (D,)),
@@ -38,8 +47,6 @@ def hf_tensors():
                         ("mlp.c_fc.weight", (D, 4 * D)), ("mlp.c_fc.bias", (4 * D,)),
                         ("mlp.c_proj.weight", (4 * D, D)), ("mlp.c_proj.bias", (D,))]:
         yield h + name, shape
-    yield "ln_f.weight", (D,)
-    yield "ln_f.bias", (D,)
 
 
 def numel(shape):
@@ -56,10 +63,10 @@ def config(extra=None):
     return json.dumps(c)
 
 
-def safetensors(path, extra_entries_bytes=0, metadata_bytes=0):
+def safetensors(path, extra_entries_bytes=0, metadata_bytes=0, layers=1):
     """The tiny model's F32 tensors, then the padding entries asked for."""
     parts, offset = [], 0
-    for name, shape in hf_tensors():
+    for name, shape in hf_tensors(layers):
         n = numel(shape) * 4
         parts.append(json.dumps(name) + ':{"dtype":"F32","shape":%s,"data_offsets":[%d,%d]}'
                      % (json.dumps(list(shape)), offset, offset + n))
@@ -186,6 +193,10 @@ def huge(folder, vocab, width):
 def main():
     if sys.argv[1] == "--huge":
         huge(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return
+    if sys.argv[1] == "--layers":
+        layers = int(sys.argv[3])
+        hf_folder(sys.argv[2], cfg=config({"n_layer": layers}), layers=layers)
         return
     out = sys.argv[1]
     mb = int(float(sys.argv[2]) * 1e6) if len(sys.argv) > 2 else 95_000_000
