@@ -326,6 +326,31 @@ TEST_CASE("a split pattern that scans a run from every byte of it encodes in lin
   }
 }
 
+TEST_CASE("a split pattern that backtracks through its first window at every byte is bounded",
+          "[bpe]") {
+  // No lookahead and no run past the window: each one-byte piece costs up to PCRE2's match
+  // limit for the first window (about 6000 steps), never more, so encoding stays linear; the
+  // worst found here, with a lookbehind at every step, takes about 6 s for 300 KB under load.
+  const std::string run(300000, 'a');
+  for (const char* pattern :
+       {"(?:(?<=a)\\w){0,1000}(?<=b)|.", "[^b]{0,1000}b|.", "a{0,1020}+b|."}) {
+    INFO(pattern);
+    const data::BpeTokenizer tok({}, pattern);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<uint32_t> ids;
+    try {
+      tok.encode_append(run, ids);
+      REQUIRE(decode_all(tok, ids) == run);
+    } catch (const std::runtime_error& e) {  // refused is fine too: bounded is what counts
+      REQUIRE_THAT(e.what(), Contains("split pattern"));
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO(seconds << " s for 300 KB");
+    REQUIRE(seconds < (ag_test::kAddressSanitizer ? 120.0 : 30.0));
+  }
+}
+
 TEST_CASE("a split pattern whose cost no limit bounds is refused when it is read", "[bpe]") {
   // a lookahead of unbounded length can scan to the end of the text for every piece
   for (const char* pattern : {".(?=[\\s\\S]*z)|\\n", ".(?=a*+[bc])|\\n", "\\w(?=\\w*!)|\\W|\\w",
