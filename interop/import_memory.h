@@ -12,9 +12,9 @@
 
 namespace interop {
 
-// Beyond the weights: the readers' buffers, one kept JSON value or GGUF key at a time (a
-// GGUF tokenizer's arrays at most 2^20 entries), the checkpoint save's piece
-// (train::kSaveBytes), the program itself.
+// Beyond the weights: the readers' buffers, one kept JSON value at a time or a GGUF file's
+// kept keys (their strings at most 128 MiB in all, a tokenizer's arrays at most 2^20
+// entries), the checkpoint save's piece (train::kSaveBytes), the program itself.
 inline constexpr int64_t kImportOverheadBytes = int64_t{128} << 20;
 
 // What each parameter tensor holds beside its values while an import runs: its tensor and

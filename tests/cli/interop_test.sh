@@ -183,6 +183,13 @@ hostile_memory)
     kb=$(peak_rss_kb sh -c "'$bin' import hostile/$x --out out.h5 || [ \$? -eq 2 ]")
     [ "$kb" -lt 61440 ] || fail "import of $x peaked at $kb kB (bound 60 MB): $(cat run.err)"
   done
+  # a key the model keeps whose strings pass any tokenizer's (1024 tokens of 1 MiB, a sparse
+  # file of 1 GiB): refused once the kept strings reach 128 MiB (it held 1.07 GB)
+  rm -f out.h5
+  kb=$(peak_rss_kb sh -c "'$bin' import hostile/gguf_long_tokens.gguf --out out.h5 || [ \$? -eq 2 ]")
+  [ "$kb" -lt 204800 ] || fail "import of gguf_long_tokens.gguf peaked at $kb kB (bound 200 MB)"
+  grep -q "the strings of every key kept" run.err || fail "not refused for its strings: $(cat run.err)"
+  [ ! -e out.h5 ] || fail "a refused import left out.h5"
   # a valid model of many tiny tensors (GPT-2 of width 4, 12 tensors a layer): each tensor
   # holds far more than its values (its objects, its dataset's record in the checkpoint);
   # the plan counts interop::kImportBytesPerTensor (2 KiB) for it, so the peak may grow by

@@ -19,6 +19,9 @@ dressed in each way:
   gguf_keys.gguf    MB of GGUF keys of one UINT8 each
   gguf_strings.gguf a GGUF key of MB of empty strings
   gguf_tensors.gguf MB of GGUF tensor infos the model does not have
+  gguf_long_tokens.gguf  (whatever MB says) a tokenizer.ggml.tokens of 1024 strings of 1 MiB,
+                    a sparse file of 1 GiB: a key the model keeps, its strings far past any
+                    tokenizer's
 Standard library only; nothing it writes enters the repository.
 """
 import json
@@ -163,6 +166,23 @@ def gguf(path, extra_keys=b"", extra_key_count=0, extra_tensors=0):
         f.write(b"\0" * (offset - data_len))
 
 
+def gguf_long_tokens(path, strings=1024, length=1 << 20):
+    """A GGUF whose kept key tokenizer.ggml.tokens holds long strings of zeros, written as
+    holes: the file says 1 GiB, the disk holds a few MB."""
+    gguf(path)
+    with open(path, "rb") as f:
+        model = f.read()
+    head = struct.calcsize("<4sIQQ")
+    magic, version, tensors, keys = struct.unpack("<4sIQQ", model[:head])
+    with open(path, "wb") as f:
+        f.write(struct.pack("<4sIQQ", magic, version, tensors, keys + 1))
+        f.write(gstr("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, strings))
+        for _ in range(strings):
+            f.write(struct.pack("<Q", length))
+            f.seek(length, 1)
+        f.write(model[head:])
+
+
 def huge(folder, vocab, width):
     """config.json and a sparse model.safetensors of zeros (BF16): no disk, any size."""
     os.makedirs(folder, exist_ok=True)
@@ -215,6 +235,7 @@ def main():
     gguf(os.path.join(out, "gguf_strings.gguf"),
          gstr("junk") + struct.pack("<IIQ", 9, 8, mb // 8) + b"\0" * (mb // 8 * 8), 1)
     gguf(os.path.join(out, "gguf_tensors.gguf"), extra_tensors=mb // 40)
+    gguf_long_tokens(os.path.join(out, "gguf_long_tokens.gguf"))
 
 
 if __name__ == "__main__":
