@@ -130,13 +130,18 @@ def string_literals(text):
         name, pos = name + m.group(1), m.end()
 
 
+# a string literal, or a character literal (one character or one escape: an apostrophe in a
+# comment is not one)
+LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\[^\n][0-9a-fA-F]{0,3})\'')
+
+
 def balanced(text, start):
     """text[start:] up to the parenthesis that closes the one at or after start."""
     depth, i = 0, text.index("(", start)
     while i < len(text):
         c = text[i]
-        if c == '"':
-            i = re.compile(r'"(?:[^"\\]|\\.)*"').match(text, i).end()
+        if c in "\"'" and LITERAL.match(text, i):
+            i = LITERAL.match(text, i).end()
             continue
         depth += c == "("
         depth -= c == ")"
@@ -151,8 +156,10 @@ REFUSAL = re.compile(r"THROWS|\b\w*(?:refus|reject|error|bad_)\w*\s*\(", re.I)
 RANGE_FOR = re.compile(r"\bfor\s*\(")
 
 
-def skip_string(text, i):
-    return re.compile(r'"(?:[^"\\]|\\.)*"').match(text, i).end()
+def skip_literal(text, i):
+    """The index after the string or character literal at text[i], or i + 1."""
+    m = LITERAL.match(text, i)
+    return m.end() if m else i + 1
 
 
 def closing(text, i):
@@ -160,8 +167,8 @@ def closing(text, i):
     pairs, depth = {"(": ")", "{": "}", "[": "]"}, []
     while i < len(text):
         c = text[i]
-        if c == '"':
-            i = skip_string(text, i)
+        if c in "\"'":
+            i = skip_literal(text, i)
             continue
         if c in pairs:
             depth.append(pairs[c])
@@ -179,8 +186,8 @@ def elements(braced):
     seen = False
     while i < len(inner):
         c = inner[i]
-        if c == '"':
-            i, seen = skip_string(inner, i), True
+        if c in "\"'":
+            i, seen = skip_literal(inner, i), True
             continue
         if c in "({[":
             depth += 1
