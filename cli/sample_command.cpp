@@ -143,15 +143,15 @@ void check_memory(const SampleOptions& o, const nn::GPTConfig& cfg, int64_t prom
   const int64_t window = nn::longest_window(prompt_tokens, o.tokens, cfg.context_length);
   const std::string what =
       o.num_samples > 1 ? fmt::format("--num-samples {}", o.num_samples) : "one sample";
-  const int64_t available = train::available_memory();
-  if (available > 0 && bytes > available)
+  const std::string short_of =
+      train::memory_shortfall(bytes, threads, "lower --num-samples, --tokens or --threads");
+  if (!short_of.empty())
     throw UsageError(fmt::format(
         "{} needs {} for the {} over a window of {} positions ({} threads) and the samples' "
-        "text; {} of memory is available; lower --num-samples, --tokens or --threads",
+        "text: {}",
         what, train::format_bytes(bytes),
         o.no_cache ? "full-window forward" : "key/value cache and scratch", window, threads,
-        train::format_bytes(available)));
-  train::check_address_space(bytes, threads, "lower --num-samples, --tokens or --threads");
+        short_of));
 }
 
 // --instruction and --chat against --prompt, --input and each other.

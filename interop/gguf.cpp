@@ -29,6 +29,11 @@ constexpr uint32_t kFileTypeF32 = 0, kFileTypeF16 = 1, kFileTypeBf16 = 32;
 // The most entries a tokenizer key may have: the largest vocabulary a checkpoint keeps.
 constexpr uint64_t kMaxTokenizerEntries =
     static_cast<uint64_t>(data::kMaxBpeVocabSize) + data::Gpt2Tokenizer::kMaxSpecialTokens;
+// The most the kept keys' strings may hold in all, counted with their std::strings: a
+// tokenizer of that many tokens and merges comes to about 90 MB so (Llama 3's to 17 MB). Whatever
+// a file's tokens say, the import keeps no more (the vocabulary, which could bound them
+// better, comes with the tensor infos after the keys).
+constexpr uint64_t kMaxKeptStringBytes = uint64_t{128} << 20;
 
 // llama.cpp's gpt2 tensors (the qkv biases of a model without them: zeros).
 std::vector<GgufTensor> gpt2_tensors(const nn::GPTConfig& c) {
@@ -391,6 +396,7 @@ gguf::HeaderFilter model_filter(const InputBytes& in) {
                       source, excerpt(key), count, kMaxTokenizerEntries));
     return use;
   };
+  filter.max_kept_string_bytes = kMaxKeptStringBytes;
   auto expected = std::make_shared<std::set<std::string>>();
   filter.tensor = [&in, expected](const gguf::File& keys, const gguf::TensorInfo& t) {
     if (expected->empty()) *expected = tensor_names(keys, in);

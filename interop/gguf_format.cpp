@@ -33,11 +33,14 @@ uint64_t value_bytes(uint32_t type) {
   }
 }
 
-// One element of a scalar type into v.
+// One element of a scalar type into v; a string of at most string_bytes, which it then
+// lessens by what it holds.
 void read_element(Cursor& at, uint32_t type, Value& v, const std::string& what,
-                  const std::string& source) {
+                  const std::string& source, uint64_t& string_bytes) {
   if (type == kString) {
-    v.strings.push_back(at.string(what));
+    string_bytes -= std::min<uint64_t>(string_bytes, sizeof(std::string));
+    v.strings.push_back(at.string(what, string_bytes, "the strings of every key kept"));
+    string_bytes -= v.strings.back().size();
     return;
   }
   uint64_t bits = 0;
@@ -254,7 +257,8 @@ namespace {
 // The keys: each value kept or read past as the filter says.
 void read_keys(Cursor& at, uint64_t key_count, const HeaderFilter& filter, File& f,
                const std::string& source) {
-  std::set<std::string> seen;  // the kept keys' names
+  std::set<std::string> seen;                            // the kept keys' names
+  uint64_t string_bytes = filter.max_kept_string_bytes;  // what kept strings may still hold
   for (uint64_t i = 0; i < key_count; ++i) {
     std::string key = at.string(fmt::format("key {} (its name)", i));
     if (key.size() > kMaxKeyBytes)
@@ -273,7 +277,7 @@ void read_keys(Cursor& at, uint64_t key_count, const HeaderFilter& filter, File&
     }
     if (!seen.insert(key).second)
       throw InteropError(fmt::format("{}: {} appears twice", source, named));
-    for (uint64_t e = 0; e < count; ++e) read_element(at, v.type, v, named, source);
+    for (uint64_t e = 0; e < count; ++e) read_element(at, v.type, v, named, source, string_bytes);
     f.keys.emplace_back(std::move(key), std::move(v));
   }
 }

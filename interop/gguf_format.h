@@ -89,6 +89,9 @@ inline constexpr size_t kNamedSkips = 16;
 struct HeaderFilter {
   std::function<KeyUse(const std::string& key, uint32_t type, bool is_array, uint64_t count)> key;
   std::function<void(const File& keys, const TensorInfo& tensor)> tensor;
+  // What the kept keys' strings may hold in all, each counted with its std::string: a string
+  // past it is refused by its key before it is allocated.
+  uint64_t max_kept_string_bytes = UINT64_MAX;
 };
 
 // The header and tensor infos of a GGUF file, every count, length and offset bounded by the

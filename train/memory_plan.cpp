@@ -125,21 +125,23 @@ int64_t mapped_bytes_now() {
 
 }  // namespace
 
-void check_address_space(int64_t planned_bytes, int threads, const std::string& remedy) {
+std::string memory_shortfall(int64_t bytes, int threads, const std::string& remedy) {
+  const int64_t available = available_memory();
+  if (available > 0 && bytes > available)
+    return fmt::format("only {} of memory is available; {}", format_bytes(available), remedy);
   rlimit limit{};
-  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return "";
   const double cap = static_cast<double>(limit.rlim_cur);
   const double mapped = static_cast<double>(mapped_bytes_now());
-  const double needed = static_cast<double>(planned_bytes) +
+  const double needed = static_cast<double>(bytes) +
                         static_cast<double>(kAddressSpacePerThread) * std::max(threads, 1);
-  if (mapped + needed <= cap) return;
-  throw std::runtime_error(fmt::format(
-      "the address-space limit (ulimit -v) of {} leaves {}, but this run needs about {} (its "
-      "memory plan plus {} per thread that OpenBLAS and the allocator map); raise the limit, "
-      "or {}",
+  if (mapped + needed <= cap) return "";
+  return fmt::format(
+      "the address-space limit (ulimit -v) of {} leaves {}, but with {} a thread that OpenBLAS "
+      "and the allocator map it takes {}; raise the limit, or {}",
       format_bytes(static_cast<int64_t>(cap)),
       format_bytes(static_cast<int64_t>(std::max(cap - mapped, 0.0))),
-      format_bytes(static_cast<int64_t>(needed)), format_bytes(kAddressSpacePerThread), remedy));
+      format_bytes(kAddressSpacePerThread), format_bytes(static_cast<int64_t>(needed)), remedy);
 }
 
 int64_t available_memory() {

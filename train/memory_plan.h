@@ -84,12 +84,15 @@ int64_t cgroup_memory_available(const std::string& proc_self_cgroup, const std::
 // training process maps about this much per thread beyond its plan (OpenBLAS buffers,
 // allocator arenas, stacks).
 inline constexpr int64_t kAddressSpacePerThread = int64_t{320} << 20;
-// Throws std::runtime_error when RLIMIT_AS is set and leaves less than planned_bytes plus
-// kAddressSpacePerThread per thread beyond what the process maps now; `remedy` ends the
-// message (what the command's user can lower).
-void check_address_space(
-    int64_t planned_bytes, int threads,
-    const std::string& remedy = "lower --threads, --batch-size or the model size");
+
+// The one memory check of every command that plans before it allocates (train's plan,
+// sample's generation, attention's maps, import's plan): why `bytes` cannot be had here,
+// or "" when they can. They cannot when they exceed what the machine and our cgroup leave
+// (available_memory), or when ulimit -v leaves less than them plus kAddressSpacePerThread
+// for each of `threads` beyond what the process maps now. The reason begins in lower case
+// ("only 2.10 GB of memory is available; ...") and ends with `remedy`, what the user can
+// lower; the caller says what needs the bytes and throws the error its command gives.
+std::string memory_shortfall(int64_t bytes, int threads, const std::string& remedy);
 
 std::string format_bytes(int64_t bytes);
 

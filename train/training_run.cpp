@@ -162,13 +162,11 @@ void TrainingRun::check_plan() {
   setup_.plan = plan_memory(planned, cfg_.model.num_parameters(), data_.memory_bytes(),
                             world_.size(), counts.trainable, data_.reading_bytes);
   print_plan(counts, planned.model.context_length);
-  const MemoryPlan& plan = setup_.plan;
-  if (!plan.fits())
-    throw std::runtime_error(fmt::format(
-        "this run needs about {} but only {} of memory is available; lower --batch-size, "
-        "--context-length or the model size",
-        format_bytes(plan.total()), format_bytes(plan.available)));
-  check_address_space(plan.total(), cfg_.threads);
+  const std::string short_of = memory_shortfall(
+      setup_.plan.total(), cfg_.threads, "lower --batch-size, --context-length or the model size");
+  if (!short_of.empty())
+    throw std::runtime_error(
+        fmt::format("this run needs about {}: {}", format_bytes(setup_.plan.total()), short_of));
   const int64_t windows = data::EvalWindows(data_.val.size(), cfg_.model.context_length).count();
   if (cfg_.eval_windows == 0 && windows > kManyEvalWindows && !data_.examples)
     sayf(

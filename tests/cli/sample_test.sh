@@ -147,11 +147,11 @@ huge_context)
   [ "$(wc -c < run.out)" -ge 3 ] || fail "no sample: $(cat run.out)"
   # one sample whose need the limit cannot hold is refused by name before anything is
   # allocated (it was std::bad_alloc, or OpenBLAS retrying forever)
-  expect_error 1 "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" sample \
+  expect_usage_error "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" sample \
     --checkpoint huge.h5 --tokens 3 --threads 8
   # attention's maps are quadratic in the prompt: 12000 tokens would take 3.5 GB here
   long=$(head -c 12000 < /dev/zero | tr '\0' 'e')
-  expect_error 1 "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" attention \
+  expect_usage_error "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" attention \
     --checkpoint huge.h5 --prompt "$long" --threads 1
   ;;
 eval_bounded)
