@@ -531,14 +531,16 @@ void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredTy
   if (family == LlamaFamily::llama && c.linear_bias && !c.qkv_bias) add_zero_qkv_biases(c, out);
   write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
                     {{"format", "pt"}});
-  const auto eos = model.tokenizer ? end_of_text_id(*model.tokenizer) : std::nullopt;
+  // (the tokenizer's files first: they name the end-of-text id config.json states)
+  const auto eos = model.tokenizer ? write_hf_tokenizer(*model.tokenizer, c.vocab_size,
+                                                        model.chat_format, model.stop_ids, folder)
+                                   : std::nullopt;
   json config = llama_config_json(c, family, dtype, eos);
   if (c.num_classes > 0) {
     check_hf_classifier(model, folder);
     add_classifier_keys(config, model, family_row(family).architecture, eos);
   }
   base::write_file_atomically((fs::path(folder) / "config.json").string(), config.dump(2) + "\n");
-  if (model.tokenizer) write_tokenizer_files(*model.tokenizer, folder);
 }
 
 }  // namespace interop

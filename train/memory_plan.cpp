@@ -205,6 +205,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   p.reading = reading_bytes;
   p.data = std::max(data_bytes, reading_bytes);
   p.checkpoint = kSaveBytes;
+  p.runtime = kRuntimeBytes;
   p.available = available_memory();
   return p;
 }
@@ -220,13 +221,13 @@ nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16) {
 
 int64_t MemoryPlan::total() const {
   return saturated(static_cast<double>(parameters) + gradients + optimizer + weight_copies +
-                   activations + data + checkpoint);
+                   activations + data + checkpoint + runtime);
 }
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
       "memory plan: parameters {} + gradients {}{} + {} state {}{} + activations ~{} + data {}{} + "
-      "checkpoint save {} = ~{}{}",
+      "checkpoint save {} + runtime {} = ~{}{}",
       format_bytes(parameters), format_bytes(gradients),
       gradient_sets > 1
           ? fmt::format(" ({} sets: accumulation's partial sums, exchange buffers)", gradient_sets)
@@ -237,19 +238,26 @@ std::string MemoryPlan::describe() const {
       reading > data_held
           ? fmt::format(" (reading the text; {} held after)", format_bytes(data_held))
           : "",
-      format_bytes(checkpoint), format_bytes(total()),
+      format_bytes(checkpoint), format_bytes(runtime), format_bytes(total()),
       available ? fmt::format(" of {} available", format_bytes(available)) : "");
 }
 
 nlohmann::json MemoryPlan::to_json() const {
   nlohmann::json terms = nlohmann::json::object();
   for (const auto& [name, bytes] : activation_terms) terms[name] = bytes;
-  return {{"parameters", parameters},       {"gradients", gradients},
-          {"gradient_sets", gradient_sets}, {"optimizer", optimizer},
-          {"weight_copies", weight_copies}, {"activations", activations},
-          {"activation_terms", terms},      {"data", data},
-          {"data_held", data_held},         {"data_reading", reading},
-          {"checkpoint", checkpoint},       {"total", total()},
+  return {{"parameters", parameters},
+          {"gradients", gradients},
+          {"gradient_sets", gradient_sets},
+          {"optimizer", optimizer},
+          {"weight_copies", weight_copies},
+          {"activations", activations},
+          {"activation_terms", terms},
+          {"data", data},
+          {"data_held", data_held},
+          {"data_reading", reading},
+          {"checkpoint", checkpoint},
+          {"runtime", runtime},
+          {"total", total()},
           {"available", available}};
 }
 

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <string_view>
 
+#include "autograd/allocator.h"
 #include "autograd/anomaly.h"
 #include "autograd/ops/gemm_tuning.h"
 #include "autograd/threading.h"
@@ -200,11 +201,14 @@ void TrainingRun::print_plan(const ParameterCounts& counts, int64_t sequence_tok
 
 void TrainingRun::build_model(std::optional<io::Checkpoint> init) {
   // an init's adapters that are not the run's are folded into its base weights
-  if (init && !RunConfig::from_json(init->config).model.same_adapters(cfg_.model))
-    init = merged_checkpoint(*init);
+  const bool merged = init && init_holds_other_adapters(*init, cfg_.model);
+  if (merged) init = merged_checkpoint(*init);
+  // else its weights are let go and read again into the model's parameters: held once
+  if (init && !merged) init->model.clear();
   model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed);
+  if (init && !merged) init = reread_init_into(*init, *model_);
   if (init) load_init_weights(*init, *model_);
-  init.reset();  // its weights are the model's now: a GPT-2 init no longer holds 500 MB twice
+  init.reset();
   if (resumed_) io::load_model_weights(*resumed_, *model_);
   model_->train();
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
@@ -436,6 +440,9 @@ void TrainingRun::after_step(const StepOutcome& s) {
 void TrainingRun::evaluate_now(StepFigures& f) {
   const SnapshotGate::Open open(&gate_);  // an evaluation changes nothing a checkpoint holds
   const ag::AutocastScope autocast = engine_->precision();
+  // the step's idle blocks go back first: an evaluation's batches are of other sizes, and
+  // holding both is more than the plan's activations (a LoRA run: +110 MB at 25M weights)
+  ag::release_cached_blocks();
   try {
     cfg_.task->evaluate(*model_, cfg_, data_, f);
   } catch (const data::DataError& e) {
