@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "autograd/parallel.h"
 #include "autograd/quant/block_kernels.h"
 
 namespace ag::quant {
@@ -54,6 +55,17 @@ void quantize_row(const BlockLayout& l, const float* x, int64_t n, uint8_t* out)
 
 void dequantize_row(const BlockLayout& l, const uint8_t* in, int64_t n, float* out) {
   for (int64_t b = 0; b < n / l.elements; ++b) l.dequantize(in + b * l.bytes, out + b * l.elements);
+}
+
+void quantize_rows(const BlockLayout& l, const float* x, int64_t rows, int64_t width,
+                   uint8_t* out) {
+  const int64_t bytes = row_bytes(l, width);
+  // a block's search costs about 30 passes over its weights
+  detail::parallel_for_items(rows, 1, 30.0 * static_cast<double>(width),
+                             [&](int64_t begin, int64_t end) {
+                               for (int64_t r = begin; r < end; ++r)
+                                 quantize_row(l, x + r * width, width, out + r * bytes);
+                             });
 }
 
 }  // namespace ag::quant

@@ -64,5 +64,8 @@ inline int64_t row_bytes(const BlockLayout& l, int64_t elements) {
 // n weights (a multiple of the block) to blocks, and blocks back to floats.
 void quantize_row(const BlockLayout& l, const float* x, int64_t n, uint8_t* out);
 void dequantize_row(const BlockLayout& l, const uint8_t* in, int64_t n, float* out);
+// rows x width weights (width a multiple of the block), row after row, to blocks: the rows
+// shared among the threads (each row's bytes whatever the thread count).
+void quantize_rows(const BlockLayout& l, const float* x, int64_t rows, int64_t width, uint8_t* out);
 
 }  // namespace ag::quant
