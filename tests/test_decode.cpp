@@ -91,6 +91,26 @@ double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int
   return worst / tolerance(full);
 }
 
+// Every position's logits of row, a prefill of one position then a step each, with the
+// decoder on `threads` threads under `policy`.
+std::vector<float> step_logits(const nn::GPT& model, const std::vector<int64_t>& row, int threads,
+                               nn::CachedInference::Threads policy,
+                               nn::WeightFormat format = nn::WeightFormat::fp32) {
+  const int before = ag::num_threads();
+  ag::set_num_threads(threads);
+  nn::CachedInference dec(model, 1, format);
+  dec.set_threads(policy);
+  std::vector<float> out;
+  std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
+  out.insert(out.end(), l.begin(), l.end());
+  for (size_t t = 1; t < row.size(); ++t) {
+    l = dec.step(std::span<const int64_t>(&row[t], 1));
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  ag::set_num_threads(before);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("cached decoding gives the full forward's logits at every position", "[decode]") {
@@ -176,19 +196,7 @@ TEST_CASE("Q8_0 rounding is a fixed point of the decoder's packing, on any threa
   for (const auto& [name, p] : model.named_parameters()) CHECK(p.to_vector() == once.at(name));
   const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
   auto all_logits = [&](int threads, nn::CachedInference::Threads policy) {
-    const int before = ag::num_threads();
-    ag::set_num_threads(threads);
-    nn::CachedInference dec(model, 1, nn::WeightFormat::q8_0);
-    dec.set_threads(policy);
-    std::vector<float> out;
-    std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
-    out.insert(out.end(), l.begin(), l.end());
-    for (size_t t = 1; t < row.size(); ++t) {
-      l = dec.step(std::span<const int64_t>(&row[t], 1));
-      out.insert(out.end(), l.begin(), l.end());
-    }
-    ag::set_num_threads(before);
-    return out;
+    return step_logits(model, row, threads, policy, nn::WeightFormat::q8_0);
   };
   using P = nn::CachedInference::Threads;
   const std::vector<float> one = all_logits(1, P::kTimed);
@@ -280,19 +288,7 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
   const auto model_ptr = ag_test::sharp_model(cfg, 4);
   const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
   auto all_logits = [&](int threads, nn::CachedInference::Threads policy) {
-    const int before = ag::num_threads();
-    ag::set_num_threads(threads);
-    nn::CachedInference dec(*model_ptr, 1);
-    dec.set_threads(policy);
-    std::vector<float> out;
-    std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
-    out.insert(out.end(), l.begin(), l.end());
-    for (size_t t = 1; t < row.size(); ++t) {
-      l = dec.step(std::span<const int64_t>(&row[t], 1));
-      out.insert(out.end(), l.begin(), l.end());
-    }
-    ag::set_num_threads(before);
-    return out;
+    return step_logits(*model_ptr, row, threads, policy);
   };
   using P = nn::CachedInference::Threads;
   const std::vector<float> one = all_logits(1, P::kTimed);

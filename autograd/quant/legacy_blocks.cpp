@@ -22,12 +22,19 @@ float signed_absmax(const float* x) {
   return max;
 }
 
-void min_and_max(const float* x, float& min, float& max) {
-  min = FLT_MAX, max = -FLT_MAX;
+// Q4_1's and Q5_1's head: d = (max - min) / top and the minimum, as halves; returns 1 / d
+// (0 for a constant block) and the minimum.
+float min_scale_head(const float* x, float top, uint8_t* b, float& min) {
+  float max = -FLT_MAX;
+  min = FLT_MAX;
   for (int j = 0; j < kBlock; ++j) {
     if (x[j] < min) min = x[j];
     if (x[j] > max) max = x[j];
   }
+  const float d = (max - min) / top;
+  store_half(d, b);
+  store_half(min, b + 2);
+  return d != 0.0f ? 1.0f / d : 0.0f;
 }
 
 // Levels of 5 bits: the low 4 in qs (element j low nibble, j + 16 high), the fifth in qh.
@@ -87,12 +94,8 @@ void dequantize_q4_0(const uint8_t* b, float* y) {
 }
 
 void quantize_q4_1(const float* x, uint8_t* b) {
-  float min, max;
-  min_and_max(x, min, max);
-  const float d = (max - min) / 15.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  store_half(d, b);
-  store_half(min, b + 2);
+  float min;
+  const float id = min_scale_head(x, 15.0f, b, min);
   for (int j = 0; j < kHalf; ++j) {
     const int lo = std::min(15, static_cast<int>((x[j] - min) * id + 0.5f));
     const int hi = std::min(15, static_cast<int>((x[j + kHalf] - min) * id + 0.5f));
@@ -125,12 +128,8 @@ void dequantize_q5_0(const uint8_t* b, float* y) {
 }
 
 void quantize_q5_1(const float* x, uint8_t* b) {
-  float min, max;
-  min_and_max(x, min, max);
-  const float d = (max - min) / 31.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  store_half(d, b);
-  store_half(min, b + 2);
+  float min;
+  const float id = min_scale_head(x, 31.0f, b, min);
   uint8_t levels[kBlock];  // llama.cpp does not clamp these: (max - min) id rounds to 31
   for (int j = 0; j < kBlock; ++j) levels[j] = static_cast<uint8_t>((x[j] - min) * id + 0.5f);
   pack_five_bits(levels, b + 4, b + 8);
