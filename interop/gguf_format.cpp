@@ -373,11 +373,11 @@ void read_blocks_into(const InputBytes& in, const File& file, const TensorInfo& 
              block_bytes = static_cast<uint64_t>(l.bytes);
   if (first % per_block != 0 || count % per_block != 0)
     throw std::logic_error("read_tensor_into: not whole blocks");
-  constexpr uint64_t kPieceBlocks = (uint64_t{1} << 20) / 144;
-  std::vector<uint8_t> piece(std::min(kPieceBlocks, count / per_block) * block_bytes);
+  const uint64_t piece_blocks = (uint64_t{1} << 20) / block_bytes;  // a MiB of the file
+  std::vector<uint8_t> piece(std::min(piece_blocks, count / per_block) * block_bytes);
   const std::string what = "tensor " + excerpt(t.name);
   for (uint64_t done = 0; done < count;) {
-    const uint64_t blocks = std::min(kPieceBlocks, (count - done) / per_block);
+    const uint64_t blocks = std::min(piece_blocks, (count - done) / per_block);
     in.read(file.data_start + t.offset + (first + done) / per_block * block_bytes,
             reinterpret_cast<char*>(piece.data()), blocks * block_bytes, what);
     ag::quant::dequantize_row(l, piece.data(), static_cast<int64_t>(blocks * per_block),
