@@ -24,8 +24,10 @@
 template <>
 struct base::ChoiceNames<nn::WeightFormat> {
   static constexpr const char* key = "--weights";
-  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 2> rows = {
-      {{nn::WeightFormat::fp32, "fp32"}, {nn::WeightFormat::bf16, "bf16"}}};
+  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 3> rows = {
+      {{nn::WeightFormat::fp32, "fp32"},
+       {nn::WeightFormat::bf16, "bf16"},
+       {nn::WeightFormat::q8_0, "q8_0"}}};
 };
 
 namespace cli {
@@ -88,8 +90,9 @@ po::options_description sample_options(SampleOptions& o) {
       "past the context, the window moves this many tokens at a time (0: half the context; "
       "1: every token sees the last context_length tokens)");
   add("weights", value_with_default(&o.weights, o.weights),
-      "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads "
-      "(see docs/sampling.md)");
+      "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads, or "
+      "q8_0: rounded to ggml's Q8_0 blocks and read as them, 1.06 bytes a weight (see "
+      "docs/sampling.md, docs/quantization.md)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
@@ -279,6 +282,7 @@ Loaded load_for_sampling(const SampleOptions& o) {
   if (o.chats) l.chat = chat_model_of(ckpt, o.chat.format);
   l.model->eval();
   if (o.weights == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*l.model);
+  if (o.weights == nn::WeightFormat::q8_0) nn::round_weights_to_q8_0(*l.model);
   return l;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/quant/block_formats.h"
 #include "nn/generation.h"
 
 namespace nn {
@@ -186,6 +187,22 @@ void round_weights_to_bfloat16(GPT& model) {
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
     float* f = p.data<float>();
     ag::round_to_bfloat16(f, f, p.numel());
+  }
+}
+
+void round_weights_to_q8_0(GPT& model) {
+  const ag::quant::BlockLayout& q8 = ag::quant::layout(ag::quant::BlockFormat::q8_0);
+  for (const auto& [p, elements] : model.streamed_matrices()) {
+    if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
+    const int64_t rows = p.shape()[0], in = p.numel() / rows;
+    if (in % q8.elements != 0)
+      throw std::invalid_argument(fmt::format(
+          "Q8_0 weights need rows of a multiple of 32 weights; a [{}] matrix has rows of {}",
+          fmt::join(p.shape(), ", "), in));
+    std::vector<uint8_t> blocks(static_cast<size_t>(ag::quant::row_bytes(q8, p.numel())));
+    float* f = p.data<float>();
+    ag::quant::quantize_rows(q8, f, rows, in, blocks.data());
+    ag::quant::dequantize_row(q8, blocks.data(), p.numel(), f);
   }
 }
 

@@ -95,5 +95,9 @@ class GPT : public Module {
 // bfloat16 values (ties to even). After it the model is the one a bfloat16 decoder runs
 // exactly, and GPT::forward its reference.
 void round_weights_to_bfloat16(GPT& model);
+// The same to ggml's Q8_0 blocks (quantized as llama.cpp's reference quantizer does, then
+// dequantized: quantizing the values again gives the same blocks): the model a Q8_0 decoder
+// runs exactly. Rows not a multiple of 32 weights: std::invalid_argument.
+void round_weights_to_q8_0(GPT& model);
 
 }  // namespace nn

@@ -43,6 +43,8 @@ struct InferenceContext {
   inference::SpinBarrier barrier;
   // WeightFormat::bf16: each streamed matrix's bfloat16 copy, by its float32 data
   std::vector<std::pair<const float*, const ag::bfloat16*>> bf16_copies;
+  // WeightFormat::q8_0: each streamed matrix's Q8_0 blocks, by its float32 data
+  std::vector<std::pair<const float*, const uint8_t*>> q8_0_copies;
 
   // What a layer's inference step reads, resolved once when the decoder is made
   // (Module::bind_inference), so that a step follows no tensor to its storage: the layer's

@@ -91,6 +91,26 @@ double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int
   return worst / tolerance(full);
 }
 
+// Every position's logits of row, a prefill of one position then a step each, with the
+// decoder on `threads` threads under `policy`.
+std::vector<float> step_logits(const nn::GPT& model, const std::vector<int64_t>& row, int threads,
+                               nn::CachedInference::Threads policy,
+                               nn::WeightFormat format = nn::WeightFormat::fp32) {
+  const int before = ag::num_threads();
+  ag::set_num_threads(threads);
+  nn::CachedInference dec(model, 1, format);
+  dec.set_threads(policy);
+  std::vector<float> out;
+  std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
+  out.insert(out.end(), l.begin(), l.end());
+  for (size_t t = 1; t < row.size(); ++t) {
+    l = dec.step(std::span<const int64_t>(&row[t], 1));
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  ag::set_num_threads(before);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("cached decoding gives the full forward's logits at every position", "[decode]") {
@@ -143,6 +163,48 @@ TEST_CASE("bfloat16 rounding covers the matrices a step reads, and nothing else"
   CHECK_NOTHROW(nn::CachedInference(model, 1, nn::WeightFormat::bf16));
   CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16) >
         nn::CachedInference::memory_bytes(cfg, 1, 2));
+}
+
+TEST_CASE("Q8_0 weights: cached decoding gives the rounded model's full forward", "[decode]") {
+  // The steps read the Q8_0 blocks (a GEMV over the blocks), the prefills and GPT::forward
+  // the float32 values the blocks hold: the same numbers, so the same tolerance.
+  for (const auto& [name, cfg] :
+       {ag_test::decode_configs()[1], ag_test::llama_family_configs().front()}) {
+    INFO(name);
+    const auto model_ptr = ag_test::sharp_model(cfg, 7);
+    nn::round_weights_to_q8_0(*model_ptr);
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 3);
+    for (int64_t from : {int64_t{1}, cfg.context_length / 2 + 1}) {
+      INFO("prefill of " << from << " positions");
+      CHECK(max_step_error(*model_ptr, row, from, nn::WeightFormat::q8_0) < 1.0);
+    }
+  }
+}
+
+TEST_CASE("Q8_0 rounding is a fixed point of the decoder's packing, on any thread count",
+          "[decode]") {
+  const nn::GPTConfig cfg = ag_test::llama_family_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 2);
+  nn::GPT& model = *model_ptr;
+  // unrounded weights are refused: the blocks would not hold the numbers the prefills use
+  CHECK_THROWS_WITH(nn::CachedInference(model, 1, nn::WeightFormat::q8_0),
+                    Catch::Contains("rounded to Q8_0 first"));
+  nn::round_weights_to_q8_0(model);
+  std::map<std::string, std::vector<double>> once;
+  for (const auto& [name, p] : model.named_parameters()) once[name] = p.to_vector();
+  nn::round_weights_to_q8_0(model);  // rounding again changes nothing
+  for (const auto& [name, p] : model.named_parameters()) CHECK(p.to_vector() == once.at(name));
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
+  auto all_logits = [&](int threads, nn::CachedInference::Threads policy) {
+    return step_logits(model, row, threads, policy, nn::WeightFormat::q8_0);
+  };
+  using P = nn::CachedInference::Threads;
+  const std::vector<float> one = all_logits(1, P::kTimed);
+  CHECK(one == all_logits(2, P::kTeam));
+  CHECK(one == all_logits(2, P::kOne));
+  // the blocks take 34 bytes per 32 weights beside the float32 values
+  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::q8_0) <
+        nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16));
 }
 
 TEST_CASE("one wrong cached position moves the logits far beyond the tolerance", "[decode]") {
@@ -226,19 +288,7 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
   const auto model_ptr = ag_test::sharp_model(cfg, 4);
   const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
   auto all_logits = [&](int threads, nn::CachedInference::Threads policy) {
-    const int before = ag::num_threads();
-    ag::set_num_threads(threads);
-    nn::CachedInference dec(*model_ptr, 1);
-    dec.set_threads(policy);
-    std::vector<float> out;
-    std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
-    out.insert(out.end(), l.begin(), l.end());
-    for (size_t t = 1; t < row.size(); ++t) {
-      l = dec.step(std::span<const int64_t>(&row[t], 1));
-      out.insert(out.end(), l.begin(), l.end());
-    }
-    ag::set_num_threads(before);
-    return out;
+    return step_logits(*model_ptr, row, threads, policy);
   };
   using P = nn::CachedInference::Threads;
   const std::vector<float> one = all_logits(1, P::kTimed);

@@ -127,6 +127,22 @@ llmc_gguf_round_trips)
     "$bin" import bf16.$format --tokenizer hf --out bf16_$format.h5 > /dev/null
     "$bin" sample --checkpoint bf16_$format.h5 --tokens 5 > /dev/null 2>&1 || fail "$format bf16: sample"
   done
+  # ggml's quantized blocks (docs/quantization.md): smaller still, imported back dequantized;
+  # exporting the import again gives the same file (Q8_0's blocks are a fixed point)
+  "$bin" export --checkpoint run.h5 --format gguf --out q8.gguf --dtype q8_0 > /dev/null
+  [ "$(stat -c %s q8.gguf)" -lt "$(stat -c %s bf16.gguf)" ] || fail "Q8_0 file not below bf16's"
+  "$bin" import q8.gguf --out q8.h5 > /dev/null
+  mkdir again && "$bin" export --checkpoint q8.h5 --format gguf --out again/q8.gguf --dtype q8_0 > /dev/null
+  cmp -s q8.gguf again/q8.gguf || fail "Q8_0: a second export differs"
+  for dtype in q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k; do
+    "$bin" export --checkpoint run.h5 --format gguf --out $dtype.gguf --dtype $dtype > /dev/null
+    "$bin" import $dtype.gguf --out $dtype.h5 > /dev/null
+    "$bin" sample --checkpoint $dtype.h5 --tokens 5 > /dev/null 2>&1 || fail "$dtype: sample"
+  done
+  expect_usage_error "--dtype must be f32, bf16, f16 or (gguf) one of q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, got 'q2_k'" \
+    "$bin" export --checkpoint run.h5 --format gguf --out q2.gguf --dtype q2_k
+  expect_usage_error "hf_q8: --dtype q8_0 (ggml's quantised blocks) is written for --format gguf only" \
+    "$bin" export --checkpoint run.h5 --format hf --out hf_q8 --dtype q8_0
   ;;
 gguf_llama_family_round_trips)
   # Llama-, Qwen2- and Qwen3-shaped runs (llama.cpp's llama, qwen2, qwen3: interop/gguf_llama.h)
