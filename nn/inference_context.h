@@ -23,6 +23,12 @@ struct InferencePass {
   int64_t rows;      // positions of a prefill, or rows of a step
   int64_t b;         // a prefill's row of the batch
   int64_t position;  // a step's position (every row's)
+  // A step of independent sequences (a server's): row r of the pass is the cache's row
+  // slots[r], at position positions[r]. Null: row r is the cache's row r, at `position`.
+  const int64_t* slots = nullptr;
+  const int64_t* positions = nullptr;
+  int64_t slot(int64_t r) const { return slots ? slots[r] : r; }
+  int64_t position_of(int64_t r) const { return positions ? positions[r] : position; }
 };
 
 struct InferenceContext {
