@@ -3,7 +3,8 @@
 
     python3 bench/serve_load.py build/attograd CHECKPOINT [--clients 8] [--tokens 128]
 
-Starts the server (--port 0, --max-concurrent N) on 127.0.0.1 only, then
+Starts the server (--port 0, --max-concurrent N) on 127.0.0.1 only, then, from an empty
+prompt (a line break, as `sample`'s),
   1. one streaming completion alone: its tokens/s (the single-stream rate), and
   2. N streaming completions at once (the same prompt, each its own seed, sampled):
      each client's time to first token (p50, p99) and the aggregate tokens/s,
@@ -37,11 +38,11 @@ def start_server(binary, checkpoint, clients, threads):
     return proc, int(match.group(1))
 
 
-def stream(port, tokens, seed, timeout, result):
+def stream(port, prompt, tokens, seed, timeout, result):
     """One streaming completion; result gets (time to first token, tokens, seconds)."""
     start = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    body = json.dumps({"prompt": "The", "max_tokens": tokens, "stream": True, "seed": seed,
+    body = json.dumps({"prompt": prompt, "max_tokens": tokens, "stream": True, "seed": seed,
                        "temperature": 1.0})
     conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
     response = conn.getresponse()
@@ -62,11 +63,11 @@ def stream(port, tokens, seed, timeout, result):
     conn.close()
 
 
-def run_clients(port, clients, tokens, timeout):
+def run_clients(port, clients, tokens, timeout, prompt=""):
     results, threads = [], []
     start = time.perf_counter()
     for i in range(clients):
-        t = threading.Thread(target=stream, args=(port, tokens, i + 1, timeout, results))
+        t = threading.Thread(target=stream, args=(port, prompt, tokens, i + 1, timeout, results))
         t.start()
         threads.append(t)
     for t in threads:

@@ -138,6 +138,9 @@ int serve_command(const Args& args) {
     require_file(o.path, "checkpoint");
     if (!o.key_file.empty()) o.server.api_key = read_key(o.key_file);
     o.server.engine.threads = o.threads;
+    o.server.limits.max_choices = o.server.engine.slots;  // n choices decode side by side
+    o.server.transport.workers =  // every admitted or queued request, and a few more
+        static_cast<int>(o.server.engine.slots + o.server.engine.max_queued + 4);
     ag::set_num_threads(o.threads);
     const Loaded l = load(o);
     check_memory(o, l.model->config());

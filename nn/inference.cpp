@@ -262,7 +262,9 @@ std::span<const float> CachedInference::step_slots(std::span<const int64_t> slot
     const int64_t* block = slots.data() + i0;
     for (int64_t r = 0; r < n; ++r) step_positions_[static_cast<size_t>(r)] = slot_length(block[r]);
     model_.embed(c_, ids.data() + i0, n, 0, 0, step_positions_.data());
+    c_.vector_rows = kStepRowsAtOnce;
     run(InferencePass{false, n, 0, 0, block, step_positions_.data()}, step_pace_);
+    c_.vector_rows = inference::kVectorRows;
     std::copy_n(c_.logits.data(), n * V, row_logits_.data() + i0 * V);
     for (int64_t r = 0; r < n; ++r) ++row_lengths_[static_cast<size_t>(block[r])];
   }

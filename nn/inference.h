@@ -94,11 +94,11 @@ class CachedInference {
   // prefill_slot forgets row `slot` and runs ids (1 <= size <= capacity()) at its positions
   // 0..n-1; the row's logits, [vocab_size]. step_slots runs ids[i] at position
   // slot_length(slots[i]) (< capacity()) of row slots[i] (distinct rows, each prefilled);
-  // the logits [slots.size(), vocab_size], in the order of `slots`. The rows are run
-  // kStepRowsAtOnce at a time, so that each row's logits are the bits a decoder of that
-  // row alone computes (the vector kernels give the same sums for up to that many rows;
-  // more would go through BLAS's GEMM, whose sums differ in the last bit).
-  static constexpr int64_t kStepRowsAtOnce = 4;
+  // the logits [slots.size(), vocab_size], in the order of `slots`. Up to kStepRowsAtOnce
+  // rows run in one pass, every matrix through the vector kernel (each weight read once for
+  // all of them), which gives each row the bits a decoder of that row alone computes: a
+  // step's usual route for more than four rows, BLAS's GEMM, sums in another order.
+  static constexpr int64_t kStepRowsAtOnce = 16;
   std::span<const float> prefill_slot(int64_t slot, std::span<const int64_t> ids);
   std::span<const float> step_slots(std::span<const int64_t> slots, std::span<const int64_t> ids);
   int64_t slot_length(int64_t slot) const { return row_lengths_.at(static_cast<size_t>(slot)); }

@@ -36,6 +36,9 @@ struct InferenceContext {
   int64_t q_width = 0;          // the queries' (and attention output's): heads * head_dim
   int64_t kv_width = 0;         // the keys' and values': key/value heads * head_dim
   int64_t batch = 0;
+  // the most rows of a pass the layers' vector kernel takes (inference::linear): more would
+  // go through BLAS's GEMM, whose sums differ from it in the last bit
+  int64_t vector_rows = inference::kVectorRows;
   // the rows of the pass: residual stream [rows, C]; normalised, one copy per thread;
   // queries [rows, q_width]; keys before they are transposed into the cache [rows,
   // kv_width]; attention output [rows, q_width]; MLP hidden [rows, F] (SwiGLU's gate

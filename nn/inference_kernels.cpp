@@ -207,15 +207,13 @@ void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const f
   for (; o < out; ++o) one_output(x, rows, in, w, bias, o, y, ldy, accumulate);
 }
 
-// Rows this many or fewer go through the kernels above (a step: one row per sample);
-// more through BLAS's GEMM, which reuses each weight for more rows at a time.
-constexpr int64_t kVectorRows = 4;
-
 }  // namespace
 
+// Rows vector_rows or fewer go through the kernels above (a step: one row per sample);
+// more through BLAS's GEMM, which reuses each weight for more rows at a time.
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
-            float* y, int64_t ldy, bool accumulate) {
-  if (rows <= kVectorRows) {  // never BLAS's threads: a step shares its rows out itself
+            float* y, int64_t ldy, bool accumulate, int64_t vector_rows) {
+  if (rows <= vector_rows) {  // never BLAS's threads: a step shares its rows out itself
     if (W.bf16) return vector_linear(x, rows, in, W.bf16, bias, out, y, ldy, accumulate);
     return vector_linear(x, rows, in, W.f32, bias, out, y, ldy, accumulate);
   }

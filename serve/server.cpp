@@ -58,7 +58,7 @@ class Server {
   BoundedServer http_;
   Engine engine_;
   std::optional<data::ChatTokens> chat_;
-  std::atomic<bool> draining_{false};
+  std::atomic<bool> draining_{false}, listened_{false};
   std::atomic<int64_t> next_id_{0};
 };
 
@@ -249,8 +249,11 @@ void Server::answer_stream(std::shared_ptr<Prepared> p, std::shared_ptr<Channel>
         while (!answer->done()) {
           if (client_gone()) return false;
           if (!channel->pop(e, kPoll)) continue;
-          out = answer->take(e);
-          if (auto stopped = answer->stopped_choice()) channel->cancel(*stopped);
+          out.clear();
+          do {  // every event waiting, in one write: the decoder may be ahead of the socket
+            out += answer->take(e);
+            if (auto stopped = answer->stopped_choice()) channel->cancel(*stopped);
+          } while (!answer->done() && channel->pop(e, std::chrono::milliseconds(0)));
           if (!out.empty() && !sink.write(out.data(), out.size())) return false;
         }
         out = answer->stream_end();
@@ -279,7 +282,10 @@ void Server::wait_for_signal() {
   while (engine_.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   engine_.cancel_all();
-  http_.stop();
+  while (!listened_.load()) {  // again until the listener has ended (a signal at its start)
+    http_.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 void Server::run() {
@@ -292,6 +298,7 @@ void Server::run() {
   std::thread signals([this] { wait_for_signal(); });
   if (o_.on_listening) o_.on_listening(port);
   http_.listen_after_bind();
+  listened_.store(true);
   if (!draining_.load()) kill(getpid(), SIGTERM);  // the listener failed: end the waiter
   signals.join();
 }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -155,6 +156,8 @@ BoundedServer::BoundedServer(const TransportLimits& limits) : limits_(limits) {
 // budget for each request of a kept-alive connection.
 bool BoundedServer::process_and_close_socket(socket_t sock) {
   t_socket = sock;
+  const int on = 1;  // a streamed token is sent at once, not held for the next one's bytes
+  ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
   const auto stopped = [this] { return !is_running(); };
   bool ok = true;
   for (size_t served = 0; served < limits_.keep_alive_requests && is_running(); ++served) {
