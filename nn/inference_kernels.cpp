@@ -197,9 +197,51 @@ void one_output(const float* x, int64_t rows, int64_t in, const W* w, const floa
 // rows at a time, the same bits.)
 constexpr int kGroupRows = 16;
 
+// Four rows of x against four float32 weight rows: each weight loaded once for the four
+// (a step of many independent rows is then bound by arithmetic, not by loads). Each
+// (weight row, x row) sum adds the same products in the same order as Rows::sixteens and
+// is finished by Rows::finish, so every row gets the bits it has alone.
+void four_by_four(const float* x, int64_t in, const float* w, const float* bias, int64_t o,
+                  float* y, int64_t ldy, bool accumulate) {
+  constexpr int kX = 4, kW = 4;
+  Rows<kW, float> g[kX];
+  for (auto& group : g) {
+    for (int k = 0; k < kW; ++k) group.w[k] = w + (o + k) * in;
+    group.ahead = kW * in;
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= in; i += kLanes) {
+    v16 xv[kX];
+    for (int j = 0; j < kX; ++j) xv[j] = load(x + j * in + i);
+    for (int k = 0; k < kW; ++k) {
+      prefetch_next(g[0].w[k] + i, g[0].ahead);
+      const v16 wv = load(g[0].w[k] + i);
+      for (int j = 0; j < kX; ++j) g[j].acc[k] += wv * xv[j];
+    }
+  }
+  for (int j = 0; j < kX; ++j)
+    g[j].finish(x + j * in, i, in, bias ? bias + o : nullptr, y + j * ldy + o, accumulate);
+}
+
+// Four rows or more on float32 weights: blocks of four rows by four_by_four, the rest of
+// the rows and outputs as one row at a time would run.
+void many_rows(const float* x, int64_t rows, int64_t in, const float* w, const float* bias,
+               int64_t out, float* y, int64_t ldy, bool accumulate) {
+  const int64_t whole = rows / 4 * 4, fours = out / 4 * 4;
+  for (int64_t o = 0; o < fours; o += 4) {
+    for (int64_t r = 0; r < whole; r += 4)
+      four_by_four(x + r * in, in, w, bias, o, y + r * ldy, ldy, accumulate);
+    if (whole < rows)
+      row_group<4>(x + whole * in, rows - whole, in, w, bias, o, y + whole * ldy, ldy, accumulate);
+  }
+  for (int64_t o = fours; o < out; ++o) one_output(x, rows, in, w, bias, o, y, ldy, accumulate);
+}
+
 template <typename W>
 void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const float* bias,
                    int64_t out, float* y, int64_t ldy, bool accumulate) {
+  if constexpr (std::is_same_v<W, float>)
+    if (rows >= 4) return many_rows(x, rows, in, w, bias, out, y, ldy, accumulate);
   int64_t o = 0;
   for (; o + kGroupRows <= out; o += kGroupRows)
     row_group<kGroupRows>(x, rows, in, w, bias, o, y, ldy, accumulate);

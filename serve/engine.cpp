@@ -213,9 +213,9 @@ void Engine::deliver(Sequence& s, std::span<const float> logits) {
 
 void Engine::finish(Sequence& s, Finish why) {
   if (s.done) return;
-  s.job.channel->push(TokenEvent::end(s.job.choice, why));
   s.done = true;
-  --in_flight_;
+  --in_flight_;  // before the client can hear of the end and ask again
+  s.job.channel->push(TokenEvent::end(s.job.choice, why));
 }
 
 }  // namespace serve
