@@ -240,8 +240,11 @@ void many_rows(const float* x, int64_t rows, int64_t in, const float* w, const f
 template <typename W>
 void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const float* bias,
                    int64_t out, float* y, int64_t ldy, bool accumulate) {
+  // (a width that is not whole lanes leaves a tail, whose products the compiler may fuse
+  // differently in a group of 16 weight rows than in one of 4: those keep one row a time)
   if constexpr (std::is_same_v<W, float>)
-    if (rows >= 4) return many_rows(x, rows, in, w, bias, out, y, ldy, accumulate);
+    if (rows >= 4 && in % kLanes == 0)
+      return many_rows(x, rows, in, w, bias, out, y, ldy, accumulate);
   int64_t o = 0;
   for (; o + kGroupRows <= out; o += kGroupRows)
     row_group<kGroupRows>(x, rows, in, w, bias, o, y, ldy, accumulate);
