@@ -119,7 +119,7 @@ void check_memory(const ServeOptions& o, const nn::GPTConfig& cfg) {
   if (available > 0 && bytes > available)
     throw UsageError(
         fmt::format("--max-concurrent {} needs {} for its key/value caches over the "
-                    "context of {}; {} of memory is available",
+                    "context of {}; {} of memory is available; lower --max-concurrent",
                     o.server.engine.slots, train::format_bytes(bytes), cfg.context_length,
                     train::format_bytes(available)));
   train::check_address_space(bytes, o.threads, "lower --max-concurrent or --threads");

@@ -89,7 +89,7 @@ struct Job {
 };
 
 struct EngineOptions {
-  int64_t slots = 4;       // sequences decoded at once (--max-concurrent)
+  int64_t slots = 8;       // sequences decoded at once (--max-concurrent)
   int64_t max_queued = 8;  // choices waiting beyond them
   int threads = 2;         // the decoder's OpenMP threads
   int64_t slide = 0;       // the window past the context (0: nn::default_slide)
