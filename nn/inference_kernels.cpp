@@ -197,34 +197,38 @@ void one_output(const float* x, int64_t rows, int64_t in, const W* w, const floa
 // rows at a time, the same bits.)
 constexpr int kGroupRows = 16;
 
-// Four rows of x against four float32 weight rows: each weight loaded once for the four
-// (a step of many independent rows is then bound by arithmetic, not by loads). Each
-// (weight row, x row) sum adds the same products in the same order as Rows::sixteens and
-// is finished by Rows::finish, so every row gets the bits it has alone.
+// Four rows of x against four float32 weight rows of a width of whole lanes: each weight
+// loaded once for the four rows, and the 16 sums' lanes added up by one transpose
+// (sum_lanes_16). Each (weight row, x row) sum adds the same products in the same order as
+// Rows::sixteens and its lanes as Rows::finish does, so every row gets the bits it has
+// alone (a step of many independent rows is then bound by arithmetic, not by loads).
 void four_by_four(const float* x, int64_t in, const float* w, const float* bias, int64_t o,
                   float* y, int64_t ldy, bool accumulate) {
   constexpr int kX = 4, kW = 4;
-  Rows<kW, float> g[kX];
-  for (auto& group : g) {
-    for (int k = 0; k < kW; ++k) group.w[k] = w + (o + k) * in;
-    group.ahead = kW * in;
-  }
-  int64_t i = 0;
-  for (; i + kLanes <= in; i += kLanes) {
+  const float* wk[kW];
+  for (int k = 0; k < kW; ++k) wk[k] = w + (o + k) * in;
+  v16 acc[kX * kW] = {};
+  for (int64_t i = 0; i + kLanes <= in; i += kLanes) {
     v16 xv[kX];
     for (int j = 0; j < kX; ++j) xv[j] = load(x + j * in + i);
     for (int k = 0; k < kW; ++k) {
-      prefetch_next(g[0].w[k] + i, g[0].ahead);
-      const v16 wv = load(g[0].w[k] + i);
-      for (int j = 0; j < kX; ++j) g[j].acc[k] += wv * xv[j];
+      prefetch_next(wk[k] + i, kW * in);
+      const v16 wv = load(wk[k] + i);
+      for (int j = 0; j < kX; ++j) acc[j * kW + k] += wv * xv[j];
     }
   }
+  float s[kX * kW];
+  sum_lanes_16(acc, s);
   for (int j = 0; j < kX; ++j)
-    g[j].finish(x + j * in, i, in, bias ? bias + o : nullptr, y + j * ldy + o, accumulate);
+    for (int k = 0; k < kW; ++k) {
+      const float v = s[j * kW + k] + (bias ? bias[o + k] : 0.0f);
+      float& out = y[j * ldy + o + k];
+      out = accumulate ? out + v : v;
+    }
 }
 
-// Four rows or more on float32 weights: blocks of four rows by four_by_four, the rest of
-// the rows and outputs as one row at a time would run.
+// Four rows or more on float32 weights of a width of whole lanes (in % 16 == 0): blocks of
+// four rows by four_by_four, the rest of the rows and outputs as one row at a time would run.
 void many_rows(const float* x, int64_t rows, int64_t in, const float* w, const float* bias,
                int64_t out, float* y, int64_t ldy, bool accumulate) {
   const int64_t whole = rows / 4 * 4, fours = out / 4 * 4;
