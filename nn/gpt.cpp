@@ -138,7 +138,7 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
 // ------------------------------------------------------------------ inference
 
 void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t position,
-                int64_t position_step) const {
+                int64_t position_step, const int64_t* positions) const {
   const int64_t C = cfg_.d_model;
   const float *tok = tok_emb->weight.const_data<float>(),
               *pos = pos_emb ? pos_emb->weight.const_data<float>() : nullptr;
@@ -152,7 +152,7 @@ void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t p
       std::copy_n(te, C, x);
       continue;
     }
-    const float* pe = pos + (position + r * position_step) * C;
+    const float* pe = pos + (positions ? positions[r] : position + r * position_step) * C;
     AG_SIMD
     for (int64_t i = 0; i < C; ++i) x[i] = te[i] + pe[i];
   }

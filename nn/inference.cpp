@@ -50,6 +50,7 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
     return std::less<const Module*>{}(a.layer, b.layer);
   });
   allocate_buffers();
+  row_lengths_.assign(static_cast<size_t>(batch_), 0);
 }
 
 // Every parameter contiguous float32 (read through raw pointers), an LM head, no adapter.
@@ -256,6 +257,57 @@ std::span<const float> CachedInference::step(std::span<const int64_t> ids) {
   run(InferencePass{false, batch_, 0, length_}, step_pace_);
   length_ += 1;
   return c_.logits;
+}
+
+}  // namespace nn
+
+namespace nn {
+
+std::span<const float> CachedInference::prefill_slot(int64_t slot, std::span<const int64_t> ids) {
+  const auto n = static_cast<int64_t>(ids.size());
+  if (slot < 0 || slot >= batch_ || n < 1 || n > positions_)
+    throw std::invalid_argument(
+        fmt::format("CachedInference::prefill_slot: row {} of {}, {} ids (capacity {})", slot,
+                    batch_, n, positions_));
+  length_ = 0;  // the rows no longer share one length
+  row_lengths_[static_cast<size_t>(slot)] = 0;
+  prefill_row(ids.data(), slot, n);
+  row_lengths_[static_cast<size_t>(slot)] = n;
+  const int64_t V = cfg_.vocab_size;
+  return std::span<const float>(c_.logits).subspan(static_cast<size_t>(slot * V),
+                                                   static_cast<size_t>(V));
+}
+
+std::span<const float> CachedInference::step_slots(std::span<const int64_t> slots,
+                                                   std::span<const int64_t> ids) {
+  const auto rows = static_cast<int64_t>(slots.size());
+  if (rows < 1 || rows > batch_ || ids.size() != slots.size())
+    throw std::invalid_argument(fmt::format("CachedInference::step_slots: {} ids for {} rows of {}",
+                                            ids.size(), rows, batch_));
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t b = slots[static_cast<size_t>(i)];
+    const bool repeated = std::find(slots.begin(), slots.begin() + i, b) != slots.begin() + i;
+    if (b < 0 || b >= batch_ || repeated || slot_length(b) < 1 || slot_length(b) >= positions_)
+      throw std::logic_error(fmt::format(
+          "CachedInference::step_slots: row {} (of {}) is repeated, not prefilled or full", b,
+          batch_));
+  }
+  length_ = 0;
+  const int64_t V = cfg_.vocab_size;
+  row_logits_.resize(static_cast<size_t>(rows * V));
+  step_positions_.resize(static_cast<size_t>(kStepRowsAtOnce));
+  for (int64_t i0 = 0; i0 < rows; i0 += kStepRowsAtOnce) {
+    const int64_t n = std::min(kStepRowsAtOnce, rows - i0);
+    const int64_t* block = slots.data() + i0;
+    for (int64_t r = 0; r < n; ++r) step_positions_[static_cast<size_t>(r)] = slot_length(block[r]);
+    model_.embed(c_, ids.data() + i0, n, 0, 0, step_positions_.data());
+    c_.vector_rows = kStepRowsAtOnce;
+    run(InferencePass{false, n, 0, 0, block, step_positions_.data()}, step_pace_);
+    c_.vector_rows = inference::kVectorRows;
+    std::copy_n(c_.logits.data(), n * V, row_logits_.data() + i0 * V);
+    for (int64_t r = 0; r < n; ++r) ++row_lengths_[static_cast<size_t>(block[r])];
+  }
+  return row_logits_;
 }
 
 }  // namespace nn

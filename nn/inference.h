@@ -94,6 +94,19 @@ class CachedInference {
   // Runs ids [batch] at position length() (< capacity()) of each row.
   std::span<const float> step(std::span<const int64_t> ids);
 
+  // Independent sequences, one a row (a server's slots): each row has a length of its own.
+  // prefill_slot forgets row `slot` and runs ids (1 <= size <= capacity()) at its positions
+  // 0..n-1; the row's logits, [vocab_size]. step_slots runs ids[i] at position
+  // slot_length(slots[i]) (< capacity()) of row slots[i] (distinct rows, each prefilled);
+  // the logits [slots.size(), vocab_size], in the order of `slots`. Up to kStepRowsAtOnce
+  // rows run in one pass, every matrix through the vector kernel (each weight read once for
+  // all of them), which gives each row the bits a decoder of that row alone computes: a
+  // step's usual route for more than four rows, BLAS's GEMM, sums in another order.
+  static constexpr int64_t kStepRowsAtOnce = 16;
+  std::span<const float> prefill_slot(int64_t slot, std::span<const int64_t> ids);
+  std::span<const float> step_slots(std::span<const int64_t> slots, std::span<const int64_t> ids);
+  int64_t slot_length(int64_t slot) const { return row_lengths_.at(static_cast<size_t>(slot)); }
+
   // Whether passes large enough to share run on the threads: as timed (the default), or
   // always on the team, or always on one (benchmarks and tests; the logits are the same).
   enum class Threads { kTimed, kTeam, kOne };
@@ -111,6 +124,9 @@ class CachedInference {
   const GPT& model_;
   GPTConfig cfg_;
   int64_t batch_, positions_, length_ = 0;
+  std::vector<int64_t> row_lengths_;     // prefill_slot's and step_slots' rows
+  std::vector<int64_t> step_positions_;  // step_slots' positions, a block of rows at a time
+  std::vector<float> row_logits_;        // step_slots' logits
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
   std::vector<uint8_t> blocks_;       // WeightFormat::q8_0: the streamed matrices

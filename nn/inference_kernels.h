@@ -32,8 +32,11 @@ struct Weights {
 // work, so the same bits on any thread count; the bfloat16 pass pairs the weights differently from
 // the float32 one, so the two agree to float32 rounding, not to the bit); more rows by BLAS's GEMM
 // on the float32 values.
+// vector_rows: the most rows the vector kernel takes (kVectorRows; a server's step of
+// independent sequences asks for more, so that every row keeps the bits it has alone).
+inline constexpr int64_t kVectorRows = 4;
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
-            float* y, int64_t ldy, bool accumulate);
+            float* y, int64_t ldy, bool accumulate, int64_t vector_rows = kVectorRows);
 
 // y = gelu(y), GPT-2's tanh form.
 void gelu(float* y, int64_t n);

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "decode_support.h"
+#include "nn/inference_kernels.h"
 
 using ag::Tensor;
 
@@ -258,6 +259,82 @@ TEST_CASE("decoding rows side by side equals decoding each alone", "[decode]") {
       const Tensor full = ag_test::forward_logits(model, rows[b]);
       for (int64_t v = 0; v < V; ++v)
         CHECK(std::abs(logits[b * V + v] - full.at({T - 1, v})) < tolerance(full));
+    }
+  }
+}
+
+// Independent sequences in one decoder's rows (a server's slots): each row at a length of its
+// own, stepped together in any order and grouping, gives the bits of a decoder of that row
+// alone (the learned positions of GPT-2's shape and Llama's RoPE).
+TEST_CASE("rows at lengths of their own, stepped together, equal each row decoded alone",
+          "[decode]") {
+  for (const nn::GPTConfig& cfg :
+       {ag_test::decode_configs().front().second, ag_test::llama_family_configs().front().second}) {
+    const auto model_ptr = ag_test::sharp_model(cfg, 12);
+    const int64_t T = cfg.context_length, V = cfg.vocab_size, B = 6;
+    std::vector<std::vector<int64_t>> rows;
+    for (int64_t b = 0; b < B; ++b) rows.push_back(ag_test::random_tokens(T, V, 20 + b));
+    std::vector<std::vector<float>> alone(B);  // each row's logits at each step, alone
+    for (int64_t b = 0; b < B; ++b) {
+      nn::CachedInference one(*model_ptr, 1);
+      const int64_t n = 1 + b;  // prompts of different lengths
+      auto l = one.prefill(std::span<const int64_t>(rows[b].data(), n), n);
+      alone[b].assign(l.begin(), l.end());
+      for (int64_t t = n; t < T; ++t) {
+        l = one.step(std::span<const int64_t>(&rows[b][t], 1));
+        alone[b].insert(alone[b].end(), l.begin(), l.end());
+      }
+    }
+    nn::CachedInference together(*model_ptr, B);
+    std::vector<size_t> seen(B, 0);
+    for (int64_t b = B - 1; b >= 0; --b) {  // slots filled out of order
+      auto l = together.prefill_slot(b, std::span<const int64_t>(rows[b].data(), 1 + b));
+      CHECK(std::equal(l.begin(), l.end(), alone[b].begin()));
+      seen[b] = 1;
+    }
+    for (;;) {
+      std::vector<int64_t> slots, ids;  // every row not yet full, the last first
+      for (int64_t b = B - 1; b >= 0; --b)
+        if (together.slot_length(b) < T) {
+          slots.push_back(b);
+          ids.push_back(rows[b][together.slot_length(b)]);
+        }
+      if (slots.empty()) break;
+      const auto l = together.step_slots(slots, ids);
+      for (size_t i = 0; i < slots.size(); ++i) {
+        const auto b = static_cast<size_t>(slots[i]);
+        CHECK(
+            std::equal(l.begin() + i * V, l.begin() + (i + 1) * V, alone[b].begin() + seen[b] * V));
+        ++seen[b];
+      }
+    }
+    const std::vector<int64_t> full{0}, id{1};
+    CHECK_THROWS_WITH(together.step_slots(full, id), Catch::Contains("full"));
+  }
+}
+
+TEST_CASE("the vector kernel gives each row the bits it has alone, however many rows it runs",
+          "[decode]") {
+  // outputs that are no multiple of 4 (the weight rows of a pass); widths of whole lanes
+  // (four rows share each weight load) and not (a row at a time)
+  for (const int64_t in : {64, 70}) {
+    const int64_t out = 37, most = 9;
+    ag::Generator gen(5);
+    const Tensor w = ag::randn({out, in}, gen), x = ag::randn({most, in}, gen),
+                 bias = ag::randn({out}, gen);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> alone(static_cast<size_t>(most * out), 0.5f);
+      for (int64_t r = 0; r < most; ++r)
+        nn::inference::linear(x.const_data<float>() + r * in, 1, in,
+                              {w.const_data<float>(), nullptr}, bias.const_data<float>(), out,
+                              alone.data() + r * out, out, accumulate);
+      for (int64_t rows = 2; rows <= most; ++rows) {
+        std::vector<float> together(static_cast<size_t>(rows * out), 0.5f);
+        nn::inference::linear(x.const_data<float>(), rows, in, {w.const_data<float>(), nullptr},
+                              bias.const_data<float>(), out, together.data(), out, accumulate,
+                              /*vector_rows=*/most);
+        CHECK(std::equal(together.begin(), together.end(), alone.begin()));
+      }
     }
   }
 }
