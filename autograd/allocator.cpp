@@ -2,6 +2,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -21,6 +24,7 @@ size_t rounded(size_t nbytes) {
 class BlockCache {
  public:
   void* take(size_t size) {
+    std::vector<void*> stale;  // what a new size takes the place of
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.live_bytes += size;
@@ -35,7 +39,9 @@ class BlockCache {
         return p;
       }
       ++stats_.misses;
+      stale = take_stale(size);
     }
+    for (void* b : stale) std::free(b);
     void* p = std::aligned_alloc(64, size);
     if (!p) {
       release();  // one retry with the cache emptied
@@ -73,6 +79,11 @@ class BlockCache {
     }
     for (auto& [size, cached] : classes)
       for (void* p : cached.blocks) std::free(p);
+#if defined(__GLIBC__)
+    // glibc keeps freed blocks below its mmap threshold (which grows to 32 MB as large
+    // blocks are freed) in its heap: without a trim, "given back" would not lower the RSS
+    malloc_trim(0);
+#endif
   }
 
   // the blocks of sizes untouched since the previous call
@@ -93,6 +104,26 @@ class BlockCache {
       ++epoch_;
     }
     for (void* p : unused) std::free(p);
+  }
+
+  // Cached blocks of sizes untouched since the last release_unused (the previous step's),
+  // out of the cache, until they hold `size` bytes: batches padded to their longest example
+  // come in new sizes each step, and a new size's block takes the place of old ones instead
+  // of being added to the previous step's blocks (up to twice the activations).
+  std::vector<void*> take_stale(size_t size) {
+    std::vector<void*> stale;
+    size_t freed = 0;
+    for (auto it = free_.begin(); it != free_.end() && freed < size; ++it) {
+      if (it->second.used == epoch_) continue;
+      std::vector<void*>& blocks = it->second.blocks;
+      while (!blocks.empty() && freed < size) {
+        stale.push_back(blocks.back());
+        blocks.pop_back();
+        freed += it->first;
+        stats_.cached_bytes -= it->first;
+      }
+    }
+    return stale;
   }
 
   AllocatorStats stats() {

@@ -19,13 +19,16 @@ struct AllocatorStats {
 };
 AllocatorStats allocator_stats();
 // Gives every cached block back to the system (e.g. after a phase whose sizes will not
-// recur, such as generation with growing contexts).
+// recur, such as generation with growing contexts, or before an evaluation), and under
+// glibc trims its heap, so that the resident memory falls.
 void release_cached_blocks();
 // Gives back the cached blocks of every size that was neither taken nor given since the
 // previous call. Called once a training step: a step of fixed shapes takes and gives the
 // same sizes every time and keeps them all, but batches padded to their longest example
 // come in many sizes, whose blocks would otherwise stay (up to the cache's 4 GB) after
-// the step that needed them.
+// the step that needed them. Between calls, a size the cache has no block of takes the
+// place of blocks of sizes not used since the last call (freed first, up to its bytes), so
+// that a step of new sizes does not hold the previous step's blocks beside its own.
 void release_unused_blocks();
 
 }  // namespace ag

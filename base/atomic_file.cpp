@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "base/abandoned_partials.h"
 #include "base/partial_outputs.h"
 #include "base/posix_file.h"
 
@@ -110,6 +111,15 @@ void for_each_stale_partial(const std::string& path, Remove remove) noexcept {
     }
   } catch (...) {
   }
+}
+
+// Whether an entry of the folder dir is ".NAME.partial-PID-..." of a writer that is gone
+// and no process holds it locked: what a killed writer left (is_abandoned_partial).
+bool is_abandoned_entry(int dir, const std::string& name) {
+  const size_t tag = name.rfind(kPartialTag);
+  return tag != std::string::npos && tag > 0 && name.front() == '.' &&
+         writer_is_gone(name.substr(tag + sizeof(kPartialTag) - 1)) &&
+         is_abandoned(dir, name.c_str());
 }
 
 void remove_stale_partials(const std::string& path) noexcept {
@@ -247,6 +257,7 @@ std::string folder_target(const std::string& path, bool replace) {
     throw os_error(fmt::format("cannot write '{}'", path), errno);
   }
   if (!S_ISDIR(st.st_mode)) throw std::runtime_error(refusal(path, st.st_mode));
+  if (!replace) remove_abandoned_partials_in(target);
   std::error_code ec;
   if (!replace && !fs::is_empty(target, ec))
     throw std::runtime_error(
@@ -255,6 +266,22 @@ std::string folder_target(const std::string& path, bool replace) {
 }
 
 }  // namespace
+
+bool is_abandoned_partial(const std::string& path) {
+  UniqueFd dir(::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  return dir.valid() && is_abandoned_entry(dir.get(), base_name(path));
+}
+
+void remove_abandoned_partials_in(const std::string& folder) noexcept {
+  try {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder.c_str()), ::closedir);
+    if (!dir) return;
+    while (const dirent* e = ::readdir(dir.get()))
+      if (is_abandoned_entry(::dirfd(dir.get()), e->d_name))
+        ::unlinkat(::dirfd(dir.get()), e->d_name, 0);
+  } catch (...) {
+  }
+}
 
 void write_folder_atomically(const std::string& path,
                              const std::function<void(const std::string& folder)>& write,

@@ -10,10 +10,12 @@
 //            paths escaped)
 //   atomic_file.h  a file replaced whole (temporary file, fsync, rename, fsync the folder)
 //   partial_outputs.h  what was begun and not finished, removed even on a fatal signal
+//   abandoned_partials.h  what a writer killed outright left: found, and removed
 //   hash.h   FNV-1a fingerprints of names and values (32 and 64 bits)
 //   error_text.h  one "error:" per line: a library's own prefix dropped from a message
 //   choice.h  settings that take one of a few names, as enums: names read once at the edge
 //   shell_quote.h  a word quoted for a POSIX shell (commands printed for a person to paste)
+#include "base/abandoned_partials.h"
 #include "base/atomic_file.h"
 #include "base/choice.h"
 #include "base/hash.h"

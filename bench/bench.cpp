@@ -20,6 +20,7 @@
 #include "bench/memory_bench.h"
 #include "bench/micro.h"
 #include "bench/tune_table.h"
+#include "io/output_rule.h"
 #include "nn/gpt.h"
 #include "optim/optim.h"
 #include "train/config.h"
@@ -204,6 +205,7 @@ struct StepOptions {
   bool report = true;            // false: the steps run for their side effects (--tune)
   bool breakdown = false;        // report where the step's time went instead (breakdown.h)
   std::string save_checkpoint;   // after the steps, a checkpoint saved here, its memory measured
+  bool overwrite = false;        // --save-checkpoint may replace what is there
 };
 
 // load_cpu: the core a --background-load process spun on, -1 without one.
@@ -281,6 +283,10 @@ BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int proce
 int run_steps(const StepOptions& o) {
   ag::set_num_threads(o.threads);
   const train::World& world = train::World::join();
+  // the output rule every command that writes follows, checked before the steps: a
+  // benchmark never replaces a run's checkpoint unasked, nor one a running train writes
+  const io::ClaimedOutputs claim({{"--save-checkpoint", o.save_checkpoint}}, {},
+                                 {.overwrite = o.overwrite, .lock = world.root()});
   BenchConfig c = named_config(o.config);
   c.model.dropout = o.dropout;
   c.model.lora_rank = o.lora_rank;
@@ -368,7 +374,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
       "decode",
       "the cached decoder's tokens/s at --config's shape (--steps steps from position 100), "
-      "fp32 and bf16 weights, against the bound of its weight bytes a token over the measured "
+      "fp32, bf16 and q8_0 weights, against the bound of its weight bytes a token over the "
+      "measured "
       "read bandwidth")(
       "tune",
       "decide the GEMM kernels of a training step of --config (or all) in fp32 and bf16 and "
@@ -383,7 +390,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
       "last); it is killed when the benchmark ends")(
       "save-checkpoint", po::value(&o.save_checkpoint),
       "after the steps, save a checkpoint here as training does and report the resident memory "
-      "it adds");
+      "it adds")("overwrite", po::bool_switch(&o.overwrite),
+                 "let --save-checkpoint replace what is there (a checkpoint, any other file)");
   return desc;
 }
 

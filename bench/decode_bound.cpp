@@ -123,12 +123,22 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
     spans = {{own.data(), kReadFloats}};
   }
   const double read = read_gbs(spans, threads, 5);
-  for (auto format : {nn::WeightFormat::fp32, nn::WeightFormat::bf16}) {
-    const bool bf16 = format == nn::WeightFormat::bf16;
-    if (bf16) nn::round_weights_to_bfloat16(model);
-    nn::CachedInference dec(model, 1, format, start + steps);
+  // each format's bytes a weight, and how the model's matrices are rounded to it first
+  struct Format {
+    nn::WeightFormat format;
+    const char* name;
+    double bytes_per_weight;
+    void (*round)(nn::GPT&);
+  };
+  const Format formats[] = {
+      {nn::WeightFormat::fp32, "fp32", 4.0, nullptr},
+      {nn::WeightFormat::bf16, "bf16", 2.0, nn::round_weights_to_bfloat16},
+      {nn::WeightFormat::q8_0, "q8_0", 34.0 / 32.0, nn::round_weights_to_q8_0}};
+  for (const Format& f : formats) {
+    if (f.round) f.round(model);
+    nn::CachedInference dec(model, 1, f.format, start + steps);
     const double step = step_seconds(dec, start, steps, 2);
-    print(name, threads, {bf16 ? "bf16" : "fp32", elements * (bf16 ? 2 : 4), read, 1 / step}, json);
+    print(name, threads, {f.name, elements * f.bytes_per_weight, read, 1 / step}, json);
   }
   return 0;
 }

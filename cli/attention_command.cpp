@@ -109,14 +109,12 @@ void check_maps_memory(const nn::GPTConfig& cfg, const data::Tokenizer& tok,
   const double weights = static_cast<double>(cfg.n_heads) * static_cast<double>(n) *
                          static_cast<double>(n) * (2.0 * static_cast<double>(cfg.n_layers) + 4);
   const int64_t bytes = weights * 4 < 9e18 ? static_cast<int64_t>(weights * 4) : INT64_MAX;
-  const int64_t available = train::available_memory();
-  if (available > 0 && bytes > available)
+  const std::string short_of = train::memory_shortfall(bytes, threads, "shorten --prompt");
+  if (!short_of.empty())
     throw UsageError(fmt::format(
         "--prompt of {} tokens needs {} for its attention maps ({} layers x {} heads x {}^2 "
-        "weights); {} of memory is available; shorten the prompt",
-        n, train::format_bytes(bytes), cfg.n_layers, cfg.n_heads, n,
-        train::format_bytes(available)));
-  train::check_address_space(bytes, threads, "shorten --prompt");
+        "weights): {}",
+        n, train::format_bytes(bytes), cfg.n_layers, cfg.n_heads, n, short_of));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 //   codec_commands.cpp   encode, decode: stdin to ids and back with a folder's or
 //                        checkpoint's tokenizer, streamed
 //   sample_command.cpp   sample
+//   serve_command.cpp    serve: a checkpoint behind serve/'s OpenAI-compatible server
 //   eval_command.cpp     eval: the loss on a text or folder, or --multiple-choice accuracy
 //   classification_commands.cpp  classify; eval on a classifier's checkpoint
 //   inspect_command.cpp  inspect (a checkpoint, or a prepared folder)
@@ -56,6 +57,7 @@ int prepare_command(const Args& args);
 int encode_command(const Args& args);
 int decode_command(const Args& args);
 int sample_command(const Args& args);
+int serve_command(const Args& args);
 int eval_command(const Args& args);
 int classify_command(const Args& args);
 int inspect_command(const Args& args);

@@ -28,6 +28,7 @@ commands:
   encode     text on stdin to token ids with a prepared folder's or checkpoint's tokenizer
   decode     token ids on stdin back to the exact text
   sample     generate text from a checkpoint (--instruction: an instruct model's response)
+  serve      a checkpoint behind an OpenAI-compatible HTTP server on this machine
   eval       the evaluation loss of a checkpoint on a text or prepared folder (and bits/byte),
              or its accuracy on multiple-choice items (--multiple-choice)
   classify   each label's probability for texts, from a classifier (train --task classify)
@@ -58,6 +59,7 @@ std::span<const std::pair<const char*, Command>> commands() {
       {"attention", attention_command}, {"import", import_command},
       {"export", export_command},       {"classify", classify_command},
       {"merge", merge_command},         {"version", version_command},
+      {"serve", serve_command},
   };
   return kCommands;
 }

@@ -64,11 +64,27 @@ void print_import(const interop::ModelFiles& m, const std::string& out) {
   for (const auto& d : m.dropped) fmt::print("not kept: {}\n", d);
 }
 
-interop::StoredType parse_dtype(const std::string& s) {
-  if (s == "f32") return interop::StoredType::f32;
-  if (s == "bf16") return interop::StoredType::bf16;
-  if (s == "f16") return interop::StoredType::f16;
-  throw UsageError(fmt::format("--dtype must be f32, bf16 or f16, got '{}'", base::printable(s)));
+// --dtype: a float type, or one of ggml's block formats that GGUF export writes.
+struct ExportDtype {
+  interop::StoredType floats = interop::StoredType::f32;
+  const ag::quant::BlockLayout* blocks = nullptr;
+};
+
+std::vector<std::string> written_block_formats() {
+  std::vector<std::string> names;
+  for (const auto& l : ag::quant::block_formats())
+    if (l.quantize) names.emplace_back(l.name);
+  return names;
+}
+
+ExportDtype parse_dtype(const std::string& s) {
+  if (s == "f32") return {interop::StoredType::f32};
+  if (s == "bf16") return {interop::StoredType::bf16};
+  if (s == "f16") return {interop::StoredType::f16};
+  const ag::quant::BlockLayout* l = ag::quant::layout_named(s);
+  if (l && l->quantize) return {interop::StoredType::f32, l};
+  throw UsageError(fmt::format("--dtype must be f32, bf16, f16 or (gguf) one of {}, got '{}'",
+                               fmt::join(written_block_formats(), ", "), base::printable(s)));
 }
 
 // --context N: a RoPE model's context cut to N (a Llama 3's 131072 positions would make every
@@ -143,13 +159,15 @@ int export_command(const Args& args) {
         "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint)");
     add("out", po::value(&out)->required(),
         "where to write (hf: a folder, new or empty unless --overwrite)");
-    add("dtype", po::value(&dtype)->default_value("f32"), "f32, bf16 or f16 (f16: hf and gguf)");
+    add("dtype", po::value(&dtype)->default_value("f32"),
+        "f32, bf16 or f16 (f16: hf and gguf), or for gguf ggml's quantised blocks: q8_0, q4_0, "
+        "q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (docs/quantization.md)");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(args, desc, "checkpoint",
                                "attograd export CHECKPOINT.h5 --format hf|gguf|llmc "
-                               "--out PATH [--dtype f32|bf16|f16] [--overwrite]");
+                               "--out PATH [--dtype f32|bf16|f16|q8_0|q4_k|...] [--overwrite]");
     if (!vm) return 0;
-    const interop::StoredType type = parse_dtype(dtype);
+    const ExportDtype type = parse_dtype(dtype);
     require_file(path, "checkpoint");
     const bool folder = interop::export_writes_folder(format);
     const auto claim = claim_outputs(
@@ -160,10 +178,10 @@ int export_command(const Args& args) {
     const interop::ModelFiles model = interop::model_files_of(ckpt);
     // a file written beside --out (llm.c's tokenizer) is an output too
     const interop::CompanionFile beside = interop::export_companion(model, format, out);
-    const auto claim_beside =
-        claim_outputs({{"the file beside --out", beside.path, io::OutputKind::model_file}},
-                      {{"--checkpoint", path}}, {.overwrite = overwrite});
-    interop::export_model(model, format, out, type, overwrite);
+    const auto claim_beside = claim_outputs(
+        {{"the file beside --out", beside.path, io::OutputKind::model_file, "--out folder"}},
+        {{"--checkpoint", path}}, {.overwrite = overwrite});
+    interop::export_model(model, format, out, type.floats, overwrite, type.blocks);
     fmt::print("exported {} as {} ({}) to {}{}\n", base::printable(path), format, dtype,
                base::printable(out),
                beside.path.empty() ? "" : " and " + base::printable(beside.path));

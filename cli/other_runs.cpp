@@ -8,6 +8,7 @@
 #include "base/shell_quote.h"
 #include "base/utf8.h"
 #include "cli/options.h"
+#include "io/files.h"
 #include "report/metrics_log.h"
 #include "train/world.h"
 
@@ -61,15 +62,22 @@ void refuse_other_checkpoint(const std::string& out) {
       base::printable(out), held, program(), base::shell_quote(out)));
 }
 
+// What a file given as --metrics holds when it is not metrics: a checkpoint named there by
+// mistake is said to be one, not quoted as a JSON error about its first byte.
+std::string not_metrics(const std::string& metrics, const std::exception& e) {
+  if (io::is_hdf5_file(metrics)) return "an HDF5 file (a checkpoint?), not metrics";
+  return fmt::format("lines that are not attograd metrics ({})", e.what());
+}
+
 void refuse_other_metrics(const std::string& metrics) {
   std::vector<report::MetricsRun> runs;
   try {
     runs = report::read_metrics_runs(metrics);
   } catch (const std::exception& e) {
-    throw UsageError(fmt::format(
-        "--metrics '{}' holds lines that are not attograd metrics ({}); give another --metrics, "
-        "or empty it with --overwrite",
-        base::printable(metrics), e.what()));
+    throw UsageError(
+        fmt::format("--metrics '{}' holds {}; give another --metrics, or replace it "
+                    "with --overwrite",
+                    base::printable(metrics), not_metrics(metrics, e)));
   }
   throw UsageError(fmt::format(
       "--metrics '{}' already holds the metrics of another run ({}); continue that run with "
@@ -102,9 +110,8 @@ void refuse_other_run_metrics(const std::string& metrics, const io::Checkpoint& 
   try {
     runs = report::read_metrics_runs(metrics);
   } catch (const std::exception& e) {
-    throw UsageError(fmt::format(
-        "--metrics '{}' holds lines that are not metrics ({}); give another --metrics file",
-        base::printable(metrics), e.what()));
+    throw UsageError(fmt::format("--metrics '{}' holds {}; give another --metrics file",
+                                 base::printable(metrics), not_metrics(metrics, e)));
   }
   for (const report::MetricsRun& r : runs)
     if (!r.run_id.empty() && r.run_id != resumed.run_id)

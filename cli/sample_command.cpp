@@ -24,8 +24,10 @@
 template <>
 struct base::ChoiceNames<nn::WeightFormat> {
   static constexpr const char* key = "--weights";
-  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 2> rows = {
-      {{nn::WeightFormat::fp32, "fp32"}, {nn::WeightFormat::bf16, "bf16"}}};
+  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 3> rows = {
+      {{nn::WeightFormat::fp32, "fp32"},
+       {nn::WeightFormat::bf16, "bf16"},
+       {nn::WeightFormat::q8_0, "q8_0"}}};
 };
 
 namespace cli {
@@ -88,8 +90,9 @@ po::options_description sample_options(SampleOptions& o) {
       "past the context, the window moves this many tokens at a time (0: half the context; "
       "1: every token sees the last context_length tokens)");
   add("weights", value_with_default(&o.weights, o.weights),
-      "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads "
-      "(see docs/sampling.md)");
+      "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads, or "
+      "q8_0: rounded to ggml's Q8_0 blocks and read as them, 1.06 bytes a weight (see "
+      "docs/sampling.md, docs/quantization.md)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
@@ -143,15 +146,15 @@ void check_memory(const SampleOptions& o, const nn::GPTConfig& cfg, int64_t prom
   const int64_t window = nn::longest_window(prompt_tokens, o.tokens, cfg.context_length);
   const std::string what =
       o.num_samples > 1 ? fmt::format("--num-samples {}", o.num_samples) : "one sample";
-  const int64_t available = train::available_memory();
-  if (available > 0 && bytes > available)
+  const std::string short_of =
+      train::memory_shortfall(bytes, threads, "lower --num-samples, --tokens or --threads");
+  if (!short_of.empty())
     throw UsageError(fmt::format(
         "{} needs {} for the {} over a window of {} positions ({} threads) and the samples' "
-        "text; {} of memory is available; lower --num-samples, --tokens or --threads",
+        "text: {}",
         what, train::format_bytes(bytes),
         o.no_cache ? "full-window forward" : "key/value cache and scratch", window, threads,
-        train::format_bytes(available)));
-  train::check_address_space(bytes, threads, "lower --num-samples, --tokens or --threads");
+        short_of));
 }
 
 // --instruction and --chat against --prompt, --input and each other.
@@ -279,6 +282,7 @@ Loaded load_for_sampling(const SampleOptions& o) {
   if (o.chats) l.chat = chat_model_of(ckpt, o.chat.format);
   l.model->eval();
   if (o.weights == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*l.model);
+  if (o.weights == nn::WeightFormat::q8_0) nn::round_weights_to_q8_0(*l.model);
   return l;
 }
 

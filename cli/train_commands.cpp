@@ -71,7 +71,7 @@ std::vector<io::Output> run_outputs(const std::string& out, const train::RunConf
   return {{"--out", out, out_kind},
           {"--metrics", cfg.metrics, io::OutputKind::run},
           {"--report", cfg.report, report_kind},
-          {"--keep-best", cfg.keep_best ? at_out.best_out() : "", best_kind}};
+          {"--keep-best", cfg.keep_best ? at_out.best_out() : "", best_kind, "--out"}};
 }
 
 train::RunObserver report_observer(const train::RunConfig& cfg) {

@@ -13,6 +13,8 @@
 #                       built with it), each also a target: attograd::data, ::optim, ::io
 #   attograd::base, ::interop, ::report  the input readers' common layer (base/), other
 #                       tools' model files (interop/), the report page (report/)
+#   attograd::serve     the OpenAI-compatible HTTP server of `attograd serve` (serve/), on
+#                       nn and data; links cpp-httplib
 #   attograd::attograd  everything, the command line (attograd::cli, ::bench) included
 #
 # A program including <attograd/autograd/autograd.h> links attograd::core alone and gets no
@@ -31,6 +33,7 @@ attograd_library_names(io)
 attograd_library_names(train)
 attograd_library_names(interop)
 attograd_library_names(report)
+attograd_library_names(serve)
 attograd_library_names(bench)
 attograd_library_names(cli)
 get_property(ATTOGRAD_LIBRARIES GLOBAL PROPERTY ATTOGRAD_LIBRARIES)
@@ -77,7 +80,7 @@ endforeach()
 set(ATTOGRAD_TARGET_PACKAGES
   fmt::fmt=fmt OpenMP::OpenMP_CXX=OpenMP DNNL::dnnl=dnnl nlohmann_json::nlohmann_json=nlohmann_json
   Boost::program_options=Boost OpenSSL::Crypto=OpenSSL Threads::Threads=Threads
-  PkgConfig::PCRE2=PCRE2 PkgConfig::UTF8PROC=UTF8PROC)
+  PkgConfig::PCRE2=PCRE2 PkgConfig::UTF8PROC=UTF8PROC PkgConfig::HTTPLIB=HTTPLIB)
 
 function(attograd_packages_of target out_var)
   set(packages)

@@ -29,10 +29,11 @@ constexpr uint64_t kWriteBehindBytes = uint64_t{64} << 20;
   throw DataSystemError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
 }
 
-// Opens (creating it when missing) the folder `path` without following a symbolic link.
-base::UniqueFd open_folder(const std::string& path) {
-  if (mkdir(path.c_str(), 0777) != 0 && errno != EEXIST)
-    fail(path, "cannot create the folder", errno);
+// Opens (creating it when missing: `made` says so) the folder `path` without following a
+// symbolic link.
+base::UniqueFd open_folder(const std::string& path, bool& made) {
+  made = mkdir(path.c_str(), 0777) == 0;
+  if (!made && errno != EEXIST) fail(path, "cannot create the folder", errno);
   base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.valid()) return fd;
   const int err = errno;
@@ -51,7 +52,7 @@ OutputFolder::OutputFolder(const std::string& path, const std::vector<std::strin
     : path_(path) {
   while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
   if (path_.empty()) throw DataError("the output folder has an empty name");
-  fd_ = open_folder(path_);
+  fd_ = open_folder(path_, made_);
   if (flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK)
@@ -62,6 +63,10 @@ OutputFolder::OutputFolder(const std::string& path, const std::vector<std::strin
     fail(path_, "cannot lock the folder", err);
   }
   check_entries(own_names);
+}
+
+OutputFolder::~OutputFolder() {
+  if (made_) rmdir(path_.c_str());  // only when empty: a finished prepare's folder stays
 }
 
 // Lists the folder: only own names and leftover temporary files may be there.

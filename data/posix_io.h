@@ -92,10 +92,14 @@ class InputFolder {
 // The folder a prepare writes: opened without following a symbolic link, created when
 // missing, and held under an exclusive flock so two writers never share it. A folder with
 // anything but `own_names` (regular files) and the temporary files of earlier writers is
-// refused, so a user's folder is never written into.
+// refused, so a user's folder is never written into. A folder it made is removed again when
+// it is destroyed holding nothing (a prepare that failed or was stopped leaves no folder).
 class OutputFolder {
  public:
   OutputFolder(const std::string& path, const std::vector<std::string>& own_names);
+  ~OutputFolder();
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
 
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
@@ -119,6 +123,7 @@ class OutputFolder {
   void check_entries(const std::vector<std::string>& own_names);
   base::UniqueFd fd_;
   std::string path_;
+  bool made_ = false;  // created by this writer: removed when it is left empty
   std::vector<Entry> entries_, leftovers_;
 };
 

@@ -24,6 +24,8 @@
 #include "interop/tokenizer_json.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer_section.h"
+#include "serve/answer.h"
+#include "serve/request.h"
 #include "train/train.h"
 
 namespace fuzz {
@@ -383,6 +385,34 @@ inline void hf_llama_config(const std::string& bytes) {
     if (c.num_parameters() < c.vocab_size) std::abort();
   } catch (const interop::InteropError& e) {
     if (std::string(e.what()).rfind("config.json: ", 0) != 0) std::abort();
+  }
+}
+
+// Any bytes as the body of `serve`'s completions and chat requests (serve/request.h): a
+// request whose fields hold what the reader promises, or an ApiError with a 400 and a JSON
+// error body; a request read is also answered (serve/answer.h) from made-up tokens.
+inline void serve_request(const std::string& bytes) {
+  const serve::RequestLimits limits;
+  for (const auto endpoint : {serve::Endpoint::completions, serve::Endpoint::chat}) {
+    try {
+      const serve::GenerationRequest r = serve::parse_request(bytes, endpoint, limits);
+      if (r.n < 1 || r.n > limits.max_choices || !(r.temperature >= 0 && r.temperature <= 2) ||
+          !(r.top_p > 0 && r.top_p <= 1) || r.top_k < 0 || r.stop.size() > limits.max_stops ||
+          (r.max_tokens && (*r.max_tokens < 1 || *r.max_tokens > limits.max_tokens)) ||
+          (endpoint == serve::Endpoint::chat && r.messages.empty()))
+        std::abort();
+      const data::ByteTokenizer tokenizer;
+      serve::Prepared p{r, {1, 2}, 3};
+      serve::Answer answer(p, tokenizer, "id", "model", 0);
+      for (int64_t c = 0; c < r.n; ++c)
+        for (int64_t id : {0xe2, 0x82, 0xac, -1}) {
+          answer.take(id < 0 ? serve::TokenEvent::end(c, serve::Finish::length)
+                             : serve::TokenEvent::token(c, id));
+        }
+      if (!answer.done() || answer.whole().empty()) std::abort();
+    } catch (const serve::ApiError& e) {
+      if (e.status != 400 || serve::error_body(e).empty()) std::abort();
+    }
   }
 }
 

@@ -124,6 +124,12 @@ void write_gguf_file(const ModelFiles& model, const std::string& out, StoredType
   write_gguf(model, out, dtype);
 }
 
+void write_gguf_blocks(const ModelFiles& model, const std::string& out,
+                       const ag::quant::BlockLayout& blocks) {
+  check_f16_range(model, out);  // a matrix whose rows fit no block is written F16
+  write_gguf(model, out, GgufDtype(blocks));
+}
+
 // A tokenizer with more ids than the model has rows would give ids the model cannot take.
 void check_tokenizer_fits(const ModelFiles& m, const std::string& path) {
   if (!m.tokenizer) return;
@@ -148,13 +154,17 @@ struct Format {
   const char* no_classifier;
   // the file write puts beside out, or why none (nullptr: the format has none)
   CompanionFile (*companion)(const ModelFiles& model, const std::string& out) = nullptr;
+  // the writer of ggml's quantised blocks (nullptr: the format holds none)
+  void (*write_blocks)(const ModelFiles& model, const std::string& out,
+                       const ag::quant::BlockLayout& blocks) = nullptr;
 };
 
 const Format kFormats[] = {
     {"hf", is_safetensors, true, read_hf, write_hf, check_hf, ""},
     {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, check_gguf,
      "GGUF's architectures (llama.cpp's) are language models, with no place for a "
-     "classification head"},
+     "classification head",
+     nullptr, write_gguf_blocks},
     {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr,
      "llm.c's file holds GPT-2's language model, with no place for a classification head",
      llmc_tokenizer_of},
@@ -237,10 +247,16 @@ CompanionFile export_companion(const ModelFiles& model, const std::string& forma
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  StoredType dtype, bool replace) {
+                  StoredType dtype, bool replace, const ag::quant::BlockLayout* blocks) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
   check_classifier_fits(*f, model, out);
+  if (blocks && !f->write_blocks)
+    throw InteropError(
+        fmt::format("{}: --dtype {} (ggml's quantised blocks) is written for "
+                    "--format gguf only",
+                    out, blocks->name));
+  if (blocks) return f->write_blocks(model, out, *blocks);
   if (f->check) f->check(model, out, dtype);
   if (f->folder) return export_folder(*f, model, out, dtype, replace);
   f->write(model, out, dtype);

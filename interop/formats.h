@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/quant/block_formats.h"
 #include "interop/float_codec.h"
 #include "interop/model_files.h"
 
@@ -39,9 +40,11 @@ CompanionFile export_companion(const ModelFiles& model, const std::string& forma
 // format's out must be missing or an empty folder unless `replace` (the caller has checked that the
 // folder there may go: cli's output rule); a file format's out is replaced whole. Throws
 // InteropError (an unknown format: std::invalid_argument). An llm.c export writes GPT-2's
-// tokenizer beside it as llm.c reads it (export_companion).
+// tokenizer beside it as llm.c reads it (export_companion). With `blocks` (gguf only), the
+// weight matrices are written as ggml's quantised blocks of that format (gguf.h).
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  StoredType dtype, bool replace = false);
+                  StoredType dtype, bool replace = false,
+                  const ag::quant::BlockLayout* blocks = nullptr);
 
 // The checkpoint an import writes: the run configuration's defaults with this model, its
 // tokenizer ("none" when the files carried none), step 0, the weights and nothing else

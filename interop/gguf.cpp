@@ -29,6 +29,11 @@ constexpr uint32_t kFileTypeF32 = 0, kFileTypeF16 = 1, kFileTypeBf16 = 32;
 // The most entries a tokenizer key may have: the largest vocabulary a checkpoint keeps.
 constexpr uint64_t kMaxTokenizerEntries =
     static_cast<uint64_t>(data::kMaxBpeVocabSize) + data::Gpt2Tokenizer::kMaxSpecialTokens;
+// The most the kept keys' strings may hold in all, counted with their std::strings: a
+// tokenizer of that many tokens and merges comes to about 90 MB so (Llama 3's to 17 MB). Whatever
+// a file's tokens say, the import keeps no more (the vocabulary, which could bound them
+// better, comes with the tensor infos after the keys).
+constexpr uint64_t kMaxKeptStringBytes = uint64_t{128} << 20;
 
 // llama.cpp's gpt2 tensors (the qkv biases of a model without them: zeros).
 std::vector<GgufTensor> gpt2_tensors(const nn::GPTConfig& c) {
@@ -70,17 +75,52 @@ std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c, const std::string& 
   return arch == "gpt2" ? gpt2_tensors(c) : llama_family_tensors(c, arch);
 }
 
-// llama.cpp's converter keeps 1-D tensors and position_embd in F32 whatever the file type.
-uint32_t tensor_type(const GgufTensor& t, StoredType dtype) {
-  if (dtype == StoredType::f32 || t.shape.size() < 2 || t.name == "position_embd.weight")
-    return gguf::kF32;
-  return dtype == StoredType::f16 ? gguf::kF16 : gguf::kBF16;
+// llama-quantize's fallback for a format on rows that are not a whole number of its
+// blocks (llama-quant.cpp): the K formats to a format of 32-weight blocks, those to F16.
+const ag::quant::BlockLayout* fallback(const ag::quant::BlockLayout& l) {
+  using ag::quant::BlockFormat;
+  static const std::pair<BlockFormat, BlockFormat> kFallbacks[] = {
+      {BlockFormat::q4_k, BlockFormat::q5_0},
+      {BlockFormat::q5_k, BlockFormat::q5_1},
+      {BlockFormat::q6_k, BlockFormat::q8_0}};
+  for (const auto& [from, to] : kFallbacks)
+    if (l.format == from) return &ag::quant::layout(to);
+  return nullptr;
 }
 
-uint32_t file_type(StoredType dtype) {
-  return dtype == StoredType::f32   ? kFileTypeF32
-         : dtype == StoredType::f16 ? kFileTypeF16
-                                    : kFileTypeBf16;
+// llama.cpp's converter keeps 1-D tensors and position_embd in F32 whatever the file type;
+// llama-quantize quantizes the head (output, or token_embd standing for it) to Q6_K unless
+// the file is Q8_0.
+uint32_t tensor_type(const GgufTensor& t, const GgufDtype& dtype, bool tied) {
+  if (t.shape.size() < 2 || t.name == "position_embd.weight") return gguf::kF32;
+  if (!dtype.blocks) {
+    if (dtype.floats == StoredType::f32) return gguf::kF32;
+    return dtype.floats == StoredType::f16 ? gguf::kF16 : gguf::kBF16;
+  }
+  const bool head = t.name == "output.weight" || (tied && t.name == "token_embd.weight");
+  const bool q8 = dtype.blocks->format == ag::quant::BlockFormat::q8_0;
+  const ag::quant::BlockLayout* l =
+      head && !q8 ? &ag::quant::layout(ag::quant::BlockFormat::q6_k) : dtype.blocks;
+  while (l && t.shape.back() % l->elements != 0) l = fallback(*l);
+  return l ? l->ggml_type : gguf::kF16;
+}
+
+// llama.cpp's general.file_type (llama_ftype): ALL_F32, MOSTLY_F16, MOSTLY_BF16, and per block
+// format the plain type's (Q4_K and Q5_K as the _S files llama-quantize names)
+uint32_t file_type(const GgufDtype& dtype) {
+  using ag::quant::BlockFormat;
+  static const std::pair<BlockFormat, uint32_t> kBlockFileTypes[] = {
+      {BlockFormat::q4_0, 2},  {BlockFormat::q4_1, 3}, {BlockFormat::q8_0, 7},
+      {BlockFormat::q5_0, 8},  {BlockFormat::q5_1, 9}, {BlockFormat::q4_k, 14},
+      {BlockFormat::q5_k, 16}, {BlockFormat::q6_k, 18}};
+  if (dtype.blocks) {
+    for (const auto& [format, type] : kBlockFileTypes)
+      if (dtype.blocks->format == format) return type;
+    throw std::logic_error("gguf: a block format that is not written");
+  }
+  return dtype.floats == StoredType::f32   ? kFileTypeF32
+         : dtype.floats == StoredType::f16 ? kFileTypeF16
+                                           : kFileTypeBf16;
 }
 
 void add_gpt2_keys(const nn::GPTConfig& c, gguf::File& f) {
@@ -98,7 +138,7 @@ void add_gpt2_keys(const nn::GPTConfig& c, gguf::File& f) {
   if (!c.qkv_bias) f.keys.emplace_back(kGgufNoQkvBiasKey, Value::boolean(false));
 }
 
-gguf::File gguf_keys(const ModelFiles& m, StoredType dtype, const std::string& name,
+gguf::File gguf_keys(const ModelFiles& m, const GgufDtype& dtype, const std::string& name,
                      const std::string& arch) {
   using gguf::Value;
   const nn::GPTConfig& c = m.config;
@@ -391,6 +431,7 @@ gguf::HeaderFilter model_filter(const InputBytes& in) {
                       source, excerpt(key), count, kMaxTokenizerEntries));
     return use;
   };
+  filter.max_kept_string_bytes = kMaxKeptStringBytes;
   auto expected = std::make_shared<std::set<std::string>>();
   filter.tensor = [&in, expected](const gguf::File& keys, const gguf::TensorInfo& t) {
     if (expected->empty()) *expected = tensor_names(keys, in);
@@ -444,53 +485,65 @@ std::string gguf_cannot_express(const ModelFiles& m) {
 
 namespace {
 
+// rows x width floats as the tensor's type: floats, or each row's blocks.
+void write_rows(const float* x, int64_t rows, int64_t width, uint32_t type, const ByteSink& out) {
+  const ag::quant::BlockLayout* l = gguf::block_layout(type);
+  if (!l) return write_floats(x, rows * width, gguf::stored_type(type), out);
+  std::vector<uint8_t> blocks(static_cast<size_t>(rows * ag::quant::row_bytes(*l, width)));
+  ag::quant::quantize_rows(*l, x, rows, width, blocks.data());
+  out(reinterpret_cast<const char*>(blocks.data()), blocks.size());
+}
+
 // One tensor's bytes: its parts' rows (permuted per head for llama's attn_q and attn_k, a
-// row at a time, no copy), zeros, or the rope factors.
+// part at a time), zeros, or the rope factors.
 void write_tensor(const GgufTensor& t, const std::map<std::string, ag::Tensor>& weights,
-                  const nn::GPTConfig& c, StoredType type, const ByteSink& out) {
+                  const nn::GPTConfig& c, uint32_t type, const ByteSink& out) {
   if (t.content == GgufTensor::Content::zeros)
-    return write_zeros(ag::shape_numel(t.shape), type, out);
+    return write_zeros(ag::shape_numel(t.shape), gguf::stored_type(type), out);
   if (t.content == GgufTensor::Content::rope_factors) {
     const std::vector<float> factors = llama3_rope_factors(c);
-    return write_floats(factors.data(), static_cast<int64_t>(factors.size()), type, out);
+    return write_rows(factors.data(), 1, static_cast<int64_t>(factors.size()), type, out);
   }
   for (const auto& part : t.parts) {
     const auto it = weights.find(part);
     if (it == weights.end())
       throw InteropError(fmt::format("the model has no tensor {}, which its config states", part));
     const ag::Tensor w = it->second.contiguous();
+    const int64_t rows = w.shape()[0], width = w.numel() / rows;
     if (t.rope_heads == 0) {
-      write_floats(w.data<float>(), w.numel(), type, out);
+      write_rows(w.data<float>(), rows, width, type, out);
       continue;
     }
-    const int64_t rows = w.shape()[0], width = w.numel() / rows;
+    std::vector<float> permuted(static_cast<size_t>(w.numel()));
     for (int64_t row = 0; row < rows; ++row)
-      write_floats(w.data<float>() + gguf_row_source(row, rows, t.rope_heads) * width, width, type,
-                   out);
+      std::memcpy(permuted.data() + row * width,
+                  w.data<float>() + gguf_row_source(row, rows, t.rope_heads) * width,
+                  static_cast<size_t>(width) * sizeof(float));
+    write_rows(permuted.data(), rows, width, type, out);
   }
 }
 
 }  // namespace
 
-void write_gguf(const ModelFiles& m, StoredType dtype, const std::string& name,
+void write_gguf(const ModelFiles& m, GgufDtype dtype, const std::string& name,
                 const ByteSink& out) {
   std::string why;
   const std::string arch = gguf_architecture(m.config, why);
   if (arch.empty()) throw InteropError("a GGUF file cannot hold this model: " + why);
-  if (dtype == StoredType::f16) check_f16_range(m, "GGUF F16");
+  if (dtype.floats == StoredType::f16 || dtype.blocks) check_f16_range(m, "GGUF F16");
   gguf::File f = gguf_keys(m, dtype, name, arch);
   const std::vector<GgufTensor> tensors = gguf_tensors(m.config, arch);
   for (const auto& t : tensors)
-    f.tensors.push_back({t.name, ggml_ne(t.shape), tensor_type(t, dtype), 0});
+    f.tensors.push_back({t.name, ggml_ne(t.shape), tensor_type(t, dtype, m.config.tie_weights), 0});
   gguf::write_header(f, out);
   const std::map<std::string, ag::Tensor> weights(m.weights.begin(), m.weights.end());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    write_tensor(tensors[i], weights, m.config, gguf::stored_type(f.tensors[i].type), out);
+    write_tensor(tensors[i], weights, m.config, f.tensors[i].type, out);
     gguf::write_padding(f.tensors[i].bytes(), f.alignment, out);
   }
 }
 
-void write_gguf(const ModelFiles& m, const std::string& path, StoredType dtype) {
+void write_gguf(const ModelFiles& m, const std::string& path, GgufDtype dtype) {
   std::string name = base::base_name(path);
   if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf") name.resize(name.size() - 5);
   try {  // streamed: no second copy of the model in memory

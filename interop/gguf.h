@@ -15,6 +15,7 @@
 //   interop::ModelFiles back = interop::read_gguf("model.gguf");
 #include <string>
 
+#include "autograd/quant/block_formats.h"
 #include "interop/float_codec.h"
 #include "interop/input_bytes.h"
 #include "interop/model_files.h"
@@ -29,15 +30,30 @@ inline constexpr const char* kGgufNoQkvBiasKey = "attograd.qkv_bias";
 // tokenizer that is not byte-level (char).
 std::string gguf_cannot_express(const ModelFiles& model);
 
+// What an export stores the weight matrices as: floats (F32, F16, BF16), or one of ggml's
+// block formats (autograd/quant/block_formats.h), quantized as llama.cpp's reference
+// quantizers do.
+struct GgufDtype {
+  StoredType floats = StoredType::f32;
+  const ag::quant::BlockLayout* blocks = nullptr;
+  GgufDtype(StoredType f)
+      : floats(f) {}  // NOLINT(google-explicit-constructor): a float type is one
+  explicit GgufDtype(const ag::quant::BlockLayout& b) : blocks(&b) {}
+};
+
 // The file's bytes, to out: F32, or with dtype bf16 or f16 the matrices (not position_embd,
 // the norms or the biases, as llama.cpp's converter keeps them) in BF16 or F16, rounded to
 // nearest even (float_codec.h; a weight beyond F16's range is refused: check_f16_range).
+// With a block format, the matrices as llama-quantize types them for that format
+// (gguf_quant_type): position_embd, norms and biases F32, the head (output, or token_embd
+// when tied) Q6_K unless the format is Q8_0, a K format on rows not a multiple of 256 its
+// fallback (Q4_K: Q5_0, Q5_K: Q5_1, Q6_K: Q8_0), rows not a multiple of 32 F16.
 // `name` is general.name. A model it cannot hold is an InteropError with the reason.
-void write_gguf(const ModelFiles& model, StoredType dtype, const std::string& name,
+void write_gguf(const ModelFiles& model, GgufDtype dtype, const std::string& name,
                 const ByteSink& out);
 // The same into the file at path (general.name: the file's name without .gguf), replaced
 // whole (atomically) or left as it was.
-void write_gguf(const ModelFiles& model, const std::string& path, StoredType dtype);
+void write_gguf(const ModelFiles& model, const std::string& path, GgufDtype dtype);
 
 // A GGUF file of architecture gpt2 (attograd's or llama.cpp's converter's: its output.weight
 // copy of token_embd is taken as a tied head) as a model, with its tokenizer when it has one.

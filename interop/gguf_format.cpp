@@ -17,6 +17,7 @@ namespace {
 constexpr uint64_t kMaxKeyBytes = 65535;  // the GGUF specification's bound
 constexpr uint64_t kMaxNameBytes = 1024;  // far above ggml's 63
 constexpr uint32_t kMaxDims = 4;          // ggml's GGML_MAX_DIMS
+constexpr uint64_t kMaxElementsPerByte = 2;
 
 // Bytes of one element of a scalar type (strings: their smallest, an empty one's length).
 uint64_t value_bytes(uint32_t type) {
@@ -33,11 +34,14 @@ uint64_t value_bytes(uint32_t type) {
   }
 }
 
-// One element of a scalar type into v.
+// One element of a scalar type into v; a string of at most string_bytes, which it then
+// lessens by what it holds.
 void read_element(Cursor& at, uint32_t type, Value& v, const std::string& what,
-                  const std::string& source) {
+                  const std::string& source, uint64_t& string_bytes) {
   if (type == kString) {
-    v.strings.push_back(at.string(what));
+    string_bytes -= std::min<uint64_t>(string_bytes, sizeof(std::string));
+    v.strings.push_back(at.string(what, string_bytes, "the strings of every key kept"));
+    string_bytes -= v.strings.back().size();
     return;
   }
   uint64_t bits = 0;
@@ -122,6 +126,24 @@ uint64_t read_alignment(const File& f, const std::string& source) {
   return a;
 }
 
+// A type attograd reads, and rows (ne[0]) a whole number of its blocks.
+void check_tensor_type(const TensorInfo& t, const std::string& named, const std::string& source) {
+  if (t.type == kF32 || t.type == kF16 || t.type == kBF16) return;
+  const ag::quant::BlockLayout* l = block_layout(t.type);
+  if (!l) {
+    std::vector<std::string> known = {"F32 (0)", "F16 (1)", "BF16 (30)"};
+    for (const auto& f : ag::quant::block_formats())
+      known.push_back(fmt::format("{} ({})", f.ggml, f.ggml_type));
+    throw InteropError(fmt::format("{}: {} has ggml type {}: only {} are read", source, named,
+                                   t.type, fmt::join(known, ", ")));
+  }
+  if (t.ne[0] % static_cast<uint64_t>(l->elements) != 0)
+    throw InteropError(
+        fmt::format("{}: {} is {} with rows of {} weights, not a whole number of its "
+                    "{}-weight blocks",
+                    source, named, l->ggml, t.ne[0], l->elements));
+}
+
 TensorInfo read_tensor_info(Cursor& at, uint64_t index, const File& f, uint64_t file_size,
                             const std::string& source) {
   TensorInfo t;
@@ -137,7 +159,8 @@ TensorInfo read_tensor_info(Cursor& at, uint64_t index, const File& f, uint64_t 
   uint64_t elements = 1;
   for (uint32_t d = 0; d < dims; ++d) {
     const uint64_t n = at.u64(fmt::format("{} (ne[{}])", named, d));
-    if (n == 0 || n > file_size / elements)
+    // (no type stores an element in fewer than 18/32 bytes, Q4_0's: at most 2 per byte)
+    if (n == 0 || n > kMaxElementsPerByte * file_size / elements)
       throw InteropError(
           fmt::format("{}: {} has ne[{}] = {}: its elements cannot fit in the "
                       "file ({} bytes)",
@@ -146,11 +169,7 @@ TensorInfo read_tensor_info(Cursor& at, uint64_t index, const File& f, uint64_t 
     t.ne.push_back(n);
   }
   t.type = at.u32(named + " (its type)");
-  if (t.type != kF32 && t.type != kF16 && t.type != kBF16)
-    throw InteropError(
-        fmt::format("{}: {} has ggml type {}: only F32 (0), F16 (1) and BF16 (30) "
-                    "are read (a quantised model cannot be trained on)",
-                    source, named, t.type));
+  check_tensor_type(t, named, source);
   t.offset = at.u64(named + " (its offset)");
   if (t.offset % f.alignment != 0)
     throw InteropError(fmt::format("{}: {} starts at offset {}, not a multiple of the alignment {}",
@@ -234,7 +253,21 @@ uint64_t TensorInfo::elements() const {
 }
 
 uint64_t TensorInfo::bytes() const {
+  if (const ag::quant::BlockLayout* l = block_layout(type))
+    return elements() / static_cast<uint64_t>(l->elements) * static_cast<uint64_t>(l->bytes);
   return elements() * stored_bytes(stored_type(type));
+}
+
+const ag::quant::BlockLayout* block_layout(uint32_t tensor_type) {
+  return ag::quant::layout_of_ggml_type(tensor_type);
+}
+
+std::string tensor_type_name(uint32_t tensor_type) {
+  if (const ag::quant::BlockLayout* l = block_layout(tensor_type)) return l->ggml;
+  return tensor_type == kF32    ? "F32"
+         : tensor_type == kF16  ? "F16"
+         : tensor_type == kBF16 ? "BF16"
+                                : "unknown";
 }
 
 const Value* File::find(const std::string& key) const {
@@ -254,7 +287,8 @@ namespace {
 // The keys: each value kept or read past as the filter says.
 void read_keys(Cursor& at, uint64_t key_count, const HeaderFilter& filter, File& f,
                const std::string& source) {
-  std::set<std::string> seen;  // the kept keys' names
+  std::set<std::string> seen;                            // the kept keys' names
+  uint64_t string_bytes = filter.max_kept_string_bytes;  // what kept strings may still hold
   for (uint64_t i = 0; i < key_count; ++i) {
     std::string key = at.string(fmt::format("key {} (its name)", i));
     if (key.size() > kMaxKeyBytes)
@@ -273,7 +307,7 @@ void read_keys(Cursor& at, uint64_t key_count, const HeaderFilter& filter, File&
     }
     if (!seen.insert(key).second)
       throw InteropError(fmt::format("{}: {} appears twice", source, named));
-    for (uint64_t e = 0; e < count; ++e) read_element(at, v.type, v, named, source);
+    for (uint64_t e = 0; e < count; ++e) read_element(at, v.type, v, named, source, string_bytes);
     f.keys.emplace_back(std::move(key), std::move(v));
   }
 }
@@ -334,10 +368,36 @@ std::vector<float> read_tensor(const InputBytes& in, const File& file, const Ten
   return values;
 }
 
+namespace {
+
+// read_tensor_into for a tensor of blocks: whole blocks, a MiB of them at a time.
+void read_blocks_into(const InputBytes& in, const File& file, const TensorInfo& t,
+                      const ag::quant::BlockLayout& l, uint64_t first, uint64_t count, float* out) {
+  const auto per_block = static_cast<uint64_t>(l.elements),
+             block_bytes = static_cast<uint64_t>(l.bytes);
+  if (first % per_block != 0 || count % per_block != 0)
+    throw std::logic_error("read_tensor_into: not whole blocks");
+  const uint64_t piece_blocks = (uint64_t{1} << 20) / block_bytes;  // a MiB of the file
+  std::vector<uint8_t> piece(std::min(piece_blocks, count / per_block) * block_bytes);
+  const std::string what = "tensor " + excerpt(t.name);
+  for (uint64_t done = 0; done < count;) {
+    const uint64_t blocks = std::min(piece_blocks, (count - done) / per_block);
+    in.read(file.data_start + t.offset + (first + done) / per_block * block_bytes,
+            reinterpret_cast<char*>(piece.data()), blocks * block_bytes, what);
+    ag::quant::dequantize_row(l, piece.data(), static_cast<int64_t>(blocks * per_block),
+                              out + done);
+    done += blocks * per_block;
+  }
+}
+
+}  // namespace
+
 void read_tensor_into(const InputBytes& in, const File& file, const TensorInfo& t, uint64_t first,
                       uint64_t count, float* out) {
   if (first > t.elements() || count > t.elements() - first)
     throw std::logic_error("read_tensor_into: elements past the tensor's");
+  if (const ag::quant::BlockLayout* l = block_layout(t.type))
+    return read_blocks_into(in, file, t, *l, first, count, out);
   const StoredType type = stored_type(t.type);
   const uint64_t size = stored_bytes(type);
   constexpr uint64_t kPiece = uint64_t{1} << 20;  // bytes of the file at once

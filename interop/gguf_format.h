@@ -3,14 +3,17 @@
 // interop.h for the map. Little-endian: "GGUF", version 3, tensor count, key count, the
 // keys (a string, a value type, the value; arrays: element type, count, elements), the tensor
 // infos (name, dims, ne[] innermost first, ggml type, offset into the data), padding to the
-// alignment (general.alignment, default 32), the data. Only what a model of floats needs is
-// read: arrays of arrays, and tensors other than F32, F16 and BF16, are refused by name.
+// alignment (general.alignment, default 32), the data. Only what a model needs is read: arrays
+// of arrays are refused by name; tensors are F32, F16, BF16 or one of ggml's quantised block
+// formats (autograd/quant/block_formats.h: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+// Q8_K), dequantized to floats as they are read.
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/quant/block_formats.h"
 #include "interop/float_codec.h"
 #include "interop/input_bytes.h"
 
@@ -33,8 +36,13 @@ enum ValueType : uint32_t {
 };
 const char* value_type_name(uint32_t type);  // "UINT32", ...; "unknown" past FLOAT64
 
-// ggml's tensor types this reader takes (the others are quantised blocks)
+// ggml's float tensor types (its block formats: ag::quant::layout_of_ggml_type)
 enum TensorType : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
+
+// The block format of a tensor type; null for F32, F16 and BF16.
+const ag::quant::BlockLayout* block_layout(uint32_t tensor_type);
+// "F32", "Q4_K", ...; "unknown" for a type neither floats nor a block format.
+std::string tensor_type_name(uint32_t tensor_type);
 
 inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian uint32
 inline constexpr uint32_t kVersion = 3;
@@ -64,7 +72,7 @@ struct TensorInfo {
   uint32_t type = kF32;
   uint64_t offset = 0;  // from the start of the data section
   uint64_t elements() const;
-  uint64_t bytes() const;  // elements * the type's size
+  uint64_t bytes() const;  // elements * the type's size, or its blocks * a block's bytes
 };
 
 struct File {
@@ -89,6 +97,9 @@ inline constexpr size_t kNamedSkips = 16;
 struct HeaderFilter {
   std::function<KeyUse(const std::string& key, uint32_t type, bool is_array, uint64_t count)> key;
   std::function<void(const File& keys, const TensorInfo& tensor)> tensor;
+  // What the kept keys' strings may hold in all, each counted with its std::string: a string
+  // past it is refused by its key before it is allocated.
+  uint64_t max_kept_string_bytes = UINT64_MAX;
 };
 
 // The header and tensor infos of a GGUF file, every count, length and offset bounded by the
@@ -99,13 +110,14 @@ struct HeaderFilter {
 File read_header(const InputBytes& in);
 File read_header(const InputBytes& in, const HeaderFilter& filter);
 
-// A tensor's elements as floats (F32, F16, BF16; exact).
+// A tensor's elements as floats (F32, F16, BF16, and blocks dequantized; exact).
 std::vector<float> read_tensor(const InputBytes& in, const File& file, const TensorInfo& t);
-// count elements from element `first` on, straight into out (a MiB of the file at a time).
+// count elements from element `first` on, straight into out (a MiB of the file at a time);
+// for a block format, first and count whole blocks (whole rows are).
 void read_tensor_into(const InputBytes& in, const File& file, const TensorInfo& t, uint64_t first,
                       uint64_t count, float* out);
 
-// The stored type of a tensor type (F32, F16, BF16).
+// The stored type of a float tensor type (F32, F16, BF16).
 StoredType stored_type(uint32_t tensor_type);
 
 // Lays out the data section (each tensor's offset, aligned, in order) and writes the header,

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "base/json.h"
+#include "data/prepared.h"
 #include "interop/hub_cache.h"
 
 namespace interop {
@@ -189,6 +190,28 @@ void read_hf_json(const InputBytes& in, JsonReader& reader) {
 
 void read_hf_json_file(const std::string& path, JsonReader& reader) {
   read_hf_json(InputBytes::open(path), reader);
+}
+
+std::string hf_config_path(const std::string& path) {
+  std::error_code ec;
+  const bool is_folder = fs::is_directory(path, ec);
+  std::string folder = is_folder ? path : fs::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  if (has_entry(folder, "config.json")) return (fs::path(folder) / "config.json").string();
+  if (!is_folder)
+    throw InteropError(
+        fmt::format("{}: no config.json beside it (a .safetensors file is read with its folder's "
+                    "config.json, which gives the model's shape)",
+                    path));
+  if (data::is_prepared_folder(path))
+    throw InteropError(fmt::format(
+        "{}: is a prepared data folder (meta.json, train.bin), not a model; train on it with "
+        "'attograd train --data {}'",
+        path, path));
+  throw InteropError(fmt::format(
+      "{}: no config.json in this folder: a Hugging Face model folder holds config.json beside "
+      "its .safetensors files (or give a GGUF or llm.c model file)",
+      path));
 }
 
 json read_hf_config(const InputBytes& in, const std::set<std::string>& keys) {

@@ -51,6 +51,10 @@ struct HfConfigKeys {
 void read_hf_json(const InputBytes& in, JsonReader& reader);
 void read_hf_json_file(const std::string& path, JsonReader& reader);
 
+// config.json's path for PATH (a model folder, or one of its .safetensors files); an
+// InteropError when the folder has none, saying what PATH is instead (a prepared data folder).
+std::string hf_config_path(const std::string& path);
+
 // config.json's top object with only `keys` kept (each at most 4096 values: the longest is
 // a list of the layers); the rest are skipped as they are read, never stored. A key twice, or a
 // text that is not an object, is an InteropError.

@@ -390,13 +390,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   std::error_code ec;
   const bool is_folder = fs::is_directory(path, ec);
   const std::string folder = is_folder ? path : fs::path(path).parent_path().string();
-  const std::string config_path =
-      (fs::path(folder.empty() ? "." : folder) / "config.json").string();
-  if (!has_entry(folder, "config.json"))
-    throw InteropError(
-        fmt::format("{}: no config.json beside it (GPT-2's sizes are read from "
-                    "there)",
-                    path));
+  const std::string config_path = hf_config_path(path);
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
   const json config = read_hf_config(config_path, config_keys_read());
@@ -443,14 +437,16 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredTyp
   }
   write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
                     {{"format", "pt"}});
-  const auto eos = model.tokenizer ? end_of_text_id(*model.tokenizer) : std::nullopt;
+  // (the tokenizer's files first: they name the end-of-text id config.json states)
+  const auto eos = model.tokenizer ? write_hf_tokenizer(*model.tokenizer, c.vocab_size,
+                                                        model.chat_format, model.stop_ids, folder)
+                                   : std::nullopt;
   json config = gpt2_config_json(c, eos);
   if (c.num_classes > 0) {
     check_hf_classifier(model, folder);
     add_classifier_keys(config, model, config["architectures"][0], eos);
   }
   base::write_file_atomically((fs::path(folder) / "config.json").string(), config.dump(2) + "\n");
-  if (model.tokenizer) write_tokenizer_files(*model.tokenizer, folder);
 }
 
 }  // namespace interop

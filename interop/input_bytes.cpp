@@ -142,11 +142,16 @@ void Cursor::skip_string(const std::string& what) {
   skip(u64(what + " (its length)"), what);
 }
 
-std::string Cursor::string(const std::string& what) {
+std::string Cursor::string(const std::string& what, uint64_t max_bytes, const char* kept_note) {
   const uint64_t n = u64(what + " (its length)");
   if (n > remaining())
     throw InteropError(fmt::format("{}: {} is {} bytes long, more than the {} left in the file",
                                    in_.source(), what, n, remaining()));
+  if (n > max_bytes)
+    throw InteropError(
+        fmt::format("{}: {} holds a string of {} bytes, more than the {} left of what its "
+                    "reader keeps ({})",
+                    in_.source(), what, n, max_bytes, kept_note));
   std::string s(n, '\0');
   bytes(s.data(), n, what);
   return s;

@@ -55,8 +55,11 @@ class Cursor {
   uint8_t u8(const std::string& what);
   uint32_t u32(const std::string& what);
   uint64_t u64(const std::string& what);
-  // A length (uint64) then that many bytes; the length is bounded by what the file has left.
-  std::string string(const std::string& what);
+  // A length (uint64) then that many bytes; the length is bounded by what the file has left
+  // and by max_bytes (an InteropError naming `what` and saying kept_note, the bound's reason,
+  // before anything is allocated).
+  std::string string(const std::string& what, uint64_t max_bytes = UINT64_MAX,
+                     const char* kept_note = "");
   // Past n bytes (within the file), or past a length-prefixed string, reading nothing.
   void skip(uint64_t n, const std::string& what);
   void skip_string(const std::string& what);

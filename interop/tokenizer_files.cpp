@@ -139,11 +139,34 @@ std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer) {
   return data::byte_level_vocab(*io::make_tokenizer(tokenizer)).end_of_text;
 }
 
-void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::string& folder) {
+namespace {
+
+// tokenizer.json's text (our own, written just now) with the added tokens after its own
+std::string with_added_tokens(const std::string& tokenizer_json,
+                              const std::vector<std::pair<int64_t, std::string>>& added) {
+  if (added.empty()) return tokenizer_json;
+  nlohmann::json j = nlohmann::json::parse(tokenizer_json);
+  nlohmann::json& list = j["added_tokens"];
+  if (!list.is_array()) list = nlohmann::json::array();
+  for (const auto& [id, text] : added)
+    list.push_back({{"id", id},
+                    {"content", text},
+                    {"single_word", false},
+                    {"lstrip", false},
+                    {"rstrip", false},
+                    {"normalized", false},
+                    {"special", true}});
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::string& folder,
+                           const std::vector<std::pair<int64_t, std::string>>& added) {
   try {
     const auto tok = io::make_tokenizer(tokenizer);
     base::write_file_atomically((fs::path(folder) / "tokenizer.json").string(),
-                                data::hf_tokenizer_json(*tok));
+                                with_added_tokens(data::hf_tokenizer_json(*tok), added));
     // char, and hf (its added tokens, normalizer and template): tokenizer.json alone
     const data::TokenizerKind kind = io::tokenizer_kind(tokenizer);
     if (kind == data::TokenizerKind::chars || kind == data::TokenizerKind::hf) return;
@@ -155,6 +178,43 @@ void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::str
   } catch (const std::invalid_argument& e) {
     throw InteropError(fmt::format("{}: the tokenizer cannot be written: {}", folder, e.what()));
   }
+}
+
+AddedTokens tokens_past_vocabulary(const io::TokenizerSection& tokenizer, int64_t vocab_size,
+                                   std::optional<data::ChatFormat> chat_format) {
+  AddedTokens added;
+  const auto tok = io::make_tokenizer(tokenizer);
+  const int64_t own = tok->vocab_size();
+  if (chat_format) {
+    const data::ChatTokens chat(*chat_format, *tok);
+    for (int64_t id = own; id < vocab_size && !chat.text_of(id).empty(); ++id)
+      added.tokens.emplace_back(id, std::string(chat.text_of(id)));
+    added.end = chat.end_of_turn();
+  } else if (vocab_size == own + 1) {
+    added.tokens.emplace_back(own, "<|endoftext|>");
+    added.end = own;
+  }
+  return added;
+}
+
+std::optional<int64_t> write_hf_tokenizer(const io::TokenizerSection& tokenizer, int64_t vocab_size,
+                                          std::optional<data::ChatFormat> chat_format,
+                                          const std::vector<int64_t>& stop_ids,
+                                          const std::string& folder) {
+  const AddedTokens added = tokens_past_vocabulary(tokenizer, vocab_size, chat_format);
+  write_tokenizer_files(tokenizer, folder, added.tokens);
+  const std::optional<int64_t> own = end_of_text_id(tokenizer);
+  const std::optional<int64_t> end = own ? own : added.end;
+  std::vector<int64_t> stops = stop_ids;
+  if (stops.empty() && added.end) stops.push_back(*added.end);
+  if (!stops.empty() || end) {
+    nlohmann::json generation = {
+        {"eos_token_id", stops.empty() ? nlohmann::json(*end) : nlohmann::json(stops)}};
+    if (end) generation["bos_token_id"] = *end;
+    base::write_file_atomically(file_in(folder, "generation_config.json"),
+                                generation.dump(2) + "\n");
+  }
+  return end;
 }
 
 }  // namespace interop

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/chat_format.h"
@@ -48,7 +49,29 @@ std::optional<int64_t> end_of_text_id(const io::TokenizerSection& tokenizer);
 // Into folder: Hugging Face tokenizers' tokenizer.json for any tokenizer it can express, and
 // vocab.json + merges.txt (GPT2Tokenizer's files) as well when the tokenizer is byte-level
 // with GPT-2's split pattern (or without merges). A tokenizer neither can express is an
-// InteropError saying why.
-void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::string& folder);
+// InteropError saying why. `added`: ids past the tokenizer's vocabulary and their texts,
+// written as tokenizer.json's special added tokens (tokens_past_vocabulary).
+void write_tokenizer_files(const io::TokenizerSection& tokenizer, const std::string& folder,
+                           const std::vector<std::pair<int64_t, std::string>>& added = {});
+
+// The ids a fine-tuning added past the tokenizer's vocabulary (the model's vocab_size is
+// larger): a chat format's special tokens, or instruct's one end-of-text id, with their
+// texts, and the id that ends a reply there (the format's end of turn, or that end of text).
+struct AddedTokens {
+  std::vector<std::pair<int64_t, std::string>> tokens;
+  std::optional<int64_t> end;
+};
+AddedTokens tokens_past_vocabulary(const io::TokenizerSection& tokenizer, int64_t vocab_size,
+                                   std::optional<data::ChatFormat> chat_format);
+
+// export --format hf: write_tokenizer_files, with the added tokens (tokens_past_vocabulary)
+// in tokenizer.json's added_tokens (special: matched whole, skipped when decoding), and
+// generation_config.json naming the ids that end a reply (the checkpoint's stop ids, else
+// the end id), so that transformers stops where attograd stops. Returns the end-of-text id
+// config.json names: the tokenizer's own, else the added end id.
+std::optional<int64_t> write_hf_tokenizer(const io::TokenizerSection& tokenizer, int64_t vocab_size,
+                                          std::optional<data::ChatFormat> chat_format,
+                                          const std::vector<int64_t>& stop_ids,
+                                          const std::string& folder);
 
 }  // namespace interop

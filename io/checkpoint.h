@@ -146,6 +146,12 @@ struct LoadOptions {
   // Only what a model needs (the root, /model, /tokenizer, /rng): /optimizer, twice the
   // weights in a training checkpoint, is neither read nor held (sample, eval).
   bool weights_only = false;
+  // Tensors of the caller's (a model's parameters) that /model's datasets of the same name,
+  // shape and dtype are read straight into, instead of into tensors of their own: a run
+  // starting from a checkpoint's weights (--init-from) holds them once, not twice. The
+  // Checkpoint's /model entries are then those very tensors. A load that fails part-way
+  // leaves them partly written.
+  const nn::StateDict* into = nullptr;
 };
 
 constexpr const char* kFormatName = "attograd-checkpoint";

@@ -208,10 +208,24 @@ void CheckpointBuilder::begin_dataset(Section section, size_t row, const std::st
   }
   charge(name.size() + dtype_bytes(dtype) * numel, "a tensor");
   OpenDataset d{section, row, name, dims, {}, {}, numel, 0, loading()};
-  if (d.keep && dtype == DType::float32)
-    d.tensor = ag::empty(ag::Shape(dims.begin(), dims.end()), ag::DType::Float32);
+  if (d.keep && dtype == DType::float32) {
+    const ag::Shape shape(dims.begin(), dims.end());
+    d.tensor = section == Section::model ? given_tensor(name, shape) : ag::Tensor();
+    if (!d.tensor.defined()) d.tensor = ag::empty(shape, ag::DType::Float32);
+  }
   if (dtype != DType::float32) d.integers.reserve(numel);  // within the budget just charged
   open_ = std::move(d);
+}
+
+// LoadOptions::into's tensor of this name when it can take the dataset's values as they
+// come (the same shape, float32, contiguous), else none.
+ag::Tensor CheckpointBuilder::given_tensor(const std::string& name, const ag::Shape& shape) const {
+  if (!options_.into) return {};
+  for (const auto& [given_name, tensor] : *options_.into)
+    if (given_name == name && tensor.defined() && tensor.shape() == shape &&
+        tensor.dtype() == ag::DType::Float32 && tensor.is_contiguous())
+      return tensor.detach();
+  return {};
 }
 
 void CheckpointBuilder::dataset_data(const void* values, size_t bytes) {

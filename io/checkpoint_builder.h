@@ -72,6 +72,7 @@ class CheckpointBuilder final : public ReadSink {
     bool keep = false;  // false once the load has failed: values are checked, then dropped
   };
 
+  ag::Tensor given_tensor(const std::string& name, const ag::Shape& shape) const;
   bool loading() const { return request_.load && load_error_.empty() && fatal_.empty(); }
   void expect_open(const char* what) const;
   void charge(uint64_t bytes, const char* what);

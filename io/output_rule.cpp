@@ -6,13 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
 
+#include "base/abandoned_partials.h"
 #include "base/atomic_file.h"
 #include "base/posix_file.h"
 #include "base/utf8.h"
@@ -181,14 +181,22 @@ void refuse_folder_of_more_than_files(const Output& out) {
   }
 }
 
+// A folder holds nothing anyone had: it is empty, or holds only the temporary files of
+// writers that were killed (a prepare killed outright), which its next writer removes.
+bool holds_nothing(const Output& out) {
+  const std::string named = fmt::format("{} {}", out.option, quoted(out.path));
+  for (const std::string& path : entries_of(out.path, named))
+    if (!base::is_abandoned_partial(path)) return false;
+  return true;
+}
+
 // What is at the output may be replaced: nothing, an empty file or folder, a page attograd
 // wrote, or anything else when --overwrite says so.
 void refuse_replacing(const Output& out, bool overwrite) {
   struct stat st;
   if (out.kind == OutputKind::run || ::lstat(out.path.c_str(), &st) != 0) return;
   const bool folder = S_ISDIR(st.st_mode);
-  std::error_code ec;
-  if (folder ? std::filesystem::is_empty(out.path, ec) : st.st_size == 0) return;
+  if (folder ? holds_nothing(out) : st.st_size == 0) return;
   if (out.kind == OutputKind::page && S_ISREG(st.st_mode) &&
       is_attograd_page(head_of(out.path, 4096)))
     return;
@@ -197,7 +205,8 @@ void refuse_replacing(const Output& out, bool overwrite) {
   if (overwrite && !folder) return;
   throw std::invalid_argument(
       fmt::format("{} {} already holds {}; give --overwrite to replace it, or choose another {}",
-                  out.option, quoted(out.path), what_is_at(out.path, st), out.option));
+                  out.option, quoted(out.path), what_is_at(out.path, st),
+                  out.moved_by.empty() ? out.option : out.moved_by));
 }
 
 // A folder output can be made: its parent takes a new entry; what is there is a folder.

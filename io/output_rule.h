@@ -1,14 +1,16 @@
 #pragma once
 // The one rule every command that writes follows (import, export, merge, prepare, report,
-// attention --svg, eval --dump-grads, train, resume), checked before any work is done:
+// attention --svg, eval --dump-grads, bench --save-checkpoint, train, resume), checked before
+// any work is done:
 //
 // - never an input: no output is a file the command reads (by path, hard link or symbolic
 //   link), nor a file in a folder it reads, nor a folder holding one of its inputs;
 // - never what someone had, without --overwrite: what is at an output now decides. A page
 //   or picture attograd wrote is replaced freely; a checkpoint, a model file, a non-empty
 //   folder or any other file only with --overwrite, and a folder even then only when it
-//   holds nothing but files. train's and resume's checkpoint and metrics are judged by
-//   whose run they hold (cli/other_runs.h);
+//   holds nothing but files (a folder holding only what killed writers left, their partial
+//   files, holds nothing: base/abandoned_partials.h). train's and resume's checkpoint and metrics
+//   are judged by whose run they hold (cli/other_runs.h);
 // - one writer at a time: every output is locked (files.h OutputLock) until the command
 //   ends, so export, merge or import respect a running train's lock, and the reverse;
 // - nothing partial left: outputs are written to temporary siblings renamed into place,
@@ -38,6 +40,9 @@ struct Output {
   std::string option;  // "--out"
   std::string path;    // empty: not asked for
   OutputKind kind = OutputKind::checkpoint;
+  // the option that moves this output, when it is not `option`'s own value: "--out" for
+  // --keep-best's OUT.best.h5, "--out folder" for a file written beside --out
+  std::string moved_by = {};
 };
 
 struct OutputClaim {

@@ -233,7 +233,8 @@ void MultiHeadAttention::turn_and_norm(const InferenceContext& c, const Inferenc
     float* row = x + r * ld + h0 * D;
     if (gain) ag::kernels::rms_norm_rows(row, h1 - h0, D, gain, norm->eps(), row);
     if (cos)
-      ag::kernels::rope_rows(row, 1, ld, h1 - h0, D, cos, sin, pass.prefill ? r : pass.position);
+      ag::kernels::rope_rows(row, 1, ld, h1 - h0, D, cos, sin,
+                             pass.prefill ? r : pass.position_of(r));
   }
 }
 
@@ -253,10 +254,19 @@ void MultiHeadAttention::project(InferenceContext& c, int64_t l, const Inference
     W_value->infer(c, a, n, g0 * D, g1 * D, c.values(l, pass.b, 0), K, false);
     return;
   }
-  for (int64_t b = 0; b < n; ++b)
-    inference::transpose_into(c.k.data() + b * K, 1, K, g0 * D, g1 * D, c.keys(l, b), T,
-                              pass.position);
-  W_value->infer(c, a, n, g0 * D, g1 * D, c.values(l, 0, pass.position), T * K, false);
+  for (int64_t r = 0; r < n; ++r)
+    inference::transpose_into(c.k.data() + r * K, 1, K, g0 * D, g1 * D, c.keys(l, pass.slot(r)), T,
+                              pass.position_of(r));
+  if (!pass.slots) {
+    W_value->infer(c, a, n, g0 * D, g1 * D, c.values(l, 0, pass.position), T * K, false);
+    return;
+  }
+  // rows at positions of their own: the values through c.k (this thread's columns, whose
+  // keys are in the cache now), then each into its row's cache
+  W_value->infer(c, a, n, g0 * D, g1 * D, c.k.data(), K, false);
+  for (int64_t r = 0; r < n; ++r)
+    std::copy(c.k.data() + r * K + g0 * D, c.k.data() + r * K + g1 * D,
+              c.values(l, pass.slot(r), pass.position_of(r)) + g0 * D);
 }
 
 // c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs, or a step's
@@ -267,11 +277,13 @@ void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferenceP
                 group = num_heads_ / num_kv_heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   if (!pass.prefill) {
-    for (int64_t b = 0; b < pass.rows; ++b)
-      for (int64_t h = h0; h < h1; ++h)
-        inference::attend(c.q.data() + b * Q + h * D, c.keys(l, b) + (h / group) * D * T, T,
-                          c.values(l, b, 0) + (h / group) * D, K, pass.position + 1, D, scale,
-                          c.scores.data() + (b * H + h) * T, c.ctx.data() + b * Q + h * D);
+    for (int64_t r = 0; r < pass.rows; ++r)
+      for (int64_t h = h0; h < h1; ++h) {
+        const int64_t b = pass.slot(r);
+        inference::attend(c.q.data() + r * Q + h * D, c.keys(l, b) + (h / group) * D * T, T,
+                          c.values(l, b, 0) + (h / group) * D, K, pass.position_of(r) + 1, D, scale,
+                          c.scores.data() + (r * H + h) * T, c.ctx.data() + r * Q + h * D);
+      }
     return;
   }
   for (int64_t h = h0; h < h1; ++h)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/quant/block_formats.h"
 #include "nn/generation.h"
 
 namespace nn {
@@ -137,7 +138,7 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
 // ------------------------------------------------------------------ inference
 
 void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t position,
-                int64_t position_step) const {
+                int64_t position_step, const int64_t* positions) const {
   const int64_t C = cfg_.d_model;
   const float *tok = tok_emb->weight.const_data<float>(),
               *pos = pos_emb ? pos_emb->weight.const_data<float>() : nullptr;
@@ -151,7 +152,7 @@ void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t p
       std::copy_n(te, C, x);
       continue;
     }
-    const float* pe = pos + (position + r * position_step) * C;
+    const float* pe = pos + (positions ? positions[r] : position + r * position_step) * C;
     AG_SIMD
     for (int64_t i = 0; i < C; ++i) x[i] = te[i] + pe[i];
   }
@@ -186,6 +187,22 @@ void round_weights_to_bfloat16(GPT& model) {
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
     float* f = p.data<float>();
     ag::round_to_bfloat16(f, f, p.numel());
+  }
+}
+
+void round_weights_to_q8_0(GPT& model) {
+  const ag::quant::BlockLayout& q8 = ag::quant::layout(ag::quant::BlockFormat::q8_0);
+  for (const auto& [p, elements] : model.streamed_matrices()) {
+    if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
+    const int64_t rows = p.shape()[0], in = p.numel() / rows;
+    if (in % q8.elements != 0)
+      throw std::invalid_argument(fmt::format(
+          "Q8_0 weights need rows of a multiple of 32 weights; a [{}] matrix has rows of {}",
+          fmt::join(p.shape(), ", "), in));
+    std::vector<uint8_t> blocks(static_cast<size_t>(ag::quant::row_bytes(q8, p.numel())));
+    float* f = p.data<float>();
+    ag::quant::quantize_rows(q8, f, rows, in, blocks.data());
+    ag::quant::dequantize_row(q8, blocks.data(), p.numel(), f);
   }
 }
 

@@ -54,11 +54,11 @@ class GPT : public Module {
   ag::Tensor generate(const ag::Tensor& ids, int64_t max_new_tokens, double temperature,
                       int64_t top_k, ag::Generator& gen) const;
 
-  // Inference (inference.h): ids[r] at position `position + r * position_step` into the rows
-  // of c.x; then every block and the head on them (the logits of a step's rows, or of a
-  // prefill's last row, into c.logits).
+  // Inference (inference.h): ids[r] at position `position + r * position_step` (or, given
+  // `positions`, at positions[r]) into the rows of c.x; then every block and the head on
+  // them (the logits of a step's rows, or of a prefill's last row, into c.logits).
   void embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t position,
-             int64_t position_step) const;
+             int64_t position_step, const int64_t* positions = nullptr) const;
   void infer(InferenceContext& c, const InferencePass& pass, int tid, int threads) const;
   // The weight matrices decode reads in full for every token (what bfloat16 weights
   // halve), with their element counts (a shape-only description has the counts only).
@@ -95,5 +95,9 @@ class GPT : public Module {
 // bfloat16 values (ties to even). After it the model is the one a bfloat16 decoder runs
 // exactly, and GPT::forward its reference.
 void round_weights_to_bfloat16(GPT& model);
+// The same to ggml's Q8_0 blocks (quantized as llama.cpp's reference quantizer does, then
+// dequantized: quantizing the values again gives the same blocks): the model a Q8_0 decoder
+// runs exactly. Rows not a multiple of 32 weights: std::invalid_argument.
+void round_weights_to_q8_0(GPT& model);
 
 }  // namespace nn

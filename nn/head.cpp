@@ -43,7 +43,7 @@ ag::Tensor LMHead::loss(const ag::Tensor& logits, const ag::Tensor& targets) con
 void LMHead::infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
                    float* y, int64_t ldy) const {
   inference::linear(a, rows, d_model_, c.bound_to(this).weight.rows_from(v0, d_model_), nullptr,
-                    v1 - v0, y + v0, ldy, false);
+                    v1 - v0, y + v0, ldy, false, c.vector_rows);
 }
 
 // the logits (cross-entropy keeps them, with each row's log-sum-exp and target) and, in

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "autograd/dtype.h"
+#include "autograd/quant/block_formats.h"
 
 namespace nn {
 
@@ -43,11 +44,13 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
                                             positions, cfg_.context_length, cfg_.context_length));
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
+  if (format == WeightFormat::q8_0) pack_q8_0();
   model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
   std::sort(c_.bound.begin(), c_.bound.end(), [](const auto& a, const auto& b) {
     return std::less<const Module*>{}(a.layer, b.layer);
   });
   allocate_buffers();
+  row_lengths_.assign(static_cast<size_t>(batch_), 0);
 }
 
 // Every parameter contiguous float32 (read through raw pointers), an LM head, no adapter.
@@ -88,6 +91,37 @@ void CachedInference::pack_bfloat16() {
     ag::to_bfloat16(f, packed_.data() + at, static_cast<int64_t>(n));
     c_.bf16_copies.emplace_back(f, packed_.data() + at);
     at += n;
+  }
+}
+
+// Q8_0 blocks of every streamed matrix, whose float32 values must be what the blocks hold
+// (round_weights_to_q8_0); blocks_ is sized once, so that the pointers stay valid.
+void CachedInference::pack_q8_0() {
+  const ag::quant::BlockLayout& q8 = ag::quant::layout(ag::quant::BlockFormat::q8_0);
+  const auto matrices = model_.streamed_matrices();
+  int64_t total = 0;
+  for (const auto& matrix : matrices) total += ag::quant::row_bytes(q8, matrix.elements);
+  blocks_.resize(static_cast<size_t>(total));
+  int64_t at = 0;
+  std::vector<float> back;
+  for (const auto& [p, elements] : matrices) {
+    const float* f = p.const_data<float>();
+    const int64_t rows = p.shape()[0], in = p.numel() / rows;
+    if (in % q8.elements != 0)
+      throw std::invalid_argument(fmt::format(
+          "CachedInference: Q8_0 weights need rows of a multiple of 32 weights; a [{}] matrix "
+          "has rows of {}",
+          fmt::join(p.shape(), ", "), in));
+    ag::quant::quantize_rows(q8, f, rows, in, blocks_.data() + at);
+    back.resize(static_cast<size_t>(p.numel()));
+    ag::quant::dequantize_row(q8, blocks_.data() + at, p.numel(), back.data());
+    if (std::memcmp(back.data(), f, back.size() * sizeof(float)) != 0)
+      throw std::invalid_argument(
+          fmt::format("CachedInference: Q8_0 weights need every streamed matrix rounded to Q8_0 "
+                      "first (nn::round_weights_to_q8_0); a [{}] matrix is not",
+                      fmt::join(p.shape(), ", ")));
+    c_.q8_0_copies.emplace_back(f, blocks_.data() + at);
+    at += ag::quant::row_bytes(q8, p.numel());
   }
 }
 
@@ -132,9 +166,12 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
                         std::max(n * static_cast<double>(prefill_score_rows(P)) * T,
                                  B * static_cast<double>(cfg.n_heads) * T) +
                         B * static_cast<double>(cfg.vocab_size);
-  const double packed =
-      format == WeightFormat::bf16 ? static_cast<double>(streamed_elements(cfg)) : 0.0;
-  const double bytes = floats * sizeof(float) + packed * sizeof(ag::bfloat16);
+  // the copies: 2 bytes a weight in bfloat16, 34 per 32 in Q8_0
+  const double copy_bytes = format == WeightFormat::bf16   ? 2.0
+                            : format == WeightFormat::q8_0 ? 34.0 / 32.0
+                                                           : 0.0;
+  const double bytes =
+      floats * sizeof(float) + copy_bytes * static_cast<double>(streamed_elements(cfg));
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
 }
 
@@ -143,7 +180,10 @@ void InferenceContext::bind(const Module* layer, const ag::Tensor& weight, const
   const ag::bfloat16* copy = nullptr;
   for (const auto& [from, to] : bf16_copies)
     if (from == f) copy = to;
-  bound.push_back(Bound{layer, {f, copy}, bias.defined() ? bias.data<float>() : nullptr});
+  const uint8_t* blocks = nullptr;
+  for (const auto& [from, to] : q8_0_copies)
+    if (from == f) blocks = to;
+  bound.push_back(Bound{layer, {f, copy, blocks}, bias.defined() ? bias.data<float>() : nullptr});
 }
 
 void InferenceContext::unbound() {
@@ -217,6 +257,57 @@ std::span<const float> CachedInference::step(std::span<const int64_t> ids) {
   run(InferencePass{false, batch_, 0, length_}, step_pace_);
   length_ += 1;
   return c_.logits;
+}
+
+}  // namespace nn
+
+namespace nn {
+
+std::span<const float> CachedInference::prefill_slot(int64_t slot, std::span<const int64_t> ids) {
+  const auto n = static_cast<int64_t>(ids.size());
+  if (slot < 0 || slot >= batch_ || n < 1 || n > positions_)
+    throw std::invalid_argument(
+        fmt::format("CachedInference::prefill_slot: row {} of {}, {} ids (capacity {})", slot,
+                    batch_, n, positions_));
+  length_ = 0;  // the rows no longer share one length
+  row_lengths_[static_cast<size_t>(slot)] = 0;
+  prefill_row(ids.data(), slot, n);
+  row_lengths_[static_cast<size_t>(slot)] = n;
+  const int64_t V = cfg_.vocab_size;
+  return std::span<const float>(c_.logits).subspan(static_cast<size_t>(slot * V),
+                                                   static_cast<size_t>(V));
+}
+
+std::span<const float> CachedInference::step_slots(std::span<const int64_t> slots,
+                                                   std::span<const int64_t> ids) {
+  const auto rows = static_cast<int64_t>(slots.size());
+  if (rows < 1 || rows > batch_ || ids.size() != slots.size())
+    throw std::invalid_argument(fmt::format("CachedInference::step_slots: {} ids for {} rows of {}",
+                                            ids.size(), rows, batch_));
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t b = slots[static_cast<size_t>(i)];
+    const bool repeated = std::find(slots.begin(), slots.begin() + i, b) != slots.begin() + i;
+    if (b < 0 || b >= batch_ || repeated || slot_length(b) < 1 || slot_length(b) >= positions_)
+      throw std::logic_error(fmt::format(
+          "CachedInference::step_slots: row {} (of {}) is repeated, not prefilled or full", b,
+          batch_));
+  }
+  length_ = 0;
+  const int64_t V = cfg_.vocab_size;
+  row_logits_.resize(static_cast<size_t>(rows * V));
+  step_positions_.resize(static_cast<size_t>(kStepRowsAtOnce));
+  for (int64_t i0 = 0; i0 < rows; i0 += kStepRowsAtOnce) {
+    const int64_t n = std::min(kStepRowsAtOnce, rows - i0);
+    const int64_t* block = slots.data() + i0;
+    for (int64_t r = 0; r < n; ++r) step_positions_[static_cast<size_t>(r)] = slot_length(block[r]);
+    model_.embed(c_, ids.data() + i0, n, 0, 0, step_positions_.data());
+    c_.vector_rows = kStepRowsAtOnce;
+    run(InferencePass{false, n, 0, 0, block, step_positions_.data()}, step_pace_);
+    c_.vector_rows = inference::kVectorRows;
+    std::copy_n(c_.logits.data(), n * V, row_logits_.data() + i0 * V);
+    for (int64_t r = 0; r < n; ++r) ++row_lengths_[static_cast<size_t>(block[r])];
+  }
+  return row_logits_;
 }
 
 }  // namespace nn

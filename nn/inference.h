@@ -50,8 +50,10 @@ namespace nn {
 
 // How a decoder's steps read the weight matrices: float32 (the model as it is), or
 // bfloat16 copies of matrices rounded to bfloat16 beforehand: half the bytes, and a step
-// is bound by the bytes it reads (`sample --weights bf16`).
-enum class WeightFormat { fp32, bf16 };
+// is bound by the bytes it reads (`sample --weights bf16`); or ggml's Q8_0 blocks of
+// matrices rounded to them beforehand (round_weights_to_q8_0): 34 bytes per 32 weights,
+// 1.06 bytes a weight (`sample --weights q8_0`, docs/quantization.md).
+enum class WeightFormat { fp32, bf16, q8_0 };
 
 // The most floats of prefill scores a thread holds at once (16 MB): a window of up to 2048
 // positions is scored whole, a longer one a block of rows at a time.
@@ -66,7 +68,9 @@ class CachedInference {
   // except with WeightFormat::bf16: then the matrices a step reads
   // (GPT::streamed_matrices) are copied once into bfloat16, half the bytes a token reads,
   // and must already hold bfloat16 values (round_weights_to_bfloat16), so that the copies
-  // and the float32 values the prefills multiply are the same numbers. batch >= 1 rows are
+  // and the float32 values the prefills multiply are the same numbers; likewise with
+  // WeightFormat::q8_0 into Q8_0 blocks, of matrices that hold Q8_0 values
+  // (round_weights_to_q8_0: quantizing them again gives the same blocks). batch >= 1 rows are
   // decoded side by side. positions (1..context_length; 0: context_length) is the longest
   // window it will hold: the cache and the scratch are sized by it, so that a few tokens
   // sampled from a model of a long context take memory for a few positions.
@@ -90,6 +94,19 @@ class CachedInference {
   // Runs ids [batch] at position length() (< capacity()) of each row.
   std::span<const float> step(std::span<const int64_t> ids);
 
+  // Independent sequences, one a row (a server's slots): each row has a length of its own.
+  // prefill_slot forgets row `slot` and runs ids (1 <= size <= capacity()) at its positions
+  // 0..n-1; the row's logits, [vocab_size]. step_slots runs ids[i] at position
+  // slot_length(slots[i]) (< capacity()) of row slots[i] (distinct rows, each prefilled);
+  // the logits [slots.size(), vocab_size], in the order of `slots`. Up to kStepRowsAtOnce
+  // rows run in one pass, every matrix through the vector kernel (each weight read once for
+  // all of them), which gives each row the bits a decoder of that row alone computes: a
+  // step's usual route for more than four rows, BLAS's GEMM, sums in another order.
+  static constexpr int64_t kStepRowsAtOnce = 16;
+  std::span<const float> prefill_slot(int64_t slot, std::span<const int64_t> ids);
+  std::span<const float> step_slots(std::span<const int64_t> slots, std::span<const int64_t> ids);
+  int64_t slot_length(int64_t slot) const { return row_lengths_.at(static_cast<size_t>(slot)); }
+
   // Whether passes large enough to share run on the threads: as timed (the default), or
   // always on the team, or always on one (benchmarks and tests; the logits are the same).
   enum class Threads { kTimed, kTeam, kOne };
@@ -98,6 +115,7 @@ class CachedInference {
  private:
   void check_model() const;
   void pack_bfloat16();
+  void pack_q8_0();
   void allocate_buffers();
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
   void copy_row(int64_t from, int64_t to);
@@ -106,8 +124,12 @@ class CachedInference {
   const GPT& model_;
   GPTConfig cfg_;
   int64_t batch_, positions_, length_ = 0;
+  std::vector<int64_t> row_lengths_;     // prefill_slot's and step_slots' rows
+  std::vector<int64_t> step_positions_;  // step_slots' positions, a block of rows at a time
+  std::vector<float> row_logits_;        // step_slots' logits
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
+  std::vector<uint8_t> blocks_;       // WeightFormat::q8_0: the streamed matrices
   InferenceContext c_;
   inference::StepPace step_pace_, prefill_pace_;
   Threads policy_ = Threads::kTimed;

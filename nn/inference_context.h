@@ -23,6 +23,12 @@ struct InferencePass {
   int64_t rows;      // positions of a prefill, or rows of a step
   int64_t b;         // a prefill's row of the batch
   int64_t position;  // a step's position (every row's)
+  // A step of independent sequences (a server's): row r of the pass is the cache's row
+  // slots[r], at position positions[r]. Null: row r is the cache's row r, at `position`.
+  const int64_t* slots = nullptr;
+  const int64_t* positions = nullptr;
+  int64_t slot(int64_t r) const { return slots ? slots[r] : r; }
+  int64_t position_of(int64_t r) const { return positions ? positions[r] : position; }
 };
 
 struct InferenceContext {
@@ -30,6 +36,9 @@ struct InferenceContext {
   int64_t q_width = 0;          // the queries' (and attention output's): heads * head_dim
   int64_t kv_width = 0;         // the keys' and values': key/value heads * head_dim
   int64_t batch = 0;
+  // the most rows of a pass the layers' vector kernel takes (inference::linear): more would
+  // go through BLAS's GEMM, whose sums differ from it in the last bit
+  int64_t vector_rows = inference::kVectorRows;
   // the rows of the pass: residual stream [rows, C]; normalised, one copy per thread;
   // queries [rows, q_width]; keys before they are transposed into the cache [rows,
   // kv_width]; attention output [rows, q_width]; MLP hidden [rows, F] (SwiGLU's gate
@@ -43,6 +52,8 @@ struct InferenceContext {
   inference::SpinBarrier barrier;
   // WeightFormat::bf16: each streamed matrix's bfloat16 copy, by its float32 data
   std::vector<std::pair<const float*, const ag::bfloat16*>> bf16_copies;
+  // WeightFormat::q8_0: each streamed matrix's Q8_0 blocks, by its float32 data
+  std::vector<std::pair<const float*, const uint8_t*>> q8_0_copies;
 
   // What a layer's inference step reads, resolved once when the decoder is made
   // (Module::bind_inference), so that a step follows no tensor to its storage: the layer's

@@ -1,6 +1,7 @@
 #include "nn/inference_kernels.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "autograd/dtype.h"
+#include "autograd/half.h"
 #include "autograd/ops.h"
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
@@ -197,9 +199,58 @@ void one_output(const float* x, int64_t rows, int64_t in, const W* w, const floa
 // rows at a time, the same bits.)
 constexpr int kGroupRows = 16;
 
+// Four rows of x against four float32 weight rows of a width of whole lanes: each weight
+// loaded once for the four rows, and the 16 sums' lanes added up by one transpose
+// (sum_lanes_16). Each (weight row, x row) sum adds the same products in the same order as
+// Rows::sixteens and its lanes as Rows::finish does, so every row gets the bits it has
+// alone (a step of many independent rows is then bound by arithmetic, not by loads).
+void four_by_four(const float* x, int64_t in, const float* w, const float* bias, int64_t o,
+                  float* y, int64_t ldy, bool accumulate) {
+  constexpr int kX = 4, kW = 4;
+  const float* wk[kW];
+  for (int k = 0; k < kW; ++k) wk[k] = w + (o + k) * in;
+  v16 acc[kX * kW] = {};
+  for (int64_t i = 0; i + kLanes <= in; i += kLanes) {
+    v16 xv[kX];
+    for (int j = 0; j < kX; ++j) xv[j] = load(x + j * in + i);
+    for (int k = 0; k < kW; ++k) {
+      prefetch_next(wk[k] + i, kW * in);
+      const v16 wv = load(wk[k] + i);
+      for (int j = 0; j < kX; ++j) acc[j * kW + k] += wv * xv[j];
+    }
+  }
+  float s[kX * kW];
+  sum_lanes_16(acc, s);
+  for (int j = 0; j < kX; ++j)
+    for (int k = 0; k < kW; ++k) {
+      const float v = s[j * kW + k] + (bias ? bias[o + k] : 0.0f);
+      float& out = y[j * ldy + o + k];
+      out = accumulate ? out + v : v;
+    }
+}
+
+// Four rows or more on float32 weights of a width of whole lanes (in % 16 == 0): blocks of
+// four rows by four_by_four, the rest of the rows and outputs as one row at a time would run.
+void many_rows(const float* x, int64_t rows, int64_t in, const float* w, const float* bias,
+               int64_t out, float* y, int64_t ldy, bool accumulate) {
+  const int64_t whole = rows / 4 * 4, fours = out / 4 * 4;
+  for (int64_t o = 0; o < fours; o += 4) {
+    for (int64_t r = 0; r < whole; r += 4)
+      four_by_four(x + r * in, in, w, bias, o, y + r * ldy, ldy, accumulate);
+    if (whole < rows)
+      row_group<4>(x + whole * in, rows - whole, in, w, bias, o, y + whole * ldy, ldy, accumulate);
+  }
+  for (int64_t o = fours; o < out; ++o) one_output(x, rows, in, w, bias, o, y, ldy, accumulate);
+}
+
 template <typename W>
 void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const float* bias,
                    int64_t out, float* y, int64_t ldy, bool accumulate) {
+  // (a width that is not whole lanes leaves a tail, whose products the compiler may fuse
+  // differently in a group of 16 weight rows than in one of 4: those keep one row a time)
+  if constexpr (std::is_same_v<W, float>)
+    if (rows >= 4 && in % kLanes == 0)
+      return many_rows(x, rows, in, w, bias, out, y, ldy, accumulate);
   int64_t o = 0;
   for (; o + kGroupRows <= out; o += kGroupRows)
     row_group<kGroupRows>(x, rows, in, w, bias, o, y, ldy, accumulate);
@@ -207,15 +258,69 @@ void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const f
   for (; o < out; ++o) one_output(x, rows, in, w, bias, o, y, ldy, accumulate);
 }
 
-// Rows this many or fewer go through the kernels above (a step: one row per sample);
-// more through BLAS's GEMM, which reuses each weight for more rows at a time.
-constexpr int64_t kVectorRows = 4;
+// Q8_0 blocks (ggml's layout: a half scale d, then 32 int8 levels; 34 bytes): a block's
+// scale as a float, by the CPU's F16C instruction where it has one.
+inline float block_scale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+#ifdef __F16C__
+  return _cvtsh_ss(h);
+#else
+  return ag::half_to_float(h);
+#endif
+}
+
+// Sixteen int8 levels as floats (exact): one sign-extension and one conversion with
+// AVX-512 (GCC 12 turns a vector conversion from int8 into one lane at a time).
+inline v16 widen_levels(const uint8_t* p) {
+#ifdef __AVX512F__
+  const __m512 f = _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  v16 v;
+  std::memcpy(&v, &f, sizeof v);
+  return v;
+#else
+  v16 v;
+  for (int i = 0; i < kLanes; ++i) v[i] = static_cast<float>(static_cast<int8_t>(p[i]));
+  return v;
+#endif
+}
+
+// x . one row of Q8_0 blocks: each block's two halves of 16 levels widened, times x, times
+// d, into two sums of 16 lanes, added lane by lane at the end (one fixed order: the same
+// bits whoever computes the row). A row's blocks are read in order, one stream the
+// hardware prefetcher follows.
+inline float q8_0_dot(const float* x, const uint8_t* row, int64_t blocks) {
+  v16 lo = {}, hi = {};
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = row + 34 * b;
+    const float d = block_scale(block);
+    lo += widen_levels(block + 2) * load(x + 32 * b) * d;
+    hi += widen_levels(block + 18) * load(x + 32 * b + kLanes) * d;
+  }
+  return sum_lanes(lo + hi);
+}
+
+// y[r][o] (+)= bias[o] + x[r] . W[o] over Q8_0 rows of `in` weights.
+void q8_0_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
+                 int64_t out, float* y, int64_t ldy, bool accumulate) {
+  const int64_t blocks = in / 32, row_bytes = blocks * 34;
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float v = q8_0_dot(x + r * in, w + o * row_bytes, blocks) + (bias ? bias[o] : 0.0f);
+      float& to = y[r * ldy + o];
+      to = accumulate ? to + v : v;
+    }
+}
 
 }  // namespace
 
+// Rows vector_rows or fewer go through the kernels above (a step: one row per sample);
+// more through BLAS's GEMM, which reuses each weight for more rows at a time.
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
-            float* y, int64_t ldy, bool accumulate) {
-  if (rows <= kVectorRows) {  // never BLAS's threads: a step shares its rows out itself
+            float* y, int64_t ldy, bool accumulate, int64_t vector_rows) {
+  if (rows <= vector_rows) {  // never BLAS's threads: a step shares its rows out itself
+    if (W.q8_0) return q8_0_linear(x, rows, in, W.q8_0, bias, out, y, ldy, accumulate);
     if (W.bf16) return vector_linear(x, rows, in, W.bf16, bias, out, y, ldy, accumulate);
     return vector_linear(x, rows, in, W.f32, bias, out, y, ldy, accumulate);
   }

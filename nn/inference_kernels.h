@@ -12,24 +12,31 @@ namespace nn::inference {
 // A weight matrix [out, in], row-major, as the decoder reads it: float32, and optionally
 // a bfloat16 copy holding the same values (the matrix was rounded to bfloat16 first), for
 // the steps, which then read half the bytes.
+// Or its ggml Q8_0 blocks (34 bytes per 32 weights of a row: a half scale, 32 int8 levels),
+// holding the same values.
 struct Weights {
   const float* f32 = nullptr;
   const ag::bfloat16* bf16 = nullptr;
+  const uint8_t* q8_0 = nullptr;
   Weights rows_from(int64_t first, int64_t in) const {
-    return {f32 + first * in, bf16 ? bf16 + first * in : nullptr};
+    return {f32 + first * in, bf16 ? bf16 + first * in : nullptr,
+            q8_0 ? q8_0 + first * in / 32 * 34 : nullptr};
   }
 };
 
 // y[r] (r < rows, row stride ldy) = x[r] (row stride in) W^T + bias for W [out, in]; with
 // accumulate, y[r] += the same. A few rows (a step's) by our own vector kernel, which
 // never starts threads (a step shares its work out itself, and BLAS would start its own
-// threads for every GEMV outside a parallel region), on the bfloat16 copy where there is
-// one (each row's sum in one fixed order, whatever rows and threads share the work, so the
-// same bits on any thread count; the bfloat16 pass pairs the weights differently from the
-// float32 one, so the two agree to float32 rounding, not to the bit); more rows by BLAS's
-// GEMM on the float32 values.
+// threads for every GEMV outside a parallel region), on the Q8_0 blocks or the bfloat16
+// copy where there is one (each row's sum in one fixed order, whatever rows and threads share the
+// work, so the same bits on any thread count; the bfloat16 pass pairs the weights differently from
+// the float32 one, so the two agree to float32 rounding, not to the bit); more rows by BLAS's GEMM
+// on the float32 values.
+// vector_rows: the most rows the vector kernel takes (kVectorRows; a server's step of
+// independent sequences asks for more, so that every row keeps the bits it has alone).
+inline constexpr int64_t kVectorRows = 4;
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
-            float* y, int64_t ldy, bool accumulate);
+            float* y, int64_t ldy, bool accumulate, int64_t vector_rows = kVectorRows);
 
 // y = gelu(y), GPT-2's tanh form.
 void gelu(float* y, int64_t n);

@@ -217,7 +217,7 @@ std::string config_section(const ReportInputs& in) {
         table(
             runs,
             {"parameters", "gradients", "gradient_sets", "optimizer", "activations", "data",
-             "checkpoint", "total", "available"},
+             "checkpoint", "runtime", "total", "available"},
             [](const Column& c, const std::string& k) {
               return field(field(*c.record, "memory_plan"), k.c_str());
             },

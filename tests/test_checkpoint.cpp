@@ -161,6 +161,33 @@ TEST_CASE("a weights-only checkpoint loads without optimizer or generator state"
   REQUIRE(back.model.size() == c.model.size());
 }
 
+TEST_CASE("LoadOptions::into reads weights straight into the given tensors of their shape") {
+  TempDir dir;
+  const nn::GPT saved(tiny(), 3);
+  io::save_checkpoint(dir.file("c.h5"), full_checkpoint(saved));
+  nn::GPT model(tiny(), 4);  // other weights, to be replaced in place
+  nn::StateDict into = model.named_parameters();
+  const ag::Tensor wrong_shape = ag::zeros({2, 2});
+  into.front().second = wrong_shape;  // not of the file's shape: read into a tensor of its own
+  const io::Checkpoint back =
+      io::load_checkpoint(dir.file("c.h5"), {.weights_only = true, .into = &into});
+  REQUIRE_FALSE(back.optimizer);
+  const nn::StateDict want = saved.named_parameters(), got = model.named_parameters();
+  REQUIRE(back.model.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO(want[i].first);
+    REQUIRE(back.model[i].first == want[i].first);
+    REQUIRE(same_bits(back.model[i].second, want[i].second));
+    if (i == 0) {
+      REQUIRE(back.model[i].second.const_data<float>() != got[i].second.const_data<float>());
+      REQUIRE(wrong_shape.const_data<float>()[0] == 0.0f);
+    } else {
+      REQUIRE(back.model[i].second.const_data<float>() == got[i].second.const_data<float>());
+      REQUIRE(same_bits(got[i].second, want[i].second));
+    }
+  }
+}
+
 TEST_CASE("a checkpoint is replaced whole and leaves no temporary file") {
   TempDir dir;
   nn::GPT model(tiny(), 3);

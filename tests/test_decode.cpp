@@ -11,6 +11,7 @@
 #include <new>
 
 #include "decode_support.h"
+#include "nn/inference_kernels.h"
 
 using ag::Tensor;
 
@@ -91,6 +92,26 @@ double max_step_error(const nn::GPT& model, const std::vector<int64_t>& row, int
   return worst / tolerance(full);
 }
 
+// Every position's logits of row, a prefill of one position then a step each, with the
+// decoder on `threads` threads under `policy`.
+std::vector<float> step_logits(const nn::GPT& model, const std::vector<int64_t>& row, int threads,
+                               nn::CachedInference::Threads policy,
+                               nn::WeightFormat format = nn::WeightFormat::fp32) {
+  const int before = ag::num_threads();
+  ag::set_num_threads(threads);
+  nn::CachedInference dec(model, 1, format);
+  dec.set_threads(policy);
+  std::vector<float> out;
+  std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
+  out.insert(out.end(), l.begin(), l.end());
+  for (size_t t = 1; t < row.size(); ++t) {
+    l = dec.step(std::span<const int64_t>(&row[t], 1));
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  ag::set_num_threads(before);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("cached decoding gives the full forward's logits at every position", "[decode]") {
@@ -143,6 +164,48 @@ TEST_CASE("bfloat16 rounding covers the matrices a step reads, and nothing else"
   CHECK_NOTHROW(nn::CachedInference(model, 1, nn::WeightFormat::bf16));
   CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16) >
         nn::CachedInference::memory_bytes(cfg, 1, 2));
+}
+
+TEST_CASE("Q8_0 weights: cached decoding gives the rounded model's full forward", "[decode]") {
+  // The steps read the Q8_0 blocks (a GEMV over the blocks), the prefills and GPT::forward
+  // the float32 values the blocks hold: the same numbers, so the same tolerance.
+  for (const auto& [name, cfg] :
+       {ag_test::decode_configs()[1], ag_test::llama_family_configs().front()}) {
+    INFO(name);
+    const auto model_ptr = ag_test::sharp_model(cfg, 7);
+    nn::round_weights_to_q8_0(*model_ptr);
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 3);
+    for (int64_t from : {int64_t{1}, cfg.context_length / 2 + 1}) {
+      INFO("prefill of " << from << " positions");
+      CHECK(max_step_error(*model_ptr, row, from, nn::WeightFormat::q8_0) < 1.0);
+    }
+  }
+}
+
+TEST_CASE("Q8_0 rounding is a fixed point of the decoder's packing, on any thread count",
+          "[decode]") {
+  const nn::GPTConfig cfg = ag_test::llama_family_configs().front().second;
+  const auto model_ptr = ag_test::sharp_model(cfg, 2);
+  nn::GPT& model = *model_ptr;
+  // unrounded weights are refused: the blocks would not hold the numbers the prefills use
+  CHECK_THROWS_WITH(nn::CachedInference(model, 1, nn::WeightFormat::q8_0),
+                    Catch::Contains("rounded to Q8_0 first"));
+  nn::round_weights_to_q8_0(model);
+  std::map<std::string, std::vector<double>> once;
+  for (const auto& [name, p] : model.named_parameters()) once[name] = p.to_vector();
+  nn::round_weights_to_q8_0(model);  // rounding again changes nothing
+  for (const auto& [name, p] : model.named_parameters()) CHECK(p.to_vector() == once.at(name));
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
+  auto all_logits = [&](int threads, nn::CachedInference::Threads policy) {
+    return step_logits(model, row, threads, policy, nn::WeightFormat::q8_0);
+  };
+  using P = nn::CachedInference::Threads;
+  const std::vector<float> one = all_logits(1, P::kTimed);
+  CHECK(one == all_logits(2, P::kTeam));
+  CHECK(one == all_logits(2, P::kOne));
+  // the blocks take 34 bytes per 32 weights beside the float32 values
+  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::q8_0) <
+        nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16));
 }
 
 TEST_CASE("one wrong cached position moves the logits far beyond the tolerance", "[decode]") {
@@ -200,6 +263,82 @@ TEST_CASE("decoding rows side by side equals decoding each alone", "[decode]") {
   }
 }
 
+// Independent sequences in one decoder's rows (a server's slots): each row at a length of its
+// own, stepped together in any order and grouping, gives the bits of a decoder of that row
+// alone (the learned positions of GPT-2's shape and Llama's RoPE).
+TEST_CASE("rows at lengths of their own, stepped together, equal each row decoded alone",
+          "[decode]") {
+  for (const nn::GPTConfig& cfg :
+       {ag_test::decode_configs().front().second, ag_test::llama_family_configs().front().second}) {
+    const auto model_ptr = ag_test::sharp_model(cfg, 12);
+    const int64_t T = cfg.context_length, V = cfg.vocab_size, B = 6;
+    std::vector<std::vector<int64_t>> rows;
+    for (int64_t b = 0; b < B; ++b) rows.push_back(ag_test::random_tokens(T, V, 20 + b));
+    std::vector<std::vector<float>> alone(B);  // each row's logits at each step, alone
+    for (int64_t b = 0; b < B; ++b) {
+      nn::CachedInference one(*model_ptr, 1);
+      const int64_t n = 1 + b;  // prompts of different lengths
+      auto l = one.prefill(std::span<const int64_t>(rows[b].data(), n), n);
+      alone[b].assign(l.begin(), l.end());
+      for (int64_t t = n; t < T; ++t) {
+        l = one.step(std::span<const int64_t>(&rows[b][t], 1));
+        alone[b].insert(alone[b].end(), l.begin(), l.end());
+      }
+    }
+    nn::CachedInference together(*model_ptr, B);
+    std::vector<size_t> seen(B, 0);
+    for (int64_t b = B - 1; b >= 0; --b) {  // slots filled out of order
+      auto l = together.prefill_slot(b, std::span<const int64_t>(rows[b].data(), 1 + b));
+      CHECK(std::equal(l.begin(), l.end(), alone[b].begin()));
+      seen[b] = 1;
+    }
+    for (;;) {
+      std::vector<int64_t> slots, ids;  // every row not yet full, the last first
+      for (int64_t b = B - 1; b >= 0; --b)
+        if (together.slot_length(b) < T) {
+          slots.push_back(b);
+          ids.push_back(rows[b][together.slot_length(b)]);
+        }
+      if (slots.empty()) break;
+      const auto l = together.step_slots(slots, ids);
+      for (size_t i = 0; i < slots.size(); ++i) {
+        const auto b = static_cast<size_t>(slots[i]);
+        CHECK(
+            std::equal(l.begin() + i * V, l.begin() + (i + 1) * V, alone[b].begin() + seen[b] * V));
+        ++seen[b];
+      }
+    }
+    const std::vector<int64_t> full{0}, id{1};
+    CHECK_THROWS_WITH(together.step_slots(full, id), Catch::Contains("full"));
+  }
+}
+
+TEST_CASE("the vector kernel gives each row the bits it has alone, however many rows it runs",
+          "[decode]") {
+  // outputs that are no multiple of 4 (the weight rows of a pass); widths of whole lanes
+  // (four rows share each weight load) and not (a row at a time)
+  for (const int64_t in : {64, 70}) {
+    const int64_t out = 37, most = 9;
+    ag::Generator gen(5);
+    const Tensor w = ag::randn({out, in}, gen), x = ag::randn({most, in}, gen),
+                 bias = ag::randn({out}, gen);
+    for (bool accumulate : {false, true}) {
+      std::vector<float> alone(static_cast<size_t>(most * out), 0.5f);
+      for (int64_t r = 0; r < most; ++r)
+        nn::inference::linear(x.const_data<float>() + r * in, 1, in,
+                              {w.const_data<float>(), nullptr}, bias.const_data<float>(), out,
+                              alone.data() + r * out, out, accumulate);
+      for (int64_t rows = 2; rows <= most; ++rows) {
+        std::vector<float> together(static_cast<size_t>(rows * out), 0.5f);
+        nn::inference::linear(x.const_data<float>(), rows, in, {w.const_data<float>(), nullptr},
+                              bias.const_data<float>(), out, together.data(), out, accumulate,
+                              /*vector_rows=*/most);
+        CHECK(std::equal(together.begin(), together.end(), alone.begin()));
+      }
+    }
+  }
+}
+
 TEST_CASE("the decoder refuses misuse with a clear error", "[decode]") {
   const nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   const auto model_ptr = ag_test::sharp_model(cfg, 1);
@@ -226,19 +365,7 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
   const auto model_ptr = ag_test::sharp_model(cfg, 4);
   const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
   auto all_logits = [&](int threads, nn::CachedInference::Threads policy) {
-    const int before = ag::num_threads();
-    ag::set_num_threads(threads);
-    nn::CachedInference dec(*model_ptr, 1);
-    dec.set_threads(policy);
-    std::vector<float> out;
-    std::span<const float> l = dec.prefill(std::span<const int64_t>(row.data(), 1), 1);
-    out.insert(out.end(), l.begin(), l.end());
-    for (size_t t = 1; t < row.size(); ++t) {
-      l = dec.step(std::span<const int64_t>(&row[t], 1));
-      out.insert(out.end(), l.begin(), l.end());
-    }
-    ag::set_num_threads(before);
-    return out;
+    return step_logits(*model_ptr, row, threads, policy);
   };
   using P = nn::CachedInference::Threads;
   const std::vector<float> one = all_logits(1, P::kTimed);

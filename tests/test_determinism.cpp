@@ -163,8 +163,9 @@ TEST_CASE("blocks of a size a step no longer uses go back; a step's own sizes st
   const size_t once = 3 << 20, every = 5 << 20;  // bytes: distinct sizes, multiples of 64
   ag::free_block(ag::allocate_block(once), once);
   auto step = [&] { ag::free_block(ag::allocate_block(every), every); };
-  ag::release_unused_blocks();  // `once` was used since the last call (none): it stays
   step();
+  ag::release_unused_blocks();  // both were used since the last call (none): they stay
+  step();                       // (a hit: nothing else is given back for it)
   REQUIRE(ag::allocator_stats().cached_bytes == once + every);
   ag::release_unused_blocks();  // `once` was not used in this "step": it goes
   REQUIRE(ag::allocator_stats().cached_bytes == every);
@@ -174,4 +175,23 @@ TEST_CASE("blocks of a size a step no longer uses go back; a step's own sizes st
   const auto misses = ag::allocator_stats().misses;
   step();
   REQUIRE(ag::allocator_stats().misses == misses);  // ...and is handed out again
+}
+
+TEST_CASE("a size the cache lacks takes the place of blocks a step did not use") {
+  ag::release_cached_blocks();
+  const size_t previous = 2 << 20, other = 1 << 20, fresh = 3 << 20;  // bytes
+  ag::free_block(ag::allocate_block(previous), previous);
+  ag::free_block(ag::allocate_block(other), other);
+  ag::release_unused_blocks();  // a step begins: both sizes were the previous step's
+  REQUIRE(ag::allocator_stats().cached_bytes == previous + other);
+  void* p = ag::allocate_block(fresh);  // a miss: the previous step's blocks, up to 3 MB, go
+  REQUIRE(ag::allocator_stats().cached_bytes == 0);
+  ag::free_block(p, fresh);
+  ag::free_block(ag::allocate_block(previous), previous);  // used in this step from here on
+  ag::free_block(ag::allocate_block(other), other);
+  REQUIRE(ag::allocator_stats().cached_bytes == fresh + previous + other);
+  void* q = ag::allocate_block(4 << 20);  // no block of the step's own sizes is taken
+  REQUIRE(ag::allocator_stats().cached_bytes == fresh + previous + other);
+  ag::free_block(q, 4 << 20);
+  ag::release_cached_blocks();
 }

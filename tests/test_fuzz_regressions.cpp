@@ -109,6 +109,10 @@ TEST_CASE("instruction records fuzz findings and seeds read or fail cleanly") {
   replay_all("instruction_data", 3, fuzz::instruction_data);
 }
 
+TEST_CASE("serve request fuzz seeds are read or refused with a 400") {
+  replay_all("serve_request", 6, fuzz::serve_request);
+}
+
 TEST_CASE("classification file fuzz findings and seeds read or fail cleanly") {
   replay_all("classification_data", 3, fuzz::classification_data);
 }

@@ -407,3 +407,23 @@ TEST_CASE("a sequence classifier's config.json gives its labels, or one line nam
   CHECK_THAT(error({{"num_labels", 1}}), Contains("num_labels is not an integer from 2"));
   CHECK_THAT(error(nlohmann::json::object()), Contains("without id2label or num_labels"));
 }
+
+TEST_CASE(
+    "a folder without config.json is said to be no model folder, a prepared data folder named "
+    "as one",
+    "[interop]") {
+  ag_test::TempDir dir;
+  const std::string empty = (dir.path / "empty").string();
+  fs::create_directories(empty);
+  CHECK_THAT(import_error(empty),
+             Contains(empty + ": no config.json in this folder: a Hugging Face model folder"));
+  const std::string prepared = (dir.path / "prepared").string();
+  dir.write("prepared/meta.json", "{}");
+  dir.write("prepared/train.bin", "");
+  CHECK_THAT(import_error(prepared),
+             Contains(prepared + ": is a prepared data folder (meta.json, train.bin), not a model; "
+                                 "train on it with 'attograd train --data"));
+  const std::string alone = dir.write("alone/model.safetensors", "");
+  CHECK_THAT(import_error(alone), Contains("no config.json beside it (a .safetensors file is read "
+                                           "with its folder's config.json"));
+}

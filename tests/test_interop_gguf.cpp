@@ -349,8 +349,17 @@ TEST_CASE("a GGUF container that lies is refused naming the field") {
   require_refused(header(tensor(5, {1, 1, 1, 1, 1}, gguf::kF32, 0)), "tensor w has 5 dims");
   require_refused(header(tensor(1, {0}, gguf::kF32, 0)), "tensor w has ne[0] = 0");
   require_refused(header(tensor(2, {8, uint64_t{1} << 62}, gguf::kF32, 0)), "tensor w has ne[1]");
-  require_refused(header(tensor(1, {4}, 2, 0)), "tensor w has ggml type 2");
-  require_refused(header(tensor(1, {4}, 99, 0)), "tensor w has ggml type 99");
+  require_refused(header(tensor(1, {4}, 2, 0)),
+                  "tensor w is Q4_0 with rows of 4 weights, not a whole number of its 32-weight "
+                  "blocks");
+  require_refused(header(tensor(1, {4}, 99, 0)), "tensor w has ggml type 99: only F32 (0)");
+  require_refused(header(tensor(1, {4}, 10, 0)), "tensor w has ggml type 10");  // Q2_K: unread
+  // blocks: 2 Q8_0 blocks (68 bytes) fit in 96 bytes of data, not in 64
+  REQUIRE(header_of(tensor(1, {64}, 8, 0, 96)).tensors[0].bytes() == 68);
+  require_refused(header(tensor(1, {64}, 8, 0, 64)), "tensor w (68 bytes at data offset 0)");
+  require_refused(header(tensor(2, {256, 3}, 12, 0, 400)), "tensor w (432 bytes");
+  // a Q4_0 tensor of more weights than the file has bytes (up to 2 a byte) is read
+  REQUIRE(header_of(tensor(1, {4096}, 2, 0, 2304)).tensors[0].bytes() == 2304);
   require_refused(header(tensor(1, {4}, gguf::kF32, 8)), "not a multiple of the alignment 32");
   require_refused(header(tensor(1, {4}, gguf::kF32, 64)), "tensor w (16 bytes at data offset 64)");
   require_refused(header(tensor(1, {20}, gguf::kF32, 0)), "lies past the end");

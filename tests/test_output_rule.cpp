@@ -3,6 +3,7 @@
 // output over an input (inside an input folder too), over what someone had, over a folder
 // holding an input, beside a running writer; and what is left after a fatal signal.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +14,10 @@
 #include <fstream>
 #include <string>
 
+#include "base/abandoned_partials.h"
 #include "base/atomic_file.h"
 #include "base/partial_outputs.h"
+#include "base/posix_file.h"
 #include "io/output_rule.h"
 #include "support.h"
 
@@ -52,6 +55,14 @@ int in_child(Body body) {
   return status;
 }
 
+// The PID of a child that has exited and been reaped: a writer that is gone.
+pid_t pid_of_a_process_gone() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
 }  // namespace
 
 TEST_CASE("an existing checkpoint or model file is replaced only with --overwrite", "[output]") {
@@ -66,6 +77,10 @@ TEST_CASE("an existing checkpoint or model file is replaced only with --overwrit
                       Contains("already holds a GGUF model file"));
   REQUIRE_NOTHROW(claim({{"--out", ckpt, OutputKind::checkpoint}}, {}, true));
   REQUIRE_NOTHROW(claim({{"--out", gguf, OutputKind::model_file}}, {}, true));
+  // an output named after another option's value says which option moves it
+  REQUIRE_THROWS_WITH(
+      claim({{"--keep-best", ckpt, OutputKind::checkpoint, "--out"}}, {}),
+      Contains("--keep-best '" + ckpt + "' already holds") && Contains("or choose another --out"));
   // nothing there, or nothing in it: nothing to lose
   REQUIRE_NOTHROW(claim({{"--out", dir.file("new.h5"), OutputKind::checkpoint}}, {}));
   REQUIRE_NOTHROW(claim({{"--out", dir.write("empty.h5", ""), OutputKind::checkpoint}}, {}));
@@ -203,16 +218,44 @@ TEST_CASE(
     "kept",
     "[output]") {
   ag_test::TempDir dir;
-  const pid_t gone = [] {
-    const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(0);
-    ::waitpid(pid, nullptr, 0);
-    return pid;
-  }();
+  const pid_t gone = pid_of_a_process_gone();
   const std::string stale = fmt::format(".hf.partial-{}-abcdef", gone);
   const std::string live = fmt::format(".hf.partial-{}-abcdef", ::getppid());
   dir.write(stale + "/model.safetensors", "half");
   dir.write(live + "/model.safetensors", "half");
   base::write_folder_atomically((dir.path / "hf").string(), [](const std::string&) {});
   REQUIRE(names_in(dir.path) == std::vector<std::string>{live, "hf"});
+}
+
+TEST_CASE(
+    "a folder holding only the partial files of writers that are gone is written without "
+    "--overwrite; a live writer's or a locked one's is something",
+    "[output]") {
+  ag_test::TempDir dir;
+  const pid_t gone = pid_of_a_process_gone();
+  // a prepare killed outright (SIGKILL, the OOM killer) leaves its folder holding these
+  const std::string out = (dir.path / "prep").string();
+  dir.write(fmt::format("prep/.train.bin.partial-{}-abcdef", gone), "half");
+  dir.write(fmt::format("prep/.meta.json.partial-{}-ghijkl", gone), "half");
+  REQUIRE(base::is_abandoned_partial(fmt::format("{}/.train.bin.partial-{}-abcdef", out, gone)));
+  REQUIRE_NOTHROW(claim({{"--out", out, OutputKind::folder}}, {}));
+  // the next folder writer removes them and writes
+  base::write_folder_atomically(out, [](const std::string& f) { std::ofstream(f + "/a") << "a"; });
+  REQUIRE(names_in(out) == std::vector<std::string>{"a"});
+  // a file of a writer still running is its, as is one locked by a writer whose PID means
+  // nothing here (another PID namespace)
+  const std::string live =
+      dir.write(fmt::format("busy/.train.bin.partial-{}-abcdef", ::getppid()), "");
+  REQUIRE_FALSE(base::is_abandoned_partial(live));
+  REQUIRE_THROWS_WITH(claim({{"--out", (dir.path / "busy").string(), OutputKind::folder}}, {}),
+                      Contains("already holds a folder that is not empty"));
+  const std::string locked = dir.write(fmt::format("held/.train.bin.partial-{}-abcdef", gone), "");
+  const base::UniqueFd fd(::open(locked.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(::flock(fd.get(), LOCK_EX) == 0);
+  REQUIRE_FALSE(base::is_abandoned_partial(locked));
+  // a name of the pattern alone is not enough: anything else in the folder is someone's
+  dir.write("prep2/notes.txt", "mine");
+  dir.write(fmt::format("prep2/.train.bin.partial-{}-abcdef", gone), "half");
+  REQUIRE_THROWS_WITH(claim({{"--out", (dir.path / "prep2").string(), OutputKind::folder}}, {}),
+                      Contains("already holds a folder that is not empty"));
 }

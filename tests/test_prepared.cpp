@@ -234,7 +234,7 @@ TEST_CASE("invalid UTF-8 is reported with the file and the byte offset", "[prepa
     REQUIRE_THROWS_WITH(data::prepare(options({a, b}, tokenizer, dir.file("o"), 0.1, vocab)),
                         Contains(a) && Contains("offset 2"));
   }
-  REQUIRE(std::filesystem::is_empty(dir.file("o")));  // nothing written, no temporary left
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("o")));  // nothing written, no folder left
 }
 
 TEST_CASE("the identity is stable across prepares and ignores where the files lie", "[prepared]") {
@@ -400,7 +400,7 @@ TEST_CASE("progress reports each pass and can stop the prepare", "[prepared]") {
     if (p.pass == 3 && p.bytes_done > 0) throw std::runtime_error("stop");
   };
   REQUIRE_THROWS_WITH(data::prepare(o), "stop");
-  REQUIRE(std::filesystem::is_empty(dir.file("stopped")));
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("stopped")));  // the folder it made is gone
 }
 
 TEST_CASE("a failed prepare leaves the folder as it was", "[prepared]") {
@@ -424,7 +424,7 @@ TEST_CASE("a source that changes during a prepare is refused", "[prepared]") {
     if (p.pass == 2 && p.bytes_done == 0) std::ofstream(src, std::ios::app) << "more";
   };
   REQUIRE_THROWS_WITH(data::prepare(o), Contains(src) && Contains("changed"));
-  REQUIRE(std::filesystem::is_empty(dir.file("o")));
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("o")));
 }
 
 TEST_CASE("folders of sources give their txt files sorted and recursively", "[prepared]") {

@@ -366,6 +366,17 @@ TEST_CASE("prepare writes only into new empty or prepared folders", "[prepared]"
   }
 }
 
+TEST_CASE("a prepare that fails leaves no folder it made, and a folder it was given as it was",
+          "[prepared]") {
+  TempDir dir;
+  const std::string bad = dir.write("bad.txt", "good text\n\xff bad\n");
+  REQUIRE_THROWS_WITH(data::prepare(options({bad}, dir.file("new"))), Contains("invalid UTF-8"));
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("new")));
+  std::filesystem::create_directory(dir.file("given"));
+  REQUIRE_THROWS_WITH(data::prepare(options({bad}, dir.file("given"))), Contains("invalid UTF-8"));
+  REQUIRE(std::filesystem::is_empty(dir.file("given")));
+}
+
 TEST_CASE("prepare never writes over one of its inputs", "[prepared]") {
   TempDir dir;
   const std::string src = dir.write("corpus.txt", "hello\n");

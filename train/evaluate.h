@@ -37,10 +37,15 @@ struct EvalResult {
 // outside the vocabulary, a file cut short, a read error) are a data::DataError naming the
 // file and the offset, thrown on every rank once the evaluation's gathering is done (under
 // mpirun the ranks agree on it), so no rank is left waiting for another.
+// Windows a forward pass evaluates at most. A training run's evaluation takes no more than
+// its batch's sequences (RunConfig::batch_size): a forward of 16 windows beside a LoRA run
+// of 4 sequences held more than the run's planned activations.
+inline constexpr int64_t kEvalWindowsPerForward = 16;
 // evaluate: the evaluation during training, the full windows of the model's context.
 EvalResult evaluate(nn::GPT& model, const data::TokenStore& ids,
                     std::span<const uint32_t> token_bytes, int64_t max_windows = 0,
-                    const std::function<bool()>& cancelled = {});
+                    const std::function<bool()>& cancelled = {},
+                    int64_t windows_per_forward = kEvalWindowsPerForward);
 
 // The loss over `rule`'s windows (data/scoring_windows.h) of the ids of `parts` one after
 // the other, at most max_windows of them (0: all); with grads_path, d loss / d parameter for
@@ -49,7 +54,8 @@ EvalResult evaluate(nn::GPT& model, const data::TokenStore& ids,
 EvalResult evaluate_stores(nn::GPT& model, std::vector<const data::TokenStore*> parts,
                            std::span<const uint32_t> token_bytes, const data::ScoringWindows& rule,
                            const std::string* grads_path,
-                           const std::function<bool()>& cancelled = {}, int64_t max_windows = 0);
+                           const std::function<bool()>& cancelled = {}, int64_t max_windows = 0,
+                           int64_t windows_per_forward = kEvalWindowsPerForward);
 
 // The same loss on a text file's ids (data::TextIds), read and encoded a chunk at a time
 // while the windows are evaluated: memory does not grow with the text. Under mpirun every

@@ -125,21 +125,23 @@ int64_t mapped_bytes_now() {
 
 }  // namespace
 
-void check_address_space(int64_t planned_bytes, int threads, const std::string& remedy) {
+std::string memory_shortfall(int64_t bytes, int threads, const std::string& remedy) {
+  const int64_t available = available_memory();
+  if (available > 0 && bytes > available)
+    return fmt::format("only {} of memory is available; {}", format_bytes(available), remedy);
   rlimit limit{};
-  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return "";
   const double cap = static_cast<double>(limit.rlim_cur);
   const double mapped = static_cast<double>(mapped_bytes_now());
-  const double needed = static_cast<double>(planned_bytes) +
+  const double needed = static_cast<double>(bytes) +
                         static_cast<double>(kAddressSpacePerThread) * std::max(threads, 1);
-  if (mapped + needed <= cap) return;
-  throw std::runtime_error(fmt::format(
-      "the address-space limit (ulimit -v) of {} leaves {}, but this run needs about {} (its "
-      "memory plan plus {} per thread that OpenBLAS and the allocator map); raise the limit, "
-      "or {}",
+  if (mapped + needed <= cap) return "";
+  return fmt::format(
+      "the address-space limit (ulimit -v) of {} leaves {}, but with {} a thread that OpenBLAS "
+      "and the allocator map it takes {}; raise the limit, or {}",
       format_bytes(static_cast<int64_t>(cap)),
       format_bytes(static_cast<int64_t>(std::max(cap - mapped, 0.0))),
-      format_bytes(static_cast<int64_t>(needed)), format_bytes(kAddressSpacePerThread), remedy));
+      format_bytes(kAddressSpacePerThread), format_bytes(static_cast<int64_t>(needed)), remedy);
 }
 
 int64_t available_memory() {
@@ -203,6 +205,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   p.reading = reading_bytes;
   p.data = std::max(data_bytes, reading_bytes);
   p.checkpoint = kSaveBytes;
+  p.runtime = kRuntimeBytes;
   p.available = available_memory();
   return p;
 }
@@ -218,13 +221,13 @@ nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16) {
 
 int64_t MemoryPlan::total() const {
   return saturated(static_cast<double>(parameters) + gradients + optimizer + weight_copies +
-                   activations + data + checkpoint);
+                   activations + data + checkpoint + runtime);
 }
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
       "memory plan: parameters {} + gradients {}{} + {} state {}{} + activations ~{} + data {}{} + "
-      "checkpoint save {} = ~{}{}",
+      "checkpoint save {} + runtime {} = ~{}{}",
       format_bytes(parameters), format_bytes(gradients),
       gradient_sets > 1
           ? fmt::format(" ({} sets: accumulation's partial sums, exchange buffers)", gradient_sets)
@@ -235,19 +238,26 @@ std::string MemoryPlan::describe() const {
       reading > data_held
           ? fmt::format(" (reading the text; {} held after)", format_bytes(data_held))
           : "",
-      format_bytes(checkpoint), format_bytes(total()),
+      format_bytes(checkpoint), format_bytes(runtime), format_bytes(total()),
       available ? fmt::format(" of {} available", format_bytes(available)) : "");
 }
 
 nlohmann::json MemoryPlan::to_json() const {
   nlohmann::json terms = nlohmann::json::object();
   for (const auto& [name, bytes] : activation_terms) terms[name] = bytes;
-  return {{"parameters", parameters},       {"gradients", gradients},
-          {"gradient_sets", gradient_sets}, {"optimizer", optimizer},
-          {"weight_copies", weight_copies}, {"activations", activations},
-          {"activation_terms", terms},      {"data", data},
-          {"data_held", data_held},         {"data_reading", reading},
-          {"checkpoint", checkpoint},       {"total", total()},
+  return {{"parameters", parameters},
+          {"gradients", gradients},
+          {"gradient_sets", gradient_sets},
+          {"optimizer", optimizer},
+          {"weight_copies", weight_copies},
+          {"activations", activations},
+          {"activation_terms", terms},
+          {"data", data},
+          {"data_held", data_held},
+          {"data_reading", reading},
+          {"checkpoint", checkpoint},
+          {"runtime", runtime},
+          {"total", total()},
           {"available", available}};
 }
 

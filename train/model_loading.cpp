@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/utf8.h"
+#include "io/checkpoint.h"
 #include "train/config.h"
 #include "train/freezing.h"
 
@@ -157,25 +158,67 @@ void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model)
   check_weights_fit(init, theirs);
 }
 
+namespace {
+
+// What the run takes from its init (GPTConfig and the three ways a run differs from it).
+struct InitChanges {
+  nn::GPTConfig theirs;
+  bool fresh_head = false, fresh_adapters = false, grows = false;
+  std::string head;  // the run's head's parameter prefix
+  InitChanges(const io::Checkpoint& init, const nn::GPTConfig& run_model)
+      : theirs(RunConfig::from_json(init.config).model),
+        fresh_head(init_head_is_fresh(init, run_model)),
+        fresh_adapters(!theirs.same_adapters(run_model)),
+        grows(init_vocab_grows(init, run_model)),
+        head(run_model.num_classes > 0 ? "classifier." : "lm_head.") {}
+  // A parameter the init has nothing for: the new head's own, or an adapter (B = 0: the
+  // base's output).
+  bool fresh(const std::string& name) const {
+    return (fresh_head && name.rfind(head, 0) == 0) ||
+           (fresh_adapters && is_adapter_parameter(name));
+  }
+};
+
+bool same_storage(const ag::Tensor& a, const ag::Tensor& b) {
+  return a.numel() == b.numel() && a.numel() > 0 && a.const_data<float>() == b.const_data<float>();
+}
+
+}  // namespace
+
 void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
-  const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
-  const bool fresh_head = init_head_is_fresh(init, model.config());
-  const bool fresh_adapters = !theirs.same_adapters(model.config());
-  const bool grows = init_vocab_grows(init, model.config());
-  if (!fresh_head && !fresh_adapters && !grows) return io::load_model_weights(init, model);
+  const InitChanges changes(init, model.config());
   std::unordered_map<std::string, const ag::Tensor*> in_file;
   for (const auto& [name, t] : init.model) in_file.emplace(name, &t);
-  const std::string head = model.config().num_classes > 0 ? "classifier." : "lm_head.";
   ag::NoGradGuard no_grad;
   for (auto& [name, p] : model.named_parameters()) {
-    if (fresh_head && name.rfind(head, 0) == 0) continue;        // the new head's own
-    if (fresh_adapters && is_adapter_parameter(name)) continue;  // B = 0: the base's output
-    const ag::Tensor& saved = *in_file.at(name);                 // checked to fit
-    if (grows && vocab_rows(p, saved, theirs.vocab_size))
+    if (changes.fresh(name)) continue;
+    const ag::Tensor& saved = *in_file.at(name);  // checked to fit
+    if (same_storage(p, saved)) continue;         // read straight into it (reread_init_into)
+    if (changes.grows && vocab_rows(p, saved, changes.theirs.vocab_size))
       copy_rows_then_mean(p, saved);
     else
       ag::copy_(p, saved);
   }
+}
+
+bool init_holds_other_adapters(const io::Checkpoint& init, const nn::GPTConfig& run_model) {
+  const nn::GPTConfig theirs = RunConfig::from_json(init.config).model;
+  return theirs.lora_rank > 0 && !theirs.same_adapters(run_model);
+}
+
+io::Checkpoint reread_init_into(const io::Checkpoint& first, nn::GPT& model) {
+  const InitChanges changes(first, model.config());
+  nn::StateDict into;  // (a growing vocabulary's rows are of another shape: not read into)
+  for (auto& [name, p] : model.named_parameters())
+    if (!changes.fresh(name)) into.emplace_back(name, p);
+  io::Checkpoint again =
+      io::load_checkpoint(first.source, io::LoadOptions{.weights_only = true, .into = &into});
+  if (again.config != first.config)
+    throw io::CheckpointError(
+        fmt::format("'{}' changed while it was read: its config is not the one read first",
+                    base::printable(first.source)));
+  check_init_fits(again, model.config());
+  return again;
 }
 
 void refuse_gradient_dump(const io::Checkpoint& ckpt) {

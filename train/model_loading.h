@@ -54,7 +54,16 @@ void check_init_fits(const io::Checkpoint& init, const nn::GPTConfig& run_model)
 // Loads an --init-from checkpoint (checked by check_init_fits; merged when its adapters
 // are not the run's) into the model: every weight, less a fresh head's and fresh adapters',
 // with a grown vocabulary's new rows the mean of the init's (init_vocab_grows).
+// A parameter that already holds the init's tensor (reread_init_into) is left as it is.
 void load_init_weights(const io::Checkpoint& init, nn::GPT& model);
+// Whether the init holds LoRA adapters other than the run's (merged_checkpoint folds them).
+bool init_holds_other_adapters(const io::Checkpoint& init, const nn::GPTConfig& run_model);
+// --init-from's file read again (`first`, read by read_init, decided the run and has let its
+// weights go), straight into the model's parameters that take an init's tensor whole (all
+// but a fresh head's, fresh adapters' and a growing vocabulary's): the run holds the
+// weights once, where a model drawn at random beside the checkpoint's tensors held them
+// twice. CheckpointError when the file no longer says what it said or does not fit.
+io::Checkpoint reread_init_into(const io::Checkpoint& first, nn::GPT& model);
 
 struct RunConfig;
 // train --init-from: the run's model is the checkpoint's. A model key the command line set

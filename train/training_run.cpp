@@ -8,6 +8,7 @@
 #include <ctime>
 #include <string_view>
 
+#include "autograd/allocator.h"
 #include "autograd/anomaly.h"
 #include "autograd/ops/gemm_tuning.h"
 #include "autograd/threading.h"
@@ -162,13 +163,11 @@ void TrainingRun::check_plan() {
   setup_.plan = plan_memory(planned, cfg_.model.num_parameters(), data_.memory_bytes(),
                             world_.size(), counts.trainable, data_.reading_bytes);
   print_plan(counts, planned.model.context_length);
-  const MemoryPlan& plan = setup_.plan;
-  if (!plan.fits())
-    throw std::runtime_error(fmt::format(
-        "this run needs about {} but only {} of memory is available; lower --batch-size, "
-        "--context-length or the model size",
-        format_bytes(plan.total()), format_bytes(plan.available)));
-  check_address_space(plan.total(), cfg_.threads);
+  const std::string short_of = memory_shortfall(
+      setup_.plan.total(), cfg_.threads, "lower --batch-size, --context-length or the model size");
+  if (!short_of.empty())
+    throw std::runtime_error(
+        fmt::format("this run needs about {}: {}", format_bytes(setup_.plan.total()), short_of));
   const int64_t windows = data::EvalWindows(data_.val.size(), cfg_.model.context_length).count();
   if (cfg_.eval_windows == 0 && windows > kManyEvalWindows && !data_.examples)
     sayf(
@@ -202,11 +201,14 @@ void TrainingRun::print_plan(const ParameterCounts& counts, int64_t sequence_tok
 
 void TrainingRun::build_model(std::optional<io::Checkpoint> init) {
   // an init's adapters that are not the run's are folded into its base weights
-  if (init && !RunConfig::from_json(init->config).model.same_adapters(cfg_.model))
-    init = merged_checkpoint(*init);
+  const bool merged = init && init_holds_other_adapters(*init, cfg_.model);
+  if (merged) init = merged_checkpoint(*init);
+  // else its weights are let go and read again into the model's parameters: held once
+  if (init && !merged) init->model.clear();
   model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed);
+  if (init && !merged) init = reread_init_into(*init, *model_);
   if (init) load_init_weights(*init, *model_);
-  init.reset();  // its weights are the model's now: a GPT-2 init no longer holds 500 MB twice
+  init.reset();
   if (resumed_) io::load_model_weights(*resumed_, *model_);
   model_->train();
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
@@ -282,11 +284,22 @@ nlohmann::json TrainingRun::run_record() const {
   return j;
 }
 
+namespace {
+
+// A config key as the option that gives it, so that a refusal names what the user typed:
+// d_model is --d-model (on the command line and in a --config file alike).
+std::string as_option(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
+}  // namespace
+
 // What shapes the run, which every rank must be given alike (World::agree_setup compares
-// them): the effective config as a checkpoint stores it, less what may differ by rank
-// (outputs, the data's path: its identity counts instead) or is cleared on ranks but 0,
-// the settings a checkpoint does not store but the ranks act on together, and the
-// environment that forces kernels (gemm_agreement.h).
+// them), each named by its option: the effective config as a checkpoint stores it, less what
+// may differ by rank (outputs, the data's path: its identity counts instead) or is cleared on
+// ranks but 0, the settings a checkpoint does not store but the ranks act on together, and
+// the environment that forces kernels (gemm_agreement.h).
 std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_rank_shares() const {
   // the data first: a different text also changes settings derived from it (vocab_size)
   std::vector<std::pair<std::string, std::string>> settings{{"data identity", data_.identity}};
@@ -299,14 +312,14 @@ std::vector<std::pair<std::string, std::string>> TrainingRun::settings_every_ran
       if (key != "data" && key != "sample_tokens" &&
           derived ==
               (std::find(std::begin(kDerived), std::end(kDerived), key) != std::end(kDerived)))
-        settings.emplace_back(key, value.dump());
+        settings.emplace_back(as_option(key), value.dump());
   const std::pair<std::string, std::string> more[] = {
-      {"reduce", base::choice_name(cfg_.reduce)},
-      {"bucket_mb", std::to_string(cfg_.bucket_mb)},
-      {"stop_at", std::to_string(cfg_.stop_at)},
-      {"max_time", fmt::format("{}", cfg_.max_time)},
-      {"detect_anomaly", cfg_.detect_anomaly ? "true" : "false"},
-      {"inject_nan", cfg_.inject_nan},
+      {"--reduce", base::choice_name(cfg_.reduce)},
+      {"--bucket-mb", std::to_string(cfg_.bucket_mb)},
+      {"--stop-at", std::to_string(cfg_.stop_at)},
+      {"--max-time", fmt::format("{}", cfg_.max_time)},
+      {"--detect-anomaly", cfg_.detect_anomaly ? "true" : "false"},
+      {"--inject-nan", cfg_.inject_nan},
       {"resumed from step", resumed_ ? std::to_string(resumed_->step) : "none"}};
   settings.insert(settings.end(), std::begin(more), std::end(more));
   for (auto& setting : kernel_environment()) settings.push_back(std::move(setting));
@@ -427,6 +440,9 @@ void TrainingRun::after_step(const StepOutcome& s) {
 void TrainingRun::evaluate_now(StepFigures& f) {
   const SnapshotGate::Open open(&gate_);  // an evaluation changes nothing a checkpoint holds
   const ag::AutocastScope autocast = engine_->precision();
+  // the step's idle blocks go back first: an evaluation's batches are of other sizes, and
+  // holding both is more than the plan's activations (a LoRA run: +110 MB at 25M weights)
+  ag::release_cached_blocks();
   try {
     cfg_.task->evaluate(*model_, cfg_, data_, f);
   } catch (const data::DataError& e) {

@@ -6,7 +6,8 @@
 # The models are char models trained here: the chat format's special tokens are ids past
 # their vocabulary (data/chat_format.h), as they are for any tokenizer learned from scratch.
 set -euo pipefail
-source "$(dirname "$0")/scenario_lib.sh" "$@"
+here=$(dirname "$(readlink -f "$0")")
+source "$here/scenario_lib.sh" "$@"
 
 # Six questions and their answers, as conversations, a system turn in every other one
 # (France's, Spain's, Egypt's); answers.txt holds each question|answer|system.
@@ -79,6 +80,33 @@ grown_base)
           --tokens 40 2> stats.txt) || fail "sample --chat failed: $(cat stats.txt)"
     [ "$got" = "$answer" ] || fail "'$question' ('$system'): answered '$got', not '$answer'"
   done < answers.txt
+  # exported for transformers: the grown ids are tokenizer.json's special added tokens, and
+  # config.json and generation_config.json end a reply at <|im_end|>, as sample --chat does
+  # (read as a transformers-less reader would: the JSON itself)
+  "$bin" export run.h5 --format hf --out hf > export.txt 2>&1 || fail "export failed: $(cat export.txt)"
+  python3 - "$base_vocab" hf << 'PY' || fail "the exported files do not name the added ids"
+import json, sys
+base, folder = int(sys.argv[1]), sys.argv[2]
+added = {t["content"]: t for t in json.load(open(folder + "/tokenizer.json"))["added_tokens"]}
+start, end = added["<|im_start|>"], added["<|im_end|>"]
+assert (start["id"], end["id"]) == (base, base + 1), (start, end)
+assert start["special"] and end["special"]
+generation = json.load(open(folder + "/generation_config.json"))
+assert generation["eos_token_id"] in (base + 1, [base + 1]), generation
+config = json.load(open(folder + "/config.json"))
+assert config["eos_token_id"] == base + 1 and config["vocab_size"] == base + 2, config
+PY
+  # Hugging Face tokenizers (the npm fixture, where installed) matches them whole
+  modules="$(dirname "$bin")/npm-fixtures/node_modules"
+  if command -v node > /dev/null && [ -d "$modules/tokenizers" ]; then
+    printf '<|im_start|>user\nhi<|im_end|>' > special.txt
+    node "$here/../reference/hf_tokenizer.js" "$modules" hf/tokenizer.json special.txt ids.txt \
+      back.txt || fail "tokenizers could not read the exported tokenizer.json"
+    read -ra ids < ids.txt
+    [ "${ids[0]}" = "$base_vocab" ] && [ "${ids[-1]}" = "$((base_vocab + 1))" ] &&
+      [ "${#ids[@]}" -eq 9 ] || fail "tokenizers encoded the chat's special tokens as ${ids[*]}"
+    cmp -s special.txt back.txt || fail "tokenizers decoded them as '$(cat back.txt)'"
+  fi
   ;;
 conversation)
   # --chat alone reads user lines from standard input and answers each; the conversation

@@ -471,6 +471,9 @@ outputs_never_replaced)
   "$bin" export run.h5 --format hf --out hf_new > /dev/null
   expect_usage_error "$said" "$bin" import hf_new --out other.h5
   expect_usage_error "$said" "$bin" export run.h5 --format llmc --out other.h5
+  expect_usage_error "$said" "$bin" export run.h5 --format gguf --out other.h5
+  expect_usage_error "--out 'other.h5' holds a file that is not a checkpoint" \
+    "$bin" train "${tiny[@]}" --steps 2 --out other.h5
   expect_usage_error "$said" "$bin" export run.h5 --format hf --out hf
   expect_usage_error "$said" "$bin" merge lora.h5 --out other.h5
   expect_usage_error "$said" "$bin" eval run.h5 --data corpus.txt --dump-grads other.h5
@@ -478,6 +481,11 @@ outputs_never_replaced)
   expect_usage_error "$said" "$bin" attention run.h5 --prompt "the" --layer 0 --head 0 --svg other.h5
   expect_usage_error "$said" "$bin" prepare --data corpus.txt --out prep
   expect_usage_error "$said" "$bin" resume --checkpoint run.h5 --steps 3 --out other.h5
+  expect_usage_error "$said" "$bin" bench --config tiny --steps 1 --warmup 0 --save-checkpoint other.h5
+  # an output named after --out says to choose another --out
+  cp other.h5 kb.best.h5
+  expect_usage_error "'kb.best.h5' already holds a file of 9 bytes; give --overwrite to replace it, or choose another --out" \
+    "$bin" train "${tiny[@]}" --steps 4 --eval-interval 2 --out kb.h5 --keep-best
   [ "$(cat other.h5)" = "precious" ] && [ "$(cat hf/config.json)" = "{}" ] ||
     fail "a refused command changed what was there"
   # an input's folder: the index of the model folder imported, even with --overwrite
@@ -493,12 +501,22 @@ outputs_never_replaced)
   expect_usage_error "a folder of files only" "$bin" export run.h5 --format hf --out hf --overwrite
   "$bin" report run.h5 --out page.html > /dev/null
   "$bin" report run.h5 --out page.html > /dev/null || fail "report did not replace its own page"
+  "$bin" bench --config tiny --steps 1 --warmup 0 --save-checkpoint other.h5 --overwrite > /dev/null
+  # a folder holding only what a writer killed outright left (a prepare the OOM killer
+  # ended) holds nothing anyone had: the next prepare writes it, removing them
+  sh -c 'exit 0' & gone=$!; wait "$gone"
+  mkdir killed && echo half > "killed/.train.bin.partial-$gone-abcdef"
+  "$bin" prepare --data corpus.txt --out killed > /dev/null 2> err.txt ||
+    fail "a folder of a killed writer's partial files was refused: $(cat err.txt)"
+  [ -f killed/meta.json ] || fail "killed/ was not written: $(ls -a killed)"
+  [ -z "$(find killed -name '*partial*')" ] || fail "the partial file was kept: $(ls -a killed)"
   ls -a | grep -q "partial\|lock" && fail "left behind: $(ls -a)"
   true
   ;;
 one_writer_every_command)
   # a running train's checkpoint is locked against every other writer, and theirs likewise
   "$bin" train "${tiny[@]}" --steps 2 --out base.h5 > /dev/null
+  "$bin" train "${tiny[@]}" --steps 2 --lora-rank 2 --out lora.h5 > /dev/null
   "$bin" export base.h5 --format hf --out hf > /dev/null
   "$bin" train "${tiny[@]}" --steps 100000 --out run.h5 > log.txt 2>&1 &
   pid=$!
@@ -506,6 +524,10 @@ one_writer_every_command)
   expect_usage_error "PID $pid" "$bin" import hf --out run.h5 --overwrite
   expect_usage_error "PID $pid" "$bin" resume --checkpoint base.h5 --out run.h5 --overwrite
   expect_usage_error "PID $pid" "$bin" eval base.h5 --data log.txt --dump-grads run.h5 --overwrite
+  expect_usage_error "PID $pid" "$bin" export base.h5 --format llmc --out run.h5 --overwrite
+  expect_usage_error "PID $pid" "$bin" merge lora.h5 --out run.h5 --overwrite
+  expect_usage_error "PID $pid" "$bin" bench --config tiny --steps 1 --warmup 0 \
+    --save-checkpoint run.h5 --overwrite
   kill -TERM "$pid"; rc=0; wait "$pid" || rc=$?
   [ "$rc" -eq 143 ] || fail "the run exited $rc after SIGTERM, not 143"
   "$bin" import hf --out run.h5 --overwrite > /dev/null || fail "the lock outlived its run"
@@ -703,10 +725,11 @@ kernel_cache)
     fail "no bf16 row: $(cat tune.txt)"
   grep -qF "$table: used" tune.txt || fail "the table does not name its file: $(head -3 tune.txt)"
   # bench --decode: a token reads tiny's matrices once (2 blocks' 49152 weights, the tied
-  # head's 65 x 64): 102464 of them, 4 bytes each in fp32 and 2 in bf16
+  # head's 65 x 64): 102464 of them, 4 bytes each in fp32, 2 in bf16 and 34 per 32 in q8_0
   "$bin" bench --decode --config tiny --steps 4 --json > decode.jsonl
   grep -qF '"weight_bytes_per_token":409856.0,"weights":"fp32"' decode.jsonl &&
-    grep -qF '"weight_bytes_per_token":204928.0,"weights":"bf16"' decode.jsonl ||
+    grep -qF '"weight_bytes_per_token":204928.0,"weights":"bf16"' decode.jsonl &&
+    grep -qF '"weight_bytes_per_token":108868.0,"weights":"q8_0"' decode.jsonl ||
     fail "bench --decode: $(cat decode.jsonl)"
   XDG_CACHE_HOME="$work/none" ATTOGRAD_TUNE=off "$bin" "${run[@]}" --out off.h5 > /dev/null
   [ ! -e "$work/none" ] || fail "ATTOGRAD_TUNE=off made a cache folder"

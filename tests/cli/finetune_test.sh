@@ -14,7 +14,48 @@ classifier=(--task classify --tokenizer char --context-length 48 --d-model 48 --
             --n-layers 2 --batch-size 16 --dropout 0 --lr 3e-3 --threads 1 --sample-tokens 0
             --log-interval 1000)
 
+# plan_holds_peak TASK_OPTIONS...: a run --init-from a 20M-parameter training checkpoint
+# (its AdamW state in the file: twice the weights, which the run must not read) peaks within
+# 10% of the memory plan it prints, whose runtime term is the fixed allowance for the
+# program itself (train/memory_plan.h: kRuntimeBytes, 48 MiB).
+plan_holds_peak() {
+  for i in $(seq 1 2000); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13))"; done > text.txt
+  "$bin" train --tokenizer byte --context-length 256 --d-model 512 --n-heads 8 --n-layers 6 \
+    --batch-size 2 --steps 1 --threads 2 --sample-tokens 0 --data text.txt --out base.h5 > base.txt ||
+    fail "the base run failed: $(tail -3 base.txt)"
+  local kb planned
+  kb=$(peak_rss_kb "$bin" train --init-from base.h5 --threads 2 --steps 3 --batch-size 4 \
+    --log-interval 1000 --eval-interval 2 --sample-tokens 16 --metrics m.jsonl --out run.h5 "$@")
+  planned=$(grep -o '"total":[0-9]*' m.jsonl | head -1 | cut -d: -f2)
+  [ -n "$planned" ] || fail "no plan in m.jsonl"
+  echo "$*: peak RSS $((kb / 1024)) MiB, planned $((planned >> 20)) MiB"
+  [ "$kb" -le $((planned / 1024 * 11 / 10)) ] ||
+    fail "$*: peak RSS $((kb / 1024)) MiB is over the plan's $((planned >> 20)) MiB by more than 10%"
+}
+
 case "$scenario" in
+plan_lm) plan_holds_peak --data text.txt ;;
+plan_lora) plan_holds_peak --data text.txt --lora-rank 8 ;;
+plan_classify)
+  awk -v n=400 -v seed=3 -f "$set_awk" > set.tsv
+  plan_holds_peak --task classify --data set.tsv
+  ;;
+plan_classify_lora)
+  awk -v n=400 -v seed=3 -f "$set_awk" > set.tsv
+  plan_holds_peak --task classify --data set.tsv --lora-rank 8
+  ;;
+plan_instruct_lora)
+  for i in $(seq 1 200); do
+    printf '{"instruction": "Repeat %s.", "input": "%s", "output": "%s %s"}\n' $i $((i % 7)) $i $i
+  done > records.jsonl
+  plan_holds_peak --task instruct --data records.jsonl --lora-rank 8
+  ;;
+plan_chat)
+  for i in $(seq 1 100); do
+    printf '{"messages": [{"role": "user", "content": "what is %s plus 1?"}, {"role": "assistant", "content": "%s"}]}\n' $i $((i + 1))
+  done > chat.jsonl
+  plan_holds_peak --task chat --data chat.jsonl
+  ;;
 epochs)
   expect_usage_error "--steps and --epochs both say how long to train" \
     "$bin" train "${tiny[@]}" --steps 5 --epochs 2 --out a.h5

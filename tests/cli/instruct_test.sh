@@ -68,6 +68,19 @@ memorised)
     [ "$(json_value examples eval.txt)" = 12 ] && [ "$(json_value truncated eval.txt)" = 0 ] &&
     awk -v loss="$(json_value loss eval.txt)" 'BEGIN {exit !(loss < 0.05)}' ||
     fail "eval --json: $(tail -1 eval.txt), expected $expected response tokens and a small loss"
+  # exported for transformers: the end-of-text id past the char vocabulary is tokenizer.json's
+  # special added token, where config.json and generation_config.json end a response
+  "$bin" export run.h5 --format hf --out hf > export.txt 2>&1 || fail "export failed: $(cat export.txt)"
+  python3 - hf << 'PY' || fail "the exported files do not name the end-of-text id"
+import json, sys
+folder = sys.argv[1]
+config = json.load(open(folder + "/config.json"))
+end = config["vocab_size"] - 1
+added = json.load(open(folder + "/tokenizer.json"))["added_tokens"]
+assert {"id": end, "content": "<|endoftext|>", "special": True}.items() <= added[-1].items(), added
+assert config["eos_token_id"] == end, config
+assert json.load(open(folder + "/generation_config.json"))["eos_token_id"] in (end, [end])
+PY
   ;;
 template)
   # --template: the checkpoint keeps the template and sample formats with it; the same

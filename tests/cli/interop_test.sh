@@ -127,6 +127,22 @@ llmc_gguf_round_trips)
     "$bin" import bf16.$format --tokenizer hf --out bf16_$format.h5 > /dev/null
     "$bin" sample --checkpoint bf16_$format.h5 --tokens 5 > /dev/null 2>&1 || fail "$format bf16: sample"
   done
+  # ggml's quantized blocks (docs/quantization.md): smaller still, imported back dequantized;
+  # exporting the import again gives the same file (Q8_0's blocks are a fixed point)
+  "$bin" export --checkpoint run.h5 --format gguf --out q8.gguf --dtype q8_0 > /dev/null
+  [ "$(stat -c %s q8.gguf)" -lt "$(stat -c %s bf16.gguf)" ] || fail "Q8_0 file not below bf16's"
+  "$bin" import q8.gguf --out q8.h5 > /dev/null
+  mkdir again && "$bin" export --checkpoint q8.h5 --format gguf --out again/q8.gguf --dtype q8_0 > /dev/null
+  cmp -s q8.gguf again/q8.gguf || fail "Q8_0: a second export differs"
+  for dtype in q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k; do
+    "$bin" export --checkpoint run.h5 --format gguf --out $dtype.gguf --dtype $dtype > /dev/null
+    "$bin" import $dtype.gguf --out $dtype.h5 > /dev/null
+    "$bin" sample --checkpoint $dtype.h5 --tokens 5 > /dev/null 2>&1 || fail "$dtype: sample"
+  done
+  expect_usage_error "--dtype must be f32, bf16, f16 or (gguf) one of q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, got 'q2_k'" \
+    "$bin" export --checkpoint run.h5 --format gguf --out q2.gguf --dtype q2_k
+  expect_usage_error "hf_q8: --dtype q8_0 (ggml's quantised blocks) is written for --format gguf only" \
+    "$bin" export --checkpoint run.h5 --format hf --out hf_q8 --dtype q8_0
   ;;
 gguf_llama_family_round_trips)
   # Llama-, Qwen2- and Qwen3-shaped runs (llama.cpp's llama, qwen2, qwen3: interop/gguf_llama.h)
@@ -183,6 +199,27 @@ hostile_memory)
     kb=$(peak_rss_kb sh -c "'$bin' import hostile/$x --out out.h5 || [ \$? -eq 2 ]")
     [ "$kb" -lt 61440 ] || fail "import of $x peaked at $kb kB (bound 60 MB): $(cat run.err)"
   done
+  # a key the model keeps whose strings pass any tokenizer's (1024 tokens of 1 MiB, a sparse
+  # file of 1 GiB): refused once the kept strings reach 128 MiB (it held 1.07 GB)
+  rm -f out.h5
+  kb=$(peak_rss_kb sh -c "'$bin' import hostile/gguf_long_tokens.gguf --out out.h5 || [ \$? -eq 2 ]")
+  [ "$kb" -lt 204800 ] || fail "import of gguf_long_tokens.gguf peaked at $kb kB (bound 200 MB)"
+  grep -q "the strings of every key kept" run.err || fail "not refused for its strings: $(cat run.err)"
+  [ ! -e out.h5 ] || fail "a refused import left out.h5"
+  # a valid model of many tiny tensors (GPT-2 of width 4, 12 tensors a layer): each tensor
+  # holds far more than its values (its objects, its dataset's record in the checkpoint);
+  # the plan counts interop::kImportBytesPerTensor (2 KiB) for it, so the peak may grow by
+  # at most that much a tensor between 512 and 2048 layers
+  python3 "$gen" --layers layers512 512
+  python3 "$gen" --layers layers2048 2048
+  rm -f out.h5
+  kb512=$(peak_rss_kb "$bin" import layers512 --out out.h5)
+  rm -f out.h5
+  kb2048=$(peak_rss_kb "$bin" import layers2048 --out out.h5)
+  per_tensor=$(( (kb2048 - kb512) * 1024 / (12 * (2048 - 512)) ))
+  echo "many tiny tensors: peak RSS ${kb512} kB for 512 layers, ${kb2048} kB for 2048: $per_tensor bytes a tensor"
+  [ "$per_tensor" -le 2048 ] || fail "an import holds $per_tensor bytes a tensor, over the plan's 2048"
+  rm -f out.h5
   # a model larger than any memory (a sparse file of 556 GB, no disk): refused before any
   # tensor is allocated, with the figures (it was std::bad_alloc, exit 1)
   python3 "$gen" --huge huge 16777216 16384

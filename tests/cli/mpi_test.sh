@@ -132,6 +132,33 @@ tasks_same_bits)
   done > records.jsonl
   check_world 2 1 2 --task instruct --data records.jsonl --context-length 192
   ;;
+epochs_early_stopping)
+  # --epochs counts a step as the whole world's examples, and --early-stopping judges the
+  # world's evaluation: 2 processes train as many steps as one accumulating 2 micro-batches,
+  # stop after the same step, keep the same best, bit for bit
+  awk -v n=200 -v seed=5 -f "$(dirname "$0")/classify_set.awk" > set.tsv
+  classify=(--task classify --data set.tsv --pool mean --dropout 0)
+  mpi 2 train "${tiny[@]}" "${classify[@]}" --epochs 2 --out np.h5 > np.txt 2>&1 ||
+    fail "mpirun -np 2 --epochs failed: $(tail -5 np.txt)"
+  "$bin" train "${tiny[@]}" "${classify[@]}" --epochs 2 --grad-accum-steps 2 --out one.h5 > one.txt
+  # 200 records, a tenth held out: 2 passes over 180 at 4 x 2 a step = 45 steps
+  grep -q "^schedule: 45 steps (2 epochs of 180 training examples, 8 a step)" np.txt ||
+    fail "the schedule under 2 processes: $(grep schedule np.txt)"
+  diff <(grep "^schedule" np.txt) <(grep "^schedule" one.txt) > /dev/null ||
+    fail "the schedules differ: $(grep schedule np.txt one.txt)"
+  same np.h5 one.h5 "-np 2 --epochs 2 against --grad-accum-steps 2"
+  stopping=("${classify[@]}" --steps 400 --eval-interval 4 --early-stopping 2 --keep-best --lr 3e-3)
+  mpi 2 train "${tiny[@]}" "${stopping[@]}" --out np.h5 --overwrite > np.txt 2>&1 ||
+    fail "mpirun -np 2 --early-stopping failed: $(tail -5 np.txt)"
+  "$bin" train "${tiny[@]}" "${stopping[@]}" --grad-accum-steps 2 --out one.h5 --overwrite > one.txt
+  line=$(grep "attograd: early stopping" one.txt) || fail "one process did not stop early: $(tail -3 one.txt)"
+  [ "$(grep -c "attograd: early stopping" np.txt)" -eq 1 ] || fail "not one stop line: $(grep stopping np.txt)"
+  diff <(grep "attograd: early stopping" np.txt | sed 's/saving np.h5/saving/') \
+    <(echo "$line" | sed 's/saving one.h5/saving/') > /dev/null ||
+    fail "2 processes stopped otherwise: $(grep "early stopping" np.txt) vs $line"
+  same np.h5 one.h5 "-np 2 --early-stopping against --grad-accum-steps 2"
+  same np.best.h5 one.best.h5 "the best checkpoints of -np 2 and of one process"
+  ;;
 resume_across_world_sizes)
   "$bin" train "${tiny[@]}" --steps 12 --grad-accum-steps 2 --out straight.h5 > a.txt
   # 2 processes write it, 1 process with accumulation 2 finishes it
@@ -369,9 +396,10 @@ options_disagree)
   # or a silent divergence
   printf 'one text for the first rank, long enough to train on. %.0s' {1..60} > a.txt
   printf 'another text for the second rank, long enough to train. %.0s' {1..60} > b.txt
-  for pair in "--steps 8|--steps 9|'steps'" "--batch-size 4|--batch-size 8|'batch_size'" \
-              "--data a.txt|--data b.txt|'data identity'" "--bucket-mb 1|--bucket-mb 2|'bucket_mb'" \
-              "--d-model 48|--d-model 64|'d_model'"; do
+  # each named as the option that gives it
+  for pair in "--steps 8|--steps 9|'--steps'" "--batch-size 4|--batch-size 8|'--batch-size'" \
+              "--data a.txt|--data b.txt|'data identity'" "--bucket-mb 1|--bucket-mb 2|'--bucket-mb'" \
+              "--d-model 48|--d-model 64|'--d-model'"; do
     IFS='|' read -r first second name <<< "$pair"
     start=$SECONDS rc=0
     # shellcheck disable=SC2086

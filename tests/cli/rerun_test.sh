@@ -47,6 +47,13 @@ metrics_holds_another_run)
   echo "my notes" > notes.txt
   expect_usage_error "--metrics 'notes.txt' holds lines that are not attograd metrics" \
     "$bin" train "${tiny[@]}" --steps 4 --out c.h5 --metrics notes.txt
+  # a checkpoint named as --metrics by mistake is said to be one, not quoted byte by byte
+  expect_usage_error "--metrics 'a.h5' holds an HDF5 file (a checkpoint?), not metrics" \
+    "$bin" train "${tiny[@]}" --steps 4 --out c.h5 --metrics a.h5
+  grep -qF 'x89' err.txt && fail "the checkpoint's first byte was quoted: $(cat err.txt)"
+  cp a.h5 x.h5
+  expect_usage_error "--metrics 'x.h5' holds an HDF5 file (a checkpoint?), not metrics" \
+    "$bin" resume --checkpoint a.h5 --steps 6 --out c.h5 --metrics x.h5
   [ ! -e b.h5 ] || fail "the refused run wrote b.h5"
   "$bin" train "${tiny[@]}" --steps 4 --log-interval 2 --out b.h5 --metrics m.jsonl --overwrite > b.txt
   runs=$(grep -o '"run":"[0-9a-f]*"' m.jsonl | sort -u | wc -l)

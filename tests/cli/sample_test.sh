@@ -30,7 +30,8 @@ cache_equals_no_cache)
   train_small run.h5
   for opts in "--temperature 0" "--seed 3" "--seed 4 --top-k 5 --top-p 0.9 --num-samples 3" \
               "--temperature 0 --slide 1" "--seed 5 --slide 3 --prompt naïve" \
-              "--temperature 0 --weights bf16" "--seed 6 --num-samples 2 --weights bf16"; do
+              "--temperature 0 --weights bf16" "--seed 6 --num-samples 2 --weights bf16" \
+              "--temperature 0 --weights q8_0" "--seed 7 --num-samples 2 --weights q8_0"; do
     # shellcheck disable=SC2086
     sample run.h5 --tokens 60 $opts > cached.txt
     grep -q "key/value cache" stats.txt || fail "no tokens/s line on stderr: $(cat stats.txt)"
@@ -40,15 +41,17 @@ cache_equals_no_cache)
       fail "'$opts': the cache changed the text: $(diff cached.txt full.txt | head -4)"
     [ "$(wc -c < cached.txt)" -ge 60 ] || fail "'$opts': a short sample: $(cat cached.txt)"
   done
-  # bfloat16 weights sample from a (slightly) different model: meaningful only if the
-  # text differs somewhere from float32's over a few seeds
-  differs=0
-  for seed in 1 2 3 4 5; do
-    sample run.h5 --tokens 200 --seed "$seed" > f32.txt
-    sample run.h5 --tokens 200 --seed "$seed" --weights bf16 > b16.txt
-    cmp -s f32.txt b16.txt || differs=1
+  # bfloat16 and Q8_0 weights sample from a (slightly) different model: meaningful only if
+  # the text differs somewhere from float32's over a few seeds
+  for weights in bf16 q8_0; do
+    differs=0
+    for seed in 1 2 3 4 5; do
+      sample run.h5 --tokens 200 --seed "$seed" > f32.txt
+      sample run.h5 --tokens 200 --seed "$seed" --weights "$weights" > rounded.txt
+      cmp -s f32.txt rounded.txt || differs=1
+    done
+    [ "$differs" -eq 1 ] || fail "--weights $weights gave float32's samples for 5 seeds: not applied?"
   done
-  [ "$differs" -eq 1 ] || fail "--weights bf16 gave float32's samples for 5 seeds: not applied?"
   ;;
 streams)
   # Tokens reach stdout as they are made: the file grows while the sampler runs.
@@ -87,7 +90,7 @@ options)
   sample run.h5 --tokens 9223372036854775807 --max-time 0.5 > /dev/null ||
     fail "--tokens 9223372036854775807 failed: $(cat stats.txt)"
   expect_usage_error "--prompt: character 'Ω' (U+03A9)" "$bin" sample --checkpoint run.h5 --prompt "aΩ"
-  expect_usage_error "--weights must be 'fp32' or 'bf16', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
+  expect_usage_error "--weights must be 'fp32', 'bf16' or 'q8_0', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
   ;;
 stop_and_samples)
   train_small run.h5
@@ -147,11 +150,11 @@ huge_context)
   [ "$(wc -c < run.out)" -ge 3 ] || fail "no sample: $(cat run.out)"
   # one sample whose need the limit cannot hold is refused by name before anything is
   # allocated (it was std::bad_alloc, or OpenBLAS retrying forever)
-  expect_error 1 "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" sample \
+  expect_usage_error "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" sample \
     --checkpoint huge.h5 --tokens 3 --threads 8
   # attention's maps are quadratic in the prompt: 12000 tokens would take 3.5 GB here
   long=$(head -c 12000 < /dev/zero | tr '\0' 'e')
-  expect_error 1 "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" attention \
+  expect_usage_error "the address-space limit (ulimit -v)" "${limited[@]}" "$bin" attention \
     --checkpoint huge.h5 --prompt "$long" --threads 1
   ;;
 eval_bounded)

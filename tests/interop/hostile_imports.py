@@ -5,6 +5,9 @@ made to cost memory out of proportion to the model it describes (docs/reliabilit
 usage: hostile_imports.py OUT_DIR [MB]     (MB: how large to make each, default 95)
        hostile_imports.py --huge FOLDER VOCAB WIDTH   a sparse BF16 GPT-2 of one layer whose
                                           float32 weights need VOCAB x WIDTH x 4 bytes and more
+       hostile_imports.py --layers FOLDER N   a valid tiny GPT-2 of N layers: 12 N + 4 tensors of
+                                          a few floats each, what the checkpoint holds per tensor
+                                          far above its values
 
 Writes, into OUT_DIR, a tiny GPT-2 (vocabulary 8, context 4, width 4, one layer and head)
 dressed in each way:
@@ -16,6 +19,9 @@ dressed in each way:
   gguf_keys.gguf    MB of GGUF keys of one UINT8 each
   gguf_strings.gguf a GGUF key of MB of empty strings
   gguf_tensors.gguf MB of GGUF tensor infos the model does not have
+  gguf_long_tokens.gguf  (whatever MB says) a tokenizer.ggml.tokens of 1024 strings of 1 MiB,
+                    a sparse file of 1 GiB: a key the model keeps, its strings far past any
+                    tokenizer's
 Standard library only; nothing it writes enters the repository.
 """
 import json
@@ -26,11 +32,17 @@ import sys
 V, T, D = 8, 4, 4
 
 
-def hf_tensors():
+def hf_tensors(layers=1):
     """GPT-2's tensors for the tiny config, with their shapes."""
     yield "wte.weight", (V, D)
     yield "wpe.weight", (T, D)
-    h = "h.0."
+    for layer in range(layers):
+        yield from layer_tensors("h.%d." % layer)
+    yield "ln_f.weight", (D,)
+    yield "ln_f.bias", (D,)
+
+
+def layer_tensors(h):
     for name, shape in [("ln_1.weight", (D,)), ("ln_1.bias", (D,)),
                         ("attn.c_attn.weight", (D, 3 * D)), ("attn.c_attn.bias", (3 * D,)),
                         ("attn.c_proj.weight", (D, D)), ("attn.c_proj.bias", (D,)),
@@ -38,8 +50,6 @@ def hf_tensors():
                         ("mlp.c_fc.weight", (D, 4 * D)), ("mlp.c_fc.bias", (4 * D,)),
                         ("mlp.c_proj.weight", (4 * D, D)), ("mlp.c_proj.bias", (D,))]:
         yield h + name, shape
-    yield "ln_f.weight", (D,)
-    yield "ln_f.bias", (D,)
 
 
 def numel(shape):
@@ -56,10 +66,10 @@ def config(extra=None):
     return json.dumps(c)
 
 
-def safetensors(path, extra_entries_bytes=0, metadata_bytes=0):
+def safetensors(path, extra_entries_bytes=0, metadata_bytes=0, layers=1):
     """The tiny model's F32 tensors, then the padding entries asked for."""
     parts, offset = [], 0
-    for name, shape in hf_tensors():
+    for name, shape in hf_tensors(layers):
         n = numel(shape) * 4
         parts.append(json.dumps(name) + ':{"dtype":"F32","shape":%s,"data_offsets":[%d,%d]}'
                      % (json.dumps(list(shape)), offset, offset + n))
@@ -156,6 +166,23 @@ def gguf(path, extra_keys=b"", extra_key_count=0, extra_tensors=0):
         f.write(b"\0" * (offset - data_len))
 
 
+def gguf_long_tokens(path, strings=1024, length=1 << 20):
+    """A GGUF whose kept key tokenizer.ggml.tokens holds long strings of zeros, written as
+    holes: the file says 1 GiB, the disk holds a few MB."""
+    gguf(path)
+    with open(path, "rb") as f:
+        model = f.read()
+    head = struct.calcsize("<4sIQQ")
+    magic, version, tensors, keys = struct.unpack("<4sIQQ", model[:head])
+    with open(path, "wb") as f:
+        f.write(struct.pack("<4sIQQ", magic, version, tensors, keys + 1))
+        f.write(gstr("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, strings))
+        for _ in range(strings):
+            f.write(struct.pack("<Q", length))
+            f.seek(length, 1)
+        f.write(model[head:])
+
+
 def huge(folder, vocab, width):
     """config.json and a sparse model.safetensors of zeros (BF16): no disk, any size."""
     os.makedirs(folder, exist_ok=True)
@@ -187,6 +214,10 @@ def main():
     if sys.argv[1] == "--huge":
         huge(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
+    if sys.argv[1] == "--layers":
+        layers = int(sys.argv[3])
+        hf_folder(sys.argv[2], cfg=config({"n_layer": layers}), layers=layers)
+        return
     out = sys.argv[1]
     mb = int(float(sys.argv[2]) * 1e6) if len(sys.argv) > 2 else 95_000_000
     os.makedirs(out, exist_ok=True)
@@ -204,6 +235,7 @@ def main():
     gguf(os.path.join(out, "gguf_strings.gguf"),
          gstr("junk") + struct.pack("<IIQ", 9, 8, mb // 8) + b"\0" * (mb // 8 * 8), 1)
     gguf(os.path.join(out, "gguf_tensors.gguf"), extra_tensors=mb // 40)
+    gguf_long_tokens(os.path.join(out, "gguf_long_tokens.gguf"))
 
 
 if __name__ == "__main__":

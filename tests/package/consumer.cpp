@@ -52,6 +52,11 @@ static long call() {
 static long call() {
   return static_cast<long>(report::thousands(1234567).size());
 }
+#elif defined(COMPONENT_serve)
+#include <attograd/serve/serve.h>
+static long call() {
+  return static_cast<long>(serve::error_body(serve::bad_request("n", "too many")).size());
+}
 #elif defined(COMPONENT_bench)
 #include <attograd/bench/micro.h>
 static long call() {

@@ -9,7 +9,7 @@ build=$1
 shift
 components=("$@")
 [ ${#components[@]} -gt 0 ] ||
-  components=(core testing nn base data optim io train interop report bench cli attograd)
+  components=(core testing nn base data optim io train interop report serve bench cli attograd)
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT

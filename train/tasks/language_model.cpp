@@ -81,7 +81,8 @@ std::unique_ptr<BatchSource> LanguageModelTask::batches(const RunConfig& cfg,
 void LanguageModelTask::evaluate(nn::GPT& model, const RunConfig& cfg, const RunData& data,
                                  StepFigures& f) const {
   const EvalResult r =
-      train::evaluate(model, data.val, data.token_bytes, cfg.eval_windows, StopSignals::requested);
+      train::evaluate(model, data.val, data.token_bytes, cfg.eval_windows, StopSignals::requested,
+                      std::min(kEvalWindowsPerForward, cfg.batch_size));
   f.val_loss = r.tokens ? r.loss : NAN;
   f.val_bits_per_byte = r.tokens ? r.bits_per_byte() : NAN;
   f.val_windows = r.tokens ? r.windows : 0;

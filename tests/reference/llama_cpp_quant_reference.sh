@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# reference.llama_cpp_quant: llama.cpp itself (node-llama-cpp's prebuilt CPU build,
+# llama_cpp_decode.mjs) loads the quantized GGUF files `attograd export --dtype` writes, in
+# every block format, of a GPT-2-shaped and a Llama-shaped model (widths of 256, so the K
+# formats hold every matrix; trained here for 150 steps), and greedily continues a prompt.
+# attograd imports each file back (dequantized: the weights llama.cpp holds) and samples the
+# same prompt at temperature 0. llama.cpp multiplies quantized weights by activations it
+# rounds to 8 bits (Q8_0 / Q8_K: its vec_dot), attograd by float32 activations, so the logits
+# differ by that rounding and a continuation may part where two tokens' logits are close (a
+# wrong layout parts at once): each must agree for its first 4 tokens (AGREE), and how far
+# each agrees is printed (measured: 24 of 24 for 13 of the 16 files, 17, 19 and 6 for llama's
+# Q8_0, Q6_K and Q4_1).
+#
+#   bash llama_cpp_quant_reference.sh ATTOGRAD FIXTURE_DIR
+#
+# Skips (77) without node-llama-cpp.
+source "$(dirname "$0")/llama_cpp_fixture.sh" "$@"
+
+common=(--tokenizer bpe --vocab-size 400 --context-length 64 --d-model 256 --n-heads 4
+  --n-layers 2 --d-ff 512 --batch-size 8 --steps 150 --lr 0.003 --dropout 0
+  --eval-interval 0 --sample-tokens 0)
+declare -A options=(
+  [gpt2]=""
+  [llama]="--position rope --mlp swiglu --norm rmsnorm --linear-bias false --n-kv-heads 2 --tie-weights false"
+)
+tokens=24 agree=${AGREE:-4}
+prompt="The tokenizer"
+formats=(q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k)
+
+for arch in gpt2 llama; do
+  model="$work/$arch.h5"
+  # shellcheck disable=SC2086
+  "$attograd" train "${common[@]}" ${options[$arch]} --out "$model" > /dev/null
+  prompt_ids=$(printf '%s' "$prompt" | "$attograd" encode --tokenizer "$model")
+  for format in "${formats[@]}"; do
+    gguf="$work/$arch.$format.gguf" back="$work/$arch.$format.h5"
+    "$attograd" export --checkpoint "$model" --format gguf --dtype "$format" --out "$gguf" > /dev/null
+    "$attograd" import "$gguf" --out "$back" > /dev/null
+    # shellcheck disable=SC2086
+    theirs=$(node "$here/llama_cpp_decode.mjs" "$llama_dir" "$gguf" "$tokens" - $prompt_ids |
+      node -e 'console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).generated.join(" "))') ||
+      { fail "$arch $format: llama.cpp did not load or run $gguf"; continue; }
+    want=$("$attograd" sample --checkpoint "$back" --prompt "$prompt" --temperature 0 \
+      --tokens "$tokens" 2> /dev/null)
+    # how many of llama.cpp's tokens continue attograd's text
+    same=0 ids="$prompt_ids"
+    for id in $theirs; do
+      ids="$ids $id"
+      text=$(printf '%s' "$ids" | "$attograd" decode --tokenizer "$model")
+      case "$want" in "$text"*) same=$((same + 1)) ;; *) break ;; esac
+    done
+    size=$(stat -c %s "$gguf")
+    echo "$arch $format ($size bytes): llama.cpp's greedy tokens are attograd's for $same of $tokens"
+    [ "$same" -ge "$agree" ] || fail "$arch $format: llama.cpp's [$theirs] leaves attograd's [$want] after $same tokens"
+  done
+done
+[ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
+echo "llama.cpp runs attograd's quantized GGUF files as attograd runs them imported"
