@@ -115,14 +115,12 @@ Loaded load(const ServeOptions& o) {
 // The decoder's cache and scratch for every slot, against the memory left.
 void check_memory(const ServeOptions& o, const nn::GPTConfig& cfg) {
   const int64_t bytes = serve::Engine::memory_bytes(cfg, o.server.engine);
-  const int64_t available = train::available_memory();
-  if (available > 0 && bytes > available)
-    throw UsageError(
-        fmt::format("--max-concurrent {} needs {} for its key/value caches over the "
-                    "context of {}; {} of memory is available; lower --max-concurrent",
-                    o.server.engine.slots, train::format_bytes(bytes), cfg.context_length,
-                    train::format_bytes(available)));
-  train::check_address_space(bytes, o.threads, "lower --max-concurrent or --threads");
+  const std::string short_of =
+      train::memory_shortfall(bytes, o.threads, "lower --max-concurrent or --threads");
+  if (!short_of.empty())
+    throw UsageError(fmt::format(
+        "--max-concurrent {} needs {} for its key/value caches over the context of {}: {}",
+        o.server.engine.slots, train::format_bytes(bytes), cfg.context_length, short_of));
 }
 
 }  // namespace

@@ -787,7 +787,7 @@ bench_breakdown)
     '"name":"attention backward"' '"name":"optimizer step"' '"name":"LayerNormBackward"'; do
     grep -qF "$row" breakdown.json || fail "no $row row: $(head -c 300 breakdown.json)"
   done
-  awk -v RS=, -F: '$1 == "\"step_ms\"" { step = $2 } $1 == "\"timed_ms\"" { timed = $2 }
+  awk -v RS=, -F: '$1 == "\"step_ms\"" { step = $2 + 0 } $1 == "\"timed_ms\"" { timed = $2 + 0 }
     END { exit !(timed > 0.8 * step && timed <= step) }' breakdown.json ||
     fail "the timers do not cover the step: $(grep -o '"step_ms".*' breakdown.json)"
   "$bin" bench --config tiny --steps 2 --breakdown > breakdown.txt

@@ -7,6 +7,9 @@
 // "wrapper": the class of the chat wrapper node-llama-cpp resolves from the file's chat
 // template, "stop": with STOP_AT_EOG=1, the end-of-generation id that ended "generated"
 // before TOKENS (else null)}; TEXTS_DIR "-": none. NPM_DIR holds node_modules/node-llama-cpp.
+// FILE.list instead of FILE.gguf: a file of GGUF paths, one a line, each loaded in turn by
+// the one llama.cpp this process loaded (its start is most of a small file's time), one JSON
+// line each, in order, with "file" its path.
 import { pathToFileURL } from "node:url";
 import fs from "node:fs";
 import path from "node:path";
@@ -15,41 +18,49 @@ const [npmDir, file, count, textsDir, ...prompt] = process.argv.slice(2);
 const entry = path.join(npmDir, "node_modules", "node-llama-cpp", "dist", "index.js");
 const { getLlama, LlamaLogLevel, resolveChatWrapper } = await import(pathToFileURL(entry).href);
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
-const model = await llama.loadModel({ modelPath: path.resolve(file) });
-// keys and values cached in F32 (llama.cpp's default is F16, which rounds them)
-const context = await model.createContext({
-  contextSize: 256,
-  sequences: 1,
-  flashAttention: false,
-  experimentalKvCacheKeyType: "F32",
-  experimentalKvCacheValueType: "F32",
-});
-const sequence = context.getSequence();
-const generated = [];
-let stop = null;
-const stopAtEog = process.env.STOP_AT_EOG === "1";
-if (Number(count) > 0) {
-  const options = { temperature: 0, yieldEogToken: stopAtEog };  // to say which id stopped it
-  for await (const token of sequence.evaluate(prompt.map(Number), options)) {
-    if (stopAtEog && model.isEogToken(token)) {
-      stop = token;
-      break;
+
+async function run(file) {
+  const model = await llama.loadModel({ modelPath: path.resolve(file) });
+  // keys and values cached in F32 (llama.cpp's default is F16, which rounds them)
+  const context = await model.createContext({
+    contextSize: 256,
+    sequences: 1,
+    flashAttention: false,
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
+  });
+  const sequence = context.getSequence();
+  const generated = [];
+  let stop = null;
+  const stopAtEog = process.env.STOP_AT_EOG === "1";
+  if (Number(count) > 0) {
+    const options = { temperature: 0, yieldEogToken: stopAtEog };  // to say which id stopped it
+    for await (const token of sequence.evaluate(prompt.map(Number), options)) {
+      if (stopAtEog && model.isEogToken(token)) {
+        stop = token;
+        break;
+      }
+      generated.push(token);
+      if (generated.length >= Number(count)) break;
     }
-    generated.push(token);
-    if (generated.length >= Number(count)) break;
   }
+  const tokenized = {};
+  const names = textsDir === "-" ? [] : fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt"));
+  for (const name of names.sort()) {
+    const text = fs.readFileSync(path.join(textsDir, name), "utf8");
+    tokenized[name.slice(0, -4)] = Array.from(model.tokenize(text, false));
+  }
+  const architecture = model.fileInfo?.metadata?.general?.architecture ?? "";
+  const { bos, eos, eot } = model.tokens;
+  const wrapper = resolveChatWrapper(model)?.constructor?.name ?? null;
+  const out = { file, tokenized, generated, architecture, bos, eos, eot, wrapper, stop };
+  process.stdout.write(JSON.stringify(out) + "\n");
+  await context.dispose();
+  await model.dispose();
 }
-const tokenized = {};
-const names = textsDir === "-" ? [] : fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt"));
-for (const name of names.sort()) {
-  const text = fs.readFileSync(path.join(textsDir, name), "utf8");
-  tokenized[name.slice(0, -4)] = Array.from(model.tokenize(text, false));
-}
-const architecture = model.fileInfo?.metadata?.general?.architecture ?? "";
-const { bos, eos, eot } = model.tokens;
-const wrapper = resolveChatWrapper(model)?.constructor?.name ?? null;
-const out = { tokenized, generated, architecture, bos, eos, eot, wrapper, stop };
-process.stdout.write(JSON.stringify(out) + "\n");
-await context.dispose();
-await model.dispose();
+
+const files = file.endsWith(".list")
+  ? fs.readFileSync(file, "utf8").split("\n").filter((line) => line !== "")
+  : [file];
+for (const one of files) await run(one);
 await llama.dispose();

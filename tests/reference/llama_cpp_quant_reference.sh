@@ -32,12 +32,20 @@ for arch in gpt2 llama; do
   # shellcheck disable=SC2086
   "$attograd" train "${common[@]}" ${options[$arch]} --out "$model" > /dev/null
   prompt_ids=$(printf '%s' "$prompt" | "$attograd" encode --tokenizer "$model")
+  : > "$work/$arch.list"
+  for format in "${formats[@]}"; do
+    gguf="$work/$arch.$format.gguf"
+    "$attograd" export --checkpoint "$model" --format gguf --dtype "$format" --out "$gguf" > /dev/null
+    "$attograd" import "$gguf" --out "$work/$arch.$format.h5" > /dev/null
+    echo "$gguf" >> "$work/$arch.list"
+  done
+  # one llama.cpp process loads the 8 files in turn (its start is most of a file's time)
+  # shellcheck disable=SC2086
+  node "$here/llama_cpp_decode.mjs" "$llama_dir" "$work/$arch.list" "$tokens" - $prompt_ids \
+    > "$work/$arch.jsonl" || fail "$arch: llama.cpp did not load or run every file: $(tail -c 300 "$work/$arch.jsonl")"
   for format in "${formats[@]}"; do
     gguf="$work/$arch.$format.gguf" back="$work/$arch.$format.h5"
-    "$attograd" export --checkpoint "$model" --format gguf --dtype "$format" --out "$gguf" > /dev/null
-    "$attograd" import "$gguf" --out "$back" > /dev/null
-    # shellcheck disable=SC2086
-    theirs=$(node "$here/llama_cpp_decode.mjs" "$llama_dir" "$gguf" "$tokens" - $prompt_ids |
+    theirs=$(grep -F "\"file\":\"$gguf\"" "$work/$arch.jsonl" |
       node -e 'console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).generated.join(" "))') ||
       { fail "$arch $format: llama.cpp did not load or run $gguf"; continue; }
     want=$("$attograd" sample --checkpoint "$back" --prompt "$prompt" --temperature 0 \
