@@ -21,9 +21,13 @@ const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLev
 
 async function run(file) {
   const model = await llama.loadModel({ modelPath: path.resolve(file) });
-  // keys and values cached in F32 (llama.cpp's default is F16, which rounds them)
+  // keys and values cached in F32 (llama.cpp's default is F16, which rounds them); one
+  // thread: llama.cpp's threads wait for each other spinning, and on a 2-core machine with
+  // anything else running a token took 0.5 s instead of 5 ms (each of ggml's sums is one
+  // thread's whatever their number, so the tokens are the same)
   const context = await model.createContext({
     contextSize: 256,
+    threads: 1,
     sequences: 1,
     flashAttention: false,
     experimentalKvCacheKeyType: "F32",
