@@ -10,10 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
 #include "autograd/ops/gemm.h"
+#include "nn/inference.h"
+#include "nn/inference_kernels.h"
 
 namespace bench {
 
@@ -183,6 +186,27 @@ Row gelu_row(ag::Generator& gen) {
   return {"gelu fwd+bwd", fmt::format("[{}, {}]", BT, F), ms, 0, 4.0 * 4 * BT * F / ms / 1e6};
 }
 
+// The decoder's vector kernel on a server's step of 8 sequences (serve: every row's sums in
+// the order of its step alone): the base layer's fc1 and fc2 on 8 rows.
+void decoder_rows(ag::Generator& gen, std::vector<Row>& rows) {
+  for (const auto [in, out] : {std::pair{C, F}, std::pair{F, C}}) {
+    const ag::Tensor x = ag::randn({8, in}, gen), w = ag::randn({out, in}, gen);
+    std::vector<float> y(static_cast<size_t>(8 * out));
+    nn::inference::Weights weights;
+    weights.f32 = w.data<float>();
+    const double ms =
+        median_ms([&] {
+          for (int repeat = 0; repeat < 100; ++repeat)
+            nn::inference::linear(x.data<float>(), 8, in, weights, nullptr, out, y.data(), out,
+                                  false, nn::CachedInference::kStepRowsAtOnce);
+        }) /
+        100;
+    rows.push_back({"decoder linear, 8 rows (serve)",
+                    fmt::format("[8, {}] x [{}, {}]^T", in, out, in), ms,
+                    2.0 * 8 * in * out / ms / 1e6, 0});
+  }
+}
+
 }  // namespace
 
 int run_micro(int threads, bool json) {
@@ -193,6 +217,7 @@ int run_micro(int threads, bool json) {
        {sgemm_peak_row, matmul_row, attention_row, layer_norm_row, cross_entropy_row, gelu_row})
     rows.push_back(measure(gen));
   gemm_backend_rows(gen, rows);
+  decoder_rows(gen, rows);
   print_rows(rows, threads, json);
   return 0;
 }

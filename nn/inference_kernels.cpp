@@ -210,6 +210,27 @@ void four_by_four(const float* x, int64_t in, const float* w, const float* bias,
   const float* wk[kW];
   for (int k = 0; k < kW; ++k) wk[k] = w + (o + k) * in;
   v16 acc[kX * kW] = {};
+#ifdef __AVX512F__
+  // the same fused products in the same order as below, in registers: GCC reloads the
+  // four rows of x from memory for every weight row there, two loads an FMA, which held
+  // a 128-wide matrix to about 25 GFLOP/s on a Zen 4 core
+  __m512 a[kX * kW];
+  for (auto& v : a) v = _mm512_setzero_ps();
+  for (int64_t i = 0; i + kLanes <= in; i += kLanes) {
+    const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + in + i),
+                 x2 = _mm512_loadu_ps(x + 2 * in + i), x3 = _mm512_loadu_ps(x + 3 * in + i);
+    for (int k = 0; k < kW; ++k) {
+      prefetch_next(wk[k] + i, kW * in);
+      const __m512 wv = _mm512_loadu_ps(wk[k] + i);
+      a[0 * kW + k] = _mm512_fmadd_ps(wv, x0, a[0 * kW + k]);
+      a[1 * kW + k] = _mm512_fmadd_ps(wv, x1, a[1 * kW + k]);
+      a[2 * kW + k] = _mm512_fmadd_ps(wv, x2, a[2 * kW + k]);
+      a[3 * kW + k] = _mm512_fmadd_ps(wv, x3, a[3 * kW + k]);
+    }
+  }
+  static_assert(sizeof a == sizeof acc);
+  std::memcpy(acc, a, sizeof acc);
+#else
   for (int64_t i = 0; i + kLanes <= in; i += kLanes) {
     v16 xv[kX];
     for (int j = 0; j < kX; ++j) xv[j] = load(x + j * in + i);
@@ -219,6 +240,7 @@ void four_by_four(const float* x, int64_t in, const float* w, const float* bias,
       for (int j = 0; j < kX; ++j) acc[j * kW + k] += wv * xv[j];
     }
   }
+#endif
   float s[kX * kW];
   sum_lanes_16(acc, s);
   for (int j = 0; j < kX; ++j)
