@@ -189,7 +189,8 @@ Row gelu_row(ag::Generator& gen) {
 // The decoder's vector kernel on a server's step of 8 sequences (serve: every row's sums in
 // the order of its step alone): the base layer's fc1 and fc2 on 8 rows.
 void decoder_rows(ag::Generator& gen, std::vector<Row>& rows) {
-  for (const auto [in, out] : {std::pair{C, F}, std::pair{F, C}}) {
+  for (const auto& shape : {std::pair{C, F}, std::pair{F, C}}) {
+    const int64_t in = shape.first, out = shape.second;  // (clang 14 captures no bindings)
     const ag::Tensor x = ag::randn({8, in}, gen), w = ag::randn({out, in}, gen);
     std::vector<float> y(static_cast<size_t>(8 * out));
     nn::inference::Weights weights;
