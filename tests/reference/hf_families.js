@@ -5,7 +5,7 @@
 //
 //   node hf_families.js make NODE_MODULES OUT_DIR
 //       OUT_DIR/{llama3,qwen2,smollm2}/tokenizer.json and OUT_DIR/texts/*.txt
-//   node hf_families.js encode NODE_MODULES TOKENIZER_JSON TEXT IDS_OUT DECODED_OUT
+//   node hf_families.js encode NODE_MODULES TOKENIZER_JSON OUT_DIR TEXT...
 //       the ids of encode(text) with the post-processor's tokens (tokenizers' default),
 //       and what decode(ids) gives back (special tokens kept)
 'use strict';
@@ -149,14 +149,20 @@ function texts() {
   };
 }
 
-async function encode(modules, file, textFile, idsOut, decodedOut) {
+// Every text in one process (node and the package load once): OUT_DIR/NAME.ids and
+// OUT_DIR/NAME.text for each TEXT named NAME.txt.
+async function encode(modules, file, outDir, ...textFiles) {
   const { Tokenizer } = require(path.resolve(modules, 'tokenizers'));
   const tok = Tokenizer.fromFile(file);
-  const text = fs.readFileSync(textFile, 'utf8');
-  const encoding = await tok.encode(text, null, { addSpecialTokens: true });
-  const ids = encoding.getIds();
-  fs.writeFileSync(idsOut, ids.join(' ') + '\n');
-  fs.writeFileSync(decodedOut, await tok.decode(ids, false));
+  fs.mkdirSync(outDir, { recursive: true });
+  for (const textFile of textFiles) {
+    const name = path.join(outDir, path.basename(textFile, '.txt'));
+    const text = fs.readFileSync(textFile, 'utf8');
+    const encoding = await tok.encode(text, null, { addSpecialTokens: true });
+    const ids = encoding.getIds();
+    fs.writeFileSync(name + '.ids', ids.join(' ') + '\n');
+    fs.writeFileSync(name + '.text', await tok.decode(ids, false));
+  }
 }
 
 (async () => {

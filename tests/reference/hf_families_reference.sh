@@ -25,19 +25,21 @@ fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 for family in llama3 qwen2 smollm2; do
   tok="$work/fam/$family/tokenizer.json"
   "$driver" "$tok" "$work/out-$family" > /dev/null
+  node "$here/hf_families.js" encode "$modules" "$tok" "$work/hf-$family" "$work"/fam/texts/*.txt
+  node "$here/hf_families.js" encode "$modules" "$work/out-$family/tokenizer.json" \
+    "$work/back-$family" "$work"/fam/texts/*.txt
   for text in "$work"/fam/texts/*.txt; do
     name="$family $(basename "$text" .txt)"
-    node "$here/hf_families.js" encode "$modules" "$tok" "$text" "$work/hf_ids" "$work/hf_text"
+    hf="$work/hf-$family/$(basename "$text" .txt)"
     "$attograd" encode --tokenizer "$tok" < "$text" > "$work/ids"
-    if ! cmp -s "$work/ids" "$work/hf_ids"; then
+    if ! cmp -s "$work/ids" "$hf.ids"; then
       fail "$name: tokenizers gives other ids than attograd"
-      diff <(tr ' ' '\n' < "$work/ids") <(tr ' ' '\n' < "$work/hf_ids") | head -6 || true
+      diff <(tr ' ' '\n' < "$work/ids") <(tr ' ' '\n' < "$hf.ids") | head -6 || true
     fi
-    "$attograd" decode --tokenizer "$tok" < "$work/hf_ids" > "$work/text"
-    cmp -s "$work/text" "$work/hf_text" || fail "$name: decode differs from tokenizers' decode"
-    node "$here/hf_families.js" encode "$modules" "$work/out-$family/tokenizer.json" "$text" \
-      "$work/back_ids" "$work/back_text"
-    cmp -s "$work/back_ids" "$work/hf_ids" || fail "$name: the tokenizer.json written back differs"
+    "$attograd" decode --tokenizer "$tok" < "$hf.ids" > "$work/text"
+    cmp -s "$work/text" "$hf.text" || fail "$name: decode differs from tokenizers' decode"
+    cmp -s "$work/back-$family/$(basename "$text" .txt).ids" "$hf.ids" ||
+      fail "$name: the tokenizer.json written back differs"
   done
   "$attograd" prepare --data "$work"/fam/texts/mixed.txt --tokenizer-from "$tok" \
     --out "$work/prep-$family" > /dev/null

