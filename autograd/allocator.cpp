@@ -1,5 +1,6 @@
 #include "autograd/allocator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #if defined(__GLIBC__)
@@ -29,6 +30,7 @@ class BlockCache {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.live_bytes += size;
       if (stats_.live_bytes > stats_.peak_live_bytes) stats_.peak_live_bytes = stats_.live_bytes;
+      budget_peak_ = std::max(budget_peak_, stats_.live_bytes);
       SizeClass& cached = free_[size];
       cached.used = epoch_;
       if (!cached.blocks.empty()) {
@@ -40,6 +42,7 @@ class BlockCache {
       }
       ++stats_.misses;
       stale = take_stale(size);
+      take_over_budget(stale);
     }
     for (void* b : stale) std::free(b);
     void* p = std::aligned_alloc(64, size);
@@ -126,6 +129,30 @@ class BlockCache {
     return stale;
   }
 
+  void set_budget(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    budget_ = bytes;
+    budget_peak_ = stats_.live_bytes;
+  }
+
+  // With a budget, cached blocks (of any size) out of the cache until the live and cached
+  // bytes fit under the larger of the budget and the live peak since it was set, plus a 1/32
+  // slack (a plan a little short of the peak must not empty the cache at every miss):
+  // blocks of sizes a step takes again later are then taken fresh (page faults on their
+  // memory) rather than held beside the step's peak.
+  void take_over_budget(std::vector<void*>& out) {
+    if (budget_ == 0) return;
+    const size_t cap = std::max(budget_, budget_peak_) + budget_ / 32;
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      std::vector<void*>& blocks = it->second.blocks;
+      while (!blocks.empty() && stats_.live_bytes + stats_.cached_bytes > cap) {
+        out.push_back(blocks.back());
+        blocks.pop_back();
+        stats_.cached_bytes -= it->first;
+      }
+    }
+  }
+
   AllocatorStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
@@ -138,7 +165,9 @@ class BlockCache {
     uint64_t used = 0;          // the last epoch a block of this size was taken or given
   };
   std::unordered_map<size_t, SizeClass> free_;
-  uint64_t epoch_ = 0;  // release_unused calls so far
+  uint64_t epoch_ = 0;      // release_unused calls so far
+  size_t budget_ = 0;       // set_cache_budget's; 0: none
+  size_t budget_peak_ = 0;  // the live bytes' peak since it was set
   AllocatorStats stats_;
 };
 
@@ -164,6 +193,16 @@ void release_cached_blocks() {
 }
 void release_unused_blocks() {
   cache().release_unused();
+}
+void set_cache_budget(size_t bytes) {
+#if defined(__GLIBC__)
+  // Blocks of a megabyte or more mapped on their own, so that freeing one returns its pages
+  // at once. (glibc's own threshold grows with the blocks freed, to 32 MB, and keeps what
+  // is freed below it in its heap, resident.)
+  static const bool fixed = [] { return mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1; }();
+  (void)fixed;
+#endif
+  cache().set_budget(bytes);
 }
 
 }  // namespace ag

@@ -30,5 +30,13 @@ void release_cached_blocks();
 // place of blocks of sizes not used since the last call (freed first, up to its bytes), so
 // that a step of new sizes does not hold the previous step's blocks beside its own.
 void release_unused_blocks();
+// The tensor memory a run planned for (train/memory_plan.h: its weights, gradients,
+// optimiser state and activations); 0, the default: none. With one, a block taken fresh
+// first gives back cached blocks of other sizes, until the live and cached bytes fit under
+// the larger of the budget and the live peak so far (plus 1/32): the cache then never holds
+// more beside a step's peak than the plan leaves, and the resident memory follows the
+// plan. Under glibc it also has blocks of 1 MiB or more mapped on their own, so that what
+// is given back leaves the resident memory at once.
+void set_cache_budget(size_t bytes);
 
 }  // namespace ag

@@ -300,6 +300,14 @@ int run_steps(const StepOptions& o) {
   ag::Bf16WeightCopies copies;  // as training keeps them: refreshed by AdamW
   ag::Bf16WeightCopies* const kept = train::kept_bf16_copies(o.precision, opt, model, copies);
   const auto params = model.trainable_parameters();
+  int64_t trainable = 0;
+  for (const auto& p : params) trainable += p.numel();
+  const auto budget =
+      step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
+  // the cache held to the plan, as training holds it (train/training_run.cpp)
+  ag::set_cache_budget(static_cast<size_t>(
+      (budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>()) *
+      1024.0 * 1024.0));
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())
     reducer = std::make_unique<train::GradReducer>(world, params, 1, o.bucket_mb << 20);
@@ -323,10 +331,6 @@ int run_steps(const StepOptions& o) {
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
   const int load_cpu = load ? load->cpu() : -1;
   load.reset();
-  int64_t trainable = 0;
-  for (const auto& p : params) trainable += p.numel();
-  const auto budget =
-      step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
   if (world.root() && breakdown)
     print_breakdown(breakdown_run(c, o, world.size(), times), breakdown->rows(), o.json);
   else if (world.root() && o.report)

@@ -195,3 +195,32 @@ TEST_CASE("a size the cache lacks takes the place of blocks a step did not use")
   ag::free_block(q, 4 << 20);
   ag::release_cached_blocks();
 }
+
+TEST_CASE("with a cache budget a fresh block gives back the cached blocks beyond it") {
+  ag::release_cached_blocks();
+  const size_t mb = 1 << 20;
+  const size_t budget = ag::allocator_stats().live_bytes + 32 * mb;
+  ag::set_cache_budget(budget);
+  std::vector<void*> held;
+  for (int i = 0; i < 4; ++i) held.push_back(ag::allocate_block(4 * mb));
+  for (void* p : held) ag::free_block(p, 4 * mb);  // 16 MB cached
+  void* big = ag::allocate_block(24 * mb);         // 24 more live: over the budget
+  const auto stats = ag::allocator_stats();
+  INFO("cached " << stats.cached_bytes << ", live " << stats.live_bytes << ", budget " << budget);
+  REQUIRE(stats.live_bytes + stats.cached_bytes <= budget + budget / 32);
+  REQUIRE(stats.cached_bytes >= 4 * mb);  // only what went over: some blocks stay
+  REQUIRE(stats.cached_bytes < 16 * mb);
+  const size_t cached = stats.cached_bytes;
+  void* again = ag::allocate_block(4 * mb);  // a hit: nothing given back for it
+  REQUIRE(ag::allocator_stats().cached_bytes == cached - 4 * mb);
+  ag::free_block(again, 4 * mb);
+  ag::free_block(big, 24 * mb);
+  ag::set_cache_budget(0);  // none: the cache keeps what it is given, as before
+  ag::release_cached_blocks();
+  for (int i = 0; i < 4; ++i) held[i] = ag::allocate_block(4 * mb);
+  for (void* p : held) ag::free_block(p, 4 * mb);
+  void* more = ag::allocate_block(40 * mb);
+  REQUIRE(ag::allocator_stats().cached_bytes == 16 * mb);
+  ag::free_block(more, 40 * mb);
+  ag::release_cached_blocks();
+}

@@ -224,6 +224,11 @@ int64_t MemoryPlan::total() const {
                    activations + data + checkpoint + runtime);
 }
 
+int64_t MemoryPlan::tensor_bytes() const {
+  return saturated(static_cast<double>(parameters) + gradients + optimizer + weight_copies +
+                   activations);
+}
+
 std::string MemoryPlan::describe() const {
   return fmt::format(
       "memory plan: parameters {} + gradients {}{} + {} state {}{} + activations ~{} + data {}{} + "

@@ -37,6 +37,9 @@ struct MemoryPlan {
   // activations by term, as the model's layers declare them (nn::Footprint), for a batch
   std::vector<std::pair<std::string, int64_t>> activation_terms;
   int64_t total() const;  // saturates rather than overflows
+  // what of it is tensor storage (autograd/allocator.h's cache budget): the weights, their
+  // copies, gradients, optimiser state and activations
+  int64_t tensor_bytes() const;
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
   // The same figures in bytes, for the run record of --metrics (and the report's page).

@@ -163,6 +163,7 @@ void TrainingRun::check_plan() {
   setup_.plan = plan_memory(planned, cfg_.model.num_parameters(), data_.memory_bytes(),
                             world_.size(), counts.trainable, data_.reading_bytes);
   print_plan(counts, planned.model.context_length);
+  ag::set_cache_budget(static_cast<size_t>(setup_.plan.tensor_bytes()));
   const std::string short_of = memory_shortfall(
       setup_.plan.total(), cfg_.threads, "lower --batch-size, --context-length or the model size");
   if (!short_of.empty())
