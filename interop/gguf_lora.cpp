@@ -164,7 +164,12 @@ bool read_pair(const InputBytes& in, const gguf::File& f, const AdaptedTensor& t
 int64_t rank_of(const gguf::File& f, const std::vector<ReadAdapter>& read,
                 const std::string& source) {
   std::set<std::string> used;
-  if (f.find(kRankKey)) return size_key(f, kRankKey, "lora_rank", source, used);
+  if (f.find(kRankKey)) {
+    const int64_t r = size_key(f, kRankKey, "lora_rank", source, used);
+    if (r < 1)
+      throw InteropError(fmt::format("{}: key {} is {}: a rank is 1 or more", source, kRankKey, r));
+    return r;
+  }
   for (const auto& ra : read)
     if (ra.rank != read[0].rank)
       throw InteropError(fmt::format(
