@@ -102,26 +102,6 @@ void write_adapter(const LoraAdapter& adapter, const std::string& name, StoredTy
   }
 }
 
-// What the reader keeps of a header: the keys above (scalars), and only the halves of the
-// base's tensors, each refused as its info is read.
-gguf::HeaderFilter adapter_filter(const std::string& source, const std::set<std::string>& names,
-                                  const std::string& arch) {
-  gguf::HeaderFilter filter;
-  filter.key = [source](const std::string& key, uint32_t, bool is_array, uint64_t) {
-    if (!kKeys.count(key)) return gguf::KeyUse::ignore;
-    if (is_array) throw InteropError(fmt::format("{}: key {} is an array", source, key));
-    return gguf::KeyUse::keep;
-  };
-  filter.max_kept_string_bytes = uint64_t{1} << 16;
-  filter.tensor = [&names, source, arch](const gguf::File&, const gguf::TensorInfo& t) {
-    if (!names.count(t.name))
-      throw InteropError(
-          fmt::format("{}: tensor {} is not the lora_a or lora_b of one of the base's {} tensors",
-                      source, excerpt(t.name), arch));
-  };
-  return filter;
-}
-
 void check_keys(const gguf::File& f, const std::string& arch, const std::string& source) {
   std::set<std::string> used;
   const auto text = [&](const char* key) {
@@ -136,6 +116,27 @@ void check_keys(const gguf::File& f, const std::string& arch, const std::string&
   if (text("general.architecture") != arch)
     throw InteropError(fmt::format("{}: key general.architecture is '{}', the base's is '{}'",
                                    source, excerpt(text("general.architecture")), arch));
+}
+
+// What the reader keeps of a header: the keys above (scalars), and only the halves of the
+// base's tensors, each refused as its info is read.
+gguf::HeaderFilter adapter_filter(const std::string& source, const std::set<std::string>& names,
+                                  const std::string& arch) {
+  gguf::HeaderFilter filter;
+  filter.key = [source](const std::string& key, uint32_t, bool is_array, uint64_t) {
+    if (!kKeys.count(key)) return gguf::KeyUse::ignore;
+    if (is_array) throw InteropError(fmt::format("{}: key {} is an array", source, key));
+    return gguf::KeyUse::keep;
+  };
+  filter.max_kept_string_bytes = uint64_t{1} << 16;
+  filter.tensor = [&names, source, arch](const gguf::File& keys, const gguf::TensorInfo& t) {
+    check_keys(keys, arch, source);  // the keys first: a wrong base's names are no mystery
+    if (!names.count(t.name))
+      throw InteropError(
+          fmt::format("{}: tensor {} is not the lora_a or lora_b of one of the base's {} tensors",
+                      source, excerpt(t.name), arch));
+  };
+  return filter;
 }
 
 // t's halves, when the file has them: A [R, in], B [out, R] (ne [in, R] and [R, out]).
