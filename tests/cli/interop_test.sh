@@ -417,7 +417,7 @@ adapters_out_and_in)
   "$bin" train "${small[@]}" --data text.txt --steps 1 --out gpt2.h5 > /dev/null
   expect_usage_error "adapter.gguf: key general.architecture is 'qwen2', the base's is 'gpt2'" \
     "$bin" import adapter.gguf --base gpt2.h5 --out out.h5
-  expect_usage_error "tensor base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight is not the lora_A or lora_B of a module of the base" \
+  expect_usage_error "tensor base_model.model.model.layers.0.mlp.down_proj.lora_A.weight is not the lora_A or lora_B of a module of the base" \
     "$bin" import adapter --base gpt2.h5 --out out.h5
   ;;
 *) fail "unknown scenario" ;;
