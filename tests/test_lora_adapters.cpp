@@ -20,10 +20,10 @@
 #include "support.h"
 #include "train/config.h"
 
+using ag_test::TempDir;
 using Catch::Matchers::Contains;
 using interop::InteropError;
 using interop::StoredType;
-using ag_test::TempDir;
 using json = nlohmann::json;
 namespace gguf = interop::gguf;
 
@@ -51,10 +51,6 @@ Run lora_run(nn::GPTConfig cfg, int64_t rank, const std::string& targets, unsign
 
 nn::GPTConfig gpt2_config() {
   return interop_test::gpt2_like(50, 16, 24, 4, 2);
-}
-
-nn::GPTConfig base_config(const Run& r) {
-  return train::RunConfig::from_json(r.base.config).model;
 }
 
 // The checkpoint import writes holds the run's adapters bit for bit and its lora settings.

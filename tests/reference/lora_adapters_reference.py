@@ -10,7 +10,8 @@ For a Llama-shaped model (RoPE, SwiGLU, RMSNorm, grouped heads: llama.cpp's llam
 architecture, whose q/k rows it permutes) and a GPT-2-shaped one (q, k and v fused in
 c_attn / attn_qkv), each trained on the built-in corpus and then LoRA-trained from it
 (`train --init-from --lora-rank 4`, all projections) until its adapter changes the greedy text:
-  llama_cpp: `export --format gguf` of the base and `--format gguf-lora` of the adapter;
+  llama_cpp: `export --format gguf` of the base and `--format gguf-lora` of the adapter (and
+    of the adapter exported as peft and imported back onto the base);
     llama.cpp (node-llama-cpp, the adapter loaded at scale 1) greedy-decodes the tokens
     `attograd sample --temperature 0` gives for the LoRA checkpoint, on every prompt, and the
     base alone decodes otherwise somewhere (the adapter is applied, not ignored);
@@ -94,20 +95,27 @@ def check_llama_cpp(a, work, llama_dir, arch, failures):
     gguf, adapter = os.path.join(work, arch + ".gguf"), os.path.join(work, arch + "_lora.gguf")
     run(a, "export", base, "--format", "gguf", "--out", gguf)
     run(a, "export", lora, "--format", "gguf-lora", "--out", adapter)
+    # the adapter through peft's folder too: exported, imported onto the base, exported for llama.cpp
+    peft, again = os.path.join(work, arch + "_peft"), os.path.join(work, arch + "_again.h5")
+    via_peft = os.path.join(work, arch + "_via_peft.gguf")
+    run(a, "export", lora, "--format", "peft", "--out", peft)
+    run(a, "import", peft, "--base", base, "--out", again)
+    run(a, "export", again, "--format", "gguf-lora", "--out", via_peft)
     changed = False
     for prompt in PROMPTS:
         ids = run(a, "encode", "--tokenizer", lora, stdin=prompt).split()
-        got = llama_cpp_greedy(llama_dir, gguf, ids, adapter)
-        changed |= got != llama_cpp_greedy(llama_dir, gguf, ids, "")
+        changed |= llama_cpp_greedy(llama_dir, gguf, ids, adapter) != llama_cpp_greedy(llama_dir, gguf, ids, "")
         want = run(a, "sample", "--checkpoint", lora, "--prompt", prompt, "--temperature", "0",
                    "--tokens", str(TOKENS))
-        text = run(a, "decode", "--tokenizer", lora, stdin=" ".join(ids + [str(t) for t in got]))
-        if text.rstrip("\n") != want.rstrip("\n"):
-            failures.append(f"{arch}: after {prompt!r} llama.cpp with the adapter gives {text!r}, "
-                            f"attograd {want!r}")
-        else:
-            print(f"{arch}: after {prompt!r} llama.cpp with the gguf-lora adapter decodes "
-                  f"attograd's {TOKENS} greedy tokens: {want.strip()[:60]!r}")
+        for name, file in (("gguf-lora", adapter), ("peft -> import -> gguf-lora", via_peft)):
+            got = llama_cpp_greedy(llama_dir, gguf, ids, file)
+            text = run(a, "decode", "--tokenizer", lora, stdin=" ".join(ids + [str(t) for t in got]))
+            if text.rstrip("\n") != want.rstrip("\n"):
+                failures.append(f"{arch}: after {prompt!r} llama.cpp with the {name} adapter gives "
+                                f"{text!r}, attograd {want!r}")
+            else:
+                print(f"{arch}: after {prompt!r} llama.cpp with the {name} adapter decodes "
+                      f"attograd's {TOKENS} greedy tokens: {want.strip()[:60]!r}")
     if not changed:
         failures.append(f"{arch}: llama.cpp decodes the same with and without the adapter")
     check_round_trip(a, work, arch, base, lora, adapter, failures)
