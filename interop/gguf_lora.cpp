@@ -22,7 +22,8 @@ namespace {
 constexpr const char* kRankKey = "attograd.lora_rank";
 constexpr const char* kAlphaKey = "attograd.lora_alpha";
 const std::set<std::string> kKeys = {"general.architecture", "general.type", "adapter.type",
-                                     "adapter.lora.alpha",   kRankKey,       kAlphaKey};
+                                     "adapter.lora.alpha",   kRankKey,       kAlphaKey,
+                                     kLoraTargetsKey};
 
 uint32_t ggml_type_of(StoredType t) {
   return t == StoredType::f32 ? gguf::kF32 : t == StoredType::f16 ? gguf::kF16 : gguf::kBF16;
@@ -70,7 +71,8 @@ gguf::File adapter_keys(const std::string& arch, const std::string& name, const 
       {"adapter.type", Value::string("lora")},
       {"adapter.lora.alpha", Value::f32(static_cast<float>(static_cast<double>(k) * c.lora_alpha))},
       {kRankKey, Value::u32(static_cast<uint32_t>(c.lora_rank))},
-      {kAlphaKey, exact_alpha}};
+      {kAlphaKey, exact_alpha},
+      {kLoraTargetsKey, Value::string(c.lora_targets)}};
   return f;
 }
 
@@ -225,7 +227,10 @@ LoraAdapter read_gguf_lora(const std::string& path, const nn::GPTConfig& base) {
   const double alpha = alpha_key(f, path);
   std::vector<ReadAdapter> read;
   for (const auto& t : all) read_pair(in, f, t, alpha, read);
-  LoraAdapter a = split_adapter(read, base, rank_of(f, read, path), 0, path);
+  const gguf::Value* spelled = f.find(kLoraTargetsKey);
+  LoraAdapter a =
+      split_adapter(read, base, rank_of(f, read, path), 0, path,
+                    spelled && spelled->type == gguf::kString ? spelled->strings[0] : "");
   settle_alpha(f, a, path);
   return a;
 }

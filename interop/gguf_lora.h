@@ -2,8 +2,9 @@
 // An adapter as llama.cpp's LoRA GGUF (convert_lora_to_gguf.py writes it, llama.cpp's --lora and
 // node-llama-cpp's createContext({lora}) load it onto a base GGUF of the same architecture):
 // keys general.architecture (the base's: gpt2, llama, qwen2, qwen3), general.type "adapter",
-// adapter.type "lora", adapter.lora.alpha (FLOAT32), and attograd's attograd.lora_rank and
-// attograd.lora_alpha (its rank and exact alpha, which llama.cpp does not read); tensors
+// adapter.type "lora", adapter.lora.alpha (FLOAT32), and attograd's attograd.lora_rank,
+// attograd.lora_alpha and attograd.lora_targets (its rank, exact alpha and targets' spelling,
+// which llama.cpp does not read); tensors
 // <base tensor>.lora_a, ne [in, R], and .lora_b, ne [R, out], on the base's tensor names
 // (blk.N.attn_q.weight.lora_a, ...). llama.cpp scales each by alpha / R with R its own rank
 // and one alpha for the file, so with gpt2's attn_qkv (W_query, W_key and W_value joined at rank

@@ -155,6 +155,20 @@ nn::StateDict in_model_order(nn::StateDict split, const nn::GPTConfig& c,
   return out;
 }
 
+// The file's own spelling of the targets ("all-linear", "v_proj,q_proj"), when it names the
+// Linears the tensors do: the config then reads as the run's did (GPTConfig::same_adapters).
+void respell_targets(nn::GPTConfig& c, const std::string& spelled) {
+  if (spelled.empty() || spelled == c.lora_targets) return;
+  nn::GPTConfig other = c;
+  other.lora_targets = spelled;
+  try {
+    other.validate();
+  } catch (const std::invalid_argument&) {
+    return;  // not attograd's names: the derived spelling stays
+  }
+  if (other.parameter_shapes() == c.parameter_shapes()) c.lora_targets = spelled;
+}
+
 }  // namespace
 
 int64_t AdaptedTensor::out() const {
@@ -235,7 +249,8 @@ JoinedAdapter join_adapter(const AdaptedTensor& t, const LoraAdapter& adapter, i
 }
 
 LoraAdapter split_adapter(const std::vector<ReadAdapter>& read, const nn::GPTConfig& base,
-                          int64_t r, double dropout, const std::string& source) {
+                          int64_t r, double dropout, const std::string& source,
+                          const std::string& spelled) {
   if (read.empty()) throw InteropError(fmt::format("{}: holds no adapter tensors", source));
   nn::StateDict split;
   std::set<std::string> roles;
@@ -255,6 +270,7 @@ LoraAdapter split_adapter(const std::vector<ReadAdapter>& read, const nn::GPTCon
     throw InteropError(fmt::format("{}: {}", source, e.what()));
   }
   a.tensors = in_model_order(std::move(split), a.config, source);
+  respell_targets(a.config, spelled);
   return a;
 }
 

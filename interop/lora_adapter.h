@@ -75,8 +75,14 @@ struct ReadAdapter {
 // The adapter these tensors make on a base of config `base`, attograd's rank r: each split
 // into its parts (block-diagonal of rank >= k r with zeros elsewhere, or rank r shared), alpha
 // the one that gives every tensor its scale, the targets those the tensors name (the same
-// Linears in every block). Errors name `source` and the tensor.
+// Linears in every block), spelled as `spelled` (attograd's lora_targets, which its exports
+// keep beside the tensors) when that names the same Linears. Errors name `source` and the
+// tensor.
 LoraAdapter split_adapter(const std::vector<ReadAdapter>& read, const nn::GPTConfig& base,
-                          int64_t r, double dropout, const std::string& source);
+                          int64_t r, double dropout, const std::string& source,
+                          const std::string& spelled = "");
+
+// Where attograd's exports keep its lora_targets (safetensors metadata, a GGUF key).
+inline constexpr const char* kLoraTargetsKey = "attograd.lora_targets";
 
 }  // namespace interop

@@ -226,15 +226,12 @@ LoraAdapter read_peft(const std::string& folder, const nn::GPTConfig& base) {
   for (const auto& t : all)
     for (const char* m : {".lora_A.weight", ".lora_B.weight"}) names[kPrefix + t.name + m] = &t;
   const std::string path = (fs::path(folder) / kWeightsFile).string();
-  const SafetensorsReader in(
-      path,
-      [&](const std::string& name) {
-        if (!names.count(name))
-          throw InteropError(fmt::format(
-              "{}: tensor {} is not the lora_A or lora_B of a module of the base ({} layers)", path,
-              excerpt(name), base.n_layers));
-      },
-      false);
+  const SafetensorsReader in(path, [&](const std::string& name) {
+    if (!names.count(name))
+      throw InteropError(fmt::format(
+          "{}: tensor {} is not the lora_A or lora_B of a module of the base ({} layers)", path,
+          excerpt(name), base.n_layers));
+  });
   std::vector<ReadAdapter> read;
   for (const auto& t : all) {
     const SafetensorsEntry* a = in.find(kPrefix + t.name + ".lora_A.weight");
@@ -245,7 +242,9 @@ LoraAdapter read_peft(const std::string& folder, const nn::GPTConfig& base) {
                                      a ? "A" : "B", a ? "B" : "A"));
     read.push_back(read_tensor_pair(in, t, *a, *b, s));
   }
-  return split_adapter(read, base, s.r, s.dropout, path);
+  const auto spelled = in.metadata().find(kLoraTargetsKey);
+  return split_adapter(read, base, s.r, s.dropout, path,
+                       spelled == in.metadata().end() ? "" : spelled->second);
 }
 
 void write_peft(const LoraAdapter& adapter, const std::string& folder, StoredType dtype) {
@@ -267,7 +266,8 @@ void write_peft(const LoraAdapter& adapter, const std::string& folder, StoredTyp
     rank_pattern[suffix(t->name, 1)] = j.rank;
     alpha_pattern[suffix(t->name, 1)] = number(static_cast<double>(k) * c.lora_alpha);
   }
-  write_safetensors((fs::path(folder) / kWeightsFile).string(), tensors, dtype, {{"format", "pt"}});
+  write_safetensors((fs::path(folder) / kWeightsFile).string(), tensors, dtype,
+                    {{"format", "pt"}, {kLoraTargetsKey, c.lora_targets}});
   const json config = peft_config(adapter, target_modules(all, on), rank_pattern, alpha_pattern);
   base::write_file_atomically((fs::path(folder) / kConfigFile).string(), config.dump(2) + "\n");
 }
