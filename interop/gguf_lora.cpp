@@ -202,6 +202,11 @@ void settle_alpha(const gguf::File& f, LoraAdapter& a, const std::string& source
 
 }  // namespace
 
+void write_gguf_lora(const LoraAdapter& adapter, const std::string& name, StoredType dtype,
+                     const ByteSink& out) {
+  write_adapter(adapter, name, dtype, out);
+}
+
 void write_gguf_lora(const LoraAdapter& adapter, const std::string& path, StoredType dtype) {
   std::string name = base::base_name(path);
   if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf") name.resize(name.size() - 5);
@@ -217,7 +222,11 @@ void write_gguf_lora(const LoraAdapter& adapter, const std::string& path, Stored
 }
 
 LoraAdapter read_gguf_lora(const std::string& path, const nn::GPTConfig& base) {
-  const InputBytes in = InputBytes::open(path);
+  return read_gguf_lora(InputBytes::open(path), base);
+}
+
+LoraAdapter read_gguf_lora(const InputBytes& in, const nn::GPTConfig& base) {
+  const std::string& path = in.source();
   const std::string arch = architecture_for(base, path);
   const std::vector<AdaptedTensor> all = gguf_adapted(base, arch);
   std::set<std::string> names;

@@ -17,10 +17,14 @@
 #include <string>
 
 #include "interop/float_codec.h"
+#include "interop/input_bytes.h"
 #include "interop/lora_adapter.h"
 
 namespace interop {
 
+// The file's bytes, to out (general.name: name).
+void write_gguf_lora(const LoraAdapter& adapter, const std::string& name, StoredType dtype,
+                     const ByteSink& out);
 // Replaced whole (atomically) or left as it was.
 void write_gguf_lora(const LoraAdapter& adapter, const std::string& path, StoredType dtype);
 
@@ -28,6 +32,7 @@ void write_gguf_lora(const LoraAdapter& adapter, const std::string& path, Stored
 // without attograd's: the rank its tensors share), every tensor one of the base's with both
 // halves, shapes its; everything bounded by the file before it is allocated. Errors name the
 // file and the key or tensor.
+LoraAdapter read_gguf_lora(const InputBytes& in, const nn::GPTConfig& base);
 LoraAdapter read_gguf_lora(const std::string& path, const nn::GPTConfig& base);
 
 // Whether the GGUF file at path is an adapter (general.type "adapter").

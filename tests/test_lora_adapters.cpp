@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "fuzz/targets.h"
 #include "interop/adapter_formats.h"
 #include "interop/gguf_format.h"
 #include "interop/gguf_lora.h"
@@ -374,4 +375,20 @@ TEST_CASE("GGUF adapter files that do not fit the base are refused naming the te
   keys = adapter_keys();
   keys[1].second = gguf::Value::string("model");  // a model file, not an adapter
   CHECK_THAT(gguf_adapter(r, dir, keys, {}), Contains("not an adapter attograd reads"));
+}
+
+TEST_CASE("every cut and every changed byte of a GGUF adapter reads back the same or is refused",
+          "[adapters]") {
+  for (const char* seed : {"gpt2_qkv.gguf", "llama_permuted_f16.gguf"}) {
+    INFO(seed);
+    const std::string bytes = base::read_input_file(
+        std::string(ATTOGRAD_SOURCE_DIR) + "/fuzz/corpus/gguf_lora/" + seed, "seed");
+    for (size_t n = 0; n < bytes.size(); n += 13)
+      REQUIRE_NOTHROW(fuzz::gguf_lora(bytes.substr(0, n)));
+    for (size_t i = 0; i < bytes.size(); i += 7) {
+      std::string changed = bytes;
+      changed[i] = static_cast<char>(changed[i] ^ 0x5a);
+      REQUIRE_NOTHROW(fuzz::gguf_lora(changed));
+    }
+  }
 }

@@ -75,7 +75,7 @@ CLASSES = [
      [("test_interop_gguf*.cpp", ANY)], [("interop_test.sh", r"gguf")], ["gguf"]),
     ("LoRA adapters (peft folders, GGUF adapters) and the base they are put on",
      "`interop/lora_adapter.cpp`, `interop/peft.cpp`, `interop/gguf_lora.cpp`",
-     [("test_lora_adapters.cpp", ANY)], [("interop_test.sh", r"adapter")], []),
+     [("test_lora_adapters.cpp", ANY)], [("interop_test.sh", r"adapter")], ["gguf_lora"]),
     ("llm.c files", "`interop/llmc.cpp`, `interop/input_bytes.cpp`",
      [("test_interop_llmc.cpp", ANY)], [("interop_test.sh", r"llmc")], ["llmc"]),
     ("prepared folders and token files (meta.json, hashes, ids, damage under a run)",
