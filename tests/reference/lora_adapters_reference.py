@@ -8,7 +8,7 @@ usage: lora_adapters_reference.py llama_cpp ATTOGRAD NPM_DIR
 
 For a Llama-shaped model (RoPE, SwiGLU, RMSNorm, grouped heads: llama.cpp's llama
 architecture, whose q/k rows it permutes) and a GPT-2-shaped one (q, k and v fused in
-c_attn / attn_qkv), each trained on the built-in corpus and then LoRA-trained from it
+c_attn / attn_qkv), and for torch a Qwen3-shaped one too (q/k norms), each trained on the built-in corpus and then LoRA-trained from it
 (`train --init-from --lora-rank 4`, all projections) until its adapter changes the greedy text:
   llama_cpp: `export --format gguf` of the base and `--format gguf-lora` of the adapter (and
     of the adapter exported as peft and imported back onto the base);
@@ -42,6 +42,11 @@ MODELS = {
               "--n-kv-heads", "2", "--tie-weights", "false"],
     "gpt2": [],
 }
+# PyTorch's twins hold Qwen3 too (q/k norms, a head_dim of its own): the torch check adds it
+TORCH_ONLY = {
+    "qwen3": ["--position", "rope", "--mlp", "swiglu", "--norm", "rmsnorm", "--linear-bias", "false",
+              "--n-kv-heads", "2", "--qk-norm", "true", "--head-dim", "16", "--norm-eps", "1e-6"],
+}
 PROMPTS = ["The tokenizer don't", "café 42", "code"]
 TOKENS = 24
 
@@ -57,7 +62,8 @@ def run(*args, env=None, stdin=None):
 def train(a, work, arch):
     """The base (150 steps) and its LoRA fine-tune (20 steps at a high rate: the adapter matters)."""
     base, lora = os.path.join(work, arch + ".h5"), os.path.join(work, arch + "_lora.h5")
-    run(a, "train", *COMMON, *MODELS[arch], "--steps", "150", "--lr", "0.01", "--out", base)
+    run(a, "train", *COMMON, *{**MODELS, **TORCH_ONLY}[arch], "--steps", "150", "--lr", "0.01",
+        "--out", base)
     run(a, "train", "--init-from", base, "--lora-rank", "4", "--lora-alpha", "8", "--steps", "20",
         "--lr", "0.02", "--batch-size", "8", "--eval-interval", "0", "--sample-tokens", "0",
         "--out", lora)
@@ -230,7 +236,7 @@ def main():
         return 77
     failures = []
     with tempfile.TemporaryDirectory(prefix="attograd_lora_adapters_") as work:
-        for arch in MODELS:
+        for arch in list(MODELS) + (list(TORCH_ONLY) if mode == "torch" else []):
             try:
                 if mode == "llama_cpp":
                     check_llama_cpp(a, work, llama_dir, arch, failures)
