@@ -36,9 +36,10 @@ LoraAdapter adapter_of(const io::Checkpoint& ckpt);
 // than the adapter states, or with adapters already, is an InteropError naming the tensor.
 io::Checkpoint attach_adapter(const io::Checkpoint& base, const LoraAdapter& adapter);
 
-// One tensor of another tool that an adapter may sit on: its name there (without ".weight"),
-// the Linears it is made of (attograd's names without ".weight"), their output rows, their
-// input width, and llama.cpp's per-head row permutation (gguf_row_source; 0: none).
+// One tensor of another tool that an adapter may sit on: its name there (peft: the module;
+// GGUF: the base tensor, ".weight" and all), the Linears it is made of (attograd's names
+// without ".weight"), their output rows, their input width, and llama.cpp's per-head row
+// permutation of its rows (gguf_row_source; 0: none).
 struct AdaptedTensor {
   std::string name;
   std::vector<std::string> parts;
@@ -51,8 +52,9 @@ struct AdaptedTensor {
 // Whether an attograd parameter is the weight of a block's Linear ("blocks.3.mlp.fc1.weight").
 bool is_block_linear(const std::string& weight_name);
 
-// The adapter on t, joined as the header says, at rank `rank` (>= k r: rows of A and
-// columns of B past k r are zeros), A [rank, in] and B [out, rank] row-major.
+// The adapter on t, its parts' adapters joined as this header's top says, at rank `rank`
+// (>= k r: rows of A and columns of B past k r are zeros), A [rank, in] and B [out, rank]
+// row-major, B's rows permuted as t's are.
 struct JoinedAdapter {
   std::vector<float> a, b;
   int64_t rank = 0;
@@ -64,7 +66,8 @@ JoinedAdapter join_adapter(const AdaptedTensor& t, const LoraAdapter& adapter, i
 bool adapted(const AdaptedTensor& t, const LoraAdapter& adapter, const std::string& format);
 
 // An adapter read from another tool's file: for each tensor, A [R, in] and B [out, R] as
-// stored there (B's rows unpermuted already), and the scale numerator that file gives it.
+// stored there (B's rows in the file's order: split_adapter undoes a permutation), and the
+// scale numerator that file gives it.
 struct ReadAdapter {
   const AdaptedTensor* tensor;
   int64_t rank;  // R
