@@ -10,9 +10,11 @@
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/command_support.h"
+#include "interop/adapter_formats.h"
 #include "interop/formats.h"
 #include "interop/hub_cache.h"
 #include "io/checkpoint.h"
+#include "train/config.h"
 #include "train/model_loading.h"
 
 namespace cli {
@@ -100,6 +102,27 @@ void shorten_context(interop::ModelFiles& m, int64_t context) {
   m.config.context_length = context;
 }
 
+// export --format peft|gguf-lora: a LoRA checkpoint's adapters alone (interop/adapter_formats.h).
+int export_adapter(const std::string& path, const std::string& format, const std::string& out,
+                   const ExportDtype& type, bool overwrite) {
+  if (type.blocks)
+    throw UsageError(
+        fmt::format("--dtype {} (ggml's quantised blocks) is written for --format "
+                    "gguf only; adapters are f32, f16 or bf16",
+                    type.blocks->name));
+  const bool folder = interop::adapter_writes_folder(format);
+  const auto claim =
+      claim_outputs({{"--out", out, folder ? io::OutputKind::folder : io::OutputKind::model_file}},
+                    {{"--checkpoint", path}}, {.overwrite = overwrite});
+  const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
+  train::refuse_gradient_dump(ckpt);
+  interop::export_adapter(ckpt, format, out, type.floats, overwrite);
+  const nn::GPTConfig c = train::RunConfig::from_json(ckpt.config).model;
+  fmt::print("exported the rank-{} LoRA adapters ({}) of {} as {} to {}\n", c.lora_rank,
+             c.lora_targets, base::printable(path), format, base::printable(out));
+  return 0;
+}
+
 // InteropError: the file from elsewhere is at fault, a usage error (exit 2).
 template <typename Body>
 int guarded_interop(const std::string& command, Body body) {
@@ -112,11 +135,28 @@ int guarded_interop(const std::string& command, Body body) {
   });
 }
 
+// import ADAPTER --base BASE.h5: the adapter attached to its base (interop/adapter_formats.h).
+int import_adapter(const std::string& path, const std::string& base, const std::string& out,
+                   bool overwrite) {
+  require_file(base, "--base checkpoint");
+  const auto claim = claim_outputs({{"--out", out, io::OutputKind::checkpoint}},
+                                   {{"PATH", path}, {"--base", base}}, {.overwrite = overwrite});
+  const io::Checkpoint b = io::load_checkpoint(base, io::LoadOptions{.weights_only = true});
+  train::refuse_gradient_dump(b);
+  const io::Checkpoint run = interop::import_adapter(path, b);
+  const nn::GPTConfig c = train::RunConfig::from_json(run.config).model;
+  io::save_checkpoint(out, run);
+  fmt::print("imported the LoRA adapter {} onto {} as {}: rank {}, alpha {}, targets {}\n",
+             base::printable(path), base::printable(base), base::printable(out), c.lora_rank,
+             c.lora_alpha, c.lora_targets);
+  return 0;
+}
+
 }  // namespace
 
 int import_command(const Args& args) {
   return guarded_interop("import", [&] {
-    std::string path, out, tokenizer;
+    std::string path, out, tokenizer, base;
     int64_t context = 0;
     bool overwrite = false;
     po::options_description desc("import options");
@@ -124,18 +164,33 @@ int import_command(const Args& args) {
     add("help,h", "show this help");
     add("path", po::value(&path)->required(),
         "a Hugging Face folder (GPT-2, Llama, Qwen2, Qwen3), a .safetensors file with "
-        "config.json beside it, or a model file of another format (llm.c, GGUF)");
+        "config.json beside it, or a model file of another format (llm.c, GGUF); with --base, "
+        "a LoRA adapter (a peft folder, or llama.cpp's GGUF adapter)");
     add("out", po::value(&out)->required(), "the attograd checkpoint to write (.h5)");
+    add("base", po::value(&base),
+        "the attograd checkpoint (.h5) the adapter PATH was trained on: the checkpoint written "
+        "is it with the adapter attached");
     add("tokenizer", po::value(&tokenizer),
         "folder with the tokenizer's files (tokenizer.json; GPT-2's vocab.json + merges.txt, "
         "or encoder.json + vocab.bpe), when PATH has none");
     add("context", po::value(&context),
         "a RoPE model's context length, shorter than its own (max_position_embeddings)");
     add_overwrite_option(desc, overwrite);
-    const auto vm = parse_with(
-        args, desc, "path",
-        "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--context N] [--overwrite]");
+    const auto vm = parse_with(args, desc, "path",
+                               "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--context N] "
+                               "[--overwrite]\n       attograd import ADAPTER --base BASE.h5 --out "
+                               "FILE.h5 [--overwrite]");
     if (!vm) return 0;
+    if (!base.empty()) {
+      if (!tokenizer.empty() || context != 0)
+        throw UsageError("--tokenizer and --context apply to a model, not to an adapter (--base)");
+      return import_adapter(path, base, out, overwrite);
+    }
+    if (interop::is_adapter(path))
+      throw UsageError(fmt::format(
+          "'{}' is a LoRA adapter, not a model: give the checkpoint it was trained on with "
+          "--base BASE.h5",
+          base::printable(path)));
     const auto claim = claim_outputs({{"--out", out, io::OutputKind::checkpoint}},
                                      import_inputs(path, tokenizer), {.overwrite = overwrite});
     interop::ModelFiles model = interop::import_model(path, tokenizer);
@@ -156,7 +211,9 @@ int export_command(const Args& args) {
     add("checkpoint", po::value(&path)->required(),
         "the attograd checkpoint to export (also the first bare argument)");
     add("format", po::value(&format)->required(),
-        "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint)");
+        "hf (a folder transformers loads), gguf (llama.cpp), llmc (llm.c's checkpoint); a LoRA "
+        "checkpoint's adapters alone: peft (a folder peft loads), gguf-lora (llama.cpp's "
+        "adapter)");
     add("out", po::value(&out)->required(),
         "where to write (hf: a folder, new or empty unless --overwrite)");
     add("dtype", po::value(&dtype)->default_value("f32"),
@@ -164,11 +221,13 @@ int export_command(const Args& args) {
         "q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (docs/quantization.md)");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(args, desc, "checkpoint",
-                               "attograd export CHECKPOINT.h5 --format hf|gguf|llmc "
+                               "attograd export CHECKPOINT.h5 --format hf|gguf|llmc|peft|gguf-lora "
                                "--out PATH [--dtype f32|bf16|f16|q8_0|q4_k|...] [--overwrite]");
     if (!vm) return 0;
     const ExportDtype type = parse_dtype(dtype);
     require_file(path, "checkpoint");
+    if (interop::is_adapter_format(format))
+      return export_adapter(path, format, out, type, overwrite);
     const bool folder = interop::export_writes_folder(format);
     const auto claim = claim_outputs(
         {{"--out", out, folder ? io::OutputKind::folder : io::OutputKind::model_file}},

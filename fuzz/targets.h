@@ -16,6 +16,7 @@
 #include "cli/options.h"
 #include "data/data.h"
 #include "interop/gguf.h"
+#include "interop/gguf_lora.h"
 #include "interop/hf_llama.h"
 #include "interop/input_bytes.h"
 #include "interop/llmc.h"
@@ -354,6 +355,40 @@ inline void gguf(const std::string& bytes) {
        back.tokenizer->special_tokens != m.tokenizer->special_tokens))
     std::abort();
   if (!same_weights(back.weights, m.weights)) std::abort();
+}
+
+// The bases gguf_lora puts an adapter on: a GPT-2 (llama.cpp's gpt2: q, k and v fused) and a
+// Llama (llama: q and k rows permuted), two blocks each, small.
+inline std::vector<nn::GPTConfig> lora_bases() {
+  nn::GPTConfig gpt2;
+  gpt2.vocab_size = 32, gpt2.context_length = 8, gpt2.d_model = 8, gpt2.n_heads = 2;
+  gpt2.n_layers = 2, gpt2.qkv_bias = true;
+  nn::GPTConfig llama = gpt2;
+  llama.position = nn::PositionKind::rope, llama.mlp = nn::MlpKind::swiglu;
+  llama.norm = nn::NormKind::rms_norm, llama.linear_bias = false, llama.qkv_bias = false;
+  llama.n_kv_heads = 1, llama.d_ff = 12;
+  return {gpt2, llama};
+}
+
+// Any bytes as llama.cpp's LoRA adapter GGUF on each of lora_bases(): refused with an
+// InteropError naming the file, or read into adapters that write and read back the same.
+inline void gguf_lora(const std::string& bytes) {
+  for (const nn::GPTConfig& base : lora_bases()) {
+    interop::LoraAdapter a;
+    try {
+      a = interop::read_gguf_lora(interop::InputBytes::of(bytes, "fuzz.gguf"), base);
+    } catch (const interop::InteropError& e) {
+      if (std::string(e.what()).rfind("fuzz.gguf: ", 0) != 0) std::abort();
+      continue;
+    }
+    std::string again;
+    interop::write_gguf_lora(a, "fuzz", interop::StoredType::f32,
+                             [&](const char* d, size_t n) { again.append(d, n); });
+    const interop::LoraAdapter back =
+        interop::read_gguf_lora(interop::InputBytes::of(again, "again.gguf"), base);
+    if (!back.config.same_adapters(a.config) || !same_weights(back.tensors, a.tensors))
+      std::abort();
+  }
 }
 
 // Any bytes as a safetensors file: refused with an InteropError naming the file (a tensor of

@@ -8,6 +8,7 @@
 
 #include "base/atomic_file.h"
 #include "base/utf8.h"
+#include "interop/adapter_formats.h"
 #include "interop/gguf.h"
 #include "interop/hf_classifier.h"
 #include "interop/hf_folder.h"
@@ -70,21 +71,15 @@ ModelFiles read_hf(const std::string& path, const std::string& tokenizer_folder)
   return read_hf_gpt2(path, tokenizer_folder);
 }
 
-// A GPT with RoPE, SwiGLU or q/k norms is written as a Llama-family model, the rest as GPT-2
-// (each writer refuses what its architecture cannot hold).
-bool writes_llama(const nn::GPTConfig& c) {
-  return c.position == nn::PositionKind::rope || c.mlp == nn::MlpKind::swiglu || c.qk_norm;
-}
-
 void write_hf(const ModelFiles& model, const std::string& out, StoredType dtype) {
-  if (writes_llama(model.config)) return write_hf_llama(model, out, dtype);
+  if (has_llama_layout(model.config)) return write_hf_llama(model, out, dtype);
   write_hf_gpt2(model, out, dtype);
 }
 
 // What the hf writers would refuse of a model the Llama family or F16 cannot hold, named by
 // --out (the writers see the temporary folder the output is built in).
 void check_hf(const ModelFiles& model, const std::string& out, StoredType dtype) {
-  if (writes_llama(model.config)) export_family(model.config, out);
+  if (has_llama_layout(model.config)) export_family(model.config, out);
   check_hf_classifier(model, out);
   if (dtype == StoredType::f16) check_f16_range(model, out);
 }
@@ -188,8 +183,9 @@ const Format* find_format(const std::string& name) {
 
 const Format& known_format(const std::string& name) {
   if (const Format* f = find_format(name)) return *f;
-  throw std::invalid_argument(fmt::format("--format '{}' is not one of {}", base::printable(name),
-                                          fmt::join(export_formats(), ", ")));
+  throw std::invalid_argument(fmt::format("--format '{}' is not one of {} (adapters: {})",
+                                          base::printable(name), fmt::join(export_formats(), ", "),
+                                          fmt::join(adapter_formats(), ", ")));
 }
 
 [[noreturn]] void not_built_in(const Format& f, const std::string& path) {

@@ -71,9 +71,13 @@ std::vector<GgufTensor> gpt2_tensors(const nn::GPTConfig& c) {
   return out;
 }
 
+}  // namespace
+
 std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c, const std::string& arch) {
   return arch == "gpt2" ? gpt2_tensors(c) : llama_family_tensors(c, arch);
 }
+
+namespace {
 
 // llama-quantize's fallback for a format on rows that are not a whole number of its
 // blocks (llama-quant.cpp): the K formats to a format of 32-weight blocks, those to F16.

@@ -9,6 +9,7 @@
 
 #include "autograd/shape.h"
 #include "interop/gguf_format.h"
+#include "nn/config.h"
 
 namespace interop {
 
@@ -25,6 +26,9 @@ struct GgufTensor {
   // layout into the interleaved pairs llama.cpp's llama architecture turns (gguf_row_source)
   int64_t rope_heads = 0;
 };
+
+// llama.cpp's tensors of architecture arch ("gpt2", or the Llama family's) for a model of c.
+std::vector<GgufTensor> gguf_tensors(const nn::GPTConfig& c, const std::string& arch);
 
 // The row of attograd's tensor that GGUF row `row` holds, for a tensor of `rows` rows
 // permuted over `heads` heads (each head's first and second halves interleaved: GGUF row

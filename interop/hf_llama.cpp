@@ -429,6 +429,10 @@ std::optional<std::string> llama_hf_name(const std::string& ours) {
   return std::nullopt;
 }
 
+bool has_llama_layout(const nn::GPTConfig& c) {
+  return c.position == nn::PositionKind::rope || c.mlp == nn::MlpKind::swiglu || c.qk_norm;
+}
+
 LlamaFamily export_family(const nn::GPTConfig& c, const std::string& folder) {
   auto refuse = [&](const std::string& why) -> LlamaFamily {
     throw InteropError(fmt::format("{}: {}", folder, why));

@@ -35,6 +35,10 @@ nn::GPTConfig llama_config_from_json(const nlohmann::json& j, const std::string&
 // config.json's bytes streamed (only the keys above kept), then llama_config_from_json.
 nn::GPTConfig read_llama_config(const InputBytes& config, std::vector<std::string>& notes);
 
+// Whether a model is written in the Llama family's layout (RoPE, SwiGLU or q/k norms; the
+// rest is GPT-2's): what every hf export asks.
+bool has_llama_layout(const nn::GPTConfig& c);
+
 // The family a model is exported as: Qwen3 with q/k norms, Qwen2 with biases on q, k and v
 // only, Llama otherwise; a model none of them holds (learned positions, LayerNorm, GELU, an
 // MLP bias without biases on the attention, ...) is an InteropError saying why.

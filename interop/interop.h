@@ -40,6 +40,12 @@
 //   formats.h       the table of formats import_model and export_model pick from (found by
 //                   content), and the checkpoint an import writes (checkpoint_of,
 //                   model_files_of)
+//   lora_adapter.h  LoRA adapters apart from their base: a checkpoint's (adapter_of), put on
+//                   a base (attach_adapter), joined into and split from another tool's fused
+//                   tensors (GPT-2's c_attn / attn_qkv) exactly
+//   peft.h          peft's adapter folder (adapter_model.safetensors, adapter_config.json)
+//   gguf_lora.h     llama.cpp's LoRA adapter GGUF (general.type adapter)
+//   adapter_formats.h  the table of adapter formats export and import --base pick from
 //
 // Every file read here comes from elsewhere: lengths and offsets are bounded before any
 // allocation or read, and errors name the file and the field (InteropError), never

@@ -101,6 +101,10 @@ TEST_CASE("GGUF fuzz findings and seeds read or fail cleanly") {
   replay_all("gguf", 3, fuzz::gguf);
 }
 
+TEST_CASE("GGUF LoRA adapter fuzz findings and seeds read or fail cleanly") {
+  replay_all("gguf_lora", 2, fuzz::gguf_lora);
+}
+
 TEST_CASE("multiple-choice file fuzz findings and seeds read or fail cleanly") {
   replay_all("choice_items", 3, fuzz::choice_items);
 }

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 build=${2:-build-fuzz}
 targets=(checkpoint tokenizer config prepared_meta tokenizer_file gpt2_files safetensors llmc
-         gguf choice_items instruction_data classification_data hf_llama_config
+         gguf gguf_lora choice_items instruction_data classification_data hf_llama_config
          hf_tokenizer_json serve_request)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

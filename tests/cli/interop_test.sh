@@ -385,5 +385,40 @@ PY
     done
   done
   ;;
+adapters_out_and_in)
+  # A LoRA run's adapters alone (export --format peft, gguf-lora), attached to the base again
+  # (import ADAPTER --base): the same tensors bit for bit and the same greedy text, for a
+  # GPT-2- and a Llama-shaped run; what does not fit is one line naming it, exit 2
+  make_text > text.txt
+  for arch in "" "--position rope --mlp swiglu --norm rmsnorm --linear-bias false --n-kv-heads 1"; do
+    # shellcheck disable=SC2086
+    "$bin" train "${small[@]}" $arch --data text.txt --steps 5 --out base.h5 --overwrite > /dev/null
+    "$bin" train --init-from base.h5 --data text.txt --lora-rank 2 --steps 3 --lr 0.05 \
+      --sample-tokens 0 --eval-interval 0 --out lora.h5 --overwrite > /dev/null
+    greedy lora.h5 > lora.txt
+    "$bin" export lora.h5 --format peft --out adapter --overwrite > /dev/null
+    "$bin" export lora.h5 --format gguf-lora --out adapter.gguf --overwrite > /dev/null
+    for adapter in adapter adapter.gguf; do
+      "$bin" import $adapter --base base.h5 --out back.h5 --overwrite > /dev/null
+      [ "$(hashes lora.h5)" = "$(hashes back.h5)" ] || fail "$adapter ($arch): the tensors changed"
+      greedy back.h5 | cmp -s - lora.txt || fail "$adapter ($arch): the greedy sample changed"
+    done
+  done
+  expect_usage_error "base.h5: the checkpoint has no LoRA adapters (lora_rank 0)" \
+    "$bin" export base.h5 --format peft --out none
+  expect_usage_error "'adapter.gguf' is a LoRA adapter, not a model: give the checkpoint it was trained on with --base BASE.h5" \
+    "$bin" import adapter.gguf --out out.h5
+  expect_usage_error "--dtype q8_0 (ggml's quantised blocks) is written for --format gguf only" \
+    "$bin" export lora.h5 --format gguf-lora --dtype q8_0 --out q8.gguf
+  expect_usage_error "--tokenizer and --context apply to a model, not to an adapter (--base)" \
+    "$bin" import adapter --base base.h5 --context 8 --out out.h5
+  expect_usage_error "lora.h5: the base has LoRA adapters already: merge them first" \
+    "$bin" import adapter --base lora.h5 --out out.h5
+  "$bin" train "${small[@]}" --data text.txt --steps 1 --out gpt2.h5 > /dev/null
+  expect_usage_error "adapter.gguf: key general.architecture is 'qwen2', the base's is 'gpt2'" \
+    "$bin" import adapter.gguf --base gpt2.h5 --out out.h5
+  expect_usage_error "tensor base_model.model.model.layers.0.mlp.down_proj.lora_A.weight is not the lora_A or lora_B of a module of the base" \
+    "$bin" import adapter --base gpt2.h5 --out out.h5
+  ;;
 *) fail "unknown scenario" ;;
 esac

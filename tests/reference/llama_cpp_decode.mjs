@@ -9,7 +9,8 @@
 // before TOKENS (else null)}; TEXTS_DIR "-": none. NPM_DIR holds node_modules/node-llama-cpp.
 // FILE.list instead of FILE.gguf: a file of GGUF paths, one a line, each loaded in turn by
 // the one llama.cpp this process loaded (its start is most of a small file's time), one JSON
-// line each, in order, with "file" its path.
+// line each, in order, with "file" its path. LORA=ADAPTER.gguf: llama.cpp's LoRA adapter
+// loaded onto each model's context at scale 1 (attograd's export --format gguf-lora).
 import { pathToFileURL } from "node:url";
 import fs from "node:fs";
 import path from "node:path";
@@ -32,6 +33,7 @@ async function run(file) {
     flashAttention: false,
     experimentalKvCacheKeyType: "F32",
     experimentalKvCacheValueType: "F32",
+    ...(process.env.LORA ? { lora: { adapters: [{ filePath: path.resolve(process.env.LORA), scale: 1 }] } } : {}),
   });
   const sequence = context.getSequence();
   const generated = [];
