@@ -69,6 +69,10 @@ void RunConfig::validate() const {
   if (out.empty()) fail("out (the checkpoint path) must not be empty");
   nn::GPTConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // filled from the tokenizer later
+  // --init-from's checkpoint decides the architecture, which the adapters' targets name
+  // Linears of (down_proj is a SwiGLU MLP's): they are checked once it is read
+  // (model_loading.cpp validates the model again), not against these defaults
+  if (!init_from.empty()) m.lora_targets = nn::GPTConfig().lora_targets;
   m.validate();
 }
 

@@ -92,6 +92,7 @@ std::optional<io::Checkpoint> TrainingRun::read_init() {
       io::load_checkpoint(cfg_.init_from, io::LoadOptions{.weights_only = true});
   refuse_gradient_dump(*init);
   take_model_of(*init, cfg_);
+  cfg_.model.validate();  // the adapters' targets against the architecture now known
   const RunConfig was = RunConfig::from_json(init->config);
   if (was.task == cfg_.task) cfg_.task->keep_from(was, cfg_);
   // how the model's conversations are written, whatever task it had (an import's)

@@ -72,6 +72,15 @@ lora_init_from)
   "$bin" inspect frozen.h5 > fi.txt
   grep -q '"freeze": "tok_emb.\*,blocks.0.\*"' fi.txt && [ "$(count_of frozen fi.txt)" -gt 0 ] ||
     fail "inspect does not show the frozen parameters: $(grep -E 'freeze|^frozen' fi.txt)"
+  # --lora-targets name the Linears of --init-from's architecture, read from the checkpoint:
+  # down_proj on a SwiGLU base trains, and on this GELU base is refused naming its Linears
+  "$bin" train "${tiny[@]}" --mlp swiglu --position rope --steps 2 --out swiglu.h5 > /dev/null
+  "$bin" train --init-from swiglu.h5 --lora-rank 2 --lora-targets down_proj --steps 2 \
+    --threads 1 --sample-tokens 0 --eval-windows 2 --out down.h5 > down.txt 2>&1 ||
+    fail "down_proj on a SwiGLU base was refused: $(tail -1 down.txt)"
+  [ "$(hashes down.h5 | grep -c 'mlp.down_proj.lora_')" -eq 4 ] || fail "no down_proj adapters"
+  expect_usage_error "this model's MLP is gelu" "$bin" train --init-from base.h5 --lora-rank 2 \
+    --lora-targets down_proj --steps 2 --out refused.h5
   ;;
 lora_resume_exact)
   # dropout in the model and on the adapters, accumulation, then bf16: a split run resumed
