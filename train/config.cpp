@@ -30,6 +30,16 @@ void validate_length(const RunConfig& c) {
     fail("early_stopping needs evaluations during the run: set eval_interval above 0");
 }
 
+void validate_model(const RunConfig& cfg) {
+  nn::GPTConfig m = cfg.model;
+  if (m.vocab_size == 0) m.vocab_size = 1;  // filled from the tokenizer later
+  // --init-from's checkpoint decides the architecture, which the adapters' targets name
+  // Linears of (down_proj is a SwiGLU MLP's): they are checked once it is read
+  // (training_run.cpp validates the model again), not against these defaults
+  if (!cfg.init_from.empty()) m.lora_targets = nn::GPTConfig().lora_targets;
+  m.validate();
+}
+
 }  // namespace
 
 void RunConfig::validate() const {
@@ -67,13 +77,7 @@ void RunConfig::validate() const {
   if (sample_tokens < 0) fail(fmt::format("sample_tokens must be >= 0, got {}", sample_tokens));
   if (stop_at < 0) fail(fmt::format("stop_at must be >= 0, got {}", stop_at));
   if (out.empty()) fail("out (the checkpoint path) must not be empty");
-  nn::GPTConfig m = model;
-  if (m.vocab_size == 0) m.vocab_size = 1;  // filled from the tokenizer later
-  // --init-from's checkpoint decides the architecture, which the adapters' targets name
-  // Linears of (down_proj is a SwiGLU MLP's): they are checked once it is read
-  // (model_loading.cpp validates the model again), not against these defaults
-  if (!init_from.empty()) m.lora_targets = nn::GPTConfig().lora_targets;
-  m.validate();
+  validate_model(*this);
 }
 
 namespace {
