@@ -19,6 +19,7 @@ trap 'stop_server; rm -rf "$work"' EXIT
 
 # start_server CHECKPOINT [options]: serves on a free port ($port), waits until it listens
 start_server() {
+  : > serve.err  # before the server's shell opens it: the loop below may read it first
   "$bin" serve "$@" --port 0 2> serve.err &
   server_pid=$!
   for _ in $(seq 1 200); do
