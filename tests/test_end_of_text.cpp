@@ -247,19 +247,19 @@ TEST_CASE("a meta.json whose documents or end_of_text disagree is refused", "[en
   data::PreparedMeta m = r.meta;
   m.end_of_text = 255;
   REQUIRE_THROWS_WITH(data::parse_prepared_meta(data::prepared_meta_bytes(m), "meta.json"),
-                      Contains("meta.json: 'tokenizer.end_of_text': is 255; the reserved "
+                      Contains("meta.json: 'tokenizer.end_of_text' is 255; the reserved "
                                "<|endoftext|> is the last id, 256"));
   m = r.meta;
   m.val.documents = 2;
   m.val.tokens += 1;
   REQUIRE_THROWS_WITH(data::parse_prepared_meta(data::prepared_meta_bytes(m), "meta.json"),
-                      Contains("'val.documents': is 2, but with train's 1 there are 2 sources"));
+                      Contains("'val.documents' is 2, but with train's 1 there are 2 sources"));
   m = r.meta;
   m.train.tokens -= 1;  // the token after document 1 missing
   REQUIRE_THROWS_WITH(data::parse_prepared_meta(data::prepared_meta_bytes(m), "meta.json"),
-                      Contains("'train.tokens': is 12, but the split gives 13"));
+                      Contains("'train.tokens' is 22, but the split gives 23"));
   std::string bytes = data::prepared_meta_bytes(r.meta);  // documents without end_of_text
   bytes.replace(bytes.find("\"end_of_text\": 256,"), 19, "");
   REQUIRE_THROWS_WITH(data::parse_prepared_meta(bytes, "meta.json"),
-                      Contains("'train.documents': is not a key this format has"));
+                      Contains("'train.documents' is not a key this format has"));
 }

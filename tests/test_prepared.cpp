@@ -177,7 +177,7 @@ TEST_CASE("bpe merges are learned from the training split only", "[prepared]") {
   train.resize(3000), val.resize(1000);
   const std::string text = train + val;
   TempDir dir;
-  const auto sources = write_parts(dir, text);
+  const std::vector<std::string> sources = {dir.write("t.txt", text)};  // one document
   const double f = 0.25;  // 1000 of 4000 characters, exactly
   data::PrepareOptions o = options(sources, "bpe", dir.file("out"), f, 300);
   o.chunk_bytes = GENERATE(size_t{16}, size_t{1000}, size_t{1} << 20);
@@ -189,10 +189,13 @@ TEST_CASE("bpe merges are learned from the training split only", "[prepared]") {
     REQUIRE(tok.token_bytes(right).find('b') == std::string_view::npos);
   }
   // the same merges as training on the training text in one piece, each part on its own
-  const data::BpeTokenizer whole = data::BpeTokenizer::train(train, 300);
+  const data::BpeTokenizer whole = data::BpeTokenizer::train(
+      train, 300, std::string(data::kGpt4SplitPattern), data::EndOfText::reserved);
   REQUIRE(tok.merges() == whole.merges());
   REQUIRE(d.train.to_vector() == whole.encode(train));
-  REQUIRE(d.val.to_vector() == whole.encode(val));
+  std::vector<int64_t> val_ids = whole.encode(val);
+  val_ids.push_back(*whole.reserved_end_of_text());  // the document ends in validation
+  REQUIRE(d.val.to_vector() == val_ids);
   REQUIRE(decoded(d, d.train) + decoded(d, d.val) == text);
   REQUIRE(r.meta.split_byte == train.size());
   REQUIRE(r.meta.train.text_bytes == train.size());
@@ -201,7 +204,7 @@ TEST_CASE("bpe merges are learned from the training split only", "[prepared]") {
 TEST_CASE("bpe prepare round-trips hostile Unicode over many chunk sizes", "[prepared]") {
   const std::string text = sample_text(60);
   TempDir dir;
-  const auto sources = write_parts(dir, text);
+  const std::vector<std::string> sources = {dir.write("t.txt", text)};  // one document
   data::PrepareOptions o = options(sources, "bpe", dir.file("out"), 0.2, 400);
   o.chunk_bytes = GENERATE(size_t{16}, size_t{333}, size_t{1} << 20);
   data::prepare(o);
@@ -464,8 +467,9 @@ TEST_CASE("folders of sources give their txt files sorted and recursively", "[pr
   REQUIRE_THROWS_WITH(data::list_sources({dir.file("empty")}), Contains("no *.txt"));
   const auto r = data::prepare(options({dir.file("c")}, "byte", dir.file("o"), 0));
   REQUIRE(r.meta.sources.size() == 3);
-  REQUIRE(data::open_prepared(dir.file("o"))
-              .tokenizer->decode(data::open_prepared(dir.file("o")).train.to_vector()) == "ABZ");
+  const data::PreparedData d = data::open_prepared(dir.file("o"));
+  REQUIRE(decoded(d, d.train) == "ABZ");
+  REQUIRE(d.train.size() == 6);  // each document followed by <|endoftext|>
 }
 
 namespace {
