@@ -18,6 +18,8 @@
 #include "io/hdf5.h"
 #include "io/tokenizer_section.h"
 #include "support.h"
+#include "train/config.h"
+#include "train/task.h"
 
 using ag_test::TempDir;
 using Catch::Matchers::Contains;
@@ -262,4 +264,17 @@ TEST_CASE("a meta.json whose documents or end_of_text disagree is refused", "[en
   bytes.replace(bytes.find("\"end_of_text\": 256,"), 19, "");
   REQUIRE_THROWS_WITH(data::parse_prepared_meta(bytes, "meta.json"),
                       Contains("'train.documents' is not a key this format has"));
+}
+
+TEST_CASE("instruct ends responses with the reserved token: no row for a base that has it",
+          "[end_of_text]") {
+  const train::RunConfig cfg;
+  const train::TaskHandle instruct(train::task_named("instruct"));
+  const data::ByteTokenizer reserving(data::EndOfText::reserved), before;
+  REQUIRE(instruct->extra_ids(cfg, reserving) == 0);
+  REQUIRE(instruct->pad_id(reserving) == kEnd);
+  REQUIRE(instruct->extra_ids(cfg, before) == 1);  // grown by one row, as before
+  const data::BpeTokenizer bpe = trained_bpe(280);
+  REQUIRE(instruct->extra_ids(cfg, bpe) == 0);
+  REQUIRE(data::end_of_text_id(bpe) == 279);
 }
