@@ -61,12 +61,20 @@ void print_tokenizer(const io::TokenizerSection& t) {
                base::printable(t.hf_settings.substr(0, 400)));
     return;
   }
+  // byte and bpe: their reserved <|endoftext|> (none in a file written before it)
+  const size_t end = t.special_tokens.empty() ? 0 : 1;
+  const char* end_text = end ? " + <|endoftext|>" : "";
+  if (kind == data::TokenizerKind::bytes) {
+    fmt::print("tokenizer byte ({} ids: 256 bytes{})\n", 256 + end, end_text);
+    return;
+  }
   if (kind != data::TokenizerKind::bpe) {
     fmt::print("tokenizer {} ({} entries)\n", base::printable(t.type), t.vocab.size());
     return;
   }
-  fmt::print("tokenizer bpe ({} ids: 256 bytes + {} merges)\nsplit_pattern {}\n",
-             256 + t.merges.size(), t.merges.size(), base::printable(t.split_pattern));
+  fmt::print("tokenizer bpe ({} ids: 256 bytes + {} merges{})\nsplit_pattern {}\n",
+             256 + t.merges.size() + end, t.merges.size(), end_text,
+             base::printable(t.split_pattern));
 }
 
 // What a run of this checkpoint trains (train/freezing.h: LoRA freezes the base weights,

@@ -39,7 +39,7 @@ po::options_description prepare_options(PrepareCommandOptions& o) {
       "use this tokenizer instead of making one (GPT-2's: a folder of its files, or a "
       "checkpoint, a tokenizer .json file or a prepared folder)");
   add("vocab-size", po::value(&o.vocab_size)->default_value(0),
-      "bpe: the vocabulary to learn (256 byte tokens + merges)");
+      "bpe: the vocabulary to learn (256 byte tokens + merges + <|endoftext|>)");
   add("val-fraction", value_with_default(&o.val_fraction, 0.1),
       "the last fraction of the corpus held out for validation");
   add("out", po::value(&o.out)->required(),

@@ -294,10 +294,13 @@ nn::GenerationStats sample_prompt(const SampleOptions& o, const Loaded& l,
   // only the response of an instruction is printed
   SampleWriter out(STDOUT_FILENO, o.num_samples, o.stops, isatty(STDOUT_FILENO) != 0,
                    o.instruct ? "" : o.prompt);
-  // A sample ends at the end-of-text token: with --instruction, and wherever the token is
-  // one past the tokenizer's vocabulary (a task model's extra row: no text to decode).
+  // A sample ends at the end-of-text token: with --instruction, wherever the token is one
+  // past the tokenizer's vocabulary (a task model's extra row: no text to decode), and at a
+  // byte or bpe tokenizer's reserved <|endoftext|> (a document's end: what follows is
+  // another), as llama.cpp stops at an export's eos.
   const int64_t end_of_text = data::end_of_text_id(tok);
-  const bool stop_at_end = o.instruct || end_of_text >= tok.vocab_size();
+  const bool stop_at_end =
+      o.instruct || end_of_text >= tok.vocab_size() || tok.reserved_end_of_text();
   std::vector<int64_t> one(1);
   const nn::GenerationStats st =
       nn::generate(*l.model, ids, generation, [&](int64_t sample, int64_t id) {

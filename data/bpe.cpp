@@ -84,8 +84,11 @@ struct BpeTokenizer::Chunk {
 
 // ---- construction ----------------------------------------------------------------------
 
-BpeTokenizer::BpeTokenizer(std::vector<Merge> merges, std::string split_pattern)
-    : merges_(std::move(merges)), pattern_(compile_pattern(std::move(split_pattern))) {
+BpeTokenizer::BpeTokenizer(std::vector<Merge> merges, std::string split_pattern,
+                           EndOfText end_of_text)
+    : merges_(std::move(merges)),
+      pattern_(compile_pattern(std::move(split_pattern))),
+      end_of_text_(end_of_text) {
   if (merges_.size() > static_cast<size_t>(INT32_MAX) - 256)
     throw std::invalid_argument(fmt::format("bpe tokenizer: {} merges is more than the limit of {}",
                                             merges_.size(), INT32_MAX - 256));
@@ -164,6 +167,10 @@ void BpeTokenizer::build_tables() {
     add_rank(merges_[i], static_cast<uint32_t>(i), i);
     token_bytes_ += token_bytes(left);
     token_bytes_ += token_bytes(right);
+    token_offset_.push_back(token_bytes_.size());
+  }
+  if (end_of_text_ == EndOfText::reserved) {  // after the merges, which never make it
+    token_bytes_ += kEndOfTextToken;
     token_offset_.push_back(token_bytes_.size());
   }
 }
@@ -443,10 +450,10 @@ std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
 }
 
 BpeTokenizer BpeTokenizer::train(std::string_view text, int64_t vocab_size,
-                                 std::string split_pattern) {
+                                 std::string split_pattern, EndOfText end_of_text) {
   BpeTrainer trainer(std::move(split_pattern));
   trainer.add_text(text);
-  return trainer.train(vocab_size);
+  return trainer.train(vocab_size, end_of_text);
 }
 
 // ---- BpeStreamEncoder ------------------------------------------------------------------

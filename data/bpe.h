@@ -1,12 +1,13 @@
 #pragma once
 // Byte-level BPE: tokens 0-255 are the bytes, merge i makes token 256 + i from a pair of
-// earlier tokens. Text is first cut into pieces by a split pattern (pretokenize.h; GPT-4's
-// by default) and merges never cross pieces, so every string of UTF-8 round-trips exactly
-// and no character is ever unknown.
+// earlier tokens, and a tokenizer trained since it was reserved has <|endoftext|> after them
+// (tokenizer.h's EndOfText: id 256 + M, never made by a merge nor by encode). Text is first cut
+// into pieces by a split pattern (pretokenize.h; GPT-4's by default) and merges never cross pieces,
+// so every string of UTF-8 round-trips exactly and no character is ever unknown.
 //
 //   data::BpeTrainer trainer;                          // GPT-4 split pattern
 //   for (const std::string& chunk : chunks) trainer.add_text(chunk);  // cut anywhere
-//   data::BpeTokenizer tok = trainer.train(4096);      // 3840 merges
+//   data::BpeTokenizer tok = trainer.train(4096, data::EndOfText::reserved);  // 3839 merges
 //   std::vector<int64_t> ids = tok.encode("Hello world");
 //   assert(tok.decode(ids) == "Hello world");
 //   data::BpeTokenizer same(tok.merges(), tok.split_pattern());  // what a file stores
@@ -20,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,7 +44,8 @@ class BpeTokenizer : public Tokenizer {
   // exist before it (ids < 256 + i), no pair may repeat, tokens respect the limits above,
   // and the pattern must compile. Errors (std::invalid_argument) name the merge index.
   explicit BpeTokenizer(std::vector<Merge> merges,
-                        std::string split_pattern = std::string(kGpt4SplitPattern));
+                        std::string split_pattern = std::string(kGpt4SplitPattern),
+                        EndOfText end_of_text = EndOfText::none);
 
   // A vocabulary numbered otherwise (Hugging Face's tokenizer.json: hf_bpe.h). Token i has
   // the bytes tokens[i], every single byte among them; merge r joins (left, right) into the
@@ -61,7 +64,8 @@ class BpeTokenizer : public Tokenizer {
 
   // One-shot training on a whole text (see BpeTrainer for text in chunks).
   static BpeTokenizer train(std::string_view text, int64_t vocab_size,
-                            std::string split_pattern = std::string(kGpt4SplitPattern));
+                            std::string split_pattern = std::string(kGpt4SplitPattern),
+                            EndOfText end_of_text = EndOfText::none);
 
   // Refuses invalid UTF-8 (std::invalid_argument naming the byte offset). Texts over a
   // megabyte are split over OpenMP's threads (ag::set_num_threads), with the same result.
@@ -80,7 +84,13 @@ class BpeTokenizer : public Tokenizer {
 
   const std::vector<Merge>& merges() const { return merges_; }
   const std::string& split_pattern() const { return pattern_.pattern(); }
-  std::string_view token_bytes(uint32_t id) const;  // id < vocab_size()
+  // The bytes of a token (<|endoftext|>'s: its text); id < vocab_size().
+  std::string_view token_bytes(uint32_t id) const;
+  EndOfText end_of_text() const { return end_of_text_; }
+  std::optional<int64_t> reserved_end_of_text() const override {
+    if (end_of_text_ != EndOfText::reserved) return std::nullopt;
+    return vocab_size() - 1;
+  }
 
   // The rank (merge index) of the pair, or kNoMerge.
   static constexpr uint32_t kNoMerge = UINT32_MAX;
@@ -107,6 +117,7 @@ class BpeTokenizer : public Tokenizer {
 
   std::vector<Merge> merges_;
   SplitPattern pattern_;
+  EndOfText end_of_text_ = EndOfText::none;
   // Open addressing table of merge ranks keyed by the pair (left << 32 | right).
   std::vector<uint64_t> rank_keys_;
   std::vector<uint32_t> rank_values_;
@@ -167,11 +178,11 @@ class BpeTrainer {
   // Counts `count` (> 0) occurrences of one piece directly, e.g. counts gathered elsewhere.
   void add_piece(std::string_view piece, int64_t count = 1);
 
-  // Learns vocab_size - 256 merges from everything added (ends the current text first);
-  // fewer when the pieces run out of pairs (a pair whose token would pass kMaxTokenBytes
-  // is never merged). May be called again after adding more.
-  // vocab_size must be in [256, 2^31).
-  BpeTokenizer train(int64_t vocab_size);
+  // Learns vocab_size - 256 merges from everything added (ends the current text first), one
+  // fewer with <|endoftext|> reserved (the last id); fewer when the pieces run out of pairs
+  // (a pair whose token would pass kMaxTokenBytes is never merged). May be called again
+  // after adding more. vocab_size must be in [256, 2^31) (257 with <|endoftext|>).
+  BpeTokenizer train(int64_t vocab_size, EndOfText end_of_text = EndOfText::none);
 
   uint64_t bytes_added() const;
   size_t distinct_pieces() const;

@@ -244,14 +244,16 @@ void BpeTrainer::add_piece(std::string_view piece, int64_t count) {
   if (!piece.empty()) counts_->add(piece, count);
 }
 
-BpeTokenizer BpeTrainer::train(int64_t vocab_size) {
-  if (vocab_size < 256 || vocab_size > INT32_MAX)
+BpeTokenizer BpeTrainer::train(int64_t vocab_size, EndOfText end_of_text) {
+  const int64_t fixed = end_of_text == EndOfText::reserved ? 257 : 256;
+  if (vocab_size < fixed || vocab_size > INT32_MAX)
     throw std::invalid_argument(fmt::format(
-        "bpe trainer: vocab_size must be at least 256 (the byte tokens) and below 2^31, got {}",
-        vocab_size));
+        "bpe trainer: vocab_size must be at least {} (the byte tokens{}) and below 2^31, got {}",
+        fixed, fixed == 257 ? " and <|endoftext|>" : "", vocab_size));
   end_text();
   MergeLearner learner(counts_->entries, counts_->arena);
-  return BpeTokenizer(learner.learn(static_cast<size_t>(vocab_size - 256)), pattern_.pattern());
+  return BpeTokenizer(learner.learn(static_cast<size_t>(vocab_size - fixed)), pattern_.pattern(),
+                      end_of_text);
 }
 
 uint64_t BpeTrainer::bytes_added() const {

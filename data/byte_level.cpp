@@ -74,6 +74,13 @@ void add_merges(const Tok& tok, const std::vector<BpeTokenizer::Merge>& merges, 
   }
 }
 
+// A reserved <|endoftext|> (attograd's byte and bpe): a special token after the merges.
+void add_end_of_text(EndOfText end_of_text, ByteLevelVocab& v) {
+  if (end_of_text != EndOfText::reserved) return;
+  v.end_of_text = static_cast<int64_t>(v.tokens.size());
+  v.tokens.emplace_back(kEndOfTextToken);
+}
+
 }  // namespace
 
 std::string byte_level_text(std::string_view bytes) {
@@ -108,9 +115,11 @@ ByteLevelVocab byte_level_vocab(const Tokenizer& tok) {
     for (uint32_t id = 0; id < 256; ++id) v.tokens.push_back(byte_level_text(b->token_bytes(id)));
     add_merges(*b, b->merges(), v);
     v.split_pattern = b->split_pattern();
-  } else if (dynamic_cast<const ByteTokenizer*>(&tok)) {
+    add_end_of_text(b->end_of_text(), v);
+  } else if (const auto* bytes = dynamic_cast<const ByteTokenizer*>(&tok)) {
     for (int byte = 0; byte < 256; ++byte)
       v.tokens.push_back(byte_level_text(std::string(1, static_cast<char>(byte))));
+    add_end_of_text(bytes->end_of_text(), v);
   } else {
     throw std::invalid_argument(fmt::format(
         "a {} tokenizer cannot be written as a byte-level vocabulary: its ids stand for {}, "
@@ -281,19 +290,29 @@ std::unique_ptr<Tokenizer> tokenizer_from_byte_level(ByteLevelVocab vocab) {
   std::vector<std::string> specials = check.specials();
   bool in_byte_order = true;
   for (size_t id = 0; id < 256; ++id) in_byte_order = in_byte_order && order[id] == id;
-  if (merges.empty() && vocab.split_pattern.empty() && in_byte_order && specials.empty())
-    return std::make_unique<ByteTokenizer>();
+  // attograd's own kinds: no special token, or <|endoftext|> alone (reserved, the last id)
+  const bool own =
+      in_byte_order && specials.size() <= 1 && (specials.empty() || specials[0] == kEndOfTextToken);
+  const EndOfText end = specials.empty() ? EndOfText::none : EndOfText::reserved;
+  if (own && merges.empty() && vocab.split_pattern.empty())
+    return std::make_unique<ByteTokenizer>(end);
   if (vocab.split_pattern.empty())
     throw ByteLevelError(Part::whole, 0,
                          "no split pattern: a vocabulary with merges or special tokens needs one");
-  if (in_byte_order && specials.empty())
+  if (own)
     return construct([&] {
-      return std::make_unique<BpeTokenizer>(std::move(merges), std::move(vocab.split_pattern));
+      return std::make_unique<BpeTokenizer>(std::move(merges), std::move(vocab.split_pattern), end);
     });
   return construct([&] {
     return std::make_unique<Gpt2Tokenizer>(std::move(order), std::move(merges),
                                            std::move(vocab.split_pattern), std::move(specials));
   });
+}
+
+std::unique_ptr<Tokenizer> bytes_alone_as_byte(std::unique_ptr<Tokenizer> tok) {
+  const auto* bpe = dynamic_cast<const BpeTokenizer*>(tok.get());
+  if (!bpe || !bpe->merges().empty()) return tok;
+  return std::make_unique<ByteTokenizer>(bpe->end_of_text());
 }
 
 }  // namespace data

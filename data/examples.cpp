@@ -12,6 +12,7 @@
 namespace data {
 
 int64_t end_of_text_id(const Tokenizer& tokenizer) {
+  if (const auto reserved = tokenizer.reserved_end_of_text()) return *reserved;
   if (const auto* gpt2 = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer))
     if (const auto id = gpt2->special_id("<|endoftext|>")) return *id;
   if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(&tokenizer))

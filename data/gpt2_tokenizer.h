@@ -104,18 +104,23 @@ struct ByteLevelVocab {             // as other tools' files hold it
   std::optional<int64_t> end_of_text;  // the id of <|endoftext|>, when the vocabulary has it
 };
 
-// Any byte-level tokenizer (GPT-2's, attograd's own bpe, byte) in that form; a char
+// Any byte-level tokenizer (GPT-2's, attograd's own bpe, byte, <|endoftext|> its special
+// token when reserved) in that form; a char
 // tokenizer is std::invalid_argument saying why it cannot be expressed, and so is a bpe
 // with two tokens of the same bytes (a vocabulary maps each text to one id). byte has no
 // split pattern ("").
 ByteLevelVocab byte_level_vocab(const Tokenizer& tok);
 
 // Back to a tokenizer: attograd's "bpe" when ids 0-255 are the bytes in byte order, there is
-// no special token and a split pattern or merges ("byte" when neither), else "gpt2".
+// no special token but <|endoftext|> (its reserved one) and a split pattern or merges ("byte"
+// when neither), else "gpt2".
 // The layout must be GPT-2's: the 256 single-byte tokens first (any order), then merge i's
 // result at id 256 + i, then special tokens (any text, not all 256 bytes' tokens). Errors
 // (std::invalid_argument) name the token id or merge index (vocabularies are hostile).
 std::unique_ptr<Tokenizer> tokenizer_from_byte_level(ByteLevelVocab vocab);
+// A bpe tokenizer without merges as the byte tokenizer it is (the 256 bytes in order, and
+// its reserved <|endoftext|>): whatever its split pattern, the same ids. Others unchanged.
+std::unique_ptr<Tokenizer> bytes_alone_as_byte(std::unique_ptr<Tokenizer> tok);
 
 // ---- files -------------------------------------------------------------------------
 

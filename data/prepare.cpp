@@ -58,16 +58,18 @@ Kind check_options(const PrepareOptions& o) {
     throw std::invalid_argument(
         fmt::format("prepare: the tokenizer must be char, byte or bpe, not '{}'", o.tokenizer));
   const Kind kind = encoding_of(o.tokenizer);
-  if (kind == Kind::kBpe && (o.vocab_size < 256 || o.vocab_size > kMaxBpeVocabSize))
+  if (kind == Kind::kBpe && (o.vocab_size < 257 || o.vocab_size > kMaxBpeVocabSize))
     throw std::invalid_argument(fmt::format(
-        "prepare: a bpe vocabulary has 256 to {} tokens, got {}", kMaxBpeVocabSize, o.vocab_size));
+        "prepare: a bpe vocabulary has 257 to {} tokens (the 256 bytes, merges, <|endoftext|>), "
+        "got {}",
+        kMaxBpeVocabSize, o.vocab_size));
   if (o.split_pattern.size() > kMaxSplitPatternBytes)
     throw std::invalid_argument(fmt::format("prepare: the split pattern has {} bytes; at most {}",
                                             o.split_pattern.size(), kMaxSplitPatternBytes));
   if (kind != Kind::kBpe && o.vocab_size != 0)
     throw std::invalid_argument(fmt::format(
         "prepare: vocab_size is for bpe only ({} has {}), got {}", o.tokenizer,
-        kind == Kind::kByte ? "256 ids" : "one id per distinct character", o.vocab_size));
+        kind == Kind::kByte ? "257 ids" : "one id per distinct character", o.vocab_size));
   return kind;
 }
 
@@ -147,8 +149,8 @@ BpeTokenizer learn_pass(std::vector<Source>& sources, uint64_t train_chars, cons
         chars += take;
         return chars < train_chars;
       },
-      [](Source&) {});
-  return trainer.train(o.vocab_size);
+      [&](Source&) { trainer.end_text(); });  // a document: no piece crosses its end
+  return trainer.train(o.vocab_size, EndOfText::reserved);
 }
 
 // The passes before encoding: the tokenizer, and the units the split counts.
@@ -159,7 +161,7 @@ std::shared_ptr<const Tokenizer> make_tokenizer(Kind kind, std::vector<Source>& 
     units = 0;
     for (const Source& s : sources) units += s.stamp.size;
     if (o.existing) return o.existing;
-    return std::make_unique<ByteTokenizer>();
+    return std::make_unique<ByteTokenizer>(EndOfText::reserved);
   }
   progress.start(1, "checking");
   if (o.existing) {
@@ -182,6 +184,7 @@ PreparedMeta build_meta(const PrepareOptions& o, const std::vector<Source>& sour
   PreparedMeta m;
   m.tokenizer_kind = tok.kind();
   m.vocab_size = tok.vocab_size();
+  m.end_of_text = tok.reserved_end_of_text();
   m.dtype = dtype_for_vocab(m.vocab_size);
   m.val_fraction = o.val_fraction;
   for (const Source& s : sources) {

@@ -30,6 +30,7 @@ EncodePass::EncodePass(Kind kind, const Tokenizer& tokenizer, uint64_t train_uni
     : kind_(kind),
       dtype_(dtype_for_vocab(tokenizer.vocab_size())),
       train_units_(train_units),
+      end_of_text_(tokenizer.reserved_end_of_text()),
       train_(folder, kTrainFile),
       val_(folder, kValFile) {
   if (kind == Kind::kChar)
@@ -47,7 +48,8 @@ SplitPart EncodePass::part(bool val, uint64_t text_bytes) const {
   const TempFile& file = val ? val_ : train_;
   const base::UniqueFd fd(file.open_for_reading());
   return {tokens(val), text_bytes, file.sha256(),
-          token_file_sample_sha256(fd.get(), file.bytes_written(), val ? kValFile : kTrainFile)};
+          token_file_sample_sha256(fd.get(), file.bytes_written(), val ? kValFile : kTrainFile),
+          documents_[val ? 1 : 0]};
 }
 
 void EncodePass::run(std::vector<Source>& sources, size_t chunk_bytes, Progress& progress) {
@@ -86,6 +88,20 @@ void EncodePass::end_source(Source& s) {
     s.chars = chars;  // the one pass: no count before
   else if (chars != s.chars)
     source_changed(s, fmt::format("{} characters, {} before", chars, s.chars));
+  if (end_of_text_) end_document();
+}
+
+// A document ends: bpe's held-back pieces, then <|endoftext|>, in the part holding its end.
+void EncodePass::end_document() {
+  TempFile& part = split_found_ ? val_ : train_;
+  if (kind_ == Kind::kBpe) {
+    ids32_.clear();
+    bpe_->finish(ids32_);
+    write(part, ids32_.data(), ids32_.size());
+  }
+  const auto id = static_cast<uint32_t>(*end_of_text_);
+  write(part, &id, 1);
+  ++documents_[split_found_ ? 1 : 0];
 }
 
 void EncodePass::encode(std::string_view chunk, uint64_t offset) {

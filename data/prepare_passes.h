@@ -94,7 +94,8 @@ void for_each_chunk(std::vector<Source>& sources, size_t chunk_bytes, Progress& 
 // The last pass: encodes the corpus into train.bin and val.bin (temporary files until
 // commit()), hashing each source. The first `train_units` units (characters for char and
 // bpe, bytes for byte) are training text, the rest validation; bpe encodes the two parts
-// as two texts, so no token crosses the split.
+// as two texts, so no token crosses the split. A tokenizer's reserved <|endoftext|> follows
+// each source, in the part its last unit went to (bpe: each source a text of its own).
 class EncodePass {
  public:
   EncodePass(Kind kind, const Tokenizer& tokenizer, uint64_t train_units, OutputFolder& folder);
@@ -113,6 +114,7 @@ class EncodePass {
   void encode_slice(std::string_view slice, uint64_t offset);
   void encode_bpe(std::string_view chunk, uint64_t offset);
   void end_source(Source& s);
+  void end_document();
   template <class T>
   void route(const T* ids, size_t n, std::string_view text);
   template <class T>
@@ -121,6 +123,8 @@ class EncodePass {
   Kind kind_;
   TokenDtype dtype_;
   uint64_t train_units_;
+  std::optional<int64_t> end_of_text_;  // after each source (a document), when reserved
+  uint64_t documents_[2] = {0, 0};      // ended in train, in val
   std::optional<CharIds> char_ids_;
   std::unique_ptr<BpeStreamEncoder> bpe_;
   TempFile train_, val_;

@@ -38,6 +38,11 @@ std::unique_ptr<Tokenizer> open_tokenizer(const detail::InputFolder& folder,
     throw DataError(fmt::format("{}: a {} tokenizer of {} ids, but {} says {} of {}", path,
                                 tok->type(), tok->vocab_size(), meta_path, meta.tokenizer_kind,
                                 meta.vocab_size));
+  if (tok->reserved_end_of_text() != meta.end_of_text)
+    throw DataError(
+        fmt::format("{}: {} <|endoftext|>, but {} {}", path,
+                    tok->reserved_end_of_text() ? "reserves" : "has no", meta_path,
+                    meta.end_of_text ? "ends each document with one" : "records no end_of_text"));
   return tok;
 }
 
@@ -84,17 +89,21 @@ void encode_units(std::string_view text, const Tokenizer& tok, double val_fracti
   d.val_text_bytes = text.size() - cut;
   std::optional<detail::CharIds> table;
   if (chars) table.emplace(dynamic_cast<const CharTokenizer&>(tok).code_points());
-  auto encode = [&](std::string_view part, uint64_t count, uint64_t base) {
-    std::vector<T> ids(static_cast<size_t>(count));
+  // the text is one document: a reserved <|endoftext|> after it, in the part holding its end
+  const std::optional<int64_t> end = tok.reserved_end_of_text();
+  const bool ends_in_val = units > n_train;
+  auto encode = [&](std::string_view part, uint64_t count, uint64_t base, bool ends) {
+    std::vector<T> ids(static_cast<size_t>(count) + (end && ends ? 1 : 0));
     if (table)
       table->encode(part, base, ids.data());
     else
       for (size_t i = 0; i < part.size(); ++i) ids[i] = static_cast<unsigned char>(part[i]);
+    if (end && ends) ids.back() = static_cast<T>(*end);
     return ids;
   };
-  d.train = owned_store(encode(text.substr(0, cut), n_train, 0), tok.vocab_size(),
+  d.train = owned_store(encode(text.substr(0, cut), n_train, 0, !ends_in_val), tok.vocab_size(),
                         name + " (training part)");
-  d.val = owned_store(encode(text.substr(cut), units - n_train, cut), tok.vocab_size(),
+  d.val = owned_store(encode(text.substr(cut), units - n_train, cut, ends_in_val), tok.vocab_size(),
                       name + " (validation part)");
 }
 
@@ -106,8 +115,11 @@ void encode_bpe(std::string_view text, const Tok& tok, double val_fraction, cons
   const size_t cut = detail::skip_chars(text, chars - split_val_units(chars, val_fraction));
   std::vector<uint32_t> ids;
   tok.encode_append(text.substr(0, cut), ids);
+  const std::optional<int64_t> end = tok.reserved_end_of_text();  // one document: after it
+  if (end && cut == text.size()) ids.push_back(static_cast<uint32_t>(*end));
   const size_t n_train = ids.size();
   tok.encode_append(text.substr(cut), ids);
+  if (end && cut < text.size()) ids.push_back(static_cast<uint32_t>(*end));
   d.train_text_bytes = cut, d.val_text_bytes = text.size() - cut;
   split_into(std::move(ids), n_train, tok.vocab_size(), name, d);
 }
@@ -137,17 +149,19 @@ void encode_any(std::string_view text, const Tokenizer& tok, double val_fraction
 
 std::unique_ptr<Tokenizer> tokenizer_for(std::string_view text, TokenizerKind kind,
                                          int64_t vocab_size, double val_fraction) {
-  if (kind == TokenizerKind::bytes && vocab_size == 0) return std::make_unique<ByteTokenizer>();
+  if (kind == TokenizerKind::bytes && vocab_size == 0)
+    return std::make_unique<ByteTokenizer>(EndOfText::reserved);
   if (kind == TokenizerKind::chars && vocab_size == 0) {
     detail::CharCollector collector;
     collector.add(text, 0);
     return std::make_unique<CharTokenizer>(collector.distinct_code_points());
   }
-  if (kind == TokenizerKind::bpe && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize) {
+  if (kind == TokenizerKind::bpe && vocab_size >= 257 && vocab_size <= kMaxBpeVocabSize) {
     const uint64_t chars = detail::count_utf8(text, 0);
     const uint64_t train = chars - split_val_units(chars, val_fraction);
     return std::make_unique<BpeTokenizer>(
-        BpeTokenizer::train(text.substr(0, detail::skip_chars(text, train)), vocab_size));
+        BpeTokenizer::train(text.substr(0, detail::skip_chars(text, train)), vocab_size,
+                            std::string(kGpt4SplitPattern), EndOfText::reserved));
   }
   throw std::logic_error("tokenizer_for: options not checked");
 }
@@ -217,10 +231,10 @@ PreparedData prepare_text(std::string_view text, TokenizerKind tokenizer, int64_
   const bool units = tokenizer == TokenizerKind::chars || tokenizer == TokenizerKind::bytes;
   const bool ok =
       (units && vocab_size == 0) ||
-      (tokenizer == TokenizerKind::bpe && vocab_size >= 256 && vocab_size <= kMaxBpeVocabSize);
+      (tokenizer == TokenizerKind::bpe && vocab_size >= 257 && vocab_size <= kMaxBpeVocabSize);
   if (!ok)
     throw std::invalid_argument(fmt::format(
-        "tokenizer '{}' with vocab_size {}: expected char or byte with 0, or bpe with 256 to {}",
+        "tokenizer '{}' with vocab_size {}: expected char or byte with 0, or bpe with 257 to {}",
         tokenizer, vocab_size, kMaxBpeVocabSize));
   if (!(val_fraction >= 0 && val_fraction < 1))
     throw std::invalid_argument(
@@ -268,6 +282,8 @@ std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer) {
     throw std::invalid_argument(
         fmt::format("token_byte_lengths: a '{}' tokenizer is not known", tokenizer.type()));
   }
+  // the end of a document stands for no text (meta.json's text_bytes count none for it)
+  if (const auto end = tokenizer.reserved_end_of_text()) lengths[static_cast<size_t>(*end)] = 0;
   return lengths;
 }
 

@@ -25,11 +25,13 @@
 //   train.bin       the training ids, little-endian uint16 when vocab_size <= 65536, else
 //   val.bin         uint32; no header (the counts are in meta.json)
 //   meta.json       format, format_version, tokenizer {type, vocab_size, sha256 of
-//                   tokenizer.json}, dtype, val_fraction, corpus {bytes, chars, sources
+//                   tokenizer.json, end_of_text (below)}, dtype, val_fraction, corpus {bytes,
+//                   chars, sources
 //                   [{path, bytes, chars, sha256}]}, split {unit, units, val_units,
 //                   byte_offset, char_offset}, train and val {tokens, text_bytes,
 //                   sha256 and sample_sha256 of the .bin file (below; absent in a folder
-//                   prepared before they were recorded, which opens unchecked)}
+//                   prepared before they were recorded, which opens unchecked),
+//                   documents (with end_of_text)}
 // meta.json is written last, after the other files are complete and renamed into place
 // (and the old meta.json removed first), so a folder with a meta.json is complete. A
 // prepare holds the folder under an exclusive lock (flock) and open_prepared under a shared
@@ -42,9 +44,14 @@
 // is refused, so `resume` never continues on it.
 //
 // The corpus is the concatenation of the sources in order (each must be valid UTF-8 by
-// itself, for every tokenizer). docs/model.md's split, the last val_fraction, counts
-// characters for char and bpe and bytes for byte: val_units = floor(units * val_fraction), the last
-// val_units are validation. For char and byte, train.bin and val.bin are exactly
+// itself, for every tokenizer). Each source is a document: with a tokenizer that reserves
+// <|endoftext|> (Tokenizer::reserved_end_of_text: attograd's byte and bpe), its id follows
+// each document, as GPT-2's pipeline puts it, in the part holding the document's end, and
+// bpe's pieces and merges never cross a document's end (meta.json's tokenizer.end_of_text
+// and each part's `documents`; prepare_text's text is one document). Without one, nothing
+// is added and bpe's pieces run on across sources. docs/model.md's split, the last val_fraction,
+// counts characters for char and bpe and bytes for byte: val_units = floor(units * val_fraction),
+// the last val_units are validation. For char and byte, train.bin and val.bin are exactly
 // split_tokens(encode(corpus)) of dataset.h; for bpe the text is split at that character
 // first, the merges are learned from the training text only, and each part is encoded on
 // its own (no token crosses the boundary). The char vocabulary is every distinct code
@@ -94,6 +101,9 @@ struct SplitPart {
   // The .bin file's SHA-256, and token_file_sample_sha256's of it (64 lowercase hex digits
   // each); both empty for a folder prepared before they were recorded.
   std::string sha256, sample_sha256;
+  // Documents (sources) whose end is in this part, each followed by PreparedMeta's
+  // end_of_text (one of `tokens`); 0 without one.
+  uint64_t documents = 0;
 };
 
 // What the split counts: a byte tokenizer's text is split by bytes, any other's by
@@ -116,6 +126,9 @@ struct PreparedMeta {
   TokenizerKind tokenizer_kind = TokenizerKind::chars;  // char, byte, bpe or gpt2
   std::string tokenizer_sha256;                         // of tokenizer.json's bytes
   int64_t vocab_size = 0;
+  // The id after each document (a tokenizer's reserved <|endoftext|>: the last id); none in
+  // a folder whose tokenizer reserves none, or one prepared before it was reserved.
+  std::optional<int64_t> end_of_text;
   TokenDtype dtype = TokenDtype::kUint16;
   double val_fraction = 0;
   std::vector<SourceFile> sources;  // in corpus order
@@ -238,7 +251,8 @@ PreparedData open_prepared(const std::string& dir,
 std::string prepared_identity(const PreparedMeta& meta);
 
 // The bytes of text each id stands for (char: its code point's UTF-8 length; byte: 1;
-// bpe: its token's bytes), for bits per byte over any stretch of ids.
+// bpe: its token's bytes; a reserved <|endoftext|>: 0), for bits per byte over any stretch
+// of ids.
 std::vector<uint32_t> token_byte_lengths(const Tokenizer& tokenizer);
 
 // The same structure from a text in memory, as prepare() would make it from a file holding

@@ -22,9 +22,10 @@ using detail::JsonObject;
 // Larger than any corpus, small enough that no count times 4 bytes overflows.
 constexpr uint64_t kMaxCount = uint64_t{1} << 60;
 
-nlohmann::json part_json(const SplitPart& p) {
+nlohmann::json part_json(const SplitPart& p, bool documents) {
   nlohmann::json j = {{"tokens", p.tokens}, {"text_bytes", p.text_bytes}};
   if (!p.sha256.empty()) j["sha256"] = p.sha256, j["sample_sha256"] = p.sample_sha256;
+  if (documents) j["documents"] = p.documents;
   return j;
 }
 
@@ -43,8 +44,22 @@ std::string sha256_of(const JsonObject& o, std::string_view key) {
   return s;
 }
 
+// tokenizer.end_of_text: a byte or bpe tokenizer's last id (absent in older folders).
+void read_end_of_text(const JsonObject& o, PreparedMeta& m) {
+  if (!o.has("end_of_text")) return;
+  m.end_of_text = static_cast<int64_t>(o.uint("end_of_text", INT32_MAX));
+  if (m.tokenizer_kind != TokenizerKind::bytes && m.tokenizer_kind != TokenizerKind::bpe)
+    o.fail("end_of_text", fmt::format("is for a byte or bpe tokenizer, not {}", m.tokenizer_kind));
+  if (*m.end_of_text != m.vocab_size - 1)
+    o.fail("end_of_text", fmt::format("is {}; the reserved <|endoftext|> is the last id, {}",
+                                      *m.end_of_text, m.vocab_size - 1));
+}
+
 void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
-  o.expect_keys({"type", "vocab_size", "sha256"});
+  if (o.has("end_of_text"))
+    o.expect_keys({"type", "vocab_size", "sha256", "end_of_text"});
+  else
+    o.expect_keys({"type", "vocab_size", "sha256"});
   const std::string type = o.string("type");
   m.vocab_size = static_cast<int64_t>(o.uint("vocab_size", INT32_MAX));
   m.tokenizer_sha256 = sha256_of(o, "sha256");
@@ -53,8 +68,9 @@ void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
     o.fail("type",
            fmt::format("is {}, not one of char, byte, bpe, gpt2, hf", base::json_quote(type)));
   const TokenizerKind t = m.tokenizer_kind = *kind;
-  if (t == TokenizerKind::bytes && m.vocab_size != 256)
-    o.fail("vocab_size", fmt::format("is {}; a byte tokenizer has 256", m.vocab_size));
+  if (t == TokenizerKind::bytes && m.vocab_size != 256 && m.vocab_size != 257)
+    o.fail("vocab_size",
+           fmt::format("is {}; a byte tokenizer has 256, or 257 with <|endoftext|>", m.vocab_size));
   if (t == TokenizerKind::bpe && (m.vocab_size < 256 || m.vocab_size > kMaxBpeVocabSize))
     o.fail("vocab_size",
            fmt::format("is {}; a bpe tokenizer has 256 to {}", m.vocab_size, kMaxBpeVocabSize));
@@ -65,6 +81,7 @@ void read_tokenizer(const JsonObject& o, PreparedMeta& m) {
            fmt::format("is {}; a {} tokenizer has 256 to {}", m.vocab_size, t, max_gpt2));
   if (t == TokenizerKind::chars && (m.vocab_size < 1 || m.vocab_size > 0x110000))
     o.fail("vocab_size", fmt::format("is {}; a char tokenizer has 1 to 1114112", m.vocab_size));
+  read_end_of_text(o, m);
 }
 
 void read_sources(const JsonObject& corpus, PreparedMeta& m) {
@@ -129,19 +146,30 @@ void read_split(const JsonObject& o, PreparedMeta& m) {
                        m.split_unit));
 }
 
-SplitPart read_part(const JsonObject& top, std::string_view key, uint64_t text_bytes) {
+// A part's keys: the hashes (a folder prepared before they were recorded has neither) and
+// documents (a folder with end_of_text has it).
+void expect_part_keys(const JsonObject& o, bool hashed, bool documents) {
+  std::vector<std::string_view> keys = {"tokens", "text_bytes"};
+  if (hashed) keys.insert(keys.end(), {"sha256", "sample_sha256"});
+  if (documents) keys.push_back("documents");
+  o.expect_keys(keys);
+}
+
+SplitPart read_part(const JsonObject& top, std::string_view key, uint64_t text_bytes,
+                    const PreparedMeta& m) {
   const JsonObject o = top.object(key);
-  // the token file's hashes: a folder prepared before they were recorded has neither
   const bool hashed = o.has("sha256") || o.has("sample_sha256");
-  if (hashed)
-    o.expect_keys({"tokens", "text_bytes", "sha256", "sample_sha256"});
-  else
-    o.expect_keys({"tokens", "text_bytes"});
+  expect_part_keys(o, hashed, m.end_of_text.has_value());
   SplitPart p{o.uint("tokens", kMaxCount), o.uint("text_bytes", kMaxCount), "", ""};
   if (hashed) p.sha256 = sha256_of(o, "sha256"), p.sample_sha256 = sha256_of(o, "sample_sha256");
+  if (m.end_of_text) p.documents = o.uint("documents", m.sources.size());
   if (p.text_bytes != text_bytes)
     o.fail("text_bytes", fmt::format("is {}, but the split gives {}", p.text_bytes, text_bytes));
-  if (p.tokens > p.text_bytes || (p.tokens == 0) != (p.text_bytes == 0))
+  if (p.documents > p.tokens)
+    o.fail("tokens",
+           fmt::format("is {}, fewer than its {} documents' ends", p.tokens, p.documents));
+  const uint64_t text_tokens = p.tokens - p.documents;
+  if (text_tokens > p.text_bytes || (text_tokens == 0) != (p.text_bytes == 0))
     o.fail("tokens",
            fmt::format("is {}: {} bytes of text cannot give that many", p.tokens, p.text_bytes));
   return p;
@@ -149,10 +177,15 @@ SplitPart read_part(const JsonObject& top, std::string_view key, uint64_t text_b
 
 // Char and byte give one id per unit, so their counts are known exactly.
 void check_tokens(const JsonObject& top, const PreparedMeta& m) {
+  if (m.end_of_text && m.train.documents + m.val.documents != m.sources.size())
+    top.object("val").fail(
+        "documents", fmt::format("is {}, but with train's {} there are {} sources", m.val.documents,
+                                 m.train.documents, m.sources.size()));
   if (encodes_by_merges(m.tokenizer_kind)) return;
   const bool bytes = m.tokenizer_kind == TokenizerKind::bytes;
-  const uint64_t train = bytes ? m.split_byte : m.split_char;
-  const uint64_t val = (bytes ? m.total_bytes : m.total_chars) - train;
+  const uint64_t train_units = bytes ? m.split_byte : m.split_char;
+  const uint64_t val_units = (bytes ? m.total_bytes : m.total_chars) - train_units;
+  const uint64_t train = train_units + m.train.documents, val = val_units + m.val.documents;
   if (m.train.tokens != train)
     top.object("train").fail("tokens",
                              fmt::format("is {}, but the split gives {}", m.train.tokens, train));
@@ -167,6 +200,14 @@ void check_tokens(const JsonObject& top, const PreparedMeta& m) {
                                         m.vocab_size, m.total_chars));
 }
 
+nlohmann::json tokenizer_json(const PreparedMeta& m) {
+  nlohmann::json j = {{"type", base::choice_name(m.tokenizer_kind)},
+                      {"vocab_size", m.vocab_size},
+                      {"sha256", m.tokenizer_sha256}};
+  if (m.end_of_text) j["end_of_text"] = *m.end_of_text;
+  return j;
+}
+
 }  // namespace
 
 std::string prepared_meta_bytes(const PreparedMeta& m) {
@@ -179,10 +220,7 @@ std::string prepared_meta_bytes(const PreparedMeta& m) {
   const nlohmann::json j = {
       {"format", kPreparedFormat},
       {"format_version", kPreparedVersion},
-      {"tokenizer",
-       {{"type", base::choice_name(m.tokenizer_kind)},
-        {"vocab_size", m.vocab_size},
-        {"sha256", m.tokenizer_sha256}}},
+      {"tokenizer", tokenizer_json(m)},
       {"dtype", dtype_name(m.dtype)},
       {"val_fraction", m.val_fraction},
       {"corpus", {{"bytes", m.total_bytes}, {"chars", m.total_chars}, {"sources", sources}}},
@@ -192,8 +230,8 @@ std::string prepared_meta_bytes(const PreparedMeta& m) {
         {"val_units", m.val_units},
         {"byte_offset", m.split_byte},
         {"char_offset", m.split_char}}},
-      {"train", part_json(m.train)},
-      {"val", part_json(m.val)}};
+      {"train", part_json(m.train, m.end_of_text.has_value())},
+      {"val", part_json(m.val, m.end_of_text.has_value())}};
   return j.dump(2) + "\n";
 }
 
@@ -223,8 +261,8 @@ PreparedMeta parse_prepared_meta(std::string_view bytes, const std::string& name
     top.fail("val_fraction", fmt::format("is {}, not in [0, 1)", m.val_fraction));
   read_corpus(top.object("corpus"), m);
   read_split(top.object("split"), m);
-  m.train = read_part(top, "train", m.split_byte);
-  m.val = read_part(top, "val", m.total_bytes - m.split_byte);
+  m.train = read_part(top, "train", m.split_byte, m);
+  m.val = read_part(top, "val", m.total_bytes - m.split_byte, m);
   check_tokens(top, m);
   return m;
 }

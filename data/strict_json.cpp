@@ -33,6 +33,10 @@ void JsonObject::fail(std::string_view key, const std::string& what) const {
 }
 
 void JsonObject::expect_keys(std::initializer_list<std::string_view> keys) const {
+  expect_keys(std::vector<std::string_view>(keys));
+}
+
+void JsonObject::expect_keys(const std::vector<std::string_view>& keys) const {
   for (const std::string_view key : keys)
     if (!value_.contains(key)) fail(key, "is missing");
   for (const auto& [key, v] : value_.items()) {

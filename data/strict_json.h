@@ -26,6 +26,7 @@ class JsonObject {
 
   // The object's keys must be exactly these.
   void expect_keys(std::initializer_list<std::string_view> keys) const;
+  void expect_keys(const std::vector<std::string_view>& keys) const;
   bool has(std::string_view key) const;  // for keys a format may lack (older files)
   uint64_t uint(std::string_view key, uint64_t max = UINT64_MAX) const;
   double number(std::string_view key) const;

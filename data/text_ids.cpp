@@ -101,9 +101,11 @@ bool TextIds::next(std::vector<int64_t>& out) {
   uint64_t offset = 0;
   if (!s.reader->next(chunk, offset)) {
     s.ended = true;
-    if (!s.bpe) return false;
     s.ids.clear();
-    s.bpe->finish(s.ids);
+    if (s.bpe) s.bpe->finish(s.ids);
+    // the text is one document: a reserved <|endoftext|> after it, as prepare puts it
+    if (const auto end = s.tokenizer.reserved_end_of_text())
+      s.ids.push_back(static_cast<uint32_t>(*end));
     out.insert(out.end(), s.ids.begin(), s.ids.end());
     return !s.ids.empty();
   }

@@ -7,8 +7,9 @@
 //   while (text.next(ids)) { ... use ids, clear what is used ... }
 //
 // The ids are exactly tokenizer.encode() of the whole file (BPE through its stream
-// encoder, whose pieces never depend on where a chunk ends). The text must be valid UTF-8
-// for every tokenizer; invalid UTF-8, a character outside a char vocabulary, or a file
+// encoder, whose pieces never depend on where a chunk ends), then a tokenizer's reserved
+// <|endoftext|> (the file is one document, as prepare and prepare_text take it). The text must be
+// valid UTF-8 for every tokenizer; invalid UTF-8, a character outside a char vocabulary, or a file
 // that changes while it is read is a DataError naming the file and the byte offset.
 #include <cstdint>
 #include <memory>

@@ -92,12 +92,18 @@ std::vector<int64_t> ByteTokenizer::encode(const std::string& text) const {
 }
 
 std::string ByteTokenizer::decode(const std::vector<int64_t>& ids) const {
-  std::string out(ids.size(), '\0');
+  std::string out;
+  out.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == 256 && end_of_text_ == EndOfText::reserved) {
+      out += kEndOfTextToken;
+      continue;
+    }
     if (ids[i] < 0 || ids[i] > 255)
-      throw std::out_of_range(
-          fmt::format("byte tokenizer: id {} at position {} is not a byte", ids[i], i));
-    out[i] = static_cast<char>(ids[i]);
+      throw std::out_of_range(fmt::format(
+          "byte tokenizer: id {} at position {} is not {}", ids[i], i,
+          end_of_text_ == EndOfText::reserved ? "a byte or <|endoftext|> (256)" : "a byte"));
+    out += static_cast<char>(ids[i]);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Tokenizers map text to ids and back. CharTokenizer is docs/model.md's: the distinct code
 // points of the training text, sorted, id = rank. ByteTokenizer: the 256 byte values,
-// total on any input.
+// total on any input, and (a tokenizer made since it was reserved) <|endoftext|> at 256.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -41,6 +41,14 @@ inline bool encodes_by_merges(TokenizerKind kind) {
   return kind == TokenizerKind::bpe || kind == TokenizerKind::gpt2 || kind == TokenizerKind::hf;
 }
 
+// attograd's own byte and bpe tokenizers reserve an end-of-text token, as GPT-2's 50256: the
+// vocabulary's last id, which decodes to its text and which no text encodes to (the text
+// "<|endoftext|>" is encoded as ordinary text, as the gpt2 kind and tiktoken's
+// encode_ordinary do). `prepare` puts it after each document and instruct after each
+// response. A tokenizer saved before it was reserved has none (`none`) and keeps its ids.
+enum class EndOfText : uint8_t { none, reserved };
+inline constexpr const char* kEndOfTextToken = "<|endoftext|>";
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -50,6 +58,9 @@ class Tokenizer {
   virtual TokenizerKind kind() const = 0;
   // The kind's name, as stored in /tokenizer's `type` attribute.
   std::string type() const { return base::choice_name(kind()); }
+  // The id of the <|endoftext|> this tokenizer reserves (EndOfText: attograd's byte and bpe
+  // made since; the last id), which ends each document a prepare reads; none for others.
+  virtual std::optional<int64_t> reserved_end_of_text() const { return std::nullopt; }
 };
 
 class CharTokenizer : public Tokenizer {
@@ -78,10 +89,18 @@ class CharTokenizer : public Tokenizer {
 
 class ByteTokenizer : public Tokenizer {
  public:
+  explicit ByteTokenizer(EndOfText end_of_text = EndOfText::none) : end_of_text_(end_of_text) {}
   std::vector<int64_t> encode(const std::string& utf8) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
-  int64_t vocab_size() const override { return 256; }
+  int64_t vocab_size() const override { return end_of_text_ == EndOfText::reserved ? 257 : 256; }
   TokenizerKind kind() const override { return TokenizerKind::bytes; }
+  EndOfText end_of_text() const { return end_of_text_; }
+  std::optional<int64_t> reserved_end_of_text() const override {
+    return end_of_text_ == EndOfText::reserved ? std::optional<int64_t>(256) : std::nullopt;
+  }
+
+ private:
+  EndOfText end_of_text_;
 };
 
 }  // namespace data

@@ -40,9 +40,16 @@ std::string merges_list(const std::vector<BpeTokenizer::Merge>& merges) {
   return out + (merges.empty() ? "]" : "\n  ]");
 }
 
+// A reserved <|endoftext|> is the key special_tokens; a file without it (one written before
+// it was reserved) has none, so its ids and vocabulary stay what they were.
+std::string end_of_text_key(EndOfText end_of_text) {
+  if (end_of_text != EndOfText::reserved) return "";
+  return ",\n  \"special_tokens\": " + nlohmann::json::array({kEndOfTextToken}).dump();
+}
+
 std::string bpe_file(const BpeTokenizer& tok) {
   return header("bpe") + ",\n  \"split_pattern\": " + nlohmann::json(tok.split_pattern()).dump() +
-         merges_list(tok.merges()) + "\n}\n";
+         merges_list(tok.merges()) + end_of_text_key(tok.end_of_text()) + "\n}\n";
 }
 
 // gpt2: its byte order on one line, merges in its own ids, special tokens (ASCII, escaped).
@@ -116,12 +123,40 @@ std::vector<BpeTokenizer::Merge> merges_from(const JsonObject& top, const Lists&
   return merges;
 }
 
+std::vector<std::string> special_tokens_from(const JsonObject& top) {
+  const nlohmann::json& list = top.array("special_tokens");
+  std::vector<std::string> specials;
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (!list[k].is_string())
+      top.fail("special_tokens",
+               fmt::format("entry {} is {}, not a string", k, base::json_kind(list[k])));
+    specials.push_back(list[k].get<std::string>());
+  }
+  return specials;
+}
+
+// byte and bpe: special_tokens, when present, is exactly ["<|endoftext|>"].
+EndOfText end_of_text_from(const JsonObject& top) {
+  if (!top.has("special_tokens")) return EndOfText::none;
+  if (special_tokens_from(top) != std::vector<std::string>{kEndOfTextToken})
+    top.fail("special_tokens",
+             "must be [\"<|endoftext|>\"], the one token a byte or bpe "
+             "tokenizer reserves");
+  return EndOfText::reserved;
+}
+
 std::unique_ptr<Tokenizer> bpe_from(const JsonObject& top, Lists& lists, const std::string& name) {
-  top.expect_keys({"format", "format_version", "type", "split_pattern", "merges"});
+  if (top.has("special_tokens"))
+    top.expect_keys(
+        {"format", "format_version", "type", "split_pattern", "merges", "special_tokens"});
+  else
+    top.expect_keys({"format", "format_version", "type", "split_pattern", "merges"});
   std::string pattern = pattern_from(top);
   std::vector<BpeTokenizer::Merge> merges = merges_from(top, lists);
-  return construct(
-      name, [&] { return std::make_unique<BpeTokenizer>(std::move(merges), std::move(pattern)); });
+  const EndOfText end = end_of_text_from(top);
+  return construct(name, [&] {
+    return std::make_unique<BpeTokenizer>(std::move(merges), std::move(pattern), end);
+  });
 }
 
 std::unique_ptr<Tokenizer> gpt2_from(const JsonObject& top, Lists& lists, const std::string& name) {
@@ -131,14 +166,7 @@ std::unique_ptr<Tokenizer> gpt2_from(const JsonObject& top, Lists& lists, const 
   top.array("byte_order");
   std::vector<uint8_t> order(lists.byte_order.values.begin(), lists.byte_order.values.end());
   std::vector<BpeTokenizer::Merge> merges = merges_from(top, lists);
-  const nlohmann::json& list = top.array("special_tokens");
-  std::vector<std::string> specials;
-  for (size_t k = 0; k < list.size(); ++k) {
-    if (!list[k].is_string())
-      top.fail("special_tokens",
-               fmt::format("entry {} is {}, not a string", k, base::json_kind(list[k])));
-    specials.push_back(list[k].get<std::string>());
-  }
+  std::vector<std::string> specials = special_tokens_from(top);
   return construct(name, [&] {
     return std::make_unique<Gpt2Tokenizer>(std::move(order), std::move(merges), std::move(pattern),
                                            std::move(specials));
@@ -172,7 +200,8 @@ std::string tokenizer_file_bytes(const Tokenizer& tokenizer) {
   if (const auto* b = dynamic_cast<const BpeTokenizer*>(&tokenizer)) return bpe_file(*b);
   if (const auto* g = dynamic_cast<const Gpt2Tokenizer*>(&tokenizer)) return gpt2_file(*g);
   if (const auto* h = dynamic_cast<const HfBpeTokenizer*>(&tokenizer)) return hf_file(*h);
-  if (dynamic_cast<const ByteTokenizer*>(&tokenizer)) return header("byte") + "\n}\n";
+  if (const auto* b = dynamic_cast<const ByteTokenizer*>(&tokenizer))
+    return header("byte") + end_of_text_key(b->end_of_text()) + "\n}\n";
   throw std::invalid_argument(
       fmt::format("a '{}' tokenizer cannot be saved as a file", tokenizer.type()));
 }
@@ -198,8 +227,11 @@ std::unique_ptr<Tokenizer> parse_tokenizer_file(std::string_view bytes, const st
     case TokenizerKind::gpt2: return gpt2_from(top, lists, name);
     case TokenizerKind::hf: return hf_from(top, lists, name);
     case TokenizerKind::bytes:
-      top.expect_keys({"format", "format_version", "type"});
-      return std::make_unique<ByteTokenizer>();
+      if (top.has("special_tokens"))
+        top.expect_keys({"format", "format_version", "type", "special_tokens"});
+      else
+        top.expect_keys({"format", "format_version", "type"});
+      return std::make_unique<ByteTokenizer>(end_of_text_from(top));
     case TokenizerKind::none: break;
   }
   top.fail("type",

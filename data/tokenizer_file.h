@@ -6,9 +6,12 @@
 //
 //   {"format": "attograd-tokenizer", "format_version": 1, "type": "char",
 //    "code_points": [10, 32, 33, ...]}                   strictly ascending, id = rank
-//   {"format": "attograd-tokenizer", "format_version": 1, "type": "byte"}
+//   {"format": "attograd-tokenizer", "format_version": 1, "type": "byte",
+//    "special_tokens": ["<|endoftext|>"]}                 id 256; a file without the key
+//                                                          (written before) has 256 ids
 //   {"format": "attograd-tokenizer", "format_version": 1, "type": "bpe",
-//    "split_pattern": "...", "merges": [[104, 101], ...]}  merge i makes token 256 + i
+//    "split_pattern": "...", "merges": [[104, 101], ...],  merge i makes token 256 + i
+//    "special_tokens": ["<|endoftext|>"]}                 id 256 + M, when reserved
 //   {"format": "attograd-tokenizer", "format_version": 1, "type": "gpt2",
 //    "split_pattern": "...", "byte_order": [33, 34, ...],   the byte of each of ids 0-255
 //    "merges": [[220, 83], ...], "special_tokens": ["<|endoftext|>"]}  ids 256 + M onwards

@@ -356,7 +356,8 @@ std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int
   if (add_bos)
     dropped.push_back("tokenizer.ggml.add_bos_token true (attograd puts no token before a text)");
   try {
-    return io::tokenizer_section(*data::tokenizer_from_byte_level(std::move(v)));
+    return io::tokenizer_section(
+        *data::bytes_alone_as_byte(data::tokenizer_from_byte_level(std::move(v))));
   } catch (const std::invalid_argument& e) {
     throw InteropError(
         fmt::format("{}: keys tokenizer.ggml.tokens and merges: {}", source, e.what()));

@@ -41,11 +41,8 @@ io::TokenizerSection read_gpt2_files(const std::string& folder, const char* voca
   const std::string vocab = read_whole_file(vocab_file, data::kMaxGpt2VocabFileBytes);
   const std::string merges = read_whole_file(merges_file, data::kMaxGpt2MergesFileBytes);
   try {
-    const auto tok = data::parse_gpt2_tokenizer_files(vocab, merges, vocab_file, merges_file);
-    // the 256 bytes in order and no merges: whatever the split, the byte tokenizer
-    if (tok->kind() == data::TokenizerKind::bpe && tok->vocab_size() == 256)
-      return io::tokenizer_section(data::ByteTokenizer());
-    return io::tokenizer_section(*tok);
+    return io::tokenizer_section(*data::bytes_alone_as_byte(
+        data::parse_gpt2_tokenizer_files(vocab, merges, vocab_file, merges_file)));
   } catch (const std::exception& e) {
     throw InteropError(e.what());
   }

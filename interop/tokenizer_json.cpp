@@ -442,11 +442,8 @@ io::TokenizerSection byte_level_of(Parsed& p, std::vector<std::string> tokens) {
   v.tokens = std::move(tokens);
   v.merges = std::move(p.merges);
   try {
-    const auto tok = data::tokenizer_from_byte_level(std::move(v));
-    // the 256 bytes in order and no merges: whatever the split, the byte tokenizer
-    if (tok->kind() == data::TokenizerKind::bpe && tok->vocab_size() == 256)
-      return io::tokenizer_section(data::ByteTokenizer());
-    return io::tokenizer_section(*tok);
+    return io::tokenizer_section(
+        *data::bytes_alone_as_byte(data::tokenizer_from_byte_level(std::move(v))));
   } catch (const std::invalid_argument& e) {
     p.fail("model:", e.what());
   }

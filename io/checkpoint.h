@@ -18,13 +18,14 @@
 // history.h) (one table, root_attributes.h, with their bounds); /model (float32, one
 // dataset per parameter), /optimizer (sub-groups per buffer, attributes for its scalars),
 // /tokenizer (attribute `type`; char: dataset `vocab`; bpe: dataset `merges`
-// [M, 2] uint32 and attribute `split_pattern`; gpt2: those, dataset `byte_order` [256] and
-// attribute `special_tokens`, a JSON array of strings; hf: `merges`, `split_pattern`, datasets
-// `token_bytes` and `token_ends`, attribute `hf_settings`), /rng (uint64[4] per generator),
-// /best_validation (attributes `metric`, `value`, `step`, `evaluations_since`). Every
-// dataset that can be chunked carries HDF5's Fletcher32 checksum, so a flipped bit is found on
-// load; verify_checkpoint reads everything and names each failure. Every error names the file and
-// the part of it that is wrong.
+// [M, 2] uint32 and attribute `split_pattern`; byte and bpe: `special_tokens`
+// ["<|endoftext|>"] when reserved (absent in files written before); gpt2: those, dataset
+// `byte_order` [256] and attribute `special_tokens`, a JSON array of strings; hf: `merges`,
+// `split_pattern`, datasets `token_bytes` and `token_ends`, attribute `hf_settings`), /rng
+// (uint64[4] per generator), /best_validation (attributes `metric`, `value`, `step`,
+// `evaluations_since`). Every dataset that can be chunked carries HDF5's Fletcher32 checksum, so a
+// flipped bit is found on load; verify_checkpoint reads everything and names each failure. Every
+// error names the file and the part of it that is wrong.
 //
 // Each section (the root attributes, /model, /optimizer, /tokenizer, /rng) is described once,
 // as rows of items with their bounds: read_protocol.h declares the layout and the reader's
@@ -89,7 +90,7 @@ struct TokenizerSection {
   std::vector<std::pair<uint32_t, uint32_t>> merges;
   std::string split_pattern;
   // gpt2 (data::Gpt2Tokenizer): the byte each of ids 0-255 stands for, and the special
-  // tokens' texts (ids 256 + M onwards)
+  // tokens' texts (ids 256 + M onwards); byte and bpe: ["<|endoftext|>"] when reserved
   std::vector<uint32_t> byte_order;
   std::vector<std::string> special_tokens;
   // hf (data::HfBpeTokenizer, a tokenizer.json's): every id's bytes, one after another, and

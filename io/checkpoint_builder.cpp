@@ -341,7 +341,9 @@ void CheckpointBuilder::end_section(Section section) {
   if (tokenizer_items_seen_.empty()) throw StreamError("a tokenizer without its type");
   const TokenizerSection& t = ckpt_.tokenizer;
   const auto kind = base::find_choice<data::TokenizerKind>(t.type);  // checked by its row
-  if (kind && data::encodes_by_merges(*kind) && loading()) check_bpe(t);
+  const bool built_to_check =
+      kind && (data::encodes_by_merges(*kind) || *kind == data::TokenizerKind::bytes);
+  if (built_to_check && loading()) check_bpe(t);  // byte: its special tokens
 }
 
 // A bpe tokenizer is checked by building it: merges of tokens that exist before them, no

@@ -580,6 +580,7 @@ void load_tokenizer(Context& c) {
   section.type = h5::read_attr_string(g, "type", "/tokenizer", items[type_row].max_length);
   for (size_t row = 0; row < items.size(); ++row) {
     if (row == type_row || !held_for(items[row], section.type)) continue;
+    if (optional_for(items[row], section.type) && !h5::attr_exists(g, items[row].name)) continue;
     if (items[row].kind == ItemKind::text) {
       set_tokenizer_text(section, row, read_tokenizer_text(g, items[row]));
       continue;

@@ -90,6 +90,9 @@ struct Item {
   // The values of the section's `type` attribute whose files hold it, separated by spaces
   // (nullptr: every file holding the section).
   const char* for_types = nullptr;
+  // Of those, the types whose files may lack it (written when there is something to hold:
+  // byte's and bpe's reserved <|endoftext|>, which files written before it lack).
+  const char* optional_for = nullptr;
   // Written for a person and never read back (the rng's algorithm); its fixed text.
   const char* note = nullptr;
 };
@@ -114,6 +117,8 @@ inline bool named(const Item& it, const std::string& name) {
 }
 // Whether a file whose section has type `type` holds the item.
 bool held_for(const Item& item, const std::string& type);
+// Whether such a file may lack it (held_for, and named in optional_for).
+bool optional_for(const Item& item, const std::string& type);
 
 // Why an event naming (section, row, name) with this shape is not one a correct reader
 // sends, or "": both ends of the stream ask, the builder again before it allocates.

@@ -67,7 +67,8 @@ const Item kTokenizerItems[] = {
     {.name = "special_tokens",
      .kind = ItemKind::text,
      .max_length = kMaxSpecialTokensJsonBytes,
-     .for_types = "gpt2"},
+     .for_types = "gpt2 byte bpe",
+     .optional_for = "byte bpe"},
     {.name = "token_bytes",
      .kind = ItemKind::dataset,
      .dtype = DType::uint32,
@@ -182,15 +183,26 @@ size_t any_name_row(Section section, ItemKind kind) {
   throw std::invalid_argument(fmt::format("no item of any name in /{}", layout(section).group));
 }
 
-bool held_for(const Item& it, const std::string& type) {
-  if (!it.for_types) return true;
-  const std::string_view types = it.for_types;
+namespace {
+
+bool listed(const char* list, const std::string& type) {
+  const std::string_view types = list;
   for (size_t at = 0; at < types.size();) {
     const size_t end = std::min(types.find(' ', at), types.size());
     if (types.substr(at, end - at) == type) return true;
     at = end + 1;
   }
   return false;
+}
+
+}  // namespace
+
+bool held_for(const Item& it, const std::string& type) {
+  return !it.for_types || listed(it.for_types, type);
+}
+
+bool optional_for(const Item& it, const std::string& type) {
+  return it.optional_for && listed(it.optional_for, type);
 }
 
 std::string dataset_problem(Section section, size_t row, const std::string& name,

@@ -52,6 +52,18 @@ std::unique_ptr<data::Tokenizer> make_hf_tokenizer(const TokenizerSection& secti
   return std::make_unique<data::HfBpeTokenizer>(std::move(spec));
 }
 
+// byte and bpe: no special tokens (a file written before <|endoftext|> was reserved), or
+// that one alone.
+data::EndOfText end_of_text(const TokenizerSection& section) {
+  if (section.special_tokens.empty()) return data::EndOfText::none;
+  if (section.special_tokens != std::vector<std::string>{data::kEndOfTextToken})
+    throw std::invalid_argument(
+        fmt::format("{} tokenizer: special_tokens must be [\"<|endoftext|>\"], the one token it "
+                    "reserves",
+                    section.type));
+  return data::EndOfText::reserved;
+}
+
 }  // namespace
 
 std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section) {
@@ -59,9 +71,11 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const TokenizerSection& section)
       base::find_choice<data::TokenizerKind>(section.type);
   switch (kind.value_or(data::TokenizerKind::none)) {
     case data::TokenizerKind::chars: return std::make_unique<data::CharTokenizer>(section.vocab);
-    case data::TokenizerKind::bytes: return std::make_unique<data::ByteTokenizer>();
+    case data::TokenizerKind::bytes:
+      return std::make_unique<data::ByteTokenizer>(end_of_text(section));
     case data::TokenizerKind::bpe:
-      return std::make_unique<data::BpeTokenizer>(section.merges, section.split_pattern);
+      return std::make_unique<data::BpeTokenizer>(section.merges, section.split_pattern,
+                                                  end_of_text(section));
     case data::TokenizerKind::gpt2: return make_gpt2_tokenizer(section);
     case data::TokenizerKind::hf: return make_hf_tokenizer(section);
     case data::TokenizerKind::none: break;
@@ -77,6 +91,7 @@ TokenizerSection tokenizer_section(const data::Tokenizer& tok) {
     s.merges = bt->merges();
     s.split_pattern = bt->split_pattern();
   }
+  if (tok.reserved_end_of_text()) s.special_tokens = {data::kEndOfTextToken};
   if (auto* gt = dynamic_cast<const data::Gpt2Tokenizer*>(&tok)) {
     s.merges = gt->merges();
     s.split_pattern = gt->split_pattern();
@@ -214,7 +229,9 @@ void for_each_tokenizer_item(
                              const std::vector<uint64_t>& values)>& on_integers) {
   const auto items = layout(Section::tokenizer).items;
   for (size_t row = 0; row < items.size(); ++row) {
-    if (!held_for(items[row], t.type) && !(also_misplaced && tokenizer_holds(t, row))) continue;
+    const bool held = held_for(items[row], t.type) && (!optional_for(items[row], t.type) ||
+                                                       tokenizer_holds(t, row));  // none: left out
+    if (!held && !(also_misplaced && tokenizer_holds(t, row))) continue;
     if (items[row].kind == ItemKind::text) {
       on_text(row, tokenizer_text(t, row, text_for));
       continue;

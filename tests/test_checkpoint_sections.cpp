@@ -84,6 +84,9 @@ TEST_CASE("a section's rows are what the writer writes and the reader sends, in 
   REQUIRE(file.get() >= 0);
   for (const auto& it : layout(Section::tokenizer).items) {
     if (!io::detail::held_for(it, c.tokenizer.type)) continue;
+    // an item a type may lack (byte's and bpe's reserved <|endoftext|>) is written when held
+    if (io::detail::optional_for(it, c.tokenizer.type) && c.tokenizer.special_tokens.empty())
+      continue;
     INFO(it.name);
     const std::string where = std::string("/tokenizer/") + it.name;
     if (it.kind == ItemKind::text)

@@ -65,8 +65,28 @@ std::vector<std::string> write_parts(const TempDir& dir, const std::string& text
           dir.write("src/d.txt", text.substr(at_char(b)))};
 }
 
+// The text of a store's ids, the documents' ends (a reserved <|endoftext|>) left out.
 std::string decoded(const data::PreparedData& d, const data::TokenStore& store) {
-  return d.tokenizer->decode(store.to_vector());
+  std::vector<int64_t> ids = store.to_vector();
+  if (const auto end = d.tokenizer->reserved_end_of_text()) std::erase(ids, *end);
+  return d.tokenizer->decode(ids);
+}
+
+// A byte prepare's ids by the rule of docs/data.md: the bytes split at n_train, and 256
+// after each document, in train while its end is within the first n_train bytes.
+data::Split byte_documents(const std::vector<std::string>& sources, double val_fraction) {
+  std::vector<std::string> docs;
+  size_t units = 0;
+  for (const std::string& path : sources) units += read_file(path).size();
+  const size_t n_train = units - data::split_val_units(units, val_fraction);
+  data::Split out;
+  size_t u = 0;
+  for (const std::string& path : sources) {
+    for (const char c : read_file(path))
+      (u++ < n_train ? out.train : out.val).push_back(static_cast<unsigned char>(c));
+    (u > n_train ? out.val : out.train).push_back(256);
+  }
+  return out;
 }
 
 }  // namespace
@@ -88,13 +108,15 @@ TEST_CASE("char and byte prepare round-trips the corpus and gives the in-memory 
   REQUIRE(decoded(d, d.train) + decoded(d, d.val) == text);
   REQUIRE(d.train_text_bytes + d.val_text_bytes == text.size());
   REQUIRE(decoded(d, d.train) == text.substr(0, d.train_text_bytes));
-  // today's path: the tokenizer of the whole text, its encode, split_tokens
+  // today's path: the tokenizer of the whole text, its encode, split_tokens (byte: and
+  // <|endoftext|> after each of the four documents)
   std::unique_ptr<data::Tokenizer> reference;
   if (tokenizer == "char")
     reference = std::make_unique<data::CharTokenizer>(data::CharTokenizer::from_text(text));
   else
-    reference = std::make_unique<data::ByteTokenizer>();
-  const data::Split split = data::split_tokens(reference->encode(text), f);
+    reference = std::make_unique<data::ByteTokenizer>(data::EndOfText::reserved);
+  const data::Split split = tokenizer == "char" ? data::split_tokens(reference->encode(text), f)
+                                                : byte_documents(sources, f);
   REQUIRE(d.train.to_vector() == split.train);
   REQUIRE(d.val.to_vector() == split.val);
   REQUIRE(d.tokenizer->vocab_size() == reference->vocab_size());
@@ -134,7 +156,8 @@ TEST_CASE("the split is the last fraction of the characters or bytes", "[prepare
     REQUIRE(r.meta.split_byte == 7);
     REQUIRE(r.meta.split_char == 4);  // characters that start before byte 7
     REQUIRE(r.meta.train.tokens == 7);
-    REQUIRE(r.meta.val.tokens == 3);
+    REQUIRE(r.meta.val.tokens == 4);  // and <|endoftext|>: the document ends there
+    REQUIRE(r.meta.val.documents == 1);
   }
   SECTION("a val_fraction of 0 leaves validation empty") {
     const auto r = data::prepare(options({src}, "char", dir.file("o"), 0.0));
@@ -154,7 +177,7 @@ TEST_CASE("bpe merges are learned from the training split only", "[prepared]") {
   train.resize(3000), val.resize(1000);
   const std::string text = train + val;
   TempDir dir;
-  const auto sources = write_parts(dir, text);
+  const std::vector<std::string> sources = {dir.write("t.txt", text)};  // one document
   const double f = 0.25;  // 1000 of 4000 characters, exactly
   data::PrepareOptions o = options(sources, "bpe", dir.file("out"), f, 300);
   o.chunk_bytes = GENERATE(size_t{16}, size_t{1000}, size_t{1} << 20);
@@ -166,10 +189,13 @@ TEST_CASE("bpe merges are learned from the training split only", "[prepared]") {
     REQUIRE(tok.token_bytes(right).find('b') == std::string_view::npos);
   }
   // the same merges as training on the training text in one piece, each part on its own
-  const data::BpeTokenizer whole = data::BpeTokenizer::train(train, 300);
+  const data::BpeTokenizer whole = data::BpeTokenizer::train(
+      train, 300, std::string(data::kGpt4SplitPattern), data::EndOfText::reserved);
   REQUIRE(tok.merges() == whole.merges());
   REQUIRE(d.train.to_vector() == whole.encode(train));
-  REQUIRE(d.val.to_vector() == whole.encode(val));
+  std::vector<int64_t> val_ids = whole.encode(val);
+  val_ids.push_back(*whole.reserved_end_of_text());  // the document ends in validation
+  REQUIRE(d.val.to_vector() == val_ids);
   REQUIRE(decoded(d, d.train) + decoded(d, d.val) == text);
   REQUIRE(r.meta.split_byte == train.size());
   REQUIRE(r.meta.train.text_bytes == train.size());
@@ -178,7 +204,7 @@ TEST_CASE("bpe merges are learned from the training split only", "[prepared]") {
 TEST_CASE("bpe prepare round-trips hostile Unicode over many chunk sizes", "[prepared]") {
   const std::string text = sample_text(60);
   TempDir dir;
-  const auto sources = write_parts(dir, text);
+  const std::vector<std::string> sources = {dir.write("t.txt", text)};  // one document
   data::PrepareOptions o = options(sources, "bpe", dir.file("out"), 0.2, 400);
   o.chunk_bytes = GENERATE(size_t{16}, size_t{333}, size_t{1} << 20);
   data::prepare(o);
@@ -441,8 +467,9 @@ TEST_CASE("folders of sources give their txt files sorted and recursively", "[pr
   REQUIRE_THROWS_WITH(data::list_sources({dir.file("empty")}), Contains("no *.txt"));
   const auto r = data::prepare(options({dir.file("c")}, "byte", dir.file("o"), 0));
   REQUIRE(r.meta.sources.size() == 3);
-  REQUIRE(data::open_prepared(dir.file("o"))
-              .tokenizer->decode(data::open_prepared(dir.file("o")).train.to_vector()) == "ABZ");
+  const data::PreparedData d = data::open_prepared(dir.file("o"));
+  REQUIRE(decoded(d, d.train) == "ABZ");
+  REQUIRE(d.train.size() == 6);  // each document followed by <|endoftext|>
 }
 
 namespace {

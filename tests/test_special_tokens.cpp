@@ -91,7 +91,7 @@ TEST_CASE(
   base.steps = 2;
   base.out = dir.file("base.h5");
   REQUIRE(train::run_training(base) == 0);
-  REQUIRE(io::load_checkpoint(base.out).config.at("vocab_size") == 256);
+  REQUIRE(io::load_checkpoint(base.out).config.at("vocab_size") == 257);  // <|endoftext|>
 
   train::RunConfig chat = ag_test::tiny_run(dir);
   chat.task = train::TaskHandle(train::task_named("chat"));
@@ -104,7 +104,7 @@ TEST_CASE(
   chat.out = dir.file("chat.h5");
   REQUIRE(train::run_training(chat) == 0);
   const io::Checkpoint straight = io::load_checkpoint(chat.out);
-  CHECK(straight.config.at("vocab_size") == 258);  // <|im_start|> and <|im_end|>
+  CHECK(straight.config.at("vocab_size") == 259);  // <|im_start|> and <|im_end|>
 
   train::RunConfig split = chat;
   split.out = dir.file("split.h5");

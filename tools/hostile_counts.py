@@ -49,6 +49,7 @@ CLASSES = [
      "`data/bpe.h`, `data/gpt2_files.cpp`, `interop/tokenizer_json.cpp`, `base/utf8.h`",
      [("test_bpe*.cpp", ANY), ("test_gpt2_tokenizer.cpp", ANY), ("test_hf_bpe.cpp", ANY),
       ("test_hf_tokenizer_json.cpp", ANY), ("test_special_tokens.cpp", ANY),
+      ("test_end_of_text.cpp", ANY),
       ("test_utf8.cpp", ANY), ("test_data.cpp", r"(?i)tokeni|character|vocabular|decod")],
      [("data_test.sh", r"encode|bpe_checkpoint"), ("interop_test.sh", r"tokenizer")],
      ["tokenizer", "tokenizer_file", "gpt2_files", "hf_tokenizer_json"]),

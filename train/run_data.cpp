@@ -91,7 +91,7 @@ RunData tokenize_text(const RunConfig& cfg, const io::TokenizerSection* saved,
   if (!saved && cfg.tokenizer == data::TokenizerKind::bpe && bpe_vocab == 0)
     throw std::invalid_argument(
         "tokenizer bpe needs vocab_size (--vocab-size): the number of tokens to learn, 256 for "
-        "the bytes and the rest merges");
+        "the bytes, <|endoftext|> and the rest merges");
   data::PreparedData p =
       saved ? data::prepare_text(text, io::make_tokenizer(*saved), cfg.val_fraction, name)
             : data::prepare_text(text, cfg.tokenizer, bpe_vocab, cfg.val_fraction, name);

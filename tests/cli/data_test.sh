@@ -106,7 +106,7 @@ bpe_checkpoint)
   make_text > t.txt
   "$bin" train "${tiny[@]}" --steps 10 --tokenizer bpe --vocab-size 300 --data t.txt --out run.h5 > /dev/null
   "$bin" inspect run.h5 --verify > i.txt || fail "inspect --verify failed: $(tail -3 i.txt)"
-  grep -q "^tokenizer bpe (300 ids: 256 bytes + 44 merges)$" i.txt || fail "inspect shows no bpe merges: $(grep tokenizer i.txt)"
+  grep -q "^tokenizer bpe (300 ids: 256 bytes + 43 merges + <|endoftext|>)$" i.txt || fail "inspect shows no bpe merges: $(grep tokenizer i.txt)"
   grep -q "all checksums good" i.txt || fail "the merges are not checksummed: $(tail -1 i.txt)"
   "$bin" eval --checkpoint run.h5 --data t.txt --json > e.txt || fail "eval of a bpe checkpoint failed"
   [ -n "$(json_field e.txt bits_per_byte)" ] || fail "eval has no bits_per_byte: $(tail -1 e.txt)"
@@ -119,7 +119,7 @@ bpe_checkpoint)
   ;;
 bpe_checkpoint_h5py)
   # Any HDF5 reader sees docs/checkpoint.md's layout: merges [M, 2] uint32, Fletcher32,
-  # split_pattern.
+  # split_pattern, special_tokens (the reserved <|endoftext|>, id 256 + M).
   py=/usr/bin/python3
   [ -x "$py" ] || py=python3
   "$py" -c 'import h5py' 2> /dev/null || { echo "SKIP: no h5py"; exit 77; }
@@ -131,7 +131,8 @@ with h5py.File(sys.argv[1], "r") as f:
     t = f["tokenizer"]
     m = t["merges"]
     assert t.attrs["type"] == "bpe", t.attrs["type"]
-    assert m.dtype == "uint32" and m.shape == (44, 2) and m.fletcher32, (m.dtype, m.shape)
+    assert m.dtype == "uint32" and m.shape == (43, 2) and m.fletcher32, (m.dtype, m.shape)
+    assert t.attrs["special_tokens"] == '["<|endoftext|>"]', t.attrs["special_tokens"]
     assert all(int(a) < 256 + i and int(b) < 256 + i for i, (a, b) in enumerate(m[()]))
     assert isinstance(t.attrs["split_pattern"], str) and t.attrs["split_pattern"].startswith("'(?i:")
 PY

@@ -11,7 +11,7 @@ from the same training text and checks:
   2. compression (tokens per byte) of the held-out 10%, each tokenizer encoding it, agrees
      within 1%;
   3. attograd's val.bin holds exactly the ids this script's encoder gives the held-out text
-     with attograd's merges.
+     with attograd's merges, then <|endoftext|> (the document's end: docs/data.md).
 Exit 77 (skipped) when Python's `regex` module (Debian: python3-regex), needed for \\p{L}
 and possessive quantifiers, is missing.
 """
@@ -100,7 +100,10 @@ def main():
     assert cut == meta["split"]["units"] - meta["split"]["val_units"], "split disagrees"
     train_text, held_out = text[:cut], text[cut:]
 
-    ref = train(train_text, pattern, vocab)
+    # the reserved <|endoftext|> takes the vocabulary's last id; it follows the document (the
+    # one file), in val.bin, which holds its end
+    end = meta["tokenizer"].get("end_of_text")
+    ref = train(train_text, pattern, vocab - (1 if end is not None else 0))
     same = next((i for i, (a, b) in enumerate(zip(ours, ref)) if a != b), min(len(ours), len(ref)))
     print(f"merges: attograd {len(ours)}, reference {len(ref)}, identical for the first {same}")
 
@@ -117,7 +120,7 @@ def main():
                         f"reference {ref[same:same + 1]}")
     if abs(ours_tpb / ref_tpb - 1) > 0.01:
         failures.append("compression differs by more than 1%")
-    if stored != ours_ids:
+    if stored != ours_ids + ([end] if end is not None else []):
         failures.append("val.bin is not the held-out text encoded with attograd's merges")
     for f in failures:
         print("FAIL:", f)

@@ -44,7 +44,8 @@ for kind in gpt2 bpe byte char; do
   texts=()
   for text in "$work"/texts/*.txt; do
     # tokenizers matches an added token's text as that token; attograd encodes it as text
-    [ "$kind" = gpt2 ] && [ "$(basename "$text")" = special_text.txt ] && continue
+    # (gpt2's <|endoftext|>, and the one byte and bpe reserve)
+    [ "$kind" != char ] && [ "$(basename "$text")" = special_text.txt ] && continue
     texts+=("$text")
   done
   node "$here/hf_tokenizer.js" "$modules" "$work/files-$kind/tokenizer.json" "$work/hf-$kind" \

@@ -31,12 +31,12 @@ small=(--context-length 64 --d-model 64 --n-heads 4 --n-layers 2 --dropout 0 --e
 "$attograd" train --task chat --data chats.jsonl --init-from base.h5 --steps 300 --batch-size 4 \
   --lr 3e-3 --warmup-steps 20 --val-fraction 0 --eval-interval 0 --sample-tokens 0 --threads 2 \
   --out chat.h5 > chat.txt 2>&1 || { cat chat.txt; exit 1; }
-grep -q 'vocab: 256 -> 258' chat.txt || fail "the chat run did not grow the vocabulary: $(head -5 chat.txt)"
+grep -q 'vocab: 257 -> 259' chat.txt || fail "the chat run did not grow the vocabulary: $(head -5 chat.txt)"
 "$attograd" export --checkpoint chat.h5 --format gguf --out chat.gguf > /dev/null
 "$attograd" export --checkpoint chat.h5 --format gguf --dtype f16 --out chat16.gguf > /dev/null
 "$attograd" import chat16.gguf --out back16.h5 > /dev/null
 
-im_start=256 im_end=257
+im_start=257 im_end=258  # after the bytes and the byte tokenizer's <|endoftext|>
 for pair in "chat.gguf chat.h5" "chat16.gguf back16.h5"; do
   gguf=${pair% *} model=${pair#* }
   for question in "${questions[@]}"; do

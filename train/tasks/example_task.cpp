@@ -45,10 +45,11 @@ std::unique_ptr<data::Tokenizer> task_tokenizer(const ExampleTask& task, const R
   o.prompt_template = cfg.prompt_template;
   o.chat_format = cfg.chat_format.value_or(data::ChatFormat::chatml);
   const std::string text = task.corpus_text(cfg.data, o);
-  // the ids the task adds (an end-of-text id) lie past the learned tokens: a tokenizer
-  // learned here, as a byte tokenizer, has no end-of-text token of its own
+  // the ids the task adds (a chat format's tokens) lie past the learned tokens; a tokenizer
+  // learned here reserves its <|endoftext|>, as a byte tokenizer made now does
+  const data::ByteTokenizer reserving(data::EndOfText::reserved);
   const int64_t bpe_vocab = cfg.tokenizer == data::TokenizerKind::bpe
-                                ? cfg.model.vocab_size - task.extra_ids(cfg, data::ByteTokenizer())
+                                ? cfg.model.vocab_size - task.extra_ids(cfg, reserving)
                                 : 0;
   return data::prepare_text(text, cfg.tokenizer, bpe_vocab, 0.0, base::printable(cfg.data))
       .tokenizer;
