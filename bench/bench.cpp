@@ -200,7 +200,9 @@ struct StepOptions {
   bool json = false;
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
-  int64_t lora_rank = 0;         // > 0: LoRA adapters on all four targets, the base frozen
+  int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
+  // how the frozen base is held (nn/frozen_base.h; with lora_rank only)
+  ag::quant::BasePrecision base_precision = ag::quant::BasePrecision::fp32;
   bool background_load = false;  // a busy process pinned to one core while the steps run
   bool report = true;            // false: the steps run for their side effects (--tune)
   bool breakdown = false;        // report where the step's time went instead (breakdown.h)
@@ -233,6 +235,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"steps", t.total.size()},
                                 {"parameters", parameters},
                                 {"lora_rank", o.lora_rank},
+                                {"base_precision", base::choice_name(o.base_precision)},
                                 {"forward_ms", StepTimes::median(t.forward)},
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
@@ -248,11 +251,14 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
     return;
   }
   fmt::print(
-      "attograd {}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
+      "attograd {}{}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
       "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}{}\n",
       c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
+      o.base_precision != ag::quant::BasePrecision::fp32
+          ? fmt::format(" over a {} base", base::choice_name(o.base_precision))
+          : "",
       base::choice_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
@@ -291,10 +297,13 @@ int run_steps(const StepOptions& o) {
   c.model.dropout = o.dropout;
   c.model.lora_rank = o.lora_rank;
   c.model.validate();
-  nn::GPT model(c.model, 1337);
-  model.train();
   train::RunConfig run;  // what a training run of this model freezes (LoRA: the base)
   run.model = c.model;
+  run.base_precision = o.base_precision;
+  run.validate();
+  const nn::FrozenBase base = train::frozen_base(run);  // drawn straight into its blocks
+  nn::GPT model(c.model, 1337, &base);
+  model.train();
   train::freeze_parameters(run, model);
   optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
   ag::Bf16WeightCopies copies;  // as training keeps them: refreshed by AdamW
@@ -326,7 +335,7 @@ int run_steps(const StepOptions& o) {
   int64_t trainable = 0;
   for (const auto& p : params) trainable += p.numel();
   const auto budget =
-      step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
+      step_budget(run, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
   if (world.root() && breakdown)
     print_breakdown(breakdown_run(c, o, world.size(), times), breakdown->rows(), o.json);
   else if (world.root() && o.report)
@@ -353,7 +362,8 @@ int run_tune(StepOptions o) {
   return 0;
 }
 
-po::options_description bench_options(StepOptions& o, std::string& precision) {
+po::options_description bench_options(StepOptions& o, std::string& precision,
+                                      std::string& base_precision) {
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&o.config)->default_value("tiny"),
@@ -385,6 +395,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
       "LoRA adapters of this rank on every projection of the blocks (q, k, v, the output "
       "projection and the MLP's), the base frozen (0: full training)")(
+      "base-precision", po::value(&base_precision)->default_value("fp32"),
+      "with --lora-rank: the frozen base held as fp32, bf16, q8_0 or q4_k (nn/frozen_base.h)")(
       "background-load",
       "while the steps run, a busy process pinned to one of the cores this one may use (the "
       "last); it is killed when the benchmark ends")(
@@ -410,8 +422,8 @@ void check_step_options(const StepOptions& o) {
 
 int bench_command(const std::vector<std::string>& args) {
   StepOptions o;
-  std::string precision = "fp32";
-  const po::options_description desc = bench_options(o, precision);
+  std::string precision = "fp32", base_precision = "fp32";
+  const po::options_description desc = bench_options(o, precision, base_precision);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -422,6 +434,7 @@ int bench_command(const std::vector<std::string>& args) {
     }
     check_step_options(o);
     o.precision = base::parse_choice<ag::Precision>(precision);
+    o.base_precision = base::parse_choice<ag::quant::BasePrecision>(base_precision);
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
     o.breakdown = vm.count("breakdown") > 0;

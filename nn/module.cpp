@@ -29,12 +29,16 @@ ag::Tensor Module::register_parameter(const std::string& name, ag::Tensor value)
 }
 
 ag::Tensor Module::register_parameter(const std::string& name, const ag::Shape& shape,
-                                      const std::function<ag::Tensor()>& init) {
+                                      const std::function<ag::Tensor()>& init, bool redrawn) {
   for (const auto& p : params_)
     if (p.name == name)
       throw std::logic_error(fmt::format("register_parameter: '{}' is registered twice", name));
   ag::Tensor value;
   if (UninitializedScope::active() && !ShapeOnlyScope::active()) {
+    value = ag::empty(shape);
+    value.requires_grad_();
+  } else if (redrawn && RedrawnScope::active() && !ShapeOnlyScope::active()) {
+    init();  // drawn and dropped: the generator as it always is
     value = ag::empty(shape);
     value.requires_grad_();
   } else if (!ShapeOnlyScope::active()) {
@@ -216,7 +220,8 @@ const std::string& Module::path() const {
 
 void Module::to(ag::DType dtype) {
   for (auto& [name, t, shape] : params_) {
-    if (!t.defined() || t.dtype() == dtype) continue;
+    // a packed weight is unpacked as each use's type (autograd/quant/packed_weight.h)
+    if (!t.defined() || t.dtype() == dtype || t.packing()) continue;
     const bool frozen = !t.requires_grad();
     ag::Tensor converted = t.detach().to(dtype);
     // rebind storage in place so every handle on this parameter sees the new dtype
