@@ -18,7 +18,14 @@ void place_initial_values(const FrozenBase* base, const std::string& name, ag::T
                           const ag::Tensor& values) {
   ag::NoGradGuard no_grad;
   if (!base || !base->packs(name, p.shape())) {
-    ag::copy_(p, values);
+    if (p.impl()->storage->nbytes > 0) {
+      ag::copy_(p, values);
+      return;
+    }
+    // a matrix drawn under a RedrawnScope has no storage yet: it takes the draw's
+    const ag::Tensor v = values.contiguous();
+    p.impl()->storage = v.impl()->storage;
+    p.impl()->offset = v.offset();
     return;
   }
   p.requires_grad_(false);

@@ -39,7 +39,11 @@ ag::Tensor Module::register_parameter(const std::string& name, const ag::Shape& 
     value.requires_grad_();
   } else if (redrawn && RedrawnScope::active() && !ShapeOnlyScope::active()) {
     init();  // drawn and dropped: the generator as it always is
-    value = ag::empty(shape);
+    // no storage of its own yet (an allocation now would be handed the draw's block, just
+    // freed and resident): the redraw gives it one (nn::place_initial_values)
+    value = ag::empty({0});
+    value.impl()->shape = shape;
+    value.impl()->strides = ag::contiguous_strides(shape);
     value.requires_grad_();
   } else if (!ShapeOnlyScope::active()) {
     value = init();

@@ -65,8 +65,9 @@ class UninitializedScope : public detail::ThreadFlagScope<UninitializedScope> {}
 // While one is alive on this thread, a parameter registered as `redrawn` (a matrix GPT's
 // initialisation draws again: Linear, Embedding, LMHead weights) is still drawn, so that
 // the generator advances as it always does, but its value is dropped and the parameter
-// allocated unwritten: a model whose frozen base is drawn into packed blocks
-// (frozen_base.h) never writes its float32 matrices.
+// given no storage until the initialisation's redraw places its values
+// (nn::place_initial_values): a model whose frozen base is drawn into packed blocks
+// (frozen_base.h) never holds its float32 matrices.
 class RedrawnScope : public detail::ThreadFlagScope<RedrawnScope> {};
 
 // While one is alive on this thread, every module runs as in eval(): an observed forward
