@@ -203,11 +203,12 @@ struct StepOptions {
   int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
   // how the frozen base is held (nn/frozen_base.h; with lora_rank only)
   ag::quant::BasePrecision base_precision = ag::quant::BasePrecision::fp32;
-  bool background_load = false;  // a busy process pinned to one core while the steps run
-  bool report = true;            // false: the steps run for their side effects (--tune)
-  bool breakdown = false;        // report where the step's time went instead (breakdown.h)
-  std::string save_checkpoint;   // after the steps, a checkpoint saved here, its memory measured
-  bool overwrite = false;        // --save-checkpoint may replace what is there
+  int64_t batch = 0, tokens = 0;  // > 0: the config's B and T replaced
+  bool background_load = false;   // a busy process pinned to one core while the steps run
+  bool report = true;             // false: the steps run for their side effects (--tune)
+  bool breakdown = false;         // report where the step's time went instead (breakdown.h)
+  std::string save_checkpoint;    // after the steps, a checkpoint saved here, its memory measured
+  bool overwrite = false;         // --save-checkpoint may replace what is there
 };
 
 // load_cpu: the core a --background-load process spun on, -1 without one.
@@ -294,6 +295,8 @@ int run_steps(const StepOptions& o) {
   const io::ClaimedOutputs claim({{"--save-checkpoint", o.save_checkpoint}}, {},
                                  {.overwrite = o.overwrite, .lock = world.root()});
   BenchConfig c = named_config(o.config);
+  if (o.batch > 0) c.batch = o.batch;
+  if (o.tokens > 0) c.seq = std::min(o.tokens, c.model.context_length);
   c.model.dropout = o.dropout;
   c.model.lora_rank = o.lora_rank;
   c.model.validate();
@@ -395,6 +398,9 @@ po::options_description bench_options(StepOptions& o, std::string& precision,
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
       "LoRA adapters of this rank on every projection of the blocks (q, k, v, the output "
       "projection and the MLP's), the base frozen (0: full training)")(
+      "batch", po::value(&o.batch)->default_value(0), "sequences a step (0: the config's)")(
+      "tokens", po::value(&o.tokens)->default_value(0),
+      "tokens a sequence, at most the context (0: the config's)")(
       "base-precision", po::value(&base_precision)->default_value("fp32"),
       "with --lora-rank: the frozen base held as fp32, bf16, q8_0 or q4_k (nn/frozen_base.h)")(
       "background-load",
