@@ -44,6 +44,9 @@ void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen, const Frozen
   auto draw = [&gen, base](const Module& m, ag::Tensor& p, double std) {
     const std::string name = m.path().empty() ? "weight" : m.path() + ".weight";
     place_initial_values(base, name, p, ag::normal(p.shape(), 0.0, std, gen));
+    // a packed matrix's float32 draw given back at once: the cache would keep one of each
+    // size (the 1 GB of a Llama-3.2-1B embedding's) until the model is built
+    if (p.packing()) ag::release_cached_blocks();
   };
   model.for_each_module([&](Module& m) {
     if (auto* linear = dynamic_cast<Linear*>(&m)) {

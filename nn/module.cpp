@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "autograd/allocator.h"
 #include "nn/observer.h"
 
 namespace nn {
@@ -38,7 +39,8 @@ ag::Tensor Module::register_parameter(const std::string& name, const ag::Shape& 
     value = ag::empty(shape);
     value.requires_grad_();
   } else if (redrawn && RedrawnScope::active() && !ShapeOnlyScope::active()) {
-    init();  // drawn and dropped: the generator as it always is
+    init();                       // drawn and dropped: the generator as it always is
+    ag::release_cached_blocks();  // and its block given back, not kept for the redraw
     // no storage of its own yet (an allocation now would be handed the draw's block, just
     // freed and resident): the redraw gives it one (nn::place_initial_values)
     value = ag::empty({0});
