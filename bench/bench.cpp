@@ -284,6 +284,17 @@ BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int proce
           static_cast<int64_t>(t.total.size()), measured_ms / 1e3};
 }
 
+// The config --config names, with the options' dropout, adapters, B and T.
+BenchConfig step_config(const StepOptions& o) {
+  BenchConfig c = named_config(o.config);
+  if (o.batch > 0) c.batch = o.batch;
+  if (o.tokens > 0) c.seq = std::min(o.tokens, c.model.context_length);
+  c.model.dropout = o.dropout;
+  c.model.lora_rank = o.lora_rank;
+  c.model.validate();
+  return c;
+}
+
 // Under mpirun every process runs its own batch and the gradients are reduced as in
 // training (train/grad_reduction.h, buckets overlapping backward): tokens/s counts all
 // processes' tokens, and reduce_ms is the wait after backward.
@@ -294,12 +305,7 @@ int run_steps(const StepOptions& o) {
   // benchmark never replaces a run's checkpoint unasked, nor one a running train writes
   const io::ClaimedOutputs claim({{"--save-checkpoint", o.save_checkpoint}}, {},
                                  {.overwrite = o.overwrite, .lock = world.root()});
-  BenchConfig c = named_config(o.config);
-  if (o.batch > 0) c.batch = o.batch;
-  if (o.tokens > 0) c.seq = std::min(o.tokens, c.model.context_length);
-  c.model.dropout = o.dropout;
-  c.model.lora_rank = o.lora_rank;
-  c.model.validate();
+  const BenchConfig c = step_config(o);
   train::RunConfig run;  // what a training run of this model freezes (LoRA: the base)
   run.model = c.model;
   run.base_precision = o.base_precision;
