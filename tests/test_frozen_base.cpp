@@ -47,7 +47,7 @@ LinearResult run_linear(const ag::Tensor& x0, const std::vector<ag::Tensor>& wei
 
 }  // namespace
 
-TEST_CASE("a linear over a packed weight equals it over the dequantized floats, bit for bit",
+TEST_CASE("a linear over a packed weight equals it over the dequantized floats bit for bit",
           "[frozen_base]") {
   const auto precision = GENERATE(BasePrecision::bf16, BasePrecision::q8_0, BasePrecision::q4_k);
   const bool bf16 = GENERATE(false, true);
@@ -99,7 +99,7 @@ TEST_CASE(
 
 // gradcheck in float64 of an adapter over a packed base, x, A and B checked; and the
 // analytic gradients equal, bit for bit, those over the dequantized weight in float64
-TEST_CASE("float64 gradcheck of LoRA over a packed base, equal to the dequantized weight's",
+TEST_CASE("float64 gradcheck of LoRA over a packed base equal to the dequantized weight's",
           "[frozen_base]") {
   const auto precision = GENERATE(BasePrecision::q8_0, BasePrecision::q4_k);
   const ag::Tensor w = packed_weight(12, 256, precision, 9);
@@ -234,7 +234,7 @@ TEST_CASE("a frozen base drawn into its blocks is the model drawn in float32 and
   CHECK(held < nn::held_parameter_bytes(*lora_model(run_of(run.model, BasePrecision::fp32))));
 }
 
-TEST_CASE("train --base-precision q8_0: a LoRA run over a packed base; refused where all trains",
+TEST_CASE("train --base-precision q8_0: a LoRA run over a packed base and refused where all trains",
           "[frozen_base]") {
   ag_test::TempDir dir;
   train::RunConfig cfg = ag_test::tiny_run(dir);
@@ -251,7 +251,7 @@ TEST_CASE("train --base-precision q8_0: a LoRA run over a packed base; refused w
   REQUIRE_THROWS_WITH(cfg.validate(), Contains("base_precision q8_0 holds the frozen weights"));
 }
 
-TEST_CASE("a packed matrix larger than a tile runs tile by tile, its output the untiled one's",
+TEST_CASE("a packed matrix larger than a tile runs tile by tile with the untiled output",
           "[frozen_base]") {
   const bool bf16 = GENERATE(false, true);
   const ag::Tensor w = packed_weight(100, 64, BasePrecision::q8_0, 6);
