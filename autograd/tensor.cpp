@@ -13,9 +13,19 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/profile.h"
+#include "autograd/quant/packed_weight.h"
 #include "autograd/strided_loop.h"
 
 namespace ag {
+
+namespace {
+[[noreturn]] void refuse_packed_elements(const Tensor& t) {
+  throw std::logic_error(
+      fmt::format("a frozen weight of shape {} is held as {} blocks: its elements are read only by "
+                  "linear and embedding",
+                  shape_str(t.shape()), t.packing()->name));
+}
+}  // namespace
 
 Storage::Storage(size_t n) : data(allocate_block(n)), nbytes(n) {}
 Storage::~Storage() {
@@ -51,6 +61,7 @@ void* Tensor::raw_data() const {
 
 const void* Tensor::const_raw_data() const {
   const auto& t = checked();
+  if (t.storage->packed) refuse_packed_elements(*this);
   return static_cast<const char*>(t.storage->data) + t.offset * dtype_size(t.dtype);
 }
 
@@ -111,6 +122,10 @@ Tensor& Tensor::requires_grad_(bool on) {
     throw std::invalid_argument(
         fmt::format("requires_grad_(): only float tensors can require grad, this one is {}",
                     dtype_name(dtype())));
+  if (on && packing())
+    throw std::invalid_argument(
+        fmt::format("requires_grad_(): a weight held as {} blocks is frozen: it takes no gradient",
+                    packing()->name));
   if (!on && !is_leaf())
     throw std::logic_error("requires_grad_(false) on a non-leaf tensor: use detach()");
   impl_->requires_grad = on;

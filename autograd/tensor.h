@@ -21,6 +21,9 @@
 namespace ag {
 
 struct Node;
+namespace quant {
+struct PackedFormat;
+}
 
 // One allocation, 64-byte aligned so inner loops vectorise cleanly.
 struct Storage {
@@ -44,6 +47,9 @@ struct Storage {
   std::shared_ptr<Storage> bf16_copy;
   uint64_t bf16_copy_version = 0;
   std::atomic<uint64_t> version{0};  // writable accesses so far
+  // Set when the storage holds a frozen weight's rows packed (quant/packed_weight.h): its
+  // bytes are blocks, not elements, and only that header's functions read them.
+  const quant::PackedFormat* packed = nullptr;
 
   void written() { version.fetch_add(1, std::memory_order_relaxed); }
   void attach_bf16_copy(std::shared_ptr<Storage> copy) {
@@ -87,6 +93,8 @@ class Tensor {
   DType dtype() const { return checked().dtype; }
   bool is_contiguous() const;
   bool shares_storage_with(const Tensor& other) const;
+  // The format of a frozen weight held packed (quant/packed_weight.h); null for elements.
+  const quant::PackedFormat* packing() const { return checked().storage->packed; }
 
   // --- raw access: a pointer to element 0 of this view; T must match dtype()
   // data and raw_data give a writable pointer and count as a write into the storage (which

@@ -200,12 +200,15 @@ struct StepOptions {
   bool json = false;
   int64_t bucket_mb = train::kDefaultBucketMb;
   ag::Precision precision = ag::Precision::fp32;
-  int64_t lora_rank = 0;         // > 0: LoRA adapters on all four targets, the base frozen
-  bool background_load = false;  // a busy process pinned to one core while the steps run
-  bool report = true;            // false: the steps run for their side effects (--tune)
-  bool breakdown = false;        // report where the step's time went instead (breakdown.h)
-  std::string save_checkpoint;   // after the steps, a checkpoint saved here, its memory measured
-  bool overwrite = false;        // --save-checkpoint may replace what is there
+  int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
+  // how the frozen base is held (nn/frozen_base.h; with lora_rank only)
+  ag::quant::BasePrecision base_precision = ag::quant::BasePrecision::fp32;
+  int64_t batch = 0, tokens = 0;  // > 0: the config's B and T replaced
+  bool background_load = false;   // a busy process pinned to one core while the steps run
+  bool report = true;             // false: the steps run for their side effects (--tune)
+  bool breakdown = false;         // report where the step's time went instead (breakdown.h)
+  std::string save_checkpoint;    // after the steps, a checkpoint saved here, its memory measured
+  bool overwrite = false;         // --save-checkpoint may replace what is there
 };
 
 // load_cpu: the core a --background-load process spun on, -1 without one.
@@ -233,6 +236,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"steps", t.total.size()},
                                 {"parameters", parameters},
                                 {"lora_rank", o.lora_rank},
+                                {"base_precision", base::choice_name(o.base_precision)},
                                 {"forward_ms", StepTimes::median(t.forward)},
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
@@ -248,11 +252,14 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
     return;
   }
   fmt::print(
-      "attograd {}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
+      "attograd {}{}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
       "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}{}\n",
       c.name, o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
+      o.base_precision != ag::quant::BasePrecision::fp32
+          ? fmt::format(" over a {} base", base::choice_name(o.base_precision))
+          : "",
       base::choice_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
@@ -277,6 +284,17 @@ BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int proce
           static_cast<int64_t>(t.total.size()), measured_ms / 1e3};
 }
 
+// The config --config names, with the options' dropout, adapters, B and T.
+BenchConfig step_config(const StepOptions& o) {
+  BenchConfig c = named_config(o.config);
+  if (o.batch > 0) c.batch = o.batch;
+  if (o.tokens > 0) c.seq = std::min(o.tokens, c.model.context_length);
+  c.model.dropout = o.dropout;
+  c.model.lora_rank = o.lora_rank;
+  c.model.validate();
+  return c;
+}
+
 // Under mpirun every process runs its own batch and the gradients are reduced as in
 // training (train/grad_reduction.h, buckets overlapping backward): tokens/s counts all
 // processes' tokens, and reduce_ms is the wait after backward.
@@ -287,14 +305,14 @@ int run_steps(const StepOptions& o) {
   // benchmark never replaces a run's checkpoint unasked, nor one a running train writes
   const io::ClaimedOutputs claim({{"--save-checkpoint", o.save_checkpoint}}, {},
                                  {.overwrite = o.overwrite, .lock = world.root()});
-  BenchConfig c = named_config(o.config);
-  c.model.dropout = o.dropout;
-  c.model.lora_rank = o.lora_rank;
-  c.model.validate();
-  nn::GPT model(c.model, 1337);
-  model.train();
+  const BenchConfig c = step_config(o);
   train::RunConfig run;  // what a training run of this model freezes (LoRA: the base)
   run.model = c.model;
+  run.base_precision = o.base_precision;
+  run.validate();
+  const nn::FrozenBase base = train::frozen_base(run);  // drawn straight into its blocks
+  nn::GPT model(c.model, 1337, &base);
+  model.train();
   train::freeze_parameters(run, model);
   optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
   ag::Bf16WeightCopies copies;  // as training keeps them: refreshed by AdamW
@@ -303,7 +321,7 @@ int run_steps(const StepOptions& o) {
   int64_t trainable = 0;
   for (const auto& p : params) trainable += p.numel();
   const auto budget =
-      step_budget(c.model, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
+      step_budget(run, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
   // the cache held to the plan, as training holds it (train/training_run.cpp)
   ag::set_cache_budget(static_cast<size_t>(
       (budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>()) *
@@ -357,7 +375,8 @@ int run_tune(StepOptions o) {
   return 0;
 }
 
-po::options_description bench_options(StepOptions& o, std::string& precision) {
+po::options_description bench_options(StepOptions& o, std::string& precision,
+                                      std::string& base_precision) {
   po::options_description desc("bench options");
   desc.add_options()("help,h", "show this help")(
       "config", po::value(&o.config)->default_value("tiny"),
@@ -389,6 +408,11 @@ po::options_description bench_options(StepOptions& o, std::string& precision) {
       "lora-rank", po::value(&o.lora_rank)->default_value(0),
       "LoRA adapters of this rank on every projection of the blocks (q, k, v, the output "
       "projection and the MLP's), the base frozen (0: full training)")(
+      "batch", po::value(&o.batch)->default_value(0), "sequences a step (0: the config's)")(
+      "tokens", po::value(&o.tokens)->default_value(0),
+      "tokens a sequence, at most the context (0: the config's)")(
+      "base-precision", po::value(&base_precision)->default_value("fp32"),
+      "with --lora-rank: the frozen base held as fp32, bf16, q8_0 or q4_k (nn/frozen_base.h)")(
       "background-load",
       "while the steps run, a busy process pinned to one of the cores this one may use (the "
       "last); it is killed when the benchmark ends")(
@@ -414,8 +438,8 @@ void check_step_options(const StepOptions& o) {
 
 int bench_command(const std::vector<std::string>& args) {
   StepOptions o;
-  std::string precision = "fp32";
-  const po::options_description desc = bench_options(o, precision);
+  std::string precision = "fp32", base_precision = "fp32";
+  const po::options_description desc = bench_options(o, precision, base_precision);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -426,6 +450,7 @@ int bench_command(const std::vector<std::string>& args) {
     }
     check_step_options(o);
     o.precision = base::parse_choice<ag::Precision>(precision);
+    o.base_precision = base::parse_choice<ag::quant::BasePrecision>(base_precision);
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
     o.breakdown = vm.count("breakdown") > 0;

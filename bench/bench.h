@@ -11,7 +11,9 @@
 // adds to the resident memory (--save-checkpoint; gpt2_scale.py reports both at gpt2).
 // --tune prints the measured GEMM kernel table (tune_table.h); --decode the cached decoder
 // against its read-bandwidth bound (decode_bound.h); --breakdown where the timed steps' time
-// went, by kernel class (breakdown.h).
+// went, by kernel class (breakdown.h). --base-precision bf16|q8_0|q4_k holds a LoRA step's
+// frozen base packed (nn/frozen_base.h; docs/quantization.md has the Llama-3.2-1B figures);
+// --batch and --tokens replace a config's B and T.
 //
 //   attograd bench --config base --dropout 0.1 --steps 20 --threads 2 --json
 //   attograd bench --config base --background-load
@@ -19,6 +21,7 @@
 //   attograd bench --tune
 //   attograd bench --micro
 //   attograd bench --decode --config qwen2.5-0.5b
+//   attograd bench --config llama3.2-1b --lora-rank 8 --precision bf16 --base-precision q8_0
 #include <string>
 #include <vector>
 

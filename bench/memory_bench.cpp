@@ -33,11 +33,10 @@ double tensor_mb(const nn::StateDict& tensors) {
 
 }  // namespace
 
-nlohmann::json step_budget(const nn::GPTConfig& model, int64_t batch, int64_t tokens,
+nlohmann::json step_budget(const train::RunConfig& of, int64_t batch, int64_t tokens,
                            int64_t parameters, int64_t trainable, ag::Precision precision) {
-  train::RunConfig run;
+  train::RunConfig run = of;
   run.precision = precision;
-  run.model = model;
   run.model.context_length = tokens;  // the activations of the sequences as run (gpt2: 64)
   run.batch_size = batch;
   const train::MemoryPlan plan = train::plan_memory(run, parameters, 0, 1, trainable);

@@ -9,14 +9,15 @@
 #include "autograd/autocast.h"
 #include "nn/gpt.h"
 #include "optim/optimizer.h"
+#include "train/config.h"
 
 namespace bench {
 
-// The memory plan (train/memory_plan.h) of a step of `model` on batches of `batch`
-// sequences of `tokens` tokens, AdamW over `trainable` of its `parameters`, in MB:
-// {"plan_state_mb": parameters + gradients + optimizer state (+ the bf16 weight copies
-// under precision bf16), "plan_activations_mb"}.
-nlohmann::json step_budget(const nn::GPTConfig& model, int64_t batch, int64_t tokens,
+// The memory plan (train/memory_plan.h) of a step of `run`'s model (and frozen base) on
+// batches of `batch` sequences of `tokens` tokens, AdamW over `trainable` of its
+// `parameters`, in MB: {"plan_state_mb": parameters + gradients + optimizer state (+ the
+// bf16 weight copies under precision bf16), "plan_activations_mb"}.
+nlohmann::json step_budget(const train::RunConfig& run, int64_t batch, int64_t tokens,
                            int64_t parameters, int64_t trainable, ag::Precision precision);
 
 // Saves `model` and `opt` to `path` as a training run saves them (io::save_checkpoint: the

@@ -166,6 +166,10 @@ void machine_options(Declare& add, train::RunConfig& c) {
       "fp32, or bf16: matmuls and attention products on bfloat16 operands with float32 "
       "accumulation (autocast); weights, optimizer and the rest stay float32",
       Resume::yes);
+  add("base-precision", c.base_precision,
+      "how the frozen weights of a LoRA or --freeze run are held: fp32 (default), bf16, or "
+      "ggml blocks q8_0 or q4_k (QLoRA-style: dequantized a matrix at a time inside the "
+      "linear; adapters and what trains stay float32)");
   add("bucket-mb", c.bucket_mb,
       "under mpirun: gradient bucket size in MB (each is sent as soon as backward finishes it)",
       Resume::yes);

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "autograd/ops.h"
+#include "autograd/quant/packed_weight.h"
 
 namespace io::h5 {
 
@@ -332,7 +333,8 @@ Handle utf8_string_type() {
 }  // namespace
 
 void write_tensor(hid_t loc, const std::string& name, const ag::Tensor& t) {
-  ag::Tensor f = t.detach().to(ag::DType::Float32).contiguous();
+  ag::Tensor f = t.packing() ? ag::quant::unpacked(t, ag::DType::Float32)
+                             : t.detach().to(ag::DType::Float32).contiguous();
   std::vector<hsize_t> dims(f.shape().begin(), f.shape().end());
   write_raw(loc, name, dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, f.raw_data());
 }

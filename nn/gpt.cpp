@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "autograd/allocator.h"
 #include "autograd/quant/block_formats.h"
+#include "nn/frozen_base.h"
 #include "nn/generation.h"
 
 namespace nn {
@@ -34,22 +37,28 @@ namespace {
 // sqrt(2 n_layers) on the projections that write into the residual stream; biases 0;
 // norms keep their ones and zeros. Modules are visited in registration order, the order
 // of named_parameters(), which fixes the order of the draws.
-void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen) {
+// A frozen base (frozen_base.h) takes its matrices' draws packed.
+void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen, const FrozenBase* base) {
   ag::NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * n_layers);
-  auto draw = [&gen](ag::Tensor& p, double std) {
-    ag::copy_(p, ag::normal(p.shape(), 0.0, std, gen));
+  auto draw = [&gen, base](const Module& m, ag::Tensor& p, double std) {
+    const std::string name = m.path().empty() ? "weight" : m.path() + ".weight";
+    place_initial_values(base, name, p, ag::normal(p.shape(), 0.0, std, gen));
+    // a packed matrix's float32 draw given back at once: the cache would keep one of each
+    // size (the 1 GB of a Llama-3.2-1B embedding's) until the model is built
+    if (p.packing()) ag::release_cached_blocks();
   };
   model.for_each_module([&](Module& m) {
     if (auto* linear = dynamic_cast<Linear*>(&m)) {
-      draw(linear->weight, linear->residual_projection ? residual_std : 0.02);
+      draw(m, linear->weight, linear->residual_projection ? residual_std : 0.02);
       if (linear->bias.defined()) ag::fill_(linear->bias, 0.0);
     } else if (auto* embedding = dynamic_cast<Embedding*>(&m)) {
-      draw(embedding->weight, 0.02);
+      draw(m, embedding->weight, 0.02);
     } else if (auto* head = dynamic_cast<LMHead*>(&m); head && !head->tied()) {
-      draw(head->weight, 0.02);
+      draw(m, head->weight, 0.02);
     }
   });
+  if (base && base->format) ag::release_cached_blocks();  // the float draws' blocks
 }
 
 // LoRA (GPTConfig::lora_*): an adapter on each targeted Linear of every block, block by
@@ -79,10 +88,13 @@ void add_lora_adapters(const GPTConfig& cfg, ModuleList<TransformerBlock>& block
 
 }  // namespace
 
-GPT::GPT(const GPTConfig& cfg, uint64_t seed)
+GPT::GPT(const GPTConfig& cfg, uint64_t seed, const FrozenBase* base)
     : cfg_(cfg), dropout_gen_(std::make_shared<ag::Generator>(seed + ag::kDropoutStream)) {
   cfg_.validate();
   ag::Generator gen(seed);
+  // a frozen base's matrices: drawn as always, then drawn again packed by init_gpt2
+  std::optional<RedrawnScope> redrawn;
+  if (base && base->format) redrawn.emplace();
   tok_emb =
       register_module("tok_emb", std::make_shared<Embedding>(cfg.vocab_size, cfg.d_model, gen));
   if (cfg.position == PositionKind::learned)
@@ -107,7 +119,8 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed)
                         : std::make_shared<LMHead>(cfg.d_model, cfg.vocab_size, gen));
   }
   if (!ShapeOnlyScope::active() && !UninitializedScope::active())
-    init_gpt2(*this, cfg.n_layers, gen);
+    init_gpt2(*this, cfg.n_layers, gen, base);
+  redrawn.reset();  // the adapters' draws are kept
   if (cfg.lora_rank > 0) add_lora_adapters(cfg_, *blocks, gen, dropout_gen_);
 }
 

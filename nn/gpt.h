@@ -29,13 +29,17 @@
 
 namespace nn {
 
+struct FrozenBase;
+
 class GPT : public Module {
  public:
   // Weights initialised GPT-2 style from `seed`; dropout masks drawn from a generator
   // seeded with seed + ag::kDropoutStream (see dropout_generator()). With cfg.lora_rank > 0,
   // LoRA adapters on the Linears cfg.lora_targets names, drawn after the base weights (B
   // zero: the model starts as the base). Under a ShapeOnlyScope: the description only.
-  GPT(const GPTConfig& cfg, uint64_t seed);
+  // With a frozen base (frozen_base.h), the matrices it packs are drawn into their blocks
+  // (build under an UninitializedScope-free path: their float32 storage is never written).
+  GPT(const GPTConfig& cfg, uint64_t seed, const FrozenBase* base = nullptr);
 
   struct Output {
     ag::Tensor logits;  // [B, T, vocab_size]; a classifier's [B, num_classes]

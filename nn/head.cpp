@@ -17,9 +17,12 @@ void Head::infer(const InferenceContext&, const float*, int64_t, int64_t, int64_
 LMHead::LMHead(int64_t d_model, int64_t vocab_size, ag::Generator& gen)
     : tied_(false), d_model_(d_model), vocab_size_(vocab_size) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(d_model));
-  weight = register_parameter("weight", {vocab_size, d_model}, [&] {
-    return ag::uniform({vocab_size, d_model}, -bound, bound, gen);
-  });
+  weight = register_parameter(
+      "weight", {vocab_size, d_model},
+      [&] {
+        return ag::uniform({vocab_size, d_model}, -bound, bound, gen);
+      },
+      true);
 }
 
 LMHead::LMHead(const ag::Tensor& tied_weight, int64_t d_model, int64_t vocab_size)

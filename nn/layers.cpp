@@ -16,9 +16,12 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, ag::Ge
         fmt::format("Linear: in_features ({}) and out_features ({}) must be positive", in_features,
                     out_features));
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight", {out_features, in_features}, [&] {
-    return ag::uniform({out_features, in_features}, -bound, bound, gen);
-  });
+  weight = register_parameter(
+      "weight", {out_features, in_features},
+      [&] {
+        return ag::uniform({out_features, in_features}, -bound, bound, gen);
+      },
+      true);
   if (with_bias)
     bias = register_parameter("bias", {out_features},
                               [&] { return ag::uniform({out_features}, -bound, bound, gen); });
@@ -92,9 +95,12 @@ void Linear::footprint(Footprint& f) const {
 
 // ------------------------------------------------------------------ Embedding
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, ag::Generator& gen) {
-  weight = register_parameter("weight", {num_embeddings, embedding_dim}, [&] {
-    return ag::randn({num_embeddings, embedding_dim}, gen);
-  });
+  weight = register_parameter(
+      "weight", {num_embeddings, embedding_dim},
+      [&] {
+        return ag::randn({num_embeddings, embedding_dim}, gen);
+      },
+      true);
 }
 
 ag::Tensor Embedding::forward(const ag::Tensor& ids) const {

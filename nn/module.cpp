@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "autograd/allocator.h"
 #include "nn/observer.h"
 
 namespace nn {
@@ -29,13 +30,22 @@ ag::Tensor Module::register_parameter(const std::string& name, ag::Tensor value)
 }
 
 ag::Tensor Module::register_parameter(const std::string& name, const ag::Shape& shape,
-                                      const std::function<ag::Tensor()>& init) {
+                                      const std::function<ag::Tensor()>& init, bool redrawn) {
   for (const auto& p : params_)
     if (p.name == name)
       throw std::logic_error(fmt::format("register_parameter: '{}' is registered twice", name));
   ag::Tensor value;
   if (UninitializedScope::active() && !ShapeOnlyScope::active()) {
     value = ag::empty(shape);
+    value.requires_grad_();
+  } else if (redrawn && RedrawnScope::active() && !ShapeOnlyScope::active()) {
+    init();                       // drawn and dropped: the generator as it always is
+    ag::release_cached_blocks();  // and its block given back, not kept for the redraw
+    // no storage of its own yet (an allocation now would be handed the draw's block, just
+    // freed and resident): the redraw gives it one (nn::place_initial_values)
+    value = ag::empty({0});
+    value.impl()->shape = shape;
+    value.impl()->strides = ag::contiguous_strides(shape);
     value.requires_grad_();
   } else if (!ShapeOnlyScope::active()) {
     value = init();
@@ -216,7 +226,8 @@ const std::string& Module::path() const {
 
 void Module::to(ag::DType dtype) {
   for (auto& [name, t, shape] : params_) {
-    if (!t.defined() || t.dtype() == dtype) continue;
+    // a packed weight is unpacked as each use's type (autograd/quant/packed_weight.h)
+    if (!t.defined() || t.dtype() == dtype || t.packing()) continue;
     const bool frozen = !t.requires_grad();
     ag::Tensor converted = t.detach().to(dtype);
     // rebind storage in place so every handle on this parameter sees the new dtype

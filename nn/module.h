@@ -62,6 +62,14 @@ class ShapeOnlyScope : public detail::ThreadFlagScope<ShapeOnlyScope> {};
 // elsewhere (Module::adopt_state_dict: a checkpoint's weights, which then cost one copy).
 class UninitializedScope : public detail::ThreadFlagScope<UninitializedScope> {};
 
+// While one is alive on this thread, a parameter registered as `redrawn` (a matrix GPT's
+// initialisation draws again: Linear, Embedding, LMHead weights) is still drawn, so that
+// the generator advances as it always does, but its value is dropped and the parameter
+// given no storage until the initialisation's redraw places its values
+// (nn::place_initial_values): a model whose frozen base is drawn into packed blocks
+// (frozen_base.h) never holds its float32 matrices.
+class RedrawnScope : public detail::ThreadFlagScope<RedrawnScope> {};
+
 // While one is alive on this thread, every module runs as in eval(): an observed forward
 // (attention maps) is an inference whatever mode the model was left in.
 class InferenceScope : public detail::ThreadFlagScope<InferenceScope> {};
@@ -135,8 +143,9 @@ class Module {
   ag::Tensor register_parameter(const std::string& name, ag::Tensor value);
   // Declares a parameter of `shape` whose value `init` makes; under a ShapeOnlyScope init
   // is not called and the returned tensor is undefined.
+  // redrawn: a matrix GPT's initialisation draws again (RedrawnScope).
   ag::Tensor register_parameter(const std::string& name, const ag::Shape& shape,
-                                const std::function<ag::Tensor()>& init);
+                                const std::function<ag::Tensor()>& init, bool redrawn = false);
   // Replaces the child registered as `old_name` (keeping its place) by `module`, registered
   // as `name` (a model's head, swapped for a classifier).
   void replace_module(const std::string& old_name, const std::string& name,

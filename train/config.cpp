@@ -40,6 +40,16 @@ void validate_model(const RunConfig& cfg) {
   m.validate();
 }
 
+// A packed base is what a run does not train: none without LoRA or freeze.
+void validate_base_precision(const RunConfig& c) {
+  if (c.base_precision != ag::quant::BasePrecision::fp32 && c.model.lora_rank == 0 &&
+      c.freeze.empty())
+    fail(
+        fmt::format("base_precision {} holds the frozen weights packed, and this run trains "
+                    "every weight: give it with lora_rank or freeze",
+                    base::choice_name(c.base_precision)));
+}
+
 }  // namespace
 
 void RunConfig::validate() const {
@@ -77,6 +87,7 @@ void RunConfig::validate() const {
   if (sample_tokens < 0) fail(fmt::format("sample_tokens must be >= 0, got {}", sample_tokens));
   if (stop_at < 0) fail(fmt::format("stop_at must be >= 0, got {}", stop_at));
   if (out.empty()) fail("out (the checkpoint path) must not be empty");
+  validate_base_precision(*this);
   validate_model(*this);
 }
 
@@ -105,6 +116,12 @@ nlohmann::json model_json(const nn::GPTConfig& model) {
         },
         f.member);
   return j;
+}
+
+// absent: float32, as in files from before packed bases
+void write_base_precision(const RunConfig& c, nlohmann::json& j) {
+  if (c.base_precision != ag::quant::BasePrecision::fp32)
+    j["base_precision"] = base::choice_name(c.base_precision);
 }
 
 }  // namespace
@@ -144,6 +161,7 @@ nlohmann::json RunConfig::to_json() const {
   if (!stop_token_ids.empty()) j["stop_token_ids"] = stop_token_ids;
   task->write_config(*this, j);
   if (!freeze.empty()) j["freeze"] = freeze;  // absent: nothing frozen by name
+  write_base_precision(*this, j);
   // absent: steps were given, no early stopping, no best checkpoint
   if (epochs > 0) j["epochs"] = epochs;
   if (early_stopping > 0) j["early_stopping"] = early_stopping;
@@ -253,6 +271,7 @@ void read_run_settings(const ConfigReader& get, RunConfig& c) {
   get("eval_windows", c.eval_windows);
   get("sample_tokens", c.sample_tokens);
   get("freeze", c.freeze);
+  get("base_precision", c.base_precision);
   get("epochs", c.epochs);
   get("early_stopping", c.early_stopping);
   get("keep_best", c.keep_best);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
+#include "autograd/quant/packed_weight.h"
 #include "base/choice.h"
 #include "data/chat_format.h"
 #include "data/tokenizer.h"
@@ -105,8 +106,11 @@ struct RunConfig {
   std::string report_prompt;  // the text of its attention maps; empty: the start of val
   int threads = ag::kDefaultThreads;
   ag::Precision precision = ag::Precision::fp32;  // bf16: autocast (bfloat16 GEMMs, float32 rest)
-  int64_t bucket_mb = kDefaultBucketMb;           // gradient buckets of a distributed run
-  bool profile = false;                           // where a step's time goes, printed at the end
+  // How the frozen base weights are held (nn/frozen_base.h): float32, or packed as
+  // bfloat16 or blocks; not fp32 only where something is frozen (LoRA, freeze)
+  ag::quant::BasePrecision base_precision = ag::quant::BasePrecision::fp32;
+  int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run
+  bool profile = false;                  // where a step's time goes, printed at the end
   Reduction reduce = Reduction::tree;
   int64_t sample_tokens = 200;  // sample printed at the end
   std::string init_from;        // start from this checkpoint's weights
@@ -149,6 +153,16 @@ struct base::ChoiceNames<ag::Precision> {
   static constexpr const char* key = "precision";
   static constexpr std::array<std::pair<ag::Precision, const char*>, 2> rows = {
       {{ag::Precision::fp32, "fp32"}, {ag::Precision::bf16, "bf16"}}};
+};
+
+template <>
+struct base::ChoiceNames<ag::quant::BasePrecision> {
+  static constexpr const char* key = "base_precision";
+  static constexpr std::array<std::pair<ag::quant::BasePrecision, const char*>, 4> rows = {
+      {{ag::quant::BasePrecision::fp32, "fp32"},
+       {ag::quant::BasePrecision::bf16, "bf16"},
+       {ag::quant::BasePrecision::q8_0, "q8_0"},
+       {ag::quant::BasePrecision::q4_k, "q4_k"}}};
 };
 
 // A task formats as its name.

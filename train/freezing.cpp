@@ -66,6 +66,19 @@ void freeze_parameters(const RunConfig& cfg, nn::Module& model) {
   }
 }
 
+nn::FrozenBase frozen_base(const RunConfig& cfg) {
+  nn::FrozenBase base;
+  base.format = ag::quant::packed_format(cfg.base_precision);
+  if (!base.format) return base;
+  const nn::ShapeList shapes = cfg.model.parameter_shapes();
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : shapes) names.push_back(name);
+  const std::vector<bool> frozen = frozen_parameters(cfg, names);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (frozen[i]) base.frozen.insert(names[i]);
+  return base;
+}
+
 nn::StateDict trainable_named_parameters(const nn::Module& model) {
   nn::StateDict out;
   for (const auto& [name, t] : model.named_parameters())
@@ -78,7 +91,7 @@ ag::Bf16WeightCopies* kept_bf16_copies(ag::Precision precision, optim::Optimizer
   if (precision != ag::Precision::bf16 || !opt.keep_bf16_copies(&copies)) return nullptr;
   std::vector<ag::Tensor> frozen;
   for (const auto& [name, t] : model.named_parameters())
-    if (!t.requires_grad()) frozen.push_back(t);
+    if (!t.requires_grad() && !t.packing()) frozen.push_back(t);  // packed: unpacked per use
   copies.add_frozen(frozen);
   return &copies;
 }

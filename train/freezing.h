@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
+#include "nn/frozen_base.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "train/config.h"
@@ -29,6 +30,10 @@ std::vector<bool> frozen_parameters(const RunConfig& cfg, const std::vector<std:
 
 // Freezes (requires_grad off) what frozen_parameters says, and nothing else.
 void freeze_parameters(const RunConfig& cfg, nn::Module& model);
+
+// The frozen base a run of cfg holds packed (nn/frozen_base.h): cfg.base_precision's
+// format over the names frozen_parameters freezes (read off a shape-only description).
+nn::FrozenBase frozen_base(const RunConfig& cfg);
 
 // The parameters that take gradients, named, in the model's order.
 // (Their tensors alone: Module::trainable_parameters.)

@@ -11,6 +11,7 @@
 
 #include "data/tokenizer.h"
 #include "io/files.h"
+#include "train/freezing.h"
 #include "train/grad_accumulation.h"
 
 namespace train {
@@ -178,6 +179,33 @@ int64_t data_bytes_for_text(int64_t text_bytes, data::TokenizerKind tokenizer) {
   return text_reading_bytes(text_bytes, text_bytes, 4, tokenizer);
 }
 
+namespace {
+
+// A frozen base held packed (nn/frozen_base.h): its matrices at their bytes a weight, no
+// bfloat16 copies kept of them, and the scratch the largest (a tile of it at most) is
+// unpacked into, float32 or bfloat16 as the GEMMs take it.
+void plan_frozen_base(const RunConfig& cfg, MemoryPlan& p) {
+  const nn::FrozenBase base = frozen_base(cfg);
+  if (!base.format) return;
+  double elements = 0, bytes = 0, largest = 0;
+  for (const auto& [name, shape] : cfg.model.parameter_shapes()) {
+    if (!base.packs(name, shape)) continue;
+    const double n = static_cast<double>(ag::shape_numel(shape));
+    elements += n;
+    largest = std::max(largest, n);
+    bytes += static_cast<double>(shape[0]) *
+             static_cast<double>(ag::quant::packed_row_bytes(base.format_for(shape[1]), shape[1]));
+  }
+  const bool bf16 = cfg.precision == ag::Precision::bf16;
+  p.parameters = saturated(static_cast<double>(p.parameters) - 4 * elements + bytes);
+  p.weight_copies = saturated(std::max(0.0, static_cast<double>(p.weight_copies) - 2 * elements));
+  p.base_scratch = saturated(std::min(largest, static_cast<double>(ag::quant::kUnpackTileWeights)) *
+                             (bf16 ? 2 : 4));
+  p.base_title = fmt::format("{} base {}", base.format->name, format_bytes(saturated(bytes)));
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t data_bytes, int ranks,
                        int64_t trainable, int64_t reading_bytes) {
   // in double: absurd sizes must give an absurd plan, not an overflowed one
@@ -194,6 +222,7 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   p.optimizer_title = optim::optimizer_title(cfg.optimizer.name);
   p.optimizer = saturated(state_bytes * trained);  // AdamW: its two float32 moments
   p.weight_copies = saturated(f.weight_copy_bytes);
+  plan_frozen_base(cfg, p);
   p.activations = saturated(tokens * f.activation_bytes_per_token() + f.per_step_bytes());
   for (const auto& term : f.saved)
     p.activation_terms.emplace_back(term.name, saturated(tokens * term.bytes));
@@ -221,7 +250,7 @@ nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16) {
 
 int64_t MemoryPlan::total() const {
   return saturated(static_cast<double>(parameters) + gradients + optimizer + weight_copies +
-                   activations + data + checkpoint + runtime);
+                   base_scratch + activations + data + checkpoint + runtime);
 }
 
 int64_t MemoryPlan::tensor_bytes() const {
@@ -231,14 +260,16 @@ int64_t MemoryPlan::tensor_bytes() const {
 
 std::string MemoryPlan::describe() const {
   return fmt::format(
-      "memory plan: parameters {} + gradients {}{} + {} state {}{} + activations ~{} + data {}{} + "
-      "checkpoint save {} + runtime {} = ~{}{}",
-      format_bytes(parameters), format_bytes(gradients),
+      "memory plan: parameters {}{} + gradients {}{} + {} state {}{}{} + activations ~{} + data "
+      "{}{} + checkpoint save {} + runtime {} = ~{}{}",
+      format_bytes(parameters), base_title.empty() ? "" : " (" + base_title + ")",
+      format_bytes(gradients),
       gradient_sets > 1
           ? fmt::format(" ({} sets: accumulation's partial sums, exchange buffers)", gradient_sets)
           : "",
       optimizer_title, format_bytes(optimizer),
       weight_copies > 0 ? fmt::format(" + bf16 weight copies {}", format_bytes(weight_copies)) : "",
+      base_scratch > 0 ? fmt::format(" + base unpacked {}", format_bytes(base_scratch)) : "",
       format_bytes(activations), format_bytes(data),
       reading > data_held
           ? fmt::format(" (reading the text; {} held after)", format_bytes(data_held))
@@ -255,6 +286,7 @@ nlohmann::json MemoryPlan::to_json() const {
           {"gradient_sets", gradient_sets},
           {"optimizer", optimizer},
           {"weight_copies", weight_copies},
+          {"base_scratch", base_scratch},
           {"activations", activations},
           {"activation_terms", terms},
           {"data", data},

@@ -26,6 +26,10 @@ inline constexpr int64_t kRuntimeBytes = int64_t{48} << 20;
 struct MemoryPlan {
   int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
   int64_t weight_copies = 0;  // --precision bf16: the weights' bfloat16 copies (kept)
+  // --base-precision: the frozen base's matrices held packed (in `parameters` at their
+  // bytes a weight), and the scratch one of them is unpacked into for its GEMMs
+  int64_t base_scratch = 0;
+  std::string base_title;     // "q8_0 base 1.3 GB": what `parameters` holds packed
   int64_t data = 0;           // the larger of the two below
   int64_t data_held = 0;      // the token ids held for the run
   int64_t reading = 0;        // the text and its ids while it was read and tokenized

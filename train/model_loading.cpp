@@ -10,6 +10,7 @@
 
 #include "base/utf8.h"
 #include "io/checkpoint.h"
+#include "nn/frozen_base.h"
 #include "train/config.h"
 #include "train/freezing.h"
 
@@ -261,6 +262,7 @@ std::unique_ptr<nn::GPT> model_from_checkpoint(const io::Checkpoint& ckpt) {
 }
 
 void merge_adapters(nn::GPT& model) {
+  nn::unpack_frozen_base(model);  // a packed base back to float32 (the decoder reads floats)
   std::vector<nn::Linear*> adapted;
   model.for_each_module([&](nn::Module& m) {
     if (auto* linear = dynamic_cast<nn::Linear*>(&m); linear && linear->has_adapter())

@@ -207,13 +207,16 @@ void TrainingRun::build_model(std::optional<io::Checkpoint> init) {
   if (merged) init = merged_checkpoint(*init);
   // else its weights are let go and read again into the model's parameters: held once
   if (init && !merged) init->model.clear();
-  model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed);
+  // a frozen base held packed: drawn into its blocks, or packed once its floats are read
+  const nn::FrozenBase base = frozen_base(cfg_);
+  model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed, init || resumed_ ? nullptr : &base);
   if (init && !merged) init = reread_init_into(*init, *model_);
   if (init) load_init_weights(*init, *model_);
   init.reset();
   if (resumed_) io::load_model_weights(*resumed_, *model_);
   model_->train();
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
+  if (base.format) nn::pack_frozen_base(*model_, base);
 }
 
 void TrainingRun::start_engine() {

@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/profile.h"
+#include "autograd/quant/packed_weight.h"
 
 namespace ag {
 
@@ -43,14 +44,24 @@ void add_rows_into(Tensor& acc, const Tensor& g, const int64_t* id, int64_t n_id
   });
 }
 
+// A frozen weight held packed (quant/packed_weight.h): each id's row unpacked into the
+// output, as float32; nothing recorded (a packed weight takes no gradient).
+Tensor packed_lookup(const Tensor& weight, const int64_t* id, int64_t n_ids, const Shape& shape) {
+  Tensor out = empty(shape, DType::Float32);
+  float* dst = out.data<float>();
+  const int64_t C = weight.shape()[1];
+  for (int64_t i = 0; i < n_ids; ++i)
+    quant::unpack_rows(weight, id[i], id[i] + 1, DType::Float32, dst + i * C);
+  return out;
+}
+
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   const profile::Timer timer("embedding");
   if (weight.dim() != 2)
     throw std::invalid_argument(
-        fmt::format("embedding: weight must be [num_embeddings, dim], "
-                    "got shape {}",
+        fmt::format("embedding: weight must be [num_embeddings, dim], got shape {}",
                     shape_str(weight.shape())));
   if (ids.dtype() != DType::Int64)
     throw std::invalid_argument(
@@ -67,6 +78,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
                       id[i], i, V));
   Shape out_shape = ids.shape();
   out_shape.push_back(C);
+  if (weight.packing()) return packed_lookup(weight, id, n_ids, out_shape);
   Tensor out = empty(out_shape, weight.dtype());
   Tensor w = weight.detach().contiguous();
   AG_DISPATCH_FLOAT(weight.dtype(), "embedding", [&] {

@@ -17,6 +17,7 @@
 #include "autograd/ops/gemm.h"
 #include "autograd/parallel.h"
 #include "autograd/profile.h"
+#include "autograd/quant/packed_weight.h"
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
@@ -190,7 +191,9 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     throw std::invalid_argument(fmt::format(
         "linear: input {} and weight {} do not fit (the weight is [out, in], the input [..., in])",
         shape_str(x.shape()), shape_str(weight.shape())));
-  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
+  // a packed weight's values are exact in any float type: it is unpacked as x's
+  if ((x.dtype() != weight.dtype() && !weight.packing()) ||
+      (bias.defined() && bias.dtype() != x.dtype()))
     throw std::invalid_argument(
         fmt::format("linear: dtypes differ (input {}, weight {}{})", dtype_name(x.dtype()),
                     dtype_name(weight.dtype()),
@@ -327,19 +330,130 @@ std::vector<Tensor> unstack(const Tensor& g, const std::vector<int64_t>& sizes) 
   return parts;
 }
 
+bool any_packed(const std::vector<Tensor>& parts) {
+  for (const auto& p : parts)
+    if (p.packing()) return true;
+  return false;
+}
+
+// The weights stacked along dim 0 as a new matrix of dtype (float32, float64, or bfloat16
+// under autocast), packed parts unpacked (quant/packed_weight.h) and the others converted:
+// bfloat16 rounded as autocast rounds them, so the GEMMs see what the dequantized float
+// weights would give them.
+Tensor unpacked_stack(const std::vector<Tensor>& parts, DType dtype) {
+  const profile::Timer timer("unpack frozen weight");
+  int64_t rows = 0;
+  for (const auto& p : parts) rows += p.shape()[0];
+  const int64_t K = parts[0].shape()[1];
+  Tensor out = empty({rows, K}, dtype);
+  int64_t row = 0;
+  for (const auto& p : parts) {
+    const int64_t n = p.shape()[0];
+    if (p.packing())
+      quant::unpack_rows(
+          p, 0, n, dtype,
+          static_cast<char*>(out.raw_data()) + row * K * static_cast<int64_t>(dtype_size(dtype)));
+    else
+      copy_(out.narrow(0, row, n), dtype == DType::BFloat16 ? to_bfloat16(p.detach()) : p.detach());
+    row += n;
+  }
+  return out;
+}
+
+// A packed matrix too large to unpack at once (quant::kUnpackTileWeights), one weight, no
+// activation: the forward h [M, N] = x2 W^T + b a tile of W's rows at a time (each tile's
+// columns of h), and backward's dx = d W as the sum of the tiles' products, in tile order
+// (its bits whatever the thread count; not the untiled GEMM's sums).
+struct PackedTiles {
+  Tensor packed;
+  DType w_type;
+  int64_t rows;  // W's rows a tile
+
+  PackedTiles(const Tensor& p, DType type)
+      : packed(p.detach()),
+        w_type(type),
+        rows(std::max<int64_t>(
+            1, quant::unpack_tile_weights() / std::max<int64_t>(1, p.shape()[1]))) {}
+
+  Tensor tile(int64_t r0, int64_t n) const {
+    Tensor wt = empty({n, packed.shape()[1]}, w_type);
+    quant::unpack_rows(packed, r0, r0 + n, w_type, wt.raw_data());
+    return wt;
+  }
+  void forward(const Tensor& x2, const Tensor& b, Tensor& h) const {
+    const int64_t N = packed.shape()[0], M = x2.shape()[0];
+    for (int64_t r0 = 0; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      Tensor ht = empty({M, n}, h.dtype());
+      linear_forward(x2, tile(r0, n), b.defined() ? b.narrow(0, r0, n) : Tensor(), ht);
+      copy_(h.narrow(1, r0, n), ht);
+    }
+  }
+  Tensor input_grad(const Tensor& d) const {
+    Tensor dx;
+    for (int64_t r0 = 0, N = packed.shape()[0]; r0 < N; r0 += rows) {
+      const int64_t n = std::min(rows, N - r0);
+      Tensor part = matmul_forward(d.narrow(1, r0, n), tile(r0, n));
+      if (dx.defined())
+        add_(dx, part);
+      else
+        dx = part;
+    }
+    return dx;
+  }
+};
+
+std::vector<Tensor> detached(const std::vector<Tensor>& parts) {
+  std::vector<Tensor> out;
+  for (const auto& t : parts) out.push_back(t.detach());
+  return out;
+}
+
+// The parts stacked along dim 0 (one part: itself), detached; undefined for none.
+Tensor stacked(const std::vector<Tensor>& parts) {
+  if (parts.empty() || !parts[0].defined()) return Tensor();
+  if (parts.size() == 1) return parts[0].detach();
+  return cat(detached(parts), 0);
+}
+
+// The stacked weight the GEMMs read: unpacked when a part is packed, autocast's bfloat16
+// copy, or the float parts themselves.
+Tensor gemm_weight(const std::vector<Tensor>& weights, bool bf16, DType w_type) {
+  if (any_packed(weights)) return unpacked_stack(weights, w_type);
+  return bf16 ? detail::autocast_stacked(weights) : stacked(weights);
+}
+
+// x W^T + b over a packed W tile by tile (PackedTiles), recorded with x's and b's gradients.
+Tensor tiled_linear(const Tensor& x, const PackedTiles& tiles, const Tensor& bias, bool bf16,
+                    int64_t M, int64_t N, int64_t K) {
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  Tensor x2 = x.detach().contiguous().view({M, K});
+  if (bf16) x2 = detail::bf16_operand(x2);
+  const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor h = empty({M, N}, gemm_result_type(x2.dtype()));
+  tiles.forward(x2, b, h);
+  Tensor y = h.view(out_shape);
+  if (!needs_recording({x, bias})) return y;
+  attach_backward(
+      y, "PackedLinearBackward", {x, bias},
+      [tiles, M, N, bf16, in_shape = x.shape(), gx = x.requires_grad(),
+       gb = bias.defined() && bias.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor dh = g.contiguous().view({M, N});
+        Tensor dx, db;
+        if (gx) dx = tiles.input_grad(bf16 ? detail::bf16_operand(dh) : dh).view(in_shape);
+        if (gb) db = sum(dh, {0});
+        return {dx, db};
+      });
+  return y;
+}
+
 // y = act(x W^T + b) as one node whose inputs are x, the weights, then the biases; W and b
 // are the weights and the biases stacked along the outputs (one part: the part itself).
 // biases is empty or one per weight, undefined for none.
 Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
                       const std::vector<Tensor>& biases, Activation activation) {
   const profile::Timer timer("linear (stacked)");
-  auto stacked = [](const std::vector<Tensor>& parts) {
-    if (parts.empty() || !parts[0].defined()) return Tensor();
-    if (parts.size() == 1) return parts[0].detach();
-    std::vector<Tensor> detached;
-    for (const auto& t : parts) detached.push_back(t.detach());
-    return cat(detached, 0);
-  };
   const int64_t K = weights[0].shape()[1];
   int64_t N = 0;
   for (const auto& part : weights) N += part.shape()[0];
@@ -347,7 +461,14 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
   // autocast: x and the weights as bfloat16 (the weights' copy made once per scope) where
   // bfloat16 pays for this shape on this CPU; elsewhere forward and backward run as in fp32
   const bool bf16 = detail::autocast_to_bf16(x.dtype()) && detail::bf16_pays(false, true, M, N, K);
-  Tensor w = bf16 ? detail::autocast_stacked(weights) : stacked(weights), b = stacked(biases);
+  // a frozen weight held packed is unpacked for the forward's GEMM and again for backward's
+  // (none kept between them): the same GEMMs over the same values as its float weight's
+  const bool packed = any_packed(weights);
+  const DType w_type = bf16 ? DType::BFloat16 : x.dtype();
+  if (packed && weights.size() == 1 && activation == Activation::None &&
+      static_cast<double>(N) * K > static_cast<double>(quant::unpack_tile_weights()))
+    return tiled_linear(x, PackedTiles(weights[0], w_type), stacked(biases), bf16, M, N, K);
+  Tensor w = gemm_weight(weights, bf16, w_type), b = stacked(biases);
   Shape out_shape = x.shape();
   out_shape.back() = N;
   Tensor x2 = x.detach().contiguous().view({M, K});
@@ -367,14 +488,17 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
   bool gw = false, gb = false;
   for (const auto& t : weights) sizes.push_back(t.shape()[0]), gw |= t.requires_grad();
   for (const auto& t : biases) gb |= t.defined() && t.requires_grad();
+  const std::vector<Tensor> packed_parts = packed ? detached(weights) : std::vector<Tensor>{};
+  if (packed) w = Tensor();  // unpacked again by backward, not kept
   attach_backward(y, gelu ? "LinearGeluBackward" : "LinearBackward", inputs,
-                  [x2, w, gelu_saved = gelu ? act->saved : Tensor(), M, N, sizes,
-                   stacked_biases = biases.size(), in_shape = x.shape(), gx = x.requires_grad(), gw,
-                   gb, bf16](const Tensor& g) -> std::vector<Tensor> {
+                  [x2, w, packed_parts, w_type, gelu_saved = gelu ? act->saved : Tensor(), M, N,
+                   sizes, stacked_biases = biases.size(), in_shape = x.shape(),
+                   gx = x.requires_grad(), gw, gb, bf16](const Tensor& g) -> std::vector<Tensor> {
                     GeluGradient dh{g.contiguous().view({M, N}), Tensor()};
                     if (gelu_saved.defined()) dh = gelu_backward(dh.dh, gelu_saved);
+                    const Tensor wb = w.defined() || !gx ? w : unpacked_stack(packed_parts, w_type);
                     std::vector<Tensor> d =
-                        linear_backward(dh.dh, x2, w, gx, gw, gb, bf16, dh.dh16);
+                        linear_backward(dh.dh, x2, wb, gx, gw, gb, bf16, dh.dh16);
                     std::vector<Tensor> grads{gx ? d[0].view(in_shape) : Tensor()};
                     for (auto& part : unstack(d[1], sizes)) grads.push_back(part);
                     if (stacked_biases > 0)

@@ -1,0 +1,45 @@
+#pragma once
+// A frozen base held packed (docs/quantization.md, "Training over a quantized base"): which
+// of a model's frozen weight matrices are kept as blocks of a format (or bfloat16) rather
+// than float32, and the two ways they become so: drawn and packed at once when a model is
+// initialised (nothing of the float32 matrix is ever written: a Llama-3.2-1B-shaped model
+// never holds its 4.9 GB of float32), or packed after a checkpoint's floats were read into
+// the model. The matrices are the weights of Linears, Embeddings and an untied LM head (a
+// tied head reads the token embedding's, packed with it); norms, biases and whatever trains
+// stay float32. A matrix whose rows are not a whole number of the format's blocks is held
+// as bfloat16 instead (as llama.cpp falls back to another type for such rows).
+//
+//   nn::FrozenBase base{ag::quant::packed_format(BasePrecision::q8_0), frozen_names};
+//   nn::GPT model(cfg, seed, &base);   // the named matrices drawn straight into Q8_0 blocks
+#include <string>
+#include <unordered_set>
+
+#include "autograd/quant/packed_weight.h"
+#include "nn/module.h"
+
+namespace nn {
+
+struct FrozenBase {
+  const ag::quant::PackedFormat* format = nullptr;  // null: nothing packed (fp32)
+  std::unordered_set<std::string> frozen;           // parameter names that train not
+  // Whether the parameter `name`, a matrix of the given shape, is held packed.
+  bool packs(const std::string& name, const ag::Shape& shape) const;
+  // The format a matrix of rows of `width` weights is packed in: format, or bf16 where
+  // rows are not a whole number of its blocks.
+  const ag::quant::PackedFormat& format_for(int64_t width) const;
+};
+
+// Sets the parameter `name`, p, to `values`: packed when base packs it (p's float32
+// storage let go unwritten), copied otherwise. base may be null.
+void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
+                          const ag::Tensor& values);
+// Packs, in place, every parameter of model that base packs and is not packed yet (their
+// float32 values, read from a checkpoint, then let go); returns how many. The allocator's
+// cached blocks are given back after it, so that the floats leave the resident memory.
+int pack_frozen_base(Module& model, const FrozenBase& base);
+// Every packed parameter of model back to float32 (for merging adapters, the decoder).
+void unpack_frozen_base(Module& model);
+// Bytes the model's parameters occupy as they are held (packed ones as their blocks).
+int64_t held_parameter_bytes(const Module& model);
+
+}  // namespace nn
