@@ -17,13 +17,16 @@ struct AdapterFormat {
   const char* name;
   bool folder;
   bool (*recognise)(const std::string& path);
+  // whether the model can be written, refused naming `out` (a folder is written under a
+  // staging name, which its writer's messages would name); null: the writer checks
+  void (*check)(const nn::GPTConfig& c, const std::string& out);
   void (*write)(const LoraAdapter& adapter, const std::string& out, StoredType dtype);
   LoraAdapter (*read)(const std::string& path, const nn::GPTConfig& base);
 };
 
 const AdapterFormat kAdapterFormats[] = {
-    {"peft", true, is_peft_folder, write_peft, read_peft},
-    {"gguf-lora", false, is_gguf_adapter, write_gguf_lora, read_gguf_lora},
+    {"peft", true, is_peft_folder, check_peft_expressible, write_peft, read_peft},
+    {"gguf-lora", false, is_gguf_adapter, nullptr, write_gguf_lora, read_gguf_lora},
 };
 
 const AdapterFormat& adapter_format(const std::string& name) {
@@ -54,6 +57,7 @@ void export_adapter(const io::Checkpoint& ckpt, const std::string& format, const
                     StoredType dtype, bool replace) {
   const AdapterFormat& f = adapter_format(format);
   const LoraAdapter adapter = adapter_of(ckpt);
+  if (f.check) f.check(adapter.config, out);
   if (!f.folder) return f.write(adapter, out, dtype);
   base::write_folder_atomically(
       out, [&](const std::string& folder) { f.write(adapter, folder, dtype); }, replace);

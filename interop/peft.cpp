@@ -113,16 +113,6 @@ json peft_config(const LoraAdapter& a, const std::vector<std::string>& modules,
               {"use_rslora", false}};
 }
 
-void check_expressible(const nn::GPTConfig& c, const std::string& folder) {
-  if (has_llama_layout(c)) {
-    export_family(c.without_adapters(), folder);
-    return;
-  }
-  if (const std::string why = beyond_gpt2(c); !why.empty())
-    throw InteropError(
-        fmt::format("{}: transformers' GPT-2 cannot hold the model: {}", folder, why));
-}
-
 // adapter_config.json's settings, held to what attograd's adapters compute.
 struct PeftSettings {
   int64_t r = 0;
@@ -247,9 +237,19 @@ LoraAdapter read_peft(const std::string& folder, const nn::GPTConfig& base) {
                        spelled == in.metadata().end() ? "" : spelled->second);
 }
 
+void check_peft_expressible(const nn::GPTConfig& c, const std::string& folder) {
+  if (has_llama_layout(c)) {
+    export_family(c.without_adapters(), folder);
+    return;
+  }
+  if (const std::string why = beyond_gpt2(c); !why.empty())
+    throw InteropError(
+        fmt::format("{}: transformers' GPT-2 cannot hold the model: {}", folder, why));
+}
+
 void write_peft(const LoraAdapter& adapter, const std::string& folder, StoredType dtype) {
   const nn::GPTConfig& c = adapter.config;
-  check_expressible(c, folder);
+  check_peft_expressible(c, folder);
   const std::vector<AdaptedTensor> all = peft_tensors(c);
   std::vector<const AdaptedTensor*> on;
   for (const auto& t : all)

@@ -20,6 +20,9 @@ namespace interop {
 
 // Into the existing empty folder.
 void write_peft(const LoraAdapter& adapter, const std::string& folder, StoredType dtype);
+// Whether transformers' GPT-2 or a Llama-family layout holds the model (c, adapters
+// aside); throws InteropError naming `folder` when not.
+void check_peft_expressible(const nn::GPTConfig& c, const std::string& folder);
 
 // The peft folder's adapter on a base of config `base`: every tensor one of base's modules,
 // its A and B both there, shapes the module's, ranks r or rank_pattern's; DoRA, rsLoRA, biases

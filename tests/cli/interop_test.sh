@@ -419,6 +419,13 @@ adapters_out_and_in)
     "$bin" import adapter.gguf --base gpt2.h5 --out out.h5
   expect_usage_error "tensor base_model.model.model.layers.0.mlp.down_proj.lora_A.weight is not the lora_A or lora_B of a module of the base" \
     "$bin" import adapter --base gpt2.h5 --out out.h5
+  # a model neither layout holds is refused naming the folder asked for, not its staging name
+  "$bin" train "${small[@]}" --position rope --data text.txt --steps 1 --out mixed.h5 > /dev/null
+  "$bin" train --init-from mixed.h5 --data text.txt --lora-rank 2 --steps 1 --sample-tokens 0 \
+    --eval-interval 0 --out mixed_lora.h5 > /dev/null
+  expect_usage_error "mixed_peft: a GPT with LayerNorm is no Llama-family model (RMSNorm)" \
+    "$bin" export mixed_lora.h5 --format peft --out mixed_peft
+  [ ! -e mixed_peft ] || fail "a refused export left mixed_peft"
   ;;
 *) fail "unknown scenario" ;;
 esac
