@@ -322,7 +322,8 @@ links_refused)
       no_secret
     done
     rm -rf m && cp -r hf m && gpt2_files "$name" && cp secret.txt "m/$name"  # a file that lies
-    [ "$name" = merges.txt ] && printf '#version: 0.2\n"TOPSECRET root:x\n' > m/merges.txt
+    # (two lines: more merges than the vocabulary's 256 bytes and <|endoftext|> leave room for)
+    [ "$name" = merges.txt ] && printf '#version: 0.2\n"TOPSECRET root:x\n"TOPSECRET x\n' > m/merges.txt
     expect_usage_error "m/$name" "$bin" import m --out out.h5
     no_secret
   done

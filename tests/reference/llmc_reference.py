@@ -142,11 +142,14 @@ def byte_chars():
 
 
 def write_tokenizer_folder(folder):
-    """GPT-2's files for 256 byte tokens in byte order and no merges (bytes_to_unicode)."""
+    """GPT-2's files for 256 byte tokens in byte order, no merges (bytes_to_unicode) and
+    <|endoftext|> last, as the byte tokenizer the model trained with reserves it (257 ids)."""
     chars = byte_chars()
     os.makedirs(folder)
+    vocab = {chars[b]: b for b in range(256)}
+    vocab["<|endoftext|>"] = 256
     with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump({chars[b]: b for b in range(256)}, f, ensure_ascii=False)
+        json.dump(vocab, f, ensure_ascii=False)
     with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n")
 
