@@ -100,12 +100,12 @@ PY
   modules="$(dirname "$bin")/npm-fixtures/node_modules"
   if command -v node > /dev/null && [ -d "$modules/tokenizers" ]; then
     printf '<|im_start|>user\nhi<|im_end|>' > special.txt
-    node "$here/../reference/hf_tokenizer.js" "$modules" hf/tokenizer.json special.txt ids.txt \
-      back.txt || fail "tokenizers could not read the exported tokenizer.json"
-    read -ra ids < ids.txt
+    node "$here/../reference/hf_tokenizer.js" "$modules" hf/tokenizer.json hf_out special.txt ||
+      fail "tokenizers could not read the exported tokenizer.json"
+    read -ra ids < hf_out/special.ids
     [ "${ids[0]}" = "$base_vocab" ] && [ "${ids[-1]}" = "$((base_vocab + 1))" ] &&
       [ "${#ids[@]}" -eq 9 ] || fail "tokenizers encoded the chat's special tokens as ${ids[*]}"
-    cmp -s special.txt back.txt || fail "tokenizers decoded them as '$(cat back.txt)'"
+    cmp -s special.txt hf_out/special.text || fail "tokenizers decoded them as '$(cat hf_out/special.text)'"
   fi
   ;;
 conversation)

@@ -5,9 +5,11 @@
 //
 //   node hf_families.js make NODE_MODULES OUT_DIR
 //       OUT_DIR/{llama3,qwen2,smollm2}/tokenizer.json and OUT_DIR/texts/*.txt
-//   node hf_families.js encode NODE_MODULES TOKENIZER_JSON OUT_DIR TEXT...
+//   node hf_families.js encode NODE_MODULES TOKENIZER_JSON TEXT IDS_OUT DECODED_OUT
 //       the ids of encode(text) with the post-processor's tokens (tokenizers' default),
 //       and what decode(ids) gives back (special tokens kept)
+//   node hf_families.js encode-all NODE_MODULES TOKENIZER_JSON OUT_DIR TEXT...
+//       the same for every TEXT in one process: OUT_DIR/NAME.ids and OUT_DIR/NAME.text
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -149,25 +151,38 @@ function texts() {
   };
 }
 
+function tokenizer(modules, file) {
+  const { Tokenizer } = require(path.resolve(modules, 'tokenizers'));
+  return Tokenizer.fromFile(file);
+}
+
+async function encodeWith(tok, textFile, idsOut, decodedOut) {
+  const text = fs.readFileSync(textFile, 'utf8');
+  const encoding = await tok.encode(text, null, { addSpecialTokens: true });
+  const ids = encoding.getIds();
+  fs.writeFileSync(idsOut, ids.join(' ') + '\n');
+  fs.writeFileSync(decodedOut, await tok.decode(ids, false));
+}
+
+async function encode(modules, file, textFile, idsOut, decodedOut) {
+  return encodeWith(tokenizer(modules, file), textFile, idsOut, decodedOut);
+}
+
 // Every text in one process (node and the package load once): OUT_DIR/NAME.ids and
 // OUT_DIR/NAME.text for each TEXT named NAME.txt.
-async function encode(modules, file, outDir, ...textFiles) {
-  const { Tokenizer } = require(path.resolve(modules, 'tokenizers'));
-  const tok = Tokenizer.fromFile(file);
+async function encodeAll(modules, file, outDir, ...textFiles) {
+  const tok = tokenizer(modules, file);
   fs.mkdirSync(outDir, { recursive: true });
   for (const textFile of textFiles) {
     const name = path.join(outDir, path.basename(textFile, '.txt'));
-    const text = fs.readFileSync(textFile, 'utf8');
-    const encoding = await tok.encode(text, null, { addSpecialTokens: true });
-    const ids = encoding.getIds();
-    fs.writeFileSync(name + '.ids', ids.join(' ') + '\n');
-    fs.writeFileSync(name + '.text', await tok.decode(ids, false));
+    await encodeWith(tok, textFile, name + '.ids', name + '.text');
   }
 }
 
 (async () => {
   const [mode, modules, ...rest] = process.argv.slice(2);
   if (mode === 'encode') return encode(modules, ...rest);
+  if (mode === 'encode-all') return encodeAll(modules, ...rest);
   const out = rest[0];
   const base = gpt2(modules);
   for (const [name, make] of [['llama3', llama3], ['qwen2', qwen2], ['smollm2', smollm2]]) {

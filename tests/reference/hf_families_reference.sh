@@ -25,8 +25,8 @@ fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 for family in llama3 qwen2 smollm2; do
   tok="$work/fam/$family/tokenizer.json"
   "$driver" "$tok" "$work/out-$family" > /dev/null
-  node "$here/hf_families.js" encode "$modules" "$tok" "$work/hf-$family" "$work"/fam/texts/*.txt
-  node "$here/hf_families.js" encode "$modules" "$work/out-$family/tokenizer.json" \
+  node "$here/hf_families.js" encode-all "$modules" "$tok" "$work/hf-$family" "$work"/fam/texts/*.txt
+  node "$here/hf_families.js" encode-all "$modules" "$work/out-$family/tokenizer.json" \
     "$work/back-$family" "$work"/fam/texts/*.txt
   for text in "$work"/fam/texts/*.txt; do
     name="$family $(basename "$text" .txt)"
