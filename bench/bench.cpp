@@ -323,9 +323,7 @@ int run_steps(const StepOptions& o) {
   const auto budget =
       step_budget(run, c.batch, c.tokens(), model.num_parameters(), trainable, o.precision);
   // the cache held to the plan, as training holds it (train/training_run.cpp)
-  ag::set_cache_budget(static_cast<size_t>(
-      (budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>()) *
-      1024.0 * 1024.0));
+  ag::set_cache_budget(budget["plan_tensor_bytes"].get<size_t>());
   std::unique_ptr<train::GradReducer> reducer;
   if (world.distributed())
     reducer = std::make_unique<train::GradReducer>(world, params, 1, o.bucket_mb << 20);

@@ -44,7 +44,8 @@ nlohmann::json step_budget(const train::RunConfig& of, int64_t batch, int64_t to
   return {{"plan_state_mb", static_cast<double>(plan.parameters + plan.gradients + plan.optimizer +
                                                 plan.weight_copies) /
                                 mb},
-          {"plan_activations_mb", static_cast<double>(plan.activations) / mb}};
+          {"plan_activations_mb", static_cast<double>(plan.activations) / mb},
+          {"plan_tensor_bytes", plan.tensor_bytes()}};
 }
 
 nlohmann::json measure_save(const std::string& path, nn::GPT& model, const optim::Optimizer& opt,

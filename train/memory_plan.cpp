@@ -255,7 +255,7 @@ int64_t MemoryPlan::total() const {
 
 int64_t MemoryPlan::tensor_bytes() const {
   return saturated(static_cast<double>(parameters) + gradients + optimizer + weight_copies +
-                   activations);
+                   base_scratch + activations);
 }
 
 std::string MemoryPlan::describe() const {

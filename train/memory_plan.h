@@ -42,7 +42,7 @@ struct MemoryPlan {
   std::vector<std::pair<std::string, int64_t>> activation_terms;
   int64_t total() const;  // saturates rather than overflows
   // what of it is tensor storage (autograd/allocator.h's cache budget): the weights, their
-  // copies, gradients, optimiser state and activations
+  // copies, gradients, optimiser state, a packed base's unpacking scratch and activations
   int64_t tensor_bytes() const;
   bool fits() const { return available == 0 || total() < available; }
   std::string describe() const;
