@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -104,6 +105,18 @@ void print_run(const io::Checkpoint& ckpt) {
                rows.front().step, rows.back().step);
 }
 
+// The frozen weights the file holds as blocks (shown, and hashed, as their dequantized
+// values), counted by format.
+void print_packed(const io::Checkpoint& ckpt) {
+  std::map<std::string, int> by_format;
+  for (const auto& [name, format] : ckpt.packed) ++by_format[format];
+  std::vector<std::string> counts;
+  for (const auto& [format, n] : by_format)
+    counts.push_back(fmt::format("{} parameter{} in {} blocks", n, n == 1 ? "" : "s", format));
+  if (!counts.empty())
+    fmt::print("held as blocks (values above dequantized): {}\n", fmt::join(counts, ", "));
+}
+
 void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
   fmt::print("checkpoint {}\nstep {}\nconfig {}\n", base::printable(ckpt.source), ckpt.step,
              base::printable(ckpt.config.dump(2), /*keep_line_breaks=*/true));
@@ -119,6 +132,7 @@ void print_checkpoint(const io::Checkpoint& ckpt, bool sums) {
     total += t.numel();
   }
   fmt::print("{:<40} {:>16} {:>12}\n", "total", "", total);
+  print_packed(ckpt);
   print_trainable(ckpt);
   fmt::print("\noptimizer: {}\n",
              ckpt.optimizer ? base::printable(ckpt.optimizer->type) : "none (weights only)");

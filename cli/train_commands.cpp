@@ -197,7 +197,8 @@ int resume_command(const Args& args) {
     const auto claim =
         claim_outputs(run_outputs(out, cfg, io::OutputKind::run, io::OutputKind::run), inputs,
                       {.lock = train::World::current().root()});
-    io::Checkpoint ckpt = io::load_checkpoint(path);
+    // a frozen base's blocks kept as they are: the resume holds them as the run did
+    io::Checkpoint ckpt = io::load_checkpoint(path, {.keep_packed = true});
     train::refuse_gradient_dump(ckpt);  // before its config is taken for a run's
     resume_config(cfg, ckpt, vm, out);
     if (data_option.empty()) inputs = with_data_files(inputs, cfg.data, "the run's data");

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "autograd/quant/packed_weight.h"
 #include "base/atomic_file.h"
 #include "base/posix_file.h"
 #include "io/checkpoint_builder.h"
@@ -120,7 +121,9 @@ uint64_t size_bound(const Checkpoint& c) {
   auto dataset = [&bytes](uint64_t data, uint64_t rows) { bytes += data + 4 * rows + (64 << 10); };
   auto tensors = [&](const nn::StateDict& named) {
     for (const auto& [name, t] : named)
-      dataset(4 * static_cast<uint64_t>(t.numel()), t.dim() > 0 ? t.shape()[0] : 1);
+      dataset(t.packing() ? ag::quant::packed_bytes(t).size() + 256  // + its attributes
+                          : 4 * static_cast<uint64_t>(t.numel()),
+              t.dim() > 0 ? t.shape()[0] : 1);
   };
   tensors(c.model);
   if (c.optimizer) tensors(c.optimizer->tensors);
@@ -143,7 +146,9 @@ void write_contents(hid_t file, const Checkpoint& c) {
   write_root(file, c);
   {
     Handle model = h5::create_group(file, "model");
-    for (const auto& [name, t] : c.model) h5::write_tensor(model, name, t);
+    // a frozen weight held packed as its blocks (docs/checkpoint.md#model), not inflated
+    for (const auto& [name, t] : c.model)
+      t.packing() ? h5::write_packed(model, name, t) : h5::write_tensor(model, name, t);
   }
   if (c.optimizer) write_optimizer(file, *c.optimizer);
 

@@ -58,6 +58,7 @@
 //   could take (optim::check_state_values: a negative second moment, a step count that is
 //   not a whole number >= 0).
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -129,6 +130,10 @@ struct Checkpoint {
   std::string run_id, run_name, history;
   // /best_validation: absent unless the run stops early or keeps its best checkpoint
   std::optional<BestValidation> best_validation;
+  // /model's datasets the file holds as blocks (docs/checkpoint.md, "A frozen base held as
+  // blocks"): parameter name -> format ("q4_k"); in `model` as packed tensors with
+  // LoadOptions::keep_packed, else as their dequantized float32 values
+  std::map<std::string, std::string> packed;
   std::string source;                 // the file it was read from, for messages
   std::vector<std::string> warnings;  // what LoadOptions let through, one message each
 };
@@ -153,6 +158,11 @@ struct LoadOptions {
   // Checkpoint's /model entries are then those very tensors. A load that fails part-way
   // leaves them partly written.
   const nn::StateDict* into = nullptr;
+  // /model's datasets of blocks (a frozen base held packed) kept as packed tensors
+  // (autograd/quant/packed_weight.h: the blocks as they are, for a run that holds them so),
+  // instead of dequantized to float32 (what every reader of weights takes; then `into`
+  // takes them as it takes floats).
+  bool keep_packed = false;
 };
 
 constexpr const char* kFormatName = "attograd-checkpoint";

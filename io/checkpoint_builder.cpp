@@ -80,6 +80,7 @@ void CheckpointBuilder::fatal(const std::string& message) {
   charge(message.size(), "an error message");
   if (fatal_.empty()) fatal_ = message;
   open_.reset();
+  packed_next_.reset();
 }
 
 void CheckpointBuilder::load_error(const std::string& message) {
@@ -87,6 +88,7 @@ void CheckpointBuilder::load_error(const std::string& message) {
   charge(message.size(), "an error message");
   if (load_error_.empty()) load_error_ = message;
   open_.reset();  // a tensor cut short by the error ends here
+  packed_next_.reset();
 }
 
 // A root row sent once, after the row its bound names.
@@ -144,6 +146,7 @@ void CheckpointBuilder::attribute(Section section, size_t row, const std::string
     throw StreamError(fmt::format("an attribute of /{} after its end", layout(section).group));
   if (section == Section::root) return root_attribute(row, value);
   if (section == Section::optimizer) return optimizer_attribute(row, name, value);
+  if (section == Section::model) return packed_format(name, std::get<std::string>(value));
   if (const ItemSection* s = item_section(section))
     return take_item(*s, row, name, std::visit([](const auto& v) { return ItemValue(v); }, value));
   // the tokenizer's (the only other section with attributes that are read)
@@ -200,20 +203,27 @@ void CheckpointBuilder::begin_dataset(Section section, size_t row, const std::st
     throw StreamError("optimizer state before the optimizer");
   if (section == Section::tokenizer) tokenizer_item(row);
   const DType dtype = item(section, row).dtype;
+  if (packed_next_ && dtype != DType::packed)
+    throw StreamError("a packed format before a dataset of floats");
   uint64_t numel = 1;
   for (uint64_t d : dims) {
     if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / 8 / d)
       throw StreamError("a tensor of more elements than memory holds");
     numel *= d;
   }
+  if (dtype == DType::packed) numel = begin_packed(name, dims);  // its bytes
   charge(name.size() + dtype_bytes(dtype) * numel, "a tensor");
   OpenDataset d{section, row, name, dims, {}, {}, numel, 0, loading()};
+  if (d.keep && dtype == DType::packed)
+    d.tensor = ag::quant::packed_empty(
+        {static_cast<int64_t>(dims[0]), static_cast<int64_t>(dims[1])}, *packed_next_->second);
   if (d.keep && dtype == DType::float32) {
     const ag::Shape shape(dims.begin(), dims.end());
     d.tensor = section == Section::model ? given_tensor(name, shape) : ag::Tensor();
     if (!d.tensor.defined()) d.tensor = ag::empty(shape, ag::DType::Float32);
   }
-  if (dtype != DType::float32) d.integers.reserve(numel);  // within the budget just charged
+  if (dtype == DType::uint32 || dtype == DType::uint64)
+    d.integers.reserve(numel);  // within the budget just charged
   open_ = std::move(d);
 }
 
@@ -223,7 +233,7 @@ ag::Tensor CheckpointBuilder::given_tensor(const std::string& name, const ag::Sh
   if (!options_.into) return {};
   for (const auto& [given_name, tensor] : *options_.into)
     if (given_name == name && tensor.defined() && tensor.shape() == shape &&
-        tensor.dtype() == ag::DType::Float32 && tensor.is_contiguous())
+        tensor.dtype() == ag::DType::Float32 && tensor.is_contiguous() && !tensor.packing())
       return tensor.detach();
   return {};
 }
@@ -236,8 +246,10 @@ void CheckpointBuilder::dataset_data(const void* values, size_t bytes) {
   const size_t count = bytes / dtype_bytes(dtype);
   if (count > open_->numel - open_->filled)
     throw StreamError("more values than the tensor's shape holds");
-  if (dtype != DType::float32) return take_integers(values, count);
-  if (open_->keep && count > 0)
+  if (dtype == DType::uint32 || dtype == DType::uint64) return take_integers(values, count);
+  if (open_->keep && count > 0 && dtype == DType::packed)
+    std::memcpy(ag::quant::packed_data(open_->tensor).data() + open_->filled, values, bytes);
+  else if (open_->keep && count > 0)
     std::memcpy(open_->tensor.data<float>() + open_->filled, values, bytes);
   open_->filled += count;
 }
@@ -263,14 +275,43 @@ void CheckpointBuilder::take_integers(const void* values, size_t count) {
   open_->filled += count;
 }
 
-void CheckpointBuilder::check_finite(const OpenDataset& t) {
-  const float* v = t.tensor.data<float>();
-  uint64_t nan = 0, inf = 0, first = 0;
-  for (uint64_t i = 0; i < t.numel; ++i) {
+namespace {
+
+// Counts the NaN and infinite values among n floats, the first at index `at` + its place.
+void count_non_finite(const float* v, uint64_t n, uint64_t at, uint64_t& nan, uint64_t& inf,
+                      uint64_t& first) {
+  for (uint64_t i = 0; i < n; ++i) {
     if (std::isfinite(v[i])) continue;
-    if (nan + inf == 0) first = i;
+    if (nan + inf == 0) first = at + i;
     std::isnan(v[i]) ? ++nan : ++inf;
   }
+}
+
+}  // namespace
+
+void CheckpointBuilder::check_finite(const OpenDataset& t) {
+  uint64_t nan = 0, inf = 0, first = 0;
+  count_non_finite(t.tensor.data<float>(), t.numel, 0, nan, inf, first);
+  refuse_non_finite(t, nan, inf, first);
+}
+
+// The blocks' values, dequantized a few rows at a time (never the whole matrix).
+void CheckpointBuilder::check_finite_packed(const OpenDataset& t) {
+  const int64_t rows = t.tensor.shape()[0], width = t.tensor.shape()[1];
+  const int64_t tile = std::max<int64_t>(1, (int64_t{1} << 18) / width);
+  std::vector<float> values(static_cast<size_t>(std::min(rows, tile) * width));
+  uint64_t nan = 0, inf = 0, first = 0;
+  for (int64_t r = 0; r < rows; r += tile) {
+    const int64_t end = std::min(rows, r + tile);
+    ag::quant::unpack_rows(t.tensor, r, end, ag::DType::Float32, values.data());
+    count_non_finite(values.data(), static_cast<uint64_t>((end - r) * width),
+                     static_cast<uint64_t>(r * width), nan, inf, first);
+  }
+  refuse_non_finite(t, nan, inf, first);
+}
+
+void CheckpointBuilder::refuse_non_finite(const OpenDataset& t, uint64_t nan, uint64_t inf,
+                                          uint64_t first) {
   if (nan + inf == 0) return;
   const std::string message =
       fmt::format("'{}': /{}/{} holds {} NaN and {} infinite values (first at {})", source_,
@@ -288,8 +329,11 @@ void CheckpointBuilder::end_dataset() {
     throw StreamError("a tensor ended before all its values came");
   OpenDataset d = std::move(*open_);
   open_.reset();
-  if (item(d.section, d.row).dtype == DType::float32)
+  const DType dtype = item(d.section, d.row).dtype;
+  if (dtype == DType::float32)
     end_float_dataset(d);
+  else if (dtype == DType::packed)
+    end_packed(d);
   else
     end_integers(d);
 }
@@ -305,6 +349,51 @@ void CheckpointBuilder::end_float_dataset(OpenDataset& t) {
   if (!loading()) return;
   auto& into = t.section == Section::model ? ckpt_.model : ckpt_.optimizer->tensors;
   into.emplace_back(std::move(t.name), std::move(t.tensor));
+}
+
+// The format of the packed dataset to come: one of the packed formats' table (the reader
+// refused any other by name), for a parameter not yet held.
+void CheckpointBuilder::packed_format(const std::string& name, const std::string& format) {
+  if (packed_next_) throw StreamError("a second format before a packed dataset");
+  const ag::quant::PackedFormat* f = ag::quant::packed_format_named(format);
+  if (!f) throw StreamError(fmt::format("/model/{} in an unknown format", printable(name)));
+  charge(name.size() + format.size(), "a packed format");
+  packed_next_.emplace(name, f);
+}
+
+// The bytes of the packed dataset begun: its format's rows, which must be whole blocks.
+uint64_t CheckpointBuilder::begin_packed(const std::string& name,
+                                         const std::vector<uint64_t>& dims) {
+  if (!packed_next_ || packed_next_->first != name)
+    throw StreamError("a packed dataset without its format");
+  const ag::quant::PackedFormat& f = *packed_next_->second;
+  constexpr uint64_t kMaxDim = uint64_t{1} << 40;  // a product in range, far past any memory
+  if (dims[0] > kMaxDim || dims[1] > kMaxDim || !ag::quant::fits(f, static_cast<int64_t>(dims[1])))
+    throw StreamError(fmt::format("/model/{} of rows that are not whole blocks", printable(name)));
+  const uint64_t bytes = dims[0] * static_cast<uint64_t>(ag::quant::packed_row_bytes(
+                                       f, static_cast<int64_t>(dims[1])));
+  // dequantized, it takes its float32 values too
+  if (!options_.keep_packed) charge(4 * dims[0] * dims[1], "a packed tensor's values");
+  return bytes;
+}
+
+// A packed dataset whole: its values checked, then kept as blocks or dequantized (into the
+// caller's tensor when LoadOptions::into has one of its name and shape).
+void CheckpointBuilder::end_packed(OpenDataset& t) {
+  const std::string format = packed_next_->second->name;
+  packed_next_.reset();
+  if (!t.keep || !loading()) return;
+  check_finite_packed(t);
+  if (!loading()) return;
+  ckpt_.packed.emplace(t.name, format);
+  if (options_.keep_packed) {
+    ckpt_.model.emplace_back(std::move(t.name), std::move(t.tensor));
+    return;
+  }
+  ag::Tensor floats = given_tensor(t.name, t.tensor.shape());
+  if (!floats.defined()) floats = ag::empty(t.tensor.shape(), ag::DType::Float32);
+  ag::quant::unpack_rows(t.tensor, 0, t.tensor.shape()[0], ag::DType::Float32, floats.raw_data());
+  ckpt_.model.emplace_back(std::move(t.name), std::move(floats));
 }
 
 void CheckpointBuilder::end_integers(OpenDataset& d) {
@@ -334,6 +423,7 @@ void CheckpointBuilder::take_item(const ItemSection& s, size_t row, const std::s
 void CheckpointBuilder::end_section(Section section) {
   expect_open("a section's end");
   if (open_) throw StreamError("a section's end inside a tensor");
+  if (packed_next_) throw StreamError("a packed format without its dataset");
   bool& ended = sections_ended_[static_cast<size_t>(section)];
   if (ended) throw StreamError(fmt::format("a second /{}", layout(section).group));
   ended = true;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/quant/packed_weight.h"
 #include "io/checkpoint.h"
 #include "io/item_sections.h"
 #include "io/read_protocol.h"
@@ -85,7 +86,12 @@ class CheckpointBuilder final : public ReadSink {
   void take_integers(const void* values, size_t count);
   void end_integers(OpenDataset& d);
   void end_float_dataset(OpenDataset& t);
+  void packed_format(const std::string& name, const std::string& format);
+  uint64_t begin_packed(const std::string& name, const std::vector<uint64_t>& dims);
+  void end_packed(OpenDataset& t);
   void check_finite(const OpenDataset& t);
+  void check_finite_packed(const OpenDataset& t);
+  void refuse_non_finite(const OpenDataset& t, uint64_t nan, uint64_t inf, uint64_t first);
   void check_bpe(const TokenizerSection& t);
 
   std::string source_;
@@ -100,6 +106,8 @@ class CheckpointBuilder final : public ReadSink {
   std::string fatal_, load_error_;
   Checkpoint ckpt_;
   std::optional<OpenDataset> open_;
+  // the format just sent for the packed dataset that follows: (parameter, format)
+  std::optional<std::pair<std::string, const ag::quant::PackedFormat*>> packed_next_;
   VerifyReport report_;
 };
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "autograd/quant/packed_weight.h"
 #include "base/utf8.h"
 #include "data/tokenizer_file.h"
 #include "io/checkpoint.h"
@@ -406,8 +407,11 @@ void stream_tensor(Context& c, Section section, const std::string& name, size_t 
   const Entry& e = c.catalog.at(at);
   const std::string where = printable(e.path);
   if (e.type_class != H5T_FLOAT)
-    throw std::runtime_error(fmt::format("{} holds {} values, expected floats", where,
-                                         e.type_class == H5T_INTEGER ? "integer" : "non-numeric"));
+    throw std::runtime_error(fmt::format(
+        "{} holds {} values, expected floats{}", where,
+        e.type_class == H5T_INTEGER ? "integer" : "non-numeric",
+        section == Section::model ? " (or a frozen weight's blocks, with a 'format' attribute)"
+                                  : ""));
   if (e.null_space)
     throw std::runtime_error(fmt::format("{} has no shape (an HDF5 null dataspace)", where));
   Handle dset = check(H5Dopen2(c.file, e.path.c_str(), h5::dataset_access()), "opening " + where);
@@ -420,6 +424,70 @@ void stream_tensor(Context& c, Section section, const std::string& name, size_t 
                        });
   });
   c.sink.end_tensor();
+}
+
+// The names of the packed formats, for a message.
+std::string packed_format_names() {
+  std::vector<std::string> names;
+  for (const ag::quant::PackedFormat& f : ag::quant::packed_formats()) names.emplace_back(f.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// A frozen weight's blocks: its format one of the packed formats' table, its shape
+// [rows, width] with rows a whole number of blocks, and the dataset exactly those rows'
+// blocks in the format's words; all checked before anything is read.
+const ag::quant::PackedFormat& packed_layout(hid_t dset, const Entry& e,
+                                             std::vector<uint64_t>& shape) {
+  const std::string where = printable(e.path);
+  const std::string name = h5::read_attr_string(dset, "format", where, 16);
+  const ag::quant::PackedFormat* f = ag::quant::packed_format_named(name);
+  if (!f)
+    throw std::runtime_error(
+        fmt::format("{} has format '{}', which is not one attograd holds "
+                    "a weight in ({})",
+                    where, printable(name), packed_format_names()));
+  const std::vector<int64_t> dims = h5::read_attr_ints(dset, "shape", where, 2);
+  if (dims.size() != 2 || dims[0] < 0 || dims[1] <= 0 || dims[0] > (int64_t{1} << 40) ||
+      dims[1] > (int64_t{1} << 40))
+    throw std::runtime_error(fmt::format("{} has shape [{}], not a matrix's [rows, width]", where,
+                                         fmt::join(dims, ", ")));
+  if (!ag::quant::fits(*f, dims[1]))
+    throw std::runtime_error(
+        fmt::format("{} has rows of {} weights, not a whole number of {}'s blocks of {}", where,
+                    dims[1], f->name, f->elements));
+  const auto word = static_cast<uint64_t>(ag::quant::packed_word_bytes(*f));
+  const uint64_t row_bytes = static_cast<uint64_t>(ag::quant::packed_row_bytes(*f, dims[1]));
+  const uint64_t want = saturating_mul(static_cast<uint64_t>(dims[0]), row_bytes);
+  const uint64_t have = saturating_mul(e.numel, e.type_size);
+  if (e.type_size != word || e.dims.size() != 2 || e.dims[0] != static_cast<uint64_t>(dims[0]) ||
+      have != want)
+    throw std::runtime_error(fmt::format(
+        "{} holds {} of {}-byte words, but a [{}, {}] weight in {} blocks is [{}, {}] of "
+        "{}-byte words",
+        where, h5::dims_str(e.dims), e.type_size, dims[0], dims[1], f->name, dims[0],
+        row_bytes / word, word));
+  shape = {static_cast<uint64_t>(dims[0]), static_cast<uint64_t>(dims[1])};
+  return *f;
+}
+
+// A frozen weight held as blocks (packed_layout): its format, then its bytes.
+void stream_packed(Context& c, const std::string& name, size_t at) {
+  const Entry& e = c.catalog.at(at);
+  const std::string where = printable(e.path);
+  Handle dset = check(H5Dopen2(c.file, e.path.c_str(), h5::dataset_access()), "opening " + where);
+  std::vector<uint64_t> shape;
+  const ag::quant::PackedFormat& f = packed_layout(dset, e, shape);
+  const size_t word = static_cast<size_t>(ag::quant::packed_word_bytes(f));
+  c.sink.attribute(Section::model, kPackedFormatRow, name, std::string(f.name));
+  c.sink.begin_dataset(Section::model, kPackedRow, name, shape);
+  judged(c, at, [&] {
+    h5::read_in_pieces(dset, word == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8, word, where,
+                       kPieceBytes, c.scratch, [&](const void* p, size_t n) {
+                         c.sink.dataset_data(p, n * word);
+                         c.sink.progress(n * word);
+                       });
+  });
+  c.sink.end_dataset();
 }
 
 // The root attributes, row by row as kRootAttributes lists them: each present one (or
@@ -474,10 +542,22 @@ Handle open_section(Context& c, Section section) {
   return check(H5Gopen2(c.file, group.c_str(), h5::group_access()), "opening /" + group);
 }
 
+// Whether a dataset carries a `format` attribute (a frozen weight's blocks).
+bool has_format(Context& c, const Entry& e) {
+  Handle dset =
+      check(H5Dopen2(c.file, e.path.c_str(), h5::dataset_access()), "opening " + printable(e.path));
+  return h5::attr_exists(dset, "format");
+}
+
 void load_model(Context& c) {
   find_section(c, Section::model);
-  for (size_t at : c.catalog.children("/model"))
-    stream_tensor(c, Section::model, require_dataset(c, at).name, at);
+  for (size_t at : c.catalog.children("/model")) {
+    const Entry& e = require_dataset(c, at);
+    if (e.type_class == H5T_INTEGER && has_format(c, e))
+      stream_packed(c, e.name, at);
+    else
+      stream_tensor(c, Section::model, e.name, at);
+  }
   c.sink.end_section(Section::model);
 }
 

@@ -339,6 +339,22 @@ void write_tensor(hid_t loc, const std::string& name, const ag::Tensor& t) {
   write_raw(loc, name, dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, f.raw_data());
 }
 
+void write_packed(hid_t loc, const std::string& name, const ag::Tensor& t) {
+  const ag::quant::PackedFormat& f = *t.packing();
+  const auto word = static_cast<size_t>(ag::quant::packed_word_bytes(f));
+  if (word != 1 && word != 2)
+    throw std::logic_error(fmt::format("write_packed: {} has words of {} bytes", f.name, word));
+  const std::span<const uint8_t> bytes = ag::quant::packed_bytes(t);
+  const int64_t rows = t.shape()[0], width = t.shape()[1];
+  const auto columns = static_cast<hsize_t>(ag::quant::packed_row_bytes(f, width)) / word;
+  write_raw(loc, name, {static_cast<hsize_t>(rows), columns},
+            word == 2 ? H5T_STD_U16LE : H5T_STD_U8LE,
+            word == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT8, word, bytes.data());
+  Handle dset = check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), "opening " + name);
+  write_attr_string(dset, "format", f.name);
+  write_attr_ints(dset, "shape", {rows, width});
+}
+
 void write_u32(hid_t loc, const std::string& name, const std::vector<uint32_t>& v) {
   write_raw(loc, name, {v.size()}, H5T_STD_U32LE, H5T_NATIVE_UINT32, 4, v.data());
 }
@@ -365,6 +381,15 @@ void write_attr_int(hid_t loc, const std::string& name, int64_t value) {
 
 void write_attr_double(hid_t loc, const std::string& name, double value) {
   write_attr(loc, name, H5T_NATIVE_DOUBLE, &value);
+}
+
+void write_attr_ints(hid_t loc, const std::string& name, const std::vector<int64_t>& values) {
+  const std::string what = fmt::format("writing attribute '{}'", name);
+  const hsize_t n = values.size();
+  Handle space = check(H5Screate_simple(1, &n, nullptr), what);
+  Handle attr =
+      check(H5Acreate2(loc, name.c_str(), H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), what);
+  check_status(H5Awrite(attr, H5T_NATIVE_INT64, values.data()), what);
 }
 
 Handle create_group(hid_t loc, const std::string& name) {
@@ -493,6 +518,23 @@ int64_t read_attr_int(hid_t loc, const std::string& name, const std::string& whe
 
 double read_attr_double(hid_t loc, const std::string& name, const std::string& where) {
   return read_attr_number<double>(loc, name, where, H5T_NATIVE_DOUBLE, H5T_FLOAT, "a number");
+}
+
+std::vector<int64_t> read_attr_ints(hid_t loc, const std::string& name, const std::string& where,
+                                    size_t max_count) {
+  Handle attr = open_attr(loc, name, where);
+  const std::string what = fmt::format("attribute '{}' of {}", name, where);
+  Handle space = check(H5Aget_space(attr), what);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n < 0 || static_cast<size_t>(n) > max_count)
+    throw std::runtime_error(
+        fmt::format("{} holds {} values, at most {} expected", what, n, max_count));
+  Handle type = check(H5Aget_type(attr), what);
+  if (H5Tget_class(type) != H5T_INTEGER)
+    throw std::runtime_error(fmt::format("{} does not hold integers", what));
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  if (n > 0) check_status(H5Aread(attr, H5T_NATIVE_INT64, values.data()), "reading " + what);
+  return values;
 }
 
 std::vector<std::string> attr_names(hid_t loc) {

@@ -118,6 +118,11 @@ hid_t group_access();    // H5Gopen2
 // ---- writing
 // Float tensors are stored as float32; chunked with Fletcher32 when rank >= 1 and non-empty.
 void write_tensor(hid_t loc, const std::string& name, const ag::Tensor& t);
+// A packed tensor (autograd/quant/packed_weight.h) as its blocks: [rows, bytes a row]
+// uint8, or [rows, width] uint16 for one-weight blocks of two bytes (bfloat16), checksummed
+// as write_tensor's; its attributes `format` (the packed formats table's name) and `shape`
+// (the weight's [rows, width]).
+void write_packed(hid_t loc, const std::string& name, const ag::Tensor& t);
 void write_u32(hid_t loc, const std::string& name, const std::vector<uint32_t>& values);
 // values as [values.size() / columns, columns] (row-major); checksummed unless empty.
 void write_u32_rows(hid_t loc, const std::string& name, const std::vector<uint32_t>& values,
@@ -126,6 +131,8 @@ void write_u64(hid_t loc, const std::string& name, const std::vector<uint64_t>& 
 void write_attr_string(hid_t loc, const std::string& name, const std::string& value);
 void write_attr_int(hid_t loc, const std::string& name, int64_t value);
 void write_attr_double(hid_t loc, const std::string& name, double value);
+// A one-dimensional attribute of integers.
+void write_attr_ints(hid_t loc, const std::string& name, const std::vector<int64_t>& values);
 // A group that remembers the order its links were made, so readers list them in it.
 Handle create_group(hid_t loc, const std::string& name);
 
@@ -138,6 +145,9 @@ std::string read_attr_string(hid_t loc, const std::string& name, const std::stri
                              size_t max_bytes = 64 << 10);
 int64_t read_attr_int(hid_t loc, const std::string& name, const std::string& where);
 double read_attr_double(hid_t loc, const std::string& name, const std::string& where);
+// An attribute of at most max_count integers (more is refused before any is read).
+std::vector<int64_t> read_attr_ints(hid_t loc, const std::string& name, const std::string& where,
+                                    size_t max_count);
 std::vector<std::string> attr_names(hid_t loc);
 bool attr_is_string(hid_t loc, const std::string& name);
 

@@ -67,12 +67,18 @@ struct StreamError : std::runtime_error {
 // ------------------------------------------------------------------ a section's items
 enum class ItemKind : uint8_t { text, integer, real, dataset };
 // A dataset's values as the reader sends them (whatever integer type the file stores).
-enum class DType : uint8_t { float32, uint32, uint64 };
+// packed: a frozen weight's blocks (autograd/quant/packed_weight.h) as bytes, its dims the
+// weight's [rows, width], its bytes the rows' blocks (the format, an attribute sent before
+// it, says how many).
+enum class DType : uint8_t { float32, uint32, uint64, packed };
 constexpr size_t dtype_bytes(DType t) {
-  return t == DType::float32 ? 4 : t == DType::uint32 ? 4 : 8;
+  return t == DType::packed ? 1 : t == DType::uint64 ? 8 : 4;
 }
 constexpr const char* dtype_name(DType t) {
-  return t == DType::float32 ? "float32" : t == DType::uint32 ? "uint32" : "uint64";
+  return t == DType::float32  ? "float32"
+         : t == DType::uint32 ? "uint32"
+         : t == DType::uint64 ? "uint64"
+                              : "packed";
 }
 
 struct Item {
@@ -111,6 +117,10 @@ const Item& item(Section section, size_t row);
 size_t row_of(Section section, const char* name);
 // The row of any name in the section of that kind (model and optimizer tensors, generators).
 size_t any_name_row(Section section, ItemKind kind);
+// /model's rows of a frozen weight held as blocks: its format (text, named by the
+// parameter), sent just before the dataset of its blocks.
+inline constexpr size_t kPackedFormatRow = 1;
+inline constexpr size_t kPackedRow = 2;
 // Whether the row has a name of its own, and it is `name`.
 inline bool named(const Item& it, const std::string& name) {
   return it.name && name == it.name;

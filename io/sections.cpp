@@ -24,8 +24,18 @@ constexpr uint64_t kMaxMerges = data::kMaxBpeVocabSize - 256;
 // hf tokens: the largest vocabulary and its added tokens
 constexpr uint64_t kMaxHfTokens = data::kMaxBpeVocabSize + data::HfBpeTokenizer::kMaxAddedTokens;
 
+// The longest name of a packed format ("q4_k"), with room.
+constexpr uint64_t kMaxFormatName = 16;
+
 const Item kModelItems[] = {
     {.name = nullptr, .kind = ItemKind::dataset, .dtype = DType::float32},  // a parameter
+    // a frozen weight held as blocks: its format (named by the parameter), then its blocks
+    {.name = nullptr, .kind = ItemKind::text, .max_length = kMaxFormatName},
+    {.name = nullptr,
+     .kind = ItemKind::dataset,
+     .dtype = DType::packed,
+     .rank = 2,
+     .max_length = UINT64_MAX},
 };
 
 const Item kOptimizerItems[] = {

@@ -35,10 +35,14 @@ void place_initial_values(const FrozenBase* base, const std::string& name, ag::T
 int pack_frozen_base(Module& model, const FrozenBase& base) {
   int packed = 0;
   for (auto& [name, p] : model.named_parameters()) {
-    if (p.packing() || !base.packs(name, p.shape())) continue;
+    const bool packs = base.packs(name, p.shape());
+    const ag::quant::PackedFormat* want = packs ? &base.format_for(p.shape()[1]) : nullptr;
+    if (p.packing() == want) continue;
     ag::Tensor t = p;
+    ag::quant::unpack_in_place(t);
+    if (!want) continue;
     t.requires_grad_(false);
-    ag::quant::pack_in_place(t, base.format_for(t.shape()[1]));
+    ag::quant::pack_in_place(t, *want);
     ++packed;
   }
   if (packed > 0) ag::release_cached_blocks();

@@ -33,9 +33,13 @@ struct FrozenBase {
 // storage let go unwritten), copied otherwise. base may be null.
 void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
                           const ag::Tensor& values);
-// Packs, in place, every parameter of model that base packs and is not packed yet (their
-// float32 values, read from a checkpoint, then let go); returns how many. The allocator's
-// cached blocks are given back after it, so that the floats leave the resident memory.
+// Holds every parameter of model as base says, in place: one base packs and is held as
+// float32 (its values read from a checkpoint) is packed; one already packed in the format
+// base packs it in (a checkpoint's blocks, taken as they are: nothing re-quantized) is
+// left so; one packed otherwise (another format, or a parameter base does not pack: it
+// trains, or the run's base is fp32) is dequantized to float32, then packed as base says.
+// Returns how many were packed. The allocator's cached blocks are given back after it, so
+// that the floats leave the resident memory.
 int pack_frozen_base(Module& model, const FrozenBase& base);
 // Every packed parameter of model back to float32 (for merging adapters, the decoder).
 void unpack_frozen_base(Module& model);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "autograd/allocator.h"
+#include "autograd/quant/packed_weight.h"
 #include "nn/observer.h"
 
 namespace nn {
@@ -194,7 +195,9 @@ void Module::load_state_dict(const StateDict& state) {
   // check everything before copying anything, so a bad state leaves the module intact
   const std::vector<const ag::Tensor*> entries = matched_entries(mine, state);
   ag::NoGradGuard no_grad;
-  for (size_t i = 0; i < mine.size(); ++i) ag::copy_(mine[i].second, *entries[i]);
+  for (size_t i = 0; i < mine.size(); ++i)
+    entries[i]->packing() ? ag::quant::adopt_packed(mine[i].second, *entries[i])
+                          : ag::copy_(mine[i].second, *entries[i]);
 }
 
 void Module::adopt_state_dict(const StateDict& state) {
@@ -204,6 +207,10 @@ void Module::adopt_state_dict(const StateDict& state) {
   for (size_t i = 0; i < mine.size(); ++i) {
     ag::Tensor& param = mine[i].second;
     const ag::Tensor& given = *entries[i];
+    if (given.packing()) {
+      ag::quant::adopt_packed(param, given);
+      continue;
+    }
     if (given.dtype() != param.dtype() || !given.is_contiguous()) {
       ag::copy_(param, given);
       continue;

@@ -114,7 +114,9 @@ class Module {
   // Copies every entry into the parameter of that name (converting dtype if needed).
   // Every parameter must be given, with its exact shape, and no other name: the first
   // missing, unexpected or mis-shaped entry is an error naming it, and nothing is
-  // modified unless every entry checks out.
+  // modified unless every entry checks out. A packed entry (a frozen weight's blocks,
+  // autograd/quant/packed_weight.h) is taken as it is: the parameter shares its blocks and
+  // requires no grad (nn::pack_frozen_base then holds each as the run does).
   void load_state_dict(const StateDict& state);
   // The same checks, then each parameter shares the given tensor's storage instead of
   // copying it (float32 contiguous ones; others are copied): the module and `state` hold

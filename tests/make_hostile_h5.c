@@ -348,6 +348,56 @@ static void cycle(void) {
   H5Gclose(notes), H5Gclose(model), H5Fclose(file);
 }
 
+/* A frozen weight held as blocks, as attograd writes one: uint8 [rows, columns] (checksummed)
+ * with attributes `format` and `shape` [2] (the weight's rows and width), every byte zero. */
+static void packed(const char* file_name, const char* config, const char* name, const char* format,
+                   long long rows, long long width, hsize_t columns) {
+  hid_t file = new_checkpoint(file_name, config);
+  hid_t model = new_group(file, "model");
+  const hsize_t dims[2] = {(hsize_t)rows, columns};
+  hid_t space = check(H5Screate_simple(2, dims, NULL), "space");
+  hid_t dcpl = check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
+  H5Pset_chunk(dcpl, 2, dims);
+  H5Pset_fletcher32(dcpl);
+  hid_t dset =
+      check(H5Dcreate2(model, name, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), name);
+  unsigned char* zeros = calloc(dims[0] * dims[1], 1);
+  if (!zeros || H5Dwrite(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros) < 0)
+    fail(name);
+  free(zeros);
+  attr_string(dset, "format", format);
+  const hsize_t two = 2;
+  const long long shape[2] = {rows, width};
+  hid_t shape_space = check(H5Screate_simple(1, &two, NULL), "space");
+  hid_t attr = check(
+      H5Acreate2(dset, "shape", H5T_STD_I64LE, shape_space, H5P_DEFAULT, H5P_DEFAULT), "shape");
+  if (H5Awrite(attr, H5T_NATIVE_LLONG, shape) < 0) fail("shape");
+  H5Aclose(attr), H5Sclose(shape_space);
+  H5Dclose(dset), H5Pclose(dcpl), H5Sclose(space), H5Gclose(model), H5Fclose(file);
+}
+
+/* A tiny model's config whose run trains every weight (no lora_rank, no freeze). */
+static const char* const trains_all =
+    "{\"vocab_size\": 4, \"context_length\": 8, \"d_model\": 32, \"n_heads\": 2, "
+    "\"n_layers\": 1}";
+
+/* Q8_0 rows of 32 weights take 34 bytes: 33 are one short of the block. */
+static void packed_wrong_bytes(void) {
+  packed("packed_wrong_bytes.h5", "{}", "w", "q8_0", 2, 32, 33);
+}
+/* A format attograd does not hold a weight in (Q3_K). */
+static void packed_unknown_format(void) {
+  packed("packed_unknown_format.h5", "{}", "w", "q3_k", 2, 256, 110);
+}
+/* Rows of 48 weights: a block and a half of Q8_0's 32. */
+static void packed_partial_block(void) {
+  packed("packed_partial_block.h5", "{}", "w", "q8_0", 2, 48, 51);
+}
+/* Well-formed blocks for a weight the file's own config trains. */
+static void packed_trained(void) {
+  packed("packed_trained.h5", trains_all, "tok_emb.weight", "q8_0", 4, 32, 34);
+}
+
 static const struct {
   const char* name;
   void (*write)(void);
@@ -370,6 +420,10 @@ static const struct {
     {"negative_step.h5", negative_step},
     {"odd_filter.h5", odd_filter},
     {"cycle.h5", cycle},
+    {"packed_wrong_bytes.h5", packed_wrong_bytes},
+    {"packed_unknown_format.h5", packed_unknown_format},
+    {"packed_partial_block.h5", packed_partial_block},
+    {"packed_trained.h5", packed_trained},
 };
 
 int main(int argc, char** argv) {

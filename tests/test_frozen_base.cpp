@@ -291,8 +291,10 @@ void train_through(const train::RunConfig& cfg, const io::Checkpoint* resumed = 
 
 }  // namespace
 
-// The checkpoint holds the base's dequantized values (float32); a resume packs them again,
-// and Q8_0 blocks quantized from their own values are the same blocks.
+// The checkpoint read as floats (the base's blocks dequantized, as every reader but a run
+// takes them): a resume from those packs them again, and Q8_0 blocks quantized from their
+// own values are the same blocks. (A resume from the blocks themselves, Q4_K too:
+// tests/test_packed_checkpoints.cpp.)
 TEST_CASE("a LoRA run over a Q8_0 base resumes bit for bit", "[frozen_base]") {
   ag_test::TempDir dir;
   train::RunConfig cfg = ag_test::tiny_run(dir);

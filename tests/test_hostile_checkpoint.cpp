@@ -249,6 +249,43 @@ TEST_CASE("optimizer state no optimiser could take is refused on load by name") 
   }
 }
 
+TEST_CASE("a frozen weight's blocks that do not add up are refused by name, before any is read") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"packed_wrong_bytes.h5",
+       "/model/w holds [2, 33] of 1-byte words, but a [2, 32] weight in q8_0 blocks is [2, 34]"},
+      {"packed_unknown_format.h5",
+       "/model/w has format 'q3_k', which is not one attograd holds a weight in (bf16, q8_0, "
+       "q4_k)"},
+      {"packed_partial_block.h5",
+       "/model/w has rows of 48 weights, not a whole number of q8_0's blocks of 32"},
+  };
+  std::vector<std::string> names;
+  for (const auto& [name, why] : cases) names.push_back(name);
+  Hostile h(names);
+  for (const auto& [name, why] : cases) {
+    const std::string path = h.file(name), message = fmt::format("'{}': {}", path, why);
+    INFO(path);
+    REQUIRE(load_error(path) == message);
+    REQUIRE(load_error(path, {.keep_packed = true}) == message);
+    REQUIRE_THROWS_WITH(io::parse_checkpoint_in_process(base::read_input_file(path, "f"), path),
+                        message);
+    REQUIRE(io::inspect_checkpoint(path).load_error == message);
+  }
+}
+
+TEST_CASE("blocks of a weight the file's own config trains are refused where a model is built") {
+  Hostile h({"packed_trained.h5"});
+  const std::string path = h.file("packed_trained.h5");
+  const io::Checkpoint ckpt = io::load_checkpoint(path);  // well-formed: read, dequantized
+  REQUIRE(ckpt.packed.at("tok_emb.weight") == "q8_0");
+  REQUIRE(ckpt.model[0].second.to_vector() == std::vector<float>(4 * 32, 0.0f));
+  REQUIRE_THROWS_WITH(train::model_from_checkpoint(ckpt),
+                      fmt::format("'{}': /model/tok_emb.weight is held as q8_0 blocks, but the "
+                                  "file's config trains it (only a frozen weight, under "
+                                  "lora_rank or freeze, is held packed)",
+                                  path));
+}
+
 TEST_CASE("weights exported without checksums load and verify names each as unchecked") {
   Hostile h({"h5py_weights.h5"});
   const std::string path = h.file("h5py_weights.h5");

@@ -183,7 +183,9 @@ namespace {
 
 // A frozen base held packed (nn/frozen_base.h): its matrices at their bytes a weight, no
 // bfloat16 copies kept of them, and the scratch the largest (a tile of it at most) is
-// unpacked into, float32 or bfloat16 as the GEMMs take it.
+// unpacked into, float32 or bfloat16 as the GEMMs take it. A run --init-from a file of
+// blocks without --base-precision holds them in the file's own format, which take_model_of
+// made cfg's base_precision before the plan is made.
 void plan_frozen_base(const RunConfig& cfg, MemoryPlan& p) {
   const nn::FrozenBase base = frozen_base(cfg);
   if (!base.format) return;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <string_view>
 #include <unordered_map>
 #include <variant>
@@ -44,6 +45,27 @@ struct InitDecided {
   data::TokenizerKind RunConfig::*member;
 };
 constexpr InitDecided kInitDecided[] = {{"tokenizer", &RunConfig::tokenizer}};
+// The init's own unless given; given, it converts (no refusal): how the base is held.
+constexpr const char* kBasePrecisionKey = "base_precision";
+
+// The base precision of a file holding frozen weights as blocks: the format most of its
+// packed weights are in, bfloat16 aside (a format falls back to it for rows that are not
+// whole blocks), or bfloat16 when all are; fp32 when it holds none, or the run freezes
+// nothing (it trains every weight: nothing stays packed).
+ag::quant::BasePrecision own_base_precision(const io::Checkpoint& ckpt, const RunConfig& cfg) {
+  using ag::quant::BasePrecision;
+  if (ckpt.packed.empty() || (cfg.model.lora_rank == 0 && cfg.freeze.empty()))
+    return BasePrecision::fp32;
+  std::map<std::string, int64_t> weights;  // by format
+  for (const auto& [name, t] : ckpt.model)
+    if (const auto it = ckpt.packed.find(name); it != ckpt.packed.end())
+      weights[it->second] += t.numel();
+  const std::string bf16 = base::choice_name(BasePrecision::bf16);
+  std::string most = bf16;
+  for (const auto& [format, n] : weights)
+    if (format != bf16 && (most == bf16 || n > weights[most])) most = format;
+  return base::find_choice<BasePrecision>(most).value_or(BasePrecision::fp32);
+}
 
 }  // namespace
 
@@ -51,6 +73,7 @@ std::vector<std::string> keys_an_init_decides() {
   std::vector<std::string> keys;
   for (const auto& f : nn::config_fields()) keys.emplace_back(f.key);
   for (const InitDecided& d : kInitDecided) keys.emplace_back(d.key);
+  keys.emplace_back(kBasePrecisionKey);
   return keys;
 }
 
@@ -86,10 +109,36 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
     if (cfg.*d.member != theirs)
       refuse_other_value(ckpt, d.key, value_text(cfg.*d.member), value_text(theirs));
   }
+  // a file of blocks: the run holds them as they are unless --base-precision converts them
+  if (!set_here(kBasePrecisionKey)) cfg.base_precision = own_base_precision(ckpt, cfg);
 }
+
+namespace {
+
+// A weight the file holds as blocks must be one its own run froze: blocks take no gradient.
+void refuse_trained_blocks(const io::Checkpoint& ckpt) {
+  if (ckpt.packed.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : ckpt.model) names.push_back(name);
+  std::vector<bool> frozen;
+  try {
+    frozen = frozen_parameters(RunConfig::from_json(ckpt.config), names);
+  } catch (const std::invalid_argument& e) {
+    throw io::CheckpointError(fmt::format("'{}': {}", base::printable(ckpt.source), e.what()));
+  }
+  for (size_t i = 0; i < names.size(); ++i)
+    if (const auto it = ckpt.packed.find(names[i]); it != ckpt.packed.end() && !frozen[i])
+      throw io::CheckpointError(fmt::format(
+          "'{}': /model/{} is held as {} blocks, but the file's config trains it (only a frozen "
+          "weight, under lora_rank or freeze, is held packed)",
+          base::printable(ckpt.source), base::printable(names[i]), it->second));
+}
+
+}  // namespace
 
 void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
                        const std::string& mismatch) {
+  refuse_trained_blocks(ckpt);
   auto fail = [&](const std::string& what) {
     throw io::CheckpointError(fmt::format("'{}' {}: {}", ckpt.source, mismatch, what));
   };
@@ -181,6 +230,7 @@ struct InitChanges {
 };
 
 bool same_storage(const ag::Tensor& a, const ag::Tensor& b) {
+  if (a.packing() || b.packing()) return a.impl()->storage == b.impl()->storage;
   return a.numel() == b.numel() && a.numel() > 0 && a.const_data<float>() == b.const_data<float>();
 }
 
@@ -196,7 +246,10 @@ void load_init_weights(const io::Checkpoint& init, nn::GPT& model) {
     const ag::Tensor& saved = *in_file.at(name);  // checked to fit
     if (same_storage(p, saved)) continue;         // read straight into it (reread_init_into)
     if (changes.grows && vocab_rows(p, saved, changes.theirs.vocab_size))
-      copy_rows_then_mean(p, saved);
+      copy_rows_then_mean(p,
+                          saved.packing() ? ag::quant::unpacked(saved, ag::DType::Float32) : saved);
+    else if (saved.packing())  // blocks taken as they are (pack_frozen_base decides)
+      ag::quant::adopt_packed(p, saved);
     else
       ag::copy_(p, saved);
   }
@@ -212,8 +265,8 @@ io::Checkpoint reread_init_into(const io::Checkpoint& first, nn::GPT& model) {
   nn::StateDict into;  // (a growing vocabulary's rows are of another shape: not read into)
   for (auto& [name, p] : model.named_parameters())
     if (!changes.fresh(name)) into.emplace_back(name, p);
-  io::Checkpoint again =
-      io::load_checkpoint(first.source, io::LoadOptions{.weights_only = true, .into = &into});
+  io::Checkpoint again = io::load_checkpoint(
+      first.source, io::LoadOptions{.weights_only = true, .into = &into, .keep_packed = true});
   if (again.config != first.config)
     throw io::CheckpointError(
         fmt::format("'{}' changed while it was read: its config is not the one read first",

@@ -88,8 +88,8 @@ std::optional<io::Checkpoint> TrainingRun::read_init() {
   if (cfg_.init_from.empty()) return std::nullopt;
   // the weights only: a training checkpoint's optimiser state (twice the weights) is not
   // the new run's to read or hold
-  std::optional<io::Checkpoint> init =
-      io::load_checkpoint(cfg_.init_from, io::LoadOptions{.weights_only = true});
+  std::optional<io::Checkpoint> init = io::load_checkpoint(
+      cfg_.init_from, io::LoadOptions{.weights_only = true, .keep_packed = true});
   refuse_gradient_dump(*init);
   take_model_of(*init, cfg_);
   cfg_.model.validate();  // the adapters' targets against the architecture now known
@@ -213,10 +213,12 @@ void TrainingRun::build_model(std::optional<io::Checkpoint> init) {
   if (init && !merged) init = reread_init_into(*init, *model_);
   if (init) load_init_weights(*init, *model_);
   init.reset();
-  if (resumed_) io::load_model_weights(*resumed_, *model_);
+  if (resumed_) io::load_model_weights(*resumed_, *model_);  // blocks taken as they are
   model_->train();
+  // each parameter held as the run's base says: a checkpoint's blocks in the run's format
+  // kept as they are (an exact resume), others dequantized or packed
+  nn::pack_frozen_base(*model_, base);
   freeze_parameters(cfg_, *model_);  // LoRA's base and --freeze: no gradient, no state
-  if (base.format) nn::pack_frozen_base(*model_, base);
 }
 
 void TrainingRun::start_engine() {

@@ -107,6 +107,31 @@ void pack_into(Tensor& t, const Tensor& values, const PackedFormat& format) {
   adopt_storage(t, std::move(storage));
 }
 
+Tensor packed_empty(const Shape& shape, const PackedFormat& format) {
+  if (shape.size() != 2 || shape[0] < 0 || !fits(format, shape[1]))
+    throw std::invalid_argument(
+        fmt::format("a weight of shape {} in {} blocks of {}: its rows "
+                    "must be a whole number of blocks",
+                    shape_str(shape), format.name, format.elements));
+  Tensor t = empty({0, 0});
+  t.impl()->shape = shape;
+  auto storage =
+      std::make_shared<Storage>(static_cast<size_t>(shape[0] * packed_row_bytes(format, shape[1])));
+  storage->packed = &format;
+  adopt_storage(t, std::move(storage));
+  return t;
+}
+
+void adopt_packed(Tensor& t, const Tensor& packed) {
+  if (!packed.packing() || t.shape() != packed.shape() || t.dtype() != DType::Float32)
+    throw std::invalid_argument(
+        fmt::format("adopt_packed: a float32 {} takes packed blocks of its shape, got {}",
+                    shape_str(t.shape()), shape_str(packed.shape())));
+  TensorImpl& impl = *t.impl();
+  impl.requires_grad = false;
+  adopt_storage(t, packed.impl()->storage);
+}
+
 Tensor packed_tensor(const Shape& shape, const PackedFormat& format,
                      std::span<const uint8_t> bytes) {
   if (shape.size() != 2 || shape[0] < 0 || !fits(format, shape[1]) ||
@@ -157,6 +182,11 @@ Tensor unpacked(const Tensor& t, DType dtype) {
   Tensor out = empty(t.shape(), dtype);
   unpack_rows(t, 0, t.shape()[0], dtype, out.raw_data());
   return out;
+}
+
+std::span<uint8_t> packed_data(Tensor& t) {
+  const std::span<const uint8_t> bytes = packed_bytes(t);
+  return {const_cast<uint8_t*>(bytes.data()), bytes.size()};
 }
 
 std::span<const uint8_t> packed_bytes(const Tensor& t) {

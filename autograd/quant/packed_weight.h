@@ -73,6 +73,14 @@ void pack_into(Tensor& t, const Tensor& values, const PackedFormat& format);
 // std::invalid_argument otherwise), as a checkpoint's blocks are read back.
 Tensor packed_tensor(const Shape& shape, const PackedFormat& format,
                      std::span<const uint8_t> bytes);
+// A packed tensor of `shape` whose blocks are still to be written (through
+// packed_data), as a checkpoint's blocks are read in pieces: std::invalid_argument unless
+// shape is [rows, width] with rows a whole number of blocks.
+Tensor packed_empty(const Shape& shape, const PackedFormat& format);
+// t (a float32 parameter of packed's shape) rebound, in place, to packed's storage: every
+// handle on t's impl (a tied head's) reads those very blocks, nothing re-quantized; t then
+// requires no grad. A checkpoint's blocks taken by the model as they are.
+void adopt_packed(Tensor& t, const Tensor& packed);
 // Back to float32 storage, in place (the values unpacked): for what needs float elements
 // (merging an adapter, the decoder).
 void unpack_in_place(Tensor& t);
@@ -84,5 +92,12 @@ void unpack_rows(const Tensor& t, int64_t r0, int64_t r1, DType dtype, void* out
 Tensor unpacked(const Tensor& t, DType dtype);
 // The packed bytes of t (its rows', row after row).
 std::span<const uint8_t> packed_bytes(const Tensor& t);
+std::span<uint8_t> packed_data(Tensor& t);
+// The bytes of one element of a format's blocks as a file stores them: a weight's for a
+// format of one-weight blocks (bfloat16: a uint16 each), else a byte (ggml's blocks are
+// byte strings). Decided from the table's row, not by name.
+inline int64_t packed_word_bytes(const PackedFormat& f) {
+  return f.elements == 1 ? f.bytes : 1;
+}
 
 }  // namespace ag::quant

@@ -93,6 +93,31 @@ optimizer_state_refused)
     "$bin" resume --checkpoint negative_step.h5 --out out.h5
   expect_error 2 "/optimizer/v/w holds 2 negative values" "$bin" inspect negative_moments.h5
   ;;
+packed_blocks_refused)
+  # a frozen weight's blocks that do not add up, or that the file's own config trains: one
+  # line naming the file and the tensor, exit 2, for every command that reads weights
+  [ -n "${MAKE_HOSTILE_H5:-}" ] || { echo "SKIP: MAKE_HOSTILE_H5 is not set"; exit 77; }
+  echo "not a secret" > secret.txt
+  "$MAKE_HOSTILE_H5" . secret.txt packed_wrong_bytes.h5 packed_unknown_format.h5 \
+    packed_partial_block.h5 packed_trained.h5
+  for command in "sample --checkpoint" "inspect" "eval --data secret.txt --checkpoint" \
+                 "export --format gguf --out x.gguf"; do
+    # shellcheck disable=SC2086  # the command's words
+    expect_error 2 "'packed_wrong_bytes.h5': /model/w holds [2, 33] of 1-byte words" \
+      "$bin" $command packed_wrong_bytes.h5
+    # shellcheck disable=SC2086
+    expect_error 2 "'packed_unknown_format.h5': /model/w has format 'q3_k'" \
+      "$bin" $command packed_unknown_format.h5
+    # shellcheck disable=SC2086
+    expect_error 2 "'packed_partial_block.h5': /model/w has rows of 48 weights" \
+      "$bin" $command packed_partial_block.h5
+  done
+  said="'packed_trained.h5': /model/tok_emb.weight is held as q8_0 blocks, but the file's config trains it"
+  expect_error 2 "$said" "$bin" sample --checkpoint packed_trained.h5
+  expect_error 2 "$said" "$bin" resume --checkpoint packed_trained.h5 --out out.h5
+  expect_error 2 "$said" "$bin" export packed_trained.h5 --format gguf --out x.gguf
+  [ ! -e x.gguf ] && [ ! -e out.h5 ] || fail "a refused file was exported or resumed"
+  ;;
 *)
   fail "unknown scenario"
   ;;

@@ -1,0 +1,190 @@
+// A frozen base held packed, in checkpoints (docs/checkpoint.md, "A frozen base held as blocks"):
+// written as its blocks (no inflation), read back as those very blocks by a run that holds them so
+// (an exact resume, for Q4_K too), and as their dequantized floats by every other reader; an
+// --init-from keeps the file's own format unless --base-precision converts it.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "autograd/quant/packed_weight.h"
+#include "nn/frozen_base.h"
+#include "support.h"
+#include "train/train.h"
+
+using ag::quant::BasePrecision;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A LoRA run whose base rows are whole Q4_K blocks (d_model 256), a few steps long.
+train::RunConfig lora_run(const ag_test::TempDir& dir, BasePrecision base) {
+  train::RunConfig cfg = ag_test::tiny_run(dir);
+  cfg.model.d_model = 256;
+  cfg.model.lora_rank = 4;
+  cfg.base_precision = base;
+  cfg.warmup_steps = 0;
+  cfg.steps = 6;
+  return cfg;
+}
+
+void train_through(const train::RunConfig& cfg, const io::Checkpoint* resumed = nullptr) {
+  train::TrainingRun run(cfg, resumed);
+  while (run.wants_another_step()) {
+    const train::StepOutcome s = run.train_step();
+    run.after_step(s);
+    if (run.stop_at_reached()) break;
+  }
+  REQUIRE(run.finish() == 0);
+}
+
+io::Checkpoint kept(const std::string& path) {
+  return io::load_checkpoint(path, {.keep_packed = true});
+}
+
+// The same names, and each tensor the same: packed ones the same format and bytes.
+bool same_held_bits(const nn::StateDict& a, const nn::StateDict& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const ag::Tensor &x = a[i].second, &y = b[i].second;
+    if (a[i].first != b[i].first || x.shape() != y.shape() || x.packing() != y.packing())
+      return false;
+    if (x.packing() ? !std::ranges::equal(ag::quant::packed_bytes(x), ag::quant::packed_bytes(y))
+                    : x.to_vector() != y.to_vector())
+      return false;
+  }
+  return true;
+}
+
+int64_t file_bytes(const std::string& path) {
+  return static_cast<int64_t>(std::filesystem::file_size(path));
+}
+
+}  // namespace
+
+TEST_CASE("a packed base is written as its blocks and read back as them or as their floats",
+          "[packed_checkpoint]") {
+  const BasePrecision base =
+      GENERATE(BasePrecision::bf16, BasePrecision::q8_0, BasePrecision::q4_k);
+  const ag::quant::PackedFormat& format = *ag::quant::packed_format(base);
+  ag_test::TempDir dir;
+  train::RunConfig cfg = lora_run(dir, base);
+  cfg.steps = 2;
+  train::TrainingRun run(cfg);
+  REQUIRE(run.train_step().updated);
+  const nn::StateDict live = run.model().named_parameters();
+  io::Checkpoint c;
+  c.config = cfg.to_json();
+  c.model = live;
+  c.tokenizer.type = "byte";
+  io::save_checkpoint(dir.file("packed.h5"), c);
+
+  const io::Checkpoint blocks = kept(dir.file("packed.h5"));
+  REQUIRE(same_held_bits(blocks.model, live));
+  const io::Checkpoint floats = io::load_checkpoint(dir.file("packed.h5"));
+  int64_t base_weights = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const ag::Tensor& p = live[i].second;
+    REQUIRE(!floats.model[i].second.packing());
+    if (!p.packing()) continue;
+    CHECK(p.packing() == &format);  // every row a whole number of blocks
+    CHECK(floats.packed.at(live[i].first) == format.name);
+    CHECK(ag_test::bit_equal(floats.model[i].second, ag::quant::unpacked(p, ag::DType::Float32)));
+    base_weights += p.numel();
+  }
+  REQUIRE(base_weights > 0);
+  // no inflation: the file of blocks against the same checkpoint written in float32
+  io::Checkpoint inflated = floats;
+  io::save_checkpoint(dir.file("floats.h5"), inflated);
+  const double saved =
+      static_cast<double>(file_bytes(dir.file("floats.h5")) - file_bytes(dir.file("packed.h5")));
+  const double per_weight =
+      static_cast<double>(format.bytes) / static_cast<double>(format.elements);
+  const double expected = static_cast<double>(base_weights) * (4 - per_weight);
+  INFO(format.name << ": the base's " << base_weights << " weights saved " << saved << " bytes");
+  CHECK(saved == Approx(expected).epsilon(0.01));
+}
+
+TEST_CASE("a LoRA run over a Q8_0 or Q4_K base resumes bit for bit, blocks and all",
+          "[packed_checkpoint]") {
+  const BasePrecision base = GENERATE(BasePrecision::q8_0, BasePrecision::q4_k);
+  ag_test::TempDir dir;
+  const train::RunConfig cfg = lora_run(dir, base);
+  train_through(cfg);
+  const io::Checkpoint straight = kept(cfg.out);
+  REQUIRE(!straight.packed.empty());
+  train::RunConfig split = cfg;
+  split.out = dir.file("split.h5");
+  split.stop_at = 3;
+  train_through(split);
+  const io::Checkpoint half = kept(split.out);
+  train::RunConfig resumed = train::RunConfig::from_json(half.config);
+  REQUIRE(resumed.base_precision == base);
+  resumed.threads = 1, resumed.out = split.out;
+  train_through(resumed, &half);
+  const io::Checkpoint rest = kept(split.out);
+  REQUIRE(rest.step == 6);
+  REQUIRE(rest.packed == straight.packed);
+  REQUIRE(same_held_bits(rest.model, straight.model));
+  REQUIRE(ag_test::same_bits(rest.optimizer->tensors, straight.optimizer->tensors));
+}
+
+TEST_CASE("--init-from a file of blocks keeps their format unless --base-precision converts",
+          "[packed_checkpoint]") {
+  ag_test::TempDir dir;
+  train::RunConfig first = lora_run(dir, BasePrecision::q4_k);
+  first.steps = 2;
+  train_through(first);
+  const io::Checkpoint blocks = kept(first.out);
+
+  auto start_from = [&](std::vector<std::string> given, BasePrecision asked) {
+    train::RunConfig cfg = ag_test::tiny_run(dir);
+    cfg.init_from = first.out;
+    cfg.model.lora_rank = 4;
+    cfg.model_keys_given = {"lora_rank"};
+    for (const std::string& key : given) cfg.model_keys_given.push_back(key);
+    cfg.base_precision = asked;
+    cfg.out = dir.file("second.h5");
+    return std::make_unique<train::TrainingRun>(cfg);
+  };
+  SECTION("the file's own: the very blocks, and its precision recorded") {
+    const auto run = start_from({}, BasePrecision::fp32);
+    CHECK(run->config().base_precision == BasePrecision::q4_k);
+    std::map<std::string, ag::Tensor> held;
+    for (const auto& [name, p] : run->model().named_parameters()) held.emplace(name, p);
+    for (const auto& [name, t] : blocks.model) {
+      if (!t.packing()) continue;
+      const ag::Tensor& p = held.at(name);
+      REQUIRE(p.packing() == t.packing());
+      REQUIRE(std::ranges::equal(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
+    }
+  }
+  SECTION("given: converted from the dequantized values") {
+    const auto run = start_from({"base_precision"}, BasePrecision::q8_0);
+    CHECK(run->config().base_precision == BasePrecision::q8_0);
+    for (const auto& [name, p] : run->model().named_parameters())
+      if (blocks.packed.contains(name))
+        CHECK(p.packing() == ag::quant::packed_format(BasePrecision::q8_0));
+  }
+  SECTION("given fp32: every weight float32 again") {
+    const auto run = start_from({"base_precision"}, BasePrecision::fp32);
+    for (const auto& [name, p] : run->model().named_parameters()) CHECK(!p.packing());
+  }
+}
+
+TEST_CASE("a file's blocks are refused for a weight its config trains", "[packed_checkpoint]") {
+  ag_test::TempDir dir;
+  train::RunConfig cfg = lora_run(dir, BasePrecision::q8_0);
+  cfg.steps = 1;
+  train_through(cfg);
+  io::Checkpoint c = kept(cfg.out);
+  c.config["lora_rank"] = 0;  // now every weight trains: blocks cannot
+  nn::StateDict base_only;
+  for (const auto& [name, t] : c.model)
+    if (!train::is_adapter_parameter(name)) base_only.emplace_back(name, t);
+  c.model = base_only;
+  c.optimizer.reset();
+  io::save_checkpoint(dir.file("lying.h5"), c);
+  const io::Checkpoint back = io::load_checkpoint(dir.file("lying.h5"));
+  REQUIRE_THROWS_WITH(train::model_from_checkpoint(back),
+                      Contains("lying.h5") && Contains("is held as q8_0 blocks, but the file's "
+                                                       "config trains it"));
+}
