@@ -252,7 +252,8 @@ TEST_CASE("optimizer state no optimiser could take is refused on load by name") 
 TEST_CASE("a frozen weight's blocks that do not add up are refused by name, before any is read") {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"packed_wrong_bytes.h5",
-       "/model/w holds [2, 33] of 1-byte words, but a [2, 32] weight in q8_0 blocks is [2, 34]"},
+       "/model/w holds [2, 33] of 1-byte words, but a [2, 32] weight in q8_0 blocks is [2, 34] "
+       "of 1-byte words"},
       {"packed_unknown_format.h5",
        "/model/w has format 'q3_k', which is not one attograd holds a weight in (bf16, q8_0, "
        "q4_k)"},
@@ -278,7 +279,7 @@ TEST_CASE("blocks of a weight the file's own config trains are refused where a m
   const std::string path = h.file("packed_trained.h5");
   const io::Checkpoint ckpt = io::load_checkpoint(path);  // well-formed: read, dequantized
   REQUIRE(ckpt.packed.at("tok_emb.weight") == "q8_0");
-  REQUIRE(ckpt.model[0].second.to_vector() == std::vector<float>(4 * 32, 0.0f));
+  REQUIRE(ckpt.model[0].second.to_vector() == std::vector<double>(4 * 32, 0.0));
   REQUIRE_THROWS_WITH(train::model_from_checkpoint(ckpt),
                       fmt::format("'{}': /model/tok_emb.weight is held as q8_0 blocks, but the "
                                   "file's config trains it (only a frozen weight, under "

@@ -2,8 +2,11 @@
 // written as its blocks (no inflation), read back as those very blocks by a run that holds them so
 // (an exact resume, for Q4_K too), and as their dequantized floats by every other reader; an
 // --init-from keeps the file's own format unless --base-precision converts it.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <map>
+#include <memory>
 
 #include "autograd/quant/packed_weight.h"
 #include "nn/frozen_base.h"
@@ -176,7 +179,8 @@ TEST_CASE("a file's blocks are refused for a weight its config trains", "[packed
   cfg.steps = 1;
   train_through(cfg);
   io::Checkpoint c = kept(cfg.out);
-  c.config["lora_rank"] = 0;  // now every weight trains: blocks cannot
+  for (const char* key : {"lora_rank", "lora_alpha", "lora_dropout", "lora_targets"})
+    c.config.erase(key);  // no adapters: every weight trains, and blocks cannot
   nn::StateDict base_only;
   for (const auto& [name, t] : c.model)
     if (!train::is_adapter_parameter(name)) base_only.emplace_back(name, t);

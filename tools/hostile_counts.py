@@ -62,9 +62,10 @@ CLASSES = [
     ("checkpoints (links, external storage, sizes, sections, history, optimiser state, libhdf5)",
      "`io/checkpoint_reader.cpp`",
      [("test_checkpoint*.cpp", ANY), ("test_hostile_checkpoint.cpp", ANY),
-      ("test_run_history.cpp", ANY), ("test_optim.cpp", r"(?i)state"),
+      ("test_run_history.cpp", ANY), ("test_packed_checkpoints.cpp", ANY),
+      ("test_optim.cpp", r"(?i)state"),
       ("test_hostile_input.cpp", r"(?i)checkpoint")],
-     [("edges_test.sh", r"gradient_dump|optimizer_state"), ("cli_test.sh", r"sample_eval_inspect")],
+     [("edges_test.sh", r"gradient_dump|optimizer_state|packed_blocks"), ("cli_test.sh", r"sample_eval_inspect")],
      ["checkpoint"]),
     ("safetensors files and Hugging Face folders (config.json, index, shards, hub cache, links)",
      "`interop/safetensors.cpp`, `interop/hf_folder.cpp`, `interop/hf_gpt2.cpp`, "

@@ -73,9 +73,13 @@ struct RunConfig;
 // both values and the way on.
 // The tokenizer (whose ids the weights were trained on) is the checkpoint's the same way:
 // --tokenizer char beside a GPT-2 checkpoint is refused, not ignored.
+// The base precision, unless given, is the file's own: a file holding frozen weights as
+// blocks (io::Checkpoint::packed) gives its format, and the run keeps those blocks as they
+// are; given, the run converts them (dequantized, packed again) as it says.
 void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg);
-// The keys take_model_of holds to the checkpoint: every model key (nn::config_fields()) and
-// the tokenizer. The command line records which of them it was given (cfg.model_keys_given).
+// The keys take_model_of holds to the checkpoint: every model key (nn::config_fields()),
+// the tokenizer and the base precision. The command line records which of them it was given
+// (cfg.model_keys_given).
 std::vector<std::string> keys_an_init_decides();
 
 }  // namespace train
