@@ -116,6 +116,7 @@ int export_adapter(const std::string& path, const std::string& format, const std
                     {{"--checkpoint", path}}, {.overwrite = overwrite});
   const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
   train::refuse_gradient_dump(ckpt);
+  train::refuse_trained_blocks(ckpt);
   interop::export_adapter(ckpt, format, out, type.floats, overwrite);
   const nn::GPTConfig c = train::RunConfig::from_json(ckpt.config).model;
   fmt::print("exported the rank-{} LoRA adapters ({}) of {} as {} to {}\n", c.lora_rank,
@@ -234,6 +235,7 @@ int export_command(const Args& args) {
         {{"--checkpoint", path}}, {.overwrite = overwrite});
     const io::Checkpoint ckpt = io::load_checkpoint(path, io::LoadOptions{.weights_only = true});
     train::refuse_gradient_dump(ckpt);  // its tensors are gradients, not weights
+    train::refuse_trained_blocks(ckpt);
     const interop::ModelFiles model = interop::model_files_of(ckpt);
     // a file written beside --out (llm.c's tokenizer) is an output too
     const interop::CompanionFile beside = interop::export_companion(model, format, out);

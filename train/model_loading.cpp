@@ -113,9 +113,6 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
   if (!set_here(kBasePrecisionKey)) cfg.base_precision = own_base_precision(ckpt, cfg);
 }
 
-namespace {
-
-// A weight the file holds as blocks must be one its own run froze: blocks take no gradient.
 void refuse_trained_blocks(const io::Checkpoint& ckpt) {
   if (ckpt.packed.empty()) return;
   std::vector<std::string> names;
@@ -133,8 +130,6 @@ void refuse_trained_blocks(const io::Checkpoint& ckpt) {
           "weight, under lora_rank or freeze, is held packed)",
           base::printable(ckpt.source), base::printable(names[i]), it->second));
 }
-
-}  // namespace
 
 void check_weights_fit(const io::Checkpoint& ckpt, const nn::GPTConfig& model_cfg,
                        const std::string& mismatch) {

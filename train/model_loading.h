@@ -31,6 +31,12 @@ void merge_adapters(nn::GPT& model);
 // with --init-from). A checkpoint without adapters comes back as it is, weights only.
 io::Checkpoint merged_checkpoint(const io::Checkpoint& ckpt);
 
+// A weight the file holds as blocks (io::Checkpoint::packed) must be one its own config
+// freezes (lora_rank, freeze): blocks take no gradient. CheckpointError naming the file and
+// the first that is not; check_weights_fit checks it first, export (which builds no model)
+// calls it itself.
+void refuse_trained_blocks(const io::Checkpoint& ckpt);
+
 // Throws a CheckpointError "'<file>' <mismatch>: ..." naming the first parameter of the
 // model described by model_cfg that the checkpoint lacks or holds in another shape, or the
 // first dataset the model has no place for. Costs nothing: no model is built.

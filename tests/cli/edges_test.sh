@@ -94,10 +94,8 @@ optimizer_state_refused)
   expect_error 2 "/optimizer/v/w holds 2 negative values" "$bin" inspect negative_moments.h5
   ;;
 packed_blocks_refused)
-  # a frozen weight's blocks that do not add up: one line naming the file and the tensor,
-  # exit 2, for every command that reads weights; blocks of a weight the file's own config
-  # trains: the same from every command that builds the model (export writes the file's
-  # tensors as they are read, dequantized, without building one)
+  # a frozen weight's blocks that do not add up, or that the file's own config trains: one
+  # line naming the file and the tensor, exit 2, for every command that reads weights
   [ -n "${MAKE_HOSTILE_H5:-}" ] || { echo "SKIP: MAKE_HOSTILE_H5 is not set"; exit 77; }
   echo "not a secret" > secret.txt
   "$MAKE_HOSTILE_H5" . secret.txt packed_wrong_bytes.h5 packed_unknown_format.h5 \
@@ -117,6 +115,8 @@ packed_blocks_refused)
   said="'packed_trained.h5': /model/tok_emb.weight is held as q8_0 blocks, but the file's config trains it"
   expect_error 2 "$said" "$bin" sample --checkpoint packed_trained.h5
   expect_error 2 "$said" "$bin" eval --data secret.txt --checkpoint packed_trained.h5
+  expect_error 2 "$said" "$bin" export packed_trained.h5 --format gguf --out x.gguf
+  [ ! -e x.gguf ] || fail "a refused file was exported"
 
   ;;
 *)
