@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <random>
 
 #include "autograd/quant/packed_weight.h"
 #include "nn/frozen_base.h"
@@ -128,6 +129,40 @@ TEST_CASE("a LoRA run over a Q8_0 or Q4_K base resumes bit for bit, blocks and a
   REQUIRE(rest.packed == straight.packed);
   REQUIRE(same_held_bits(rest.model, straight.model));
   REQUIRE(ag_test::same_bits(rest.optimizer->tensors, straight.optimizer->tensors));
+}
+
+// Blocks no quantizer would make from their own values (random levels, scales and minimums):
+// a resume that quantized the file's weights again would change them.
+TEST_CASE("a resume takes the file's blocks as they are, never quantized again",
+          "[packed_checkpoint]") {
+  ag_test::TempDir dir;
+  train::RunConfig cfg = lora_run(dir, BasePrecision::q4_k);
+  cfg.stop_at = 1;
+  train_through(cfg);
+  io::Checkpoint half = kept(cfg.out);
+  const std::string name = "blocks.0.mlp.fc1.weight";
+  auto at = std::find_if(half.model.begin(), half.model.end(),
+                         [&](const auto& e) { return e.first == name; });
+  REQUIRE(at != half.model.end());
+  const ag::quant::PackedFormat& q4_k = *ag::quant::packed_format(BasePrecision::q4_k);
+  std::vector<uint8_t> bytes(ag::quant::packed_bytes(at->second).size());
+  std::mt19937 rng(7);
+  for (size_t i = 0; i < bytes.size(); ++i)  // d and dmin the half 2^-10, the rest random
+    bytes[i] = i % 144 < 4 ? (i % 2 ? 0x14 : 0x00) : static_cast<uint8_t>(rng());
+  at->second = ag::quant::packed_tensor(at->second.shape(), q4_k, bytes);
+  io::save_checkpoint(dir.file("random.h5"), half);
+  const io::Checkpoint random = kept(dir.file("random.h5"));
+  train::RunConfig resumed = train::RunConfig::from_json(random.config);
+  resumed.threads = 1, resumed.out = dir.file("random.h5"), resumed.steps = 2;
+  train_through(resumed, &random);
+  const io::Checkpoint after = kept(dir.file("random.h5"));
+  REQUIRE(after.step == 2);
+  for (const auto& [n, t] : after.model)
+    if (n == name) CHECK(std::ranges::equal(ag::quant::packed_bytes(t), bytes));
+  // what quantizing their values again gives: other blocks (this test could fail)
+  ag::Tensor again = ag::quant::unpacked(at->second, ag::DType::Float32);
+  ag::quant::pack_in_place(again, q4_k);
+  CHECK_FALSE(std::ranges::equal(ag::quant::packed_bytes(again), bytes));
 }
 
 TEST_CASE("--init-from a file of blocks keeps their format unless --base-precision converts",
