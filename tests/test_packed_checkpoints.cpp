@@ -19,6 +19,12 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+// The same bytes (std::equal: clang-14's ranges do not take libstdc++'s spans everywhere).
+template <typename A, typename B>
+bool same_bytes(const A& a, const B& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
 // A LoRA run whose base rows are whole Q4_K blocks (d_model 256), a few steps long.
 train::RunConfig lora_run(const ag_test::TempDir& dir, BasePrecision base) {
   train::RunConfig cfg = ag_test::tiny_run(dir);
@@ -51,7 +57,7 @@ bool same_held_bits(const nn::StateDict& a, const nn::StateDict& b) {
     const ag::Tensor &x = a[i].second, &y = b[i].second;
     if (a[i].first != b[i].first || x.shape() != y.shape() || x.packing() != y.packing())
       return false;
-    if (x.packing() ? !std::ranges::equal(ag::quant::packed_bytes(x), ag::quant::packed_bytes(y))
+    if (x.packing() ? !same_bytes(ag::quant::packed_bytes(x), ag::quant::packed_bytes(y))
                     : x.to_vector() != y.to_vector())
       return false;
   }
@@ -158,11 +164,11 @@ TEST_CASE("a resume takes the file's blocks as they are, never quantized again",
   const io::Checkpoint after = kept(dir.file("random.h5"));
   REQUIRE(after.step == 2);
   for (const auto& [n, t] : after.model)
-    if (n == name) CHECK(std::ranges::equal(ag::quant::packed_bytes(t), bytes));
+    if (n == name) CHECK(same_bytes(ag::quant::packed_bytes(t), bytes));
   // what quantizing their values again gives: other blocks (this test could fail)
   ag::Tensor again = ag::quant::unpacked(at->second, ag::DType::Float32);
   ag::quant::pack_in_place(again, q4_k);
-  CHECK_FALSE(std::ranges::equal(ag::quant::packed_bytes(again), bytes));
+  CHECK_FALSE(same_bytes(ag::quant::packed_bytes(again), bytes));
 }
 
 TEST_CASE("--init-from a file of blocks keeps their format unless --base-precision converts",
@@ -192,7 +198,7 @@ TEST_CASE("--init-from a file of blocks keeps their format unless --base-precisi
       if (!t.packing()) continue;
       const ag::Tensor& p = held.at(name);
       REQUIRE(p.packing() == t.packing());
-      REQUIRE(std::ranges::equal(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
+      REQUIRE(same_bytes(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
     }
   }
   SECTION("given: converted from the dequantized values") {
