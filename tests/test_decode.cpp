@@ -223,9 +223,11 @@ nn::GPTConfig q4_k_llama() {
 TEST_CASE("Q4_K weights: cached decoding gives the rounded model's full forward", "[decode]") {
   // The steps read the Q4_K blocks (dequantized in registers, ag::quant::dot_q4_k), the
   // prefills and GPT::forward the float32 values the blocks hold: the same numbers.
-  for (const auto& [name, cfg] : {ag_test::decode_configs()[1],
-                                  std::pair<std::string, nn::GPTConfig>{"llama 256", q4_k_llama()},
-                                  ag_test::llama_family_configs().front()}) {
+  auto configs = ag_test::llama_family_configs();
+  configs.resize(1);
+  configs.push_back(ag_test::decode_configs()[1]);
+  configs.emplace_back("llama 256", q4_k_llama());
+  for (const auto& [name, cfg] : configs) {
     INFO(name);
     const auto model_ptr = ag_test::sharp_model(cfg, 7);
     CHECK(nn::round_weights_to_q4_k(*model_ptr) <= 3);
