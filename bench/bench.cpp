@@ -395,9 +395,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision,
       "micro", "microbenchmarks of the hot kernels instead of training steps")(
       "decode",
       "the cached decoder's tokens/s at --config's shape (--steps steps from position 100), "
-      "fp32, bf16 and q8_0 weights, against the bound of its weight bytes a token over the "
-      "measured "
-      "read bandwidth")(
+      "fp32, bf16, q8_0 and q4_k weights, against the bound of its weight bytes a token over "
+      "the measured read bandwidth")(
       "tune",
       "decide the GEMM kernels of a training step of --config (or all) in fp32 and bf16 and "
       "print the measured table (ATTOGRAD_TUNE=fresh measures again)")(

@@ -99,6 +99,27 @@ void print(const std::string& name, int threads, const DecodeFigures& f, bool js
 
 }  // namespace
 
+namespace {
+
+// Bytes of the streamed matrices a token reads in `format` (q4_k's short rows as Q8_0).
+double weight_bytes(const nn::GPT& model, nn::WeightFormat format) {
+  double bytes = 0;
+  for (const auto& m : model.streamed_matrices()) {
+    const auto* l = nn::decoder_blocks(format, m.weight.numel() / m.weight.shape()[0]);
+    const double per_weight = l ? static_cast<double>(l->bytes) / static_cast<double>(l->elements)
+                              : format == nn::WeightFormat::bf16 ? 2.0
+                                                                 : 4.0;
+    bytes += per_weight * static_cast<double>(m.elements);
+  }
+  return bytes;
+}
+
+void round_to_q4_k(nn::GPT& model) {
+  nn::round_weights_to_q4_k(model);
+}
+
+}  // namespace
+
 // One sequence, a step at positions 100 and on: the steps `sample` takes after a prompt.
 int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, int64_t steps,
                bool json) {
@@ -127,18 +148,17 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
   struct Format {
     nn::WeightFormat format;
     const char* name;
-    double bytes_per_weight;
     void (*round)(nn::GPT&);
   };
-  const Format formats[] = {
-      {nn::WeightFormat::fp32, "fp32", 4.0, nullptr},
-      {nn::WeightFormat::bf16, "bf16", 2.0, nn::round_weights_to_bfloat16},
-      {nn::WeightFormat::q8_0, "q8_0", 34.0 / 32.0, nn::round_weights_to_q8_0}};
+  const Format formats[] = {{nn::WeightFormat::fp32, "fp32", nullptr},
+                            {nn::WeightFormat::bf16, "bf16", nn::round_weights_to_bfloat16},
+                            {nn::WeightFormat::q8_0, "q8_0", nn::round_weights_to_q8_0},
+                            {nn::WeightFormat::q4_k, "q4_k", round_to_q4_k}};
   for (const Format& f : formats) {
     if (f.round) f.round(model);
     nn::CachedInference dec(model, 1, f.format, start + steps);
     const double step = step_seconds(dec, start, steps, 2);
-    print(name, threads, {f.name, elements * f.bytes_per_weight, read, 1 / step}, json);
+    print(name, threads, {f.name, weight_bytes(model, f.format), read, 1 / step}, json);
   }
   return 0;
 }

@@ -4,9 +4,10 @@
 // the blocks' projections and the head), so it cannot take less than those bytes over the
 // memory's read bandwidth, measured here on the same matrices and threads as the decoder.
 // (Weights under 256 MB may stay in the caches: memory's bandwidth is then read on a buffer
-// of 256 MB, and the bound, loose, may be passed.) Printed for float32, bfloat16 and Q8_0
-// weights (`sample --weights bf16|q8_0`; Q8_0: 34 bytes per 32 weights): bytes a token, the
-// read bandwidth, the bound in tokens/s, the decoder's tokens/s and its share of the bound.
+// of 256 MB, and the bound, loose, may be passed.) Printed for float32, bfloat16, Q8_0 and Q4_K
+// weights (`sample --weights bf16|q8_0|q4_k`; Q8_0: 34 bytes per 32 weights, Q4_K 144 per
+// 256, Q8_0 where rows are not a multiple of 256): bytes a token, the read bandwidth, the
+// bound in tokens/s, the decoder's tokens/s and its share of the bound.
 //
 //   attograd bench --decode --config smollm2-135m --threads 2
 #include <cstdint>

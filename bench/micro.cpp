@@ -15,6 +15,8 @@
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
 #include "autograd/ops/gemm.h"
+#include "autograd/quant/block_formats.h"
+#include "autograd/quant/unpack_kernels.h"
 #include "nn/inference.h"
 #include "nn/inference_kernels.h"
 
@@ -208,6 +210,50 @@ void decoder_rows(ag::Generator& gen, std::vector<Row>& rows) {
   }
 }
 
+// Unpacking a frozen base's blocks (autograd/quant/unpack_kernels.h) on one thread: 4 M
+// weights of Q4_K and of Q8_0 to float32 and to bfloat16, by the reference (ggml's scalar
+// arithmetic) and by the AVX-512 kernel where the CPU has it; GB/s of blocks read, and the
+// weights a second in the shape column. The decoder's Q4_K dot product beside them.
+void unpack_rows(ag::Generator& gen, std::vector<Row>& rows) {
+  using ag::quant::UnpackKernel;
+  constexpr int64_t n = int64_t{1} << 22;
+  std::vector<float> x(static_cast<size_t>(n)), f32(static_cast<size_t>(n));
+  for (auto& v : x) v = static_cast<float>(gen.normal());
+  std::vector<ag::bfloat16> bf16(static_cast<size_t>(n));
+  std::vector<UnpackKernel> kernels{UnpackKernel::reference};
+  if (ag::quant::unpack_kernel() == UnpackKernel::avx512) kernels.push_back(UnpackKernel::avx512);
+  for (const auto format : {ag::quant::BlockFormat::q4_k, ag::quant::BlockFormat::q8_0}) {
+    const ag::quant::BlockLayout& l = ag::quant::layout(format);
+    std::vector<uint8_t> blocks(static_cast<size_t>(ag::quant::row_bytes(l, n)));
+    ag::quant::quantize_rows(l, x.data(), 1, n, blocks.data());
+    const bool q4 = format == ag::quant::BlockFormat::q4_k;
+    for (const UnpackKernel k : kernels) {
+      const char* by = k == UnpackKernel::avx512 ? "AVX-512" : "reference";
+      auto row = [&](const std::string& what, double ms) {
+        rows.push_back({fmt::format("{} {}", what, by),
+                        fmt::format("4M weights, {:.2f} G weights/s", n / ms / 1e6), ms, 0,
+                        static_cast<double>(blocks.size()) / ms / 1e6});
+      };
+      row(fmt::format("unpack {} f32", l.name), median_ms([&] {
+            q4 ? ag::quant::unpack_q4_k(blocks.data(), n, f32.data(), k)
+               : ag::quant::unpack_q8_0(blocks.data(), n, f32.data(), k);
+          }));
+      row(fmt::format("unpack {} bf16", l.name), median_ms([&] {
+            q4 ? ag::quant::unpack_q4_k(blocks.data(), n, bf16.data(), k)
+               : ag::quant::unpack_q8_0(blocks.data(), n, bf16.data(), k);
+          }));
+      if (q4) {
+        volatile float sink = 0;
+        row("dot q4_k (decoder)", median_ms([&] {
+              for (int64_t r = 0; r < n / 2048; ++r)
+                sink = sink +
+                       ag::quant::dot_q4_k(x.data(), blocks.data() + r * 2048 / 256 * 144, 2048, k);
+            }));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int run_micro(int threads, bool json) {
@@ -219,6 +265,7 @@ int run_micro(int threads, bool json) {
     rows.push_back(measure(gen));
   gemm_backend_rows(gen, rows);
   decoder_rows(gen, rows);
+  unpack_rows(gen, rows);
   print_rows(rows, threads, json);
   return 0;
 }

@@ -24,10 +24,11 @@
 template <>
 struct base::ChoiceNames<nn::WeightFormat> {
   static constexpr const char* key = "--weights";
-  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 3> rows = {
+  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 4> rows = {
       {{nn::WeightFormat::fp32, "fp32"},
        {nn::WeightFormat::bf16, "bf16"},
-       {nn::WeightFormat::q8_0, "q8_0"}}};
+       {nn::WeightFormat::q8_0, "q8_0"},
+       {nn::WeightFormat::q4_k, "q4_k"}}};
 };
 
 namespace cli {
@@ -91,7 +92,8 @@ po::options_description sample_options(SampleOptions& o) {
       "1: every token sees the last context_length tokens)");
   add("weights", value_with_default(&o.weights, o.weights),
       "fp32, or bf16: the weight matrices rounded to bfloat16, half the bytes a token reads, or "
-      "q8_0: rounded to ggml's Q8_0 blocks and read as them, 1.06 bytes a weight (see "
+      "q8_0: rounded to ggml's Q8_0 blocks and read as them, 1.06 bytes a weight, or q4_k: "
+      "to Q4_K blocks, 0.56 bytes a weight (Q8_0 where rows are not a multiple of 256) (see "
       "docs/sampling.md, docs/quantization.md)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
@@ -283,6 +285,7 @@ Loaded load_for_sampling(const SampleOptions& o) {
   l.model->eval();
   if (o.weights == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*l.model);
   if (o.weights == nn::WeightFormat::q8_0) nn::round_weights_to_q8_0(*l.model);
+  if (o.weights == nn::WeightFormat::q4_k) nn::round_weights_to_q4_k(*l.model);
   return l;
 }
 

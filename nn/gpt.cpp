@@ -3,13 +3,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <optional>
+#include <stdexcept>
+#include <vector>
 
 #include "autograd/allocator.h"
+#include "autograd/parallel.h"
 #include "autograd/quant/block_formats.h"
 #include "nn/frozen_base.h"
 #include "nn/generation.h"
+#include "nn/inference.h"
 
 namespace nn {
 
@@ -217,6 +223,55 @@ void round_weights_to_q8_0(GPT& model) {
     ag::quant::quantize_rows(q8, f, rows, in, blocks.data());
     ag::quant::dequantize_row(q8, blocks.data(), p.numel(), f);
   }
+}
+
+namespace {
+
+// Rounds the rows of f [rows, in] to l's blocks until quantizing them gives them back
+// (kRounds at most: std::runtime_error beyond). Returns the rounds the slowest row took.
+int round_rows_to_fixed_blocks(float* f, int64_t rows, int64_t in,
+                               const ag::quant::BlockLayout& l) {
+  constexpr int kRounds = 8;
+  std::atomic<int> most{0};
+  ag::detail::parallel_for_items(
+      rows, 1, 40.0 * static_cast<double>(in), [&](int64_t a, int64_t b) {
+        std::vector<uint8_t> blocks(static_cast<size_t>(ag::quant::row_bytes(l, in)));
+        std::vector<float> back(static_cast<size_t>(in));
+        for (int64_t r = a; r < b; ++r) {
+          float* row = f + r * in;
+          int round = 0;
+          for (; round <= kRounds; ++round) {
+            ag::quant::quantize_row(l, row, in, blocks.data());
+            ag::quant::dequantize_row(l, blocks.data(), in, back.data());
+            if (round > 0 && std::memcmp(back.data(), row, back.size() * sizeof(float)) == 0) break;
+            std::memcpy(row, back.data(), back.size() * sizeof(float));
+          }
+          int seen = most.load();
+          while (round > seen && !most.compare_exchange_weak(seen, round)) {
+          }
+        }
+      });
+  if (most.load() > kRounds)
+    throw std::runtime_error(
+        fmt::format("{} weights: a row's values did not settle in {} rounds", l.ggml, kRounds));
+  return most.load();
+}
+
+}  // namespace
+
+int round_weights_to_q4_k(GPT& model) {
+  int most = 0;
+  for (const auto& [p, elements] : model.streamed_matrices()) {
+    if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
+    const int64_t rows = p.shape()[0], in = p.numel() / rows;
+    const ag::quant::BlockLayout& l = *decoder_blocks(WeightFormat::q4_k, in);
+    if (in % l.elements != 0)
+      throw std::invalid_argument(fmt::format(
+          "Q8_0 weights need rows of a multiple of 32 weights; a [{}] matrix has rows of {}",
+          fmt::join(p.shape(), ", "), in));
+    most = std::max(most, round_rows_to_fixed_blocks(p.data<float>(), rows, in, l));
+  }
+  return most;
 }
 
 // ------------------------------------------------------------------ the rest

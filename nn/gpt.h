@@ -103,5 +103,12 @@ void round_weights_to_bfloat16(GPT& model);
 // dequantized: quantizing the values again gives the same blocks): the model a Q8_0 decoder
 // runs exactly. Rows not a multiple of 32 weights: std::invalid_argument.
 void round_weights_to_q8_0(GPT& model);
+// The same to ggml's Q4_K blocks (Q8_0 for a matrix whose rows are not a multiple of 256
+// weights: nn::decoder_blocks), each row quantized by llama.cpp's reference and dequantized,
+// and again while quantizing the values does not give them back (Q4_K's scale search need
+// not find a block's own scales for its values; measured: docs/quantization.md), so that
+// the values are the blocks a Q4_K decoder reads. Returns the most rounds a row took (1:
+// every row's first quantization gave its values back).
+int round_weights_to_q4_k(GPT& model);
 
 }  // namespace nn

@@ -44,7 +44,7 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
                                             positions, cfg_.context_length, cfg_.context_length));
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
-  if (format == WeightFormat::q8_0) pack_q8_0();
+  if (format == WeightFormat::q8_0 || format == WeightFormat::q4_k) pack_blocks(format);
   model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
   std::sort(c_.bound.begin(), c_.bound.end(), [](const auto& a, const auto& b) {
     return std::less<const Module*>{}(a.layer, b.layer);
@@ -94,34 +94,47 @@ void CachedInference::pack_bfloat16() {
   }
 }
 
-// Q8_0 blocks of every streamed matrix, whose float32 values must be what the blocks hold
-// (round_weights_to_q8_0); blocks_ is sized once, so that the pointers stay valid.
-void CachedInference::pack_q8_0() {
-  const ag::quant::BlockLayout& q8 = ag::quant::layout(ag::quant::BlockFormat::q8_0);
+const ag::quant::BlockLayout* decoder_blocks(WeightFormat format, int64_t in) {
+  using ag::quant::BlockFormat;
+  if (format == WeightFormat::q4_k && in % 256 == 0) return &ag::quant::layout(BlockFormat::q4_k);
+  if (format == WeightFormat::q8_0 || format == WeightFormat::q4_k)
+    return &ag::quant::layout(BlockFormat::q8_0);
+  return nullptr;
+}
+
+// The blocks of every streamed matrix (decoder_blocks), whose float32 values must be what
+// the blocks hold (round_weights_to_q8_0, round_weights_to_q4_k); blocks_ is sized once,
+// so that the pointers stay valid.
+void CachedInference::pack_blocks(WeightFormat format) {
   const auto matrices = model_.streamed_matrices();
   int64_t total = 0;
-  for (const auto& matrix : matrices) total += ag::quant::row_bytes(q8, matrix.elements);
+  for (const auto& [p, elements] : matrices)
+    if (const auto* l = decoder_blocks(format, p.numel() / p.shape()[0]))
+      total += ag::quant::row_bytes(*l, elements);
   blocks_.resize(static_cast<size_t>(total));
   int64_t at = 0;
   std::vector<float> back;
   for (const auto& [p, elements] : matrices) {
     const float* f = p.const_data<float>();
     const int64_t rows = p.shape()[0], in = p.numel() / rows;
-    if (in % q8.elements != 0)
+    const ag::quant::BlockLayout& l = *decoder_blocks(format, in);
+    if (in % l.elements != 0)
       throw std::invalid_argument(fmt::format(
-          "CachedInference: Q8_0 weights need rows of a multiple of 32 weights; a [{}] matrix "
+          "CachedInference: {} weights need rows of a multiple of {} weights; a [{}] matrix "
           "has rows of {}",
-          fmt::join(p.shape(), ", "), in));
-    ag::quant::quantize_rows(q8, f, rows, in, blocks_.data() + at);
+          l.ggml, l.elements, fmt::join(p.shape(), ", "), in));
+    ag::quant::quantize_rows(l, f, rows, in, blocks_.data() + at);
     back.resize(static_cast<size_t>(p.numel()));
-    ag::quant::dequantize_row(q8, blocks_.data() + at, p.numel(), back.data());
+    ag::quant::dequantize_row(l, blocks_.data() + at, p.numel(), back.data());
     if (std::memcmp(back.data(), f, back.size() * sizeof(float)) != 0)
       throw std::invalid_argument(
-          fmt::format("CachedInference: Q8_0 weights need every streamed matrix rounded to Q8_0 "
-                      "first (nn::round_weights_to_q8_0); a [{}] matrix is not",
+          fmt::format("CachedInference: {} weights need every streamed matrix rounded to {} first "
+                      "(nn::round_weights_to_{}); a [{}] matrix is not",
+                      l.ggml, l.ggml, format == WeightFormat::q4_k ? "q4_k" : "q8_0",
                       fmt::join(p.shape(), ", ")));
-    c_.q8_0_copies.emplace_back(f, blocks_.data() + at);
-    at += ag::quant::row_bytes(q8, p.numel());
+    (l.format == ag::quant::BlockFormat::q4_k ? c_.q4_k_copies : c_.q8_0_copies)
+        .emplace_back(f, blocks_.data() + at);
+    at += ag::quant::row_bytes(l, p.numel());
   }
 }
 
@@ -166,10 +179,12 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
                         std::max(n * static_cast<double>(prefill_score_rows(P)) * T,
                                  B * static_cast<double>(cfg.n_heads) * T) +
                         B * static_cast<double>(cfg.vocab_size);
-  // the copies: 2 bytes a weight in bfloat16, 34 per 32 in Q8_0
-  const double copy_bytes = format == WeightFormat::bf16   ? 2.0
-                            : format == WeightFormat::q8_0 ? 34.0 / 32.0
-                                                           : 0.0;
+  // the copies: 2 bytes a weight in bfloat16, 34 per 32 in Q8_0 (and at most that in
+  // q4_k, whose matrices of short rows are Q8_0)
+  const double copy_bytes = format == WeightFormat::bf16 ? 2.0
+                            : format == WeightFormat::q8_0 || format == WeightFormat::q4_k
+                                ? 34.0 / 32.0
+                                : 0.0;
   const double bytes =
       floats * sizeof(float) + copy_bytes * static_cast<double>(streamed_elements(cfg));
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
@@ -180,10 +195,13 @@ void InferenceContext::bind(const Module* layer, const ag::Tensor& weight, const
   const ag::bfloat16* copy = nullptr;
   for (const auto& [from, to] : bf16_copies)
     if (from == f) copy = to;
-  const uint8_t* blocks = nullptr;
+  const uint8_t *blocks = nullptr, *q4_k = nullptr;
   for (const auto& [from, to] : q8_0_copies)
     if (from == f) blocks = to;
-  bound.push_back(Bound{layer, {f, copy, blocks}, bias.defined() ? bias.data<float>() : nullptr});
+  for (const auto& [from, to] : q4_k_copies)
+    if (from == f) q4_k = to;
+  bound.push_back(
+      Bound{layer, {f, copy, blocks, q4_k}, bias.defined() ? bias.data<float>() : nullptr});
 }
 
 void InferenceContext::unbound() {

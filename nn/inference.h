@@ -43,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "autograd/quant/block_formats.h"
 #include "nn/gpt.h"
 #include "nn/inference_context.h"
 
@@ -52,8 +53,14 @@ namespace nn {
 // bfloat16 copies of matrices rounded to bfloat16 beforehand: half the bytes, and a step
 // is bound by the bytes it reads (`sample --weights bf16`); or ggml's Q8_0 blocks of
 // matrices rounded to them beforehand (round_weights_to_q8_0): 34 bytes per 32 weights,
-// 1.06 bytes a weight (`sample --weights q8_0`, docs/quantization.md).
-enum class WeightFormat { fp32, bf16, q8_0 };
+// 1.06 bytes a weight (`sample --weights q8_0`, docs/quantization.md); or Q4_K blocks
+// (round_weights_to_q4_k), 0.5625 bytes a weight, a matrix whose rows are not a multiple of
+// 256 weights in Q8_0 instead (as llama.cpp falls back to another type for such rows).
+enum class WeightFormat { fp32, bf16, q8_0, q4_k };
+
+// The blocks a streamed matrix with rows of `in` weights is held as under `format`: Q8_0,
+// Q4_K (q4_k's rows of a multiple of 256), or null (fp32, bf16).
+const ag::quant::BlockLayout* decoder_blocks(WeightFormat format, int64_t in);
 
 // The most floats of prefill scores a thread holds at once (16 MB): a window of up to 2048
 // positions is scored whole, a longer one a block of rows at a time.
@@ -70,7 +77,8 @@ class CachedInference {
   // and must already hold bfloat16 values (round_weights_to_bfloat16), so that the copies
   // and the float32 values the prefills multiply are the same numbers; likewise with
   // WeightFormat::q8_0 into Q8_0 blocks, of matrices that hold Q8_0 values
-  // (round_weights_to_q8_0: quantizing them again gives the same blocks). batch >= 1 rows are
+  // (round_weights_to_q8_0: quantizing them again gives the same blocks), and with
+  // WeightFormat::q4_k (round_weights_to_q4_k, the same). batch >= 1 rows are
   // decoded side by side. positions (1..context_length; 0: context_length) is the longest
   // window it will hold: the cache and the scratch are sized by it, so that a few tokens
   // sampled from a model of a long context take memory for a few positions.
@@ -115,7 +123,7 @@ class CachedInference {
  private:
   void check_model() const;
   void pack_bfloat16();
-  void pack_q8_0();
+  void pack_blocks(WeightFormat format);
   void allocate_buffers();
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
   void copy_row(int64_t from, int64_t to);
@@ -129,7 +137,7 @@ class CachedInference {
   std::vector<float> row_logits_;        // step_slots' logits
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
-  std::vector<uint8_t> blocks_;       // WeightFormat::q8_0: the streamed matrices
+  std::vector<uint8_t> blocks_;       // WeightFormat::q8_0, q4_k: the streamed matrices
   InferenceContext c_;
   inference::StepPace step_pace_, prefill_pace_;
   Threads policy_ = Threads::kTimed;

@@ -54,6 +54,9 @@ struct InferenceContext {
   std::vector<std::pair<const float*, const ag::bfloat16*>> bf16_copies;
   // WeightFormat::q8_0: each streamed matrix's Q8_0 blocks, by its float32 data
   std::vector<std::pair<const float*, const uint8_t*>> q8_0_copies;
+  // WeightFormat::q4_k: each streamed matrix's Q4_K blocks (rows of a multiple of 256
+  // weights; the others' Q8_0 blocks are among q8_0_copies)
+  std::vector<std::pair<const float*, const uint8_t*>> q4_k_copies;
 
   // What a layer's inference step reads, resolved once when the decoder is made
   // (Module::bind_inference), so that a step follows no tensor to its storage: the layer's

@@ -13,6 +13,7 @@
 #include "autograd/dtype.h"
 #include "autograd/half.h"
 #include "autograd/ops.h"
+#include "autograd/quant/unpack_kernels.h"
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
@@ -335,6 +336,22 @@ void q8_0_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, con
     }
 }
 
+// y[r][o] (+)= bias[o] + x[r] . W[o] over Q4_K rows of `in` weights (ag::quant::dot_q4_k:
+// each weight dequantized in registers, the sums the float32 GEMV's over those values in
+// the order it documents).
+void q4_k_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
+                 int64_t out, float* y, int64_t ldy, bool accumulate) {
+  const int64_t row_bytes = in / 256 * 144;
+  const ag::quant::UnpackKernel kernel = ag::quant::unpack_kernel();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float v =
+          ag::quant::dot_q4_k(x + r * in, w + o * row_bytes, in, kernel) + (bias ? bias[o] : 0.0f);
+      float& to = y[r * ldy + o];
+      to = accumulate ? to + v : v;
+    }
+}
+
 }  // namespace
 
 // Rows vector_rows or fewer go through the kernels above (a step: one row per sample);
@@ -343,6 +360,7 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
             float* y, int64_t ldy, bool accumulate, int64_t vector_rows) {
   if (rows <= vector_rows) {  // never BLAS's threads: a step shares its rows out itself
     if (W.q8_0) return q8_0_linear(x, rows, in, W.q8_0, bias, out, y, ldy, accumulate);
+    if (W.q4_k) return q4_k_linear(x, rows, in, W.q4_k, bias, out, y, ldy, accumulate);
     if (W.bf16) return vector_linear(x, rows, in, W.bf16, bias, out, y, ldy, accumulate);
     return vector_linear(x, rows, in, W.f32, bias, out, y, ldy, accumulate);
   }

@@ -13,14 +13,16 @@ namespace nn::inference {
 // a bfloat16 copy holding the same values (the matrix was rounded to bfloat16 first), for
 // the steps, which then read half the bytes.
 // Or its ggml Q8_0 blocks (34 bytes per 32 weights of a row: a half scale, 32 int8 levels),
-// holding the same values.
+// holding the same values; or its Q4_K blocks (144 bytes per 256 weights).
 struct Weights {
   const float* f32 = nullptr;
   const ag::bfloat16* bf16 = nullptr;
   const uint8_t* q8_0 = nullptr;
+  const uint8_t* q4_k = nullptr;
   Weights rows_from(int64_t first, int64_t in) const {
     return {f32 + first * in, bf16 ? bf16 + first * in : nullptr,
-            q8_0 ? q8_0 + first * in / 32 * 34 : nullptr};
+            q8_0 ? q8_0 + first * in / 32 * 34 : nullptr,
+            q4_k ? q4_k + first * in / 256 * 144 : nullptr};
   }
 };
 

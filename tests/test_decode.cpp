@@ -208,6 +208,59 @@ TEST_CASE("Q8_0 rounding is a fixed point of the decoder's packing, on any threa
         nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16));
 }
 
+namespace {
+
+// A Llama-family shape whose rows are 256 and 768 weights wide (Q4_K blocks) beside the
+// default config's 64 (Q8_0 blocks under --weights q4_k).
+nn::GPTConfig q4_k_llama() {
+  nn::GPTConfig c = ag_test::llama_family_configs().front().second;
+  c.d_model = 256, c.n_heads = 8;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("Q4_K weights: cached decoding gives the rounded model's full forward", "[decode]") {
+  // The steps read the Q4_K blocks (dequantized in registers, ag::quant::dot_q4_k), the
+  // prefills and GPT::forward the float32 values the blocks hold: the same numbers.
+  auto configs = ag_test::llama_family_configs();
+  configs.resize(1);
+  configs.push_back(ag_test::decode_configs()[1]);
+  configs.emplace_back("llama 256", q4_k_llama());
+  for (const auto& [name, cfg] : configs) {
+    INFO(name);
+    const auto model_ptr = ag_test::sharp_model(cfg, 7);
+    CHECK(nn::round_weights_to_q4_k(*model_ptr) <= 3);
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 3);
+    for (int64_t from : {int64_t{1}, cfg.context_length / 2 + 1}) {
+      INFO("prefill of " << from << " positions");
+      CHECK(max_step_error(*model_ptr, row, from, nn::WeightFormat::q4_k) < 1.0);
+    }
+  }
+}
+
+TEST_CASE("Q4_K rounding is a fixed point of the decoder's packing, on any thread count",
+          "[decode]") {
+  const nn::GPTConfig cfg = q4_k_llama();
+  const auto model_ptr = ag_test::sharp_model(cfg, 2);
+  nn::GPT& model = *model_ptr;
+  CHECK_THROWS_WITH(nn::CachedInference(model, 1, nn::WeightFormat::q4_k),
+                    Catch::Contains("rounded to Q4_K first"));
+  const ag::Tensor first = model.streamed_matrices().front().weight;
+  const std::vector<double> before = first.to_vector();
+  nn::round_weights_to_q4_k(model);
+  CHECK(first.to_vector() != before);  // rounded
+  std::map<std::string, std::vector<double>> once;
+  for (const auto& [name, p] : model.named_parameters()) once[name] = p.to_vector();
+  CHECK(nn::round_weights_to_q4_k(model) == 1);  // and rounding again changes nothing
+  for (const auto& [name, p] : model.named_parameters()) CHECK(p.to_vector() == once.at(name));
+  const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 8);
+  using P = nn::CachedInference::Threads;
+  const std::vector<float> one = step_logits(model, row, 1, P::kTimed, nn::WeightFormat::q4_k);
+  CHECK(one == step_logits(model, row, 2, P::kTeam, nn::WeightFormat::q4_k));
+  CHECK(one == step_logits(model, row, 2, P::kOne, nn::WeightFormat::q4_k));
+}
+
 TEST_CASE("one wrong cached position moves the logits far beyond the tolerance", "[decode]") {
   // What the comparison above catches: a cache holding another token's key and value at
   // one position, or every position shifted by one, moves the logits by hundreds of

@@ -31,6 +31,18 @@ inline int nearest_int(float f) {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
+// Q4_K's and Q5_K's sub-block j's 6-bit scale and min from their 12 bytes q: j < 4 in the
+// low 6 bits of bytes j and j + 4; j >= 4 in byte j + 4's nibbles, with their top 2 bits in
+// the top 2 bits of bytes j - 4 (scale) and j (min) (ggml's get_scale_min_k4).
+inline void scale_min_k4(int j, const uint8_t* q, int& scale, int& min) {
+  if (j < 4) {
+    scale = q[j] & 63, min = q[j + 4] & 63;
+  } else {
+    scale = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // llama.cpp's scale searches (see scale_search.cpp)
 // A scale and a minimum for n weights with levels 0..nmax: L the levels, *negated_min the
 // minimum's negation; the scale that lowers the weighted squared error over nstep + 1 trial

@@ -16,18 +16,6 @@ constexpr int kSuper = 256;
 // Q4_K and Q5_K: d (half), dmin (half), 12 bytes of scales, then the levels.
 constexpr int kScalesAt = 4, kLevelsAt4 = 16, kHighAt5 = 16, kLevelsAt5 = 48;
 
-// Sub-block j's 6-bit scale and min from the 12 bytes: j < 4 in the low 6 bits of bytes j
-// and j + 4; j >= 4 in byte j + 4's nibbles, with their top 2 bits in the top 2 bits of
-// bytes j - 4 (scale) and j (min) (ggml's get_scale_min_k4).
-void scale_min_k4(int j, const uint8_t* q, int& scale, int& min) {
-  if (j < 4) {
-    scale = q[j] & 63, min = q[j + 4] & 63;
-  } else {
-    scale = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 void pack_scale_min_k4(const uint8_t* ls, const uint8_t* lm, uint8_t* q) {
   for (int j = 0; j < 8; ++j) {
     if (j < 4) {

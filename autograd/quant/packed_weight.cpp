@@ -10,6 +10,7 @@
 
 #include "autograd/parallel.h"
 #include "autograd/quant/block_formats.h"
+#include "autograd/quant/unpack_kernels.h"
 
 namespace ag::quant {
 
@@ -19,22 +20,30 @@ template <BlockFormat F>
 void pack_blocks(const float* x, int64_t n, uint8_t* out) {
   quantize_row(layout(F), x, n, out);
 }
-template <BlockFormat F>
-void unpack_blocks(const uint8_t* in, int64_t n, float* out) {
-  dequantize_row(layout(F), in, n, out);
-}
 void pack_bf16(const float* x, int64_t n, uint8_t* out) {
   to_bfloat16(x, reinterpret_cast<bfloat16*>(out), n);
 }
 void unpack_bf16(const uint8_t* in, int64_t n, float* out) {
   from_bfloat16(reinterpret_cast<const bfloat16*>(in), out, n);
 }
+void copy_bf16(const uint8_t* in, int64_t n, bfloat16* out) {
+  std::memcpy(out, in, static_cast<size_t>(n) * sizeof(bfloat16));
+}
+// the blocks unpacked by unpack_kernels.h's fastest kernel for the CPU
+template <typename T>
+void unpack_q8_0(const uint8_t* in, int64_t n, T* out) {
+  quant::unpack_q8_0(in, n, out);
+}
+template <typename T>
+void unpack_q4_k(const uint8_t* in, int64_t n, T* out) {
+  quant::unpack_q4_k(in, n, out);
+}
 
 // BasePrecision's values index it (fp32 packs nothing: no row)
 constexpr PackedFormat kPacked[] = {
-    {"bf16", 1, 2, pack_bf16, unpack_bf16},
-    {"q8_0", 32, 34, pack_blocks<BlockFormat::q8_0>, unpack_blocks<BlockFormat::q8_0>},
-    {"q4_k", 256, 144, pack_blocks<BlockFormat::q4_k>, unpack_blocks<BlockFormat::q4_k>},
+    {"bf16", 1, 2, pack_bf16, unpack_bf16, copy_bf16},
+    {"q8_0", 32, 34, pack_blocks<BlockFormat::q8_0>, unpack_q8_0<float>, unpack_q8_0<bfloat16>},
+    {"q4_k", 256, 144, pack_blocks<BlockFormat::q4_k>, unpack_q4_k<float>, unpack_q4_k<bfloat16>},
 };
 
 void check_packable(const Tensor& t, const PackedFormat& f) {
@@ -162,18 +171,17 @@ void unpack_rows(const Tensor& t, int64_t r0, int64_t r1, DType dtype, void* out
   const int64_t width = t.shape()[1], row_bytes = packed_row_bytes(f, width);
   const uint8_t* in = packed_bytes(t).data();
   detail::parallel_for_items(r1 - r0, 1, static_cast<double>(width) * 4, [&](int64_t a, int64_t b) {
-    std::vector<float> row(dtype == DType::Float32 ? 0 : width);
+    std::vector<float> row(dtype == DType::Float64 ? width : 0);
     for (int64_t i = a; i < b; ++i) {
       const uint8_t* src = in + (r0 + i) * row_bytes;
       if (dtype == DType::Float32) {
         f.unpack(src, width, static_cast<float*>(out) + i * width);
-        continue;
-      }
-      f.unpack(src, width, row.data());
-      if (dtype == DType::BFloat16)
-        to_bfloat16(row.data(), static_cast<bfloat16*>(out) + i * width, width);
-      else
+      } else if (dtype == DType::BFloat16) {
+        f.unpack_bf16(src, width, static_cast<bfloat16*>(out) + i * width);
+      } else {
+        f.unpack(src, width, row.data());
         for (int64_t c = 0; c < width; ++c) static_cast<double*>(out)[i * width + c] = row[c];
+      }
     }
   });
 }

@@ -36,6 +36,8 @@ struct PackedFormat {
   // n weights (a multiple of elements) packed, and unpacked to float32 (exact)
   void (*pack)(const float* x, int64_t n, uint8_t* out);
   void (*unpack)(const uint8_t* in, int64_t n, float* out);
+  // the same unpacked to bfloat16 (unpack's floats rounded), without a float32 row between
+  void (*unpack_bf16)(const uint8_t* in, int64_t n, bfloat16* out);
 };
 
 std::span<const PackedFormat> packed_formats();

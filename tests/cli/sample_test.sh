@@ -31,7 +31,8 @@ cache_equals_no_cache)
   for opts in "--temperature 0" "--seed 3" "--seed 4 --top-k 5 --top-p 0.9 --num-samples 3" \
               "--temperature 0 --slide 1" "--seed 5 --slide 3 --prompt naïve" \
               "--temperature 0 --weights bf16" "--seed 6 --num-samples 2 --weights bf16" \
-              "--temperature 0 --weights q8_0" "--seed 7 --num-samples 2 --weights q8_0"; do
+              "--temperature 0 --weights q8_0" "--seed 7 --num-samples 2 --weights q8_0" \
+              "--temperature 0 --weights q4_k"; do
     # shellcheck disable=SC2086
     sample run.h5 --tokens 60 $opts > cached.txt
     grep -q "key/value cache" stats.txt || fail "no tokens/s line on stderr: $(cat stats.txt)"
@@ -43,7 +44,7 @@ cache_equals_no_cache)
   done
   # bfloat16 and Q8_0 weights sample from a (slightly) different model: meaningful only if
   # the text differs somewhere from float32's over a few seeds
-  for weights in bf16 q8_0; do
+  for weights in bf16 q8_0 q4_k; do
     differs=0
     for seed in 1 2 3 4 5; do
       sample run.h5 --tokens 200 --seed "$seed" > f32.txt
@@ -52,6 +53,24 @@ cache_equals_no_cache)
     done
     [ "$differs" -eq 1 ] || fail "--weights $weights gave float32's samples for 5 seeds: not applied?"
   done
+  # rows of 256 weights and more are Q4_K blocks under --weights q4_k (the model above has
+  # none: all Q8_0): the cache still equals the full window, and the text is not Q8_0's
+  train_small wide.h5 --d-model 256 --n-heads 4 --steps 30
+  for opts in "--temperature 0" "--seed 8 --num-samples 2"; do
+    # shellcheck disable=SC2086
+    sample wide.h5 --tokens 40 $opts --weights q4_k > cached.txt
+    # shellcheck disable=SC2086
+    sample wide.h5 --tokens 40 $opts --weights q4_k --no-cache > full.txt
+    cmp -s cached.txt full.txt ||
+      fail "'$opts --weights q4_k': the cache changed the text: $(diff cached.txt full.txt | head -4)"
+  done
+  differs=0
+  for seed in 1 2 3 4 5; do
+    sample wide.h5 --tokens 100 --seed "$seed" --weights q8_0 > q8.txt
+    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k > q4.txt
+    cmp -s q8.txt q4.txt || differs=1
+  done
+  [ "$differs" -eq 1 ] || fail "--weights q4_k gave Q8_0's samples for 5 seeds: no Q4_K blocks?"
   ;;
 streams)
   # Tokens reach stdout as they are made: the file grows while the sampler runs.
@@ -90,7 +109,7 @@ options)
   sample run.h5 --tokens 9223372036854775807 --max-time 0.5 > /dev/null ||
     fail "--tokens 9223372036854775807 failed: $(cat stats.txt)"
   expect_usage_error "--prompt: character 'Ω' (U+03A9)" "$bin" sample --checkpoint run.h5 --prompt "aΩ"
-  expect_usage_error "--weights must be 'fp32', 'bf16' or 'q8_0', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
+  expect_usage_error "--weights must be 'fp32', 'bf16', 'q8_0' or 'q4_k', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
   ;;
 stop_and_samples)
   train_small run.h5

@@ -1,0 +1,222 @@
+// Compiled with -ffp-contract=off (autograd/CMakeLists.txt): GCC's intrinsics are vector
+// arithmetic it may fuse, and a fused d sc q - dmin m would round once where ggml rounds twice.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns of the undefined vectors inside its own AVX-512 intrinsics when they are
+// inlined into a function of another target (a false positive: they are written before use)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "autograd/quant/unpack_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "autograd/quant/block_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+// Compiled for AVX-512 whatever the build targets; run only where the CPU has it.
+#define AG_UNPACK_TARGET __attribute__((target("avx512f,avx512bw")))
+#endif
+
+namespace ag::quant {
+
+namespace {
+
+constexpr int64_t kQ4K = 256, kQ4KBytes = 144, kQ80 = 32, kQ80Bytes = 34;
+
+// A Q4_K block's 8 sub-block scales d sc and minimums dmin m, as the reference computes them.
+void q4_k_scales(const uint8_t* b, float* d1, float* m1) {
+  const float d = blocks::load_half(b), dmin = blocks::load_half(b + 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    blocks::scale_min_k4(j, b + 4, sc, m);
+    d1[j] = d * static_cast<float>(sc), m1[j] = dmin * static_cast<float>(m);
+  }
+}
+
+// The reference: the format table's floats, then rounded one by one.
+template <void (*Dequantize)(const uint8_t*, float*), int64_t Elements, int64_t Bytes>
+void reference_bf16(const uint8_t* in, int64_t n, bfloat16* out) {
+  float y[Elements];
+  for (int64_t b = 0; b < n / Elements; ++b) {
+    Dequantize(in + b * Bytes, y);
+    for (int64_t i = 0; i < Elements; ++i) out[b * Elements + i] = bfloat16(y[i]);
+  }
+}
+
+#if defined(__x86_64__)
+
+// Sixteen floats to bfloat16 as bf16_bits_from_f32_bits does: a NaN keeps its top bits and
+// is made quiet; anything else rounds to nearest, ties to even (subnormals too).
+AG_UNPACK_TARGET inline void store(bfloat16* p, __m512 f) {
+  const __m512i u = _mm512_castps_si512(f);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  const __m512i bits = _mm512_mask_mov_epi32(rounded, nan, quiet);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bits));
+}
+AG_UNPACK_TARGET inline void store(float* p, __m512 f) {
+  _mm512_storeu_ps(p, f);
+}
+
+// d1 q - m1 for 16 levels q (int32 lanes): a product, then a difference, as the reference.
+AG_UNPACK_TARGET inline __m512 scaled(__m512i q, float d1, float m1) {
+  return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d1), _mm512_cvtepi32_ps(q)),
+                       _mm512_set1_ps(m1));
+}
+
+// One Q4_K block: sub-blocks 2j and 2j + 1 (64 weights) in the low and high nibbles of the
+// 32 bytes at 16 + 32 j, 16 bytes (16 weights of each) at a time.
+template <typename T>
+AG_UNPACK_TARGET void q4_k_block_avx512(const uint8_t* b, T* y) {
+  float d1[8], m1[8];
+  q4_k_scales(b, d1, m1);
+  const __m512i low4 = _mm512_set1_epi32(0x0f);
+  for (int j = 0; j < 4; ++j)
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 + 32 * j + 16 * h)));
+      T* at = y + 64 * j + 16 * h;
+      store(at, scaled(_mm512_and_si512(q, low4), d1[2 * j], m1[2 * j]));
+      store(at + 32, scaled(_mm512_srli_epi32(q, 4), d1[2 * j + 1], m1[2 * j + 1]));
+    }
+}
+
+// One Q8_0 block: q d (q first, as the reference multiplies).
+template <typename T>
+AG_UNPACK_TARGET void q8_0_block_avx512(const uint8_t* b, T* y) {
+  const __m512 d = _mm512_set1_ps(blocks::load_half(b));
+  for (int h = 0; h < 2; ++h) {
+    const __m512i q =
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * h)));
+    store(y + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
+  }
+}
+
+template <typename T>
+AG_UNPACK_TARGET void q4_k_avx512(const uint8_t* in, int64_t n, T* out) {
+  for (int64_t b = 0; b < n / kQ4K; ++b) q4_k_block_avx512(in + b * kQ4KBytes, out + b * kQ4K);
+}
+template <typename T>
+AG_UNPACK_TARGET void q8_0_avx512(const uint8_t* in, int64_t n, T* out) {
+  for (int64_t b = 0; b < n / kQ80; ++b) q8_0_block_avx512(in + b * kQ80Bytes, out + b * kQ80);
+}
+
+// Sub-blocks 2j and 2j + 1 of a Q4_K block dequantized in registers and multiplied into the
+// sums: bytes 16 h..16 h + 15 of the pair's 32 hold weights 16 h.. of both (low and high
+// nibbles), so h = 0 goes to `low` and h = 1 to `high`, sub-block 2j before 2j + 1.
+AG_UNPACK_TARGET inline void q4_k_pair_dot(const uint8_t* qs, const float* x, float d0, float m0,
+                                           float d1, float m1, __m512& low, __m512& high) {
+  const __m512i low4 = _mm512_set1_epi32(0x0f);
+  __m512* sums[2] = {&low, &high};
+  for (int h = 0; h < 2; ++h) {
+    const __m512i q =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h)));
+    *sums[h] = _mm512_fmadd_ps(scaled(_mm512_and_si512(q, low4), d0, m0),
+                               _mm512_loadu_ps(x + 16 * h), *sums[h]);
+    *sums[h] = _mm512_fmadd_ps(scaled(_mm512_srli_epi32(q, 4), d1, m1),
+                               _mm512_loadu_ps(x + 32 + 16 * h), *sums[h]);
+  }
+}
+
+AG_UNPACK_TARGET float dot_q4_k_avx512(const float* x, const uint8_t* w, int64_t n) {
+  __m512 low = _mm512_setzero_ps(), high = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQ4K; ++b) {
+    const uint8_t* block = w + b * kQ4KBytes;
+    float d1[8], m1[8];
+    q4_k_scales(block, d1, m1);
+    for (int j = 0; j < 4; ++j)
+      q4_k_pair_dot(block + 16 + 32 * j, x + b * kQ4K + 64 * j, d1[2 * j], m1[2 * j], d1[2 * j + 1],
+                    m1[2 * j + 1], low, high);
+  }
+  alignas(64) float l[16], h[16];
+  _mm512_store_ps(l, low);
+  _mm512_store_ps(h, high);
+  float s = 0;
+  for (int i = 0; i < 16; ++i) s += l[i] + h[i];
+  return s;
+}
+
+#endif
+
+// The same sums in scalar code: a block dequantized by the reference, one fused
+// multiply-add per weight into its lane.
+float dot_q4_k_reference(const float* x, const uint8_t* w, int64_t n) {
+  float low[16] = {}, high[16] = {}, y[kQ4K];
+  for (int64_t b = 0; b < n / kQ4K; ++b) {
+    blocks::dequantize_q4_k(w + b * kQ4KBytes, y);
+    for (int k = 0; k < 8; ++k)
+      for (int i = 0; i < 16; ++i) {
+        low[i] = std::fma(y[32 * k + i], x[b * kQ4K + 32 * k + i], low[i]);
+        high[i] = std::fma(y[32 * k + 16 + i], x[b * kQ4K + 32 * k + 16 + i], high[i]);
+      }
+  }
+  float s = 0;
+  for (int i = 0; i < 16; ++i) s += low[i] + high[i];
+  return s;
+}
+
+bool avx512(UnpackKernel k) {
+#if defined(__x86_64__)
+  return k == UnpackKernel::avx512;
+#else
+  (void)k;
+  return false;
+#endif
+}
+
+}  // namespace
+
+UnpackKernel unpack_kernel() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  if (has) return UnpackKernel::avx512;
+#endif
+  return UnpackKernel::reference;
+}
+
+float dot_q4_k(const float* x, const uint8_t* w, int64_t n, UnpackKernel k) {
+#if defined(__x86_64__)
+  if (avx512(k)) return dot_q4_k_avx512(x, w, n);
+#endif
+  return dot_q4_k_reference(x, w, n);
+}
+
+void unpack_q4_k(const uint8_t* in, int64_t n, float* out, UnpackKernel k) {
+#if defined(__x86_64__)
+  if (avx512(k)) return q4_k_avx512(in, n, out);
+#endif
+  for (int64_t b = 0; b < n / kQ4K; ++b)
+    blocks::dequantize_q4_k(in + b * kQ4KBytes, out + b * kQ4K);
+}
+
+void unpack_q4_k(const uint8_t* in, int64_t n, bfloat16* out, UnpackKernel k) {
+#if defined(__x86_64__)
+  if (avx512(k)) return q4_k_avx512(in, n, out);
+#endif
+  reference_bf16<blocks::dequantize_q4_k, kQ4K, kQ4KBytes>(in, n, out);
+}
+
+void unpack_q8_0(const uint8_t* in, int64_t n, float* out, UnpackKernel k) {
+#if defined(__x86_64__)
+  if (avx512(k)) return q8_0_avx512(in, n, out);
+#endif
+  for (int64_t b = 0; b < n / kQ80; ++b)
+    blocks::dequantize_q8_0(in + b * kQ80Bytes, out + b * kQ80);
+}
+
+void unpack_q8_0(const uint8_t* in, int64_t n, bfloat16* out, UnpackKernel k) {
+#if defined(__x86_64__)
+  if (avx512(k)) return q8_0_avx512(in, n, out);
+#endif
+  reference_bf16<blocks::dequantize_q8_0, kQ80, kQ80Bytes>(in, n, out);
+}
+
+}  // namespace ag::quant

@@ -1,0 +1,37 @@
+#pragma once
+// Fast unpacking of a frozen base's blocks (packed_weight.h) and the decoder's block rows:
+// rows of Q4_K or Q8_0 blocks to float32 or bfloat16 by AVX-512 where the CPU has it
+// (chosen at run time, whatever the build targets), by the format table's reference
+// arithmetic (block_formats.h, ggml's dequantize_row_*) otherwise. Every kernel gives the
+// reference's floats bit for bit (the same products and differences, one rounding each: the
+// file is compiled without contraction), and bfloat16 as ag::to_bfloat16 rounds those floats
+// (ties to even, NaN kept quiet, subnormals kept: not the CPU's VCVTNEPS2BF16, which
+// flushes them). tests/test_unpack_kernels.cpp holds both kernels to the reference.
+#include <cstdint>
+
+#include "autograd/bfloat16.h"
+
+namespace ag::quant {
+
+enum class UnpackKernel : uint8_t { reference, avx512 };
+
+// The kernel this CPU runs (avx512 where it has AVX-512 F and BW).
+UnpackKernel unpack_kernel();
+
+// n weights (a whole number of blocks) of Q4_K (256 weights, 144 bytes a block) or Q8_0
+// (32 weights, 34 bytes) from `in`.
+void unpack_q4_k(const uint8_t* in, int64_t n, float* out, UnpackKernel k = unpack_kernel());
+void unpack_q4_k(const uint8_t* in, int64_t n, bfloat16* out, UnpackKernel k = unpack_kernel());
+void unpack_q8_0(const uint8_t* in, int64_t n, float* out, UnpackKernel k = unpack_kernel());
+void unpack_q8_0(const uint8_t* in, int64_t n, bfloat16* out, UnpackKernel k = unpack_kernel());
+
+// x . w for one row w of n weights of Q4_K blocks (n a whole number of blocks): the
+// decoder's GEMV (`sample --weights q4_k`), each weight dequantized in registers as
+// unpack_q4_k gives it, times x[i], added into 32 sums by one fused multiply-add each:
+// lane i of `low` takes weights 32 k + i, lane i of `high` 32 k + 16 + i, sub-block k after
+// sub-block (k = 0, 1, ...); the result is sum over i = 0..15 of (low[i] + high[i]), in that
+// order from 0. The same bits by either kernel: a float32 GEMV over the dequantized weights
+// in that order (tests/test_unpack_kernels.cpp), as the Q8_0 GEMV pairs its 32 weights.
+float dot_q4_k(const float* x, const uint8_t* w, int64_t n, UnpackKernel k = unpack_kernel());
+
+}  // namespace ag::quant
