@@ -211,6 +211,21 @@ struct StepOptions {
   bool overwrite = false;         // --save-checkpoint may replace what is there
 };
 
+// The plan's activation terms of at least a twentieth of the activations, largest first,
+// and a packed base's unpacking scratch: where a step's memory goes.
+void print_largest_terms(const nlohmann::json& budget) {
+  std::vector<std::pair<double, std::string>> terms;
+  const double total = budget["plan_activations_mb"].get<double>();
+  for (const auto& [name, mb] : budget["plan_activation_terms"].items())
+    if (mb.get<double>() >= total / 20) terms.emplace_back(mb.get<double>(), name);
+  std::sort(terms.rbegin(), terms.rend());
+  std::string line;
+  for (const auto& [mb, name] : terms)
+    line += fmt::format("{}{} {:.1f}", line.empty() ? "" : "; ", name, mb);
+  fmt::print("largest activation terms (MB): {}; base unpacking scratch {:.1f} MB\n", line,
+             budget["plan_base_scratch_mb"].get<double>());
+}
+
 // load_cpu: the core a --background-load process spun on, -1 without one.
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
                   const StepTimes& t, int load_cpu, const nlohmann::json& budget) {
@@ -246,7 +261,9 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"background_load", load_cpu >= 0},
                                 {"background_load_cpu", load_cpu},
                                 {"plan_state_mb", budget.at("plan_state_mb")},
-                                {"plan_activations_mb", budget.at("plan_activations_mb")}}
+                                {"plan_activations_mb", budget.at("plan_activations_mb")},
+                                {"plan_activation_terms", budget.at("plan_activation_terms")},
+                                {"plan_base_scratch_mb", budget.at("plan_base_scratch_mb")}}
                      .dump()
               << std::endl;
     return;
@@ -271,6 +288,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
   fmt::print("memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it\n",
              budget["plan_state_mb"].get<double>(), budget["plan_activations_mb"].get<double>(),
              peak_rss_mb() / planned);
+  print_largest_terms(budget);
 }
 
 BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int processes,
