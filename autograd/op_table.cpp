@@ -630,6 +630,30 @@ std::vector<Row> cross_entropy_rows() {
   return rows;
 }
 
+// The head's loss without its logits: x [..., K], W [V, K], targets; chunks of 0 (one
+// chunk: all rows), 2 and 1 rows, and ignored targets among them.
+std::vector<Row> linear_cross_entropy_rows() {
+  auto head = [](Shape x, int64_t V, int64_t ignore) {
+    Shape t(x.begin(), x.end() - 1);
+    return Inputs{f(x), f({V, x.back()}), ints(t, targets(V, ignore))};
+  };
+  const std::string twin =
+      "F.cross_entropy(F.linear(x[0], x[1]).reshape(-1, x[1].shape[0]), x[2].reshape(-1), "
+      "ignore_index={})";
+  std::vector<Row> rows;
+  for (const int64_t chunk : {0, 2, 1})
+    for (const int64_t ignore : {-100, 2})
+      rows.push_back(
+          {"softmax", fmt::format("linear_cross_entropy chunk {} ignore {}", chunk, ignore),
+           fmt::format(fmt::runtime(twin), ignore), one([chunk, ignore](In x) {
+             return ag::linear_cross_entropy(x[0], x[1], x[2], ignore, chunk);
+           }),
+           Sweep{head({2, 3, 4}, 5, ignore), head({5, 3}, 7, ignore), head({1, 6}, 3, ignore)} +
+               in_layouts({f({3, 4}), f({6, 4}),
+                           ints({3}, constant({5, static_cast<double>(ignore), 1}))})});
+  return rows;
+}
+
 std::vector<Row> embedding_rows() {
   auto table = [](int64_t vocab, int64_t dim, Shape id_shape, Layout layout = Layout::contiguous) {
     return Inputs{f({vocab, dim}, normal(), layout), ints(id_shape, ids(vocab))};
@@ -871,8 +895,8 @@ std::vector<Row> join_rows() {
 }
 
 std::vector<Row> softmax_rows() {
-  return concat(
-      {masked_fill_rows(), plain_softmax_rows(), masked_softmax_rows(), cross_entropy_rows()});
+  return concat({masked_fill_rows(), plain_softmax_rows(), masked_softmax_rows(),
+                 cross_entropy_rows(), linear_cross_entropy_rows()});
 }
 
 std::vector<Row> layer_rows() {

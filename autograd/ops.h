@@ -92,6 +92,21 @@ Tensor log_softmax(const Tensor& a, int64_t dim);
 // int64 targets [...]; mean over targets that are not ignore_index (0 when all are).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 
+// ---- the head's loss without its logits (ops/linear_cross_entropy.cpp)
+// cross_entropy(linear(x, weight), targets, ignore_index) for x [..., K], weight [V, K]
+// (float, or packed: a frozen base's, quant/packed_weight.h) and targets [...], computed
+// chunk_rows rows of x at a time (0: linear_cross_entropy_rows(V)): the [rows, V] logits and
+// their gradient are never held whole. Recorded, the gradients of x and a trainable weight
+// are computed by forward, chunk by chunk, and backward scales them by the loss's gradient.
+// With one chunk every result equals the unfused ops' bit for bit; with more, dW sums the
+// chunks' products (a float rounding apart), the loss and dx are the same sums per row.
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
+                            int64_t ignore_index = -100, int64_t chunk_rows = 0);
+// The float32 logits a chunk holds at most (with, under bf16, their gradient's rounded copy
+// beside them: half as much again), and the rows a chunk takes for V classes.
+inline constexpr int64_t kLinearCrossEntropyChunkBytes = int64_t{64} << 20;
+int64_t linear_cross_entropy_rows(int64_t classes);
+
 // ---- layers' primitives (ops/embedding.cpp, ops/layer_norm.cpp, ops/dropout.cpp)
 // Rows of weight [V, C] picked by int64 ids [...] -> [..., C]; backward scatter-adds (into
 // a leaf weight's gradient, row by row, when it already holds one: a tied head's).

@@ -211,11 +211,30 @@ struct StepOptions {
   bool overwrite = false;         // --save-checkpoint may replace what is there
 };
 
+// The memory plan beside the peak RSS, then its activation terms of at least a twentieth of
+// the activations, largest first, and a packed base's unpacking scratch: where a step's
+// memory goes.
+void print_memory_plan(const nlohmann::json& budget) {
+  const double planned =
+      budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>();
+  fmt::print("memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it\n",
+             budget["plan_state_mb"].get<double>(), budget["plan_activations_mb"].get<double>(),
+             peak_rss_mb() / planned);
+  std::vector<std::pair<double, std::string>> terms;
+  const double total = budget["plan_activations_mb"].get<double>();
+  for (const auto& [name, mb] : budget["plan_activation_terms"].items())
+    if (mb.get<double>() >= total / 20) terms.emplace_back(mb.get<double>(), name);
+  std::sort(terms.rbegin(), terms.rend());
+  std::string line;
+  for (const auto& [mb, name] : terms)
+    line += fmt::format("{}{} {:.1f}", line.empty() ? "" : "; ", name, mb);
+  fmt::print("largest activation terms (MB): {}; base unpacking scratch {:.1f} MB\n", line,
+             budget["plan_base_scratch_mb"].get<double>());
+}
+
 // load_cpu: the core a --background-load process spun on, -1 without one.
 void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int64_t parameters,
                   const StepTimes& t, int load_cpu, const nlohmann::json& budget) {
-  const double dropout = o.dropout;
-  const int threads = o.threads;
   const double median = StepTimes::median(t.total);
   const double tokens_per_s = processes * c.batch * c.tokens() / (median / 1e3);
   const double gflops = processes * step_flops(c) / (median / 1e3) / 1e9;
@@ -223,8 +242,8 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
   if (o.json) {
     std::cout << nlohmann::json{{"impl", "attograd"},
                                 {"config", c.name},
-                                {"dropout", dropout},
-                                {"threads", threads},
+                                {"dropout", o.dropout},
+                                {"threads", o.threads},
                                 {"precision", base::choice_name(o.precision)},
                                 {"processes", processes},
                                 {"ms_per_step", median},
@@ -246,7 +265,9 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"background_load", load_cpu >= 0},
                                 {"background_load_cpu", load_cpu},
                                 {"plan_state_mb", budget.at("plan_state_mb")},
-                                {"plan_activations_mb", budget.at("plan_activations_mb")}}
+                                {"plan_activations_mb", budget.at("plan_activations_mb")},
+                                {"plan_activation_terms", budget.at("plan_activation_terms")},
+                                {"plan_base_scratch_mb", budget.at("plan_base_scratch_mb")}}
                      .dump()
               << std::endl;
     return;
@@ -260,17 +281,13 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       o.base_precision != ag::quant::BasePrecision::fp32
           ? fmt::format(" over a {} base", base::choice_name(o.base_precision))
           : "",
-      base::choice_name(o.precision), dropout, processes, processes == 1 ? "" : "es", threads,
+      base::choice_name(o.precision), o.dropout, processes, processes == 1 ? "" : "es", o.threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
       tokens_per_s, gflops, peak_rss_mb(),
       load_cpu >= 0 ? fmt::format(" | a busy process on CPU {}", load_cpu) : "",
       t.reduced_team > 0 ? fmt::format(" | {} steps on fewer threads", t.reduced_team) : "");
-  const double planned =
-      budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>();
-  fmt::print("memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it\n",
-             budget["plan_state_mb"].get<double>(), budget["plan_activations_mb"].get<double>(),
-             peak_rss_mb() / planned);
+  print_memory_plan(budget);
 }
 
 BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int processes,

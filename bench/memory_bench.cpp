@@ -41,10 +41,15 @@ nlohmann::json step_budget(const train::RunConfig& of, int64_t batch, int64_t to
   run.batch_size = batch;
   const train::MemoryPlan plan = train::plan_memory(run, parameters, 0, 1, trainable);
   const double mb = 1024.0 * 1024.0;
+  nlohmann::json terms = nlohmann::json::object();
+  for (const auto& [name, bytes] : plan.activation_terms)
+    terms[name] = static_cast<double>(bytes) / mb;
   return {{"plan_state_mb", static_cast<double>(plan.parameters + plan.gradients + plan.optimizer +
                                                 plan.weight_copies) /
                                 mb},
           {"plan_activations_mb", static_cast<double>(plan.activations) / mb},
+          {"plan_activation_terms", terms},
+          {"plan_base_scratch_mb", static_cast<double>(plan.base_scratch) / mb},
           {"plan_tensor_bytes", plan.tensor_bytes()}};
 }
 

@@ -16,8 +16,10 @@ namespace bench {
 // The memory plan (train/memory_plan.h) of a step of `run`'s model (and frozen base) on
 // batches of `batch` sequences of `tokens` tokens, AdamW over `trainable` of its
 // `parameters`, in MB: {"plan_state_mb": parameters + gradients + optimizer state (+ the
-// bf16 weight copies under precision bf16), "plan_activations_mb", "plan_tensor_bytes" (all
-// its tensor storage, MemoryPlan::tensor_bytes: the allocator's cache budget)}.
+// bf16 weight copies under precision bf16), "plan_activations_mb", "plan_activation_terms"
+// (the activations by term, MB), "plan_base_scratch_mb" (a packed base's unpacking scratch),
+// "plan_tensor_bytes" (all its tensor storage, MemoryPlan::tensor_bytes: the allocator's
+// cache budget)}.
 nlohmann::json step_budget(const train::RunConfig& run, int64_t batch, int64_t tokens,
                            int64_t parameters, int64_t trainable, ag::Precision precision);
 

@@ -24,13 +24,16 @@ struct Footprint {
   // from step to step (ag::Bf16WeightCopies), and the GEMMs' inputs are rounded copies
   bool bf16;
   double weight_copy_bytes = 0;  // those copies, once per model
+  int64_t batch = 1;             // sequences a step: the rows a chunked loss takes depend on it
 
   struct Term {
     std::string name;  // "blocks.*.attn: q, k, v and output by head"
     double bytes;      // per token, except per_step's
   };
-  std::vector<Term> saved;     // kept from forward until backward, every term at once
-  Term backward_peak{"", 0};   // the largest a layer's backward allocates, one at a time
+  std::vector<Term> saved;  // kept from forward until backward, every term at once
+  // the largest a layer allocates for a moment while the saved terms are held, one at a time:
+  // a backward, or the chunked loss's forward (nn/head.cpp)
+  Term backward_peak{"", 0};
   std::vector<Term> per_step;  // kept for backward once per step, whatever the tokens (bytes)
   double forward_flops_per_token = 0;  // multiply-adds x 2, as nanoGPT and PaLM count them
 

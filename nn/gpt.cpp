@@ -149,6 +149,10 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
   for (const auto& block : *blocks) h = block->forward(h);
   h = ln_f->forward(h);
   Output out;
+  // with targets, a head that can computes the loss without holding the logits (the LM
+  // head's [B, T, V] are the largest activation of a large-vocabulary model)
+  if (targets.defined()) out.loss = head_->loss_from_states(h, targets);
+  if (out.loss.defined()) return out;
   out.logits = head_->forward(h, lengths);
   if (targets.defined()) out.loss = head_->loss(out.logits, targets);
   return out;

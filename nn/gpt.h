@@ -42,8 +42,10 @@ class GPT : public Module {
   GPT(const GPTConfig& cfg, uint64_t seed, const FrozenBase* base = nullptr);
 
   struct Output {
-    ag::Tensor logits;  // [B, T, vocab_size]; a classifier's [B, num_classes]
-    ag::Tensor loss;    // the head's loss, defined when targets are given
+    // [B, T, vocab_size]; a classifier's [B, num_classes]. Undefined when targets are given
+    // to a head that computes its loss without them (the LM head: Head::loss_from_states).
+    ag::Tensor logits;
+    ag::Tensor loss;  // the head's loss, defined when targets are given
   };
   // ids [B, T] int64 with T <= context_length; targets as the head takes them (the LM
   // head: [B, T] int64) or undefined; lengths (int64 [B]) the real tokens of each row of a

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -43,19 +44,36 @@ ag::Tensor LMHead::loss(const ag::Tensor& logits, const ag::Tensor& targets) con
   return ag::cross_entropy(logits, targets);
 }
 
+ag::Tensor LMHead::loss_from_states(const ag::Tensor& h, const ag::Tensor& targets) const {
+  auto scope = anomaly_scope();
+  const ag::Shape& s = h.shape();
+  if (targets.shape() != ag::Shape(s.begin(), s.end() - 1))
+    throw std::invalid_argument(fmt::format("GPT: targets of shape {} for ids of shape {}",
+                                            ag::shape_str(targets.shape()),
+                                            ag::shape_str(ag::Shape(s.begin(), s.end() - 1))));
+  return ag::linear_cross_entropy(h, weight, targets);
+}
+
 void LMHead::infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
                    float* y, int64_t ldy) const {
   inference::linear(a, rows, d_model_, c.bound_to(this).weight.rows_from(v0, d_model_), nullptr,
                     v1 - v0, y + v0, ldy, false, c.vector_rows);
 }
 
-// the logits (cross-entropy keeps them, with each row's log-sum-exp and target) and, in
-// backward, their gradient
+// The loss is computed from the hidden states a chunk of rows at a time
+// (ag::linear_cross_entropy), which keeps for backward the hidden states' gradient, float32,
+// in place of the hidden states themselves (ln_f's output, declared by ln_f, which nothing
+// keeps any more: the bfloat16 copy ln_f declares under bf16 is the only term counted that
+// is not held). While a chunk runs it holds the chunk's logits turned into their gradient
+// (and its bfloat16 copy under bf16) and the chunk's part of the hidden states' gradient:
+// a peak that, like a backward's, comes and goes while the saved terms are all held.
 void LMHead::footprint(Footprint& f) const {
   const auto V = static_cast<double>(vocab_size_), C = static_cast<double>(d_model_);
-  f.save(path(), "logits and log-sum-exp", V + 1);
-  f.save(path(), "targets (int64)", 1, 8);
-  f.backward(path(), "the logits' gradient", V);
+  const int64_t tokens = std::max<int64_t>(1, f.batch * f.context);
+  const auto rows =
+      static_cast<double>(std::min(ag::linear_cross_entropy_rows(vocab_size_), tokens));
+  f.backward(path(), "a chunk's logits and their gradient, in forward",
+             rows * (V * (f.bf16 ? 6 : 4) + C * 4) / static_cast<double>(tokens), 1);
   f.forward_flops_per_token += 2 * V * C;
   f.copy_weight(V * C);
 }

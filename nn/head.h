@@ -24,6 +24,13 @@ class Head : public Module {
   // The mean loss of forward's logits against targets; throws naming both shapes when
   // they do not fit.
   virtual ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const = 0;
+  // The same loss straight from h, where the head computes it without holding its logits
+  // (the LM head: ag::linear_cross_entropy); undefined where it does not, and the caller
+  // runs forward, then loss.
+  virtual ag::Tensor loss_from_states(const ag::Tensor& h, const ag::Tensor& targets) const {
+    (void)h, (void)targets;
+    return ag::Tensor();
+  }
   // Inference: logit columns [v0, v1) of rows a [rows, C] into y (row stride ldy). A head
   // that does not predict tokens throws std::logic_error.
   virtual void infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0,
@@ -44,6 +51,8 @@ class LMHead : public Head {
   ag::Tensor forward(const ag::Tensor& h, const ag::Tensor& lengths = ag::Tensor()) const override;
   // targets [B, T] of token ids: the mean next-token cross-entropy
   ag::Tensor loss(const ag::Tensor& logits, const ag::Tensor& targets) const override;
+  // loss(forward(h), targets) a chunk of rows at a time (ag::linear_cross_entropy)
+  ag::Tensor loss_from_states(const ag::Tensor& h, const ag::Tensor& targets) const override;
   void infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
              float* y, int64_t ldy) const override;
   ag::Tensor streamed_weight() const override { return weight; }

@@ -213,7 +213,8 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   // in double: absurd sizes must give an absurd plan, not an overflowed one
   const double tokens =
       static_cast<double>(cfg.batch_size) * static_cast<double>(cfg.model.context_length);
-  const nn::Footprint f = model_footprint(cfg.model, cfg.precision == ag::Precision::bf16);
+  const nn::Footprint f =
+      model_footprint(cfg.model, cfg.precision == ag::Precision::bf16, cfg.batch_size);
   const double params = static_cast<double>(num_parameters);
   MemoryPlan p;
   p.parameters = saturated(4.0 * params);
@@ -241,10 +242,11 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   return p;
 }
 
-nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16) {
+nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16, int64_t batch) {
   nn::GPTConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet: the tokenizer fills it in
   nn::Footprint f(m.context_length, /*training=*/true, bf16);
+  f.batch = batch;
   nn::ShapeOnlyScope description;
   nn::GPT(m, 0).footprint(f);
   return f;

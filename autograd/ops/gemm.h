@@ -96,6 +96,11 @@ void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
                    const float* A, const float* B, float* C, float beta = 0,
                    const GemmEpilogue<float>& epilogue = {});
 
+// a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both rank >= 2, through gemm() (each
+// operand as it lies where a GEMM can read it); not recorded. bfloat16 operands give a
+// float32 result.
+Tensor matmul_forward(Tensor a, Tensor b);
+
 // Under autocast, whether a GEMM of this layout and shape pays for bfloat16 on this CPU
 // (docs/mixed-precision.md, "Where bf16 does not pay"). false where its two classes, bf16 and
 // f32, were measured (gemm_tuning.h) and float32 came out ahead: the bf16 class kept a

@@ -75,7 +75,10 @@ DType gemm_result_type(DType operands) {
   return operands == DType::BFloat16 ? DType::Float32 : operands;
 }
 
-// a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both rank >= 2; not recorded.
+}  // namespace
+
+namespace detail {
+
 Tensor matmul_forward(Tensor a, Tensor b) {
   const int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1];
   const int64_t N = b.shape()[b.dim() - 1];
@@ -113,6 +116,12 @@ Tensor matmul_forward(Tensor a, Tensor b) {
   });
   return out;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::matmul_forward;
 
 // detail::bf16_pays for a [..., M, K] @ b [..., K, N], each batch's GEMM as its operands lie
 // (a layout no GEMM can read is copied, contiguous, untransposed)

@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "autograd/ops/cross_entropy_rows.h"
 #include "autograd/ops/rows.h"
 #include "autograd/parallel.h"
 #include "autograd/profile.h"
@@ -16,8 +17,6 @@
 namespace ag {
 
 namespace {
-
-constexpr int64_t kRowGrain = 64;  // rows per parallel chunk
 
 // out = masked ? fill : a, mask broadcast to a's shape (nonzero = masked).
 Tensor where_masked(const Tensor& a, const Tensor& mask, double fill, const char* what) {
@@ -176,22 +175,17 @@ int64_t counted_targets(const Tensor& logits, const Tensor& targets, int64_t ign
 template <typename T>
 T cross_entropy_forward(const T* x, const int64_t* t, int64_t rows, int64_t C, int64_t count,
                         int64_t ignore_index, T* lse) {
-  const double total = detail::parallel_sum(rows, kRowGrain, C, [&](int64_t r0, int64_t r1) {
-    double part = 0;
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* row = x + r * C;
-      T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-      for (int64_t i = 0; i < C; ++i) m = std::max(m, row[i]);
-      double s = 0;  // lane-wise partial sums: a fixed order, vectorised
-      AG_SIMD_SUM(s)
-      for (int64_t i = 0; i < C; ++i) s += detail::exp_fast(row[i] - m);
-      const double log_s = std::log(s);
-      lse[r] = static_cast<T>(m + log_s);
-      if (t[r] != ignore_index) part += static_cast<double>(m - row[t[r]]) + log_s;
-    }
-    return part;
-  });
+  const double total =
+      detail::parallel_sum(rows, detail::kCrossEntropyRowGrain, C, [&](int64_t r0, int64_t r1) {
+        double part = 0;
+        for (int64_t r = r0; r < r1; ++r) {
+          const bool counted = t[r] != ignore_index;
+          const auto row = detail::cross_entropy_row(x + r * C, C, t[r], counted);
+          lse[r] = row.lse;
+          if (counted) part += row.term;
+        }
+        return part;
+      });
   return static_cast<T>(count ? total / count : 0.0);
 }
 
@@ -199,14 +193,10 @@ T cross_entropy_forward(const T* x, const int64_t* t, int64_t rows, int64_t C, i
 template <typename T>
 void cross_entropy_backward(T* dx, const T* x, const int64_t* t, const T* lse, int64_t rows,
                             int64_t C, int64_t ignore_index, T scale) {
-  detail::parallel_for_items(rows, kRowGrain, C, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      if (t[r] == ignore_index) continue;
-      AG_SIMD
-      for (int64_t i = 0; i < C; ++i)
-        dx[r * C + i] = detail::exp_fast(x[r * C + i] - lse[r]) * scale;
-      dx[r * C + t[r]] -= scale;
-    }
+  detail::parallel_for_items(rows, detail::kCrossEntropyRowGrain, C, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      if (t[r] != ignore_index)
+        detail::cross_entropy_row_gradient(dx + r * C, x + r * C, C, t[r], lse[r], scale);
   });
 }
 

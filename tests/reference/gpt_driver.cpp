@@ -119,6 +119,10 @@ nn::GPT::Output run_once(nn::GPT& model, const ag::Tensor& ids, const ag::Tensor
   model.zero_grad();
   nn::GPT::Output out = model.forward(ids, targets);
   out.loss.backward();
+  {  // the training forward computes its loss without the logits (ag::linear_cross_entropy)
+    ag::NoGradGuard no_grad;
+    out.logits = model.forward(ids).logits;
+  }
   for (const auto& [name, param] : model.named_parameters()) {
     ag::Tensor g = param.grad();
     // Every parameter takes part in the loss, so a missing gradient is a bug to report,

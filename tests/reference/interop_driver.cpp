@@ -90,8 +90,12 @@ int run(int argc, char** argv) {
   const ag::Tensor y =
       ag::from_vector(std::vector<int64_t>(ids.begin() + 1, ids.end()), {1, n - 1});
   model->zero_grad();
-  const nn::GPT::Output out = model->forward(x, y);
+  nn::GPT::Output out = model->forward(x, y);
   out.loss.backward();
+  {  // the training forward computes its loss without the logits (ag::linear_cross_entropy)
+    ag::NoGradGuard no_grad;
+    out.logits = model->forward(x).logits;
+  }
   std::vector<interop::SafetensorsTensor> tensors = {
       tensor_of("logits", out.logits.reshape({n - 1, out.logits.shape()[2]})),
       tensor_of("loss", out.loss.reshape({1}))};
