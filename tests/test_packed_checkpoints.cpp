@@ -171,7 +171,7 @@ TEST_CASE("a resume takes the file's blocks as they are, never quantized again",
   CHECK_FALSE(same_bytes(ag::quant::packed_bytes(again), bytes));
 }
 
-TEST_CASE("--init-from a file of blocks keeps their format unless --base-precision converts",
+TEST_CASE("train init-from a file of blocks keeps their format unless --base-precision converts",
           "[packed_checkpoint]") {
   ag_test::TempDir dir;
   train::RunConfig first = lora_run(dir, BasePrecision::q4_k);
