@@ -14,6 +14,7 @@
 #include "autograd/autograd.h"
 #include "nn/gpt.h"
 #include "train/config.h"
+#include "train/training_run.h"
 
 namespace ag_test {
 
@@ -112,6 +113,18 @@ inline train::RunConfig tiny_run(const TempDir& dir, int64_t layers = 1) {
   cfg.log_interval = 100;
   cfg.out = dir.file("run.h5");
   return cfg;
+}
+
+// Runs cfg (from resumed, when given) until it ends or reaches its --stop-at, then its
+// finish, required to succeed; returns the last step.
+inline int64_t run_to_end(const train::RunConfig& cfg, const io::Checkpoint* resumed = nullptr) {
+  train::TrainingRun run(cfg, resumed);
+  while (run.wants_another_step()) {
+    run.after_step(run.train_step());
+    if (run.stop_at_reached()) break;
+  }
+  REQUIRE(run.finish() == 0);
+  return run.step();
 }
 
 // rows x columns floats of wildly mixed magnitudes (normal times 10^U(-4, 4)), so that

@@ -32,17 +32,6 @@ train::RunConfig bouncing_run(const ag_test::TempDir& dir) {
   return cfg;
 }
 
-// Runs cfg (from resumed) until it ends, then its finish; returns the last step.
-int64_t run_to_end(const train::RunConfig& cfg, const io::Checkpoint* resumed = nullptr) {
-  train::TrainingRun run(cfg, resumed);
-  while (run.wants_another_step()) {
-    run.after_step(run.train_step());
-    if (run.stop_at_reached()) break;
-  }
-  REQUIRE(run.finish() == 0);
-  return run.step();
-}
-
 }  // namespace
 
 TEST_CASE("an epoch is a whole pass: its steps are rounded up", "[fine_tuning_controls]") {
@@ -73,7 +62,7 @@ TEST_CASE("a resume keeps the steps --epochs gave when the run began", "[fine_tu
   cfg.epochs = 1;
   cfg.stop_at = 2;
   const int64_t steps = train::TrainingRun(cfg).config().steps;
-  run_to_end(cfg);
+  ag_test::run_to_end(cfg);
   const io::Checkpoint half = io::load_checkpoint(cfg.out);
   train::RunConfig resumed = train::RunConfig::from_json(half.config);
   REQUIRE(resumed.epochs == 1);
@@ -139,7 +128,7 @@ TEST_CASE("a resumed run with early stopping ends as the uninterrupted one, bit 
           "[fine_tuning_controls]") {
   ag_test::TempDir dir;
   const train::RunConfig cfg = bouncing_run(dir);
-  const int64_t end = run_to_end(cfg);
+  const int64_t end = ag_test::run_to_end(cfg);
   REQUIRE(end < cfg.steps);
   const io::Checkpoint straight = io::load_checkpoint(cfg.out);
 
@@ -148,13 +137,13 @@ TEST_CASE("a resumed run with early stopping ends as the uninterrupted one, bit 
     train::RunConfig split = cfg;
     split.out = dir.file("split.h5");
     split.stop_at = stop_at;
-    REQUIRE(run_to_end(split) == stop_at);
+    REQUIRE(ag_test::run_to_end(split) == stop_at);
     const io::Checkpoint half = io::load_checkpoint(split.out);
     REQUIRE(half.best_validation);
     train::RunConfig resumed = train::RunConfig::from_json(half.config);
     REQUIRE(resumed.early_stopping == cfg.early_stopping);
     resumed.threads = 1, resumed.out = split.out;
-    REQUIRE(run_to_end(resumed, &half) == end);
+    REQUIRE(ag_test::run_to_end(resumed, &half) == end);
     const io::Checkpoint rest = io::load_checkpoint(split.out);
     REQUIRE(same_bits(rest.model, straight.model));
     REQUIRE(same_bits(rest.optimizer->tensors, straight.optimizer->tensors));

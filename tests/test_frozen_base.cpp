@@ -277,20 +277,6 @@ TEST_CASE("a packed matrix larger than a tile runs tile by tile with the untiled
   for (size_t i = 0; i < da.size(); ++i) REQUIRE(da[i] == Approx(db[i]).epsilon(1e-3).margin(1e-4));
 }
 
-namespace {
-
-void train_through(const train::RunConfig& cfg, const io::Checkpoint* resumed = nullptr) {
-  train::TrainingRun run(cfg, resumed);
-  while (run.wants_another_step()) {
-    const train::StepOutcome s = run.train_step();
-    run.after_step(s);
-    if (run.stop_at_reached()) break;
-  }
-  REQUIRE(run.finish() == 0);
-}
-
-}  // namespace
-
 // The checkpoint read as floats (the base's blocks dequantized, as every reader but a run
 // takes them): a resume from those packs them again, and Q8_0 blocks quantized from their
 // own values are the same blocks. (A resume from the blocks themselves, Q4_K too:
@@ -303,18 +289,18 @@ TEST_CASE("a LoRA run over a Q8_0 base resumes bit for bit", "[frozen_base]") {
   cfg.base_precision = BasePrecision::q8_0;
   cfg.warmup_steps = 0;
   cfg.steps = 6;
-  train_through(cfg);
+  ag_test::run_to_end(cfg);
   const io::Checkpoint straight = io::load_checkpoint(cfg.out);
   REQUIRE(straight.config.at("base_precision") == "q8_0");
   train::RunConfig split = cfg;
   split.out = dir.file("split.h5");
   split.stop_at = 3;
-  train_through(split);
+  ag_test::run_to_end(split);
   const io::Checkpoint half = io::load_checkpoint(split.out);
   train::RunConfig resumed = train::RunConfig::from_json(half.config);
   REQUIRE(resumed.base_precision == BasePrecision::q8_0);
   resumed.threads = 1, resumed.out = split.out;
-  train_through(resumed, &half);
+  ag_test::run_to_end(resumed, &half);
   const io::Checkpoint rest = io::load_checkpoint(split.out);
   REQUIRE(rest.step == 6);
   REQUIRE(ag_test::same_bits(rest.model, straight.model));

@@ -36,16 +36,6 @@ train::RunConfig lora_run(const ag_test::TempDir& dir, BasePrecision base) {
   return cfg;
 }
 
-void train_through(const train::RunConfig& cfg, const io::Checkpoint* resumed = nullptr) {
-  train::TrainingRun run(cfg, resumed);
-  while (run.wants_another_step()) {
-    const train::StepOutcome s = run.train_step();
-    run.after_step(s);
-    if (run.stop_at_reached()) break;
-  }
-  REQUIRE(run.finish() == 0);
-}
-
 io::Checkpoint kept(const std::string& path) {
   return io::load_checkpoint(path, {.keep_packed = true});
 }
@@ -118,18 +108,18 @@ TEST_CASE("a LoRA run over a Q8_0 or Q4_K base resumes bit for bit, blocks and a
   const BasePrecision base = GENERATE(BasePrecision::q8_0, BasePrecision::q4_k);
   ag_test::TempDir dir;
   const train::RunConfig cfg = lora_run(dir, base);
-  train_through(cfg);
+  ag_test::run_to_end(cfg);
   const io::Checkpoint straight = kept(cfg.out);
   REQUIRE(!straight.packed.empty());
   train::RunConfig split = cfg;
   split.out = dir.file("split.h5");
   split.stop_at = 3;
-  train_through(split);
+  ag_test::run_to_end(split);
   const io::Checkpoint half = kept(split.out);
   train::RunConfig resumed = train::RunConfig::from_json(half.config);
   REQUIRE(resumed.base_precision == base);
   resumed.threads = 1, resumed.out = split.out;
-  train_through(resumed, &half);
+  ag_test::run_to_end(resumed, &half);
   const io::Checkpoint rest = kept(split.out);
   REQUIRE(rest.step == 6);
   REQUIRE(rest.packed == straight.packed);
@@ -144,7 +134,7 @@ TEST_CASE("a resume takes the file's blocks as they are, never quantized again",
   ag_test::TempDir dir;
   train::RunConfig cfg = lora_run(dir, BasePrecision::q4_k);
   cfg.stop_at = 1;
-  train_through(cfg);
+  ag_test::run_to_end(cfg);
   io::Checkpoint half = kept(cfg.out);
   const std::string name = "blocks.0.mlp.fc1.weight";
   auto at = std::find_if(half.model.begin(), half.model.end(),
@@ -160,7 +150,7 @@ TEST_CASE("a resume takes the file's blocks as they are, never quantized again",
   const io::Checkpoint random = kept(dir.file("random.h5"));
   train::RunConfig resumed = train::RunConfig::from_json(random.config);
   resumed.threads = 1, resumed.out = dir.file("random.h5"), resumed.steps = 2;
-  train_through(resumed, &random);
+  ag_test::run_to_end(resumed, &random);
   const io::Checkpoint after = kept(dir.file("random.h5"));
   REQUIRE(after.step == 2);
   for (const auto& [n, t] : after.model)
@@ -176,7 +166,7 @@ TEST_CASE("train init-from a file of blocks keeps their format unless --base-pre
   ag_test::TempDir dir;
   train::RunConfig first = lora_run(dir, BasePrecision::q4_k);
   first.steps = 2;
-  train_through(first);
+  ag_test::run_to_end(first);
   const io::Checkpoint blocks = kept(first.out);
 
   auto start_from = [&](std::vector<std::string> given, BasePrecision asked) {
@@ -218,7 +208,7 @@ TEST_CASE("a file's blocks are refused for a weight its config trains", "[packed
   ag_test::TempDir dir;
   train::RunConfig cfg = lora_run(dir, BasePrecision::q8_0);
   cfg.steps = 1;
-  train_through(cfg);
+  ag_test::run_to_end(cfg);
   io::Checkpoint c = kept(cfg.out);
   for (const char* key : {"lora_rank", "lora_alpha", "lora_dropout", "lora_targets"})
     c.config.erase(key);  // no adapters: every weight trains, and blocks cannot
