@@ -380,6 +380,9 @@ ctrl_c_default_during_save)
     "$bin" train "${medium[@]}" --checkpoint-interval 3 --out per.h5 > log.txt 2> err.txt &
   pid=$!
   set +m
+  # after a step: before the first, the start's probe of the folder (check_can_write) makes
+  # and removes a file of the same name within microseconds, which a look may catch
+  wait_for_a_step
   for _ in $(seq 1 600); do ls -A | grep -q "^.per.h5.partial-" && break; sleep 0.05; done
   ls -A | grep -q "^.per.h5.partial-" || fail "no periodic save began: $(tail -3 err.txt)"
   kill -INT -- "-$pid"
