@@ -4,8 +4,9 @@ sanitizer build, and what ctest -j2 makes of them on a clean clone.
 
     tools/test_costs.py --write RELEASE_BUILD SANITIZER_BUILD
         rewrite the table from the two builds' last timings (Testing/Temporary/
-        CTestCostData.txt): every registered test over MIN_SECONDS in either build; a test
-        either build has no timing of keeps its row's figure there
+        CTestCostData.txt), and from ctest outputs (--release-log, --sanitize-log: a run
+        by hand, a CI log) over them: every registered test over MIN_SECONDS in either
+        build; a test either build has no timing of keeps its row's figure there
     tools/test_costs.py --schedule BUILD [-L LABEL | -LE LABEL] [-j N] [--table COLUMN]
         how long ctest -j N (default 2) would take over BUILD's tests (those of the label, or
         all but it) in the order a clean clone runs them: by their COST property, highest
@@ -22,6 +23,7 @@ only.
 """
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,12 +45,30 @@ HEADER = """\
 """
 
 
-def timings(build):
-    """{test: seconds} from BUILD's last ctest runs (ctest's own cost file)."""
+def logged_timings(log):
+    """{test: seconds} from ctest's output (its "Test #N: NAME .... Passed  S sec" lines)."""
+    out = {}
+    for line in Path(log).read_text(errors="replace").splitlines():
+        m = re.search(r"Test +#\d+: (.+?) \.+ *(?:\*+)?Passed +([0-9.]+) sec", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def timings(build, logs=()):
+    """{test: seconds} from BUILD's last ctest runs (ctest's own cost file), then from the
+    ctest output LOGS (later ones win)."""
     path = Path(build) / "Testing" / "Temporary" / "CTestCostData.txt"
     out = {}
-    if not path.exists():
-        return out
+    if path.exists():
+        out.update(cost_file(path))
+    for log in logs:
+        out.update(logged_timings(log))
+    return out
+
+
+def cost_file(path):
+    out = {}
     for line in path.read_text().splitlines():
         if line.startswith("---"):
             break
@@ -90,10 +110,10 @@ def figure(seconds):
     return "-" if seconds is None else f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.1f}"
 
 
-def write(release_build, sanitizer_build):
+def write(release_build, sanitizer_build, logs):
     rows = read_table()
     for column, build in enumerate((release_build, sanitizer_build)):
-        measured = timings(build)
+        measured = timings(build, logs[column])
         for name, props in registered(build):
             # (Catch2's cases, named with spaces, are registered at build time: no COST)
             if name in measured and "STUB" not in props and " " not in name:
@@ -156,6 +176,10 @@ def schedule(tests, seconds, cores):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", nargs=2, metavar=("RELEASE_BUILD", "SANITIZER_BUILD"))
+    parser.add_argument("--release-log", action="append", default=[],
+                        help="with --write: a ctest output of the Release build, over its timings")
+    parser.add_argument("--sanitize-log", action="append", default=[],
+                        help="with --write: a ctest output of the sanitizer build")
     parser.add_argument("--schedule", metavar="BUILD")
     parser.add_argument("-L", dest="label")
     parser.add_argument("-LE", dest="label_exclude")
@@ -164,12 +188,13 @@ def main():
                         help="order by this column of tests/test_costs.txt, not BUILD's COST")
     args = parser.parse_args()
     if args.write:
-        write(*args.write)
+        write(*args.write, (args.release_log, args.sanitize_log))
     elif args.schedule:
         tests = [t for t in with_table(registered(args.schedule), args.table)
                  if (not args.label or args.label in t[1].get("LABELS", [])) and
                  (not args.label_exclude or args.label_exclude not in t[1].get("LABELS", []))]
-        length, idle, log = schedule(tests, timings(args.schedule), args.j)
+        seconds = timings(args.schedule, args.sanitize_log + args.release_log)
+        length, idle, log = schedule(tests, seconds, args.j)
         print(f"{len(tests)} tests, {sum(e - s for s, e, _ in log):.0f} s of tests: "
               f"ctest -j{args.j} {length:.0f} s, a core idle {idle:.0f} s at the end")
         for s, e, name in sorted(log, key=lambda x: -x[1])[:args.j]:
