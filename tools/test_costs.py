@@ -38,7 +38,8 @@ HEADER = """\
 # first, where it has no timings of its own, as on CI's clean clone: attograd_test_costs()
 # (tests/CMakeLists.txt) sets COST from the column of the build, so the longest start first
 # and no phase ends with one long test alone on a core. Only the order depends on these
-# figures; a test slower than its row still runs to its end.
+# figures (measured on a 2-core Zen 4 at varying load, ctest outputs of busier runs scaled:
+# --sanitize-log FILE:SCALE); a test slower than its row still runs to its end.
 # Rewrite from two builds' last ctest timings: tools/test_costs.py --write build build-check
 # (docs/testing.md, "What CI costs")
 # test release sanitize
@@ -46,12 +47,16 @@ HEADER = """\
 
 
 def logged_timings(log):
-    """{test: seconds} from ctest's output (its "Test #N: NAME .... Passed  S sec" lines)."""
+    """{test: seconds} from ctest's output (its "Test #N: NAME .... Passed  S sec" lines);
+    LOG may end in :SCALE, a factor for its seconds (a run on a busier machine than the
+    cost file's: 0.5 for one that ran twice as slow on the tests both timed)."""
+    log, _, scale = str(log).partition(":")
+    scale = float(scale or 1)
     out = {}
     for line in Path(log).read_text(errors="replace").splitlines():
         m = re.search(r"Test +#\d+: (.+?) \.+ *(?:\*+)?Passed +([0-9.]+) sec", line)
         if m:
-            out[m.group(1)] = float(m.group(2))
+            out[m.group(1)] = float(m.group(2)) * scale
     return out
 
 
