@@ -124,7 +124,7 @@ mpi_shared)
   command -v mpirun > /dev/null || { echo "mpirun not installed: skipped"; exit 77; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-  export LSAN_OPTIONS="suppressions=$here/lsan_mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  mpi_leak_checks
   train_model run.h5 100
   make_items 101
   one=$(choices run.h5 items.jsonl --threads 1)
