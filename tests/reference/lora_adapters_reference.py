@@ -112,11 +112,14 @@ def check_llama_cpp(a, work, llama_dir, arch, failures):
     changed = False
     for prompt in PROMPTS:
         ids = run(a, "encode", "--tokenizer", lora, stdin=prompt).split()
-        changed |= llama_cpp_greedy(llama_dir, gguf, ids, adapter) != llama_cpp_greedy(llama_dir, gguf, ids, "")
+        # (each decode is a llama.cpp process: the adapter's is made once, and the base alone
+        # only until one prompt shows the adapter applied)
+        with_adapter = llama_cpp_greedy(llama_dir, gguf, ids, adapter)
+        changed = changed or with_adapter != llama_cpp_greedy(llama_dir, gguf, ids, "")
         want = run(a, "sample", "--checkpoint", lora, "--prompt", prompt, "--temperature", "0",
                    "--tokens", str(TOKENS))
         for name, file in (("gguf-lora", adapter), ("peft -> import -> gguf-lora", via_peft)):
-            got = llama_cpp_greedy(llama_dir, gguf, ids, file)
+            got = with_adapter if file == adapter else llama_cpp_greedy(llama_dir, gguf, ids, file)
             text = run(a, "decode", "--tokenizer", lora, stdin=" ".join(ids + [str(t) for t in got]))
             if text.rstrip("\n") != want.rstrip("\n"):
                 failures.append(f"{arch}: after {prompt!r} llama.cpp with the {name} adapter gives "
