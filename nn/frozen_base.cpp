@@ -4,9 +4,13 @@
 
 namespace nn {
 
-bool FrozenBase::packs(const std::string& name, const ag::Shape& shape) const {
-  return format && shape.size() == 2 && frozen.contains(name) &&
+bool FrozenBase::frozen_matrix(const std::string& name, const ag::Shape& shape) const {
+  return shape.size() == 2 && frozen.contains(name) &&
          (name.ends_with(".weight") || name == "weight");
+}
+
+bool FrozenBase::packs(const std::string& name, const ag::Shape& shape) const {
+  return format && frozen_matrix(name, shape);
 }
 
 const ag::quant::PackedFormat& FrozenBase::format_for(int64_t width) const {
@@ -35,8 +39,11 @@ void place_initial_values(const FrozenBase* base, const std::string& name, ag::T
 int pack_frozen_base(Module& model, const FrozenBase& base) {
   int packed = 0;
   for (auto& [name, p] : model.named_parameters()) {
-    const bool packs = base.packs(name, p.shape());
-    const ag::quant::PackedFormat* want = packs ? &base.format_for(p.shape()[1]) : nullptr;
+    const ag::quant::PackedFormat* want = nullptr;
+    if (base.packs(name, p.shape()))
+      want = &base.format_for(p.shape()[1]);
+    else if (base.own && base.frozen_matrix(name, p.shape()))
+      want = p.packing();  // as the file holds it
     if (p.packing() == want) continue;
     ag::Tensor t = p;
     ag::quant::unpack_in_place(t);
