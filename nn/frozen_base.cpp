@@ -21,6 +21,7 @@ const ag::quant::PackedFormat& FrozenBase::format_for(int64_t width) const {
 void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
                           const ag::Tensor& values) {
   ag::NoGradGuard no_grad;
+  if (base && base->from_file.contains(name)) return;  // the file's blocks are adopted next
   if (!base || !base->packs(name, p.shape())) {
     if (p.impl()->storage->nbytes > 0) {
       ag::copy_(p, values);
@@ -52,7 +53,9 @@ int pack_frozen_base(Module& model, const FrozenBase& base) {
     ag::quant::pack_in_place(t, *want);
     ++packed;
   }
-  if (packed > 0) ag::release_cached_blocks();
+  // (under own nothing is packed here, but an --init-from's blocks were adopted in place of
+  // the float32 storage the model was built with: that too leaves the resident memory)
+  if (packed > 0 || base.own) ag::release_cached_blocks();
   return packed;
 }
 

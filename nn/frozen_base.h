@@ -26,6 +26,10 @@ struct FrozenBase {
   // float32 stays float32. Nothing is packed anew.
   bool own = false;
   std::unordered_set<std::string> frozen;  // parameter names that train not
+  // Matrices an --init-from file holds as blocks, under own: GPT(cfg, seed, &base) draws
+  // them (the generator as ever) but gives them no storage, so that the model never holds
+  // them as float32 before the file's blocks are adopted (train::load_init_weights).
+  std::unordered_set<std::string> from_file;
   // Whether the parameter `name` is a frozen weight matrix (what a base may hold packed).
   bool frozen_matrix(const std::string& name, const ag::Shape& shape) const;
   // Whether the parameter `name`, a matrix of the given shape, is packed in `format`.
@@ -36,7 +40,8 @@ struct FrozenBase {
 };
 
 // Sets the parameter `name`, p, to `values`: packed when base packs it (p's float32
-// storage let go unwritten), copied otherwise. base may be null.
+// storage let go unwritten), left without storage when base->from_file names it (its
+// blocks come next), copied otherwise. base may be null.
 void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
                           const ag::Tensor& values);
 // Holds every parameter of model as base says, in place: one base packs and is held as
