@@ -119,9 +119,13 @@ TEST_CASE("an import keeping blocks is recorded as a frozen base a LoRA run hold
           "[gguf][keep_blocks]") {
   ag_test::TempDir dir;
   const nn::GPTConfig shape = interop_test::gpt2_like(257, 16, 256, 4, 1);  // the byte vocabulary
-  ModelFiles m = read(quantized(interop_test::random_model(shape, 4), "q4_k"), true);
+  const std::string bytes = quantized(interop_test::random_model(shape, 4), "q4_k");
+  ModelFiles m = read(bytes, true);
   m.tokenizer.emplace();
   m.tokenizer->type = "byte";
+  ModelFiles plain = read(bytes, false);
+  plain.tokenizer = m.tokenizer;
+  io::save_checkpoint(dir.file("plain.h5"), interop::checkpoint_of(plain));
   std::set<std::string> packed;
   for (const auto& [name, t] : m.weights)
     if (t.packing()) packed.insert(name);
@@ -139,6 +143,15 @@ TEST_CASE("an import keeping blocks is recorded as a frozen base a LoRA run hold
     cfg.model.lora_rank = 4;
     cfg.model_keys_given = {"lora_rank"};
     const train::TrainingRun run(cfg);
+    // built without the float32 matrices, the blocks adopted: every draw as from the floats
+    train::RunConfig from_floats = cfg;
+    from_floats.init_from = dir.file("plain.h5");
+    const train::TrainingRun twin(from_floats);
+    const nn::StateDict mine = run.model().named_parameters(),
+                        theirs = twin.model().named_parameters();
+    REQUIRE(mine.size() == theirs.size());
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (!mine[i].second.packing()) CHECK(ag_test::bit_equal(mine[i].second, theirs[i].second));
     CHECK(run.config().base_precision == ag::quant::BasePrecision::own);
     std::map<std::string, ag::Tensor> held;
     for (const auto& [name, p] : run.model().named_parameters()) held.emplace(name, p);
