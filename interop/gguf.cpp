@@ -608,7 +608,7 @@ void write_gguf(const ModelFiles& m, const std::string& path, GgufDtype dtype) {
 
 namespace {
 
-// The import's memory planned before a tensor is read: kept blocks at their bytes (1 GB of
+// The import's memory planned before a tensor is read: kept blocks at their bytes (0.7 GB of
 // Q4_K for a Llama-3.2-1B's 4.9 GB of float32), every other tensor as float32.
 void check_memory(const gguf::File& f, const nn::GPTConfig& c, bool keep_blocks,
                   const std::string& source) {
