@@ -13,7 +13,7 @@ namespace nn::inference {
 namespace {
 
 typedef float v16 __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16, kQ80Bytes = 34;
+constexpr int64_t kLanes = 16, kQ80Bytes = 34, kLongRow = 4096;
 
 inline v16 load(const float* p) {
   v16 v;
@@ -88,7 +88,7 @@ void q8_0_rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t bloc
     const v16 xl = load(x + 32 * b), xh = load(x + 32 * b + kLanes);
     for (int k = 0; k < R; ++k) {
       const uint8_t* block = w + k * row_bytes + kQ80Bytes * b;
-      __builtin_prefetch(block + R * row_bytes);
+      if constexpr (R > 1) __builtin_prefetch(block + R * row_bytes);
       const float d = block_scale(block);
       lo[k] = fused(widen_levels(block + 2) * xl, d, lo[k]);
       hi[k] = fused(widen_levels(block + 18) * xh, d, hi[k]);
@@ -118,7 +118,13 @@ void q8_0_group(const float* x, int64_t rows, int64_t in, const uint8_t* w, cons
 void q8_0_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
                  int64_t out, float* y, int64_t ldy, bool accumulate) {
   int64_t o = 0;
-  for (; o + 4 <= out; o += 4) q8_0_group<4>(x, rows, in, w, bias, o, y, ldy, accumulate);
+  // Long rows four at a time, asking for the next four ahead; shorter rows one at a time,
+  // where a thread's rows one after another are one stream the hardware prefetcher follows
+  // well (one Zen 4 core from memory: 8192-wide rows 51-90% of a plain read four at a time
+  // against 31-51% one at a time; 576- and 1536-wide rows 30-51% against 48-57%; 2048-wide
+  // rows not shown faster either way).
+  if (in >= kLongRow)
+    for (; o + 4 <= out; o += 4) q8_0_group<4>(x, rows, in, w, bias, o, y, ldy, accumulate);
   for (; o < out; ++o) q8_0_group<1>(x, rows, in, w, bias, o, y, ldy, accumulate);
 }
 
