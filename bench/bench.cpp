@@ -17,6 +17,7 @@
 #include "bench/background_load.h"
 #include "bench/breakdown.h"
 #include "bench/decode_bound.h"
+#include "bench/decoder_micro.h"
 #include "bench/memory_bench.h"
 #include "bench/micro.h"
 #include "bench/tune_table.h"
@@ -409,7 +410,9 @@ po::options_description bench_options(StepOptions& o, std::string& precision,
       "where the timed steps' time goes, by kernel class (each GEMM class with its kernel and "
       "GFLOP/s, the attention, each op's forward and backward, roundings, copies, the "
       "optimiser, the reduction wait), instead of the step summary")(
-      "micro", "microbenchmarks of the hot kernels instead of training steps")(
+      "micro",
+      "microbenchmarks of the hot kernels instead of training steps; with --decode, the "
+      "decoder's GEMVs alone at --config's MLP shapes (one thread, bf16, q8_0, q4_k)")(
       "decode",
       "the cached decoder's tokens/s at --config's shape (--steps steps from position 100), "
       "fp32, bf16, q8_0 and q4_k weights, against the bound of its weight bytes a token over "
@@ -473,6 +476,8 @@ int bench_command(const std::vector<std::string>& args) {
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
     o.breakdown = vm.count("breakdown") > 0;
+    if (vm.count("micro") && vm.count("decode"))
+      return run_decoder_micro(named_config(o.config).model, o.config, o.json);
     if (vm.count("micro")) return run_micro(o.threads, o.json);
     if (vm.count("decode")) {
       ag::set_num_threads(o.threads);

@@ -22,10 +22,7 @@
 
 namespace bench {
 
-namespace {
-
-// Median milliseconds of `reps` calls after two untimed ones.
-double median_ms(const std::function<void()>& fn, int reps = 15) {
+double median_ms(const std::function<void()>& fn, int reps) {
   fn();
   fn();
   std::vector<double> ms;
@@ -38,6 +35,8 @@ double median_ms(const std::function<void()>& fn, int reps = 15) {
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
+
+namespace {
 
 struct Row {
   std::string kernel, shape;

@@ -106,19 +106,27 @@ AG_UNPACK_TARGET void q8_0_avx512(const uint8_t* in, int64_t n, T* out) {
   for (int64_t b = 0; b < n / kQ80; ++b) q8_0_block_avx512(in + b * kQ80Bytes, out + b * kQ80);
 }
 
+// The 16 values a sub-block's levels take, d1 q - m1 for q = 0..15, by the unpacking
+// kernel's product and difference (scaled): looking a level up in them gives its weight's
+// exact float, one permute in place of a conversion, a product and a difference per 16.
+AG_UNPACK_TARGET inline __m512 level_values(float d1, float m1) {
+  const __m512i q = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return scaled(q, d1, m1);
+}
+
 // Sub-blocks 2j and 2j + 1 of a Q4_K block dequantized in registers and multiplied into the
 // sums: bytes 16 h..16 h + 15 of the pair's 32 hold weights 16 h.. of both (low and high
-// nibbles), so h = 0 goes to `low` and h = 1 to `high`, sub-block 2j before 2j + 1.
-AG_UNPACK_TARGET inline void q4_k_pair_dot(const uint8_t* qs, const float* x, float d0, float m0,
-                                           float d1, float m1, __m512& low, __m512& high) {
-  const __m512i low4 = _mm512_set1_epi32(0x0f);
+// nibbles), so h = 0 goes to `low` and h = 1 to `high`, sub-block 2j before 2j + 1. (A
+// permute reads the low 4 bits of each index: the low nibble needs no mask.)
+AG_UNPACK_TARGET inline void q4_k_pair_dot(const uint8_t* qs, const float* x, __m512 values0,
+                                           __m512 values1, __m512& low, __m512& high) {
   __m512* sums[2] = {&low, &high};
   for (int h = 0; h < 2; ++h) {
     const __m512i q =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h)));
-    *sums[h] = _mm512_fmadd_ps(scaled(_mm512_and_si512(q, low4), d0, m0),
-                               _mm512_loadu_ps(x + 16 * h), *sums[h]);
-    *sums[h] = _mm512_fmadd_ps(scaled(_mm512_srli_epi32(q, 4), d1, m1),
+    *sums[h] =
+        _mm512_fmadd_ps(_mm512_permutexvar_ps(q, values0), _mm512_loadu_ps(x + 16 * h), *sums[h]);
+    *sums[h] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), values1),
                                _mm512_loadu_ps(x + 32 + 16 * h), *sums[h]);
   }
 }
@@ -130,8 +138,8 @@ AG_UNPACK_TARGET float dot_q4_k_avx512(const float* x, const uint8_t* w, int64_t
     float d1[8], m1[8];
     q4_k_scales(block, d1, m1);
     for (int j = 0; j < 4; ++j)
-      q4_k_pair_dot(block + 16 + 32 * j, x + b * kQ4K + 64 * j, d1[2 * j], m1[2 * j], d1[2 * j + 1],
-                    m1[2 * j + 1], low, high);
+      q4_k_pair_dot(block + 16 + 32 * j, x + b * kQ4K + 64 * j, level_values(d1[2 * j], m1[2 * j]),
+                    level_values(d1[2 * j + 1], m1[2 * j + 1]), low, high);
   }
   alignas(64) float l[16], h[16];
   _mm512_store_ps(l, low);
