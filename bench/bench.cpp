@@ -431,7 +431,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision,
       "tokens", po::value(&o.tokens)->default_value(0),
       "tokens a sequence, at most the context (0: the config's)")(
       "base-precision", po::value(&base_precision)->default_value("fp32"),
-      "with --lora-rank: the frozen base held as fp32, bf16, q8_0 or q4_k (nn/frozen_base.h)")(
+      "with --lora-rank: the frozen base held as fp32, bf16, or blocks: q8_0, q4_k, q6_k, ... "
+      "(nn/frozen_base.h; not own: bench draws its model, no file holds it)")(
       "checkpoint-activations",
       "each block's activations recomputed in backward, as train --checkpoint-activations")(
       "background-load",
@@ -472,6 +473,10 @@ int bench_command(const std::vector<std::string>& args) {
     check_step_options(o);
     o.precision = base::parse_choice<ag::Precision>(precision);
     o.base_precision = base::parse_choice<ag::quant::BasePrecision>(base_precision);
+    if (o.base_precision == ag::quant::BasePrecision::own)
+      throw std::invalid_argument(
+          "--base-precision own holds an --init-from file's blocks as they are; bench draws its "
+          "model: give a format (q8_0, q4_k, ...)");
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
     o.breakdown = vm.count("breakdown") > 0;

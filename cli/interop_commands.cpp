@@ -159,7 +159,7 @@ int import_command(const Args& args) {
   return guarded_interop("import", [&] {
     std::string path, out, tokenizer, base;
     int64_t context = 0;
-    bool overwrite = false;
+    bool overwrite = false, keep_blocks = false;
     po::options_description desc("import options");
     auto add = desc.add_options();
     add("help,h", "show this help");
@@ -176,15 +176,21 @@ int import_command(const Args& args) {
         "or encoder.json + vocab.bpe), when PATH has none");
     add("context", po::value(&context),
         "a RoPE model's context length, shorter than its own (max_position_embeddings)");
+    add("keep-blocks", po::bool_switch(&keep_blocks),
+        "a quantized GGUF's matrices kept as their blocks, byte for byte (Q4_K, Q6_K, ...: no "
+        "float32 copy), a frozen base that train --init-from FILE --lora-rank R holds as it is "
+        "(QLoRA); every other reader dequantizes them");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(args, desc, "path",
                                "attograd import PATH --out FILE.h5 [--tokenizer DIR] [--context N] "
-                               "[--overwrite]\n       attograd import ADAPTER --base BASE.h5 --out "
-                               "FILE.h5 [--overwrite]");
+                               "[--keep-blocks] [--overwrite]\n       attograd import ADAPTER "
+                               "--base BASE.h5 --out FILE.h5 [--overwrite]");
     if (!vm) return 0;
     if (!base.empty()) {
-      if (!tokenizer.empty() || context != 0)
-        throw UsageError("--tokenizer and --context apply to a model, not to an adapter (--base)");
+      if (!tokenizer.empty() || context != 0 || keep_blocks)
+        throw UsageError(
+            "--tokenizer, --context and --keep-blocks apply to a model, not to an adapter "
+            "(--base)");
       return import_adapter(path, base, out, overwrite);
     }
     if (interop::is_adapter(path))
@@ -194,7 +200,7 @@ int import_command(const Args& args) {
           base::printable(path)));
     const auto claim = claim_outputs({{"--out", out, io::OutputKind::checkpoint}},
                                      import_inputs(path, tokenizer), {.overwrite = overwrite});
-    interop::ModelFiles model = interop::import_model(path, tokenizer);
+    interop::ModelFiles model = interop::import_model(path, tokenizer, keep_blocks);
     shorten_context(model, context);
     print_import(model, out);
     io::save_checkpoint(out, interop::checkpoint_of(std::move(model)));

@@ -167,9 +167,10 @@ void machine_options(Declare& add, train::RunConfig& c) {
       "accumulation (autocast); weights, optimizer and the rest stay float32",
       Resume::yes);
   add("base-precision", c.base_precision,
-      "how the frozen weights of a LoRA or --freeze run are held: fp32 (default), bf16, or "
-      "ggml blocks q8_0 or q4_k (QLoRA-style: dequantized a matrix at a time inside the "
-      "linear; adapters and what trains stay float32)");
+      "how the frozen weights of a LoRA or --freeze run are held: fp32 (default), bf16, "
+      "ggml blocks q8_0, q4_k, q4_0, q4_1, q5_0, q5_1, q5_k or q6_k (QLoRA-style: dequantized "
+      "a matrix at a time inside the linear; adapters and what trains stay float32), or own "
+      "(each as the --init-from file holds it: a GGUF import's blocks; the default for one)");
   add("bucket-mb", c.bucket_mb,
       "under mpirun: gradient bucket size in MB (each is sent as soon as backward finishes it)",
       Resume::yes);

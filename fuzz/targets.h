@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "autograd/quant/packed_weight.h"
 #include "base/utf8.h"
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -331,8 +332,22 @@ inline void llmc(const std::string& bytes) {
   if (!same_weights(back.weights, m.weights)) std::abort();
 }
 
+// The same file read keeping its blocks (import --keep-blocks) where the plain read took
+// it: read too, each kept tensor's values the plain read's bit for bit (a head tied by one
+// read and not the other, blocks and floats of equal values, aside).
+inline void gguf_kept(const std::string& bytes, const interop::ModelFiles& plain) {
+  const interop::ModelFiles kept =
+      interop::read_gguf(interop::InputBytes::of(bytes, "fuzz.gguf"), true);
+  if (kept.config.tie_weights != plain.config.tie_weights) return;
+  nn::StateDict values;
+  for (const auto& [name, t] : kept.weights)
+    values.emplace_back(name, t.packing() ? ag::quant::unpacked(t, ag::DType::Float32) : t);
+  if (!same_weights(values, plain.weights)) std::abort();
+}
+
 // Any bytes as a GGUF file: refused with an InteropError naming the file, or a model (and
-// tokenizer) that writes back in F32 to a file reading the same, bit for bit.
+// tokenizer) that writes back in F32 to a file reading the same, bit for bit, and reads
+// the same keeping its blocks.
 inline void gguf(const std::string& bytes) {
   interop::ModelFiles m;
   try {
@@ -341,6 +356,7 @@ inline void gguf(const std::string& bytes) {
     if (std::string(e.what()).rfind("fuzz.gguf: ", 0) != 0) std::abort();
     return;
   }
+  gguf_kept(bytes, m);
   std::string again;
   interop::write_gguf(m, interop::StoredType::f32, "fuzz",
                       [&](const char* d, size_t n) { again.append(d, n); });

@@ -110,6 +110,15 @@ ModelFiles read_gguf_file(const std::string& path, const std::string& tokenizer_
   return m;
 }
 
+// The same keeping its quantized matrices as their blocks (import --keep-blocks).
+ModelFiles read_gguf_blocks_file(const std::string& path, const std::string& tokenizer_folder) {
+  ModelFiles m = read_gguf(path, true);
+  if (tokenizer_folder.empty()) return m;
+  if (m.tokenizer) m.dropped.push_back("the file's tokenizer (--tokenizer's replaces it)");
+  m.tokenizer = read_tokenizer_folder(tokenizer_folder, true);
+  return m;
+}
+
 // What write_gguf would refuse for F16, named by --out.
 void check_gguf(const ModelFiles& model, const std::string& out, StoredType dtype) {
   if (dtype == StoredType::f16) check_f16_range(model, out);
@@ -152,6 +161,8 @@ struct Format {
   // the writer of ggml's quantised blocks (nullptr: the format holds none)
   void (*write_blocks)(const ModelFiles& model, const std::string& out,
                        const ag::quant::BlockLayout& blocks) = nullptr;
+  // the reader keeping ggml's blocks as they are (nullptr: the format holds none)
+  ModelFiles (*read_blocks)(const std::string& path, const std::string& tokenizer_folder) = nullptr;
 };
 
 const Format kFormats[] = {
@@ -159,7 +170,7 @@ const Format kFormats[] = {
     {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, check_gguf,
      "GGUF's architectures (llama.cpp's) are language models, with no place for a "
      "classification head",
-     nullptr, write_gguf_blocks},
+     nullptr, write_gguf_blocks, read_gguf_blocks_file},
     {"llmc", is_llmc, false, read_llmc, write_llmc_file, nullptr,
      "llm.c's file holds GPT-2's language model, with no place for a classification head",
      llmc_tokenizer_of},
@@ -204,7 +215,8 @@ void export_folder(const Format& f, const ModelFiles& model, const std::string& 
 
 }  // namespace
 
-ModelFiles import_model(const std::string& given, const std::string& given_tokenizer) {
+ModelFiles import_model(const std::string& given, const std::string& given_tokenizer,
+                        bool keep_blocks) {
   // a hub cache's repo folder is read as the snapshot its refs/main names
   const std::string path = hub_snapshot_of(given);
   const std::string tokenizer_folder =
@@ -216,7 +228,8 @@ ModelFiles import_model(const std::string& given, const std::string& given_token
     if (!format && f.recognise(head)) format = &f;
   if (format) {
     if (!format->read) not_built_in(*format, path);
-    ModelFiles m = format->read(path, tokenizer_folder);
+    const bool blocks = keep_blocks && format->read_blocks;
+    ModelFiles m = (blocks ? format->read_blocks : format->read)(path, tokenizer_folder);
     check_tokenizer_fits(m, path);
     return m;
   }
@@ -258,6 +271,23 @@ void export_model(const ModelFiles& model, const std::string& format, const std:
   f->write(model, out, dtype);
 }
 
+namespace {
+
+// Matrices kept as blocks (import --keep-blocks) are recorded as a --base-precision run's
+// frozen base is: frozen (`freeze` names each: a file's blocks may not be what its config
+// trains) and base_precision own (a run from the file keeps each as it is). A run that
+// trains every weight from it converts them (train/model_loading.h).
+void record_kept_blocks(const nn::StateDict& weights, train::RunConfig& cfg) {
+  std::vector<std::string> packed;
+  for (const auto& [name, t] : weights)
+    if (t.packing()) packed.push_back(name);
+  if (packed.empty()) return;
+  cfg.freeze = fmt::format("{}", fmt::join(packed, ","));
+  cfg.base_precision = ag::quant::BasePrecision::own;
+}
+
+}  // namespace
+
 io::Checkpoint checkpoint_of(ModelFiles model) {
   train::RunConfig cfg;
   cfg.model = model.config;
@@ -271,6 +301,7 @@ io::Checkpoint checkpoint_of(ModelFiles model) {
     cfg.task = train::TaskHandle(train::task_named("classify"));
     cfg.labels = model.labels;
   }
+  record_kept_blocks(model.weights, cfg);
   io::Checkpoint c;
   c.config = cfg.to_json();
   c.model = std::move(model.weights);

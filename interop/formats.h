@@ -18,9 +18,11 @@ namespace interop {
 // Reads a model from path, its format recognised by content: a folder (Hugging Face's
 // config.json + model.safetensors: GPT-2, or Llama, Qwen2, Qwen3 by config.json's model_type), a
 // safetensors file (with config.json beside it), an llm.c checkpoint (magic 20240326), a GGUF file
-// (magic "GGUF"). tokenizer_folder, when not empty, holds GPT-2's tokenizer files. Throws
-// InteropError.
-ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder);
+// (magic "GGUF"). tokenizer_folder, when not empty, holds GPT-2's tokenizer files. With
+// keep_blocks, a format that holds ggml's blocks (GGUF) keeps its quantized matrices as them
+// (read_gguf); the others read as ever. Throws InteropError.
+ModelFiles import_model(const std::string& path, const std::string& tokenizer_folder,
+                        bool keep_blocks = false);
 
 // The formats export_model writes ("hf", "gguf", "llmc").
 std::vector<std::string> export_formats();

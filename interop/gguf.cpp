@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <set>
 
+#include "autograd/quant/packed_weight.h"
 #include "base/atomic_file.h"
 #include "base/utf8.h"
 #include "data/gpt2_tokenizer.h"
@@ -313,9 +315,42 @@ void read_permuted_rows(const InputBytes& in, const gguf::File& f, const gguf::T
                            out + gguf_row_source(row, rows, t.rope_heads) * width);
 }
 
-// The file's tensors cut into attograd's, in the order of gguf_tensors(config).
+// The packed format a tensor is kept in by an import keeping blocks: its block format's
+// row (packed_weight.h); null for floats, a vector, or Q8_K (activations' format, which no
+// model file of llama-quantize holds: dequantized as ever).
+const ag::quant::PackedFormat* kept_format(const gguf::TensorInfo& info, const GgufTensor& t,
+                                           bool keep_blocks) {
+  if (!keep_blocks || t.shape.size() != 2) return nullptr;
+  const ag::quant::BlockLayout* l = gguf::block_layout(info.type);
+  return l ? ag::quant::packed_format_named(l->name) : nullptr;
+}
+
+// Part p of a tensor of blocks (its rows stacked) as those blocks, byte for byte, read
+// straight into a packed tensor; a tensor permuted per head (one part) row by row, each
+// row put back in its place. read_header checked the rows are whole blocks.
+ag::Tensor read_part_blocks(const InputBytes& in, const gguf::File& f, const gguf::TensorInfo& info,
+                            const GgufTensor& t, const ag::Shape& shape, size_t p,
+                            const ag::quant::PackedFormat& format) {
+  ag::Tensor w = ag::quant::packed_empty(shape, format);
+  const auto row_bytes = static_cast<uint64_t>(ag::quant::packed_row_bytes(format, shape[1]));
+  const auto rows = static_cast<uint64_t>(shape[0]);
+  uint8_t* out = ag::quant::packed_data(w).data();
+  if (t.rope_heads == 0) {
+    gguf::read_tensor_bytes(in, f, info, p * rows * row_bytes, rows * row_bytes, out);
+    return w;
+  }
+  for (uint64_t row = 0; row < rows; ++row) {
+    const auto to =
+        static_cast<uint64_t>(gguf_row_source(static_cast<int64_t>(row), shape[0], t.rope_heads));
+    gguf::read_tensor_bytes(in, f, info, row * row_bytes, row_bytes, out + to * row_bytes);
+  }
+  return w;
+}
+
+// The file's tensors cut into attograd's, in the order of gguf_tensors(config); with
+// keep_blocks a matrix of blocks is kept as them (kept_format).
 void read_weights(const InputBytes& in, const gguf::File& f, const std::string& arch,
-                  ModelFiles& m) {
+                  bool keep_blocks, ModelFiles& m) {
   const std::string& source = in.source();
   const std::vector<GgufTensor> tensors = gguf_tensors(m.config, arch);
   std::set<std::string> expected;
@@ -341,7 +376,12 @@ void read_weights(const InputBytes& in, const gguf::File& f, const std::string& 
     ag::Shape shape = t.shape;
     shape[0] /= static_cast<int64_t>(t.parts.size());
     const auto part_size = static_cast<uint64_t>(ag::shape_numel(shape));
+    const ag::quant::PackedFormat* blocks = kept_format(*info, t, keep_blocks);
     for (size_t p = 0; p < t.parts.size(); ++p) {
+      if (blocks) {
+        m.weights.emplace_back(t.parts[p], read_part_blocks(in, f, *info, t, shape, p, *blocks));
+        continue;
+      }
       ag::Tensor w = ag::empty(shape);
       if (t.rope_heads > 0)
         read_permuted_rows(in, f, *info, t, w.data<float>());
@@ -356,11 +396,16 @@ void read_weights(const InputBytes& in, const gguf::File& f, const std::string& 
 // a copy is the tied head it stands for.
 void retie_head(ModelFiles& m) {
   if (m.config.tie_weights) return;
-  const ag::Tensor& emb = m.weights.front().second;  // tok_emb.weight comes first
-  const auto head = m.weights.end() - 1;             // lm_head.weight last
-  if (std::memcmp(emb.data<float>(), head->second.data<float>(),
-                  static_cast<size_t>(emb.numel()) * sizeof(float)) != 0)
+  const ag::Tensor& emb = m.weights.front().second;     // tok_emb.weight comes first
+  const auto head = m.weights.end() - 1;                // lm_head.weight last
+  if (emb.packing() != head->second.packing()) return;  // kept blocks of two formats
+  if (emb.packing()) {
+    const auto a = ag::quant::packed_bytes(emb), b = ag::quant::packed_bytes(head->second);
+    if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) return;
+  } else if (std::memcmp(emb.data<float>(), head->second.data<float>(),
+                         static_cast<size_t>(emb.numel()) * sizeof(float)) != 0) {
     return;
+  }
   m.weights.erase(head);
   m.config.tie_weights = true;
   m.dropped.push_back("output.weight (a copy of token_embd.weight: the head is tied)");
@@ -561,7 +606,28 @@ void write_gguf(const ModelFiles& m, const std::string& path, GgufDtype dtype) {
   }
 }
 
-ModelFiles read_gguf(const InputBytes& in) {
+namespace {
+
+// The import's memory planned before a tensor is read: kept blocks at their bytes (0.7 GB of
+// Q4_K for a Llama-3.2-1B's 4.9 GB of float32), every other tensor as float32.
+void check_memory(const gguf::File& f, const nn::GPTConfig& c, bool keep_blocks,
+                  const std::string& source) {
+  ImportPlan plan = plan_import(c);
+  if (keep_blocks) {
+    double bytes = 0;
+    for (const gguf::TensorInfo& t : f.tensors) {
+      const ag::quant::BlockLayout* l = gguf::block_layout(t.type);
+      const bool kept = l && t.ne.size() == 2 && ag::quant::packed_format_named(l->name);
+      bytes += kept ? static_cast<double>(t.bytes()) : 4.0 * static_cast<double>(t.elements());
+    }
+    plan.weights = static_cast<int64_t>(std::min(bytes, 0x1p62));
+  }
+  check_import_memory(plan, source);
+}
+
+}  // namespace
+
+ModelFiles read_gguf(const InputBytes& in, bool keep_blocks) {
   const std::string& source = in.source();
   const gguf::File f = gguf::read_header(in, model_filter(in));
   std::set<std::string> used{"general.alignment"};
@@ -569,8 +635,8 @@ ModelFiles read_gguf(const InputBytes& in) {
   m.format = "gguf";
   const std::string arch = architecture_of(f, source, used);
   m.config = config_of(f, arch, source, used);
-  check_import_memory(m.config, source);
-  read_weights(in, f, arch, m);
+  check_memory(f, m.config, keep_blocks, source);
+  read_weights(in, f, arch, keep_blocks, m);
   retie_head(m);
   m.tokenizer = read_tokenizer_keys(f, m.config.vocab_size, source, used, m.dropped);
   m.chat_format = chat_format_key(f, source, used, m.dropped);
@@ -579,8 +645,8 @@ ModelFiles read_gguf(const InputBytes& in) {
   return m;
 }
 
-ModelFiles read_gguf(const std::string& path) {
-  return read_gguf(InputBytes::open(path));
+ModelFiles read_gguf(const std::string& path, bool keep_blocks) {
+  return read_gguf(InputBytes::open(path), keep_blocks);
 }
 
 }  // namespace interop

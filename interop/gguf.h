@@ -59,8 +59,10 @@ void write_gguf(const ModelFiles& model, const std::string& path, GgufDtype dtyp
 // copy of token_embd is taken as a tied head) as a model, with its tokenizer when it has one.
 // Everything is checked against the file's size and the config before it is allocated; a
 // key or tensor the model does not keep is noted in `dropped`. Errors name the file and
-// the key or tensor.
-ModelFiles read_gguf(const InputBytes& in);
-ModelFiles read_gguf(const std::string& path);
+// the key or tensor. With keep_blocks, each matrix the file holds in a block format (Q8_K
+// aside) is kept as its blocks, byte for byte, a packed tensor (packed_weight.h): no float32
+// copy of it is made (docs/quantization.md, "Importing a quantized GGUF as its blocks").
+ModelFiles read_gguf(const InputBytes& in, bool keep_blocks = false);
+ModelFiles read_gguf(const std::string& path, bool keep_blocks = false);
 
 }  // namespace interop

@@ -411,6 +411,13 @@ void read_tensor_into(const InputBytes& in, const File& file, const TensorInfo& 
   }
 }
 
+void read_tensor_bytes(const InputBytes& in, const File& file, const TensorInfo& t, uint64_t first,
+                       uint64_t count, uint8_t* out) {
+  if (first > t.bytes() || count > t.bytes() - first)
+    throw std::logic_error("read_tensor_bytes: bytes past the tensor's");
+  in.read(file.data_start + t.offset + first, out, count, "tensor " + excerpt(t.name));
+}
+
 uint64_t write_header(File& file, const ByteSink& out) {
   std::string h;
   put(h, kMagic);

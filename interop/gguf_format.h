@@ -117,6 +117,12 @@ std::vector<float> read_tensor(const InputBytes& in, const File& file, const Ten
 void read_tensor_into(const InputBytes& in, const File& file, const TensorInfo& t, uint64_t first,
                       uint64_t count, float* out);
 
+// count bytes of a tensor's data from its byte `first` on, as the file holds them (a block
+// format's blocks, byte for byte), straight into out; within the tensor's bytes (else a
+// std::logic_error: the caller bounds them), within the file (read_header checked).
+void read_tensor_bytes(const InputBytes& in, const File& file, const TensorInfo& t, uint64_t first,
+                       uint64_t count, uint8_t* out);
+
 // The stored type of a float tensor type (F32, F16, BF16).
 StoredType stored_type(uint32_t tensor_type);
 

@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <map>
+#include <vector>
 
+#include "autograd/quant/packed_weight.h"
 #include "base/utf8.h"
 
 namespace interop {
@@ -15,12 +17,26 @@ std::string shape_text(const ag::Shape& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
-void check_finite(const ag::Tensor& t, const std::string& name, const std::string& source) {
-  const float* v = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i)
+void check_values(const float* v, int64_t n, int64_t first, const std::string& name,
+                  const std::string& source) {
+  for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(v[i]))
       throw InteropError(fmt::format("{}: tensor {} holds a non-finite value ({}) at element {}",
-                                     source, excerpt(name), v[i], i));
+                                     source, excerpt(name), v[i], first + i));
+}
+
+// A tensor kept as blocks: its values unpacked a row at a time (a block's scale may be an
+// infinity or a NaN), never the whole matrix in float32.
+void check_finite(const ag::Tensor& t, const std::string& name, const std::string& source) {
+  if (!t.packing()) return check_values(t.data<float>(), t.numel(), 0, name, source);
+  const ag::quant::PackedFormat& f = *t.packing();
+  const int64_t width = t.shape()[1], row_bytes = ag::quant::packed_row_bytes(f, width);
+  const uint8_t* blocks = ag::quant::packed_bytes(t).data();
+  std::vector<float> row(static_cast<size_t>(width));
+  for (int64_t r = 0; r < t.shape()[0]; ++r) {
+    f.unpack(blocks + r * row_bytes, width, row.data());
+    check_values(row.data(), width, r * width, name, source);
+  }
 }
 
 }  // namespace

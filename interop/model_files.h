@@ -22,7 +22,8 @@ struct InteropError : std::runtime_error {
 struct ModelFiles {
   nn::GPTConfig config;
   // Every parameter GPT(config) registers, by its attograd name ("blocks.0.attn.W_query.weight"),
-  // float32, in nn::Linear's [out, in] layout, in GPT(config)'s order.
+  // float32, in nn::Linear's [out, in] layout, in GPT(config)'s order; a GGUF import keeping
+  // blocks holds its quantized matrices packed (autograd/quant/packed_weight.h) instead.
   nn::StateDict weights;
   // The tokenizer, when the files carry one (io::TokenizerSection's forms, "gpt2" for GPT-2's).
   std::optional<io::TokenizerSection> tokenizer;

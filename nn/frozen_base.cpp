@@ -4,9 +4,13 @@
 
 namespace nn {
 
-bool FrozenBase::packs(const std::string& name, const ag::Shape& shape) const {
-  return format && shape.size() == 2 && frozen.contains(name) &&
+bool FrozenBase::frozen_matrix(const std::string& name, const ag::Shape& shape) const {
+  return shape.size() == 2 && frozen.contains(name) &&
          (name.ends_with(".weight") || name == "weight");
+}
+
+bool FrozenBase::packs(const std::string& name, const ag::Shape& shape) const {
+  return format && frozen_matrix(name, shape);
 }
 
 const ag::quant::PackedFormat& FrozenBase::format_for(int64_t width) const {
@@ -17,6 +21,7 @@ const ag::quant::PackedFormat& FrozenBase::format_for(int64_t width) const {
 void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
                           const ag::Tensor& values) {
   ag::NoGradGuard no_grad;
+  if (base && base->from_file.contains(name)) return;  // the file's blocks are adopted next
   if (!base || !base->packs(name, p.shape())) {
     if (p.impl()->storage->nbytes > 0) {
       ag::copy_(p, values);
@@ -35,8 +40,11 @@ void place_initial_values(const FrozenBase* base, const std::string& name, ag::T
 int pack_frozen_base(Module& model, const FrozenBase& base) {
   int packed = 0;
   for (auto& [name, p] : model.named_parameters()) {
-    const bool packs = base.packs(name, p.shape());
-    const ag::quant::PackedFormat* want = packs ? &base.format_for(p.shape()[1]) : nullptr;
+    const ag::quant::PackedFormat* want = nullptr;
+    if (base.packs(name, p.shape()))
+      want = &base.format_for(p.shape()[1]);
+    else if (base.own && base.frozen_matrix(name, p.shape()))
+      want = p.packing();  // as the file holds it
     if (p.packing() == want) continue;
     ag::Tensor t = p;
     ag::quant::unpack_in_place(t);
@@ -45,7 +53,9 @@ int pack_frozen_base(Module& model, const FrozenBase& base) {
     ag::quant::pack_in_place(t, *want);
     ++packed;
   }
-  if (packed > 0) ag::release_cached_blocks();
+  // (under own nothing is packed here, but an --init-from's blocks were adopted in place of
+  // the float32 storage the model was built with: that too leaves the resident memory)
+  if (packed > 0 || base.own) ag::release_cached_blocks();
   return packed;
 }
 

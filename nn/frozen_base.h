@@ -20,9 +20,19 @@
 namespace nn {
 
 struct FrozenBase {
-  const ag::quant::PackedFormat* format = nullptr;  // null: nothing packed (fp32)
-  std::unordered_set<std::string> frozen;           // parameter names that train not
-  // Whether the parameter `name`, a matrix of the given shape, is held packed.
+  const ag::quant::PackedFormat* format = nullptr;  // null: nothing packed (fp32, own)
+  // own (BasePrecision::own): a frozen matrix already packed (a checkpoint's blocks, in
+  // whatever format: a GGUF import's Q4_K beside its Q6_K) stays as it is; one held as
+  // float32 stays float32. Nothing is packed anew.
+  bool own = false;
+  std::unordered_set<std::string> frozen;  // parameter names that train not
+  // Matrices an --init-from file holds as blocks, under own: GPT(cfg, seed, &base) draws
+  // them (the generator as ever) but gives them no storage, so that the model never holds
+  // them as float32 before the file's blocks are adopted (train::load_init_weights).
+  std::unordered_set<std::string> from_file;
+  // Whether the parameter `name` is a frozen weight matrix (what a base may hold packed).
+  bool frozen_matrix(const std::string& name, const ag::Shape& shape) const;
+  // Whether the parameter `name`, a matrix of the given shape, is packed in `format`.
   bool packs(const std::string& name, const ag::Shape& shape) const;
   // The format a matrix of rows of `width` weights is packed in: format, or bf16 where
   // rows are not a whole number of its blocks.
@@ -30,7 +40,8 @@ struct FrozenBase {
 };
 
 // Sets the parameter `name`, p, to `values`: packed when base packs it (p's float32
-// storage let go unwritten), copied otherwise. base may be null.
+// storage let go unwritten), left without storage when base->from_file names it (its
+// blocks come next), copied otherwise. base may be null.
 void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
                           const ag::Tensor& values);
 // Holds every parameter of model as base says, in place: one base packs and is held as
@@ -38,6 +49,7 @@ void place_initial_values(const FrozenBase* base, const std::string& name, ag::T
 // base packs it in (a checkpoint's blocks, taken as they are: nothing re-quantized) is
 // left so; one packed otherwise (another format, or a parameter base does not pack: it
 // trains, or the run's base is fp32) is dequantized to float32, then packed as base says.
+// Under base.own a frozen matrix is left as it is held, packed or not.
 // Returns how many were packed. The allocator's cached blocks are given back after it, so
 // that the floats leave the resident memory.
 int pack_frozen_base(Module& model, const FrozenBase& base);

@@ -53,7 +53,7 @@ void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen, const Frozen
     place_initial_values(base, name, p, ag::normal(p.shape(), 0.0, std, gen));
     // a packed matrix's float32 draw given back at once: the cache would keep one of each
     // size (the 1 GB of a Llama-3.2-1B embedding's) until the model is built
-    if (p.packing()) ag::release_cached_blocks();
+    if (p.packing() || p.impl()->storage->nbytes == 0) ag::release_cached_blocks();
   };
   model.for_each_module([&](Module& m) {
     if (auto* linear = dynamic_cast<Linear*>(&m)) {
@@ -101,7 +101,7 @@ GPT::GPT(const GPTConfig& cfg, uint64_t seed, const FrozenBase* base)
   ag::Generator gen(seed);
   // a frozen base's matrices: drawn as always, then drawn again packed by init_gpt2
   std::optional<RedrawnScope> redrawn;
-  if (base && base->format) redrawn.emplace();
+  if (base && (base->format || !base->from_file.empty())) redrawn.emplace();
   tok_emb =
       register_module("tok_emb", std::make_shared<Embedding>(cfg.vocab_size, cfg.d_model, gen));
   if (cfg.position == PositionKind::learned)

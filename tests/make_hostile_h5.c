@@ -393,6 +393,11 @@ static void packed_unknown_format(void) {
 static void packed_partial_block(void) {
   packed("packed_partial_block.h5", "{}", "w", "q8_0", 2, 48, 51);
 }
+/* Q4_K's bytes (144 a block of 256) under Q6_K's name (210 a block): a GGUF import's
+   format and bytes that do not go together. */
+static void packed_format_mismatch(void) {
+  packed("packed_format_mismatch.h5", "{}", "w", "q6_k", 2, 256, 144);
+}
 /* Well-formed blocks for a weight the file's own config trains. */
 static void packed_trained(void) {
   packed("packed_trained.h5", trains_all, "tok_emb.weight", "q8_0", 4, 32, 34);
@@ -423,6 +428,7 @@ static const struct {
     {"packed_wrong_bytes.h5", packed_wrong_bytes},
     {"packed_unknown_format.h5", packed_unknown_format},
     {"packed_partial_block.h5", packed_partial_block},
+    {"packed_format_mismatch.h5", packed_format_mismatch},
     {"packed_trained.h5", packed_trained},
 };
 

@@ -7,6 +7,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/gradcheck.h"
+#include "autograd/quant/block_formats.h"
 #include "autograd/quant/packed_weight.h"
 #include "autograd/threading.h"
 #include "nn/frozen_base.h"
@@ -47,9 +48,30 @@ LinearResult run_linear(const ag::Tensor& x0, const std::vector<ag::Tensor>& wei
 
 }  // namespace
 
+TEST_CASE("every block format a GGUF model holds is a packed format of the table's layout",
+          "[frozen_base]") {
+  for (const ag::quant::BlockLayout& l : ag::quant::block_formats()) {
+    INFO(l.name);
+    const ag::quant::PackedFormat* f = ag::quant::packed_format_named(l.name);
+    if (l.format == ag::quant::BlockFormat::q8_k) {  // activations' format: no model holds it
+      CHECK(f == nullptr);
+      continue;
+    }
+    REQUIRE(f != nullptr);
+    CHECK(f->elements == l.elements);
+    CHECK(f->bytes == l.bytes);
+    const auto p = base::find_choice<BasePrecision>(l.name);
+    REQUIRE(p.has_value());
+    CHECK(ag::quant::packed_format(*p) == f);
+  }
+  CHECK(ag::quant::packed_format(BasePrecision::own) == nullptr);
+}
+
 TEST_CASE("a linear over a packed weight equals it over the dequantized floats bit for bit",
           "[frozen_base]") {
-  const auto precision = GENERATE(BasePrecision::bf16, BasePrecision::q8_0, BasePrecision::q4_k);
+  const auto precision = GENERATE(BasePrecision::bf16, BasePrecision::q8_0, BasePrecision::q4_k,
+                                  BasePrecision::q4_0, BasePrecision::q4_1, BasePrecision::q5_0,
+                                  BasePrecision::q5_1, BasePrecision::q5_k, BasePrecision::q6_k);
   const bool bf16 = GENERATE(false, true);
   INFO(format_of(precision).name << (bf16 ? " under bf16 autocast" : " in float32"));
   const ag::Tensor w = packed_weight(40, 256, precision, 1);
@@ -76,7 +98,9 @@ TEST_CASE("a linear over a packed weight equals it over the dequantized floats b
 }
 
 TEST_CASE("an embedding over a packed weight looks up the dequantized rows", "[frozen_base]") {
-  const ag::Tensor w = packed_weight(50, 64, BasePrecision::q8_0, 4);
+  const auto precision = GENERATE(BasePrecision::q8_0, BasePrecision::q4_k, BasePrecision::q6_k,
+                                  BasePrecision::q5_k, BasePrecision::q4_0, BasePrecision::q5_1);
+  const ag::Tensor w = packed_weight(50, 256, precision, 4);
   const ag::Tensor ids = ag::from_vector(std::vector<int64_t>{3, 49, 0, 3}, {2, 2});
   CHECK(ag_test::bit_equal(ag::embedding(w, ids),
                            ag::embedding(ag::quant::unpacked(w, ag::DType::Float32), ids)));
@@ -101,7 +125,8 @@ TEST_CASE(
 // analytic gradients equal, bit for bit, those over the dequantized weight in float64
 TEST_CASE("float64 gradcheck of LoRA over a packed base equal to the dequantized weight's",
           "[frozen_base]") {
-  const auto precision = GENERATE(BasePrecision::q8_0, BasePrecision::q4_k);
+  const auto precision =
+      GENERATE(BasePrecision::q8_0, BasePrecision::q4_k, BasePrecision::q6_k, BasePrecision::q5_0);
   const ag::Tensor w = packed_weight(12, 256, precision, 9);
   const ag::Tensor floats = ag::quant::unpacked(w, ag::DType::Float64);
   ag::Generator gen(2);

@@ -256,9 +256,12 @@ TEST_CASE("a frozen weight's blocks that do not add up are refused by name, befo
        "of 1-byte words"},
       {"packed_unknown_format.h5",
        "/model/w has format 'q3_k', which is not one attograd holds a weight in (bf16, q8_0, "
-       "q4_k)"},
+       "q4_k, q4_0, q4_1, q5_0, q5_1, q5_k, q6_k)"},
       {"packed_partial_block.h5",
        "/model/w has rows of 48 weights, not a whole number of q8_0's blocks of 32"},
+      {"packed_format_mismatch.h5",
+       "/model/w holds [2, 144] of 1-byte words, but a [2, 256] weight in q6_k blocks is "
+       "[2, 210] of 1-byte words"},
   };
   std::vector<std::string> names;
   for (const auto& [name, why] : cases) names.push_back(name);

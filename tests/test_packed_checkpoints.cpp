@@ -63,7 +63,9 @@ int64_t file_bytes(const std::string& path) {
 TEST_CASE("a packed base is written as its blocks and read back as them or as their floats",
           "[packed_checkpoint]") {
   const BasePrecision base =
-      GENERATE(BasePrecision::bf16, BasePrecision::q8_0, BasePrecision::q4_k);
+      GENERATE(BasePrecision::bf16, BasePrecision::q8_0, BasePrecision::q4_k, BasePrecision::q4_0,
+               BasePrecision::q4_1, BasePrecision::q5_0, BasePrecision::q5_1, BasePrecision::q5_k,
+               BasePrecision::q6_k);
   const ag::quant::PackedFormat& format = *ag::quant::packed_format(base);
   ag_test::TempDir dir;
   train::RunConfig cfg = lora_run(dir, base);
@@ -103,9 +105,10 @@ TEST_CASE("a packed base is written as its blocks and read back as them or as th
   CHECK(saved == Approx(expected).epsilon(0.01));
 }
 
-TEST_CASE("a LoRA run over a Q8_0 or Q4_K base resumes bit for bit, blocks and all",
+TEST_CASE("a LoRA run over a Q8_0, Q4_K, Q6_K or Q5_0 base resumes bit for bit, blocks and all",
           "[packed_checkpoint]") {
-  const BasePrecision base = GENERATE(BasePrecision::q8_0, BasePrecision::q4_k);
+  const BasePrecision base =
+      GENERATE(BasePrecision::q8_0, BasePrecision::q4_k, BasePrecision::q6_k, BasePrecision::q5_0);
   ag_test::TempDir dir;
   const train::RunConfig cfg = lora_run(dir, base);
   ag_test::run_to_end(cfg);
@@ -222,4 +225,83 @@ TEST_CASE("a file's blocks are refused for a weight its config trains", "[packed
   REQUIRE_THROWS_WITH(train::model_from_checkpoint(back),
                       Contains("lying.h5") && Contains("is held as q8_0 blocks, but the file's "
                                                        "config trains it"));
+}
+
+namespace {
+
+// A file as a GGUF import keeping blocks writes it (base_precision own): a LoRA run's base
+// whose matrices are in several formats, as a Q4_K_M file's are (Q4_K, Q6_K, Q5_0), and
+// the token embedding float32 (a GGUF's F16 or F32 tensor).
+std::string mixed_file(const ag_test::TempDir& dir) {
+  train::RunConfig cfg = lora_run(dir, BasePrecision::q4_k);
+  cfg.steps = 1;
+  ag_test::run_to_end(cfg);
+  io::Checkpoint c = kept(cfg.out);
+  const std::map<std::string, BasePrecision> other = {
+      {"blocks.0.mlp.fc2.weight", BasePrecision::q6_k},
+      {"blocks.0.attn.W_value.weight", BasePrecision::q5_0},
+      {"blocks.0.attn.W_key.weight", BasePrecision::q5_1}};
+  for (auto& [name, t] : c.model) {
+    if (!t.packing()) continue;
+    ag::Tensor values = ag::quant::unpacked(t, ag::DType::Float32);
+    if (const auto it = other.find(name); it != other.end())
+      ag::quant::pack_in_place(values, *ag::quant::packed_format(it->second));
+    else if (name != "tok_emb.weight")
+      continue;
+    t = values;
+    if (!values.packing()) c.packed.erase(name);
+  }
+  c.config["base_precision"] = "own";
+  c.optimizer.reset();
+  io::save_checkpoint(dir.file("mixed.h5"), c);
+  return dir.file("mixed.h5");
+}
+
+}  // namespace
+
+TEST_CASE("base_precision own: a run from a file of mixed blocks holds each as the file does",
+          "[packed_checkpoint]") {
+  ag_test::TempDir dir;
+  const std::string mixed = mixed_file(dir);
+  const io::Checkpoint file = kept(mixed);
+  std::map<std::string, std::string> formats;
+  for (const auto& [name, t] : file.model)
+    if (t.packing()) formats[t.packing()->name] = name;
+  REQUIRE(formats.size() == 4);  // q4_k, q6_k, q5_0, q5_1
+  train::RunConfig cfg = ag_test::tiny_run(dir);
+  cfg.init_from = mixed;
+  cfg.model.lora_rank = 4;
+  cfg.model_keys_given = {"lora_rank"};
+  cfg.out = dir.file("straight.h5");
+  cfg.warmup_steps = 0;
+  {
+    const train::TrainingRun run(cfg);
+    CHECK(run.config().base_precision == BasePrecision::own);
+    std::map<std::string, ag::Tensor> held;
+    for (const auto& [name, p] : run.model().named_parameters()) held.emplace(name, p);
+    for (const auto& [name, t] : file.model) {
+      if (train::is_adapter_parameter(name)) continue;
+      INFO(name);
+      const ag::Tensor& p = held.at(name);
+      REQUIRE(p.packing() == t.packing());  // float32 stays so: nothing packed anew
+      if (t.packing()) REQUIRE(same_bytes(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
+    }
+  }
+  ag_test::run_to_end(cfg);
+  const io::Checkpoint straight = kept(cfg.out);
+  train::RunConfig split = cfg;
+  split.out = dir.file("split.h5");
+  split.stop_at = 3;
+  ag_test::run_to_end(split);
+  const io::Checkpoint half = kept(split.out);
+  train::RunConfig resumed = train::RunConfig::from_json(half.config);
+  REQUIRE(resumed.base_precision == BasePrecision::own);
+  resumed.threads = 1, resumed.out = split.out;
+  ag_test::run_to_end(resumed, &half);
+  const io::Checkpoint rest = kept(split.out);
+  REQUIRE(rest.step == 6);
+  REQUIRE(rest.packed == straight.packed);
+  REQUIRE(rest.packed == file.packed);
+  REQUIRE(same_held_bits(rest.model, straight.model));
+  REQUIRE(ag_test::same_bits(rest.optimizer->tensors, straight.optimizer->tensors));
 }

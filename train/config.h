@@ -161,11 +161,18 @@ struct base::ChoiceNames<ag::Precision> {
 template <>
 struct base::ChoiceNames<ag::quant::BasePrecision> {
   static constexpr const char* key = "base_precision";
-  static constexpr std::array<std::pair<ag::quant::BasePrecision, const char*>, 4> rows = {
+  static constexpr std::array<std::pair<ag::quant::BasePrecision, const char*>, 11> rows = {
       {{ag::quant::BasePrecision::fp32, "fp32"},
        {ag::quant::BasePrecision::bf16, "bf16"},
        {ag::quant::BasePrecision::q8_0, "q8_0"},
-       {ag::quant::BasePrecision::q4_k, "q4_k"}}};
+       {ag::quant::BasePrecision::q4_k, "q4_k"},
+       {ag::quant::BasePrecision::q4_0, "q4_0"},
+       {ag::quant::BasePrecision::q4_1, "q4_1"},
+       {ag::quant::BasePrecision::q5_0, "q5_0"},
+       {ag::quant::BasePrecision::q5_1, "q5_1"},
+       {ag::quant::BasePrecision::q5_k, "q5_k"},
+       {ag::quant::BasePrecision::q6_k, "q6_k"},
+       {ag::quant::BasePrecision::own, "own"}}};
 };
 
 // A task formats as its name.

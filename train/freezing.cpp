@@ -69,7 +69,8 @@ void freeze_parameters(const RunConfig& cfg, nn::Module& model) {
 nn::FrozenBase frozen_base(const RunConfig& cfg) {
   nn::FrozenBase base;
   base.format = ag::quant::packed_format(cfg.base_precision);
-  if (!base.format) return base;
+  base.own = cfg.base_precision == ag::quant::BasePrecision::own;
+  if (!base.format && !base.own) return base;
   const nn::ShapeList shapes = cfg.model.parameter_shapes();
   std::vector<std::string> names;
   for (const auto& [name, shape] : shapes) names.push_back(name);

@@ -48,11 +48,13 @@ constexpr InitDecided kInitDecided[] = {{"tokenizer", &RunConfig::tokenizer}};
 // The init's own unless given; given, it converts (no refusal): how the base is held.
 constexpr const char* kBasePrecisionKey = "base_precision";
 
-// The base precision of a file holding frozen weights as blocks: the format most of its
-// packed weights are in, bfloat16 aside (a format falls back to it for rows that are not
-// whole blocks), or bfloat16 when all are; fp32 when it holds none, or the run freezes
-// nothing (it trains every weight: nothing stays packed).
-ag::quant::BasePrecision own_base_precision(const io::Checkpoint& ckpt, const RunConfig& cfg) {
+// The base precision of a file holding frozen weights as blocks: own when its run held them
+// so (a GGUF import's) or they are in more than one block format (each kept as it is);
+// else the format most of its packed weights are in, bfloat16 aside (a format falls back
+// to it for rows that are not whole blocks), or bfloat16 when all are; fp32 when it holds
+// none, or the run freezes nothing (it trains every weight: nothing stays packed).
+ag::quant::BasePrecision own_base_precision(const io::Checkpoint& ckpt, const RunConfig& cfg,
+                                            ag::quant::BasePrecision recorded) {
   using ag::quant::BasePrecision;
   if (ckpt.packed.empty() || (cfg.model.lora_rank == 0 && cfg.freeze.empty()))
     return BasePrecision::fp32;
@@ -61,6 +63,8 @@ ag::quant::BasePrecision own_base_precision(const io::Checkpoint& ckpt, const Ru
     if (const auto it = ckpt.packed.find(name); it != ckpt.packed.end())
       weights[it->second] += t.numel();
   const std::string bf16 = base::choice_name(BasePrecision::bf16);
+  if (recorded == BasePrecision::own || weights.size() - weights.count(bf16) > 1)
+    return BasePrecision::own;
   std::string most = bf16;
   for (const auto& [format, n] : weights)
     if (format != bf16 && (most == bf16 || n > weights[most])) most = format;
@@ -110,7 +114,8 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
       refuse_other_value(ckpt, d.key, value_text(cfg.*d.member), value_text(theirs));
   }
   // a file of blocks: the run holds them as they are unless --base-precision converts them
-  if (!set_here(kBasePrecisionKey)) cfg.base_precision = own_base_precision(ckpt, cfg);
+  if (!set_here(kBasePrecisionKey))
+    cfg.base_precision = own_base_precision(ckpt, cfg, was.base_precision);
 }
 
 void refuse_trained_blocks(const io::Checkpoint& ckpt) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <string_view>
 
 #include "autograd/allocator.h"
@@ -201,15 +202,40 @@ void TrainingRun::print_plan(const ParameterCounts& counts, int64_t sequence_tok
   sayf("{}\n", setup_.plan.describe());
 }
 
+namespace {
+
+// The frozen base a model is built with: base for a fresh one (its matrices drawn into their
+// blocks); for one --init-from a file of blocks held as they are (own), the matrices the
+// file holds so, of the run's shapes, built with no storage (their blocks are adopted);
+// else none (float32, the file's values read into it).
+nn::FrozenBase built_base(const nn::FrozenBase& base, const io::Checkpoint* init,
+                          const nn::GPTConfig& model, bool resumed) {
+  if (!init && !resumed) return base;
+  nn::FrozenBase built;
+  if (!init || !base.own) return built;
+  std::map<std::string, ag::Shape> shapes;
+  for (const auto& [name, shape] : model.parameter_shapes()) shapes.emplace(name, shape);
+  for (const auto& [name, t] : init->model)
+    if (t.packing() && base.frozen_matrix(name, t.shape()) && shapes.contains(name) &&
+        shapes.at(name) == t.shape())
+      built.from_file.insert(name);
+  return built;
+}
+
+}  // namespace
+
 void TrainingRun::build_model(std::optional<io::Checkpoint> init) {
   // an init's adapters that are not the run's are folded into its base weights
   const bool merged = init && init_holds_other_adapters(*init, cfg_.model);
   if (merged) init = merged_checkpoint(*init);
-  // else its weights are let go and read again into the model's parameters: held once
-  if (init && !merged) init->model.clear();
   // a frozen base held packed: drawn into its blocks, or packed once its floats are read
   const nn::FrozenBase base = frozen_base(cfg_);
-  model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed, init || resumed_ ? nullptr : &base);
+  const nn::FrozenBase built =
+      built_base(base, init && !merged ? &*init : nullptr, cfg_.model, resumed_ != nullptr);
+  // else its weights are let go and read again into the model's parameters: held once
+  if (init && !merged) init->model.clear();
+  const bool drawn_packed = built.format || !built.from_file.empty();
+  model_ = std::make_unique<nn::GPT>(cfg_.model, cfg_.seed, drawn_packed ? &built : nullptr);
   if (init && !merged) init = reread_init_into(*init, *model_);
   if (init) load_init_weights(*init, *model_);
   init.reset();

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -39,12 +40,42 @@ void unpack_q4_k(const uint8_t* in, int64_t n, T* out) {
   quant::unpack_q4_k(in, n, out);
 }
 
-// BasePrecision's values index it (fp32 packs nothing: no row)
+// the other formats through the table's reference row (ggml's scalar arithmetic): no
+// kernel of their own yet, correctness first
+template <BlockFormat F>
+void unpack_table(const uint8_t* in, int64_t n, float* out) {
+  dequantize_row(layout(F), in, n, out);
+}
+template <BlockFormat F>
+void unpack_table_bf16(const uint8_t* in, int64_t n, bfloat16* out) {
+  const BlockLayout& l = layout(F);
+  float block[256];  // the largest block's weights (the K formats')
+  static_assert(sizeof(block) / sizeof(float) >= 256);
+  for (int64_t i = 0; i < n; i += l.elements, in += l.bytes) {
+    l.dequantize(in, block);
+    to_bfloat16(block, out + i, l.elements);
+  }
+}
+// a row of a format that has only the table's arithmetic
+template <BlockFormat F>
+constexpr PackedFormat table_row(const char* name, int64_t elements, int64_t bytes) {
+  return {name, elements, bytes, pack_blocks<F>, unpack_table<F>, unpack_table_bf16<F>};
+}
+
+// BasePrecision's values index it (fp32 packs nothing: no row; nor does own). Each block
+// row's name, weights and bytes are block_formats()'s (test_frozen_base checks).
 constexpr PackedFormat kPacked[] = {
     {"bf16", 1, 2, pack_bf16, unpack_bf16, copy_bf16},
     {"q8_0", 32, 34, pack_blocks<BlockFormat::q8_0>, unpack_q8_0<float>, unpack_q8_0<bfloat16>},
     {"q4_k", 256, 144, pack_blocks<BlockFormat::q4_k>, unpack_q4_k<float>, unpack_q4_k<bfloat16>},
+    table_row<BlockFormat::q4_0>("q4_0", 32, 18),
+    table_row<BlockFormat::q4_1>("q4_1", 32, 20),
+    table_row<BlockFormat::q5_0>("q5_0", 32, 22),
+    table_row<BlockFormat::q5_1>("q5_1", 32, 24),
+    table_row<BlockFormat::q5_k>("q5_k", 256, 176),
+    table_row<BlockFormat::q6_k>("q6_k", 256, 210),
 };
+static_assert(std::size(kPacked) == static_cast<size_t>(BasePrecision::own) - 1);
 
 void check_packable(const Tensor& t, const PackedFormat& f) {
   if (t.dim() != 2 || t.dtype() != DType::Float32 || t.requires_grad() || t.packing() ||
@@ -85,7 +116,7 @@ std::span<const PackedFormat> packed_formats() {
 }
 
 const PackedFormat* packed_format(BasePrecision precision) {
-  if (precision == BasePrecision::fp32) return nullptr;
+  if (precision == BasePrecision::fp32 || precision == BasePrecision::own) return nullptr;
   return &kPacked[static_cast<int>(precision) - 1];
 }
 

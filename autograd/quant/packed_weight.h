@@ -1,6 +1,7 @@
 #pragma once
 // A frozen weight held packed: a [rows, width] float32 parameter whose storage holds only
-// its rows as blocks of a block format (block_formats.h: Q8_0, Q4_K) or as bfloat16 values,
+// its rows as blocks of a block format (block_formats.h: every format ggml's model files
+// hold, Q8_K aside) or as bfloat16 values,
 // never as float32 (docs/quantization.md, "Training over a quantized base"). The tensor
 // keeps its shape, dtype (float32: what its values are) and its place among a module's
 // parameters; what reads it goes through this header:
@@ -24,8 +25,22 @@
 namespace ag::quant {
 
 // How a run holds its frozen base weights (train's --base-precision): as float32 (packed
-// not at all), bfloat16 values, or ggml blocks.
-enum class BasePrecision : uint8_t { fp32, bf16, q8_0, q4_k };
+// not at all), bfloat16 values, or ggml blocks; `own`: as its --init-from file holds each
+// (a GGUF's mix of formats kept block for block, float32 where the file has floats).
+// The values from bf16 to q6_k index packed_formats(); new formats go before `own`.
+enum class BasePrecision : uint8_t {
+  fp32,
+  bf16,
+  q8_0,
+  q4_k,
+  q4_0,
+  q4_1,
+  q5_0,
+  q5_1,
+  q5_k,
+  q6_k,
+  own
+};
 
 // One row of the packed formats' table: the block rows of block_formats() that a base may
 // take, and bfloat16 (a "block" of one weight in two bytes).
@@ -41,7 +56,8 @@ struct PackedFormat {
 };
 
 std::span<const PackedFormat> packed_formats();
-// The row of a base precision; null for fp32 (nothing packed).
+// The row of a base precision; null for fp32 (nothing packed) and own (each weight as its
+// file holds it: no one format).
 const PackedFormat* packed_format(BasePrecision precision);
 // The row named; null when none is.
 const PackedFormat* packed_format_named(const std::string& name);

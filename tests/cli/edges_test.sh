@@ -99,7 +99,7 @@ packed_blocks_refused)
   [ -n "${MAKE_HOSTILE_H5:-}" ] || { echo "SKIP: MAKE_HOSTILE_H5 is not set"; exit 77; }
   echo "not a secret" > secret.txt
   "$MAKE_HOSTILE_H5" . secret.txt packed_wrong_bytes.h5 packed_unknown_format.h5 \
-    packed_partial_block.h5 packed_trained.h5
+    packed_partial_block.h5 packed_format_mismatch.h5 packed_trained.h5
   for command in "sample --checkpoint" "inspect" "eval --data secret.txt --checkpoint" \
                  "export --format gguf --out x.gguf"; do
     # shellcheck disable=SC2086  # the command's words
@@ -111,6 +111,9 @@ packed_blocks_refused)
     # shellcheck disable=SC2086
     expect_error 2 "'packed_partial_block.h5': /model/w has rows of 48 weights" \
       "$bin" $command packed_partial_block.h5
+    # shellcheck disable=SC2086
+    expect_error 2 "'packed_format_mismatch.h5': /model/w holds [2, 144] of 1-byte words, but a [2, 256] weight in q6_k blocks" \
+      "$bin" $command packed_format_mismatch.h5
   done
   said="'packed_trained.h5': /model/tok_emb.weight is held as q8_0 blocks, but the file's config trains it"
   expect_error 2 "$said" "$bin" sample --checkpoint packed_trained.h5

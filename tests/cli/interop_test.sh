@@ -411,7 +411,7 @@ adapters_out_and_in)
     "$bin" import adapter.gguf --out out.h5
   expect_usage_error "--dtype q8_0 (ggml's quantised blocks) is written for --format gguf only" \
     "$bin" export lora.h5 --format gguf-lora --dtype q8_0 --out q8.gguf
-  expect_usage_error "--tokenizer and --context apply to a model, not to an adapter (--base)" \
+  expect_usage_error "--tokenizer, --context and --keep-blocks apply to a model, not to an adapter" \
     "$bin" import adapter --base base.h5 --context 8 --out out.h5
   expect_usage_error "lora.h5: the base has LoRA adapters already: merge them first" \
     "$bin" import adapter --base lora.h5 --out out.h5

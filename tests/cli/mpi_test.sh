@@ -14,7 +14,7 @@ source "$here/scenario_lib.sh" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
 # Under the sanitizers: Open MPI holds allocations of its own until exit; they are not ours.
-export LSAN_OPTIONS="suppressions=$here/lsan_mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+mpi_leak_checks
 # (a function: `mpi ... &` would make $! the subshell's PID, not mpirun's)
 mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$bin" "$@"; }
 
@@ -320,7 +320,7 @@ sigterm_slow_save)
   [ -f "${SLOW_FSYNC_LIBRARY:-}" ] || fail "SLOW_FSYNC_LIBRARY is not the test helper library"
   # (ASan wants its runtime first among preloaded libraries; the helper needs none of it)
   mpirun --mca odls_base_sigkill_timeout 8 --oversubscribe -np 2 \
-    -x LD_PRELOAD="$SLOW_FSYNC_LIBRARY" -x SLOW_FSYNC_PATH=".slow.h5.partial-" \
+    -x LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$SLOW_FSYNC_LIBRARY" -x SLOW_FSYNC_PATH=".slow.h5.partial-" \
     -x SLOW_FSYNC_SECONDS=3 -x SLOW_FSYNC_MARK="$work/slow-fsync-done" \
     -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
     "$bin" train "${medium[@]}" --steps 1000000 --out slow.h5 > log.txt 2> err.txt &
@@ -355,7 +355,7 @@ ctrl_c_default_slow_save)
   medium=(--context-length 32 --d-model 32 --n-heads 4 --n-layers 2 --batch-size 4 --threads 1
           --sample-tokens 0 --eval-interval 0 --log-interval 1 --steps 1000000)
   [ -f "${SLOW_FSYNC_LIBRARY:-}" ] || fail "SLOW_FSYNC_LIBRARY is not the test helper library"
-  ctrl_c_under_default -x LD_PRELOAD="$SLOW_FSYNC_LIBRARY" -x SLOW_FSYNC_PATH=".slow.h5.partial-" \
+  ctrl_c_under_default -x LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$SLOW_FSYNC_LIBRARY" -x SLOW_FSYNC_PATH=".slow.h5.partial-" \
     -x SLOW_FSYNC_SECONDS=3 -x SLOW_FSYNC_MARK="$work/slow-fsync-done" \
     -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
     -- "${medium[@]}" --out slow.h5
@@ -374,7 +374,7 @@ ctrl_c_default_during_save)
           --sample-tokens 0 --eval-interval 0 --log-interval 1 --steps 1000000)
   [ -f "${SLOW_FSYNC_LIBRARY:-}" ] || fail "SLOW_FSYNC_LIBRARY is not the test helper library"
   set -m
-  mpirun --oversubscribe -np 2 -x LD_PRELOAD="$SLOW_FSYNC_LIBRARY" \
+  mpirun --oversubscribe -np 2 -x LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$SLOW_FSYNC_LIBRARY" \
     -x SLOW_FSYNC_PATH=".per.h5.partial-" -x SLOW_FSYNC_SECONDS=3 \
     -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
     "$bin" train "${medium[@]}" --checkpoint-interval 3 --out per.h5 > log.txt 2> err.txt &

@@ -13,6 +13,15 @@ train_small() {  # train_small OUT.h5 [options]
   "$bin" train "${small[@]}" --data text.txt --steps 120 --out "$1" "${@:2}" > /dev/null
 }
 
+# big_model OUT.h5: a model slow enough to decode that a 20000-token stream is still going
+# when the test acts on it; its weights need no training, so one step of one sequence and
+# one evaluation window (under the sanitizers a step of 16 sequences and 78 windows of
+# evaluation took 45 of the scenario's 50 s)
+big_model() {
+  "$bin" train --context-length 256 --d-model 128 --n-heads 4 --n-layers 4 --steps 1 \
+    --batch-size 1 --eval-windows 1 --sample-tokens 0 --eval-interval 0 --out "$1" > /dev/null
+}
+
 server_pid=
 stop_server() { [ -z "$server_pid" ] || kill "$server_pid" 2> /dev/null || true; }
 trap 'stop_server; rm -rf "$work"' EXIT
@@ -106,8 +115,7 @@ slowloris)
 busy_and_disconnect)
   # Past --max-concurrent and --max-queue: 429 with Retry-After; a client that leaves
   # mid-stream frees its slot.
-  "$bin" train --context-length 256 --d-model 128 --n-heads 4 --n-layers 4 --steps 1 \
-    --sample-tokens 0 --eval-interval 0 --out big.h5 > /dev/null
+  big_model big.h5
   start_server big.h5 --max-concurrent 1 --max-queue 0 --max-tokens 20000
   curl -sSN -d '{"prompt": "a", "max_tokens": 20000, "stream": true}' "$(url /v1/completions)" > stream.out &
   streamer=$!
@@ -127,8 +135,7 @@ busy_and_disconnect)
 sigterm_mid_stream)
   # SIGTERM mid-stream: the stream in flight finishes within --drain-timeout, the server
   # exits 0 and takes no new request.
-  "$bin" train --context-length 256 --d-model 128 --n-heads 4 --n-layers 4 --steps 1 \
-    --sample-tokens 0 --eval-interval 0 --out big.h5 > /dev/null
+  big_model big.h5
   start_server big.h5 --max-tokens 20000 --drain-timeout 2
   curl -sSN -d '{"prompt": "a", "max_tokens": 20000, "stream": true}' "$(url /v1/completions)" > stream.out &
   streamer=$!
