@@ -14,6 +14,8 @@ namespace ag {
 namespace {
 thread_local bool g_grad_enabled = true;
 thread_local LeafGradReadyHook::Fn* g_leaf_ready = nullptr;
+// While gradients() runs: where each of its leaves' gradient is summed instead of .grad
+thread_local std::unordered_map<const TensorImpl*, Tensor>* g_captured = nullptr;
 }  // namespace
 
 LeafGradReadyHook::LeafGradReadyHook(Fn fn) {
@@ -32,6 +34,13 @@ NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) {
   g_grad_enabled = false;
 }
 NoGradGuard::~NoGradGuard() {
+  g_grad_enabled = prev_;
+}
+
+EnableGradGuard::EnableGradGuard() : prev_(g_grad_enabled) {
+  g_grad_enabled = true;
+}
+EnableGradGuard::~EnableGradGuard() {
   g_grad_enabled = prev_;
 }
 
@@ -90,6 +99,20 @@ namespace {
 bool exclusively_owned(const Tensor& g) {
   return g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1 && g.is_contiguous() &&
          g.offset() == 0 && !g.impl()->grad_fn;
+}
+
+// Sums g into the gradient gradients() collects for leaf.
+void capture_leaf(const TensorImpl& leaf, Tensor g, const char* node) {
+  auto it = g_captured->find(&leaf);
+  if (it == g_captured->end())
+    throw std::logic_error(
+        fmt::format("gradients(): {} reaches a tensor that requires grad and is not among the "
+                    "leaves asked for",
+                    node));
+  if (!it->second.defined())
+    it->second = exclusively_owned(g) ? std::move(g) : g.clone();
+  else
+    add_(it->second, g);
 }
 
 void accumulate_leaf(TensorImpl& leaf, Tensor g) {
@@ -191,7 +214,10 @@ void run_node(Node& n, const Tensor& g, std::unordered_map<Node*, Tensor>& grads
     if (!e.defined() || !in_grads[i].defined()) continue;
     check_gradient(n, i, in_grads[i]);
     if (e.leaf) {
-      accumulate_leaf(*e.leaf, std::move(in_grads[i]));
+      if (g_captured)
+        capture_leaf(*e.leaf, std::move(in_grads[i]), n.name);
+      else
+        accumulate_leaf(*e.leaf, std::move(in_grads[i]));
       continue;
     }
     auto [slot, fresh] = grads.try_emplace(e.fn.get(), std::move(in_grads[i]));
@@ -249,6 +275,52 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     }
     countdown.ran(*n);
   }
+}
+
+namespace {
+
+// Sets the capture map and suspends the leaf hook for one gradients() call; restores both
+// (gradients() runs inside an outer backward, whose hook and capture are its own).
+class CaptureScope {
+ public:
+  explicit CaptureScope(std::unordered_map<const TensorImpl*, Tensor>* map)
+      : prev_captured_(g_captured), prev_hook_(g_leaf_ready) {
+    g_captured = map;
+    g_leaf_ready = nullptr;
+  }
+  ~CaptureScope() {
+    g_captured = prev_captured_;
+    g_leaf_ready = prev_hook_;
+  }
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+
+ private:
+  std::unordered_map<const TensorImpl*, Tensor>* prev_captured_;
+  LeafGradReadyHook::Fn* prev_hook_;
+};
+
+}  // namespace
+
+std::vector<Tensor> gradients(const Tensor& root, const Tensor& gradient,
+                              const std::vector<Tensor>& leaves) {
+  std::unordered_map<const TensorImpl*, Tensor> captured;
+  for (const Tensor& leaf : leaves)
+    if (leaf.defined() && leaf.requires_grad()) captured.try_emplace(leaf.impl_ptr().get());
+  {
+    const CaptureScope scope(&captured);
+    if (root.is_leaf()) {
+      capture_leaf(*root.impl(), seed_gradient(root, gradient), "the root");
+    } else {
+      run_backward(root, gradient, /*retain_graph=*/false);
+    }
+  }
+  std::vector<Tensor> out;
+  for (const Tensor& leaf : leaves) {
+    const auto it = leaf.defined() ? captured.find(leaf.impl_ptr().get()) : captured.end();
+    out.push_back(it == captured.end() ? Tensor() : it->second);
+  }
+  return out;
 }
 
 }  // namespace ag

@@ -55,6 +55,18 @@ class NoGradGuard {
  private:
   bool prev_;
 };
+// Switches recording back on in its scope: what a node that recomputes its forward during
+// backward (ag::checkpoint) needs, since backward itself runs without recording.
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
 
 // Records `out` as produced by `name` from `inputs`. Call it only when
 // needs_recording(inputs) is true, so no closure is built for inference.
@@ -65,6 +77,14 @@ void attach_backward(Tensor& out, const char* name, const std::vector<Tensor>& i
 bool needs_recording(const std::vector<Tensor>& inputs);
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+// The gradients of root (seeded with `gradient`) with respect to `leaves`, one per leaf
+// (undefined where none reaches it), as torch.autograd.grad gives them: nothing is added
+// into any leaf's .grad and no LeafGradReadyHook is told. The graph is released. Every
+// leaf the graph reaches that requires grad must be among `leaves` (a logic_error names
+// the node otherwise): a recomputing node returns them as its own inputs' gradients.
+std::vector<Tensor> gradients(const Tensor& root, const Tensor& gradient,
+                              const std::vector<Tensor>& leaves);
 
 // While one is alive on this thread, backward calls it for each leaf as soon as the leaf's
 // gradient is final (every node with an edge to it has run), with the leaf's TensorImpl:

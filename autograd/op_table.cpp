@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <memory>
 #include <tuple>
+
+#include "autograd/checkpoint.h"
 
 namespace ag::op_table {
 
@@ -758,6 +761,31 @@ std::vector<Row> dropout_rows() {
   return rows;
 }
 
+// ag::checkpoint (autograd/checkpoint.h) over a few ops: its backward recomputes them, with a
+// dropout drawing its mask again from the state it had; the values are the ops' own, so
+// PyTorch's twin is the ops without checkpointing.
+std::vector<Row> checkpoint_rows() {
+  std::vector<Row> rows;
+  // (the function is kept by the graph until backward: it holds what it reads by value)
+  rows.push_back(
+      {"layers", "checkpoint of tanh(linear) times its input",
+       "torch.tanh(F.linear(x[0], x[1], x[2])) * x[0]", one([](In x) {
+         return ag::checkpoint(
+             [w = x[1], b = x[2]](const Tensor& a) { return ag::tanh(ag::linear(a, w, b)) * a; },
+             x[0], {x[1], x[2]});
+       }),
+       Sweep{{f({3, 4}), f({4, 4}), f({4})}, {f({2, 3, 5}), f({5, 5}), f({5})}}});
+  rows.push_back(
+      {"layers", "checkpoint of a dropout 0.3 and gelu", "", one([](In x) {
+         auto g = std::make_shared<Generator>(99);
+         return ag::checkpoint(
+             [g, w = x[1]](const Tensor& a) { return ag::gelu(ag::dropout(a, 0.3, true, *g) * w); },
+             x[0], {x[1]}, {g.get()});
+       }),
+       in_layouts({f({4, 5}), f({4, 5})}), Checks::gradcheck_only});
+  return rows;
+}
+
 // softmax(q k^T / sqrt(D), keys after the query hidden) v, in PyTorch, over q, k, v.
 const char* const kTorchCausalAttention =
     "torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill("
@@ -900,8 +928,8 @@ std::vector<Row> softmax_rows() {
 }
 
 std::vector<Row> layer_rows() {
-  return concat(
-      {embedding_rows(), layer_norm_rows(), rms_norm_rows(), rope_rows(), dropout_rows()});
+  return concat({embedding_rows(), layer_norm_rows(), rms_norm_rows(), rope_rows(), dropout_rows(),
+                 checkpoint_rows()});
 }
 
 std::vector<Row> attention_rows() {

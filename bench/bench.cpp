@@ -204,12 +204,13 @@ struct StepOptions {
   int64_t lora_rank = 0;  // > 0: LoRA adapters on all four targets, the base frozen
   // how the frozen base is held (nn/frozen_base.h; with lora_rank only)
   ag::quant::BasePrecision base_precision = ag::quant::BasePrecision::fp32;
-  int64_t batch = 0, tokens = 0;  // > 0: the config's B and T replaced
-  bool background_load = false;   // a busy process pinned to one core while the steps run
-  bool report = true;             // false: the steps run for their side effects (--tune)
-  bool breakdown = false;         // report where the step's time went instead (breakdown.h)
-  std::string save_checkpoint;    // after the steps, a checkpoint saved here, its memory measured
-  bool overwrite = false;         // --save-checkpoint may replace what is there
+  int64_t batch = 0, tokens = 0;        // > 0: the config's B and T replaced
+  bool background_load = false;         // a busy process pinned to one core while the steps run
+  bool report = true;                   // false: the steps run for their side effects (--tune)
+  bool breakdown = false;               // report where the step's time went instead (breakdown.h)
+  bool checkpoint_activations = false;  // blocks recomputed in backward, as train's option
+  std::string save_checkpoint;  // after the steps, a checkpoint saved here, its memory measured
+  bool overwrite = false;       // --save-checkpoint may replace what is there
 };
 
 // The memory plan beside the peak RSS, then its activation terms of at least a twentieth of
@@ -257,6 +258,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
                                 {"parameters", parameters},
                                 {"lora_rank", o.lora_rank},
                                 {"base_precision", base::choice_name(o.base_precision)},
+                                {"checkpoint_activations", o.checkpoint_activations},
                                 {"forward_ms", StepTimes::median(t.forward)},
                                 {"backward_ms", StepTimes::median(t.backward)},
                                 {"optimizer_ms", StepTimes::median(t.optimizer)},
@@ -274,7 +276,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
     return;
   }
   fmt::print(
-      "attograd {}{}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
+      "attograd {}{}{}{} ({}, dropout {}, {} process{} x {} threads, {} parameters): median {:.2f} "
       "ms/step "
       "over {} steps (min {:.2f}, max {:.2f}; forward {:.2f}, backward {:.2f}, reduction wait "
       "{:.2f}, clip+AdamW {:.2f}) | {:.0f} tokens/s | {:.1f} GFLOP/s | peak RSS {:.1f} MB{}{}\n",
@@ -282,6 +284,7 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
       o.base_precision != ag::quant::BasePrecision::fp32
           ? fmt::format(" over a {} base", base::choice_name(o.base_precision))
           : "",
+      o.checkpoint_activations ? ", blocks recomputed in backward" : "",
       base::choice_name(o.precision), o.dropout, processes, processes == 1 ? "" : "es", o.threads,
       parameters, median, t.total.size(), *lo, *hi, StepTimes::median(t.forward),
       StepTimes::median(t.backward), StepTimes::median(t.reduce), StepTimes::median(t.optimizer),
@@ -327,10 +330,12 @@ int run_steps(const StepOptions& o) {
   train::RunConfig run;  // what a training run of this model freezes (LoRA: the base)
   run.model = c.model;
   run.base_precision = o.base_precision;
+  run.checkpoint_activations = o.checkpoint_activations;
   run.validate();
   const nn::FrozenBase base = train::frozen_base(run);  // drawn straight into its blocks
   nn::GPT model(c.model, 1337, &base);
   model.train();
+  model.set_activation_checkpointing(o.checkpoint_activations);
   train::freeze_parameters(run, model);
   optim::AdamW opt(optim::decay_groups(train::trainable_named_parameters(model), 0.1), 3e-4);
   ag::Bf16WeightCopies copies;  // as training keeps them: refreshed by AdamW
@@ -431,6 +436,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision,
       "base-precision", po::value(&base_precision)->default_value("fp32"),
       "with --lora-rank: the frozen base held as fp32, bf16, or blocks: q8_0, q4_k, q6_k, ... "
       "(nn/frozen_base.h; not own: bench draws its model, no file holds it)")(
+      "checkpoint-activations",
+      "each block's activations recomputed in backward, as train --checkpoint-activations")(
       "background-load",
       "while the steps run, a busy process pinned to one of the cores this one may use (the "
       "last); it is killed when the benchmark ends")(
@@ -476,6 +483,7 @@ int bench_command(const std::vector<std::string>& args) {
     o.json = vm.count("json") > 0;
     o.background_load = vm.count("background-load") > 0;
     o.breakdown = vm.count("breakdown") > 0;
+    o.checkpoint_activations = vm.count("checkpoint-activations") > 0;
     if (vm.count("micro") && vm.count("decode"))
       return run_decoder_micro(named_config(o.config).model, o.config, o.json);
     if (vm.count("micro")) return run_micro(o.threads, o.json);

@@ -178,6 +178,10 @@ void machine_options(Declare& add, train::RunConfig& c) {
       "under mpirun: tree (default: the same bits on any number of processes) or allreduce "
       "(MPI_Allreduce: agrees to rounding only)",
       Resume::yes);
+  add.flag("checkpoint-activations", c.checkpoint_activations,
+           "keep each block's input only and run the block again in backward: the blocks' "
+           "activations held one block at a time, for a second forward (the same bits)",
+           Resume::yes);
   add.flag("profile", c.profile,
            "print where the steps' time went (compute, waiting on other processes)", Resume::yes);
 }

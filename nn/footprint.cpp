@@ -45,7 +45,9 @@ double total(const std::vector<Footprint::Term>& terms) {
 
 void Footprint::save(const std::string& path, const std::string& what, double elements,
                      double bytes_each) {
-  add_to(saved, term_name(path, what), elements * bytes_each);
+  const bool in_a_block = path.rfind("blocks.", 0) == 0;
+  add_to(recompute_blocks && in_a_block ? recomputed : saved, term_name(path, what),
+         elements * bytes_each);
 }
 
 void Footprint::save_once(const std::string& path, const std::string& what, double bytes) {
@@ -64,6 +66,10 @@ void Footprint::backward(const std::string& path, const std::string& what, doubl
 
 double Footprint::saved_bytes_per_token() const {
   return total(saved);
+}
+
+double Footprint::recomputed_bytes_per_token() const {
+  return total(recomputed) / static_cast<double>(std::max<int64_t>(1, recomputed_layers));
 }
 
 }  // namespace nn

@@ -25,12 +25,18 @@ struct Footprint {
   bool bf16;
   double weight_copy_bytes = 0;  // those copies, once per model
   int64_t batch = 1;             // sequences a step: the rows a chunked loss takes depend on it
+  // Activation checkpointing (GPT::set_activation_checkpointing): what the blocks save is
+  // held for one block at a time, in its backward's recomputation (`recomputed`, every
+  // layer's summed, as `saved`'s are), and each block's input is saved instead.
+  bool recompute_blocks = false;
+  int64_t recomputed_layers = 1;
 
   struct Term {
     std::string name;  // "blocks.*.attn: q, k, v and output by head"
     double bytes;      // per token, except per_step's
   };
-  std::vector<Term> saved;  // kept from forward until backward, every term at once
+  std::vector<Term> saved;       // kept from forward until backward, every term at once
+  std::vector<Term> recomputed;  // with recompute_blocks: the blocks' terms, all layers summed
   // the largest a layer allocates for a moment while the saved terms are held, one at a time:
   // a backward, or the chunked loss's forward (nn/head.cpp)
   Term backward_peak{"", 0};
@@ -56,9 +62,11 @@ struct Footprint {
   }
   double saved_bytes_per_token() const;
   double per_step_bytes() const;
-  // saved plus the backward peak: what a step holds at its fullest
+  // one block's share of `recomputed`: what its recomputation holds while it runs
+  double recomputed_bytes_per_token() const;
+  // saved, a recomputed block and the backward peak: what a step holds at its fullest
   double activation_bytes_per_token() const {
-    return saved_bytes_per_token() + backward_peak.bytes;
+    return saved_bytes_per_token() + recomputed_bytes_per_token() + backward_peak.bytes;
   }
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/allocator.h"
+#include "autograd/checkpoint.h"
 #include "autograd/parallel.h"
 #include "autograd/quant/block_formats.h"
 #include "nn/frozen_base.h"
@@ -146,7 +147,7 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
   ag::Tensor h = tok_emb->forward(ids);  // [B, T, C]
   if (pos_emb) h = h + pos_emb->forward(ag::arange(T));
   h = drop_emb->forward(h);
-  for (const auto& block : *blocks) h = block->forward(h);
+  for (const auto& block : *blocks) h = run_block(*block, h);
   h = ln_f->forward(h);
   Output out;
   // with targets, a head that can computes the loss without holding the logits (the LM
@@ -156,6 +157,14 @@ GPT::Output GPT::forward(const ag::Tensor& ids, const ag::Tensor& targets,
   out.logits = head_->forward(h, lengths);
   if (targets.defined()) out.loss = head_->loss(out.logits, targets);
   return out;
+}
+
+// A block's forward, or under activation checkpointing the same forward recorded as one
+// node that runs it again in backward (its dropout masks drawn again from the same state)
+ag::Tensor GPT::run_block(const TransformerBlock& block, const ag::Tensor& h) const {
+  if (!checkpoint_blocks_) return block.forward(h);
+  return ag::checkpoint([&block](const ag::Tensor& x) { return block.forward(x); }, h,
+                        block.trainable_parameters(), {dropout_gen_.get()});
 }
 
 // ------------------------------------------------------------------ inference
@@ -286,6 +295,11 @@ void GPT::footprint(Footprint& f) const {
   const auto C = static_cast<double>(cfg_.d_model);
   f.save(path(), "embeddings", C);
   f.save(path(), "token ids (int64)", 1, 8);
+  if (f.recompute_blocks) {  // the first block's input is the embeddings above
+    f.save(path(), "each later block's input, kept for its recomputation",
+           C * static_cast<double>(cfg_.n_layers - 1));
+    f.recomputed_layers = cfg_.n_layers;
+  }
   drop_emb->save_mask(f, C);
   Module::footprint(f);
 }

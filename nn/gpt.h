@@ -84,6 +84,12 @@ class GPT : public Module {
   const GPTConfig& config() const { return cfg_; }
   ag::Generator& dropout_generator() { return *dropout_gen_; }
 
+  // Activation checkpointing (--checkpoint-activations, autograd/checkpoint.h): a training
+  // forward keeps each block's input only, and backward runs the block again. The same
+  // loss and gradients bit for bit; a block's saved tensors alive one block at a time.
+  void set_activation_checkpointing(bool on) { checkpoint_blocks_ = on; }
+  bool activation_checkpointing() const { return checkpoint_blocks_; }
+
   std::shared_ptr<Embedding> tok_emb, pos_emb;  // pos_emb: learned positions only
   std::shared_ptr<Dropout> drop_emb;
   std::shared_ptr<ModuleList<TransformerBlock>> blocks;
@@ -95,6 +101,9 @@ class GPT : public Module {
   std::shared_ptr<Head> head_;
   std::shared_ptr<const RopeTables> rope_;  // RoPE's tables, shared by the blocks; or null
   std::string head_name_ = "lm_head";
+  bool checkpoint_blocks_ = false;
+
+  ag::Tensor run_block(const TransformerBlock& block, const ag::Tensor& h) const;
 };
 
 // Rounds, in place, the matrices a decoder's steps read (GPT::streamed_matrices) to

@@ -111,6 +111,9 @@ struct RunConfig {
   ag::quant::BasePrecision base_precision = ag::quant::BasePrecision::fp32;
   int64_t bucket_mb = kDefaultBucketMb;  // gradient buckets of a distributed run
   bool profile = false;                  // where a step's time goes, printed at the end
+  // each block's activations recomputed in backward (nn::GPT::set_activation_checkpointing):
+  // the same bits, less memory, a second forward; a setting of the machine, not stored
+  bool checkpoint_activations = false;
   Reduction reduce = Reduction::tree;
   int64_t sample_tokens = 200;  // sample printed at the end
   std::string init_from;        // start from this checkpoint's weights

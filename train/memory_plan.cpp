@@ -213,8 +213,8 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   // in double: absurd sizes must give an absurd plan, not an overflowed one
   const double tokens =
       static_cast<double>(cfg.batch_size) * static_cast<double>(cfg.model.context_length);
-  const nn::Footprint f =
-      model_footprint(cfg.model, cfg.precision == ag::Precision::bf16, cfg.batch_size);
+  const nn::Footprint f = model_footprint(cfg.model, cfg.precision == ag::Precision::bf16,
+                                          cfg.batch_size, cfg.checkpoint_activations);
   const double params = static_cast<double>(num_parameters);
   MemoryPlan p;
   p.parameters = saturated(4.0 * params);
@@ -231,6 +231,9 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
     p.activation_terms.emplace_back(term.name, saturated(tokens * term.bytes));
   for (const auto& term : f.per_step)
     p.activation_terms.emplace_back(term.name, saturated(term.bytes));
+  if (f.recompute_blocks)
+    p.activation_terms.emplace_back("one block recomputed in backward (--checkpoint-activations)",
+                                    saturated(tokens * f.recomputed_bytes_per_token()));
   p.activation_terms.emplace_back("backward peak, " + f.backward_peak.name,
                                   saturated(tokens * f.backward_peak.bytes));
   p.data_held = data_bytes;
@@ -242,11 +245,13 @@ MemoryPlan plan_memory(const RunConfig& cfg, int64_t num_parameters, int64_t dat
   return p;
 }
 
-nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16, int64_t batch) {
+nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16, int64_t batch,
+                              bool recompute_blocks) {
   nn::GPTConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet: the tokenizer fills it in
   nn::Footprint f(m.context_length, /*training=*/true, bf16);
   f.batch = batch;
+  f.recompute_blocks = recompute_blocks;
   nn::ShapeOnlyScope description;
   nn::GPT(m, 0).footprint(f);
   return f;

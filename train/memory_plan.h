@@ -83,7 +83,8 @@ int64_t data_bytes_for_text(int64_t text_bytes, data::TokenizerKind tokenizer);
 // shape-only description of it: nothing is allocated. bf16: as --precision bf16 runs it
 // (the weights' bfloat16 copies, the GEMM inputs' rounded copies).
 // batch: the sequences a step (the chunked loss's rows, nn::Footprint::batch).
-nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16 = false, int64_t batch = 1);
+nn::Footprint model_footprint(const nn::GPTConfig& model, bool bf16 = false, int64_t batch = 1,
+                              bool recompute_blocks = false);
 
 // MemAvailable from /proc/meminfo, lowered to what the process's memory cgroup (v2's
 // memory.max, or v1's memory.limit_in_bytes, in the cgroup and each of its parents)

@@ -241,6 +241,7 @@ void TrainingRun::build_model(std::optional<io::Checkpoint> init) {
   init.reset();
   if (resumed_) io::load_model_weights(*resumed_, *model_);  // blocks taken as they are
   model_->train();
+  model_->set_activation_checkpointing(cfg_.checkpoint_activations);
   // each parameter held as the run's base says: a checkpoint's blocks in the run's format
   // kept as they are (an exact resume), others dequantized or packed
   nn::pack_frozen_base(*model_, base);
