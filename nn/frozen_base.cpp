@@ -1,5 +1,7 @@
 #include "nn/frozen_base.h"
 
+#include <algorithm>
+
 #include "autograd/allocator.h"
 
 namespace nn {
@@ -35,6 +37,26 @@ void place_initial_values(const FrozenBase* base, const std::string& name, ag::T
   }
   p.requires_grad_(false);
   ag::quant::pack_into(p, values, base->format_for(p.shape()[1]));
+}
+
+void place_initial_draws(const FrozenBase* base, const std::string& name, ag::Tensor& p,
+                         const RowDraw& draw, int64_t chunk_bytes) {
+  const bool packs = base && base->packs(name, p.shape());
+  const bool from_file = base && base->from_file.contains(name);
+  if (!packs && !from_file) {
+    place_initial_values(base, name, p, draw(p.shape()[0]));
+    return;
+  }
+  const int64_t rows = p.shape()[0], width = p.shape()[1];
+  const int64_t chunk = std::max<int64_t>(1, chunk_bytes / (4 * std::max<int64_t>(1, width)));
+  ag::NoGradGuard no_grad;
+  ag::Tensor packed =
+      packs ? ag::quant::packed_empty(p.shape(), base->format_for(width)) : ag::Tensor();
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const ag::Tensor values = draw(std::min(chunk, rows - r0));
+    if (packs) ag::quant::pack_rows(packed, r0, values);
+  }
+  if (packs) ag::quant::adopt_packed(p, packed);  // else the file's blocks are adopted next
 }
 
 int pack_frozen_base(Module& model, const FrozenBase& base) {

@@ -11,6 +11,7 @@
 //
 //   nn::FrozenBase base{ag::quant::packed_format(BasePrecision::q8_0), frozen_names};
 //   nn::GPT model(cfg, seed, &base);   // the named matrices drawn straight into Q8_0 blocks
+#include <functional>
 #include <string>
 #include <unordered_set>
 
@@ -39,6 +40,16 @@ struct FrozenBase {
   const ag::quant::PackedFormat& format_for(int64_t width) const;
 };
 
+// Draws the next `rows` rows of a parameter's initial values (ag::normal over the
+// generator: rows drawn a chunk at a time are the rows drawn at once).
+using RowDraw = std::function<ag::Tensor(int64_t rows)>;
+// As place_initial_values with p's values drawn by `draw`; a matrix base packs or takes
+// from its file is drawn a chunk of rows at a time (16 MiB of float32: the generator
+// advances as ever), each chunk packed as drawn, so its float32 is never held whole (a
+// Llama-3.2-1B embedding's 1 GB would be the peak of a Q4_K base's run).
+inline constexpr int64_t kDrawChunkBytes = int64_t{16} << 20;
+void place_initial_draws(const FrozenBase* base, const std::string& name, ag::Tensor& p,
+                         const RowDraw& draw, int64_t chunk_bytes = kDrawChunkBytes);
 // Sets the parameter `name`, p, to `values`: packed when base packs it (p's float32
 // storage let go unwritten), left without storage when base->from_file names it (its
 // blocks come next), copied otherwise. base may be null.

@@ -50,7 +50,11 @@ void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen, const Frozen
   const double residual_std = 0.02 / std::sqrt(2.0 * n_layers);
   auto draw = [&gen, base](const Module& m, ag::Tensor& p, double std) {
     const std::string name = m.path().empty() ? "weight" : m.path() + ".weight";
-    place_initial_values(base, name, p, ag::normal(p.shape(), 0.0, std, gen));
+    const int64_t width = p.dim() == 2 ? p.shape()[1] : 0;
+    place_initial_draws(base, name, p, [&gen, &p, width, std](int64_t rows) {
+      return width > 0 ? ag::normal({rows, width}, 0.0, std, gen)
+                       : ag::normal(p.shape(), 0.0, std, gen);
+    });
     // a packed matrix's float32 draw given back at once: the cache would keep one of each
     // size (the 1 GB of a Llama-3.2-1B embedding's) until the model is built
     if (p.packing() || p.impl()->storage->nbytes == 0) ag::release_cached_blocks();

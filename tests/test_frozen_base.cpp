@@ -353,3 +353,45 @@ TEST_CASE("the memory plan counts a packed base at its bytes a weight", "[frozen
   cfg.precision = ag::Precision::bf16;
   CHECK(train::plan_memory(cfg, params, 0, 1).base_scratch == q8.base_scratch / 2);
 }
+
+TEST_CASE("a frozen matrix drawn a chunk of rows at a time is the whole draw packed",
+          "[frozen_base]") {
+  const auto p = GENERATE(BasePrecision::bf16, BasePrecision::q8_0);
+  INFO(format_of(p).name);
+  nn::FrozenBase base;
+  base.format = ag::quant::packed_format(p);
+  base.frozen = {"m.weight"};
+  ag::Generator whole_gen(4), chunk_gen(4);
+  ag::Tensor expected = ag::zeros({100, 64});
+  ag::quant::pack_into(expected, ag::normal({100, 64}, 0.0, 0.02, whole_gen), format_of(p));
+  ag::Tensor drawn = ag::zeros({100, 64});
+  int draws = 0;
+  // 1,000 bytes a chunk: 3 rows of 64 float32, the last chunk one row
+  nn::place_initial_draws(
+      &base, "m.weight", drawn,
+      [&](int64_t rows) {
+        ++draws;
+        return ag::normal({rows, 64}, 0.0, 0.02, chunk_gen);
+      },
+      1000);
+  CHECK(draws == 34);
+  REQUIRE(drawn.packing() == &format_of(p));
+  CHECK_FALSE(drawn.requires_grad());
+  const auto a = ag::quant::packed_bytes(drawn), b = ag::quant::packed_bytes(expected);
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  CHECK(chunk_gen.next_u64() == whole_gen.next_u64());  // the generator where one draw leaves it
+  // a matrix the file gives: drawn the same, chunk by chunk, and given no values
+  nn::FrozenBase own;
+  own.own = true;
+  own.from_file = {"m.weight"};
+  ag::Generator skip_gen(4), full_gen(4);
+  (void)ag::normal({100, 64}, 0.0, 0.02, full_gen);
+  ag::Tensor skipped = ag::zeros({100, 64});
+  nn::place_initial_draws(
+      &own, "m.weight", skipped,
+      [&](int64_t rows) {
+        return ag::normal({rows, 64}, 0.0, 0.02, skip_gen);
+      },
+      1000);
+  CHECK(skip_gen.next_u64() == full_gen.next_u64());
+}

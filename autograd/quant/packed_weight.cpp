@@ -147,6 +147,25 @@ void pack_into(Tensor& t, const Tensor& values, const PackedFormat& format) {
   adopt_storage(t, std::move(storage));
 }
 
+void pack_rows(Tensor& packed, int64_t r0, const Tensor& values) {
+  const PackedFormat* format = packed.packing();
+  const int64_t width = packed.dim() == 2 ? packed.shape()[1] : -1;
+  if (!format || values.dim() != 2 || values.shape()[1] != width ||
+      values.dtype() != DType::Float32 || r0 < 0 || r0 + values.shape()[0] > packed.shape()[0])
+    throw std::invalid_argument(fmt::format("pack_rows: {} values at row {} of a packed {}",
+                                            shape_str(values.shape()), r0,
+                                            shape_str(packed.shape())));
+  const int64_t row_bytes = packed_row_bytes(*format, width);
+  const Tensor src = values.contiguous();
+  const float* x = src.const_data<float>();
+  uint8_t* out = packed_data(packed).data() + r0 * row_bytes;
+  detail::parallel_for_items(values.shape()[0], 1, static_cast<double>(width) * 8,
+                             [&](int64_t a, int64_t b) {
+                               for (int64_t r = a; r < b; ++r)
+                                 format->pack(x + r * width, width, out + r * row_bytes);
+                             });
+}
+
 Tensor packed_empty(const Shape& shape, const PackedFormat& format) {
   if (shape.size() != 2 || shape[0] < 0 || !fits(format, shape[1]))
     throw std::invalid_argument(

@@ -87,6 +87,10 @@ void pack_in_place(Tensor& t, const PackedFormat& format);
 // The same with the values of `values` (float32, t's shape) instead of t's own: t's float32
 // storage, never written, is let go unread (a model's initial draws packed as drawn).
 void pack_into(Tensor& t, const Tensor& values, const PackedFormat& format);
+// Rows [r0, r0 + n) of `packed` (packed_empty's, [rows, width]) set to `values` (float32
+// [n, width]) packed, each row as pack_into packs it: a matrix packed a chunk of rows at a
+// time, never held whole as float32.
+void pack_rows(Tensor& packed, int64_t r0, const Tensor& values);
 // A packed tensor of `shape` [rows, width] over the given bytes (exactly its rows' bytes:
 // std::invalid_argument otherwise), as a checkpoint's blocks are read back.
 Tensor packed_tensor(const Shape& shape, const PackedFormat& format,
