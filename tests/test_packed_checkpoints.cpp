@@ -40,6 +40,22 @@ io::Checkpoint kept(const std::string& path) {
   return io::load_checkpoint(path, {.keep_packed = true});
 }
 
+// cfg stopped after step 3 into split.h5 of dir, then resumed from that file to its end: the
+// file the resume leaves (blocks kept), the resumed config's base required to be `base`.
+io::Checkpoint stopped_and_resumed(const train::RunConfig& cfg, const ag_test::TempDir& dir,
+                                   BasePrecision base) {
+  train::RunConfig split = cfg;
+  split.out = dir.file("split.h5");
+  split.stop_at = 3;
+  ag_test::run_to_end(split);
+  const io::Checkpoint half = kept(split.out);
+  train::RunConfig resumed = train::RunConfig::from_json(half.config);
+  REQUIRE(resumed.base_precision == base);
+  resumed.threads = 1, resumed.out = split.out;
+  ag_test::run_to_end(resumed, &half);
+  return kept(split.out);
+}
+
 // The same names, and each tensor the same: packed ones the same format and bytes.
 bool same_held_bits(const nn::StateDict& a, const nn::StateDict& b) {
   if (a.size() != b.size()) return false;
@@ -114,16 +130,7 @@ TEST_CASE("a LoRA run over a Q8_0, Q4_K, Q6_K or Q5_0 base resumes bit for bit, 
   ag_test::run_to_end(cfg);
   const io::Checkpoint straight = kept(cfg.out);
   REQUIRE(!straight.packed.empty());
-  train::RunConfig split = cfg;
-  split.out = dir.file("split.h5");
-  split.stop_at = 3;
-  ag_test::run_to_end(split);
-  const io::Checkpoint half = kept(split.out);
-  train::RunConfig resumed = train::RunConfig::from_json(half.config);
-  REQUIRE(resumed.base_precision == base);
-  resumed.threads = 1, resumed.out = split.out;
-  ag_test::run_to_end(resumed, &half);
-  const io::Checkpoint rest = kept(split.out);
+  const io::Checkpoint rest = stopped_and_resumed(cfg, dir, base);
   REQUIRE(rest.step == 6);
   REQUIRE(rest.packed == straight.packed);
   REQUIRE(same_held_bits(rest.model, straight.model));
@@ -289,16 +296,7 @@ TEST_CASE("base_precision own: a run from a file of mixed blocks holds each as t
   }
   ag_test::run_to_end(cfg);
   const io::Checkpoint straight = kept(cfg.out);
-  train::RunConfig split = cfg;
-  split.out = dir.file("split.h5");
-  split.stop_at = 3;
-  ag_test::run_to_end(split);
-  const io::Checkpoint half = kept(split.out);
-  train::RunConfig resumed = train::RunConfig::from_json(half.config);
-  REQUIRE(resumed.base_precision == BasePrecision::own);
-  resumed.threads = 1, resumed.out = split.out;
-  ag_test::run_to_end(resumed, &half);
-  const io::Checkpoint rest = kept(split.out);
+  const io::Checkpoint rest = stopped_and_resumed(cfg, dir, BasePrecision::own);
   REQUIRE(rest.step == 6);
   REQUIRE(rest.packed == straight.packed);
   REQUIRE(rest.packed == file.packed);
