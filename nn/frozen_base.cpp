@@ -20,31 +20,29 @@ const ag::quant::PackedFormat& FrozenBase::format_for(int64_t width) const {
   return *ag::quant::packed_format(ag::quant::BasePrecision::bf16);
 }
 
-void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
-                          const ag::Tensor& values) {
+namespace {
+
+// p set to a whole draw: copied into its storage, or, drawn under a RedrawnScope (no
+// storage yet), given the draw's
+void take_values(ag::Tensor& p, const ag::Tensor& values) {
   ag::NoGradGuard no_grad;
-  if (base && base->from_file.contains(name)) return;  // the file's blocks are adopted next
-  if (!base || !base->packs(name, p.shape())) {
-    if (p.impl()->storage->nbytes > 0) {
-      ag::copy_(p, values);
-      return;
-    }
-    // a matrix drawn under a RedrawnScope has no storage yet: it takes the draw's
-    const ag::Tensor v = values.contiguous();
-    p.impl()->storage = v.impl()->storage;
-    p.impl()->offset = v.offset();
+  if (p.impl()->storage->nbytes > 0) {
+    ag::copy_(p, values);
     return;
   }
-  p.requires_grad_(false);
-  ag::quant::pack_into(p, values, base->format_for(p.shape()[1]));
+  const ag::Tensor v = values.contiguous();
+  p.impl()->storage = v.impl()->storage;
+  p.impl()->offset = v.offset();
 }
+
+}  // namespace
 
 void place_initial_draws(const FrozenBase* base, const std::string& name, ag::Tensor& p,
                          const RowDraw& draw, int64_t chunk_bytes) {
   const bool packs = base && base->packs(name, p.shape());
   const bool from_file = base && base->from_file.contains(name);
   if (!packs && !from_file) {
-    place_initial_values(base, name, p, draw(p.shape()[0]));
+    take_values(p, draw(p.shape()[0]));
     return;
   }
   const int64_t rows = p.shape()[0], width = p.shape()[1];

@@ -43,18 +43,15 @@ struct FrozenBase {
 // Draws the next `rows` rows of a parameter's initial values (ag::normal over the
 // generator: rows drawn a chunk at a time are the rows drawn at once).
 using RowDraw = std::function<ag::Tensor(int64_t rows)>;
-// As place_initial_values with p's values drawn by `draw`; a matrix base packs or takes
-// from its file is drawn a chunk of rows at a time (16 MiB of float32: the generator
-// advances as ever), each chunk packed as drawn, so its float32 is never held whole (a
-// Llama-3.2-1B embedding's 1 GB would be the peak of a Q4_K base's run).
+// Sets the parameter `name`, p, to the values `draw` gives (base may be null). A matrix
+// base packs is drawn a chunk of rows at a time (16 MiB of float32: the generator advances
+// as ever), each chunk packed as drawn, so its float32 is never held whole (a
+// Llama-3.2-1B embedding's 1 GB would be the peak of a Q4_K base's run), and p's float32
+// storage is let go unwritten; one base->from_file names is drawn the same way and left
+// without storage (its blocks come next); any other takes the whole draw.
 inline constexpr int64_t kDrawChunkBytes = int64_t{16} << 20;
 void place_initial_draws(const FrozenBase* base, const std::string& name, ag::Tensor& p,
                          const RowDraw& draw, int64_t chunk_bytes = kDrawChunkBytes);
-// Sets the parameter `name`, p, to `values`: packed when base packs it (p's float32
-// storage let go unwritten), left without storage when base->from_file names it (its
-// blocks come next), copied otherwise. base may be null.
-void place_initial_values(const FrozenBase* base, const std::string& name, ag::Tensor& p,
-                          const ag::Tensor& values);
 // Holds every parameter of model as base says, in place: one base packs and is held as
 // float32 (its values read from a checkpoint) is packed; one already packed in the format
 // base packs it in (a checkpoint's blocks, taken as they are: nothing re-quantized) is

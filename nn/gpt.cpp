@@ -55,8 +55,8 @@ void init_gpt2(Module& model, int64_t n_layers, ag::Generator& gen, const Frozen
       return width > 0 ? ag::normal({rows, width}, 0.0, std, gen)
                        : ag::normal(p.shape(), 0.0, std, gen);
     });
-    // a packed matrix's float32 draw given back at once: the cache would keep one of each
-    // size (the 1 GB of a Llama-3.2-1B embedding's) until the model is built
+    // a packed (or file-given) matrix's float32 chunks given back at once: the cache would
+    // keep them until the model is built
     if (p.packing() || p.impl()->storage->nbytes == 0) ag::release_cached_blocks();
   };
   model.for_each_module([&](Module& m) {

@@ -43,7 +43,7 @@ ag::Tensor Module::register_parameter(const std::string& name, const ag::Shape& 
     init();                       // drawn and dropped: the generator as it always is
     ag::release_cached_blocks();  // and its block given back, not kept for the redraw
     // no storage of its own yet (an allocation now would be handed the draw's block, just
-    // freed and resident): the redraw gives it one (nn::place_initial_values)
+    // freed and resident): the redraw gives it one (nn::place_initial_draws)
     value = ag::empty({0});
     value.impl()->shape = shape;
     value.impl()->strides = ag::contiguous_strides(shape);

@@ -66,7 +66,7 @@ class UninitializedScope : public detail::ThreadFlagScope<UninitializedScope> {}
 // initialisation draws again: Linear, Embedding, LMHead weights) is still drawn, so that
 // the generator advances as it always does, but its value is dropped and the parameter
 // given no storage until the initialisation's redraw places its values
-// (nn::place_initial_values): a model whose frozen base is drawn into packed blocks
+// (nn::place_initial_draws): a model whose frozen base is drawn into packed blocks
 // (frozen_base.h) never holds its float32 matrices.
 class RedrawnScope : public detail::ThreadFlagScope<RedrawnScope> {};
 
