@@ -149,8 +149,7 @@ def requantized(f32_tensors, name, fmt):
     x = np.frombuffer(data, dtype=np.float32)
     if fmt == "f16":
         return x.astype(np.float16).tobytes()
-    weights = LAYOUTS[fmt][0]
-    return b"".join(bytes(QUANTIZE[fmt](list(x[i:i + weights]))) for i in range(0, x.size, weights))
+    return QUANTIZE[fmt](x.reshape(-1, LAYOUTS[fmt][0]))
 
 
 def q4_k_m_like(arch, name):

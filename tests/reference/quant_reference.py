@@ -14,7 +14,6 @@ usage: quant_reference.py PATH/TO/attograd_quant_driver
 
 Exit status: 0 when all agree, 1 on a mismatch (printed), 77 without numpy.
 """
-import math
 import os
 import subprocess
 import sys
@@ -35,14 +34,6 @@ LAYOUTS = {"q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22
 
 def half(b, at):  # the half at byte `at` of each block, as float32 [blocks, 1]
     return b[:, at:at + 2].copy().view("<f2").astype(F)
-
-
-def to_half_bytes(v):
-    return np.array([v], dtype=F).astype("<f2").tobytes()
-
-
-def stored(v):  # a float as the half a block keeps
-    return F(np.array([v], dtype=F).astype(np.float16)[0])
 
 
 # ---------------------------------------------------------------- dequantizers, vectorised
@@ -130,238 +121,255 @@ def deq_q8_k(b):
     return d * b[:, 4:260].view(np.int8).astype(F)
 
 
-# ---------------------------------------------------------------- quantizers, a block at a time
+# ------------------------------------------------------- quantizers, every block side by side
+# Each quantizer takes weights [blocks, n] (n a block's weights; a flat array is cut into
+# blocks) and returns the blocks' bytes. A block's arithmetic is its own, in float32, with
+# the steps of llama.cpp's reference quantizer in its order: every sum runs element by
+# element along the block (never numpy's pairwise reductions), numpy only takes step k of
+# all the blocks at once. (One block at a time in Python took about 50 ms a K-quant block.)
 
 
-def round_away(v):  # C's roundf
-    return int(math.copysign(math.floor(abs(float(v)) + 0.5), float(v)))
+def as_blocks(x, n):
+    return np.asarray(x, dtype=F).reshape(-1, n)
+
+
+def round_away(v):  # C's roundf (its half added in double, as roundf rounds exactly)
+    v = np.asarray(v, np.float64)
+    return (np.sign(v) * np.floor(np.abs(v) + 0.5)).astype(np.int64)
 
 
 def rne(v):  # ggml's nearest_int: to nearest, ties to even
-    return int(round(float(v)))
+    return np.rint(np.asarray(v, np.float64)).astype(np.int64)
 
 
-def absmax_signed(x):
-    amax, mx = F(0), F(0)
-    for v in x:
-        if amax < abs(v):
-            amax, mx = abs(v), v
-    return mx
+def half_bytes(v):  # [blocks] floats -> [blocks, 2] the bytes of their halves
+    return np.asarray(v, F).astype("<f2").view(np.uint8).reshape(-1, 2)
+
+
+def absmax_signed(x):  # the element of largest magnitude, the first of equals; 0 when none
+    at = np.argmax(np.abs(x), axis=1)
+    mx = x[np.arange(len(x)), at]
+    return np.where(np.abs(mx) > 0, mx, F(0))
+
+
+def inverse(d):  # 1/d, 0 where d is 0
+    with np.errstate(divide="ignore"):
+        return np.where(d != 0, F(1) / d, F(0)).astype(F)
+
+
+def joined(*parts):  # [blocks, *] byte arrays side by side -> the blocks' bytes
+    return np.concatenate([np.asarray(p).astype(np.uint8) for p in parts], axis=1).tobytes()
 
 
 def q_q8_0(x):
-    amax = F(0)
-    for v in x:
-        amax = max(amax, abs(v))
-    d = F(amax / F(127))
-    i = F(F(1) / d) if d else F(0)
-    return to_half_bytes(d) + bytes(np.array([round_away(v * i) for v in x], np.int8).view(np.uint8))
+    x = as_blocks(x, 32)
+    d = (np.abs(x).max(axis=1) / F(127)).astype(F)
+    q = round_away(x * inverse(d)[:, None]).astype(np.int8).view(np.uint8)
+    return joined(half_bytes(d), q)
 
 
-def pack_nibbles(levels):
-    return bytes(int(levels[j]) | (int(levels[j + 16]) << 4) for j in range(16))
+def pack_nibbles(levels):  # [blocks, 32] -> [blocks, 16]: j low, j + 16 high
+    return (levels[:, :16] & 15) | ((levels[:, 16:] & 15) << 4)
 
 
-def pack_five(levels):
-    qh = sum(((int(levels[j]) >> 4) & 1) << j for j in range(32))
-    return qh.to_bytes(4, "little") + pack_nibbles([int(v) & 15 for v in levels])
+def pack_five(levels):  # [blocks, 32] -> [blocks, 20]: the fifth bits' word, then nibbles
+    qh = np.zeros(len(levels), np.uint64)
+    for j in range(32):
+        qh |= ((levels[:, j].astype(np.uint64) >> np.uint64(4)) & np.uint64(1)) << np.uint64(j)
+    return np.concatenate([qh.astype("<u4").view(np.uint8).reshape(-1, 4), pack_nibbles(levels)], axis=1)
 
 
 def q_q4_0(x):
-    d = F(absmax_signed(x) / F(-8))
-    i = F(F(1) / d) if d else F(0)
-    return to_half_bytes(d) + pack_nibbles([min(15, int(F(v * i) + F(8.5))) for v in x])
+    x = as_blocks(x, 32)
+    d = (absmax_signed(x) / F(-8)).astype(F)
+    lv = np.minimum(15, np.trunc(x * inverse(d)[:, None] + F(8.5)).astype(np.int64))
+    return joined(half_bytes(d), pack_nibbles(lv))
 
 
 def q_q5_0(x):
-    d = F(absmax_signed(x) / F(-16))
-    i = F(F(1) / d) if d else F(0)
-    return to_half_bytes(d) + pack_five([min(31, int(F(v * i) + F(16.5))) for v in x])
+    x = as_blocks(x, 32)
+    d = (absmax_signed(x) / F(-16)).astype(F)
+    lv = np.minimum(31, np.trunc(x * inverse(d)[:, None] + F(16.5)).astype(np.int64))
+    return joined(half_bytes(d), pack_five(lv))
 
 
-def min_max(x):
-    lo, hi = F(np.finfo(F).max), F(-np.finfo(F).max)
-    for v in x:
-        lo, hi = (v if v < lo else lo), (v if v > hi else hi)
+def min_max(x):  # [blocks] lowest and highest, the first of equals kept (as a scan does)
+    lo = np.full(len(x), np.finfo(F).max, F)
+    hi = np.full(len(x), -np.finfo(F).max, F)
+    for k in range(x.shape[1]):
+        lo = np.where(x[:, k] < lo, x[:, k], lo)
+        hi = np.where(x[:, k] > hi, x[:, k], hi)
     return lo, hi
 
 
 def q_q4_1(x):
+    x = as_blocks(x, 32)
     lo, hi = min_max(x)
-    d = F(F(hi - lo) / F(15))
-    i = F(F(1) / d) if d else F(0)
-    lv = [min(15, int(F(F(v - lo) * i) + F(0.5))) for v in x]
-    return to_half_bytes(d) + to_half_bytes(lo) + pack_nibbles(lv)
+    d = ((hi - lo) / F(15)).astype(F)
+    lv = np.minimum(15, np.trunc((x - lo[:, None]) * inverse(d)[:, None] + F(0.5)).astype(np.int64))
+    return joined(half_bytes(d), half_bytes(lo), pack_nibbles(lv))
 
 
 def q_q5_1(x):
+    x = as_blocks(x, 32)
     lo, hi = min_max(x)
-    d = F(F(hi - lo) / F(31))
-    i = F(F(1) / d) if d else F(0)
-    lv = [int(F(F(v - lo) * i) + F(0.5)) for v in x]
-    return to_half_bytes(d) + to_half_bytes(lo) + pack_five(lv)
+    d = ((hi - lo) / F(31)).astype(F)
+    lv = np.trunc((x - lo[:, None]) * inverse(d)[:, None] + F(0.5)).astype(np.int64)
+    return joined(half_bytes(d), half_bytes(lo), pack_five(lv))
 
 
 def search_scale_min(x, w, nmax, rmin, rdelta, nstep):  # make_qkx2_quants, squared error
-    n = len(x)
-    lo, hi, sw, sx = x[0], x[0], w[0], F(w[0] * x[0])
+    """x, w [blocks, n] -> scale [blocks], -min [blocks], levels [blocks, n]."""
+    n = x.shape[1]
+    lo, hi, sw, sx = x[:, 0], x[:, 0], w[:, 0], w[:, 0] * x[:, 0]
     for k in range(1, n):
-        lo = x[k] if x[k] < lo else lo
-        hi = x[k] if x[k] > hi else hi
-        sw = F(sw + w[k])
-        sx = F(sx + F(w[k] * x[k]))
-    lo = F(0) if lo > 0 else lo
-    if hi == lo:
-        return F(0), F(-lo), [0] * n
+        lo = np.where(x[:, k] < lo, x[:, k], lo)
+        hi = np.where(x[:, k] > hi, x[:, k], hi)
+        sw, sx = sw + w[:, k], sx + w[:, k] * x[:, k]
+    lo = np.where(lo > 0, F(0), lo)
+    flat, lowest = hi == lo, lo
 
     def levels(iscale, base):
-        return [max(0, min(nmax, rne(F(iscale * F(v - base))))) for v in x]
+        return np.clip(rne(iscale[:, None] * (x - base[:, None])), 0, nmax)
 
     def error(scale, base, lv):
-        e = F(0)
+        e, lf = np.zeros(len(x), F), lv.astype(F)
         for k in range(n):
-            diff = F(F(F(scale * F(lv[k])) + base) - x[k])
-            e = F(e + F(w[k] * F(diff * diff)))
+            diff = (scale * lf[:, k] + base) - x[:, k]
+            e = e + w[:, k] * (diff * diff)
         return e
 
-    iscale = F(F(nmax) / F(hi - lo))
-    scale = F(F(1) / iscale)
+    iscale = F(nmax) / (hi - lo)
+    scale = F(1) / iscale
     L = levels(iscale, lo)
     best = error(scale, lo, L)
     for step in range(nstep + 1):
-        iscale = F(F(F(rmin + F(rdelta * F(step))) + F(nmax)) / F(hi - lo))
+        iscale = ((rmin + rdelta * F(step)) + F(nmax)) / (hi - lo)
         aux = levels(iscale, lo)
-        sl = sl2 = sxl = F(0)
+        sl = sl2 = sxl = np.zeros(len(x), F)
         for k in range(n):
-            wl = F(w[k] * F(aux[k]))
-            sl, sl2, sxl = F(sl + wl), F(sl2 + F(wl * F(aux[k]))), F(sxl + F(wl * x[k]))
-        D = F(F(sw * sl2) - F(sl * sl))
-        if D > 0:
-            this_scale = F(F(F(sw * sxl) - F(sx * sl)) / D)
-            this_min = F(F(F(sl2 * sx) - F(sl * sxl)) / D)
-            if this_min > 0:
-                this_min, this_scale = F(0), F(sxl / sl2)
-            e = error(this_scale, this_min, aux)
-            if e < best:
-                L, best, scale, lo = aux, e, this_scale, this_min
-    return scale, F(-lo), L
+            wl = w[:, k] * aux[:, k].astype(F)
+            sl, sl2, sxl = sl + wl, sl2 + wl * aux[:, k].astype(F), sxl + wl * x[:, k]
+        D = sw * sl2 - sl * sl
+        this_scale = (sw * sxl - sx * sl) / D
+        this_min = (sl2 * sx - sl * sxl) / D
+        raised = this_min > 0
+        this_min, this_scale = np.where(raised, F(0), this_min), np.where(raised, sxl / sl2, this_scale)
+        e = error(this_scale, this_min, aux)
+        better = (D > 0) & (e < best)
+        L = np.where(better[:, None], aux, L)
+        best, scale, lo = (np.where(better, a, b) for a, b in ((e, best), (this_scale, scale), (this_min, lo)))
+    return np.where(flat, F(0), scale), -np.where(flat, lowest, lo), np.where(flat[:, None], 0, L)
 
 
-def k_scale_bytes(ls, lm):
-    s = [0] * 12
+def k_scale_bytes(ls, lm):  # [blocks, 8] 6-bit scales and mins -> [blocks, 12]
+    s = np.zeros((len(ls), 12), np.int64)
     for j in range(8):
         if j < 4:
-            s[j], s[j + 4] = ls[j], lm[j]
+            s[:, j], s[:, j + 4] = ls[:, j], lm[:, j]
         else:
-            s[j + 4] = (ls[j] & 15) | ((lm[j] & 15) << 4)
-            s[j - 4] |= (ls[j] >> 4) << 6
-            s[j] |= (lm[j] >> 4) << 6
+            s[:, j + 4] = (ls[:, j] & 15) | ((lm[:, j] & 15) << 4)
+            s[:, j - 4] |= (ls[:, j] >> 4) << 6
+            s[:, j] |= (lm[:, j] >> 4) << 6
     return s
 
 
-def k_quantize(x, nmax, rmin, nstep):  # Q4_K's and Q5_K's head and levels
-    scales, mins, L = [], [], []
+def k_quantize(x, nmax, rmin, nstep):  # Q4_K's and Q5_K's heads [blocks, 16] and levels
+    scales, mins, L = np.zeros((len(x), 8), F), np.zeros((len(x), 8), F), np.zeros(x.shape, np.int64)
     for j in range(8):
-        xs = x[32 * j:32 * j + 32]
-        s2 = F(0)
-        for v in xs:
-            s2 = F(s2 + F(v * v))
-        av = F(np.sqrt(F(s2 / F(32))))
-        w = [F(av + abs(v)) for v in xs]
-        sc, mn, lv = search_scale_min(xs, w, nmax, F(rmin), F(0.1), nstep)
-        scales.append(sc), mins.append(mn), L.extend(lv)
-    max_scale, max_min = F(0), F(0)
-    for j in range(8):
-        max_scale = scales[j] if scales[j] > max_scale else max_scale
-        max_min = mins[j] if mins[j] > max_min else max_min
-    inv_s = F(F(63) / max_scale) if max_scale > 0 else F(0)
-    inv_m = F(F(63) / max_min) if max_min > 0 else F(0)
-    ls = [min(63, rne(F(inv_s * s)) & 255) for s in scales]
-    lm = [min(63, rne(F(inv_m * m)) & 255) for m in mins]
-    s = k_scale_bytes(ls, lm)
-    d, dmin = stored(F(max_scale / F(63))), stored(F(max_min / F(63)))
-    for j in range(8):
-        sd = F(d * F(ls[j]))
-        if sd == 0:
-            continue
-        dm = F(dmin * F(lm[j]))
+        xs = x[:, 32 * j:32 * j + 32]
+        s2 = np.zeros(len(x), F)
         for k in range(32):
-            L[32 * j + k] = max(0, min(nmax, rne(F(F(x[32 * j + k] + dm) / sd))))
-    head = to_half_bytes(max_scale / F(63)) + to_half_bytes(max_min / F(63)) + bytes(s)
+            s2 = s2 + xs[:, k] * xs[:, k]
+        w = np.sqrt(s2 / F(32))[:, None] + np.abs(xs)
+        scales[:, j], mins[:, j], L[:, 32 * j:32 * j + 32] = search_scale_min(xs, w, nmax, F(rmin), F(0.1), nstep)
+    max_scale, max_min = np.zeros(len(x), F), np.zeros(len(x), F)
+    for j in range(8):
+        max_scale = np.where(scales[:, j] > max_scale, scales[:, j], max_scale)
+        max_min = np.where(mins[:, j] > max_min, mins[:, j], max_min)
+    with np.errstate(divide="ignore"):
+        inv_s = np.where(max_scale > 0, F(63) / max_scale, F(0)).astype(F)
+        inv_m = np.where(max_min > 0, F(63) / max_min, F(0)).astype(F)
+    ls = np.minimum(63, rne(inv_s[:, None] * scales) & 255)
+    lm = np.minimum(63, rne(inv_m[:, None] * mins) & 255)
+    d = (max_scale / F(63)).astype(np.float16).astype(F)
+    dmin = (max_min / F(63)).astype(np.float16).astype(F)
+    for j in range(8):
+        sd, dm = d * ls[:, j].astype(F), dmin * lm[:, j].astype(F)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            again = np.clip(rne((x[:, 32 * j:32 * j + 32] + dm[:, None]) / sd[:, None]), 0, nmax)
+        L[:, 32 * j:32 * j + 32] = np.where((sd != 0)[:, None], again, L[:, 32 * j:32 * j + 32])
+    head = np.concatenate([half_bytes(max_scale / F(63)), half_bytes(max_min / F(63)), k_scale_bytes(ls, lm)], axis=1)
     return head, L
 
 
 def nibble_rows(L):  # per 64 levels: 32 bytes, the first 32 low, the next 32 high
-    return bytes((L[64 * c + k] & 15) | ((L[64 * c + 32 + k] & 15) << 4) for c in range(4) for k in range(32))
+    return np.concatenate([(L[:, 64 * c:64 * c + 32] & 15) | ((L[:, 64 * c + 32:64 * c + 64] & 15) << 4)
+                           for c in range(4)], axis=1)
 
 
 def q_q4_k(x):
-    head, L = k_quantize(x, 15, -1.0, 20)
-    return head + nibble_rows(L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        head, L = k_quantize(as_blocks(x, 256), 15, -1.0, 20)
+    return joined(head, nibble_rows(L))
 
 
 def q_q5_k(x):
-    head, L = k_quantize(x, 31, -0.5, 15)
-    qh = [0] * 32
-    for k in range(256):
-        qh[k % 32] |= ((L[k] >> 4) & 1) << (k // 32)
-    return head + bytes(qh) + nibble_rows(L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        head, L = k_quantize(as_blocks(x, 256), 31, -0.5, 15)
+    qh = np.zeros((len(L), 32), np.int64)
+    for j in range(8):  # level 32 j + l's fifth bit is bit j of byte l
+        qh |= ((L[:, 32 * j:32 * j + 32] >> 4) & 1) << j
+    return joined(head, qh, nibble_rows(L))
 
 
 def signed_search(x, nmax):  # make_qx_quants, rmse_type 1, no importance weights
-    amax, mx = F(0), F(0)
-    for v in x:
-        if abs(v) > amax:
-            amax, mx = abs(v), v
-    if amax < F(1e-15):
-        return F(0), [0] * len(x)
+    """x [blocks, n] -> scale [blocks], levels [blocks, n] (0 for a block of |x| < 1e-15)."""
+    mx = absmax_signed(x)
+    tiny = np.abs(mx) < F(1e-15)
 
     def sums(iscale):
-        lv, slx, sl2 = [], F(0), F(0)
-        for v in x:
-            q = max(-nmax, min(nmax - 1, rne(F(iscale * v))))
-            w = F(v * v)
-            slx, sl2 = F(slx + F(F(w * v) * F(q))), F(sl2 + F(F(w * F(q)) * F(q)))
-            lv.append(q + nmax)
-        return lv, slx, sl2
+        q = np.clip(rne(iscale[:, None] * x), -nmax, nmax - 1)
+        qf, slx, sl2 = q.astype(F), np.zeros(len(x), F), np.zeros(len(x), F)
+        for k in range(x.shape[1]):
+            w = x[:, k] * x[:, k]
+            slx, sl2 = slx + (w * x[:, k]) * qf[:, k], sl2 + (w * qf[:, k]) * qf[:, k]
+        return q + nmax, slx, sl2
 
-    L, slx, sl2 = sums(F(F(-nmax) / mx))
-    scale = F(slx / sl2) if sl2 != 0 else F(0)
-    best = F(scale * slx)
+    L, slx, sl2 = sums(F(-nmax) / mx)
+    scale = np.where(sl2 != 0, slx / sl2, F(0)).astype(F)
+    best = scale * slx
     for step in [s for s in range(-9, 10) if s]:
-        lv, slx, sl2 = sums(F(-F(F(nmax) + F(F(0.1) * F(step))) / mx))
-        if sl2 > 0 and F(slx * slx) > F(best * sl2):
-            L, scale = lv, F(slx / sl2)
-            best = F(scale * slx)
-    return scale, L
+        lv, slx, sl2 = sums(-(F(nmax) + F(0.1) * F(step)) / mx)
+        better = (sl2 > 0) & (slx * slx > best * sl2)
+        L, scale = np.where(better[:, None], lv, L), np.where(better, slx / sl2, scale)
+        best = np.where(better, scale * slx, best)
+    return np.where(tiny, F(0), scale), np.where(tiny[:, None], 0, L)
 
 
 def q_q6_k(x):
-    scales, L = [], []
-    for j in range(16):
-        sc, lv = signed_search(x[16 * j:16 * j + 16], 32)
-        scales.append(sc), L.extend(lv)
-    max_abs, max_scale = F(0), F(0)
-    for s in scales:
-        if abs(s) > max_abs:
-            max_abs, max_scale = abs(s), s
-    if max_abs < F(1e-15):
-        return bytes(210)
-    iscale = F(F(-128) / max_scale)
-    sc8 = [min(127, rne(F(iscale * s))) for s in scales]
-    d = stored(F(F(1) / iscale))
-    for j in range(16):
-        sd = F(d * F(sc8[j]))
-        if sd == 0:
-            continue
-        for k in range(16 * j, 16 * j + 16):
-            L[k] = max(-32, min(31, rne(F(x[k] / sd)))) + 32
-    ql, qh = [0] * 128, [0] * 64
-    for k in range(256):
-        h, r = k // 128, k % 128
-        ql[64 * h + r % 64] |= (L[k] & 15) << (4 * (r // 64))
-        qh[32 * h + r % 32] |= (L[k] >> 4) << (2 * (r // 32))
-    return bytes(ql) + bytes(qh) + bytes(np.array(sc8, np.int8).view(np.uint8)) + to_half_bytes(F(F(1) / iscale))
+    x = as_blocks(x, 256)
+    scales, L = np.zeros((len(x), 16), F), np.zeros(x.shape, np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(16):
+            scales[:, j], L[:, 16 * j:16 * j + 16] = signed_search(x[:, 16 * j:16 * j + 16], 32)
+        max_scale = absmax_signed(scales)
+        iscale = (F(-128) / max_scale).astype(F)
+        sc8 = np.minimum(127, rne(iscale[:, None] * scales))
+        d = (F(1) / iscale).astype(np.float16).astype(F)
+        for j in range(16):
+            sd = d * sc8[:, j].astype(F)
+            again = np.clip(rne(x[:, 16 * j:16 * j + 16] / sd[:, None]), -32, 31) + 32
+            L[:, 16 * j:16 * j + 16] = np.where((sd != 0)[:, None], again, L[:, 16 * j:16 * j + 16])
+    ql, qh = np.zeros((len(x), 128), np.int64), np.zeros((len(x), 64), np.int64)
+    for h in range(2):  # level 128 h + r: ql byte 64 h + r % 64, qh byte 32 h + r % 32
+        for part in range(4):
+            lv = L[:, 128 * h + 32 * part:128 * h + 32 * part + 32]
+            ql[:, 64 * h + 32 * (part % 2):64 * h + 32 * (part % 2) + 32] |= (lv & 15) << (4 * (part // 2))
+            qh[:, 32 * h:32 * h + 32] |= (lv >> 4) << (2 * part)
+    out = np.concatenate([ql, qh, sc8.astype(np.int8).view(np.uint8), half_bytes(F(1) / iscale)], axis=1)
+    out[np.abs(max_scale) < F(1e-15)] = 0
+    return out.astype(np.uint8).tobytes()
 
 
 DEQUANTIZE = {"q8_0": deq_q8_0, "q4_0": deq_q4_0, "q4_1": deq_q4_1, "q5_0": deq_q5_0,
@@ -419,7 +427,7 @@ def main():
             n = LAYOUTS[name][0]
             x = random_weights(rng, n, 4 if n == 256 else 30)
             ours = run(driver, "quantize", name, x.tobytes(), tmp)
-            want = b"".join(quantize([F(v) for v in row]) for row in x)
+            want = quantize(x)
             differ = sum(a != b for a, b in zip(ours, want)) + abs(len(ours) - len(want))
             print(f"quantize {name}: {x.shape[0]} blocks, {differ} bytes differ")
             if differ:
