@@ -432,10 +432,14 @@ void SpinBarrier::wait(int threads) {
   }
 }
 
+// The start alternates, team first (T 1 T 1 T 1): each way's first step is a warm-up and
+// the next kTimedFirst are kept by their minimum, so that one step slowed by something else
+// (a page fault, another process) cannot settle the choice; a wrong one would stand until
+// the next trial, 32 steps or more later (a whole short sample of a large model).
 bool StepPace::threaded() {
   ++steps_;
-  if (timed_[1] < 2) return true;  // each is timed first, twice: the team, then one
-  if (timed_[0] < 2) return false;
+  const int64_t start = kTimedFirst + 1;
+  if (timed_[0] < start || timed_[1] < start) return timed_[1] <= timed_[0];
   const bool faster = average_[1] <= average_[0];
   trial_ = steps_ >= next_trial_;
   return trial_ ? !faster : faster;
@@ -444,11 +448,15 @@ bool StepPace::threaded() {
 void StepPace::record(bool threaded, double seconds) {
   const int mode = threaded ? 1 : 0;
   if (timed_[mode]++ == 0) return;  // a warm-up: the team's threads start, caches fill
-  // the mode in use is averaged; a trial of the other stands for it alone (its old
-  // average may be from a busier minute)
+  const int64_t start = kTimedFirst + 1;
+  // at the start the minimum; then the mode in use is averaged, and a trial of the other
+  // stands for it alone (its old average may be from a busier minute)
   double& avg = average_[mode];
-  avg = timed_[mode] == 2 || trial_ ? seconds : 0.875 * avg + 0.125 * seconds;
-  if (timed_[0] < 2 || timed_[1] < 2) return;
+  if (timed_[mode] == 2 || trial_)
+    avg = seconds;
+  else
+    avg = timed_[mode] <= start ? std::min(avg, seconds) : 0.875 * avg + 0.125 * seconds;
+  if (timed_[0] < start || timed_[1] < start) return;
   if (trial_ || next_trial_ == 0) {  // the next trial of the slower: rarer the slower it is
     const double ratio = std::max(average_[0], average_[1]) / std::min(average_[0], average_[1]);
     next_trial_ = steps_ + static_cast<int64_t>(32 * std::min(ratio, 64.0));

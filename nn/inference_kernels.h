@@ -79,18 +79,20 @@ class SpinBarrier {
   std::atomic<unsigned> generation_{0};
 };
 
-// Whether a step should run on its threads or on one: both are timed as steps run (the
-// first of each discarded: the team's threads start then), the faster is used (a moving
-// average), and the slower is tried again now and then, the more rarely the slower it
-// was, so that trying costs about 3% of the time.
+// Whether a step should run on its threads or on one: both are timed as steps run (at the
+// start in turn, each one's first step discarded as the team's threads start then, and the
+// minimum of its next two kept), the faster is used (a moving average), and the slower is
+// tried again now and then, the more rarely the slower it was, so that trying costs about
+// 3% of the time.
 class StepPace {
  public:
   bool threaded();                             // the choice for the next step
   void record(bool threaded, double seconds);  // how long that step took
 
  private:
-  double average_[2] = {0, 0};  // one thread, threads (seconds a step)
-  int64_t timed_[2] = {0, 0};   // steps timed each way
+  static constexpr int64_t kTimedFirst = 2;  // each way's steps timed at the start
+  double average_[2] = {0, 0};               // one thread, threads (seconds a step)
+  int64_t timed_[2] = {0, 0};                // steps timed each way
   int64_t steps_ = 0, next_trial_ = 0;
   bool trial_ = false;
 };
