@@ -354,6 +354,38 @@ TEST_CASE("the memory plan counts a packed base at its bytes a weight", "[frozen
   CHECK(train::plan_memory(cfg, params, 0, 1).base_scratch == q8.base_scratch / 2);
 }
 
+TEST_CASE("the memory plan counts an own base as the file holds each matrix", "[frozen_base]") {
+  train::RunConfig cfg;
+  cfg.model = lora_gpt(true);
+  const int64_t params = cfg.model.num_parameters();
+  const train::MemoryPlan fp32 = train::plan_memory(cfg, params, 0, 1);
+  cfg.base_precision = BasePrecision::own;
+  // an own base of a file of floats: as float32
+  CHECK(train::plan_memory(cfg, params, 0, 1).parameters == fp32.parameters);
+  // a GGUF import's mix: each matrix at its own format's bytes; a trained one (the LoRA
+  // adapter's) and the float32 ones as float32
+  const nn::FrozenBase base = train::frozen_base(cfg);
+  const std::vector<std::string> formats = {"q8_0", "q5_0", "bf16", "q4_1"};
+  double saved = 0;
+  size_t k = 0;
+  for (const auto& [name, shape] : cfg.model.parameter_shapes()) {
+    if (!base.frozen_matrix(name, shape)) {
+      if (name.find("lora") != std::string::npos) cfg.file_packed[name] = "q8_0";  // ignored
+      continue;
+    }
+    if (k == formats.size() + 1) continue;  // one frozen matrix left in float32
+    const std::string& format = formats[k++ % formats.size()];
+    cfg.file_packed[name] = format;
+    saved += 4.0 * static_cast<double>(ag::shape_numel(shape)) -
+             static_cast<double>(shape[0] * ag::quant::packed_row_bytes(
+                                                *ag::quant::packed_format_named(format), shape[1]));
+  }
+  REQUIRE(k > formats.size());
+  const train::MemoryPlan own = train::plan_memory(cfg, params, 0, 1);
+  CHECK(static_cast<double>(fp32.parameters - own.parameters) == saved);
+  CHECK_THAT(own.describe(), Contains("bf16+q4_1+q5_0+q8_0 base"));
+}
+
 TEST_CASE("a frozen matrix drawn a chunk of rows at a time is the whole draw packed",
           "[frozen_base]") {
   const auto p = GENERATE(BasePrecision::bf16, BasePrecision::q8_0);

@@ -3,6 +3,7 @@
 // optimiser, schedule and run settings. It is what the command line and config files
 // fill in, and what a checkpoint stores as its `config` JSON (model keys at top level).
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -124,6 +125,11 @@ struct RunConfig {
   // (or a config file) set; the others are the checkpoint's (take_model_of). Not stored in
   // a checkpoint.
   std::vector<std::string> model_keys_given;
+  // under base_precision own, the --init-from (or resumed) file's matrices held as blocks
+  // (or bfloat16), by name, their format's name (io::Checkpoint::packed), so that the
+  // memory plan counts them as held. Not stored in a checkpoint (the one the run writes
+  // records its own).
+  std::map<std::string, std::string> file_packed;
   bool detect_anomaly = false;  // check every op for NaN/inf (autograd/anomaly.h)
   std::string inject_nan;       // fault injection: PHASE:MODULE[@STEP]
   int64_t stop_at = 0;          // end this invocation after this step (0: at steps);

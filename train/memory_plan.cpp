@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "data/tokenizer.h"
@@ -181,29 +182,44 @@ int64_t data_bytes_for_text(int64_t text_bytes, data::TokenizerKind tokenizer) {
 
 namespace {
 
+// The format a frozen matrix is held in, null where float32: the run's base format (or
+// bfloat16 for rows that are not whole blocks); under own, the --init-from file's
+// (cfg.file_packed: a GGUF import's Q4_K beside its Q6_K), float32 where the file has floats.
+const ag::quant::PackedFormat* held_format(const RunConfig& cfg, const nn::FrozenBase& base,
+                                           const std::string& name, const ag::Shape& shape) {
+  if (!base.own) return base.packs(name, shape) ? &base.format_for(shape[1]) : nullptr;
+  const auto it = cfg.file_packed.find(name);
+  if (it == cfg.file_packed.end() || !base.frozen_matrix(name, shape)) return nullptr;
+  return ag::quant::packed_format_named(it->second);
+}
+
 // A frozen base held packed (nn/frozen_base.h): its matrices at their bytes a weight, no
 // bfloat16 copies kept of them, and the scratch the largest (a tile of it at most) is
 // unpacked into, float32 or bfloat16 as the GEMMs take it. A run --init-from a file of
 // blocks without --base-precision holds them in the file's own format, which take_model_of
-// made cfg's base_precision before the plan is made.
+// made cfg's base_precision before the plan is made (own: each matrix as the file holds it).
 void plan_frozen_base(const RunConfig& cfg, MemoryPlan& p) {
   const nn::FrozenBase base = frozen_base(cfg);
-  if (!base.format) return;
+  if (!base.format && !base.own) return;
   double elements = 0, bytes = 0, largest = 0;
+  std::set<std::string> formats;
   for (const auto& [name, shape] : cfg.model.parameter_shapes()) {
-    if (!base.packs(name, shape)) continue;
+    const ag::quant::PackedFormat* format = held_format(cfg, base, name, shape);
+    if (!format) continue;
     const double n = static_cast<double>(ag::shape_numel(shape));
     elements += n;
     largest = std::max(largest, n);
     bytes += static_cast<double>(shape[0]) *
-             static_cast<double>(ag::quant::packed_row_bytes(base.format_for(shape[1]), shape[1]));
+             static_cast<double>(ag::quant::packed_row_bytes(*format, shape[1]));
+    formats.insert(format->name);
   }
+  if (formats.empty()) return;
   const bool bf16 = cfg.precision == ag::Precision::bf16;
   p.parameters = saturated(static_cast<double>(p.parameters) - 4 * elements + bytes);
   p.weight_copies = saturated(std::max(0.0, static_cast<double>(p.weight_copies) - 2 * elements));
   p.base_scratch = saturated(std::min(largest, static_cast<double>(ag::quant::kUnpackTileWeights)) *
                              (bf16 ? 2 : 4));
-  p.base_title = fmt::format("{} base {}", base.format->name, format_bytes(saturated(bytes)));
+  p.base_title = fmt::format("{} base {}", fmt::join(formats, "+"), format_bytes(saturated(bytes)));
 }
 
 }  // namespace

@@ -64,6 +64,8 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   // before anything large is allocated: the weights must fit, and so must the run
   if (init) check_init_fits(*init, cfg_.model);
   if (resumed_) check_weights_fit(*resumed_, cfg_.model);
+  if (resumed_ && cfg_.base_precision == ag::quant::BasePrecision::own)
+    cfg_.file_packed = resumed_->packed;
   check_plan();
   build_model(std::move(init));
   start_engine();
