@@ -112,6 +112,11 @@ packed_base_resume_exact)
     diff <(hashes straight.h5) <(hashes split.h5) > /dev/null ||
       fail "$base: 3 + resume + 3 steps over a packed base differ from 6 straight"
     "$bin" inspect straight.h5 | grep -q "in $base blocks" || fail "$base: inspect shows no blocks"
+    # its adapters export with the base left as blocks (never made float32)
+    for format in gguf-lora peft; do
+      "$bin" export straight.h5 --format "$format" --out "adapter.$format" --overwrite > /dev/null ||
+        fail "$base: export --format $format of a packed base's run failed"
+    done
     # the same run with its base in float32: the blocks' file is far smaller
     "$bin" train "${wide[@]}" --steps 1 --overwrite --out fp32.h5 > /dev/null
     packed=$(stat -c %s straight.h5) floats=$(stat -c %s fp32.h5)
