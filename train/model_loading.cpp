@@ -116,8 +116,6 @@ void take_model_of(const io::Checkpoint& ckpt, RunConfig& cfg) {
   // a file of blocks: the run holds them as they are unless --base-precision converts them
   if (!set_here(kBasePrecisionKey))
     cfg.base_precision = own_base_precision(ckpt, cfg, was.base_precision);
-  cfg.file_packed.clear();
-  if (cfg.base_precision == ag::quant::BasePrecision::own) cfg.file_packed = ckpt.packed;
 }
 
 void refuse_trained_blocks(const io::Checkpoint& ckpt) {

@@ -64,8 +64,12 @@ TrainingRun::TrainingRun(RunConfig cfg, const io::Checkpoint* resumed, RunObserv
   // before anything large is allocated: the weights must fit, and so must the run
   if (init) check_init_fits(*init, cfg_.model);
   if (resumed_) check_weights_fit(*resumed_, cfg_.model);
-  if (resumed_ && cfg_.base_precision == ag::quant::BasePrecision::own)
-    cfg_.file_packed = resumed_->packed;
+  // an own base is held as the file the weights come from holds it: the plan counts that
+  if (const io::Checkpoint* weights = resumed_ ? resumed_
+                                      : init   ? &*init
+                                               : nullptr;
+      weights && cfg_.base_precision == ag::quant::BasePrecision::own)
+    cfg_.file_packed = weights->packed;
   check_plan();
   build_model(std::move(init));
   start_engine();
