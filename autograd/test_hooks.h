@@ -28,6 +28,10 @@ bool attention_bf16_units_available();
 bool attention_onednn_available();
 enum class AttentionKernelForTests { chosen, units, fma, onednn };
 void force_attention_kernel_for_tests(AttentionKernelForTests kernel);
+// The blocked oneDNN kernel's blocks (ops/attention_onednn.h) made this many queries and keys
+// (0, 0: its own), and, where float64_twin, float64 attention run on its float64 twin (the
+// same blocked code with exact products) for its gradient checks
+void force_attention_blocks_for_tests(int64_t queries, int64_t keys, bool float64_twin);
 
 // ---- GEMMs (ops/gemm.cpp)
 // While on, every block of a oneDNN GEMM is computed by its fallback (OpenBLAS's sgemm on

@@ -73,6 +73,7 @@ Products chosen_products(const Spec& s);  // below
 // the products
 void set_precision(Spec& s, DType dtype) {
   s.bf16 = detail::autocast_to_bf16(dtype);
+  s.blocked_twin = dtype == DType::Float64 && detail::attention::blocked_twin_for_tests();
   if (!s.bf16) return;
   const Products products = chosen_products(s);
   s.bf16 = products != Products::f32;
@@ -479,27 +480,35 @@ void sdpa_backward(const Spec& s, const In* q, const In* k, const In* v, const I
 
 // ---- which kernels take the bf16 products: measured (ops/gemm_tuning.h)
 
-// Seconds one row of s (forward, then backward) takes on the calling thread on `products`,
-// on made-up operands (the work does not depend on the values)
+// The rows of s a class is timed on: as many as one call of the blocked oneDNN kernel takes
+// for the whole problem (what it brings is one call for them all), for every candidate
+int64_t sample_rows(const Spec& s) {
+  return detail::attention::blocking_of(s).kv_rows * s.group;
+}
+
+// Seconds the sample rows of s (forward, then backward) take on the calling thread on
+// `products`, on made-up operands (the work does not depend on the values)
 template <typename In>
-double seconds_of_one_row(Spec s, Products products) {
-  s.R = 1, s.group = 1, s.p = 0, s.units = products == Products::units,
+double seconds_of_sample(Spec s, Products products) {
+  s.R = sample_rows(s), s.call_rows = s.R / s.group, s.p = 0, s.units = products == Products::units,
   s.onednn = products == Products::onednn;
   auto values = [](int64_t n) {
     std::vector<In> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = In(static_cast<float>((i * 37) % 17 - 8) / 16.0f);
     return v;
   };
-  const auto q = values(s.T * s.D), k = values(s.S * s.D), v = values(s.S * s.Dv),
-             o_in = values(s.T * s.Dv), dout = values(s.T * s.Dv);
-  std::vector<float> o(s.T * s.Dv), lse(s.T), dq(s.T * s.D), dk(s.S * s.D), dv(s.S * s.Dv);
+  const int64_t R = s.R, KV = s.R / s.group;
+  const auto q = values(R * s.T * s.D), k = values(KV * s.S * s.D), v = values(KV * s.S * s.Dv),
+             o_in = values(R * s.T * s.Dv), dout = values(R * s.T * s.Dv);
+  std::vector<float> o(R * s.T * s.Dv), lse(R * s.T), dq(R * s.T * s.D), dk(KV * s.S * s.D),
+      dv(KV * s.S * s.Dv);
   OmpThreadsScope one_thread(1);
   const auto start = std::chrono::steady_clock::now();
   if constexpr (std::is_same_v<In, bfloat16>) {
     if (s.onednn) {
-      detail::attention::onednn_forward(s, q.data(), k.data(), v.data(), o.data(), lse.data());
-      detail::attention::onednn_backward(s, q.data(), k.data(), v.data(), o_in.data(), lse.data(),
-                                         dout.data(), dq.data(), dk.data(), dv.data());
+      detail::attention::blocked_forward(s, q.data(), k.data(), v.data(), o.data(), lse.data());
+      detail::attention::blocked_backward(s, q.data(), k.data(), v.data(), o_in.data(), lse.data(),
+                                          dout.data(), dq.data(), dk.data(), dv.data());
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   }
@@ -518,8 +527,7 @@ Products chosen_products(const Spec& s) {
   using detail::GemmKernel;
   using tile::bf16::Forced;
   const bool units = s.D % 2 == 0 && s.Dv % 2 == 0 && tile::bf16::units_available();
-  // oneDNN's candidate makes one call per query row against its own keys: not grouped
-  const bool onednn = s.group == 1 && detail::attention::onednn_available(s);
+  const bool onednn = detail::attention::onednn_available(s);
   switch (tile::bf16::forced()) {
     case Forced::fma: return Products::fma;
     case Forced::units: return units ? Products::units : Products::fma;
@@ -536,15 +544,15 @@ Products chosen_products(const Spec& s) {
   if (onednn) candidates.push_back(GemmKernel::attention_onednn);
   const GemmKernel rule =
       units && tile::bf16::rule_units() ? GemmKernel::attention_bf16 : GemmKernel::attention_fma;
-  Spec row = s;
-  row.R = 1;
-  const double macs = 3 * attention_macs(row);  // forward, and backward's twice as many
+  Spec sample = s;
+  sample.R = sample_rows(s);
+  const double macs = 3 * attention_macs(sample);  // forward, and backward's twice as many
   const detail::GemmClass cls =
       detail::attention_class(s.causal, s.T, s.S, s.D, s.D % 2 != 0 || s.Dv % 2 != 0);
   const GemmKernel chosen = detail::tuned_kernel(cls, candidates, rule, macs, [&](GemmKernel k) {
-    return k == GemmKernel::attention_fma    ? seconds_of_one_row<float>(s, Products::fma)
-           : k == GemmKernel::attention_bf16 ? seconds_of_one_row<bfloat16>(s, Products::units)
-                                             : seconds_of_one_row<bfloat16>(s, Products::onednn);
+    return k == GemmKernel::attention_fma    ? seconds_of_sample<float>(s, Products::fma)
+           : k == GemmKernel::attention_bf16 ? seconds_of_sample<bfloat16>(s, Products::units)
+                                             : seconds_of_sample<bfloat16>(s, Products::onednn);
   });
   if (detail::bf16_fallback_enabled()) {  // the same row in float32, to weigh bf16 against
     detail::GemmClass in_f32 = cls;
@@ -553,7 +561,7 @@ Products chosen_products(const Spec& s) {
     Spec f32_row = s;
     f32_row.bf16 = false;
     detail::tuned_kernel(in_f32, kF32, GemmKernel::attention_f32, macs, [&](GemmKernel) {
-      return seconds_of_one_row<float>(f32_row, Products::fma);
+      return seconds_of_sample<float>(f32_row, Products::fma);
     });
     if (!detail::bf16_class_pays(cls)) return Products::f32;
   }
@@ -638,9 +646,13 @@ void run_forward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor& 
   profile::Timer timer("attention forward");
   if (timer.on()) timer.describe("attention forward", products_name(s), 2 * attention_macs(s));
   if (s.onednn)
-    return detail::attention::onednn_forward(s, q.data<bfloat16>(), k.data<bfloat16>(),
-                                             v.data<bfloat16>(), o.data<float>(),
-                                             lse.data<float>());
+    return detail::attention::blocked_forward(s, q.data<bfloat16>(), k.data<bfloat16>(),
+                                              v.data<bfloat16>(), o.data<float>(),
+                                              lse.data<float>());
+  if (s.blocked_twin)
+    return detail::attention::blocked_forward(s, q.data<double>(), k.data<double>(),
+                                              v.data<double>(), o.data<double>(),
+                                              lse.data<double>());
   if (s.units)
     return sdpa_forward(s, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
                         o.data<float>(), lse.data<float>());
@@ -656,10 +668,15 @@ void run_backward(const Spec& s, const Tensor& q, const Tensor& k, const Tensor&
   profile::Timer timer("attention backward");
   if (timer.on()) timer.describe("attention backward", products_name(s), 4 * attention_macs(s));
   if (s.onednn)
-    return detail::attention::onednn_backward(s, q.data<bfloat16>(), k.data<bfloat16>(),
-                                              v.data<bfloat16>(), o.data<bfloat16>(),
-                                              lse.data<float>(), dout.data<bfloat16>(),
-                                              dq.data<float>(), dk.data<float>(), dv.data<float>());
+    return detail::attention::blocked_backward(
+        s, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(), o.data<bfloat16>(),
+        lse.data<float>(), dout.data<bfloat16>(), dq.data<float>(), dk.data<float>(),
+        dv.data<float>());
+  if (s.blocked_twin)
+    return detail::attention::blocked_backward(
+        s, q.data<double>(), k.data<double>(), v.data<double>(), o.data<double>(),
+        lse.data<double>(), dout.data<double>(), dq.data<double>(), dk.data<double>(),
+        dv.data<double>());
   if (s.units)
     return sdpa_backward(s, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
                          o.data<bfloat16>(), lse.data<float>(), dout.data<bfloat16>(),

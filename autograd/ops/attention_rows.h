@@ -23,8 +23,14 @@ struct Spec {
   int64_t group = 1;
   bool bf16 = false;    // products on bfloat16 operands (autocast)
   bool units = false;   // ... on the CPU's BF16 dot products (tile_kernels_bf16.h)
-  bool onednn = false;  // ... on oneDNN's matmuls, a block of queries at a time
-                        // (attention_onednn.h: AMX where the CPU has it)
+  bool onednn = false;  // ... on oneDNN's matmuls, blocks of queries and keys of several
+                        // rows at a time (attention_onednn.h: AMX where the CPU has it)
+  // float64 operands on the blocked kernel of attention_onednn.h with exact products: its
+  // twin, which the gradient checks run (tests only: force_attention_blocked_for_tests)
+  bool blocked_twin = false;
+  // key and value rows one call of the blocked kernel takes (0: chosen from the problem's
+  // size; the tuner's sample sets the whole problem's)
+  int64_t call_rows = 0;
 };
 
 // The operands are stored as bfloat16 (else as float32 holding bfloat16 values under
