@@ -26,7 +26,7 @@ bool runs_in_f32(const ag::detail::TunedEntry& e) {
 
 constexpr char kFallsBack[] = " (bf16 does not pay: runs in float32)";
 
-// The fused attention's products: GFLOP/s of one row's forward and backward, each bf16
+// The fused attention's products: GFLOP/s of the sampled rows' forward and backward, each bf16
 // class beside its f32 twin (the same row in float32)
 void print_attention_rows(const std::vector<ag::detail::TunedEntry>& entries) {
   using ag::detail::GemmKernel;
@@ -35,7 +35,7 @@ void print_attention_rows(const std::vector<ag::detail::TunedEntry>& entries) {
     if (!e.cls.attention || !e.cls.bf16) continue;
     if (!header)
       fmt::print(
-          "\nThe fused attention's products, GFLOP/s of one row's forward and backward on one "
+          "\nThe fused attention's products, GFLOP/s of the sampled rows' forward and backward on one "
           "thread (attention_f32: in float32)\n{:<36} {:>16} {:>16} {:>16} {:>16}  kept\n",
           "class", "attention_fma", "attention_bf16", "attention_onednn", "attention_f32"),
           header = true;
