@@ -13,6 +13,7 @@
 #include "autograd/adaptive_threads.h"
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
+#include "autograd/ops/gemm.h"
 #include "base/error_text.h"
 #include "bench/background_load.h"
 #include "bench/breakdown.h"
@@ -295,14 +296,16 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
 }
 
 BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int processes,
-                           const StepTimes& t) {
+                           const StepTimes& t, const ag::detail::OneDnnCacheStats& at_start) {
   double measured_ms = 0;
   for (double ms : t.total) measured_ms += ms;
+  const ag::detail::OneDnnCacheStats now = ag::detail::onednn_cache_stats();
   return {fmt::format("{}{} {} (dropout {}, {} process{} x {} threads)", c.name,
                       o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
                       base::choice_name(o.precision), o.dropout, processes,
                       processes == 1 ? "" : "es", o.threads),
-          static_cast<int64_t>(t.total.size()), measured_ms / 1e3};
+          static_cast<int64_t>(t.total.size()), measured_ms / 1e3,
+          now.hits + now.made - at_start.hits - at_start.made, now.made - at_start.made};
 }
 
 // The config --config names, with the options' dropout, adapters, B and T.
@@ -356,11 +359,12 @@ int run_steps(const StepOptions& o) {
   ag::AdaptiveThreads team(o.threads);              // as training adapts it
   std::optional<BackgroundLoad> load;               // from the first timed step to the report
   std::optional<ag::profile::Breakdown> breakdown;  // the timed steps' kernels (--breakdown)
+  ag::detail::OneDnnCacheStats onednn_at_start;     // and oneDNN's primitive cache
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
     if (i == o.warmup) {
       cpu_start = cpu_ms();
       if (o.background_load && world.root()) load.emplace();  // one for the machine
-      if (o.breakdown) breakdown.emplace();
+      if (o.breakdown) breakdown.emplace(), onednn_at_start = ag::detail::onednn_cache_stats();
     }
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     const auto step = team.step();
@@ -371,7 +375,8 @@ int run_steps(const StepOptions& o) {
   const int load_cpu = load ? load->cpu() : -1;
   load.reset();
   if (world.root() && breakdown)
-    print_breakdown(breakdown_run(c, o, world.size(), times), breakdown->rows(), o.json);
+    print_breakdown(breakdown_run(c, o, world.size(), times, onednn_at_start), breakdown->rows(),
+                    o.json);
   else if (world.root() && o.report)
     report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu, budget);
   if (world.root() && !o.save_checkpoint.empty())
