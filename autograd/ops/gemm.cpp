@@ -251,8 +251,8 @@ std::shared_ptr<const Matmul> make_matmul(const MatmulKey& k) {
     OmpThreadsScope one_thread(1);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, cpu_engine());
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
-    std::optional<dnnl::reorder> pack_b;
-    if (k.packed_b)
+    std::optional<dnnl::reorder> pack_b;  // none where the kernel reads B as given
+    if (k.packed_b && pd.weights_desc() != plain_b)
       pack_b.emplace(
           dnnl::reorder::primitive_desc(cpu_engine(), plain_b, cpu_engine(), pd.weights_desc()));
     return std::make_shared<const Matmul>(Matmul{dnnl::matmul(pd), a, pd.weights_desc(), c, bias,
@@ -391,7 +391,8 @@ void for_each_block(int64_t count, F&& fn) {
 
 // B [K, N] reordered into the layout a packed_b matmul reads (OneDnnLayout::packed_b): the
 // copy, from the caching allocator, and that layout. nullopt where oneDNN has no such
-// matmul. A reorder only moves values, so its bits do not depend on the threads it runs on.
+// matmul or it reads B as given (a copy would gain nothing). A reorder only moves values,
+// so its bits do not depend on the threads it runs on.
 struct PackedB {
   Tensor storage;
   dnnl::memory::desc layout;
@@ -519,17 +520,17 @@ constexpr double kNoKernel = std::numeric_limits<double>::infinity();
 // One timed run of oneDNN cut as `layout` says, on that layout's own sample (its first
 // block), on the calling thread, in seconds scaled to the class's sample `s` (whose
 // multiply-adds GFLOP/s count); under packed_b with the block's share (its rows of M) of
-// reordering B. +inf without a kernel, and where the layout is another candidate under
-// another name (not timed twice, so noise cannot pick it): packed_b where the blocks run
-// along N (they share no B: they run plain), large blocks where the GEMM is cut the same.
+// reordering B. +inf without a kernel, and where the sample cannot tell the layout from
+// another candidate (not timed twice, so noise cannot pick it): packed_b where the blocks
+// run along N (they share no B: they run plain), large blocks where the sample is the
+// standard one (the GEMM is cut the same, or both first blocks are cut to kSampleWork).
 template <typename T>
 double time_onednn(OneDnnLayout layout, const GemmOperand& oa, const GemmOperand& ob, int64_t M,
                    int64_t N, int64_t K, const Sample& s, const T* A, const T* B,
                    std::vector<float>& C) {
-  const Blocks standard = output_blocks(M, N, K), own_blocks = output_blocks(M, N, K, true);
-  if (layout.packed_b && !standard.along_m) return kNoKernel;
-  if (layout.large_blocks && own_blocks.size == standard.size) return kNoKernel;
   const Sample own = sample_of(M, N, K, layout.large_blocks);
+  if (layout.packed_b && !output_blocks(M, N, K).along_m) return kNoKernel;
+  if (layout.large_blocks && own.m == s.m && own.n == s.n) return kNoKernel;
   C.resize(static_cast<size_t>(own.m * own.n));
   OmpThreadsScope one_thread(1);
   const MatmulKey key{own.m, own.n,          K,        oa.ld, ob.ld,

@@ -13,7 +13,11 @@
 // only M and N, and a oneDNN GEMM is cut into blocks of output rows or columns by problem
 // size (never by thread count), each computed by one thread in one oneDNN call (oneDNN
 // would otherwise split K for some shapes, and its sums would depend on the thread count);
-// inside a parallel region (a task of matmul.cpp's run_pair) the blocks become tasks.
+// inside a parallel region (a task of matmul.cpp's run_pair) the blocks become tasks. How
+// the blocks are cut (OneDnnLayout: standard or large blocks, B repacked by every call or
+// packed once per GEMM) is itself a measured candidate, recorded per size class; a whole
+// GEMM as one oneDNN call on oneDNN's own threads is not one, as nothing guarantees that
+// oneDNN leaves K whole on every thread count.
 #include <cstdint>
 #include <functional>
 
