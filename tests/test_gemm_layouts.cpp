@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -220,4 +222,10 @@ TEST_CASE("fresh tuning times every block layout a GEMM can take", "[gemm]") {
       CHECK(timed == 1);
     }
   }
+  // and the file keeps every figure, for bench --tune and the next process
+  const std::string file = ag::detail::tuning_file();
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("onednn_f32_large_packed=") != std::string::npos);
+  CHECK(text.find("onednn_bf16_large_packed=") != std::string::npos);
 }
