@@ -13,6 +13,7 @@
 #include "autograd/adaptive_threads.h"
 #include "autograd/allocator.h"
 #include "autograd/autocast.h"
+#include "autograd/ops/gemm.h"
 #include "base/error_text.h"
 #include "bench/background_load.h"
 #include "bench/breakdown.h"
@@ -294,15 +295,25 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
   print_memory_plan(budget);
 }
 
+// The timed steps' kernels (--breakdown), and oneDNN's primitive cache as they began
+struct TimedKernels {
+  ag::profile::Breakdown kernels;
+  ag::detail::OneDnnCacheStats onednn_at_start = ag::detail::onednn_cache_stats();
+  std::vector<ag::profile::Row> rows() const { return kernels.rows(); }
+};
+
 BreakdownRun breakdown_run(const BenchConfig& c, const StepOptions& o, int processes,
-                           const StepTimes& t) {
+                           const StepTimes& t, const TimedKernels& timed) {
   double measured_ms = 0;
   for (double ms : t.total) measured_ms += ms;
+  const ag::detail::OneDnnCacheStats now = ag::detail::onednn_cache_stats();
   return {fmt::format("{}{} {} (dropout {}, {} process{} x {} threads)", c.name,
                       o.lora_rank > 0 ? fmt::format(" LoRA rank {}", o.lora_rank) : "",
                       base::choice_name(o.precision), o.dropout, processes,
                       processes == 1 ? "" : "es", o.threads),
-          static_cast<int64_t>(t.total.size()), measured_ms / 1e3};
+          static_cast<int64_t>(t.total.size()), measured_ms / 1e3,
+          now.hits + now.made - timed.onednn_at_start.hits - timed.onednn_at_start.made,
+          now.made - timed.onednn_at_start.made};
 }
 
 // The config --config names, with the options' dropout, adapters, B and T.
@@ -353,14 +364,14 @@ int run_steps(const StepOptions& o) {
   ag::Generator gen(7 + static_cast<uint64_t>(world.rank()));
   StepTimes times;
   double cpu_start = 0;
-  ag::AdaptiveThreads team(o.threads);              // as training adapts it
-  std::optional<BackgroundLoad> load;               // from the first timed step to the report
-  std::optional<ag::profile::Breakdown> breakdown;  // the timed steps' kernels (--breakdown)
+  ag::AdaptiveThreads team(o.threads);  // as training adapts it
+  std::optional<BackgroundLoad> load;   // from the first timed step to the report
+  std::optional<TimedKernels> timed;    // the timed steps' kernels (--breakdown)
   for (int64_t i = 0; i < o.warmup + o.steps; ++i) {
     if (i == o.warmup) {
       cpu_start = cpu_ms();
       if (o.background_load && world.root()) load.emplace();  // one for the machine
-      if (o.breakdown) breakdown.emplace();
+      if (o.breakdown) timed.emplace();
     }
     const auto batch = random_batch(gen, c.batch, c.tokens(), c.model.vocab_size);
     const auto step = team.step();
@@ -370,8 +381,8 @@ int run_steps(const StepOptions& o) {
   times.cpu_per_step = (cpu_ms() - cpu_start) / static_cast<double>(o.steps);
   const int load_cpu = load ? load->cpu() : -1;
   load.reset();
-  if (world.root() && breakdown)
-    print_breakdown(breakdown_run(c, o, world.size(), times), breakdown->rows(), o.json);
+  if (world.root() && timed)
+    print_breakdown(breakdown_run(c, o, world.size(), times, *timed), timed->rows(), o.json);
   else if (world.root() && o.report)
     report_steps(c, o, world.size(), model.num_parameters(), times, load_cpu, budget);
   if (world.root() && !o.save_checkpoint.empty())

@@ -31,6 +31,9 @@ void print_json(const BreakdownRun& run, const std::vector<ag::profile::Row>& ro
                               {"step_ms", step_ms},
                               {"timed_ms", timed_ms},
                               {"outside_ms", step_ms - timed_ms},
+                              {"onednn_lookups_per_step",
+                               static_cast<double>(run.onednn_lookups) / steps},
+                              {"onednn_made", run.onednn_made},
                               {"rows", out}}
                    .dump()
             << std::endl;
@@ -59,6 +62,8 @@ void print_breakdown(const BreakdownRun& run, const std::vector<ag::profile::Row
          row.name, row.kernel);
   line(step_ms - timed_ms, 0, 0, kOutside, "");
   fmt::print("the timers cover {:.1f}% of the measured step\n", 100 * timed_ms / step_ms);
+  fmt::print("oneDNN matmuls: {:.0f} looked up a step, {} made in the timed steps\n",
+             static_cast<double>(run.onednn_lookups) / steps, run.onednn_made);
 }
 
 }  // namespace bench

@@ -16,6 +16,9 @@ struct BreakdownRun {
   std::string title;            // "base bf16 (dropout 0, 1 process x 2 threads)"
   int64_t steps = 0;            // timed steps the rows were summed over
   double measured_seconds = 0;  // those steps' measured time, summed
+  // oneDNN matmuls looked up in gemm.cpp's cache over those steps, and those made
+  // (ops/gemm.h's onednn_cache_stats): a step that makes none reuses every primitive
+  int64_t onednn_lookups = 0, onednn_made = 0;
 };
 
 // The rows per step, most time first, as a table or (json) one JSON object on a line.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -52,10 +54,37 @@ void print_attention_rows(const std::vector<ag::detail::TunedEntry>& entries) {
   }
 }
 
+// The GEMM classes of one precision, a column for each of its candidates
+void print_gemm_rows(const std::vector<ag::detail::TunedEntry>& entries, bool bf16) {
+  using G = ag::detail::GemmKernel;
+  const std::vector<G> columns =
+      bf16 ? std::vector<G>{G::onednn_bf16,        G::onednn_bf16_large,
+                            G::onednn_bf16_packed, G::onednn_bf16_large_packed,
+                            G::widened_openblas,   G::widened_onednn}
+           : std::vector<G>{G::openblas_f32, G::onednn_f32, G::onednn_f32_large,
+                            G::onednn_f32_packed, G::onednn_f32_large_packed};
+  const auto width = [](G k) {
+    return std::max<size_t>(16, std::strlen(ag::detail::kernel_name(k)));
+  };
+  bool header = false;
+  for (const auto& e : entries) {
+    if (e.cls.attention || e.cls.bf16 != bf16) continue;
+    if (!header) {
+      fmt::print("\n{:<24}", "class");
+      for (G k : columns) fmt::print(" {:>{}}", ag::detail::kernel_name(k), width(k));
+      fmt::print("  kept\n");
+      header = true;
+    }
+    fmt::print("{:<24}", ag::detail::describe(e.cls));
+    for (G k : columns) fmt::print(" {:>{}}", gflops_cell(e, k), width(k));
+    fmt::print("  {}{}\n", ag::detail::kernel_name(e.kernel),
+               e.cls.bf16 && runs_in_f32(e) ? kFallsBack : "");
+  }
+}
+
 }  // namespace
 
 void print_tune_table(bool json) {
-  using ag::detail::GemmKernel;
   const auto entries = ag::detail::tuned_entries();
   if (json) {
     nlohmann::json rows = nlohmann::json::array();
@@ -79,20 +108,10 @@ void print_tune_table(bool json) {
              ag::detail::tuning_file_state());
   fmt::print(
       "GFLOP/s on one output block, one thread (M, N, K rounded up to powers of two; "
-      "T: the operand is read transposed)\n");
-  const GemmKernel columns[] = {GemmKernel::openblas_f32, GemmKernel::onednn_f32,
-                                GemmKernel::onednn_bf16, GemmKernel::widened_openblas,
-                                GemmKernel::widened_onednn};
-  fmt::print("{:<24}", "class");
-  for (GemmKernel k : columns) fmt::print(" {:>16}", ag::detail::kernel_name(k));
-  fmt::print("  kept\n");
-  for (const auto& e : entries) {
-    if (e.cls.attention) continue;
-    fmt::print("{:<24}", ag::detail::describe(e.cls));
-    for (GemmKernel k : columns) fmt::print(" {:>16}", gflops_cell(e, k));
-    fmt::print("  {}{}\n", ag::detail::kernel_name(e.kernel),
-               e.cls.bf16 && runs_in_f32(e) ? kFallsBack : "");
-  }
+      "T: the operand is read transposed; oneDNN's _large blocks and _packed B: gemm.h's "
+      "OneDnnLayout; - where a layout cuts the GEMM as another does)\n");
+  print_gemm_rows(entries, false);
+  print_gemm_rows(entries, true);
   print_attention_rows(entries);
   if (entries.empty()) fmt::print("(no class decided: ATTOGRAD_TUNE=off?)\n");
 }

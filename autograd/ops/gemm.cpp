@@ -145,6 +145,7 @@ GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, i
                       const float* A, const float* B);
 GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
                        int64_t K, const bfloat16* A, const bfloat16* B);
+std::optional<OneDnnLayout> onednn_layout(GemmKernel k);
 }  // namespace
 
 F32Backend f32_backend(const GemmOperand& oa, int64_t M, int64_t N, int64_t K) {
@@ -159,7 +160,8 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
   profile::Timer timer("GEMM");
   const GemmKernel kernel = f32_kernel(oa, ob, M, N, K, A, B);
   describe_gemm(timer, false, oa, ob, M, N, K, kernel_name(kernel));
-  if (kernel == GemmKernel::onednn_f32) return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
+  if (const auto layout = onednn_layout(kernel))
+    return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e, *layout);
   gemm_openblas(oa, ob, M, N, K, A, B, C, beta, e);
 }
 
@@ -186,19 +188,22 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
 
 namespace {
 
-// One oneDNN matmul: its shape, operand layouts and type, and whether it adds onto C.
+// One oneDNN matmul: its shape, operand layouts and type, whether it adds onto C, and
+// whether it reads B in the layout oneDNN prefers (packed_b) rather than as given.
 struct MatmulKey {
   int64_t m, n, k, lda, ldb, ldc;
   bool ta, tb, accumulate, f32_operands, bias;
+  bool packed_b = false;
   bool operator==(const MatmulKey&) const = default;
 };
 
 struct MatmulKeyHash {
   size_t operator()(const MatmulKey& k) const {
     size_t h = 0;
-    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
-                      int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.accumulate) << 2 |
-                          int64_t(k.f32_operands) << 3 | int64_t(k.bias) << 4})
+    for (int64_t v :
+         {k.m, k.n, k.k, k.lda, k.ldb, k.ldc,
+          int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.accumulate) << 2 |
+              int64_t(k.f32_operands) << 3 | int64_t(k.bias) << 4 | int64_t(k.packed_b) << 5})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -207,6 +212,9 @@ struct MatmulKeyHash {
 struct Matmul {
   dnnl::matmul primitive;
   dnnl::memory::desc a, b, c, bias, scratchpad;
+  // packed_b: the reorder from B as given (plain_b) into `b`, the layout the kernel reads
+  dnnl::memory::desc plain_b;
+  std::optional<dnnl::reorder> pack_b;
 };
 
 dnnl::engine& cpu_engine() {
@@ -221,12 +229,15 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, bool trans, int64_t l
 }
 
 // A oneDNN matmul for the key, made for one thread (so it never splits K) with a scratchpad
-// we provide; null where oneDNN has only its reference implementation for this CPU.
+// we provide; null where oneDNN has only its reference implementation for this CPU (or,
+// packed_b, no reorder into the layout it prefers).
 std::shared_ptr<const Matmul> make_matmul(const MatmulKey& k) {
   using dt = dnnl::memory::data_type;
   const dt operands = k.f32_operands ? dt::f32 : dt::bf16;
   auto a = matrix_desc(k.m, k.k, k.ta, k.lda, operands);
-  auto b = matrix_desc(k.k, k.n, k.tb, k.ldb, operands);
+  const auto plain_b = matrix_desc(k.k, k.n, k.tb, k.ldb, operands);
+  auto b = k.packed_b ? dnnl::memory::desc({k.k, k.n}, operands, dnnl::memory::format_tag::any)
+                      : plain_b;
   auto c = matrix_desc(k.m, k.n, false, k.ldc, dt::f32);
   auto bias = k.bias ? matrix_desc(1, k.n, false, k.n, dt::f32) : dnnl::memory::desc();
   dnnl::primitive_attr attr;
@@ -240,8 +251,12 @@ std::shared_ptr<const Matmul> make_matmul(const MatmulKey& k) {
     OmpThreadsScope one_thread(1);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, cpu_engine());
     if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
-    return std::make_shared<const Matmul>(
-        Matmul{dnnl::matmul(pd), a, b, c, bias, pd.scratchpad_desc()});
+    std::optional<dnnl::reorder> pack_b;  // none where the kernel reads B as given
+    if (k.packed_b && pd.weights_desc() != plain_b)
+      pack_b.emplace(
+          dnnl::reorder::primitive_desc(cpu_engine(), plain_b, cpu_engine(), pd.weights_desc()));
+    return std::make_shared<const Matmul>(Matmul{dnnl::matmul(pd), a, pd.weights_desc(), c, bias,
+                                                 pd.scratchpad_desc(), plain_b, std::move(pack_b)});
   } catch (const dnnl::error&) {
     return nullptr;
   }
@@ -259,12 +274,20 @@ class MatmulCache {
     if (it == cache_.end()) {
       if (cache_.size() >= kMaxCached) cache_.clear();
       it = cache_.emplace(key, make_matmul(key)).first;
+      ++stats_.made;
+    } else {
+      ++stats_.hits;
     }
     return it->second;
+  }
+  OneDnnCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
   }
 
  private:
   std::mutex mutex_;
+  OneDnnCacheStats stats_;
   std::unordered_map<MatmulKey, std::shared_ptr<const Matmul>, MatmulKeyHash> cache_;
 };
 
@@ -322,21 +345,32 @@ WidenedOperands widened_operands(const GemmOperand& oa, const GemmOperand& ob, i
 // Output blocks: the longer of M and N cut into `count` pieces of `size` (the last may be
 // shorter). At least kBlockWork multiply-adds a block, at most kMaxBlocks, a power of two
 // of them (so that two or four threads get equal shares of the usual power-of-two sizes),
-// sizes rounded to 32; all from the problem's size alone.
-constexpr double kBlockWork = 1 << 21;
-constexpr int64_t kMaxBlocks = 16;
+// sizes rounded to 32; all from the problem's size alone. Large blocks (OneDnnLayout):
+// kLargeBlockWork and kMaxLargeBlocks, but at least two where the standard cut has two or
+// more, so that two threads still share the GEMM.
+constexpr double kBlockWork = 1 << 21, kLargeBlockWork = 1 << 23;
+constexpr int64_t kMaxBlocks = 16, kMaxLargeBlocks = 4;
 
 struct Blocks {
   bool along_m;
   int64_t size, count;
 };
 
-Blocks output_blocks(int64_t M, int64_t N, int64_t K) {
+int64_t blocks_wanted(double work, bool large) {
+  const auto count = [work](double block_work, int64_t least, int64_t most) {
+    return std::clamp<int64_t>(static_cast<int64_t>(work / block_work), least, most);
+  };
+  const int64_t standard = count(kBlockWork, 1, kMaxBlocks);
+  const int64_t wanted =
+      large ? count(kLargeBlockWork, std::min<int64_t>(standard, 2), kMaxLargeBlocks) : standard;
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(wanted)));
+}
+
+Blocks output_blocks(int64_t M, int64_t N, int64_t K, bool large = false) {
   const bool along_m = M >= N;
   const int64_t len = along_m ? M : N;
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  const int64_t wanted = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(
-      std::clamp<int64_t>(static_cast<int64_t>(work / kBlockWork), 1, kMaxBlocks))));
+  const int64_t wanted = blocks_wanted(work, large);
   const int64_t size = std::max<int64_t>(32, (len + wanted - 1) / wanted + 31) / 32 * 32;
   return {along_m, size, (len + size - 1) / size};
 }
@@ -355,16 +389,58 @@ void for_each_block(int64_t count, F&& fn) {
   for (uint64_t i = 0; i < n; ++i) fn(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);
 }
 
-// C = A B (+ C) (+ bias) by oneDNN, block by block (output_blocks), each block one
-// single-threaded oneDNN call followed by rows_done on its rows while they are in cache
-// (blocks of columns: on all of C afterwards); where oneDNN has no kernel for a block,
-// `fallback(m, n, a, b, c, bias)` computes it.
+// B [K, N] reordered into the layout a packed_b matmul reads (OneDnnLayout::packed_b): the
+// copy, from the caching allocator, and that layout. nullopt where oneDNN has no such
+// matmul or it reads B as given (a copy would gain nothing). A reorder only moves values,
+// so its bits do not depend on the threads it runs on.
+struct PackedB {
+  Tensor storage;
+  dnnl::memory::desc layout;
+};
+
+std::optional<PackedB> packed_b(const MatmulKey& block, const void* B) {
+  const auto mm = matmul_cache().get(block);
+  if (!mm || !mm->pack_b) return std::nullopt;
+  const auto floats = static_cast<int64_t>((mm->b.get_size() + sizeof(float) - 1) / sizeof(float));
+  PackedB packed{empty({floats}), mm->b};
+  thread_local dnnl::stream stream(cpu_engine());
+  auto& e = cpu_engine();
+  dnnl::memory from(mm->plain_b, e, const_cast<void*>(B));
+  dnnl::memory to(mm->b, e, packed.storage.data<float>());
+  mm->pack_b->execute(stream, from, to);
+  stream.wait();
+  return packed;
+}
+
+// C = A B (+ C) (+ bias) by oneDNN, block by block (output_blocks, cut as layout says),
+// each block one single-threaded oneDNN call followed by rows_done on its rows while they
+// are in cache (blocks of columns: on all of C afterwards); under packed_b, blocks along M
+// read B reordered once (a block whose matmul prefers another layout reads it plain).
+// Where oneDNN has no kernel for a block, `fallback(m, n, a, b, c, bias)` computes it.
 template <typename T, typename Fallback>
 void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                    const T* A, const T* B, float* C, float beta, const GemmEpilogue<float>& e,
-                   Fallback&& fallback) {
+                   OneDnnLayout layout, Fallback&& fallback) {
   if (M == 0 || N == 0) return;
-  const Blocks blocks = output_blocks(M, N, K);
+  const Blocks blocks = output_blocks(M, N, K, layout.large_blocks);
+  const auto key = [&](int64_t m, int64_t n, const float* bias, bool packed) {
+    return MatmulKey{m,
+                     n,
+                     K,
+                     oa.ld,
+                     ob.ld,
+                     N,
+                     oa.trans,
+                     ob.trans,
+                     beta != 0,
+                     std::is_same_v<T, float>,
+                     bias != nullptr,
+                     packed};
+  };
+  const bool onednn = K > 0 && !g_fallback_only;
+  std::optional<PackedB> packed;
+  if (onednn && layout.packed_b && blocks.along_m)
+    packed = packed_b(key(std::min(blocks.size, M), N, e.bias, true), B);
   for_each_block(blocks.count, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
       const int64_t start = i * blocks.size;
@@ -378,19 +454,13 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
         a += oa.trans ? start : start * oa.ld, c += start * N;
       else
         b += ob.trans ? start * ob.ld : start, c += start, bias += bias ? start : 0;
-      const MatmulKey key{m,
-                          n,
-                          K,
-                          oa.ld,
-                          ob.ld,
-                          N,
-                          oa.trans,
-                          ob.trans,
-                          beta != 0,
-                          std::is_same_v<T, float>,
-                          bias != nullptr};
-      if (const auto mm = K > 0 && !g_fallback_only ? matmul_cache().get(key) : nullptr)
-        run_matmul(*mm, a, b, c, bias);
+      std::shared_ptr<const Matmul> mm =
+          packed ? matmul_cache().get(key(m, n, bias, true)) : nullptr;
+      if (mm && mm->b != packed->layout) mm = nullptr;
+      if (!mm && onednn) mm = matmul_cache().get(key(m, n, bias, false));
+      if (mm)
+        run_matmul(*mm, a, mm->pack_b ? packed->storage.data<float>() : static_cast<const void*>(b),
+                   c, bias);
       else
         fallback(m, n, a, b, c, bias);
       if (blocks.along_m && e.rows_done) e.rows_done(start, len);
@@ -401,8 +471,26 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
 
 // ---- measured kernel choice (gemm_tuning.h): the candidates timed on one output block
 
-// The problem a class is timed on: the GEMM's first output block (output_blocks), its long
-// side cut to at most kSampleWork multiply-adds, so a class costs milliseconds to decide.
+// The oneDNN kernels and how each cuts a GEMM (OneDnnLayout); nullopt for another kernel
+// (OpenBLAS's, a widened one: those cut nothing or run the standard cut on float32)
+std::optional<OneDnnLayout> onednn_layout(GemmKernel k) {
+  using G = GemmKernel;
+  switch (k) {
+    case G::onednn_f32:
+    case G::onednn_bf16: return OneDnnLayout{false, false};
+    case G::onednn_f32_large:
+    case G::onednn_bf16_large: return OneDnnLayout{true, false};
+    case G::onednn_f32_packed:
+    case G::onednn_bf16_packed: return OneDnnLayout{false, true};
+    case G::onednn_f32_large_packed:
+    case G::onednn_bf16_large_packed: return OneDnnLayout{true, true};
+    default: return std::nullopt;
+  }
+}
+
+// The problem a class is timed on: the GEMM's first output block (output_blocks, cut the
+// standard way or in large blocks), its long side cut to at most kSampleWork multiply-adds,
+// so a class costs milliseconds to decide.
 constexpr double kSampleWork = 1 << 26;
 
 struct Sample {
@@ -410,8 +498,8 @@ struct Sample {
   double macs;
 };
 
-Sample sample_of(int64_t M, int64_t N, int64_t K) {
-  const Blocks blocks = output_blocks(M, N, K);
+Sample sample_of(int64_t M, int64_t N, int64_t K, bool large = false) {
+  const Blocks blocks = output_blocks(M, N, K, large);
   int64_t m = blocks.along_m ? std::min(blocks.size, M) : M;
   int64_t n = blocks.along_m ? N : std::min(blocks.size, N);
   int64_t& long_side = blocks.along_m ? m : n;
@@ -427,33 +515,60 @@ double seconds_of(const std::function<void()>& run) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// One timed run of a float32 kernel on the sample, on the calling thread; +inf without one
-double time_f32(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, const Sample& s,
-                int64_t K, const float* A, const float* B, float* C) {
+constexpr double kNoKernel = std::numeric_limits<double>::infinity();
+
+// One timed run of oneDNN cut as `layout` says, on that layout's own sample (its first
+// block), on the calling thread, in seconds scaled to the class's sample `s` (whose
+// multiply-adds GFLOP/s count); under packed_b with the block's share (its rows of M) of
+// reordering B. +inf without a kernel, and where the sample cannot tell the layout from
+// another candidate (not timed twice, so noise cannot pick it): packed_b where the blocks
+// run along N (they share no B: they run plain), large blocks where the sample is the
+// standard one (the GEMM is cut the same, or both first blocks are cut to kSampleWork).
+template <typename T>
+double time_onednn(OneDnnLayout layout, const GemmOperand& oa, const GemmOperand& ob, int64_t M,
+                   int64_t N, int64_t K, const Sample& s, const T* A, const T* B,
+                   std::vector<float>& C) {
+  const Sample own = sample_of(M, N, K, layout.large_blocks);
+  if (layout.packed_b && !output_blocks(M, N, K).along_m) return kNoKernel;
+  if (layout.large_blocks && own.m == s.m && own.n == s.n) return kNoKernel;
+  C.resize(static_cast<size_t>(own.m * own.n));
   OmpThreadsScope one_thread(1);
-  if (k == GemmKernel::openblas_f32)
-    return seconds_of([&] { sgemm_block(oa, ob, s.m, s.n, K, A, B, C, s.n, 0, nullptr); });
-  const auto mm =
-      matmul_cache().get({s.m, s.n, K, oa.ld, ob.ld, s.n, oa.trans, ob.trans, false, true, false});
-  if (!mm) return std::numeric_limits<double>::infinity();
-  return seconds_of([&] { run_matmul(*mm, A, B, C, nullptr); });
+  const MatmulKey key{own.m, own.n,          K,        oa.ld, ob.ld,
+                      own.n, oa.trans,       ob.trans, false, std::is_same_v<T, float>,
+                      false, layout.packed_b};
+  const auto mm = matmul_cache().get(key);
+  if (!mm) return kNoKernel;
+  std::optional<PackedB> packed;
+  const double pack_seconds = layout.packed_b ? seconds_of([&] { packed = packed_b(key, B); }) : 0;
+  if (layout.packed_b && !packed) return kNoKernel;
+  const void* b = packed ? static_cast<const void*>(packed->storage.data<float>()) : B;
+  const double seconds = seconds_of([&] { run_matmul(*mm, A, b, C.data(), nullptr); }) +
+                         pack_seconds * static_cast<double>(own.m) / static_cast<double>(M);
+  return seconds * s.macs / own.macs;
 }
 
-double time_bf16(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, const Sample& s,
-                 int64_t K, const bfloat16* A, const bfloat16* B, float* C) {
+// One timed run of a float32 kernel on the sample, on the calling thread; +inf without one
+double time_f32(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                int64_t K, const Sample& s, const float* A, const float* B, std::vector<float>& C) {
+  if (const auto layout = onednn_layout(k))
+    return time_onednn(*layout, oa, ob, M, N, K, s, A, B, C);
+  C.resize(static_cast<size_t>(s.m * s.n));
   OmpThreadsScope one_thread(1);
-  if (k == GemmKernel::onednn_bf16) {
-    const auto mm = matmul_cache().get(
-        {s.m, s.n, K, oa.ld, ob.ld, s.n, oa.trans, ob.trans, false, false, false});
-    if (!mm) return std::numeric_limits<double>::infinity();
-    return seconds_of([&] { run_matmul(*mm, A, B, C, nullptr); });
-  }
+  return seconds_of([&] { sgemm_block(oa, ob, s.m, s.n, K, A, B, C.data(), s.n, 0, nullptr); });
+}
+
+double time_bf16(GemmKernel k, const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                 int64_t K, const Sample& s, const bfloat16* A, const bfloat16* B,
+                 std::vector<float>& C) {
+  if (const auto layout = onednn_layout(k))
+    return time_onednn(*layout, oa, ob, M, N, K, s, A, B, C);
+  OmpThreadsScope one_thread(1);
   double gemm_seconds = 0;
   const double widen_seconds = seconds_of([&] {
     const WidenedOperands w = widened_operands(oa, ob, s.m, s.n, K, A, B);
     const GemmKernel f32 =
         k == GemmKernel::widened_onednn ? GemmKernel::onednn_f32 : GemmKernel::openblas_f32;
-    gemm_seconds = time_f32(f32, w.oa, w.ob, s, K, w.a.data<float>(), w.b.data<float>(), C);
+    gemm_seconds = time_f32(f32, w.oa, w.ob, M, N, K, s, w.a.data<float>(), w.b.data<float>(), C);
   });
   return std::isfinite(gemm_seconds) ? widen_seconds : gemm_seconds;
 }
@@ -465,9 +580,9 @@ bool tunable(int64_t M, int64_t N, int64_t K) {
 }
 
 // The kernel for this GEMM's class (tuned_kernel), its candidates timed by
-// time(kernel, sample, scratch) on the GEMM's sample; the sample's output scratch is made
-// only when a class is measured, never on the GEMMs that find their class decided. The rule
-// where measuring does not apply: an override, a GEMM too small to make a kernel for, the
+// time(kernel, sample, scratch) on the GEMM's sample; the output scratch is made only when
+// a class is measured, never on the GEMMs that find their class decided. The rule where
+// measuring does not apply: an override, a GEMM too small to make a kernel for, the
 // fallback test hook.
 template <typename Time>
 GemmKernel measured_or_rule(bool bf16, bool forced, const GemmOperand& oa, const GemmOperand& ob,
@@ -480,19 +595,20 @@ GemmKernel measured_or_rule(bool bf16, bool forced, const GemmOperand& oa, const
     const Time& time;
   } timing{sample_of(M, N, K), {}, time};
   return tuned_kernel(gemm_class(bf16, oa.trans, ob.trans, M, N, K), candidates, rule,
-                      timing.s.macs, [t = &timing](GemmKernel k) {
-                        t->scratch.resize(static_cast<size_t>(t->s.m * t->s.n));
-                        return t->time(k, t->s, t->scratch.data());
-                      });
+                      timing.s.macs,
+                      [t = &timing](GemmKernel k) { return t->time(k, t->s, t->scratch); });
 }
 
-// The float32 and bfloat16 choices, their candidates timed by time(kernel, sample, C)
+// The float32 and bfloat16 choices, their candidates timed by time(kernel, sample, C):
+// the libraries, and oneDNN cut each way (OneDnnLayout)
 template <typename Time>
 GemmKernel f32_kernel_timed(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
                             int64_t K, const Time& time) {
   const GemmKernel rule = f32_backend(oa, M, N, K) == F32Backend::onednn ? GemmKernel::onednn_f32
                                                                          : GemmKernel::openblas_f32;
-  static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_f32, GemmKernel::openblas_f32};
+  static constexpr GemmKernel kCandidates[] = {
+      GemmKernel::onednn_f32, GemmKernel::openblas_f32, GemmKernel::onednn_f32_large,
+      GemmKernel::onednn_f32_packed, GemmKernel::onednn_f32_large_packed};
   return measured_or_rule(false, forced_f32_backend().has_value(), oa, ob, M, N, K, kCandidates,
                           rule, time);
 }
@@ -507,29 +623,33 @@ GemmKernel bf16_kernel_timed(const GemmOperand& oa, const GemmOperand& ob, int64
                                       : GemmKernel::widened_openblas;
   const GemmKernel rule =
       bf16_backend() == Bf16Backend::onednn ? GemmKernel::onednn_bf16 : widened_rule;
-  static constexpr GemmKernel kCandidates[] = {GemmKernel::onednn_bf16, GemmKernel::widened_onednn,
-                                               GemmKernel::widened_openblas};
+  static constexpr GemmKernel kCandidates[] = {
+      GemmKernel::onednn_bf16,        GemmKernel::widened_onednn,
+      GemmKernel::widened_openblas,   GemmKernel::onednn_bf16_large,
+      GemmKernel::onednn_bf16_packed, GemmKernel::onednn_bf16_large_packed};
   return measured_or_rule(true, forced_bf16_backend().has_value(), oa, ob, M, N, K, kCandidates,
                           rule, time);
 }
 
 GemmKernel f32_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                       const float* A, const float* B) {
-  return f32_kernel_timed(oa, ob, M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
-    return time_f32(k, oa, ob, s, K, A, B, C);
-  });
+  return f32_kernel_timed(oa, ob, M, N, K,
+                          [&](GemmKernel k, const Sample& s, std::vector<float>& C) {
+                            return time_f32(k, oa, ob, M, N, K, s, A, B, C);
+                          });
 }
 
 GemmKernel bf16_kernel(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
                        int64_t K, const bfloat16* A, const bfloat16* B) {
-  return bf16_kernel_timed(oa, ob, M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
-    return time_bf16(k, oa, ob, s, K, A, B, C);
-  });
+  return bf16_kernel_timed(oa, ob, M, N, K,
+                           [&](GemmKernel k, const Sample& s, std::vector<float>& C) {
+                             return time_bf16(k, oa, ob, M, N, K, s, A, B, C);
+                           });
 }
 
-// Operands for timing a class before any real operand exists (bf16_pays): the sample's A
-// and B, packed, zeros (the time does not depend on the values), made only when a class is
-// measured
+// Operands for timing a class before any real operand exists (bf16_pays): the largest
+// sample's A and B (the large blocks' first), packed, zeros (the time does not depend on
+// the values), made only when a class is measured
 class MadeUpOperands {
  public:
   MadeUpOperands(bool ta, bool tb, const Sample& s, int64_t K)
@@ -555,14 +675,15 @@ class MadeUpOperands {
 
 bool bf16_measured_to_pay(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   if (!bf16_fallback_enabled() || forced_bf16_backend() || !tunable(M, N, K)) return true;
-  const Sample s = sample_of(M, N, K);
-  MadeUpOperands ops(ta, tb, s, K);
-  bf16_kernel_timed(ops.oa(), ops.ob(), M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
-    return time_bf16(k, ops.oa(), ops.ob(), s, K, ops.a16(), ops.b16(), C);
-  });
-  f32_kernel_timed(ops.oa(), ops.ob(), M, N, K, [&](GemmKernel k, const Sample& s, float* C) {
-    return time_f32(k, ops.oa(), ops.ob(), s, K, ops.a32(), ops.b32(), C);
-  });
+  MadeUpOperands ops(ta, tb, sample_of(M, N, K, true), K);
+  bf16_kernel_timed(ops.oa(), ops.ob(), M, N, K,
+                    [&](GemmKernel k, const Sample& s, std::vector<float>& C) {
+                      return time_bf16(k, ops.oa(), ops.ob(), M, N, K, s, ops.a16(), ops.b16(), C);
+                    });
+  f32_kernel_timed(ops.oa(), ops.ob(), M, N, K,
+                   [&](GemmKernel k, const Sample& s, std::vector<float>& C) {
+                     return time_f32(k, ops.oa(), ops.ob(), M, N, K, s, ops.a32(), ops.b32(), C);
+                   });
   return bf16_class_pays(gemm_class(true, ta, tb, M, N, K));
 }
 
@@ -581,7 +702,8 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
   profile::Timer timer("GEMM");
   const GemmKernel kernel = bf16_kernel(oa, ob, M, N, K, A, B);
   describe_gemm(timer, true, oa, ob, M, N, K, kernel_name(kernel));
-  if (kernel == GemmKernel::onednn_bf16) return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e);
+  if (const auto layout = onednn_layout(kernel))
+    return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e, *layout);
   const WidenedOperands w = widened_operands(oa, ob, M, N, K, A, B);
   const float *a = w.a.const_data<float>(), *b = w.b.const_data<float>();
   if (kernel == GemmKernel::widened_onednn)
@@ -591,9 +713,9 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
 
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                  const bfloat16* A, const bfloat16* B, float* C, float beta,
-                 const GemmEpilogue<float>& e) {
+                 const GemmEpilogue<float>& e, OneDnnLayout layout) {
   onednn_blocks(
-      oa, ob, M, N, K, A, B, C, beta, e,
+      oa, ob, M, N, K, A, B, C, beta, e, layout,
       [&](int64_t m, int64_t n, const bfloat16* a, const bfloat16* b, float* c, const float* bias) {
         const WidenedOperands w = widened_operands(oa, ob, m, n, K, a, b);
         sgemm_block(w.oa, w.ob, m, n, K, w.a.data<float>(), w.b.data<float>(), c, N, beta, bias);
@@ -601,11 +723,15 @@ void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_
 }
 
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                 const float* A, const float* B, float* C, float beta,
-                 const GemmEpilogue<float>& e) {
-  onednn_blocks(oa, ob, M, N, K, A, B, C, beta, e,
+                 const float* A, const float* B, float* C, float beta, const GemmEpilogue<float>& e,
+                 OneDnnLayout layout) {
+  onednn_blocks(oa, ob, M, N, K, A, B, C, beta, e, layout,
                 [&](int64_t m, int64_t n, const float* a, const float* b, float* c,
                     const float* bias) { sgemm_block(oa, ob, m, n, K, a, b, c, N, beta, bias); });
+}
+
+OneDnnCacheStats onednn_cache_stats() {
+  return matmul_cache().stats();
 }
 
 bool onednn_matmul_here(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,

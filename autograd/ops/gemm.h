@@ -13,7 +13,11 @@
 // only M and N, and a oneDNN GEMM is cut into blocks of output rows or columns by problem
 // size (never by thread count), each computed by one thread in one oneDNN call (oneDNN
 // would otherwise split K for some shapes, and its sums would depend on the thread count);
-// inside a parallel region (a task of matmul.cpp's run_pair) the blocks become tasks.
+// inside a parallel region (a task of matmul.cpp's run_pair) the blocks become tasks. How
+// the blocks are cut (OneDnnLayout: standard or large blocks, B repacked by every call or
+// packed once per GEMM) is itself a measured candidate, recorded per size class; a whole
+// GEMM as one oneDNN call on oneDNN's own threads is not one, as nothing guarantees that
+// oneDNN leaves K whole on every thread count.
 #include <cstdint>
 #include <functional>
 
@@ -83,15 +87,37 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
           const bfloat16* A, const bfloat16* B, float* C, float beta = 0,
           const GemmEpilogue<float>& epilogue = {});
+// How a oneDNN GEMM is cut into single-threaded calls; each way is a candidate of the tuner
+// (gemm_tuning.h's onednn_* kernels), all from the problem's size, never the thread count:
+//  - standard: output blocks of at least 2^21 multiply-adds, at most 16 of them;
+//  - large_blocks: fewer, larger blocks (at least 2^23 multiply-adds, at most 4, and never
+//    fewer than two where the standard cut has two or more), so that each call is big
+//    enough for AMX's tiles to amortise their set-up;
+//  - packed_b: B reordered once per GEMM into the layout oneDNN's kernel prefers (its
+//    format_tag::any), shared by every block along M, instead of each block's call
+//    repacking it from the plain layout. Blocks along N (N > M) share no B: they run plain.
+//    Nothing packed outlives the GEMM, so no pack can be stale after an optimiser step.
+struct OneDnnLayout {
+  bool large_blocks = false;
+  bool packed_b = false;
+};
+
 // Each library alone, whatever the backend rules say (gemm() above follows them): oneDNN,
-// blocked the same way, on float32 or on bfloat16 (its BF16 kernels; widened where it has
+// cut as `layout` says, on float32 or on bfloat16 (its BF16 kernels; widened where it has
 // none); OpenBLAS's sgemm. For the measurements behind the rules, and tests of both.
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                  const float* A, const float* B, float* C, float beta = 0,
-                 const GemmEpilogue<float>& epilogue = {});
+                 const GemmEpilogue<float>& epilogue = {}, OneDnnLayout layout = {});
 void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                  const bfloat16* A, const bfloat16* B, float* C, float beta = 0,
-                 const GemmEpilogue<float>& epilogue = {});
+                 const GemmEpilogue<float>& epilogue = {}, OneDnnLayout layout = {});
+
+// oneDNN's primitive cache since the process began: lookups that found a made matmul, and
+// those that made one (each distinct block shape, layout and epilogue once).
+struct OneDnnCacheStats {
+  int64_t hits = 0, made = 0;
+};
+OneDnnCacheStats onednn_cache_stats();
 void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                    const float* A, const float* B, float* C, float beta = 0,
                    const GemmEpilogue<float>& epilogue = {});

@@ -30,15 +30,28 @@ namespace ag::detail {
 
 namespace {
 
-constexpr GemmKernel kKernels[] = {
-    GemmKernel::openblas_f32,     GemmKernel::onednn_f32,       GemmKernel::onednn_bf16,
-    GemmKernel::widened_openblas, GemmKernel::widened_onednn,   GemmKernel::attention_fma,
-    GemmKernel::attention_bf16,   GemmKernel::attention_onednn, GemmKernel::attention_f32};
+constexpr GemmKernel kKernels[] = {GemmKernel::openblas_f32,
+                                   GemmKernel::onednn_f32,
+                                   GemmKernel::onednn_bf16,
+                                   GemmKernel::widened_openblas,
+                                   GemmKernel::widened_onednn,
+                                   GemmKernel::attention_fma,
+                                   GemmKernel::attention_bf16,
+                                   GemmKernel::attention_onednn,
+                                   GemmKernel::attention_f32,
+                                   GemmKernel::onednn_f32_large,
+                                   GemmKernel::onednn_f32_packed,
+                                   GemmKernel::onednn_f32_large_packed,
+                                   GemmKernel::onednn_bf16_large,
+                                   GemmKernel::onednn_bf16_packed,
+                                   GemmKernel::onednn_bf16_large_packed};
 // Version 2: bf16 classes are also weighed against float32 (bf16_pays), attention classes
 // have a float32 candidate. Version 3: an attention class says whether a head size is odd
-// (AC or AF, ACO or AFO). An older file keeps its name (the name hashes the header), so
-// older binaries keep theirs, and this one never reads their entries.
-constexpr char kHeader[] = "attograd-gemm-kernels 3";
+// (AC or AF, ACO or AFO). Version 4: oneDNN's block layouts are candidates (onednn_*_large,
+// _packed, _large_packed), which a version 3 binary would skip and measure again. An older file
+// keeps its name (the name hashes the header), so older binaries keep theirs, and this one never
+// reads their entries.
+constexpr char kHeader[] = "attograd-gemm-kernels 4";
 constexpr off_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxLineBytes = 400;
 // How long a run waits for another process's lock on the file (tests shorten it).
@@ -276,6 +289,12 @@ const char* kernel_name(GemmKernel kernel) {
     case GemmKernel::onednn_bf16: return "onednn_bf16";
     case GemmKernel::widened_openblas: return "widened_openblas";
     case GemmKernel::widened_onednn: return "widened_onednn";
+    case GemmKernel::onednn_f32_large: return "onednn_f32_large";
+    case GemmKernel::onednn_f32_packed: return "onednn_f32_packed";
+    case GemmKernel::onednn_f32_large_packed: return "onednn_f32_large_packed";
+    case GemmKernel::onednn_bf16_large: return "onednn_bf16_large";
+    case GemmKernel::onednn_bf16_packed: return "onednn_bf16_packed";
+    case GemmKernel::onednn_bf16_large_packed: return "onednn_bf16_large_packed";
     case GemmKernel::attention_fma: return "attention_fma";
     case GemmKernel::attention_bf16: return "attention_bf16";
     case GemmKernel::attention_onednn: return "attention_onednn";
@@ -387,7 +406,7 @@ bool bf16_class_pays(const GemmClass& bf16_class) {
   f32_class.bf16 = false;
   const auto in_bf16 = tuner().kept(bf16_class), in_f32 = tuner().kept(f32_class);
   if (!in_bf16 || !in_f32) return true;  // not measured here: bf16, as asked
-  if (!bf16_class.attention && in_bf16->first != GemmKernel::onednn_bf16) return false;
+  if (!bf16_class.attention && is_widened(in_bf16->first)) return false;
   return !(in_f32->second > kTuneMargin * in_bf16->second);
 }
 

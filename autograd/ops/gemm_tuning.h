@@ -35,6 +35,14 @@ enum class GemmKernel : uint8_t {
   onednn_bf16,       // oneDNN's bfloat16 matmul (AMX or AVX-512 BF16, as oneDNN picks)
   widened_openblas,  // bfloat16 operands widened to float32, then OpenBLAS's sgemm
   widened_onednn,    // bfloat16 operands widened to float32, then oneDNN's float32 matmul
+  // oneDNN's matmuls cut another way (gemm.h's OneDnnLayout): fewer, larger blocks; B
+  // reordered once into oneDNN's blocked layout and shared by the blocks; or both
+  onednn_f32_large,
+  onednn_f32_packed,
+  onednn_f32_large_packed,
+  onednn_bf16_large,
+  onednn_bf16_packed,
+  onednn_bf16_large_packed,
   // the fused attention's bf16 products (an attention class, below)
   attention_fma,     // on FMAs over float32 holding bfloat16 values (ops/tile_kernels.h)
   attention_bf16,    // on the CPU's BF16 dot products (ops/tile_kernels_bf16.h)
@@ -42,6 +50,10 @@ enum class GemmKernel : uint8_t {
   attention_f32,     // the attention in float32 (an f32 attention class's one candidate)
 };
 const char* kernel_name(GemmKernel kernel);
+// Whether a bf16 class's kernel widens its operands to float32 (widened_openblas, _onednn)
+constexpr bool is_widened(GemmKernel k) {
+  return k == GemmKernel::widened_openblas || k == GemmKernel::widened_onednn;
+}
 
 // A GEMM's size class: precision, layouts, and M, N, K each rounded up to a power of two
 // (so a sampling run whose window grows by a token meets a few classes, not a class a

@@ -725,7 +725,7 @@ kernel_cache)
     diff <(hashes one.h5) <(hashes two.h5) > /dev/null || fail "--threads 1 and 2 differ"
   fi
   "$bin" bench --tune --config tiny > tune.txt
-  grep -q "^bf16 .* \(onednn_bf16\|widened_o[a-z]*\)\( (bf16 does not pay: runs in float32)\)\?$" tune.txt ||
+  grep -q "^bf16 .* \(onednn_bf16[a-z_]*\|widened_o[a-z]*\)\( (bf16 does not pay: runs in float32)\)\?$" tune.txt ||
     fail "no bf16 row: $(cat tune.txt)"
   grep -qF "$table: used" tune.txt || fail "the table does not name its file: $(head -3 tune.txt)"
   # bench --decode: a token reads tiny's matrices once (2 blocks' 49152 weights, the tied
@@ -798,6 +798,9 @@ bench_breakdown)
   "$bin" bench --config tiny --steps 2 --breakdown > breakdown.txt
   grep -q "^the timers cover [0-9.]*% of the measured step$" breakdown.txt ||
     fail "no coverage line: $(tail -2 breakdown.txt)"
+  # after the warm-up every oneDNN primitive of a step is found in the cache, none made
+  grep -q "^oneDNN matmuls: [1-9][0-9]* looked up a step, 0 made in the timed steps$" breakdown.txt ||
+    fail "no primitive cache line, or primitives made in the timed steps: $(tail -2 breakdown.txt)"
   ;;
 exit_codes)
   # one rule for every command (docs/exit-codes.md): the content of an input file that its
