@@ -117,11 +117,11 @@ bool autocast_to_bf16(DType operand) {
   return t_precision == Precision::bf16 && operand == DType::Float32;
 }
 
-Tensor attached_bf16_copy(const Tensor& t) {
+Tensor bf16_operand(const Tensor& t) {
   const std::shared_ptr<Storage> copy = t.impl()->storage->current_bf16_copy();
   if (!copy || !use_producer_copies || t.dtype() != DType::Float32 || !t.is_contiguous() ||
       static_cast<size_t>(t.offset() + t.numel()) * sizeof(bfloat16) > copy->nbytes)
-    return Tensor();
+    return to_bfloat16(t);
   auto view = std::make_shared<TensorImpl>();
   view->storage = copy;
   view->shape = t.shape();
@@ -129,11 +129,6 @@ Tensor attached_bf16_copy(const Tensor& t) {
   view->offset = t.offset();
   view->dtype = DType::BFloat16;
   return Tensor(std::move(view));
-}
-
-Tensor bf16_operand(const Tensor& t) {
-  Tensor copy = attached_bf16_copy(t);
-  return copy.defined() ? copy : to_bfloat16(t);
 }
 
 Tensor attach_bf16_copy(const Tensor& out) {

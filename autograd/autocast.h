@@ -102,8 +102,6 @@ bool autocast_to_bf16(DType operand);
 // has been written into it since (Storage::current_bf16_copy), that copy (a view of it):
 // the same bits, without a pass over t.
 Tensor bf16_operand(const Tensor& t);
-// That copy (a view of it) where bf16_operand would take it; undefined where it would round.
-Tensor attached_bf16_copy(const Tensor& t);
 
 // What a GEMM shape under autocast did (ops/gemm.h's bf16_pays): ran in bfloat16, or fell
 // back to float32. Once shapes have fallen back and none ran in bfloat16, the producers

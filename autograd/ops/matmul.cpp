@@ -15,7 +15,6 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/ops/gemm.h"
-#include "autograd/ops/linear_gradient.h"
 #include "autograd/parallel.h"
 #include "autograd/profile.h"
 #include "autograd/quant/packed_weight.h"
@@ -239,17 +238,17 @@ void linear_forward(Tensor x2, const Tensor& w, const Tensor& b, Tensor& h,
   });
 }
 
-// {dx [M, K], dw [N, K], db [N]} from the gradient of h [M, N], each only where asked for;
-// the GEMMs take dh rounded to bfloat16 when the forward's did (dh16), the bias sums dh as
-// it is (db, where the pass that made dh16 or dh took it already)
-std::vector<Tensor> linear_backward(const detail::LinearGradient& dh, const Tensor& x2,
-                                    const Tensor& w, bool gx, bool gw, bool gb, bool bf16) {
-  const Tensor d = bf16 ? dh.dh16 : dh.dh;
+// {dx [M, K], dw [N, K], db [N]} from dh [M, N], each only where asked for; the GEMMs take
+// dh rounded to bfloat16 when the forward's did (bf16: dh16 where the producer of dh made
+// that copy already), the bias sums it as it is
+std::vector<Tensor> linear_backward(const Tensor& dh, const Tensor& x2, const Tensor& w, bool gx,
+                                    bool gw, bool gb, bool bf16, const Tensor& dh16 = Tensor()) {
+  const Tensor d = !bf16 ? dh : dh16.defined() ? dh16 : detail::bf16_operand(dh);
   Tensor dx, dw, db;
   run_pair(
-      gx, gw, static_cast<double>(d.numel()) * x2.shape()[1], [&] { dx = matmul_forward(d, w); },
+      gx, gw, static_cast<double>(dh.numel()) * x2.shape()[1], [&] { dx = matmul_forward(d, w); },
       [&] { dw = matmul_forward(d.t(), x2); });
-  if (gb) db = dh.db.defined() ? dh.db : sum(dh.dh, {0});
+  if (gb) db = sum(dh, {0});
   return {dx, dw, db};
 }
 
@@ -294,6 +293,38 @@ struct GeluAfterLinear {
     };
   }
 };
+
+// dh = g gelu'(h) from what GeluAfterLinear saved, and under autocast (saved: bfloat16 h)
+// dh16, dh rounded to bfloat16 for the GEMMs in the same pass, each chunk while in cache
+struct GeluGradient {
+  Tensor dh, dh16;
+};
+
+GeluGradient gelu_backward(const Tensor& g, const Tensor& saved) {
+  Tensor d = empty(g.shape(), g.dtype());
+  if (saved.dtype() == DType::BFloat16) {
+    Tensor d16 = empty(g.shape(), DType::BFloat16);
+    const float* gp = g.const_data<float>();
+    const bfloat16* hp = saved.const_data<bfloat16>();
+    float* dp = d.data<float>();
+    detail::parallel_for(g.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      AG_SIMD
+      for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * detail::gelu_derivative(float(hp[i]));
+      to_bfloat16(dp + i0, d16.data<bfloat16>() + i0, i1 - i0);
+    });
+    return {d, d16};
+  }
+  AG_DISPATCH_FLOAT(g.dtype(), "linear gelu backward", [&] {
+    const scalar_t* gp = g.const_data<scalar_t>();
+    const scalar_t* sp = saved.const_data<scalar_t>();
+    scalar_t* dp = d.data<scalar_t>();
+    detail::parallel_for(g.numel(), detail::kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      AG_SIMD
+      for (int64_t i = i0; i < i1; ++i) dp[i] = gp[i] * sp[i];
+    });
+  });
+  return {d, Tensor()};
+}
 
 // The gradients of the parts that were stacked along dim 0 into the operand whose
 // gradient is g (one part: g itself); undefined parts where g is
@@ -472,12 +503,11 @@ Tensor stacked_linear(const Tensor& x, const std::vector<Tensor>& weights,
                   [x2, w, packed_parts, w_type, gelu_saved = gelu ? act->saved : Tensor(), M, N,
                    sizes, stacked_biases = biases.size(), in_shape = x.shape(),
                    gx = x.requires_grad(), gw, gb, bf16](const Tensor& g) -> std::vector<Tensor> {
-                    const Tensor g2 = g.contiguous().view({M, N});
-                    const detail::LinearGradient dh =
-                        gelu_saved.defined() ? detail::gelu_output_gradient(g2, gelu_saved, gb)
-                                             : detail::linear_output_gradient(g2, bf16, gb);
+                    GeluGradient dh{g.contiguous().view({M, N}), Tensor()};
+                    if (gelu_saved.defined()) dh = gelu_backward(dh.dh, gelu_saved);
                     const Tensor wb = w.defined() || !gx ? w : unpacked_stack(packed_parts, w_type);
-                    std::vector<Tensor> d = linear_backward(dh, x2, wb, gx, gw, gb, bf16);
+                    std::vector<Tensor> d =
+                        linear_backward(dh.dh, x2, wb, gx, gw, gb, bf16, dh.dh16);
                     std::vector<Tensor> grads{gx ? d[0].view(in_shape) : Tensor()};
                     for (auto& part : unstack(d[1], sizes)) grads.push_back(part);
                     if (stacked_biases > 0)

@@ -7,7 +7,6 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
-#include "autograd/ops/column_sums.h"
 #include "autograd/parallel.h"
 #include "autograd/profile.h"
 #include "autograd/strided_loop.h"
@@ -59,12 +58,23 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   if (rows_only && a.dtype() == DType::Float32) {
     const int64_t N = shape_numel(Shape(a.shape().begin() + lead, a.shape().end()));
     const int64_t R = N ? a.numel() / N : 0;
-    detail::ColumnSums sums(R, N);
+    constexpr int64_t kRows = 64;
+    const int64_t chunks = std::max<int64_t>((R + kRows - 1) / kRows, 1);
+    std::vector<double> part(chunks * N, 0.0);
     const float* p = a.const_data<float>();
-    detail::ColumnSums::for_chunks(R, N, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) sums.add_row(r, p + r * N);
+    detail::parallel_for_items(R, kRows, N, [&](int64_t r0, int64_t r1) {
+      double* acc = part.data() + (r0 / kRows) * N;
+      for (int64_t r = r0; r < r1; ++r) {
+        AG_SIMD
+        for (int64_t j = 0; j < N; ++j) acc[j] += p[r * N + j];
+      }
     });
-    sums.total(out.data<float>());
+    float* o = out.data<float>();
+    for (int64_t j = 0; j < N; ++j) {
+      double total = 0;
+      for (int64_t c = 0; c < chunks; ++c) total += part[c * N + j];
+      o[j] = static_cast<float>(total);
+    }
   } else
     AG_DISPATCH_FLOAT(a.dtype(), "sum", [&] {
       // accumulate in double: float32 sums over thousands of terms lose digits otherwise
