@@ -37,7 +37,8 @@ void print_attention_rows(const std::vector<ag::detail::TunedEntry>& entries) {
     if (!e.cls.attention || !e.cls.bf16) continue;
     if (!header)
       fmt::print(
-          "\nThe fused attention's products, GFLOP/s of the sampled rows' forward and backward on one "
+          "\nThe fused attention's products, GFLOP/s of the sampled rows' forward and backward on "
+          "one "
           "thread (attention_f32: in float32)\n{:<36} {:>16} {:>16} {:>16} {:>16}  kept\n",
           "class", "attention_fma", "attention_bf16", "attention_onednn", "attention_f32"),
           header = true;
