@@ -99,6 +99,7 @@ bool onednn_batched_product(const BatchedProduct& p, const bfloat16* A, const bf
   const size_t bytes = prim->scratchpad.get_size();
   if (scratch.size() < bytes) scratch.resize(bytes);
   auto& e = engine();
+  const OmpThreadsScope one_thread(1);  // as gemm.cpp's run_matmul: never K split at run time
   prim->matmul.execute(stream,
                        {{DNNL_ARG_SRC, dnnl::memory(prim->a, e, const_cast<bfloat16*>(A))},
                         {DNNL_ARG_WEIGHTS, dnnl::memory(prim->b, e, const_cast<bfloat16*>(B))},

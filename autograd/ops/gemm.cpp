@@ -311,6 +311,11 @@ void run_matmul(const Matmul& mm, const void* A, const void* B, float* C, const 
       {DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratchpad, e, scratch.data())}};
   if (bias != nullptr)
     args.emplace(DNNL_ARG_BIAS, dnnl::memory(mm.bias, e, const_cast<float*>(bias)));
+  // One thread at execution too: oneDNN's gemm-based matmuls (gemm:jit, what it runs for
+  // strided operands and where its ISA is capped below AVX-512) take their threads when
+  // they run, and split K among them: a 2-thread run's sums differed from a 1-thread
+  // run's under ONEDNN_MAX_CPU_ISA=AVX2 (cli.bf16_parity_without_bf16_units)
+  const OmpThreadsScope one_thread(1);
   mm.primitive.execute(stream, args);
   stream.wait();
 }
