@@ -11,8 +11,9 @@
 // the transpose of one, with its leading dimension; so q @ k^T and the backward's
 // g @ W^T copy nothing. Results are thread-count invariant: OpenBLAS's AVX-512 sgemm splits
 // only M and N, and a oneDNN GEMM is cut into blocks of output rows or columns by problem
-// size (never by thread count), each computed by one thread in one oneDNN call (oneDNN
-// would otherwise split K for some shapes, and its sums would depend on the thread count);
+// size (never by thread count), each computed by one thread in one oneDNN call, made and run
+// with one OpenMP thread (oneDNN would otherwise split K for some shapes, and its sums
+// would depend on the thread count);
 // inside a parallel region (a task of matmul.cpp's run_pair) the blocks become tasks. How
 // the blocks are cut (OneDnnLayout: standard or large blocks, B repacked by every call or
 // packed once per GEMM) is itself a measured candidate, recorded per size class; a whole
