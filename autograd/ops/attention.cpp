@@ -58,6 +58,7 @@ namespace ag {
 namespace {
 
 using namespace tile;
+using detail::attention::attention_macs;
 using detail::attention::bf16_operands;
 using detail::attention::row_stream;
 using detail::attention::Spec;
@@ -271,12 +272,6 @@ void forward_tile(const Spec& s, int64_t r, int64_t i0, const bfloat16* q, const
   float* out = w.Dvp == s.Dv ? ob : w.opad.data();
   u::query_rows(s.causal, i0, m, nk, a, b, w.Dvp, out, w.Dvp);
   normalised_out(s, m, out, w, ob);
-}
-
-// Multiply-adds of the scores and the weighted values (of backward: about twice this),
-// for detail::team_pays
-double attention_macs(const Spec& s) {
-  return static_cast<double>(s.R) * s.T * s.S * (s.D + s.Dv) * (s.causal ? 0.5 : 1.0);
 }
 
 // o and lse for every (r, tile); tiles are independent, so they are the unit of work

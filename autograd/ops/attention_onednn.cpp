@@ -39,10 +39,6 @@ std::atomic<bool> g_test_twin{false};
 template <typename In>
 using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
 
-double attention_macs(const Spec& s) {
-  return static_cast<double>(s.R) * s.T * s.S * (s.D + s.Dv) * (s.causal ? 0.5 : 1.0);
-}
-
 // v stored as an operand: rounded to bfloat16 (its bits: storing a bfloat16 made by its
 // constructor copies a temporary, which GCC does not vectorise), or as it is in float64
 inline void store(bfloat16* p, int64_t j, float v) {

@@ -44,6 +44,12 @@ inline int64_t kv_row(const Spec& s, int64_t r) {
   return r / s.group;
 }
 
+// Multiply-adds of the scores and the weighted values (causal: half the square; of
+// backward: about twice this), for team_pays and the timers
+inline double attention_macs(const Spec& s) {
+  return static_cast<double>(s.R) * s.T * s.S * (s.D + s.Dv) * (s.causal ? 0.5 : 1.0);
+}
+
 // visible keys of query row i
 inline int64_t visible(const Spec& s, int64_t i) {
   return s.causal ? std::min(i + 1, s.S) : s.S;
