@@ -1,3 +1,8 @@
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns of the undefined vectors inside its own AVX-512 intrinsics once they are
+// inlined (a false positive: they are written before use)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "nn/block_gemv.h"
 
 #include <immintrin.h>

@@ -1,5 +1,6 @@
-// Compiled with -ffp-contract=off (autograd/CMakeLists.txt): GCC's intrinsics are vector
-// arithmetic it may fuse, and a fused d sc q - dmin m would round once where ggml rounds twice.
+// Compiled with -ffp-contract=off and without the precompiled header, whose own options
+// GCC would take instead (autograd/CMakeLists.txt): GCC's intrinsics are vector arithmetic
+// it may fuse. The one fused operation here is written out: see scaled().
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns of the undefined vectors inside its own AVX-512 intrinsics when they are
 // inlined into a function of another target (a false positive: they are written before use)
@@ -15,7 +16,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 // Compiled for AVX-512 whatever the build targets; run only where the CPU has it.
-#define AG_UNPACK_TARGET __attribute__((target("avx512f,avx512bw")))
+#define AG_UNPACK_TARGET __attribute__((target("avx512f,avx512bw,f16c")))
 #endif
 
 namespace ag::quant {
@@ -23,16 +24,6 @@ namespace ag::quant {
 namespace {
 
 constexpr int64_t kQ4K = 256, kQ4KBytes = 144, kQ80 = 32, kQ80Bytes = 34;
-
-// A Q4_K block's 8 sub-block scales d sc and minimums dmin m, as the reference computes them.
-void q4_k_scales(const uint8_t* b, float* d1, float* m1) {
-  const float d = blocks::load_half(b), dmin = blocks::load_half(b + 2);
-  for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    blocks::scale_min_k4(j, b + 4, sc, m);
-    d1[j] = d * static_cast<float>(sc), m1[j] = dmin * static_cast<float>(m);
-  }
-}
 
 // The reference: the format table's floats, then rounded one by one.
 template <void (*Dequantize)(const uint8_t*, float*), int64_t Elements, int64_t Bytes>
@@ -45,6 +36,12 @@ void reference_bf16(const uint8_t* in, int64_t n, bfloat16* out) {
 }
 
 #if defined(__x86_64__)
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // Sixteen floats to bfloat16 as bf16_bits_from_f32_bits does: a NaN keeps its top bits and
 // is made quiet; anything else rounds to nearest, ties to even (subnormals too).
@@ -63,26 +60,46 @@ AG_UNPACK_TARGET inline void store(float* p, __m512 f) {
   _mm512_storeu_ps(p, f);
 }
 
-// d1 q - m1 for 16 levels q (int32 lanes): a product, then a difference, as the reference.
-AG_UNPACK_TARGET inline __m512 scaled(__m512i q, float d1, float m1) {
-  return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d1), _mm512_cvtepi32_ps(q)),
-                       _mm512_set1_ps(m1));
+// d1 q - m1 for 16 levels q (int32 lanes), the reference's product and difference in one
+// fused operation: the same floats, since the product is exact (d1 = d sc has at most 17
+// significant bits, a half's 11 and a 6-bit scale's, and q at most 4).
+AG_UNPACK_TARGET inline __m512 scaled(__m512i q, const float* d1, const float* m1) {
+  return _mm512_fmsub_ps(_mm512_set1_ps(*d1), _mm512_cvtepi32_ps(q), _mm512_set1_ps(*m1));
+}
+
+// A Q4_K block's 8 sub-block scales d sc (d1[0..8)) and minimums dmin m (d1[8..16)) in one
+// register: the 6-bit sc and m of its 12 bytes taken four at a time by word arithmetic (the
+// bits blocks::scale_min_k4 takes one at a time), converted and multiplied as the
+// reference does (one product each, the same floats), d and dmin by the F16C conversion (exact).
+AG_UNPACK_TARGET inline __m512 q4_k_scales_avx512(const uint8_t* b) {
+  uint32_t a, m, c;
+  std::memcpy(&a, b + 4, 4), std::memcpy(&m, b + 8, 4), std::memcpy(&c, b + 12, 4);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const uint32_t words[4] = {a & low6, (c & low4) | (((a >> 6) & top2) << 4), m & low6,
+                             ((c >> 4) & low4) | (((m >> 6) & top2) << 4)};
+  __m128i bytes;
+  std::memcpy(&bytes, words, 16);
+  const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(b))));
+  const __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(_mm_cvtss_f32(dd)),
+                                        _mm512_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dd))));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)));
 }
 
 // One Q4_K block: sub-blocks 2j and 2j + 1 (64 weights) in the low and high nibbles of the
 // 32 bytes at 16 + 32 j, 16 bytes (16 weights of each) at a time.
 template <typename T>
 AG_UNPACK_TARGET void q4_k_block_avx512(const uint8_t* b, T* y) {
-  float d1[8], m1[8];
-  q4_k_scales(b, d1, m1);
+  alignas(64) float scales[16];
+  _mm512_store_ps(scales, q4_k_scales_avx512(b));
+  const float *d1 = scales, *m1 = scales + 8;
   const __m512i low4 = _mm512_set1_epi32(0x0f);
   for (int j = 0; j < 4; ++j)
     for (int h = 0; h < 2; ++h) {
       const __m512i q = _mm512_cvtepu8_epi32(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 + 32 * j + 16 * h)));
       T* at = y + 64 * j + 16 * h;
-      store(at, scaled(_mm512_and_si512(q, low4), d1[2 * j], m1[2 * j]));
-      store(at + 32, scaled(_mm512_srli_epi32(q, 4), d1[2 * j + 1], m1[2 * j + 1]));
+      store(at, scaled(_mm512_and_si512(q, low4), d1 + 2 * j, m1 + 2 * j));
+      store(at + 32, scaled(_mm512_srli_epi32(q, 4), d1 + 2 * j + 1, m1 + 2 * j + 1));
     }
 }
 
@@ -109,9 +126,8 @@ AG_UNPACK_TARGET void q8_0_avx512(const uint8_t* in, int64_t n, T* out) {
 // The 16 values a sub-block's levels take, d1 q - m1 for q = 0..15, by the unpacking
 // kernel's product and difference (scaled): looking a level up in them gives its weight's
 // exact float, one permute in place of a conversion, a product and a difference per 16.
-AG_UNPACK_TARGET inline __m512 level_values(float d1, float m1) {
-  const __m512i q = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  return scaled(q, d1, m1);
+AG_UNPACK_TARGET inline __m512 level_values(const float* d1, const float* m1) {
+  return scaled(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), d1, m1);
 }
 
 // Sub-blocks 2j and 2j + 1 of a Q4_K block dequantized in registers and multiplied into the
@@ -133,13 +149,17 @@ AG_UNPACK_TARGET inline void q4_k_pair_dot(const uint8_t* qs, const float* x, __
 
 AG_UNPACK_TARGET float dot_q4_k_avx512(const float* x, const uint8_t* w, int64_t n) {
   __m512 low = _mm512_setzero_ps(), high = _mm512_setzero_ps();
+  alignas(64) float scales[16];  // d1[0..8), m1 at 8..16
   for (int64_t b = 0; b < n / kQ4K; ++b) {
     const uint8_t* block = w + b * kQ4KBytes;
-    float d1[8], m1[8];
-    q4_k_scales(block, d1, m1);
+    _mm512_store_ps(scales, q4_k_scales_avx512(block));
+    // read back from memory: broadcasts from memory are loads, where GCC would otherwise
+    // take each scale out of the register by a permute (two shuffles a table)
+    asm volatile("" ::: "memory");
     for (int j = 0; j < 4; ++j)
-      q4_k_pair_dot(block + 16 + 32 * j, x + b * kQ4K + 64 * j, level_values(d1[2 * j], m1[2 * j]),
-                    level_values(d1[2 * j + 1], m1[2 * j + 1]), low, high);
+      q4_k_pair_dot(block + 16 + 32 * j, x + b * kQ4K + 64 * j,
+                    level_values(scales + 2 * j, scales + 8 + 2 * j),
+                    level_values(scales + 2 * j + 1, scales + 9 + 2 * j), low, high);
   }
   alignas(64) float l[16], h[16];
   _mm512_store_ps(l, low);
