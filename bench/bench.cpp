@@ -432,7 +432,8 @@ po::options_description bench_options(StepOptions& o, std::string& precision,
       "decode",
       "the cached decoder's tokens/s at --config's shape (--steps steps from position 100), "
       "fp32, bf16, q8_0 and q4_k weights, against the bound of its weight bytes a token over "
-      "the measured read bandwidth")(
+      "the read bandwidth measured around the steps: 3 rounds taking the formats in turn, "
+      "medians, and q8_0's tokens/s over bf16's")(
       "tune",
       "decide the GEMM kernels of a training step of --config (or all) in fp32 and bf16 and "
       "print the measured table (ATTOGRAD_TUNE=fresh measures again)")(

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "nn/gpt.h"
@@ -35,29 +36,31 @@ double cpu_seconds() {
 // and by the CPU time of the process's threads (under other programs' load the wall clock
 // also counts the time they held the cores: a team of 2 that held its cores takes half its
 // CPU time by the clock; a step the pace runs on one thread, all of it), and the read
-// bandwidth (GB/s, `read`) measured just before and just after the steps: a shared
-// machine's bandwidth moved by a third from one minute to the next (28 to 40 GB/s), so one
-// read for all the formats bounded none of them. The fastest of `rounds` is kept, with the
-// mean of the reads around it.
+// bandwidth (GB/s, `read`) measured just before and just after the steps, their mean: a
+// shared machine's bandwidth moved by a third from one minute to the next (28 to 40 GB/s),
+// so one read for all the formats bounded none of them.
 struct Round {
   double step, cpu, read_gbs;
 };
-Round fastest_round(nn::CachedInference& dec, int64_t start, int64_t steps, int rounds,
-                    const std::function<double()>& read) {
+Round timed_round(nn::CachedInference& dec, int64_t start, int64_t steps,
+                  const std::function<double()>& read) {
   std::vector<int64_t> ids(static_cast<size_t>(start), 1), one{2};
-  Round best{1e30, 1e30, 0};
-  for (int r = 0; r < rounds; ++r) {
-    dec.prefill(ids, start);
-    const double before = read();
-    const auto t0 = Clock::now();
-    const double c0 = cpu_seconds();
-    for (int64_t k = 0; k < steps; ++k) dec.step(one);
-    const double step = seconds_since(t0) / static_cast<double>(steps);
-    const double cpu = (cpu_seconds() - c0) / static_cast<double>(steps);
-    const double after = read();
-    if (step < best.step) best = {step, cpu, 0.5 * (before + after)};
-  }
-  return best;
+  dec.prefill(ids, start);
+  dec.step(one);  // the threads' pace settled, the caches warm
+  dec.prefill(ids, start);
+  const double before = read();
+  const auto t0 = Clock::now();
+  const double c0 = cpu_seconds();
+  for (int64_t k = 0; k < steps; ++k) dec.step(one);
+  const double step = seconds_since(t0) / static_cast<double>(steps);
+  const double cpu = (cpu_seconds() - c0) / static_cast<double>(steps);
+  return {step, cpu, 0.5 * (before + read())};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -92,26 +95,41 @@ double read_gbs(const std::vector<std::pair<const float*, int64_t>>& spans, int 
 
 namespace {
 
+// One format's rounds: each round's tokens/s and share of the bound its reads set.
 struct DecodeFigures {
   const char* weights;
-  double bytes_per_token, read_gbs, tokens_s;
-  double cpu_ms;  // the CPU time of the process's threads a token
-  double bound_tokens_s() const { return read_gbs * 1e9 / bytes_per_token; }
+  double bytes_per_token;
+  std::vector<double> read_gbs, tokens_s, cpu_ms, share;
+  void add(const Round& r) {
+    read_gbs.push_back(r.read_gbs);
+    tokens_s.push_back(1 / r.step);
+    cpu_ms.push_back(1e3 * r.cpu);
+    share.push_back(tokens_s.back() / (r.read_gbs * 1e9 / bytes_per_token));
+  }
 };
 
+std::string range(const std::vector<double>& v, double scale, const char* spec) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return fmt::format(fmt::runtime(std::string("{:") + spec + "}-{:" + spec + "}"), *lo * scale,
+                     *hi * scale);
+}
+
 void print(const std::string& name, int threads, const DecodeFigures& f, bool json) {
-  const double share = f.tokens_s / f.bound_tokens_s();
+  const double read = median(f.read_gbs), tokens = median(f.tokens_s), share = median(f.share);
   if (json) {
     std::cout << nlohmann::json{{"config", name},
                                 {"mode", "decode"},
                                 {"weights", f.weights},
                                 {"threads", threads},
+                                {"rounds", f.tokens_s.size()},
                                 {"weight_bytes_per_token", f.bytes_per_token},
-                                {"read_gbs", f.read_gbs},
-                                {"bound_tokens_s", f.bound_tokens_s()},
-                                {"tokens_s", f.tokens_s},
-                                {"cpu_ms_per_token", f.cpu_ms},
-                                {"share_of_bound", share}}
+                                {"read_gbs", read},
+                                {"bound_tokens_s", read * 1e9 / f.bytes_per_token},
+                                {"tokens_s", tokens},
+                                {"tokens_s_each_round", f.tokens_s},
+                                {"cpu_ms_per_token", median(f.cpu_ms)},
+                                {"share_of_bound", share},
+                                {"share_of_bound_each_round", f.share}}
                      .dump()
               << "\n";
     return;
@@ -119,9 +137,10 @@ void print(const std::string& name, int threads, const DecodeFigures& f, bool js
   std::cout << fmt::format(
       "{} {} weights: {:.1f} MB a token / {:.1f} GB/s read on {} threads around the steps = "
       "bound {:.1f} tokens/s; decoding {:.1f} tokens/s ({:.0f}% of the bound; {:.3g} ms of CPU a "
-      "token)\n",
-      name, f.weights, f.bytes_per_token / 1e6, f.read_gbs, threads, f.bound_tokens_s(), f.tokens_s,
-      100 * share, f.cpu_ms);
+      "token) - medians of {} rounds: {} tokens/s, {}% of the bound\n",
+      name, f.weights, f.bytes_per_token / 1e6, read, threads, read * 1e9 / f.bytes_per_token,
+      tokens, 100 * share, median(f.cpu_ms), f.tokens_s.size(), range(f.tokens_s, 1, ".1f"),
+      range(f.share, 100, ".0f"));
 }
 
 }  // namespace
@@ -143,6 +162,25 @@ double weight_bytes(const nn::GPT& model, nn::WeightFormat format) {
 
 void round_to_q4_k(nn::GPT& model) {
   nn::round_weights_to_q4_k(model);
+}
+
+constexpr int kDecodeRounds = 3;
+
+// a's tokens/s over b's, round by round (the same minute's machine), their median
+void print_ratio(const std::string& name, const DecodeFigures& a, const DecodeFigures& b,
+                 bool json) {
+  std::vector<double> ratio;
+  for (size_t r = 0; r < a.tokens_s.size(); ++r) ratio.push_back(a.tokens_s[r] / b.tokens_s[r]);
+  if (json) {
+    std::cout << nlohmann::json{{"config", name},         {"mode", "decode_ratio"},
+                                {"weights", a.weights},   {"against", b.weights},
+                                {"ratio", median(ratio)}, {"ratio_each_round", ratio}}
+                     .dump()
+              << "\n";
+    return;
+  }
+  std::cout << fmt::format("{} {} / {}: {:.2f}x (median of the rounds' ratios: {})\n", name,
+                           a.weights, b.weights, median(ratio), range(ratio, 1, ".2f"));
 }
 
 }  // namespace
@@ -181,13 +219,23 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
                             {nn::WeightFormat::bf16, "bf16", nn::round_weights_to_bfloat16},
                             {nn::WeightFormat::q8_0, "q8_0", nn::round_weights_to_q8_0},
                             {nn::WeightFormat::q4_k, "q4_k", round_to_q4_k}};
+  // Every format's decoder made first (each rounds the model further; a decoder's steps
+  // read its own copies, and the model's floats only for what they do not hold), then
+  // rounds of steps taking the formats in turn, so that a change of the machine's speed
+  // meets them all: each figure is the median of its rounds, and a ratio of two formats
+  // the median of the rounds' ratios.
+  std::vector<std::unique_ptr<nn::CachedInference>> decoders;
+  std::vector<DecodeFigures> figures;
   for (const Format& f : formats) {
     if (f.round) f.round(model);
-    nn::CachedInference dec(model, 1, f.format, start + steps);
-    const Round r = fastest_round(dec, start, steps, 2, read);
-    print(name, threads,
-          {f.name, weight_bytes(model, f.format), r.read_gbs, 1 / r.step, 1e3 * r.cpu}, json);
+    decoders.push_back(std::make_unique<nn::CachedInference>(model, 1, f.format, start + steps));
+    figures.push_back({f.name, weight_bytes(model, f.format), {}, {}, {}, {}});
   }
+  for (int r = 0; r < kDecodeRounds; ++r)
+    for (size_t i = 0; i < decoders.size(); ++i)
+      figures[i].add(timed_round(*decoders[i], start, steps, read));
+  for (const DecodeFigures& f : figures) print(name, threads, f, json);
+  print_ratio(name, figures[2], figures[1], json);  // q8_0 against bf16
   return 0;
 }
 

@@ -7,7 +7,10 @@
 // of 256 MB, and the bound, loose, may be passed.) Printed for float32, bfloat16, Q8_0 and Q4_K
 // weights (`sample --weights bf16|q8_0|q4_k`; Q8_0: 34 bytes per 32 weights, Q4_K 144 per
 // 256, Q8_0 where rows are not a multiple of 256): bytes a token, the read bandwidth, the
-// bound in tokens/s, the decoder's tokens/s and its share of the bound.
+// bound in tokens/s, the decoder's tokens/s and its share of the bound. The formats take
+// turns over 3 rounds, each round bounded by reads just before and after its steps (a
+// shared machine's memory moves by a third from minute to minute): each figure is the median
+// of its rounds, with their range, and Q8_0 over bf16 the median of the rounds' ratios.
 //
 //   attograd bench --decode --config smollm2-135m --threads 2
 #include <cstdint>

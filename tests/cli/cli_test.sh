@@ -734,7 +734,9 @@ kernel_cache)
   "$bin" bench --decode --config tiny --steps 4 --json > decode.jsonl
   grep -qF '"weight_bytes_per_token":409856.0,"weights":"fp32"' decode.jsonl &&
     grep -qF '"weight_bytes_per_token":204928.0,"weights":"bf16"' decode.jsonl &&
-    grep -qF '"weight_bytes_per_token":108868.0,"weights":"q8_0"' decode.jsonl ||
+    grep -qF '"weight_bytes_per_token":108868.0,"weights":"q8_0"' decode.jsonl &&
+    [ "$(grep -c '"rounds":3,' decode.jsonl)" = 4 ] &&
+    grep -q '"against":"bf16","config":"tiny","mode":"decode_ratio",.*"weights":"q8_0"' decode.jsonl ||
     fail "bench --decode: $(cat decode.jsonl)"
   XDG_CACHE_HOME="$work/none" ATTOGRAD_TUNE=off "$bin" "${run[@]}" --out off.h5 > /dev/null
   [ ! -e "$work/none" ] || fail "ATTOGRAD_TUNE=off made a cache folder"
