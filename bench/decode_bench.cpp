@@ -118,7 +118,8 @@ double gemv_gbs(const std::vector<Matrix>& mats, bool bf16, int threads, int rou
     for (const auto& m : mats) {
       const auto [o0, o1] = nn::inference::share(m.out, omp_get_thread_num(), threads);
       const nn::inference::Weights W{m.f32 + o0 * m.in, bf16 ? m.bf16.data() + o0 * m.in : nullptr};
-      nn::inference::linear(x.data(), 1, m.in, W, nullptr, o1 - o0, y.data() + o0, m.out, false);
+      nn::inference::linear(x.data(), 1, m.in, W, nullptr, o1 - o0, m.out, y.data() + o0, m.out,
+                            false);
       barrier.wait(threads);
     }
     best = std::min(best, seconds_since(t0));

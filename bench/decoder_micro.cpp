@@ -68,7 +68,7 @@ Figures measure(Format f, const std::vector<uint8_t>& b, int64_t calls, int64_t 
   const double ms = median_ms([&] {
     for (int64_t c = 0; c < calls; ++c)
       nn::inference::linear(x.data(), 1, in, weights_at(f, b.data() + c * stride), nullptr, out,
-                            y.data(), out, false);
+                            out, y.data(), out, false);
   });
   const double weights = static_cast<double>(calls * out * in);
   return {ms, weights / ms / 1e6,

@@ -199,7 +199,7 @@ void decoder_rows(ag::Generator& gen, std::vector<Row>& rows) {
     const double ms =
         median_ms([&] {
           for (int repeat = 0; repeat < 100; ++repeat)
-            nn::inference::linear(x.data<float>(), 8, in, weights, nullptr, out, y.data(), out,
+            nn::inference::linear(x.data<float>(), 8, in, weights, nullptr, out, out, y.data(), out,
                                   false, nn::CachedInference::kStepRowsAtOnce);
         }) /
         100;

@@ -57,7 +57,7 @@ ag::Tensor LMHead::loss_from_states(const ag::Tensor& h, const ag::Tensor& targe
 void LMHead::infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0, int64_t v1,
                    float* y, int64_t ldy) const {
   inference::linear(a, rows, d_model_, c.bound_to(this).weight.rows_from(v0, d_model_), nullptr,
-                    v1 - v0, y + v0, ldy, false, c.vector_rows);
+                    v1 - v0, vocab_size_, y + v0, ldy, false, c.vector_rows);
 }
 
 // The loss is computed from the hidden states a chunk of rows at a time

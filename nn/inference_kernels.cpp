@@ -298,13 +298,17 @@ void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const f
 // Rows vector_rows or fewer go through the kernels above (a step: one row per sample);
 // more through BLAS's GEMM, which reuses each weight for more rows at a time.
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
-            float* y, int64_t ldy, bool accumulate, int64_t vector_rows) {
+            int64_t matrix_out, float* y, int64_t ldy, bool accumulate, int64_t vector_rows) {
   if (rows <= vector_rows) {  // never BLAS's threads: a step shares its rows out itself
     if (W.q8_0) return q8_0_linear(x, rows, in, W.q8_0, bias, out, y, ldy, accumulate);
     if (W.q4_k) return q4_k_linear(x, rows, in, W.q4_k, bias, out, y, ldy, accumulate);
     if (W.bf16) return vector_linear(x, rows, in, W.bf16, bias, out, y, ldy, accumulate);
     return vector_linear(x, rows, in, W.f32, bias, out, y, ldy, accumulate);
   }
+  const double product =
+      static_cast<double>(rows) * static_cast<double>(matrix_out) * static_cast<double>(in);
+  if (product < kBlasMultiplyAdds)
+    return vector_linear(x, rows, in, W.f32, bias, out, y, ldy, accumulate);
   if (bias)
     for (int64_t r = 0; r < rows; ++r) {
       float* yr = y + r * ldy;

@@ -36,9 +36,19 @@ struct Weights {
 // on the float32 values.
 // vector_rows: the most rows the vector kernel takes (kVectorRows; a server's step of
 // independent sequences asks for more, so that every row keeps the bits it has alone).
+// matrix_out: the whole matrix's outputs, of which [y, y + out) is this thread's share.
+// BLAS's sums for an output depend on the shape of the call that computes it where the
+// call is small (OpenBLAS's small-matrix kernels, under 10^6 multiply-adds), and a share's
+// shape depends on the thread count (and on the pace's choice of one thread or the
+// team): so BLAS takes only products of at least kBlasMultiplyAdds over the whole matrix
+// (a share of 32 threads still above the small kernels, whose sums are the same whatever
+// the share), and smaller ones of more than vector_rows rows go through the vector kernel
+// on the float32 weights, each row's sums fixed whatever the share.
 inline constexpr int64_t kVectorRows = 4;
+inline constexpr double kBlasMultiplyAdds = 32e6;
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
-            float* y, int64_t ldy, bool accumulate, int64_t vector_rows = kVectorRows);
+            int64_t matrix_out, float* y, int64_t ldy, bool accumulate,
+            int64_t vector_rows = kVectorRows);
 
 // y = gelu(y), GPT-2's tanh form.
 void gelu(float* y, int64_t n);

@@ -81,7 +81,7 @@ void Linear::infer(const InferenceContext& c, const float* x, int64_t rows, int6
                    float* y, int64_t ldy, bool accumulate) const {
   const InferenceContext::Bound& b = c.bound_to(this);
   inference::linear(x, rows, in_, b.weight.rows_from(o0, in_), b.bias ? b.bias + o0 : nullptr,
-                    o1 - o0, y + o0, ldy, accumulate, c.vector_rows);
+                    o1 - o0, out_, y + o0, ldy, accumulate, c.vector_rows);
 }
 
 void Linear::footprint(Footprint& f) const {

@@ -68,7 +68,7 @@ TEST_CASE("the Q8_0 GEMV is its documented order, bit for bit, in any group of r
           std::vector<float> y(static_cast<size_t>(rows * out), 0.25f);
           nn::inference::Weights W;
           W.q8_0 = w.data();
-          nn::inference::linear(x.data(), rows, in, W, with_bias ? bias.data() : nullptr, out,
+          nn::inference::linear(x.data(), rows, in, W, with_bias ? bias.data() : nullptr, out, out,
                                 y.data(), out, accumulate, /*vector_rows=*/rows);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t o = 0; o < out; ++o) {

@@ -379,12 +379,12 @@ TEST_CASE("the vector kernel gives each row the bits it has alone, however many 
       std::vector<float> alone(static_cast<size_t>(most * out), 0.5f);
       for (int64_t r = 0; r < most; ++r)
         nn::inference::linear(x.const_data<float>() + r * in, 1, in,
-                              {w.const_data<float>(), nullptr}, bias.const_data<float>(), out,
+                              {w.const_data<float>(), nullptr}, bias.const_data<float>(), out, out,
                               alone.data() + r * out, out, accumulate);
       for (int64_t rows = 2; rows <= most; ++rows) {
         std::vector<float> together(static_cast<size_t>(rows * out), 0.5f);
         nn::inference::linear(x.const_data<float>(), rows, in, {w.const_data<float>(), nullptr},
-                              bias.const_data<float>(), out, together.data(), out, accumulate,
+                              bias.const_data<float>(), out, out, together.data(), out, accumulate,
                               /*vector_rows=*/most);
         CHECK(std::equal(together.begin(), together.end(), alone.begin()));
       }
@@ -425,6 +425,31 @@ TEST_CASE("a step gives the same logits on one thread and on two", "[decode]") {
   CHECK(one == all_logits(2, P::kTeam));
   CHECK(one == all_logits(2, P::kOne));
   CHECK(one == all_logits(2, P::kTimed));
+}
+
+TEST_CASE("a prefill gives the same logits on one, two and three threads", "[decode]") {
+  // a prefill shares every matrix's outputs among the team as a step does; its longer
+  // passes go through BLAS, whose sums must not depend on the share a thread gets
+  for (const auto& [name, cfg] : ag_test::decode_configs()) {
+    const auto model_ptr = ag_test::sharp_model(cfg, 4);
+    const std::vector<int64_t> row = ag_test::random_tokens(cfg.context_length, cfg.vocab_size, 9);
+    for (const int64_t n : {int64_t{6}, cfg.context_length / 2 + 1}) {
+      auto logits = [&](int threads) {
+        const int before = ag::num_threads();
+        ag::set_num_threads(threads);
+        nn::CachedInference dec(*model_ptr, 1);
+        dec.set_threads(nn::CachedInference::Threads::kTeam);
+        const auto l = dec.prefill(std::span<const int64_t>(row.data(), n), n);
+        std::vector<float> out(l.begin(), l.end());
+        ag::set_num_threads(before);
+        return out;
+      };
+      INFO(name << ", a prefill of " << n);
+      const std::vector<float> one = logits(1);
+      CHECK(one == logits(2));
+      CHECK(one == logits(3));
+    }
+  }
 }
 
 TEST_CASE("the pace runs steps on the faster of one thread and the team", "[decode]") {
