@@ -296,7 +296,8 @@ void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const f
 }  // namespace
 
 // Rows vector_rows or fewer go through the kernels above (a step: one row per sample);
-// more through BLAS's GEMM, which reuses each weight for more rows at a time.
+// more through BLAS's GEMM, which reuses each weight for more rows at a time, where the
+// whole product is large enough that no thread's share meets BLAS's small-matrix kernels.
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,
             int64_t matrix_out, float* y, int64_t ldy, bool accumulate, int64_t vector_rows) {
   if (rows <= vector_rows) {  // never BLAS's threads: a step shares its rows out itself

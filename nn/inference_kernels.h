@@ -33,7 +33,7 @@ struct Weights {
 // copy where there is one (each row's sum in one fixed order, whatever rows and threads share the
 // work, so the same bits on any thread count; the bfloat16 pass pairs the weights differently from
 // the float32 one, so the two agree to float32 rounding, not to the bit); more rows by BLAS's GEMM
-// on the float32 values.
+// on the float32 values where the product is large (below).
 // vector_rows: the most rows the vector kernel takes (kVectorRows; a server's step of
 // independent sequences asks for more, so that every row keeps the bits it has alone).
 // matrix_out: the whole matrix's outputs, of which [y, y + out) is this thread's share.
