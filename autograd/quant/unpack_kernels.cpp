@@ -67,7 +67,7 @@ AG_UNPACK_TARGET inline __m512 scaled(__m512i q, const float* d1, const float* m
   return _mm512_fmsub_ps(_mm512_set1_ps(*d1), _mm512_cvtepi32_ps(q), _mm512_set1_ps(*m1));
 }
 
-// A Q4_K block's 8 sub-block scales d sc (d1[0..8)) and minimums dmin m (d1[8..16)) in one
+// A Q4_K block's 8 sub-block scales d sc (lanes 0..7) and minimums dmin m (lanes 8..15) in one
 // register: the 6-bit sc and m of its 12 bytes taken four at a time by word arithmetic (the
 // bits blocks::scale_min_k4 takes one at a time), converted and multiplied as the
 // reference does (one product each, the same floats), d and dmin by the F16C conversion (exact).
