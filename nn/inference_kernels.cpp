@@ -285,7 +285,7 @@ void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const f
   // memory: 76-82% of a plain read against 61-69% four at a time. Rows of 8192, whose x
   // would fill L1, keep four: 41-49% one at a time against 71-72%; rows of 576 to 1536 showed
   // no gain.)
-  if (std::is_same_v<W, ag::bfloat16> && rows == 1 && in * int64_t{2} == 4096)
+  if (std::is_same_v<W, ag::bfloat16> && rows == 1 && in * static_cast<int64_t>(sizeof(W)) == 4096)
     for (; o < out; ++o) row_group<1>(x, rows, in, w, bias, o, y, ldy, accumulate);
   for (; !one_set && o + kGroupRows <= out; o += kGroupRows)
     row_group<kGroupRows>(x, rows, in, w, bias, o, y, ldy, accumulate);

@@ -72,8 +72,7 @@ AG_UNPACK_TARGET inline __m512 scaled(__m512i q, const float* d1, const float* m
 // bits blocks::scale_min_k4 takes one at a time), converted and multiplied as the
 // reference does (one product each, the same floats), d and dmin by the F16C conversion (exact).
 AG_UNPACK_TARGET inline __m512 q4_k_scales_avx512(const uint8_t* b) {
-  uint32_t a, m, c;
-  std::memcpy(&a, b + 4, 4), std::memcpy(&m, b + 8, 4), std::memcpy(&c, b + 12, 4);
+  const uint32_t a = load_u32(b + 4), m = load_u32(b + 8), c = load_u32(b + 12);
   const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
   const uint32_t words[4] = {a & low6, (c & low4) | (((a >> 6) & top2) << 4), m & low6,
                              ((c >> 4) & low4) | (((m >> 6) & top2) << 4)};
