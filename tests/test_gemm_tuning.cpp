@@ -141,7 +141,7 @@ TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten
   }
   SECTION("another CPU's table") {
     const std::string foreign =
-        "attograd-gemm-kernels 4\nsignature another CPU\n"
+        "attograd-gemm-kernels 5\nsignature another CPU\n"
         "f32 NT 11 10 8 onednn_f32\n";
     dir.write(std::filesystem::relative(file, dir.path).string(), foreign);
     CHECK(decide(timer) == GemmKernel::openblas_f32);
@@ -155,7 +155,7 @@ TEST_CASE("a cache file that is not ours is ignored, never followed or rewritten
   }
   SECTION("lines that do not parse are skipped; a torn last line is not read") {
     const std::string head =
-        "attograd-gemm-kernels 4\nsignature " + ag::detail::tuning_signature() + "\n";
+        "attograd-gemm-kernels 5\nsignature " + ag::detail::tuning_signature() + "\n";
     dir.write(std::filesystem::relative(file, dir.path).string(),
               head + "f32 NT 99 10 8 onednn_f32\nf32 XX 11 10 8 onednn_f32\n" +
                   "f32 NT 11 10 8 rocket\nf32 NT 11 10 8 onednn_f32 onednn_f32=nan\n" +

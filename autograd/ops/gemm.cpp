@@ -417,6 +417,58 @@ std::optional<PackedB> packed_b(const MatmulKey& block, const void* B) {
   return packed;
 }
 
+// oneDNN 2.6 runs its brgemm kernels (AMX's and the BF16 units' among them) only where a
+// matmul's operands are dense: one strided operand sends it to gemm:jit. On an AMX Xeon
+// (bf16, one thread) a 64x256x2048 block whose A is read transposed out of a wider matrix
+// ran 383 GFLOP/s there against 518 dense, a block writing every fourth column of C 337
+// against 763 (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16: 59 against 95). So a block's strided
+// operands are copied dense first (their rows memcpy'd, the orientation kept), and C, where
+// strided, is made in a dense copy and written back. A copy moves values only: the bits
+// depend on the block alone, as before.
+template <typename T>
+struct DenseBlock {
+  int64_t m, n, K;
+  bool ta, tb;
+
+  int64_t lda() const { return ta ? m : K; }
+  int64_t ldb() const { return tb ? K : n; }
+
+  // rows x cols of src (leading dimension ld) as a dense array, in `keep` where copied
+  static const T* dense(const T* src, int64_t rows, int64_t cols, int64_t ld, Tensor& keep) {
+    if (ld == cols || rows <= 1) return src;
+    const int64_t floats = (rows * cols * static_cast<int64_t>(sizeof(T)) + 3) / 4;
+    keep = empty({floats});
+    T* out = reinterpret_cast<T*>(keep.data<float>());
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * cols, src + r * ld, static_cast<size_t>(cols) * sizeof(T));
+    return out;
+  }
+  const T* a(const T* src, int64_t ld, Tensor& keep) const {
+    return dense(src, ta ? K : m, ta ? m : K, ld, keep);
+  }
+  const T* b(const T* src, int64_t ld, Tensor& keep) const {
+    return dense(src, tb ? n : K, tb ? K : n, ld, keep);
+  }
+};
+
+// Runs a block's matmul (made for dense A and C; B dense, or packed) on operands that may
+// be strided: copies made dense where they are not (DenseBlock); C of leading dimension ldc.
+template <typename T>
+void run_dense_block(const Matmul& mm, const DenseBlock<T>& shape, const T* a, int64_t lda,
+                     const void* b, float* c, int64_t ldc, bool accumulate, const float* bias) {
+  Tensor a_copy, c_copy;
+  const T* dense_a = shape.a(a, lda, a_copy);
+  if (ldc == shape.n) return run_matmul(mm, dense_a, b, c, bias);
+  c_copy = empty({shape.m, shape.n});
+  float* dense_c = c_copy.data<float>();
+  const auto row_bytes = static_cast<size_t>(shape.n) * sizeof(float);
+  if (accumulate)
+    for (int64_t r = 0; r < shape.m; ++r)
+      std::memcpy(dense_c + r * shape.n, c + r * ldc, row_bytes);
+  run_matmul(mm, dense_a, b, dense_c, bias);
+  for (int64_t r = 0; r < shape.m; ++r) std::memcpy(c + r * ldc, dense_c + r * shape.n, row_bytes);
+}
+
 // C = A B (+ C) (+ bias) by oneDNN, block by block (output_blocks, cut as layout says),
 // each block one single-threaded oneDNN call followed by rows_done on its rows while they
 // are in cache (blocks of columns: on all of C afterwards); under packed_b, blocks along M
@@ -428,13 +480,16 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
                    OneDnnLayout layout, Fallback&& fallback) {
   if (M == 0 || N == 0) return;
   const Blocks blocks = output_blocks(M, N, K, layout.large_blocks);
+  // every block's matmul reads dense operands (DenseBlock); a packed one's key keeps B's
+  // own leading dimension, which its reorder reads
   const auto key = [&](int64_t m, int64_t n, const float* bias, bool packed) {
+    const DenseBlock<T> dense{m, n, K, oa.trans, ob.trans};
     return MatmulKey{m,
                      n,
                      K,
-                     oa.ld,
-                     ob.ld,
-                     N,
+                     dense.lda(),
+                     packed ? ob.ld : dense.ldb(),
+                     n,
                      oa.trans,
                      ob.trans,
                      beta != 0,
@@ -463,9 +518,13 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
           packed ? matmul_cache().get(key(m, n, bias, true)) : nullptr;
       if (mm && mm->b != packed->layout) mm = nullptr;
       if (!mm && onednn) mm = matmul_cache().get(key(m, n, bias, false));
+      const DenseBlock<T> dense{m, n, K, oa.trans, ob.trans};
+      Tensor b_copy;
       if (mm)
-        run_matmul(*mm, a, mm->pack_b ? packed->storage.data<float>() : static_cast<const void*>(b),
-                   c, bias);
+        run_dense_block(*mm, dense, a, oa.ld,
+                        mm->pack_b ? packed->storage.data<float>()
+                                   : static_cast<const void*>(dense.b(b, ob.ld, b_copy)),
+                        c, N, beta != 0, bias);
       else
         fallback(m, n, a, b, c, bias);
       if (blocks.along_m && e.rows_done) e.rows_done(start, len);
@@ -536,18 +595,28 @@ double time_onednn(OneDnnLayout layout, const GemmOperand& oa, const GemmOperand
   const Sample own = sample_of(M, N, K, layout.large_blocks);
   if (layout.packed_b && !output_blocks(M, N, K).along_m) return kNoKernel;
   if (layout.large_blocks && own.m == s.m && own.n == s.n) return kNoKernel;
-  C.resize(static_cast<size_t>(own.m * own.n));
+  // C as the step leaves it: blocks along N write a strided part of it (twice as wide here)
+  const bool c_strided = !output_blocks(M, N, K, layout.large_blocks).along_m && own.n < N;
+  const int64_t ldc = c_strided ? std::min(N, 2 * own.n) : own.n;
+  C.resize(static_cast<size_t>(own.m * ldc));
   OmpThreadsScope one_thread(1);
-  const MatmulKey key{own.m, own.n,          K,        oa.ld, ob.ld,
-                      own.n, oa.trans,       ob.trans, false, std::is_same_v<T, float>,
-                      false, layout.packed_b};
+  const DenseBlock<T> dense{own.m, own.n, K, oa.trans, ob.trans};
+  const MatmulKey key{
+      own.m, own.n,          K,        dense.lda(), layout.packed_b ? ob.ld : dense.ldb(),
+      own.n, oa.trans,       ob.trans, false,       std::is_same_v<T, float>,
+      false, layout.packed_b};
   const auto mm = matmul_cache().get(key);
   if (!mm) return kNoKernel;
   std::optional<PackedB> packed;
   const double pack_seconds = layout.packed_b ? seconds_of([&] { packed = packed_b(key, B); }) : 0;
   if (layout.packed_b && !packed) return kNoKernel;
-  const void* b = packed ? static_cast<const void*>(packed->storage.data<float>()) : B;
-  const double seconds = seconds_of([&] { run_matmul(*mm, A, b, C.data(), nullptr); }) +
+  const double seconds = seconds_of([&] {
+                           Tensor b_copy;
+                           const void* b =
+                               packed ? static_cast<const void*>(packed->storage.data<float>())
+                                      : dense.b(B, ob.ld, b_copy);
+                           run_dense_block(*mm, dense, A, oa.ld, b, C.data(), ldc, false, nullptr);
+                         }) +
                          pack_seconds * static_cast<double>(own.m) / static_cast<double>(M);
   return seconds * s.macs / own.macs;
 }

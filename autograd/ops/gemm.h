@@ -18,7 +18,9 @@
 // the blocks are cut (OneDnnLayout: standard or large blocks, B repacked by every call or
 // packed once per GEMM) is itself a measured candidate, recorded per size class; a whole
 // GEMM as one oneDNN call on oneDNN's own threads is not one, as nothing guarantees that
-// oneDNN leaves K whole on every thread count.
+// oneDNN leaves K whole on every thread count. A block's operands that are strided (A read
+// transposed out of a wider matrix, B's or C's columns cut along N) are copied dense for
+// its call: oneDNN 2.6 runs its brgemm kernels, AMX's among them, only on dense operands.
 #include <cstdint>
 #include <functional>
 

@@ -48,10 +48,12 @@ constexpr GemmKernel kKernels[] = {GemmKernel::openblas_f32,
 // Version 2: bf16 classes are also weighed against float32 (bf16_pays), attention classes
 // have a float32 candidate. Version 3: an attention class says whether a head size is odd
 // (AC or AF, ACO or AFO). Version 4: oneDNN's block layouts are candidates (onednn_*_large,
-// _packed, _large_packed), which a version 3 binary would skip and measure again. An older file
+// _packed, _large_packed), which a version 3 binary would skip and measure again. Version 5:
+// oneDNN's blocks run on dense copies of strided operands (gemm.cpp's DenseBlock), so its
+// candidates' rates changed (most, on AMX: their brgemm kernels now run). An older file
 // keeps its name (the name hashes the header), so older binaries keep theirs, and this one never
 // reads their entries.
-constexpr char kHeader[] = "attograd-gemm-kernels 4";
+constexpr char kHeader[] = "attograd-gemm-kernels 5";
 constexpr off_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxLineBytes = 400;
 // How long a run waits for another process's lock on the file (tests shorten it).
