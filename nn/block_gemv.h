@@ -6,7 +6,7 @@
 // fma(q[32 b + i] x[32 b + i], d_b, lo[i]) block after block (b = 0, 1, ...; the product
 // q x rounded, then one fused multiply-add by the block's scale), lane i of `hi` the same for
 // the levels 32 b + 16 + i; the result is the sum over i = 0..15 of (lo[i] + hi[i]), in that
-// order from 0, plus the bias. Rows of 4096 weights or more are taken four at a time (each
+// order from 0, plus the bias. Rows of 2048 weights or more are taken four at a time (each
 // block of x loaded once for the four), the rest one at a time: each row's sum the same bits
 // whatever the group, the thread or the thread count (tests/test_block_gemv.cpp holds both to that
 // order).

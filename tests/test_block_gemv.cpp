@@ -48,7 +48,7 @@ TEST_CASE("the Q8_0 GEMV is its documented order, bit for bit, in any group of r
   ag::Generator gen(11);
   const quant::BlockLayout& l = quant::layout(quant::BlockFormat::q8_0);
   int64_t differ_in_plain_order = 0, checked = 0;
-  for (const int64_t in : {32, 64, 2048, 8192}) {  // (rows of 4096 or more: four a pass)
+  for (const int64_t in : {32, 64, 2048, 8192}) {  // (rows of 2048 or more: four a pass)
     for (const int64_t out : {1, 3, 4, 5, 8, 37}) {
       const int64_t rows = out == 37 ? 5 : 2, row_bytes = quant::row_bytes(l, in);
       std::vector<float> x(static_cast<size_t>(rows * in)), wide(static_cast<size_t>(in));
