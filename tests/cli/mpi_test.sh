@@ -335,9 +335,17 @@ sigterm_slow_save)
   "$bin" inspect slow.h5 --verify | grep -q "all checksums good" || fail "no whole checkpoint: $why"
   ;;
 ctrl_c_default_slow_step)
-  # Ctrl-C under Open MPI's default timeout, a second into a step of 2.5 s: the step would
+  # Ctrl-C under Open MPI's default timeout, early in a step of 2.5 s or more: the step would
   # end after the SIGKILL, so rank 0 saves the last completed one at once, from a saver the
-  # SIGKILL misses (train/launcher_stop.h); resumed, the run has the bits of one never stopped
+  # SIGKILL misses (train/launcher_stop.h); resumed, the run has the bits of one never stopped.
+  # The step is made that long on any CPU: as many micro-batches a step as 2.5 s holds of the
+  # one a probe run measures (an AMX Xeon ran one in 0.6 s, a Zen 4 in about 2.5)
+  mpi 2 train "${slow_step_run[@]}" --steps 1 --out probe.h5 > probe.txt 2>&1 ||
+    fail "the probe run failed: $(tail -3 probe.txt)"
+  micro=$(sed -n 's/.*from one measured micro-batch (\([0-9.]*\) s,.*/\1/p' probe.txt | head -1)
+  [ -n "$micro" ] || fail "the probe measured no micro-batch: $(head -5 probe.txt)"
+  accum=$(awk -v s="$micro" 'BEGIN { n = int(2.5 / s); if (n * s < 2.5) n++; print (n < 1 ? 1 : n) }')
+  slow_step_run+=(--grad-accum-steps "$accum")
   ctrl_c_under_default -- "${slow_step_run[@]}" --out sig.h5
   saved_whole sig.h5
   grep -q "stopping after step [0-9]* (step [0-9]* abandoned); saving sig.h5 in process" err.txt ||
