@@ -425,6 +425,13 @@ std::optional<PackedB> packed_b(const MatmulKey& block, const void* B) {
 // operands are copied dense first (their rows memcpy'd, the orientation kept), and C, where
 // strided, is made in a dense copy and written back. A copy moves values only: the bits
 // depend on the block alone, as before.
+// rows x cols from src (leading dimension from_ld) to dst (leading dimension to_ld)
+template <typename T>
+void copy_rows(const T* src, int64_t from_ld, T* dst, int64_t to_ld, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * to_ld, src + r * from_ld, static_cast<size_t>(cols) * sizeof(T));
+}
+
 template <typename T>
 struct DenseBlock {
   int64_t m, n, K;
@@ -439,8 +446,7 @@ struct DenseBlock {
     const int64_t floats = (rows * cols * static_cast<int64_t>(sizeof(T)) + 3) / 4;
     keep = empty({floats});
     T* out = reinterpret_cast<T*>(keep.data<float>());
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(out + r * cols, src + r * ld, static_cast<size_t>(cols) * sizeof(T));
+    copy_rows(src, ld, out, cols, rows, cols);
     return out;
   }
   const T* a(const T* src, int64_t ld, Tensor& keep) const {
@@ -461,12 +467,9 @@ void run_dense_block(const Matmul& mm, const DenseBlock<T>& shape, const T* a, i
   if (ldc == shape.n) return run_matmul(mm, dense_a, b, c, bias);
   c_copy = empty({shape.m, shape.n});
   float* dense_c = c_copy.data<float>();
-  const auto row_bytes = static_cast<size_t>(shape.n) * sizeof(float);
-  if (accumulate)
-    for (int64_t r = 0; r < shape.m; ++r)
-      std::memcpy(dense_c + r * shape.n, c + r * ldc, row_bytes);
+  if (accumulate) copy_rows(c, ldc, dense_c, shape.n, shape.m, shape.n);
   run_matmul(mm, dense_a, b, dense_c, bias);
-  for (int64_t r = 0; r < shape.m; ++r) std::memcpy(c + r * ldc, dense_c + r * shape.n, row_bytes);
+  copy_rows<float>(dense_c, shape.n, c, ldc, shape.m, shape.n);
 }
 
 // C = A B (+ C) (+ bias) by oneDNN, block by block (output_blocks, cut as layout says),
