@@ -279,10 +279,22 @@ std::vector<Row> linear_rows() {
            one([bias, act](In x) { return ag::linear(x[0], x[1], bias ? x[2] : Tensor(), act); }),
            in_layouts(in) + Sweep{flat}});
     }
+  rows.push_back({"matmul", "lora_add", "x[0] + 2.5 * F.linear(F.linear(x[1], x[2]), x[3])",
+                  one([](In x) {
+                    return ag::lora_add(x[0], x[1], {{x[2], x[3], 2.5}});
+                  }),
+                  Sweep{{f({2, 3, 5}), f({2, 3, 4}), f({2, 4}), f({5, 2})},
+                        {f({7, 5}), ft({7, 4}), ft({2, 4}), ft({5, 2})},
+                        {f({37, 18}), f({37, 20}), f({5, 20}), f({18, 5})}}});
+  // two terms sharing x, a column between them that neither adds to
   rows.push_back(
-      {"matmul", "lora_delta", "2.5 * F.linear(F.linear(x[0], x[1]), x[2])",
-       one([](In x) { return ag::lora_delta(x[0], x[1], x[2], 2.5); }),
-       Sweep{{f({2, 3, 4}), f({2, 4}), f({5, 2})}, {ft({7, 4}), ft({2, 4}), ft({5, 2})}}});
+      {"matmul", "lora_add two terms",
+       "x[0] + torch.cat([2.5 * F.linear(F.linear(x[1], x[2]), x[3]), "
+       "torch.zeros_like(x[0][..., 3:4]), -0.5 * F.linear(F.linear(x[1], x[4]), x[5])], -1)",
+       one([](In x) {
+         return ag::lora_add(x[0], x[1], {{x[2], x[3], 2.5, 0}, {x[4], x[5], -0.5, 4}});
+       }),
+       Sweep{{f({9, 6}), f({9, 4}), f({2, 4}), f({3, 2}), f({3, 4}), f({2, 3})}}});
   return rows;
 }
 

@@ -67,13 +67,20 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor linear(const Tensor& x, const std::vector<Tensor>& weights,
               const std::vector<Tensor>& biases = {});
 
-// LoRA's low-rank term scale (x A^T) B^T for x [..., in], A [rank, in], B [out, rank]
-// (float32 or float64; under bf16 autocast too, float32: the adapter is small), one node.
-// Its products are computed by the calling thread alone, forward and backward: each is too
-// small to pay for a team of threads, whose barrier costs a scheduler time slice on a
-// loaded machine, and a LoRA step has six per adapter. Backward: u = scale x A^T (kept),
-// dB = g^T u, du = scale g B, dA = du^T x, dx = du A, each only where asked for.
-Tensor lora_delta(const Tensor& x, const Tensor& a, const Tensor& b, double scale);
+// ---- LoRA (ops/lora.cpp)
+// One adapter of lora_add: scale (x A^T) B^T, A [rank, in] and B [out, rank], added to the
+// output's columns [col, col + out).
+struct LoraTerm {
+  Tensor a, b;
+  double scale = 1.0;
+  int64_t col = 0;
+};
+// y + the terms (in increasing, non-overlapping columns) for x [..., in] and y [..., out]
+// alike but in their last dimension, float32 or float64 (under bf16 autocast too, float32:
+// an adapter is small), one node. The terms share x: one pass over it computes every
+// term's u = scale x A^T, kept for backward (dB = g^T u, du = scale g B, dA = du^T x,
+// dx = du A; y's gradient is g).
+Tensor lora_add(const Tensor& y, const Tensor& x, const std::vector<LoraTerm>& terms);
 
 // ---- joining and splitting (ops/join.cpp)
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);

@@ -32,7 +32,8 @@ QKVProjection::QKVProjection(std::shared_ptr<Linear> query, std::shared_ptr<Line
     : query_(std::move(query)), key_(std::move(key)), value_(std::move(value)) {}
 
 // Adapters on all three (LoRA's attn.qkv): the fused projection plus their low-rank terms
-// side by side. On some only: one by one, each adding its own.
+// in one lora_add (one pass over x for the three), or one after another when each has its
+// own dropout on x. On some only: one by one, each adding its own.
 ag::Tensor QKVProjection::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
   const int adapters = query_->has_adapter() + key_->has_adapter() + value_->has_adapter();
@@ -40,10 +41,16 @@ ag::Tensor QKVProjection::forward(const ag::Tensor& x) const {
     return ag::cat({query_->forward(x), key_->forward(x), value_->forward(x)}, -1);
   std::vector<ag::Tensor> weights{query_->weight, key_->weight, value_->weight}, biases;
   if (query_->bias.defined()) biases = {query_->bias, key_->bias, value_->bias};
-  const ag::Tensor y = ag::linear(x, weights, biases);
+  ag::Tensor y = ag::linear(x, weights, biases);
   if (adapters == 0) return y;
-  return y +
-         ag::cat({query_->adapter_delta(x), key_->adapter_delta(x), value_->adapter_delta(x)}, -1);
+  const int64_t k_col = query_->out_features(), v_col = k_col + key_->out_features();
+  const std::vector<ag::LoraTerm> terms{query_->adapter_term(0), key_->adapter_term(k_col),
+                                        value_->adapter_term(v_col)};
+  if (!query_->lora_dropout && !key_->lora_dropout && !value_->lora_dropout)
+    return ag::lora_add(y, x, terms);
+  const Linear* parts[] = {query_.get(), key_.get(), value_.get()};
+  for (int i = 0; i < 3; ++i) y = ag::lora_add(y, parts[i]->adapter_input(x), {terms[i]});
+  return y;
 }
 
 // the one GEMM's weight: the three stacked, a copy its backward keeps

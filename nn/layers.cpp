@@ -35,7 +35,7 @@ ag::Tensor Linear::forward(const ag::Tensor& x) const {
         fmt::format("Linear: input of shape {} does not end in in_features = {}",
                     ag::shape_str(x.shape()), in_));
   ag::Tensor y = ag::linear(x, weight, bias);
-  return has_adapter() ? y + adapter_delta(x) : y;
+  return has_adapter() ? ag::lora_add(y, adapter_input(x), {adapter_term()}) : y;
 }
 
 void Linear::add_adapter(int64_t rank, double alpha, ag::Generator& gen, double dropout,
@@ -57,10 +57,12 @@ void Linear::add_adapter(int64_t rank, double alpha, ag::Generator& gen, double 
   adapter_scale_ = alpha / static_cast<double>(rank);
 }
 
-ag::Tensor Linear::adapter_delta(const ag::Tensor& x) const {
-  if (!has_adapter()) return ag::Tensor();
-  const ag::Tensor in = lora_dropout ? lora_dropout->forward(x) : x;
-  return ag::lora_delta(in, lora_A->weight, lora_B->weight, adapter_scale_);
+ag::LoraTerm Linear::adapter_term(int64_t col) const {
+  return {lora_A->weight, lora_B->weight, adapter_scale_, col};
+}
+
+ag::Tensor Linear::adapter_input(const ag::Tensor& x) const {
+  return lora_dropout ? lora_dropout->forward(x) : x;
 }
 
 void Linear::merge_adapter() {

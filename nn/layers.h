@@ -36,8 +36,10 @@ class Linear : public Module {
   void add_adapter(int64_t rank, double alpha, ag::Generator& gen, double dropout = 0,
                    std::shared_ptr<ag::Generator> dropout_gen = nullptr);
   bool has_adapter() const { return lora_A != nullptr; }
-  // The adapter's term (alpha / rank) (x A^T) B^T; undefined without an adapter.
-  ag::Tensor adapter_delta(const ag::Tensor& x) const;
+  // The adapter as ag::lora_add's term into output columns from col, and its input (x
+  // through the adapter's dropout); only with an adapter.
+  ag::LoraTerm adapter_term(int64_t col = 0) const;
+  ag::Tensor adapter_input(const ag::Tensor& x) const;
   double adapter_scale() const { return adapter_scale_; }  // alpha / rank
   void merge_adapter();
 

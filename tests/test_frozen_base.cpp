@@ -136,7 +136,7 @@ TEST_CASE("float64 gradcheck of LoRA over a packed base equal to the dequantized
   const std::vector<ag::Tensor> inputs{leaf({2, 3, 256}), leaf({4, 256}), leaf({12, 4})};
   auto model = [](const ag::Tensor& weight) {
     return [weight](const std::vector<ag::Tensor>& in) {
-      return ag::gelu(ag::linear(in[0], weight) + ag::lora_delta(in[0], in[1], in[2], 2.0));
+      return ag::gelu(ag::lora_add(ag::linear(in[0], weight), in[0], {{in[1], in[2], 2.0}}));
     };
   };
   const ag::GradcheckResult r = ag::gradcheck(model(w), inputs);

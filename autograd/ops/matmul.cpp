@@ -18,7 +18,6 @@
 #include "autograd/parallel.h"
 #include "autograd/profile.h"
 #include "autograd/quant/packed_weight.h"
-#include "autograd/threading.h"
 #include "autograd/vec_math.h"
 
 namespace ag {
@@ -538,62 +537,6 @@ Tensor linear(const Tensor& x, const std::vector<Tensor>& weights,
     if (!b.defined())
       throw std::invalid_argument("linear: an undefined bias among the stacked ones");
   return stacked_linear(x, weights, biases, Activation::None);
-}
-
-// ---- LoRA's low-rank term
-
-namespace {
-
-void scale_in_place(Tensor& t, double scale) {
-  AG_DISPATCH_FLOAT(t.dtype(), "lora_delta", [&] {
-    scalar_t* p = t.data<scalar_t>();
-    const auto s = static_cast<scalar_t>(scale);
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] *= s;
-  });
-}
-
-}  // namespace
-
-Tensor lora_delta(const Tensor& x, const Tensor& a, const Tensor& b, double scale) {
-  const profile::Timer timer("lora_delta");
-  if (a.dim() != 2 || b.dim() != 2 || x.dim() < 1 || x.shape().back() != a.shape()[1] ||
-      b.shape()[1] != a.shape()[0])
-    throw std::invalid_argument(
-        fmt::format("lora_delta: input {}, A {} and B {} do not fit (A [rank, in], B [out, rank])",
-                    shape_str(x.shape()), shape_str(a.shape()), shape_str(b.shape())));
-  if (x.dtype() != a.dtype() || b.dtype() != a.dtype() || !is_floating(x.dtype()) ||
-      x.dtype() == DType::BFloat16)
-    throw std::invalid_argument(
-        fmt::format("lora_delta: input, A and B must be float32 or float64 alike, got {}, {}, {}",
-                    dtype_name(x.dtype()), dtype_name(a.dtype()), dtype_name(b.dtype())));
-  const int64_t in = a.shape()[1], out = b.shape()[0];
-  const int64_t M = x.numel() / std::max<int64_t>(in, 1);
-  Shape out_shape = x.shape();
-  out_shape.back() = out;
-  const Tensor x2 = x.detach().contiguous().view({M, in});
-  const Tensor ca = a.detach(), cb = b.detach();
-  const OmpThreadsScope serial(1);        // no team for rank-wide products
-  Tensor u = matmul_forward(x2, ca.t());  // [M, rank], scaled: the input B multiplies
-  scale_in_place(u, scale);
-  Tensor delta = matmul_forward(u, cb.t()).view(out_shape);
-  if (!needs_recording({x, a, b})) return delta;
-  attach_backward(
-      delta, "LoraDeltaBackward", {x, a, b},
-      [x2, u, ca, cb, scale, M, out, in_shape = x.shape(), gx = x.requires_grad(),
-       ga = a.requires_grad(), gb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-        const OmpThreadsScope serial(1);  // no team for rank-wide products
-        const Tensor g2 = g.contiguous().view({M, out});
-        Tensor dx, da, db;
-        if (gb) db = matmul_forward(g2.t(), u);
-        if (ga || gx) {
-          Tensor du = matmul_forward(g2, cb);
-          scale_in_place(du, scale);
-          if (ga) da = matmul_forward(du.t(), x2);
-          if (gx) dx = matmul_forward(du, ca).view(in_shape);
-        }
-        return {dx, da, db};
-      });
-  return delta;
 }
 
 }  // namespace ag
