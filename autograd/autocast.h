@@ -116,7 +116,7 @@ void forget_bf16_choices_for_tests();  // as a new process: nothing chosen yet
 // take its writable pointer to out (Tensor::data) before this call: a writable pointer
 // taken after it counts as a write, which retires the copy (correct, but slower). The
 // producers whose outputs the model's linears read use it: LayerNorm, RMSNorm, GELU after
-// a linear, and the fused attention's output.
+// a linear, SwiGLU's gating and the fused attention's output.
 Tensor attach_bf16_copy(const Tensor& out);
 // Elements [first, first + n) of copy (from attach_bf16_copy) = values rounded; nothing
 // when copy is undefined, or for float64 values (which never have one).

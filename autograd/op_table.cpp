@@ -91,6 +91,8 @@ std::vector<Row> arithmetic_rows() {
        unary_sweep(normal(3))},
       {fam, "silu", "F.silu(x[0])", one([](In x) { return ag::silu(x[0]); }),
        unary_sweep(normal(3))},
+      {fam, "swiglu", "F.silu(x[0]) * x[1]", one([](In x) { return ag::swiglu(x[0], x[1]); }),
+       Sweep{{f({2, 3, 4}, normal(3)), f({2, 3, 4})}, {ft({3, 4}, normal(3)), fs({3, 4})}}},
       {fam, "affine x * 2.5 + 1.5", "x[0] * 2.5 + 1.5", one([](In x) { return x[0] * 2.5 + 1.5; }),
        in_layouts({f({3, 4})})},
       {fam, "affine (x - 0.5) / 4", "(x[0] - 0.5) / 4.0",

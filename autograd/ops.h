@@ -24,8 +24,10 @@ Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor relu(const Tensor& a);
-Tensor gelu(const Tensor& a);           // tanh approximation, as GPT-2
-Tensor silu(const Tensor& a);           // x sigmoid(x): SwiGLU's gate (Llama, Qwen)
+Tensor gelu(const Tensor& a);  // tanh approximation, as GPT-2
+Tensor silu(const Tensor& a);  // x sigmoid(x): SwiGLU's gate (Llama, Qwen)
+// silu(gate) * up for gate and up of one shape: SwiGLU's gating as one op (ops/swiglu.cpp)
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 void add_(Tensor& a, const Tensor& b);  // in place, not recorded: gradient accumulation
 
 Tensor operator+(const Tensor& a, const Tensor& b);

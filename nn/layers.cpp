@@ -239,7 +239,7 @@ std::vector<Linear*> SwiGLU::lora_linears(const std::string& target) const {
 
 ag::Tensor SwiGLU::forward(const ag::Tensor& x) const {
   auto scope = anomaly_scope();
-  return down_proj->forward(ag::silu(gate_proj->forward(x)) * up_proj->forward(x));
+  return down_proj->forward(ag::swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
 // this thread's hidden columns (silu(gate) * up, as the training ops compute them), then
@@ -261,14 +261,13 @@ void SwiGLU::infer(InferenceContext& c, const InferencePass& pass, const float* 
   c.barrier.wait(threads);
 }
 
-// silu keeps the gate's output, the product keeps silu's and up's, down_proj keeps the
-// product
+// swiglu keeps gate and up, down_proj keeps the product
 void SwiGLU::footprint(Footprint& f) const {
   const auto F = static_cast<double>(gate_proj->out_features());
-  f.save(path(), "gate, silu(gate), up and their product", 4 * F);
+  f.save(path(), "gate, up and their product", 3 * F);
   f.save_bf16_copy(path(), "the product", F);
   f.backward(path(), "gradients of the hidden layers and the input",
-             3 * F + static_cast<double>(gate_proj->in_features()));
+             2 * F + static_cast<double>(gate_proj->in_features()));
   Module::footprint(f);
 }
 
