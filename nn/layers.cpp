@@ -261,13 +261,14 @@ void SwiGLU::infer(InferenceContext& c, const InferencePass& pass, const float* 
   c.barrier.wait(threads);
 }
 
-// swiglu keeps gate and up, down_proj keeps the product
+// swiglu keeps gate and up, down_proj keeps the product; backward holds the product's
+// gradient while swiglu's makes the gate's and up's
 void SwiGLU::footprint(Footprint& f) const {
   const auto F = static_cast<double>(gate_proj->out_features());
   f.save(path(), "gate, up and their product", 3 * F);
   f.save_bf16_copy(path(), "the product", F);
   f.backward(path(), "gradients of the hidden layers and the input",
-             2 * F + static_cast<double>(gate_proj->in_features()));
+             3 * F + static_cast<double>(gate_proj->in_features()));
   Module::footprint(f);
 }
 
