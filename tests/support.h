@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -62,6 +63,15 @@ inline void require_values(const ag::Tensor& t, const std::vector<double>& expec
     INFO("element " << i << " of " << t);
     REQUIRE_THAT(got[i], Catch::Matchers::WithinAbs(expected[i], tol));
   }
+}
+
+// The largest |a - b| over the elements (in logical order) of two tensors of one size.
+inline double max_abs_diff(const ag::Tensor& a, const ag::Tensor& b) {
+  auto x = a.to_vector(), y = b.to_vector();
+  REQUIRE(x.size() == y.size());
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
 }
 
 // Same shape and the same values, element for element.

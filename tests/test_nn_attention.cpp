@@ -15,6 +15,7 @@
 using ag::DType;
 using ag::Tensor;
 using ag_test::bit_equal;
+using ag_test::max_abs_diff;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -31,14 +32,6 @@ Tensor chapter_inputs(DType dtype = DType::Float32) {
 
 Tensor chapter_batch(DType dtype = DType::Float32) {
   return ag::stack({chapter_inputs(dtype), chapter_inputs(dtype)}, 0);  // [2, 6, 3]
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto x = a.to_vector(), y = b.to_vector();
-  REQUIRE(x.size() == y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
 }
 
 // out and changed: [B, T, C] outputs for inputs that differ only at position t (in every
