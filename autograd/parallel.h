@@ -68,4 +68,18 @@ double parallel_sum(int64_t n, int64_t grain, double item_work, F&& partial) {
   return total;
 }
 
+// Each chunk's partial sums of `size` values (chunk c's at parts[c * size]), added in chunk
+// order: store(e, parts[e] + parts[size + e] + ...) for every e, the same bits whichever
+// thread made a chunk's partials or adds them up.
+template <typename P, typename Store>
+void add_chunk_partials(const P* parts, int64_t chunks, int64_t size, Store&& store) {
+  parallel_for(size, kElementwiseGrain, [&](int64_t e0, int64_t e1) {
+    for (int64_t e = e0; e < e1; ++e) {
+      P s = 0;
+      for (int64_t c = 0; c < chunks; ++c) s += parts[c * size + e];
+      store(e, s);
+    }
+  });
+}
+
 }  // namespace ag::detail

@@ -18,26 +18,15 @@ as they come (counting events, not parsing them: the client must not be what is 
 """
 import argparse
 import json
-import re
+import os
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 
-
-def start_server(binary, checkpoint, clients, threads):
-    proc = subprocess.Popen(
-        [binary, "serve", checkpoint, "--port", "0", "--host", "127.0.0.1",
-         "--max-concurrent", str(clients), "--max-queue", str(clients), "--threads", str(threads)],
-        stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()
-    match = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
-    if not match:
-        proc.kill()
-        sys.exit(f"the server did not start: {line}{proc.stderr.read()}")
-    return proc, int(match.group(1))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from serve_process import start_serve  # noqa: E402
 
 
 def stream(port, prompt, tokens, seed, timeout, result):
@@ -106,7 +95,11 @@ def main():
     a = ap.parse_args()
     if not 1 <= a.clients <= 64 or not 1 <= a.tokens <= 4096 or not 1 <= a.repeats <= 10:
         sys.exit("--clients must be 1 to 64, --tokens 1 to 4096 and --repeats 1 to 10")
-    proc, port = start_server(a.binary, a.checkpoint, a.clients, a.threads)
+    try:
+        proc, port = start_serve(a.binary, a.checkpoint, "--max-concurrent", str(a.clients),
+                                 "--max-queue", str(a.clients), "--threads", str(a.threads))
+    except RuntimeError as e:
+        sys.exit(str(e))
     singles, manys = [], []
     try:
         run_clients(port, 1, 8, a.timeout)  # warm-up: pages touched, kernels timed

@@ -138,16 +138,13 @@ std::vector<Tensor> channel_sums_by_chunk(int64_t rows, int64_t C, int sums, con
     kernel(r0, r1, part.data() + r0 / kRowGrain * sums * C);
   });
   std::vector<Tensor> totals;
+  std::vector<T*> out;
   for (int k = 0; k < sums; ++k) {
-    Tensor total = empty({C}, dtype_of<T>());
-    T* t = total.data<T>();
-    for (int64_t i = 0; i < C; ++i) {
-      double s = 0;
-      for (int64_t c = 0; c < chunks; ++c) s += part[(c * sums + k) * C + i];
-      t[i] = static_cast<T>(s);
-    }
-    totals.push_back(total);
+    totals.push_back(empty({C}, dtype_of<T>()));
+    out.push_back(totals.back().template data<T>());
   }
+  detail::add_chunk_partials(part.data(), chunks, sums * C,
+                             [&](int64_t e, double s) { out[e / C][e % C] = static_cast<T>(s); });
   return totals;
 }
 

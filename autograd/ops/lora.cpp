@@ -196,13 +196,7 @@ void backward_rows(const Adapters<T>& l, const T* g, const T* x, const T* u, T* 
 template <typename T>
 std::vector<T> add_parts(const T* parts, int64_t chunks, int64_t size) {
   std::vector<T> sum(size);
-  detail::parallel_for(size, detail::kElementwiseGrain, [&](int64_t e0, int64_t e1) {
-    for (int64_t e = e0; e < e1; ++e) {
-      T s = 0;
-      for (int64_t c = 0; c < chunks; ++c) s += parts[c * size + e];
-      sum[e] = s;
-    }
-  });
+  detail::add_chunk_partials(parts, chunks, size, [&](int64_t e, T s) { sum[e] = s; });
   return sum;
 }
 

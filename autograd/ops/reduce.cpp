@@ -70,11 +70,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
       }
     });
     float* o = out.data<float>();
-    for (int64_t j = 0; j < N; ++j) {
-      double total = 0;
-      for (int64_t c = 0; c < chunks; ++c) total += part[c * N + j];
-      o[j] = static_cast<float>(total);
-    }
+    detail::add_chunk_partials(part.data(), chunks, N,
+                               [&](int64_t j, double total) { o[j] = static_cast<float>(total); });
   } else
     AG_DISPATCH_FLOAT(a.dtype(), "sum", [&] {
       // accumulate in double: float32 sums over thousands of terms lose digits otherwise

@@ -36,13 +36,15 @@ Exit 0 when all agree, 1 otherwise, 77 without numpy and h5py, or (llama_cpp) no
 """
 import json
 import os
-import re
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from serve_process import start_serve  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMMON = ["--tokenizer", "bpe", "--vocab-size", "320", "--context-length", "64", "--d-model", "256",
@@ -323,16 +325,11 @@ def llama_cpp_greedy(llama_dir, gguf, ids, lora):
 def top_logprobs(a, checkpoint, prompt, tokens):
     """attograd's top-5 log-probabilities at each of its first `tokens` greedy tokens after
     prompt (serve's completions, whose greedy text is sample's), as {token text: nats}."""
-    proc = subprocess.Popen([a, "serve", checkpoint, "--port", "0", "--host", "127.0.0.1"],
-                            stderr=subprocess.PIPE, text=True)
+    proc, port = start_serve(a, checkpoint)
     try:
-        line = proc.stderr.readline()
-        port = re.search(r"http://127\.0\.0\.1:(\d+)/v1", line)
-        if not port:
-            raise RuntimeError(f"attograd serve did not start: {line}")
         body = json.dumps({"prompt": prompt, "max_tokens": tokens, "temperature": 0,
                            "logprobs": 5}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{port.group(1)}/v1/completions", body,
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
                                          {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=120) as answer:
             return json.load(answer)["choices"][0]["logprobs"]["top_logprobs"]
