@@ -43,10 +43,10 @@ import sys
 import tempfile
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 from serve_process import start_serve  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 COMMON = ["--tokenizer", "bpe", "--vocab-size", "320", "--context-length", "64", "--d-model", "256",
           "--n-heads", "4", "--n-layers", "2", "--batch-size", "8", "--dropout", "0",
           "--eval-interval", "0", "--sample-tokens", "0", "--threads", "2"]
