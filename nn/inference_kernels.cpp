@@ -286,7 +286,7 @@ void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const f
   // (a width that is not whole lanes leaves a tail, whose products the compiler may fuse
   // differently in a group of 16 weight rows than in one of 4: those keep one row a time)
   if constexpr (std::is_same_v<W, float>)
-    if (rows >= 4 && in % kLanes == 0)
+    if (rows >= 4 && in >= kLanes && in % kLanes == 0)  // (four_by_four: a lane or more)
       return many_rows(x, rows, in, w, bias, out, y, ldy, accumulate);
   int64_t o = 0;
   // Rows of a multiple of 4 KB (Llama-3.2-1B's 2048 and 8192 weights) put every row of a
