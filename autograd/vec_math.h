@@ -131,4 +131,12 @@ inline T silu_derivative(T x) {
   return sig * (T(1) + x * (T(1) - sig));
 }
 
+// Both from one exp, the same values as the two above (SwiGLU's backward needs both).
+template <typename T>
+inline void silu_and_derivative(T x, T& value, T& derivative) {
+  const T d = T(1) + exp_fast(-x), sig = T(1) / d;
+  value = x / d;
+  derivative = sig * (T(1) + x * (T(1) - sig));
+}
+
 }  // namespace ag::detail
