@@ -217,6 +217,7 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
   };
   const Format formats[] = {{nn::WeightFormat::fp32, "fp32", nullptr},
                             {nn::WeightFormat::bf16, "bf16", nn::round_weights_to_bfloat16},
+                            {nn::WeightFormat::q8_0_f32, "q8_0-f32", nn::round_weights_to_q8_0},
                             {nn::WeightFormat::q8_0, "q8_0", nn::round_weights_to_q8_0},
                             {nn::WeightFormat::q4_k, "q4_k", round_to_q4_k}};
   // Every format's decoder made first (each rounds the model further; a decoder's steps
@@ -235,7 +236,8 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
     for (size_t i = 0; i < decoders.size(); ++i)
       figures[i].add(timed_round(*decoders[i], start, steps, read));
   for (const DecodeFigures& f : figures) print(name, threads, f, json);
-  print_ratio(name, figures[2], figures[1], json);  // q8_0 against bf16
+  print_ratio(name, figures[3], figures[1], json);  // q8_0 against bf16
+  print_ratio(name, figures[2], figures[1], json);  // q8_0-f32 against bf16
   return 0;
 }
 

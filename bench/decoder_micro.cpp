@@ -11,21 +11,30 @@
 #include "autograd/generator.h"
 #include "bench/decode_bound.h"
 #include "bench/micro.h"
+#include "nn/block_gemv.h"
 #include "nn/inference_kernels.h"
 
 namespace bench {
 
 namespace {
 
-enum class Format { bf16, q8_0, q4_k };
+// q8_0: Q8_0 blocks by float32 activations; q8_0_q8: the blocks interleaved, by Q8_0
+// activations (nn/block_gemv.h).
+enum class Format { bf16, q8_0_f32, q8_0, q4_k };
 const char* format_name(Format f) {
-  return f == Format::bf16 ? "bf16" : f == Format::q8_0 ? "q8_0" : "q4_k";
+  return f == Format::bf16       ? "bf16"
+         : f == Format::q8_0_f32 ? "q8_0-f32"
+         : f == Format::q8_0     ? "q8_0"
+                                 : "q4_k";
+}
+bool q8_0_blocks(Format f) {
+  return f == Format::q8_0_f32 || f == Format::q8_0;
 }
 
 // Bytes of one row of `in` weights.
 int64_t row_bytes(Format f, int64_t in) {
   if (f == Format::bf16) return 2 * in;
-  return f == Format::q8_0 ? in / 32 * 34 : in / 256 * 144;
+  return q8_0_blocks(f) ? in / 32 * 34 : in / 256 * 144;
 }
 
 // `rows` random rows of `in` weights: bfloat16 of magnitudes in [0.5, 1); blocks of random
@@ -39,17 +48,23 @@ std::vector<uint8_t> random_rows(Format f, int64_t rows, int64_t in, ag::Generat
   const uint16_t half = 0x2400;  // 2^-6
   if (f == Format::bf16)
     for (size_t i = 0; i + 2 <= b.size(); i += 2) b[i + 1] = (b[i + 1] & 0x80) | 0x3f;
-  const size_t block = f == Format::q8_0 ? 34 : 144, scales = f == Format::q8_0 ? 1 : 2;
+  const size_t block = q8_0_blocks(f) ? 34 : 144, scales = q8_0_blocks(f) ? 1 : 2;
   if (f != Format::bf16)
     for (size_t at = 0; at + block <= b.size(); at += block)
       for (size_t s = 0; s < scales; ++s) std::memcpy(&b[at + 2 * s], &half, 2);
+  if (f == Format::q8_0) {
+    std::vector<uint8_t> interleaved(b.size());
+    nn::inference::interleave_q8_0(b.data(), rows, in, interleaved.data());
+    return interleaved;
+  }
   return b;
 }
 
 nn::inference::Weights weights_at(Format f, const uint8_t* p) {
   nn::inference::Weights w;
   if (f == Format::bf16) w.bf16 = reinterpret_cast<const ag::bfloat16*>(p);
-  if (f == Format::q8_0) w.q8_0 = p;
+  if (f == Format::q8_0_f32) w.q8_0 = p;
+  if (f == Format::q8_0) w.q8_0_q8 = p;
   if (f == Format::q4_k) w.q4_k = p;
   return w;
 }
@@ -108,8 +123,8 @@ int run_decoder_micro(const nn::GPTConfig& model, const std::string& name, bool 
   const int64_t C = model.d_model, F = model.ff_width();
   ag::Generator gen(1);
   for (const auto& [out, in] : {std::pair{F, C}, std::pair{C, F}})
-    for (Format f : {Format::bf16, Format::q8_0, Format::q4_k}) {
-      if (f != Format::bf16 && in % (f == Format::q8_0 ? 32 : 256) != 0) continue;
+    for (Format f : {Format::bf16, Format::q8_0_f32, Format::q8_0, Format::q4_k}) {
+      if (f != Format::bf16 && in % (q8_0_blocks(f) ? 32 : 256) != 0) continue;
       const int64_t matrix = out * row_bytes(f, in);
       const int64_t copies = std::max<int64_t>(1, ((int64_t{256} << 20) + matrix - 1) / matrix);
       std::vector<uint8_t> b = random_rows(f, copies * out, in, gen);

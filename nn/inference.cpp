@@ -12,6 +12,7 @@
 
 #include "autograd/dtype.h"
 #include "autograd/quant/block_formats.h"
+#include "nn/block_gemv.h"
 
 namespace nn {
 
@@ -44,7 +45,7 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
                                             positions, cfg_.context_length, cfg_.context_length));
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
-  if (format == WeightFormat::q8_0 || format == WeightFormat::q4_k) pack_blocks(format);
+  if (q8_0_weights(format) || format == WeightFormat::q4_k) pack_blocks(format);
   model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
   std::sort(c_.bound.begin(), c_.bound.end(), [](const auto& a, const auto& b) {
     return std::less<const Module*>{}(a.layer, b.layer);
@@ -97,7 +98,7 @@ void CachedInference::pack_bfloat16() {
 const ag::quant::BlockLayout* decoder_blocks(WeightFormat format, int64_t in) {
   using ag::quant::BlockFormat;
   if (format == WeightFormat::q4_k && in % 256 == 0) return &ag::quant::layout(BlockFormat::q4_k);
-  if (format == WeightFormat::q8_0 || format == WeightFormat::q4_k)
+  if (q8_0_weights(format) || format == WeightFormat::q4_k)
     return &ag::quant::layout(BlockFormat::q8_0);
   return nullptr;
 }
@@ -132,8 +133,15 @@ void CachedInference::pack_blocks(WeightFormat format) {
                       "(nn::round_weights_to_{}); a [{}] matrix is not",
                       l.ggml, l.ggml, format == WeightFormat::q4_k ? "q4_k" : "q8_0",
                       fmt::join(p.shape(), ", ")));
-    (l.format == ag::quant::BlockFormat::q4_k ? c_.q4_k_copies : c_.q8_0_copies)
-        .emplace_back(f, blocks_.data() + at);
+    uint8_t* blocks = blocks_.data() + at;
+    if (format == WeightFormat::q8_0) {  // read by Q8_0 activations: interleaved
+      const std::vector<uint8_t> plain(blocks, blocks + ag::quant::row_bytes(l, p.numel()));
+      inference::interleave_q8_0(plain.data(), rows, in, blocks);
+      c_.q8_0_q8_copies.emplace_back(f, blocks);
+    } else {
+      (l.format == ag::quant::BlockFormat::q4_k ? c_.q4_k_copies : c_.q8_0_copies)
+          .emplace_back(f, blocks);
+    }
     at += ag::quant::row_bytes(l, p.numel());
   }
 }
@@ -181,10 +189,9 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
                         B * static_cast<double>(cfg.vocab_size);
   // the copies: 2 bytes a weight in bfloat16, 34 per 32 in Q8_0 (and at most that in
   // q4_k, whose matrices of short rows are Q8_0)
-  const double copy_bytes = format == WeightFormat::bf16 ? 2.0
-                            : format == WeightFormat::q8_0 || format == WeightFormat::q4_k
-                                ? 34.0 / 32.0
-                                : 0.0;
+  const double copy_bytes = format == WeightFormat::bf16                           ? 2.0
+                            : q8_0_weights(format) || format == WeightFormat::q4_k ? 34.0 / 32.0
+                                                                                   : 0.0;
   const double bytes =
       floats * sizeof(float) + copy_bytes * static_cast<double>(streamed_elements(cfg));
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
@@ -195,13 +202,15 @@ void InferenceContext::bind(const Module* layer, const ag::Tensor& weight, const
   const ag::bfloat16* copy = nullptr;
   for (const auto& [from, to] : bf16_copies)
     if (from == f) copy = to;
-  const uint8_t *blocks = nullptr, *q4_k = nullptr;
+  const uint8_t *blocks = nullptr, *q4_k = nullptr, *interleaved = nullptr;
   for (const auto& [from, to] : q8_0_copies)
     if (from == f) blocks = to;
   for (const auto& [from, to] : q4_k_copies)
     if (from == f) q4_k = to;
-  bound.push_back(
-      Bound{layer, {f, copy, blocks, q4_k}, bias.defined() ? bias.data<float>() : nullptr});
+  for (const auto& [from, to] : q8_0_q8_copies)
+    if (from == f) interleaved = to;
+  bound.push_back(Bound{
+      layer, {f, copy, blocks, q4_k, interleaved}, bias.defined() ? bias.data<float>() : nullptr});
 }
 
 void InferenceContext::unbound() {

@@ -53,10 +53,17 @@ namespace nn {
 // bfloat16 copies of matrices rounded to bfloat16 beforehand: half the bytes, and a step
 // is bound by the bytes it reads (`sample --weights bf16`); or ggml's Q8_0 blocks of
 // matrices rounded to them beforehand (round_weights_to_q8_0): 34 bytes per 32 weights,
-// 1.06 bytes a weight (`sample --weights q8_0`, docs/quantization.md); or Q4_K blocks
-// (round_weights_to_q4_k), 0.5625 bytes a weight, a matrix whose rows are not a multiple of
-// 256 weights in Q8_0 instead (as llama.cpp falls back to another type for such rows).
-enum class WeightFormat { fp32, bf16, q8_0, q4_k };
+// 1.06 bytes a weight, multiplied as llama.cpp does, by the activations rounded to Q8_0
+// blocks (exact integer dot products: `sample --weights q8_0`, docs/quantization.md), or by
+// the float32 activations (q8_0_f32: the rounded model's logits to float32 rounding,
+// `--weights q8_0-f32`); or Q4_K blocks (round_weights_to_q4_k), 0.5625 bytes a weight, by
+// float32 activations, a matrix whose rows are not a multiple of 256 weights in Q8_0
+// instead (as llama.cpp falls back to another type for such rows), by float32 activations.
+enum class WeightFormat { fp32, bf16, q8_0, q8_0_f32, q4_k };
+// Whether a format's steps read Q8_0 blocks of every matrix (q8_0, q8_0_f32).
+inline bool q8_0_weights(WeightFormat f) {
+  return f == WeightFormat::q8_0 || f == WeightFormat::q8_0_f32;
+}
 
 // The blocks a streamed matrix with rows of `in` weights is held as under `format`: Q8_0,
 // Q4_K (q4_k's rows of a multiple of 256), or null (fp32, bf16).
@@ -76,7 +83,7 @@ class CachedInference {
   // (GPT::streamed_matrices) are copied once into bfloat16, half the bytes a token reads,
   // and must already hold bfloat16 values (round_weights_to_bfloat16), so that the copies
   // and the float32 values the prefills multiply are the same numbers; likewise with
-  // WeightFormat::q8_0 into Q8_0 blocks, of matrices that hold Q8_0 values
+  // WeightFormat::q8_0 and q8_0_f32 into Q8_0 blocks, of matrices that hold Q8_0 values
   // (round_weights_to_q8_0: quantizing them again gives the same blocks), and with
   // WeightFormat::q4_k (round_weights_to_q4_k, the same). batch >= 1 rows are
   // decoded side by side. positions (1..context_length; 0: context_length) is the longest

@@ -52,8 +52,10 @@ struct InferenceContext {
   inference::SpinBarrier barrier;
   // WeightFormat::bf16: each streamed matrix's bfloat16 copy, by its float32 data
   std::vector<std::pair<const float*, const ag::bfloat16*>> bf16_copies;
-  // WeightFormat::q8_0: each streamed matrix's Q8_0 blocks, by its float32 data
+  // WeightFormat::q8_0_f32: each streamed matrix's Q8_0 blocks, by its float32 data
   std::vector<std::pair<const float*, const uint8_t*>> q8_0_copies;
+  // WeightFormat::q8_0: the same blocks interleaved (inference::interleave_q8_0)
+  std::vector<std::pair<const float*, const uint8_t*>> q8_0_q8_copies;
   // WeightFormat::q4_k: each streamed matrix's Q4_K blocks (rows of a multiple of 256
   // weights; the others' Q8_0 blocks are among q8_0_copies)
   std::vector<std::pair<const float*, const uint8_t*>> q4_k_copies;

@@ -19,10 +19,12 @@ struct Weights {
   const ag::bfloat16* bf16 = nullptr;
   const uint8_t* q8_0 = nullptr;
   const uint8_t* q4_k = nullptr;
+  const uint8_t* q8_0_q8 = nullptr;  // Q8_0 blocks interleaved for Q8_0 activations
   Weights rows_from(int64_t first, int64_t in) const {
     return {f32 + first * in, bf16 ? bf16 + first * in : nullptr,
             q8_0 ? q8_0 + first * in / 32 * 34 : nullptr,
-            q4_k ? q4_k + first * in / 256 * 144 : nullptr};
+            q4_k ? q4_k + first * in / 256 * 144 : nullptr,
+            q8_0_q8 ? q8_0_q8 + first * in / 32 * 34 : nullptr};
   }
 };
 

@@ -31,7 +31,7 @@ cache_equals_no_cache)
   for opts in "--temperature 0" "--seed 3" "--seed 4 --top-k 5 --top-p 0.9 --num-samples 3" \
               "--temperature 0 --slide 1" "--seed 5 --slide 3 --prompt naïve" \
               "--temperature 0 --weights bf16" "--seed 6 --num-samples 2 --weights bf16" \
-              "--temperature 0 --weights q8_0" "--seed 7 --num-samples 2 --weights q8_0" \
+              "--temperature 0 --weights q8_0-f32" "--seed 7 --num-samples 2 --weights q8_0-f32" \
               "--temperature 0 --weights q4_k"; do
     # shellcheck disable=SC2086
     sample run.h5 --tokens 60 $opts > cached.txt
@@ -42,9 +42,22 @@ cache_equals_no_cache)
       fail "'$opts': the cache changed the text: $(diff cached.txt full.txt | head -4)"
     [ "$(wc -c < cached.txt)" -ge 60 ] || fail "'$opts': a short sample: $(cat cached.txt)"
   done
+  # Q8_0 weights by Q8_0 activations (llama.cpp's arithmetic; --no-cache would be float32's):
+  # the same text on 1 and 2 threads, and not the float32 activations' text for every seed
+  differs=0
+  for seed in 1 2 3 4 5; do
+    sample run.h5 --tokens 200 --seed "$seed" --weights q8_0 --threads 1 > one.txt
+    sample run.h5 --tokens 200 --seed "$seed" --weights q8_0 --threads 2 > two.txt
+    ! threads_agree || cmp -s one.txt two.txt ||
+      fail "--weights q8_0, seed $seed: the thread count changed the text"
+    [ "$(wc -c < one.txt)" -ge 200 ] || fail "--weights q8_0: a short sample: $(cat one.txt)"
+    sample run.h5 --tokens 200 --seed "$seed" --weights q8_0-f32 > f32.txt
+    cmp -s one.txt f32.txt || differs=1
+  done
+  [ "$differs" -eq 1 ] || fail "--weights q8_0 gave q8_0-f32's samples for 5 seeds: activations not rounded?"
   # bfloat16 and Q8_0 weights sample from a (slightly) different model: meaningful only if
   # the text differs somewhere from float32's over a few seeds
-  for weights in bf16 q8_0 q4_k; do
+  for weights in bf16 q8_0-f32 q4_k; do
     differs=0
     for seed in 1 2 3 4 5; do
       sample run.h5 --tokens 200 --seed "$seed" > f32.txt
@@ -66,7 +79,7 @@ cache_equals_no_cache)
   done
   differs=0
   for seed in 1 2 3 4 5; do
-    sample wide.h5 --tokens 100 --seed "$seed" --weights q8_0 > q8.txt
+    sample wide.h5 --tokens 100 --seed "$seed" --weights q8_0-f32 > q8.txt
     sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k > q4.txt
     cmp -s q8.txt q4.txt || differs=1
   done
@@ -100,6 +113,7 @@ options)
   expect_usage_error "--stop must not be empty" "$bin" sample --checkpoint run.h5 --stop ""
   expect_usage_error "--slide must be >= 0, got -1" "$bin" sample --checkpoint run.h5 --slide -1
   expect_usage_error "--slide must be at most the context length 16, got 17" "$bin" sample --checkpoint run.h5 --slide 17
+  expect_usage_error "--no-cache runs float32 activations, and --weights q8_0 rounds them" "$bin" sample --checkpoint run.h5 --weights q8_0 --no-cache
   expect_usage_error "--num-samples 100000000 needs" "$bin" sample --checkpoint run.h5 --num-samples 100000000
   # counts whose sizes overflow 64 bits: usage errors, not a vector's length_error
   expect_usage_error "--num-samples 4611686018427387904 needs" "$bin" sample --checkpoint run.h5 --num-samples 4611686018427387904
@@ -109,7 +123,7 @@ options)
   sample run.h5 --tokens 9223372036854775807 --max-time 0.5 > /dev/null ||
     fail "--tokens 9223372036854775807 failed: $(cat stats.txt)"
   expect_usage_error "--prompt: character 'Ω' (U+03A9)" "$bin" sample --checkpoint run.h5 --prompt "aΩ"
-  expect_usage_error "--weights must be 'fp32', 'bf16', 'q8_0' or 'q4_k', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
+  expect_usage_error "--weights must be 'fp32', 'bf16', 'q8_0', 'q8_0-f32' or 'q4_k', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
   ;;
 stop_and_samples)
   train_small run.h5
