@@ -147,19 +147,6 @@ void print(const std::string& name, int threads, const DecodeFigures& f, bool js
 
 namespace {
 
-// Bytes of the streamed matrices a token reads in `format` (q4_k's short rows as Q8_0).
-double weight_bytes(const nn::GPT& model, nn::WeightFormat format) {
-  double bytes = 0;
-  for (const auto& m : model.streamed_matrices()) {
-    const auto* l = nn::decoder_blocks(format, m.weight.numel() / m.weight.shape()[0]);
-    const double per_weight = l ? static_cast<double>(l->bytes) / static_cast<double>(l->elements)
-                              : format == nn::WeightFormat::bf16 ? 2.0
-                                                                 : 4.0;
-    bytes += per_weight * static_cast<double>(m.elements);
-  }
-  return bytes;
-}
-
 void round_to_q4_k(nn::GPT& model) {
   nn::round_weights_to_q4_k(model);
 }
@@ -230,7 +217,7 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
   for (const Format& f : formats) {
     if (f.round) f.round(model);
     decoders.push_back(std::make_unique<nn::CachedInference>(model, 1, f.format, start + steps));
-    figures.push_back({f.name, weight_bytes(model, f.format), {}, {}, {}, {}});
+    figures.push_back({f.name, nn::streamed_bytes(model, f.format), {}, {}, {}, {}});
   }
   for (int r = 0; r < kDecodeRounds; ++r)
     for (size_t i = 0; i < decoders.size(); ++i)

@@ -252,20 +252,29 @@ std::string count_of(int64_t n, const char* noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-// The speed, on stderr (stdout holds only the text).
-void report(const nn::GenerationStats& st, const SampleOptions& o, int64_t slide) {
+// The speed, on stderr (stdout holds only the text): with the cache, also the rate at which
+// its steps read the weight matrices (`weight_bytes` a step), to set against the machine's
+// read bandwidth (`bench --decode` measures it: docs/sampling.md).
+void report(const nn::GenerationStats& st, const SampleOptions& o, int64_t slide,
+            double weight_bytes) {
   const double rate = st.seconds > 0 ? static_cast<double>(st.new_tokens) / st.seconds : 0.0;
   const std::string moved =
       st.rebuilds == 0 ? "the window never moved"
                        : fmt::format("the window moved {}, {} at a time",
                                      count_of(st.rebuilds, "time"), count_of(slide, "token"));
-  fmt::print(
-      stderr,
-      "sampled {} in {:.3f} s: {:.0f} tokens/s ({}, {}; prompt window of {} in {:.1f} ms; {}{})\n",
-      count_of(st.new_tokens, "token"), st.seconds, rate, count_of(o.num_samples, "sample"),
-      o.no_cache ? "no cache: the whole window per token" : "key/value cache",
-      count_of(st.prompt_tokens, "token"), st.prefill_seconds * 1e3, moved,
-      st.timed_out ? "; stopped by --max-time" : "");
+  const std::string read =
+      st.steps == 0 || st.step_seconds <= 0
+          ? ""
+          : fmt::format("; {} reading {} of weights each: {:.1f} GB/s", count_of(st.steps, "step"),
+                        train::format_bytes(static_cast<int64_t>(weight_bytes)),
+                        weight_bytes * static_cast<double>(st.steps) / st.step_seconds / 1e9);
+  fmt::print(stderr,
+             "sampled {} in {:.3f} s: {:.0f} tokens/s ({}, {}; prompt window of {} in {:.1f} ms; "
+             "{}{}{})\n",
+             count_of(st.new_tokens, "token"), st.seconds, rate, count_of(o.num_samples, "sample"),
+             o.no_cache ? "no cache: the whole window per token" : "key/value cache",
+             count_of(st.prompt_tokens, "token"), st.prefill_seconds * 1e3, moved, read,
+             st.timed_out ? "; stopped by --max-time" : "");
 }
 
 // The checkpoint's model and tokenizer, and what its prompt needs (the template of
@@ -360,7 +369,8 @@ int sample_command(const Args& args) {
       train::noticef("{}", l.note);  // once the prompt is known good: errors are one line
       st = sample_prompt(o, l, ids, generation);
     }
-    report(st, o, o.slide > 0 ? o.slide : nn::default_slide(l.model->config().context_length));
+    report(st, o, o.slide > 0 ? o.slide : nn::default_slide(l.model->config().context_length),
+           nn::streamed_bytes(*l.model, o.weights));
     return 0;
   });
 }

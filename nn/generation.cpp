@@ -156,7 +156,13 @@ class Run {
  private:
   // The logits [B, V] that predict the next token from the window [s, length()).
   std::span<const float> compute(int64_t s, bool window_moved) {
-    if (decoder_ && !window_moved) return decoder_->step(ids_);
+    if (decoder_ && !window_moved) {
+      const Clock::time_point t0 = Clock::now();
+      std::span<const float> logits = decoder_->step(ids_);
+      ++st_.steps;
+      st_.step_seconds += seconds_since(t0);
+      return logits;
+    }
     history_.window(s, window_);
     const int64_t w = history_.length() - s;
     if (decoder_) return decoder_->prefill(window_, w);

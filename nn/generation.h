@@ -87,7 +87,9 @@ struct GenerationStats {
   int64_t new_tokens = 0;                   // tokens handed to the callback, over all samples
   int64_t rebuilds = 0;                     // window moves (a prefill each with the cache)
   double prefill_seconds = 0, seconds = 0;  // the prompt's prefill; everything
-  bool timed_out = false;                   // max_seconds ended it
+  int64_t steps = 0;        // the cache's steps (each reads the weight matrices once)
+  double step_seconds = 0;  // their time
+  bool timed_out = false;   // max_seconds ended it
 };
 
 // Called with (sample, token id) for each new token, samples in order within a step;

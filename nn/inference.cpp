@@ -103,6 +103,18 @@ const ag::quant::BlockLayout* decoder_blocks(WeightFormat format, int64_t in) {
   return nullptr;
 }
 
+double streamed_bytes(const GPT& model, WeightFormat format) {
+  double bytes = 0;
+  for (const auto& m : model.streamed_matrices()) {
+    const auto* l = decoder_blocks(format, m.weight.numel() / m.weight.shape()[0]);
+    const double per_weight = l ? static_cast<double>(l->bytes) / static_cast<double>(l->elements)
+                              : format == WeightFormat::bf16 ? 2.0
+                                                             : 4.0;
+    bytes += per_weight * static_cast<double>(m.elements);
+  }
+  return bytes;
+}
+
 // The blocks of every streamed matrix (decoder_blocks), whose float32 values must be what
 // the blocks hold (round_weights_to_q8_0, round_weights_to_q4_k); blocks_ is sized once,
 // so that the pointers stay valid.

@@ -69,6 +69,10 @@ inline bool q8_0_weights(WeightFormat f) {
 // Q4_K (q4_k's rows of a multiple of 256), or null (fp32, bf16).
 const ag::quant::BlockLayout* decoder_blocks(WeightFormat format, int64_t in);
 
+// Bytes of the matrices a decoder's step reads in `format` (GPT::streamed_matrices, q4_k's
+// short rows as Q8_0): what bounds a step's speed, read once a step whatever its rows.
+double streamed_bytes(const GPT& model, WeightFormat format);
+
 // The most floats of prefill scores a thread holds at once (16 MB): a window of up to 2048
 // positions is scored whole, a longer one a block of rows at a time.
 inline constexpr int64_t kPrefillScoreFloats = int64_t{1} << 22;

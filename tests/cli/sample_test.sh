@@ -42,6 +42,15 @@ cache_equals_no_cache)
       fail "'$opts': the cache changed the text: $(diff cached.txt full.txt | head -4)"
     [ "$(wc -c < cached.txt)" -ge 60 ] || fail "'$opts': a short sample: $(cat cached.txt)"
   done
+  # the cache's steps say how fast they read the weights (set against bench --decode's bound);
+  # the full window, which takes no steps, says nothing of it
+  for weights in fp32 q8_0; do
+    sample run.h5 --tokens 60 --weights "$weights" > /dev/null
+    grep -q "[0-9] steps reading [0-9.]* [kMG]\?B of weights each: [0-9.]* GB/s" stats.txt ||
+      fail "--weights $weights: no rate of the weights read: $(cat stats.txt)"
+  done
+  sample run.h5 --tokens 60 --no-cache > /dev/null
+  ! grep -q "of weights each" stats.txt || fail "--no-cache: a rate of steps never taken: $(cat stats.txt)"
   # Q8_0 weights by Q8_0 activations (llama.cpp's arithmetic; --no-cache would be float32's):
   # the same text on 1 and 2 threads, and not the float32 activations' text for every seed
   differs=0
