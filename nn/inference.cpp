@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <stdexcept>
@@ -146,9 +147,13 @@ void CachedInference::pack_blocks(WeightFormat format) {
                       l.ggml, l.ggml, format == WeightFormat::q4_k ? "q4_k" : "q8_0",
                       fmt::join(p.shape(), ", ")));
     uint8_t* blocks = blocks_.data() + at;
-    if (format == WeightFormat::q8_0) {  // read by Q8_0 activations: interleaved
-      const std::vector<uint8_t> plain(blocks, blocks + ag::quant::row_bytes(l, p.numel()));
-      inference::interleave_q8_0(plain.data(), rows, in, blocks);
+    if (format == WeightFormat::q8_0) {  // read by Q8_0 activations: interleaved, in place
+      const int64_t row_bytes = ag::quant::row_bytes(l, in);
+      std::vector<uint8_t> plain(static_cast<size_t>(row_bytes));
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(plain.data(), blocks + r * row_bytes, plain.size());
+        inference::interleave_q8_0(plain.data(), 1, in, blocks + r * row_bytes);
+      }
       c_.q8_0_q8_copies.emplace_back(f, blocks);
     } else {
       (l.format == ag::quant::BlockFormat::q4_k ? c_.q4_k_copies : c_.q8_0_copies)

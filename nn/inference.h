@@ -56,9 +56,9 @@ namespace nn {
 // 1.06 bytes a weight, multiplied as llama.cpp does, by the activations rounded to Q8_0
 // blocks (exact integer dot products: `sample --weights q8_0`, docs/quantization.md), or by
 // the float32 activations (q8_0_f32: the rounded model's logits to float32 rounding,
-// `--weights q8_0-f32`); or Q4_K blocks (round_weights_to_q4_k), 0.5625 bytes a weight, by
-// float32 activations, a matrix whose rows are not a multiple of 256 weights in Q8_0
-// instead (as llama.cpp falls back to another type for such rows), by float32 activations.
+// `--weights q8_0-f32`); or Q4_K blocks (round_weights_to_q4_k), 0.5625 bytes a weight, a
+// matrix whose rows are not a multiple of 256 weights in Q8_0 instead (as llama.cpp falls
+// back to another type for such rows), both by float32 activations.
 enum class WeightFormat { fp32, bf16, q8_0, q8_0_f32, q4_k };
 // Whether a format's steps read Q8_0 blocks of every matrix (q8_0, q8_0_f32).
 inline bool q8_0_weights(WeightFormat f) {
