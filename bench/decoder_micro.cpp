@@ -18,7 +18,7 @@ namespace bench {
 
 namespace {
 
-// q8_0: Q8_0 blocks by float32 activations; q8_0_q8: the blocks interleaved, by Q8_0
+// q8_0_f32: Q8_0 blocks by float32 activations; q8_0: the blocks interleaved, by Q8_0
 // activations (nn/block_gemv.h).
 enum class Format { bf16, q8_0_f32, q8_0, q4_k };
 const char* format_name(Format f) {
