@@ -23,12 +23,6 @@ namespace nn::inference {
 
 namespace {
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-constexpr bool kVnni = true;
-#else
-constexpr bool kVnni = false;
-#endif
-
 constexpr int64_t kGroupBlocks = 16, kGroupBytes = 34 * kGroupBlocks, kChunks = 8;
 // How far ahead of its group a row asks for its bytes: four groups (2176 bytes; past a row's
 // end, the next row's start). With little arithmetic a block the hardware prefetcher alone
@@ -119,10 +113,10 @@ void prepare(const float* x, int64_t in, PreparedRow& p) {
   }
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 // x . W for one row of interleaved blocks, with VNNI: a group's 16 exact block sums in 16
 // lanes by 8 instructions, then one conversion and one fused multiply-add by the scales.
-float dot_vnni(const PreparedRow& x, const uint8_t* row, int64_t blocks) {
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+float dot(const PreparedRow& x, const uint8_t* row, int64_t blocks) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups_of(blocks); ++g) {
     const int64_t n = std::min(kGroupBlocks, blocks - kGroupBlocks * g);
@@ -143,14 +137,10 @@ float dot_vnni(const PreparedRow& x, const uint8_t* row, int64_t blocks) {
   _mm512_storeu_ps(lane, acc);
   for (float v : lane) s += v;
   return s;
-#else
-  (void)x, (void)row, (void)blocks;
-  return 0;
-#endif
 }
-
+#else
 // The same sums lane by lane where the CPU has no VNNI (the integers exact; one std::fma).
-float dot_portable(const PreparedRow& x, const uint8_t* row, int64_t blocks) {
+float dot(const PreparedRow& x, const uint8_t* row, int64_t blocks) {
   float acc[kGroupBlocks] = {};
   for (int64_t g = 0; g < groups_of(blocks); ++g) {
     const int64_t n = std::min(kGroupBlocks, blocks - kGroupBlocks * g);
@@ -175,6 +165,7 @@ float dot_portable(const PreparedRow& x, const uint8_t* row, int64_t blocks) {
   for (float v : acc) s += v;
   return s;
 }
+#endif
 
 }  // namespace
 
@@ -210,8 +201,7 @@ void q8_0_q8_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, 
     const uint8_t* row = w + o * blocks * 34;
     for (int64_t r = 0; r < rows; ++r) {
       const PreparedRow& p = xs[static_cast<size_t>(r)];
-      const float v = (kVnni ? dot_vnni(p, row, blocks) : dot_portable(p, row, blocks)) +
-                      (bias ? bias[o] : 0.0f);
+      const float v = dot(p, row, blocks) + (bias ? bias[o] : 0.0f);
       float& to = y[r * ldy + o];
       to = accumulate ? to + v : v;
     }
