@@ -354,7 +354,7 @@ signals_save)
   medium=(--context-length 32 --d-model 96 --n-heads 4 --n-layers 3 --batch-size 4
           --threads 2 --sample-tokens 0 --eval-interval 0 --log-interval 1)
   for signals in "HUP" "TERM" "INT" "TERM TERM" "HUP INT" "INT INT INT"; do
-    rm -f run.h5
+    rm -f run.h5 log.txt  # the last signal's log would let the signals in before the run began
     "$bin" train "${medium[@]}" --steps 100000 --out run.h5 > log.txt 2> err.txt &
     pid=$!
     for _ in $(seq 1 200); do grep -q "step " log.txt 2>/dev/null && break; sleep 0.05; done

@@ -246,9 +246,12 @@ damaged_data_saves)
   # damaged_run DAMAGE OUT: trains to OUT until step 3 is logged, runs DAMAGE, waits for the
   # run; prints the step it saved
   damaged_run() {
+    # the last run's log goes first: read before this run's shell truncates it, its step 3
+    # would damage the data before the run has opened it
+    rm -f log.txt err.txt
     "${run[@]}" --out "$2" > log.txt 2> err.txt &
     local pid=$! rc=0
-    for _ in $(seq 1 600); do grep -Eq "^step +3/" log.txt && break; sleep 0.05; done
+    for _ in $(seq 1 600); do grep -Eq "^step +3/" log.txt 2> /dev/null && break; sleep 0.05; done
     "$1"
     wait "$pid" || rc=$?
     [ "$rc" -eq 1 ] || fail "a run on damaged data exited $rc, not 1: $(cat err.txt)"
