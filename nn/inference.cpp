@@ -253,7 +253,7 @@ void CachedInference::run(const InferencePass& pass, inference::StepPace& pace) 
 
 void CachedInference::prefill_row(const int64_t* ids, int64_t b, int64_t n) {
   model_.embed(c_, ids, n, 0, 1);
-  run(InferencePass{true, n, b, 0}, prefill_pace_);
+  run(InferencePass{true, n, b, 0}, prefill_paces_[n]);
 }
 
 // Row `to` of the cache and logits becomes a copy of row `from`.
@@ -298,7 +298,7 @@ std::span<const float> CachedInference::step(std::span<const int64_t> ids) {
                     "(the decoder's capacity)",
                     length_, positions_));
   model_.embed(c_, ids.data(), batch_, length_, 0);
-  run(InferencePass{false, batch_, 0, length_}, step_pace_);
+  run(InferencePass{false, batch_, 0, length_}, step_paces_[batch_]);
   length_ += 1;
   return c_.logits;
 }
@@ -346,7 +346,7 @@ std::span<const float> CachedInference::step_slots(std::span<const int64_t> slot
     for (int64_t r = 0; r < n; ++r) step_positions_[static_cast<size_t>(r)] = slot_length(block[r]);
     model_.embed(c_, ids.data() + i0, n, 0, 0, step_positions_.data());
     c_.vector_rows = kStepRowsAtOnce;
-    run(InferencePass{false, n, 0, 0, block, step_positions_.data()}, step_pace_);
+    run(InferencePass{false, n, 0, 0, block, step_positions_.data()}, step_paces_[n]);
     c_.vector_rows = inference::kVectorRows;
     std::copy_n(c_.logits.data(), n * V, row_logits_.data() + i0 * V);
     for (int64_t r = 0; r < n; ++r) ++row_lengths_[static_cast<size_t>(block[r])];

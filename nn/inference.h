@@ -150,7 +150,7 @@ class CachedInference {
   std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
   std::vector<uint8_t> blocks_;       // WeightFormat::q8_0, q4_k: the streamed matrices
   InferenceContext c_;
-  inference::StepPace step_pace_, prefill_pace_;
+  inference::PacesByRows step_paces_, prefill_paces_;
   Threads policy_ = Threads::kTimed;
 };
 

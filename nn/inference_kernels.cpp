@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -491,6 +492,13 @@ void StepPace::record(bool threaded, double seconds) {
     next_trial_ = steps_ + static_cast<int64_t>(32 * std::min(ratio, 64.0));
     trial_ = false;
   }
+}
+
+StepPace& PacesByRows::operator[](int64_t rows) {
+  const auto r = static_cast<uint64_t>(std::max<int64_t>(rows, 1));
+  // (16, 32] the next, (32, 64] the one after, ...
+  const size_t at = r <= kExact ? r : kExact + std::bit_width(r - 1) - std::bit_width(kExact - 1);
+  return paces_[at];
 }
 
 Range share(int64_t n, int tid, int threads, int64_t align) {

@@ -2,6 +2,7 @@
 // Internal to the decoder and the layers' inference steps: the float32 kernels of a pass, on raw
 // pointers. The arithmetic follows the training ops' (norms by the ops' own row kernels,
 // ag::kernels; exp_fast, gelu_value), so the logits agree with GPT::forward to float32 rounding.
+#include <array>
 #include <atomic>
 #include <cstdint>
 
@@ -107,6 +108,20 @@ class StepPace {
   int64_t timed_[2] = {0, 0};                // steps timed each way
   int64_t steps_ = 0, next_trial_ = 0;
   bool trial_ = false;
+};
+
+// A StepPace for each size of pass: one row and eight, or a prefill of 3 positions and one
+// of 60, take different times each way, and one pace for all would weigh one size's
+// threaded time against another's time on one thread (a server's 8-row steps stayed on one
+// thread after its 1-row steps had been timed there). Exact up to 16 rows, then one pace
+// per power of two.
+class PacesByRows {
+ public:
+  StepPace& operator[](int64_t rows);
+
+ private:
+  static constexpr uint64_t kExact = 16;
+  std::array<StepPace, kExact + 64 - 3> paces_;  // up to rows of 2^64
 };
 
 }  // namespace nn::inference

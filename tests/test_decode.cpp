@@ -547,6 +547,32 @@ TEST_CASE("the pace runs steps on the faster of one thread and the team", "[deco
   CHECK(team_after_start >= 90);
 }
 
+TEST_CASE("passes of different sizes are paced apart", "[decode]") {
+  nn::inference::PacesByRows paces;
+  // 1-row steps faster on one thread, 8-row steps on the team: each size settles on its own
+  // (one pace for both compared the 8-row team steps with the 1-row steps on one thread)
+  int one_row_team = 0, eight_rows_team = 0;
+  for (int i = 0; i < 400; ++i) {
+    nn::inference::StepPace& one = paces[1];
+    const bool t1 = one.threaded();
+    one_row_team += t1 && i >= 20;
+    one.record(t1, t1 ? 2.0 : 1.0);
+    nn::inference::StepPace& eight = paces[8];
+    const bool t8 = eight.threaded();
+    eight_rows_team += t8 && i >= 20;
+    eight.record(t8, t8 ? 5.0 : 8.0);
+  }
+  CHECK(one_row_team < 20);
+  CHECK(eight_rows_team > 360);
+  // exact up to 16 rows, then a pace per power of two
+  CHECK(&paces[16] != &paces[17]);
+  CHECK(&paces[17] == &paces[32]);
+  CHECK(&paces[33] != &paces[32]);
+  CHECK(&paces[33] == &paces[64]);
+  CHECK(&paces[0] == &paces[1]);
+  CHECK(&paces[int64_t{1} << 62] != &paces[int64_t{1} << 61]);
+}
+
 TEST_CASE("cached decoding covers query/key/value biases and an untied head", "[decode]") {
   nn::GPTConfig cfg = ag_test::decode_configs().front().second;
   cfg.qkv_bias = true, cfg.tie_weights = false, cfg.d_ff = 200, cfg.n_heads = 8;
