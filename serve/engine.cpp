@@ -10,11 +10,15 @@
 namespace serve {
 
 void Channel::push(TokenEvent e) {
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
+    const bool ends = e.finish != Finish::none;
+    ends_queued_ += ends ? 1 : 0;
+    wake = ends || (events_.empty() && !gathering_);
     events_.push_back(std::move(e));
   }
-  ready_.notify_one();
+  if (wake) ready_.notify_one();
 }
 
 bool Channel::pop(TokenEvent& e, std::chrono::milliseconds wait) {
@@ -22,7 +26,15 @@ bool Channel::pop(TokenEvent& e, std::chrono::milliseconds wait) {
   if (!ready_.wait_for(lock, wait, [&] { return !events_.empty(); })) return false;
   e = std::move(events_.front());
   events_.pop_front();
+  ends_queued_ -= e.finish != Finish::none ? 1 : 0;
   return true;
+}
+
+void Channel::gather_until(std::chrono::steady_clock::time_point until) {
+  std::unique_lock lock(mutex_);
+  gathering_ = true;
+  ready_.wait_until(lock, until, [&] { return ends_queued_ > 0; });
+  gathering_ = false;
 }
 
 // A choice being decoded: its row of the decoder, its text so far as ids, its generator.

@@ -58,9 +58,14 @@ class Channel {
   explicit Channel(int64_t choices)
       : choices_(choices),
         cancelled_(std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(choices))) {}
+  // Wakes the reader when it waits in pop() for the first event, or when the event ends a
+  // choice; tokens pushed while it gathers (gather_until) wake nothing.
   void push(TokenEvent e);
   // The next event, waiting at most `wait`; false when none came.
   bool pop(TokenEvent& e, std::chrono::milliseconds wait);
+  // Lets events gather for one write: returns at `until`, or as soon as a choice's end is
+  // queued (a finished stream's last write never waits).
+  void gather_until(std::chrono::steady_clock::time_point until);
   void cancel(int64_t choice) { cancelled_[static_cast<size_t>(choice)].store(true); }
   void cancel() {
     for (int64_t c = 0; c < choices_; ++c) cancel(c);
@@ -71,6 +76,8 @@ class Channel {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<TokenEvent> events_;
+  int64_t ends_queued_ = 0;  // events_' ends of choices
+  bool gathering_ = false;   // a reader is in gather_until
   int64_t choices_;
   std::unique_ptr<std::atomic<bool>[]> cancelled_;
 };
