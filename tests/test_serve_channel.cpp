@@ -1,7 +1,6 @@
 // serve::Channel, between the decoder's thread and a request's handler: tokens gather while
 // the handler waits for its next write, and a choice's end cuts the wait short.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <thread>
 
@@ -10,7 +9,7 @@
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-TEST_CASE("a handler gathering tokens waits out its time, and its choice's end wakes it",
+TEST_CASE("a handler gathering tokens waits out its time and its choice's end wakes it",
           "[serve]") {
   serve::Channel channel(1);
   // tokens alone: the gathering lasts its whole time, and they all wait for the next write
