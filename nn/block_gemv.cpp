@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -140,17 +141,29 @@ void q8_0_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, con
   for (; o < out; ++o) q8_0_group<1>(x, rows, in, w, bias, o, y, ldy, accumulate);
 }
 
+// Four rows at a time, their eight chains of sums side by side, each asking for the next
+// four's bytes. One row's two chains alone, read as the hardware prefetcher found them, had
+// kept the Llama-3.2-1B shape at 20% of the bound on the Intel Xeon with AMX (49% now; the
+// 1536-wide rows of SmolLM2's shape gained too: 63-73% against 60% one at a time with a
+// prefetch). Each row's sum is dot_q4_k's, whatever the group.
 void q4_k_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
                  int64_t out, float* y, int64_t ldy, bool accumulate) {
+  constexpr int kGroup = 4;
   const int64_t row_bytes = in / 256 * 144;
   const ag::quant::UnpackKernel kernel = ag::quant::unpack_kernel();
-  for (int64_t o = 0; o < out; ++o)
+  for (int64_t o = 0; o < out; o += kGroup) {
+    const int n = static_cast<int>(std::min<int64_t>(kGroup, out - o));
     for (int64_t r = 0; r < rows; ++r) {
-      const float v =
-          ag::quant::dot_q4_k(x + r * in, w + o * row_bytes, in, kernel) + (bias ? bias[o] : 0.0f);
-      float& to = y[r * ldy + o];
-      to = accumulate ? to + v : v;
+      float s[kGroup];
+      ag::quant::dot_q4_k_rows(x + r * in, w + o * row_bytes, row_bytes, in, n, kGroup * row_bytes,
+                               s, kernel);
+      for (int k = 0; k < n; ++k) {
+        const float v = s[k] + (bias ? bias[o + k] : 0.0f);
+        float& to = y[r * ldy + o + k];
+        to = accumulate ? to + v : v;
+      }
     }
+  }
 }
 
 }  // namespace nn::inference

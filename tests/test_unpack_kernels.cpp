@@ -176,3 +176,41 @@ TEST_CASE("the Q4_K dot product is the float32 GEMV over the dequantized weights
   // the comparison sees the order: a plain left-to-right sum differs in most rows
   CHECK(differ_in_plain_order > 100);
 }
+
+TEST_CASE("Q4_K rows taken side by side give each row its own dot product's bits",
+          "[quant][unpack]") {
+  ag::Generator gen(9);
+  const quant::BlockLayout& l = quant::layout(BlockFormat::q4_k);
+  for (int64_t n : {256, 2048, 8192}) {
+    const int64_t row_bytes = quant::row_bytes(l, n);
+    std::vector<float> x(static_cast<size_t>(n)), wide(static_cast<size_t>(n));
+    for (auto& v : x) v = static_cast<float>(gen.normal());
+    // four rows: quantized weights, and a row of random bytes among them
+    std::vector<uint8_t> blocks(static_cast<size_t>(4 * row_bytes));
+    for (int j = 0; j < 4; ++j) {
+      for (auto& v : wide) v = static_cast<float>(gen.normal()) * (j + 1);
+      quant::quantize_row(l, wide.data(), n, blocks.data() + j * row_bytes);
+    }
+    const std::vector<uint8_t> noise = random_bytes(static_cast<size_t>(row_bytes), gen);
+    std::copy(noise.begin(), noise.end(), blocks.begin() + 2 * row_bytes);
+    for (UnpackKernel k : kernels())
+      for (int rows = 1; rows <= 4; ++rows)
+        for (int64_t ahead : {int64_t{0}, 4 * row_bytes, int64_t{2304}}) {
+          float s[4] = {-1, -1, -1, -1};
+          quant::dot_q4_k_rows(x.data(), blocks.data(), row_bytes, n, rows, ahead, s, k);
+          for (int j = 0; j < 4; ++j) {
+            INFO("n " << n << " kernel " << static_cast<int>(k) << " rows " << rows << " row "
+                      << j);
+            if (j >= rows) {
+              CHECK(s[j] == -1);  // nothing past the rows asked for
+              continue;
+            }
+            const float want = quant::dot_q4_k(x.data(), blocks.data() + j * row_bytes, n, k);
+            if (std::isnan(want))
+              CHECK(std::isnan(s[j]));
+            else
+              CHECK(std::memcmp(&s[j], &want, 4) == 0);
+          }
+        }
+  }
+}

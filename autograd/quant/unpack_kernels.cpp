@@ -146,25 +146,44 @@ AG_UNPACK_TARGET inline void q4_k_pair_dot(const uint8_t* qs, const float* x, __
   }
 }
 
-AG_UNPACK_TARGET float dot_q4_k_avx512(const float* x, const uint8_t* w, int64_t n) {
-  __m512 low = _mm512_setzero_ps(), high = _mm512_setzero_ps();
-  alignas(64) float scales[16];  // d1[0..8), m1 at 8..16
+// R rows side by side (dot_q4_k_rows), each row's sums as dot_q4_k_avx512's; ahead > 0 asks
+// for each block's bytes that far on.
+template <int R>
+AG_UNPACK_TARGET void dot_q4_k_rows_avx512(const float* x, const uint8_t* w, int64_t row_bytes,
+                                           int64_t n, int64_t ahead, float* s) {
+  __m512 low[R], high[R];
+  for (int k = 0; k < R; ++k) low[k] = _mm512_setzero_ps(), high[k] = _mm512_setzero_ps();
+  alignas(64) float scales[R][16];  // a row's d1[0..8), m1 at 8..16
   for (int64_t b = 0; b < n / kQ4K; ++b) {
-    const uint8_t* block = w + b * kQ4KBytes;
-    _mm512_store_ps(scales, q4_k_scales_avx512(block));
+    for (int k = 0; k < R; ++k) {
+      const uint8_t* block = w + k * row_bytes + b * kQ4KBytes;
+      if (ahead > 0)
+        for (int line = 0; line < kQ4KBytes; line += 64)
+          _mm_prefetch(block + ahead + line, _MM_HINT_T0);
+      _mm512_store_ps(scales[k], q4_k_scales_avx512(block));
+    }
     // read back from memory: broadcasts from memory are loads, where GCC would otherwise
     // take each scale out of the register by a permute (two shuffles a table)
     asm volatile("" ::: "memory");
     for (int j = 0; j < 4; ++j)
-      q4_k_pair_dot(block + 16 + 32 * j, x + b * kQ4K + 64 * j,
-                    level_values(scales + 2 * j, scales + 8 + 2 * j),
-                    level_values(scales + 2 * j + 1, scales + 9 + 2 * j), low, high);
+      for (int k = 0; k < R; ++k)
+        q4_k_pair_dot(w + k * row_bytes + b * kQ4KBytes + 16 + 32 * j, x + b * kQ4K + 64 * j,
+                      level_values(scales[k] + 2 * j, scales[k] + 8 + 2 * j),
+                      level_values(scales[k] + 2 * j + 1, scales[k] + 9 + 2 * j), low[k], high[k]);
   }
-  alignas(64) float l[16], h[16];
-  _mm512_store_ps(l, low);
-  _mm512_store_ps(h, high);
-  float s = 0;
-  for (int i = 0; i < 16; ++i) s += l[i] + h[i];
+  for (int k = 0; k < R; ++k) {
+    alignas(64) float l[16], h[16];
+    _mm512_store_ps(l, low[k]);
+    _mm512_store_ps(h, high[k]);
+    float sum = 0;
+    for (int i = 0; i < 16; ++i) sum += l[i] + h[i];
+    s[k] = sum;
+  }
+}
+
+AG_UNPACK_TARGET float dot_q4_k_avx512(const float* x, const uint8_t* w, int64_t n) {
+  float s;
+  dot_q4_k_rows_avx512<1>(x, w, 0, n, 0, &s);
   return s;
 }
 
@@ -214,6 +233,20 @@ float dot_q4_k(const float* x, const uint8_t* w, int64_t n, UnpackKernel k) {
   if (avx512(k)) return dot_q4_k_avx512(x, w, n);
 #endif
   return dot_q4_k_reference(x, w, n);
+}
+
+void dot_q4_k_rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t n, int rows,
+                   int64_t ahead, float* s, UnpackKernel k) {
+#if defined(__x86_64__)
+  if (avx512(k)) {
+    if (rows == 4) return dot_q4_k_rows_avx512<4>(x, w, row_bytes, n, ahead, s);
+    for (int j = 0; j < rows; ++j)
+      dot_q4_k_rows_avx512<1>(x, w + j * row_bytes, row_bytes, n, ahead, s + j);
+    return;
+  }
+#endif
+  (void)ahead;
+  for (int j = 0; j < rows; ++j) s[j] = dot_q4_k_reference(x, w + j * row_bytes, n);
 }
 
 void unpack_q4_k(const uint8_t* in, int64_t n, float* out, UnpackKernel k) {

@@ -33,5 +33,11 @@ void unpack_q8_0(const uint8_t* in, int64_t n, bfloat16* out, UnpackKernel k = u
 // order from 0. The same bits by either kernel: a float32 GEMV over the dequantized weights
 // in that order (tests/test_unpack_kernels.cpp), as the Q8_0 GEMV pairs its 32 weights.
 float dot_q4_k(const float* x, const uint8_t* w, int64_t n, UnpackKernel k = unpack_kernel());
+// s[j] = dot_q4_k(x, w + j row_bytes, n) for the j < rows (1 to 4) rows from w, the same
+// bits, their sums' chains side by side (one row's two chains of fused multiply-adds kept a
+// core waiting on their latency); each row's bytes `ahead` on are asked for as it is read
+// (the next group's, or a single row's own further on).
+void dot_q4_k_rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t n, int rows,
+                   int64_t ahead, float* s, UnpackKernel k = unpack_kernel());
 
 }  // namespace ag::quant
