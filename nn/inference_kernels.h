@@ -112,8 +112,8 @@ class StepPace {
 
 // A StepPace for each size of pass: one row and eight, or a prefill of 3 positions and one
 // of 60, take different times each way, and one pace for all would weigh one size's
-// threaded time against another's time on one thread (a server's 8-row steps stayed on one
-// thread after its 1-row steps had been timed there). Exact up to 16 rows, then one pace
+// threaded time against another's time on one thread (a server's 8-row team steps against
+// its 1-row steps on one thread could keep both on one). Exact up to 16 rows, then one pace
 // per power of two.
 class PacesByRows {
  public:
