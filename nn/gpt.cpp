@@ -211,15 +211,17 @@ std::vector<GPT::StreamedMatrix> GPT::streamed_matrices() const {
   std::vector<StreamedMatrix> out;
   visit_modules([&](const Module& m) {
     if (auto* linear = dynamic_cast<const Linear*>(&m))
-      out.push_back({linear->weight, linear->in_features() * linear->out_features()});
+      out.push_back(
+          {linear->weight, linear->in_features() * linear->out_features(), linear->out_features()});
   });
   if (head_->streamed_elements() > 0)
-    out.push_back({head_->streamed_weight(), head_->streamed_elements()});
+    out.push_back(
+        {head_->streamed_weight(), head_->streamed_elements(), head_->streamed_outputs()});
   return out;
 }
 
 void round_weights_to_bfloat16(GPT& model) {
-  for (const auto& [p, elements] : model.streamed_matrices()) {
+  for (const auto& [p, elements, outputs] : model.streamed_matrices()) {
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
     float* f = p.data<float>();
     ag::round_to_bfloat16(f, f, p.numel());
@@ -228,7 +230,7 @@ void round_weights_to_bfloat16(GPT& model) {
 
 void round_weights_to_q8_0(GPT& model) {
   const ag::quant::BlockLayout& q8 = ag::quant::layout(ag::quant::BlockFormat::q8_0);
-  for (const auto& [p, elements] : model.streamed_matrices()) {
+  for (const auto& [p, elements, outputs] : model.streamed_matrices()) {
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
     const int64_t rows = p.shape()[0], in = p.numel() / rows;
     if (in % q8.elements != 0)
@@ -278,7 +280,7 @@ int round_rows_to_fixed_blocks(float* f, int64_t rows, int64_t in,
 
 int round_weights_to_q4_k(GPT& model) {
   int most = 0;
-  for (const auto& [p, elements] : model.streamed_matrices()) {
+  for (const auto& [p, elements, outputs] : model.streamed_matrices()) {
     if (p.dtype() != ag::DType::Float32 || !p.is_contiguous()) continue;
     const int64_t rows = p.shape()[0], in = p.numel() / rows;
     const ag::quant::BlockLayout& l = *decoder_blocks(WeightFormat::q4_k, in);

@@ -71,6 +71,7 @@ class GPT : public Module {
   struct StreamedMatrix {
     ag::Tensor weight;
     int64_t elements;
+    int64_t outputs;  // its rows (known in a shape-only description too)
   };
   std::vector<StreamedMatrix> streamed_matrices() const;
 

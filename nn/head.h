@@ -35,10 +35,11 @@ class Head : public Module {
   // that does not predict tokens throws std::logic_error.
   virtual void infer(const InferenceContext& c, const float* a, int64_t rows, int64_t v0,
                      int64_t v1, float* y, int64_t ldy) const;
-  // The matrix infer streams (a bfloat16 decoder keeps a copy of it) and its element count
-  // (also of a shape-only description); undefined and 0 if none.
+  // The matrix infer streams (a bfloat16 decoder keeps a copy of it), its element count and
+  // its rows (also of a shape-only description); undefined and 0 if none.
   virtual ag::Tensor streamed_weight() const { return ag::Tensor(); }
   virtual int64_t streamed_elements() const { return 0; }
+  virtual int64_t streamed_outputs() const { return 0; }
 };
 
 // logits = h W^T with W [vocab_size, C]: the head's own weight ("lm_head.weight", drawn as a
@@ -58,6 +59,7 @@ class LMHead : public Head {
   ag::Tensor streamed_weight() const override { return weight; }
   void bind_inference(InferenceContext& c) const override { c.bind(this, weight, ag::Tensor()); }
   int64_t streamed_elements() const override { return vocab_size_ * d_model_; }
+  int64_t streamed_outputs() const override { return vocab_size_; }
   void footprint(Footprint& f) const override;
   bool tied() const { return tied_; }
   ag::Tensor weight;  // [vocab_size, d_model]

@@ -14,6 +14,7 @@
 #include "autograd/dtype.h"
 #include "autograd/quant/block_formats.h"
 #include "nn/block_gemv.h"
+#include "nn/panel_gemv.h"
 
 namespace nn {
 
@@ -23,11 +24,13 @@ namespace {
 // microsecond, and a model this small takes only tens of microseconds a step.
 constexpr int64_t kThreadedStepWork = int64_t{1} << 18;
 
-// Elements of the matrices a step streams, read off the model's description.
-int64_t streamed_elements(const GPTConfig& cfg) {
+// Elements of the matrices a step streams, read off the model's description; with
+// `as_panels`, the floats of their input-major panels (inference::panel_floats).
+int64_t streamed_elements(const GPTConfig& cfg, bool as_panels = false) {
   ShapeOnlyScope description;
   int64_t n = 0;
-  for (const auto& matrix : GPT(cfg, 0).streamed_matrices()) n += matrix.elements;
+  for (const auto& [p, elements, outputs] : GPT(cfg, 0).streamed_matrices())
+    n += as_panels ? inference::panel_floats(outputs, elements / outputs) : elements;
   return n;
 }
 
@@ -47,6 +50,7 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
   if (q8_0_weights(format) || format == WeightFormat::q4_k) pack_blocks(format);
+  if (keeps_weight_panels(cfg_, format)) pack_weight_panels();
   model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
   std::sort(c_.bound.begin(), c_.bound.end(), [](const auto& a, const auto& b) {
     return std::less<const Module*>{}(a.layer, b.layer);
@@ -80,7 +84,7 @@ void CachedInference::pack_bfloat16() {
   for (const auto& matrix : matrices) total += static_cast<size_t>(matrix.elements);
   packed_.resize(total);
   size_t at = 0;
-  for (const auto& [p, elements] : matrices) {
+  for (const auto& [p, elements, outputs] : matrices) {
     const float* f = p.const_data<float>();
     const auto n = static_cast<size_t>(p.numel());
     for (size_t i = 0; i < n; ++i)
@@ -93,6 +97,28 @@ void CachedInference::pack_bfloat16() {
     ag::to_bfloat16(f, packed_.data() + at, static_cast<int64_t>(n));
     c_.bf16_copies.emplace_back(f, packed_.data() + at);
     at += n;
+  }
+}
+
+bool keeps_weight_panels(const GPTConfig& cfg, WeightFormat format) {
+  return format == WeightFormat::fp32 &&
+         4.0 * static_cast<double>(streamed_elements(cfg)) <= kPanelWeightBytes;
+}
+
+// Every streamed matrix as input-major panels (panel_gemv.h); panels_ is sized
+// once, so that the pointers stay valid.
+void CachedInference::pack_weight_panels() {
+  const auto matrices = model_.streamed_matrices();
+  int64_t total = 0;
+  for (const auto& [p, elements, outputs] : matrices)
+    total += inference::panel_floats(outputs, elements / outputs);
+  panels_.resize(static_cast<size_t>(total));
+  int64_t at = 0;
+  for (const auto& [p, elements, outputs] : matrices) {
+    const int64_t in = elements / outputs;
+    inference::pack_panels(p.const_data<float>(), outputs, in, panels_.data() + at);
+    c_.panel_copies.emplace_back(p.const_data<float>(), panels_.data() + at);
+    at += inference::panel_floats(outputs, in);
   }
 }
 
@@ -122,13 +148,13 @@ double streamed_bytes(const GPT& model, WeightFormat format) {
 void CachedInference::pack_blocks(WeightFormat format) {
   const auto matrices = model_.streamed_matrices();
   int64_t total = 0;
-  for (const auto& [p, elements] : matrices)
+  for (const auto& [p, elements, outputs] : matrices)
     if (const auto* l = decoder_blocks(format, p.numel() / p.shape()[0]))
       total += ag::quant::row_bytes(*l, elements);
   blocks_.resize(static_cast<size_t>(total));
   int64_t at = 0;
   std::vector<float> back;
-  for (const auto& [p, elements] : matrices) {
+  for (const auto& [p, elements, outputs] : matrices) {
     const float* f = p.const_data<float>();
     const int64_t rows = p.shape()[0], in = p.numel() / rows;
     const ag::quant::BlockLayout& l = *decoder_blocks(format, in);
@@ -205,12 +231,14 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
                                  B * static_cast<double>(cfg.n_heads) * T) +
                         B * static_cast<double>(cfg.vocab_size);
   // the copies: 2 bytes a weight in bfloat16, 34 per 32 in Q8_0 (and at most that in
-  // q4_k, whose matrices of short rows are Q8_0)
+  // q4_k, whose matrices of short rows are Q8_0); a small model's input-major panels
   const double copy_bytes = format == WeightFormat::bf16                           ? 2.0
                             : q8_0_weights(format) || format == WeightFormat::q4_k ? 34.0 / 32.0
                                                                                    : 0.0;
+  const double panels =
+      keeps_weight_panels(cfg, format) ? static_cast<double>(streamed_elements(cfg, true)) : 0;
   const double bytes =
-      floats * sizeof(float) + copy_bytes * static_cast<double>(streamed_elements(cfg));
+      (floats + panels) * sizeof(float) + copy_bytes * static_cast<double>(streamed_elements(cfg));
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
 }
 
@@ -226,8 +254,12 @@ void InferenceContext::bind(const Module* layer, const ag::Tensor& weight, const
     if (from == f) q4_k = to;
   for (const auto& [from, to] : q8_0_q8_copies)
     if (from == f) interleaved = to;
-  bound.push_back(Bound{
-      layer, {f, copy, blocks, q4_k, interleaved}, bias.defined() ? bias.data<float>() : nullptr});
+  const float* panels = nullptr;
+  for (const auto& [from, to] : panel_copies)
+    if (from == f) panels = to;
+  bound.push_back(Bound{layer,
+                        {f, copy, blocks, q4_k, interleaved, panels},
+                        bias.defined() ? bias.data<float>() : nullptr});
 }
 
 void InferenceContext::unbound() {

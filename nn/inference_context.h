@@ -59,6 +59,8 @@ struct InferenceContext {
   // WeightFormat::q4_k: each streamed matrix's Q4_K blocks (rows of a multiple of 256
   // weights; the others' Q8_0 blocks are among q8_0_copies)
   std::vector<std::pair<const float*, const uint8_t*>> q4_k_copies;
+  // keeps_weight_panels: each streamed matrix's input-major panels, by its float32 data
+  std::vector<std::pair<const float*, const float*>> panel_copies;
 
   // What a layer's inference step reads, resolved once when the decoder is made
   // (Module::bind_inference), so that a step follows no tensor to its storage: the layer's

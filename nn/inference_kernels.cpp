@@ -16,6 +16,7 @@
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 #include "nn/block_gemv.h"
+#include "nn/panel_gemv.h"
 
 namespace nn::inference {
 
@@ -321,10 +322,14 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
     if (W.q8_0) return q8_0_linear(x, rows, in, W.q8_0, bias, out, y, ldy, accumulate);
     if (W.q4_k) return q4_k_linear(x, rows, in, W.q4_k, bias, out, y, ldy, accumulate);
     if (W.bf16) return vector_linear(x, rows, in, W.bf16, bias, out, y, ldy, accumulate);
+    if (W.panels)
+      return panel_linear(x, rows, in, W.panels, W.first, bias, out, y, ldy, accumulate);
     return vector_linear(x, rows, in, W.f32, bias, out, y, ldy, accumulate);
   }
   const double product =
       static_cast<double>(rows) * static_cast<double>(matrix_out) * static_cast<double>(in);
+  if (product < kBlasMultiplyAdds && W.panels)
+    return panel_linear(x, rows, in, W.panels, W.first, bias, out, y, ldy, accumulate);
   if (product < kBlasMultiplyAdds)
     return vector_linear(x, rows, in, W.f32, bias, out, y, ldy, accumulate);
   if (bias)

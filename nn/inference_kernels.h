@@ -14,18 +14,25 @@ namespace nn::inference {
 // a bfloat16 copy holding the same values (the matrix was rounded to bfloat16 first), for
 // the steps, which then read half the bytes.
 // Or its ggml Q8_0 blocks (34 bytes per 32 weights of a row: a half scale, 32 int8 levels),
-// holding the same values; or its Q4_K blocks (144 bytes per 256 weights).
+// holding the same values; or its Q4_K blocks (144 bytes per 256 weights). Or, beside the
+// float32 rows, the same values as input-major panels (a small model's decoder's copy,
+// panel_gemv.h), which the vector kernel then reads in place of the rows.
 struct Weights {
   const float* f32 = nullptr;
   const ag::bfloat16* bf16 = nullptr;
   const uint8_t* q8_0 = nullptr;
   const uint8_t* q4_k = nullptr;
   const uint8_t* q8_0_q8 = nullptr;  // Q8_0 blocks interleaved for Q8_0 activations
-  Weights rows_from(int64_t first, int64_t in) const {
-    return {f32 + first * in, bf16 ? bf16 + first * in : nullptr,
-            q8_0 ? q8_0 + first * in / 32 * 34 : nullptr,
-            q4_k ? q4_k + first * in / 256 * 144 : nullptr,
-            q8_0_q8 ? q8_0_q8 + first * in / 32 * 34 : nullptr};
+  const float* panels = nullptr;     // the whole matrix's panels (pack_panels)
+  int64_t first = 0;                 // the output these weights start at (the panels' own)
+  Weights rows_from(int64_t from, int64_t in) const {
+    return {f32 + from * in,
+            bf16 ? bf16 + from * in : nullptr,
+            q8_0 ? q8_0 + from * in / 32 * 34 : nullptr,
+            q4_k ? q4_k + from * in / 256 * 144 : nullptr,
+            q8_0_q8 ? q8_0_q8 + from * in / 32 * 34 : nullptr,
+            panels,
+            first + from};
   }
 };
 
@@ -37,6 +44,8 @@ struct Weights {
 // work, so the same bits on any thread count; the bfloat16 pass pairs the weights differently from
 // the float32 one, so the two agree to float32 rounding, not to the bit); more rows by BLAS's GEMM
 // on the float32 values where the product is large (below).
+// Where W has its panels (W.panels), the vector kernel is panel_linear's, in its order
+// (panel_gemv.h), for every row count it takes.
 // vector_rows: the most rows the vector kernel takes (kVectorRows; a server's step of
 // independent sequences asks for more, so that every row keeps the bits it has alone).
 // matrix_out: the whole matrix's outputs, of which [y, y + out) is this thread's share.

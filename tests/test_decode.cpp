@@ -164,7 +164,14 @@ TEST_CASE("bfloat16 rounding covers the matrices a step reads, and nothing else"
     }
   }
   CHECK_NOTHROW(nn::CachedInference(model, 1, nn::WeightFormat::bf16));
-  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16) >
+  // the copies are counted: 2 bytes a weight beside float32 read in place (a model above the
+  // panels' size), and fewer than a small model's float32 panels, 4 bytes a weight
+  nn::GPTConfig wide = cfg;
+  wide.d_model = 512, wide.n_heads = 8, wide.n_layers = 3;
+  REQUIRE_FALSE(nn::keeps_weight_panels(wide, nn::WeightFormat::fp32));
+  CHECK(nn::CachedInference::memory_bytes(wide, 1, 2, nn::WeightFormat::bf16) >
+        nn::CachedInference::memory_bytes(wide, 1, 2));
+  CHECK(nn::CachedInference::memory_bytes(cfg, 1, 2, nn::WeightFormat::bf16) <
         nn::CachedInference::memory_bytes(cfg, 1, 2));
 }
 
@@ -721,4 +728,21 @@ TEST_CASE("the decoder's memory grows with its window, not the square of the con
   // counts that would overflow saturate instead of wrapping to a small or negative size
   CHECK(nn::CachedInference::memory_bytes(cfg, int64_t{1} << 62, 2) == INT64_MAX);
   CHECK(nn::CachedInference::memory_bytes(cfg, 1, 1 << 30) > (int64_t{1} << 40));
+}
+
+TEST_CASE("a small model's float32 decoder keeps panels and counts them; a large one reads W",
+          "[decode]") {
+  nn::GPTConfig small = ag_test::decode_configs().front().second;
+  CHECK(nn::keeps_weight_panels(small, nn::WeightFormat::fp32));
+  CHECK_FALSE(nn::keeps_weight_panels(small, nn::WeightFormat::bf16));
+  CHECK_FALSE(nn::keeps_weight_panels(small, nn::WeightFormat::q8_0));
+  // the panels' floats (each matrix's outputs rounded up to 16) in the memory it plans
+  nn::GPTConfig wide = small;
+  wide.d_model = 512, wide.n_heads = 8, wide.n_layers = 2;  // 6.3 M weights: 25 MB
+  REQUIRE(nn::keeps_weight_panels(wide, nn::WeightFormat::fp32));
+  const int64_t with_panels = nn::CachedInference::memory_bytes(wide, 1, 1);
+  wide.n_layers = 3;  // 9.4 M weights: 38 MB, above kPanelWeightBytes
+  CHECK_FALSE(nn::keeps_weight_panels(wide, nn::WeightFormat::fp32));
+  const int64_t without = nn::CachedInference::memory_bytes(wide, 1, 1);
+  CHECK(with_panels > without);  // a third layer's cache does not make up for the copy
 }

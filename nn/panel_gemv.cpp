@@ -1,0 +1,126 @@
+#include "nn/panel_gemv.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace nn::inference {
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+// Where a tile writes: its first panel's lane 0 is output `start` of y's share (negative
+// when the share begins inside that panel), and the share holds outputs [0, out).
+struct TileOutputs {
+  int64_t start, out;
+  bool holds(int64_t o) const { return o >= 0 && o < out; }
+};
+
+#ifdef __AVX512F__
+// The lanes of panel v of a tile that fall inside the share.
+inline __mmask16 lanes_inside(TileOutputs t, int v) {
+  unsigned bits = 0;
+  for (int l = 0; l < kLanes; ++l)
+    if (t.holds(t.start + v * kLanes + l)) bits |= 1u << l;
+  return static_cast<__mmask16>(bits);
+}
+
+// R rows of x against V panels from `panels` (a panel each vector): R V sums in registers,
+// each weight vector loaded once for the R rows: enough chains to keep both FMA units busy
+// (R V >= 8), and few enough loads an FMA (V + R per R V).
+template <int R, int V>
+void tile(const float* x, int64_t in, const float* panels, TileOutputs t, const float* bias,
+          float* y, int64_t ldy, bool accumulate) {
+  __m512 acc[R][V];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < in; ++i) {
+    __m512 w[V];
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) w[v] = _mm512_loadu_ps(panels + (v * in + i) * kLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 xb = _mm512_set1_ps(x[r * in + i]);
+#pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(w[v], xb, acc[r][v]);
+    }
+  }
+  for (int v = 0; v < V; ++v) {
+    const __mmask16 mask = lanes_inside(t, v);
+    const int64_t o = t.start + v * kLanes;
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + o) : _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+      __m512 s = _mm512_add_ps(acc[r][v], b);
+      if (accumulate) s = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + r * ldy + o), s);
+      _mm512_mask_storeu_ps(y + r * ldy + o, mask, s);
+    }
+  }
+}
+#else
+// The same sums output by output (std::fma: the same roundings as the vector FMA).
+template <int R, int V>
+void tile(const float* x, int64_t in, const float* panels, TileOutputs t, const float* bias,
+          float* y, int64_t ldy, bool accumulate) {
+  for (int v = 0; v < V; ++v)
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t o = t.start + v * kLanes + l;
+      if (!t.holds(o)) continue;
+      const float* w = panels + v * in * kLanes + l;
+      for (int r = 0; r < R; ++r) {
+        float acc = 0;
+        for (int64_t i = 0; i < in; ++i) acc = std::fma(w[i * kLanes], x[r * in + i], acc);
+        const float s = acc + (bias ? bias[o] : 0.0f);
+        float& to = y[r * ldy + o];
+        to = accumulate ? to + s : s;
+      }
+    }
+}
+#endif
+
+// R rows against the share's panels: V at a time, then one at a time.
+template <int R, int V>
+void rows_of(const float* x, int64_t in, const float* panels, int64_t first, const float* bias,
+             int64_t out, float* y, int64_t ldy, bool accumulate) {
+  const int64_t p0 = first / kLanes, p1 = (first + out + kLanes - 1) / kLanes;
+  int64_t p = p0;
+  auto at = [&](int64_t panel) { return TileOutputs{panel * kLanes - first, out}; };
+  for (; p + V <= p1; p += V)
+    tile<R, V>(x, in, panels + p * in * kLanes, at(p), bias, y, ldy, accumulate);
+  for (; p < p1; ++p) tile<R, 1>(x, in, panels + p * in * kLanes, at(p), bias, y, ldy, accumulate);
+}
+
+}  // namespace
+
+int64_t panel_floats(int64_t out, int64_t in) {
+  return (out + kLanes - 1) / kLanes * kLanes * in;
+}
+
+void pack_panels(const float* w, int64_t out, int64_t in, float* panels) {
+  for (int64_t p = 0; p * kLanes < out; ++p)
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const int64_t o = p * kLanes + l;
+        panels[(p * in + i) * kLanes + l] = o < out ? w[o * in + i] : 0.0f;
+      }
+}
+
+// Rows eight at a time (two panels a tile), then four (four), two and one (eight): the
+// shapes measured fastest for each count on the AMX Xeon ([384, 128] and [128, 512]).
+void panel_linear(const float* x, int64_t rows, int64_t in, const float* panels, int64_t first,
+                  const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8)
+    rows_of<8, 2>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+  for (; r + 4 <= rows; r += 4)
+    rows_of<4, 4>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+  for (; r + 2 <= rows; r += 2)
+    rows_of<2, 8>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+  for (; r < rows; ++r)
+    rows_of<1, 8>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+}
+
+}  // namespace nn::inference
