@@ -13,6 +13,7 @@
 
 #include "autograd/half.h"
 #include "autograd/quant/unpack_kernels.h"
+#include "nn/inference_kernels.h"
 
 namespace nn::inference {
 
@@ -117,11 +118,7 @@ void q8_0_group(const float* x, int64_t rows, int64_t in, const uint8_t* w, cons
   for (int64_t r = 0; r < rows; ++r) {
     float s[R];
     q8_0_rows<R>(x + r * in, w + o * row_bytes, row_bytes, blocks, s);
-    for (int k = 0; k < R; ++k) {
-      const float v = s[k] + (bias ? bias[o + k] : 0.0f);
-      float& to = y[r * ldy + o + k];
-      to = accumulate ? to + v : v;
-    }
+    for (int k = 0; k < R; ++k) store_output(s[k], bias, o + k, y[r * ldy + o + k], accumulate);
   }
 }
 
@@ -157,11 +154,7 @@ void q4_k_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, con
       float s[kGroup];
       ag::quant::dot_q4_k_rows(x + r * in, w + o * row_bytes, row_bytes, in, n, kGroup * row_bytes,
                                s, kernel);
-      for (int k = 0; k < n; ++k) {
-        const float v = s[k] + (bias ? bias[o + k] : 0.0f);
-        float& to = y[r * ldy + o + k];
-        to = accumulate ? to + v : v;
-      }
+      for (int k = 0; k < n; ++k) store_output(s[k], bias, o + k, y[r * ldy + o + k], accumulate);
     }
   }
 }

@@ -18,6 +18,7 @@
 
 #include "autograd/half.h"
 #include "nn/block_gemv.h"
+#include "nn/inference_kernels.h"
 
 namespace nn::inference {
 
@@ -201,9 +202,7 @@ void q8_0_q8_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, 
     const uint8_t* row = w + o * blocks * 34;
     for (int64_t r = 0; r < rows; ++r) {
       const PreparedRow& p = xs[static_cast<size_t>(r)];
-      const float v = dot(p, row, blocks) + (bias ? bias[o] : 0.0f);
-      float& to = y[r * ldy + o];
-      to = accumulate ? to + v : v;
+      store_output(dot(p, row, blocks), bias, o, y[r * ldy + o], accumulate);
     }
   }
 }

@@ -85,10 +85,7 @@ inline void add_bias_and_store(const float* s, const float* bias, float* y, bool
     if (accumulate) std::memcpy(&before, y + k, sizeof before), v = before + v;
     std::memcpy(y + k, &v, sizeof v);
   }
-  for (; k < n; ++k) {
-    const float v = s[k] + (bias ? bias[k] : 0.0f);
-    y[k] = accumulate ? y[k] + v : v;
-  }
+  for (; k < n; ++k) store_output(s[k], bias, k, y[k], accumulate);
 }
 
 // Sixteen weights as floats: float32 loaded, bfloat16 widened (exact: its bits shifted up).
@@ -209,8 +206,7 @@ void one_output(const float* x, int64_t rows, int64_t in, const W* w, const floa
   for (int64_t r = 0; r < rows; ++r) {
     float s = 0;
     for (int64_t i = 0; i < in; ++i) s += float(wo[i]) * x[r * in + i];
-    const float v = s + (bias ? bias[o] : 0.0f);
-    y[r * ldy + o] = accumulate ? y[r * ldy + o] + v : v;
+    store_output(s, bias, o, y[r * ldy + o], accumulate);
   }
 }
 

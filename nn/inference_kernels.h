@@ -36,6 +36,13 @@ struct Weights {
   }
 };
 
+// to (+)= sum + bias[o] (+ 0 without a bias): the last two roundings of every GEMV below,
+// in that order.
+inline void store_output(float sum, const float* bias, int64_t o, float& to, bool accumulate) {
+  const float v = sum + (bias ? bias[o] : 0.0f);
+  to = accumulate ? to + v : v;
+}
+
 // y[r] (r < rows, row stride ldy) = x[r] (row stride in) W^T + bias for W [out, in]; with
 // accumulate, y[r] += the same. A few rows (a step's) by our own vector kernel, which
 // never starts threads (a step shares its work out itself, and BLAS would start its own

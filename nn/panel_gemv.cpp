@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/inference_kernels.h"
+
 namespace nn::inference {
 
 namespace {
@@ -73,9 +75,7 @@ void tile(const float* x, int64_t in, const float* panels, TileOutputs t, const 
       for (int r = 0; r < R; ++r) {
         float acc = 0;
         for (int64_t i = 0; i < in; ++i) acc = std::fma(w[i * kLanes], x[r * in + i], acc);
-        const float s = acc + (bias ? bias[o] : 0.0f);
-        float& to = y[r * ldy + o];
-        to = accumulate ? to + s : s;
+        store_output(acc, bias, o, y[r * ldy + o], accumulate);
       }
     }
 }
@@ -112,6 +112,7 @@ void pack_panels(const float* w, int64_t out, int64_t in, float* panels) {
 // shapes measured fastest for each count on the AMX Xeon ([384, 128] and [128, 512]).
 void panel_linear(const float* x, int64_t rows, int64_t in, const float* panels, int64_t first,
                   const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  if (out <= 0) return;  // (a thread's empty share would still read the panel it starts in)
   int64_t r = 0;
   for (; r + 8 <= rows; r += 8)
     rows_of<8, 2>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);

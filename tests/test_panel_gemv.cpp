@@ -60,9 +60,9 @@ TEST_CASE("the panel GEMV sums each output as one chain of fused multiply-adds",
     std::vector<float> panels(static_cast<size_t>(nn::inference::panel_floats(total, in)));
     nn::inference::pack_panels(w.data(), total, in, panels.data());
     // a whole matrix, a share that starts inside a panel, one that starts on a panel's start
-    // and ends inside one, a single output
+    // and ends inside one, a single output, an empty share (a thread's: nothing written)
     for (const auto& [first, out] :
-         {std::pair<int64_t, int64_t>{0, total}, {5, 37}, {16, 21}, {69, 1}})
+         {std::pair<int64_t, int64_t>{0, total}, {5, 37}, {16, 21}, {69, 1}, {37, 0}})
       for (int64_t rows = 1; rows <= most; ++rows)
         for (const bool with_bias : {false, true})
           for (const bool accumulate : {false, true}) {
