@@ -77,17 +77,6 @@ void dots4(const T* rows, int64_t ld, int64_t n, const T* mat, int64_t R, int64_
   }
 }
 
-// out[k] += sum_j coef[j] * mat[j * K + k], for k < K, j < R
-template <typename T>
-void combine(const T* coef, const T* mat, int64_t R, int64_t K, T* out) {
-  for (int64_t j = 0; j < R; ++j) {
-    const T c = coef[j];
-    const T* m = mat + j * K;
-    AG_SIMD
-    for (int64_t k = 0; k < K; ++k) out[k] += c * m[k];
-  }
-}
-
 // A vector of AVX-512's width (tile_kernels.h's), loaded and stored unaligned
 template <typename T>
 using Vec = tile::simd_t<T>;
@@ -102,6 +91,33 @@ Vec<T> load(const T* p) {
 template <typename T>
 void store(T* p, const Vec<T>& v) {
   std::memcpy(p, &v, sizeof v);
+}
+
+// For each of the n <= 4 rows i: out_i[k] = (init_i[k], or 0 without init) + sum_j
+// coef_i[j] mat[j * K + k], for k < K, the terms added in order of j. A vector of out_i is
+// held in a register through the R terms, and each vector of mat is loaded once for the n
+// rows: one pass over out (a pass a term read and wrote the whole row R times).
+template <typename T>
+void combine_rows(const T* coef, int64_t ldc, const T* mat, int64_t R, int64_t K, const T* init,
+                  int64_t ldi, T* out, int64_t ldo, int64_t n) {
+  constexpr int64_t L = tile::kLanes<T>;
+  const auto start = [&](int64_t i, int64_t k) { return init ? init[i * ldi + k] : T(0); };
+  int64_t k = 0;
+  for (; k + L <= K; k += L) {
+    Vec<T> acc[4];
+    for (int64_t i = 0; i < n; ++i) acc[i] = init ? load(init + i * ldi + k) : Vec<T>{};
+    for (int64_t j = 0; j < R; ++j) {
+      const Vec<T> m = load(mat + j * K + k);
+      for (int64_t i = 0; i < n; ++i) acc[i] += coef[i * ldc + j] * m;
+    }
+    for (int64_t i = 0; i < n; ++i) store(out + i * ldo + k, acc[i]);
+  }
+  for (; k < K; ++k)
+    for (int64_t i = 0; i < n; ++i) {
+      T acc = start(i, k);
+      for (int64_t j = 0; j < R; ++j) acc += coef[i * ldc + j] * mat[j * K + k];
+      out[i * ldo + k] = acc;
+    }
 }
 
 // part[j * K + k] = sum over the n rows i of coef[i * ldc + j] * rows[i * ldr + k]: the
@@ -156,10 +172,18 @@ void forward_rows(const Adapters<T>& l, const T* x, const T* y, T* u, T* out, in
     for (const auto& t : l.terms)
       dots4(x + i * K, K, std::min<int64_t>(4, r1 - i), l.a.data() + t.j0 * K, t.rank, K, t.scale,
             u + i * R + t.j0, R);
-  for (int64_t i = r0; i < r1; ++i) {
-    std::copy(y + i * N, y + (i + 1) * N, out + i * N);
-    for (const auto& t : l.terms)
-      combine(u + i * R + t.j0, l.bt.data() + t.bt, t.rank, t.out, out + i * N + t.col);
+  for (int64_t i = r0; i < r1; i += 4) {
+    const int64_t n = std::min<int64_t>(4, r1 - i);
+    int64_t col = 0;  // y's columns outside every term are copied
+    for (const auto& t : l.terms) {
+      for (int64_t r = 0; r < n; ++r)
+        std::copy(y + (i + r) * N + col, y + (i + r) * N + t.col, out + (i + r) * N + col);
+      combine_rows(u + i * R + t.j0, R, l.bt.data() + t.bt, t.rank, t.out, y + i * N + t.col, N,
+                   out + i * N + t.col, N, n);
+      col = t.col + t.out;
+    }
+    for (int64_t r = 0; r < n; ++r)
+      std::copy(y + (i + r) * N + col, y + (i + r + 1) * N, out + (i + r) * N + col);
   }
 }
 
@@ -181,10 +205,10 @@ void backward_rows(const Adapters<T>& l, const T* g, const T* x, const T* u, T* 
       for (const auto& t : l.terms)
         dots4(g + i * N + t.col, N, std::min<int64_t>(4, r1 - i), l.bt.data() + t.bt, t.rank, t.out,
               t.scale, du + i * R + t.j0, R);
-  if (d.dx) {
-    std::fill(d.dx + r0 * K, d.dx + r1 * K, T(0));
-    for (int64_t i = r0; i < r1; ++i) combine(du + i * R, l.a.data(), R, K, d.dx + i * K);
-  }
+  if (d.dx)
+    for (int64_t i = r0; i < r1; i += 4)
+      combine_rows(du + i * R, R, l.a.data(), R, K, static_cast<const T*>(nullptr), 0, d.dx + i * K,
+                   K, std::min<int64_t>(4, r1 - i));
   if (d.part_a) outer_sums(du + r0 * R, R, x + r0 * K, K, n, R, K, d.part_a + c * R * K);
   if (d.part_b)
     for (const auto& t : l.terms)
