@@ -293,13 +293,15 @@ void vector_linear(const float* x, int64_t rows, int64_t in, const W* w, const f
   // 4 rows 15.6-17.9; from memory 17-57% of a plain read against 53-78%.)
   const bool one_set = in * static_cast<int64_t>(sizeof(W)) % 4096 == 0;
   // One row of x against bfloat16 rows of 4 KB (Llama-3.2-1B's 2048 weights), its x (8 KB)
-  // staying in L1 beside them: one weight row at a time, the matrix one stream the hardware
-  // prefetcher follows, each row asking for the next. (One Zen 4 core, [8192, 2048] from
-  // memory: 76-82% of a plain read against 61-69% four at a time. Rows of 8192, whose x
-  // would fill L1, keep four: 41-49% one at a time against 71-72%; rows of 576 to 1536 showed
-  // no gain.)
+  // staying in L1 beside them: two weight rows a pass, the matrix read in order, each pair
+  // asking for the next; the last out % 4 outputs one at a time, as several rows of x take
+  // them. (One Zen 4 core, [8192, 2048] from memory: one row a pass 76-82% of a plain read
+  // against 61-69% four at a time. The AMX Xeon: two rows a pass 100-105% against one row's
+  // 76-83%, from the caches 21-23 G weights/s against 14.7: one row's sum is one chain of
+  // multiply-adds, whose latency bound it. Rows of 8192, whose x would fill L1, keep four:
+  // 41-49% one at a time against 71-72%; rows of 576 to 1536 showed no gain.)
   if (std::is_same_v<W, ag::bfloat16> && rows == 1 && in * static_cast<int64_t>(sizeof(W)) == 4096)
-    for (; o < out; ++o) row_group<1>(x, rows, in, w, bias, o, y, ldy, accumulate);
+    for (; o + 2 <= out / 4 * 4; o += 2) row_group<2>(x, rows, in, w, bias, o, y, ldy, accumulate);
   for (; !one_set && o + kGroupRows <= out; o += kGroupRows)
     row_group<kGroupRows>(x, rows, in, w, bias, o, y, ldy, accumulate);
   for (; o + 4 <= out; o += 4) row_group<4>(x, rows, in, w, bias, o, y, ldy, accumulate);

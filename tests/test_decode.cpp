@@ -439,27 +439,32 @@ TEST_CASE("rows at lengths of their own, stepped together, equal each row decode
 TEST_CASE("the vector kernel gives each row the bits it has alone, however many rows it runs",
           "[decode]") {
   // outputs that are no multiple of 4 (the weight rows of a pass); widths of whole lanes
-  // (four rows share each weight load) and not (a row at a time)
-  for (const int64_t in : {64, 70}) {
-    const int64_t out = 37, most = 9;
-    ag::Generator gen(5);
-    const Tensor w = ag::randn({out, in}, gen), x = ag::randn({most, in}, gen),
-                 bias = ag::randn({out}, gen);
-    for (bool accumulate : {false, true}) {
-      std::vector<float> alone(static_cast<size_t>(most * out), 0.5f);
-      for (int64_t r = 0; r < most; ++r)
-        nn::inference::linear(x.const_data<float>() + r * in, 1, in,
-                              {w.const_data<float>(), nullptr}, bias.const_data<float>(), out, out,
-                              alone.data() + r * out, out, accumulate);
-      for (int64_t rows = 2; rows <= most; ++rows) {
-        std::vector<float> together(static_cast<size_t>(rows * out), 0.5f);
-        nn::inference::linear(x.const_data<float>(), rows, in, {w.const_data<float>(), nullptr},
-                              bias.const_data<float>(), out, out, together.data(), out, accumulate,
-                              /*vector_rows=*/most);
-        CHECK(std::equal(together.begin(), together.end(), alone.begin()));
+  // (four rows share each weight load) and not (a row at a time); bfloat16 weights too,
+  // among them rows of 4 KB (2048 weights: one row of x takes them two rows a pass)
+  for (const bool bf16 : {false, true})
+    for (const int64_t in : {64, 70, 2048}) {
+      const int64_t out = 37, most = 9;
+      ag::Generator gen(5);
+      const Tensor w = ag::randn({out, in}, gen), x = ag::randn({most, in}, gen),
+                   bias = ag::randn({out}, gen);
+      const std::vector<ag::bfloat16> rounded(w.const_data<float>(),
+                                              w.const_data<float>() + out * in);
+      const nn::inference::Weights weights{w.const_data<float>(), bf16 ? rounded.data() : nullptr};
+      for (bool accumulate : {false, true}) {
+        std::vector<float> alone(static_cast<size_t>(most * out), 0.5f);
+        for (int64_t r = 0; r < most; ++r)
+          nn::inference::linear(x.const_data<float>() + r * in, 1, in, weights,
+                                bias.const_data<float>(), out, out, alone.data() + r * out, out,
+                                accumulate);
+        for (int64_t rows = 2; rows <= most; ++rows) {
+          std::vector<float> together(static_cast<size_t>(rows * out), 0.5f);
+          nn::inference::linear(x.const_data<float>(), rows, in, weights, bias.const_data<float>(),
+                                out, out, together.data(), out, accumulate, /*vector_rows=*/most);
+          INFO("bf16 " << bf16 << " in " << in << " rows " << rows << " accumulate " << accumulate);
+          CHECK(std::equal(together.begin(), together.end(), alone.begin()));
+        }
       }
     }
-  }
 }
 
 TEST_CASE("the decoder refuses misuse with a clear error", "[decode]") {
