@@ -474,26 +474,36 @@ bool StepPace::threaded() {
   const int64_t start = kTimedFirst + 1;
   if (timed_[0] < start || timed_[1] < start) return timed_[1] <= timed_[0];
   const bool faster = average_[1] <= average_[0];
-  trial_ = steps_ >= next_trial_;
-  return trial_ ? !faster : faster;
+  if (trial_ == 0 && steps_ >= next_trial_) trial_ = 2;
+  return trial_ > 0 ? !faster : faster;
 }
 
 void StepPace::record(bool threaded, double seconds) {
   const int mode = threaded ? 1 : 0;
   if (timed_[mode]++ == 0) return;  // a warm-up: the team's threads start, caches fill
+  // a trial's first step is a warm-up too: after steps on one thread the team's other
+  // threads sleep, and waking them took 700-950 us against a step's 56 (a server's one
+  // stream, the default model), which kept one row on one thread, 1.7x slower
+  if (trial_ == 2) {
+    trial_ = 1;
+    return;
+  }
   const int64_t start = kTimedFirst + 1;
-  // at the start the minimum; then the mode in use is averaged, and a trial of the other
+  // at the start the minimum; then the mode in use is averaged, each step counted as at
+  // most twice the average (one step slowed by another process, or by a handler taking the
+  // core, moves it by an eighth, where it could flip the choice), and a trial of the other
   // stands for it alone (its old average may be from a busier minute)
   double& avg = average_[mode];
-  if (timed_[mode] == 2 || trial_)
+  if (timed_[mode] == 2 || trial_ == 1)
     avg = seconds;
   else
-    avg = timed_[mode] <= start ? std::min(avg, seconds) : 0.875 * avg + 0.125 * seconds;
+    avg = timed_[mode] <= start ? std::min(avg, seconds)
+                                : 0.875 * avg + 0.125 * std::min(seconds, 2 * avg);
   if (timed_[0] < start || timed_[1] < start) return;
-  if (trial_ || next_trial_ == 0) {  // the next trial of the slower: rarer the slower it is
+  if (trial_ == 1 || next_trial_ == 0) {  // the next trial of the slower: rarer the slower it is
     const double ratio = std::max(average_[0], average_[1]) / std::min(average_[0], average_[1]);
     next_trial_ = steps_ + static_cast<int64_t>(32 * std::min(ratio, 64.0));
-    trial_ = false;
+    trial_ = 0;
   }
 }
 

@@ -110,9 +110,10 @@ class SpinBarrier {
 
 // Whether a step should run on its threads or on one: both are timed as steps run (at the
 // start in turn, each one's first step discarded as the team's threads start then, and the
-// minimum of its next two kept), the faster is used (a moving average), and the slower is
-// tried again now and then, the more rarely the slower it was, so that trying costs about
-// 3% of the time.
+// minimum of its next two kept), the faster is used (a moving average that one slow step
+// moves by an eighth at most), and the slower is tried again now and then (two steps, the
+// first discarded: the team's threads wake), the more rarely the slower it was, so that
+// trying costs about 3% of the time.
 class StepPace {
  public:
   bool threaded();                             // the choice for the next step
@@ -123,7 +124,7 @@ class StepPace {
   double average_[2] = {0, 0};               // one thread, threads (seconds a step)
   int64_t timed_[2] = {0, 0};                // steps timed each way
   int64_t steps_ = 0, next_trial_ = 0;
-  bool trial_ = false;
+  int trial_ = 0;  // steps left of a trial of the slower way: its warm-up, then the timed one
 };
 
 // A StepPace for each size of pass: one row and eight, or a prefill of 3 positions and one

@@ -559,6 +559,31 @@ TEST_CASE("the pace runs steps on the faster of one thread and the team", "[deco
   CHECK(team_after_start >= 90);
 }
 
+TEST_CASE("the pace is not decided by the team waking up or by one slow step", "[decode]") {
+  // the team's first step after steps on one thread pays for waking its threads (10x): a
+  // trial's first step is not timed, so the team, twice as fast, is found again
+  nn::inference::StepPace woken;
+  bool last_threaded = false;
+  int team_steps = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const bool t = woken.threaded();
+    team_steps += t && i >= 500;
+    woken.record(t, t ? (last_threaded ? 1.0 : 10.0) : 2.0);
+    last_threaded = t;
+  }
+  CHECK(team_steps > 480);
+  // the team in use, one step of it 10x slower (another process took the core): the team
+  // stays, but for the trials of one thread (2 steps in about 64)
+  nn::inference::StepPace steady;
+  int one_thread_after = 0;
+  for (int i = 0; i < 200; ++i) {
+    const bool t = steady.threaded();
+    one_thread_after += !t && i > 100 && i <= 130;
+    steady.record(t, t ? (i == 100 ? 10.0 : 1.0) : 2.0);
+  }
+  CHECK(one_thread_after <= 2);
+}
+
 TEST_CASE("passes of different sizes are paced apart", "[decode]") {
   nn::inference::PacesByRows paces;
   // 1-row steps faster on one thread, 8-row steps on the team: each size settles on its own
