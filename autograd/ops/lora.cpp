@@ -96,12 +96,11 @@ void store(T* p, const Vec<T>& v) {
 // For each of the n <= 4 rows i: out_i[k] = (init_i[k], or 0 without init) + sum_j
 // coef_i[j] mat[j * K + k], for k < K, the terms added in order of j. A vector of out_i is
 // held in a register through the R terms, and each vector of mat is loaded once for the n
-// rows: one pass over out (a pass a term read and wrote the whole row R times).
+// rows: one pass over out, where adding a rank row at a time read and wrote it R times.
 template <typename T>
 void combine_rows(const T* coef, int64_t ldc, const T* mat, int64_t R, int64_t K, const T* init,
                   int64_t ldi, T* out, int64_t ldo, int64_t n) {
   constexpr int64_t L = tile::kLanes<T>;
-  const auto start = [&](int64_t i, int64_t k) { return init ? init[i * ldi + k] : T(0); };
   int64_t k = 0;
   for (; k + L <= K; k += L) {
     Vec<T> acc[4];
@@ -114,7 +113,7 @@ void combine_rows(const T* coef, int64_t ldc, const T* mat, int64_t R, int64_t K
   }
   for (; k < K; ++k)
     for (int64_t i = 0; i < n; ++i) {
-      T acc = start(i, k);
+      T acc = init ? init[i * ldi + k] : T(0);
       for (int64_t j = 0; j < R; ++j) acc += coef[i * ldc + j] * mat[j * K + k];
       out[i * ldo + k] = acc;
     }
