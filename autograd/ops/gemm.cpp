@@ -807,6 +807,13 @@ void gemm_onednn(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_
                     const float* bias) { sgemm_block(oa, ob, m, n, K, a, b, c, N, beta, bias); });
 }
 
+bool onednn_packs_b(bool bf16, const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                    int64_t K) {
+  const MatmulKey key{M, N, K, oa.ld, ob.ld, N, oa.trans, ob.trans, false, !bf16, false, true};
+  const auto mm = matmul_cache().get(key);
+  return mm && mm->pack_b;
+}
+
 OneDnnCacheStats onednn_cache_stats() {
   return matmul_cache().stats();
 }

@@ -121,6 +121,11 @@ struct OneDnnCacheStats {
   int64_t hits = 0, made = 0;
 };
 OneDnnCacheStats onednn_cache_stats();
+// Whether oneDNN's kernel for a block of this shape (float32 or bfloat16 operands) reads B
+// from a layout of its own on this CPU, so that the _packed kernels exist: false where it
+// reads B as given (gemm:jit's bfloat16 on a CPU without BF16 units) or has no kernel.
+bool onednn_packs_b(bool bf16, const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                    int64_t K);
 void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                    const float* A, const float* B, float* C, float beta = 0,
                    const GemmEpilogue<float>& epilogue = {});
