@@ -297,7 +297,7 @@ void Server::wait_for_signal() {
 
 void Server::run() {
   const int port = o_.port == 0 ? http_.bind_to_any_port(o_.host) : o_.port;
-  if (port < 0 || (o_.port != 0 && !http_.bind_to_port(o_.host, o_.port)))
+  if (port < 0 || (o_.port != 0 && !http_.bind_to_port(o_.host, o_.port)) || !http_.widen_backlog())
     throw std::runtime_error(
         fmt::format("cannot listen on {}:{} (in use, or not an address of "
                     "this machine)",

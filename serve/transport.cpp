@@ -150,6 +150,15 @@ void BoundedPool::shutdown() {
 BoundedServer::BoundedServer(const TransportLimits& limits) : limits_(limits) {
   new_task_queue = [limits] { return new BoundedPool(limits.workers, limits.queued_connections); };
   set_payload_max_length(limits.body_bytes);
+  set_socket_options([this](socket_t sock) {  // the listening socket, before its bind
+    const int on = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    listening_ = sock;
+  });
+}
+
+bool BoundedServer::widen_backlog() const {
+  return listening_ != INVALID_SOCKET && ::listen(listening_, limits_.backlog) == 0;
 }
 
 // cpp-httplib's request loop (process_request) over our stream: a fresh deadline and byte

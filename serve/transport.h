@@ -8,7 +8,11 @@
 //   - a wait between bytes longer than `idle_seconds` ends the connection, and so does
 //     a write the client does not take within `write_seconds`
 //   - connections wait for a worker in a queue of at most `queued_connections`; past it the
-//     accepting thread waits, and the kernel's backlog holds (or refuses) the rest
+//     accepting thread waits, and the kernel's backlog (`backlog` connections, where
+//     cpp-httplib asks for 5) holds (or refuses) the rest
+//   - the port is this server's alone: SO_REUSEADDR (a restart binds at once), never the
+//     SO_REUSEPORT that cpp-httplib sets, under which a second server on the same port
+//     started and took a share of the connections
 //   - stop() ends idle and half-read connections at once; a handler in flight finishes
 // A handler may ask whether its client is still there (client_gone: the peer closed its end)
 // and that its connection be closed after the response (close_after_response).
@@ -33,6 +37,10 @@ struct TransportLimits {
   size_t body_bytes = 1 << 20;
   int workers = 16;
   size_t queued_connections = 64;
+  // Connections the kernel completes before the accepting thread takes them. cpp-httplib's
+  // 5 overflowed when 8 clients connected at once while the decoder's threads held both
+  // cores: a SYN dropped, and that client's first token came after TCP's 1 s retry.
+  int backlog = 128;
   size_t keep_alive_requests = 100;
 };
 
@@ -55,10 +63,13 @@ class BoundedPool : public httplib::TaskQueue {
 class BoundedServer : public httplib::Server {
  public:
   explicit BoundedServer(const TransportLimits& limits);
+  // After bind_to_port (whose listen asked for cpp-httplib's backlog): the limits' backlog
+  bool widen_backlog() const;
 
  private:
   bool process_and_close_socket(socket_t sock) override;
   TransportLimits limits_;
+  socket_t listening_ = INVALID_SOCKET;
 };
 
 // For a handler, about the connection it answers (on this thread).

@@ -112,6 +112,45 @@ slowloris)
   timeout 5 cat <&3 > slow.out || fail "the slow connection was not closed within 5 s"
   kill "$slow" 2> /dev/null || true
   ;;
+connections_at_once)
+  # 40 clients connecting at once while the server cannot accept (stopped): the kernel's
+  # backlog completes them all and each is answered once the server runs again (cpp-httplib's
+  # own backlog of 5 dropped the SYNs past it, each such client waiting for TCP's 1 s retry).
+  # A second server on the same port is refused: the port is the first's alone (cpp-httplib's
+  # SO_REUSEPORT had let a second server listen and take a share of the connections).
+  train_small run.h5
+  start_server run.h5
+  status=0
+  timeout 20 "$bin" serve run.h5 --port "$port" > second.out 2>&1 || status=$?
+  [ "$status" != 124 ] || fail "a second server listened on the first's port $port"
+  { [ "$status" != 0 ] && grep -q "cannot listen on 127.0.0.1:$port" second.out; } ||
+    fail "a second server on port $port: exit $status, $(cat second.out)"
+  python3 - "$port" "$server_pid" <<'EOF' || fail "connections at once (above)"
+import os, signal, socket, sys
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+clients = []
+os.kill(pid, signal.SIGSTOP)
+try:
+    for i in range(40):
+        c = socket.socket()
+        c.settimeout(0.5)  # under TCP's 1 s retry of a dropped SYN
+        try:
+            c.connect(("127.0.0.1", port))
+        except OSError as e:
+            sys.exit(f"connection {i + 1} of 40 not completed while the server was stopped: {e}")
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        clients.append(c)
+finally:
+    os.kill(pid, signal.SIGCONT)
+for i, c in enumerate(clients):
+    c.settimeout(20)
+    answer = b""
+    while chunk := c.recv(4096):
+        answer += chunk
+    if not answer.startswith(b"HTTP/1.1 200"):
+        sys.exit(f"connection {i + 1}: {answer[:80]!r}")
+EOF
+  ;;
 busy_and_disconnect)
   # Past --max-concurrent and --max-queue: 429 with Retry-After; a client that leaves
   # mid-stream frees its slot.
