@@ -15,11 +15,18 @@ the counts are bounded (--clients <= 64, --tokens <= 4096) and so is each run's 
 (--timeout seconds), so a stuck server fails the test rather than hanging it. Only the
 standard library; each client is a thread reading its server-sent events off a raw socket
 as they come (counting events, not parsing them: the client must not be what is measured).
+
+--client openai runs the same schedule with OpenAI's official npm client instead
+(bench/serve_load_openai.mjs in one Node process, after --warmups single requests that warm
+its JIT; the package from --npm-fixtures, tools/npm_fixtures.sh): what an application built
+on the client sees, its parsing of every chunk on the same cores as the server. It also
+prints the client's own CPU a token.
 """
 import argparse
 import json
 import os
 import socket
+import subprocess
 import statistics
 import sys
 import threading
@@ -77,6 +84,39 @@ def run_clients(port, clients, tokens, timeout, prompt=""):
     return results, elapsed
 
 
+def run_sockets(port, a):
+    """The schedule with socket clients: [result of one stream], [(results, elapsed)]."""
+    singles, manys = [], []
+    run_clients(port, 1, 8, a.timeout)  # warm-up: pages touched, kernels timed
+    for _ in range(a.repeats):  # alternating, so that a change of load hits both
+        singles.append(run_clients(port, 1, a.tokens, a.timeout)[0][0])
+        manys.append(run_clients(port, a.clients, a.tokens, a.timeout))
+    return singles, manys
+
+
+def run_openai(port, a):
+    """The same schedule in bench/serve_load_openai.mjs, and the client's CPU a token (one
+    stream, many: medians)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve_load_openai.mjs")
+    runs = a.warmups + 2 * a.repeats
+    done = subprocess.run(
+        ["node", script, a.npm_fixtures, f"http://127.0.0.1:{port}/v1", str(a.clients),
+         str(a.tokens), str(a.repeats), str(a.warmups), str(int(a.timeout))],
+        capture_output=True, text=True, timeout=a.timeout * runs)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or len(lines) != runs:
+        sys.exit(f"the openai client failed: {done.stderr.strip()[-2000:]}")
+    measured = lines[a.warmups:]
+    singles = [tuple(r["results"][0]) + (None,) for r in measured[0::2]]
+    manys = [([tuple(x) + (None,) for x in r["results"]], r["elapsed"]) for r in measured[1::2]]
+    for results, _ in [(singles, 0)] + manys:
+        if any(r[0] is None or r[1] != a.tokens for r in results):
+            sys.exit(f"the openai client got other than {a.tokens} tokens a stream")
+    per_token = [[r["cpu"] / sum(x[1] for x in r["results"]) for r in measured[i::2]]
+                 for i in (0, 1)]
+    return singles, manys, [statistics.median(v) for v in per_token]
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -92,20 +132,30 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--repeats", type=int, default=3,
                     help="each measurement this many times, alternating; the medians are shown")
+    ap.add_argument("--client", choices=["socket", "openai"], default="socket")
+    ap.add_argument("--warmups", type=int, default=15,
+                    help="--client openai: single requests before the measured ones")
+    ap.add_argument("--npm-fixtures", default=os.environ.get("ATTOGRAD_NPM_FIXTURES",
+                                                              "build/npm-fixtures"))
     a = ap.parse_args()
     if not 1 <= a.clients <= 64 or not 1 <= a.tokens <= 4096 or not 1 <= a.repeats <= 10:
         sys.exit("--clients must be 1 to 64, --tokens 1 to 4096 and --repeats 1 to 10")
+    if not 0 <= a.warmups <= 100:
+        sys.exit("--warmups must be 0 to 100")
+    if a.client == "openai" and not os.path.isfile(
+            os.path.join(a.npm_fixtures, "node_modules", "openai", "package.json")):
+        sys.exit(f"--client openai: no openai package under {a.npm_fixtures}/node_modules "
+                 "(tools/npm_fixtures.sh installs it)")
     try:
         proc, port = start_serve(a.binary, a.checkpoint, "--max-concurrent", str(a.clients),
                                  "--max-queue", str(a.clients), "--threads", str(a.threads))
     except RuntimeError as e:
         sys.exit(str(e))
-    singles, manys = [], []
     try:
-        run_clients(port, 1, 8, a.timeout)  # warm-up: pages touched, kernels timed
-        for _ in range(a.repeats):  # alternating, so that a change of load hits both
-            singles.append(run_clients(port, 1, a.tokens, a.timeout)[0][0])
-            manys.append(run_clients(port, a.clients, a.tokens, a.timeout))
+        if a.client == "openai":
+            singles, manys, cpu = run_openai(port, a)
+        else:
+            (singles, manys), cpu = run_sockets(port, a), None
     finally:
         proc.terminate()
         proc.wait(30)
@@ -122,6 +172,9 @@ def main():
           f"(N x one stream: {a.clients * one_rate:.1f} tokens/s)")
     print(f"time to first token with {a.clients} streams: p50 {statistics.median(ttft) * 1e3:.0f} "
           f"ms, p99 {percentile(ttft, 99) * 1e3:.0f} ms")
+    if cpu:
+        print(f"the client's own CPU: {cpu[0] * 1e6:.1f} us a token with one stream, "
+              f"{cpu[1] * 1e6:.1f} with {a.clients} (medians)")
 
 
 if __name__ == "__main__":

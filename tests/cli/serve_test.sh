@@ -231,6 +231,30 @@ assert out["models"] == ["run"] and out["chat_models"] == ["chat"], out
 assert out["stream_usage"]["completion_tokens"] >= 1, out
 PY
   ;;
+load_sockets | load_openai)
+  # bench/serve_load.py runs end to end, small: its socket clients, or OpenAI's npm client
+  # (load_openai, skipped without tools/npm_fixtures.sh's packages), every stream's tokens
+  # counted and the report's lines printed
+  here=$(cd "$(dirname "$0")" && pwd)
+  client=(--client socket)
+  if [ "$scenario" = load_openai ]; then
+    command -v node > /dev/null || { echo "skipped: node is not installed"; exit 77; }
+    fixtures=$(bash "$here/../../tools/npm_fixtures.sh" \
+               "${ATTOGRAD_NPM_FIXTURES:-$(dirname "$bin")/npm-fixtures}" 2> /dev/null || true)
+    [ -n "$fixtures" ] && [ -f "$fixtures/node_modules/openai/package.json" ] ||
+      { echo "skipped: the npm package openai is not installed (tools/npm_fixtures.sh)"; exit 77; }
+    client=(--client openai --warmups 1 --npm-fixtures "$fixtures")
+  fi
+  train_small run.h5
+  python3 "$here/../../bench/serve_load.py" "$bin" run.h5 --clients 3 --tokens 24 --repeats 2 \
+    --timeout 60 "${client[@]}" > load.txt 2> load.err || fail "serve_load.py: $(cat load.err)"
+  grep -q '^one stream of 24 tokens: [0-9.]* tokens/s' load.txt || fail "$(cat load.txt)"
+  grep -q '^3 streams: [0-9.]* tokens/s in aggregate' load.txt || fail "$(cat load.txt)"
+  grep -q '^time to first token with 3 streams: p50' load.txt || fail "$(cat load.txt)"
+  if [ "$scenario" = load_openai ]; then
+    grep -q "^the client's own CPU: [0-9.]* us a token" load.txt || fail "$(cat load.txt)"
+  fi
+  ;;
 *)
   fail "unknown scenario"
   ;;
