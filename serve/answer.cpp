@@ -20,6 +20,44 @@ std::string event(const json& j) {
   return "data: " + dump(j) + "\n\n";
 }
 
+// Appends text as the inside of a JSON string exactly as nlohmann's dump writes it (not
+// ensure_ascii): '"' and '\\' escaped, \b \f \n \r \t by name, the other control
+// characters as \u00xx, everything else as it is. False, with `out` as it was, when text is
+// not UTF-8: dump's replacement of such bytes is left to dump.
+bool append_json_string(std::string& out, std::string_view text) {
+  const size_t start = out.size();
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      uint32_t code_point = 0;
+      const size_t n = base::utf8_char(text, i, code_point);
+      if (n == 0) {
+        out.resize(start);
+        return false;
+      }
+      out.append(text, i, n);
+      i += n;
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20)
+          fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+        else
+          out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return true;
+}
+
 json finish_reason(Finish f) {
   switch (f) {
     case Finish::none: return nullptr;
@@ -48,7 +86,26 @@ Answer::Answer(const Prepared& p, const data::Tokenizer& tokenizer, std::string 
     for (json* list :
          {&choice.tokens, &choice.token_logprobs, &choice.top_logprobs, &choice.text_offset})
       *list = json::array();
+    if (stream_) {  // the chunk of an empty text, cut where its text goes
+      const std::string frame = chunk(c, "", nullptr, Finish::none);
+      const std::string_view empty = chat_ ? R"("content":"")" : R"("text":"")";
+      const size_t at = frame.find(empty) + empty.size() - 1;  // the closing quote
+      choice.frame = {frame.substr(0, at), frame.substr(at)};
+    }
   }
+}
+
+// A token's chunk without logprobs, the hot path of a stream (a chunk through json took
+// about 2.8 us, and a stream sends one a token): the frame around the escaped text, the
+// same bytes as chunk() writes (tests/test_serve_request.cpp), or chunk() itself for text
+// that is not UTF-8.
+std::string Answer::token_chunk(int64_t choice, const std::string& text) const {
+  const auto& [head, tail] = choices_[static_cast<size_t>(choice)].frame;
+  std::string out;
+  out.reserve(head.size() + text.size() + tail.size() + 8);
+  out += head;
+  if (!append_json_string(out, text)) return chunk(choice, text, nullptr, Finish::none);
+  return out += tail;
 }
 
 json Answer::header(const char* object) const {
@@ -136,8 +193,10 @@ std::string Answer::take(const TokenEvent& e) {
   if (p_.request.logprobs) logprobs = logprobs_of(e, bytes, c);
   const std::string text = c.text.add(bytes);
   c.sent += text;
-  if (stream_ && (!text.empty() || !logprobs.is_null()))
+  if (stream_ && !logprobs.is_null())
     out += chunk(e.choice, text, logprobs, Finish::none);
+  else if (stream_ && !text.empty())
+    out += token_chunk(e.choice, text);
   if (c.text.stopped()) {
     stopped_ = e.choice;
     end(e.choice, Finish::stop, out);

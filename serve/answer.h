@@ -50,9 +50,11 @@ class Answer {
     std::string sent;  // everything released so far
     Finish finish = Finish::none;
     nlohmann::json tokens, token_logprobs, top_logprobs, text_offset;  // completions' logprobs
+    std::pair<std::string, std::string> frame;  // a stream's token chunk before and after its text
   };
   std::string chunk(int64_t choice, const std::string& text, const nlohmann::json& logprobs,
                     Finish finish) const;
+  std::string token_chunk(int64_t choice, const std::string& text) const;
   nlohmann::json logprobs_of(const TokenEvent& e, const std::string& bytes, Choice& c) const;
   void end(int64_t choice, Finish why, std::string& out);
   nlohmann::json usage() const;

@@ -154,6 +154,41 @@ TEST_CASE("a streamed chat answer is the role, the deltas, the finish, the usage
   CHECK(tail.substr(tail.size() - 14) == "data: [DONE]\n\n");
 }
 
+// A stream's token chunks are written without json (Answer::token_chunk); they must be the
+// bytes json writes for the same fields: every ASCII byte (quotes, backslashes, control
+// characters), a character of two bytes, a byte that is not UTF-8, names that need escapes.
+TEST_CASE("a streamed token's chunk is the JSON of its fields byte for byte", "[serve]") {
+  const data::ByteTokenizer tokenizer;
+  for (const Endpoint endpoint : {Endpoint::completions, Endpoint::chat}) {
+    const bool chat = endpoint == Endpoint::chat;
+    const std::string body = chat ? R"({"messages": [{"role": "user", "content": "x"}],
+                                        "stream": true, "n": 2})"
+                                  : R"({"prompt": "x", "stream": true, "n": 2})";
+    serve::Prepared p{parse(body, endpoint), {1}, 300};
+    serve::Answer answer(p, tokenizer, "id-\"7\"", "m\\x\n", 5);
+    auto expected = [&](const std::string& text) {
+      json choice = {{"index", 1}, {"finish_reason", nullptr}};
+      if (chat) choice["delta"] = {{"content", text}};
+      if (!chat) choice["text"] = text, choice["logprobs"] = nullptr;
+      const json j = {{"id", "id-\"7\""},
+                      {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", 5},
+                      {"model", "m\\x\n"},
+                      {"choices", json::array({choice})}};
+      return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+    };
+    for (int64_t id = 0; id < 128; ++id) {
+      INFO("endpoint " << (chat ? "chat" : "completions") << ", byte " << id);
+      CHECK(answer.take(serve::TokenEvent::token(1, id)) ==
+            expected(std::string(1, static_cast<char>(id))));
+    }
+    CHECK(answer.take(serve::TokenEvent::token(1, 0xC3)).empty());  // half of an e acute
+    CHECK(answer.take(serve::TokenEvent::token(1, 0xA9)) == expected("\xc3\xa9"));
+    CHECK(answer.take(serve::TokenEvent::token(1, 0xFF)) == expected("\xff"));  // U+FFFD
+    CHECK(expected("\xff").find("\xef\xbf\xbd") != std::string::npos);
+  }
+}
+
 TEST_CASE("a completion's logprobs name each token, its alternatives and its offset", "[serve]") {
   const data::ByteTokenizer tokenizer;
   serve::Prepared p{parse(R"({"prompt": "ab", "logprobs": 1, "echo": true})"), {97, 98}, 4};
