@@ -26,8 +26,8 @@ import argparse
 import json
 import os
 import socket
-import subprocess
 import statistics
+import subprocess
 import sys
 import threading
 import time

@@ -26,13 +26,13 @@ constexpr std::chrono::milliseconds kPoll{100};  // how often a waiting handler 
 // more tokens: the tokens made meanwhile go out in one write, where a wake-up and a write
 // a token cost the decoder's cores about a fifth of their time with 8 streams of a small
 // model. The wait is kGather for each stream in flight, at most kGatherMost, so that the
-// server writes about 500 times a second however many streams it serves: every write wakes
-// a handler and a client, and each wake-up takes a core from the decoder's threads
-// mid-step, where the other thread then waits at a barrier (8 streams of the default model
-// with a wait of 2 ms each: a team step took 260-310 us against 180 with no HTTP, and the
-// team was in use a third of the time). Each token still reaches its client within the
-// wait of being made; the end of a stream cuts the wait short (an 8-token stream 2.4x
-// quicker), and the first token goes out as soon as it is made.
+// server writes about 500 times a second up to 8 streams: every write wakes a handler and
+// a client, and each wake-up takes a core from the decoder's threads mid-step, where the
+// other thread then waits at a barrier (with a fixed wait of 2 ms, 8 streams of the default
+// model: a team step took 260-310 us against 180 with no HTTP, and the team was in use a
+// third of the time). Each token still reaches its client within the wait of being made;
+// the end of a stream cuts the wait short (an 8-token stream 2.4x quicker), and the first
+// token goes out as soon as it is made.
 constexpr std::chrono::microseconds kGather{2000}, kGatherMost{16000};
 std::chrono::microseconds gather_wait(int64_t streams) {
   return std::min(kGatherMost, kGather * std::max<int64_t>(streams, 1));
