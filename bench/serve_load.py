@@ -17,8 +17,8 @@ standard library; each client is a thread reading its server-sent events off a r
 as they come (counting events, not parsing them: the client must not be what is measured).
 
 --client openai runs the same schedule with OpenAI's official npm client instead
-(bench/serve_load_openai.mjs in one Node process, after --warmups single requests that warm
-its JIT; the package from --npm-fixtures, tools/npm_fixtures.sh): what an application built
+(bench/serve_load_openai.mjs in one Node process, after --warmups single requests and one of
+N streams that warm its JIT; the package from --npm-fixtures, tools/npm_fixtures.sh): what an application built
 on the client sees, its parsing of every chunk on the same cores as the server. It also
 prints the client's own CPU a token.
 """
@@ -87,7 +87,11 @@ def run_clients(port, clients, tokens, timeout, prompt=""):
 def run_sockets(port, a):
     """The schedule with socket clients: [result of one stream], [(results, elapsed)]."""
     singles, manys = [], []
-    run_clients(port, 1, 8, a.timeout)  # warm-up: pages touched, kernels timed
+    # warm-up, not measured: pages touched, and each size of step and prefill timed both
+    # ways by the decoder's pace (a first single stream of 60 tokens ran at a quarter to half
+    # the later ones' rate while its paces timed the team and one thread in turn)
+    run_clients(port, 1, a.tokens, a.timeout)
+    run_clients(port, a.clients, a.tokens, a.timeout)
     for _ in range(a.repeats):  # alternating, so that a change of load hits both
         singles.append(run_clients(port, 1, a.tokens, a.timeout)[0][0])
         manys.append(run_clients(port, a.clients, a.tokens, a.timeout))
@@ -98,15 +102,14 @@ def run_openai(port, a):
     """The same schedule in bench/serve_load_openai.mjs, and the client's CPU a token (one
     stream, many: medians)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve_load_openai.mjs")
-    runs = a.warmups + 2 * a.repeats
+    runs = 2 * a.repeats  # printed: the warm-ups are not
     done = subprocess.run(
         ["node", script, a.npm_fixtures, f"http://127.0.0.1:{port}/v1", str(a.clients),
          str(a.tokens), str(a.repeats), str(a.warmups), str(int(a.timeout))],
-        capture_output=True, text=True, timeout=a.timeout * runs)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or len(lines) != runs:
+        capture_output=True, text=True, timeout=a.timeout * (a.warmups + 1 + runs))
+    measured = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or len(measured) != runs:
         sys.exit(f"the openai client failed: {done.stderr.strip()[-2000:]}")
-    measured = lines[a.warmups:]
     singles = [tuple(r["results"][0]) + (None,) for r in measured[0::2]]
     manys = [([tuple(x) + (None,) for x in r["results"]], r["elapsed"]) for r in measured[1::2]]
     for results, _ in [(singles, 0)] + manys:

@@ -5,9 +5,10 @@
 //
 //   node serve_load_openai.mjs FIXTURES URL CLIENTS TOKENS REPEATS WARMUPS TIMEOUT_S
 //
-// Prints one JSON line a run: {"clients": k, "elapsed": s, "cpu": s (this process's),
-// "results": [[time to first token s, tokens, seconds], ...]}; first WARMUPS single runs,
-// then REPEATS pairs of one stream and CLIENTS streams. A token is a chunk whose choice has
+// Prints one JSON line a measured run: {"clients": k, "elapsed": s, "cpu": s (this
+// process's), "results": [[time to first token s, tokens, seconds], ...]}: REPEATS pairs of
+// one stream and CLIENTS streams, after WARMUPS single runs and (WARMUPS > 0) one run of
+// CLIENTS streams, not printed, which warm the JIT and the server's paces. A token is a chunk whose choice has
 // no finish reason yet, as serve_load.py counts them; a failed request ends the process
 // with its error on stderr (exit 1).
 import { createRequire } from 'node:module';
@@ -36,19 +37,20 @@ async function stream(seed) {
   return [first, count, (performance.now() - start) / 1000];
 }
 
-async function run(k) {
+async function run(k, print = true) {
   const start = performance.now();
   const cpu = process.cpuUsage();
   const results = await Promise.all(Array.from({ length: k }, (_, i) => stream(i + 1)));
   const used = process.cpuUsage(cpu);
-  console.log(JSON.stringify({
+  if (print) console.log(JSON.stringify({
     clients: k, elapsed: (performance.now() - start) / 1000,
     cpu: (used.user + used.system) / 1e6, results,
   }));
 }
 
 try {
-  for (let i = 0; i < Number(warmups); i += 1) await run(1);
+  for (let i = 0; i < Number(warmups); i += 1) await run(1, false);
+  if (Number(warmups) > 0) await run(Number(clients), false);
   for (let i = 0; i < Number(repeats); i += 1) {
     await run(1);
     await run(Number(clients));
