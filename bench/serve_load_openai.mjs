@@ -8,9 +8,9 @@
 // Prints one JSON line a measured run: {"clients": k, "elapsed": s, "cpu": s (this
 // process's), "results": [[time to first token s, tokens, seconds], ...]}: REPEATS pairs of
 // one stream and CLIENTS streams, after WARMUPS single runs and (WARMUPS > 0) one run of
-// CLIENTS streams, not printed, which warm the JIT and the server's paces. A token is a chunk whose choice has
-// no finish reason yet, as serve_load.py counts them; a failed request ends the process
-// with its error on stderr (exit 1).
+// CLIENTS streams, not printed, which warm the JIT and the server's paces. A token is a
+// chunk whose choice has no finish reason yet, as serve_load.py counts them; a failed
+// request ends the process with its error on stderr (exit 1).
 import { createRequire } from 'node:module';
 import path from 'node:path';
 

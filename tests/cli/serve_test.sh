@@ -3,7 +3,8 @@
 #   serve_test.sh SCENARIO PATH/TO/attograd
 # Each scenario trains a small model, starts the server on a free port and talks to it.
 set -euo pipefail
-source "$(dirname "$0")/scenario_lib.sh" "$@"
+here=$(cd "$(dirname "$0")" && pwd)  # before scenario_lib.sh moves into its work folder
+source "$here/scenario_lib.sh" "$@"
 command -v curl > /dev/null || { echo "skipped: no curl"; exit 77; }
 
 small=(--context-length 16 --d-model 32 --n-heads 2 --n-layers 2 --batch-size 8 --dropout 0
@@ -45,6 +46,16 @@ post() { curl -sS -o - -w '%{http_code}' -H 'Content-Type: application/json' -d 
          tail -c 3 post.out > status.txt; head -c -3 post.out; }
 status() { cat status.txt; }
 text_of() { python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["'"$1"'"], end="")'; }
+
+# openai_fixtures: $fixtures, the folder whose node_modules/ holds OpenAI's npm client
+# (tools/npm_fixtures.sh), or the scenario is skipped (exit 77) without it or without node
+openai_fixtures() {
+  command -v node > /dev/null || { echo "skipped: node is not installed"; exit 77; }
+  fixtures=$(bash "$here/../../tools/npm_fixtures.sh" \
+             "${ATTOGRAD_NPM_FIXTURES:-$(dirname "$bin")/npm-fixtures}" 2> /dev/null || true)
+  [ -n "$fixtures" ] && [ -f "$fixtures/node_modules/openai/package.json" ] ||
+    { echo "skipped: the npm package openai is not installed (tools/npm_fixtures.sh)"; exit 77; }
+}
 
 case "$scenario" in
 greedy_equals_sample)
@@ -193,12 +204,7 @@ openai_client)
   # OpenAI's official npm client (tools/npm_fixtures.sh; skipped without it) against a
   # chat model: its completion, chat reply and streamed chat reply at temperature 0 are
   # `sample`'s greedy output byte for byte; n choices; an error as the client raises it.
-  command -v node > /dev/null || { echo "skipped: node is not installed"; exit 77; }
-  here=$(cd "$(dirname "$0")" && pwd)
-  fixtures=$(bash "$here/../../tools/npm_fixtures.sh" \
-             "${ATTOGRAD_NPM_FIXTURES:-$(dirname "$bin")/npm-fixtures}" 2> /dev/null || true)
-  [ -n "$fixtures" ] && [ -f "$fixtures/node_modules/openai/package.json" ] ||
-    { echo "skipped: the npm package openai is not installed (tools/npm_fixtures.sh)"; exit 77; }
+  openai_fixtures
   for pair in France:Paris Italy:Rome Spain:Madrid Japan:Tokyo; do
     printf '{"messages": [{"role": "user", "content": "What is the capital of %s?"}, {"role": "assistant", "content": "%s"}]}\n' "${pair%:*}" "${pair#*:}"
   done > chats.jsonl
@@ -235,14 +241,9 @@ load_sockets | load_openai)
   # bench/serve_load.py runs end to end, small: its socket clients, or OpenAI's npm client
   # (load_openai, skipped without tools/npm_fixtures.sh's packages), every stream's tokens
   # counted and the report's lines printed
-  here=$(cd "$(dirname "$0")" && pwd)
   client=(--client socket)
   if [ "$scenario" = load_openai ]; then
-    command -v node > /dev/null || { echo "skipped: node is not installed"; exit 77; }
-    fixtures=$(bash "$here/../../tools/npm_fixtures.sh" \
-               "${ATTOGRAD_NPM_FIXTURES:-$(dirname "$bin")/npm-fixtures}" 2> /dev/null || true)
-    [ -n "$fixtures" ] && [ -f "$fixtures/node_modules/openai/package.json" ] ||
-      { echo "skipped: the npm package openai is not installed (tools/npm_fixtures.sh)"; exit 77; }
+    openai_fixtures
     client=(--client openai --warmups 1 --npm-fixtures "$fixtures")
   fi
   train_small run.h5
