@@ -51,6 +51,28 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
   if (format == WeightFormat::bf16) pack_bfloat16();
   if (q8_0_weights(format) || format == WeightFormat::q4_k) pack_blocks(format);
   if (keeps_weight_panels(cfg_, format)) pack_weight_panels();
+  bind_and_allocate();
+}
+
+CachedInference::CachedInference(const CachedInference& weights_of, int64_t batch)
+    : model_(weights_of.model_),
+      cfg_(weights_of.cfg_),
+      batch_(batch),
+      positions_(weights_of.positions_),
+      threads_(std::max(1, omp_get_max_threads())),
+      copies_(weights_of.copies_) {
+  if (batch < 1) throw std::invalid_argument(fmt::format("CachedInference: batch {} < 1", batch));
+  c_.bf16_copies = weights_of.c_.bf16_copies;
+  c_.q8_0_copies = weights_of.c_.q8_0_copies;
+  c_.q8_0_q8_copies = weights_of.c_.q8_0_q8_copies;
+  c_.q4_k_copies = weights_of.c_.q4_k_copies;
+  c_.panel_copies = weights_of.c_.panel_copies;
+  bind_and_allocate();
+}
+
+// Each layer's weights resolved (bind_inference, through the copies made above), then the
+// cache and scratch.
+void CachedInference::bind_and_allocate() {
   model_.visit_modules([&](const Module& m) { m.bind_inference(c_); });
   std::sort(c_.bound.begin(), c_.bound.end(), [](const auto& a, const auto& b) {
     return std::less<const Module*>{}(a.layer, b.layer);
@@ -77,12 +99,13 @@ void CachedInference::check_model() const {
 }
 
 // A bfloat16 copy of every streamed matrix, whose float32 values must already be bfloat16
-// values; packed_ is sized once, so that the pointers stay valid.
+// values; the copy is sized once, so that the pointers stay valid.
 void CachedInference::pack_bfloat16() {
   const auto matrices = model_.streamed_matrices();
   size_t total = 0;
   for (const auto& matrix : matrices) total += static_cast<size_t>(matrix.elements);
-  packed_.resize(total);
+  std::vector<ag::bfloat16>& packed = copies_->packed;
+  packed.resize(total);
   size_t at = 0;
   for (const auto& [p, elements, outputs] : matrices) {
     const float* f = p.const_data<float>();
@@ -94,8 +117,8 @@ void CachedInference::pack_bfloat16() {
                         "bfloat16 first (nn::round_weights_to_bfloat16); element {} of a [{}] "
                         "matrix is {}",
                         i, fmt::join(p.shape(), ", "), f[i]));
-    ag::to_bfloat16(f, packed_.data() + at, static_cast<int64_t>(n));
-    c_.bf16_copies.emplace_back(f, packed_.data() + at);
+    ag::to_bfloat16(f, packed.data() + at, static_cast<int64_t>(n));
+    c_.bf16_copies.emplace_back(f, packed.data() + at);
     at += n;
   }
 }
@@ -105,19 +128,20 @@ bool keeps_weight_panels(const GPTConfig& cfg, WeightFormat format) {
          4.0 * static_cast<double>(streamed_elements(cfg)) <= kPanelWeightBytes;
 }
 
-// Every streamed matrix as input-major panels (panel_gemv.h); panels_ is sized
-// once, so that the pointers stay valid.
+// Every streamed matrix as input-major panels (panel_gemv.h), sized once, so that the
+// pointers stay valid.
 void CachedInference::pack_weight_panels() {
   const auto matrices = model_.streamed_matrices();
   int64_t total = 0;
   for (const auto& [p, elements, outputs] : matrices)
     total += inference::panel_floats(outputs, elements / outputs);
-  panels_.resize(static_cast<size_t>(total));
+  std::vector<float>& panels = copies_->panels;
+  panels.resize(static_cast<size_t>(total));
   int64_t at = 0;
   for (const auto& [p, elements, outputs] : matrices) {
     const int64_t in = elements / outputs;
-    inference::pack_panels(p.const_data<float>(), outputs, in, panels_.data() + at);
-    c_.panel_copies.emplace_back(p.const_data<float>(), panels_.data() + at);
+    inference::pack_panels(p.const_data<float>(), outputs, in, panels.data() + at);
+    c_.panel_copies.emplace_back(p.const_data<float>(), panels.data() + at);
     at += inference::panel_floats(outputs, in);
   }
 }
@@ -143,15 +167,16 @@ double streamed_bytes(const GPT& model, WeightFormat format) {
 }
 
 // The blocks of every streamed matrix (decoder_blocks), whose float32 values must be what
-// the blocks hold (round_weights_to_q8_0, round_weights_to_q4_k); blocks_ is sized once,
-// so that the pointers stay valid.
+// the blocks hold (round_weights_to_q8_0, round_weights_to_q4_k); they are sized once, so
+// that the pointers stay valid.
 void CachedInference::pack_blocks(WeightFormat format) {
   const auto matrices = model_.streamed_matrices();
   int64_t total = 0;
   for (const auto& [p, elements, outputs] : matrices)
     if (const auto* l = decoder_blocks(format, p.numel() / p.shape()[0]))
       total += ag::quant::row_bytes(*l, elements);
-  blocks_.resize(static_cast<size_t>(total));
+  std::vector<uint8_t>& all_blocks = copies_->blocks;
+  all_blocks.resize(static_cast<size_t>(total));
   int64_t at = 0;
   std::vector<float> back;
   for (const auto& [p, elements, outputs] : matrices) {
@@ -163,16 +188,16 @@ void CachedInference::pack_blocks(WeightFormat format) {
           "CachedInference: {} weights need rows of a multiple of {} weights; a [{}] matrix "
           "has rows of {}",
           l.ggml, l.elements, fmt::join(p.shape(), ", "), in));
-    ag::quant::quantize_rows(l, f, rows, in, blocks_.data() + at);
+    ag::quant::quantize_rows(l, f, rows, in, all_blocks.data() + at);
     back.resize(static_cast<size_t>(p.numel()));
-    ag::quant::dequantize_row(l, blocks_.data() + at, p.numel(), back.data());
+    ag::quant::dequantize_row(l, all_blocks.data() + at, p.numel(), back.data());
     if (std::memcmp(back.data(), f, back.size() * sizeof(float)) != 0)
       throw std::invalid_argument(
           fmt::format("CachedInference: {} weights need every streamed matrix rounded to {} first "
                       "(nn::round_weights_to_{}); a [{}] matrix is not",
                       l.ggml, l.ggml, format == WeightFormat::q4_k ? "q4_k" : "q8_0",
                       fmt::join(p.shape(), ", ")));
-    uint8_t* blocks = blocks_.data() + at;
+    uint8_t* blocks = all_blocks.data() + at;
     if (format == WeightFormat::q8_0) {  // read by Q8_0 activations: interleaved, in place
       const int64_t row_bytes = ag::quant::row_bytes(l, in);
       std::vector<uint8_t> plain(static_cast<size_t>(row_bytes));
@@ -230,15 +255,20 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
                         std::max(n * static_cast<double>(prefill_score_rows(P)) * T,
                                  B * static_cast<double>(cfg.n_heads) * T) +
                         B * static_cast<double>(cfg.vocab_size);
-  // the copies: 2 bytes a weight in bfloat16, 34 per 32 in Q8_0 (and at most that in
-  // q4_k, whose matrices of short rows are Q8_0); a small model's input-major panels
-  const double copy_bytes = format == WeightFormat::bf16                           ? 2.0
+  const double bytes = floats * sizeof(float) + static_cast<double>(weight_copy_bytes(cfg, format));
+  return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
+}
+
+// 2 bytes a weight in bfloat16, 34 per 32 in Q8_0 (and at most that in q4_k, whose
+// matrices of short rows are Q8_0); a small model's input-major panels
+int64_t CachedInference::weight_copy_bytes(const GPTConfig& cfg, WeightFormat format) {
+  const double per_weight = format == WeightFormat::bf16                           ? 2.0
                             : q8_0_weights(format) || format == WeightFormat::q4_k ? 34.0 / 32.0
                                                                                    : 0.0;
   const double panels =
       keeps_weight_panels(cfg, format) ? static_cast<double>(streamed_elements(cfg, true)) : 0;
   const double bytes =
-      (floats + panels) * sizeof(float) + copy_bytes * static_cast<double>(streamed_elements(cfg));
+      panels * sizeof(float) + per_weight * static_cast<double>(streamed_elements(cfg));
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
 }
 

@@ -41,6 +41,7 @@
 // thread brings, and the passes then run on one. The logits are the same bits either way
 // (each output is computed by one thread, in the same order).
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -110,6 +111,11 @@ class CachedInference {
   // sampled from a model of a long context take memory for a few positions.
   CachedInference(const GPT& model, int64_t batch, WeightFormat format = WeightFormat::fp32,
                   int64_t positions = 0);
+  // A decoder of `batch` rows of the same model, format and positions as `weights_of`,
+  // which reads that decoder's copies of the weights (bfloat16, blocks, panels) rather than
+  // making its own: a server's decoders, one a thread, hold the model's copies once. Its
+  // cache, scratch and paces are its own, so the two may run at once on two threads.
+  CachedInference(const CachedInference& weights_of, int64_t batch);
 
   int64_t batch() const { return batch_; }
   int64_t length() const { return length_; }  // positions cached in every row
@@ -120,6 +126,9 @@ class CachedInference {
   // impossible batch is refused up front.
   static int64_t memory_bytes(const GPTConfig& cfg, int64_t batch, int threads,
                               WeightFormat format = WeightFormat::fp32, int64_t positions = 0);
+  // The part of memory_bytes that is the copies of the weights (what a decoder made from
+  // another's weights, above, does not allocate again).
+  static int64_t weight_copy_bytes(const GPTConfig& cfg, WeightFormat format);
 
   // Forgets the cache and runs ids [batch, n] (row-major, 1 <= n <= capacity()) at
   // positions 0..n-1. Rows with the same ids as an earlier row are computed once.
@@ -148,6 +157,7 @@ class CachedInference {
 
  private:
   void check_model() const;
+  void bind_and_allocate();
   void pack_bfloat16();
   void pack_blocks(WeightFormat format);
   void pack_weight_panels();
@@ -163,9 +173,15 @@ class CachedInference {
   std::vector<int64_t> step_positions_;  // step_slots' positions, a block of rows at a time
   std::vector<float> row_logits_;        // step_slots' logits
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
-  std::vector<ag::bfloat16> packed_;  // WeightFormat::bf16: the streamed matrices
-  std::vector<uint8_t> blocks_;       // WeightFormat::q8_0, q4_k: the streamed matrices
-  std::vector<float> panels_;         // keeps_weight_panels: the streamed matrices' panels
+  // The copies of the streamed matrices a step reads, shared by the decoders made from
+  // this one's weights (their c_ points into them): bfloat16 (WeightFormat::bf16), blocks
+  // (q8_0, q4_k), input-major panels (keeps_weight_panels).
+  struct WeightCopies {
+    std::vector<ag::bfloat16> packed;
+    std::vector<uint8_t> blocks;
+    std::vector<float> panels;
+  };
+  std::shared_ptr<WeightCopies> copies_ = std::make_shared<WeightCopies>();
   InferenceContext c_;
   inference::PacesByRows step_paces_, prefill_paces_;
   Threads policy_ = Threads::kTimed;

@@ -1,5 +1,7 @@
 #include "serve/engine.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -57,13 +59,45 @@ struct Engine::Sequence {
   bool done = false;
 };
 
+// A decoder with its share of the slots, and its sequences.
+struct Engine::Lane {
+  explicit Lane(std::unique_ptr<nn::CachedInference> d) : decoder(std::move(d)) {
+    for (int64_t slot = decoder->batch() - 1; slot >= 0; --slot) free_slots.push_back(slot);
+  }
+  std::unique_ptr<nn::CachedInference> decoder;
+  std::vector<std::unique_ptr<Sequence>> active;  // the thread decoding the lane only
+  std::vector<int64_t> free_slots;                // the thread decoding the lane only
+  std::atomic<int64_t> rows{0};  // slots taken: changed under mutex_, read by the others
+};
+
+int Engine::decoders(const nn::GPTConfig& cfg, const EngineOptions& o) {
+  const int64_t asked = o.decoders > 0                                         ? o.decoders
+                        : nn::keeps_weight_panels(cfg, nn::WeightFormat::fp32) ? o.threads
+                                                                               : 1;
+  return static_cast<int>(std::clamp<int64_t>(asked, 1, std::max<int64_t>(o.slots, 1)));
+}
+
+namespace {
+
+// Lane i's share of `slots` over `lanes`.
+int64_t lane_slots(int64_t slots, int lanes, int i) {
+  return slots / lanes + (i < slots % lanes);
+}
+
+}  // namespace
+
 Engine::Engine(const nn::GPT& model, EngineOptions options)
     : model_(model),
       options_(options),
       context_(model.config().context_length),
-      slide_(options.slide > 0 ? options.slide : nn::default_slide(context_)),
-      decoder_(model, options.slots) {
-  for (int64_t slot = options.slots - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+      slide_(options.slide > 0 ? options.slide : nn::default_slide(context_)) {
+  const int lanes = decoders(model.config(), options);
+  for (int i = 0; i < lanes; ++i) {
+    const int64_t rows = lane_slots(options.slots, lanes, i);
+    lanes_.push_back(std::make_unique<Lane>(
+        i == 0 ? std::make_unique<nn::CachedInference>(model, rows)
+               : std::make_unique<nn::CachedInference>(*lanes_[0]->decoder, rows)));
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -72,17 +106,23 @@ Engine::~Engine() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  work_.notify_one();
+  work_.notify_all();
   thread_.join();
 }
 
 int64_t Engine::memory_bytes(const nn::GPTConfig& cfg, const EngineOptions& o) {
-  const double decoder = static_cast<double>(
-      nn::CachedInference::memory_bytes(cfg, o.slots, o.threads, nn::WeightFormat::fp32, 0));
+  const int lanes = decoders(cfg, o);
+  double caches = 0;
+  for (int i = 0; i < lanes; ++i)
+    caches += static_cast<double>(nn::CachedInference::memory_bytes(
+        cfg, std::max<int64_t>(lane_slots(o.slots, lanes, i), 1), o.threads));
+  // the weights' copies are made once, by the first decoder
+  caches -= (lanes - 1) * static_cast<double>(
+                              nn::CachedInference::weight_copy_bytes(cfg, nn::WeightFormat::fp32));
   // each sequence's sampler (vocab_size doubles twice and ids) and history (a context)
   const double per_sequence =
       static_cast<double>(cfg.vocab_size) * 24.0 + static_cast<double>(cfg.context_length) * 16.0;
-  const double bytes = decoder + static_cast<double>(o.slots + o.max_queued) * per_sequence;
+  const double bytes = caches + static_cast<double>(o.slots + o.max_queued) * per_sequence;
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : INT64_MAX;
 }
 
@@ -95,7 +135,7 @@ bool Engine::submit(std::vector<Job> jobs) {
     in_flight_ += static_cast<int64_t>(jobs.size());
     for (Job& job : jobs) queue_.push_back(std::move(job));
   }
-  work_.notify_one();
+  work_.notify_all();
   return true;
 }
 
@@ -104,8 +144,8 @@ void Engine::cancel_all() {
     std::lock_guard lock(mutex_);
     for (Job& job : queue_) job.channel->cancel(job.choice);
   }
-  work_.notify_one();
-  abort_.store(true);  // the decoder's thread ends the active ones at their next token
+  work_.notify_all();
+  abort_.store(true);  // the decoders' threads end the active ones at their next token
 }
 
 void Engine::run() {
@@ -115,58 +155,123 @@ void Engine::run() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      work_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+      work_.wait(lock, [&] { return stopping_ || !queue_.empty() || busy_lanes() > 0; });
       if (stopping_) {
         for (Job& job : queue_) job.channel->push(TokenEvent::end(job.choice, Finish::cancelled));
         queue_.clear();
         break;
       }
     }
-    admit();
-    step();
+    for (auto& lane : lanes_) admit(*lane, nn::CachedInference::Threads::kTimed);
+    if (busy_lanes() > 1) {
+      decode_apart();
+    } else {
+      for (auto& lane : lanes_)
+        if (!lane->active.empty()) step(*lane, nn::CachedInference::Threads::kTimed);
+    }
   }
-  for (auto& s : active_) finish(*s, Finish::cancelled);
+  for (auto& lane : lanes_)
+    for (auto& s : lane->active) finish(*s, Finish::cancelled);
 }
 
-// Queued choices into free rows: each prefilled, its first token chosen.
-void Engine::admit() {
-  while (!free_slots_.empty()) {
+int Engine::busy_lanes() const {
+  int busy = 0;
+  for (const auto& lane : lanes_) busy += lane->rows.load() > 0 ? 1 : 0;
+  return busy;
+}
+
+// While two lanes or more have rows: each lane decoded by a thread of the decoder's team,
+// on its own, its passes on that thread alone, taking the queued choices that fall to it.
+// The threads are the team's own, which a lone lane's passes use, so none of them sleeps
+// for long: a thread woken after a long sleep was seen placed on its master's core (in a
+// VM), and a pace timing the team then learnt a slowness that was not the team's.
+void Engine::decode_apart() {
+  const int lanes = static_cast<int>(lanes_.size());
+#pragma omp parallel num_threads(lanes)
+  {
+    // a team smaller than asked (OpenMP's limits) decodes its lanes in turn
+    const int first = omp_get_thread_num(), stride = omp_get_num_threads();
+    for (;;) {
+      bool rows = false;
+      for (int l = first; l < lanes; l += stride) {
+        Lane& lane = *lanes_[static_cast<size_t>(l)];
+        admit(lane, nn::CachedInference::Threads::kOne);
+        if (!lane.active.empty()) step(lane, nn::CachedInference::Threads::kOne);
+        rows |= lane.rows.load() > 0;
+      }
+      std::unique_lock lock(mutex_);
+      if (!rows)  // (three lanes or more) until a choice falls to these lanes
+        work_.wait(lock, [&] {
+          bool takes = false;
+          for (int l = first; l < lanes; l += stride) takes |= may_take(*lanes_[l]);
+          return stopping_.load() || busy_lanes() < 2 || takes;
+        });
+      if (stopping_.load() || busy_lanes() < 2) break;
+    }
+  }
+}
+
+// (mutex_ held) Whether `lane` takes the next queued choice: it has a free slot, and no
+// other lane with one has fewer rows, or as many and comes first. A lone stream always goes
+// to the first lane, whose paces (one thread or the team) are then timed and warm.
+bool Engine::may_take(const Lane& lane) const {
+  if (queue_.empty() || lane.rows.load() == lane.decoder->batch()) return false;
+  bool before = true;  // `other` comes before `lane`
+  for (const auto& other : lanes_) {
+    before &= other.get() != &lane;
+    const int64_t rows = other->rows.load();
+    if (other.get() != &lane && rows < other->decoder->batch() &&
+        (rows < lane.rows.load() || (rows == lane.rows.load() && before)))
+      return false;
+  }
+  return true;
+}
+
+// Queued choices into the lane's free rows, those that fall to it: each prefilled, its
+// first token chosen.
+void Engine::admit(Lane& lane, nn::CachedInference::Threads threads) {
+  for (;;) {
     std::unique_ptr<Sequence> s;
     {
       std::lock_guard lock(mutex_);
-      if (queue_.empty()) return;
-      s = std::make_unique<Sequence>(std::move(queue_.front()), free_slots_.back(),
+      if (!may_take(lane)) return;
+      s = std::make_unique<Sequence>(std::move(queue_.front()), lane.free_slots.back(),
                                      model_.config().vocab_size);
       queue_.pop_front();
+      ++lane.rows;
     }
-    free_slots_.pop_back();
-    start(*s);
-    if (s->done)
-      free_slots_.push_back(s->slot);
-    else
-      active_.push_back(std::move(s));
+    lane.free_slots.pop_back();
+    start(lane, *s, threads);
+    if (s->done) {
+      lane.free_slots.push_back(s->slot);
+      std::lock_guard lock(mutex_);
+      --lane.rows;
+    } else {
+      lane.active.push_back(std::move(s));
+    }
   }
 }
 
 // The window [window_start(n), n) that predicts token n, prefilled into the sequence's row
 // (its first token, and again each time the window moves past the context).
-void Engine::start(Sequence& s) {
+void Engine::start(Lane& lane, Sequence& s, nn::CachedInference::Threads threads) {
   if (s.job.channel->cancelled(s.job.choice) || abort_.load()) return finish(s, Finish::cancelled);
   const auto n = static_cast<int64_t>(s.history.size());
   s.window = nn::window_start(n, context_, slide_);
-  deliver(s, decoder_.prefill_slot(s.slot, std::span<const int64_t>(s.history).subspan(
-                                               static_cast<size_t>(s.window))));
+  const auto window = std::span<const int64_t>(s.history).subspan(static_cast<size_t>(s.window));
+  lane.decoder->set_threads(threads);
+  deliver(s, lane.decoder->prefill_slot(s.slot, window));
 }
 
-// One token for every active sequence: those whose window moved prefilled alone, the
-// others stepped together.
-void Engine::step() {
+// One token for every active sequence of the lane: those whose window moved prefilled
+// alone, the others stepped together.
+void Engine::step(Lane& lane, nn::CachedInference::Threads threads) {
   std::vector<int64_t> slots, ids;
   std::vector<Sequence*> stepped;
-  for (auto& s : active_) {
+  for (auto& s : lane.active) {
     const auto n = static_cast<int64_t>(s->history.size());
     if (nn::window_start(n, context_, slide_) != s->window) {
-      start(*s);
+      start(lane, *s, threads);
       continue;
     }
     slots.push_back(s->slot);
@@ -174,18 +279,22 @@ void Engine::step() {
     stepped.push_back(s.get());
   }
   if (!slots.empty()) {
-    const std::span<const float> logits = decoder_.step_slots(slots, ids);
+    lane.decoder->set_threads(threads);
+    const std::span<const float> logits = lane.decoder->step_slots(slots, ids);
     const auto V = static_cast<size_t>(model_.config().vocab_size);
     for (size_t i = 0; i < stepped.size(); ++i) deliver(*stepped[i], logits.subspan(i * V, V));
   }
-  for (auto it = active_.begin(); it != active_.end();) {
-    if ((*it)->done) {
-      free_slots_.push_back((*it)->slot);
-      it = active_.erase(it);
-    } else {
-      ++it;
-    }
+  const auto ended = std::stable_partition(lane.active.begin(), lane.active.end(),
+                                           [](const auto& s) { return !s->done; });
+  if (ended == lane.active.end()) return;
+  for (auto it = ended; it != lane.active.end(); ++it) lane.free_slots.push_back((*it)->slot);
+  const auto freed = lane.active.end() - ended;
+  lane.active.erase(ended, lane.active.end());
+  {
+    std::lock_guard lock(mutex_);
+    lane.rows -= freed;
   }
+  if (lane.rows.load() == 0 && lanes_.size() > 2) work_.notify_all();  // decode_apart's waits
 }
 
 namespace {

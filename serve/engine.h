@@ -1,12 +1,12 @@
 #pragma once
-// The server's decoder: every choice of every request in flight decoded together by one
-// thread, in one nn::CachedInference of `slots` rows (a key/value cache per sequence, at a
-// length of its own): each step runs every active row at once (CachedInference::step_slots,
-// the rows batched into the weight passes), so that K sequences cost far less than K
-// single ones. A sequence's tokens are chosen as `attograd sample` chooses them
-// (nn::TokenSampler over the same logits bits, the same generator per choice, the same
-// window once past the context: nn::window_start), so greedy output is sample's byte for
-// byte, whatever else is decoded beside it.
+// The server's decoders: every choice of every request in flight decoded in rows of
+// nn::CachedInference (a key/value cache per sequence, at a length of its own): each step
+// runs every active row of a decoder at once (CachedInference::step_slots, the rows batched
+// into the weight passes), so that K sequences cost far less than K single ones. A
+// sequence's tokens are chosen as `attograd sample` chooses them (nn::TokenSampler over the
+// same logits bits, the same generator per choice, the same window once past the context:
+// nn::window_start), so greedy output is sample's byte for byte, whatever else is decoded
+// beside it and on whichever decoder.
 //
 //   serve::Engine engine(model, {.slots = 4, .max_queued = 8, .threads = 2});
 //   auto channel = std::make_shared<serve::Channel>(/*choices=*/1);
@@ -15,9 +15,19 @@
 //   while (channel->pop(e, 100ms) ...)   // tokens and each choice's end, in order
 //   channel->cancel();                   // the client left: its rows free at the next token
 //
+// Decoders: a model whose weights stay in the caches (nn::keeps_weight_panels) is decoded by
+// one decoder a thread, each with its own share of the slots and no barrier between them: a
+// step of such a model costs by its rows, and the team's barriers and imbalance cost more
+// than a second core's share of them (docs/serving.md, "one decoder a thread"). A decoder
+// whose rows are the only ones in flight runs its passes on the team as its pace decides
+// (one stream gets both cores); while another decoder has rows, each runs on its own thread.
+// A larger model's step is bound by reading its weights, which one decoder of every row
+// reads once for all of them: it keeps one decoder on the team.
+//
 // Admission: a request's choices are admitted together or not at all; beyond the free
 // slots they wait in a queue of at most max_queued choices, and submit() refuses past it
-// (the caller answers 429 with Retry-After) rather than letting it grow.
+// (the caller answers 429 with Retry-After) rather than letting it grow. A queued choice
+// goes to the decoder with the fewest rows.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -98,8 +108,9 @@ struct Job {
 struct EngineOptions {
   int64_t slots = 8;       // sequences decoded at once (--max-concurrent)
   int64_t max_queued = 8;  // choices waiting beyond them
-  int threads = 2;         // the decoder's OpenMP threads
+  int threads = 2;         // the decoders' OpenMP threads
   int64_t slide = 0;       // the window past the context (0: nn::default_slide)
+  int decoders = 0;        // decoders, one a thread (0: as the model's size asks, above)
 };
 
 class Engine {
@@ -115,30 +126,34 @@ class Engine {
   void cancel_all();
   int64_t in_flight() const { return in_flight_.load(); }  // choices admitted or queued
 
-  // The bytes the decoder allocates for `options` (its cache over the whole context).
+  // The bytes the decoders allocate for `options` (their caches over the whole context).
   static int64_t memory_bytes(const nn::GPTConfig& cfg, const EngineOptions& options);
+  // The decoders a server of `options` runs for a model of `cfg` (above).
+  static int decoders(const nn::GPTConfig& cfg, const EngineOptions& options);
 
  private:
   struct Sequence;
+  struct Lane;
   void run();
-  void admit();
-  void step();
-  void start(Sequence& s);
+  void decode_apart();
+  int busy_lanes() const;
+  bool may_take(const Lane& lane) const;
+  void admit(Lane& lane, nn::CachedInference::Threads threads);
+  void step(Lane& lane, nn::CachedInference::Threads threads);
+  void start(Lane& lane, Sequence& s, nn::CachedInference::Threads threads);
   void deliver(Sequence& s, std::span<const float> logits);
   void finish(Sequence& s, Finish why);
 
   const nn::GPT& model_;
   EngineOptions options_;
   int64_t context_, slide_;
-  nn::CachedInference decoder_;  // `slots` rows over the whole context
   std::mutex mutex_;
   std::condition_variable work_;
   std::deque<Job> queue_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
   std::atomic<bool> abort_{false};
   std::atomic<int64_t> in_flight_{0};
-  std::vector<std::unique_ptr<Sequence>> active_;  // the decoder's thread only
-  std::vector<int64_t> free_slots_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // a decoder and its rows each
   std::thread thread_;
 };
 
