@@ -93,6 +93,18 @@ void rows_of(const float* x, int64_t in, const float* panels, int64_t first, con
   for (; p < p1; ++p) tile<R, 1>(x, in, panels + p * in * kLanes, at(p), bias, y, ldy, accumulate);
 }
 
+// R in [8, 12] rows, two panels a tile: 2 R sums and two weight vectors in registers.
+void rows_of_8_to_12(int64_t R, const float* x, int64_t in, const float* panels, int64_t first,
+                     const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  switch (R) {
+    case 8: return rows_of<8, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 9: return rows_of<9, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 10: return rows_of<10, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 11: return rows_of<11, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    default: return rows_of<12, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+  }
+}
+
 }  // namespace
 
 int64_t panel_floats(int64_t out, int64_t in) {
@@ -108,14 +120,24 @@ void pack_panels(const float* w, int64_t out, int64_t in, float* panels) {
       }
 }
 
-// Rows eight at a time (two panels a tile), then four (four), two and one (eight): the
-// shapes measured fastest for each count on the AMX Xeon ([384, 128] and [128, 512]).
+// Eight rows or more: as few passes over the panels as blocks of at most 12 rows allow, the
+// rows shared evenly between them (a window's re-prefill of 33 positions: three blocks of
+// 11, where blocks of 8 left a 33rd row to read every panel again alone). Fewer: four (four panels
+// a tile), two and one (eight): the shapes measured fastest for each count on the AMX Xeon ([384,
+// 128] and [128, 512]).
 void panel_linear(const float* x, int64_t rows, int64_t in, const float* panels, int64_t first,
                   const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
   if (out <= 0) return;  // (a thread's empty share would still read the panel it starts in)
+  // blocks of 8 to 12 rows over as many rows as they can hold (13 rows: 12, then one)
+  int64_t blocks = (rows + 11) / 12;
+  if (rows < 8 * blocks) --blocks;
+  const int64_t in_blocks = std::min(rows, 12 * blocks);
   int64_t r = 0;
-  for (; r + 8 <= rows; r += 8)
-    rows_of<8, 2>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+  for (; blocks > 0; --blocks) {
+    const int64_t R = (in_blocks - r + blocks - 1) / blocks;
+    rows_of_8_to_12(R, x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+    r += R;
+  }
   for (; r + 4 <= rows; r += 4)
     rows_of<4, 4>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
   for (; r + 2 <= rows; r += 2)
