@@ -223,20 +223,23 @@ void MultiHeadAttention::infer(InferenceContext& c, int64_t layer, const Inferen
   attend(c, layer, pass, h0, h1, tid);
   c.barrier.wait(threads);
   const auto [c0, c1] = inference::share(c.C, tid, threads);
-  out_proj->infer(c, c.ctx.data(), pass.rows, c0, c1, c.x.data(), c.C, true);
+  const int64_t f = pass.outputs_from;
+  out_proj->infer(c, c.ctx.data() + f * c.q_width, pass.rows - f, c0, c1, c.x.data() + f * c.C, c.C,
+                  true);
   c.barrier.wait(threads);
 }
 
-// Heads [h0, h1) of the rows x [rows, ld] (queries or keys) normed and turned as
-// heads_as_attended does: a prefill's row r at position r, a step's rows at its position.
+// Heads [h0, h1) of the rows [r0, rows) of x [rows, ld] (queries or keys) normed and
+// turned as heads_as_attended does: a prefill's row r at position r, a step's rows at its
+// position.
 void MultiHeadAttention::turn_and_norm(const InferenceContext& c, const InferencePass& pass,
                                        float* x, int64_t ld, int64_t h0, int64_t h1,
-                                       const RMSNorm* norm) const {
+                                       const RMSNorm* norm, int64_t r0) const {
   const int64_t D = head_dim_;
   const float* gain = norm ? c.bound_to(norm).weight.f32 : nullptr;  // looked up once a pass
   const float* cos = rope_ ? rope_->cos.const_data<float>() : nullptr;
   const float* sin = rope_ ? rope_->sin.const_data<float>() : nullptr;
-  for (int64_t r = 0; r < pass.rows; ++r) {
+  for (int64_t r = r0; r < pass.rows; ++r) {
     float* row = x + r * ld + h0 * D;
     if (gain) ag::kernels::rms_norm_rows(row, h1 - h0, D, gain, norm->eps(), row);
     if (cos)
@@ -245,15 +248,16 @@ void MultiHeadAttention::turn_and_norm(const InferenceContext& c, const Inferenc
   }
 }
 
-// The query columns of heads [h0, h1) for every row of the pass into c.q; the key and
-// value columns of key/value heads [g0, g1): keys transposed into the cache (through c.k),
-// values into the cache.
+// The query columns of heads [h0, h1) for the rows of the pass from outputs_from on into
+// c.q; the key and value columns of key/value heads [g0, g1) for every row: keys
+// transposed into the cache (through c.k), values into the cache.
 void MultiHeadAttention::project(InferenceContext& c, int64_t l, const InferencePass& pass,
                                  const float* a, int64_t h0, int64_t h1, int64_t g0,
                                  int64_t g1) const {
   const int64_t Q = c.q_width, K = c.kv_width, T = c.T, n = pass.rows, D = head_dim_;
-  W_query->infer(c, a, n, h0 * D, h1 * D, c.q.data(), Q, false);
-  turn_and_norm(c, pass, c.q.data(), Q, h0, h1, q_norm.get());
+  const int64_t f = pass.outputs_from;
+  W_query->infer(c, a + f * c.C, n - f, h0 * D, h1 * D, c.q.data() + f * Q, Q, false);
+  turn_and_norm(c, pass, c.q.data(), Q, h0, h1, q_norm.get(), f);
   W_key->infer(c, a, n, g0 * D, g1 * D, c.k.data(), K, false);
   turn_and_norm(c, pass, c.k.data(), K, g0, g1, k_norm.get());
   if (pass.prefill) {
@@ -294,7 +298,7 @@ void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferenceP
     return;
   }
   for (int64_t h = h0; h < h1; ++h)
-    for (int64_t i0 = 0; i0 < pass.rows; i0 += c.score_rows)
+    for (int64_t i0 = pass.outputs_from; i0 < pass.rows; i0 += c.score_rows)
       attend_rows(c, l, pass, h, i0, std::min(pass.rows, i0 + c.score_rows), tid);
 }
 

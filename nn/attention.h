@@ -90,7 +90,7 @@ class MultiHeadAttention : public Module {
   void project(InferenceContext& c, int64_t layer, const InferencePass& pass, const float* a,
                int64_t h0, int64_t h1, int64_t g0, int64_t g1) const;
   void turn_and_norm(const InferenceContext& c, const InferencePass& pass, float* x, int64_t ld,
-                     int64_t h0, int64_t h1, const RMSNorm* norm) const;
+                     int64_t h0, int64_t h1, const RMSNorm* norm, int64_t r0 = 0) const;
   void attend(InferenceContext& c, int64_t layer, const InferencePass& pass, int64_t h0, int64_t h1,
               int tid) const;
   void attend_rows(InferenceContext& c, int64_t layer, const InferencePass& pass, int64_t h,

@@ -37,14 +37,15 @@ ag::Tensor TransformerBlock::forward(const ag::Tensor& h) const {
 
 // Each branch adds its output into the residual stream c.x itself (its last projection
 // accumulates); every thread normalises all rows for itself, so no barrier is needed
-// before a branch.
+// before a branch. Rows before pass.outputs_from get their keys and values only.
 void TransformerBlock::infer(InferenceContext& c, int64_t layer, const InferencePass& pass, int tid,
                              int threads) const {
   float* a = c.normed_rows(tid, pass.rows);
   ln1->infer(c, c.x.data(), pass.rows, a);
   attn->infer(c, layer, pass, a, tid, threads);
-  ln2->infer(c, c.x.data(), pass.rows, a);
-  mlp->infer(c, pass, a, tid, threads);
+  const int64_t f = pass.outputs_from;
+  ln2->infer(c, c.x.data() + f * c.C, pass.rows - f, a + f * c.C);
+  mlp->infer(c, pass, a + f * c.C, tid, threads);
 }
 
 // The residual stream after each branch is kept by the norm that reads it next.

@@ -197,8 +197,11 @@ void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t p
 // The blocks, then the final norm and the head on the rows whose logits are wanted, each
 // thread a share of the vocabulary.
 void GPT::infer(InferenceContext& c, const InferencePass& pass, int tid, int threads) const {
-  for (int64_t l = 0; l < cfg_.n_layers; ++l)
-    (*blocks)[static_cast<size_t>(l)].infer(c, l, pass, tid, threads);
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    InferencePass layer_pass = pass;
+    if (pass.prefill && l == cfg_.n_layers - 1) layer_pass.outputs_from = pass.rows - 1;
+    (*blocks)[static_cast<size_t>(l)].infer(c, l, layer_pass, tid, threads);
+  }
   const int64_t C = cfg_.d_model, V = cfg_.vocab_size;
   const int64_t first = pass.prefill ? pass.rows - 1 : 0, rows = pass.prefill ? 1 : pass.rows;
   float* a = c.normed_rows(tid, pass.rows);

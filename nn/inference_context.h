@@ -27,6 +27,9 @@ struct InferencePass {
   // slots[r], at position positions[r]. Null: row r is the cache's row r, at `position`.
   const int64_t* slots = nullptr;
   const int64_t* positions = nullptr;
+  // Rows before this one need only their keys and values, not the layer's output: a
+  // prefill's last layer, whose last row alone the logits read (GPT::infer).
+  int64_t outputs_from = 0;
   int64_t slot(int64_t r) const { return slots ? slots[r] : r; }
   int64_t position_of(int64_t r) const { return positions ? positions[r] : position; }
 };

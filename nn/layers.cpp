@@ -198,16 +198,17 @@ ag::Tensor MLP::forward(const ag::Tensor& x) const {
   return fc2->forward(h);
 }
 
-// this thread's hidden columns, then (every hidden column needed) its output columns
+// this thread's hidden columns, then (every hidden column needed) its output columns; the
+// rows from pass.outputs_from on (`a` their normalised rows)
 void MLP::infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
                 int threads) const {
-  const int64_t n = pass.rows, F = c.F;
+  const int64_t n = pass.rows - pass.outputs_from, F = c.F;
   const auto [f0, f1] = inference::share(F, tid, threads);
   fc1->infer(c, a, n, f0, f1, c.hidden.data(), F, false);
   for (int64_t r = 0; r < n; ++r) inference::gelu(c.hidden.data() + r * F + f0, f1 - f0);
   c.barrier.wait(threads);
   const auto [c0, c1] = inference::share(c.C, tid, threads);
-  fc2->infer(c, c.hidden.data(), n, c0, c1, c.x.data(), c.C, true);
+  fc2->infer(c, c.hidden.data(), n, c0, c1, c.x.data() + pass.outputs_from * c.C, c.C, true);
   c.barrier.wait(threads);
 }
 
@@ -243,10 +244,10 @@ ag::Tensor SwiGLU::forward(const ag::Tensor& x) const {
 }
 
 // this thread's hidden columns (silu(gate) * up, as the training ops compute them), then
-// (every hidden column needed) its output columns
+// (every hidden column needed) its output columns; the rows from pass.outputs_from on
 void SwiGLU::infer(InferenceContext& c, const InferencePass& pass, const float* a, int tid,
                    int threads) const {
-  const int64_t n = pass.rows, F = c.F;
+  const int64_t n = pass.rows - pass.outputs_from, F = c.F;
   const auto [f0, f1] = inference::share(F, tid, threads);
   gate_proj->infer(c, a, n, f0, f1, c.hidden.data(), F, false);
   up_proj->infer(c, a, n, f0, f1, c.up.data(), F, false);
@@ -257,7 +258,7 @@ void SwiGLU::infer(InferenceContext& c, const InferencePass& pass, const float* 
   }
   c.barrier.wait(threads);
   const auto [c0, c1] = inference::share(c.C, tid, threads);
-  down_proj->infer(c, c.hidden.data(), n, c0, c1, c.x.data(), c.C, true);
+  down_proj->infer(c, c.hidden.data(), n, c0, c1, c.x.data() + pass.outputs_from * c.C, c.C, true);
   c.barrier.wait(threads);
 }
 
