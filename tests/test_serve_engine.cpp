@@ -66,8 +66,10 @@ TEST_CASE("choices on a decoder a thread get the tokens one decoder gives them",
   const auto alone = decode(model, 1, 1, 1);
   const auto one = decode(model, 1, 4, 2);
   const auto two = decode(model, 2, 4, 2);
+  const auto three = decode(model, 3, 4, 2);  // a decoder's thread that runs out of rows waits
   REQUIRE(one.size() == 8);
   CHECK(one == two);
+  CHECK(one == three);
   CHECK(one.at({0, 0}) == alone.at({0, 0}));
   CHECK(one.at({0, 0}).size() == 40);
   CHECK(one.at({0, 0}) != one.at({0, 1}));  // a choice's own generator
