@@ -105,6 +105,22 @@ void rows_of_8_to_12(int64_t R, const float* x, int64_t in, const float* panels,
   }
 }
 
+// R in [1, 7] rows in one pass over the panels: a step's rows are bound by reading the
+// weights (a decoder's 3 rows took two passes, 2 and 1, as long as two of 4 rows). At least
+// 8 sums a tile but for one row, and at most 29 registers.
+void rows_of_1_to_7(int64_t R, const float* x, int64_t in, const float* panels, int64_t first,
+                    const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  switch (R) {
+    case 1: return rows_of<1, 8>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 2: return rows_of<2, 8>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 3: return rows_of<3, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 4: return rows_of<4, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 5: return rows_of<5, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 6: return rows_of<6, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    default: return rows_of<7, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+  }
+}
+
 }  // namespace
 
 int64_t panel_floats(int64_t out, int64_t in) {
@@ -122,9 +138,10 @@ void pack_panels(const float* w, int64_t out, int64_t in, float* panels) {
 
 // Eight rows or more: as few passes over the panels as blocks of at most 12 rows allow, the
 // rows shared evenly between them (a window's re-prefill of 33 positions: three blocks of
-// 11, where blocks of 8 left a 33rd row to read every panel again alone). Fewer: four (four panels
-// a tile), two and one (eight): the shapes measured fastest for each count on the AMX Xeon ([384,
-// 128] and [128, 512]).
+// 11, where blocks of 8 left a 33rd row to read every panel again alone), and the rows
+// left (13 to 15 rows: 12, then 1 to 3) in one more pass. Four rows take four panels a
+// tile, two and one eight: the shapes measured fastest for each count on the AMX Xeon
+// ([384, 128] and [128, 512]).
 void panel_linear(const float* x, int64_t rows, int64_t in, const float* panels, int64_t first,
                   const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
   if (out <= 0) return;  // (a thread's empty share would still read the panel it starts in)
@@ -138,12 +155,9 @@ void panel_linear(const float* x, int64_t rows, int64_t in, const float* panels,
     rows_of_8_to_12(R, x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
     r += R;
   }
-  for (; r + 4 <= rows; r += 4)
-    rows_of<4, 4>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
-  for (; r + 2 <= rows; r += 2)
-    rows_of<2, 8>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
-  for (; r < rows; ++r)
-    rows_of<1, 8>(x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+  if (r < rows)
+    rows_of_1_to_7(rows - r, x + r * in, in, panels, first, bias, out, y + r * ldy, ldy,
+                   accumulate);
 }
 
 }  // namespace nn::inference

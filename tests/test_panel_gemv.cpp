@@ -1,7 +1,8 @@
 // The decoder's GEMV over input-major panels (nn/panel_gemv.h) against its documented
 // order, computed here output by output in scalar code from W's rows: bit for bit, for row
-// counts that take every group (blocks of 8 to 12, 4, 2, 1), outputs that fill no whole panel,
-// shares that start inside a panel (a thread's heads), with and without bias and accumulation.
+// counts that take every group (blocks of 8 to 12, then 1 to 7 rows in one pass), outputs that fill
+// no whole panel, shares that start inside a panel (a thread's heads), with and without bias and
+// accumulation.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
