@@ -242,9 +242,7 @@ void MultiHeadAttention::turn_and_norm(const InferenceContext& c, const Inferenc
   for (int64_t r = r0; r < pass.rows; ++r) {
     float* row = x + r * ld + h0 * D;
     if (gain) ag::kernels::rms_norm_rows(row, h1 - h0, D, gain, norm->eps(), row);
-    if (cos)
-      ag::kernels::rope_rows(row, 1, ld, h1 - h0, D, cos, sin,
-                             pass.prefill ? r : pass.position_of(r));
+    if (cos) ag::kernels::rope_rows(row, 1, ld, h1 - h0, D, cos, sin, pass.position_of(r));
   }
 }
 
@@ -260,46 +258,46 @@ void MultiHeadAttention::project(InferenceContext& c, int64_t l, const Inference
   turn_and_norm(c, pass, c.q.data(), Q, h0, h1, q_norm.get(), f);
   W_key->infer(c, a, n, g0 * D, g1 * D, c.k.data(), K, false);
   turn_and_norm(c, pass, c.k.data(), K, g0, g1, k_norm.get());
-  if (pass.prefill) {
-    inference::transpose_into(c.k.data(), n, K, g0 * D, g1 * D, c.keys(l, pass.b), T, 0);
+  const int64_t p = pass.prefilled;
+  if (p > 0) inference::transpose_into(c.k.data(), p, K, g0 * D, g1 * D, c.keys(l, pass.b), T, 0);
+  if (pass.prefill_only()) {
     W_value->infer(c, a, n, g0 * D, g1 * D, c.values(l, pass.b, 0), K, false);
     return;
   }
-  for (int64_t r = 0; r < n; ++r)
+  for (int64_t r = p; r < n; ++r)
     inference::transpose_into(c.k.data() + r * K, 1, K, g0 * D, g1 * D, c.keys(l, pass.slot(r)), T,
                               pass.position_of(r));
   if (!pass.slots) {
     W_value->infer(c, a, n, g0 * D, g1 * D, c.values(l, 0, pass.position), T * K, false);
     return;
   }
-  // rows at positions of their own: the values through c.k (this thread's columns, whose
-  // keys are in the cache now), then each into its row's cache
+  // rows at positions of their own (a prefill's among them): the values through c.k (this
+  // thread's columns, whose keys are in the cache now), then each into its row's cache
   W_value->infer(c, a, n, g0 * D, g1 * D, c.k.data(), K, false);
   for (int64_t r = 0; r < n; ++r)
     std::copy(c.k.data() + r * K + g0 * D, c.k.data() + r * K + g1 * D,
               c.values(l, pass.slot(r), pass.position_of(r)) + g0 * D);
 }
 
-// c.ctx of heads [h0, h1): a prefill's n causal queries of row b by GEMMs, or a step's
+// c.ctx of heads [h0, h1): a prefill's causal queries of row b by GEMMs, then a step's
 // query of each row against its cached positions; head h reads key/value head h / group.
+// Each thread scores in its own scratch.
 void MultiHeadAttention::attend(InferenceContext& c, int64_t l, const InferencePass& pass,
                                 int64_t h0, int64_t h1, int tid) const {
-  const int64_t Q = c.q_width, K = c.kv_width, D = head_dim_, T = c.T, H = num_heads_,
+  const int64_t Q = c.q_width, K = c.kv_width, D = head_dim_, T = c.T,
                 group = num_heads_ / num_kv_heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  if (!pass.prefill) {
-    for (int64_t r = 0; r < pass.rows; ++r)
-      for (int64_t h = h0; h < h1; ++h) {
-        const int64_t b = pass.slot(r);
-        inference::attend(c.q.data() + r * Q + h * D, c.keys(l, b) + (h / group) * D * T, T,
-                          c.values(l, b, 0) + (h / group) * D, K, pass.position_of(r) + 1, D, scale,
-                          c.scores.data() + (r * H + h) * T, c.ctx.data() + r * Q + h * D);
-      }
-    return;
-  }
   for (int64_t h = h0; h < h1; ++h)
-    for (int64_t i0 = pass.outputs_from; i0 < pass.rows; i0 += c.score_rows)
-      attend_rows(c, l, pass, h, i0, std::min(pass.rows, i0 + c.score_rows), tid);
+    for (int64_t i0 = pass.outputs_from; i0 < pass.prefilled; i0 += c.score_rows)
+      attend_rows(c, l, pass, h, i0, std::min(pass.prefilled, i0 + c.score_rows), tid);
+  float* scores = c.scores.data() + tid * c.score_rows * T;
+  for (int64_t r = std::max(pass.prefilled, pass.outputs_from); r < pass.rows; ++r)
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t b = pass.slot(r);
+      inference::attend(c.q.data() + r * Q + h * D, c.keys(l, b) + (h / group) * D * T, T,
+                        c.values(l, b, 0) + (h / group) * D, K, pass.position_of(r) + 1, D, scale,
+                        scores, c.ctx.data() + r * Q + h * D);
+    }
 }
 
 // Queries [i0, i1) of a prefill, head h, in thread tid's scratch for [i1 - i0, i1] scores

@@ -199,15 +199,17 @@ void GPT::embed(InferenceContext& c, const int64_t* ids, int64_t rows, int64_t p
 void GPT::infer(InferenceContext& c, const InferencePass& pass, int tid, int threads) const {
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     InferencePass layer_pass = pass;
-    if (pass.prefill && l == cfg_.n_layers - 1) layer_pass.outputs_from = pass.rows - 1;
+    if (pass.prefilled > 0 && l == cfg_.n_layers - 1) layer_pass.outputs_from = pass.prefilled - 1;
     (*blocks)[static_cast<size_t>(l)].infer(c, l, layer_pass, tid, threads);
   }
   const int64_t C = cfg_.d_model, V = cfg_.vocab_size;
-  const int64_t first = pass.prefill ? pass.rows - 1 : 0, rows = pass.prefill ? 1 : pass.rows;
+  // a prefill's last row, then the step's rows: logits in the order of the rows, from row 0
+  // of c.logits, but a prefill alone's at row b
+  const int64_t first = std::max<int64_t>(pass.prefilled - 1, 0), rows = pass.rows - first;
   float* a = c.normed_rows(tid, pass.rows);
   ln_f->infer(c, c.x.data() + first * C, rows, a);
   const auto [v0, v1] = inference::share(V, tid, threads);
-  head_->infer(c, a, rows, v0, v1, c.logits.data() + (pass.prefill ? pass.b * V : 0), V);
+  head_->infer(c, a, rows, v0, v1, c.logits.data() + (pass.prefill_only() ? pass.b * V : 0), V);
 }
 
 std::vector<GPT::StreamedMatrix> GPT::streamed_matrices() const {

@@ -79,6 +79,16 @@ void CachedInference::bind_and_allocate() {
   });
   allocate_buffers();
   row_lengths_.assign(static_cast<size_t>(batch_), 0);
+  // a pass of a prefill and a step: every streamed matrix through its panels (linear()
+  // takes them below kBlasMultiplyAdds, BLAS above), within the buffers' rows
+  const auto matrices = model_.streamed_matrices();
+  if (!matrices.empty() && c_.panel_copies.size() == matrices.size()) {
+    int64_t largest = 0;
+    for (const auto& m : matrices) largest = std::max(largest, m.elements);
+    const auto below = static_cast<int64_t>(
+        std::ceil(inference::kBlasMultiplyAdds / static_cast<double>(largest)) - 1);
+    prefill_step_rows_ = std::min(std::max(positions_, batch_), below);
+  }
 }
 
 // Every parameter contiguous float32 (read through raw pointers), an LM head, no adapter.
@@ -235,7 +245,7 @@ void CachedInference::allocate_buffers() {
   c_.normed.resize(floats(threads_ * rows * C));  // each thread normalises for itself
   c_.hidden.resize(floats(rows * cfg_.ff_width()));
   if (cfg_.mlp == MlpKind::swiglu) c_.up.resize(floats(rows * cfg_.ff_width()));
-  c_.scores.resize(floats(std::max(threads_ * c_.score_rows * T, batch_ * cfg_.n_heads * T)));
+  c_.scores.resize(floats(threads_ * c_.score_rows * T));  // a step scores in it too
   c_.logits.resize(floats(batch_ * cfg_.vocab_size));
 }
 
@@ -252,8 +262,7 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
                F = static_cast<double>(cfg.ff_width()) * (cfg.mlp == MlpKind::swiglu ? 2 : 1);
   const double floats = 2 * static_cast<double>(cfg.n_layers) * B * T * K +
                         rows * (C + 2 * Q + K + F) + n * rows * C +
-                        std::max(n * static_cast<double>(prefill_score_rows(P)) * T,
-                                 B * static_cast<double>(cfg.n_heads) * T) +
+                        n * static_cast<double>(prefill_score_rows(P)) * T +
                         B * static_cast<double>(cfg.vocab_size);
   const double bytes = floats * sizeof(float) + static_cast<double>(weight_copy_bytes(cfg, format));
   return bytes < 9e18 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
@@ -315,7 +324,7 @@ void CachedInference::run(const InferencePass& pass, inference::StepPace& pace) 
 
 void CachedInference::prefill_row(const int64_t* ids, int64_t b, int64_t n) {
   model_.embed(c_, ids, n, 0, 1);
-  run(InferencePass{true, n, b, 0}, prefill_paces_[n]);
+  run(InferencePass{n, n, b, 0}, prefill_paces_[n]);
 }
 
 // Row `to` of the cache and logits becomes a copy of row `from`.
@@ -360,7 +369,7 @@ std::span<const float> CachedInference::step(std::span<const int64_t> ids) {
                     "(the decoder's capacity)",
                     length_, positions_));
   model_.embed(c_, ids.data(), batch_, length_, 0);
-  run(InferencePass{false, batch_, 0, length_}, step_paces_[batch_]);
+  run(InferencePass{0, batch_, 0, length_}, step_paces_[batch_]);
   length_ += 1;
   return c_.logits;
 }
@@ -390,14 +399,7 @@ std::span<const float> CachedInference::step_slots(std::span<const int64_t> slot
   if (rows < 1 || rows > batch_ || ids.size() != slots.size())
     throw std::invalid_argument(fmt::format("CachedInference::step_slots: {} ids for {} rows of {}",
                                             ids.size(), rows, batch_));
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t b = slots[static_cast<size_t>(i)];
-    const bool repeated = std::find(slots.begin(), slots.begin() + i, b) != slots.begin() + i;
-    if (b < 0 || b >= batch_ || repeated || slot_length(b) < 1 || slot_length(b) >= positions_)
-      throw std::logic_error(fmt::format(
-          "CachedInference::step_slots: row {} (of {}) is repeated, not prefilled or full", b,
-          batch_));
-  }
+  check_step_rows(slots, ids);
   length_ = 0;
   const int64_t V = cfg_.vocab_size;
   row_logits_.resize(static_cast<size_t>(rows * V));
@@ -408,11 +410,81 @@ std::span<const float> CachedInference::step_slots(std::span<const int64_t> slot
     for (int64_t r = 0; r < n; ++r) step_positions_[static_cast<size_t>(r)] = slot_length(block[r]);
     model_.embed(c_, ids.data() + i0, n, 0, 0, step_positions_.data());
     c_.vector_rows = kStepRowsAtOnce;
-    run(InferencePass{false, n, 0, 0, block, step_positions_.data()}, step_paces_[n]);
+    run(InferencePass{0, n, 0, 0, block, step_positions_.data()}, step_paces_[n]);
     c_.vector_rows = inference::kVectorRows;
     std::copy_n(c_.logits.data(), n * V, row_logits_.data() + i0 * V);
     for (int64_t r = 0; r < n; ++r) ++row_lengths_[static_cast<size_t>(block[r])];
   }
+  return row_logits_;
+}
+
+void CachedInference::check_step_rows(std::span<const int64_t> slots,
+                                      std::span<const int64_t> ids) const {
+  const auto rows = static_cast<int64_t>(slots.size());
+  if (rows < 1 || rows > batch_ || ids.size() != slots.size())
+    throw std::invalid_argument(fmt::format("CachedInference::step_slots: {} ids for {} rows of {}",
+                                            ids.size(), rows, batch_));
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t b = slots[static_cast<size_t>(i)];
+    const bool repeated = std::find(slots.begin(), slots.begin() + i, b) != slots.begin() + i;
+    if (b < 0 || b >= batch_ || repeated || slot_length(b) < 1 || slot_length(b) >= positions_)
+      throw std::logic_error(fmt::format(
+          "CachedInference::step_slots: row {} (of {}) is repeated, not prefilled or full", b,
+          batch_));
+  }
+}
+
+// One pass: the window's rows at positions 0..n-1 of row `slot`, then the step's rows.
+// Every matrix takes the panels for the window alone, the step alone and both together
+// (prefill_step_rows), and each output is one chain of multiply-adds whatever the rows
+// beside it; the attention runs each part's kernel; so each row gets the two calls' bits.
+std::span<const float> CachedInference::prefill_and_step_slots(int64_t slot,
+                                                               std::span<const int64_t> window,
+                                                               std::span<const int64_t> slots,
+                                                               std::span<const int64_t> ids) {
+  const auto n = static_cast<int64_t>(window.size()), s = static_cast<int64_t>(slots.size());
+  if (std::find(slots.begin(), slots.end(), slot) != slots.end())
+    throw std::logic_error(fmt::format(
+        "CachedInference::prefill_and_step_slots: row {} is both prefilled and stepped", slot));
+  if (s == 0 || n + s > prefill_step_rows_ || s + 1 > kStepRowsAtOnce)
+    return prefill_then_step(slot, window, slots, ids);
+  if (slot < 0 || slot >= batch_ || n < 1 || n > positions_)
+    throw std::invalid_argument(
+        fmt::format("CachedInference::prefill_slot: row {} of {}, {} ids (capacity {})", slot,
+                    batch_, n, positions_));
+  check_step_rows(slots, ids);
+  length_ = 0;
+  row_lengths_[static_cast<size_t>(slot)] = 0;
+  // ids, then positions: the window's 0..n-1, the step rows' lengths
+  pass_ids_.assign(window.begin(), window.end());
+  pass_ids_.insert(pass_ids_.end(), ids.begin(), ids.end());
+  for (int64_t r = 0; r < n; ++r) pass_ids_.push_back(r);
+  for (const int64_t b : slots) pass_ids_.push_back(slot_length(b));
+  const int64_t* positions = pass_ids_.data() + n + s;
+  model_.embed(c_, pass_ids_.data(), n + s, 0, 0, positions);
+  c_.vector_rows = kStepRowsAtOnce;
+  run(InferencePass{n, n + s, slot, 0, slots.data(), positions + n}, prefill_paces_[n + s]);
+  c_.vector_rows = inference::kVectorRows;
+  row_lengths_[static_cast<size_t>(slot)] = n;
+  for (const int64_t b : slots) ++row_lengths_[static_cast<size_t>(b)];
+  const int64_t V = cfg_.vocab_size;
+  row_logits_.assign(c_.logits.begin(), c_.logits.begin() + (1 + s) * V);
+  return row_logits_;
+}
+
+// The two calls, where one pass would not take the panels for every matrix.
+std::span<const float> CachedInference::prefill_then_step(int64_t slot,
+                                                          std::span<const int64_t> window,
+                                                          std::span<const int64_t> slots,
+                                                          std::span<const int64_t> ids) {
+  if (!slots.empty()) check_step_rows(slots, ids);  // before the prefill changes anything
+  const std::span<const float> first = prefill_slot(slot, window);
+  std::vector<float> logits(first.begin(), first.end());
+  if (!slots.empty()) {
+    const std::span<const float> rest = step_slots(slots, ids);
+    logits.insert(logits.end(), rest.begin(), rest.end());
+  }
+  row_logits_ = std::move(logits);
   return row_logits_;
 }
 

@@ -148,6 +148,17 @@ class CachedInference {
   static constexpr int64_t kStepRowsAtOnce = 16;
   std::span<const float> prefill_slot(int64_t slot, std::span<const int64_t> ids);
   std::span<const float> step_slots(std::span<const int64_t> slots, std::span<const int64_t> ids);
+  // prefill_slot(slot, window) and then step_slots(slots, ids) (slots without `slot`): the
+  // logits [1 + slots.size(), vocab_size], the prefilled row's first, the same bits as the
+  // two calls. Where every matrix goes through the panels either way (keeps_weight_panels,
+  // and small enough products: prefill_step_rows), both run in one pass, which reads the
+  // weights once: a server's row whose window moved no longer costs its lane's step a
+  // second pass.
+  std::span<const float> prefill_and_step_slots(int64_t slot, std::span<const int64_t> window,
+                                                std::span<const int64_t> slots,
+                                                std::span<const int64_t> ids);
+  // The most rows (the prefill's and the step's) such a pass may have; 0: none.
+  int64_t prefill_step_rows() const { return prefill_step_rows_; }
   int64_t slot_length(int64_t slot) const { return row_lengths_.at(static_cast<size_t>(slot)); }
 
   // Whether passes large enough to share run on the threads: as timed (the default), or
@@ -163,6 +174,10 @@ class CachedInference {
   void pack_weight_panels();
   void allocate_buffers();
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
+  void check_step_rows(std::span<const int64_t> slots, std::span<const int64_t> ids) const;
+  std::span<const float> prefill_then_step(int64_t slot, std::span<const int64_t> window,
+                                           std::span<const int64_t> slots,
+                                           std::span<const int64_t> ids);
   void copy_row(int64_t from, int64_t to);
   void run(const InferencePass& pass, inference::StepPace& pace);
 
@@ -172,6 +187,8 @@ class CachedInference {
   std::vector<int64_t> row_lengths_;     // prefill_slot's and step_slots' rows
   std::vector<int64_t> step_positions_;  // step_slots' positions, a block of rows at a time
   std::vector<float> row_logits_;        // step_slots' logits
+  std::vector<int64_t> pass_ids_;        // prefill_and_step_slots' ids and positions
+  int64_t prefill_step_rows_ = 0;
   int threads_;  // the most a pass uses (OpenMP's count when the decoder was made)
   // The copies of the streamed matrices a step reads, shared by the decoders made from
   // this one's weights (their c_ points into them): bfloat16 (WeightFormat::bf16), blocks

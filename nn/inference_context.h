@@ -18,20 +18,28 @@ namespace nn {
 
 class Module;
 
+// A pass's rows: the first `prefilled` are a prefill of the cache's row b, at positions 0..
+// prefilled - 1; the others (if any) are a step, one position of a row each. A server's
+// step may carry one row's prefill (CachedInference::prefill_and_step_slots), so that the
+// weights are read once for both.
 struct InferencePass {
-  bool prefill;
-  int64_t rows;      // positions of a prefill, or rows of a step
-  int64_t b;         // a prefill's row of the batch
-  int64_t position;  // a step's position (every row's)
-  // A step of independent sequences (a server's): row r of the pass is the cache's row
-  // slots[r], at position positions[r]. Null: row r is the cache's row r, at `position`.
+  int64_t prefilled;  // rows of the pass that are row b's prefill
+  int64_t rows;       // the prefill's and the step's
+  int64_t b;          // the prefill's row of the batch
+  int64_t position;   // a step's position (every row's)
+  // A step of independent sequences (a server's): row r >= prefilled of the pass is the
+  // cache's row slots[r - prefilled], at position positions[r - prefilled]. Null: row r is
+  // the cache's row r, at `position`.
   const int64_t* slots = nullptr;
   const int64_t* positions = nullptr;
   // Rows before this one need only their keys and values, not the layer's output: a
   // prefill's last layer, whose last row alone the logits read (GPT::infer).
   int64_t outputs_from = 0;
-  int64_t slot(int64_t r) const { return slots ? slots[r] : r; }
-  int64_t position_of(int64_t r) const { return positions ? positions[r] : position; }
+  bool prefill_only() const { return prefilled == rows; }
+  int64_t slot(int64_t r) const { return r < prefilled ? b : slots ? slots[r - prefilled] : r; }
+  int64_t position_of(int64_t r) const {
+    return r < prefilled ? r : positions ? positions[r - prefilled] : position;
+  }
 };
 
 struct InferenceContext {
@@ -47,8 +55,8 @@ struct InferenceContext {
   // kv_width]; attention output [rows, q_width]; MLP hidden [rows, F] (SwiGLU's gate
   // product, and its up projection in `up`)
   std::vector<float> x, normed, q, k, ctx, hidden, up;
-  // scores: per thread [score_rows, T] (a prefill's block of query rows), or per row and
-  // head [T] (a step's); logits [batch, V]
+  // scores: per thread [score_rows, T] (a prefill's block of query rows, or a step's row
+  // and head in its first T); logits [batch, V]
   std::vector<float> scores, logits;
   int64_t score_rows = 0;
   std::vector<float> keys_cache, values_cache;

@@ -252,36 +252,58 @@ void Engine::admit(Lane& lane, nn::CachedInference::Threads threads) {
   }
 }
 
-// The window [window_start(n), n) that predicts token n, prefilled into the sequence's row
-// (its first token, and again each time the window moves past the context).
-void Engine::start(Lane& lane, Sequence& s, nn::CachedInference::Threads threads) {
-  if (s.job.channel->cancelled(s.job.choice) || abort_.load()) return finish(s, Finish::cancelled);
-  const auto n = static_cast<int64_t>(s.history.size());
-  s.window = nn::window_start(n, context_, slide_);
-  const auto window = std::span<const int64_t>(s.history).subspan(static_cast<size_t>(s.window));
-  lane.decoder->set_threads(threads);
-  deliver(s, lane.decoder->prefill_slot(s.slot, window));
+// Whether the sequence ended for want of a listener (its client gone, the server
+// stopping): then finished.
+bool Engine::abandoned(Sequence& s) {
+  if (!s.job.channel->cancelled(s.job.choice) && !abort_.load()) return false;
+  finish(s, Finish::cancelled);
+  return true;
 }
 
-// One token for every active sequence of the lane: those whose window moved prefilled
-// alone, the others stepped together.
+// The window [window_start(n), n) that predicts token n, where the sequence's row holds it
+// from: its first token, and again each time the window moves past the context.
+std::span<const int64_t> Engine::window(Sequence& s) const {
+  const auto n = static_cast<int64_t>(s.history.size());
+  s.window = nn::window_start(n, context_, slide_);
+  return std::span<const int64_t>(s.history).subspan(static_cast<size_t>(s.window));
+}
+
+// The sequence's window prefilled into its row, its next token chosen.
+void Engine::start(Lane& lane, Sequence& s, nn::CachedInference::Threads threads) {
+  if (abandoned(s)) return;
+  lane.decoder->set_threads(threads);
+  deliver(s, lane.decoder->prefill_slot(s.slot, window(s)));
+}
+
+// One token for every active sequence of the lane: those whose row holds their window
+// stepped together, in one pass with the first whose window moved (its new window
+// prefilled in that pass: the weights read once for both), any later such prefilled alone.
 void Engine::step(Lane& lane, nn::CachedInference::Threads threads) {
   std::vector<int64_t> slots, ids;
   std::vector<Sequence*> stepped;
+  Sequence* moved = nullptr;
   for (auto& s : lane.active) {
     const auto n = static_cast<int64_t>(s->history.size());
-    if (nn::window_start(n, context_, slide_) != s->window) {
+    if (nn::window_start(n, context_, slide_) == s->window) {
+      slots.push_back(s->slot);
+      ids.push_back(s->history.back());
+      stepped.push_back(s.get());
+    } else if (moved) {
       start(lane, *s, threads);
-      continue;
+    } else if (!abandoned(*s)) {
+      moved = s.get();
     }
-    slots.push_back(s->slot);
-    ids.push_back(s->history.back());
-    stepped.push_back(s.get());
   }
-  if (!slots.empty()) {
-    lane.decoder->set_threads(threads);
+  lane.decoder->set_threads(threads);
+  const auto V = static_cast<size_t>(model_.config().vocab_size);
+  if (moved) {
+    const std::span<const float> logits =
+        lane.decoder->prefill_and_step_slots(moved->slot, window(*moved), slots, ids);
+    deliver(*moved, logits.first(V));
+    for (size_t i = 0; i < stepped.size(); ++i)
+      deliver(*stepped[i], logits.subspan((i + 1) * V, V));
+  } else if (!slots.empty()) {
     const std::span<const float> logits = lane.decoder->step_slots(slots, ids);
-    const auto V = static_cast<size_t>(model_.config().vocab_size);
     for (size_t i = 0; i < stepped.size(); ++i) deliver(*stepped[i], logits.subspan(i * V, V));
   }
   const auto ended = std::stable_partition(lane.active.begin(), lane.active.end(),

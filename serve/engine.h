@@ -141,6 +141,8 @@ class Engine {
   void admit(Lane& lane, nn::CachedInference::Threads threads);
   void step(Lane& lane, nn::CachedInference::Threads threads);
   void start(Lane& lane, Sequence& s, nn::CachedInference::Threads threads);
+  bool abandoned(Sequence& s);
+  std::span<const int64_t> window(Sequence& s) const;
   void deliver(Sequence& s, std::span<const float> logits);
   void finish(Sequence& s, Finish why);
 

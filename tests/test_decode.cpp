@@ -436,6 +436,60 @@ TEST_CASE("rows at lengths of their own, stepped together, equal each row decode
   }
 }
 
+// A server's step that carries a row's re-prefill (its window moved) against the prefill
+// and the step apart: every logit the same bits, windows of 1 to T positions, on one
+// thread and on the team, for the default model, the Llama family's options (RoPE at each
+// row's positions, grouped keys, q/k norms, biases) and a model too large for panels (two
+// passes, as before).
+TEST_CASE("a prefill carried by a step gives every row the bits of the prefill and step apart",
+          "[decode]") {
+  nn::GPTConfig large = ag_test::decode_configs().front().second;
+  large.d_model = 512, large.n_layers = 3, large.context_length = 16;  // 9.4 M weights
+  auto configs = ag_test::llama_family_configs();
+  configs.insert(configs.begin(), ag_test::decode_configs().front());
+  configs.emplace_back("large", large);
+  for (const auto& [name, cfg] : configs)
+    for (const auto threads :
+         {nn::CachedInference::Threads::kOne, nn::CachedInference::Threads::kTeam}) {
+      INFO(name << ", team " << (threads == nn::CachedInference::Threads::kTeam));
+      auto model_ptr = ag_test::sharp_model(cfg, 15, 3.0);
+      ag_test::vary_gains_and_biases(*model_ptr, 6);
+      const int64_t T = cfg.context_length, V = cfg.vocab_size, B = 4;
+      std::vector<std::vector<int64_t>> rows;
+      for (int64_t b = 0; b < B; ++b) rows.push_back(ag_test::random_tokens(T, V, 30 + b));
+      nn::CachedInference apart(*model_ptr, B), carried(*model_ptr, B);
+      apart.set_threads(threads), carried.set_threads(threads);
+      CHECK((name == "large") == (carried.prefill_step_rows() == 0));
+      // a moved window (T / 2 + 1) and 3 step rows in one pass; a whole window (T) and
+      // 3 rows exceed the buffers: two passes
+      if (name != "large") CHECK(carried.prefill_step_rows() == T);
+      for (int64_t b = 1; b < B; ++b)  // rows 1..3 at lengths 2..4; row 0 prefilled each step
+        for (auto* dec : {&apart, &carried})
+          dec->prefill_slot(b, std::span<const int64_t>(rows[b].data(), 1 + b));
+      const std::vector<int64_t> slots{3, 1, 2};
+      const std::vector<int64_t> windows{1, 7, T / 2 + 1, T};
+      for (int64_t i = 0; carried.slot_length(3) < T; ++i) {
+        const int64_t w = windows[static_cast<size_t>(i) % windows.size()];
+        std::vector<int64_t> ids;
+        for (const int64_t b : slots) ids.push_back(rows[b][carried.slot_length(b)]);
+        const std::span<const int64_t> window(rows[0].data(), w);
+        const auto first = apart.prefill_slot(0, window);
+        std::vector<float> want(first.begin(), first.end());
+        const auto rest = apart.step_slots(slots, ids);
+        want.insert(want.end(), rest.begin(), rest.end());
+        const auto got = carried.prefill_and_step_slots(0, window, slots, ids);
+        INFO("window " << w << ", step rows at " << carried.slot_length(1));
+        REQUIRE(got.size() == want.size());
+        CHECK(std::equal(got.begin(), got.end(), want.begin()));
+        CHECK(carried.slot_length(0) == w);
+      }
+      const std::vector<int64_t> with_itself{0}, id{1};
+      CHECK_THROWS_WITH(carried.prefill_and_step_slots(
+                            0, std::span<const int64_t>(rows[0].data(), 1), with_itself, id),
+                        Catch::Contains("both prefilled and stepped"));
+    }
+}
+
 TEST_CASE("the vector kernel gives each row the bits it has alone, however many rows it runs",
           "[decode]") {
   // outputs that are no multiple of 4 (the weight rows of a pass); widths of whole lanes
