@@ -93,23 +93,12 @@ void rows_of(const float* x, int64_t in, const float* panels, int64_t first, con
   for (; p < p1; ++p) tile<R, 1>(x, in, panels + p * in * kLanes, at(p), bias, y, ldy, accumulate);
 }
 
-// R in [8, 12] rows, two panels a tile: 2 R sums and two weight vectors in registers.
-void rows_of_8_to_12(int64_t R, const float* x, int64_t in, const float* panels, int64_t first,
-                     const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
-  switch (R) {
-    case 8: return rows_of<8, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 9: return rows_of<9, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 10: return rows_of<10, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 11: return rows_of<11, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    default: return rows_of<12, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-  }
-}
-
-// R in [1, 7] rows in one pass over the panels: a step's rows are bound by reading the
-// weights (a decoder's 3 rows took two passes, 2 and 1, as long as two of 4 rows). At least
-// 8 sums a tile but for one row, and at most 29 registers.
-void rows_of_1_to_7(int64_t R, const float* x, int64_t in, const float* panels, int64_t first,
-                    const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
+// R in [1, 12] rows in one pass over the panels, each weight vector loaded once for all of
+// them: at least 8 sums a tile but for one row, at most 29 registers. 8 to 12 rows (a
+// prefill's blocks) take two panels a tile; fewer (a step's rows, bound by reading the
+// weights: 3 rows took two passes, 2 and 1, as long as two of 4 rows) four or eight.
+void rows_in_one_pass(int64_t R, const float* x, int64_t in, const float* panels, int64_t first,
+                      const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
   switch (R) {
     case 1: return rows_of<1, 8>(x, in, panels, first, bias, out, y, ldy, accumulate);
     case 2: return rows_of<2, 8>(x, in, panels, first, bias, out, y, ldy, accumulate);
@@ -117,7 +106,12 @@ void rows_of_1_to_7(int64_t R, const float* x, int64_t in, const float* panels, 
     case 4: return rows_of<4, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
     case 5: return rows_of<5, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
     case 6: return rows_of<6, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    default: return rows_of<7, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 7: return rows_of<7, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 8: return rows_of<8, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 9: return rows_of<9, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 10: return rows_of<10, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    case 11: return rows_of<11, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
+    default: return rows_of<12, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
   }
 }
 
@@ -152,12 +146,12 @@ void panel_linear(const float* x, int64_t rows, int64_t in, const float* panels,
   int64_t r = 0;
   for (; blocks > 0; --blocks) {
     const int64_t R = (in_blocks - r + blocks - 1) / blocks;
-    rows_of_8_to_12(R, x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
+    rows_in_one_pass(R, x + r * in, in, panels, first, bias, out, y + r * ldy, ldy, accumulate);
     r += R;
   }
   if (r < rows)
-    rows_of_1_to_7(rows - r, x + r * in, in, panels, first, bias, out, y + r * ldy, ldy,
-                   accumulate);
+    rows_in_one_pass(rows - r, x + r * in, in, panels, first, bias, out, y + r * ldy, ldy,
+                     accumulate);
 }
 
 }  // namespace nn::inference
