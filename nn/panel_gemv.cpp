@@ -94,9 +94,9 @@ void rows_of(const float* x, int64_t in, const float* panels, int64_t first, con
 }
 
 // R in [1, 12] rows in one pass over the panels, each weight vector loaded once for all of
-// them: at least 8 sums a tile but for one row, at most 29 registers. 8 to 12 rows (a
-// prefill's blocks) take two panels a tile; fewer (a step's rows, bound by reading the
-// weights: 3 rows took two passes, 2 and 1, as long as two of 4 rows) four or eight.
+// them: at least 8 sums a tile but for one row, at most 29 registers. 7 to 12 rows (a
+// prefill's blocks) take two panels a tile; 3 to 6 (a step's rows, bound by reading the
+// weights: 3 rows took two passes, 2 and 1, as long as two of 4 rows) four; 1 and 2 eight.
 void rows_in_one_pass(int64_t R, const float* x, int64_t in, const float* panels, int64_t first,
                       const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
   switch (R) {
