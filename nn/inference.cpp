@@ -380,10 +380,7 @@ namespace nn {
 
 std::span<const float> CachedInference::prefill_slot(int64_t slot, std::span<const int64_t> ids) {
   const auto n = static_cast<int64_t>(ids.size());
-  if (slot < 0 || slot >= batch_ || n < 1 || n > positions_)
-    throw std::invalid_argument(
-        fmt::format("CachedInference::prefill_slot: row {} of {}, {} ids (capacity {})", slot,
-                    batch_, n, positions_));
+  check_prefill_row(slot, n);
   length_ = 0;  // the rows no longer share one length
   row_lengths_[static_cast<size_t>(slot)] = 0;
   prefill_row(ids.data(), slot, n);
@@ -396,9 +393,6 @@ std::span<const float> CachedInference::prefill_slot(int64_t slot, std::span<con
 std::span<const float> CachedInference::step_slots(std::span<const int64_t> slots,
                                                    std::span<const int64_t> ids) {
   const auto rows = static_cast<int64_t>(slots.size());
-  if (rows < 1 || rows > batch_ || ids.size() != slots.size())
-    throw std::invalid_argument(fmt::format("CachedInference::step_slots: {} ids for {} rows of {}",
-                                            ids.size(), rows, batch_));
   check_step_rows(slots, ids);
   length_ = 0;
   const int64_t V = cfg_.vocab_size;
@@ -416,6 +410,13 @@ std::span<const float> CachedInference::step_slots(std::span<const int64_t> slot
     for (int64_t r = 0; r < n; ++r) ++row_lengths_[static_cast<size_t>(block[r])];
   }
   return row_logits_;
+}
+
+void CachedInference::check_prefill_row(int64_t slot, int64_t n) const {
+  if (slot < 0 || slot >= batch_ || n < 1 || n > positions_)
+    throw std::invalid_argument(
+        fmt::format("CachedInference::prefill_slot: row {} of {}, {} ids (capacity {})", slot,
+                    batch_, n, positions_));
 }
 
 void CachedInference::check_step_rows(std::span<const int64_t> slots,
@@ -448,10 +449,7 @@ std::span<const float> CachedInference::prefill_and_step_slots(int64_t slot,
         "CachedInference::prefill_and_step_slots: row {} is both prefilled and stepped", slot));
   if (s == 0 || n + s > prefill_step_rows_ || s + 1 > kStepRowsAtOnce)
     return prefill_then_step(slot, window, slots, ids);
-  if (slot < 0 || slot >= batch_ || n < 1 || n > positions_)
-    throw std::invalid_argument(
-        fmt::format("CachedInference::prefill_slot: row {} of {}, {} ids (capacity {})", slot,
-                    batch_, n, positions_));
+  check_prefill_row(slot, n);
   check_step_rows(slots, ids);
   length_ = 0;
   row_lengths_[static_cast<size_t>(slot)] = 0;
