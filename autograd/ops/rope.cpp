@@ -4,6 +4,8 @@
 // i + D/2 (not with i + 1, as the original paper's interleaved layout does).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
@@ -42,20 +44,23 @@ void rope_rows(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_
 
 namespace {
 
-// y = x with heads [0, rotated) of every token turned (inverse: back), tables of y's dtype
+// y = x with heads [0, rotated) of every token turned (inverse: back), tables of x's dtype.
+// Each row is copied and turned while it is in cache: one pass over memory, where a clone
+// of x and then the turn read and wrote the rows twice.
 template <typename T>
-void rotate(Tensor& y, const Tensor& cos, const Tensor& sin, int64_t rotated, int64_t D,
-            bool inverse) {
+void rotate(const Tensor& x, Tensor& y, const Tensor& cos, const Tensor& sin, int64_t rotated,
+            int64_t D, bool inverse) {
   const int64_t B = y.shape()[0], Tn = y.shape()[1], W = y.shape()[2];
+  const T* from = x.const_data<T>();
   T* p = y.data<T>();
   const T *c = cos.const_data<T>(), *s = sin.const_data<T>();
-  detail::parallel_for_items(
-      B * Tn, 16, static_cast<double>(rotated * D), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t t = r % Tn;
-          kernels::rope_row(p + r * W, rotated, D, c + t * (D / 2), s + t * (D / 2), inverse);
-        }
-      });
+  detail::parallel_for_items(B * Tn, 16, static_cast<double>(W), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = r % Tn;
+      std::copy(from + r * W, from + (r + 1) * W, p + r * W);
+      kernels::rope_row(p + r * W, rotated, D, c + t * (D / 2), s + t * (D / 2), inverse);
+    }
+  });
 }
 
 void check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rotated, int64_t D) {
@@ -77,15 +82,17 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rotat
   const profile::Timer timer("rope");
   check_rope(x, cos, sin, rotated_heads, head_dim);
   const Tensor c = cos.to(x.dtype()).contiguous(), s = sin.to(x.dtype()).contiguous();
-  Tensor out = x.detach().contiguous().clone();
+  const Tensor x2 = x.detach().contiguous();
+  Tensor out = empty(x.shape(), x.dtype());
   AG_DISPATCH_FLOAT(x.dtype(), "rope",
-                    [&] { rotate<scalar_t>(out, c, s, rotated_heads, head_dim, false); });
+                    [&] { rotate<scalar_t>(x2, out, c, s, rotated_heads, head_dim, false); });
   if (needs_recording({x}))
     attach_backward(out, "RopeBackward", {x},
                     [c, s, rotated_heads, head_dim](const Tensor& g) -> std::vector<Tensor> {
-                      Tensor dx = g.contiguous().clone();
+                      const Tensor g2 = g.contiguous();
+                      Tensor dx = empty(g.shape(), g.dtype());
                       AG_DISPATCH_FLOAT(dx.dtype(), "rope backward", [&] {
-                        rotate<scalar_t>(dx, c, s, rotated_heads, head_dim, true);
+                        rotate<scalar_t>(g2, dx, c, s, rotated_heads, head_dim, true);
                       });
                       return {dx};
                     });
