@@ -1,9 +1,11 @@
 // TrainingRun's last phase: the checkpoints it saves (at the interval, at the end, or a
 // rescue copy when --out cannot be written) and how it ends (training_run.h).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "base/shell_quote.h"
 #include "io/files.h"
@@ -143,6 +145,9 @@ TrainingRun::SavedTo TrainingRun::save_or_rescue(int64_t at) {
       rescue = io::make_rescue_path(cfg_.out);
       save(at, rescue);
     } catch (const std::exception& e2) {
+      // the folder was made for this copy alone: a failed save leaves it empty, and an empty
+      // private folder in /tmp for every failed run is litter nobody can use
+      if (!rescue.empty()) ::rmdir(std::filesystem::path(rescue).parent_path().c_str());
       throw std::runtime_error(
           fmt::format("{}; the rescue copy failed too: {}", e.what(), e2.what()));
     }

@@ -275,13 +275,15 @@ folder_vanishes)
 disk_full)
   # a file-size limit makes every write fail part-way, as a full disk does
   rc=0
-  (ulimit -f 64; "$bin" train "${tiny[@]}" --steps 10 --out run.h5 > log.txt 2> err.txt) || rc=$?
+  mkdir tmp
+  (ulimit -f 64; TMPDIR=$PWD/tmp "$bin" train "${tiny[@]}" --steps 10 --out run.h5 > log.txt 2> err.txt) || rc=$?
   [ "$rc" -eq 1 ] || fail "a failed final save exited $rc, not 1: $(cat err.txt)"
   [ "$(wc -l < err.txt)" -eq 1 ] || fail "more than one line on stderr: $(cat err.txt)"
   grep -q "cannot write 'run.h5': File too large" err.txt && grep -q "rescue copy failed too" err.txt ||
     fail "the error does not say what failed: $(cat err.txt)"
   [ ! -f run.h5 ] || fail "a partial run.h5 exists"
   ls -a | grep -q partial && fail "a partial file was left behind"
+  [ -z "$(ls -A tmp)" ] || fail "the failed rescue left $(ls -A tmp) in TMPDIR"
   ;;
 memory_refused)
   rc=0
