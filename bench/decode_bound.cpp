@@ -114,7 +114,7 @@ std::string range(const std::vector<double>& v, double scale, const char* spec) 
                      *hi * scale);
 }
 
-void print(const std::string& name, int threads, const DecodeFigures& f, bool json) {
+void print_bound(const std::string& name, int threads, const DecodeFigures& f, bool json) {
   const double read = median(f.read_gbs), tokens = median(f.tokens_s), share = median(f.share);
   if (json) {
     std::cout << nlohmann::json{{"config", name},
@@ -222,7 +222,7 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
   for (int r = 0; r < kDecodeRounds; ++r)
     for (size_t i = 0; i < decoders.size(); ++i)
       figures[i].add(timed_round(*decoders[i], start, steps, read));
-  for (const DecodeFigures& f : figures) print(name, threads, f, json);
+  for (const DecodeFigures& f : figures) print_bound(name, threads, f, json);
   print_ratio(name, figures[3], figures[1], json);  // q8_0 against bf16
   print_ratio(name, figures[2], figures[1], json);  // q8_0-f32 against bf16
   return 0;

@@ -86,14 +86,14 @@ std::string read_key(const std::string& path) {
   return key;
 }
 
-struct Loaded {
+struct ServedModel {
   std::unique_ptr<nn::GPT> model;
   std::unique_ptr<data::Tokenizer> tok;
   serve::ServedModel served;
 };
 
-Loaded load(const ServeOptions& o) {
-  Loaded l;
+ServedModel load(const ServeOptions& o) {
+  ServedModel l;
   io::Checkpoint ckpt = io::load_checkpoint(o.path, io::LoadOptions{.weights_only = true});
   l.model = train::model_from_checkpoint(ckpt);
   if (l.model->config().num_classes > 0)
@@ -113,7 +113,7 @@ Loaded load(const ServeOptions& o) {
 }
 
 // The decoder's cache and scratch for every slot, against the memory left.
-void check_memory(const ServeOptions& o, const nn::GPTConfig& cfg) {
+void check_serve_memory(const ServeOptions& o, const nn::GPTConfig& cfg) {
   const int64_t bytes = serve::Engine::memory_bytes(cfg, o.server.engine);
   const std::string short_of =
       train::memory_shortfall(bytes, o.threads, "lower --max-concurrent or --threads");
@@ -140,8 +140,8 @@ int serve_command(const Args& args) {
     o.server.transport.workers =  // every admitted or queued request, and a few more
         static_cast<int>(o.server.engine.slots + o.server.engine.max_queued + 4);
     ag::set_num_threads(o.threads);
-    const Loaded l = load(o);
-    check_memory(o, l.model->config());
+    const ServedModel l = load(o);
+    check_serve_memory(o, l.model->config());
     if (o.server.host != "127.0.0.1" && o.server.host != "localhost" && o.server.host != "::1" &&
         o.server.api_key.empty())
       fmt::print(stderr,

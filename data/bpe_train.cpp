@@ -82,7 +82,7 @@ namespace {
 
 using Merge = BpeTokenizer::Merge;
 
-uint64_t pair_key(uint32_t left, uint32_t right) {
+uint64_t merge_pair_key(uint32_t left, uint32_t right) {
   return (static_cast<uint64_t>(left) << 32) | right;
 }
 
@@ -127,7 +127,8 @@ MergeLearner::MergeLearner(const std::vector<PieceCountTable::Entry>& entries,
     words_.push_back({symbols_.size(), e.length, e.count});
     for (uint32_t i = 0; i < e.length; ++i) {
       symbols_.push_back(static_cast<unsigned char>(arena[e.offset + i]));
-      if (i > 0) add_pair(pair_key(symbols_[symbols_.size() - 2], symbols_.back()), e.count, w);
+      if (i > 0)
+        add_pair(merge_pair_key(symbols_[symbols_.size() - 2], symbols_.back()), e.count, w);
     }
   }
   std::vector<QueueEntry> initial;
@@ -157,14 +158,14 @@ void MergeLearner::merge_in_word(uint32_t w, uint32_t left, uint32_t right, uint
   for (uint32_t i = 0; i < n;) {
     if (i + 1 < n && s[i] == left && s[i + 1] == right) {
       if (out > 0) {
-        add_pair(pair_key(s[out - 1], left), -c, w);
-        add_pair(pair_key(s[out - 1], id), c, w);
-        created_.push_back(pair_key(s[out - 1], id));
+        add_pair(merge_pair_key(s[out - 1], left), -c, w);
+        add_pair(merge_pair_key(s[out - 1], id), c, w);
+        created_.push_back(merge_pair_key(s[out - 1], id));
       }
       if (i + 2 < n) {
-        add_pair(pair_key(right, s[i + 2]), -c, w);
-        add_pair(pair_key(id, s[i + 2]), c, w);
-        created_.push_back(pair_key(id, s[i + 2]));
+        add_pair(merge_pair_key(right, s[i + 2]), -c, w);
+        add_pair(merge_pair_key(id, s[i + 2]), c, w);
+        created_.push_back(merge_pair_key(id, s[i + 2]));
       }
       s[out++] = id;
       i += 2;
@@ -176,7 +177,7 @@ void MergeLearner::merge_in_word(uint32_t w, uint32_t left, uint32_t right, uint
 }
 
 void MergeLearner::apply(uint32_t left, uint32_t right, uint32_t id) {
-  const uint64_t key = pair_key(left, right);
+  const uint64_t key = merge_pair_key(left, right);
   std::vector<uint32_t> words;
   if (auto it = where_.find(key); it != where_.end()) {
     words = std::move(it->second);

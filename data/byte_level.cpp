@@ -270,7 +270,7 @@ class VocabCheck {
 
 // The tokenizer's own constructor checks the split pattern (the rest passed above).
 template <class Make>
-std::unique_ptr<Tokenizer> construct(Make make) {
+std::unique_ptr<Tokenizer> construct_tokenizer(Make make) {
   try {
     return make();
   } catch (const ByteLevelError&) {
@@ -300,10 +300,10 @@ std::unique_ptr<Tokenizer> tokenizer_from_byte_level(ByteLevelVocab vocab) {
     throw ByteLevelError(Part::whole, 0,
                          "no split pattern: a vocabulary with merges or special tokens needs one");
   if (own)
-    return construct([&] {
+    return construct_tokenizer([&] {
       return std::make_unique<BpeTokenizer>(std::move(merges), std::move(vocab.split_pattern), end);
     });
-  return construct([&] {
+  return construct_tokenizer([&] {
     return std::make_unique<Gpt2Tokenizer>(std::move(order), std::move(merges),
                                            std::move(vocab.split_pattern), std::move(specials));
   });

@@ -21,19 +21,19 @@ struct Where {
   [[noreturn]] void fail(const std::string& what) const {
     throw DataError(fmt::format("{}: line {}: {}", name, line, what));
   }
-  [[noreturn]] void fail(std::string_view field, const std::string& what) const {
-    fail(fmt::format("'{}' {}", field, what));
+  [[noreturn]] void fail(std::string_view item_field, const std::string& what) const {
+    fail(fmt::format("'{}' {}", item_field, what));
   }
 };
 
-const nlohmann::json& field(const nlohmann::json& object, const char* key, const Where& at) {
+const nlohmann::json& item_field(const nlohmann::json& object, const char* key, const Where& at) {
   const auto it = object.find(key);
   if (it == object.end()) at.fail(key, "is missing");
   return *it;
 }
 
 std::string context_field(const nlohmann::json& object, const char* key, const Where& at) {
-  const nlohmann::json& v = field(object, key, at);
+  const nlohmann::json& v = item_field(object, key, at);
   if (!v.is_string()) at.fail(key, "must be a string, not " + base::json_kind(v));
   std::string text = v.get<std::string>();
   // the first ending token is predicted from the context: there must be one
@@ -43,7 +43,7 @@ std::string context_field(const nlohmann::json& object, const char* key, const W
 
 std::vector<std::string> endings_field(const nlohmann::json& object, const char* key,
                                        const Where& at) {
-  const nlohmann::json& v = field(object, key, at);
+  const nlohmann::json& v = item_field(object, key, at);
   if (!v.is_array()) at.fail(key, "must be an array of strings, not " + base::json_kind(v));
   if (v.size() < 2 || v.size() > kMaxEndings)
     at.fail(key, fmt::format("has {} {}; an item needs 2 to {}", v.size(),
@@ -71,7 +71,7 @@ int64_t index_in_range(const nlohmann::json& v, size_t count, const char* key, c
 
 // HellaSwag's "label": an integer, or (Hugging Face's copy) a string of decimal digits.
 int64_t label_field(const nlohmann::json& object, size_t count, const Where& at) {
-  const nlohmann::json& v = field(object, "label", at);
+  const nlohmann::json& v = item_field(object, "label", at);
   if (v.is_number_integer()) return index_in_range(v, count, "label", at);
   if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
@@ -86,7 +86,7 @@ int64_t label_field(const nlohmann::json& object, size_t count, const Where& at)
 // "answer": an integer, a capital letter (A is the first choice), or one choice's text.
 int64_t answer_field(const nlohmann::json& object, const std::vector<std::string>& choices,
                      const Where& at) {
-  const nlohmann::json& v = field(object, "answer", at);
+  const nlohmann::json& v = item_field(object, "answer", at);
   if (v.is_number_integer()) return index_in_range(v, choices.size(), "answer", at);
   if (!v.is_string())
     at.fail("answer",

@@ -53,7 +53,7 @@ std::vector<BpeTokenizer::Merge> byte_valued(const std::vector<BpeTokenizer::Mer
   return out;
 }
 
-BpeTokenizer make_bpe(std::vector<BpeTokenizer::Merge> merges, std::string pattern) {
+BpeTokenizer make_gpt2_bpe(std::vector<BpeTokenizer::Merge> merges, std::string pattern) {
   try {
     return BpeTokenizer(std::move(merges), std::move(pattern));
   } catch (const std::invalid_argument& e) {
@@ -94,7 +94,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(std::vector<uint8_t> byte_order, std::vector<Merge>
     : byte_order_(checked_order(std::move(byte_order))),
       id_of_byte_(inverse(byte_order_)),
       merges_(std::move(merges)),
-      bpe_(make_bpe(byte_valued(merges_, byte_order_), std::move(split_pattern))),
+      bpe_(make_gpt2_bpe(byte_valued(merges_, byte_order_), std::move(split_pattern))),
       specials_(checked_specials(std::move(special_tokens), 256 + merges_.size())) {}
 
 std::vector<uint8_t> Gpt2Tokenizer::gpt2_byte_order() {

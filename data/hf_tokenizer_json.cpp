@@ -79,7 +79,7 @@ Json byte_level_file(const ByteLevelVocab& v) {
 
 // Characters as a BPE model without merges and without a pre-tokenizer: the text is one
 // word, cut into its characters, each looked up; Fuse joins the decoded characters.
-Json char_file(const CharTokenizer& tok) {
+Json char_json(const CharTokenizer& tok) {
   Json vocab = Json::object();
   for (size_t id = 0; id < tok.code_points().size(); ++id) {
     std::string text;
@@ -135,7 +135,7 @@ Json hf_pre_tokenizer(const std::string& pattern) {
                Json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)})}};
 }
 
-Json hf_file(const HfBpeTokenizer& tok) {
+Json hf_json(const HfBpeTokenizer& tok) {
   const HfBpeSpec& spec = tok.spec();
   std::vector<bool> outside(spec.tokens.size());
   Json added = Json::array();
@@ -163,8 +163,8 @@ Json hf_file(const HfBpeTokenizer& tok) {
 }  // namespace
 
 std::string hf_tokenizer_json(const Tokenizer& tok) {
-  if (const auto* c = dynamic_cast<const CharTokenizer*>(&tok)) return char_file(*c).dump(2) + "\n";
-  if (const auto* h = dynamic_cast<const HfBpeTokenizer*>(&tok)) return hf_file(*h).dump(2) + "\n";
+  if (const auto* c = dynamic_cast<const CharTokenizer*>(&tok)) return char_json(*c).dump(2) + "\n";
+  if (const auto* h = dynamic_cast<const HfBpeTokenizer*>(&tok)) return hf_json(*h).dump(2) + "\n";
   return byte_level_file(byte_level_vocab(tok)).dump(2) + "\n";
 }
 

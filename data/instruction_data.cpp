@@ -21,15 +21,15 @@ namespace data {
 
 namespace {
 
-struct Record {
+struct InstructionRecord {
   std::string instruction, input, output;
   std::string where;  // "FILE: line 12" or "FILE: record 3 (line 12)", for messages
   int64_t line = 0;
 };
 
 // The record's fields; "input" may be missing or null (no input).
-Record parse_record(const detail::JsonRecord& r) {
-  Record rec;
+InstructionRecord parse_instruction(const detail::JsonRecord& r) {
+  InstructionRecord rec;
   rec.where = r.where;
   rec.line = r.line;
   const nlohmann::json& j = r.value;
@@ -43,16 +43,16 @@ Record parse_record(const detail::JsonRecord& r) {
 
 // Every record of an instruction file, in order; other keys than instruction, input and
 // output are ignored.
-std::vector<Record> read_records(const std::string& path) {
-  std::vector<Record> records;
+std::vector<InstructionRecord> read_records(const std::string& path) {
+  std::vector<InstructionRecord> records;
   detail::for_each_json_record(
       path, {"an instruction file", "'instruction' and 'output'"},
-      [&](const detail::JsonRecord& r) { records.push_back(parse_record(r)); });
+      [&](const detail::JsonRecord& r) { records.push_back(parse_instruction(r)); });
   return records;
 }
 
-std::vector<int64_t> encode_field(const Tokenizer& tok, const std::string& text, const Record& r,
-                                  const char* field) {
+std::vector<int64_t> encode_field(const Tokenizer& tok, const std::string& text,
+                                  const InstructionRecord& r, const char* field) {
   try {
     return tok.encode(text);
   } catch (const std::invalid_argument& e) {  // a character the vocabulary does not have
@@ -61,7 +61,8 @@ std::vector<int64_t> encode_field(const Tokenizer& tok, const std::string& text,
 }
 
 // The prompt's tokens; when they cannot be made, the field (or the template) to blame.
-std::vector<int64_t> encode_prompt(const Tokenizer& tok, const PromptTemplate& t, const Record& r) {
+std::vector<int64_t> encode_prompt(const Tokenizer& tok, const PromptTemplate& t,
+                                   const InstructionRecord& r) {
   try {
     return tok.encode(t.format(r.instruction, r.input));
   } catch (const std::invalid_argument& e) {
@@ -97,7 +98,7 @@ TaskExamples read_instruction_examples(const std::string& path, const Tokenizer&
     throw std::invalid_argument("read_instruction_examples: a context length and an end-of-text");
   const PromptTemplate tmpl = PromptTemplate::parse(o.prompt_template, "the prompt template");
   TaskExamples out;
-  for (const Record& r : read_records(path)) {
+  for (const InstructionRecord& r : read_records(path)) {
     const std::vector<int64_t> prompt = encode_prompt(tokenizer, tmpl, r);
     const std::vector<int64_t> response = encode_field(tokenizer, r.output, r, "output");
     const auto P = static_cast<int64_t>(prompt.size()), R = static_cast<int64_t>(response.size());
@@ -122,7 +123,7 @@ TaskExamples read_instruction_examples(const std::string& path, const Tokenizer&
 std::string instruction_corpus_text(const std::string& path, const TaskOptions& o) {
   const PromptTemplate tmpl = PromptTemplate::parse(o.prompt_template, "the prompt template");
   std::string text;
-  for (const Record& r : read_records(path)) {  // each example's text, then a line break
+  for (const InstructionRecord& r : read_records(path)) {  // each example's text, then a line break
     text += tmpl.format(r.instruction, r.input);
     text += r.output;
     text += '\n';

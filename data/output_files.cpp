@@ -25,7 +25,7 @@ static_assert(TempFile::kBufferBytes % kDirectAlign == 0);
 // fsync waits for the last stretch only.
 constexpr uint64_t kWriteBehindBytes = uint64_t{64} << 20;
 
-[[noreturn]] void fail(const std::string& display, const std::string& what, int err) {
+[[noreturn]] void fail_output(const std::string& display, const std::string& what, int err) {
   throw DataSystemError(fmt::format("{}: {}: {}", display, what, std::strerror(err)));
 }
 
@@ -33,7 +33,7 @@ constexpr uint64_t kWriteBehindBytes = uint64_t{64} << 20;
 // symbolic link.
 base::UniqueFd open_folder(const std::string& path, bool& made) {
   made = mkdir(path.c_str(), 0777) == 0;
-  if (!made && errno != EEXIST) fail(path, "cannot create the folder", errno);
+  if (!made && errno != EEXIST) fail_output(path, "cannot create the folder", errno);
   base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.valid()) return fd;
   const int err = errno;
@@ -41,7 +41,7 @@ base::UniqueFd open_folder(const std::string& path, bool& made) {
   if (lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     throw DataError(fmt::format("{}: is {}, not a folder; refusing to write there", path,
                                 base::file_kind(st.st_mode)));
-  fail(path, "cannot open the folder", err);
+  fail_output(path, "cannot open the folder", err);
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ OutputFolder::OutputFolder(const std::string& path, const std::vector<std::strin
           fmt::format("{}: another process is writing or reading this folder; wait "
                       "for it or choose another output folder",
                       path_));
-    fail(path_, "cannot lock the folder", err);
+    fail_output(path_, "cannot lock the folder", err);
   }
   check_entries(own_names);
 }
@@ -72,7 +72,7 @@ OutputFolder::~OutputFolder() {
 // Lists the folder: only own names and leftover temporary files may be there.
 void OutputFolder::check_entries(const std::vector<std::string>& own_names) {
   DIR* dir = fdopendir(dup(fd_.get()));
-  if (!dir) fail(path_, "cannot list the folder", errno);
+  if (!dir) fail_output(path_, "cannot list the folder", errno);
   std::string foreign;
   while (const dirent* e = readdir(dir)) {
     const std::string name = e->d_name;
@@ -118,11 +118,11 @@ void OutputFolder::remove_leftovers() {
 
 void OutputFolder::remove(const std::string& name) {
   if (unlinkat(fd_.get(), name.c_str(), 0) != 0 && errno != ENOENT)
-    fail(display(name), "cannot remove", errno);
+    fail_output(display(name), "cannot remove", errno);
 }
 
 void OutputFolder::sync() {
-  if (fsync(fd_.get()) != 0) fail(path_, "cannot sync the folder", errno);
+  if (fsync(fd_.get()) != 0) fail_output(path_, "cannot sync the folder", errno);
 }
 
 // ---- TempFile --------------------------------------------------------------------------
@@ -164,7 +164,7 @@ TempFile::TempFile(OutputFolder& folder, std::string name)
   direct_ = fd_ >= 0;
   if (fd_ < 0 && errno == EINVAL)  // a file system without O_DIRECT
     fd_ = base::create_exclusive(folder_.fd(), prefix, O_WRONLY, 0666, &temp_);
-  if (fd_ < 0) fail(folder_.display(name_), "cannot create its temporary file", errno);
+  if (fd_ < 0) fail_output(folder_.display(name_), "cannot create its temporary file", errno);
   try {
     for (auto& b : buffers_) b = std::make_unique<Buffer>();
   } catch (...) {
@@ -224,7 +224,7 @@ void TempFile::write_out(const char* p, size_t n, uint64_t offset) {
       retried = true;
       continue;
     }
-    if (w < 0) fail(folder_.display(name_), "write failed", errno);
+    if (w < 0) fail_output(folder_.display(name_), "write failed", errno);
     p += w, n -= static_cast<size_t>(w), offset += static_cast<uint64_t>(w);
   }
   if (!direct_ && offset % kWriteBehindBytes < kBufferBytes)  // a hint: failures show at fsync
@@ -243,21 +243,21 @@ void TempFile::close(bool sync) {
   write_out(b.data, b.used, file_bytes_);
   file_bytes_ += b.used;
   b.used = 0;
-  if (sync && fsync(fd_) != 0) fail(folder_.display(name_), "cannot sync", errno);
+  if (sync && fsync(fd_) != 0) fail_output(folder_.display(name_), "cannot sync", errno);
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) fail(folder_.display(name_), "write failed", errno);
+  if (::close(fd) != 0) fail_output(folder_.display(name_), "write failed", errno);
 }
 
 int TempFile::open_for_reading() const {
   const int fd = openat(folder_.fd(), (committed_ ? name_ : temp_).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(folder_.display(name_), "cannot read the file back", errno);
+  if (fd < 0) fail_output(folder_.display(name_), "cannot read the file back", errno);
   return fd;
 }
 
 void TempFile::commit() {
   if (renameat(folder_.fd(), temp_.c_str(), folder_.fd(), name_.c_str()) != 0)
-    fail(folder_.display(name_), "cannot rename the finished file into place", errno);
+    fail_output(folder_.display(name_), "cannot rename the finished file into place", errno);
   committed_ = true;
 }
 

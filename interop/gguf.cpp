@@ -286,7 +286,7 @@ nn::GPTConfig config_of(const gguf::File& f, const std::string& arch, const std:
 }
 
 // Every element +0.0 or -0.0.
-bool all_zero(const std::vector<float>& v) {
+bool all_values_zero(const std::vector<float>& v) {
   for (float x : v)
     if (x != 0.0f) return false;
   return true;
@@ -299,7 +299,7 @@ void check_derived_tensor(const InputBytes& in, const gguf::File& f, const gguf:
   const std::vector<float> stored = gguf::read_tensor(in, f, info);
   if (t.content == GgufTensor::Content::rope_factors)
     return settle_rope_factors(stored, f, in.source(), c);
-  if (!all_zero(stored))
+  if (!all_values_zero(stored))
     throw InteropError(
         fmt::format("{}: tensor {} is not zero, but key {} says the model has no qkv biases",
                     in.source(), t.name, kGgufNoQkvBiasKey));

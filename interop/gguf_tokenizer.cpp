@@ -54,7 +54,7 @@ std::string pre_tokenizer_of(const data::ByteLevelVocab& v) {
 }
 
 // The split pattern of a pre-tokenizer name llama.cpp reads as GPT-2's or GPT-4's.
-std::optional<std::string> split_pattern_of(const std::string& pre) {
+std::optional<std::string> gguf_split_pattern_of(const std::string& pre) {
   if (pre == "gpt-2") return std::string(data::kGpt2SplitPattern);
   for (const char* gpt4 : {"llama-bpe", "llama3", "llama-v3", "dbrx", "smaug-bpe"})
     if (pre == gpt4) return std::string(data::kGpt4SplitPattern);
@@ -341,7 +341,7 @@ std::optional<io::TokenizerSection> read_tokenizer_keys(const gguf::File& f, int
                       source);
   v.tokens = tokens->strings;
   v.merges = merges_of(merges, source);
-  const std::optional<std::string> pattern = split_pattern_of(pre_name);
+  const std::optional<std::string> pattern = gguf_split_pattern_of(pre_name);
   if (!pattern)
     throw InteropError(
         fmt::format("{}: key tokenizer.ggml.pre is '{}': only gpt-2, llama-bpe (GPT-4's split "

@@ -32,7 +32,7 @@ constexpr char kModel[] = "GPT-2 (GPT2LMHeadModel)";
 constexpr char kClassifier[] = "GPT2ForSequenceClassification";
 
 // What attograd's GPT cannot compute is refused with the reason.
-void check_architecture(const HfConfigKeys& k, std::vector<std::string>& notes) {
+void check_gpt2_architecture(const HfConfigKeys& k, std::vector<std::string>& notes) {
   const std::string type = k.text("model_type", "gpt2");
   if (type != "gpt2")
     k.fail("model_type", fmt::format("is {}: only GPT-2 (gpt2), Llama (llama), Qwen2 (qwen2) and "
@@ -67,7 +67,7 @@ void check_architecture(const HfConfigKeys& k, std::vector<std::string>& notes) 
 }
 
 // The config.json key behind the first of attograd's keys a message names.
-std::string hf_key_of(const std::string& message) {
+std::string gpt2_key_of(const std::string& message) {
   static const std::pair<const char*, const char*> kKeys[] = {
       {"vocab_size", "vocab_size"}, {"context_length", "n_positions"}, {"d_model", "n_embd"},
       {"n_heads", "n_head"},        {"n_layers", "n_layer"},           {"d_ff", "n_inner"},
@@ -95,7 +95,7 @@ double dropout_of(const HfConfigKeys& k, std::vector<std::string>& notes) {
 
 // The keys of config.json attograd reads (check_architecture's and the config's); the rest are
 // skipped as they are read, never stored.
-const std::set<std::string>& config_keys_read() {
+const std::set<std::string>& gpt2_config_keys_read() {
   static const std::set<std::string> keys = {"model_type",
                                              "architectures",
                                              "activation_function",
@@ -220,8 +220,9 @@ struct ExpectedNames {
 
 // The files' tensors by their name without the "transformer." prefix; what GPT-2 does not
 // have is refused by name, the mask buffers are set aside (dropped).
-LocatedTensors file_tensors(const std::vector<SafetensorsReader>& files, const nn::GPTConfig& c,
-                            const std::set<std::string>& expected, ModelFiles& m) {
+LocatedTensors gpt2_file_tensors(const std::vector<SafetensorsReader>& files,
+                                 const nn::GPTConfig& c, const std::set<std::string>& expected,
+                                 ModelFiles& m) {
   LocatedTensors found;
   int64_t buffers = 0;
   for (const auto& in : files)
@@ -250,8 +251,8 @@ LocatedTensors file_tensors(const std::vector<SafetensorsReader>& files, const n
 }
 
 // Every tensor GPT-2 needs is there with the config's shape, before anything is read.
-void check_found(const std::vector<HfTensor>& tensors, const LocatedTensors& found,
-                 const ModelFiles& m, const std::string& source) {
+void check_gpt2_found(const std::vector<HfTensor>& tensors, const LocatedTensors& found,
+                      const ModelFiles& m, const std::string& source) {
   if (!m.config.tie_weights && m.config.num_classes == 0 && !found.count("lm_head.weight"))
     throw InteropError(
         fmt::format("{}: no lm_head.weight, and config.json unties the head "
@@ -269,13 +270,13 @@ void check_found(const std::vector<HfTensor>& tensors, const LocatedTensors& fou
   }
 }
 
-void read_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
-                  int64_t tokenizer_bytes) {
+void read_gpt2_weights(const std::vector<SafetensorsReader>& files, ModelFiles& m,
+                       int64_t tokenizer_bytes) {
   const auto tensors = hf_gpt2_tensors(m.config);
   std::set<std::string> expected;
   for (const auto& t : tensors) expected.insert(t.name);
-  const LocatedTensors found = file_tensors(files, m.config, expected, m);
-  check_found(tensors, found, m, files.front().source());
+  const LocatedTensors found = gpt2_file_tensors(files, m.config, expected, m);
+  check_gpt2_found(tensors, found, m, files.front().source());
   check_hf_size(files, m.config);
   check_import_memory(m.config, files.size() == 1 ? files.front().source() : "the model's shards",
                       tokenizer_bytes);
@@ -299,7 +300,7 @@ nn::GPTConfig gpt2_config_from_json(const json& j, const std::string& source,
   if (!j.is_object())
     throw InteropError(fmt::format("{}: is {}, not a JSON object", source, base::json_kind(j)));
   const HfConfigKeys k{j, source};
-  check_architecture(k, notes);
+  check_gpt2_architecture(k, notes);
   nn::GPTConfig c;
   c.vocab_size = k.integer("vocab_size", 50257);
   c.context_length = k.integer("n_positions", k.integer("n_ctx", 1024));
@@ -320,7 +321,7 @@ nn::GPTConfig gpt2_config_from_json(const json& j, const std::string& source,
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {
-    throw InteropError(fmt::format("{}: {}: {}", source, hf_key_of(e.what()), e.what()));
+    throw InteropError(fmt::format("{}: {}: {}", source, gpt2_key_of(e.what()), e.what()));
   }
   return c;
 }
@@ -393,7 +394,7 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   const std::string config_path = hf_config_path(path);
   ModelFiles m;
   m.format = is_folder ? "hf" : "safetensors";
-  const json config = read_hf_config(config_path, config_keys_read());
+  const json config = read_hf_config(config_path, gpt2_config_keys_read());
   m.config = gpt2_config_from_json(config, config_path, m.dropped);
   m.labels = classifier_labels(config, config_path, kClassifier);
   std::string source;
@@ -401,8 +402,8 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
     const ExpectedNames expected(m.config);
     const auto files = open_hf_weights(path, expected.hf_names());
     source = files.size() == 1 ? files.front().source() : path;
-    read_weights(files, m,
-                 tokenizer_folder_bytes(tokenizer_folder.empty() ? folder : tokenizer_folder));
+    read_gpt2_weights(files, m,
+                      tokenizer_folder_bytes(tokenizer_folder.empty() ? folder : tokenizer_folder));
   }
   m.tokenizer = read_tokenizer_folder(tokenizer_folder.empty() ? folder : tokenizer_folder,
                                       !tokenizer_folder.empty(), &m.dropped);

@@ -302,8 +302,8 @@ void check_found(const Expected& expected, const LocatedTensors& found, const Mo
 }
 
 // Every tensor straight into its parameter (HF's layout is attograd's): no copy.
-void read_weights(const std::vector<SafetensorsReader>& files, const Expected& expected,
-                  ModelFiles& m, int64_t tokenizer_bytes) {
+void read_llama_weights(const std::vector<SafetensorsReader>& files, const Expected& expected,
+                        ModelFiles& m, int64_t tokenizer_bytes) {
   const LocatedTensors found = file_tensors(files, expected, m);
   const std::string source = files.front().source();
   check_found(expected, found, m, source);
@@ -510,7 +510,7 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
     const Expected expected(m.config, family_row(export_family(m.config, config_path)));
     const auto files = open_hf_weights(path, expected.hf_names());
     source = files.size() == 1 ? files.front().source() : path;
-    read_weights(files, expected, m, tokenizer_folder_bytes(tokenizer_at));
+    read_llama_weights(files, expected, m, tokenizer_folder_bytes(tokenizer_at));
   }
   m.tokenizer = read_tokenizer_folder(tokenizer_at, !tokenizer_folder.empty(), &m.dropped);
   const ChatSettings chat = read_chat_settings(tokenizer_at, folder, m.dropped);

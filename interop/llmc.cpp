@@ -82,7 +82,7 @@ void check_size_field(const Header& h, int index, const char* label, const char*
   }
 }
 
-nn::GPTConfig config_of(const Header& h, const std::string& source) {
+nn::GPTConfig llmc_config_of(const Header& h, const std::string& source) {
   if (h.ints[0] != kLlmcMagic)
     throw InteropError(
         fmt::format("{}: not an llm.c checkpoint: header[0] (magic) is {}, llm.c's "
@@ -129,7 +129,7 @@ ModelFiles read_llmc_weights(const InputBytes& in, int64_t tokenizer_bytes) {
   in.read(0, h.ints.data(), sizeof h.ints, "the header (256 int32)");
   ModelFiles m;
   m.format = "llmc";
-  m.config = config_of(h, source);
+  m.config = llmc_config_of(h, source);
   const StoredType type = h.ints[1] == kLlmcVersionF32 ? StoredType::f32 : StoredType::bf16;
   const uint64_t expected = sizeof h.ints + llmc_elements(h) * stored_bytes(type);
   if (in.size() != expected)

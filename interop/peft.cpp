@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-constexpr const char* kPrefix = "base_model.model.";
+constexpr const char* kPeftPrefix = "base_model.model.";
 constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
 
@@ -214,7 +214,7 @@ LoraAdapter read_peft(const std::string& folder, const nn::GPTConfig& base) {
   const std::vector<AdaptedTensor> all = peft_tensors(base);
   std::map<std::string, const AdaptedTensor*> names;
   for (const auto& t : all)
-    for (const char* m : {".lora_A.weight", ".lora_B.weight"}) names[kPrefix + t.name + m] = &t;
+    for (const char* m : {".lora_A.weight", ".lora_B.weight"}) names[kPeftPrefix + t.name + m] = &t;
   const std::string path = (fs::path(folder) / kWeightsFile).string();
   const SafetensorsReader in(path, [&](const std::string& name) {
     if (!names.count(name))
@@ -224,12 +224,12 @@ LoraAdapter read_peft(const std::string& folder, const nn::GPTConfig& base) {
   });
   std::vector<ReadAdapter> read;
   for (const auto& t : all) {
-    const SafetensorsEntry* a = in.find(kPrefix + t.name + ".lora_A.weight");
-    const SafetensorsEntry* b = in.find(kPrefix + t.name + ".lora_B.weight");
+    const SafetensorsEntry* a = in.find(kPeftPrefix + t.name + ".lora_A.weight");
+    const SafetensorsEntry* b = in.find(kPeftPrefix + t.name + ".lora_B.weight");
     if (!a && !b) continue;
     if (!a || !b)
-      throw InteropError(fmt::format("{}: {}{} has a lora_{} and no lora_{}", path, kPrefix, t.name,
-                                     a ? "A" : "B", a ? "B" : "A"));
+      throw InteropError(fmt::format("{}: {}{} has a lora_{} and no lora_{}", path, kPeftPrefix,
+                                     t.name, a ? "A" : "B", a ? "B" : "A"));
     read.push_back(read_tensor_pair(in, t, *a, *b, s));
   }
   const auto spelled = in.metadata().find(kLoraTargetsKey);
@@ -260,8 +260,9 @@ void write_peft(const LoraAdapter& adapter, const std::string& folder, StoredTyp
   for (const AdaptedTensor* t : on) {
     const auto k = static_cast<int64_t>(t->parts.size());
     const JoinedAdapter& j = joined.emplace_back(join_adapter(*t, adapter, k * c.lora_rank));
-    tensors.push_back({kPrefix + t->name + ".lora_A.weight", {j.rank, t->in}, {}, j.a.data()});
-    tensors.push_back({kPrefix + t->name + ".lora_B.weight", {t->out(), j.rank}, {}, j.b.data()});
+    tensors.push_back({kPeftPrefix + t->name + ".lora_A.weight", {j.rank, t->in}, {}, j.a.data()});
+    tensors.push_back(
+        {kPeftPrefix + t->name + ".lora_B.weight", {t->out(), j.rank}, {}, j.b.data()});
     if (k == 1) continue;
     rank_pattern[suffix(t->name, 1)] = j.rank;
     alpha_pattern[suffix(t->name, 1)] = number(static_cast<double>(k) * c.lora_alpha);

@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string quoted(const std::string& name) {
+std::string quoted_name(const std::string& name) {
   return "'" + excerpt(name) + "'";
 }
 
@@ -87,7 +87,7 @@ SafetensorsEntry parse_entry(const std::string& name, const json& value, const s
     throw InteropError(fmt::format("{}: is {}, not an object", where, base::json_kind(value)));
   for (const auto& [key, v] : value.items())
     if (key != "dtype" && key != "shape" && key != "data_offsets")
-      throw InteropError(fmt::format("{}: unknown field {}", where, quoted(key)));
+      throw InteropError(fmt::format("{}: unknown field {}", where, quoted_name(key)));
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!value.contains(key)) throw InteropError(fmt::format("{}: no {}", where, key));
   SafetensorsEntry e;
@@ -120,13 +120,13 @@ void check_tiling(std::vector<SafetensorsEntry>& entries, uint64_t region,
   for (const auto& e : entries) {
     if (e.begin < at)
       throw InteropError(fmt::format("{}: tensor {} (bytes {} to {}) overlaps tensor {} (to {})",
-                                     source, quoted(e.name), e.begin, e.end, quoted(last->name),
-                                     at));
+                                     source, quoted_name(e.name), e.begin, e.end,
+                                     quoted_name(last->name), at));
     if (e.begin > at)
       throw InteropError(
           fmt::format("{}: data_offsets leave bytes {} to {} of the data region "
                       "to no tensor (before tensor {})",
-                      source, at, e.begin, quoted(e.name)));
+                      source, at, e.begin, quoted_name(e.name)));
     at = e.end;
     if (e.end > e.begin || !last) last = &e;
   }
@@ -160,7 +160,7 @@ class HeaderReader final : public JsonReader {
   }
   Use use(const std::string& key, size_t) override {
     if (!names_.insert(key).second)
-      throw InteropError(fmt::format("{}: tensor {} appears twice", source_, quoted(key)));
+      throw InteropError(fmt::format("{}: tensor {} appears twice", source_, quoted_name(key)));
     if (key == "__metadata__") return stream();
     if (filter_) filter_(key);  // refused here: nothing of it is stored
     return keep(kEntryValues);
@@ -169,7 +169,7 @@ class HeaderReader final : public JsonReader {
     if (key == "__metadata__")
       throw InteropError(
           fmt::format("{}: __metadata__ is {}, not an object", source_, base::json_kind(v)));
-    entries_.push_back(parse_entry(key, v, source_ + ": tensor " + quoted(key), region_));
+    entries_.push_back(parse_entry(key, v, source_ + ": tensor " + quoted_name(key), region_));
   }
   JsonReader& nested(const std::string&, size_t) override { return metadata_reader_; }
 
@@ -189,10 +189,10 @@ class HeaderReader final : public JsonReader {
     void value(const std::string& key, size_t, json v) override {
       if (!v.is_string())
         throw InteropError(fmt::format("{}: __metadata__ {} is {}, not a string", h.source_,
-                                       quoted(key), base::json_kind(v)));
+                                       quoted_name(key), base::json_kind(v)));
       if (h.keep_metadata_ && !h.metadata_.emplace(key, v.get<std::string>()).second)
         throw InteropError(
-            fmt::format("{}: __metadata__ {} appears twice", h.source_, quoted(key)));
+            fmt::format("{}: __metadata__ {} appears twice", h.source_, quoted_name(key)));
     }
   };
 
@@ -326,7 +326,7 @@ const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
 }
 
 void SafetensorsReader::read_into(const SafetensorsEntry& e, float* out) const {
-  const std::string named = "tensor " + quoted(e.name);
+  const std::string named = "tensor " + quoted_name(e.name);
   if (!e.dtype->widen)
     throw InteropError(
         fmt::format("{}: {} is {}, which holds no weights (they are read from "
@@ -362,7 +362,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   for (const auto& t : tensors) {
     const uint64_t bytes = static_cast<uint64_t>(ag::shape_numel(t.shape)) * stored_bytes(dtype);
     if (header.contains(t.name))
-      throw InteropError(fmt::format("{}: tensor {} given twice", path, quoted(t.name)));
+      throw InteropError(fmt::format("{}: tensor {} given twice", path, quoted_name(t.name)));
     header[t.name] = {{"dtype", dtype_name(dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};

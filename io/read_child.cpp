@@ -36,9 +36,9 @@ namespace {
 
 constexpr int kSanitizerExit = 70;  // the child's exit status after a sanitizer report
 constexpr int kParentGoneExit = 71;
-constexpr size_t kPieceBytes = 4 << 20;
+constexpr size_t kChildReadBytes = 4 << 20;
 
-double seconds_now() {
+double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -97,7 +97,7 @@ FileBytes read_open_file(int fd, uint64_t size, ReadSink& sink) {
   uint64_t done = 0;
   while (done < size) {
     const ssize_t n =
-        ::pread(fd, bytes.data.get() + done, std::min<uint64_t>(size - done, kPieceBytes),
+        ::pread(fd, bytes.data.get() + done, std::min<uint64_t>(size - done, kChildReadBytes),
                 static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw std::runtime_error(std::strerror(errno));
@@ -240,14 +240,14 @@ void drain(int fd, FrameReader& reader) {
 Pumped pump(pid_t pid, int fd, FrameReader& reader, const ReadSink& out, const ChildLimits& limits,
             uint64_t file_bytes) {
   const ChildClock clock(pid);
-  double last_wall = seconds_now(), last_cpu = clock.seconds();
+  double last_wall = steady_seconds(), last_cpu = clock.seconds();
   for (bool open = true;;) {
     pollfd wait_for_data{fd, POLLIN, 0};
     const int r = ::poll(&wait_for_data, open ? 1 : 0, open ? 100 : 10);
     const ssize_t n = r > 0 ? read_some(fd, reader) : -1;
     if (n > 0 && !out.wants_more()) return {Ending::stopped_early};
     if (n > 0) {
-      last_wall = seconds_now(), last_cpu = clock.seconds();
+      last_wall = steady_seconds(), last_cpu = clock.seconds();
       continue;
     }
     if (n == 0) open = false;
@@ -258,7 +258,7 @@ Pumped pump(pid_t pid, int fd, FrameReader& reader, const ReadSink& out, const C
     }
     const double cpu = clock.seconds();
     if (cpu - last_cpu > limits.stall_cpu_s) return {Ending::stalled_cpu};
-    if (seconds_now() - last_wall > limits.stall_wall_s) return {Ending::stalled_wall};
+    if (steady_seconds() - last_wall > limits.stall_wall_s) return {Ending::stalled_wall};
     if (cpu > limits.total_cpu_s(file_bytes)) return {Ending::too_much_cpu};
   }
 }

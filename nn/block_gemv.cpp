@@ -14,31 +14,18 @@
 #include "autograd/half.h"
 #include "autograd/quant/unpack_kernels.h"
 #include "nn/inference_kernels.h"
+#include "nn/lanes.h"
 
 namespace nn::inference {
 
 namespace {
 
-typedef float v16 __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16, kQ80Bytes = 34, kLongRow = 2048;
+constexpr int64_t kQ80Bytes = 34, kLongRow = 2048;
 // How far ahead a row read alone asks for its bytes (past its end, the next row's start):
 // on the Intel Xeon with AMX the hardware prefetcher alone read SmolLM2's and Qwen2.5's
 // short rows at 27% and 42% of the bound (`bench --decode`, q8_0-f32), 2176 bytes ahead at
 // 67% and 78% (the distance the Q8_0-by-Q8_0 GEMV measured best, block_gemv_q8.cpp).
 constexpr int64_t kOneRowAhead = 2176;
-
-inline v16 load(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// s = 0 + v[0] + v[1] + ... + v[15], in that order.
-inline float sum_lanes(v16 v) {
-  float s = 0;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
-}
 
 // A block's half scale d as a float, by the CPU's F16C instruction where it has one.
 inline float block_scale(const uint8_t* block) {

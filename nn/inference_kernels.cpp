@@ -16,31 +16,15 @@
 #include "autograd/threading.h"
 #include "autograd/vec_math.h"
 #include "nn/block_gemv.h"
+#include "nn/lanes.h"
 #include "nn/panel_gemv.h"
 
 namespace nn::inference {
 
 namespace {
 
-// Sixteen floats: one AVX-512 register (two AVX2 ones). The loops below keep several
-// independent sums in registers: one chain of multiply-adds waits four cycles a step.
-typedef float v16 __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-
-inline v16 load(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, v16 v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-inline float sum_lanes(v16 v) {
-  float s = 0;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
-}
+// The loops below keep several independent sums of v16 (nn/lanes.h) in registers: one
+// chain of multiply-adds waits four cycles a step.
 
 // One stage of a 16x16 transpose: vectors a = m[k] and c = m[k + 2^b] (bit b of k clear)
 // trade the lanes whose bit b differs from their row's, a taking c's lower and c taking

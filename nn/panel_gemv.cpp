@@ -6,12 +6,11 @@
 #include <cmath>
 
 #include "nn/inference_kernels.h"
+#include "nn/lanes.h"
 
 namespace nn::inference {
 
 namespace {
-
-constexpr int64_t kLanes = 16;
 
 // Where a tile writes: its first panel's lane 0 is output `start` of y's share (negative
 // when the share begins inside that panel), and the share holds outputs [0, out).

@@ -121,7 +121,7 @@ namespace {
 
 // Columns: each run's record, and the model's config when there is one. They point into
 // the inputs: a config from a file may be large, and is never copied.
-struct Column {
+struct RunColumn {
   std::string name;
   const Json *config, *record;
 };
@@ -134,15 +134,15 @@ const Json& config_in(const Json& record) {
   return it == record.end() ? kNoJson : *it;
 }
 
-std::vector<Column> columns_of(const ReportInputs& in) {
-  std::vector<Column> cols;
+std::vector<RunColumn> columns_of(const ReportInputs& in) {
+  std::vector<RunColumn> cols;
   for (const auto& r : in.runs) cols.push_back({r.name, &config_in(r.start), &r.start});
   if (in.model) cols.push_back({"model: " + in.model->source, &in.model->config, &kNoJson});
   return cols;
 }
 
-std::string table(const std::vector<Column>& cols, const std::vector<std::string>& keys,
-                  const std::function<Json(const Column&, const std::string&)>& get,
+std::string table(const std::vector<RunColumn>& cols, const std::vector<std::string>& keys,
+                  const std::function<Json(const RunColumn&, const std::string&)>& get,
                   const std::function<std::string(const std::string&, const Json&)>& show) {
   std::string head, rows;
   for (const auto& c : cols) head += "<th scope=\"col\">" + escape(c.name) + "</th>";
@@ -165,7 +165,7 @@ std::string table(const std::vector<Column>& cols, const std::vector<std::string
 
 // Every column's keys, each once, in the order first seen (a set: a config from a file may
 // hold any number of keys, and the page is built in time linear in them).
-std::vector<std::string> config_keys(const std::vector<Column>& cols) {
+std::vector<std::string> config_keys(const std::vector<RunColumn>& cols) {
   std::vector<std::string> keys;
   std::unordered_set<std::string> seen;
   for (const auto& c : cols)
@@ -190,7 +190,7 @@ std::string bytes_or_value(const std::string& key, const Json& v) {
 }  // namespace
 
 std::string config_section(const ReportInputs& in) {
-  const std::vector<Column> cols = columns_of(in);
+  const std::vector<RunColumn> cols = columns_of(in);
   const std::vector<std::string> keys = config_keys(cols);
   if (keys.empty()) return "";
   auto plain = [](const std::string& key, const Json& v) {
@@ -201,15 +201,16 @@ std::string config_section(const ReportInputs& in) {
       "</h2>" +
       table(
           cols, keys,
-          [](const Column& c, const std::string& k) { return field(*c.config, k.c_str()); }, plain);
-  std::vector<Column> runs(cols.begin(), cols.begin() + static_cast<long>(in.runs.size()));
+          [](const RunColumn& c, const std::string& k) { return field(*c.config, k.c_str()); },
+          plain);
+  std::vector<RunColumn> runs(cols.begin(), cols.begin() + static_cast<long>(in.runs.size()));
   if (!runs.empty()) {
     out += "<h3>Run</h3>" +
            table(
                runs,
                {"data", "train_tokens", "val_tokens", "parameters", "processes", "threads",
                 "started_at", "first_step"},
-               [](const Column& c, const std::string& k) { return field(*c.record, k.c_str()); },
+               [](const RunColumn& c, const std::string& k) { return field(*c.record, k.c_str()); },
                run_value);
     out +=
         "<h3>Memory plan</h3><p class=\"note\">What each run planned to hold in memory "
@@ -218,7 +219,7 @@ std::string config_section(const ReportInputs& in) {
             runs,
             {"parameters", "gradients", "gradient_sets", "optimizer", "activations", "data",
              "checkpoint", "runtime", "total", "available"},
-            [](const Column& c, const std::string& k) {
+            [](const RunColumn& c, const std::string& k) {
               return field(field(*c.record, "memory_plan"), k.c_str());
             },
             bytes_or_value);

@@ -17,6 +17,8 @@
 
 using ag::DType;
 using ag::Tensor;
+// this file's own namespace keeps the directive from the files after it in a unity batch
+namespace attention_blocked_test {
 using namespace ag_test;
 
 namespace {
@@ -169,3 +171,5 @@ TEST_CASE("bf16 grouped-query attention on oneDNN's blocks agrees with the FMA k
   }
   REQUIRE(grouped_bf16(Kernel::onednn, 2) == blocked);
 }
+
+}  // namespace attention_blocked_test

@@ -55,7 +55,7 @@ io::Checkpoint full_checkpoint(const nn::GPT& model) {
   return c;
 }
 
-bool same_bits(const ag::Tensor& a, const ag::Tensor& b) {
+bool checkpoint_same_bits(const ag::Tensor& a, const ag::Tensor& b) {
   if (a.shape() != b.shape()) return false;
   ag::Tensor x = a.to(ag::DType::Float32).contiguous(), y = b.to(ag::DType::Float32).contiguous();
   return std::memcmp(x.raw_data(), y.raw_data(), 4 * x.numel()) == 0;
@@ -90,7 +90,7 @@ TEST_CASE("a checkpoint round trip keeps every tensor bit for bit") {
   for (size_t i = 0; i < c.model.size(); ++i) {
     INFO(c.model[i].first);
     REQUIRE(back.model[i].first == c.model[i].first);  // registration order is kept
-    REQUIRE(same_bits(back.model[i].second, c.model[i].second));
+    REQUIRE(checkpoint_same_bits(back.model[i].second, c.model[i].second));
   }
   REQUIRE(back.optimizer);
   REQUIRE(back.optimizer->type == "adamw");
@@ -98,7 +98,8 @@ TEST_CASE("a checkpoint round trip keeps every tensor bit for bit") {
   for (size_t i = 0; i < c.optimizer->tensors.size(); ++i) {
     INFO(c.optimizer->tensors[i].first);
     REQUIRE(back.optimizer->tensors[i].first == c.optimizer->tensors[i].first);
-    REQUIRE(same_bits(back.optimizer->tensors[i].second, c.optimizer->tensors[i].second));
+    REQUIRE(
+        checkpoint_same_bits(back.optimizer->tensors[i].second, c.optimizer->tensors[i].second));
   }
   for (const auto& [key, value] : c.optimizer->scalars) {
     INFO(key);
@@ -126,7 +127,7 @@ TEST_CASE("a checkpoint round trip keeps every tensor bit for bit") {
     nn::GPT other(tiny(), 99);
     io::load_model_weights(back, other);
     for (size_t i = 0; i < c.model.size(); ++i)
-      REQUIRE(same_bits(other.parameters()[i], c.model[i].second));
+      REQUIRE(checkpoint_same_bits(other.parameters()[i], c.model[i].second));
   }
 }
 
@@ -177,13 +178,13 @@ TEST_CASE("LoadOptions::into reads weights straight into the given tensors of th
   for (size_t i = 0; i < want.size(); ++i) {
     INFO(want[i].first);
     REQUIRE(back.model[i].first == want[i].first);
-    REQUIRE(same_bits(back.model[i].second, want[i].second));
+    REQUIRE(checkpoint_same_bits(back.model[i].second, want[i].second));
     if (i == 0) {
       REQUIRE(back.model[i].second.const_data<float>() != got[i].second.const_data<float>());
       REQUIRE(wrong_shape.const_data<float>()[0] == 0.0f);
     } else {
       REQUIRE(back.model[i].second.const_data<float>() == got[i].second.const_data<float>());
-      REQUIRE(same_bits(got[i].second, want[i].second));
+      REQUIRE(checkpoint_same_bits(got[i].second, want[i].second));
     }
   }
 }

@@ -38,7 +38,8 @@ std::string text_of(const data::Example& e) {
 }
 
 // The one-line error reading `content` gives.
-std::string error_of(const std::string& content, const data::TaskOptions& o = classify_options()) {
+std::string classification_error_of(const std::string& content,
+                                    const data::TaskOptions& o = classify_options()) {
   TempDir dir;
   const std::string path = dir.write("set.tsv", content);
   try {
@@ -170,7 +171,7 @@ TEST_CASE("a headerless file whose every column has many values is refused, with
   std::string rows;
   for (int i = 0; i < 40; ++i) rows += fmt::format("message {}\tnote {}\n", i, i % 12);
   CHECK_THAT(
-      error_of(rows),
+      classification_error_of(rows),
       Contains("no header line and no column that looks like a label") &&
           Contains("column 2, the one with the fewest different values, has 12 in 40 rows") &&
           Contains("name the columns in a first line"));
@@ -186,7 +187,7 @@ TEST_CASE("a model's labels read a file; an unknown one is an error naming it",
   const data::TaskExamples t = read(dir.write("set.tsv", "a\tspam\nb\tspam\n"), o);
   CHECK(t.labels == o.labels);
   CHECK(t.examples[0].label == 1);
-  const std::string e = error_of("a\tham\nb\tegg\n", o);
+  const std::string e = classification_error_of("a\tham\nb\tegg\n", o);
   CHECK_THAT(e,
              Contains("line 2") && Contains("unknown label 'egg'") && Contains("ham, spam, zzz"));
 }
@@ -200,33 +201,38 @@ TEST_CASE("texts longer than the context are cut to their first tokens, or refus
   CHECK(text_of(t.examples[0]) == "abcd");
   data::TaskOptions strict = classify_options(4);
   strict.truncate = false;
-  CHECK_THAT(error_of("abcdefgh\tx\nab\ty\n", strict),
+  CHECK_THAT(classification_error_of("abcdefgh\tx\nab\ty\n", strict),
              Contains("line 1") && Contains("8 tokens, longer than the context of 4") &&
                  Contains("--no-truncate"));
 }
 
 TEST_CASE("bad classification files are one-line errors naming file, line and field",
           "[classify][data][errors]") {
-  CHECK_THAT(error_of("good\tpos\njust text\n"), Contains("line 2: no label column"));
-  CHECK_THAT(error_of("\tpos\nb\tneg\n"), Contains("line 1: field 'text' is empty"));
-  CHECK_THAT(error_of("a\tpos\nb\t  \n"), Contains("line 2: field 'label' is empty"));
-  CHECK_THAT(error_of("Text\tLabel\na\t\n"), Contains("line 2: field 'Label' is empty"));
-  CHECK_THAT(error_of("a\tpos\nb\tpos\n"),
+  CHECK_THAT(classification_error_of("good\tpos\njust text\n"),
+             Contains("line 2: no label column"));
+  CHECK_THAT(classification_error_of("\tpos\nb\tneg\n"), Contains("line 1: field 'text' is empty"));
+  CHECK_THAT(classification_error_of("a\tpos\nb\t  \n"),
+             Contains("line 2: field 'label' is empty"));
+  CHECK_THAT(classification_error_of("Text\tLabel\na\t\n"),
+             Contains("line 2: field 'Label' is empty"));
+  CHECK_THAT(classification_error_of("a\tpos\nb\tpos\n"),
              Contains("every row has the label 'pos'") && Contains("at least two labels"));
-  CHECK_THAT(error_of("a\tpos\nb\xff\tneg\n"),
+  CHECK_THAT(classification_error_of("a\tpos\nb\xff\tneg\n"),
              Contains("line 2: field 'text': invalid UTF-8") && Contains("0xFF"));
-  CHECK_THAT(error_of(""), Contains("no rows"));
-  CHECK_THAT(error_of("text\tlabel\n\n"), Contains("no rows"));
-  CHECK_THAT(error_of("a\tb\tc\nd\te\n"), Contains("line 2: 2 fields, but line 1 has 3"));
-  CHECK_THAT(error_of("just\ntext\n"), Contains("line 1: no label column"));
-  CHECK_THAT(error_of("text\tlabel\textra\na\tb\n"),
+  CHECK_THAT(classification_error_of(""), Contains("no rows"));
+  CHECK_THAT(classification_error_of("text\tlabel\n\n"), Contains("no rows"));
+  CHECK_THAT(classification_error_of("a\tb\tc\nd\te\n"),
+             Contains("line 2: 2 fields, but line 1 has 3"));
+  CHECK_THAT(classification_error_of("just\ntext\n"), Contains("line 1: no label column"));
+  CHECK_THAT(classification_error_of("text\tlabel\textra\na\tb\n"),
              Contains("line 2: 2 fields, but the header names 3 columns"));
-  CHECK_THAT(error_of("a,pos\n\"b,neg\n"),
+  CHECK_THAT(classification_error_of("a,pos\n\"b,neg\n"),
              Contains("line 2: a quoted field is not closed before the end of the file"));
-  CHECK_THAT(error_of("a,pos\n\"b\"x,neg\n"), Contains("line 2: 'x' after a closing quote"));
-  CHECK_THAT(error_of(std::string(size_t{1} << 21, 'a') + "\tpos\n"),
+  CHECK_THAT(classification_error_of("a,pos\n\"b\"x,neg\n"),
+             Contains("line 2: 'x' after a closing quote"));
+  CHECK_THAT(classification_error_of(std::string(size_t{1} << 21, 'a') + "\tpos\n"),
              Contains("line 1: a line longer than 1 MiB"));
-  CHECK_THAT(error_of("a,pos\n\"" + std::string(size_t{1} << 21, 'a')),
+  CHECK_THAT(classification_error_of("a,pos\n\"" + std::string(size_t{1} << 21, 'a')),
              Contains("line 2: a record longer than 1 MiB"));
   TempDir dir;
   CHECK_THROWS_WITH(read(dir.file("absent.tsv")), Contains("absent.tsv"));

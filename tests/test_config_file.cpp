@@ -39,7 +39,7 @@ Parsed parse(const std::vector<std::string>& args) {
   return p;
 }
 
-std::string error_of(const std::vector<std::string>& args) {
+std::string config_error_of(const std::vector<std::string>& args) {
   try {
     parse(args);
   } catch (const cli::UsageError& e) {
@@ -78,12 +78,12 @@ TEST_CASE("an unquoted config value still ends at a comment as before") {
 
 TEST_CASE("a config value quoted badly is named with its file and line") {
   TempDir dir;
-  REQUIRE(
-      error_of({"--config", dir.write("open.cfg", "steps = 1\nprompt = \"never closed # x\n")}) ==
-      dir.file("open.cfg") + ":2: the value's opening quote is never closed");
-  REQUIRE(error_of({"--config", dir.write("after.cfg", "prompt = \"ok\" junk\n")}) ==
+  REQUIRE(config_error_of(
+              {"--config", dir.write("open.cfg", "steps = 1\nprompt = \"never closed # x\n")}) ==
+          dir.file("open.cfg") + ":2: the value's opening quote is never closed");
+  REQUIRE(config_error_of({"--config", dir.write("after.cfg", "prompt = \"ok\" junk\n")}) ==
           dir.file("after.cfg") + ":1: 'junk' after the value's closing quote");
-  REQUIRE_THAT(error_of({"--config", dir.write("hash.cfg", "steps # = 5\n")}),
+  REQUIRE_THAT(config_error_of({"--config", dir.write("hash.cfg", "steps # = 5\n")}),
                Contains("hash.cfg:1: expected 'key = value', got 'steps'"));
 }
 
@@ -101,6 +101,7 @@ TEST_CASE("an option that collects values repeats in a config file and on the co
   REQUIRE(parse({"--stop", "x", "--config", cfg, "--stop", "y"}).stops ==
           std::vector<std::string>{"x", "y", "END", "a;b"});
   // an option that takes one value still may not be set twice in a file
-  REQUIRE(error_of({"--config", dir.write("twice.cfg", "stop = a\nsteps = 1\nsteps = 2\n")}) ==
-          dir.file("twice.cfg") + ":3: 'steps' is already set on line 2");
+  REQUIRE(
+      config_error_of({"--config", dir.write("twice.cfg", "stop = a\nsteps = 1\nsteps = 2\n")}) ==
+      dir.file("twice.cfg") + ":3: 'steps' is already set on line 2");
 }

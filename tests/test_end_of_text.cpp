@@ -34,7 +34,7 @@ std::vector<int64_t> ids_of(const data::TokenStore& s) {
   return s.to_vector();
 }
 
-std::vector<int64_t> bytes_of(const std::string& text) {
+std::vector<int64_t> eot_bytes_of(const std::string& text) {
   return std::vector<int64_t>(text.begin(), text.end());
 }
 
@@ -50,7 +50,7 @@ data::BpeTokenizer trained_bpe(int64_t vocab) {
                                    data::EndOfText::reserved);
 }
 
-io::Checkpoint with_tokenizer(const data::Tokenizer& tok) {
+io::Checkpoint eot_with_tokenizer(const data::Tokenizer& tok) {
   io::Checkpoint c;
   c.step = 1;
   c.model = {{"w", ag::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2})}};
@@ -67,7 +67,7 @@ TEST_CASE("a byte tokenizer reserves <|endoftext|> at 256, which no text encodes
   REQUIRE(tok.reserved_end_of_text() == kEnd);
   REQUIRE(data::end_of_text_id(tok) == kEnd);
   // the text "<|endoftext|>" is ordinary text, as the gpt2 kind encodes it
-  REQUIRE(tok.encode("a<|endoftext|>") == bytes_of("a<|endoftext|>"));
+  REQUIRE(tok.encode("a<|endoftext|>") == eot_bytes_of("a<|endoftext|>"));
   REQUIRE(tok.decode({'a', kEnd, 'b'}) == "a<|endoftext|>b");
   REQUIRE_THROWS_WITH(tok.decode({257}), Contains("id 257 at position 0 is not a byte or"));
   REQUIRE(data::token_byte_lengths(tok)[kEnd] == 0);  // a document's end is no text
@@ -149,14 +149,14 @@ TEST_CASE("checkpoints record the reserved token; those without it load as befor
   for (const data::Tokenizer* tok :
        {static_cast<const data::Tokenizer*>(&bpe), static_cast<const data::Tokenizer*>(&byte)}) {
     const std::string path = dir.file(tok->type() + ".h5");
-    io::save_checkpoint(path, with_tokenizer(*tok));
+    io::save_checkpoint(path, eot_with_tokenizer(*tok));
     const auto back = io::make_tokenizer(io::load_checkpoint(path).tokenizer);
     REQUIRE(back->vocab_size() == tok->vocab_size());
     REQUIRE(back->reserved_end_of_text() == tok->reserved_end_of_text());
   }
   // a byte tokenizer without it is written as before: no special_tokens attribute
   const std::string path = dir.file("old.h5");
-  io::save_checkpoint(path, with_tokenizer(data::ByteTokenizer()));
+  io::save_checkpoint(path, eot_with_tokenizer(data::ByteTokenizer()));
   {
     using namespace io::h5;
     Handle f = check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path);
@@ -190,7 +190,7 @@ TEST_CASE("folders prepared before the reserved token open with their ids and id
     ids.insert(ids.end(), val.begin(), val.end());
     if (d.tokenizer->kind() == data::TokenizerKind::bytes) {
       REQUIRE(d.tokenizer->vocab_size() == 256);
-      REQUIRE(ids == bytes_of(text));  // no token between the documents
+      REQUIRE(ids == eot_bytes_of(text));  // no token between the documents
     } else {
       REQUIRE(d.tokenizer->vocab_size() == 270);
       REQUIRE(d.tokenizer->decode(ids) == text);
@@ -211,12 +211,12 @@ TEST_CASE("prepare puts <|endoftext|> after each document, in the part holding i
   REQUIRE(r.meta.val.documents == 1);
   const data::PreparedData d = data::open_prepared(dir.file("byte.prepared"));
   const size_t cut = one.size() + two.size() - 3;
-  std::vector<int64_t> train = bytes_of(one);
+  std::vector<int64_t> train = eot_bytes_of(one);
   train.push_back(kEnd);
-  const std::vector<int64_t> rest = bytes_of(two.substr(0, two.size() - 3));
+  const std::vector<int64_t> rest = eot_bytes_of(two.substr(0, two.size() - 3));
   train.insert(train.end(), rest.begin(), rest.end());
   REQUIRE(ids_of(d.train) == train);
-  std::vector<int64_t> val = bytes_of(two.substr(two.size() - 3));
+  std::vector<int64_t> val = eot_bytes_of(two.substr(two.size() - 3));
   val.push_back(kEnd);
   REQUIRE(ids_of(d.val) == val);
   REQUIRE(d.train_text_bytes == cut);
@@ -234,10 +234,10 @@ TEST_CASE("prepare puts <|endoftext|> after each document, in the part holding i
   REQUIRE(ids_of(p.train) == want);
   // a text in memory is one document, as a folder of that one file
   const data::PreparedData t = data::prepare_text(one + two, data::TokenizerKind::bytes, 0, 0.1);
-  std::vector<int64_t> tail = bytes_of(two.substr(two.size() - 3));
+  std::vector<int64_t> tail = eot_bytes_of(two.substr(two.size() - 3));
   tail.push_back(kEnd);
   REQUIRE(ids_of(t.val) == tail);
-  REQUIRE(ids_of(t.train) == bytes_of((one + two).substr(0, cut)));
+  REQUIRE(ids_of(t.train) == eot_bytes_of((one + two).substr(0, cut)));
 }
 
 TEST_CASE("a meta.json whose documents or end_of_text disagree is refused", "[end_of_text]") {

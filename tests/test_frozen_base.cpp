@@ -192,7 +192,7 @@ std::unique_ptr<nn::GPT> lora_model(const train::RunConfig& run) {
 }
 
 // The loss and every trainable parameter's gradient on a fixed batch.
-std::vector<ag::Tensor> loss_and_grads(nn::GPT& model, ag::Precision precision) {
+std::vector<ag::Tensor> frozen_loss_and_grads(nn::GPT& model, ag::Precision precision) {
   ag::Generator gen(3);
   const ag::Tensor ids = ag_test::random_ids(gen, 64, {2, 16});
   const ag::Tensor targets = ag_test::random_ids(gen, 64, {2, 16});
@@ -227,7 +227,8 @@ TEST_CASE("a LoRA GPT over a Q8_0 base gives the dequantized model's loss and gr
       }
   }
   CHECK(matrices >= 1 + 2 * 4);  // the embedding(s), the blocks' projections
-  const auto a = loss_and_grads(*packed, precision), b = loss_and_grads(*floats, precision);
+  const auto a = frozen_loss_and_grads(*packed, precision),
+             b = frozen_loss_and_grads(*floats, precision);
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(ag_test::bit_equal(a[i], b[i]));
 }

@@ -10,6 +10,8 @@
 
 using ag::DType;
 using ag::Tensor;
+// this file's own namespace keeps the directive from the files after it in a unity batch
+namespace fused_attention_test {
 using namespace ag_test;
 
 namespace {
@@ -177,3 +179,5 @@ TEST_CASE("gradcheck packed causal self-attention", "[gradcheck][attention][fuse
   REQUIRE_THROWS_WITH(ag::causal_self_attention(ag::zeros({2, 4, 10}), 2, 0.0, nullptr),
                       Catch::Matchers::Contains("[2, 4, 10]"));
 }
+
+}  // namespace fused_attention_test

@@ -19,10 +19,11 @@ using ag::detail::GemmOperand;
 
 namespace {
 
-using Shapes = std::vector<std::array<int64_t, 3>>;
+using EpilogueShapes = std::vector<std::array<int64_t, 3>>;
 // one block, several along M, a ragged last block, several blocks along N (N > M), an
 // OpenBLAS-sized one
-const Shapes kShapes = {{5, 7, 3}, {300, 70, 129}, {1000, 96, 64}, {40, 2050, 100}, {2, 3, 4}};
+const EpilogueShapes kShapes = {
+    {5, 7, 3}, {300, 70, 129}, {1000, 96, 64}, {40, 2050, 100}, {2, 3, 4}};
 
 enum class Backend { chosen, onednn, openblas, bf16 };
 

@@ -27,12 +27,13 @@ namespace {
 
 constexpr OneDnnLayout kLayouts[] = {{false, false}, {true, false}, {false, true}, {true, true}};
 
-struct Shape {
+struct GemmShape {
   int64_t M, N, K;
 };
 // blocks along M with a ragged last one (16 standard, 4 large); along N (N > M: B is not
 // shared, so packed runs plain); along M evenly; one block
-const Shape kShapes[] = {{1000, 300, 200}, {130, 2100, 96}, {2048, 384, 128}, {64, 64, 40}};
+const GemmShape kLayoutShapes[] = {
+    {1000, 300, 200}, {130, 2100, 96}, {2048, 384, 128}, {64, 64, 40}};
 
 // A GEMM's operands as float32 tensors laid out as (ta, tb) say, and as bfloat16
 struct Operands {
@@ -40,7 +41,7 @@ struct Operands {
   GemmOperand oa, ob;
 };
 
-Operands operands(const Shape& s, bool ta, bool tb, ag::Generator& gen) {
+Operands operands(const GemmShape& s, bool ta, bool tb, ag::Generator& gen) {
   Operands o;
   o.a = ag::randn(ta ? ag::Shape{s.K, s.M} : ag::Shape{s.M, s.K}, gen);
   o.b = ag::randn(tb ? ag::Shape{s.N, s.K} : ag::Shape{s.K, s.N}, gen);
@@ -51,8 +52,8 @@ Operands operands(const Shape& s, bool ta, bool tb, ag::Generator& gen) {
 
 // C [M, N] = A B (+ beta C) (+ bias) by oneDNN cut as `layout` says, on bfloat16 operands
 // where bf16, into c
-void multiply(const Operands& o, const Shape& s, bool bf16, OneDnnLayout layout, float* c,
-              float beta = 0, const GemmEpilogue<float>& e = {}) {
+void layout_multiply(const Operands& o, const GemmShape& s, bool bf16, OneDnnLayout layout,
+                     float* c, float beta = 0, const GemmEpilogue<float>& e = {}) {
   if (bf16)
     ag::detail::gemm_onednn(o.oa, o.ob, s.M, s.N, s.K, o.a16.data<ag::bfloat16>(),
                             o.b16.data<ag::bfloat16>(), c, beta, e, layout);
@@ -61,14 +62,14 @@ void multiply(const Operands& o, const Shape& s, bool bf16, OneDnnLayout layout,
                             beta, e, layout);
 }
 
-std::vector<float> product(const Operands& o, const Shape& s, bool bf16, OneDnnLayout layout,
-                           const GemmEpilogue<float>& e = {}) {
+std::vector<float> layout_product(const Operands& o, const GemmShape& s, bool bf16,
+                                  OneDnnLayout layout, const GemmEpilogue<float>& e = {}) {
   std::vector<float> c(static_cast<size_t>(s.M * s.N), 7.0f);  // garbage beta 0 overwrites
-  multiply(o, s, bf16, layout, c.data(), 0, e);
+  layout_multiply(o, s, bf16, layout, c.data(), 0, e);
   return c;
 }
 
-ag::Tensor magnitudes(const ag::Tensor& t) {
+ag::Tensor layout_magnitudes(const ag::Tensor& t) {
   std::vector<double> v = t.to_vector();
   for (auto& x : v) x = std::fabs(x);
   return ag::from_vector(v, t.shape(), ag::DType::Float64);
@@ -76,14 +77,16 @@ ag::Tensor magnitudes(const ag::Tensor& t) {
 
 // The elements of c off the float64 product of the (bf16: rounded) operands by more than
 // float32 summation allows: 4 K 2^-24 sum |a b|
-int64_t off_the_product(const Operands& o, const Shape& s, bool bf16, const std::vector<float>& c) {
+int64_t off_the_product(const Operands& o, const GemmShape& s, bool bf16,
+                        const std::vector<float>& c) {
   const auto wide = [&](const ag::Tensor& x, bool t) {
     const ag::Tensor r = bf16 ? ag::to_bfloat16(x).to(ag::DType::Float32) : x;
     return (t ? r.t() : r).to(ag::DType::Float64);
   };
   const ag::Tensor a64 = wide(o.a, o.oa.trans), b64 = wide(o.b, o.ob.trans);
   const std::vector<double> want = ag::matmul(a64, b64).to_vector();
-  const std::vector<double> scale = ag::matmul(magnitudes(a64), magnitudes(b64)).to_vector();
+  const std::vector<double> scale =
+      ag::matmul(layout_magnitudes(a64), layout_magnitudes(b64)).to_vector();
   int64_t off = 0;
   for (size_t i = 0; i < c.size(); ++i)
     off += std::abs(c[i] - want[i]) > 4.0 * s.K * 0x1p-24 * scale[i];
@@ -101,7 +104,7 @@ int64_t differing(const std::vector<float>& x, const std::vector<float>& y) {
 template <typename F>
 void for_each_case(F&& fn) {
   ag::Generator gen(11);
-  for (const Shape& s : kShapes)
+  for (const GemmShape& s : kLayoutShapes)
     for (bool bf16 : {false, true})
       for (int variant = 0; variant < 4; ++variant) {
         const Operands o = operands(s, variant & 1, variant & 2, gen);
@@ -117,18 +120,18 @@ void for_each_case(F&& fn) {
 }  // namespace
 
 TEST_CASE("every oneDNN block layout gives the product within float32 summation", "[gemm]") {
-  for_each_case([](const Shape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
-    REQUIRE(off_the_product(o, s, bf16, product(o, s, bf16, layout)) == 0);
+  for_each_case([](const GemmShape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
+    REQUIRE(off_the_product(o, s, bf16, layout_product(o, s, bf16, layout)) == 0);
   });
 }
 
 TEST_CASE("every oneDNN block layout gives the same bits on one thread and on two", "[gemm]") {
   const int threads = ag::num_threads();
-  for_each_case([](const Shape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
+  for_each_case([](const GemmShape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
     ag::set_num_threads(1);
-    const std::vector<float> one = product(o, s, bf16, layout);
+    const std::vector<float> one = layout_product(o, s, bf16, layout);
     ag::set_num_threads(2);
-    REQUIRE(differing(one, product(o, s, bf16, layout)) == 0);
+    REQUIRE(differing(one, layout_product(o, s, bf16, layout)) == 0);
   });
   ag::set_num_threads(threads);
 }
@@ -138,11 +141,11 @@ TEST_CASE("every oneDNN block layout adds the bias and beta 1 as single float32 
   const ag::Tensor bias_t = ag::randn({2100}, gen), before_t = ag::randn({2048 * 2100}, gen);
   const float* bias = bias_t.data<float>();
   const float* before = before_t.data<float>();
-  for_each_case([&](const Shape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
-    const std::vector<float> plain = product(o, s, bf16, layout);
-    const std::vector<float> with_bias = product(o, s, bf16, layout, {bias, {}});
+  for_each_case([&](const GemmShape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
+    const std::vector<float> plain = layout_product(o, s, bf16, layout);
+    const std::vector<float> with_bias = layout_product(o, s, bf16, layout, {bias, {}});
     std::vector<float> accumulated(before, before + s.M * s.N);
-    multiply(o, s, bf16, layout, accumulated.data(), 1);
+    layout_multiply(o, s, bf16, layout, accumulated.data(), 1);
     int64_t wrong_bias = 0, wrong_sum = 0;
     for (int64_t i = 0; i < s.M * s.N; ++i) {
       wrong_bias += with_bias[i] != plain[i] + bias[i % s.N];
@@ -154,8 +157,8 @@ TEST_CASE("every oneDNN block layout adds the bias and beta 1 as single float32 
 }
 
 TEST_CASE("every oneDNN block layout shows each finished row to rows_done once", "[gemm]") {
-  for_each_case([](const Shape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
-    const std::vector<float> want = product(o, s, bf16, layout);
+  for_each_case([](const GemmShape& s, bool bf16, OneDnnLayout layout, const Operands& o) {
+    const std::vector<float> want = layout_product(o, s, bf16, layout);
     std::vector<float> c(want.size(), 7.0f);
     std::vector<std::atomic<int>> seen(static_cast<size_t>(s.M));
     std::atomic<int64_t> wrong{0};
@@ -170,7 +173,7 @@ TEST_CASE("every oneDNN block layout shows each finished row to rows_done once",
 #pragma omp single
     {
 #pragma omp task
-      multiply(o, s, bf16, layout, c.data(), 0, e);  // its blocks as tasks of this team
+      layout_multiply(o, s, bf16, layout, c.data(), 0, e);  // its blocks as tasks of this team
     }
     REQUIRE(wrong == 0);
     int64_t not_once = 0;
@@ -183,7 +186,7 @@ TEST_CASE("a class whose table names a block layout runs that layout", "[gemm]")
   ag_test::TempDir dir;
   ag_test::TuningEnvironment env(dir.file("cache"));
   ag::Generator gen(13);
-  const Shape s{2048, 384, 128};
+  const GemmShape s{2048, 384, 128};
   const Operands o = operands(s, false, true, gen);
   const int threads = ag::num_threads();
   ag::set_num_threads(2);
@@ -196,7 +199,7 @@ TEST_CASE("a class whose table names a block layout runs that layout", "[gemm]")
     const std::string kernel(name);
     const OneDnnLayout layout{kernel.find("large") != std::string::npos,
                               kernel.find("packed") != std::string::npos};
-    CHECK(differing(c, product(o, s, false, layout)) == 0);
+    CHECK(differing(c, layout_product(o, s, false, layout)) == 0);
   }
   ag::set_num_threads(threads);
 }

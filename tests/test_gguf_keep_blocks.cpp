@@ -34,7 +34,7 @@ std::string quantized(const ModelFiles& m, const char* format) {
   return bytes;
 }
 
-ModelFiles read(const std::string& bytes, bool keep_blocks) {
+ModelFiles keep_blocks_read(const std::string& bytes, bool keep_blocks) {
   return interop::read_gguf(InputBytes::of(bytes, "model.gguf"), keep_blocks);
 }
 
@@ -86,8 +86,8 @@ TEST_CASE("a quantized GGUF read keeping blocks holds the file's bytes as they d
     for (const auto& [format, held] : expected) {
       INFO(format);
       const std::string bytes = quantized(gpt2, format.c_str());
-      const ModelFiles kept = read(bytes, true);
-      CHECK(require_kept(kept, read(bytes, false)) == held);
+      const ModelFiles kept = keep_blocks_read(bytes, true);
+      CHECK(require_kept(kept, keep_blocks_read(bytes, false)) == held);
       // byte for byte: a tensor of one part, unpermuted (ffn_down is fc2's rows as they are)
       const gguf::File f = gguf::read_header(InputBytes::of(bytes, "model.gguf"));
       const gguf::TensorInfo& down = info_of(f, "blk.0.ffn_down.weight");
@@ -103,7 +103,7 @@ TEST_CASE("a quantized GGUF read keeping blocks holds the file's bytes as they d
     for (const auto& [arch, config] : interop_test::llama_family_like()) {
       INFO(arch);
       const std::string bytes = quantized(interop_test::random_model(config, 5), "q4_k");
-      CHECK(!require_kept(read(bytes, true), read(bytes, false)).empty());
+      CHECK(!require_kept(keep_blocks_read(bytes, true), keep_blocks_read(bytes, false)).empty());
     }
   }
   SECTION("a file of floats reads as ever") {
@@ -111,7 +111,7 @@ TEST_CASE("a quantized GGUF read keeping blocks holds the file's bytes as they d
     std::string floats;
     interop::write_gguf(gpt2, interop::StoredType::f32, "test",
                         [&](const char* d, size_t n) { floats.append(d, n); });
-    CHECK(require_kept(read(floats, true), read(floats, false)).empty());
+    CHECK(require_kept(keep_blocks_read(floats, true), keep_blocks_read(floats, false)).empty());
   }
 }
 
@@ -120,10 +120,10 @@ TEST_CASE("an import keeping blocks is recorded as a frozen base a LoRA run hold
   ag_test::TempDir dir;
   const nn::GPTConfig shape = interop_test::gpt2_like(257, 16, 256, 4, 1);  // the byte vocabulary
   const std::string bytes = quantized(interop_test::random_model(shape, 4), "q4_k");
-  ModelFiles m = read(bytes, true);
+  ModelFiles m = keep_blocks_read(bytes, true);
   m.tokenizer.emplace();
   m.tokenizer->type = "byte";
-  ModelFiles plain = read(bytes, false);
+  ModelFiles plain = keep_blocks_read(bytes, false);
   plain.tokenizer = m.tokenizer;
   io::save_checkpoint(dir.file("plain.h5"), interop::checkpoint_of(plain));
   std::set<std::string> packed;
@@ -179,7 +179,7 @@ TEST_CASE("blocks kept from a GGUF are refused when a scale is not finite", "[gg
   bad[at] = 0x00, bad[at + 1] = 0x7e;                     // a NaN half
   for (const bool keep : {false, true}) {
     try {
-      read(bad, keep);
+      keep_blocks_read(bad, keep);
       FAIL("a NaN scale read");
     } catch (const interop::InteropError& e) {
       const std::string w = e.what();

@@ -52,7 +52,7 @@ std::string merges_txt(const data::ByteLevelVocab& v) {
 }
 
 // The message parse_gpt2_tokenizer_files refuses these files with.
-std::string refusal(const std::string& vocab, const std::string& merges) {
+std::string gpt2_refusal(const std::string& vocab, const std::string& merges) {
   try {
     data::parse_gpt2_tokenizer_files(vocab, merges, "vocab.json", "merges.txt");
   } catch (const data::DataError& e) {
@@ -61,7 +61,7 @@ std::string refusal(const std::string& vocab, const std::string& merges) {
   return "(accepted)";
 }
 
-data::BpeTokenizer trained_bpe() {
+data::BpeTokenizer gpt2_trained_bpe() {
   std::string text;
   for (int i = 0; i < 40; ++i) text += fmt::format("{} the cat {} sat on the mat\n", kText, i);
   return data::BpeTokenizer::train(text, 320);
@@ -125,7 +125,7 @@ TEST_CASE("a hand-made GPT-2-style vocabulary encodes with GPT-2's ids and decod
 }
 
 TEST_CASE("byte-level vocabularies round-trip bpe and byte and gpt2 tokenizers with the same ids") {
-  const data::BpeTokenizer bpe = trained_bpe();
+  const data::BpeTokenizer bpe = gpt2_trained_bpe();
   const data::ByteTokenizer byte;
   const auto gpt2 = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   const std::vector<const data::Tokenizer*> all = {&bpe, &byte, gpt2.get()};
@@ -169,7 +169,7 @@ TEST_CASE("GPT-2's files are written atomically and read back as the same tokeni
   dir.write("npm/vocab.bpe", "Ġ t\nh e\nĠt he");
   REQUIRE(data::read_gpt2_tokenizer_files(dir.file("npm"))->encode(kText) == tok->encode(kText));
   // bpe and byte tokenizers have files too
-  const data::BpeTokenizer bpe = trained_bpe();
+  const data::BpeTokenizer bpe = gpt2_trained_bpe();
   data::write_gpt2_tokenizer_files(bpe, dir.file("bpe"));
   const auto bpe_back = data::read_gpt2_tokenizer_files(dir.file("bpe"));
   REQUIRE(bpe_back->type() == "bpe");  // bytes in byte order, no special token
@@ -193,37 +193,38 @@ TEST_CASE("a folder without GPT-2's files or with half of them is refused naming
 
 TEST_CASE("hostile vocab.json files are refused naming the file and the entry") {
   const std::string merges = merges_txt(ag_test::small_gpt2_vocab());
-  REQUIRE_THAT(refusal("{", merges), Contains("vocab.json: not valid JSON"));
+  REQUIRE_THAT(gpt2_refusal("{", merges), Contains("vocab.json: not valid JSON"));
   // nlohmann's "last read" excerpt is cut off: the file is named, never quoted
-  REQUIRE_THAT(refusal("\"SECRET-TEXT\n", merges), !Contains("SECRET"));
-  REQUIRE_THAT(refusal("[1, 2]", merges), Contains("vocab.json: an array where an object"));
-  REQUIRE_THAT(refusal(R"({"a": "x"})", merges),
+  REQUIRE_THAT(gpt2_refusal("\"SECRET-TEXT\n", merges), !Contains("SECRET"));
+  REQUIRE_THAT(gpt2_refusal("[1, 2]", merges), Contains("vocab.json: an array where an object"));
+  REQUIRE_THAT(gpt2_refusal(R"({"a": "x"})", merges),
                Contains("the token 'a' has a string where its id"));
-  REQUIRE_THAT(refusal(R"({"a": -1})", merges), Contains("the token 'a' has -1 where its id"));
-  REQUIRE_THAT(refusal(R"({"a": 1.5})", merges), Contains("the token 'a' has 1.5 where its id"));
-  REQUIRE_THAT(refusal(R"({"a": 0, "a": 1})", merges),
+  REQUIRE_THAT(gpt2_refusal(R"({"a": -1})", merges), Contains("the token 'a' has -1 where its id"));
+  REQUIRE_THAT(gpt2_refusal(R"({"a": 1.5})", merges),
+               Contains("the token 'a' has 1.5 where its id"));
+  REQUIRE_THAT(gpt2_refusal(R"({"a": 0, "a": 1})", merges),
                Contains("vocab.json: the token 'a' appears twice (entries 0 and 1)"));
-  REQUIRE_THAT(refusal(R"({"a": 0, "b": 0})", merges),
+  REQUIRE_THAT(gpt2_refusal(R"({"a": 0, "b": 0})", merges),
                Contains("vocab.json: id 0 is given to both 'a' and 'b'"));
-  REQUIRE_THAT(refusal(R"({"a": 0, "b": 5, "c": 1})", merges),
+  REQUIRE_THAT(gpt2_refusal(R"({"a": 0, "b": 5, "c": 1})", merges),
                Contains("vocab.json: the token 'b' has id 5, but 3 tokens have ids 0 to 2"));
-  REQUIRE_THAT(refusal("{\"a\xff\": 0}", merges), Contains("vocab.json: not valid JSON"));
-  REQUIRE_THAT(refusal("{}", merges), Contains("vocab.json: no tokens"));
-  REQUIRE_THAT(refusal(std::string(data::kMaxGpt2VocabFileBytes + 1, ' '), merges),
+  REQUIRE_THAT(gpt2_refusal("{\"a\xff\": 0}", merges), Contains("vocab.json: not valid JSON"));
+  REQUIRE_THAT(gpt2_refusal("{}", merges), Contains("vocab.json: no tokens"));
+  REQUIRE_THAT(gpt2_refusal(std::string(data::kMaxGpt2VocabFileBytes + 1, ' '), merges),
                Contains("vocab.json: 67108865 bytes is more than"));
   data::ByteLevelVocab v = ag_test::small_gpt2_vocab();
   v.tokens[3] = "<s>";  // not a byte
-  REQUIRE_THAT(refusal(vocab_json(v), merges),
+  REQUIRE_THAT(gpt2_refusal(vocab_json(v), merges),
                Contains("vocab.json: token 3: '<s>' is not one byte in byte-level form"));
   v = ag_test::small_gpt2_vocab();
   v.tokens[3] = v.tokens[2];
   v.tokens[2] = "x" + v.tokens[2];
-  REQUIRE_THAT(refusal(vocab_json(v), merges), Contains("vocab.json: token 2:"));
+  REQUIRE_THAT(gpt2_refusal(vocab_json(v), merges), Contains("vocab.json: token 2:"));
   v = ag_test::small_gpt2_vocab();
   std::swap(v.tokens[1], v.tokens[2]);  // bytes in another order: still a vocabulary
-  REQUIRE(refusal(vocab_json(v), merges) == "(accepted)");
+  REQUIRE(gpt2_refusal(vocab_json(v), merges) == "(accepted)");
   v.tokens.resize(257);  // the results of merges 1 and 2 missing
-  REQUIRE_THAT(refusal(vocab_json(v), merges),
+  REQUIRE_THAT(gpt2_refusal(vocab_json(v), merges),
                Contains("257 tokens cannot hold the 256 byte tokens and the results of 3 merges"));
 }
 
@@ -231,30 +232,30 @@ TEST_CASE("hostile merges files are refused naming the file and the line") {
   const data::ByteLevelVocab v = ag_test::small_gpt2_vocab();
   const std::string vocab = vocab_json(v);
   // the line is named, never quoted: merges.txt may be any file a link or a mistake gave
-  REQUIRE_THAT(refusal(vocab, "#version: 0.2\nĠ t\nhe\n"),
+  REQUIRE_THAT(gpt2_refusal(vocab, "#version: 0.2\nĠ t\nhe\n"),
                Contains("merges.txt: line 3: is not a merge (two tokens and one space)"));
-  REQUIRE_THAT(refusal(vocab, "Ġ t\nh  e\n"), Contains("merges.txt: line 2: is not a merge"));
-  REQUIRE_THAT(refusal(vocab, "Ġ t\nh e x\n"), Contains("line 2: is not a merge"));
-  REQUIRE_THAT(refusal(vocab, "Ġ t\n\nh e\n"), Contains("line 2: is not a merge"));
-  REQUIRE_THAT(refusal(vocab, "Ġ t\nSECRET-LINE\n"), !Contains("SECRET"));
-  REQUIRE_THAT(refusal(vocab, "#version: 0.2\nĠ zz\n"),
+  REQUIRE_THAT(gpt2_refusal(vocab, "Ġ t\nh  e\n"), Contains("merges.txt: line 2: is not a merge"));
+  REQUIRE_THAT(gpt2_refusal(vocab, "Ġ t\nh e x\n"), Contains("line 2: is not a merge"));
+  REQUIRE_THAT(gpt2_refusal(vocab, "Ġ t\n\nh e\n"), Contains("line 2: is not a merge"));
+  REQUIRE_THAT(gpt2_refusal(vocab, "Ġ t\nSECRET-LINE\n"), !Contains("SECRET"));
+  REQUIRE_THAT(gpt2_refusal(vocab, "#version: 0.2\nĠ zz\n"),
                Contains("merges.txt: line 2: 'zz' is not a token made before merge 0"));
-  REQUIRE_THAT(refusal(vocab, "#version: 0.2\nh e\nĠ t\nĠt he\n"),
+  REQUIRE_THAT(gpt2_refusal(vocab, "#version: 0.2\nh e\nĠ t\nĠt he\n"),
                Contains("merges.txt: line 2: 'h' 'e' makes 'he', token 257; merge 0 must make "
                         "token 256, which is 'Ġt'"));
-  REQUIRE_THAT(refusal(vocab, "#version: 0.2\nĠ t\nĠ h\nĠt he\n"),
+  REQUIRE_THAT(gpt2_refusal(vocab, "#version: 0.2\nĠ t\nĠ h\nĠt he\n"),
                Contains("merges.txt: line 3: 'Ġ' 'h' makes 'Ġh', which is not in the vocabulary"));
-  REQUIRE_THAT(refusal(vocab, "#version: 0.2\nĠ t\nh e\nĠt he\nĠthe Ġthe\n"),
+  REQUIRE_THAT(gpt2_refusal(vocab, "#version: 0.2\nĠ t\nh e\nĠt he\nĠthe Ġthe\n"),
                Contains("merges.txt: line 5: 'Ġthe' 'Ġthe' makes 'ĠtheĠthe', which is not in the "
                         "vocabulary; merge 3 must make token 259, which is '<|endoftext|>'"));
-  REQUIRE_THAT(refusal(vocab, "#version: 0.2\nĠ t\nh e\n\xff t\n"),
+  REQUIRE_THAT(gpt2_refusal(vocab, "#version: 0.2\nĠ t\nh e\n\xff t\n"),
                Contains("merges.txt: line 4: '\\xff' is not a token made before merge 2"));
-  REQUIRE_THAT(refusal(vocab, std::string(data::kMaxGpt2MergesFileBytes + 1, 'a')),
+  REQUIRE_THAT(gpt2_refusal(vocab, std::string(data::kMaxGpt2MergesFileBytes + 1, 'a')),
                Contains("merges.txt: 67108865 bytes is more than"));
   // the result of a later merge may not come earlier: GPT-2's ids are merges in rank order
   data::ByteLevelVocab swapped = v;
   std::swap(swapped.tokens[256], swapped.tokens[257]);
-  REQUIRE_THAT(refusal(vocab_json(swapped), merges_txt(v)),
+  REQUIRE_THAT(gpt2_refusal(vocab_json(swapped), merges_txt(v)),
                Contains("merges.txt: line 2: 'Ġ' 't' makes 'Ġt', token 257; merge 0 must make "
                         "token 256, which is 'he'"));
 }
@@ -393,7 +394,7 @@ TEST_CASE("tokenizer.json states each tokenizer as Hugging Face tokenizers reads
   REQUIRE(gpt2["added_tokens"].size() == 1);
   REQUIRE(gpt2["added_tokens"][0]["id"] == 259);
   REQUIRE(gpt2["added_tokens"][0]["content"] == "<|endoftext|>");
-  const data::BpeTokenizer bpe = trained_bpe();
+  const data::BpeTokenizer bpe = gpt2_trained_bpe();
   const json own = json::parse(data::hf_tokenizer_json(bpe));
   REQUIRE(own["pre_tokenizer"]["type"] == "Sequence");
   REQUIRE(own["pre_tokenizer"]["pretokenizers"][0]["type"] == "Split");

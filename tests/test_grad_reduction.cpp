@@ -15,11 +15,12 @@ namespace {
 using train::TreeNode;
 
 // The canonical tree over g[begin, begin + size), as grad_accumulation.h defines it.
-std::vector<float> tree_sum(const std::vector<std::vector<float>>& g, int64_t begin, int64_t size) {
+std::vector<float> reduction_tree_sum(const std::vector<std::vector<float>>& g, int64_t begin,
+                                      int64_t size) {
   if (size == 1) return g[begin];
   const int64_t half = train::tree_split(size);
-  std::vector<float> left = tree_sum(g, begin, half),
-                     right = tree_sum(g, begin + half, size - half);
+  std::vector<float> left = reduction_tree_sum(g, begin, half),
+                     right = reduction_tree_sum(g, begin + half, size - half);
   for (size_t i = 0; i < left.size(); ++i) left[i] += right[i];
   return left;
 }
@@ -58,7 +59,7 @@ TEST_CASE("combining the ranks' subtree sums gives the single process's bits", "
   int64_t groupings_that_differ = 0;
   for (int64_t total : {2, 3, 4, 6, 8, 12}) {
     const auto g = ag_test::mixed_magnitudes(total, n, static_cast<unsigned>(total));
-    const std::vector<float> expected = tree_sum(g, 0, total);
+    const std::vector<float> expected = reduction_tree_sum(g, 0, total);
     for (int64_t ranks = 1; ranks <= total; ++ranks) {
       if (total % ranks) continue;
       const int64_t per = total / ranks;
@@ -67,7 +68,7 @@ TEST_CASE("combining the ranks' subtree sums gives the single process's bits", "
       for (int64_t r = 0; r < ranks; ++r)
         for (const TreeNode& node : train::tree_nodes_within(r * per, (r + 1) * per, total)) {
           leaves.push_back(node);
-          sums.push_back(tree_sum(g, node.begin, node.size));
+          sums.push_back(reduction_tree_sum(g, node.begin, node.size));
         }
       std::vector<const float*> values;
       for (const auto& s : sums) values.push_back(s.data());

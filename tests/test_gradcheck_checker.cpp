@@ -3,6 +3,8 @@
 // only if a wrong one goes red.
 #include "gradcheck_helpers.h"
 
+// this file's own namespace keeps the directive from the files after it in a unity batch
+namespace gradcheck_checker_test {
 using namespace ag_test;
 using In = const std::vector<Tensor>&;
 
@@ -133,3 +135,5 @@ TEST_CASE("gradcheck fails across a kink which is why samples avoid them", "[gra
   REQUIRE_FALSE(r.ok);
   REQUIRE_THAT(r.numeric, Catch::Matchers::WithinAbs(0.5, 1e-9));
 }
+
+}  // namespace gradcheck_checker_test

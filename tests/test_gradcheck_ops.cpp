@@ -7,6 +7,8 @@
 #include "autograd/op_cases.h"
 #include "gradcheck_helpers.h"
 
+// this file's own namespace keeps the directive from the files after it in a unity batch
+namespace gradcheck_ops_test {
 using namespace ag_test;
 using In = const std::vector<Tensor>&;
 
@@ -139,3 +141,5 @@ TEST_CASE("linear equals matmul plus bias and gelu composed", "[linear]") {
   REQUIRE_THROWS_WITH(ag::linear(x, ag::zeros({4, 5}, DType::Float64)),
                       Catch::Matchers::Contains("[4, 5]"));
 }
+
+}  // namespace gradcheck_ops_test

@@ -51,15 +51,15 @@ std::string written(const ag_test::TempDir& dir, const interop::ModelFiles& m,
   return folder;
 }
 
-nlohmann::json read_config(const std::string& folder) {
+nlohmann::json llama_read_config(const std::string& folder) {
   return nlohmann::json::parse(base::read_input_file(folder + "/config.json", "config"));
 }
 
-void write_config(const std::string& folder, const nlohmann::json& j) {
+void llama_write_config(const std::string& folder, const nlohmann::json& j) {
   std::ofstream(folder + "/config.json", std::ios::trunc) << j.dump();
 }
 
-std::string import_error(const std::string& path) {
+std::string llama_import_error(const std::string& path) {
   try {
     interop::import_model(path, "");
   } catch (const interop::InteropError& e) {
@@ -70,7 +70,7 @@ std::string import_error(const std::string& path) {
   return "";
 }
 
-int run_cli(std::vector<std::string> args) {
+int llama_run_cli(std::vector<std::string> args) {
   std::vector<char*> argv = {const_cast<char*>("attograd")};
   for (auto& a : args) argv.push_back(a.data());
   return cli::cli_main(static_cast<int>(argv.size()), argv.data());
@@ -88,7 +88,7 @@ TEST_CASE("Llama, Qwen2 and Qwen3 folders round-trip bit for bit in their own la
     INFO(arch);
     const interop::ModelFiles m = interop_test::random_model(llama_like(family), 5);
     const std::string folder = written(dir, m, arch);
-    const nlohmann::json cfg = read_config(folder);
+    const nlohmann::json cfg = llama_read_config(folder);
     CHECK(cfg["architectures"] == nlohmann::json{arch});
     CHECK(cfg["num_key_value_heads"] == 2);
     CHECK(cfg["torch_dtype"] == "float32");
@@ -111,10 +111,10 @@ TEST_CASE("a Llama export in F16 and BF16 reads back as the rounded weights",
   interop::ModelFiles m = interop_test::random_model(llama_like(interop::LlamaFamily::qwen2), 9);
   const interop::ModelFiles bf16 = interop_test::bf16_rounded(m);
   const std::string b = written(dir, m, "bf16", interop::StoredType::bf16);
-  CHECK(read_config(b)["torch_dtype"] == "bfloat16");
+  CHECK(llama_read_config(b)["torch_dtype"] == "bfloat16");
   interop_test::require_same_weights(interop::import_model(b, ""), bf16);
   const std::string h = written(dir, m, "f16", interop::StoredType::f16);
-  CHECK(read_config(h)["torch_dtype"] == "float16");
+  CHECK(llama_read_config(h)["torch_dtype"] == "float16");
   const interop::ModelFiles back = interop::import_model(h, "");
   for (size_t i = 0; i < m.weights.size(); ++i) {  // a half's precision: 11 bits
     const float* a = m.weights[i].second.data<float>();
@@ -161,12 +161,12 @@ TEST_CASE("Llama-family configs whose math attograd does not compute are refused
   ag_test::TempDir dir;
   const std::string folder =
       written(dir, interop_test::random_model(llama_like(interop::LlamaFamily::llama), 3), "m");
-  const nlohmann::json good = read_config(folder);
+  const nlohmann::json good = llama_read_config(folder);
   auto refused = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json j = good;
     edit(j);
-    write_config(folder, j);
-    return import_error(folder);
+    llama_write_config(folder, j);
+    return llama_import_error(folder);
   };
   auto set = [&](const char* key, const nlohmann::json& v) {
     return refused([&](nlohmann::json& j) { j[key] = v; });
@@ -201,7 +201,7 @@ TEST_CASE("Llama-family configs whose math attograd does not compute are refused
                j["model_type"] = "qwen3", j["architectures"] = {"Qwen3ForCausalLM"};
              }),
              Contains("attention_bias is true and mlp_bias false"));
-  write_config(folder, good);
+  llama_write_config(folder, good);
   CHECK_NOTHROW(interop::import_model(folder, ""));
 }
 
@@ -216,7 +216,7 @@ TEST_CASE("Llama-family tensors the config does not state are refused by name be
       tensors.push_back({*interop::llama_hf_name(name), t.shape(), nullptr, t.data<float>()});
     edit(tensors);
     interop::write_safetensors(dir.file("m/model.safetensors"), tensors, interop::StoredType::f32);
-    return import_error(dir.file("m"));
+    return llama_import_error(dir.file("m"));
   };
   written(dir, m, "m");
   CHECK_THAT(refused([](auto& t) {
@@ -249,15 +249,15 @@ TEST_CASE(
   nn::GPTConfig c = llama_like(interop::LlamaFamily::qwen3);
   const std::string folder = written(dir, interop_test::random_model(c, 2), "q");
   const std::string ckpt = dir.file("q.h5");
-  REQUIRE(run_cli({"import", folder, "--out", ckpt, "--context", "8"}) == 0);
+  REQUIRE(llama_run_cli({"import", folder, "--out", ckpt, "--context", "8"}) == 0);
   CHECK(io::load_checkpoint(ckpt).config["context_length"] == 8);
-  CHECK(run_cli({"import", folder, "--out", dir.file("r.h5"), "--context", "17"}) == 2);
-  nlohmann::json j = read_config(folder);
+  CHECK(llama_run_cli({"import", folder, "--out", dir.file("r.h5"), "--context", "17"}) == 2);
+  nlohmann::json j = llama_read_config(folder);
   j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
-  write_config(folder, j);
-  CHECK(run_cli({"import", folder, "--out", dir.file("s.h5")}) == 2);
+  llama_write_config(folder, j);
+  CHECK(llama_run_cli({"import", folder, "--out", dir.file("s.h5")}) == 2);
   CHECK_FALSE(fs::exists(dir.file("s.h5")));
-  REQUIRE(run_cli({"export", ckpt, "--format", "llmc", "--out", dir.file("x.bin"), "--dtype",
-                   "f16"}) == 2);
+  REQUIRE(llama_run_cli({"export", ckpt, "--format", "llmc", "--out", dir.file("x.bin"), "--dtype",
+                         "f16"}) == 2);
   CHECK_FALSE(fs::exists(dir.file("x.bin")));
 }

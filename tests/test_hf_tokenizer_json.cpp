@@ -21,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kText = "the cat's 123 dogs ran  home!\n\tagain <|endoftext|> ok";
+const std::string kJsonText = "the cat's 123 dogs ran  home!\n\tagain <|endoftext|> ok";
 
 // The tokenizer read back from the tokenizer.json written for tok.
 std::unique_ptr<data::Tokenizer> round_trip(const data::Tokenizer& tok,
@@ -45,7 +45,7 @@ void require_same(const data::Tokenizer& tok, const std::string& text) {
 }
 
 // The message reading `file` (a tokenizer.json's text) gives.
-std::string refusal(const std::string& file) {
+std::string tokenizer_json_refusal(const std::string& file) {
   TempDir dir;
   const std::string path = dir.write("tokenizer.json", file);
   try {
@@ -70,16 +70,17 @@ std::string edited(const std::function<void(json&)>& edit) {
 TEST_CASE("tokenizer.json of every kind reads back as the tokenizer it was written from",
           "[interop][tokenizer_json]") {
   require_same(data::CharTokenizer::from_text("the cat's dogs ran home!\n\tagain <|>ok123 fx"),
-               kText);
-  require_same(data::ByteTokenizer(), kText);
+               kJsonText);
+  require_same(data::ByteTokenizer(), kJsonText);
   const std::string corpus = "the cat sat on the mat, and the dog ran home. 123 456\n";
   std::string text;
   for (int i = 0; i < 20; ++i) text += corpus;
-  require_same(data::BpeTokenizer::train(text, 300), kText);  // GPT-4's pattern
-  require_same(data::BpeTokenizer::train(text, 300, std::string(data::kGpt2SplitPattern)), kText);
-  require_same(data::BpeTokenizer::train(text, 280, "[a-z]+|[^a-z]"), kText);
+  require_same(data::BpeTokenizer::train(text, 300), kJsonText);  // GPT-4's pattern
+  require_same(data::BpeTokenizer::train(text, 300, std::string(data::kGpt2SplitPattern)),
+               kJsonText);
+  require_same(data::BpeTokenizer::train(text, 280, "[a-z]+|[^a-z]"), kJsonText);
   require_same(*data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab()),
-               kText);  // gpt2, a special
+               kJsonText);  // gpt2, a special
 }
 
 TEST_CASE("a char tokenizer's unk_token is noted, as the checkpoint cannot keep it",
@@ -106,7 +107,7 @@ TEST_CASE("GPT-2's own tokenizer.json shape is read", "[interop][tokenizer_json]
       io::make_tokenizer(interop::read_hf_tokenizer_json(dir.write("tokenizer.json", file)));
   const auto tok = data::tokenizer_from_byte_level(ag_test::small_gpt2_vocab());
   REQUIRE(back->type() == "gpt2");
-  REQUIRE(back->encode(kText) == tok->encode(kText));
+  REQUIRE(back->encode(kJsonText) == tok->encode(kJsonText));
   REQUIRE(io::tokenizer_section(*back).special_tokens == std::vector<std::string>{"<|endoftext|>"});
 }
 
@@ -115,57 +116,66 @@ TEST_CASE("tokenizer.json attograd cannot read as it is meant is refused naming 
   const auto set = [](const char* key, json v) {
     return edited([&](json& j) { j[json::json_pointer(key)] = v; });
   };
-  REQUIRE_THAT(refusal(set("/normalizer", {{"type", "NFKC"}})),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/normalizer", {{"type", "NFKC"}})),
                Contains("tokenizer.json: normalizer is 'NFKC': attograd reads none or NFC"));
-  REQUIRE_THAT(refusal(set("/model/type", "WordPiece")), Contains("model.type is \"WordPiece\""));
-  REQUIRE_THAT(refusal(set("/model/dropout", 0.1)), Contains("model.dropout is set"));
-  REQUIRE_THAT(refusal(set("/model/byte_fallback", true)), Contains("model.byte_fallback"));
-  REQUIRE_THAT(refusal(set("/added_tokens/0/lstrip", true)),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/model/type", "WordPiece")),
+               Contains("model.type is \"WordPiece\""));
+  REQUIRE_THAT(tokenizer_json_refusal(set("/model/dropout", 0.1)),
+               Contains("model.dropout is set"));
+  REQUIRE_THAT(tokenizer_json_refusal(set("/model/byte_fallback", true)),
+               Contains("model.byte_fallback"));
+  REQUIRE_THAT(tokenizer_json_refusal(set("/added_tokens/0/lstrip", true)),
                Contains("added_tokens[0].lstrip is true"));
-  REQUIRE_THAT(refusal(set("/model/end_of_word_suffix", "</w>")),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/model/end_of_word_suffix", "</w>")),
                Contains("model.end_of_word_suffix is set"));
-  REQUIRE_THAT(refusal(set("/pre_tokenizer", {{"type", "Whitespace"}})),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/pre_tokenizer", {{"type", "Whitespace"}})),
                Contains("pre_tokenizer is 'Whitespace'"));
-  REQUIRE_THAT(refusal(set("/pre_tokenizer/add_prefix_space", true)),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/pre_tokenizer/add_prefix_space", true)),
                Contains("pre_tokenizer.add_prefix_space is not false"));
-  REQUIRE_THAT(refusal(set("/post_processor", {{"type", "TemplateProcessing"}})),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/post_processor", {{"type", "TemplateProcessing"}})),
                Contains("post_processor has no single template"));
-  REQUIRE_THAT(refusal(set("/post_processor", {{"type", "RobertaProcessing"}})),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/post_processor", {{"type", "RobertaProcessing"}})),
                Contains("post_processor is 'RobertaProcessing'"));
-  REQUIRE_THAT(refusal(set("/decoder", {{"type", "WordPiece"}})),
+  REQUIRE_THAT(tokenizer_json_refusal(set("/decoder", {{"type", "WordPiece"}})),
                Contains("decoder is not ByteLevel"));
-  REQUIRE_THAT(refusal(set("/extra", 1)), Contains("the file has the key 'extra'"));
-  REQUIRE_THAT(refusal(set("/model/extra", 1)), Contains("model has the key 'extra'"));
+  REQUIRE_THAT(tokenizer_json_refusal(set("/extra", 1)), Contains("the file has the key 'extra'"));
+  REQUIRE_THAT(tokenizer_json_refusal(set("/model/extra", 1)),
+               Contains("model has the key 'extra'"));
 }
 
 TEST_CASE("hostile tokenizer.json is refused naming the entry, never quoting the file",
           "[interop][tokenizer_json]") {
-  REQUIRE_THAT(refusal(edited([](json& j) { j["model"]["merges"][1] = "h e x"; })),
+  REQUIRE_THAT(tokenizer_json_refusal(edited([](json& j) { j["model"]["merges"][1] = "h e x"; })),
                Contains("tokenizer.json: model.merges[1] is not a merge"));
-  REQUIRE_THAT(refusal(edited([](json& j) { j["model"]["vocab"]["h"] = "x"; })),
+  REQUIRE_THAT(tokenizer_json_refusal(edited([](json& j) { j["model"]["vocab"]["h"] = "x"; })),
                Contains("the id is a string, not an unsigned integer"));
-  REQUIRE_THAT(refusal(edited([](json& j) { j["model"]["vocab"]["h"] = 5000; })),
+  REQUIRE_THAT(tokenizer_json_refusal(edited([](json& j) { j["model"]["vocab"]["h"] = 5000; })),
                Contains("model.vocab gives id 5000, but its 260 tokens must have ids 0 to 259"));
-  REQUIRE_THAT(refusal(edited([](json& j) { j["model"]["vocab"]["h"] = 0; })),
+  REQUIRE_THAT(tokenizer_json_refusal(edited([](json& j) { j["model"]["vocab"]["h"] = 0; })),
                Contains("model.vocab gives id 0"));
-  REQUIRE_THAT(refusal(edited([](json& j) { j["added_tokens"][0]["id"] = 3; })),
+  REQUIRE_THAT(tokenizer_json_refusal(edited([](json& j) { j["added_tokens"][0]["id"] = 3; })),
                Contains("added_tokens give id 3 to another token than model.vocab"));
-  REQUIRE_THAT(refusal(edited([](json& j) { j["added_tokens"][0]["id"] = 900; })),
+  REQUIRE_THAT(tokenizer_json_refusal(edited([](json& j) { j["added_tokens"][0]["id"] = 900; })),
                Contains("added_tokens give id 900, but the next id is 260"));
-  REQUIRE_THAT(refusal(edited([](json& j) { j["model"]["merges"][0] = "h zz"; })),
+  REQUIRE_THAT(tokenizer_json_refusal(edited([](json& j) { j["model"]["merges"][0] = "h zz"; })),
                Contains("tokenizer.json: model.merges[0] names a token that model.vocab does not"));
-  REQUIRE_THAT(refusal(R"({"model": {}, "model": {}})"), Contains("model appears twice"));
-  REQUIRE_THAT(refusal(R"({"version": "1.0"})"), Contains("the file has no model"));
-  REQUIRE_THAT(refusal("[1]"), Contains("the file is an array, not a JSON object"));
-  REQUIRE_THAT(refusal("{\"normalizer\": " + std::string(100, '[')),
+  REQUIRE_THAT(tokenizer_json_refusal(R"({"model": {}, "model": {}})"),
+               Contains("model appears twice"));
+  REQUIRE_THAT(tokenizer_json_refusal(R"({"version": "1.0"})"), Contains("the file has no model"));
+  REQUIRE_THAT(tokenizer_json_refusal("[1]"), Contains("the file is an array, not a JSON object"));
+  REQUIRE_THAT(tokenizer_json_refusal("{\"normalizer\": " + std::string(100, '[')),
                Contains("nested deeper than"));
-  REQUIRE_THAT(refusal(R"({"model": {"vocab": {}}})"), Contains("model.vocab has no tokens"));
-  const std::string secret = refusal("{\"model\": {\"vocab\": {\"SECRET-TEXT\n\": 0}}}");
+  REQUIRE_THAT(tokenizer_json_refusal(R"({"model": {"vocab": {}}})"),
+               Contains("model.vocab has no tokens"));
+  const std::string secret =
+      tokenizer_json_refusal("{\"model\": {\"vocab\": {\"SECRET-TEXT\n\": 0}}}");
   REQUIRE_THAT(secret, Contains("not valid JSON"));
   REQUIRE_THAT(secret, !Contains("SECRET"));
-  REQUIRE_THAT(refusal(R"({"model": {"vocab": {"ab": 0}}, "decoder": {"type": "Fuse"}})"),
-               Contains("model.vocab token 0 is not one character"));
-  REQUIRE_THAT(refusal(R"({"model": {"vocab": {"b": 0, "a": 1}}, "decoder": {"type": "Fuse"}})"),
+  REQUIRE_THAT(
+      tokenizer_json_refusal(R"({"model": {"vocab": {"ab": 0}}, "decoder": {"type": "Fuse"}})"),
+      Contains("model.vocab token 0 is not one character"));
+  REQUIRE_THAT(tokenizer_json_refusal(
+                   R"({"model": {"vocab": {"b": 0, "a": 1}}, "decoder": {"type": "Fuse"}})"),
                Contains("token 1 (U+0061) is not after token 0 (U+0062)"));
   TempDir dir;
   const std::string big = dir.write("tokenizer.json", "{}");

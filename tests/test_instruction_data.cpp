@@ -28,7 +28,8 @@ data::TaskOptions instruct_options(const data::Tokenizer& tok, int64_t context =
   return o;
 }
 
-data::TaskExamples read(const std::string& path, int64_t context = 512, bool truncate = true) {
+data::TaskExamples instruction_read(const std::string& path, int64_t context = 512,
+                                    bool truncate = true) {
   const data::CharTokenizer tok = tokenizer_for(path);
   data::TaskOptions o = instruct_options(tok, context);
   o.truncate = truncate;
@@ -36,8 +37,8 @@ data::TaskExamples read(const std::string& path, int64_t context = 512, bool tru
 }
 
 // The message read_instruction_examples gives for a file of this content.
-std::string error_of(const ag_test::TempDir& dir, const std::string& content,
-                     const std::string& name = "bad.jsonl") {
+std::string instruction_error_of(const ag_test::TempDir& dir, const std::string& content,
+                                 const std::string& name = "bad.jsonl") {
   const std::string path = dir.write(name, content);
   const data::ByteTokenizer tok;
   try {
@@ -156,13 +157,13 @@ TEST_CASE("JSON lines are told from a JSON array by their content, blank lines s
                             R"({"instruction": "c", "input": null, "output": "d", "x": [1]})"
                             "\r\n";
   for (const char* name : {"set.jsonl", "set.json", "set.txt"}) {
-    const data::TaskExamples got = read(dir.write(name, lines));
+    const data::TaskExamples got = instruction_read(dir.write(name, lines));
     REQUIRE(got.examples.size() == 2);
     REQUIRE(got.examples[0].line == 1);
     REQUIRE(got.examples[1].line == 3);
   }
-  const data::TaskExamples array =
-      read(dir.write("array.jsonl", "\xEF\xBB\xBF [" + std::string(R"({"instruction": "a",
+  const data::TaskExamples array = instruction_read(
+      dir.write("array.jsonl", "\xEF\xBB\xBF [" + std::string(R"({"instruction": "a",
       "output": "b"}, {"output": "]", "instruction": "[{\"\\"}])")));
   REQUIRE(array.examples.size() == 2);
   REQUIRE(array.examples[1].line == 2);
@@ -172,46 +173,49 @@ TEST_CASE("bad instruction records are one-line errors naming file, line and fie
   ag_test::TempDir dir;
   const std::string good = R"({"instruction": "a", "output": "b"})";
   const auto p = [&](const std::string& name) { return dir.file(name); };
-  REQUIRE_THAT(error_of(dir, good + "\n" + R"({"output": "b"})" + "\n"),
+  REQUIRE_THAT(instruction_error_of(dir, good + "\n" + R"({"output": "b"})" + "\n"),
                Equals(p("bad.jsonl") + ": line 2: 'instruction' is missing"));
-  REQUIRE_THAT(error_of(dir, good + "\n\n" + R"({"instruction": 1, "output": "b"})"),
+  REQUIRE_THAT(instruction_error_of(dir, good + "\n\n" + R"({"instruction": 1, "output": "b"})"),
                Equals(p("bad.jsonl") + ": line 3: 'instruction' must be a string, not an "
                                        "unsigned integer"));
-  REQUIRE_THAT(error_of(dir, R"({"instruction": "a"})"),
+  REQUIRE_THAT(instruction_error_of(dir, R"({"instruction": "a"})"),
                Equals(p("bad.jsonl") + ": line 1: 'output' is missing"));
-  REQUIRE_THAT(error_of(dir, R"({"instruction": "a", "output": ["b"]})"),
+  REQUIRE_THAT(instruction_error_of(dir, R"({"instruction": "a", "output": ["b"]})"),
                Contains("line 1: 'output' must be a string, not an array"));
-  REQUIRE_THAT(error_of(dir, R"({"instruction": "a", "output": ""})"),
+  REQUIRE_THAT(instruction_error_of(dir, R"({"instruction": "a", "output": ""})"),
                Contains("line 1: 'output' is empty"));
-  REQUIRE_THAT(error_of(dir, R"({"instruction": "a", "input": 2, "output": "b"})"),
+  REQUIRE_THAT(instruction_error_of(dir, R"({"instruction": "a", "input": 2, "output": "b"})"),
                Contains("line 1: 'input' must be a string"));
-  REQUIRE_THAT(
-      error_of(dir, good + "\n" + R"({"instruction": "a)" + "\xff" + R"(", "output": "b"})"),
-      Contains(": line 2: invalid UTF-8") && Contains("0xFF"));
-  REQUIRE_THAT(error_of(dir, good + "\n[1]\n"),
+  REQUIRE_THAT(instruction_error_of(
+                   dir, good + "\n" + R"({"instruction": "a)" + "\xff" + R"(", "output": "b"})"),
+               Contains(": line 2: invalid UTF-8") && Contains("0xFF"));
+  REQUIRE_THAT(instruction_error_of(dir, good + "\n[1]\n"),
                Contains("line 2: a record must be a JSON object") && Contains("not an array"));
-  REQUIRE_THAT(error_of(dir, good + "\n{\"instruction\": \n"), Contains("line 2: not valid JSON"));
-  REQUIRE_THAT(error_of(dir, good.substr(0, 19) + R"(, "instruction": "x"})"),
+  REQUIRE_THAT(instruction_error_of(dir, good + "\n{\"instruction\": \n"),
+               Contains("line 2: not valid JSON"));
+  REQUIRE_THAT(instruction_error_of(dir, good.substr(0, 19) + R"(, "instruction": "x"})"),
                Contains("line 1: ") && Contains("appears twice"));
-  REQUIRE_THAT(error_of(dir, " \n\n"), Equals(p("bad.jsonl") + ": no records (the file is empty)"));
-  REQUIRE_THAT(error_of(dir, "[ ]"), Equals(p("bad.jsonl") + ": no records (an empty array)"));
+  REQUIRE_THAT(instruction_error_of(dir, " \n\n"),
+               Equals(p("bad.jsonl") + ": no records (the file is empty)"));
+  REQUIRE_THAT(instruction_error_of(dir, "[ ]"),
+               Equals(p("bad.jsonl") + ": no records (an empty array)"));
 
   SECTION("a JSON array's errors name the record's number and its line") {
     const std::string array = "[\n" + good + ",\n" + good + ",\n" + R"({"instruction": "c",
       "output": ""})" + "\n]";
-    REQUIRE_THAT(error_of(dir, array, "bad.json"),
+    REQUIRE_THAT(instruction_error_of(dir, array, "bad.json"),
                  Equals(p("bad.json") + ": record 3 (line 4): 'output' is empty: a record needs "
                                         "a response to train on"));
-    REQUIRE_THAT(error_of(dir, "[" + good + ",\n]", "bad.json"),
+    REQUIRE_THAT(instruction_error_of(dir, "[" + good + ",\n]", "bad.json"),
                  Contains("record 2 (line 2): an empty record (a stray ',')"));
-    REQUIRE_THAT(error_of(dir, "[" + good + ",," + good + "]", "bad.json"),
+    REQUIRE_THAT(instruction_error_of(dir, "[" + good + ",," + good + "]", "bad.json"),
                  Contains("record 2 (line 1): an empty record"));
-    REQUIRE_THAT(error_of(dir, "[" + good + "]\n\n x", "bad.json"),
+    REQUIRE_THAT(instruction_error_of(dir, "[" + good + "]\n\n x", "bad.json"),
                  Contains("bad.json: line 3: text after the closing ']'"));
-    REQUIRE_THAT(error_of(dir, "[" + good + ", " + good, "bad.json"),
+    REQUIRE_THAT(instruction_error_of(dir, "[" + good + ", " + good, "bad.json"),
                  Contains("bad.json: the array of records has no closing ']'"));
     REQUIRE_THAT(
-        error_of(dir, "[" + good + ", \"x\"]", "bad.json"),
+        instruction_error_of(dir, "[" + good + ", \"x\"]", "bad.json"),
         Contains("record 2 (line 1): a record must be a JSON object") && Contains("not a string"));
   }
 }

@@ -45,7 +45,7 @@ gguf::File header_of(const std::string& bytes) {
   return gguf::read_header(InputBytes::of(bytes, "model.gguf"));
 }
 
-void require_refused(const std::function<void()>& read, const std::string& part) {
+void gguf_require_refused(const std::function<void()>& read, const std::string& part) {
   try {
     read();
     FAIL("read without error; expected one naming " << part);
@@ -58,8 +58,8 @@ void require_refused(const std::function<void()>& read, const std::string& part)
   }
 }
 
-void require_refused(const std::string& bytes, const std::string& part) {
-  require_refused([&] { read_bytes(bytes); }, part);
+void gguf_require_refused(const std::string& bytes, const std::string& part) {
+  gguf_require_refused([&] { read_bytes(bytes); }, part);
 }
 
 // The file again with its header edited (keys, tensor infos) and the same tensor data.
@@ -281,57 +281,58 @@ TEST_CASE("a model without qkv biases is written with zero biases and the key sa
   REQUIRE(qkvb.name == "blk.0.attn_qkv.bias");
   const float one = 1.0f;
   std::memcpy(lie.data() + f.data_start + qkvb.offset, &one, 4);
-  require_refused(lie, "blk.0.attn_qkv.bias is not zero");
+  gguf_require_refused(lie, "blk.0.attn_qkv.bias is not zero");
 }
 
 TEST_CASE("a GGUF container that lies is refused naming the field") {
   const auto header = [](const std::string& bytes) { return [bytes] { header_of(bytes); }; };
-  require_refused(header("GGUX" + raw_file(0, 0).bytes.substr(4)), "not a GGUF file");
-  require_refused(
+  gguf_require_refused(header("GGUX" + raw_file(0, 0).bytes.substr(4)), "not a GGUF file");
+  gguf_require_refused(
       header(Raw().put(gguf::kMagic).put(uint32_t{2}).put(uint64_t{0}).put(uint64_t{0}).bytes),
       "GGUF version 2");
-  require_refused(header(raw_file(uint64_t{1} << 60, 0).bytes), "the tensor count");
-  require_refused(header(raw_file(0, uint64_t{1} << 60).bytes), "the key count");
-  require_refused(header(raw_file(0, 1).str("a").put(uint32_t{13}).put(uint8_t{0}).bytes),
-                  "key a has value type 13");
-  require_refused(header(raw_file(0, 1).put(uint64_t{1} << 62).bytes + std::string(20, 'x')),
-                  "key 0 (its name) is 4611686018427387904 bytes long");
-  require_refused(header(raw_file(0, 2)
-                             .str("a")
-                             .put(gguf::kUint8)
-                             .put(uint8_t{1})
-                             .str("a")
-                             .put(gguf::kUint8)
-                             .put(uint8_t{1})
-                             .bytes),
-                  "key a appears twice");
-  require_refused(header(raw_file(0, 1)
-                             .str("a")
-                             .put(gguf::kArray)
-                             .put(gguf::kUint32)
-                             .put(uint64_t{1} << 40)
-                             .bytes),
-                  "key a claims 1099511627776 elements");
-  require_refused(header(raw_file(0, 1)
-                             .str("a")
-                             .put(gguf::kArray)
-                             .put(gguf::kString)
-                             .put(uint64_t{2})
-                             .str("x")
-                             .put(uint64_t{1} << 50)
-                             .bytes +
-                         std::string(8, 'x')),
-                  "key a is 1125899906842624 bytes long");
-  require_refused(
+  gguf_require_refused(header(raw_file(uint64_t{1} << 60, 0).bytes), "the tensor count");
+  gguf_require_refused(header(raw_file(0, uint64_t{1} << 60).bytes), "the key count");
+  gguf_require_refused(header(raw_file(0, 1).str("a").put(uint32_t{13}).put(uint8_t{0}).bytes),
+                       "key a has value type 13");
+  gguf_require_refused(header(raw_file(0, 1).put(uint64_t{1} << 62).bytes + std::string(20, 'x')),
+                       "key 0 (its name) is 4611686018427387904 bytes long");
+  gguf_require_refused(header(raw_file(0, 2)
+                                  .str("a")
+                                  .put(gguf::kUint8)
+                                  .put(uint8_t{1})
+                                  .str("a")
+                                  .put(gguf::kUint8)
+                                  .put(uint8_t{1})
+                                  .bytes),
+                       "key a appears twice");
+  gguf_require_refused(header(raw_file(0, 1)
+                                  .str("a")
+                                  .put(gguf::kArray)
+                                  .put(gguf::kUint32)
+                                  .put(uint64_t{1} << 40)
+                                  .bytes),
+                       "key a claims 1099511627776 elements");
+  gguf_require_refused(header(raw_file(0, 1)
+                                  .str("a")
+                                  .put(gguf::kArray)
+                                  .put(gguf::kString)
+                                  .put(uint64_t{2})
+                                  .str("x")
+                                  .put(uint64_t{1} << 50)
+                                  .bytes +
+                              std::string(8, 'x')),
+                       "key a is 1125899906842624 bytes long");
+  gguf_require_refused(
       header(raw_file(0, 1).str("a").put(gguf::kArray).put(gguf::kArray).put(uint64_t{0}).bytes),
       "key a is an array of arrays");
-  require_refused(header(raw_file(0, 1).str("a").put(gguf::kBool).put(uint8_t{2}).bytes),
-                  "key a is a BOOL of value 2");
+  gguf_require_refused(header(raw_file(0, 1).str("a").put(gguf::kBool).put(uint8_t{2}).bytes),
+                       "key a is a BOOL of value 2");
   for (uint32_t a : {0u, 3u, 48u}) {
-    require_refused(header(raw_file(0, 1).str("general.alignment").put(gguf::kUint32).put(a).bytes),
-                    "general.alignment is " + std::to_string(a) + ", not a power of two");
+    gguf_require_refused(
+        header(raw_file(0, 1).str("general.alignment").put(gguf::kUint32).put(a).bytes),
+        "general.alignment is " + std::to_string(a) + ", not a power of two");
   }
-  require_refused(
+  gguf_require_refused(
       header(raw_file(0, 1).str("general.alignment").put(gguf::kUint64).put(uint64_t{32}).bytes),
       "general.alignment is UINT64, not a UINT32");
   // tensor infos: one F32 tensor "w" of 4 elements at offset 0
@@ -345,92 +346,96 @@ TEST_CASE("a GGUF container that lies is refused naming the field") {
     return r.bytes;
   };
   REQUIRE(header_of(tensor(1, {4}, gguf::kF32, 0)).tensors[0].bytes() == 16);
-  require_refused(header(tensor(0, {}, gguf::kF32, 0)), "tensor w has 0 dims");
-  require_refused(header(tensor(5, {1, 1, 1, 1, 1}, gguf::kF32, 0)), "tensor w has 5 dims");
-  require_refused(header(tensor(1, {0}, gguf::kF32, 0)), "tensor w has ne[0] = 0");
-  require_refused(header(tensor(2, {8, uint64_t{1} << 62}, gguf::kF32, 0)), "tensor w has ne[1]");
-  require_refused(header(tensor(1, {4}, 2, 0)),
-                  "tensor w is Q4_0 with rows of 4 weights, not a whole number of its 32-weight "
-                  "blocks");
-  require_refused(header(tensor(1, {4}, 99, 0)), "tensor w has ggml type 99: only F32 (0)");
-  require_refused(header(tensor(1, {4}, 10, 0)), "tensor w has ggml type 10");  // Q2_K: unread
+  gguf_require_refused(header(tensor(0, {}, gguf::kF32, 0)), "tensor w has 0 dims");
+  gguf_require_refused(header(tensor(5, {1, 1, 1, 1, 1}, gguf::kF32, 0)), "tensor w has 5 dims");
+  gguf_require_refused(header(tensor(1, {0}, gguf::kF32, 0)), "tensor w has ne[0] = 0");
+  gguf_require_refused(header(tensor(2, {8, uint64_t{1} << 62}, gguf::kF32, 0)),
+                       "tensor w has ne[1]");
+  gguf_require_refused(
+      header(tensor(1, {4}, 2, 0)),
+      "tensor w is Q4_0 with rows of 4 weights, not a whole number of its 32-weight "
+      "blocks");
+  gguf_require_refused(header(tensor(1, {4}, 99, 0)), "tensor w has ggml type 99: only F32 (0)");
+  gguf_require_refused(header(tensor(1, {4}, 10, 0)), "tensor w has ggml type 10");  // Q2_K: unread
   // blocks: 2 Q8_0 blocks (68 bytes) fit in 96 bytes of data, not in 64
   REQUIRE(header_of(tensor(1, {64}, 8, 0, 96)).tensors[0].bytes() == 68);
-  require_refused(header(tensor(1, {64}, 8, 0, 64)), "tensor w (68 bytes at data offset 0)");
-  require_refused(header(tensor(2, {256, 3}, 12, 0, 400)), "tensor w (432 bytes");
+  gguf_require_refused(header(tensor(1, {64}, 8, 0, 64)), "tensor w (68 bytes at data offset 0)");
+  gguf_require_refused(header(tensor(2, {256, 3}, 12, 0, 400)), "tensor w (432 bytes");
   // a Q4_0 tensor of more weights than the file has bytes (up to 2 a byte) is read
   REQUIRE(header_of(tensor(1, {4096}, 2, 0, 2304)).tensors[0].bytes() == 2304);
-  require_refused(header(tensor(1, {4}, gguf::kF32, 8)), "not a multiple of the alignment 32");
-  require_refused(header(tensor(1, {4}, gguf::kF32, 64)), "tensor w (16 bytes at data offset 64)");
-  require_refused(header(tensor(1, {20}, gguf::kF32, 0)), "lies past the end");
+  gguf_require_refused(header(tensor(1, {4}, gguf::kF32, 8)), "not a multiple of the alignment 32");
+  gguf_require_refused(header(tensor(1, {4}, gguf::kF32, 64)),
+                       "tensor w (16 bytes at data offset 64)");
+  gguf_require_refused(header(tensor(1, {20}, gguf::kF32, 0)), "lies past the end");
   Raw two = raw_file(2, 0);
   two.str("a").put(uint32_t{1}).put(uint64_t{16}).put(gguf::kF32).put(uint64_t{0});
   two.str("b").put(uint32_t{1}).put(uint64_t{4}).put(gguf::kF32).put(uint64_t{32});
   two.bytes.resize((two.bytes.size() + 31) / 32 * 32 + 128, '\0');
-  require_refused(header(two.bytes), "tensors a and b overlap");
+  gguf_require_refused(header(two.bytes), "tensors a and b overlap");
   Raw twice = raw_file(2, 0);
   twice.str("a").put(uint32_t{1}).put(uint64_t{4}).put(gguf::kF32).put(uint64_t{0});
   twice.str("a").put(uint32_t{1}).put(uint64_t{4}).put(gguf::kF32).put(uint64_t{32});
   twice.bytes.resize((twice.bytes.size() + 31) / 32 * 32 + 128, '\0');
-  require_refused(header(twice.bytes), "tensor a appears twice");
+  gguf_require_refused(header(twice.bytes), "tensor a appears twice");
 }
 
 TEST_CASE("a GGUF model whose keys or tensors lie is refused naming the key or tensor") {
   const std::string good = gguf_bytes(interop_test::random_model(kConfig, 7));
   using gguf::Value;
   const auto edit = [&](const std::function<void(gguf::File&)>& e) { return rewritten(good, e); };
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "general.architecture", Value::string("mamba")); }),
       "general.architecture is 'mamba': only gpt2, llama, qwen2 and qwen3 are read");
-  require_refused(edit([](gguf::File& f) { erase_key(f, "general.architecture"); }),
-                  "key general.architecture is missing");
+  gguf_require_refused(edit([](gguf::File& f) { erase_key(f, "general.architecture"); }),
+                       "key general.architecture is missing");
   for (const char* key : {"gpt2.context_length", "gpt2.embedding_length", "gpt2.block_count",
                           "gpt2.attention.head_count", "gpt2.feed_forward_length"}) {
     INFO(key);
-    require_refused(edit([&](gguf::File& f) { erase_key(f, key); }),
-                    std::string("key ") + key + " is missing");
-    require_refused(edit([&](gguf::File& f) { set_key(f, key, Value::string("8")); }),
-                    std::string("key ") + key + " is STRING, not an integer");
+    gguf_require_refused(edit([&](gguf::File& f) { erase_key(f, key); }),
+                         std::string("key ") + key + " is missing");
+    gguf_require_refused(edit([&](gguf::File& f) { set_key(f, key, Value::string("8")); }),
+                         std::string("key ") + key + " is STRING, not an integer");
     if (std::string(key) != "gpt2.feed_forward_length")
-      require_refused(edit([&](gguf::File& f) { set_key(f, key, Value::u32(0)); }),
-                      std::string("key ") + key + " is 0");
-    require_refused(edit([&](gguf::File& f) { set_key(f, key, Value::u32(0xffffffffu)); }),
-                    std::string("key ") + key + " is 4294967295");
+      gguf_require_refused(edit([&](gguf::File& f) { set_key(f, key, Value::u32(0)); }),
+                           std::string("key ") + key + " is 0");
+    gguf_require_refused(edit([&](gguf::File& f) { set_key(f, key, Value::u32(0xffffffffu)); }),
+                         std::string("key ") + key + " is 4294967295");
   }
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "gpt2.attention.head_count", Value::u32(5)); }),
       "d_model (32) must be divisible by n_heads (5)");
-  require_refused(edit([](gguf::File& f) {
-                    set_key(f, "gpt2.attention.layer_norm_epsilon", Value::f32(1e-6f));
-                  }),
-                  "layer_norm_epsilon is 1e-06");
-  require_refused(edit([](gguf::File& f) { set_key(f, "gpt2.block_count", Value::u32(3)); }),
-                  "no tensor blk.2.attn_norm.weight");
-  require_refused(edit([](gguf::File& f) { set_key(f, "gpt2.block_count", Value::u32(1)); }),
-                  "tensor blk.1.attn_norm.weight is not one of llama.cpp's gpt2 tensors");
-  require_refused(edit([](gguf::File& f) { set_key(f, "gpt2.context_length", Value::u32(8)); }),
-                  "tensor position_embd.weight has ne [32, 16], the keys need [32, 8]");
+  gguf_require_refused(edit([](gguf::File& f) {
+                         set_key(f, "gpt2.attention.layer_norm_epsilon", Value::f32(1e-6f));
+                       }),
+                       "layer_norm_epsilon is 1e-06");
+  gguf_require_refused(edit([](gguf::File& f) { set_key(f, "gpt2.block_count", Value::u32(3)); }),
+                       "no tensor blk.2.attn_norm.weight");
+  gguf_require_refused(edit([](gguf::File& f) { set_key(f, "gpt2.block_count", Value::u32(1)); }),
+                       "tensor blk.1.attn_norm.weight is not one of llama.cpp's gpt2 tensors");
+  gguf_require_refused(
+      edit([](gguf::File& f) { set_key(f, "gpt2.context_length", Value::u32(8)); }),
+      "tensor position_embd.weight has ne [32, 16], the keys need [32, 8]");
   // a stranger is refused as its info is read, before the rest of the header is stored
-  require_refused(edit([](gguf::File& f) { f.tensors[0].name = "tok_embd.weight"; }),
-                  "tensor tok_embd.weight is not one of llama.cpp's gpt2 tensors");
-  require_refused(edit([](gguf::File& f) { f.tensors.erase(f.tensors.begin()); }),
-                  "no tensor token_embd.weight");
-  require_refused(edit([](gguf::File& f) {
-                    f.tensors[0].ne = {32, 25, 2};
-                  }),
-                  "tensor token_embd.weight has 3 dims");
-  require_refused(edit([](gguf::File& f) {
-                    f.tensors.push_back({"blk.0.ffn_gate.weight", {4}, 0, 0});
-                  }),
-                  "tensor blk.0.ffn_gate.weight is not one of llama.cpp's gpt2 tensors");
-  require_refused(edit([](gguf::File& f) { set_key(f, "attograd.qkv_bias", Value::u32(0)); }),
-                  "key attograd.qkv_bias is UINT32, not a BOOL");
+  gguf_require_refused(edit([](gguf::File& f) { f.tensors[0].name = "tok_embd.weight"; }),
+                       "tensor tok_embd.weight is not one of llama.cpp's gpt2 tensors");
+  gguf_require_refused(edit([](gguf::File& f) { f.tensors.erase(f.tensors.begin()); }),
+                       "no tensor token_embd.weight");
+  gguf_require_refused(edit([](gguf::File& f) {
+                         f.tensors[0].ne = {32, 25, 2};
+                       }),
+                       "tensor token_embd.weight has 3 dims");
+  gguf_require_refused(edit([](gguf::File& f) {
+                         f.tensors.push_back({"blk.0.ffn_gate.weight", {4}, 0, 0});
+                       }),
+                       "tensor blk.0.ffn_gate.weight is not one of llama.cpp's gpt2 tensors");
+  gguf_require_refused(edit([](gguf::File& f) { set_key(f, "attograd.qkv_bias", Value::u32(0)); }),
+                       "key attograd.qkv_bias is UINT32, not a BOOL");
   // a non-finite weight, named by its attograd name
   std::string nan_file = good;
   const gguf::File f = header_of(good);
   const float nan = std::numeric_limits<float>::infinity();
   std::memcpy(nan_file.data() + f.data_start + f.tensors[12].offset + 8, &nan, 4);
-  require_refused(nan_file, "blocks.0.mlp.fc2.weight holds a non-finite value");
+  gguf_require_refused(nan_file, "blocks.0.mlp.fc2.weight holds a non-finite value");
 }
 
 TEST_CASE("every cut of a GGUF file is refused cleanly") {
@@ -447,7 +452,7 @@ namespace {
 
 // A model whose vocabulary is the tokenizer's.
 // extra: rows past the tokenizer's ids (a fine-tuning's end-of-text or chat tokens)
-ModelFiles with_tokenizer(const data::Tokenizer& tok, unsigned seed, int64_t extra = 0) {
+ModelFiles gguf_with_tokenizer(const data::Tokenizer& tok, unsigned seed, int64_t extra = 0) {
   nn::GPTConfig c = kConfig;
   c.vocab_size = tok.vocab_size() + extra;
   ModelFiles m = interop_test::random_model(c, seed);
@@ -455,14 +460,14 @@ ModelFiles with_tokenizer(const data::Tokenizer& tok, unsigned seed, int64_t ext
   return m;
 }
 
-const char* const kText = "the cat sat on the mat; the dog's hat, then that thing. 123 4567\n";
+const char* const kGgufText = "the cat sat on the mat; the dog's hat, then that thing. 123 4567\n";
 
 }  // namespace
 
 TEST_CASE(
     "attograd's bpe goes to GGUF as a gpt2 tokenizer with llama-bpe's pre-tokenizer and back") {
-  const data::BpeTokenizer bpe = data::BpeTokenizer::train(kText, 280);
-  const ModelFiles m = with_tokenizer(bpe, 9);
+  const data::BpeTokenizer bpe = data::BpeTokenizer::train(kGgufText, 280);
+  const ModelFiles m = gguf_with_tokenizer(bpe, 9);
   const std::string bytes = gguf_bytes(m);
   const gguf::File f = header_of(bytes);
   REQUIRE(f.find("tokenizer.ggml.model")->strings[0] == "gpt2");
@@ -489,7 +494,7 @@ TEST_CASE(
   interop_test::require_same_weights(back, m);
   REQUIRE(back.dropped.empty());
   const auto again = io::make_tokenizer(*back.tokenizer);
-  REQUIRE(again->encode(kText) == bpe.encode(kText));
+  REQUIRE(again->encode(kGgufText) == bpe.encode(kGgufText));
 }
 
 TEST_CASE(
@@ -499,7 +504,7 @@ TEST_CASE(
   std::array<uint32_t, 256> id{};
   for (uint32_t i = 0; i < 256; ++i) id[order[i]] = i;
   const data::Gpt2Tokenizer gpt2(order, {{id[' '], id['t']}, {id['h'], id['e']}, {256, 257}});
-  const ModelFiles m = with_tokenizer(gpt2, 14);
+  const ModelFiles m = gguf_with_tokenizer(gpt2, 14);
   const std::string bytes = gguf_bytes(m);
   const gguf::File f = header_of(bytes);
   REQUIRE(f.find("tokenizer.ggml.pre")->strings[0] == "gpt-2");
@@ -526,7 +531,7 @@ TEST_CASE(
 
 TEST_CASE("the byte tokenizer goes to GGUF and back") {
   const data::ByteTokenizer byte;
-  const ModelFiles back = read_bytes(gguf_bytes(with_tokenizer(byte, 10)));
+  const ModelFiles back = read_bytes(gguf_bytes(gguf_with_tokenizer(byte, 10)));
   REQUIRE(back.tokenizer);
   REQUIRE(back.tokenizer->type == "byte");
 }
@@ -541,7 +546,7 @@ TEST_CASE(
     return v ? v->ints.at(0) : int64_t{-1};
   };
   SECTION("instruct's end-of-text") {
-    const std::string bytes = gguf_bytes(with_tokenizer(byte, 14, 1));
+    const std::string bytes = gguf_bytes(gguf_with_tokenizer(byte, 14, 1));
     const gguf::File f = header_of(bytes);
     REQUIRE(f.find("tokenizer.ggml.tokens")->strings.at(256) == "<|endoftext|>");
     REQUIRE(f.find("tokenizer.ggml.token_type")->ints.at(256) == 3);  // control
@@ -555,7 +560,7 @@ TEST_CASE(
   for (const data::ChatFormat format : {data::ChatFormat::chatml, data::ChatFormat::llama3}) {
     INFO(base::choice_name(format));
     const data::ChatTokens tokens(format, byte);
-    ModelFiles m = with_tokenizer(byte, 15, tokens.extra_ids());
+    ModelFiles m = gguf_with_tokenizer(byte, 15, tokens.extra_ids());
     m.chat_format = format;
     const std::string bytes = gguf_bytes(m);
     const gguf::File f = header_of(bytes);
@@ -585,7 +590,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a GGUF chat template of neither family is noted, not kept", "[gguf][special_tokens]") {
-  ModelFiles m = with_tokenizer(data::ByteTokenizer(), 16, 2);
+  ModelFiles m = gguf_with_tokenizer(data::ByteTokenizer(), 16, 2);
   m.chat_format = data::ChatFormat::chatml;
   const ModelFiles back = read_bytes(rewritten(gguf_bytes(m), [](gguf::File& f) {
     set_key(f, "tokenizer.chat_template", gguf::Value::string("[INST] {{ content }} [/INST]"));
@@ -597,46 +602,47 @@ TEST_CASE("a GGUF chat template of neither family is noted, not kept", "[gguf][s
 }
 
 TEST_CASE("a char tokenizer is refused by GGUF with the reason") {
-  const data::CharTokenizer chars = data::CharTokenizer::from_text(kText);
-  REQUIRE_THROWS_WITH(gguf_bytes(with_tokenizer(chars, 11)),
+  const data::CharTokenizer chars = data::CharTokenizer::from_text(kGgufText);
+  REQUIRE_THROWS_WITH(gguf_bytes(gguf_with_tokenizer(chars, 11)),
                       Contains("a GGUF file cannot hold this tokenizer"));
-  ModelFiles m = with_tokenizer(chars, 11);
+  ModelFiles m = gguf_with_tokenizer(chars, 11);
   m.tokenizer.reset();  // the weights alone can go
   REQUIRE_NOTHROW(read_bytes(gguf_bytes(m)));
 }
 
 TEST_CASE("a GGUF tokenizer that lies is refused naming the key") {
-  const std::string good = gguf_bytes(with_tokenizer(data::BpeTokenizer::train(kText, 280), 12));
+  const std::string good =
+      gguf_bytes(gguf_with_tokenizer(data::BpeTokenizer::train(kGgufText, 280), 12));
   using gguf::Value;
   const auto edit = [&](const std::function<void(gguf::File&)>& e) { return rewritten(good, e); };
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "tokenizer.ggml.model", Value::string("llama")); }),
       "key tokenizer.ggml.model is not 'gpt2'");
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "tokenizer.ggml.pre", Value::string("falcon")); }),
       "key tokenizer.ggml.pre is 'falcon'");
-  require_refused(edit([](gguf::File& f) { erase_key(f, "tokenizer.ggml.tokens"); }),
-                  "key tokenizer.ggml.tokens is missing");
-  require_refused(edit([](gguf::File& f) {
-                    set_key(f, "tokenizer.ggml.tokens", Value::string_array({"a", "b"}));
-                  }),
-                  "key tokenizer.ggml.tokens has 2 entries, the model's vocabulary 280");
-  require_refused(
+  gguf_require_refused(edit([](gguf::File& f) { erase_key(f, "tokenizer.ggml.tokens"); }),
+                       "key tokenizer.ggml.tokens is missing");
+  gguf_require_refused(edit([](gguf::File& f) {
+                         set_key(f, "tokenizer.ggml.tokens", Value::string_array({"a", "b"}));
+                       }),
+                       "key tokenizer.ggml.tokens has 2 entries, the model's vocabulary 280");
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "tokenizer.ggml.tokens", Value::string("a")); }),
       "key tokenizer.ggml.tokens is not an array of STRING");
-  require_refused(edit([](gguf::File& f) {
-                    auto m = f.find("tokenizer.ggml.merges")->strings;
-                    m[3] = "ab";
-                    set_key(f, "tokenizer.ggml.merges", Value::string_array(m));
-                  }),
-                  "tokenizer.ggml.merges: entry 3 ('ab') is not two tokens");
-  require_refused(edit([](gguf::File& f) {
-                    auto m = f.find("tokenizer.ggml.merges")->strings;
-                    std::swap(m[0], m[20]);
-                    set_key(f, "tokenizer.ggml.merges", Value::string_array(m));
-                  }),
-                  "keys tokenizer.ggml.tokens and merges");
-  require_refused(
+  gguf_require_refused(edit([](gguf::File& f) {
+                         auto m = f.find("tokenizer.ggml.merges")->strings;
+                         m[3] = "ab";
+                         set_key(f, "tokenizer.ggml.merges", Value::string_array(m));
+                       }),
+                       "tokenizer.ggml.merges: entry 3 ('ab') is not two tokens");
+  gguf_require_refused(edit([](gguf::File& f) {
+                         auto m = f.find("tokenizer.ggml.merges")->strings;
+                         std::swap(m[0], m[20]);
+                         set_key(f, "tokenizer.ggml.merges", Value::string_array(m));
+                       }),
+                       "keys tokenizer.ggml.tokens and merges");
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "tokenizer.ggml.eos_token_id", Value::u32(280)); }),
       "key tokenizer.ggml.eos_token_id is not a token id below 280");
   // what attograd cannot keep is read and noted
@@ -774,7 +780,7 @@ TEST_CASE("Llama 3's rope factors are read as Meta's scaling when attograd's key
   // the test configs' factor 32 and context 16 are not Meta's: the table says so
   const std::string odd =
       gguf_bytes(interop_test::random_model(interop_test::llama_family_like()[0].second, 27));
-  require_refused(rewritten(odd, strip), "tensor rope_freqs.weight: factor 0 is");
+  gguf_require_refused(rewritten(odd, strip), "tensor rope_freqs.weight: factor 0 is");
 }
 
 TEST_CASE("models no GGUF architecture holds are refused with the reason") {
@@ -793,28 +799,28 @@ TEST_CASE("a Llama-family GGUF file whose keys or tensors lie is refused naming 
       gguf_bytes(interop_test::random_model(interop_test::llama_family_like()[2].second, 30));
   using gguf::Value;
   const auto edit = [&](const std::function<void(gguf::File&)>& e) { return rewritten(good, e); };
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "qwen3.attention.head_count_kv", Value::u32(3)); }),
       "key qwen3.attention.head_count_kv is 3: it must divide attention.head_count (4)");
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "qwen3.attention.value_length", Value::u32(8)); }),
       "key qwen3.attention.value_length differs from key_length");
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "qwen3.rope.dimension_count", Value::u32(8)); }),
       "key qwen3.rope.dimension_count is not the head width 16");
-  require_refused(edit([](gguf::File& f) { set_key(f, "qwen3.vocab_size", Value::u32(98)); }),
-                  "key qwen3.vocab_size is not token_embd.weight's 97 rows");
-  require_refused(edit([](gguf::File& f) {
-                    std::erase_if(f.tensors,
-                                  [](const auto& t) { return t.name == "blk.1.ffn_gate.weight"; });
-                  }),
-                  "no tensor blk.1.ffn_gate.weight");
-  require_refused(edit([](gguf::File& f) { f.tensors[1].name = "blk.0.attn_qkv.weight"; }),
-                  "tensor blk.0.attn_qkv.weight is not one of llama.cpp's qwen3 tensors");
-  require_refused(
+  gguf_require_refused(edit([](gguf::File& f) { set_key(f, "qwen3.vocab_size", Value::u32(98)); }),
+                       "key qwen3.vocab_size is not token_embd.weight's 97 rows");
+  gguf_require_refused(
+      edit([](gguf::File& f) {
+        std::erase_if(f.tensors, [](const auto& t) { return t.name == "blk.1.ffn_gate.weight"; });
+      }),
+      "no tensor blk.1.ffn_gate.weight");
+  gguf_require_refused(edit([](gguf::File& f) { f.tensors[1].name = "blk.0.attn_qkv.weight"; }),
+                       "tensor blk.0.attn_qkv.weight is not one of llama.cpp's qwen3 tensors");
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "qwen3.rope.freq_base", Value::string("1e6")); }),
       "key qwen3.rope.freq_base is STRING, not a FLOAT32");
-  require_refused(
+  gguf_require_refused(
       edit([](gguf::File& f) { set_key(f, "qwen3.block_count", Value::u32(1u << 20)); }),
       "key qwen3.block_count is 1048576");
 }

@@ -30,7 +30,7 @@ std::string llmc_bytes(const ModelFiles& m, ag::Precision dtype) {
   return bytes;
 }
 
-ModelFiles read_bytes(std::string bytes) {
+ModelFiles llmc_read_bytes(std::string bytes) {
   return interop::read_llmc_weights(InputBytes::of(std::move(bytes), "model.bin"));
 }
 
@@ -45,8 +45,8 @@ std::string with_header_int(std::string bytes, int i, int32_t v) {
   return bytes;
 }
 
-void require_refused(const std::string& bytes, const std::string& part) {
-  REQUIRE_THROWS_MATCHES(read_bytes(bytes), InteropError,
+void llmc_require_refused(const std::string& bytes, const std::string& part) {
+  REQUIRE_THROWS_MATCHES(llmc_read_bytes(bytes), InteropError,
                          Catch::Matchers::Predicate<InteropError>(
                              [&](const InteropError& e) {
                                const std::string w = e.what();
@@ -57,13 +57,13 @@ void require_refused(const std::string& bytes, const std::string& part) {
                              "a one-line error naming model.bin and " + part));
 }
 
-const nn::GPTConfig kConfig = interop_test::gpt2_like(300, 16, 32, 4, 2);
+const nn::GPTConfig kLlmcConfig = interop_test::gpt2_like(300, 16, 32, 4, 2);
 
 }  // namespace
 
 TEST_CASE("an llm.c checkpoint round-trips every tensor bit for bit in float32") {
-  const ModelFiles m = interop_test::random_model(kConfig, 1);
-  const ModelFiles back = read_bytes(llmc_bytes(m, ag::Precision::fp32));
+  const ModelFiles m = interop_test::random_model(kLlmcConfig, 1);
+  const ModelFiles back = llmc_read_bytes(llmc_bytes(m, ag::Precision::fp32));
   REQUIRE(back.format == "llmc");
   interop_test::require_same_config(back.config, m.config);
   interop_test::require_same_weights(back, m);
@@ -73,15 +73,15 @@ TEST_CASE("an llm.c checkpoint round-trips every tensor bit for bit in float32")
 }
 
 TEST_CASE("an llm.c bfloat16 checkpoint holds the weights rounded to nearest even") {
-  const ModelFiles m = interop_test::random_model(kConfig, 2);
-  const ModelFiles back = read_bytes(llmc_bytes(m, ag::Precision::bf16));
+  const ModelFiles m = interop_test::random_model(kLlmcConfig, 2);
+  const ModelFiles back = llmc_read_bytes(llmc_bytes(m, ag::Precision::bf16));
   interop_test::require_same_weights(back, interop_test::bf16_rounded(m));
   // and a rounded model goes through bfloat16 unchanged
-  interop_test::require_same_weights(read_bytes(llmc_bytes(back, ag::Precision::bf16)), back);
+  interop_test::require_same_weights(llmc_read_bytes(llmc_bytes(back, ag::Precision::bf16)), back);
 }
 
 TEST_CASE("an llm.c checkpoint has llm.c's header and layout") {
-  const ModelFiles m = interop_test::random_model(kConfig, 3);
+  const ModelFiles m = interop_test::random_model(kLlmcConfig, 3);
   const std::string f32 = llmc_bytes(m, ag::Precision::fp32);
   const std::vector<int32_t> header{20240326, 3, 16, 300, 2, 4, 32, 384};
   for (int i = 0; i < 8; ++i) REQUIRE(header_int(f32, i) == header[static_cast<size_t>(i)]);
@@ -118,63 +118,65 @@ TEST_CASE("models llm.c cannot hold are refused with the reason") {
     REQUIRE_THROWS_WITH(llmc_bytes(interop_test::random_model(c, 4), ag::Precision::fp32),
                         Contains("llm.c cannot hold this model") && Contains(why));
   };
-  nn::GPTConfig c = kConfig;
+  nn::GPTConfig c = kLlmcConfig;
   c.qkv_bias = false;
   refused(c, "biases in W_query");
-  c = kConfig, c.tie_weights = false;
+  c = kLlmcConfig, c.tie_weights = false;
   refused(c, "lm_head");
-  c = kConfig, c.norm = nn::NormKind::rms_norm;
+  c = kLlmcConfig, c.norm = nn::NormKind::rms_norm;
   refused(c, "rmsnorm");
-  c = kConfig, c.d_ff = 48;
+  c = kLlmcConfig, c.d_ff = 48;
   refused(c, "d_ff");
-  c = kConfig, c.d_ff = 4 * c.d_model;  // the same as 0
+  c = kLlmcConfig, c.d_ff = 4 * c.d_model;  // the same as 0
   REQUIRE(interop::llmc_cannot_express(c).empty());
 }
 
 TEST_CASE("an llm.c header that lies is refused naming the field") {
-  const std::string good = llmc_bytes(interop_test::random_model(kConfig, 5), ag::Precision::fp32);
-  require_refused(with_header_int(good, 0, 20240325), "header[0] (magic)");
-  require_refused(with_header_int(good, 1, 1), "header[1] (version)");
-  require_refused(with_header_int(good, 1, 4), "header[1] (version)");
+  const std::string good =
+      llmc_bytes(interop_test::random_model(kLlmcConfig, 5), ag::Precision::fp32);
+  llmc_require_refused(with_header_int(good, 0, 20240325), "header[0] (magic)");
+  llmc_require_refused(with_header_int(good, 1, 1), "header[1] (version)");
+  llmc_require_refused(with_header_int(good, 1, 4), "header[1] (version)");
   const std::vector<std::string> fields{"maxT", "V,", "L,", "NH", "C,"};
   for (int i = 2; i <= 6; ++i) {
     INFO("header[" << i << "]");
-    require_refused(with_header_int(good, i, 0), fmt::format("header[{}] ({}", i, fields[i - 2]));
-    require_refused(with_header_int(good, i, -7), fmt::format("header[{}]", i));
-    require_refused(with_header_int(good, i, std::numeric_limits<int32_t>::max()),
-                    fmt::format("header[{}]", i));
+    llmc_require_refused(with_header_int(good, i, 0),
+                         fmt::format("header[{}] ({}", i, fields[i - 2]));
+    llmc_require_refused(with_header_int(good, i, -7), fmt::format("header[{}]", i));
+    llmc_require_refused(with_header_int(good, i, std::numeric_limits<int32_t>::max()),
+                         fmt::format("header[{}]", i));
   }
-  require_refused(with_header_int(good, 7, 299), "header[7] (Vp");
-  require_refused(with_header_int(good, 5, 5), "not divisible by header[5] (NH)");
+  llmc_require_refused(with_header_int(good, 7, 299), "header[7] (Vp");
+  llmc_require_refused(with_header_int(good, 5, 5), "not divisible by header[5] (NH)");
   // sizes that agree with each other but not with the file: checked before any allocation
-  require_refused(with_header_int(good, 4, 16384), "needs exactly");
-  require_refused(with_header_int(good, 7, 1 << 30), "needs exactly");
-  require_refused(good.substr(0, good.size() - 1), "needs exactly");
-  require_refused(good + "x", "needs exactly");
-  require_refused(good.substr(0, 1000), "the header");
-  require_refused("", "the header");
+  llmc_require_refused(with_header_int(good, 4, 16384), "needs exactly");
+  llmc_require_refused(with_header_int(good, 7, 1 << 30), "needs exactly");
+  llmc_require_refused(good.substr(0, good.size() - 1), "needs exactly");
+  llmc_require_refused(good + "x", "needs exactly");
+  llmc_require_refused(good.substr(0, 1000), "the header");
+  llmc_require_refused("", "the header");
 }
 
 TEST_CASE("an llm.c checkpoint with a non-finite weight is refused naming the tensor") {
-  std::string bytes = llmc_bytes(interop_test::random_model(kConfig, 6), ag::Precision::fp32);
+  std::string bytes = llmc_bytes(interop_test::random_model(kLlmcConfig, 6), ag::Precision::fp32);
   const int64_t C = 32, Vp = 384, T = 16, L = 2;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // ln1b of layer 1: after wte, wpe, ln1w
   std::memcpy(bytes.data() + 1024 + 4 * (Vp * C + T * C + L * C + C + 3), &nan, 4);
-  require_refused(bytes, "blocks.1.ln1.bias");
+  llmc_require_refused(bytes, "blocks.1.ln1.bias");
   // a NaN in the padding rows is no weight of the model: dropped with them
-  std::string padded = llmc_bytes(interop_test::random_model(kConfig, 6), ag::Precision::fp32);
+  std::string padded = llmc_bytes(interop_test::random_model(kLlmcConfig, 6), ag::Precision::fp32);
   std::memcpy(padded.data() + 1024 + 4 * (300 * C + 5), &nan, 4);
-  REQUIRE_NOTHROW(read_bytes(padded));
+  REQUIRE_NOTHROW(llmc_read_bytes(padded));
 }
 
 TEST_CASE("an llm.c checkpoint is written to a file whole or not at all") {
   ag_test::TempDir dir;
-  const ModelFiles m = interop_test::random_model(kConfig, 7);
+  const ModelFiles m = interop_test::random_model(kLlmcConfig, 7);
   const std::string path = dir.file("gpt2.bin");
   interop::write_llmc(m, path, ag::Precision::fp32);
   interop_test::require_same_weights(interop::read_llmc_weights(InputBytes::open(path)), m);
-  nn::GPTConfig untied = kConfig;
+  nn::GPTConfig untied = kLlmcConfig;
   untied.tie_weights = false;
   const std::string refused = dir.file("untied.bin");
   REQUIRE_THROWS_WITH(
@@ -216,7 +218,7 @@ TEST_CASE("llm.c's tokenizer file holds GPT-2's tokens as llm.c reads them") {
 
 TEST_CASE("an llm.c export writes GPT-2's tokenizer beside the model, or says why not") {
   ag_test::TempDir dir;
-  ModelFiles m = interop_test::random_model(kConfig, 5);
+  ModelFiles m = interop_test::random_model(kLlmcConfig, 5);
   const std::string path = dir.file("gpt2_run.bin");
   CHECK_THAT(interop::llmc_tokenizer_of(m, path).note, Contains("the model has no tokenizer"));
   m.tokenizer = io::tokenizer_section(data::ByteTokenizer());

@@ -44,7 +44,7 @@ HeadLoss head_loss(const HeadInputs& in, const ag::Tensor& weight, int64_t chunk
   return {loss.detach(), x.grad(), weight.packing() ? ag::Tensor() : w.grad()};
 }
 
-void require_same_bits(const HeadLoss& a, const HeadLoss& b) {
+void lce_require_same_bits(const HeadLoss& a, const HeadLoss& b) {
   CHECK(ag_test::bit_equal(a.loss, b.loss));
   CHECK(ag_test::bit_equal(a.dx, b.dx));
   CHECK(a.dw.defined() == b.dw.defined());
@@ -52,7 +52,7 @@ void require_same_bits(const HeadLoss& a, const HeadLoss& b) {
 }
 
 // Every element within rel of the other's, or within abs of zero
-void require_close(const ag::Tensor& a, const ag::Tensor& b, double rel, double abs) {
+void lce_require_close(const ag::Tensor& a, const ag::Tensor& b, double rel, double abs) {
   const auto x = a.to_vector(), y = b.to_vector();
   REQUIRE(x.size() == y.size());
   for (size_t i = 0; i < x.size(); ++i) {
@@ -70,8 +70,8 @@ TEST_CASE("linear_cross_entropy in one chunk is linear + cross_entropy bit for b
   const HeadInputs in = head_inputs(2, 24, 64, 300, 1);
   const ag::AutocastScope scope(bf16 ? ag::Precision::bf16 : ag::Precision::fp32);
   const HeadLoss unfused = head_loss(in, in.w, -1);
-  require_same_bits(head_loss(in, in.w, 0), unfused);   // the default: all 48 rows one chunk
-  require_same_bits(head_loss(in, in.w, 48), unfused);  // exactly one chunk
+  lce_require_same_bits(head_loss(in, in.w, 0), unfused);   // the default: all 48 rows one chunk
+  lce_require_same_bits(head_loss(in, in.w, 48), unfused);  // exactly one chunk
 }
 
 TEST_CASE("linear_cross_entropy in chunks: the same loss and dx rows, dW within rounding",
@@ -89,7 +89,7 @@ TEST_CASE("linear_cross_entropy in chunks: the same loss and dx rows, dW within 
       runs.push_back(head_loss(in, in.w, chunk));
     }
     ag::set_num_threads(1);
-    require_same_bits(runs[0], runs[1]);  // whatever the thread count
+    lce_require_same_bits(runs[0], runs[1]);  // whatever the thread count
     // a chunk's logits are the same dot products as the whole GEMM's (to float32 rounding
     // where the GEMM blocks them otherwise), and dW sums the chunks' products. Under bf16
     // the logits' gradient is rounded to bfloat16 before dx's and dW's products, and a
@@ -97,10 +97,10 @@ TEST_CASE("linear_cross_entropy in chunks: the same loss and dx rows, dW within 
     // paths' GEMM kernels are chosen by measurement (a local CI run met one such pair, a dW
     // element 1.2e-3 apart, 3.8e-6 absolute), so there dx and dW agree to a step of each
     // term, not to float32 rounding.
-    require_close(runs[0].loss, unfused.loss, 1e-6, 0);
+    lce_require_close(runs[0].loss, unfused.loss, 1e-6, 0);
     const double rel = bf16 ? 1.0 / 128 : 1e-4, abs = bf16 ? 2e-5 : 1e-7;
-    require_close(runs[0].dx, unfused.dx, rel, abs);
-    require_close(runs[0].dw, unfused.dw, rel, abs);
+    lce_require_close(runs[0].dx, unfused.dx, rel, abs);
+    lce_require_close(runs[0].dw, unfused.dw, rel, abs);
   }
 }
 
@@ -119,11 +119,11 @@ TEST_CASE("linear_cross_entropy over a packed frozen weight, whole and tile by t
     const HeadLoss unfused = head_loss(in, packed, -1);
     const HeadLoss whole = head_loss(in, packed, 0), chunked = head_loss(in, packed, 7);
     ag::quant::set_unpack_tile_weights(0);
-    require_same_bits(whole, unfused);
+    lce_require_same_bits(whole, unfused);
     CHECK(!whole.dw.defined());
-    require_close(chunked.loss, unfused.loss, 1e-6, 0);
+    lce_require_close(chunked.loss, unfused.loss, 1e-6, 0);
     // (under bf16, a step of the rounded gradient apart, as in chunks above)
-    require_close(chunked.dx, unfused.dx, bf16 ? 1.0 / 128 : 1e-4, bf16 ? 2e-5 : 1e-7);
+    lce_require_close(chunked.dx, unfused.dx, bf16 ? 1.0 / 128 : 1e-4, bf16 ? 2e-5 : 1e-7);
   }
 }
 
@@ -144,7 +144,7 @@ TEST_CASE("linear_cross_entropy: every target ignored, no gradient asked, a loss
   ag::Tensor x = in.x.detach().clone().requires_grad_(), x2 = x.detach().clone().requires_grad_();
   (ag::linear_cross_entropy(x, in.w, in.t) * 2.0).backward();
   (ag::cross_entropy(ag::linear(x2, in.w), in.t) * 2.0).backward();
-  require_close(x.grad(), x2.grad(), 1e-6, 1e-8);  // g applied after 1 / count: a rounding
+  lce_require_close(x.grad(), x2.grad(), 1e-6, 1e-8);  // g applied after 1 / count: a rounding
 }
 
 TEST_CASE("linear_cross_entropy names what does not fit", "[linear_cross_entropy]") {

@@ -213,8 +213,8 @@ namespace {
 
 // out and the gradient of sum(out * g) for qkv of grouped attention (8 query heads over
 // `kv_heads`), on `threads` threads, in float32 or in a bf16 scope on `kernel`
-std::vector<std::vector<double>> grouped_attention(int64_t kv_heads, int threads, bool bf16,
-                                                   ag::AttentionKernelForTests kernel) {
+std::vector<std::vector<double>> family_grouped_attention(int64_t kv_heads, int threads, bool bf16,
+                                                          ag::AttentionKernelForTests kernel) {
   ag::Generator gen(31);
   const int64_t B = 2, T = 70, D = 16, H = 8;
   Tensor qkv = ag::randn({B, T, (H + 2 * kv_heads) * D}, gen).requires_grad_();
@@ -242,10 +242,13 @@ TEST_CASE("grouped attention gives the same bits on one thread and on two",
   using K = ag::AttentionKernelForTests;
   for (int64_t kv : {4, 2, 1}) {
     INFO(kv << " key/value heads");
-    CHECK(grouped_attention(kv, 1, false, K::chosen) == grouped_attention(kv, 2, false, K::chosen));
-    CHECK(grouped_attention(kv, 1, true, K::fma) == grouped_attention(kv, 2, true, K::fma));
+    CHECK(family_grouped_attention(kv, 1, false, K::chosen) ==
+          family_grouped_attention(kv, 2, false, K::chosen));
+    CHECK(family_grouped_attention(kv, 1, true, K::fma) ==
+          family_grouped_attention(kv, 2, true, K::fma));
     if (ag::attention_bf16_units_available())
-      CHECK(grouped_attention(kv, 1, true, K::units) == grouped_attention(kv, 2, true, K::units));
+      CHECK(family_grouped_attention(kv, 1, true, K::units) ==
+            family_grouped_attention(kv, 2, true, K::units));
   }
 }
 
@@ -256,8 +259,8 @@ TEST_CASE("grouped attention on the BF16 units agrees with the FMA kernels", "[l
     return;
   }
   for (int64_t kv : {2, 1}) {
-    const auto units = grouped_attention(kv, 1, true, K::units),
-               fma = grouped_attention(kv, 1, true, K::fma);
+    const auto units = family_grouped_attention(kv, 1, true, K::units),
+               fma = family_grouped_attention(kv, 1, true, K::fma);
     for (size_t i = 0; i < 2; ++i) {
       double err = 0, scale = 0;
       for (size_t x = 0; x < fma[i].size(); ++x)

@@ -32,14 +32,15 @@ namespace {
 
 // A LoRA run's checkpoint on a model of cfg: every tensor random (B too, so that nothing hides
 // behind zeros), and its base's (the same weights, no adapters).
-struct Run {
+struct AdapterRun {
   io::Checkpoint lora, base;
 };
 
-Run lora_run(nn::GPTConfig cfg, int64_t rank, const std::string& targets, unsigned seed = 7) {
+AdapterRun lora_run(nn::GPTConfig cfg, int64_t rank, const std::string& targets,
+                    unsigned seed = 7) {
   cfg.lora_rank = rank, cfg.lora_alpha = 6, cfg.lora_targets = targets;
   const interop::ModelFiles m = interop_test::random_model(cfg, seed);
-  Run r;
+  AdapterRun r;
   train::RunConfig run;
   run.model = cfg;
   r.lora.config = run.to_json(), r.lora.model = m.weights, r.lora.source = "run.h5";
@@ -62,7 +63,7 @@ void require_same_run(const io::Checkpoint& got, const io::Checkpoint& want) {
   REQUIRE(ag_test::same_bits(got.model, want.model));
 }
 
-io::Checkpoint through(const Run& r, const std::string& format, const TempDir& dir,
+io::Checkpoint through(const AdapterRun& r, const std::string& format, const TempDir& dir,
                        StoredType dtype = StoredType::f32) {
   const std::string out = dir.file(format == "peft" ? "adapter" : "adapter.gguf");
   interop::export_adapter(r.lora, format, out, dtype, true);
@@ -80,7 +81,7 @@ TEST_CASE("GPT-2- and Llama-shaped adapters round-trip bit for bit through peft 
                                 "q_proj,v_proj", "all-linear", "v_proj,o_proj,k_proj,q_proj"}) {
       if (name == "gpt2" && std::string(targets).find("q_proj") != std::string::npos)
         continue;  // GPT-2 fuses them in c_attn
-      const Run r = lora_run(cfg, 2, targets);
+      const AdapterRun r = lora_run(cfg, 2, targets);
       for (const char* format : {"peft", "gguf-lora"}) {
         INFO(name << " " << targets << " " << format);
         TempDir dir;
@@ -91,7 +92,7 @@ TEST_CASE("GPT-2- and Llama-shaped adapters round-trip bit for bit through peft 
 
 TEST_CASE("peft's folder names transformers' modules and states c_attn's rank in rank_pattern",
           "[adapters]") {
-  const Run r = lora_run(gpt2_config(), 2, "attn.qkv,attn.out_proj");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "attn.qkv,attn.out_proj");
   TempDir dir;
   interop::export_adapter(r.lora, "peft", dir.file("a"), StoredType::f32, false);
   const json cfg = json::parse(std::ifstream(dir.file("a/adapter_config.json")));
@@ -119,7 +120,7 @@ TEST_CASE("a GGUF adapter has llama.cpp's keys, names and shapes, llama's rows p
           "[adapters]") {
   const auto family = interop_test::llama_family_like();
   const auto& [arch, cfg] = family[0];
-  const Run r = lora_run(cfg, 2, "attn.qkv");
+  const AdapterRun r = lora_run(cfg, 2, "attn.qkv");
   TempDir dir;
   interop::export_adapter(r.lora, "gguf-lora", dir.file("a.gguf"), StoredType::f32, false);
   const auto in = interop::InputBytes::open(dir.file("a.gguf"));
@@ -148,7 +149,7 @@ TEST_CASE("a GGUF adapter has llama.cpp's keys, names and shapes, llama's rows p
 
 TEST_CASE("GPT-2's attn_qkv adapter makes every GGUF adapter rank 3r, alpha 3 alpha",
           "[adapters]") {
-  const Run r = lora_run(gpt2_config(), 2, "attn.qkv,mlp.fc2");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "attn.qkv,mlp.fc2");
   TempDir dir;
   interop::export_adapter(r.lora, "gguf-lora", dir.file("a.gguf"), StoredType::f32, false);
   const auto in = interop::InputBytes::open(dir.file("a.gguf"));
@@ -163,7 +164,7 @@ TEST_CASE("GPT-2's attn_qkv adapter makes every GGUF adapter rank 3r, alpha 3 al
 }
 
 TEST_CASE("F16 and BF16 adapters read back as their rounded values", "[adapters]") {
-  const Run r = lora_run(gpt2_config(), 2, "attn.out_proj");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "attn.out_proj");
   for (StoredType dtype : {StoredType::f16, StoredType::bf16}) {
     TempDir dir;
     const io::Checkpoint back = through(r, "gguf-lora", dir, dtype);
@@ -175,7 +176,7 @@ TEST_CASE("F16 and BF16 adapters read back as their rounded values", "[adapters]
 TEST_CASE("an adapter of another tool trained on fused q/k/v splits into adapters sharing A",
           "[adapters]") {
   // peft's own GPT-2 adapter: rank 2 on the whole of c_attn (not block-diagonal)
-  const Run r = lora_run(gpt2_config(), 2, "attn.qkv");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "attn.qkv");
   TempDir dir;
   const std::string folder = dir.file("a");
   std::filesystem::create_directories(folder);
@@ -200,7 +201,7 @@ TEST_CASE("an adapter of another tool trained on fused q/k/v splits into adapter
 // ------------------------------------------------------------------ refused, with the reason
 namespace {
 
-std::string refusal(const std::function<void()>& f) {
+std::string adapter_refusal(const std::function<void()>& f) {
   try {
     f();
   } catch (const InteropError& e) {
@@ -210,7 +211,7 @@ std::string refusal(const std::function<void()>& f) {
 }
 
 // A peft folder of run r with adapter_config.json's key set to value (null: removed).
-std::string peft_with_key(const Run& r, const TempDir& dir, const std::string& key,
+std::string peft_with_key(const AdapterRun& r, const TempDir& dir, const std::string& key,
                           const json& value) {
   const std::string folder = dir.file("p");
   interop::export_adapter(r.lora, "peft", folder, StoredType::f32, true);
@@ -220,11 +221,11 @@ std::string peft_with_key(const Run& r, const TempDir& dir, const std::string& k
   else
     cfg[key] = value;
   dir.write("p/adapter_config.json", cfg.dump());
-  return refusal([&] { interop::import_adapter(folder, r.base); });
+  return adapter_refusal([&] { interop::import_adapter(folder, r.base); });
 }
 
 // A peft folder of these tensors (each zeros) and r 2.
-std::string peft_with_tensors(const Run& r, const TempDir& dir,
+std::string peft_with_tensors(const AdapterRun& r, const TempDir& dir,
                               const std::vector<std::pair<std::string, ag::Shape>>& tensors) {
   const std::string folder = dir.file("t");
   std::filesystem::create_directories(folder);
@@ -232,21 +233,21 @@ std::string peft_with_tensors(const Run& r, const TempDir& dir,
   for (const auto& [name, shape] : tensors) t.push_back({name, shape, [](float*) {}});
   interop::write_safetensors(folder + "/adapter_model.safetensors", t, StoredType::f32);
   dir.write("t/adapter_config.json", R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4})");
-  return refusal([&] { interop::import_adapter(folder, r.base); });
+  return adapter_refusal([&] { interop::import_adapter(folder, r.base); });
 }
 
 }  // namespace
 
 TEST_CASE("a checkpoint without adapters, or adapters its format cannot hold, is refused",
           "[adapters]") {
-  const Run r = lora_run(gpt2_config(), 2, "q_proj");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "q_proj");
   TempDir dir;
-  CHECK_THAT(refusal([&] {
+  CHECK_THAT(adapter_refusal([&] {
                interop::export_adapter(r.base, "peft", dir.file("x"), StoredType::f32, false);
              }),
              Contains("base.h5: the checkpoint has no LoRA adapters (lora_rank 0)"));
   for (const char* format : {"peft", "gguf-lora"})
-    CHECK_THAT(refusal([&] {
+    CHECK_THAT(adapter_refusal([&] {
                  interop::export_adapter(r.lora, format, dir.file("y"), StoredType::f32, true);
                }),
                Contains("as one tensor") && Contains("attn.qkv"));
@@ -254,7 +255,7 @@ TEST_CASE("a checkpoint without adapters, or adapters its format cannot hold, is
 
 TEST_CASE("peft adapter files that do not fit the base are refused naming the tensor or key",
           "[adapters]") {
-  const Run r = lora_run(gpt2_config(), 2, "attn.out_proj,mlp.fc2");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "attn.out_proj,mlp.fc2");
   TempDir dir;
   const std::string m = "base_model.model.transformer.h.0.attn.c_proj.";
   CHECK_THAT(peft_with_key(r, dir, "peft_type", "IA3"), Contains("key peft_type is \"IA3\""));
@@ -292,23 +293,23 @@ TEST_CASE("peft adapter files that do not fit the base are refused naming the te
 }
 
 TEST_CASE("an adapter onto another base is refused naming the tensor", "[adapters]") {
-  const Run r = lora_run(gpt2_config(), 2, "attn.out_proj");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "attn.out_proj");
   nn::GPTConfig wider = gpt2_config();
   wider.d_model = 32;
-  const Run other = lora_run(wider, 2, "attn.out_proj");
+  const AdapterRun other = lora_run(wider, 2, "attn.out_proj");
   const auto configs = interop_test::llama_family_like();
-  const Run family = lora_run(configs[0].second, 2, "attn.out_proj");
+  const AdapterRun family = lora_run(configs[0].second, 2, "attn.out_proj");
   for (const char* format : {"peft", "gguf-lora"}) {
     TempDir dir;
     const std::string out = dir.file("a");
     interop::export_adapter(r.lora, format, out, StoredType::f32, false);
-    CHECK_THAT(refusal([&] { interop::import_adapter(out, other.base); }),
+    CHECK_THAT(adapter_refusal([&] { interop::import_adapter(out, other.base); }),
                Contains("[2, 24]") && Contains("32"));
-    CHECK_THAT(refusal([&] { interop::import_adapter(out, family.base); }),
+    CHECK_THAT(adapter_refusal([&] { interop::import_adapter(out, family.base); }),
                Contains(format == std::string("peft")
                             ? "is not the lora_A or lora_B"
                             : "general.architecture is 'gpt2', the base's is 'llama'"));
-    CHECK_THAT(refusal([&] { interop::import_adapter(out, r.lora); }),
+    CHECK_THAT(adapter_refusal([&] { interop::import_adapter(out, r.lora); }),
                Contains("the base has LoRA adapters already"));
   }
 }
@@ -317,7 +318,7 @@ namespace {
 
 // A GGUF adapter for r's base with these keys and tensors (zeros).
 std::string gguf_adapter(
-    const Run& r, const TempDir& dir, std::vector<std::pair<std::string, gguf::Value>> keys,
+    const AdapterRun& r, const TempDir& dir, std::vector<std::pair<std::string, gguf::Value>> keys,
     const std::vector<std::pair<std::string, std::vector<uint64_t>>>& tensors) {
   gguf::File f;
   f.keys = std::move(keys);
@@ -330,7 +331,7 @@ std::string gguf_adapter(
     gguf::write_padding(t.bytes(), f.alignment, out);
   }
   const std::string path = dir.write("x.gguf", bytes);
-  return refusal([&] { interop::import_adapter(path, r.base); });
+  return adapter_refusal([&] { interop::import_adapter(path, r.base); });
 }
 
 std::vector<std::pair<std::string, gguf::Value>> adapter_keys(const char* type = "lora") {
@@ -344,7 +345,7 @@ std::vector<std::pair<std::string, gguf::Value>> adapter_keys(const char* type =
 
 TEST_CASE("GGUF adapter files that do not fit the base are refused naming the tensor or key",
           "[adapters]") {
-  const Run r = lora_run(gpt2_config(), 2, "attn.out_proj");
+  const AdapterRun r = lora_run(gpt2_config(), 2, "attn.out_proj");
   TempDir dir;
   const std::string t = "blk.0.attn_output.weight.lora_";
   CHECK_THAT(gguf_adapter(r, dir, adapter_keys("control_vector"),

@@ -15,7 +15,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-nn::GPTConfig small_config() {
+nn::GPTConfig description_small_config() {
   nn::GPTConfig c;
   c.vocab_size = 11, c.context_length = 6, c.d_model = 8, c.n_heads = 2, c.n_layers = 2;
   c.dropout = 0.0;
@@ -27,7 +27,7 @@ std::vector<nn::GPTConfig> variants() {
   for (const char* norm : {"layernorm", "rmsnorm"})
     for (bool tie : {true, false})
       for (bool bias : {false, true}) {
-        nn::GPTConfig c = small_config();
+        nn::GPTConfig c = description_small_config();
         c.norm = base::parse_choice<nn::NormKind>(norm), c.tie_weights = tie, c.qkv_bias = bias,
         c.d_ff = 12;
         out.push_back(c);
@@ -62,7 +62,7 @@ TEST_CASE("a shape-only description lists the built model's parameters", "[descr
 }
 
 TEST_CASE("a shape-only description allocates nothing and draws nothing", "[description]") {
-  nn::GPTConfig huge = small_config();
+  nn::GPTConfig huge = description_small_config();
   huge.vocab_size = 1 << 24, huge.d_model = 1 << 14, huge.n_heads = 16, huge.n_layers = 64;
   // about 2e11 parameters: would need 800 GB if anything were allocated
   CHECK(huge.num_parameters() > int64_t{200'000'000'000});
@@ -72,17 +72,17 @@ TEST_CASE("a shape-only description allocates nothing and draws nothing", "[desc
 }
 
 TEST_CASE("the RMSNorm variant has gains only, and the config names its choices", "[description]") {
-  nn::GPTConfig cfg = small_config();
+  nn::GPTConfig cfg = description_small_config();
   cfg.norm = nn::NormKind::rms_norm;
   const auto shapes = cfg.parameter_shapes();
   for (const auto& [name, shape] : shapes) CHECK(name.find("ln1.bias") == std::string::npos);
-  CHECK(cfg.num_parameters() == small_config().num_parameters() - 5 * cfg.d_model);
+  CHECK(cfg.num_parameters() == description_small_config().num_parameters() - 5 * cfg.d_model);
   REQUIRE_THROWS_WITH(base::parse_choice<nn::NormKind>("batchnorm"),
                       Contains("norm must be 'layernorm' or 'rmsnorm'") && Contains("'batchnorm'"));
 }
 
 TEST_CASE("FLOPs per token are read off the layers", "[description]") {
-  const nn::GPTConfig c = small_config();
+  const nn::GPTConfig c = description_small_config();
   nn::Footprint f(c.context_length, true);
   {
     nn::ShapeOnlyScope description;
@@ -94,7 +94,7 @@ TEST_CASE("FLOPs per token are read off the layers", "[description]") {
 }
 
 TEST_CASE("the activations kept per token are named by layer", "[description]") {
-  const nn::GPTConfig c = small_config();
+  const nn::GPTConfig c = description_small_config();
   nn::Footprint train(c.context_length, true), eval(c.context_length, false);
   nn::GPTConfig with_dropout = c;
   with_dropout.dropout = 0.1;
@@ -123,7 +123,7 @@ TEST_CASE("the activations kept per token are named by layer", "[description]") 
 }
 
 TEST_CASE("the declared activations are what a training step holds", "[description]") {
-  nn::GPTConfig c = small_config();
+  nn::GPTConfig c = description_small_config();
   c.vocab_size = 65, c.context_length = 32, c.d_model = 64, c.n_heads = 4, c.dropout = 0.1;
   const int64_t B = 8, T = c.context_length;
   nn::GPT model(c, 6);
@@ -149,7 +149,7 @@ TEST_CASE("the declared activations are what a training step holds", "[descripti
 }
 
 TEST_CASE("an adapter starts as the plain layer, trains alone and merges back", "[adapter]") {
-  nn::GPT model(small_config(), 3);
+  nn::GPT model(description_small_config(), 3);
   ag::Generator gen(3);
   const Tensor ids = ag::from_vector(std::vector<int64_t>{1, 4, 2, 9, 3, 0}, {2, 3});
   const Tensor before = model.forward(ids).logits;
@@ -184,7 +184,7 @@ TEST_CASE("an adapter starts as the plain layer, trains alone and merges back", 
 }
 
 TEST_CASE("a classification head replaces the LM head", "[head]") {
-  nn::GPTConfig cfg = small_config();
+  nn::GPTConfig cfg = description_small_config();
   cfg.tie_weights = false;
   nn::GPT model(cfg, 4);
   ag::Generator gen(4);
@@ -208,7 +208,7 @@ TEST_CASE("an observer sees every attention layer of a forward, as an inference"
       CHECK(w.shape() == ag::Shape{1, 2, 3, 3});
     }
   } seen;
-  nn::GPTConfig cfg = small_config();
+  nn::GPTConfig cfg = description_small_config();
   cfg.dropout = 0.5;
   nn::GPT model(cfg, 5);
   model.train();

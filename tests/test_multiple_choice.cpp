@@ -20,7 +20,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-data::ChoiceItem parse(const std::string& line) {
+data::ChoiceItem choice_parse(const std::string& line) {
   return data::parse_choice_item(line, "items.jsonl", 7);
 }
 
@@ -54,23 +54,23 @@ double reference_log_likelihood(const nn::GPT& model, const std::vector<int64_t>
 }  // namespace
 
 TEST_CASE("multiple-choice items are read in HellaSwag's shape and the question shape") {
-  auto a = parse(R"({"ctx": "A man", "endings": ["runs.", "sits."], "label": 1, "ind": 4})");
+  auto a = choice_parse(R"({"ctx": "A man", "endings": ["runs.", "sits."], "label": 1, "ind": 4})");
   CHECK(a.context == "A man");
   CHECK(a.endings == std::vector<std::string>{"runs.", "sits."});
   CHECK(a.label == 1);
   CHECK(a.line == 7);
   CHECK(a.endings_key == "endings");
-  CHECK(parse(R"({"ctx": "x", "endings": ["a", "b", "c"], "label": "2"})").label == 2);
+  CHECK(choice_parse(R"({"ctx": "x", "endings": ["a", "b", "c"], "label": "2"})").label == 2);
   const std::string choices = R"("question": "2 + 2 =", "choices": ["3", "4", "5"])";
-  auto q = parse("{" + choices + R"(, "answer": 1})");
+  auto q = choice_parse("{" + choices + R"(, "answer": 1})");
   CHECK(q.context == "2 + 2 =");
   CHECK(q.label == 1);
   CHECK(q.context_key == "question");
   CHECK(q.endings_key == "choices");
-  CHECK(parse("{" + choices + R"(, "answer": "C"})").label == 2);
-  CHECK(parse("{" + choices + R"(, "answer": "4"})").label == 1);
+  CHECK(choice_parse("{" + choices + R"(, "answer": "C"})").label == 2);
+  CHECK(choice_parse("{" + choices + R"(, "answer": "4"})").label == 1);
   // a single capital letter is a letter, even when it is also a choice's text
-  CHECK(parse(R"({"question": "q", "choices": ["B", "A"], "answer": "A"})").label == 0);
+  CHECK(choice_parse(R"({"question": "q", "choices": ["B", "A"], "answer": "A"})").label == 0);
 }
 
 TEST_CASE("every bad multiple-choice line is one line naming the file, the line and the field") {
@@ -108,10 +108,10 @@ TEST_CASE("every bad multiple-choice line is one line naming the file, the line 
   for (int i = 0; i < 27; ++i) many += (i ? ", " : "") + std::string("\"e\"");
   for (const auto& [line, expected] : cases) {
     INFO(line);
-    REQUIRE_THROWS_WITH(parse(line),
+    REQUIRE_THROWS_WITH(choice_parse(line),
                         Contains("items.jsonl: line 7: ") && Contains(expected) && !Contains("\n"));
   }
-  REQUIRE_THROWS_WITH(parse(many + R"(], "label": 0})"), Contains("has 27 entries"));
+  REQUIRE_THROWS_WITH(choice_parse(many + R"(], "label": 0})"), Contains("has 27 entries"));
 }
 
 TEST_CASE("the multiple-choice reader skips blank lines, counts every line and bounds a line") {

@@ -20,7 +20,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-Tensor chapter_inputs(DType dtype = DType::Float32) {
+Tensor nn_chapter_inputs(DType dtype = DType::Float32) {
   return ag::tensor({{0.43, 0.15, 0.89},   // Your     (x^1)
                      {0.55, 0.87, 0.66},   // journey  (x^2)
                      {0.57, 0.85, 0.64},   // starts   (x^3)
@@ -31,7 +31,7 @@ Tensor chapter_inputs(DType dtype = DType::Float32) {
 }
 
 Tensor chapter_batch(DType dtype = DType::Float32) {
-  return ag::stack({chapter_inputs(dtype), chapter_inputs(dtype)}, 0);  // [2, 6, 3]
+  return ag::stack({nn_chapter_inputs(dtype), nn_chapter_inputs(dtype)}, 0);  // [2, 6, 3]
 }
 
 // out and changed: [B, T, C] outputs for inputs that differ only at position t (in every
@@ -88,7 +88,7 @@ TEST_CASE("exercise 3.1: SelfAttention_v1 with v2's transposed weights gives v2'
   ag::Generator gen_v1(123), gen_v2(789);
   nn::SelfAttention_v1 v1(3, 2, gen_v1);
   nn::SelfAttention_v2 v2(3, 2, /*qkv_bias=*/false, gen_v2);
-  Tensor x = chapter_inputs();
+  Tensor x = nn_chapter_inputs();
   REQUIRE(max_abs_diff(v1.forward(x), v2.forward(x)) > 1e-3);  // different weights at first
   // nn.Linear stores [out, in]; v1 multiplies by a raw [in, out] matrix
   v1.load_state_dict({{"W_query", v2.W_query->weight.t()},
@@ -359,13 +359,13 @@ TEST_CASE("chapter 3.5.3: CausalAttention on a batch of two copies gives 2 by 6 
   REQUIRE(bit_equal(context.select(0, 0), context.select(0, 1)));
   // the first token attends only to itself: its context is its value vector.
   // float32 weight 1 times value, within rounding of O(1) values
-  Tensor value_0 = ca.W_value->forward(chapter_inputs()).select(0, 0);
+  Tensor value_0 = ca.W_value->forward(nn_chapter_inputs()).select(0, 0);
   ag_test::require_values(context.select(0, 0).select(0, 0), value_0.to_vector(), 1e-6);
   // the last token sees every token, as unmasked attention does
   nn::SelfAttention_v2 v2(3, 2, false, gen);
   v2.load_state_dict(ca.state_dict());
   ag_test::require_values(context.select(0, 0).select(0, 5),
-                          v2.forward(chapter_inputs()).select(0, 5).to_vector(), 1e-6);
+                          v2.forward(nn_chapter_inputs()).select(0, 5).to_vector(), 1e-6);
 }
 
 TEST_CASE("chapter 3.6: the wrapper and MultiHeadAttention on the chapter batch",

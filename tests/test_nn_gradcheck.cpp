@@ -19,7 +19,7 @@ namespace {
 constexpr uint64_t kMaskSeed = 2024;
 
 // The module's parameters followed by x: the order the functions below rely on (x last).
-std::vector<Tensor> params_and(const nn::Module& m, const Tensor& x) {
+std::vector<Tensor> gradcheck_params_and(const nn::Module& m, const Tensor& x) {
   std::vector<Tensor> inputs = m.parameters();
   for (const auto& p : inputs) REQUIRE(p.dtype() == DType::Float64);
   inputs.push_back(x);
@@ -40,7 +40,7 @@ TEST_CASE("gradcheck Linear with and without bias on 2-D and 3-D inputs", "[nn][
       nn::Linear lin(3, 2, bias, gen);
       lin.to(DType::Float64);
       Tensor x = ag_test::randn_leaf(shape, gen);
-      auto inputs = params_and(lin, x);
+      auto inputs = gradcheck_params_and(lin, x);
       REQUIRE(inputs.size() == (bias ? 3u : 2u));
       REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return lin.forward(in.back()); },
                         inputs);
@@ -66,7 +66,7 @@ TEST_CASE("gradcheck LayerNorm with non-trivial weight and bias", "[nn][gradchec
   ag::copy_(ln.bias, ag::randn({5}, gen, DType::Float64));
   Tensor x = ag_test::randn_leaf({2, 3, 5}, gen);
   REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return ln.forward(in.back()); },
-                    params_and(ln, x));
+                    gradcheck_params_and(ln, x));
 }
 
 TEST_CASE("gradcheck MLP", "[nn][gradcheck]") {
@@ -75,7 +75,7 @@ TEST_CASE("gradcheck MLP", "[nn][gradcheck]") {
   mlp.to(DType::Float64);
   Tensor x = ag_test::randn_leaf({2, 2, 3}, gen);
   REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return mlp.forward(in.back()); },
-                    params_and(mlp, x));
+                    gradcheck_params_and(mlp, x));
 }
 
 TEST_CASE("gradcheck GELU module", "[nn][gradcheck]") {
@@ -111,7 +111,7 @@ TEST_CASE("gradcheck SelfAttention_v1", "[nn][gradcheck][attention]") {
   attn.to(DType::Float64);
   Tensor x = ag_test::randn_leaf({4, 3}, gen);
   REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return attn.forward(in.back()); },
-                    params_and(attn, x));
+                    gradcheck_params_and(attn, x));
 }
 
 TEST_CASE("gradcheck SelfAttention_v2 with and without qkv bias", "[nn][gradcheck][attention]") {
@@ -122,7 +122,7 @@ TEST_CASE("gradcheck SelfAttention_v2 with and without qkv bias", "[nn][gradchec
     attn.to(DType::Float64);
     Tensor x = ag_test::randn_leaf({2, 4, 3}, gen);
     REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return attn.forward(in.back()); },
-                      params_and(attn, x));
+                      gradcheck_params_and(attn, x));
   }
 }
 
@@ -146,7 +146,7 @@ TEST_CASE("gradcheck CausalAttention with dropout 0 and 0.3", "[nn][gradcheck][a
       REQUIRE(differ(train, eval));
       REQUIRE_FALSE(differ(train, fn({x})));
     }
-    REQUIRE_GRADCHECK(fn, params_and(attn, x));
+    REQUIRE_GRADCHECK(fn, gradcheck_params_and(attn, x));
   }
 }
 
@@ -163,7 +163,7 @@ TEST_CASE("gradcheck MultiHeadAttentionWrapper", "[nn][gradcheck][attention]") {
       mask_gen->manual_seed(kMaskSeed);
       return attn.forward(in.back());
     };
-    REQUIRE_GRADCHECK(fn, params_and(attn, x));
+    REQUIRE_GRADCHECK(fn, gradcheck_params_and(attn, x));
   }
 }
 
@@ -190,7 +190,7 @@ TEST_CASE("gradcheck MultiHeadAttention with dropout 0 and 0.3", "[nn][gradcheck
         REQUIRE(differ(train, eval));
         REQUIRE_FALSE(differ(train, fn({x})));
       }
-      REQUIRE_GRADCHECK(fn, params_and(attn, x));
+      REQUIRE_GRADCHECK(fn, gradcheck_params_and(attn, x));
     }
   }
 }
@@ -202,7 +202,7 @@ TEST_CASE("gradcheck RMSNorm with a non-trivial weight", "[nn][gradcheck]") {
   ag::copy_(norm.weight, ag::randn({5}, gen, DType::Float64));
   Tensor x = ag_test::randn_leaf({2, 3, 5}, gen);
   REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return norm.forward(in.back()); },
-                    params_and(norm, x));
+                    gradcheck_params_and(norm, x));
 }
 
 TEST_CASE("gradcheck a Linear carrying a low-rank adapter", "[nn][gradcheck][adapter]") {
@@ -215,7 +215,7 @@ TEST_CASE("gradcheck a Linear carrying a low-rank adapter", "[nn][gradcheck][ada
     // B starts at zero, where A's gradient is zero too: move it so both terms matter
     ag::copy_(lin.lora_B->weight, ag::randn({3, 2}, gen, DType::Float64));
     Tensor x = ag_test::randn_leaf({2, 3, 4}, gen);
-    auto inputs = params_and(lin, x);
+    auto inputs = gradcheck_params_and(lin, x);
     REQUIRE(inputs.size() == (bias ? 5u : 4u));  // weight, (bias,) lora_A, lora_B, x
     REQUIRE_GRADCHECK([&](const std::vector<Tensor>& in) { return lin.forward(in.back()); },
                       inputs);
@@ -230,7 +230,7 @@ TEST_CASE("gradcheck a ClassificationHead and its loss", "[nn][gradcheck][head]"
   const Tensor labels = ag::from_vector(std::vector<int64_t>{2, 0}, {2});
   REQUIRE_GRADCHECK(
       [&](const std::vector<Tensor>& in) { return head.loss(head.forward(in.back()), labels); },
-      params_and(head, h));
+      gradcheck_params_and(head, h));
 }
 
 TEST_CASE("gradcheck a ClassificationHead pooling padded rows, last and mean",
@@ -247,7 +247,7 @@ TEST_CASE("gradcheck a ClassificationHead pooling padded rows, last and mean",
         [&](const std::vector<Tensor>& in) {
           return head.loss(head.forward(in.back(), lengths), labels);
         },
-        params_and(head, h));
+        gradcheck_params_and(head, h));
     // the padding's states get no gradient: they never reach the logits
     Tensor x = ag_test::randn_leaf({3, 5, 4}, gen);
     head.loss(head.forward(x, lengths), labels).backward();

@@ -20,7 +20,7 @@ using Catch::Matchers::WithinAbs;
 
 namespace {
 
-std::vector<std::string> names_of(const nn::Module& m) {
+std::vector<std::string> module_names_of(const nn::Module& m) {
   std::vector<std::string> out;
   for (const auto& [name, t] : m.named_parameters()) out.push_back(name);
   return out;
@@ -39,7 +39,7 @@ nn::MultiHeadAttention make_mha(uint64_t seed, bool qkv_bias = false, double dro
                                 /*num_heads=*/2, qkv_bias, gen, std::make_shared<ag::Generator>(0));
 }
 
-nn::GPTConfig tiny_config(bool tie) {
+nn::GPTConfig module_tiny_config(bool tie) {
   nn::GPTConfig cfg;
   cfg.vocab_size = 11;
   cfg.context_length = 6;
@@ -75,9 +75,9 @@ class Outer : public nn::Module {
 TEST_CASE("named_parameters of MultiHeadAttention are dotted names in registration order",
           "[nn][module]") {
   auto mha = make_mha(1);
-  REQUIRE(names_of(mha) == std::vector<std::string>{"W_query.weight", "W_key.weight",
-                                                    "W_value.weight", "out_proj.weight",
-                                                    "out_proj.bias"});
+  REQUIRE(module_names_of(mha) == std::vector<std::string>{"W_query.weight", "W_key.weight",
+                                                           "W_value.weight", "out_proj.weight",
+                                                           "out_proj.bias"});
   auto named = mha.named_parameters();
   REQUIRE(named[0].second.shares_storage_with(mha.W_query->weight));
   REQUIRE(named[3].second.shares_storage_with(mha.out_proj->weight));
@@ -86,22 +86,23 @@ TEST_CASE("named_parameters of MultiHeadAttention are dotted names in registrati
 
 TEST_CASE("with qkv_bias each projection's bias follows its weight", "[nn][module]") {
   auto mha = make_mha(1, /*qkv_bias=*/true);
-  REQUIRE(names_of(mha) == std::vector<std::string>{"W_query.weight", "W_query.bias",
-                                                    "W_key.weight", "W_key.bias", "W_value.weight",
-                                                    "W_value.bias", "out_proj.weight",
-                                                    "out_proj.bias"});
+  REQUIRE(module_names_of(mha) == std::vector<std::string>{"W_query.weight", "W_query.bias",
+                                                           "W_key.weight", "W_key.bias",
+                                                           "W_value.weight", "W_value.bias",
+                                                           "out_proj.weight", "out_proj.bias"});
   ag::Generator gen(2);
   nn::SelfAttention_v2 v2(3, 2, /*qkv_bias=*/true, gen);
-  REQUIRE(names_of(v2) == std::vector<std::string>{"W_query.weight", "W_query.bias", "W_key.weight",
-                                                   "W_key.bias", "W_value.weight", "W_value.bias"});
+  REQUIRE(module_names_of(v2) == std::vector<std::string>{"W_query.weight", "W_query.bias",
+                                                          "W_key.weight", "W_key.bias",
+                                                          "W_value.weight", "W_value.bias"});
   nn::SelfAttention_v1 v1(3, 2, gen);
-  REQUIRE(names_of(v1) == std::vector<std::string>{"W_query", "W_key", "W_value"});
+  REQUIRE(module_names_of(v1) == std::vector<std::string>{"W_query", "W_key", "W_value"});
 }
 
 TEST_CASE("MultiHeadAttentionWrapper names its heads by index like a ModuleList", "[nn][module]") {
   ag::Generator gen(3);
   nn::MultiHeadAttentionWrapper wrapper(3, 2, 6, 0.0, /*num_heads=*/2, false, gen, nullptr);
-  REQUIRE(names_of(wrapper) ==
+  REQUIRE(module_names_of(wrapper) ==
           std::vector<std::string>{"heads.0.W_query.weight", "heads.0.W_key.weight",
                                    "heads.0.W_value.weight", "heads.1.W_query.weight",
                                    "heads.1.W_key.weight", "heads.1.W_value.weight"});
@@ -110,10 +111,10 @@ TEST_CASE("MultiHeadAttentionWrapper names its heads by index like a ModuleList"
 }
 
 TEST_CASE("GPT parameter names follow docs/model.md from tok_emb to ln_f", "[nn][module]") {
-  nn::GPTConfig cfg = tiny_config(/*tie=*/false);
+  nn::GPTConfig cfg = module_tiny_config(/*tie=*/false);
   cfg.n_layers = 1;
   nn::GPT model(cfg, 1);
-  REQUIRE(names_of(model) ==
+  REQUIRE(module_names_of(model) ==
           std::vector<std::string>{
               "tok_emb.weight", "pos_emb.weight", "blocks.0.ln1.weight", "blocks.0.ln1.bias",
               "blocks.0.attn.W_query.weight", "blocks.0.attn.W_key.weight",
@@ -125,7 +126,7 @@ TEST_CASE("GPT parameter names follow docs/model.md from tok_emb to ln_f", "[nn]
 
 TEST_CASE("parameters are leaves that require grad", "[nn][module]") {
   auto mha = make_mha(1, true);
-  nn::GPT model(tiny_config(true), 1);
+  nn::GPT model(module_tiny_config(true), 1);
   for (const nn::Module* m :
        {static_cast<const nn::Module*>(&mha), static_cast<const nn::Module*>(&model)}) {
     auto params = m->parameters();
@@ -157,9 +158,9 @@ TEST_CASE("num_parameters counts every element exactly", "[nn][module]") {
   REQUIRE(nn::Dropout(0.5, nullptr).num_parameters() == 0);
   // tied GPT: tok 11*8 + pos 6*8 + 2 blocks x (ln 16 + attn 3*64 + 64 + 8 + ln 16
   //           + fc1 8*32 + 32 + fc2 32*8 + 8) + ln_f 16 = 88 + 48 + 2*848 + 16
-  nn::GPT tied(tiny_config(true), 1);
+  nn::GPT tied(module_tiny_config(true), 1);
   REQUIRE(tied.num_parameters() == 1848);
-  nn::GPT untied(tiny_config(false), 1);
+  nn::GPT untied(module_tiny_config(false), 1);
   REQUIRE(untied.num_parameters() == 1848 + 11 * 8);  // + lm_head
   int64_t sum = 0;
   for (const auto& p : untied.parameters()) sum += p.numel();
@@ -221,7 +222,7 @@ TEST_CASE("train and eval reach a Dropout nested two levels down", "[nn][module]
 }
 
 TEST_CASE("eval reaches every dropout of a GPT", "[nn][module]") {
-  nn::GPT model(tiny_config(true), 1);
+  nn::GPT model(module_tiny_config(true), 1);
   model.eval();
   REQUIRE_FALSE(model.drop_emb->is_training());
   for (const auto& block : *model.blocks) {
@@ -348,14 +349,15 @@ TEST_CASE("the same seed gives the same initialisation and different seeds diffe
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] != b[i]);  // every tensor differs
 
-  nn::GPT g1(tiny_config(true), 42), g2(tiny_config(true), 42), g3(tiny_config(true), 43);
+  nn::GPT g1(module_tiny_config(true), 42), g2(module_tiny_config(true), 42),
+      g3(module_tiny_config(true), 43);
   REQUIRE(values_of(g1) == values_of(g2));
   REQUIRE(values_of(g1) != values_of(g3));
   REQUIRE(g1.tok_emb->weight.to_vector() != g3.tok_emb->weight.to_vector());
 }
 
 TEST_CASE("module.to Float64 converts every parameter in place", "[nn][module]") {
-  nn::GPT model(tiny_config(false), 3);
+  nn::GPT model(module_tiny_config(false), 3);
   auto before = values_of(model);
   model.to(DType::Float64);
   for (const auto& [name, p] : model.named_parameters()) {
@@ -399,7 +401,7 @@ TEST_CASE("Linear stores weight out by in and computes x W^T plus b", "[nn][modu
 
   nn::Linear no_bias(3, 2, false, gen);
   REQUIRE_FALSE(no_bias.bias.defined());
-  REQUIRE(names_of(no_bias) == std::vector<std::string>{"weight"});
+  REQUIRE(module_names_of(no_bias) == std::vector<std::string>{"weight"});
   ag::copy_(no_bias.weight, ag::tensor({{1, 2, 3}, {4, 5, 6}}));
   ag_test::require_values(no_bias.forward(x), {-2, -2, 4, 13}, 0.0);
 }
@@ -462,7 +464,7 @@ TEST_CASE("Embedding is a V by C table of standard normals that picks rows by id
 TEST_CASE("LayerNorm starts with weight ones and bias zeros and normalises the last dim",
           "[nn][module]") {
   nn::LayerNorm ln(4);
-  REQUIRE(names_of(ln) == std::vector<std::string>{"weight", "bias"});
+  REQUIRE(module_names_of(ln) == std::vector<std::string>{"weight", "bias"});
   ag_test::require_values(ln.weight, {1, 1, 1, 1}, 0.0);
   ag_test::require_values(ln.bias, {0, 0, 0, 0}, 0.0);
   REQUIRE(ln.eps() == 1e-5);
@@ -476,7 +478,7 @@ TEST_CASE("LayerNorm starts with weight ones and bias zeros and normalises the l
 TEST_CASE("MLP maps d_model to d_ff and back", "[nn][module]") {
   ag::Generator gen(12);
   nn::MLP mlp(4, 16, gen);
-  REQUIRE(names_of(mlp) ==
+  REQUIRE(module_names_of(mlp) ==
           std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
   REQUIRE(mlp.fc1->weight.shape() == ag::Shape{16, 4});
   REQUIRE(mlp.fc1->bias.shape() == ag::Shape{16});

@@ -21,12 +21,12 @@ namespace {
 
 // The same bytes (std::equal: clang-14's ranges do not take libstdc++'s spans everywhere).
 template <typename A, typename B>
-bool same_bytes(const A& a, const B& b) {
+bool packed_same_bytes(const A& a, const B& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
 // A LoRA run whose base rows are whole Q4_K blocks (d_model 256), a few steps long.
-train::RunConfig lora_run(const ag_test::TempDir& dir, BasePrecision base) {
+train::RunConfig packed_lora_run(const ag_test::TempDir& dir, BasePrecision base) {
   train::RunConfig cfg = ag_test::tiny_run(dir);
   cfg.model.d_model = 256;
   cfg.model.lora_rank = 4;
@@ -63,7 +63,7 @@ bool same_held_bits(const nn::StateDict& a, const nn::StateDict& b) {
     const ag::Tensor &x = a[i].second, &y = b[i].second;
     if (a[i].first != b[i].first || x.shape() != y.shape() || x.packing() != y.packing())
       return false;
-    if (x.packing() ? !same_bytes(ag::quant::packed_bytes(x), ag::quant::packed_bytes(y))
+    if (x.packing() ? !packed_same_bytes(ag::quant::packed_bytes(x), ag::quant::packed_bytes(y))
                     : x.to_vector() != y.to_vector())
       return false;
   }
@@ -84,7 +84,7 @@ TEST_CASE("a packed base is written as its blocks and read back as them or as th
                BasePrecision::q6_k);
   const ag::quant::PackedFormat& format = *ag::quant::packed_format(base);
   ag_test::TempDir dir;
-  train::RunConfig cfg = lora_run(dir, base);
+  train::RunConfig cfg = packed_lora_run(dir, base);
   cfg.steps = 2;
   train::TrainingRun run(cfg);
   REQUIRE(run.train_step().updated);
@@ -126,7 +126,7 @@ TEST_CASE("a LoRA run over a Q8_0, Q4_K, Q6_K or Q5_0 base resumes bit for bit, 
   const BasePrecision base =
       GENERATE(BasePrecision::q8_0, BasePrecision::q4_k, BasePrecision::q6_k, BasePrecision::q5_0);
   ag_test::TempDir dir;
-  const train::RunConfig cfg = lora_run(dir, base);
+  const train::RunConfig cfg = packed_lora_run(dir, base);
   ag_test::run_to_end(cfg);
   const io::Checkpoint straight = kept(cfg.out);
   REQUIRE(!straight.packed.empty());
@@ -142,7 +142,7 @@ TEST_CASE("a LoRA run over a Q8_0, Q4_K, Q6_K or Q5_0 base resumes bit for bit, 
 TEST_CASE("a resume takes the file's blocks as they are, never quantized again",
           "[packed_checkpoint]") {
   ag_test::TempDir dir;
-  train::RunConfig cfg = lora_run(dir, BasePrecision::q4_k);
+  train::RunConfig cfg = packed_lora_run(dir, BasePrecision::q4_k);
   cfg.stop_at = 1;
   ag_test::run_to_end(cfg);
   io::Checkpoint half = kept(cfg.out);
@@ -164,17 +164,17 @@ TEST_CASE("a resume takes the file's blocks as they are, never quantized again",
   const io::Checkpoint after = kept(dir.file("random.h5"));
   REQUIRE(after.step == 2);
   for (const auto& [n, t] : after.model)
-    if (n == name) CHECK(same_bytes(ag::quant::packed_bytes(t), bytes));
+    if (n == name) CHECK(packed_same_bytes(ag::quant::packed_bytes(t), bytes));
   // what quantizing their values again gives: other blocks (this test could fail)
   ag::Tensor again = ag::quant::unpacked(at->second, ag::DType::Float32);
   ag::quant::pack_in_place(again, q4_k);
-  CHECK_FALSE(same_bytes(ag::quant::packed_bytes(again), bytes));
+  CHECK_FALSE(packed_same_bytes(ag::quant::packed_bytes(again), bytes));
 }
 
 TEST_CASE("train init-from a file of blocks keeps their format unless --base-precision converts",
           "[packed_checkpoint]") {
   ag_test::TempDir dir;
-  train::RunConfig first = lora_run(dir, BasePrecision::q4_k);
+  train::RunConfig first = packed_lora_run(dir, BasePrecision::q4_k);
   first.steps = 2;
   ag_test::run_to_end(first);
   const io::Checkpoint blocks = kept(first.out);
@@ -198,7 +198,7 @@ TEST_CASE("train init-from a file of blocks keeps their format unless --base-pre
       if (!t.packing()) continue;
       const ag::Tensor& p = held.at(name);
       REQUIRE(p.packing() == t.packing());
-      REQUIRE(same_bytes(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
+      REQUIRE(packed_same_bytes(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
     }
   }
   SECTION("given: converted from the dequantized values") {
@@ -216,7 +216,7 @@ TEST_CASE("train init-from a file of blocks keeps their format unless --base-pre
 
 TEST_CASE("a file's blocks are refused for a weight its config trains", "[packed_checkpoint]") {
   ag_test::TempDir dir;
-  train::RunConfig cfg = lora_run(dir, BasePrecision::q8_0);
+  train::RunConfig cfg = packed_lora_run(dir, BasePrecision::q8_0);
   cfg.steps = 1;
   ag_test::run_to_end(cfg);
   io::Checkpoint c = kept(cfg.out);
@@ -240,7 +240,7 @@ namespace {
 // whose matrices are in several formats, as a Q4_K_M file's are (Q4_K, Q6_K, Q5_0), and
 // the token embedding float32 (a GGUF's F16 or F32 tensor).
 std::string mixed_file(const ag_test::TempDir& dir) {
-  train::RunConfig cfg = lora_run(dir, BasePrecision::q4_k);
+  train::RunConfig cfg = packed_lora_run(dir, BasePrecision::q4_k);
   cfg.steps = 1;
   ag_test::run_to_end(cfg);
   io::Checkpoint c = kept(cfg.out);
@@ -291,7 +291,8 @@ TEST_CASE("base_precision own: a run from a file of mixed blocks holds each as t
       INFO(name);
       const ag::Tensor& p = held.at(name);
       REQUIRE(p.packing() == t.packing());  // float32 stays so: nothing packed anew
-      if (t.packing()) REQUIRE(same_bytes(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
+      if (t.packing())
+        REQUIRE(packed_same_bytes(ag::quant::packed_bytes(p), ag::quant::packed_bytes(t)));
     }
   }
   ag_test::run_to_end(cfg);

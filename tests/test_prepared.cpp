@@ -39,13 +39,14 @@ std::string sample_text(int lines = 120) {
   return text;
 }
 
-std::string read_file(const std::string& path) {
+std::string prepared_read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-data::PrepareOptions options(std::vector<std::string> sources, const std::string& tokenizer,
-                             const std::string& out, double val_fraction = 0.1, int64_t vocab = 0) {
+data::PrepareOptions prepared_options(std::vector<std::string> sources,
+                                      const std::string& tokenizer, const std::string& out,
+                                      double val_fraction = 0.1, int64_t vocab = 0) {
   data::PrepareOptions o;
   o.sources = std::move(sources), o.tokenizer = base::parse_choice<data::TokenizerKind>(tokenizer),
   o.vocab_size = vocab;
@@ -77,12 +78,12 @@ std::string decoded(const data::PreparedData& d, const data::TokenStore& store) 
 data::Split byte_documents(const std::vector<std::string>& sources, double val_fraction) {
   std::vector<std::string> docs;
   size_t units = 0;
-  for (const std::string& path : sources) units += read_file(path).size();
+  for (const std::string& path : sources) units += prepared_read_file(path).size();
   const size_t n_train = units - data::split_val_units(units, val_fraction);
   data::Split out;
   size_t u = 0;
   for (const std::string& path : sources) {
-    for (const char c : read_file(path))
+    for (const char c : prepared_read_file(path))
       (u++ < n_train ? out.train : out.val).push_back(static_cast<unsigned char>(c));
     (u > n_train ? out.val : out.train).push_back(256);
   }
@@ -100,7 +101,7 @@ TEST_CASE("char and byte prepare round-trips the corpus and gives the in-memory 
   const size_t chunk = GENERATE(size_t{16}, size_t{37}, size_t{1} << 20);
   const double f = GENERATE(0.0, 0.1, 0.37, 0.999);
   INFO(tokenizer << " chunk " << chunk << " val_fraction " << f);
-  data::PrepareOptions o = options(sources, tokenizer, dir.file("out"), f);
+  data::PrepareOptions o = prepared_options(sources, tokenizer, dir.file("out"), f);
   o.chunk_bytes = chunk;
   const data::PrepareResult r = data::prepare(o);
   const data::PreparedData d = data::open_prepared(dir.file("out"));
@@ -129,7 +130,7 @@ TEST_CASE("char and byte prepare round-trips the corpus and gives the in-memory 
   REQUIRE(m.total_chars == base::utf8_decode(text).size());
   REQUIRE(m.sources.size() == 4);
   REQUIRE(m.sources[1].bytes == 0);
-  REQUIRE(m.sources[0].sha256 == data::text_identity(read_file(sources[0])).substr(7));
+  REQUIRE(m.sources[0].sha256 == data::text_identity(prepared_read_file(sources[0])).substr(7));
   REQUIRE(m.train.tokens == split.train.size());
   REQUIRE(m.val.tokens == split.val.size());
   REQUIRE(d.identity == r.identity);
@@ -141,7 +142,7 @@ TEST_CASE("the split is the last fraction of the characters or bytes", "[prepare
   TempDir dir;
   const std::string src = dir.write("t.txt", text);
   SECTION("char: floor(4 * 0.5) = 2 characters of validation") {
-    const auto r = data::prepare(options({src}, "char", dir.file("o"), 0.5));
+    const auto r = data::prepare(prepared_options({src}, "char", dir.file("o"), 0.5));
     REQUIRE(r.meta.split_unit == data::SplitUnit::chars);
     REQUIRE(r.meta.val_units == 2);
     REQUIRE(r.meta.split_char == 2);
@@ -150,7 +151,7 @@ TEST_CASE("the split is the last fraction of the characters or bytes", "[prepare
     REQUIRE(r.meta.val.text_bytes == 7);
   }
   SECTION("byte: floor(10 * 0.35) = 3 bytes of validation, the split inside a character") {
-    const auto r = data::prepare(options({src}, "byte", dir.file("o"), 0.35));
+    const auto r = data::prepare(prepared_options({src}, "byte", dir.file("o"), 0.35));
     REQUIRE(r.meta.split_unit == data::SplitUnit::bytes);
     REQUIRE(r.meta.val_units == 3);
     REQUIRE(r.meta.split_byte == 7);
@@ -160,7 +161,7 @@ TEST_CASE("the split is the last fraction of the characters or bytes", "[prepare
     REQUIRE(r.meta.val.documents == 1);
   }
   SECTION("a val_fraction of 0 leaves validation empty") {
-    const auto r = data::prepare(options({src}, "char", dir.file("o"), 0.0));
+    const auto r = data::prepare(prepared_options({src}, "char", dir.file("o"), 0.0));
     REQUIRE(r.meta.val.tokens == 0);
     REQUIRE(r.meta.split_byte == 10);
     const auto d = data::open_prepared(dir.file("o"));
@@ -179,7 +180,7 @@ TEST_CASE("bpe merges are learned from the training split only", "[prepared]") {
   TempDir dir;
   const std::vector<std::string> sources = {dir.write("t.txt", text)};  // one document
   const double f = 0.25;  // 1000 of 4000 characters, exactly
-  data::PrepareOptions o = options(sources, "bpe", dir.file("out"), f, 300);
+  data::PrepareOptions o = prepared_options(sources, "bpe", dir.file("out"), f, 300);
   o.chunk_bytes = GENERATE(size_t{16}, size_t{1000}, size_t{1} << 20);
   const data::PrepareResult r = data::prepare(o);
   const data::PreparedData d = data::open_prepared(dir.file("out"));
@@ -205,7 +206,7 @@ TEST_CASE("bpe prepare round-trips hostile Unicode over many chunk sizes", "[pre
   const std::string text = sample_text(60);
   TempDir dir;
   const std::vector<std::string> sources = {dir.write("t.txt", text)};  // one document
-  data::PrepareOptions o = options(sources, "bpe", dir.file("out"), 0.2, 400);
+  data::PrepareOptions o = prepared_options(sources, "bpe", dir.file("out"), 0.2, 400);
   o.chunk_bytes = GENERATE(size_t{16}, size_t{333}, size_t{1} << 20);
   data::prepare(o);
   const data::PreparedData d = data::open_prepared(dir.file("out"));
@@ -226,7 +227,7 @@ TEST_CASE("ids are uint16 up to 65536 tokens and uint32 beyond", "[prepared]") {
   }
   TempDir dir;
   const std::string src = dir.write("wide.txt", text);
-  const auto r = data::prepare(options({src}, "char", dir.file("o"), 0.1));
+  const auto r = data::prepare(prepared_options({src}, "char", dir.file("o"), 0.1));
   REQUIRE(r.meta.dtype == data::TokenDtype::kUint32);
   REQUIRE(r.meta.vocab_size == 70000);
   REQUIRE(std::filesystem::file_size(dir.file("o/train.bin")) == 4 * r.meta.train.tokens);
@@ -237,7 +238,8 @@ TEST_CASE("ids are uint16 up to 65536 tokens and uint32 beyond", "[prepared]") {
   REQUIRE(t.train.dtype() == data::TokenDtype::kUint32);
   REQUIRE(t.val.to_vector() == d.val.to_vector());
 
-  const auto small = data::prepare(options({dir.write("s.txt", "abc")}, "byte", dir.file("p")));
+  const auto small =
+      data::prepare(prepared_options({dir.write("s.txt", "abc")}, "byte", dir.file("p")));
   REQUIRE(small.meta.dtype == data::TokenDtype::kUint16);
   REQUIRE(data::dtype_for_vocab(65536) == data::TokenDtype::kUint16);
   REQUIRE(data::dtype_for_vocab(65537) == data::TokenDtype::kUint32);
@@ -250,15 +252,16 @@ TEST_CASE("invalid UTF-8 is reported with the file and the byte offset", "[prepa
   const int64_t vocab = tokenizer == std::string("bpe") ? 260 : 0;
   SECTION("a byte that is never UTF-8, past the first chunk") {
     const std::string bad = dir.write("bad.txt", std::string(100, 'x') + "\xff tail");
-    data::PrepareOptions o = options({good, bad}, tokenizer, dir.file("o"), 0.1, vocab);
+    data::PrepareOptions o = prepared_options({good, bad}, tokenizer, dir.file("o"), 0.1, vocab);
     o.chunk_bytes = 32;
     REQUIRE_THROWS_WITH(data::prepare(o),
                         Contains(bad) && Contains("invalid UTF-8") && Contains("offset 100"));
   }
   SECTION("a character cut off at the end of a file, though the next file completes it") {
     const std::string a = dir.write("a.txt", "ab\xc3"), b = dir.write("b.txt", "\xa9 cd");
-    REQUIRE_THROWS_WITH(data::prepare(options({a, b}, tokenizer, dir.file("o"), 0.1, vocab)),
-                        Contains(a) && Contains("offset 2"));
+    REQUIRE_THROWS_WITH(
+        data::prepare(prepared_options({a, b}, tokenizer, dir.file("o"), 0.1, vocab)),
+        Contains(a) && Contains("offset 2"));
   }
   REQUIRE_FALSE(std::filesystem::exists(dir.file("o")));  // nothing written, no folder left
 }
@@ -267,28 +270,29 @@ TEST_CASE("the identity is stable across prepares and ignores where the files li
   const std::string text = sample_text(30);
   TempDir dir;
   const std::string a = dir.write("a/corpus.txt", text), b = dir.write("b/other.txt", text);
-  const auto first = data::prepare(options({a}, "char", dir.file("o1")));
-  const std::string meta = read_file(dir.file("o1/meta.json"));
-  const auto again = data::prepare(options({a}, "char", dir.file("o1")));  // replaces it
+  const auto first = data::prepare(prepared_options({a}, "char", dir.file("o1")));
+  const std::string meta = prepared_read_file(dir.file("o1/meta.json"));
+  const auto again = data::prepare(prepared_options({a}, "char", dir.file("o1")));  // replaces it
   REQUIRE(again.identity == first.identity);
-  REQUIRE(read_file(dir.file("o1/meta.json")) == meta);  // the same bytes
-  const auto moved = data::prepare(options({b}, "char", dir.file("o2")));
+  REQUIRE(prepared_read_file(dir.file("o1/meta.json")) == meta);  // the same bytes
+  const auto moved = data::prepare(prepared_options({b}, "char", dir.file("o2")));
   REQUIRE(moved.identity == first.identity);
-  REQUIRE(read_file(dir.file("o2/meta.json")) != meta);  // the path is recorded
+  REQUIRE(prepared_read_file(dir.file("o2/meta.json")) != meta);  // the path is recorded
   REQUIRE(data::open_prepared(dir.file("o2")).identity == first.identity);
   REQUIRE(first.identity.rfind("sha256:", 0) == 0);
   REQUIRE(first.identity.size() == 7 + 64);
   // anything that changes the data changes the identity
-  REQUIRE(data::prepare(options({a}, "char", dir.file("o3"), 0.2)).identity != first.identity);
-  REQUIRE(data::prepare(options({a}, "byte", dir.file("o4"))).identity != first.identity);
+  REQUIRE(data::prepare(prepared_options({a}, "char", dir.file("o3"), 0.2)).identity !=
+          first.identity);
+  REQUIRE(data::prepare(prepared_options({a}, "byte", dir.file("o4"))).identity != first.identity);
   const std::string c = dir.write("c.txt", text + "!");
-  REQUIRE(data::prepare(options({c}, "char", dir.file("o5"))).identity != first.identity);
+  REQUIRE(data::prepare(prepared_options({c}, "char", dir.file("o5"))).identity != first.identity);
 }
 
 TEST_CASE("batches from a file store equal the batches from the vector", "[prepared]") {
   TempDir dir;
   const std::string text = sample_text(200);
-  data::prepare(options({dir.write("t.txt", text)}, "char", dir.file("o")));
+  data::prepare(prepared_options({dir.write("t.txt", text)}, "char", dir.file("o")));
   using Access = data::TokenStore::FileAccess;
   const auto access = GENERATE(Access::kAuto, Access::kRead, Access::kMap);
   const data::PreparedData d = data::open_prepared(dir.file("o"), access);
@@ -341,13 +345,14 @@ TEST_CASE("prepare_text gives what prepare gives for a file of the same text", "
   const std::string src = dir.write("t.txt", text);
   const std::string tokenizer = GENERATE("char", "byte", "bpe");
   const int64_t vocab = tokenizer == std::string("bpe") ? 350 : 0;
-  data::prepare(options({src}, tokenizer, dir.file("o"), 0.15, vocab));
+  data::prepare(prepared_options({src}, tokenizer, dir.file("o"), 0.15, vocab));
   const data::PreparedData file = data::open_prepared(dir.file("o"));
   const data::PreparedData mem = data::prepare_text(
       text, base::parse_choice<data::TokenizerKind>(tokenizer), vocab, 0.15, "t.txt");
   REQUIRE(mem.train.to_vector() == file.train.to_vector());
   REQUIRE(mem.val.to_vector() == file.val.to_vector());
-  REQUIRE(data::tokenizer_file_bytes(*mem.tokenizer) == read_file(dir.file("o/tokenizer.json")));
+  REQUIRE(data::tokenizer_file_bytes(*mem.tokenizer) ==
+          prepared_read_file(dir.file("o/tokenizer.json")));
   REQUIRE(mem.train_text_bytes == file.train_text_bytes);
   REQUIRE(mem.val_text_bytes == file.val_text_bytes);
   REQUIRE(mem.identity == data::text_identity(text));  // what a text's checkpoint records
@@ -405,7 +410,7 @@ TEST_CASE("progress reports each pass and can stop the prepare", "[prepared]") {
   TempDir dir;
   const std::string text = sample_text(50);
   const std::string src = dir.write("t.txt", text);
-  data::PrepareOptions o = options({src}, "bpe", dir.file("o"), 0.1, 300);
+  data::PrepareOptions o = prepared_options({src}, "bpe", dir.file("o"), 0.1, 300);
   o.chunk_bytes = 1024;
   std::vector<std::string> stages;
   uint64_t last = 0;
@@ -432,9 +437,10 @@ TEST_CASE("progress reports each pass and can stop the prepare", "[prepared]") {
 TEST_CASE("a failed prepare leaves the folder as it was", "[prepared]") {
   TempDir dir;
   const std::string good = dir.write("good.txt", sample_text(20));
-  const auto first = data::prepare(options({good}, "char", dir.file("o")));
+  const auto first = data::prepare(prepared_options({good}, "char", dir.file("o")));
   const std::string bad = dir.write("bad.txt", "fine\n\xc0\xaf");
-  REQUIRE_THROWS_WITH(data::prepare(options({bad}, "char", dir.file("o"))), Contains("bad.txt"));
+  REQUIRE_THROWS_WITH(data::prepare(prepared_options({bad}, "char", dir.file("o"))),
+                      Contains("bad.txt"));
   REQUIRE(data::open_prepared(dir.file("o")).identity == first.identity);
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.file("o")))
@@ -445,7 +451,7 @@ TEST_CASE("a failed prepare leaves the folder as it was", "[prepared]") {
 TEST_CASE("a source that changes during a prepare is refused", "[prepared]") {
   TempDir dir;
   const std::string src = dir.write("t.txt", sample_text(20));
-  data::PrepareOptions o = options({src}, "char", dir.file("o"));
+  data::PrepareOptions o = prepared_options({src}, "char", dir.file("o"));
   o.progress = [&](const data::PrepareProgress& p) {
     if (p.pass == 2 && p.bytes_done == 0) std::ofstream(src, std::ios::app) << "more";
   };
@@ -465,7 +471,7 @@ TEST_CASE("folders of sources give their txt files sorted and recursively", "[pr
   REQUIRE_THROWS_WITH(data::list_sources({dir.file("elsewhere/none")}), Contains("none"));
   std::filesystem::create_directory(dir.file("empty"));
   REQUIRE_THROWS_WITH(data::list_sources({dir.file("empty")}), Contains("no *.txt"));
-  const auto r = data::prepare(options({dir.file("c")}, "byte", dir.file("o"), 0));
+  const auto r = data::prepare(prepared_options({dir.file("c")}, "byte", dir.file("o"), 0));
   REQUIRE(r.meta.sources.size() == 3);
   const data::PreparedData d = data::open_prepared(dir.file("o"));
   REQUIRE(decoded(d, d.train) == "ABZ");
@@ -526,7 +532,8 @@ TEST_CASE("prepare streams a 200 MB corpus in bounded memory", "[prepared]") {
   const std::string corpus = write_big_corpus(dir, 200);
   for (const char* tokenizer : {"char", "byte"}) {
     INFO(tokenizer);
-    const double mb = child_peak_growth_mb(options({corpus}, tokenizer, dir.file(tokenizer)));
+    const double mb =
+        child_peak_growth_mb(prepared_options({corpus}, tokenizer, dir.file(tokenizer)));
     // the corpus is 200 MB; the whole process is to stay under 300 MB
     if (!ag_test::kAddressSanitizer) REQUIRE(mb < 100);
     const auto d = data::open_prepared(dir.file(tokenizer));
@@ -537,6 +544,7 @@ TEST_CASE("prepare streams a 200 MB corpus in bounded memory", "[prepared]") {
 TEST_CASE("bpe prepare streams a 50 MB corpus in bounded memory", "[prepared]") {
   TempDir dir;
   const std::string corpus = write_big_corpus(dir, 50);
-  const double mb = child_peak_growth_mb(options({corpus}, "bpe", dir.file("o"), 0.1, 512));
+  const double mb =
+      child_peak_growth_mb(prepared_options({corpus}, "bpe", dir.file("o"), 0.1, 512));
   if (!ag_test::kAddressSanitizer) REQUIRE(mb < 250);
 }

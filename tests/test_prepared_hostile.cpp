@@ -21,7 +21,7 @@ using Json = nlohmann::ordered_json;
 
 namespace {
 
-std::string read_file(const std::string& path) {
+std::string hostile_read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -44,11 +44,12 @@ struct Prepared {
     o.vocab_size = vocab, o.out_dir = out, o.sync = false;
     data::prepare(o);
   }
-  Json meta_json() const { return Json::parse(read_file(meta)); }
+  Json meta_json() const { return Json::parse(hostile_read_file(meta)); }
   void write_meta(const Json& j) const { write_file(meta, j.dump(2)); }
 };
 
-data::PrepareOptions options(const std::vector<std::string>& sources, const std::string& out) {
+data::PrepareOptions hostile_options(const std::vector<std::string>& sources,
+                                     const std::string& out) {
   data::PrepareOptions o;
   o.sources = sources, o.tokenizer = data::TokenizerKind::chars, o.out_dir = out, o.sync = false;
   return o;
@@ -120,7 +121,7 @@ TEST_CASE("forged or damaged metadata is refused naming the file and the key", "
 TEST_CASE("a tokenizer file that is not the folder's is refused", "[prepared]") {
   const Prepared p;
   SECTION("edited after the prepare") {
-    write_file(p.tokenizer, read_file(p.tokenizer) + " ");
+    write_file(p.tokenizer, hostile_read_file(p.tokenizer) + " ");
     REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.tokenizer) && Contains("SHA-256"));
   }
   SECTION("another tokenizer, with meta.json forged to match its hash") {
@@ -151,7 +152,7 @@ TEST_CASE("token files of the wrong size or with ids out of range are refused", 
     // written after the open, as another process could mid-run (before it, the token
     // file's hash refuses the folder: below)
     const data::PreparedData d = data::open_prepared(p.out, access);
-    std::string bytes = read_file(p.train);
+    std::string bytes = hostile_read_file(p.train);
     for (size_t i = 10; 2 * i < bytes.size(); i += 8)  // tokens 10, 18, 26, ... are id 65535
       bytes[2 * i] = '\xff', bytes[2 * i + 1] = '\xff';
     write_file(p.train, bytes);
@@ -178,7 +179,7 @@ TEST_CASE("a token file changed after the prepare is refused when the folder ope
   const std::string val = p.dir.file("o/val.bin");
   const std::string before = data::open_prepared(p.out).identity;
   SECTION("one id edited, in range") {
-    std::string bytes = read_file(p.train);
+    std::string bytes = hostile_read_file(p.train);
     bytes[6] = static_cast<char>(bytes[6] == 1 ? 2 : 1), bytes[7] = 0;
     write_file(p.train, bytes);
     REQUIRE_THROWS_WITH(data::open_prepared(p.out), Contains(p.train) && Contains("SHA-256") &&
@@ -186,20 +187,20 @@ TEST_CASE("a token file changed after the prepare is refused when the folder ope
                                                         Contains("changed after it was prepared"));
   }
   SECTION("val.bin's ids rotated by one: the same size and ids, in another order") {
-    const std::string ids = read_file(val);
+    const std::string ids = hostile_read_file(val);
     write_file(val, ids.substr(2) + ids.substr(0, 2));
     REQUIRE_THROWS_WITH(data::open_prepared(p.out, data::TokenStore::FileAccess::kRead),
                         Contains(val) && Contains("changed after it was prepared"));
   }
   SECTION("an ID out of range written before the open: refused by the hash, not mid-run") {
-    std::string bytes = read_file(p.train);
+    std::string bytes = hostile_read_file(p.train);
     bytes[bytes.size() - 2] = '\xff', bytes[bytes.size() - 1] = '\xff';
     write_file(p.train, bytes);
     REQUIRE_THROWS_WITH(data::open_prepared(p.out, data::TokenStore::FileAccess::kMap),
                         Contains(p.train) && Contains("SHA-256"));
   }
   SECTION("meta.json's hashes forged to match: another identity, which resume refuses") {
-    std::string bytes = read_file(p.train);
+    std::string bytes = hostile_read_file(p.train);
     bytes[6] = static_cast<char>(bytes[6] == 1 ? 2 : 1), bytes[7] = 0;
     write_file(p.train, bytes);
     Json j = p.meta_json();
@@ -331,37 +332,39 @@ TEST_CASE("prepare writes only into new empty or prepared folders", "[prepared]"
   const std::string src = dir.write("corpus.txt", "hello\n");
   SECTION("a folder with someone else's file") {
     dir.write("mine/notes.txt", "keep me");
-    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, dir.file("mine"))),
                         Contains("notes.txt") && Contains("not part of a prepared folder"));
-    REQUIRE(read_file(dir.file("mine/notes.txt")) == "keep me");
+    REQUIRE(hostile_read_file(dir.file("mine/notes.txt")) == "keep me");
   }
   SECTION("a folder with a train.bin but no meta.json") {
     dir.write("mine/train.bin", "their data");
-    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))), Contains("no meta.json"));
-    REQUIRE(read_file(dir.file("mine/train.bin")) == "their data");
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, dir.file("mine"))),
+                        Contains("no meta.json"));
+    REQUIRE(hostile_read_file(dir.file("mine/train.bin")) == "their data");
   }
   SECTION("a folder whose meta.json is not a prepared folder's") {
     dir.write("mine/meta.json", "{\"name\": \"my project\"}");
-    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, dir.file("mine"))),
                         Contains("not the metadata of a prepared folder"));
   }
   SECTION("a symbolic link to a folder") {
     std::filesystem::create_directory(dir.file("real"));
     std::filesystem::create_directory_symlink(dir.file("real"), dir.file("link"));
-    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("link"))), Contains("symbolic link"));
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, dir.file("link"))),
+                        Contains("symbolic link"));
     REQUIRE(std::filesystem::is_empty(dir.file("real")));
   }
   SECTION("a regular file") {
-    REQUIRE_THROWS_WITH(data::prepare(options({src}, src)), Contains("not a folder"));
-    REQUIRE(read_file(src) == "hello\n");
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, src)), Contains("not a folder"));
+    REQUIRE(hostile_read_file(src) == "hello\n");
   }
   SECTION("a subfolder in it") {
     std::filesystem::create_directories(dir.file("mine/sub"));
-    REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("mine"))), Contains("'sub'"));
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, dir.file("mine"))), Contains("'sub'"));
   }
   SECTION("the temporary files of an interrupted prepare are removed") {
     dir.write("out/.train.bin.partial-1-00000000", "left over");
-    data::prepare(options({src}, dir.file("out")));
+    data::prepare(hostile_options({src}, dir.file("out")));
     REQUIRE_FALSE(std::filesystem::exists(dir.file("out/.train.bin.partial-1-00000000")));
   }
 }
@@ -370,29 +373,31 @@ TEST_CASE("a prepare that fails leaves no folder it made, and a folder it was gi
           "[prepared]") {
   TempDir dir;
   const std::string bad = dir.write("bad.txt", "good text\n\xff bad\n");
-  REQUIRE_THROWS_WITH(data::prepare(options({bad}, dir.file("new"))), Contains("invalid UTF-8"));
+  REQUIRE_THROWS_WITH(data::prepare(hostile_options({bad}, dir.file("new"))),
+                      Contains("invalid UTF-8"));
   REQUIRE_FALSE(std::filesystem::exists(dir.file("new")));
   std::filesystem::create_directory(dir.file("given"));
-  REQUIRE_THROWS_WITH(data::prepare(options({bad}, dir.file("given"))), Contains("invalid UTF-8"));
+  REQUIRE_THROWS_WITH(data::prepare(hostile_options({bad}, dir.file("given"))),
+                      Contains("invalid UTF-8"));
   REQUIRE(std::filesystem::is_empty(dir.file("given")));
 }
 
 TEST_CASE("prepare never writes over one of its inputs", "[prepared]") {
   TempDir dir;
   const std::string src = dir.write("corpus.txt", "hello\n");
-  data::prepare(options({src}, dir.file("o")));
+  data::prepare(hostile_options({src}, dir.file("o")));
   SECTION("a source that is the folder's train.bin") {
-    REQUIRE_THROWS_WITH(data::prepare(options({dir.file("o/train.bin")}, dir.file("o"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({dir.file("o/train.bin")}, dir.file("o"))),
                         Contains("refusing to overwrite an input"));
   }
   SECTION("a source hard-linked to its meta.json") {
     std::filesystem::create_hard_link(dir.file("o/meta.json"), dir.file("m.txt"));
-    REQUIRE_THROWS_WITH(data::prepare(options({dir.file("m.txt")}, dir.file("o"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({dir.file("m.txt")}, dir.file("o"))),
                         Contains("m.txt") && Contains("overwrite an input"));
   }
   SECTION("a source that is a leftover temporary file") {
     const std::string temp = dir.write("o/.val.bin.partial-9-0000abcd", "x");
-    REQUIRE_THROWS_WITH(data::prepare(options({temp}, dir.file("o"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({temp}, dir.file("o"))),
                         Contains("overwrite an input"));
     REQUIRE(std::filesystem::exists(temp));
   }
@@ -403,24 +408,24 @@ TEST_CASE("sources that are not regular files or come twice are refused", "[prep
   const std::string src = dir.write("corpus.txt", "hello\n");
   SECTION("a FIFO, without blocking") {
     REQUIRE(mkfifo(dir.file("fifo.txt").c_str(), 0600) == 0);
-    REQUIRE_THROWS_WITH(data::prepare(options({dir.file("fifo.txt")}, dir.file("o"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({dir.file("fifo.txt")}, dir.file("o"))),
                         Contains("fifo.txt") && Contains("FIFO"));
   }
   SECTION("a device") {
-    REQUIRE_THROWS_WITH(data::prepare(options({"/dev/zero"}, dir.file("o"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({"/dev/zero"}, dir.file("o"))),
                         Contains("/dev/zero") && Contains("device"));
   }
   SECTION("the same file twice, by a link") {
     std::filesystem::create_symlink(src, dir.file("again.txt"));
-    REQUIRE_THROWS_WITH(data::prepare(options({src, dir.file("again.txt")}, dir.file("o"))),
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({src, dir.file("again.txt")}, dir.file("o"))),
                         Contains("given twice"));
   }
   SECTION("an empty corpus") {
     const std::string empty = dir.write("empty.txt", "");
-    REQUIRE_THROWS_WITH(data::prepare(options({empty}, dir.file("o"))), Contains("empty"));
+    REQUIRE_THROWS_WITH(data::prepare(hostile_options({empty}, dir.file("o"))), Contains("empty"));
   }
   SECTION("options out of range") {
-    data::PrepareOptions o = options({src}, dir.file("o"));
+    data::PrepareOptions o = hostile_options({src}, dir.file("o"));
     o.val_fraction = 1;
     REQUIRE_THROWS_AS(data::prepare(o), std::invalid_argument);
     o.val_fraction = 0.1, o.tokenizer = data::TokenizerKind::bpe, o.vocab_size = 100;
@@ -436,19 +441,21 @@ TEST_CASE("sources that are not regular files or come twice are refused", "[prep
 TEST_CASE("a folder another process is writing is refused", "[prepared]") {
   TempDir dir;
   const std::string src = dir.write("corpus.txt", "hello\n");
-  data::prepare(options({src}, dir.file("o")));
+  data::prepare(hostile_options({src}, dir.file("o")));
   // what a prepare in another process holds (flock locks belong to an open file)
   const int fd = open(dir.file("o").c_str(), O_RDONLY | O_DIRECTORY);
   REQUIRE(fd >= 0);
   REQUIRE(flock(fd, LOCK_EX) == 0);
   REQUIRE_THROWS_WITH(data::open_prepared(dir.file("o")), Contains("a prepare is writing"));
-  REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("o"))), Contains("another process"));
+  REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, dir.file("o"))),
+                      Contains("another process"));
   flock(fd, LOCK_UN);
   REQUIRE(flock(fd, LOCK_SH) == 0);  // a reader: another prepare must wait, readers share
   REQUIRE_NOTHROW(data::open_prepared(dir.file("o")));
-  REQUIRE_THROWS_WITH(data::prepare(options({src}, dir.file("o"))), Contains("another process"));
+  REQUIRE_THROWS_WITH(data::prepare(hostile_options({src}, dir.file("o"))),
+                      Contains("another process"));
   close(fd);
-  REQUIRE_NOTHROW(data::prepare(options({src}, dir.file("o"))));
+  REQUIRE_NOTHROW(data::prepare(hostile_options({src}, dir.file("o"))));
 }
 
 TEST_CASE("tokenizer files round-trip every tokenizer", "[prepared]") {

@@ -14,7 +14,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::vector<Tensor> grads_of(const std::vector<Tensor>& ts) {
+std::vector<Tensor> qkv_grads_of(const std::vector<Tensor>& ts) {
   std::vector<Tensor> out;
   for (const auto& t : ts) {
     out.push_back(t.grad().defined() ? t.grad().clone() : Tensor());
@@ -43,10 +43,10 @@ TEST_CASE("linear over stacked weights equals cat then linear bit for bit", "[li
 
   Tensor stacked = ag::linear(x, w, b);
   ag::sum(stacked * upstream).backward();
-  std::vector<Tensor> stacked_grads = grads_of(leaves);
+  std::vector<Tensor> stacked_grads = qkv_grads_of(leaves);
   Tensor composed = ag::linear(x, ag::cat(w, 0), with_bias ? ag::cat(b, 0) : Tensor());
   ag::sum(composed * upstream).backward();
-  std::vector<Tensor> composed_grads = grads_of(leaves);
+  std::vector<Tensor> composed_grads = qkv_grads_of(leaves);
 
   REQUIRE(ag_test::bit_equal(stacked, composed));
   for (size_t i = 0; i < leaves.size(); ++i) {

@@ -16,7 +16,7 @@ using Catch::Matchers::StartsWith;
 
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
+size_t report_count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
@@ -142,9 +142,9 @@ TEST_CASE("a line chart has its title, description, axis labels and one path per
   REQUIRE_THAT(r.svg, Contains("<title id=\"chart-loss-t\">Loss</title>"));
   REQUIRE_THAT(r.svg, Contains(">step</text>") && Contains(">loss (nats per token)</text>"));
   REQUIRE_THAT(r.svg, Contains("lowest 2 at step 4"));  // the description in words
-  REQUIRE(count(r.svg, "class=\"axis-label\"") == 2);
-  REQUIRE(count(r.svg, "<path class=\"line") == 4);  // two series, linear and log
-  REQUIRE(count(r.svg, "class=\"scale log\"") == 1);
+  REQUIRE(report_count(r.svg, "class=\"axis-label\"") == 2);
+  REQUIRE(report_count(r.svg, "<path class=\"line") == 4);  // two series, linear and log
+  REQUIRE(report_count(r.svg, "class=\"scale log\"") == 1);
   REQUIRE(r.svg.find("<script") == std::string::npos);
   REQUIRE(r.svg.find("<img") == std::string::npos);
   REQUIRE(r.svg.find("d=\"\"") == std::string::npos);
@@ -152,8 +152,8 @@ TEST_CASE("a line chart has its title, description, axis labels and one path per
   const std::regex first_path("<path class=\"line\" stroke=\"#0072b2\" d=\"([^\"]*)\"");
   std::smatch m;
   REQUIRE(std::regex_search(r.svg, m, first_path));
-  REQUIRE(count(m[1].str(), "M") == 2);
-  REQUIRE(count(r.svg, "<circle") == 4);  // the validation points, on each scale
+  REQUIRE(report_count(m[1].str(), "M") == 2);
+  REQUIRE(report_count(r.svg, "<circle") == 4);  // the validation points, on each scale
   REQUIRE(r.data["series"][0]["y"][2].is_null());
   REQUIRE(r.data["series"][1]["x"] == nlohmann::json({2.0, 4.0}));
 }
@@ -175,7 +175,7 @@ TEST_CASE("a heat map labels rows and columns, hatches the future and escapes to
                     {1.0f, 0, 0, 0.25f, 0.75f, 0, 0.2f, 0.3f, 0.5f}};
   const std::string svg = report::render_heat_map(m);
   const size_t labels = svg.find("<g class=\"tokens\"");
-  REQUIRE(count(svg.substr(labels, svg.find("<g class=\"axes\"") - labels), "<text") == 6);
+  REQUIRE(report_count(svg.substr(labels, svg.find("<g class=\"axes\"") - labels), "<text") == 6);
   REQUIRE_THAT(svg, Contains("&lt;b&gt;"));
   REQUIRE(svg.find("<b>") == std::string::npos);
   REQUIRE_THAT(svg, Contains("class=\"masked\""));
@@ -246,15 +246,15 @@ TEST_CASE("the report page keeps hostile names, prompts and samples as text", "[
   in.model = hostile_model();
   in.generated_by = "test";
   const std::string page = report::render_report(in);
-  REQUIRE(count(page, "<script") == 2);  // the data and the page's own script
+  REQUIRE(report_count(page, "<script") == 2);  // the data and the page's own script
   REQUIRE(page.find("<img") == std::string::npos);
   REQUIRE(page.find("<svg onload") == std::string::npos);
   REQUIRE(page.find("alert(2)</script>") == std::string::npos);
   REQUIRE_THAT(page, Contains("&lt;img src=x onerror=alert(1)&gt;"));
   REQUIRE_THAT(page, Contains("&lt;/pre&gt;&lt;script&gt;alert(4)&lt;/script&gt;"));
   REQUIRE_THAT(page, Contains("<span class=\"prompt\">&lt;script&gt;</span>"));
-  REQUIRE(count(page, "<svg class=\"chart\"") == 5);
-  REQUIRE(count(page, "<svg class=\"heat-map\"") == 2);
+  REQUIRE(report_count(page, "<svg class=\"chart\"") == 5);
+  REQUIRE(report_count(page, "<svg class=\"heat-map\"") == 2);
   REQUIRE_THAT(page, Contains("1,234,567"));
 }
 
@@ -364,7 +364,7 @@ TEST_CASE("a live page before the first step has no empty charts", "[report][pag
   report::LineChart c = small_chart();
   c.series.push_back({"negative", "#000000", false, {1, 2}, {-1.0, -2.0}});
   const std::string svg = report::render_line_chart(c).svg;
-  REQUIRE(count(svg, "<path class=\"line") == 1);
+  REQUIRE(report_count(svg, "<path class=\"line") == 1);
   REQUIRE(svg.find("d=\"\"") == std::string::npos);
 }
 
@@ -436,6 +436,6 @@ TEST_CASE("the configuration table takes time linear in the number of config key
   const auto start = std::chrono::steady_clock::now();
   const std::string html = report::config_section(in);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  REQUIRE(count(html, "<th scope=\"row\">key_") == 200000);
+  REQUIRE(report_count(html, "<th scope=\"row\">key_") == 200000);
   REQUIRE(took.count() < 20);  // well under a second unloaded
 }

@@ -31,7 +31,7 @@ std::string history_error(const std::string& text) {
   return "no error";
 }
 
-io::Checkpoint small_checkpoint() {
+io::Checkpoint history_small_checkpoint() {
   io::Checkpoint c;
   c.config = {{"vocab_size", 4}};
   c.step = 20;
@@ -100,7 +100,7 @@ TEST_CASE("a long history thins its rows but keeps every evaluation and both end
 }
 
 TEST_CASE("a checkpoint keeps its run's identity, name and history", "[history]") {
-  io::Checkpoint c = small_checkpoint();
+  io::Checkpoint c = history_small_checkpoint();
   c.run_id = "00112233aabbccdd";
   c.run_name = "my run";
   c.history = io::history_text({row(1, 4), row(20, 3, 3.5)});
@@ -110,7 +110,7 @@ TEST_CASE("a checkpoint keeps its run's identity, name and history", "[history]"
   REQUIRE(io::parse_history(back.history, back.source).size() == 2);
   // a file without them (older, or from elsewhere) reads as none
   const io::Checkpoint plain =
-      io::load_checkpoint_image(io::checkpoint_image(small_checkpoint()), "p.h5");
+      io::load_checkpoint_image(io::checkpoint_image(history_small_checkpoint()), "p.h5");
   REQUIRE(plain.run_id.empty());
   REQUIRE(plain.history.empty());
   c.history = "step loss\n3 1\n2 1\n";

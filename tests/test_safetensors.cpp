@@ -26,7 +26,7 @@ std::string image(const std::string& header, const std::string& data = "") {
 }
 
 // The one-line InteropError reading bytes gives.
-std::string refusal(const std::string& bytes) {
+std::string safetensors_refusal(const std::string& bytes) {
   try {
     interop::SafetensorsReader::from_bytes(bytes, "x.safetensors");
   } catch (const interop::InteropError& e) {
@@ -106,10 +106,10 @@ TEST_CASE("safetensors F16 and BF16 are widened exactly", "[safetensors]") {
 }
 
 TEST_CASE("safetensors header lengths past the file or over 100 MB are refused", "[safetensors]") {
-  CHECK_THAT(refusal("abc"), Contains("too short"));
+  CHECK_THAT(safetensors_refusal("abc"), Contains("too short"));
   std::string lying = image("{}");
   lying[0] = 100;  // 100 bytes of header in a file of 10
-  CHECK_THAT(refusal(lying), Contains("header length 100 is past the end of the file"));
+  CHECK_THAT(safetensors_refusal(lying), Contains("header length 100 is past the end of the file"));
   // a sparse file of 101 MB whose header claims 100,000,001 bytes: refused before reading
   ag_test::TempDir dir;
   const std::string path = dir.file("big.safetensors");
@@ -138,18 +138,22 @@ TEST_CASE("safetensors offsets outside the data, overlaps and gaps are refused",
                              a, b),
                  data);
   };
-  CHECK_THAT(refusal(two("[0,8]", "[8,24]")),
+  CHECK_THAT(safetensors_refusal(two("[0,8]", "[8,24]")),
              Contains("tensor 'b': data_offsets [8, 24] lie outside the data region of 16 bytes"));
-  CHECK_THAT(refusal(two("[0,8]", "[4,12]")),
+  CHECK_THAT(safetensors_refusal(two("[0,8]", "[4,12]")),
              Contains("tensor 'b' (bytes 4 to 12) overlaps tensor 'a'"));
-  CHECK_THAT(refusal(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", data)),
+  CHECK_THAT(safetensors_refusal(
+                 image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", data)),
              Contains("bytes 0 to 4 of the data region to no tensor"));
-  CHECK_THAT(refusal(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data)),
-             Contains("bytes 8 to 16 of the data region to no tensor (after the last)"));
-  CHECK_THAT(refusal(two("[8,0]", "[0,8]")),
+  CHECK_THAT(
+      safetensors_refusal(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data)),
+      Contains("bytes 8 to 16 of the data region to no tensor (after the last)"));
+  CHECK_THAT(safetensors_refusal(two("[8,0]", "[0,8]")),
              Contains("tensor 'a': data_offsets [8, 0] lie outside"));
-  CHECK_THAT(refusal(two("[0,8,9]", "[8,16]")), Contains("data_offsets [0,8,9] is not a pair"));
-  CHECK_THAT(refusal(two("[-1,8]", "[8,16]")), Contains("is not a pair of byte offsets"));
+  CHECK_THAT(safetensors_refusal(two("[0,8,9]", "[8,16]")),
+             Contains("data_offsets [0,8,9] is not a pair"));
+  CHECK_THAT(safetensors_refusal(two("[-1,8]", "[8,16]")),
+             Contains("is not a pair of byte offsets"));
 }
 
 TEST_CASE("safetensors shapes that disagree with their bytes are refused", "[safetensors]") {
@@ -158,15 +162,16 @@ TEST_CASE("safetensors shapes that disagree with their bytes are refused", "[saf
     return image(
         fmt::format(R"({{"a":{{"dtype":"F32","shape":{},"data_offsets":[0,16]}}}})", shape), data);
   };
-  CHECK_THAT(refusal(one("[3]")), Contains("tensor 'a': shape [3] of F32 needs 12 bytes, but "
-                                           "data_offsets [0, 16] hold 16"));
-  CHECK_THAT(refusal(one("[-4]")), Contains("holds -4, not a size"));
-  CHECK_THAT(refusal(one("[2.0,2]")), Contains("not a size"));
+  CHECK_THAT(safetensors_refusal(one("[3]")),
+             Contains("tensor 'a': shape [3] of F32 needs 12 bytes, but "
+                      "data_offsets [0, 16] hold 16"));
+  CHECK_THAT(safetensors_refusal(one("[-4]")), Contains("holds -4, not a size"));
+  CHECK_THAT(safetensors_refusal(one("[2.0,2]")), Contains("not a size"));
   // an element count that overflows 64 bits is no allocation, only an error
-  CHECK_THAT(refusal(one("[4294967296,4294967296,4294967296]")),
+  CHECK_THAT(safetensors_refusal(one("[4294967296,4294967296,4294967296]")),
              Contains("needs more than the file's bytes"));
-  CHECK_THAT(refusal(one("[1,1,1,1,1,1,1,1,4]")), Contains("more than 8"));
-  CHECK_THAT(refusal(one("\"4\"")), Contains("shape is a string, not an array"));
+  CHECK_THAT(safetensors_refusal(one("[1,1,1,1,1,1,1,1,4]")), Contains("more than 8"));
+  CHECK_THAT(safetensors_refusal(one("\"4\"")), Contains("shape is a string, not an array"));
 }
 
 TEST_CASE(
@@ -191,14 +196,14 @@ TEST_CASE(
     CHECK_THROWS_WITH(
         in.read(*in.find(std::string("t_") + name)),
         Contains(fmt::format("tensor 't_{}' is {}, which holds no weights", name, name)));
-  CHECK_THAT(refusal(image(R"({"a":{"dtype":"Q4_K","shape":[1],"data_offsets":[0,8]}})",
-                           std::string(8, '\0'))),
+  CHECK_THAT(safetensors_refusal(image(R"({"a":{"dtype":"Q4_K","shape":[1],"data_offsets":[0,8]}})",
+                                       std::string(8, '\0'))),
              Contains("unknown dtype \"Q4_K\""));
-  CHECK_THAT(refusal(image(R"({"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})",
-                           std::string(2, '\0'))),
+  CHECK_THAT(safetensors_refusal(image(R"({"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})",
+                                       std::string(2, '\0'))),
              Contains("tensor 'a': shape [3] of F4 is 12 bits, not a whole number of bytes"));
   CHECK_THAT(
-      refusal(
+      safetensors_refusal(
           image(R"({"a":{"dtype":"I64","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0'))),
       Contains(
           "shape [2] of I64 needs more than the file's bytes, but data_offsets [0, 8] hold 8"));
@@ -243,20 +248,22 @@ TEST_CASE("safetensors F64 is rounded to float32, F8_E4M3 and F8_E5M2 widened ex
 TEST_CASE("safetensors headers that are not what the format says are refused", "[safetensors]") {
   const std::string data = floats({1, 2});
   const std::string entry = R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
-  CHECK_THAT(refusal(image(R"({"a":)" + entry + R"(,"a":)" + entry + "}", data)),
+  CHECK_THAT(safetensors_refusal(image(R"({"a":)" + entry + R"(,"a":)" + entry + "}", data)),
              Contains("twice"));
-  CHECK_THAT(refusal(image("[1,2]", data)), Contains("header is an array, not a JSON object"));
-  CHECK_THAT(refusal(image("{\"a\":", data)), Contains("header: "));
-  CHECK_THAT(refusal(image(R"({"a":{"dtype":"F32","shape":[2]}})", data)),
-             Contains("tensor 'a': no data_offsets"));
-  CHECK_THAT(
-      refusal(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", data)),
-      Contains("tensor 'a': unknown field 'x'"));
-  CHECK_THAT(refusal(image(R"({"__metadata__":{"k":1},"a":)" + entry + "}", data)),
-             Contains("__metadata__ 'k' is an unsigned integer, not a string"));
-  CHECK_THAT(refusal(image(std::string(20, '[') + std::string(20, ']'), data)),
+  CHECK_THAT(safetensors_refusal(image("[1,2]", data)),
              Contains("header is an array, not a JSON object"));
-  CHECK_THAT(refusal(image("{\"a\":" + std::string(20, '[') + std::string(20, ']') + "}", data)),
+  CHECK_THAT(safetensors_refusal(image("{\"a\":", data)), Contains("header: "));
+  CHECK_THAT(safetensors_refusal(image(R"({"a":{"dtype":"F32","shape":[2]}})", data)),
+             Contains("tensor 'a': no data_offsets"));
+  CHECK_THAT(safetensors_refusal(
+                 image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", data)),
+             Contains("tensor 'a': unknown field 'x'"));
+  CHECK_THAT(safetensors_refusal(image(R"({"__metadata__":{"k":1},"a":)" + entry + "}", data)),
+             Contains("__metadata__ 'k' is an unsigned integer, not a string"));
+  CHECK_THAT(safetensors_refusal(image(std::string(20, '[') + std::string(20, ']'), data)),
+             Contains("header is an array, not a JSON object"));
+  CHECK_THAT(safetensors_refusal(
+                 image("{\"a\":" + std::string(20, '[') + std::string(20, ']') + "}", data)),
              Contains("deeper than"));
   // spaces after the JSON, as the format allows for alignment
   CHECK_NOTHROW(interop::SafetensorsReader::from_bytes(image(R"({"a":)" + entry + "}    ", data),

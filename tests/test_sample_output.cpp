@@ -16,8 +16,8 @@ namespace {
 
 // Everything a writer wrote to a file, after `feed` ran on it.
 template <typename Feed>
-std::string written(int64_t samples, std::vector<std::string> stops, bool escape,
-                    const std::string& prompt, Feed feed) {
+std::string sample_written(int64_t samples, std::vector<std::string> stops, bool escape,
+                           const std::string& prompt, Feed feed) {
   ag_test::TempDir dir;
   const std::string path = dir.file("out.txt");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -43,12 +43,12 @@ TEST_CASE("a character split over tokens is written whole and escaped as a whole
                                         "a",   "\xF0\x9F", "\x98",  "\x80",     "\xE2\x80"};
   std::string whole = "p";
   for (const auto& t : tokens) whole += t;
-  const std::string escaped = written(1, {}, true, "p", [&](cli::SampleWriter& out) {
+  const std::string escaped = sample_written(1, {}, true, "p", [&](cli::SampleWriter& out) {
     for (const auto& t : tokens) out.add(0, t);
   });
   CHECK(escaped == base::printable(whole, true) + "\n");
   CHECK(escaped.find("\\x1b[31m") != std::string::npos);
-  const std::string raw = written(1, {}, false, "p", [&](cli::SampleWriter& out) {
+  const std::string raw = sample_written(1, {}, false, "p", [&](cli::SampleWriter& out) {
     for (const auto& t : tokens) out.add(0, t);
   });
   CHECK(raw == whole + "\n");
@@ -56,13 +56,13 @@ TEST_CASE("a character split over tokens is written whole and escaped as a whole
 
 TEST_CASE("a stop text ends a sample even when it spans tokens", "[sample]") {
   std::vector<bool> accepted;
-  const std::string out = written(1, {"o w", "zz"}, false, ">", [&](cli::SampleWriter& w) {
+  const std::string out = sample_written(1, {"o w", "zz"}, false, ">", [&](cli::SampleWriter& w) {
     for (const char* t : {"hel", "lo w", "orld"}) accepted.push_back(w.add(0, t));
   });
   CHECK(out == ">hell\n");
   CHECK(accepted == std::vector<bool>{true, false, false});
   // a prefix of a stop text that goes another way is written after all
-  CHECK(written(1, {"lo!"}, false, "", [](cli::SampleWriter& w) {
+  CHECK(sample_written(1, {"lo!"}, false, "", [](cli::SampleWriter& w) {
           w.add(0, "hel");
           w.add(0, "lo");
           w.add(0, " x");
@@ -71,7 +71,7 @@ TEST_CASE("a stop text ends a sample even when it spans tokens", "[sample]") {
 
 TEST_CASE("samples are written in order and whole whatever order their tokens come in",
           "[sample]") {
-  const std::string out = written(3, {"."}, false, "P:", [](cli::SampleWriter& w) {
+  const std::string out = sample_written(3, {"."}, false, "P:", [](cli::SampleWriter& w) {
     w.add(1, "b1 ");
     w.add(2, "c1 ");
     w.add(0, "a1 ");
@@ -100,7 +100,7 @@ TEST_CASE("a failed write ends every sample and says why", "[sample]") {
 TEST_CASE("a sample the generator ends is written whole and the next goes on live", "[sample]") {
   // sample 0 ends at its end-of-text token (end_sample) while a stop text may still begin
   // in what it holds: that is written, then sample 1's kept text and the rest of it
-  const std::string out = written(2, {"##"}, false, "", [&](cli::SampleWriter& w) {
+  const std::string out = sample_written(2, {"##"}, false, "", [&](cli::SampleWriter& w) {
     CHECK(w.add(0, "ab#"));
     CHECK(w.add(1, "cd"));
     w.end_sample(0);

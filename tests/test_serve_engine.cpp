@@ -14,7 +14,7 @@
 namespace {
 
 // the serve tests' model: its weights stay in the caches
-nn::GPTConfig small_config() {
+nn::GPTConfig engine_small_config() {
   return ag_test::gpt_config(40, 16, 32, 2, 2, 0.0);
 }
 
@@ -57,7 +57,7 @@ std::map<std::pair<int, int64_t>, std::vector<int64_t>> decode(const nn::GPT& mo
 }  // namespace
 
 TEST_CASE("choices on a decoder a thread get the tokens one decoder gives them", "[serve]") {
-  const nn::GPT model(small_config(), 7);
+  const nn::GPT model(engine_small_config(), 7);
   nn::InferenceScope inference;
   // the model's weights stay in the caches: one decoder a thread unless told otherwise
   CHECK(serve::Engine::decoders(model.config(), {.slots = 8, .threads = 2}) == 2);
@@ -76,7 +76,7 @@ TEST_CASE("choices on a decoder a thread get the tokens one decoder gives them",
 }
 
 TEST_CASE("decoders made from one decoder's weights share its copies", "[serve]") {
-  const nn::GPT model(small_config(), 7);
+  const nn::GPT model(engine_small_config(), 7);
   const nn::GPTConfig& cfg = model.config();
   const int64_t copies = nn::CachedInference::weight_copy_bytes(cfg, nn::WeightFormat::fp32);
   REQUIRE(copies > 0);  // a small model's panels

@@ -11,14 +11,16 @@ using serve::Endpoint;
 
 namespace {
 
-serve::GenerationRequest parse(const std::string& body, Endpoint e = Endpoint::completions) {
+serve::GenerationRequest request_parse(const std::string& body,
+                                       Endpoint e = Endpoint::completions) {
   return serve::parse_request(body, e, serve::RequestLimits{});
 }
 
 // The refusal of a body: its status and the parameter it names.
-std::pair<int, std::string> refusal(const std::string& body, Endpoint e = Endpoint::completions) {
+std::pair<int, std::string> request_refusal(const std::string& body,
+                                            Endpoint e = Endpoint::completions) {
   try {
-    parse(body, e);
+    request_parse(body, e);
   } catch (const serve::ApiError& error) {
     return {error.status, error.param};
   }
@@ -28,7 +30,8 @@ std::pair<int, std::string> refusal(const std::string& body, Endpoint e = Endpoi
 }  // namespace
 
 TEST_CASE("a completions request is read field by field", "[serve]") {
-  const auto r = parse(R"({"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0,
+  const auto r =
+      request_parse(R"({"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0,
       "top_p": 0.5, "top_k": 3, "stop": "\n", "seed": 42, "n": 2, "stream": true,
       "stream_options": {"include_usage": true}, "logprobs": 2, "echo": true})");
   CHECK(r.model == "m");
@@ -44,7 +47,7 @@ TEST_CASE("a completions request is read field by field", "[serve]") {
   CHECK(r.include_usage);
   CHECK(r.logprobs == 2);
   CHECK(r.echo);
-  const auto defaults = parse(R"({"prompt": ["one"]})");
+  const auto defaults = request_parse(R"({"prompt": ["one"]})");
   CHECK(defaults.prompt == "one");
   CHECK_FALSE(defaults.max_tokens);
   CHECK(defaults.temperature == 1.0);
@@ -53,10 +56,10 @@ TEST_CASE("a completions request is read field by field", "[serve]") {
 }
 
 TEST_CASE("a chat request's messages are read with their roles and text parts", "[serve]") {
-  const auto r = parse(R"({"messages": [{"role": "developer", "content": "Be brief."},
+  const auto r = request_parse(R"({"messages": [{"role": "developer", "content": "Be brief."},
       {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]},
       {"role": "assistant", "content": null}], "max_completion_tokens": 9, "top_k": -1})",
-                       Endpoint::chat);
+                               Endpoint::chat);
   REQUIRE(r.messages.size() == 3);
   CHECK(r.messages[0].role == data::ChatRole::system);
   CHECK(r.messages[1].content == "Hi there");
@@ -67,7 +70,8 @@ TEST_CASE("a chat request's messages are read with their roles and text parts", 
 }
 
 TEST_CASE("unknown fields are ignored, as OpenAI ignores them", "[serve]") {
-  const auto r = parse(R"({"prompt": "a", "user": "x", "metadata": {"k": [1, 2, {"v": null}]},
+  const auto r =
+      request_parse(R"({"prompt": "a", "user": "x", "metadata": {"k": [1, 2, {"v": null}]},
       "presence_penalty": 0, "logit_bias": {}, "n": null})");
   CHECK(r.prompt == "a");
   CHECK(r.n == 1);
@@ -75,38 +79,40 @@ TEST_CASE("unknown fields are ignored, as OpenAI ignores them", "[serve]") {
 
 TEST_CASE("hostile bodies are refused with a 400 naming the field", "[serve]") {
   using P = std::pair<int, std::string>;
-  CHECK(refusal("{\"prompt\": ") == P{400, ""});                              // malformed JSON
-  CHECK(refusal("[1, 2]") == P{400, ""});                                     // not an object
-  CHECK(refusal(R"({"prompt": "a", "prompt": "b"})") == P{400, ""});          // a key twice
-  CHECK(refusal(std::string(50, '[') + std::string(50, ']')) == P{400, ""});  // too deep
-  CHECK(refusal(R"({})") == P{400, "prompt"});
-  CHECK(refusal(R"({"prompt": [1, 2]})") == P{400, "prompt"});
-  CHECK(refusal(R"({"prompt": "a", "temperature": -0.5})") == P{400, "temperature"});
+  CHECK(request_refusal("{\"prompt\": ") == P{400, ""});                      // malformed JSON
+  CHECK(request_refusal("[1, 2]") == P{400, ""});                             // not an object
+  CHECK(request_refusal(R"({"prompt": "a", "prompt": "b"})") == P{400, ""});  // a key twice
+  CHECK(request_refusal(std::string(50, '[') + std::string(50, ']')) == P{400, ""});  // too deep
+  CHECK(request_refusal(R"({})") == P{400, "prompt"});
+  CHECK(request_refusal(R"({"prompt": [1, 2]})") == P{400, "prompt"});
+  CHECK(request_refusal(R"({"prompt": "a", "temperature": -0.5})") == P{400, "temperature"});
   // a number past double's range: not JSON base/json.h takes
-  CHECK(refusal(R"({"prompt": "a", "temperature": 1e400})").first == 400);
-  CHECK(refusal(R"({"prompt": "a", "temperature": "hot"})") == P{400, "temperature"});
-  CHECK(refusal(R"({"prompt": "a", "top_p": 0})") == P{400, "top_p"});
-  CHECK(refusal(R"({"prompt": "a", "max_tokens": 0})") == P{400, "max_tokens"});
-  CHECK(refusal(R"({"prompt": "a", "max_tokens": 1e30})") == P{400, "max_tokens"});
-  CHECK(refusal(R"({"prompt": "a", "max_tokens": 18446744073709551616})") == P{400, "max_tokens"});
-  CHECK(refusal(R"({"prompt": "a", "max_tokens": 2.5})") == P{400, "max_tokens"});
-  CHECK(refusal(R"({"prompt": "a", "max_tokens": 5000})") == P{400, "max_tokens"});
-  CHECK(refusal(R"({"prompt": "a", "n": 9})") == P{400, "n"});
-  CHECK(refusal(R"({"prompt": "a", "stop": ["1", "2", "3", "4", "5"]})") == P{400, "stop"});
-  CHECK(refusal(R"({"prompt": "a", "stop": [""]})") == P{400, "stop"});
-  CHECK(refusal(R"({"prompt": "a", "logprobs": 6})") == P{400, "logprobs"});
-  CHECK(refusal(R"({"prompt": "a", "stream": "yes"})") == P{400, "stream"});
-  CHECK(refusal(R"({"prompt": "a", "frequency_penalty": 0.5})") == P{400, "frequency_penalty"});
-  CHECK(refusal(R"({"prompt": "a", "logit_bias": {"1": 5}})") == P{400, "logit_bias"});
-  CHECK(refusal(R"({"messages": []})", Endpoint::chat) == P{400, "messages"});
-  CHECK(refusal(R"({"messages": [{"role": "tool", "content": "x"}]})", Endpoint::chat) ==
+  CHECK(request_refusal(R"({"prompt": "a", "temperature": 1e400})").first == 400);
+  CHECK(request_refusal(R"({"prompt": "a", "temperature": "hot"})") == P{400, "temperature"});
+  CHECK(request_refusal(R"({"prompt": "a", "top_p": 0})") == P{400, "top_p"});
+  CHECK(request_refusal(R"({"prompt": "a", "max_tokens": 0})") == P{400, "max_tokens"});
+  CHECK(request_refusal(R"({"prompt": "a", "max_tokens": 1e30})") == P{400, "max_tokens"});
+  CHECK(request_refusal(R"({"prompt": "a", "max_tokens": 18446744073709551616})") ==
+        P{400, "max_tokens"});
+  CHECK(request_refusal(R"({"prompt": "a", "max_tokens": 2.5})") == P{400, "max_tokens"});
+  CHECK(request_refusal(R"({"prompt": "a", "max_tokens": 5000})") == P{400, "max_tokens"});
+  CHECK(request_refusal(R"({"prompt": "a", "n": 9})") == P{400, "n"});
+  CHECK(request_refusal(R"({"prompt": "a", "stop": ["1", "2", "3", "4", "5"]})") == P{400, "stop"});
+  CHECK(request_refusal(R"({"prompt": "a", "stop": [""]})") == P{400, "stop"});
+  CHECK(request_refusal(R"({"prompt": "a", "logprobs": 6})") == P{400, "logprobs"});
+  CHECK(request_refusal(R"({"prompt": "a", "stream": "yes"})") == P{400, "stream"});
+  CHECK(request_refusal(R"({"prompt": "a", "frequency_penalty": 0.5})") ==
+        P{400, "frequency_penalty"});
+  CHECK(request_refusal(R"({"prompt": "a", "logit_bias": {"1": 5}})") == P{400, "logit_bias"});
+  CHECK(request_refusal(R"({"messages": []})", Endpoint::chat) == P{400, "messages"});
+  CHECK(request_refusal(R"({"messages": [{"role": "tool", "content": "x"}]})", Endpoint::chat) ==
         P{400, "messages[0].role"});
-  CHECK(refusal(R"({"messages": [{"role": "user"}]})", Endpoint::chat) ==
+  CHECK(request_refusal(R"({"messages": [{"role": "user"}]})", Endpoint::chat) ==
         P{400, "messages[0].content"});
-  CHECK(refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
-                Endpoint::chat) == P{400, "messages[0].content"});
-  CHECK(refusal(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
-                Endpoint::chat) == P{400, "logprobs"});
+  CHECK(request_refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                        Endpoint::chat) == P{400, "messages[0].content"});
+  CHECK(request_refusal(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
+                        Endpoint::chat) == P{400, "logprobs"});
 }
 
 TEST_CASE("an error body has OpenAI's shape", "[serve]") {
@@ -136,11 +142,12 @@ TEST_CASE("a choice's text holds back a possible stop text and split characters"
 TEST_CASE("a streamed chat answer is the role, the deltas, the finish, the usage and DONE",
           "[serve]") {
   const data::ByteTokenizer tokenizer;
-  serve::Prepared p{parse(R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+  serve::Prepared p{
+      request_parse(R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
       "stream_options": {"include_usage": true}})",
-                          Endpoint::chat),
-                    {1, 2, 3},
-                    8};
+                    Endpoint::chat),
+      {1, 2, 3},
+      8};
   serve::Answer answer(p, tokenizer, "chatcmpl-1", "m", 5);
   CHECK(answer.opening().find(R"("delta":{"content":"","role":"assistant"})") != std::string::npos);
   CHECK(answer.take(serve::TokenEvent::token(0, 'h')).find(R"("delta":{"content":"h"})") !=
@@ -164,7 +171,7 @@ TEST_CASE("a streamed token's chunk is the JSON of its fields byte for byte", "[
     const std::string body = chat ? R"({"messages": [{"role": "user", "content": "x"}],
                                         "stream": true, "n": 2})"
                                   : R"({"prompt": "x", "stream": true, "n": 2})";
-    serve::Prepared p{parse(body, endpoint), {1}, 300};
+    serve::Prepared p{request_parse(body, endpoint), {1}, 300};
     serve::Answer answer(p, tokenizer, "id-\"7\"", "m\\x\n", 5);
     auto expected = [&](const std::string& text) {
       json choice = {{"index", 1}, {"finish_reason", nullptr}};
@@ -191,7 +198,7 @@ TEST_CASE("a streamed token's chunk is the JSON of its fields byte for byte", "[
 
 TEST_CASE("a completion's logprobs name each token, its alternatives and its offset", "[serve]") {
   const data::ByteTokenizer tokenizer;
-  serve::Prepared p{parse(R"({"prompt": "ab", "logprobs": 1, "echo": true})"), {97, 98}, 4};
+  serve::Prepared p{request_parse(R"({"prompt": "ab", "logprobs": 1, "echo": true})"), {97, 98}, 4};
   serve::Answer answer(p, tokenizer, "cmpl-1", "m", 5);
   serve::TokenEvent e = serve::TokenEvent::token(0, 'c');
   e.logprob = -0.25;

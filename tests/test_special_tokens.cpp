@@ -25,7 +25,7 @@ std::vector<float> row_mean(const ag::Tensor& t) {
 }
 
 // Row r of a [rows, width] tensor.
-std::vector<float> row(const ag::Tensor& t, int64_t r) {
+std::vector<float> special_row(const ag::Tensor& t, int64_t r) {
   const std::vector<double> v = t.to_vector();
   const int64_t width = t.numel() / t.size(0);
   return {v.begin() + r * width, v.begin() + (r + 1) * width};
@@ -74,8 +74,8 @@ TEST_CASE(
       }
       REQUIRE(now.size(0) == 13);
       REQUIRE(was.size(0) == 11);
-      for (int64_t r = 0; r < 11; ++r) CHECK(row(now, r) == row(was, r));
-      for (int64_t r = 11; r < 13; ++r) CHECK(row(now, r) == row_mean(was));
+      for (int64_t r = 0; r < 11; ++r) CHECK(special_row(now, r) == special_row(was, r));
+      for (int64_t r = 11; r < 13; ++r) CHECK(special_row(now, r) == row_mean(was));
     }
   }
 }
