@@ -93,7 +93,7 @@ double dropout_of(const HfConfigKeys& k, std::vector<std::string>& notes) {
   return resid;
 }
 
-// The keys of config.json attograd reads (check_architecture's and the config's); the rest are
+// The keys of config.json attograd reads (check_gpt2_architecture's and the config's); the rest are
 // skipped as they are read, never stored.
 const std::set<std::string>& gpt2_config_keys_read() {
   static const std::set<std::string> keys = {"model_type",
