@@ -16,7 +16,9 @@ cmake/unity_build.cmake:
     either file can bind to the other's, silently;
   - a using-directive at namespace scope in a source file (`using namespace x;`): it
     reaches the files after it, where x's names join every lookup (std's literal
-    namespaces excepted: they only add literal suffixes);
+    namespaces excepted: they only add literal suffixes; and a directive inside the file's
+    own namespace, one named after the file that no other file opens, reaches nothing
+    else: test_fused_attention.cpp's fused_attention_test);
   - a macro #defined in a source file whose name another file of the target uses.
 
 Needs universal-ctags. Standard library only.
@@ -82,7 +84,11 @@ def text_findings(files):
     for path, text in texts.items():
         # the named namespaces open at each line, by clang-format's closing comments
         enclosing = []
-        own = opened[path] - set().union(*(v for f, v in opened.items() if f != path))
+        # a namespace named after this file (test_fused_attention.cpp: fused_attention_test)
+        # and opened by no other file is its own
+        stem = Path(path).stem.removeprefix("test_")
+        own = {n for n in opened[path] if stem in n.split("::")[-1]}
+        own -= set().union(*(v for f, v in opened.items() if f != path))
         for number, line in enumerate(text.splitlines(), 1):
             entered = re.match(r"namespace (\S*) ?\{", line)
             if entered:
@@ -91,7 +97,7 @@ def text_findings(files):
                 enclosing.pop()
             # at namespace scope a directive starts its line (clang-format indents the ones
             # inside functions, which reach nothing else)
-            # (inside a namespace that only this file opens, it reaches no other file)
+            # (inside the file's own namespace it reaches no other file)
             if (line.startswith("using namespace") and not HARMLESS_DIRECTIVES.match(line) and
                     not own.intersection(enclosing)):
                 yield f"{path}:{number}: a using-directive at namespace scope reaches the files after it"
