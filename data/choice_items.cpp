@@ -21,8 +21,8 @@ struct Where {
   [[noreturn]] void fail(const std::string& what) const {
     throw DataError(fmt::format("{}: line {}: {}", name, line, what));
   }
-  [[noreturn]] void fail(std::string_view item_field, const std::string& what) const {
-    fail(fmt::format("'{}' {}", item_field, what));
+  [[noreturn]] void fail(std::string_view field, const std::string& what) const {
+    fail(fmt::format("'{}' {}", field, what));
   }
 };
 
