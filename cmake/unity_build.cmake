@@ -13,6 +13,8 @@ set(ATTOGRAD_UNITY_TARGETS base nn data optim io train interop report serve cli 
 
 if(ATTOGRAD_UNITY)
   foreach(target ${ATTOGRAD_UNITY_TARGETS})
-    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+    if(TARGET ${target})  # the tests' only when they are built (ATTOGRAD_TESTS)
+      set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+    endif()
   endforeach()
 endif()
