@@ -1,8 +1,8 @@
 #pragma once
 // Sixteen floats as one value, for the decoder's kernels (inference_kernels.cpp,
-// block_gemv.cpp): one AVX-512 register (two AVX2 ones), loaded and stored through memcpy
-// (no alignment asked), and summed in lane order, so that a sum's bits do not depend on
-// the instructions the compiler picks.
+// block_gemv.cpp, panel_gemv.cpp): one AVX-512 register (two AVX2 ones), loaded and
+// stored through memcpy (no alignment asked), and summed in lane order, so that a sum's
+// bits do not depend on the instructions the compiler picks.
 #include <cstdint>
 #include <cstring>
 
