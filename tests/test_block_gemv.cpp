@@ -97,7 +97,7 @@ double rounding_bound(const float* x, const uint8_t* row, int64_t in) {
   return bound + 1e-5 * magnitude;
 }
 
-bool same_bits(float a, float b) {
+bool same_float_bits(float a, float b) {
   if (std::isnan(a)) return std::isnan(b);  // (a NaN's payload follows the operands' order)
   return std::memcmp(&a, &b, 4) == 0;
 }
@@ -137,7 +137,7 @@ void check_linear(const std::vector<float>& x, int64_t rows, int64_t in, nn::inf
           const float want = accumulate ? 0.25f + v : v;
           INFO("in " << in << " out " << out << " row " << r << " output " << o << ": "
                      << y[r * out + o] << " want " << want);
-          REQUIRE(same_bits(y[r * out + o], want));
+          REQUIRE(same_float_bits(y[r * out + o], want));
         }
     }
 }
@@ -175,8 +175,8 @@ TEST_CASE("the Q8_0 GEMV is its documented order, bit for bit, in any group of r
       check_linear(x, rows, in, W, out, gen, dot);
       for (int64_t r = 0; in >= 64 && r < rows; ++r)
         for (int64_t o = 0; o < out; ++o) {
-          differ_in_plain_order +=
-              !same_bits(plain_q8_0(x.data() + r * in, w.data() + o * row_bytes, in), dot(r, o));
+          differ_in_plain_order += !same_float_bits(
+              plain_q8_0(x.data() + r * in, w.data() + o * row_bytes, in), dot(r, o));
           ++checked;
         }
     }
@@ -215,7 +215,7 @@ TEST_CASE("the Q8_0-by-Q8_0 GEMV is llama.cpp's rounding of x in its documented 
         // near the float32 activations' sum, and not it: x was rounded
         const float exact = documented_q8_0(x.data(), row, in);
         CHECK(std::fabs(dot(0, o) - exact) <= rounding_bound(x.data(), row, in));
-        rounded_differently += !same_bits(dot(0, o), exact);
+        rounded_differently += !same_float_bits(dot(0, o), exact);
         ++checked;
       }
     }

@@ -12,8 +12,9 @@ redefinitions. Three are not, and this finds them among the sources of each targ
 cmake/unity_build.cmake:
 
   - a function local to one file (in an anonymous namespace, or static) whose name is a
-    function of another file: with other parameters it is an overload, and a call in
-    either file can bind to the other's, silently;
+    function of another file, or one another file brings in with a using-declaration
+    (`using ns::name;`): with other parameters it is an overload, and a call in either
+    file can bind to the other's, silently;
   - a using-directive at namespace scope in a source file (`using namespace x;`): it
     reaches the files after it, where x's names join every lookup (std's literal
     namespaces excepted: they only add literal suffixes; and a directive inside the file's
@@ -71,11 +72,18 @@ def overload_findings(files):
         anywhere[t["name"]].add(t["path"])
         if scope.split("::")[-1].startswith("__anon") or t.get("file"):
             local[t["name"]].add(t["path"])
+    # names a file brings into its namespace with a using-declaration (using ns::name;),
+    # which a local function of that name would join in the files after it
+    for path in files:
+        text = (ROOT / path).read_text()
+        for name in re.findall(r"^using [\w:]+::(\w+);", text, re.M):
+            anywhere[name].add(path)
     for name, paths in sorted(local.items()):
         for path in sorted(paths):
             others = sorted(anywhere[name] - {path})
             if others:
-                yield f"{path}: '{name}', local to it, is also a function of {', '.join(others)}"
+                yield (f"{path}: '{name}', local to it, is also a function of, or brought in "
+                       f"by, {', '.join(others)}")
 
 
 def text_findings(files):

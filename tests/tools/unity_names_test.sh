@@ -38,11 +38,15 @@ check local_overloads_exported 1 'namespace lib {
 namespace {
 int helper(int x) { return x; }
 }  // namespace
-}  // namespace lib' "$exported" "lib/a.cpp: 'helper', local to it, is also a function of lib/b.cpp"
+}  // namespace lib' "$exported" "lib/a.cpp: 'helper', local to it, is also a function of, or brought in by, lib/b.cpp"
 check static_overloads_local 1 'static int helper(int x) { return x; }' \
   'namespace {
 long helper(long x) { return x; }
 }  // namespace' "'helper', local to it"
+check using_declaration 1 'namespace {
+bool same(float a, float b) { return a == b; }
+}  // namespace' 'using support::same;
+bool b() { return same(1, 2); }' "'same', local to it, is also a function of, or brought in by, lib/b.cpp"
 check directive 1 'namespace lib {
 using namespace std;
 }  // namespace lib' 'int b() { return 0; }' "lib/a.cpp:2: a using-directive"
