@@ -51,7 +51,8 @@ def sources(target):
         made = re.search(rf"add_(?:library|executable)\({target}\b([^)]*)\)", lists.read_text())
         if made:
             folder = lists.parent.relative_to(ROOT)
-            return [str(folder / f) for f in made.group(1).split() if f.endswith(".cpp") and "$" not in f]
+            listed = made.group(1).split()  # (a generated source, ${...}, is not ours)
+            return [str(folder / f) for f in listed if f.endswith(".cpp") and "$" not in f]
     sys.exit(f"check_unity_names.py: no add_library({target} ...) in any */CMakeLists.txt")
 
 
@@ -62,9 +63,9 @@ def tags(files):
     return [t for t in map(json.loads, out.splitlines()) if t.get("_type") == "tag"]
 
 
-def overload_findings(files):
+def overload_findings(texts):
     local, anywhere = collections.defaultdict(set), collections.defaultdict(set)
-    for t in tags(files):
+    for t in tags(list(texts)):
         scope = t.get("scope", "")
         at_namespace = not scope or t.get("scopeKind") == "namespace"
         if t["kind"] != "function" or not at_namespace:
@@ -74,8 +75,7 @@ def overload_findings(files):
             local[t["name"]].add(t["path"])
     # names a file brings into its namespace with a using-declaration (using ns::name;),
     # which a local function of that name would join in the files after it
-    for path in files:
-        text = (ROOT / path).read_text()
+    for path, text in texts.items():
         for name in re.findall(r"^using [\w:]+::(\w+);", text, re.M):
             anywhere[name].add(path)
     for name, paths in sorted(local.items()):
@@ -86,8 +86,7 @@ def overload_findings(files):
                        f"by, {', '.join(others)}")
 
 
-def text_findings(files):
-    texts = {f: (ROOT / f).read_text() for f in files}
+def text_findings(texts):
     opened = {f: set(re.findall(r"^namespace (\S+) \{", t, re.M)) for f, t in texts.items()}
     for path, text in texts.items():
         # the named namespaces open at each line, by clang-format's closing comments
@@ -104,8 +103,8 @@ def text_findings(files):
             elif re.match(r"\}  // namespace", line) and enclosing:
                 enclosing.pop()
             # at namespace scope a directive starts its line (clang-format indents the ones
-            # inside functions, which reach nothing else)
-            # (inside the file's own namespace it reaches no other file)
+            # inside functions, which reach nothing else); in the file's own namespace it
+            # reaches no other file
             if (line.startswith("using namespace") and not HARMLESS_DIRECTIVES.match(line) and
                     not own.intersection(enclosing)):
                 yield f"{path}:{number}: a using-directive at namespace scope reaches the files after it"
@@ -123,9 +122,9 @@ def text_findings(files):
 def main():
     findings = []
     for target in unity_targets():
-        files = sources(target)
-        findings += overload_findings(files)
-        findings += text_findings(files)
+        texts = {f: (ROOT / f).read_text() for f in sources(target)}
+        findings += overload_findings(texts)
+        findings += text_findings(texts)
     for f in findings:
         print(f, flush=True)
     if findings:
