@@ -14,6 +14,13 @@
 
 namespace ag::detail {
 
+// Each translation unit keeps its own copies (an unnamed namespace): a program's inline
+// functions are otherwise one copy, the linker's pick among the units that emitted one, and
+// the tests compile at -O1, where GCC fuses no multiply-add. A test unit's copy of
+// exp_fast then ran inside the library's kernels, and swiglu's gradient stopped matching
+// silu's then mul's by a bit.
+namespace {
+
 inline float exp_fast(float x) {
   const float lo = -87.336544f, hi = 88.72283f;
   // NaN is clamped too (to lo), so the int conversion below never sees a NaN
@@ -138,5 +145,7 @@ inline void silu_and_derivative(T x, T& value, T& derivative) {
   value = x / d;
   derivative = sig * (T(1) + x * (T(1) - sig));
 }
+
+}  // namespace
 
 }  // namespace ag::detail
