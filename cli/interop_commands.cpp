@@ -13,6 +13,7 @@
 #include "interop/adapter_formats.h"
 #include "interop/formats.h"
 #include "interop/hub_cache.h"
+#include "interop/safetensors_shards.h"
 #include "io/checkpoint.h"
 #include "train/config.h"
 #include "train/model_loading.h"
@@ -87,6 +88,16 @@ ExportDtype parse_dtype(const std::string& s) {
   if (l && l->quantize) return {interop::StoredType::f32, l};
   throw UsageError(fmt::format("--dtype must be f32, bf16, f16 or (gguf) one of {}, got '{}'",
                                fmt::join(written_block_formats(), ", "), base::printable(s)));
+}
+
+// --max-shard-size, when given (interop/safetensors_shards.h).
+std::optional<uint64_t> parse_max_shard_size(bool given, const std::string& text) {
+  if (!given) return std::nullopt;
+  try {
+    return interop::parse_shard_size(text, "--max-shard-size");
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
 }
 
 // --context N: a RoPE model's context cut to N (a Llama 3's 131072 positions would make every
@@ -213,7 +224,7 @@ int import_command(const Args& args) {
 
 int export_command(const Args& args) {
   return guarded_interop("export", [&] {
-    std::string path, format, out, dtype;
+    std::string path, format, out, dtype, shard_size;
     bool overwrite = false;
     po::options_description desc("export options");
     auto add = desc.add_options();
@@ -229,15 +240,23 @@ int export_command(const Args& args) {
     add("dtype", po::value(&dtype)->default_value("f32"),
         "f32, bf16 or f16 (f16: hf and gguf), or for gguf ggml's quantised blocks: q8_0, q4_0, "
         "q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (docs/quantization.md)");
+    add("max-shard-size", po::value(&shard_size),
+        "hf: the largest weights file, as save_pretrained's max_shard_size (5GB, 500MB, 2GiB or "
+        "bytes; default 5GB): past it, model-00001-of-0000N.safetensors and "
+        "model.safetensors.index.json");
     add_overwrite_option(desc, overwrite);
     const auto vm = parse_with(args, desc, "checkpoint",
                                "attograd export CHECKPOINT.h5 --format hf|gguf|llmc|peft|gguf-lora "
-                               "--out PATH [--dtype f32|bf16|f16|q8_0|q4_k|...] [--overwrite]");
+                               "--out PATH [--dtype f32|bf16|f16|q8_0|q4_k|...] "
+                               "[--max-shard-size 5GB] [--overwrite]");
     if (!vm) return 0;
     const ExportDtype type = parse_dtype(dtype);
+    const auto max_shard = parse_max_shard_size(vm->count("max-shard-size"), shard_size);
     require_file(path, "checkpoint");
-    if (interop::is_adapter_format(format))
+    if (interop::is_adapter_format(format)) {
+      if (max_shard) throw UsageError("--max-shard-size applies to --format hf");
       return export_adapter(path, format, out, type, overwrite);
+    }
     const bool folder = interop::export_writes_folder(format);
     const auto claim = claim_outputs(
         {{"--out", out, folder ? io::OutputKind::folder : io::OutputKind::model_file}},
@@ -251,7 +270,11 @@ int export_command(const Args& args) {
     const auto claim_beside = claim_outputs(
         {{"the file beside --out", beside.path, io::OutputKind::model_file, "--out folder"}},
         {{"--checkpoint", path}}, {.overwrite = overwrite});
-    interop::export_model(model, format, out, type.floats, overwrite, type.blocks);
+    interop::export_model(model, format, out,
+                          {.dtype = type.floats,
+                           .blocks = type.blocks,
+                           .max_shard_bytes = max_shard,
+                           .replace = overwrite});
     fmt::print("exported {} as {} ({}) to {}{}\n", base::printable(path), format, dtype,
                base::printable(out),
                beside.path.empty() ? "" : " and " + base::printable(beside.path));

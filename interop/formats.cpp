@@ -18,6 +18,7 @@
 #include "interop/input_bytes.h"
 #include "interop/llmc.h"
 #include "interop/llmc_tokenizer.h"
+#include "interop/safetensors_shards.h"
 #include "interop/tokenizer_files.h"
 #include "io/tokenizer_section.h"
 #include "train/config.h"
@@ -71,9 +72,10 @@ ModelFiles read_hf(const std::string& path, const std::string& tokenizer_folder)
   return read_hf_gpt2(path, tokenizer_folder);
 }
 
-void write_hf(const ModelFiles& model, const std::string& out, StoredType dtype) {
-  if (has_llama_layout(model.config)) return write_hf_llama(model, out, dtype);
-  write_hf_gpt2(model, out, dtype);
+void write_hf(const ModelFiles& model, const std::string& out, const ExportOptions& o) {
+  const uint64_t shard = o.max_shard_bytes.value_or(kDefaultMaxShardBytes);
+  if (has_llama_layout(model.config)) return write_hf_llama(model, out, o.dtype, shard);
+  write_hf_gpt2(model, out, o.dtype, shard);
 }
 
 // What the hf writers would refuse of a model the Llama family or F16 cannot hold, named by
@@ -96,8 +98,8 @@ ag::Precision precision_of(StoredType dtype, const std::string& format, const st
 
 // The model, then GPT-2's tokenizer as llm.c reads it beside (llmc_tokenizer.h), when the
 // model has that tokenizer.
-void write_llmc_file(const ModelFiles& model, const std::string& out, StoredType dtype) {
-  write_llmc(model, out, precision_of(dtype, "llmc", out));
+void write_llmc_file(const ModelFiles& model, const std::string& out, const ExportOptions& o) {
+  write_llmc(model, out, precision_of(o.dtype, "llmc", out));
   write_llmc_tokenizer_beside(model, out);
 }
 
@@ -124,8 +126,8 @@ void check_gguf(const ModelFiles& model, const std::string& out, StoredType dtyp
   if (dtype == StoredType::f16) check_f16_range(model, out);
 }
 
-void write_gguf_file(const ModelFiles& model, const std::string& out, StoredType dtype) {
-  write_gguf(model, out, dtype);
+void write_gguf_file(const ModelFiles& model, const std::string& out, const ExportOptions& o) {
+  write_gguf(model, out, o.dtype);
 }
 
 void write_gguf_blocks(const ModelFiles& model, const std::string& out,
@@ -151,7 +153,7 @@ struct Format {
   bool (*recognise)(std::string_view head);
   bool folder;  // written as a folder of files
   ModelFiles (*read)(const std::string& path, const std::string& tokenizer_folder);
-  void (*write)(const ModelFiles& model, const std::string& out, StoredType dtype);
+  void (*write)(const ModelFiles& model, const std::string& out, const ExportOptions& options);
   // what write would refuse, checked first so that messages name out (nullptr: nothing)
   void (*check)(const ModelFiles& model, const std::string& out, StoredType dtype);
   // why a classifier cannot be written ("" when it can: the format has a place for its head)
@@ -163,10 +165,11 @@ struct Format {
                        const ag::quant::BlockLayout& blocks) = nullptr;
   // the reader keeping ggml's blocks as they are (nullptr: the format holds none)
   ModelFiles (*read_blocks)(const std::string& path, const std::string& tokenizer_folder) = nullptr;
+  bool sharded = false;  // its weights may be cut into shards (ExportOptions::max_shard_bytes)
 };
 
 const Format kFormats[] = {
-    {"hf", is_safetensors, true, read_hf, write_hf, check_hf, ""},
+    {"hf", is_safetensors, true, read_hf, write_hf, check_hf, "", nullptr, nullptr, nullptr, true},
     {"gguf", is_gguf, false, read_gguf_file, write_gguf_file, check_gguf,
      "GGUF's architectures (llama.cpp's) are language models, with no place for a "
      "classification head",
@@ -208,9 +211,9 @@ const Format& known_format(const std::string& name) {
 // write that fails (a full disk) stays the machine's failure, not an InteropError (the
 // file's): docs/exit-codes.md.
 void export_folder(const Format& f, const ModelFiles& model, const std::string& out,
-                   StoredType dtype, bool replace) {
+                   const ExportOptions& options) {
   base::write_folder_atomically(
-      out, [&](const std::string& folder) { f.write(model, folder, dtype); }, replace);
+      out, [&](const std::string& folder) { f.write(model, folder, options); }, options.replace);
 }
 
 }  // namespace
@@ -256,19 +259,24 @@ CompanionFile export_companion(const ModelFiles& model, const std::string& forma
 }
 
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  StoredType dtype, bool replace, const ag::quant::BlockLayout* blocks) {
+                  const ExportOptions& options) {
   const Format* f = &known_format(format);
   if (!f->write) not_built_in(*f, out);
   check_classifier_fits(*f, model, out);
-  if (blocks && !f->write_blocks)
+  if (options.max_shard_bytes && !f->sharded)
+    throw InteropError(
+        fmt::format("{}: --max-shard-size applies to --format hf (a {} export is "
+                    "one file)",
+                    out, f->name));
+  if (options.blocks && !f->write_blocks)
     throw InteropError(
         fmt::format("{}: --dtype {} (ggml's quantised blocks) is written for "
                     "--format gguf only",
-                    out, blocks->name));
-  if (blocks) return f->write_blocks(model, out, *blocks);
-  if (f->check) f->check(model, out, dtype);
-  if (f->folder) return export_folder(*f, model, out, dtype, replace);
-  f->write(model, out, dtype);
+                    out, options.blocks->name));
+  if (options.blocks) return f->write_blocks(model, out, *options.blocks);
+  if (f->check) f->check(model, out, options.dtype);
+  if (f->folder) return export_folder(*f, model, out, options);
+  f->write(model, out, options);
 }
 
 namespace {

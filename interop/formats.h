@@ -5,7 +5,10 @@
 //
 //   interop::ModelFiles m = interop::import_model("gpt2/", "");      // found by content
 //   io::save_checkpoint("gpt2.h5", interop::checkpoint_of(std::move(m)));
-//   interop::export_model(interop::model_files_of(ckpt), "hf", "out/", interop::StoredType::f32);
+//   interop::export_model(interop::model_files_of(ckpt), "hf", "out/", {.dtype =
+//   StoredType::bf16});
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,17 +39,25 @@ bool export_writes_folder(const std::string& format);
 CompanionFile export_companion(const ModelFiles& model, const std::string& format,
                                const std::string& out);
 
-// Writes model in format to out (dtype F16: hf only; hf is GPT-2's folder, or the Llama
-// family's for a model with RoPE, SwiGLU or q/k norms): the files are made in a temporary sibling
-// and renamed into place, so a failed or interrupted export leaves nothing behind. A folder
-// format's out must be missing or an empty folder unless `replace` (the caller has checked that the
-// folder there may go: cli's output rule); a file format's out is replaced whole. Throws
-// InteropError (an unknown format: std::invalid_argument). An llm.c export writes GPT-2's
-// tokenizer beside it as llm.c reads it (export_companion). With `blocks` (gguf only), the
-// weight matrices are written as ggml's quantised blocks of that format (gguf.h).
+// How export_model writes: the weights' float type (F16: hf and gguf only) or, gguf only,
+// ggml's quantised blocks; hf's largest shard (interop/safetensors_shards.h: save_pretrained's
+// 5 GB when not given; given for another format, refused); and whether a folder output may
+// replace what is there (the caller has checked that it may go: cli's output rule).
+struct ExportOptions {
+  StoredType dtype = StoredType::f32;
+  const ag::quant::BlockLayout* blocks = nullptr;
+  std::optional<uint64_t> max_shard_bytes;
+  bool replace = false;
+};
+
+// Writes model in format to out (hf is GPT-2's folder, or the Llama family's for a model with
+// RoPE, SwiGLU or q/k norms): the files are made in a temporary sibling and renamed into
+// place, so a failed or interrupted export leaves nothing behind. A folder format's out must
+// be missing or an empty folder unless options.replace; a file format's out is replaced
+// whole. Throws InteropError (an unknown format: std::invalid_argument). An llm.c export
+// writes GPT-2's tokenizer beside it as llm.c reads it (export_companion).
 void export_model(const ModelFiles& model, const std::string& format, const std::string& out,
-                  StoredType dtype, bool replace = false,
-                  const ag::quant::BlockLayout* blocks = nullptr);
+                  const ExportOptions& options = {});
 
 // The checkpoint an import writes: the run configuration's defaults with this model, its
 // tokenizer ("none" when the files carried none), step 0, the weights and nothing else

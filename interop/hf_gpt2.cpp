@@ -411,7 +411,8 @@ ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_fo
   return m;
 }
 
-void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredType dtype) {
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredType dtype,
+                   uint64_t max_shard_bytes) {
   nn::GPTConfig c = model.config;
   if (c.norm != nn::NormKind::layer_norm)
     throw InteropError(
@@ -436,8 +437,7 @@ void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredTyp
                      if (!zeros) convert_out(t, ours, hf);  // the buffer starts zeroed
                    }});
   }
-  write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
-                    {{"format", "pt"}});
+  write_safetensors_model(folder, out, dtype, max_shard_bytes, {{"format", "pt"}});
   // (the tokenizer's files first: they name the end-of-text id config.json states)
   const auto eos = model.tokenizer ? write_hf_tokenizer(*model.tokenizer, c.vocab_size,
                                                         model.chat_format, model.stop_ids, folder)

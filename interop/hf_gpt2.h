@@ -16,6 +16,7 @@
 #include "interop/float_codec.h"
 #include "interop/model_files.h"
 #include "interop/safetensors.h"
+#include "interop/safetensors_shards.h"
 
 namespace interop {
 
@@ -54,8 +55,10 @@ std::vector<HfTensor> hf_gpt2_tensors(const nn::GPTConfig& c);
 // files are instead. Ends with check_weights.
 ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_folder = "");
 
-// Writes into the existing empty folder: model.safetensors (HF names with the
+// Writes into the existing empty folder: model.safetensors, or its shards and index past
+// max_shard_bytes (safetensors_shards.h) (HF names with the
 // "transformer." prefix, Conv1D layout, F32, F16 or BF16), config.json and the tokenizer files.
-void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredType dtype);
+void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredType dtype,
+                   uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
 }  // namespace interop

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "base/atomic_file.h"
 #include "base/json.h"
@@ -339,6 +340,43 @@ json rope_scaling_json(const nn::GPTConfig& c) {
           {"original_max_position_embeddings", c.rope_original_context}};
 }
 
+// A block's parameters: attograd's name after "blocks.N." and HF's after "model.layers.N.",
+// in the order transformers' decoder layer registers them (its state_dict's, which
+// save_pretrained cuts shards in); a prefix ending in '.' takes "weight" then "bias" after it.
+constexpr std::pair<const char*, const char*> kLlamaBlock[] = {
+    {"attn.W_query.", "self_attn.q_proj."},
+    {"attn.W_key.", "self_attn.k_proj."},
+    {"attn.W_value.", "self_attn.v_proj."},
+    {"attn.out_proj.", "self_attn.o_proj."},
+    {"attn.q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn.k_norm.weight", "self_attn.k_norm.weight"},
+    {"mlp.gate_proj.", "mlp.gate_proj."},
+    {"mlp.up_proj.", "mlp.up_proj."},
+    {"mlp.down_proj.", "mlp.down_proj."},
+    {"ln1.weight", "input_layernorm.weight"},
+    {"ln2.weight", "post_attention_layernorm.weight"}};
+
+// Where an HF name comes in transformers' state_dict: the embedding, each layer's
+// parameters (kLlamaBlock's order, a weight before its bias), the final norm, the head.
+std::tuple<int, int64_t, size_t, bool> hf_state_dict_place(const std::string& hf) {
+  if (hf == "model.embed_tokens.weight") return {0, 0, 0, false};
+  if (hf == "model.norm.weight") return {2, 0, 0, false};
+  const std::string prefix = "model.layers.";
+  if (hf.rfind(prefix, 0) != 0) return {3, 0, 0, false};  // lm_head or score
+  size_t end = 0;
+  const int64_t layer = std::stoll(hf.substr(prefix.size()), &end);
+  const std::string rest = hf.substr(prefix.size() + end + 1);
+  for (size_t i = 0; i < std::size(kLlamaBlock); ++i)
+    if (rest.rfind(kLlamaBlock[i].second, 0) == 0) return {1, layer, i, rest.ends_with("bias")};
+  throw std::logic_error("hf_llama: no place in a layer for " + hf);
+}
+
+void sort_as_hf_state_dict(std::vector<SafetensorsTensor>& tensors) {
+  std::stable_sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) {
+    return hf_state_dict_place(a.name) < hf_state_dict_place(b.name);
+  });
+}
+
 // Llama's attention_bias puts biases on q, k, v and o together: a model with o's bias alone
 // gets zero q, k and v biases, which compute the same.
 void add_zero_qkv_biases(const nn::GPTConfig& c, std::vector<SafetensorsTensor>& out) {
@@ -399,19 +437,6 @@ std::optional<std::string> llama_hf_name(const std::string& ours) {
       {"ln_f.weight", "model.norm.weight"},
       {"lm_head.weight", "lm_head.weight"},
       {"classifier.weight", "score.weight"}};  // *ForSequenceClassification's head
-  // a prefix ending in '.' takes "weight" or "bias" after it
-  static const std::pair<const char*, const char*> kBlock[] = {
-      {"ln1.weight", "input_layernorm.weight"},
-      {"ln2.weight", "post_attention_layernorm.weight"},
-      {"attn.W_query.", "self_attn.q_proj."},
-      {"attn.W_key.", "self_attn.k_proj."},
-      {"attn.W_value.", "self_attn.v_proj."},
-      {"attn.out_proj.", "self_attn.o_proj."},
-      {"attn.q_norm.weight", "self_attn.q_norm.weight"},
-      {"attn.k_norm.weight", "self_attn.k_norm.weight"},
-      {"mlp.gate_proj.", "mlp.gate_proj."},
-      {"mlp.up_proj.", "mlp.up_proj."},
-      {"mlp.down_proj.", "mlp.down_proj."}};
   for (const auto& [a, b] : kTop)
     if (ours == a) return b;
   const std::string prefix = "blocks.";
@@ -419,7 +444,7 @@ std::optional<std::string> llama_hf_name(const std::string& ours) {
   if (ours.rfind(prefix, 0) != 0 || dot == std::string::npos) return std::nullopt;
   const std::string index = ours.substr(prefix.size(), dot - prefix.size());
   const std::string rest = ours.substr(dot + 1);
-  for (const auto& [a, b] : kBlock) {
+  for (const auto& [a, b] : kLlamaBlock) {
     const std::string from = a;
     if (rest.rfind(from, 0) != 0) continue;
     const std::string tail = rest.substr(from.size());
@@ -520,7 +545,8 @@ ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_f
   return m;
 }
 
-void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredType dtype) {
+void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredType dtype,
+                    uint64_t max_shard_bytes) {
   const nn::GPTConfig& c = model.config;
   const LlamaFamily family = export_family(c, folder);
   if (dtype == StoredType::f16) check_f16_range(model, folder);  // callers other than export too
@@ -533,8 +559,8 @@ void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredTy
     out.push_back({*hf, t.shape(), nullptr, t.data<float>()});
   }
   if (family == LlamaFamily::llama && c.linear_bias && !c.qkv_bias) add_zero_qkv_biases(c, out);
-  write_safetensors((fs::path(folder) / "model.safetensors").string(), out, dtype,
-                    {{"format", "pt"}});
+  sort_as_hf_state_dict(out);  // so that shards are cut where save_pretrained cuts them
+  write_safetensors_model(folder, out, dtype, max_shard_bytes, {{"format", "pt"}});
   // (the tokenizer's files first: they name the end-of-text id config.json states)
   const auto eos = model.tokenizer ? write_hf_tokenizer(*model.tokenizer, c.vocab_size,
                                                         model.chat_format, model.stop_ids, folder)

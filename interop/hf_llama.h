@@ -18,6 +18,7 @@
 #include "interop/float_codec.h"
 #include "interop/input_bytes.h"
 #include "interop/model_files.h"
+#include "interop/safetensors_shards.h"
 
 namespace interop {
 
@@ -59,8 +60,10 @@ std::optional<std::string> llama_hf_name(const std::string& ours);
 // instead. Ends with check_weights.
 ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_folder = "");
 
-// Writes into the existing empty folder: model.safetensors (HF's names, F32, F16 or BF16),
+// Writes into the existing empty folder: model.safetensors, or its shards and index past
+// max_shard_bytes (safetensors_shards.h) (HF's names, F32, F16 or BF16),
 // config.json in the family's layout and the tokenizer files.
-void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredType dtype);
+void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredType dtype,
+                    uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
 }  // namespace interop

@@ -26,6 +26,8 @@
 //   safetensors.h   the safetensors format: a checked reader (every dtype of the format in
 //                   a header; pread into float32 from F32, F16, BF16, F64, F8) and a
 //                   streamed writer (F32, F16, BF16)
+//   safetensors_shards.h  a model's weights as save_pretrained cuts them: model.safetensors,
+//                   or shards and model.safetensors.index.json past --max-shard-size
 //   hf_folder.h     what every Hugging Face folder shares: config.json streamed, its keys
 //                   with defaults, model.safetensors or the shards its index names
 //   hf_gpt2.h       Hugging Face's GPT-2: config.json, HF's names and Conv1D layout; a

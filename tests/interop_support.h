@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/bfloat16.h"
+#include "cli/cli.h"
 #include "decode_support.h"
 #include "interop/model_files.h"
 
@@ -32,6 +33,13 @@ inline std::vector<std::pair<std::string, nn::GPTConfig>> llama_family_like() {
   auto configs = ag_test::llama_family_configs();
   for (auto& [name, cfg] : configs) cfg.dropout = nn::GPTConfig().dropout;
   return configs;
+}
+
+// attograd's command line run in the test's process, as `attograd ARGS...`: its exit status.
+inline int run_cli(std::vector<std::string> args) {
+  std::vector<char*> argv = {const_cast<char*>("attograd")};
+  for (auto& a : args) argv.push_back(a.data());
+  return cli::cli_main(static_cast<int>(argv.size()), argv.data());
 }
 
 // Every parameter of the config, random (gains and biases too, so that no mapping error

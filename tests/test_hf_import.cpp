@@ -16,6 +16,7 @@
 #include "interop/formats.h"
 #include "interop/hf_classifier.h"
 #include "interop/hf_gpt2.h"
+#include "interop_support.h"
 #include "io/checkpoint.h"
 #include "support.h"
 
@@ -121,12 +122,6 @@ std::string import_error(const std::string& path) {
   }
   FAIL("imported without an error");
   return "";
-}
-
-int run_cli(std::vector<std::string> args) {
-  std::vector<char*> argv = {const_cast<char*>("attograd")};
-  for (auto& a : args) argv.push_back(a.data());
-  return cli::cli_main(static_cast<int>(argv.size()), argv.data());
 }
 
 }  // namespace
@@ -290,27 +285,31 @@ TEST_CASE("import and export through the command line leave no output on failure
   ag_test::TempDir dir;
   const std::string folder = hf_folder(dir, random_model(small_gpt2()));
   const std::string ckpt = dir.file("gpt2.h5");
-  REQUIRE(run_cli({"import", folder, "--out", ckpt}) == 0);
+  REQUIRE(interop_test::run_cli({"import", folder, "--out", ckpt}) == 0);
   const io::Checkpoint c = io::load_checkpoint(ckpt);
   CHECK(c.step == 0);
   CHECK_FALSE(c.optimizer);
   CHECK(c.config["qkv_bias"] == true);
   // exported again: the same tensors bit for bit
   const std::string out = dir.file("exported");
-  REQUIRE(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", out}) == 0);
+  REQUIRE(interop_test::run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", out}) ==
+          0);
   CHECK(base::read_input_file(out + "/model.safetensors", "f") ==
         base::read_input_file(folder + "/model.safetensors", "f"));
   // a folder that is not empty, the checkpoint itself, an unknown format or dtype: exit 2
-  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", out}) == 2);
-  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", ckpt}) == 2);
-  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "onnx", "--out", dir.file("x")}) == 2);
-  CHECK(run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", dir.file("y"),
-                 "--dtype", "f8"}) == 2);
+  CHECK(interop_test::run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", out}) ==
+        2);
+  CHECK(interop_test::run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out", ckpt}) ==
+        2);
+  CHECK(interop_test::run_cli(
+            {"export", "--checkpoint", ckpt, "--format", "onnx", "--out", dir.file("x")}) == 2);
+  CHECK(interop_test::run_cli({"export", "--checkpoint", ckpt, "--format", "hf", "--out",
+                               dir.file("y"), "--dtype", "f8"}) == 2);
   // import over its own input, and of a hostile file: exit 2, nothing written
-  CHECK(run_cli({"import", folder, "--out", folder + "/model.safetensors"}) == 2);
+  CHECK(interop_test::run_cli({"import", folder, "--out", folder + "/model.safetensors"}) == 2);
   overwrite(folder + "/model.safetensors", std::string("\xff\xff\xff\xff\0\0\0\0{}", 10));
   const std::string bad = dir.file("bad.h5");
-  CHECK(run_cli({"import", folder, "--out", bad}) == 2);
+  CHECK(interop_test::run_cli({"import", folder, "--out", bad}) == 2);
   CHECK_FALSE(fs::exists(bad));
   for (const auto& e : fs::directory_iterator(dir.path))
     CHECK(e.path().filename().string().find(".partial") == std::string::npos);

@@ -70,12 +70,6 @@ std::string llama_import_error(const std::string& path) {
   return "";
 }
 
-int llama_run_cli(std::vector<std::string> args) {
-  std::vector<char*> argv = {const_cast<char*>("attograd")};
-  for (auto& a : args) argv.push_back(a.data());
-  return cli::cli_main(static_cast<int>(argv.size()), argv.data());
-}
-
 }  // namespace
 
 TEST_CASE("Llama, Qwen2 and Qwen3 folders round-trip bit for bit in their own layout",
@@ -249,15 +243,16 @@ TEST_CASE(
   nn::GPTConfig c = llama_like(interop::LlamaFamily::qwen3);
   const std::string folder = written(dir, interop_test::random_model(c, 2), "q");
   const std::string ckpt = dir.file("q.h5");
-  REQUIRE(llama_run_cli({"import", folder, "--out", ckpt, "--context", "8"}) == 0);
+  REQUIRE(interop_test::run_cli({"import", folder, "--out", ckpt, "--context", "8"}) == 0);
   CHECK(io::load_checkpoint(ckpt).config["context_length"] == 8);
-  CHECK(llama_run_cli({"import", folder, "--out", dir.file("r.h5"), "--context", "17"}) == 2);
+  CHECK(interop_test::run_cli({"import", folder, "--out", dir.file("r.h5"), "--context", "17"}) ==
+        2);
   nlohmann::json j = llama_read_config(folder);
   j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
   llama_write_config(folder, j);
-  CHECK(llama_run_cli({"import", folder, "--out", dir.file("s.h5")}) == 2);
+  CHECK(interop_test::run_cli({"import", folder, "--out", dir.file("s.h5")}) == 2);
   CHECK_FALSE(fs::exists(dir.file("s.h5")));
-  REQUIRE(llama_run_cli({"export", ckpt, "--format", "llmc", "--out", dir.file("x.bin"), "--dtype",
-                         "f16"}) == 2);
+  REQUIRE(interop_test::run_cli({"export", ckpt, "--format", "llmc", "--out", dir.file("x.bin"),
+                                 "--dtype", "f16"}) == 2);
   CHECK_FALSE(fs::exists(dir.file("x.bin")));
 }

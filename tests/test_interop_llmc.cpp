@@ -229,7 +229,7 @@ TEST_CASE("an llm.c export writes GPT-2's tokenizer beside the model, or says wh
   CHECK(interop::llmc_tokenizer_of(m, path).path == dir.file("gpt2_tokenizer.bin"));
   CHECK_THAT(interop::llmc_tokenizer_of(m, dir.file("gpt2_tokenizer.bin")).note,
              Contains("the model itself is written under that name"));
-  interop::export_model(m, "llmc", path, interop::StoredType::f32);
+  interop::export_model(m, "llmc", path);
   const std::string written = base::read_input_file(dir.file("gpt2_tokenizer.bin"), "tokenizer");
   CHECK(header_int(written, 3) == 259);
 }

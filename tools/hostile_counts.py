@@ -98,7 +98,7 @@ CLASSES = [
      [("test_config_file.cpp", ANY), ("test_cli_forgiving.cpp", ANY),
       ("test_hostile_input.cpp", r"(?i)config|hyperparameter|misspelt"),
       ("test_optim.cpp", r"(?i)hyperparameter"), ("test_lora.cpp", r"(?i)refused"),
-      ("test_fine_tuning_controls.cpp", ANY)],
+      ("test_fine_tuning_controls.cpp", ANY), ("test_safetensors_shards.cpp", ANY)],
      [("cli_test.sh", r"usage_errors|bad_values|exit_codes|init_from"),
       ("forgiving_test.sh", ANY), ("edges_test.sh", ANY), ("lora_test.sh", r"errors"),
       ("finetune_test.sh", ANY), ("sample_test.sh", r"options"), ("report_test.sh", r"errors")],

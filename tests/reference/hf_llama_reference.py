@@ -28,7 +28,8 @@ imports it with `attograd import`, runs the checkpoint with the driver and check
 
 against torch in float64 (the exact answer for these weights) and in float32 as transformers
 computes (RoPE's angles and RMSNorm in float32), then `attograd export --format hf --dtype`
-the case's dtype, which must give back the file's every tensor bit for bit under HF's names,
+the case's dtype, which must give back the file's every tensor bit for bit under HF's names
+(the sharded case's with --max-shard-size: the shards and index save_pretrained would make),
 and a config.json whose import gives the same checkpoint again.
 
 Exit status 0 when all agree, 1 otherwise, 77 when torch, numpy or h5py is unavailable.
@@ -163,11 +164,11 @@ class MLP(tnn.Module):
 
 class DecoderLayer(tnn.Module):
     def __init__(self, cfg, family):
-        super().__init__()
-        self.input_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
+        super().__init__()  # registered in transformers' order: its state_dict's
         self.self_attn = Attention(cfg, family)
-        self.post_attention_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
         self.mlp = MLP(cfg, family)
+        self.input_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
 
     def forward(self, x, cos, sin):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin)
@@ -495,14 +496,61 @@ def same_checkpoint_weights(a, b):
     return None
 
 
-def check_export(case, tmp, folder, ckpt, model, dtype, attograd, failures):
+def hub_split(names, sizes, limit):
+    """{file: [names]} as huggingface_hub's split_state_dict_into_shards documents its cut:
+    tensors in state_dict order, a shard closed when the next would take it past the limit, a
+    tensor larger than the limit alone (its shard listed when it is met); one shard is
+    model.safetensors."""
+    shards, current, filled = [], [], 0
+    for name in names:
+        if sizes[name] > limit:
+            shards.append([name])
+            continue
+        if filled + sizes[name] > limit:
+            shards.append(current)
+            current, filled = [], 0
+        current.append(name)
+        filled += sizes[name]
+    if current:
+        shards.append(current)
+    if len(shards) == 1:
+        return {"model.safetensors": shards[0]}
+    return {f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors": s for i, s in enumerate(shards)}
+
+
+def check_shards(case, out, model, original, limit, failures):
+    """The export's files are the split save_pretrained makes of the twin's state_dict, and its
+    index is transformers' (every tensor's file, total_size the tensors' bytes)."""
+    names = [k for k in model.state_dict() if k in original]
+    sizes = {k: len(original[k][2]) for k in names}
+    expected = hub_split(names, sizes, limit)
+    files = sorted(f for f in os.listdir(out) if f.endswith(".safetensors"))
+    if files != sorted(expected):
+        failures.append(f"{case} export: shard files {files}, save_pretrained's {sorted(expected)}")
+        return
+    with open(os.path.join(out, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    want_map = {name: shard for shard, part in expected.items() for name in part}
+    if index != {"metadata": {"total_size": sum(sizes.values())}, "weight_map": want_map}:
+        failures.append(f"{case} export: the index is not transformers' ({index['metadata']})")
+    for shard, part in expected.items():
+        if sorted(read_safetensors_raw(os.path.join(out, shard))) != sorted(part):
+            failures.append(f"{case} export: {shard} does not hold {part}")
+    print(f"{case} export --max-shard-size {limit}: {len(expected)} shards as save_pretrained cuts them")
+
+
+def check_export(case, tmp, folder, ckpt, model, dtype, extras, attograd, failures):
     """export --format hf --dtype (the file's): HF's names, every tensor the file's bit for bit;
-    its import is the same checkpoint."""
+    its import is the same checkpoint. A sharded case's export is cut into shards too."""
     out = os.path.join(tmp, case + "_exported")
-    run([attograd, "export", "--checkpoint", ckpt, "--format", "hf", "--out", out, "--dtype", EXPORT_DTYPE[dtype]])
     original = {k: v for k, v in read_folder_raw(folder).items()
                 if "rotary_emb" not in k and not (k == "lm_head.weight" and model.cfg["tie_word_embeddings"])}
-    back = read_safetensors_raw(os.path.join(out, "model.safetensors"))
+    limit = sum(len(v[2]) for v in original.values()) // 3 if "shards" in extras else None
+    run([attograd, "export", "--checkpoint", ckpt, "--format", "hf", "--out", out, "--dtype", EXPORT_DTYPE[dtype]]
+        + (["--max-shard-size", str(limit)] if limit else []))
+    if limit:
+        check_shards(case, out, model, original, limit, failures)
+    back = read_folder_raw(out)
     if set(back) != set(original):
         failures.append(f"{case} export: names differ: {sorted(set(back) ^ set(original))}")
         return
@@ -545,7 +593,7 @@ def run_case(tmp, attograd, driver, case, family, dtype, overrides, extras, fail
     run([driver, ckpt, out_path, str(new_tokens)] + [str(v) for v in ids[0].tolist()])
     ours = read_floats(out_path)
     compare(case, ours, model, ids, new_tokens, failures)
-    check_export(case, tmp, folder, ckpt, model.float(), dtype, attograd, failures)
+    check_export(case, tmp, folder, ckpt, model.float(), dtype, extras, attograd, failures)
     for lora_case, rank, targets in LORA_CASES:
         if lora_case == case:
             lora_path = os.path.join(tmp, case + "_lora.safetensors")

@@ -47,7 +47,9 @@ PROMPT, TOKENS = "The café", 12
 
 
 def run(*args, stdin=None):
-    p = subprocess.run(list(args), capture_output=True, text=True, input=stdin)
+    # random weights' greedy tokens may end inside a UTF-8 character: bytes are kept exactly
+    p = subprocess.run(list(args), capture_output=True, encoding="utf-8", errors="surrogateescape",
+                       input=stdin)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:3])} ... exited {p.returncode}: "
                            f"{p.stdout[-800:]}{p.stderr[-800:]}")
