@@ -23,10 +23,11 @@ namespace interop {
 // save_pretrained's default limit, 5 GB: a Llama-3.2-1B in float32 (4.9 GB) is one file.
 inline constexpr uint64_t kDefaultMaxShardBytes = 5'000'000'000;
 
-// "5GB", "500MB", "2GiB", "100KB" or a count of bytes ("1000000") as bytes: KB, MB, GB, TB
-// are powers of 1000 and KiB, MiB, GiB, TiB of 1024 (as transformers reads them), the
-// number a decimal that may have a fraction ("1.5GB"); at least 1 byte, at most 2^60.
-// Anything else is std::invalid_argument naming `option` and the text.
+// "5GB", "500MB", "2GiB", "100KB" or a count of bytes ("1000000") as bytes. KB, MB, GB, TB
+// are powers of 1000 in any case, the number a decimal that may have a fraction ("1.5GB"),
+// as huggingface_hub's parse_size_to_int reads what save_pretrained is given; KiB, MiB,
+// GiB, TiB (powers of 1024, as transformers' older reader took them) are read too. At least
+// 1 byte, at most 2^60; anything else is std::invalid_argument naming `option` and the text.
 uint64_t parse_shard_size(const std::string& text, const std::string& option);
 
 // The tensors' indices in each shard, in order (at least one shard when there are tensors).

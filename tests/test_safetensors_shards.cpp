@@ -1,8 +1,9 @@
 // interop/safetensors_shards.h: `export --format hf --max-shard-size` cuts the weights where
 // huggingface_hub's splitter (save_pretrained's) cuts them, names the shards and writes the
 // index as transformers does, and `import` reads the shards back bit for bit; sizes are read
-// as transformers reads them, and anything else is refused naming the option. (The index
-// against an independent reader and PyTorch's model: tests/reference/hf_llama_reference.py.)
+// as huggingface_hub reads them (and KiB..TiB), and anything else is refused naming the option.
+// (The index against an independent reader and PyTorch's model:
+// tests/reference/hf_llama_reference.py.)
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -54,7 +55,7 @@ std::set<std::string> files_in(const std::string& folder) {
 
 }  // namespace
 
-TEST_CASE("shard sizes are read as transformers reads them, anything else refused by name",
+TEST_CASE("shard sizes are read as huggingface_hub reads them, anything else refused by name",
           "[interop][shards]") {
   using interop::parse_shard_size;
   CHECK(parse_shard_size("5GB", "o") == 5'000'000'000);
