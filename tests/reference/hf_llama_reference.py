@@ -37,6 +37,7 @@ Exit status 0 when all agree, 1 otherwise, 77 when torch, numpy or h5py is unava
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -242,11 +243,33 @@ def add_adapters_(model, rank, targets, values):
             setattr(parent, name, wrapped)
 
 
+# The order a layer's parameters are drawn in: the cases' values (and the bounds' margins
+# measured with them) date from when the twin's layer registered its norms around its
+# attention; it now registers them in transformers' order.
+LAYER_DRAW_ORDER = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+
+
+def draw_order(model):
+    """named_parameters, each layer's in LAYER_DRAW_ORDER."""
+    params = list(model.named_parameters())
+    first = {}
+    for i, (name, _) in enumerate(params):
+        m = re.match(r"model\.layers\.(\d+)\.(\w+)\.", name)
+        if m:
+            first.setdefault(m.group(1), i)
+
+    def key(item):
+        i, (name, _) = item
+        m = re.match(r"model\.layers\.(\d+)\.(\w+)\.", name)
+        return (first[m.group(1)], LAYER_DRAW_ORDER.index(m.group(2)), i) if m else (i, 0, i)
+    return [p for _, p in sorted(enumerate(params), key=key)]
+
+
 def randomise_(model, gen):
     """Every parameter random: norm gains around 1, biases of 0.1, weights of a scale that
     keeps activations O(1) (attention far from uniform)."""
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for name, p in draw_order(model):
             if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
                 p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
             elif name.endswith("bias"):
