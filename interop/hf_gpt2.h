@@ -55,9 +55,9 @@ std::vector<HfTensor> hf_gpt2_tensors(const nn::GPTConfig& c);
 // files are instead. Ends with check_weights.
 ModelFiles read_hf_gpt2(const std::string& path, const std::string& tokenizer_folder = "");
 
-// Writes into the existing empty folder: model.safetensors, or its shards and index past
-// max_shard_bytes (safetensors_shards.h) (HF names with the
-// "transformer." prefix, Conv1D layout, F32, F16 or BF16), config.json and the tokenizer files.
+// Writes into the existing empty folder: the weights (HF names with the "transformer."
+// prefix, Conv1D layout, F32, F16 or BF16) as model.safetensors, or as shards and their index
+// past max_shard_bytes (safetensors_shards.h); config.json and the tokenizer files.
 void write_hf_gpt2(const ModelFiles& model, const std::string& folder, StoredType dtype,
                    uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 

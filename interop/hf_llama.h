@@ -60,9 +60,10 @@ std::optional<std::string> llama_hf_name(const std::string& ours);
 // instead. Ends with check_weights.
 ModelFiles read_hf_llama(const std::string& path, const std::string& tokenizer_folder = "");
 
-// Writes into the existing empty folder: model.safetensors, or its shards and index past
-// max_shard_bytes (safetensors_shards.h) (HF's names, F32, F16 or BF16),
-// config.json in the family's layout and the tokenizer files.
+// Writes into the existing empty folder: the weights (HF's names, F32, F16 or BF16) as
+// model.safetensors, or as shards and their index past max_shard_bytes
+// (safetensors_shards.h), in transformers' state_dict order; config.json in the family's
+// layout and the tokenizer files.
 void write_hf_llama(const ModelFiles& model, const std::string& folder, StoredType dtype,
                     uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
