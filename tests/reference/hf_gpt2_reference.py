@@ -24,7 +24,8 @@ against torch in float64 (the exact answer for these float32 weights) and in flo
 cases: F32 with the "transformer." prefix, the mask buffers and a copy of the tied head;
 F16 without the prefix, an untied head and n_inner 3 d; BF16 without buffers. Then
 `attograd export --format hf` of the F32 import must give back the same tensors bit for bit
-under HF's names, and a config.json with the same sizes.
+under HF's names (with --max-shard-size, in the shards save_pretrained would cut), and a
+config.json with the same sizes.
 
 Exit status 0 when all agree, 1 otherwise, 77 when torch, numpy or h5py is unavailable.
 """
@@ -351,6 +352,22 @@ def check_export(tmp, ckpt, model, attograd, failures):
     if cfg.get("architectures") != ["GPT2LMHeadModel"] or cfg.get("model_type") != "gpt2":
         failures.append(f"export: config.json names {cfg.get('architectures')} {cfg.get('model_type')}")
     print(f"export hf: {len(want)} tensors back bit for bit")
+    check_sharded_export(tmp, ckpt, model, out, attograd, failures)
+
+
+def check_sharded_export(tmp, ckpt, model, whole, attograd, failures):
+    """export --format hf --max-shard-size (a third of the weights): the shards and index
+    save_pretrained would make of the twin's state_dict (hf_llama_reference.check_shards), and
+    the same bytes as the export in one file."""
+    import hf_llama_reference as llama_reference  # its safetensors reader and shard rule
+    original = llama_reference.read_folder_raw(whole)
+    limit = sum(len(v[2]) for v in original.values()) // 3
+    out = os.path.join(tmp, "exported_shards")
+    run([attograd, "export", "--checkpoint", ckpt, "--format", "hf", "--out", out,
+         "--max-shard-size", str(limit)])
+    llama_reference.check_shards("gpt2", out, model, original, limit, failures)
+    if llama_reference.read_folder_raw(out) != original:
+        failures.append("export --max-shard-size: the shards' tensors are not the one file's")
 
 
 TEXT = ("Hello world! GPT-2's own tokenizer, byte for byte: the naïve café serves crème brûlée "
