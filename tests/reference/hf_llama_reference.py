@@ -252,17 +252,16 @@ LAYER_DRAW_ORDER = ("input_layernorm", "self_attn", "post_attention_layernorm", 
 def draw_order(model):
     """named_parameters, each layer's in LAYER_DRAW_ORDER."""
     params = list(model.named_parameters())
+    layer_of = [re.match(r"model\.layers\.(\d+)\.(\w+)\.", name) for name, _ in params]
     first = {}
-    for i, (name, _) in enumerate(params):
-        m = re.match(r"model\.layers\.(\d+)\.(\w+)\.", name)
+    for i, m in enumerate(layer_of):
         if m:
             first.setdefault(m.group(1), i)
 
-    def key(item):
-        i, (name, _) = item
-        m = re.match(r"model\.layers\.(\d+)\.(\w+)\.", name)
+    def key(i):
+        m = layer_of[i]
         return (first[m.group(1)], LAYER_DRAW_ORDER.index(m.group(2)), i) if m else (i, 0, i)
-    return [p for _, p in sorted(enumerate(params), key=key)]
+    return [params[i] for i in sorted(range(len(params)), key=key)]
 
 
 def randomise_(model, gen):
