@@ -22,7 +22,9 @@
 // whose rows are the only ones in flight runs its passes on the team as its pace decides
 // (one stream gets both cores); while another decoder has rows, each runs on its own thread.
 // A larger model's step is bound by reading its weights, which one decoder of every row
-// reads once for all of them: it keeps one decoder on the team.
+// reads once for all of them: it keeps one decoder on the team. Between steps, every 200 us
+// of decoding, a decoder's thread yields its core to any thread waiting for one (a handler,
+// a client on the same machine), which would otherwise wait for the scheduler's next tick.
 //
 // Admission: a request's choices are admitted together or not at all; beyond the free
 // slots they wait in a queue of at most max_queued choices, and submit() refuses past it
