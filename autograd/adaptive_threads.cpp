@@ -93,7 +93,7 @@ AdaptiveThreads::AdaptiveThreads(int threads)
     : chooser_(std::min(threads, allowed_cores(threads))),
       threads_(threads),
       team_(threads),
-      adapting_(threads > 1 && blas_bits_independent_of_threads() && adaption_wanted()) {}
+      adapting_(threads > 1 && adaption_wanted()) {}
 
 AdaptiveThreads::Step::Step(AdaptiveThreads& owner)
     : owner_(owner), start_(std::chrono::steady_clock::now()) {

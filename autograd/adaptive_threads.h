@@ -14,8 +14,8 @@
 // one thread fewer once, for a machine that was busy from the start; and the
 // team never exceeds the cores this process may run on (sched_getaffinity: taskset, a container's
 // cpuset). The results never depend on the team: every kernel gives the same bits on any thread
-// count (parallel.h), so adapting is off where the BLAS kernel in use does not
-// (blas_bits_independent_of_threads), and with ATTOGRAD_ADAPT_THREADS=0.
+// count (parallel.h; OpenBLAS's through openblas_split_keeps_bits's rule). Off with
+// ATTOGRAD_ADAPT_THREADS=0.
 #include <chrono>
 #include <cstdint>
 #include <deque>

@@ -58,9 +58,27 @@ std::string onednn_version() {
   return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
 }
 
-bool blas_bits_independent_of_threads() {
-  const std::string core = openblas_get_corename();
-  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+bool openblas_split_keeps_bits() {
+  static const bool keeps = [] {
+    const std::string core = openblas_get_corename();
+    return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  }();
+  return keeps;
+}
+
+OpenBlasCallThreads::OpenBlasCallThreads() {
+#if defined(__clang__)  // clang's OpenMP is libomp (the sanitizer build)
+  const bool one_thread = true;
+#else
+  const bool one_thread = !openblas_split_keeps_bits();
+#endif
+  if (!one_thread || omp_get_max_threads() == 1) return;
+  saved_ = omp_get_max_threads();
+  omp_set_num_threads(1);
+}
+
+OpenBlasCallThreads::~OpenBlasCallThreads() {
+  if (saved_ > 0) omp_set_num_threads(saved_);
 }
 
 namespace {

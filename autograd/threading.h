@@ -28,16 +28,24 @@ class OmpThreadsScope {
   int saved_;
 };
 
-// The threads OpenBLAS's GEMM may use for one call: OpenMP's, where OpenMP is GCC's libgomp
-// (the runtime OpenBLAS was built for); the calling thread alone under clang's libomp, which
-// serves OpenBLAS's libgomp calls but left its threaded GEMM waiting forever for a partner
-// thread once other teams (the decoder's) had run between training steps (the sanitizer
-// build's rerun.what_a_run_records hung so). The bits are the same: OpenBLAS splits a GEMM
-// by M and N whatever its team.
+// The threads OpenBLAS's GEMM may use for one call: OpenMP's, where its kernel's sums do
+// not depend on how it splits the GEMM (openblas_split_keeps_bits) and OpenMP is GCC's
+// libgomp (the runtime OpenBLAS was built for); else the calling thread alone. Its AVX2
+// kernels round a sixth of a threaded GEMM's elements differently from one thread's, so
+// there a caller shares the work out itself, in pieces that do not depend on the thread
+// count (gemm.cpp's output blocks). Under clang's libomp, which serves OpenBLAS's libgomp
+// calls, its threaded GEMM waited forever for a partner thread once other teams (the
+// decoder's) had run between training steps (the sanitizer build's
+// rerun.what_a_run_records hung so).
 class [[maybe_unused]] OpenBlasCallThreads {
-#if defined(__clang__)  // clang's OpenMP is libomp (the sanitizer build)
-  OmpThreadsScope one_thread_{1};
-#endif
+ public:
+  OpenBlasCallThreads();
+  ~OpenBlasCallThreads();
+  OpenBlasCallThreads(const OpenBlasCallThreads&) = delete;
+  OpenBlasCallThreads& operator=(const OpenBlasCallThreads&) = delete;
+
+ private:
+  int saved_ = 0;  // the OpenMP thread count to restore, 0 where none was changed
 };
 
 }  // namespace ag
@@ -68,11 +76,15 @@ constexpr const char* kOmpSpinCount = "10000";
 // The kernel OpenBLAS is using, e.g. "SkylakeX".
 const char* blas_kernel_name();
 
-// Whether that kernel's sgemm gives the same bits on any thread count. Measured on
-// OpenBLAS 0.3.21: yes for the AVX-512 kernels (SkylakeX and the kernels that reuse its
-// sgemm); no for Haswell and Zen, whose threaded sgemm rounds a sixth of the elements
-// differently from the one-thread call. Our own kernels are thread-count invariant on
-// every machine; with the other BLAS kernels only the same thread count repeats bits.
-bool blas_bits_independent_of_threads();
+// Whether that kernel's sgemm gives the same bits however a GEMM is split, among its
+// threads or into calls on parts of the output. Measured on OpenBLAS 0.3.21: yes for the
+// AVX-512 kernels (SkylakeX and the kernels that reuse its sgemm); no for Haswell and Zen,
+// whose sums depend on the shape of each call (a GEMM split at any column but the last
+// block's rounds thousands of elements differently). attograd's results do not depend on
+// the thread count either way: where it is false, OpenBLAS runs on one thread a call
+// (OpenBlasCallThreads) over pieces cut from the problem's size alone (gemm.cpp), and the
+// decoder's shares of a matrix go to oneDNN's sgemm, whose sums do not depend on the
+// split (nn/inference_kernels.cpp).
+bool openblas_split_keeps_bits();
 
 }  // namespace ag

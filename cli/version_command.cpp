@@ -47,9 +47,9 @@ std::string version_text() {
       ATTOGRAD_VERSION, ATTOGRAD_COMMIT, compiler(), __cplusplus / 100 % 100, ag::blas_library(),
       ag::blas_kernel_name(),
       // docs/library.md: OpenBLAS's AVX2 kernels round a GEMM differently on two threads
-      ag::blas_bits_independent_of_threads()
+      ag::openblas_split_keeps_bits()
           ? "the same bits on any thread count"
-          : "bits differ with the thread count (this OpenBLAS kernel), agreeing to rounding",
+          : "the same bits on any thread count (this OpenBLAS kernel: one thread a block)",
       ag::onednn_version(), ag::bf16_matmul_implementation(), mpi());
 }
 

@@ -60,9 +60,10 @@ inline void store_output(float sum, const float* bias, int64_t o, float& to, boo
 // call is small (OpenBLAS's small-matrix kernels, under 10^6 multiply-adds), and a share's
 // shape depends on the thread count (and on the pace's choice of one thread or the
 // team): so BLAS takes only products of at least kBlasMultiplyAdds over the whole matrix
-// (a share of 32 threads still above the small kernels, whose sums are the same whatever
-// the share), and smaller ones of more than vector_rows rows go through the vector kernel
-// on the float32 weights, each row's sums fixed whatever the share.
+// (a share of 32 threads still above the small kernels), through ag::detail::sgemm_nt_here,
+// whose library's sums are then the same whatever the share (OpenBLAS's AVX2 kernels' are
+// not: there it calls oneDNN's sgemm), and smaller ones of more than vector_rows rows go through
+// the vector kernel on the float32 weights, each row's sums fixed whatever the share.
 inline constexpr int64_t kVectorRows = 4;
 inline constexpr double kBlasMultiplyAdds = 32e6;
 void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bias, int64_t out,

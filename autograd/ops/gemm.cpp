@@ -128,6 +128,18 @@ std::optional<Bf16Backend> forced_bf16_backend() {
 
 }  // namespace
 
+void sgemm_nt_here(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                   int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (openblas_split_keeps_bits()) {
+    const OpenBlasCallThreads blas_threads;
+    return cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta,
+                       C, ldc);
+  }
+  const OmpThreadsScope one_thread(1);
+  if (dnnl_sgemm('N', 'T', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) != dnnl_success)
+    throw std::runtime_error("gemm: oneDNN's sgemm failed");
+}
+
 namespace {
 std::atomic<int64_t> g_gemms{0};  // gemm_count(): the products gemm() has run
 
@@ -163,13 +175,6 @@ void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, in
   if (const auto layout = onednn_layout(kernel))
     return gemm_onednn(oa, ob, M, N, K, A, B, C, beta, e, *layout);
   gemm_openblas(oa, ob, M, N, K, A, B, C, beta, e);
-}
-
-void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
-                   const float* A, const float* B, float* C, float beta,
-                   const GemmEpilogue<float>& e) {
-  sgemm_block(oa, ob, M, N, K, A, B, C, N, beta, e.bias);
-  finish_rows(M, N, e);
 }
 
 void gemm(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
@@ -472,11 +477,38 @@ void run_dense_block(const Matmul& mm, const DenseBlock<T>& shape, const T* a, i
   copy_rows<float>(dense_c, shape.n, c, ldc, shape.m, shape.n);
 }
 
-// C = A B (+ C) (+ bias) by oneDNN, block by block (output_blocks, cut as layout says),
-// each block one single-threaded oneDNN call followed by rows_done on its rows while they
-// are in cache (blocks of columns: on all of C afterwards); under packed_b, blocks along M
-// read B reordered once (a block whose matmul prefers another layout reads it plain).
-// Where oneDNN has no kernel for a block, `fallback(m, n, a, b, c, bias)` computes it.
+// fn(m, n, a, b, c, bias) on each output block of C (output_blocks, cut as `large` says):
+// the blocks shared among the threads (for_each_block), each followed by rows_done on its
+// rows while they are in cache (blocks of columns: on all of C afterwards). The blocks come
+// from the problem's size alone, so each is the same call on any thread count.
+template <typename T, typename Fn>
+void for_each_output_block(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N,
+                           const Blocks& blocks, const T* A, const T* B, float* C,
+                           const GemmEpilogue<float>& e, Fn&& fn) {
+  for_each_block(blocks.count, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      const int64_t start = i * blocks.size;
+      const int64_t len = std::min(blocks.size, (blocks.along_m ? M : N) - start);
+      const int64_t m = blocks.along_m ? len : M, n = blocks.along_m ? N : len;
+      const T* a = A;
+      const T* b = B;
+      float* c = C;
+      const float* bias = e.bias;
+      if (blocks.along_m)
+        a += oa.trans ? start : start * oa.ld, c += start * N;
+      else
+        b += ob.trans ? start * ob.ld : start, c += start, bias += bias ? start : 0;
+      fn(m, n, a, b, c, bias);
+      if (blocks.along_m && e.rows_done) e.rows_done(start, len);
+    }
+  });
+  if (!blocks.along_m) finish_rows(M, N, e);
+}
+
+// C = A B (+ C) (+ bias) by oneDNN, block by block (for_each_output_block), each block one
+// single-threaded oneDNN call; under packed_b, blocks along M read B reordered once (a
+// block whose matmul prefers another layout reads it plain). Where oneDNN has no kernel for
+// a block, `fallback(m, n, a, b, c, bias)` computes it.
 template <typename T, typename Fallback>
 void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
                    const T* A, const T* B, float* C, float beta, const GemmEpilogue<float>& e,
@@ -504,36 +536,21 @@ void onednn_blocks(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
   std::optional<PackedB> packed;
   if (onednn && layout.packed_b && blocks.along_m)
     packed = packed_b(key(std::min(blocks.size, M), N, e.bias, true), B);
-  for_each_block(blocks.count, [&](int64_t b0, int64_t b1) {
-    for (int64_t i = b0; i < b1; ++i) {
-      const int64_t start = i * blocks.size;
-      const int64_t len = std::min(blocks.size, (blocks.along_m ? M : N) - start);
-      const int64_t m = blocks.along_m ? len : M, n = blocks.along_m ? N : len;
-      const T* a = A;
-      const T* b = B;
-      float* c = C;
-      const float* bias = e.bias;
-      if (blocks.along_m)
-        a += oa.trans ? start : start * oa.ld, c += start * N;
-      else
-        b += ob.trans ? start * ob.ld : start, c += start, bias += bias ? start : 0;
-      std::shared_ptr<const Matmul> mm =
-          packed ? matmul_cache().get(key(m, n, bias, true)) : nullptr;
-      if (mm && mm->b != packed->layout) mm = nullptr;
-      if (!mm && onednn) mm = matmul_cache().get(key(m, n, bias, false));
-      const DenseBlock<T> dense{m, n, K, oa.trans, ob.trans};
-      Tensor b_copy;
-      if (mm)
+  for_each_output_block(
+      oa, ob, M, N, blocks, A, B, C, e,
+      [&](int64_t m, int64_t n, const T* a, const T* b, float* c, const float* bias) {
+        std::shared_ptr<const Matmul> mm =
+            packed ? matmul_cache().get(key(m, n, bias, true)) : nullptr;
+        if (mm && mm->b != packed->layout) mm = nullptr;
+        if (!mm && onednn) mm = matmul_cache().get(key(m, n, bias, false));
+        if (!mm) return fallback(m, n, a, b, c, bias);
+        const DenseBlock<T> dense{m, n, K, oa.trans, ob.trans};
+        Tensor b_copy;
         run_dense_block(*mm, dense, a, oa.ld,
                         mm->pack_b ? packed->storage.data<float>()
                                    : static_cast<const void*>(dense.b(b, ob.ld, b_copy)),
                         c, N, beta != 0, bias);
-      else
-        fallback(m, n, a, b, c, bias);
-      if (blocks.along_m && e.rows_done) e.rows_done(start, len);
-    }
-  });
-  if (!blocks.along_m) finish_rows(M, N, e);
+      });
 }
 
 // ---- measured kernel choice (gemm_tuning.h): the candidates timed on one output block
@@ -765,6 +782,23 @@ bool bf16_measured_to_pay(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
 }
 
 }  // namespace
+
+// OpenBLAS on its own threads where its sums do not depend on how it splits a GEMM; else
+// (its AVX2 kernels) cut into the standard output blocks, each one call on one thread, so
+// that the bits do not depend on the thread count: a block is the same call on any.
+void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int64_t N, int64_t K,
+                   const float* A, const float* B, float* C, float beta,
+                   const GemmEpilogue<float>& e) {
+  if (openblas_split_keeps_bits() || M == 0 || N == 0) {
+    sgemm_block(oa, ob, M, N, K, A, B, C, N, beta, e.bias);
+    return finish_rows(M, N, e);
+  }
+  for_each_output_block(
+      oa, ob, M, N, output_blocks(M, N, K), A, B, C, e,
+      [&](int64_t m, int64_t n, const float* a, const float* b, float* c, const float* bias) {
+        sgemm_block(oa, ob, m, n, K, a, b, c, N, beta, bias);
+      });
+}
 
 bool bf16_pays(bool ta, bool tb, int64_t M, int64_t N, int64_t K) {
   const bool pays = bf16_measured_to_pay(ta, tb, M, N, K);

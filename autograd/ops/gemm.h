@@ -130,6 +130,15 @@ void gemm_openblas(const GemmOperand& oa, const GemmOperand& ob, int64_t M, int6
                    const float* A, const float* B, float* C, float beta = 0,
                    const GemmEpilogue<float>& epilogue = {});
 
+// C [M, N] (leading dimension ldc) = A [M, K] B^T (B [N, K]) + beta C, whole, on the calling
+// thread, for callers that share a matrix's outputs among threads themselves (the cached
+// decoder): by a library whose sums for an output do not depend on the columns beside it
+// in the call, so that any share gives the same bits: OpenBLAS where
+// openblas_split_keeps_bits (threading.h), else oneDNN's sgemm (measured so on an AMD EPYC
+// Zen 3 at every split tried).
+void sgemm_nt_here(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                   int64_t ldb, float beta, float* C, int64_t ldc);
+
 // a [..., M, K] @ b [..., K, N] -> [batch..., M, N], both rank >= 2, through gemm() (each
 // operand as it lies where a GEMM can read it); not recorded. bfloat16 operands give a
 // float32 result.

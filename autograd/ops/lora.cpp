@@ -77,7 +77,7 @@ void dots4(const T* rows, int64_t ld, int64_t n, const T* mat, int64_t R, int64_
   }
 }
 
-// A vector of AVX-512's width (tile_kernels.h's), loaded and stored unaligned
+// A register of the build target (tile_kernels.h's simd_t), loaded and stored unaligned
 template <typename T>
 using Vec = tile::simd_t<T>;
 
@@ -100,7 +100,7 @@ void store(T* p, const Vec<T>& v) {
 template <typename T>
 void combine_rows(const T* coef, int64_t ldc, const T* mat, int64_t R, int64_t K, const T* init,
                   int64_t ldi, T* out, int64_t ldo, int64_t n) {
-  constexpr int64_t L = tile::kLanes<T>;
+  constexpr int64_t L = tile::kVectorLanes<T>;
   int64_t k = 0;
   for (; k + L <= K; k += L) {
     Vec<T> acc[4];
@@ -125,7 +125,7 @@ void combine_rows(const T* coef, int64_t ldc, const T* mat, int64_t R, int64_t K
 template <typename T>
 void outer_sums(const T* coef, int64_t ldc, const T* rows, int64_t ldr, int64_t n, int64_t R,
                 int64_t K, T* part) {
-  constexpr int64_t L = tile::kLanes<T>;
+  constexpr int64_t L = tile::kVectorLanes<T>;
   for (int64_t j0 = 0; j0 < R; j0 += 4) {
     const int64_t jn = std::min<int64_t>(4, R - j0);
     int64_t k0 = 0;

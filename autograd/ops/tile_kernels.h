@@ -17,26 +17,49 @@
 namespace ag::tile {
 
 constexpr int64_t kTile = 64;  // queries per tile: the lanes of every key-major tile row
-constexpr int kStrip = 8;      // rows per strip: 8 x 2 vectors = 16 accumulators
+
+// The register the kernels compute in: AVX-512's 64 bytes where the build targets it, else
+// AVX's 32 (SSE's 16). A vector type wider than the registers is split across several, and
+// a strip's accumulators then outnumber them: with 64-byte vectors on an AVX2 CPU (AMD EPYC
+// Zen 3) the strips below spilled to the stack and the attention ran at 3.7 GFLOP/s.
+#if defined(__AVX512F__)
+inline constexpr int kRegisterBytes = 64;
+#elif defined(__AVX__)
+inline constexpr int kRegisterBytes = 32;
+#else
+inline constexpr int kRegisterBytes = 16;
+#endif
+// rows per strip: 8 x 2 vectors = 16 accumulators of AVX-512's 32 registers; 4 x 2 = 8 of
+// the 16 that AVX and SSE have (beside two loaded vectors and a broadcast). A divisor of
+// kTile: key_rows writes or adds whole strips, and a strip across a tile's end would add
+// onto keys no tile has written yet.
+constexpr int kStrip = kRegisterBytes == 64 ? 8 : 4;
+static_assert(kTile % kStrip == 0);
 
 inline int64_t round_up(int64_t n, int64_t to) {
   return (n + to - 1) / to * to;
 }
 
-// GCC's vector extension: one 64-byte register of T (AVX-512; narrower targets split it).
-// Plain loops over an accumulator array leave it in memory, at a fiftieth of the speed.
+// GCC's vector extension: one register of T (kRegisterBytes). Plain loops over an
+// accumulator array leave it in memory, at a fiftieth of the speed.
 template <typename T>
 struct simd_of;
 template <>
 struct simd_of<float> {
-  typedef float type __attribute__((vector_size(64)));
+  typedef float type __attribute__((vector_size(kRegisterBytes)));
 };
 template <>
 struct simd_of<double> {
-  typedef double type __attribute__((vector_size(64)));
+  typedef double type __attribute__((vector_size(kRegisterBytes)));
 };
 template <typename T>
 using simd_t = typename simd_of<T>::type;
+// The lanes of one register
+template <typename T>
+constexpr int64_t kVectorLanes = kRegisterBytes / sizeof(T);
+// What operands are padded to: 64 bytes on every target, a whole number of registers, and
+// the vector the BF16 units' kernels read (tile_kernels_bf16.cpp, compiled for AVX-512
+// whatever the build targets)
 template <typename T>
 constexpr int64_t kLanes = 64 / sizeof(T);
 
@@ -49,7 +72,7 @@ template <typename T, int MR, int NV>
 inline void strip(int64_t rows, int64_t p0, int64_t p1, const T* a, int64_t ars, int64_t acs,
                   const T* b, int64_t ldb, T* c, int64_t ldc, bool add) {
   using V = simd_t<T>;
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kVectorLanes<T>;
   const T* ar[MR];
   V acc[MR][NV];
 #pragma GCC unroll 16
@@ -90,7 +113,7 @@ inline void strip(int64_t rows, int64_t p0, int64_t p1, const T* a, int64_t ars,
 template <typename T>
 void strip_panel(int64_t rows, int64_t p0, int64_t p1, const T* a, int64_t ars, int64_t acs,
                  const T* b, int64_t ldb, int64_t w, T* c, int64_t ldc, bool add) {
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kVectorLanes<T>;
   int64_t col = 0;
   for (; col + 2 * L <= w; col += 2 * L)
     strip<T, kStrip, 2>(rows, p0, p1, a, ars, acs, b + col, ldb, c + col, ldc, add);
@@ -104,7 +127,7 @@ void strip_panel(int64_t rows, int64_t p0, int64_t p1, const T* a, int64_t ars, 
 template <typename T>
 void key_major_tile(bool causal, int64_t i0, int64_t nk, const T* rows, int64_t n, const T* bt,
                     T* st) {
-  constexpr int64_t W = kLanes<T>;
+  constexpr int64_t W = kVectorLanes<T>;
   for (int64_t j0 = 0; j0 < nk; j0 += kStrip) {
     const int64_t col = causal ? std::clamp<int64_t>(j0 - i0, 0, kTile) / W * W : 0;
     strip_panel(std::min<int64_t>(kStrip, nk - j0), 0, n, rows + j0 * n, n, 1, bt + col, kTile,
@@ -117,7 +140,7 @@ void key_major_tile(bool causal, int64_t i0, int64_t nk, const T* rows, int64_t 
 // are zero for the products that read them.
 template <typename T>
 int64_t hidden_lanes(bool causal, int64_t i0, int64_t j) {
-  return causal ? std::clamp<int64_t>(j - i0, 0, kTile) / kLanes<T> * kLanes<T> : 0;
+  return causal ? std::clamp<int64_t>(j - i0, 0, kTile) / kVectorLanes<T> * kVectorLanes<T> : 0;
 }
 
 // out[x][0, w) = sum_j tile[j][x] b[j][0, w) for the m queries of the tile, each strip only
@@ -163,8 +186,8 @@ template <int s, typename T>
 inline void swap_all_blocks(simd_t<T>* v) {
   if constexpr (s > 0) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kLanes<T>; ++i)
-      if ((i & s) == 0) swap_blocks<s>(v[i], v[i + s], std::make_index_sequence<kLanes<T>>());
+    for (int i = 0; i < kVectorLanes<T>; ++i)
+      if ((i & s) == 0) swap_blocks<s>(v[i], v[i + s], std::make_index_sequence<kVectorLanes<T>>());
     swap_all_blocks<s / 2, T>(v);
   }
 }
@@ -173,7 +196,7 @@ inline void swap_all_blocks(simd_t<T>* v) {
 template <typename T>
 void transpose_tile(const T* src, int64_t m, int64_t n, T alpha, T* bt) {
   using V = simd_t<T>;
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kVectorLanes<T>;
   const int64_t mf = m / L * L, nf = n / L * L;  // the part in whole L x L blocks
   for (int64_t x0 = 0; x0 < mf; x0 += L)
     for (int64_t c0 = 0; c0 < nf; c0 += L) {

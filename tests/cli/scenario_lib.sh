@@ -25,10 +25,6 @@ expect_error() {
 # expect_usage_error EXPECTED_TEXT CMD...: a usage error (exit 2) with the text
 expect_usage_error() { expect_error 2 "$@"; }
 
-# Whether this build's kernels give the same bits on any thread count (attograd --version):
-# OpenBLAS's AVX2 kernels round a GEMM differently on two threads (docs/library.md), so
-# there runs on different thread counts agree to rounding only.
-threads_agree() { "$bin" --version | grep -q "^threads:  the same bits on any thread count"; }
 
 # hashes CHECKPOINT: each parameter's name and checksum
 hashes() { "$bin" inspect "$1" --checksums | awk '/^(tok_emb|pos_emb|blocks|ln_f|lm_head|classifier)/ {print $1, $NF}'; }
