@@ -15,6 +15,7 @@
 #include "nn/gpt.h"
 #include "nn/inference.h"
 #include "nn/inference_kernels.h"
+#include "nn/lanes.h"
 
 namespace bench {
 
@@ -67,7 +68,7 @@ double median(std::vector<double> v) {
 
 double read_gbs(const std::vector<std::pair<const float*, int64_t>>& spans, int threads,
                 int rounds) {
-  typedef float v16 __attribute__((vector_size(64)));
+  using nn::inference::v16;  // (a 64-byte vector type stays in memory on AVX2: nn/lanes.h)
   double best = 1e30, bytes = 0;
   for (const auto& [p, n] : spans) bytes += 4.0 * static_cast<double>(n);
   float sink = 0;
@@ -79,11 +80,7 @@ double read_gbs(const std::vector<std::pair<const float*, int64_t>>& spans, int 
       for (const auto& [p, n] : spans) {
         const auto [i0, i1] = nn::inference::share(n, omp_get_thread_num(), threads, 64);
         for (int64_t i = i0; i + 64 <= i1; i += 64)
-          for (int k = 0; k < 4; ++k) {
-            v16 v;
-            std::memcpy(&v, p + i + 16 * k, sizeof v);
-            acc[k] += v;
-          }
+          for (int k = 0; k < 4; ++k) acc[k] += nn::inference::load(p + i + 16 * k);
       }
       sink += (acc[0] + acc[1] + acc[2] + acc[3])[0];
     }

@@ -48,9 +48,9 @@ inline v16 widen_levels(const uint8_t* p) {
   std::memcpy(&v, &f, sizeof v);
   return v;
 #else
-  v16 v;
+  float v[kLanes];
   for (int i = 0; i < kLanes; ++i) v[i] = static_cast<float>(static_cast<int8_t>(p[i]));
-  return v;
+  return load(v);
 #endif
 }
 
@@ -66,9 +66,9 @@ inline v16 fused(v16 p, float d, v16 acc) {
   std::memcpy(&v, &r, sizeof v);
   return v;
 #else
-  v16 v;
+  float v[kLanes];
   for (int i = 0; i < kLanes; ++i) v[i] = std::fma(p[i], d, acc[i]);
-  return v;
+  return load(v);
 #endif
 }
 

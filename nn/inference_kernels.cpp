@@ -28,18 +28,33 @@ namespace {
 
 // One stage of a 16x16 transpose: vectors a = m[k] and c = m[k + 2^b] (bit b of k clear)
 // trade the lanes whose bit b differs from their row's, a taking c's lower and c taking
-// a's upper half of each 2^(b+1)-lane block.
-template <int b, size_t... J>
-inline void swap_lanes(v16& a, v16& c, std::index_sequence<J...>) {
-  constexpr int h = 1 << b;
-  const v16 lo = __builtin_shufflevector(a, c, ((J >> b) & 1 ? int(J) - h + 16 : int(J))...);
-  const v16 hi = __builtin_shufflevector(a, c, ((J >> b) & 1 ? int(J) + 16 : int(J) + h)...);
+// a's upper half of each 2^(b+1)-lane block. (Without AVX-512, stages 0-2 trade within
+// each 8-lane half, and stage 3 trades the halves.)
+template <int b, typename V, size_t... J>
+inline void swap_lanes(V& a, V& c, std::index_sequence<J...>) {
+  constexpr int h = 1 << b, n = sizeof...(J);
+  const V lo = __builtin_shufflevector(a, c, ((J >> b) & 1 ? int(J) - h + n : int(J))...);
+  const V hi = __builtin_shufflevector(a, c, ((J >> b) & 1 ? int(J) + n : int(J) + h)...);
   a = lo, c = hi;
+}
+template <int b>
+inline void swap_pair(v16& a, v16& c) {
+#ifdef __AVX512F__
+  swap_lanes<b>(a, c, std::make_index_sequence<kLanes>{});
+#else
+  if constexpr (b == 3) {
+    const v8 a_hi = a.hi;
+    a.hi = c.lo, c.lo = a_hi;
+  } else {
+    swap_lanes<b>(a.lo, c.lo, std::make_index_sequence<8>{});
+    swap_lanes<b>(a.hi, c.hi, std::make_index_sequence<8>{});
+  }
+#endif
 }
 template <int b>
 inline void transpose_stage(v16 (&m)[kLanes]) {
   for (int k = 0; k < kLanes; ++k)
-    if (!((k >> b) & 1)) swap_lanes<b>(m[k], m[k + (1 << b)], std::make_index_sequence<kLanes>{});
+    if (!((k >> b) & 1)) swap_pair<b>(m[k], m[k + (1 << b)]);
 }
 
 // s[k] = sum_lanes(acc[k]) for 16 sums at once, the same additions in the same order (lane
@@ -77,6 +92,7 @@ inline v16 load_weights(const float* p) {
   return load(p);
 }
 inline v16 load_weights(const ag::bfloat16* p) {
+#ifdef __AVX512F__
   typedef uint16_t u16x16 __attribute__((vector_size(32)));
   typedef uint32_t u32x16 __attribute__((vector_size(64)));
   u16x16 h;
@@ -85,6 +101,53 @@ inline v16 load_weights(const ag::bfloat16* p) {
   v16 v;
   std::memcpy(&v, &wide, sizeof v);
   return v;
+#else
+  typedef uint16_t u16x8 __attribute__((vector_size(16)));
+  typedef uint32_t u32x8 __attribute__((vector_size(32)));
+  v16 v;
+  for (int half = 0; half < 2; ++half) {
+    u16x8 h;
+    std::memcpy(&h, p + 8 * half, sizeof h);
+    const u32x8 wide = __builtin_convertvector(h, u32x8) << 16;
+    std::memcpy(half ? &v.hi : &v.lo, &wide, sizeof wide);
+  }
+  return v;
+#endif
+}
+
+// 32 floats from lo and hi (16 each) split into their even and odd lanes, in order
+inline void even_odd(v16 lo, v16 hi, v16& even, v16& odd) {
+#ifdef __AVX512F__
+  even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  odd = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#else
+  even = {__builtin_shufflevector(lo.lo, lo.hi, 0, 2, 4, 6, 8, 10, 12, 14),
+          __builtin_shufflevector(hi.lo, hi.hi, 0, 2, 4, 6, 8, 10, 12, 14)};
+  odd = {__builtin_shufflevector(lo.lo, lo.hi, 1, 3, 5, 7, 9, 11, 13, 15),
+         __builtin_shufflevector(hi.lo, hi.hi, 1, 3, 5, 7, 9, 11, 13, 15)};
+#endif
+}
+
+// 16 pairs of bfloat16 weights as floats: each pair's even element (its low half, shifted
+// up) and odd one (its high half, masked), exact
+inline void widen_pairs(const ag::bfloat16* p, v16& even, v16& odd) {
+#ifdef __AVX512F__
+  typedef uint32_t u32x16 __attribute__((vector_size(64)));
+  u32x16 pairs;
+  std::memcpy(&pairs, p, sizeof pairs);
+  const u32x16 e = pairs << 16, o = pairs & 0xffff0000u;
+  std::memcpy(&even, &e, sizeof even);
+  std::memcpy(&odd, &o, sizeof odd);
+#else
+  typedef uint32_t u32x8 __attribute__((vector_size(32)));
+  for (int half = 0; half < 2; ++half) {
+    u32x8 pairs;
+    std::memcpy(&pairs, p + 16 * half, sizeof pairs);
+    const u32x8 e = pairs << 16, o = pairs & 0xffff0000u;
+    std::memcpy(half ? &even.hi : &even.lo, &e, sizeof e);
+    std::memcpy(half ? &odd.hi : &odd.lo, &o, sizeof o);
+  }
+#endif
 }
 
 // The weights a step reads are streamed from memory once; the loops below ask for the
@@ -142,22 +205,14 @@ struct Rows {
 // step of the base config was bound by instructions, not by the bytes it reads.
 template <int R>
 int64_t thirty_twos(Rows<R, ag::bfloat16>& r, const float* x, int64_t in) {
-  typedef uint32_t u32x16 __attribute__((vector_size(64)));
   int64_t i = 0;
   for (; i + 2 * kLanes <= in; i += 2 * kLanes) {
-    const v16 lo = load(x + i), hi = load(x + i + kLanes);
-    const v16 xe =
-        __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const v16 xo =
-        __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    v16 xe, xo;
+    even_odd(load(x + i), load(x + i + kLanes), xe, xo);
     for (int k = 0; k < R; ++k) {
       prefetch_next(r.w[k] + i, r.ahead);
-      u32x16 pairs;
-      std::memcpy(&pairs, r.w[k] + i, sizeof pairs);
-      const u32x16 e = pairs << 16, o = pairs & 0xffff0000u;
       v16 we, wo;
-      std::memcpy(&we, &e, sizeof we);
-      std::memcpy(&wo, &o, sizeof wo);
+      widen_pairs(r.w[k] + i, we, wo);
       r.acc[k] += we * xe, r.acc[k] += wo * xo;
     }
   }
@@ -355,7 +410,7 @@ float exp_shifted(float* s, int64_t t) {
   int64_t j = 0;
   for (; j + kLanes <= t; j += kLanes) {
     const v16 x = load(s + j);
-    lanes = lanes < x ? x : lanes;
+    lanes = larger(lanes, x);
   }
   float m = -INFINITY;
   for (int l = 0; l < kLanes; ++l) m = std::max(m, lanes[l]);
@@ -387,9 +442,9 @@ inline v16 load_first(const float* p, int64_t n) {
 #ifdef __AVX512F__
   return reinterpret_cast<v16>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p));
 #else
-  v16 v = {};
+  float v[kLanes] = {};
   for (int64_t l = 0; l < n; ++l) v[l] = p[l];
-  return v;
+  return load(v);
 #endif
 }
 inline void store_first(float* p, v16 v, int64_t n) {
