@@ -24,8 +24,8 @@
 // The order, the same for every row whatever the other rows, the outputs a thread takes or
 // the CPU: y[r][o] (+)= (acc + bias[o]) where acc starts at +0 and becomes
 // fma(W[o][i], x[r][i], acc) for i = 0, 1, ..., in - 1 (+ 0 without a bias; with accumulate,
-// y[r][o] + that sum, rounded once more). AVX-512 takes a panel a vector; elsewhere std::fma
-// gives the same roundings output by output.
+// y[r][o] + that sum, rounded once more). AVX-512 takes a panel a vector, AVX2 a panel two;
+// elsewhere std::fma gives the same roundings output by output.
 #include <cstdint>
 
 namespace nn::inference {
