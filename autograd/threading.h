@@ -79,12 +79,12 @@ const char* blas_kernel_name();
 // Whether that kernel's sgemm gives the same bits however a GEMM is split, among its
 // threads or into calls on parts of the output. Measured on OpenBLAS 0.3.21: yes for the
 // AVX-512 kernels (SkylakeX and the kernels that reuse its sgemm); no for Haswell and Zen,
-// whose sums depend on the shape of each call (a GEMM split at any column but the last
-// block's rounds thousands of elements differently). attograd's results do not depend on
-// the thread count either way: where it is false, OpenBLAS runs on one thread a call
-// (OpenBlasCallThreads) over pieces cut from the problem's size alone (gemm.cpp), and the
-// decoder's shares of a matrix go to oneDNN's sgemm, whose sums do not depend on the
-// split (nn/inference_kernels.cpp).
+// whose sums depend on the shape of each call (a 129 x 768 x 768 product cut into two calls
+// at any of 9 columns tried, 1 to 512, rounded 1,200-5,800 elements differently). attograd's
+// results do not depend on the thread count either way: where it is false, OpenBLAS runs on one
+// thread a call (OpenBlasCallThreads) over pieces cut from the problem's size alone (gemm.cpp), and
+// the decoder's shares of a matrix go to oneDNN's sgemm, whose sums do not depend on the split
+// (nn/inference_kernels.cpp).
 bool openblas_split_keeps_bits();
 
 }  // namespace ag
