@@ -5,7 +5,7 @@ PyTorch's best is searched, not assumed: for every config and dropout each varia
   threads 1 or 2
   x kernels: the environment as given (which may pin OPENBLAS_CORETYPE, e.g. Haswell),
              OpenBLAS's own choice (OPENBLAS_CORETYPE unset), or AVX-512 forced
-             (OPENBLAS_CORETYPE=SkylakeX and ATEN_CPU_CAPABILITY=avx512)
+             (OPENBLAS_CORETYPE=SkylakeX and ATEN_CPU_CAPABILITY=avx512, where the CPU has it)
   x precision: fp32, or torch.autocast("cpu", dtype=torch.bfloat16)
 is timed once briefly; then the fastest fp32 variant and the fastest bf16 variant are run
 interleaved with attograd in both precisions (--precision fp32 and bf16) for --rounds
@@ -44,11 +44,22 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+def cpu_has(flag):
+    """Whether /proc/cpuinfo lists the flag (False where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and flag in line.split() for line in f)
+    except OSError:
+        return False
+
+
 KERNELS = {  # name: environment changes (None removes the variable)
     "as-given": {},
     "openblas-auto": {"OPENBLAS_CORETYPE": None},
-    "avx512": {"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512"},
 }
+# AVX-512 forced only where the CPU has it: elsewhere PyTorch dies of SIGILL (an AMD EPYC Zen 3)
+if cpu_has("avx512f"):
+    KERNELS["avx512"] = {"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512"}
 # The configs timed briefly: their steps take seconds (PyTorch's up to half a minute at the
 # Llama family's shapes), so few steps, one warm-up, and at those shapes PyTorch is searched
 # on 1 and 2 threads as the others are (PyTorch fp32 measured faster on 1 thread than on 2
