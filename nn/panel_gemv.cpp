@@ -132,42 +132,40 @@ void rows_of(const float* x, int64_t in, const float* panels, int64_t first, con
   for (; p < p1; ++p) tile<R, 1>(x, in, panels + p * in * kLanes, at(p), bias, y, ldy, accumulate);
 }
 
-// R in [1, 12] rows in one pass over the panels, each weight vector loaded once for all of
-// them: at least 8 sums a tile but for one row, at most 29 registers. 7 to 12 rows (a
-// prefill's blocks) take two panels a tile; 3 to 6 (a step's rows, bound by reading the
-// weights: 3 rows took two passes, 2 and 1, as long as two of 4 rows) four; 1 and 2 eight.
+// Rows a pass takes and panels a tile for R of them: at least 8 sums a tile but for one row.
+// AVX-512 (a panel one of 32 registers, at most 29 used): 7 to 12 rows (a prefill's blocks)
+// two panels a tile; 3 to 6 (a step's rows, bound by reading the weights: 3 rows took two
+// passes, 2 and 1, as long as two of 4 rows) four; 1 and 2 eight. AVX (a panel two of 16
+// registers, at most 12 sums): 1 row four, 2 rows two, 3 to 6 one.
+#ifdef __AVX512F__
+constexpr int kMostRows = 12;
+constexpr int panels_a_tile(int R) {
+  return R <= 2 ? 8 : R <= 6 ? 4 : 2;
+}
+#else
+constexpr int kMostRows = 6;
+constexpr int panels_a_tile(int R) {
+  return R == 1 ? 4 : R == 2 ? 2 : 1;
+}
+#endif
+
+// n in [1, R] rows in one pass over the panels, each weight vector loaded once for all of
+// them
+template <int R>
+void rows_up_to(int64_t n, const float* x, int64_t in, const float* panels, int64_t first,
+                const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
+  if constexpr (R > 1)
+    if (n < R) return rows_up_to<R - 1>(n, x, in, panels, first, bias, out, y, ldy, accumulate);
+  rows_of<R, panels_a_tile(R)>(x, in, panels, first, bias, out, y, ldy, accumulate);
+}
+
+// R rows (at most 12) over the panels: in one pass, or passes of kMostRows where fewer
+// registers hold fewer sums (each row's sums are the same in any pass)
 void rows_in_one_pass(int64_t R, const float* x, int64_t in, const float* panels, int64_t first,
                       const float* bias, int64_t out, float* y, int64_t ldy, bool accumulate) {
-#if !defined(__AVX512F__)
-  // AVX's 16 registers hold at most 12 sums (a panel is two of them): 1 row four panels a
-  // tile, 2 rows two, 3 to 6 one; more rows in passes of 6 (each row's sums are the same
-  // in any pass)
-  for (; R > 6; R -= 6, x += 6 * in, y += 6 * ldy)
-    rows_of<6, 1>(x, in, panels, first, bias, out, y, ldy, accumulate);
-  switch (R) {
-    case 1: return rows_of<1, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 2: return rows_of<2, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 3: return rows_of<3, 1>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 4: return rows_of<4, 1>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 5: return rows_of<5, 1>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    default: return rows_of<6, 1>(x, in, panels, first, bias, out, y, ldy, accumulate);
-  }
-#else
-  switch (R) {
-    case 1: return rows_of<1, 8>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 2: return rows_of<2, 8>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 3: return rows_of<3, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 4: return rows_of<4, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 5: return rows_of<5, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 6: return rows_of<6, 4>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 7: return rows_of<7, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 8: return rows_of<8, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 9: return rows_of<9, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 10: return rows_of<10, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    case 11: return rows_of<11, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-    default: return rows_of<12, 2>(x, in, panels, first, bias, out, y, ldy, accumulate);
-  }
-#endif
+  for (; R > kMostRows; R -= kMostRows, x += kMostRows * in, y += kMostRows * ldy)
+    rows_up_to<kMostRows>(kMostRows, x, in, panels, first, bias, out, y, ldy, accumulate);
+  rows_up_to<kMostRows>(R, x, in, panels, first, bias, out, y, ldy, accumulate);
 }
 
 }  // namespace

@@ -130,11 +130,8 @@ std::optional<Bf16Backend> forced_bf16_backend() {
 
 void sgemm_nt_here(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                    int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (openblas_split_keeps_bits()) {
-    const OpenBlasCallThreads blas_threads;
-    return cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta,
-                       C, ldc);
-  }
+  if (openblas_split_keeps_bits())
+    return sgemm_block({false, lda}, {true, ldb}, M, N, K, A, B, C, ldc, beta, nullptr);
   const OmpThreadsScope one_thread(1);
   if (dnnl_sgemm('N', 'T', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) != dnnl_success)
     throw std::runtime_error("gemm: oneDNN's sgemm failed");
