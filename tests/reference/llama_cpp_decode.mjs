@@ -11,6 +11,9 @@
 // the one llama.cpp this process loaded (its start is most of a small file's time), one JSON
 // line each, in order, with "file" its path. LORA=ADAPTER.gguf: llama.cpp's LoRA adapter
 // loaded onto each model's context at scale 1 (attograd's export --format gguf-lora).
+// LOGITS=1: "logits" also holds llama.cpp's raw logits (an array of vocabulary length) for
+// the row before each generated id, the prompt and those ids evaluated again from an empty
+// cache (else null).
 import { pathToFileURL } from "node:url";
 import fs from "node:fs";
 import path from "node:path";
@@ -50,6 +53,22 @@ async function run(file) {
       if (generated.length >= Number(count)) break;
     }
   }
+  let logits = null;
+  if (process.env.LOGITS === "1" && generated.length > 0) {
+    // teacher-forced: the prompt and the generated ids again, from an empty cache, with the
+    // raw logits of every row that predicts a generated id
+    await sequence.clearHistory();
+    const ids = prompt.map(Number).concat(generated.slice(0, -1));
+    const first = prompt.length - 1;
+    const input = ids.map((id, i) => (i < first ? id : [id, { generateNext: { logits: true } }]));
+    const rows = await sequence.controlledEvaluate(input);
+    const vocab = model.tokens.size ?? model.vocabularySize;
+    logits = rows.slice(first).map((row) => {
+      const out = new Array(vocab).fill(null);
+      for (const [token, value] of row.next.logits) out[token] = value;
+      return out;
+    });
+  }
   const tokenized = {};
   const names = textsDir === "-" ? [] : fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt"));
   for (const name of names.sort()) {
@@ -59,7 +78,7 @@ async function run(file) {
   const architecture = model.fileInfo?.metadata?.general?.architecture ?? "";
   const { bos, eos, eot } = model.tokens;
   const wrapper = resolveChatWrapper(model)?.constructor?.name ?? null;
-  const out = { file, tokenized, generated, architecture, bos, eos, eot, wrapper, stop };
+  const out = { file, tokenized, generated, architecture, bos, eos, eot, wrapper, stop, logits };
   process.stdout.write(JSON.stringify(out) + "\n");
   await context.dispose();
   await model.dispose();
