@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded fuzzing of every libFuzzer target, all targets at once, each for SECONDS
 # (default 60), seeded from fuzz/corpus/<target>/. Builds BUILD_DIR (default build-fuzz)
-# with clang-14 if it lacks the targets; .ci/run passes its sanitizer build, which has
+# with clang-19 if it lacks the targets; .ci/run passes its sanitizer build, which has
 # them too. Findings land in BUILD_DIR/findings/<target>/ and make the script exit 1.
 # A fixed finding goes into fuzz/regressions/<target>/ so the test suite replays it.
 #   tools/fuzz.sh [SECONDS] [BUILD_DIR]
@@ -13,7 +13,7 @@ targets=(checkpoint tokenizer config prepared_meta tokenizer_file gpt2_files saf
          gguf gguf_lora choice_items instruction_data classification_data hf_llama_config
          hf_tokenizer_json serve_request)
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=clang-19 CXX=clang++-19 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
     -DATTOGRAD_FUZZ=ON -DATTOGRAD_TESTS=OFF > /dev/null
 fi

@@ -33,7 +33,7 @@ TABLE = ROOT / "tests" / "test_costs.txt"
 MIN_SECONDS = 5.0
 HEADER = """\
 # Seconds each long test takes (over {min:g} s in either build), in the Release build and in
-# the sanitizer build (.ci/run's clang-14 ASan+UBSan one); "-" where it is not run there
+# the sanitizer build (.ci/run's clang ASan+UBSan one); "-" where it is not run there
 # (registered as skipped) or was not timed. ctest -j starts tests by their COST, highest
 # first, where it has no timings of its own, as on CI's clean clone: attograd_test_costs()
 # (tests/CMakeLists.txt) sets COST from the column of the build, so the longest start first
