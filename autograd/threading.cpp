@@ -128,7 +128,8 @@ const char* better_blas_kernel() {
 
 // Whether the user left OpenMP's waiting to its default (which spins for milliseconds).
 bool default_omp_spinning() {
-  return std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr;
+  return std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr &&
+         std::getenv("KMP_BLOCKTIME") == nullptr;
 }
 
 }  // namespace
@@ -142,7 +143,10 @@ void select_blas_kernel(char** argv) {
   const bool spin = default_omp_spinning();
   if (core == nullptr && !spin) return;
   if (core != nullptr) setenv("OPENBLAS_CORETYPE", core, 1);
-  if (spin) setenv("GOMP_SPINCOUNT", kOmpSpinCount, 1);
+  if (spin) {  // each runtime reads its own; setting both is harmless
+    setenv("GOMP_SPINCOUNT", kOmpSpinCount, 1);
+    setenv("KMP_BLOCKTIME", kOmpBlockTimeMs, 1);
+  }
   setenv("ATTOGRAD_BLAS_REEXECUTED", "1", 1);
   execv(own_executable().c_str(), argv);  // only returns on failure: carry on as we are
 }

@@ -59,10 +59,12 @@ namespace ag {
 // weaker than the CPU supports, this sets OPENBLAS_CORETYPE from the CPU's features and
 // re-executes the program (argv) so the library loads again with the right kernel; set
 // ATTOGRAD_KEEP_BLAS_KERNEL=1 to keep the kernel as it is. The same re-execution also
-// shortens how long libgomp's idle threads spin before they sleep (GOMP_SPINCOUNT
-// kOmpSpinCount, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set): its default spins
-// about 7 ms after every parallel region, a core's worth of time taken from any other
-// program (or a thread of ours) that shares the core; libgomp reads it only as it loads.
+// shortens how long OpenMP's idle threads spin before they sleep (GOMP_SPINCOUNT
+// kOmpSpinCount for GCC's libgomp, KMP_BLOCKTIME kOmpBlockTimeMs for LLVM's libomp, which
+// a clang build links; unless OMP_WAIT_POLICY, GOMP_SPINCOUNT or KMP_BLOCKTIME is set):
+// their defaults spin about 7 ms (libgomp) and 200 ms (libomp) after every parallel region,
+// a core's worth of time taken from any other program (or a thread of ours) that shares
+// the core; each runtime reads its setting only as it loads.
 // Call it first thing in main(); it returns normally when nothing needs doing or
 // re-executing fails.
 void select_blas_kernel(char** argv);
@@ -72,6 +74,11 @@ void select_blas_kernel(char** argv);
 // (measured no slower than the default on tiny/small/base), short enough that a thread
 // waiting on a descheduled one gives its core back (docs/performance.md, "Under load").
 constexpr const char* kOmpSpinCount = "10000";
+// libomp's spin before a waiting thread sleeps, in milliseconds (its unit in every
+// version; the shortest that still spins): under the sanitizers' ctest -j2, the default
+// 200 ms made a test's idle threads take about a fifth of the CPU (user time of
+// cli.sample_eval_inspect 12.2 s against 9.0 s with 1 ms, AMD EPYC Zen 3, 2026-12-07).
+constexpr const char* kOmpBlockTimeMs = "1";
 
 // The kernel OpenBLAS is using, e.g. "SkylakeX".
 const char* blas_kernel_name();
