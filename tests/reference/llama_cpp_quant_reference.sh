@@ -60,11 +60,11 @@ for arch in gpt2 llama; do
       { fail "$arch $format: llama.cpp gave [$generated], not $tokens tokens"; continue; }
     # shellcheck disable=SC2086
     "$driver" "$back" "$work/ours.safetensors" 0 $prompt_ids $generated > /dev/null
+    status=0
     verdict=$(node "$here/llama_cpp_logits.js" "$work/theirs.json" "$work/ours.safetensors" \
-      "$(wc -w <<< "$prompt_ids")" "$tolerance") || failed=1
+      "$(wc -w <<< "$prompt_ids")" "$tolerance") || status=$?
     echo "$arch $format ($(stat -c %s "$gguf") bytes): $verdict"
-    [ -z "${failed:-}" ] || fail "$arch $format: a logit of llama.cpp's is over $tolerance from attograd's"
-    unset failed
+    [ "$status" -eq 0 ] || fail "$arch $format: a logit of llama.cpp's is over $tolerance from attograd's"
   done
 done
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
