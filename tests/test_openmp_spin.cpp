@@ -16,13 +16,12 @@ bool set_to(const char* name, const char* value) {
 }
 }  // namespace
 
-TEST_CASE("the start-up re-execution shortens the idle spin of libgomp and libomp alike") {
-  if (std::getenv("ATTOGRAD_BLAS_REEXECUTED") == nullptr) {
-    WARN(
-        "not re-executed (no better BLAS kernel, and the spin set by the caller): nothing to "
-        "check");
-    return;
-  }
-  CHECK(set_to("GOMP_SPINCOUNT", ag::kOmpSpinCount) ==
-        set_to("KMP_BLOCKTIME", ag::kOmpBlockTimeMs));
+// Hidden ([.]): every other test runs with the spin already set (tests/CMakeLists.txt), which
+// leaves nothing to re-execute; openmp.spin_set_by_reexecution runs this one without it.
+TEST_CASE("the start-up re-execution shortens the idle spin of libgomp and libomp alike",
+          "[.][reexecution]") {
+  // started with no spin and no OMP_WAIT_POLICY: re-executed whatever the BLAS kernel, both set
+  REQUIRE(std::getenv("ATTOGRAD_BLAS_REEXECUTED") != nullptr);
+  CHECK(set_to("GOMP_SPINCOUNT", ag::kOmpSpinCount));
+  CHECK(set_to("KMP_BLOCKTIME", ag::kOmpBlockTimeMs));
 }
