@@ -7,9 +7,10 @@ PyTorch's best is searched, not assumed: for every config and dropout each varia
              OpenBLAS's own choice (OPENBLAS_CORETYPE unset), or AVX-512 forced
              (OPENBLAS_CORETYPE=SkylakeX and ATEN_CPU_CAPABILITY=avx512, where the CPU has it)
   x precision: fp32, or torch.autocast("cpu", dtype=torch.bfloat16)
-is timed once briefly; then the fastest fp32 variant and the fastest bf16 variant are run
-interleaved with attograd in both precisions (--precision fp32 and bf16) for --rounds
-rounds, so all see the same machine. Medians over rounds; the speed-up is attograd's faster
+is timed once briefly (a probe running past 3 times the fastest probe's wall time is stopped:
+it cannot be the best, and where every bf16 probe is, the table says "stopped"); then the
+fastest fp32 variant and the fastest bf16 variant are run interleaved with attograd in both
+precisions (--precision fp32 and bf16) for --rounds rounds, so all see the same machine. Medians over rounds; the speed-up is attograd's faster
 precision against PyTorch's faster one ("best/best") and fp32 against fp32; RSS is compared
 between those two fastest variants.
 
@@ -42,6 +43,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 def cpu_has(flag):
@@ -107,9 +109,14 @@ def background_load(on):
         spinner.wait()
 
 
-def run_json(cmd, env_changes=None, load=None):
+def run_json(cmd, env_changes=None, load=None, timeout=None):
+    """The JSON lines cmd prints; None where it ran past timeout seconds (then stopped)."""
     with background_load(BACKGROUND_LOAD if load is None else load):
-        out = subprocess.run(cmd, capture_output=True, text=True, env=environment(env_changes))
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True,
+                                 env=environment(env_changes), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -131,22 +138,38 @@ def common_args(config, dropout, steps):
     return args
 
 
+# A probe that runs past this many times the fastest probe's wall time so far is stopped: it
+# cannot be PyTorch's best. (On a CPU without BF16 units autocast's bfloat16 emulates them:
+# one probe of smollm2-135m took minutes on an AMD EPYC Zen 3, and four of them most of the
+# search's half hour.)
+PROBE_BOUND = 3
+
+
 def best_variants(a, config, dropout):
-    """The fastest (threads, kernels) for each precision, from one short run of each."""
+    """The fastest (threads, kernels) for each precision, from one short run of each; a
+    precision whose every probe was stopped (PROBE_BOUND) maps to the seconds it was given."""
     probe = common_args(config, dropout, max(3, a.steps // 4))
     threads_tried = (1, 2)
     if config in QUICK:
         probe = common_args(config, dropout, QUICK[config]["probe_steps"])
         probe[probe.index("--warmup") + 1] = str(QUICK[config]["probe_warmup"])
         threads_tried = QUICK[config]["threads"]
-    best = {}
+    best, fastest_wall = {}, None
     for precision in ("fp32", "bf16"):
         timed = []
         for threads in threads_tried:
             for kernels, env in KERNELS.items():
-                row = run_json(torch_cmd(a, probe, threads, precision), env)[0]
-                timed.append((row["ms_per_step"], threads, kernels))
-        best[precision] = min(timed)[1:]
+                bound = fastest_wall and PROBE_BOUND * fastest_wall
+                start = time.monotonic()
+                rows = run_json(torch_cmd(a, probe, threads, precision), env, timeout=bound)
+                if rows is None:
+                    print(f"PyTorch {precision} {threads}t {kernels}: stopped after {bound:.0f} s",
+                          file=sys.stderr)
+                    continue
+                wall = time.monotonic() - start
+                fastest_wall = min(wall, fastest_wall or wall)
+                timed.append((rows[0]["ms_per_step"], threads, kernels))
+        best[precision] = min(timed)[1:] if timed else PROBE_BOUND * fastest_wall
     return best
 
 
@@ -158,20 +181,23 @@ def measure(a, config, dropout):
         for precision in ours:
             ours[precision] += run_json([a.attograd, "bench", "--threads", str(a.threads),
                                          "--precision", precision] + common)
-        for precision, (threads, kernels) in best.items():
-            theirs[precision] += run_json(torch_cmd(a, common, threads, precision),
-                                          KERNELS[kernels])
+        for precision, variant in best.items():
+            if isinstance(variant, tuple):
+                threads, kernels = variant
+                theirs[precision] += run_json(torch_cmd(a, common, threads, precision),
+                                              KERNELS[kernels])
     med = lambda xs, k: statistics.median(x[k] for x in xs)
     o_ms = {p: med(ours[p], "ms_per_step") for p in ours}
-    t_ms = {p: med(theirs[p], "ms_per_step") for p in theirs}
+    t_ms = {p: med(theirs[p], "ms_per_step") for p in theirs if theirs[p]}
     mine, fastest = min(o_ms, key=o_ms.get), min(t_ms, key=t_ms.get)
-    describe = lambda p: f"{p} {best[p][0]}t {best[p][1]}"
+    describe = lambda p: (f"{p} {best[p][0]}t {best[p][1]}" if isinstance(best[p], tuple) else
+                          f"{p}: every probe stopped after {best[p]:.0f} s")
     row = dict(config=config, dropout=float(dropout), ours_fp32_ms=o_ms["fp32"],
                ours_bf16_ms=o_ms["bf16"], ours_best=mine, ours_ms=o_ms[mine],
-               torch_fp32_ms=t_ms["fp32"], torch_bf16_ms=t_ms["bf16"],
+               torch_fp32_ms=t_ms.get("fp32"), torch_bf16_ms=t_ms.get("bf16"),
                torch_fp32_variant=describe("fp32"), torch_bf16_variant=describe("bf16"),
                torch_best=describe(fastest), speedup=t_ms[fastest] / o_ms[mine],
-               speedup_fp32=t_ms["fp32"] / o_ms["fp32"],
+               speedup_fp32=t_ms["fp32"] / o_ms["fp32"] if "fp32" in t_ms else None,
                ours_tok=med(ours[mine], "tokens_per_s"),
                torch_tok=med(theirs[fastest], "tokens_per_s"),
                ours_gflops=med(ours[mine], "gflops"), ours_rss=med(ours[mine], "peak_rss_mb"),
@@ -179,6 +205,11 @@ def measure(a, config, dropout):
                ours_rss_of_plan=med(ours[mine], "peak_rss_mb") / (
                    ours[mine][0]["plan_state_mb"] + ours[mine][0]["plan_activations_mb"]))
     return row, ours["fp32"] + ours["bf16"] + theirs["fp32"] + theirs["bf16"]
+
+
+def cell(value, width, suffix=""):
+    """value to 2 decimals (and suffix) in width, or "stopped" where PyTorch's probes were."""
+    return f"{value:{width - len(suffix)}.2f}{suffix}" if value is not None else f"{'stopped':>{width}}"
 
 
 def print_table(rows, peak):
@@ -191,8 +222,9 @@ def print_table(rows, peak):
     for r in rows:
         print(f"{r['config']:12} {r['dropout']:4.1f} | {r['ours_fp32_ms']:12.2f} "
               f"{r['ours_bf16_ms']:12.2f} | "
-              f"{r['torch_fp32_ms']:13.2f} {r['torch_bf16_ms']:13.2f} | {r['speedup']:8.2f}x "
-              f"{r['speedup_fp32']:8.2f}x | {r['ours_tok']:10.0f} {r['torch_tok']:7.0f} | "
+              f"{cell(r['torch_fp32_ms'], 13)} {cell(r['torch_bf16_ms'], 13)} | "
+              f"{r['speedup']:8.2f}x {cell(r['speedup_fp32'], 9, 'x')} | "
+              f"{r['ours_tok']:10.0f} {r['torch_tok']:7.0f} | "
               f"{r['ours_gflops']:7.1f} | {r['ours_rss']:11.1f} {r['torch_rss']:7.1f} "
               f"{r['ours_rss'] / r['torch_rss']:6.2f}")
     for r in rows:

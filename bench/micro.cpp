@@ -211,8 +211,8 @@ void decoder_rows(ag::Generator& gen, std::vector<Row>& rows) {
 
 // Unpacking a frozen base's blocks (autograd/quant/unpack_kernels.h) on one thread: 4 M
 // weights of Q4_K and of Q8_0 to float32 and to bfloat16, by the reference (ggml's scalar
-// arithmetic) and by the AVX-512 kernel where the CPU has it; GB/s of blocks read, and the
-// weights a second in the shape column. The decoder's Q4_K dot product beside them.
+// arithmetic) and by the AVX2 and AVX-512 kernels where the CPU has them; GB/s of blocks read, and
+// the weights a second in the shape column. The decoder's Q4_K dot product beside them.
 void unpack_rows(ag::Generator& gen, std::vector<Row>& rows) {
   using ag::quant::UnpackKernel;
   constexpr int64_t n = int64_t{1} << 22;
@@ -220,14 +220,17 @@ void unpack_rows(ag::Generator& gen, std::vector<Row>& rows) {
   for (auto& v : x) v = static_cast<float>(gen.normal());
   std::vector<ag::bfloat16> bf16(static_cast<size_t>(n));
   std::vector<UnpackKernel> kernels{UnpackKernel::reference};
-  if (ag::quant::unpack_kernel() == UnpackKernel::avx512) kernels.push_back(UnpackKernel::avx512);
+  for (UnpackKernel fast : {UnpackKernel::avx2, UnpackKernel::avx512})
+    if (ag::quant::can_run(fast)) kernels.push_back(fast);
   for (const auto format : {ag::quant::BlockFormat::q4_k, ag::quant::BlockFormat::q8_0}) {
     const ag::quant::BlockLayout& l = ag::quant::layout(format);
     std::vector<uint8_t> blocks(static_cast<size_t>(ag::quant::row_bytes(l, n)));
     ag::quant::quantize_rows(l, x.data(), 1, n, blocks.data());
     const bool q4 = format == ag::quant::BlockFormat::q4_k;
     for (const UnpackKernel k : kernels) {
-      const char* by = k == UnpackKernel::avx512 ? "AVX-512" : "reference";
+      const char* by = k == UnpackKernel::avx512 ? "AVX-512"
+                       : k == UnpackKernel::avx2 ? "AVX2"
+                                                 : "reference";
       auto row = [&](const std::string& what, double ms) {
         rows.push_back({fmt::format("{} {}", what, by),
                         fmt::format("4M weights, {:.2f} G weights/s", n / ms / 1e6), ms, 0,

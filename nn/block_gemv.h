@@ -24,7 +24,8 @@
 // levels 4j..4j+3 of each block in turn, each level plus 128 as an unsigned byte (so that one VNNI
 // instruction multiplies 64 of them by x's signed levels; -128 times the sum of x's levels undoes
 // the 128). One weight row at a time, against every row of x. Where the CPU has no AVX-512 VNNI the
-// same sums are taken lane by lane (the same bits, slower).
+// same exact sums are taken by AVX2's 16-bit pair products (block_gemv_q8.cpp), or lane by lane
+// without AVX2: the same bits, slower.
 //
 // Q4_K (144 bytes per 256 weights): ag::quant::dot_q4_k's order (unpack_kernels.h).
 #include <cstdint>

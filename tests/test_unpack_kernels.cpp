@@ -3,7 +3,8 @@
 // (every byte random, so d and dmin are any half: subnormals, infinities, NaNs), every one of
 // the 65,536 halves as d and as dmin, the extreme 6-bit scales and minimums; to float32 and
 // to bfloat16 (the reference's floats rounded as ag::bfloat16 rounds them). Each kernel
-// this CPU can run is checked; the AVX-512 one is skipped, saying so, where the CPU lacks it.
+// this CPU can run is checked; the AVX2 and AVX-512 ones are skipped, saying so, where the
+// CPU lacks them.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -28,10 +29,13 @@ std::vector<uint8_t> random_bytes(size_t n, ag::Generator& gen) {
 
 std::vector<UnpackKernel> kernels() {
   std::vector<UnpackKernel> k{UnpackKernel::reference};
-  if (quant::unpack_kernel() == UnpackKernel::avx512)
-    k.push_back(UnpackKernel::avx512);
-  else
-    WARN("this CPU has no AVX-512: only the reference kernel is checked");
+  for (UnpackKernel fast : {UnpackKernel::avx2, UnpackKernel::avx512}) {
+    if (quant::can_run(fast))
+      k.push_back(fast);
+    else
+      WARN("this CPU cannot run the " << (fast == UnpackKernel::avx2 ? "AVX2" : "AVX-512")
+                                      << " kernel: it is not checked");
+  }
   return k;
 }
 

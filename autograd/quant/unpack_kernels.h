@@ -1,7 +1,7 @@
 #pragma once
 // Fast unpacking of a frozen base's blocks (packed_weight.h) and the decoder's block rows:
-// rows of Q4_K or Q8_0 blocks to float32 or bfloat16 by AVX-512 where the CPU has it
-// (chosen at run time, whatever the build targets), by the format table's reference
+// rows of Q4_K or Q8_0 blocks to float32 or bfloat16 by AVX-512 or else AVX2 where the CPU
+// has it (chosen at run time, whatever the build targets), by the format table's reference
 // arithmetic (block_formats.h, ggml's dequantize_row_*) otherwise. Every kernel gives the
 // reference's floats bit for bit (the same products and differences, one rounding each: the
 // file is compiled without contraction), and bfloat16 as ag::to_bfloat16 rounds those floats
@@ -13,10 +13,13 @@
 
 namespace ag::quant {
 
-enum class UnpackKernel : uint8_t { reference, avx512 };
+enum class UnpackKernel : uint8_t { reference, avx2, avx512 };
 
-// The kernel this CPU runs (avx512 where it has AVX-512 F and BW).
+// The kernel this CPU runs: avx512 where it has AVX-512 F and BW, else avx2 where it has AVX2,
+// FMA and F16C.
 UnpackKernel unpack_kernel();
+// Whether this CPU can run k (an AVX-512 CPU runs the AVX2 kernel too).
+bool can_run(UnpackKernel k);
 
 // n weights (a whole number of blocks) of Q4_K (256 weights, 144 bytes a block) or Q8_0
 // (32 weights, 34 bytes) from `in`.
