@@ -70,14 +70,22 @@ double parallel_sum(int64_t n, int64_t grain, double item_work, F&& partial) {
 
 // Each chunk's partial sums of `size` values (chunk c's at parts[c * size]), added in chunk
 // order: store(e, parts[e] + parts[size + e] + ...) for every e, the same bits whichever
-// thread made a chunk's partials or adds them up.
+// thread made a chunk's partials or adds them up. A run of elements is summed side by side,
+// a chunk's row at a time (vectorised; one element's 32-64 adds one after another had run
+// at the adds' latency, scalar, 1.5% of a LoRA step's samples on an AMD EPYC Zen 3).
 template <typename P, typename Store>
 void add_chunk_partials(const P* parts, int64_t chunks, int64_t size, Store&& store) {
   parallel_for(size, kElementwiseGrain, [&](int64_t e0, int64_t e1) {
-    for (int64_t e = e0; e < e1; ++e) {
-      P s = 0;
-      for (int64_t c = 0; c < chunks; ++c) s += parts[c * size + e];
-      store(e, s);
+    constexpr int64_t kRun = 256;
+    P s[kRun];
+    for (int64_t r0 = e0; r0 < e1; r0 += kRun) {
+      const int64_t n = std::min(kRun, e1 - r0);
+      std::fill_n(s, n, P(0));
+      for (int64_t c = 0; c < chunks; ++c) {
+        const P* row = parts + c * size + r0;
+        for (int64_t i = 0; i < n; ++i) s[i] += row[i];
+      }
+      for (int64_t i = 0; i < n; ++i) store(r0 + i, s[i]);
     }
   });
 }
