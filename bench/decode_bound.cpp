@@ -203,7 +203,8 @@ int run_decode(const nn::GPTConfig& cfg, const std::string& name, int threads, i
                             {nn::WeightFormat::bf16, "bf16", nn::round_weights_to_bfloat16},
                             {nn::WeightFormat::q8_0_f32, "q8_0-f32", nn::round_weights_to_q8_0},
                             {nn::WeightFormat::q8_0, "q8_0", nn::round_weights_to_q8_0},
-                            {nn::WeightFormat::q4_k, "q4_k", round_to_q4_k}};
+                            {nn::WeightFormat::q4_k_f32, "q4_k-f32", round_to_q4_k},
+                            {nn::WeightFormat::q4_k, "q4_k", nullptr}};
   // Every format's decoder made first (each rounds the model further; a decoder's steps
   // read its own copies, and the model's floats only for what they do not hold), then
   // rounds of steps taking the formats in turn, so that a change of the machine's speed

@@ -19,12 +19,14 @@ namespace bench {
 namespace {
 
 // q8_0_f32: Q8_0 blocks by float32 activations; q8_0: the blocks interleaved, by Q8_0
-// activations (nn/block_gemv.h).
-enum class Format { bf16, q8_0_f32, q8_0, q4_k };
+// activations; q4_k_f32 and q4_k: Q4_K blocks by float32 and by Q8_K activations
+// (nn/block_gemv.h).
+enum class Format { bf16, q8_0_f32, q8_0, q4_k_f32, q4_k };
 const char* format_name(Format f) {
   return f == Format::bf16       ? "bf16"
          : f == Format::q8_0_f32 ? "q8_0-f32"
          : f == Format::q8_0     ? "q8_0"
+         : f == Format::q4_k_f32 ? "q4_k-f32"
                                  : "q4_k";
 }
 bool q8_0_blocks(Format f) {
@@ -65,7 +67,8 @@ nn::inference::Weights weights_at(Format f, const uint8_t* p) {
   if (f == Format::bf16) w.bf16 = reinterpret_cast<const ag::bfloat16*>(p);
   if (f == Format::q8_0_f32) w.q8_0 = p;
   if (f == Format::q8_0) w.q8_0_q8 = p;
-  if (f == Format::q4_k) w.q4_k = p;
+  if (f == Format::q4_k_f32) w.q4_k = p;
+  if (f == Format::q4_k) w.q4_k_q8 = p;
   return w;
 }
 
@@ -123,7 +126,8 @@ int run_decoder_micro(const nn::GPTConfig& model, const std::string& name, bool 
   const int64_t C = model.d_model, F = model.ff_width();
   ag::Generator gen(1);
   for (const auto& [out, in] : {std::pair{F, C}, std::pair{C, F}})
-    for (Format f : {Format::bf16, Format::q8_0_f32, Format::q8_0, Format::q4_k}) {
+    for (Format f :
+         {Format::bf16, Format::q8_0_f32, Format::q8_0, Format::q4_k_f32, Format::q4_k}) {
       if (f != Format::bf16 && in % (q8_0_blocks(f) ? 32 : 256) != 0) continue;
       const int64_t matrix = out * row_bytes(f, in);
       const int64_t copies = std::max<int64_t>(1, ((int64_t{256} << 20) + matrix - 1) / matrix);

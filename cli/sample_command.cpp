@@ -24,12 +24,13 @@
 template <>
 struct base::ChoiceNames<nn::WeightFormat> {
   static constexpr const char* key = "--weights";
-  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 5> rows = {
+  static constexpr std::array<std::pair<nn::WeightFormat, const char*>, 6> rows = {
       {{nn::WeightFormat::fp32, "fp32"},
        {nn::WeightFormat::bf16, "bf16"},
        {nn::WeightFormat::q8_0, "q8_0"},
        {nn::WeightFormat::q8_0_f32, "q8_0-f32"},
-       {nn::WeightFormat::q4_k, "q4_k"}}};
+       {nn::WeightFormat::q4_k, "q4_k"},
+       {nn::WeightFormat::q4_k_f32, "q4_k-f32"}}};
 };
 
 namespace cli {
@@ -96,8 +97,9 @@ po::options_description sample_options(SampleOptions& o) {
       "q8_0: rounded to ggml's Q8_0 blocks and read as them, 1.06 bytes a weight, multiplied "
       "as llama.cpp does by activations rounded to Q8_0, or q8_0-f32: the same blocks by "
       "float32 activations (the rounded model's logits to float32 rounding), or q4_k: to Q4_K "
-      "blocks, 0.56 bytes a weight (Q8_0 where rows are not a multiple of 256) (see "
-      "docs/sampling.md, docs/quantization.md)");
+      "blocks, 0.56 bytes a weight (Q8_0 where rows are not a multiple of 256), by activations "
+      "rounded to 8 bits as llama.cpp does, or q4_k-f32: the same blocks by float32 "
+      "activations (see docs/sampling.md, docs/quantization.md)");
   add("threads", po::value(&o.threads)->default_value(ag::kDefaultThreads), "threads");
   add("config", po::value<std::string>(), "read options from an INI file");
   return desc;
@@ -118,10 +120,13 @@ void check_sample_options(const SampleOptions& o) {
     if (stop.empty()) throw UsageError("--stop must not be empty");
   if (o.slide < 0) throw UsageError(fmt::format("--slide must be >= 0, got {}", o.slide));
   // the full-window forward multiplies float32 activations: it would check another model
-  if (o.no_cache && o.weights == nn::WeightFormat::q8_0)
-    throw UsageError(
-        "--no-cache runs float32 activations, and --weights q8_0 rounds them to Q8_0: give "
-        "--weights q8_0-f32 to compare the cache with the full window");
+  if (o.no_cache && nn::rounds_activations(o.weights)) {
+    const bool q8 = o.weights == nn::WeightFormat::q8_0;
+    throw UsageError(fmt::format(
+        "--no-cache runs float32 activations, and --weights {} rounds them to 8 bits: give "
+        "--weights {}-f32 to compare the cache with the full window",
+        q8 ? "q8_0" : "q4_k", q8 ? "q8_0" : "q4_k"));
+  }
   check_threads(o.threads);
 }
 
@@ -302,7 +307,7 @@ Loaded load_for_sampling(const SampleOptions& o) {
   l.model->eval();
   if (o.weights == nn::WeightFormat::bf16) nn::round_weights_to_bfloat16(*l.model);
   if (nn::q8_0_weights(o.weights)) nn::round_weights_to_q8_0(*l.model);
-  if (o.weights == nn::WeightFormat::q4_k) nn::round_weights_to_q4_k(*l.model);
+  if (nn::q4_k_weights(o.weights)) nn::round_weights_to_q4_k(*l.model);
   return l;
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "autograd/half.h"
 #include "autograd/quant/unpack_kernels.h"
@@ -152,6 +153,28 @@ void q4_k_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, con
       float s[kGroup];
       ag::quant::dot_q4_k_rows(x + r * in, w + o * row_bytes, row_bytes, in, n, kGroup * row_bytes,
                                s, kernel);
+      for (int k = 0; k < n; ++k) store_output(s[k], bias, o + k, y[r * ldy + o + k], accumulate);
+    }
+  }
+}
+
+// The same four rows a pass, by x's rows rounded to Q8_K once a call (each thread rounds
+// them for its own share of the outputs, as q8_0_q8_linear does).
+void q4_k_q8_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
+                    int64_t out, float* y, int64_t ldy, bool accumulate) {
+  constexpr int kGroup = 4;
+  const int64_t row_bytes = in / 256 * 144;
+  const ag::quant::UnpackKernel kernel = ag::quant::unpack_kernel();
+  thread_local std::vector<ag::quant::Q8KRow> xs;
+  xs.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    ag::quant::round_to_q8_k(x + r * in, in, xs[static_cast<size_t>(r)]);
+  for (int64_t o = 0; o < out; o += kGroup) {
+    const int n = static_cast<int>(std::min<int64_t>(kGroup, out - o));
+    for (int64_t r = 0; r < rows; ++r) {
+      float s[kGroup];
+      ag::quant::dot_q4_k_q8_rows(xs[static_cast<size_t>(r)], w + o * row_bytes, row_bytes, in, n,
+                                  kGroup * row_bytes, s, kernel);
       for (int k = 0; k < n; ++k) store_output(s[k], bias, o + k, y[r * ldy + o + k], accumulate);
     }
   }

@@ -27,7 +27,9 @@
 // same exact sums are taken by AVX2's 16-bit pair products (block_gemv_q8.cpp), or lane by lane
 // without AVX2: the same bits, slower.
 //
-// Q4_K (144 bytes per 256 weights): ag::quant::dot_q4_k's order (unpack_kernels.h).
+// Q4_K (144 bytes per 256 weights) by float32 (WeightFormat::q4_k_f32): ag::quant::dot_q4_k's
+// order (unpack_kernels.h). Q4_K by Q8_K (WeightFormat::q4_k, llama.cpp's kind of arithmetic):
+// each row of x rounded by ag::quant::round_to_q8_k, each sum ag::quant::dot_q4_k_q8_rows's.
 #include <cstdint>
 
 namespace nn::inference {
@@ -41,5 +43,7 @@ void q8_0_q8_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, 
                     int64_t out, float* y, int64_t ldy, bool accumulate);
 void q4_k_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
                  int64_t out, float* y, int64_t ldy, bool accumulate);
+void q4_k_q8_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
+                    int64_t out, float* y, int64_t ldy, bool accumulate);
 
 }  // namespace nn::inference

@@ -49,7 +49,7 @@ CachedInference::CachedInference(const GPT& model, int64_t batch, WeightFormat f
                                             positions, cfg_.context_length, cfg_.context_length));
   check_model();
   if (format == WeightFormat::bf16) pack_bfloat16();
-  if (q8_0_weights(format) || format == WeightFormat::q4_k) pack_blocks(format);
+  if (q8_0_weights(format) || q4_k_weights(format)) pack_blocks(format);
   if (keeps_weight_panels(cfg_, format)) pack_weight_panels();
   bind_and_allocate();
 }
@@ -66,6 +66,7 @@ CachedInference::CachedInference(const CachedInference& weights_of, int64_t batc
   c_.q8_0_copies = weights_of.c_.q8_0_copies;
   c_.q8_0_q8_copies = weights_of.c_.q8_0_q8_copies;
   c_.q4_k_copies = weights_of.c_.q4_k_copies;
+  c_.q4_k_q8_copies = weights_of.c_.q4_k_q8_copies;
   c_.panel_copies = weights_of.c_.panel_copies;
   bind_and_allocate();
 }
@@ -158,9 +159,8 @@ void CachedInference::pack_weight_panels() {
 
 const ag::quant::BlockLayout* decoder_blocks(WeightFormat format, int64_t in) {
   using ag::quant::BlockFormat;
-  if (format == WeightFormat::q4_k && in % 256 == 0) return &ag::quant::layout(BlockFormat::q4_k);
-  if (q8_0_weights(format) || format == WeightFormat::q4_k)
-    return &ag::quant::layout(BlockFormat::q8_0);
+  if (q4_k_weights(format) && in % 256 == 0) return &ag::quant::layout(BlockFormat::q4_k);
+  if (q8_0_weights(format) || q4_k_weights(format)) return &ag::quant::layout(BlockFormat::q8_0);
   return nullptr;
 }
 
@@ -202,13 +202,13 @@ void CachedInference::pack_blocks(WeightFormat format) {
     back.resize(static_cast<size_t>(p.numel()));
     ag::quant::dequantize_row(l, all_blocks.data() + at, p.numel(), back.data());
     if (std::memcmp(back.data(), f, back.size() * sizeof(float)) != 0)
-      throw std::invalid_argument(
-          fmt::format("CachedInference: {} weights need every streamed matrix rounded to {} first "
-                      "(nn::round_weights_to_{}); a [{}] matrix is not",
-                      l.ggml, l.ggml, format == WeightFormat::q4_k ? "q4_k" : "q8_0",
-                      fmt::join(p.shape(), ", ")));
+      throw std::invalid_argument(fmt::format(
+          "CachedInference: {} weights need every streamed matrix rounded to {} first "
+          "(nn::round_weights_to_{}); a [{}] matrix is not",
+          l.ggml, l.ggml, q4_k_weights(format) ? "q4_k" : "q8_0", fmt::join(p.shape(), ", ")));
     uint8_t* blocks = all_blocks.data() + at;
-    if (format == WeightFormat::q8_0) {  // read by Q8_0 activations: interleaved, in place
+    const bool q4 = l.format == ag::quant::BlockFormat::q4_k;
+    if (!q4 && rounds_activations(format)) {  // read by Q8_0 activations: interleaved, in place
       const int64_t row_bytes = ag::quant::row_bytes(l, in);
       std::vector<uint8_t> plain(static_cast<size_t>(row_bytes));
       for (int64_t r = 0; r < rows; ++r) {
@@ -217,7 +217,9 @@ void CachedInference::pack_blocks(WeightFormat format) {
       }
       c_.q8_0_q8_copies.emplace_back(f, blocks);
     } else {
-      (l.format == ag::quant::BlockFormat::q4_k ? c_.q4_k_copies : c_.q8_0_copies)
+      (!q4                          ? c_.q8_0_copies
+       : rounds_activations(format) ? c_.q4_k_q8_copies
+                                    : c_.q4_k_copies)
           .emplace_back(f, blocks);
     }
     at += ag::quant::row_bytes(l, p.numel());
@@ -271,9 +273,9 @@ int64_t CachedInference::memory_bytes(const GPTConfig& cfg, int64_t batch, int t
 // 2 bytes a weight in bfloat16, 34 per 32 in Q8_0 (and at most that in q4_k, whose
 // matrices of short rows are Q8_0); a small model's input-major panels
 int64_t CachedInference::weight_copy_bytes(const GPTConfig& cfg, WeightFormat format) {
-  const double per_weight = format == WeightFormat::bf16                           ? 2.0
-                            : q8_0_weights(format) || format == WeightFormat::q4_k ? 34.0 / 32.0
-                                                                                   : 0.0;
+  const double per_weight = format == WeightFormat::bf16                   ? 2.0
+                            : q8_0_weights(format) || q4_k_weights(format) ? 34.0 / 32.0
+                                                                           : 0.0;
   const double panels =
       keeps_weight_panels(cfg, format) ? static_cast<double>(streamed_elements(cfg, true)) : 0;
   const double bytes =
@@ -286,18 +288,20 @@ void InferenceContext::bind(const Module* layer, const ag::Tensor& weight, const
   const ag::bfloat16* copy = nullptr;
   for (const auto& [from, to] : bf16_copies)
     if (from == f) copy = to;
-  const uint8_t *blocks = nullptr, *q4_k = nullptr, *interleaved = nullptr;
+  const uint8_t *blocks = nullptr, *q4_k = nullptr, *interleaved = nullptr, *q4_k_q8 = nullptr;
   for (const auto& [from, to] : q8_0_copies)
     if (from == f) blocks = to;
   for (const auto& [from, to] : q4_k_copies)
     if (from == f) q4_k = to;
   for (const auto& [from, to] : q8_0_q8_copies)
     if (from == f) interleaved = to;
+  for (const auto& [from, to] : q4_k_q8_copies)
+    if (from == f) q4_k_q8 = to;
   const float* panels = nullptr;
   for (const auto& [from, to] : panel_copies)
     if (from == f) panels = to;
   bound.push_back(Bound{layer,
-                        {f, copy, blocks, q4_k, interleaved, panels},
+                        {f, copy, blocks, q4_k, interleaved, q4_k_q8, panels},
                         bias.defined() ? bias.data<float>() : nullptr});
 }
 

@@ -60,11 +60,22 @@ namespace nn {
 // the float32 activations (q8_0_f32: the rounded model's logits to float32 rounding,
 // `--weights q8_0-f32`); or Q4_K blocks (round_weights_to_q4_k), 0.5625 bytes a weight, a
 // matrix whose rows are not a multiple of 256 weights in Q8_0 instead (as llama.cpp falls
-// back to another type for such rows), both by float32 activations.
-enum class WeightFormat { fp32, bf16, q8_0, q8_0_f32, q4_k };
+// back to another type for such rows), multiplied as llama.cpp does, by the activations
+// rounded to 8 bits (Q8_K blocks for Q4_K rows, Q8_0 for Q8_0 rows: `--weights q4_k`), or
+// by the float32 activations (q4_k_f32, `--weights q4_k-f32`).
+enum class WeightFormat { fp32, bf16, q8_0, q8_0_f32, q4_k, q4_k_f32 };
 // Whether a format's steps read Q8_0 blocks of every matrix (q8_0, q8_0_f32).
 inline bool q8_0_weights(WeightFormat f) {
   return f == WeightFormat::q8_0 || f == WeightFormat::q8_0_f32;
+}
+// Whether a format's steps read Q4_K blocks where rows allow (q4_k, q4_k_f32).
+inline bool q4_k_weights(WeightFormat f) {
+  return f == WeightFormat::q4_k || f == WeightFormat::q4_k_f32;
+}
+// Whether a format's steps round the activations to 8 bits (q8_0, q4_k): its logits are not
+// the rounded model's to float32 rounding.
+inline bool rounds_activations(WeightFormat f) {
+  return f == WeightFormat::q8_0 || f == WeightFormat::q4_k;
 }
 
 // The blocks a streamed matrix with rows of `in` weights is held as under `format`: Q8_0,

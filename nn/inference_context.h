@@ -65,11 +65,14 @@ struct InferenceContext {
   std::vector<std::pair<const float*, const ag::bfloat16*>> bf16_copies;
   // WeightFormat::q8_0_f32: each streamed matrix's Q8_0 blocks, by its float32 data
   std::vector<std::pair<const float*, const uint8_t*>> q8_0_copies;
-  // WeightFormat::q8_0: the same blocks interleaved (inference::interleave_q8_0)
+  // WeightFormat::q8_0: the same blocks interleaved (inference::interleave_q8_0); and
+  // q4_k's matrices of Q8_0 blocks
   std::vector<std::pair<const float*, const uint8_t*>> q8_0_q8_copies;
-  // WeightFormat::q4_k: each streamed matrix's Q4_K blocks (rows of a multiple of 256
+  // WeightFormat::q4_k_f32: each streamed matrix's Q4_K blocks (rows of a multiple of 256
   // weights; the others' Q8_0 blocks are among q8_0_copies)
   std::vector<std::pair<const float*, const uint8_t*>> q4_k_copies;
+  // WeightFormat::q4_k: the same Q4_K blocks, read by Q8_K activations
+  std::vector<std::pair<const float*, const uint8_t*>> q4_k_q8_copies;
   // keeps_weight_panels: each streamed matrix's input-major panels, by its float32 data
   std::vector<std::pair<const float*, const float*>> panel_copies;
 

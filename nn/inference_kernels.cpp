@@ -367,6 +367,7 @@ void linear(const float* x, int64_t rows, int64_t in, Weights W, const float* bi
             int64_t matrix_out, float* y, int64_t ldy, bool accumulate, int64_t vector_rows) {
   if (rows <= vector_rows) {  // never BLAS's threads: a step shares its rows out itself
     if (W.q8_0_q8) return q8_0_q8_linear(x, rows, in, W.q8_0_q8, bias, out, y, ldy, accumulate);
+    if (W.q4_k_q8) return q4_k_q8_linear(x, rows, in, W.q4_k_q8, bias, out, y, ldy, accumulate);
     if (W.q8_0) return q8_0_linear(x, rows, in, W.q8_0, bias, out, y, ldy, accumulate);
     if (W.q4_k) return q4_k_linear(x, rows, in, W.q4_k, bias, out, y, ldy, accumulate);
     if (W.bf16) return vector_linear(x, rows, in, W.bf16, bias, out, y, ldy, accumulate);

@@ -23,6 +23,7 @@ struct Weights {
   const uint8_t* q8_0 = nullptr;
   const uint8_t* q4_k = nullptr;
   const uint8_t* q8_0_q8 = nullptr;  // Q8_0 blocks interleaved for Q8_0 activations
+  const uint8_t* q4_k_q8 = nullptr;  // Q4_K blocks for Q8_K activations
   const float* panels = nullptr;     // the whole matrix's panels (pack_panels)
   int64_t first = 0;                 // the output these weights start at (the panels' own)
   Weights rows_from(int64_t from, int64_t in) const {
@@ -31,6 +32,7 @@ struct Weights {
             q8_0 ? q8_0 + from * in / 32 * 34 : nullptr,
             q4_k ? q4_k + from * in / 256 * 144 : nullptr,
             q8_0_q8 ? q8_0_q8 + from * in / 32 * 34 : nullptr,
+            q4_k_q8 ? q4_k_q8 + from * in / 256 * 144 : nullptr,
             panels,
             first + from};
   }

@@ -1,8 +1,9 @@
 // The decoder's GEMVs over Q8_0 blocks (nn/block_gemv.h), by float32 activations and by
-// activations rounded to Q8_0, against their documented arithmetic, computed here lane by
-// lane in scalar code from the plain blocks: bit for bit, for outputs that are and are not a
-// multiple of the four rows a pass takes, several rows of x, with and without bias and
-// accumulation, quantized rows and rows of random bytes (any half as a scale).
+// activations rounded to Q8_0 (and Q4_K's by Q8_K activations, grouped as its dot product), against
+// their documented arithmetic, computed here lane by lane in scalar code from the plain blocks: bit
+// for bit, for outputs that are and are not a multiple of the four rows a pass takes, several rows
+// of x, with and without bias and accumulation, quantized rows and rows of random bytes (any half
+// as a scale).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "autograd/generator.h"
 #include "autograd/half.h"
 #include "autograd/quant/block_formats.h"
+#include "autograd/quant/unpack_kernels.h"
 #include "nn/block_gemv.h"
 #include "nn/inference_kernels.h"
 
@@ -221,4 +223,35 @@ TEST_CASE("the Q8_0-by-Q8_0 GEMV is llama.cpp's rounding of x in its documented 
     }
   }
   CHECK(rounded_differently > checked * 3 / 4);
+}
+
+TEST_CASE("the Q4_K-by-Q8_K GEMV gives each output its row's dot product, in any group of rows",
+          "[decode][quant]") {
+  // (the dot product against its documented order: tests/test_unpack_kernels.cpp)
+  ag::Generator gen(14);
+  const quant::BlockLayout& l = quant::layout(quant::BlockFormat::q4_k);
+  for (const int64_t in : {256, 2048}) {
+    for (const int64_t out : {1, 3, 4, 5, 9}) {
+      const int64_t rows = 3, row_bytes = quant::row_bytes(l, in);
+      std::vector<float> x(static_cast<size_t>(rows * in)), wide(static_cast<size_t>(in));
+      for (auto& v : x) v = static_cast<float>(gen.normal());
+      std::vector<uint8_t> w(static_cast<size_t>(out * row_bytes));
+      for (int64_t o = 0; o < out; ++o) {
+        for (auto& v : wide) v = static_cast<float>(gen.normal());
+        quant::quantize_row(l, wide.data(), in, w.data() + o * row_bytes);
+      }
+      std::vector<quant::Q8KRow> q8(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        quant::round_to_q8_k(x.data() + r * in, in, q8[static_cast<size_t>(r)]);
+      nn::inference::Weights W;
+      W.q4_k_q8 = w.data();
+      auto dot = [&](int64_t r, int64_t o) {
+        float s;
+        quant::dot_q4_k_q8_rows(q8[static_cast<size_t>(r)], w.data() + o * row_bytes, row_bytes, in,
+                                1, 0, &s);
+        return s;
+      };
+      check_linear(x, rows, in, W, out, gen, dot);
+    }
+  }
 }

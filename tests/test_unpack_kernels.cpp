@@ -5,13 +5,16 @@
 // to bfloat16 (the reference's floats rounded as ag::bfloat16 rounds them). Each kernel
 // this CPU can run is checked; the AVX2 and AVX-512 ones are skipped, saying so, where the
 // CPU lacks them.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "autograd/bfloat16.h"
 #include "autograd/generator.h"
+#include "autograd/half.h"
 #include "autograd/quant/block_formats.h"
 #include "autograd/quant/unpack_kernels.h"
 
@@ -217,4 +220,163 @@ TEST_CASE("Q4_K rows taken side by side give each row its own dot product's bits
           }
         }
   }
+}
+
+namespace {
+
+// x rounded to Q8_K as unpack_kernels.h documents, computed here in double where it can be:
+// per 256 values the scale m / 127 and levels x (127 / m) rounded to nearest even.
+quant::Q8KRow documented_q8_k(const std::vector<float>& x) {
+  quant::Q8KRow r;
+  const size_t blocks = x.size() / 256;
+  r.levels.assign(x.size(), 0);
+  r.sub_sums.assign(8 * blocks, 0);
+  r.scales.assign(blocks, 0.0f);
+  for (size_t b = 0; b < blocks; ++b) {
+    float m = 0;
+    bool finite = true;
+    for (size_t i = 0; i < 256; ++i) {
+      finite = finite && std::isfinite(x[256 * b + i]);
+      m = std::max(m, std::fabs(x[256 * b + i]));
+    }
+    r.scales[b] = finite ? m / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    if (!finite || m == 0.0f) continue;
+    for (size_t i = 0; i < 256; ++i) {
+      const auto p = static_cast<int8_t>(std::nearbyint(x[256 * b + i] * (127.0f / m)));
+      r.levels[256 * b + i] = p;
+      r.sub_sums[8 * b + i / 32] += p;
+    }
+  }
+  return r;
+}
+
+// Q4_K's sub-block j's 6-bit scale and min from the block's 12 scale bytes q, as ggml's
+// block_q4_K documents them (written here again, apart from the library's).
+void scale_and_min(const uint8_t* q, int j, int& sc, int& m) {
+  sc = j < 4 ? q[j] & 63 : (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+  m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+}
+
+// x . one row of Q4_K blocks by x's Q8_K levels in the documented order.
+float documented_q4_k_q8(const quant::Q8KRow& x, const uint8_t* row, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* block = row + 144 * b;
+    int64_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scale_and_min(block + 4, j, sc, m);
+      for (int i = 0; i < 32; ++i) {
+        const uint8_t byte = block[16 + 32 * (j / 2) + i];
+        isum += sc * (j % 2 ? byte >> 4 : byte & 15) * x.levels[256 * b + 32 * j + i];
+      }
+      msum += m * x.sub_sums[8 * b + j];
+    }
+    uint16_t d, dmin;
+    std::memcpy(&d, block, 2);
+    std::memcpy(&dmin, block + 2, 2);
+    const float dx = x.scales[b];
+    acc = std::fma(static_cast<float>(isum), ag::half_to_float(d) * dx, acc);
+    acc = std::fma(static_cast<float>(-msum), ag::half_to_float(dmin) * dx, acc);
+  }
+  return acc;
+}
+
+}  // namespace
+
+TEST_CASE("x rounds to Q8_K as documented: scales, levels and sub-block sums", "[quant][unpack]") {
+  ag::Generator gen(13);
+  std::vector<float> x(6 * 256);
+  for (auto& v : x) v = static_cast<float>(gen.normal());
+  x[256 + 7] = std::numeric_limits<float>::infinity();   // block 1: infinite
+  x[512 + 3] = std::numeric_limits<float>::quiet_NaN();  // block 2: a NaN
+  for (int i = 0; i < 256; ++i) x[768 + i] = 0.0f;       // block 3: zeros
+  for (int i = 0; i < 256; ++i) x[1024 + i] = 1e-30f * static_cast<float>(i % 7);  // tiny
+  quant::Q8KRow got;
+  quant::round_to_q8_k(x.data(), static_cast<int64_t>(x.size()), got);
+  const quant::Q8KRow want = documented_q8_k(x);
+  CHECK(got.levels == want.levels);
+  CHECK(got.sub_sums == want.sub_sums);
+  REQUIRE(got.scales.size() == want.scales.size());
+  for (size_t b = 0; b < want.scales.size(); ++b) {
+    INFO("block " << b);
+    if (std::isnan(want.scales[b]))
+      CHECK(std::isnan(got.scales[b]));
+    else
+      CHECK(got.scales[b] == want.scales[b]);
+  }
+  CHECK(std::isnan(got.scales[1]));
+  CHECK(std::isnan(got.scales[2]));
+  CHECK(got.scales[3] == 0.0f);
+  int largest = 0;
+  for (int i = 0; i < 256; ++i) largest = std::max(largest, std::abs(int{got.levels[i]}));
+  CHECK(largest == 127);  // the largest |x| takes the top level
+}
+
+TEST_CASE("the Q4_K-by-Q8_K dot product is its documented integer order, bit for bit",
+          "[quant][unpack]") {
+  ag::Generator gen(17);
+  const quant::BlockLayout& l = quant::layout(BlockFormat::q4_k);
+  int64_t checked = 0, rounded_differently = 0;
+  for (const int64_t n : {256, 2048, 8192}) {
+    const int64_t row_bytes = quant::row_bytes(l, n);
+    std::vector<float> x(static_cast<size_t>(n)), wide(static_cast<size_t>(n));
+    for (int row = 0; row < 24; ++row) {
+      for (auto& v : x) v = static_cast<float>(gen.normal());
+      if (row == 5) x[static_cast<size_t>(n - 1)] = std::numeric_limits<float>::quiet_NaN();
+      // four rows: quantized weights, every other group's third row random bytes
+      std::vector<uint8_t> blocks(static_cast<size_t>(4 * row_bytes));
+      for (int j = 0; j < 4; ++j) {
+        for (auto& v : wide) v = static_cast<float>(gen.normal());
+        quant::quantize_row(l, wide.data(), n, blocks.data() + j * row_bytes);
+      }
+      if (row % 2) {
+        const std::vector<uint8_t> noise = random_bytes(static_cast<size_t>(row_bytes), gen);
+        std::copy(noise.begin(), noise.end(), blocks.begin() + 2 * row_bytes);
+      }
+      quant::Q8KRow q8;
+      quant::round_to_q8_k(x.data(), n, q8);
+      for (UnpackKernel k : kernels())
+        for (int rows : {1, 3, 4}) {
+          float s[4] = {-1, -1, -1, -1};
+          quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, rows, 4 * row_bytes, s, k);
+          for (int j = 0; j < 4; ++j) {
+            INFO("n " << n << " row " << row << " kernel " << static_cast<int>(k) << " rows "
+                      << rows << " weight row " << j);
+            if (j >= rows) {
+              CHECK(s[j] == -1);
+              continue;
+            }
+            const float want = documented_q4_k_q8(q8, blocks.data() + j * row_bytes, n);
+            if (std::isnan(want))
+              REQUIRE(std::isnan(s[j]));
+            else
+              REQUIRE(std::memcmp(&s[j], &want, 4) == 0);
+          }
+        }
+      if (row == 5) {
+        float s;
+        quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, 1, 0, &s);
+        CHECK(std::isnan(s));  // a NaN in x: never a finite sum
+        continue;
+      }
+      // near the float32 activations' sum, and not it: x was rounded
+      const float exact = quant::dot_q4_k(x.data(), blocks.data(), n);
+      std::vector<float> w(static_cast<size_t>(n));
+      quant::dequantize_row(l, blocks.data(), n, w.data());
+      double bound = 0;
+      for (int64_t b = 0; b < n / 256; ++b) {
+        double m = 0;
+        for (int i = 0; i < 256; ++i) m = std::max(m, std::fabs(double{x[256 * b + i]}));
+        for (int i = 0; i < 256; ++i)
+          bound += std::fabs(double{w[256 * b + i]}) * (m / 254 + 1e-5 * std::fabs(x[256 * b + i]));
+      }
+      float s;
+      quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, 1, 0, &s);
+      CHECK(std::fabs(double{s} - exact) <= bound);
+      rounded_differently += std::memcmp(&s, &exact, 4) != 0;
+      ++checked;
+    }
+  }
+  CHECK(rounded_differently > checked * 3 / 4);
 }

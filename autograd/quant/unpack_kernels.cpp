@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "autograd/quant/block_kernels.h"
 
@@ -25,6 +26,12 @@ namespace ag::quant {
 namespace {
 
 constexpr int64_t kQ4K = 256, kQ4KBytes = 144, kQ80 = 32, kQ80Bytes = 34;
+
+// A Q4_K block's two terms added to a row's sum by Q8_K activations (dot_q4_k_q8_rows).
+inline float q4_k_q8_add(float acc, int32_t isum, int32_t msum, const uint8_t* block, float dx) {
+  acc = std::fma(static_cast<float>(isum), blocks::load_half(block) * dx, acc);
+  return std::fma(static_cast<float>(-msum), blocks::load_half(block + 2) * dx, acc);
+}
 
 // The reference: the format table's floats, then rounded one by one.
 template <void (*Dequantize)(const uint8_t*, float*), int64_t Elements, int64_t Bytes>
@@ -312,6 +319,103 @@ AG_AVX2_TARGET void dot_q4_k_rows_avx2(const float* x, const uint8_t* w, int64_t
   }
 }
 
+// The exact sum of 8 int32 lanes.
+AG_AVX2_TARGET inline int32_t sum_lanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
+// dot_q4_k_q8_rows's isum and msum for one block, in lanes 0 and 1: per pair of sub-blocks,
+// 32 bytes of levels (low nibbles sub-block 2j, high 2j + 1) by x's 64 levels, 32 products a
+// vpmaddubsw (its pair sums exact: at most 2 x 15 x 127), then times the sub-blocks' scales
+// into 32-bit lanes; the minimums by the sub-block sums beside them, one reduction for both.
+AG_AVX2_TARGET inline __m128i q4_k_q8_block_sums(const uint8_t* block, const int8_t* p,
+                                                 const int32_t* sub_sums) {
+  const __m128i scale_bytes = q4_k_scale_bytes(block);
+  alignas(16) uint8_t scales[16];  // sc_j at j, m_j at 8 + j
+  _mm_store_si128(reinterpret_cast<__m128i*>(scales), scale_bytes);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256i sum = _mm256_setzero_si256();
+  for (int j = 0; j < 4; ++j) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16 + 32 * j));
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * j));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * j + 32));
+    const __m256i low = _mm256_maddubs_epi16(_mm256_and_si256(q, low4), x0);
+    const __m256i high = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), x1);
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(low, _mm256_set1_epi16(scales[2 * j])));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(high, _mm256_set1_epi16(scales[2 * j + 1])));
+  }
+  const __m256i mins =
+      _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(scale_bytes, 8)),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub_sums)));
+  const __m256i both = _mm256_hadd_epi32(sum, mins);  // isum's pairs, msum's, per half
+  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(both), _mm256_extracti128_si256(both, 1));
+  return _mm_hadd_epi32(s, s);
+}
+
+template <int R>
+AG_AVX2_TARGET void dot_q4_k_q8_rows_avx2(const Q8KRow& x, const uint8_t* w, int64_t row_bytes,
+                                          int64_t n, int64_t ahead, float* s) {
+  float acc[R] = {};
+  for (int64_t b = 0; b < n / kQ4K; ++b) {
+    const int8_t* p = x.levels.data() + b * kQ4K;
+    const int32_t* sub_sums = x.sub_sums.data() + 8 * b;
+    const __m128 dx = _mm_set1_ps(x.scales[static_cast<size_t>(b)]);
+    for (int k = 0; k < R; ++k) {
+      const uint8_t* block = w + k * row_bytes + b * kQ4KBytes;
+      if (ahead > 0)
+        for (int line = 0; line < kQ4KBytes; line += 64)
+          _mm_prefetch(block + ahead + line, _MM_HINT_T0);
+      // the sums as floats, and d dx and dmin dx (F16C's halves: load_half's exact values)
+      const __m128 sums = _mm_cvtepi32_ps(q4_k_q8_block_sums(block, p, sub_sums));
+      const __m128 scales =
+          _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(block)))), dx);
+      acc[k] = std::fma(_mm_cvtss_f32(sums), _mm_cvtss_f32(scales), acc[k]);
+      acc[k] = std::fma(-_mm_cvtss_f32(_mm_movehdup_ps(sums)),
+                        _mm_cvtss_f32(_mm_movehdup_ps(scales)), acc[k]);
+    }
+  }
+  for (int k = 0; k < R; ++k) s[k] = acc[k];
+}
+
+// round_to_q8_k's block of 256 values (scale, levels and sub-block sums; all zero on entry).
+AG_AVX2_TARGET void round_q8_k_block_avx2(const float* v, float& dx, int8_t* p, int32_t* sums) {
+  const __m256 sign = _mm256_set1_ps(-0.0f),
+               most = _mm256_set1_ps(std::numeric_limits<float>::max());
+  __m256 largest = _mm256_setzero_ps();
+  int within = 0xff;
+  for (int i = 0; i < kQ4K; i += 8) {
+    const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v + i));
+    within &= _mm256_movemask_ps(_mm256_cmp_ps(a, most, _CMP_LE_OQ));
+    largest = _mm256_max_ps(largest, a);
+  }
+  if (within != 0xff) {
+    dx = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(largest), _mm256_extractf128_ps(largest, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  const float top = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+  dx = top / 127.0f;
+  if (dx == 0.0f) return;
+  const __m256 by = _mm256_set1_ps(127.0f / top);
+  for (int j = 0; j < 8; ++j) {
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i)
+      q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 32 * j + 8 * i), by));
+    // (the packs work within 128-bit halves; the permute puts the 4-level groups in order)
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(p + 32 * j),
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const __m256i total =
+        _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    sums[j] = sum_lanes(total);
+  }
+}
+
 #endif
 
 // The same sums in scalar code: a block dequantized by the reference, one fused
@@ -329,6 +433,49 @@ float dot_q4_k_reference(const float* x, const uint8_t* w, int64_t n) {
   float s = 0;
   for (int i = 0; i < 16; ++i) s += low[i] + high[i];
   return s;
+}
+
+// round_to_q8_k's block of 256 values in scalar code (all zero on entry).
+void round_q8_k_block(const float* v, float& dx, int8_t* p, int32_t* sums) {
+  float largest = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < kQ4K; ++i) {
+    const float a = std::fabs(v[i]);
+    finite = finite && a <= std::numeric_limits<float>::max();
+    largest = a > largest ? a : largest;
+  }
+  if (!finite) {
+    dx = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  dx = largest / 127.0f;
+  if (dx == 0.0f) return;  // (127 / largest might overflow; the block adds nothing)
+  const float inverse = 127.0f / largest;
+  for (int64_t i = 0; i < kQ4K; ++i) {
+    p[i] = static_cast<int8_t>(std::nearbyint(v[i] * inverse));
+    sums[i / 32] += p[i];
+  }
+}
+
+// dot_q4_k_q8_rows's sums for one row, in scalar code.
+float dot_q4_k_q8_reference(const Q8KRow& x, const uint8_t* w, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / kQ4K; ++b) {
+    const uint8_t* block = w + b * kQ4KBytes;
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      blocks::scale_min_k4(j, block + 4, sc, m);
+      const uint8_t* qs = block + 16 + 32 * (j / 2);
+      const int8_t* p = x.levels.data() + b * kQ4K + 32 * j;
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += (j % 2 ? qs[i] >> 4 : qs[i] & 15) * p[i];
+      isum += sc * sum;
+      msum += m * x.sub_sums[static_cast<size_t>(8 * b + j)];
+    }
+    acc = q4_k_q8_add(acc, isum, msum, block, x.scales[static_cast<size_t>(b)]);
+  }
+  return acc;
 }
 
 }  // namespace
@@ -384,6 +531,43 @@ void dot_q4_k_rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t 
 #endif
   (void)ahead;
   for (int j = 0; j < rows; ++j) s[j] = dot_q4_k_reference(x, w + j * row_bytes, n);
+}
+
+void round_to_q8_k(const float* x, int64_t n, Q8KRow& out) {
+  const int64_t blocks = n / kQ4K;
+  out.levels.assign(static_cast<size_t>(n), 0);
+  out.sub_sums.assign(static_cast<size_t>(8 * blocks), 0);
+  out.scales.assign(static_cast<size_t>(blocks), 0.0f);
+#if defined(__x86_64__)
+  static const bool avx2 = can_run(UnpackKernel::avx2);
+#endif
+  for (int64_t b = 0; b < blocks; ++b) {
+    float& dx = out.scales[static_cast<size_t>(b)];
+    int8_t* p = out.levels.data() + b * kQ4K;
+    int32_t* sums = out.sub_sums.data() + 8 * b;
+#if defined(__x86_64__)
+    if (avx2) {
+      round_q8_k_block_avx2(x + b * kQ4K, dx, p, sums);
+      continue;
+    }
+#endif
+    round_q8_k_block(x + b * kQ4K, dx, p, sums);
+  }
+}
+
+// AVX2's integer form for the AVX-512 kernel too (every AVX-512 CPU has AVX2)
+void dot_q4_k_q8_rows(const Q8KRow& x, const uint8_t* w, int64_t row_bytes, int64_t n, int rows,
+                      int64_t ahead, float* s, UnpackKernel k) {
+#if defined(__x86_64__)
+  if (k == UnpackKernel::avx2 || k == UnpackKernel::avx512) {
+    if (rows == 4) return dot_q4_k_q8_rows_avx2<4>(x, w, row_bytes, n, ahead, s);
+    for (int j = 0; j < rows; ++j)
+      dot_q4_k_q8_rows_avx2<1>(x, w + j * row_bytes, row_bytes, n, ahead, s + j);
+    return;
+  }
+#endif
+  (void)ahead;
+  for (int j = 0; j < rows; ++j) s[j] = dot_q4_k_q8_reference(x, w + j * row_bytes, n);
 }
 
 // The AVX-512 or AVX2 form where asked for, else what follows the macro.

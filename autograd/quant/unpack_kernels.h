@@ -8,6 +8,7 @@
 // (ties to even, NaN kept quiet, subnormals kept: not the CPU's VCVTNEPS2BF16, which
 // flushes them). tests/test_unpack_kernels.cpp holds both kernels to the reference.
 #include <cstdint>
+#include <vector>
 
 #include "autograd/bfloat16.h"
 
@@ -42,5 +43,28 @@ float dot_q4_k(const float* x, const uint8_t* w, int64_t n, UnpackKernel k = unp
 // (the next group's, or a single row's own further on).
 void dot_q4_k_rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t n, int rows,
                    int64_t ahead, float* s, UnpackKernel k = unpack_kernel());
+
+// Q4_K weights by activations rounded to 8 bits (`sample --weights q4_k`, llama.cpp's kind of
+// arithmetic: its Q4_K dot products take x as Q8_K blocks). A row x of n values (a whole
+// number of 256-value blocks) rounded: per block b, m the largest |x|, scale dx_b = m / 127
+// (a float), levels p = x (127 / m) rounded to the nearest integer, ties to even (|p| <= 127);
+// levels 0 where dx_b is 0; a block holding an infinity or a NaN: levels 0, dx_b a NaN, so the
+// row's sum is a NaN. sub_sums[8 b + j]: the sum of sub-block j's 32 levels.
+struct Q8KRow {
+  std::vector<int8_t> levels;
+  std::vector<int32_t> sub_sums;
+  std::vector<float> scales;
+};
+void round_to_q8_k(const float* x, int64_t n, Q8KRow& out);
+// s[j] = x . w_j for the j < rows (1 to 4) rows of Q4_K blocks from w (row_bytes apart),
+// the order the same by either kernel: per block b, the exact integers
+//   isum = sum over sub-blocks j of sc_j (sum over its 32 weights of q p)
+//   msum = sum over j of m_j sub_sums[8 b + j]
+// (sc_j, m_j the block's 6-bit scales and mins, q its 4-bit levels), then
+//   acc = fma(float(isum), d dx_b, acc); acc = fma(float(-msum), dmin dx_b, acc)
+// block after block from acc = 0 (d dx_b and dmin dx_b one float product each; float(isum)
+// rounded where |isum| >= 2^24). Each row's bytes `ahead` on are asked for as it is read.
+void dot_q4_k_q8_rows(const Q8KRow& x, const uint8_t* w, int64_t row_bytes, int64_t n, int rows,
+                      int64_t ahead, float* s, UnpackKernel k = unpack_kernel());
 
 }  // namespace ag::quant

@@ -740,13 +740,16 @@ kernel_cache)
   grep -qF "$table: used" tune.txt || fail "the table does not name its file: $(head -3 tune.txt)"
   # bench --decode: a token reads tiny's matrices once (2 blocks' 49152 weights, the tied
   # head's 65 x 64): 102464 of them, 4 bytes each in fp32, 2 in bf16 and 34 per 32 in q8_0
-  # (and q8_0-f32)
+  # (and q8_0-f32); q4_k (and q4_k-f32) hold the MLP's second matrices (rows of 256) as
+  # Q4_K, 144 bytes per 256: 32768 weights, 16384 bytes fewer
   "$bin" bench --decode --config tiny --steps 4 --json > decode.jsonl
   grep -qF '"weight_bytes_per_token":409856.0,"weights":"fp32"' decode.jsonl &&
     grep -qF '"weight_bytes_per_token":204928.0,"weights":"bf16"' decode.jsonl &&
     grep -qF '"weight_bytes_per_token":108868.0,"weights":"q8_0"' decode.jsonl &&
     grep -qF '"weight_bytes_per_token":108868.0,"weights":"q8_0-f32"' decode.jsonl &&
-    [ "$(grep -c '"rounds":3,' decode.jsonl)" = 5 ] &&
+    grep -qF '"weight_bytes_per_token":92484.0,"weights":"q4_k"' decode.jsonl &&
+    grep -qF '"weight_bytes_per_token":92484.0,"weights":"q4_k-f32"' decode.jsonl &&
+    [ "$(grep -c '"rounds":3,' decode.jsonl)" = 6 ] &&
     grep -q '"against":"bf16","config":"tiny","mode":"decode_ratio",.*"weights":"q8_0"' decode.jsonl ||
     fail "bench --decode: $(cat decode.jsonl)"
   XDG_CACHE_HOME="$work/none" ATTOGRAD_TUNE=off "$bin" "${run[@]}" --out off.h5 > /dev/null

@@ -32,7 +32,7 @@ cache_equals_no_cache)
               "--temperature 0 --slide 1" "--seed 5 --slide 3 --prompt naïve" \
               "--temperature 0 --weights bf16" "--seed 6 --num-samples 2 --weights bf16" \
               "--temperature 0 --weights q8_0-f32" "--seed 7 --num-samples 2 --weights q8_0-f32" \
-              "--temperature 0 --weights q4_k"; do
+              "--temperature 0 --weights q4_k-f32"; do
     # shellcheck disable=SC2086
     sample run.h5 --tokens 60 $opts > cached.txt
     grep -q "key/value cache" stats.txt || fail "no tokens/s line on stderr: $(cat stats.txt)"
@@ -65,7 +65,7 @@ cache_equals_no_cache)
   [ "$differs" -eq 1 ] || fail "--weights q8_0 gave q8_0-f32's samples for 5 seeds: activations not rounded?"
   # bfloat16 and Q8_0 weights sample from a (slightly) different model: meaningful only if
   # the text differs somewhere from float32's over a few seeds
-  for weights in bf16 q8_0-f32 q4_k; do
+  for weights in bf16 q8_0-f32 q4_k-f32; do
     differs=0
     for seed in 1 2 3 4 5; do
       sample run.h5 --tokens 200 --seed "$seed" > f32.txt
@@ -74,24 +74,31 @@ cache_equals_no_cache)
     done
     [ "$differs" -eq 1 ] || fail "--weights $weights gave float32's samples for 5 seeds: not applied?"
   done
-  # rows of 256 weights and more are Q4_K blocks under --weights q4_k (the model above has
-  # none: all Q8_0): the cache still equals the full window, and the text is not Q8_0's
+  # rows of 256 weights and more are Q4_K blocks under --weights q4_k(-f32) (the model above
+  # has none: all Q8_0): the cache still equals the full window, and the text is not Q8_0's
   train_small wide.h5 --d-model 256 --n-heads 4 --steps 30
   for opts in "--temperature 0" "--seed 8 --num-samples 2"; do
     # shellcheck disable=SC2086
-    sample wide.h5 --tokens 40 $opts --weights q4_k > cached.txt
+    sample wide.h5 --tokens 40 $opts --weights q4_k-f32 > cached.txt
     # shellcheck disable=SC2086
-    sample wide.h5 --tokens 40 $opts --weights q4_k --no-cache > full.txt
+    sample wide.h5 --tokens 40 $opts --weights q4_k-f32 --no-cache > full.txt
     cmp -s cached.txt full.txt ||
-      fail "'$opts --weights q4_k': the cache changed the text: $(diff cached.txt full.txt | head -4)"
+      fail "'$opts --weights q4_k-f32': the cache changed the text: $(diff cached.txt full.txt | head -4)"
   done
-  differs=0
+  differs=0 rounded=0
   for seed in 1 2 3 4 5; do
     sample wide.h5 --tokens 100 --seed "$seed" --weights q8_0-f32 > q8.txt
-    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k > q4.txt
+    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k-f32 > q4.txt
     cmp -s q8.txt q4.txt || differs=1
+    # Q4_K by 8-bit activations (llama.cpp's arithmetic): the same text on 1 and 2 threads,
+    # and not the float32 activations' text for every seed
+    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k --threads 1 > one.txt
+    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k --threads 2 > two.txt
+    cmp -s one.txt two.txt || fail "--weights q4_k, seed $seed: the thread count changed the text"
+    cmp -s one.txt q4.txt || rounded=1
   done
-  [ "$differs" -eq 1 ] || fail "--weights q4_k gave Q8_0's samples for 5 seeds: no Q4_K blocks?"
+  [ "$differs" -eq 1 ] || fail "--weights q4_k-f32 gave Q8_0's samples for 5 seeds: no Q4_K blocks?"
+  [ "$rounded" -eq 1 ] || fail "--weights q4_k gave q4_k-f32's samples for 5 seeds: activations not rounded?"
   ;;
 streams)
   # Tokens reach stdout as they are made: the file grows while the sampler runs.
@@ -122,6 +129,7 @@ options)
   expect_usage_error "--slide must be >= 0, got -1" "$bin" sample --checkpoint run.h5 --slide -1
   expect_usage_error "--slide must be at most the context length 16, got 17" "$bin" sample --checkpoint run.h5 --slide 17
   expect_usage_error "--no-cache runs float32 activations, and --weights q8_0 rounds them" "$bin" sample --checkpoint run.h5 --weights q8_0 --no-cache
+  expect_usage_error "and --weights q4_k rounds them to 8 bits: give --weights q4_k-f32" "$bin" sample --checkpoint run.h5 --weights q4_k --no-cache
   expect_usage_error "--num-samples 100000000 needs" "$bin" sample --checkpoint run.h5 --num-samples 100000000
   # counts whose sizes overflow 64 bits: usage errors, not a vector's length_error
   expect_usage_error "--num-samples 4611686018427387904 needs" "$bin" sample --checkpoint run.h5 --num-samples 4611686018427387904
@@ -131,7 +139,7 @@ options)
   sample run.h5 --tokens 9223372036854775807 --max-time 0.5 > /dev/null ||
     fail "--tokens 9223372036854775807 failed: $(cat stats.txt)"
   expect_usage_error "--prompt: character 'Ω' (U+03A9)" "$bin" sample --checkpoint run.h5 --prompt "aΩ"
-  expect_usage_error "--weights must be 'fp32', 'bf16', 'q8_0', 'q8_0-f32' or 'q4_k', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
+  expect_usage_error "--weights must be 'fp32', 'bf16', 'q8_0', 'q8_0-f32', 'q4_k' or 'q4_k-f32', got 'fp16'" "$bin" sample --checkpoint run.h5 --weights fp16
   ;;
 stop_and_samples)
   train_small run.h5
