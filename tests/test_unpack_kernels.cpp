@@ -257,29 +257,35 @@ void scale_and_min(const uint8_t* q, int j, int& sc, int& m) {
   m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
 }
 
-// x . one row of Q4_K blocks by x's Q8_K levels in the documented order.
+// x . one row of Q4_K blocks by x's Q8_K levels in the documented order (8 lanes).
 float documented_q4_k_q8(const quant::Q8KRow& x, const uint8_t* row, int64_t n) {
-  float acc = 0;
+  float lo[8] = {}, hi[8] = {};
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* block = row + 144 * b;
-    int64_t isum = 0, msum = 0;
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      scale_and_min(block + 4, j, sc, m);
-      for (int i = 0; i < 32; ++i) {
-        const uint8_t byte = block[16 + 32 * (j / 2) + i];
-        isum += sc * (j % 2 ? byte >> 4 : byte & 15) * x.levels[256 * b + 32 * j + i];
-      }
-      msum += m * x.sub_sums[8 * b + j];
-    }
     uint16_t d, dmin;
     std::memcpy(&d, block, 2);
     std::memcpy(&dmin, block + 2, 2);
     const float dx = x.scales[b];
-    acc = std::fma(static_cast<float>(isum), ag::half_to_float(d) * dx, acc);
-    acc = std::fma(static_cast<float>(-msum), ag::half_to_float(dmin) * dx, acc);
+    for (int l = 0; l < 8; ++l) {
+      int64_t isum = 0;
+      for (int j = 0; j < 8; ++j) {
+        int sc, m;
+        scale_and_min(block + 4, j, sc, m);
+        for (int i = 4 * l; i < 4 * l + 4; ++i) {
+          const uint8_t byte = block[16 + 32 * (j / 2) + i];
+          isum += sc * (j % 2 ? byte >> 4 : byte & 15) * x.levels[256 * b + 32 * j + i];
+        }
+      }
+      int sc, m;
+      scale_and_min(block + 4, l, sc, m);
+      const int64_t msum = m * x.sub_sums[8 * b + l];
+      lo[l] = std::fma(static_cast<float>(isum), ag::half_to_float(d) * dx, lo[l]);
+      hi[l] = std::fma(static_cast<float>(-msum), ag::half_to_float(dmin) * dx, hi[l]);
+    }
   }
-  return acc;
+  float s = 0;
+  for (int l = 0; l < 8; ++l) s += lo[l] + hi[l];
+  return s;
 }
 
 }  // namespace

@@ -27,10 +27,10 @@ namespace {
 
 constexpr int64_t kQ4K = 256, kQ4KBytes = 144, kQ80 = 32, kQ80Bytes = 34;
 
-// A Q4_K block's two terms added to a row's sum by Q8_K activations (dot_q4_k_q8_rows).
-inline float q4_k_q8_add(float acc, int32_t isum, int32_t msum, const uint8_t* block, float dx) {
-  acc = std::fma(static_cast<float>(isum), blocks::load_half(block) * dx, acc);
-  return std::fma(static_cast<float>(-msum), blocks::load_half(block + 2) * dx, acc);
+// The d dx_b and dmin dx_b of a Q4_K block's two terms by Q8_K activations.
+inline void q4_k_q8_scales(const uint8_t* block, float dx, float& d, float& dmin) {
+  d = blocks::load_half(block) * dx;
+  dmin = blocks::load_half(block + 2) * dx;
 }
 
 // The reference: the format table's floats, then rounded one by one.
@@ -326,15 +326,12 @@ AG_AVX2_TARGET inline int32_t sum_lanes(__m256i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
 }
 
-// dot_q4_k_q8_rows's isum and msum for one block, in lanes 0 and 1: per pair of sub-blocks,
-// 32 bytes of levels (low nibbles sub-block 2j, high 2j + 1) by x's 64 levels, 32 products a
-// vpmaddubsw (its pair sums exact: at most 2 x 15 x 127), then times the sub-blocks' scales
-// into 32-bit lanes; the minimums by the sub-block sums beside them, one reduction for both.
-AG_AVX2_TARGET inline __m128i q4_k_q8_block_sums(const uint8_t* block, const int8_t* p,
-                                                 const int32_t* sub_sums) {
-  const __m128i scale_bytes = q4_k_scale_bytes(block);
-  alignas(16) uint8_t scales[16];  // sc_j at j, m_j at 8 + j
-  _mm_store_si128(reinterpret_cast<__m128i*>(scales), scale_bytes);
+// dot_q4_k_q8_rows's isum lanes for one block: per pair of sub-blocks, 32 bytes of levels
+// (low nibbles sub-block 2j, high 2j + 1) by x's 64 levels, 32 products a vpmaddubsw (its
+// pair sums exact: at most 2 x 15 x 127), then lane l = weights 4 l..4 l + 3 times the
+// sub-blocks' scales by a vpmaddwd.
+AG_AVX2_TARGET inline __m256i q4_k_q8_block_sums(const uint8_t* block, const int8_t* p,
+                                                 const uint8_t* scales) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256i sum = _mm256_setzero_si256();
   for (int j = 0; j < 4; ++j) {
@@ -346,37 +343,46 @@ AG_AVX2_TARGET inline __m128i q4_k_q8_block_sums(const uint8_t* block, const int
     sum = _mm256_add_epi32(sum, _mm256_madd_epi16(low, _mm256_set1_epi16(scales[2 * j])));
     sum = _mm256_add_epi32(sum, _mm256_madd_epi16(high, _mm256_set1_epi16(scales[2 * j + 1])));
   }
-  const __m256i mins =
-      _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(scale_bytes, 8)),
-                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub_sums)));
-  const __m256i both = _mm256_hadd_epi32(sum, mins);  // isum's pairs, msum's, per half
-  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(both), _mm256_extracti128_si256(both, 1));
-  return _mm_hadd_epi32(s, s);
+  return sum;
 }
 
 template <int R>
 AG_AVX2_TARGET void dot_q4_k_q8_rows_avx2(const Q8KRow& x, const uint8_t* w, int64_t row_bytes,
                                           int64_t n, int64_t ahead, float* s) {
-  float acc[R] = {};
+  __m256 lo[R], hi[R];
+  for (int k = 0; k < R; ++k) lo[k] = hi[k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / kQ4K; ++b) {
     const int8_t* p = x.levels.data() + b * kQ4K;
-    const int32_t* sub_sums = x.sub_sums.data() + 8 * b;
-    const __m128 dx = _mm_set1_ps(x.scales[static_cast<size_t>(b)]);
+    const __m256i sub_sums =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.sub_sums.data() + 8 * b));
+    const float dx = x.scales[static_cast<size_t>(b)];
     for (int k = 0; k < R; ++k) {
       const uint8_t* block = w + k * row_bytes + b * kQ4KBytes;
       if (ahead > 0)
         for (int line = 0; line < kQ4KBytes; line += 64)
           _mm_prefetch(block + ahead + line, _MM_HINT_T0);
-      // the sums as floats, and d dx and dmin dx (F16C's halves: load_half's exact values)
-      const __m128 sums = _mm_cvtepi32_ps(q4_k_q8_block_sums(block, p, sub_sums));
-      const __m128 scales =
-          _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(block)))), dx);
-      acc[k] = std::fma(_mm_cvtss_f32(sums), _mm_cvtss_f32(scales), acc[k]);
-      acc[k] = std::fma(-_mm_cvtss_f32(_mm_movehdup_ps(sums)),
-                        _mm_cvtss_f32(_mm_movehdup_ps(scales)), acc[k]);
+      const __m128i scale_bytes = q4_k_scale_bytes(block);
+      alignas(16) uint8_t scales[16];  // sc_j at j, m_j at 8 + j
+      _mm_store_si128(reinterpret_cast<__m128i*>(scales), scale_bytes);
+      const __m256i isum = q4_k_q8_block_sums(block, p, scales);
+      const __m256i msum =
+          _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(scale_bytes, 8)), sub_sums);
+      // d dx and dmin dx (F16C's halves: load_half's exact values)
+      const __m128 dd = _mm_mul_ps(
+          _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(block)))), _mm_set1_ps(dx));
+      const float d = _mm_cvtss_f32(dd), dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd));
+      lo[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), lo[k]);
+      hi[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), msum)),
+                              _mm256_set1_ps(dmin), hi[k]);
     }
   }
-  for (int k = 0; k < R; ++k) s[k] = acc[k];
+  for (int k = 0; k < R; ++k) {
+    float l[8], h[8], sum = 0;
+    _mm256_storeu_ps(l, lo[k]);
+    _mm256_storeu_ps(h, hi[k]);
+    for (int i = 0; i < 8; ++i) sum += l[i] + h[i];
+    s[k] = sum;
+  }
 }
 
 // round_to_q8_k's block of 256 values (scale, levels and sub-block sums; all zero on entry).
@@ -459,23 +465,30 @@ void round_q8_k_block(const float* v, float& dx, int8_t* p, int32_t* sums) {
 
 // dot_q4_k_q8_rows's sums for one row, in scalar code.
 float dot_q4_k_q8_reference(const Q8KRow& x, const uint8_t* w, int64_t n) {
-  float acc = 0;
+  float lo[8] = {}, hi[8] = {};
   for (int64_t b = 0; b < n / kQ4K; ++b) {
     const uint8_t* block = w + b * kQ4KBytes;
-    int32_t isum = 0, msum = 0;
+    int32_t isum[8] = {};
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       blocks::scale_min_k4(j, block + 4, sc, m);
       const uint8_t* qs = block + 16 + 32 * (j / 2);
       const int8_t* p = x.levels.data() + b * kQ4K + 32 * j;
-      int32_t sum = 0;
-      for (int i = 0; i < 32; ++i) sum += (j % 2 ? qs[i] >> 4 : qs[i] & 15) * p[i];
-      isum += sc * sum;
-      msum += m * x.sub_sums[static_cast<size_t>(8 * b + j)];
+      for (int i = 0; i < 32; ++i) isum[i / 4] += sc * (j % 2 ? qs[i] >> 4 : qs[i] & 15) * p[i];
     }
-    acc = q4_k_q8_add(acc, isum, msum, block, x.scales[static_cast<size_t>(b)]);
+    float d, dmin;
+    q4_k_q8_scales(block, x.scales[static_cast<size_t>(b)], d, dmin);
+    for (int l = 0; l < 8; ++l) {
+      int sc, m;
+      blocks::scale_min_k4(l, block + 4, sc, m);
+      const int32_t msum = m * x.sub_sums[static_cast<size_t>(8 * b + l)];
+      lo[l] = std::fma(static_cast<float>(isum[l]), d, lo[l]);
+      hi[l] = std::fma(static_cast<float>(-msum), dmin, hi[l]);
+    }
   }
-  return acc;
+  float s = 0;
+  for (int l = 0; l < 8; ++l) s += lo[l] + hi[l];
+  return s;
 }
 
 }  // namespace

@@ -57,13 +57,14 @@ struct Q8KRow {
 };
 void round_to_q8_k(const float* x, int64_t n, Q8KRow& out);
 // s[j] = x . w_j for the j < rows (1 to 4) rows of Q4_K blocks from w (row_bytes apart),
-// the order the same by either kernel: per block b, the exact integers
-//   isum = sum over sub-blocks j of sc_j (sum over its 32 weights of q p)
-//   msum = sum over j of m_j sub_sums[8 b + j]
+// the order the same by either kernel, in 8 lanes l = 0..7: per block b, the exact integers
+//   isum_l = sum over sub-blocks j of sc_j (sum over its weights 4 l..4 l + 3 of q p)
+//   msum_l = m_l sub_sums[8 b + l]
 // (sc_j, m_j the block's 6-bit scales and mins, q its 4-bit levels), then
-//   acc = fma(float(isum), d dx_b, acc); acc = fma(float(-msum), dmin dx_b, acc)
-// block after block from acc = 0 (d dx_b and dmin dx_b one float product each; float(isum)
-// rounded where |isum| >= 2^24). Each row's bytes `ahead` on are asked for as it is read.
+//   lo[l] = fma(float(isum_l), d dx_b, lo[l]); hi[l] = fma(float(-msum_l), dmin dx_b, hi[l])
+// block after block from 0 (d dx_b and dmin dx_b one float product each; float(isum_l)
+// rounded where |isum_l| >= 2^24); the sum is lo[l] + hi[l] added from l = 0. Each row's
+// bytes `ahead` on are asked for as it is read.
 void dot_q4_k_q8_rows(const Q8KRow& x, const uint8_t* w, int64_t row_bytes, int64_t n, int rows,
                       int64_t ahead, float* s, UnpackKernel k = unpack_kernel());
 
