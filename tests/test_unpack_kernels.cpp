@@ -288,19 +288,10 @@ float documented_q4_k_q8(const quant::Q8KRow& x, const uint8_t* row, int64_t n) 
   return s;
 }
 
-}  // namespace
-
-TEST_CASE("x rounds to Q8_K as documented: scales, levels and sub-block sums", "[quant][unpack]") {
-  ag::Generator gen(13);
-  std::vector<float> x(6 * 256);
-  for (auto& v : x) v = static_cast<float>(gen.normal());
-  x[256 + 7] = std::numeric_limits<float>::infinity();   // block 1: infinite
-  x[512 + 3] = std::numeric_limits<float>::quiet_NaN();  // block 2: a NaN
-  for (int i = 0; i < 256; ++i) x[768 + i] = 0.0f;       // block 3: zeros
-  for (int i = 0; i < 256; ++i) x[1024 + i] = 1e-30f * static_cast<float>(i % 7);  // tiny
+// round_to_q8_k by kernel k gives `want` (documented_q8_k's) for x.
+void check_q8_k(const std::vector<float>& x, const quant::Q8KRow& want, UnpackKernel k) {
   quant::Q8KRow got;
-  quant::round_to_q8_k(x.data(), static_cast<int64_t>(x.size()), got);
-  const quant::Q8KRow want = documented_q8_k(x);
+  quant::round_to_q8_k(x.data(), static_cast<int64_t>(x.size()), got, k);
   CHECK(got.levels == want.levels);
   CHECK(got.sub_sums == want.sub_sums);
   REQUIRE(got.scales.size() == want.scales.size());
@@ -311,78 +302,98 @@ TEST_CASE("x rounds to Q8_K as documented: scales, levels and sub-block sums", "
     else
       CHECK(got.scales[b] == want.scales[b]);
   }
-  CHECK(std::isnan(got.scales[1]));
-  CHECK(std::isnan(got.scales[2]));
-  CHECK(got.scales[3] == 0.0f);
+}
+
+// Four rows of n weights (quantized; the third of random bytes in odd rounds) by x rounded to
+// Q8_K: every kernel's dot products, 1, 3 and 4 rows at a time, are the documented order's;
+// the first row's sum is within the activations' rounding of the float32 activations' sum
+// (counted in checked, and in differently where it is not that sum's bits).
+void check_q4_k_q8_row(int64_t n, int round, ag::Generator& gen, int64_t& checked,
+                       int64_t& differently) {
+  const quant::BlockLayout& l = quant::layout(BlockFormat::q4_k);
+  const int64_t row_bytes = quant::row_bytes(l, n);
+  std::vector<float> x(static_cast<size_t>(n)), wide(static_cast<size_t>(n));
+  for (auto& v : x) v = static_cast<float>(gen.normal());
+  if (round == 5) x[static_cast<size_t>(n - 1)] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint8_t> blocks(static_cast<size_t>(4 * row_bytes));
+  for (int j = 0; j < 4; ++j) {
+    for (auto& v : wide) v = static_cast<float>(gen.normal());
+    quant::quantize_row(l, wide.data(), n, blocks.data() + j * row_bytes);
+  }
+  if (round % 2) {
+    const std::vector<uint8_t> noise = random_bytes(static_cast<size_t>(row_bytes), gen);
+    std::copy(noise.begin(), noise.end(), blocks.begin() + 2 * row_bytes);
+  }
+  quant::Q8KRow q8;
+  quant::round_to_q8_k(x.data(), n, q8);
+  for (UnpackKernel k : kernels())
+    for (int rows : {1, 3, 4}) {
+      float s[4] = {-1, -1, -1, -1};
+      quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, rows, 4 * row_bytes, s, k);
+      for (int j = 0; j < 4; ++j) {
+        INFO("n " << n << " round " << round << " kernel " << static_cast<int>(k) << " rows "
+                  << rows << " weight row " << j);
+        if (j >= rows) {
+          CHECK(s[j] == -1);
+          continue;
+        }
+        const float want = documented_q4_k_q8(q8, blocks.data() + j * row_bytes, n);
+        if (std::isnan(want))
+          REQUIRE(std::isnan(s[j]));
+        else
+          REQUIRE(std::memcmp(&s[j], &want, 4) == 0);
+      }
+    }
+  float s;
+  quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, 1, 0, &s);
+  if (round == 5) {
+    CHECK(std::isnan(s));  // a NaN in x: never a finite sum
+    return;
+  }
+  const float exact = quant::dot_q4_k(x.data(), blocks.data(), n);
+  std::vector<float> w(static_cast<size_t>(n));
+  quant::dequantize_row(l, blocks.data(), n, w.data());
+  double bound = 0;  // half a level of each x, and the float sums' own rounding
+  for (int64_t b = 0; b < n / 256; ++b) {
+    double m = 0;
+    for (int i = 0; i < 256; ++i) m = std::max(m, std::fabs(double{x[256 * b + i]}));
+    for (int i = 0; i < 256; ++i)
+      bound += std::fabs(double{w[256 * b + i]}) * (m / 254 + 1e-5 * std::fabs(x[256 * b + i]));
+  }
+  CHECK(std::fabs(double{s} - exact) <= bound);
+  differently += std::memcmp(&s, &exact, 4) != 0;
+  ++checked;
+}
+
+}  // namespace
+
+TEST_CASE("x rounds to Q8_K as documented: scales, levels and sub-block sums", "[quant][unpack]") {
+  ag::Generator gen(13);
+  std::vector<float> x(6 * 256);
+  for (auto& v : x) v = static_cast<float>(gen.normal());
+  x[256 + 7] = std::numeric_limits<float>::infinity();   // block 1: infinite
+  x[512 + 3] = std::numeric_limits<float>::quiet_NaN();  // block 2: a NaN
+  for (int i = 0; i < 256; ++i) x[768 + i] = 0.0f;       // block 3: zeros
+  for (int i = 0; i < 256; ++i) x[1024 + i] = 1e-30f * static_cast<float>(i % 7);  // tiny
+  const quant::Q8KRow want = documented_q8_k(x);
+  CHECK(std::isnan(want.scales[1]));
+  CHECK(std::isnan(want.scales[2]));
+  CHECK(want.scales[3] == 0.0f);
   int largest = 0;
-  for (int i = 0; i < 256; ++i) largest = std::max(largest, std::abs(int{got.levels[i]}));
+  for (int i = 0; i < 256; ++i) largest = std::max(largest, std::abs(int{want.levels[i]}));
   CHECK(largest == 127);  // the largest |x| takes the top level
+  for (UnpackKernel k : kernels()) {
+    INFO("kernel " << static_cast<int>(k));
+    check_q8_k(x, want, k);
+  }
 }
 
 TEST_CASE("the Q4_K-by-Q8_K dot product is its documented integer order, bit for bit",
           "[quant][unpack]") {
   ag::Generator gen(17);
-  const quant::BlockLayout& l = quant::layout(BlockFormat::q4_k);
   int64_t checked = 0, rounded_differently = 0;
-  for (const int64_t n : {256, 2048, 8192}) {
-    const int64_t row_bytes = quant::row_bytes(l, n);
-    std::vector<float> x(static_cast<size_t>(n)), wide(static_cast<size_t>(n));
-    for (int row = 0; row < 24; ++row) {
-      for (auto& v : x) v = static_cast<float>(gen.normal());
-      if (row == 5) x[static_cast<size_t>(n - 1)] = std::numeric_limits<float>::quiet_NaN();
-      // four rows: quantized weights, every other group's third row random bytes
-      std::vector<uint8_t> blocks(static_cast<size_t>(4 * row_bytes));
-      for (int j = 0; j < 4; ++j) {
-        for (auto& v : wide) v = static_cast<float>(gen.normal());
-        quant::quantize_row(l, wide.data(), n, blocks.data() + j * row_bytes);
-      }
-      if (row % 2) {
-        const std::vector<uint8_t> noise = random_bytes(static_cast<size_t>(row_bytes), gen);
-        std::copy(noise.begin(), noise.end(), blocks.begin() + 2 * row_bytes);
-      }
-      quant::Q8KRow q8;
-      quant::round_to_q8_k(x.data(), n, q8);
-      for (UnpackKernel k : kernels())
-        for (int rows : {1, 3, 4}) {
-          float s[4] = {-1, -1, -1, -1};
-          quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, rows, 4 * row_bytes, s, k);
-          for (int j = 0; j < 4; ++j) {
-            INFO("n " << n << " row " << row << " kernel " << static_cast<int>(k) << " rows "
-                      << rows << " weight row " << j);
-            if (j >= rows) {
-              CHECK(s[j] == -1);
-              continue;
-            }
-            const float want = documented_q4_k_q8(q8, blocks.data() + j * row_bytes, n);
-            if (std::isnan(want))
-              REQUIRE(std::isnan(s[j]));
-            else
-              REQUIRE(std::memcmp(&s[j], &want, 4) == 0);
-          }
-        }
-      if (row == 5) {
-        float s;
-        quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, 1, 0, &s);
-        CHECK(std::isnan(s));  // a NaN in x: never a finite sum
-        continue;
-      }
-      // near the float32 activations' sum, and not it: x was rounded
-      const float exact = quant::dot_q4_k(x.data(), blocks.data(), n);
-      std::vector<float> w(static_cast<size_t>(n));
-      quant::dequantize_row(l, blocks.data(), n, w.data());
-      double bound = 0;
-      for (int64_t b = 0; b < n / 256; ++b) {
-        double m = 0;
-        for (int i = 0; i < 256; ++i) m = std::max(m, std::fabs(double{x[256 * b + i]}));
-        for (int i = 0; i < 256; ++i)
-          bound += std::fabs(double{w[256 * b + i]}) * (m / 254 + 1e-5 * std::fabs(x[256 * b + i]));
-      }
-      float s;
-      quant::dot_q4_k_q8_rows(q8, blocks.data(), row_bytes, n, 1, 0, &s);
-      CHECK(std::fabs(double{s} - exact) <= bound);
-      rounded_differently += std::memcmp(&s, &exact, 4) != 0;
-      ++checked;
-    }
-  }
+  for (const int64_t n : {256, 2048, 8192})
+    for (int round = 0; round < 24; ++round)
+      check_q4_k_q8_row(n, round, gen, checked, rounded_differently);
   CHECK(rounded_differently > checked * 3 / 4);
 }

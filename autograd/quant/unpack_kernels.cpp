@@ -546,20 +546,18 @@ void dot_q4_k_rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t 
   for (int j = 0; j < rows; ++j) s[j] = dot_q4_k_reference(x, w + j * row_bytes, n);
 }
 
-void round_to_q8_k(const float* x, int64_t n, Q8KRow& out) {
+// (AVX2's form for the AVX-512 kernel too)
+void round_to_q8_k(const float* x, int64_t n, Q8KRow& out, UnpackKernel k) {
   const int64_t blocks = n / kQ4K;
   out.levels.assign(static_cast<size_t>(n), 0);
   out.sub_sums.assign(static_cast<size_t>(8 * blocks), 0);
   out.scales.assign(static_cast<size_t>(blocks), 0.0f);
-#if defined(__x86_64__)
-  static const bool avx2 = can_run(UnpackKernel::avx2);
-#endif
   for (int64_t b = 0; b < blocks; ++b) {
     float& dx = out.scales[static_cast<size_t>(b)];
     int8_t* p = out.levels.data() + b * kQ4K;
     int32_t* sums = out.sub_sums.data() + 8 * b;
 #if defined(__x86_64__)
-    if (avx2) {
+    if (k == UnpackKernel::avx2 || k == UnpackKernel::avx512) {
       round_q8_k_block_avx2(x + b * kQ4K, dx, p, sums);
       continue;
     }

@@ -55,7 +55,7 @@ struct Q8KRow {
   std::vector<int32_t> sub_sums;
   std::vector<float> scales;
 };
-void round_to_q8_k(const float* x, int64_t n, Q8KRow& out);
+void round_to_q8_k(const float* x, int64_t n, Q8KRow& out, UnpackKernel k = unpack_kernel());
 // s[j] = x . w_j for the j < rows (1 to 4) rows of Q4_K blocks from w (row_bytes apart),
 // the order the same by either kernel, in 8 lanes l = 0..7: per block b, the exact integers
 //   isum_l = sum over sub-blocks j of sc_j (sum over its weights 4 l..4 l + 3 of q p)
