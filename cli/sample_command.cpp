@@ -120,13 +120,11 @@ void check_sample_options(const SampleOptions& o) {
     if (stop.empty()) throw UsageError("--stop must not be empty");
   if (o.slide < 0) throw UsageError(fmt::format("--slide must be >= 0, got {}", o.slide));
   // the full-window forward multiplies float32 activations: it would check another model
-  if (o.no_cache && nn::rounds_activations(o.weights)) {
-    const bool q8 = o.weights == nn::WeightFormat::q8_0;
+  if (o.no_cache && nn::rounds_activations(o.weights))
     throw UsageError(fmt::format(
-        "--no-cache runs float32 activations, and --weights {} rounds them to 8 bits: give "
-        "--weights {}-f32 to compare the cache with the full window",
-        q8 ? "q8_0" : "q4_k", q8 ? "q8_0" : "q4_k"));
-  }
+        "--no-cache runs float32 activations, and --weights {0} rounds them to 8 bits: give "
+        "--weights {0}-f32 to compare the cache with the full window",
+        o.weights));
   check_threads(o.threads);
 }
 

@@ -469,9 +469,10 @@ float dot_q4_k_q8_reference(const Q8KRow& x, const uint8_t* w, int64_t n) {
   for (int64_t b = 0; b < n / kQ4K; ++b) {
     const uint8_t* block = w + b * kQ4KBytes;
     int32_t isum[8] = {};
+    int mins[8];
     for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      blocks::scale_min_k4(j, block + 4, sc, m);
+      int sc;
+      blocks::scale_min_k4(j, block + 4, sc, mins[j]);
       const uint8_t* qs = block + 16 + 32 * (j / 2);
       const int8_t* p = x.levels.data() + b * kQ4K + 32 * j;
       for (int i = 0; i < 32; ++i) isum[i / 4] += sc * (j % 2 ? qs[i] >> 4 : qs[i] & 15) * p[i];
@@ -479,9 +480,7 @@ float dot_q4_k_q8_reference(const Q8KRow& x, const uint8_t* w, int64_t n) {
     float d, dmin;
     q4_k_q8_scales(block, x.scales[static_cast<size_t>(b)], d, dmin);
     for (int l = 0; l < 8; ++l) {
-      int sc, m;
-      blocks::scale_min_k4(l, block + 4, sc, m);
-      const int32_t msum = m * x.sub_sums[static_cast<size_t>(8 * b + l)];
+      const int32_t msum = mins[l] * x.sub_sums[static_cast<size_t>(8 * b + l)];
       lo[l] = std::fma(static_cast<float>(isum[l]), d, lo[l]);
       hi[l] = std::fma(static_cast<float>(-msum), dmin, hi[l]);
     }
