@@ -159,11 +159,16 @@ void q4_k_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, con
 }
 
 // The same four rows a pass, by x's rows rounded to Q8_K once a call (each thread rounds
-// them for its own share of the outputs, as q8_0_q8_linear does).
+// them for its own share of the outputs, as q8_0_q8_linear does), each group asking for the
+// bytes at least 16 KB ahead of it: the next group alone (4.6 KB of Llama-3.2-1B's 2048-wide
+// rows) left two threads of an AMD EPYC Zen 3 reading 16-22 GB/s of blocks where 16 KB ahead
+// read 20-26 (a plain read 23-25; its 8192-wide rows' next group is 18 KB already).
 void q4_k_q8_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, const float* bias,
                     int64_t out, float* y, int64_t ldy, bool accumulate) {
   constexpr int kGroup = 4;
-  const int64_t row_bytes = in / 256 * 144;
+  constexpr int64_t kAheadBytes = 16 * 1024;
+  const int64_t row_bytes = in / 256 * 144, group_bytes = kGroup * row_bytes;
+  const int64_t ahead = (kAheadBytes + group_bytes - 1) / group_bytes * group_bytes;
   const ag::quant::UnpackKernel kernel = ag::quant::unpack_kernel();
   thread_local std::vector<ag::quant::Q8KRow> xs;
   xs.resize(static_cast<size_t>(rows));
@@ -174,7 +179,7 @@ void q4_k_q8_linear(const float* x, int64_t rows, int64_t in, const uint8_t* w, 
     for (int64_t r = 0; r < rows; ++r) {
       float s[kGroup];
       ag::quant::dot_q4_k_q8_rows(xs[static_cast<size_t>(r)], w + o * row_bytes, row_bytes, in, n,
-                                  kGroup * row_bytes, s, kernel);
+                                  ahead, s, kernel);
       for (int k = 0; k < n; ++k) store_output(s[k], bias, o + k, y[r * ldy + o + k], accumulate);
     }
   }
