@@ -223,11 +223,11 @@ AG_AVX2_TARGET inline __m256 scaled8(__m256i q, float d1, float m1) {
 // q4_k_scale_bytes's 16 bytes in vector registers: its four words' byte-wise masks and
 // shifts side by side, each word's bytes gathered by a shuffle. (Taken through general
 // registers and moved across, they took a tenth of the Q4_K-by-Q8_K kernel's time on an AMD
-// EPYC Zen 3: one thread from the caches, 25 against 28-29 G weights/s this way.)
+// EPYC Zen 3: the kernel alone, one thread from the caches, 25 against 28-29 G weights/s.)
 AG_AVX2_TARGET inline __m128i q4_k_scale_bytes_avx2(const uint8_t* b) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));  // d, dmin, a, m, c
-  const __m128i acmc = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11,
-                                                         12, 13, 14, 15));
+  const __m128i acmc =
+      _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
   const __m128i aamm =
       _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 4, 5, 6, 7, 8, 9, 10, 11, 8, 9, 10, 11));
   const __m128i low = _mm_and_si128(_mm_srlv_epi32(acmc, _mm_setr_epi32(0, 0, 0, 4)),
@@ -387,8 +387,8 @@ AG_AVX2_TARGET void dot_q4_k_q8_rows_avx2(const Q8KRow& x, const uint8_t* w, int
           _mm_prefetch(block + ahead + line, _MM_HINT_T0);
       const __m128i scale_bytes = q4_k_scale_bytes_avx2(block);
       // sc_j at byte j, m_j at 8 + j; the sc as words, in both halves
-      const __m256i isum = q4_k_q8_block_sums(
-          block, p, _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scale_bytes)));
+      const __m256i isum =
+          q4_k_q8_block_sums(block, p, _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scale_bytes)));
       const __m256i msum =
           _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(scale_bytes, 8)), sub_sums);
       // d dx and dmin dx (F16C's halves: load_half's exact values)
