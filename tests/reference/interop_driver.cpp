@@ -4,6 +4,7 @@
 // continuation.
 //
 //   attograd_interop_driver CHECKPOINT OUT.safetensors NEW_TOKENS [--lora RANK TARGETS] ID ID ...
+//   attograd_interop_driver CHECKPOINT OUT.safetensors 0 --decoder q8_0 ID ID ...
 //
 // The pass reads ids[0 .. n-2] and predicts ids[1 .. n-1] (one sequence); the greedy
 // continuation starts from all n ids. OUT holds, as F32: "logits" [n-1, V], "loss" [1],
@@ -13,10 +14,16 @@
 // adapter's B is zero, which would leave every lora_A gradient zero), and OUT holds each
 // adapter's values as "param/<name>" for the reference to load. Written by interop's
 // safetensors writer, so the Python side reads it with a dozen lines of its own.
+//
+// With --decoder q8_0, OUT holds only "logits" [n-1, V] of the cached decoder of `sample
+// --weights q8_0` (Q8_0 blocks by activations rounded to Q8_0, llama.cpp's arithmetic): row 0
+// a prefill of ids[0] (float32, as a decoder's prefills are), each later row a step.
 #include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +31,9 @@
 #include "autograd/generator.h"
 #include "interop/safetensors.h"
 #include "io/checkpoint.h"
+#include "nn/gpt.h"
+#include "nn/inference.h"
+#include "nn/module.h"
 #include "train/config.h"
 #include "train/model_loading.h"
 
@@ -44,6 +54,33 @@ interop::SafetensorsTensor greedy_tokens(nn::GPT& model, const std::vector<int64
   const std::vector<double> all = more.to_vector();
   return tensor_of("greedy",
                    ag::from_vector(std::vector<float>(all.begin() + n, all.end()), {new_tokens}));
+}
+
+interop::SafetensorsTensor q8_0_decoder_logits(nn::GPT& model, const std::vector<int64_t>& ids) {
+  nn::InferenceScope inference;
+  ag::NoGradGuard no_grad;
+  nn::round_weights_to_q8_0(model);  // (blocks read back from a Q8_0 file: unchanged)
+  const auto n = static_cast<int64_t>(ids.size());
+  nn::CachedInference decoder(model, 1, nn::WeightFormat::q8_0, n);
+  std::vector<float> logits;
+  const auto keep = [&](std::span<const float> row) {
+    logits.insert(logits.end(), row.begin(), row.end());
+  };
+  keep(decoder.prefill(std::span(ids.data(), 1), 1));
+  for (int64_t i = 1; i + 1 < n; ++i) keep(decoder.step(std::span(ids.data() + i, 1)));
+  return tensor_of("logits", ag::from_vector(logits, {n - 1, model.config().vocab_size}));
+}
+
+// --decoder q8_0 ID ID ...: the decoder's logits alone
+int run_decoder(const io::Checkpoint& ckpt, int argc, char** argv) {
+  if (std::string(argv[5]) != "q8_0") throw std::invalid_argument("--decoder takes q8_0");
+  const auto model = train::model_from_checkpoint(ckpt);
+  model->eval();
+  std::vector<int64_t> ids;
+  for (int i = 6; i < argc; ++i) ids.push_back(std::stoll(argv[i]));
+  if (ids.size() < 2) throw std::invalid_argument("--decoder needs two ids or more");
+  interop::write_safetensors(argv[2], {q8_0_decoder_logits(*model, ids)}, interop::StoredType::f32);
+  return 0;
 }
 
 // The checkpoint's model with adapters on targets: the weights the checkpoint's, lora_A as
@@ -73,10 +110,11 @@ std::unique_ptr<nn::GPT> with_adapters(const io::Checkpoint& ckpt, int64_t rank,
 int run(int argc, char** argv) {
   if (argc < 6) {
     std::cerr << "usage: attograd_interop_driver CHECKPOINT OUT NEW_TOKENS [--lora RANK "
-                 "TARGETS] ID ID ...\n";
+                 "TARGETS | --decoder q8_0] ID ID ...\n";
     return 2;
   }
   const io::Checkpoint ckpt = io::load_checkpoint(argv[1], io::LoadOptions{.weights_only = true});
+  if (std::string(argv[4]) == "--decoder") return run_decoder(ckpt, argc, argv);
   const bool lora = std::string(argv[4]) == "--lora";
   auto model =
       lora ? with_adapters(ckpt, std::stoll(argv[5]), argv[6]) : train::model_from_checkpoint(ckpt);

@@ -13,7 +13,9 @@
 # are attograd's greedy choice too is printed, not required: a greedy continuation may part
 # from attograd's at a near tie within that rounding, where depends on the CPU (the model is
 # trained here, its kernels chosen by measurement), and a tolerance of 0.05 on the gap where
-# they parted failed on one CPU (CI, 2026-12-07).
+# they parted failed on one CPU (CI, 2026-12-07). For the Q8_0 files, attograd's cached
+# decoder of `sample --weights q8_0`, which rounds the activations as llama.cpp does, must
+# come within half that distance (check_q8_0_decoder).
 #
 #   bash llama_cpp_quant_reference.sh ATTOGRAD FIXTURE_DIR INTEROP_DRIVER
 #
@@ -32,6 +34,29 @@ driver=$3
 tokens=24 tolerance=${TOLERANCE:-0.25}
 prompt="The tokenizer"
 formats=(q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k)
+
+# attograd's own decoder of `sample --weights q8_0` rounds the activations to Q8_0 as
+# llama.cpp's vec_dot does for a Q8_0 file, whose every matrix (the head too) is Q8_0: along
+# llama.cpp's continuation (a step a row), its logits must be within half the largest
+# difference of the float32 activations' above (the verdict given). What is left is
+# llama.cpp's float16 key/value cache and its float sums' order: on an AMD EPYC Zen 3
+# (2026-12-07) 0.011 (GPT-2's shape; llama.cpp's GELU is a float16 table) and 0.0023 against
+# 0.034 and 0.032 by float32 activations. Rounding the activations otherwise than llama.cpp
+# does would leave the decoder as far from it as the float32 activations are.
+check_q8_0_decoder() {
+  local arch=$1 back=$2 prompt_ids=$3 generated=$4 float_verdict=$5 status=0 verdict bound
+  bound=$(sed -n 's/^logits within \([0-9.]*\) .*/\1/p' <<< "$float_verdict" |
+    awk '{ print $1 / 2 }')
+  [ -n "$bound" ] || { fail "$arch q8_0: no largest difference in [$float_verdict]"; return; }
+  # shellcheck disable=SC2086
+  "$driver" "$back" "$work/decoder.safetensors" 0 --decoder q8_0 $prompt_ids $generated > /dev/null ||
+    { fail "$arch q8_0: the decoder did not run"; return; }
+  verdict=$(node "$here/llama_cpp_logits.js" "$work/theirs.json" "$work/decoder.safetensors" \
+    "$(wc -w <<< "$prompt_ids")" "$bound") || status=$?
+  echo "$arch q8_0, attograd's decoder by 8-bit activations: $verdict (bound $bound)"
+  [ "$status" -eq 0 ] ||
+    fail "$arch q8_0: a logit of llama.cpp's is over $bound from attograd's decoder's"
+}
 
 for arch in gpt2 llama; do
   model="$work/$arch.h5"
@@ -65,6 +90,9 @@ for arch in gpt2 llama; do
       "$(wc -w <<< "$prompt_ids")" "$tolerance") || status=$?
     echo "$arch $format ($(stat -c %s "$gguf") bytes): $verdict"
     [ "$status" -eq 0 ] || fail "$arch $format: a logit of llama.cpp's is over $tolerance from attograd's"
+    if [ "$format" = q8_0 ]; then
+      check_q8_0_decoder "$arch" "$back" "$prompt_ids" "$generated" "$verdict"
+    fi
   done
 done
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
