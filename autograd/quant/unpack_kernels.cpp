@@ -345,7 +345,7 @@ AG_AVX2_TARGET inline int32_t sum_lanes(__m256i v) {
 
 // Sub-block s's scale in every 16-bit lane, from the 8 scales as words in both halves of
 // `scales` (one vpshufb: taking each byte to a general register and broadcasting it back
-// cost three instructions a scale, a fifth of a block's).
+// cost three instructions a scale, a fifth of a block's instructions).
 AG_AVX2_TARGET inline __m256i q4_k_scale_words(__m256i scales, int s) {
   return _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * s)));
 }
