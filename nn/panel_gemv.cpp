@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/hold_in_register.h"
 #include "nn/inference_kernels.h"
 #include "nn/lanes.h"
 
@@ -79,11 +80,10 @@ void tile(const float* x, int64_t in, const float* panels, TileOutputs t, const 
     for (int v = 0; v < V; ++v) {
       w[v][0] = _mm256_loadu_ps(panels + (v * in + i) * kLanes);
       w[v][1] = _mm256_loadu_ps(panels + (v * in + i) * kLanes + 8);
-      // Held in registers where several rows use them: GCC would otherwise fold the loads
-      // into the R multiply-adds, and R 32-byte loads a weight vector made a tile of 8 sums
-      // or fewer wait on the loads (Zen 3, two such loads a cycle: 4 rows took longer than
-      // 5). One row uses each once, and its 8 vectors would not fit beside the 8 sums.
-      if constexpr (R > 1) asm("" : "+x"(w[v][0]), "+x"(w[v][1]));
+      // held in registers where several rows use them (4 rows had taken longer than 5);
+      // one row uses each once, and its 8 vectors would not fit beside its 8 sums
+      if constexpr (R > 1)
+        ag::detail::hold_in_register(w[v][0]), ag::detail::hold_in_register(w[v][1]);
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {

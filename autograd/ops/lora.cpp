@@ -136,7 +136,7 @@ void outer_sums(const T* coef, int64_t ldc, const T* rows, int64_t ldr, int64_t 
         const T c0 = c[0], c1 = jn > 1 ? c[1] : T(0), c2 = jn > 2 ? c[2] : T(0),
                 c3 = jn > 3 ? c[3] : T(0);
         Vec<T> x0 = load(rows + i * ldr + k0), x1 = load(rows + i * ldr + k0 + L);
-        tile::hold_in_register(x0), tile::hold_in_register(x1);  // (four multiply-adds each)
+        detail::hold_in_register(x0), detail::hold_in_register(x1);  // (four multiply-adds each)
         s00 += x0 * c0, s01 += x1 * c0, s10 += x0 * c1, s11 += x1 * c1;
         s20 += x0 * c2, s21 += x1 * c2, s30 += x0 * c3, s31 += x1 * c3;
       }

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <utility>
 
+#include "autograd/hold_in_register.h"
+
 namespace ag::tile {
 
 constexpr int64_t kTile = 64;  // queries per tile: the lanes of every key-major tile row
@@ -65,20 +67,6 @@ constexpr int64_t kLanes = 64 / sizeof(T);
 
 // ---- register-blocked products
 
-// Keeps a loaded vector in a register where several multiply-adds use it. On AVX2 GCC folds
-// the load into each of them, and a kernel whose vectors serve 4 rows then waits on the
-// loads, not on its multiply-adds: an AMD EPYC Zen 3 takes two 32-byte loads a cycle, and
-// the decoder's 4-row panel tile ran at half the FMA units' rate (nn/panel_gemv.cpp). (With
-// AVX-512 GCC kept the vectors of the tiles looked at in registers; not measured there.)
-template <typename V>
-inline void hold_in_register(V& v) {
-#if defined(__AVX2__) && !defined(__AVX512F__)
-  asm("" : "+x"(v));
-#else
-  (void)v;
-#endif
-}
-
 // c[x][0, NV lanes) (+)= sum_{p0 <= t < p1} a[x ars + t acs] b[t ldb + 0, NV lanes), for the
 // x < rows (<= MR) rows of one strip; rows past `rows` re-read the last one (never stored),
 // so strips at the end of a range need no separate kernel.
@@ -100,7 +88,7 @@ inline void strip(int64_t rows, int64_t p0, int64_t p1, const T* a, int64_t ars,
 #pragma GCC unroll 4
     for (int u = 0; u < NV; ++u) {
       std::memcpy(&bv[u], b + t * ldb + u * L, sizeof(V));
-      hold_in_register(bv[u]);  // (used by MR multiply-adds)
+      detail::hold_in_register(bv[u]);  // (used by MR multiply-adds)
     }
 #pragma GCC unroll 16
     for (int x = 0; x < MR; ++x) {
