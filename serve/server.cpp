@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
+#include "autograd/generator.h"
 #include "serve/answer.h"
 
 namespace serve {
@@ -20,6 +22,20 @@ namespace serve {
 using nlohmann::json;
 
 namespace {
+
+// The seed of a request that names none: the next draw of one generator the system's
+// entropy seeded once. A std::random_device a request had cost about a tenth of the
+// server's CPU on 1-token requests in a VM (its constructor's CPUID probes trap to the
+// hypervisor: perf, 2026-12-07).
+uint64_t fresh_seed() {
+  static std::mutex mutex;
+  static ag::Generator seeds = [] {
+    std::random_device device;
+    return ag::Generator(static_cast<uint64_t>(device()) << 32 | device());
+  }();
+  std::lock_guard lock(mutex);
+  return seeds.next_u64();
+}
 
 constexpr std::chrono::milliseconds kPoll{100};  // how often a waiting handler looks at its client
 // After a stream's write, its handler lets the decoder run a while before it looks for
@@ -191,7 +207,7 @@ std::vector<Job> Server::jobs(const Prepared& p, const std::shared_ptr<Channel>&
   job.sampling.temperature = r.temperature;
   job.sampling.top_k = r.top_k;
   job.sampling.top_p = r.top_p;
-  job.seed = r.seed ? *r.seed : std::random_device{}();
+  job.seed = r.seed ? *r.seed : fresh_seed();
   job.logprobs = r.logprobs.value_or(-1);
   const int64_t vocab = served_.tokenizer->vocab_size();
   job.ends_from = vocab;  // ids past the tokenizer's vocabulary have no text: they end it

@@ -123,6 +123,55 @@ slowloris)
   timeout 5 cat <&3 > slow.out || fail "the slow connection was not closed within 5 s"
   kill "$slow" 2> /dev/null || true
   ;;
+pipelined)
+  # Requests one connection carries back to back: two sent in one write, the first with a
+  # body past the server's 4 KB receive buffer, then a head trickled in pieces of a few
+  # bytes. Each is answered, in order, whole (a request's bytes received with the one
+  # before it are kept for it, not dropped with that request's stream).
+  train_small run.h5
+  start_server run.h5
+  python3 - "$port" <<'EOF' || fail "pipelined requests (above)"
+import json, socket, sys, time
+port = int(sys.argv[1])
+def request(body, close=False):
+    data = json.dumps(body).encode()
+    return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n%s\r\n%s"
+            % (len(data), b"Connection: close\r\n" if close else b"", data))
+first = request({"prompt": "the", "max_tokens": 2, "user": "u" * 6000})
+second = request({"prompt": "the dog", "max_tokens": 3})
+third = request({"prompt": "a", "max_tokens": 1}, close=True)
+c = socket.create_connection(("127.0.0.1", port), timeout=20)
+c.sendall(first + second)
+time.sleep(0.2)
+for i in range(0, len(third), 7):
+    c.sendall(third[i:i + 7])
+    time.sleep(0.01)
+answer = b""
+while chunk := c.recv(65536):
+    answer += chunk
+replies = answer.split(b"HTTP/1.1 ")[1:]
+if len(replies) != 3 or not all(r.startswith(b"200") for r in replies):
+    sys.exit(f"{len(replies)} replies: {answer[:600]!r}")
+for reply, tokens in zip(replies, (2, 3, 1)):
+    usage = json.loads(reply.split(b"\r\n\r\n", 1)[1])["usage"]
+    if usage["completion_tokens"] != tokens:
+        sys.exit(f"a reply out of order or cut: {reply[:300]!r}")
+EOF
+  ;;
+seeds)
+  # A request's seed makes its sampled text again; requests that name none differ (each
+  # draws its own seed), on a barely trained model whose every token is a near-even draw.
+  big_model big.h5
+  start_server big.h5
+  for i in 1 2; do
+    post /v1/completions '{"prompt": "a", "max_tokens": 40, "temperature": 1, "seed": 7}' | text_of text > "seeded$i.txt"
+    post /v1/completions '{"prompt": "a", "max_tokens": 40, "temperature": 1}' | text_of text > "unseeded$i.txt"
+  done
+  cmp -s seeded1.txt seeded2.txt || fail "one seed, two texts: $(cat seeded1.txt) / $(cat seeded2.txt)"
+  ! cmp -s unseeded1.txt unseeded2.txt || fail "two requests without a seed, one text: $(cat unseeded1.txt)"
+  ! cmp -s seeded1.txt unseeded1.txt || fail "a request without a seed took seed 7's text"
+  ;;
 connections_at_once)
   # 40 clients connecting at once while the server cannot accept (stopped): the kernel's
   # backlog completes them all and each is answered once the server runs again (cpp-httplib's
