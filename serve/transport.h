@@ -14,6 +14,8 @@
 //     SO_REUSEPORT that cpp-httplib sets, under which a second server on the same port
 //     started and took a share of the connections
 //   - stop() ends idle and half-read connections at once; a handler in flight finishes
+//   - the socket is read through a buffer kept for the connection (cpp-httplib reads a
+//     head a byte at a time), and a write is sent before any wait for the socket
 // A handler may ask whether its client is still there (client_gone: the peer closed its end)
 // and that its connection be closed after the response (close_after_response).
 #include <httplib.h>
