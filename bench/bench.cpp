@@ -214,15 +214,19 @@ struct StepOptions {
   bool overwrite = false;       // --save-checkpoint may replace what is there
 };
 
-// The memory plan beside the peak RSS, then its activation terms of at least a twentieth of
-// the activations, largest first, and a packed base's unpacking scratch: where a step's
-// memory goes.
+// The memory plan beside the peak RSS and the tensors' own peak (the allocator's live
+// bytes: the plan's error apart from the heap's and the libraries' memory), then its
+// activation terms of at least a twentieth of the activations, largest first, and a packed
+// base's unpacking scratch: where a step's memory goes.
 void print_memory_plan(const nlohmann::json& budget) {
   const double planned =
       budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>();
-  fmt::print("memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it\n",
-             budget["plan_state_mb"].get<double>(), budget["plan_activations_mb"].get<double>(),
-             peak_rss_mb() / planned);
+  const double tensors_mb = static_cast<double>(ag::allocator_stats().peak_live_bytes) / (1 << 20);
+  fmt::print(
+      "memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it; the "
+      "tensors' peak {:.1f} MB ({:.2f}x)\n",
+      budget["plan_state_mb"].get<double>(), budget["plan_activations_mb"].get<double>(),
+      peak_rss_mb() / planned, tensors_mb, tensors_mb / planned);
   std::vector<std::pair<double, std::string>> terms;
   const double total = budget["plan_activations_mb"].get<double>();
   for (const auto& [name, mb] : budget["plan_activation_terms"].items())
@@ -243,37 +247,38 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
   const double gflops = processes * step_flops(c) / (median / 1e3) / 1e9;
   const auto [lo, hi] = std::minmax_element(t.total.begin(), t.total.end());
   if (o.json) {
-    std::cout << nlohmann::json{{"impl", "attograd"},
-                                {"config", c.name},
-                                {"dropout", o.dropout},
-                                {"threads", o.threads},
-                                {"precision", base::choice_name(o.precision)},
-                                {"processes", processes},
-                                {"ms_per_step", median},
-                                {"tokens_per_s", tokens_per_s},
-                                {"gflops", gflops},
-                                {"peak_rss_mb", peak_rss_mb()},
-                                {"tensor_peak_mb", ag::allocator_stats().peak_live_bytes / 1e6},
-                                {"tensor_cached_mb", ag::allocator_stats().cached_bytes / 1e6},
-                                {"steps", t.total.size()},
-                                {"parameters", parameters},
-                                {"lora_rank", o.lora_rank},
-                                {"base_precision", base::choice_name(o.base_precision)},
-                                {"checkpoint_activations", o.checkpoint_activations},
-                                {"forward_ms", StepTimes::median(t.forward)},
-                                {"backward_ms", StepTimes::median(t.backward)},
-                                {"optimizer_ms", StepTimes::median(t.optimizer)},
-                                {"reduce_ms", StepTimes::median(t.reduce)},
-                                {"cpu_ms_per_step", t.cpu_per_step},
-                                {"reduced_team_steps", t.reduced_team},
-                                {"background_load", load_cpu >= 0},
-                                {"background_load_cpu", load_cpu},
-                                {"plan_state_mb", budget.at("plan_state_mb")},
-                                {"plan_activations_mb", budget.at("plan_activations_mb")},
-                                {"plan_activation_terms", budget.at("plan_activation_terms")},
-                                {"plan_base_scratch_mb", budget.at("plan_base_scratch_mb")}}
-                     .dump()
-              << std::endl;
+    std::cout
+        << nlohmann::json{{"impl", "attograd"},
+                          {"config", c.name},
+                          {"dropout", o.dropout},
+                          {"threads", o.threads},
+                          {"precision", base::choice_name(o.precision)},
+                          {"processes", processes},
+                          {"ms_per_step", median},
+                          {"tokens_per_s", tokens_per_s},
+                          {"gflops", gflops},
+                          {"peak_rss_mb", peak_rss_mb()},
+                          {"tensor_peak_mb", ag::allocator_stats().peak_live_bytes / 1048576.0},
+                          {"tensor_cached_mb", ag::allocator_stats().cached_bytes / 1048576.0},
+                          {"steps", t.total.size()},
+                          {"parameters", parameters},
+                          {"lora_rank", o.lora_rank},
+                          {"base_precision", base::choice_name(o.base_precision)},
+                          {"checkpoint_activations", o.checkpoint_activations},
+                          {"forward_ms", StepTimes::median(t.forward)},
+                          {"backward_ms", StepTimes::median(t.backward)},
+                          {"optimizer_ms", StepTimes::median(t.optimizer)},
+                          {"reduce_ms", StepTimes::median(t.reduce)},
+                          {"cpu_ms_per_step", t.cpu_per_step},
+                          {"reduced_team_steps", t.reduced_team},
+                          {"background_load", load_cpu >= 0},
+                          {"background_load_cpu", load_cpu},
+                          {"plan_state_mb", budget.at("plan_state_mb")},
+                          {"plan_activations_mb", budget.at("plan_activations_mb")},
+                          {"plan_activation_terms", budget.at("plan_activation_terms")},
+                          {"plan_base_scratch_mb", budget.at("plan_base_scratch_mb")}}
+               .dump()
+        << std::endl;
     return;
   }
   fmt::print(
