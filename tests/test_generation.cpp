@@ -1,5 +1,6 @@
 // Generation (nn/generation.h) with and without the key/value cache: the same tokens,
-// greedy and seeded, well past the context length, on the default and base configs; the
+// greedy and seeded, well past the context length, on the default and base configs (the
+// base config's path without the cache as its windows' forwards, one a window start); the
 // window schedule; the sampler's top-k and top-p; callbacks and time limits.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -40,15 +41,18 @@ double smallest_top2_gap(const nn::GPT& model, const std::vector<int64_t>& text,
   return gap;
 }
 
-// The greedy tokens the loop without the cache picks along `text` from position `prompt`
-// on, each from its window [window_start(n), n), found by one forward a window start: the
-// model is causal, so the logits that predict token n are row n - 1 - s of a forward over
-// the longest window from s. The loop itself runs a forward a token, each over its whole
-// window: on the base config 394 of up to 256 positions, a minute under the sanitizers.
-std::vector<int64_t> teacher_forced_greedy(const nn::GPT& model, const std::vector<int64_t>& text,
-                                           int64_t prompt) {
+// The tokens the loop without the cache picks for one sample along `text` from position
+// `prompt` on (its sampler and generator from `o`), each from its window
+// [window_start(n), n), found by one forward a window start: the model is causal, so the
+// logits that predict token n are row n - 1 - s of a forward over the longest window from
+// s. The loop itself runs a forward a token, each over its whole window: on the base config
+// about 400 of up to 256 positions, a minute under the sanitizers.
+std::vector<int64_t> teacher_forced(const nn::GPT& model, const std::vector<int64_t>& text,
+                                    int64_t prompt, const nn::GenerationOptions& o) {
   const int64_t T = model.config().context_length, V = model.config().vocab_size;
   const int64_t slide = nn::default_slide(T), length = static_cast<int64_t>(text.size());
+  nn::TokenSampler sampler(V, o.sampling);
+  ag::Generator gen(o.seed);
   std::vector<int64_t> picked;
   for (int64_t n = prompt; n < length;) {
     const int64_t s = nn::window_start(n, T, slide);
@@ -56,10 +60,9 @@ std::vector<int64_t> teacher_forced_greedy(const nn::GPT& model, const std::vect
     while (last + 1 < length && nn::window_start(last + 1, T, slide) == s) ++last;
     const ag::Tensor logits =
         ag_test::forward_logits(model, std::vector<int64_t>(text.begin() + s, text.begin() + last));
-    for (; n <= last; ++n) {
-      const float* row = logits.const_data<float>() + (n - 1 - s) * V;
-      picked.push_back(std::max_element(row, row + V) - row);
-    }
+    for (; n <= last; ++n)
+      picked.push_back(sampler.choose(
+          std::span<const float>(logits.const_data<float>() + (n - 1 - s) * V, V), gen));
   }
   return picked;
 }
@@ -95,7 +98,7 @@ TEST_CASE("greedy generation is the same with and without the cache past the con
     std::vector<int64_t> text = prompt;
     text.insert(text.end(), cached[0].begin(), cached[0].end());
     if (name == "base") {  // the same windows' forwards, one a window start (above)
-      CHECK(cached[0] == teacher_forced_greedy(*model, text, 10));
+      CHECK(cached[0] == teacher_forced(*model, text, 10, o));
     } else {
       o.use_cache = false;
       CHECK(cached == nn::generate_tokens(*model, prompt, o));
@@ -110,8 +113,9 @@ TEST_CASE("greedy generation is the same with and without the cache past the con
 }
 
 TEST_CASE("seeded sampling draws the same text with and without the cache", "[generation]") {
-  // three samples for twice the context on the default config; on the base config (slow
-  // without the cache) one sample, through a window move and on past it
+  // three samples for twice the context on the default config, against the loop without
+  // the cache; on the base config one sample, through a window move and on past it,
+  // against its windows' forwards
   for (const auto& [name, cfg] : ag_test::decode_configs()) {
     INFO(name);
     const bool base = name == "base";
@@ -121,9 +125,15 @@ TEST_CASE("seeded sampling draws the same text with and without the cache", "[ge
     auto o = options(base ? T + nn::default_slide(T) + 10 : 2 * T + 3, true);
     o.num_samples = base ? 1 : 3, o.seed = 42, o.sampling.top_k = 30, o.sampling.top_p = 0.9;
     const auto cached = nn::generate_tokens(*model, prompt, o);
-    o.use_cache = false;
-    CHECK(cached == nn::generate_tokens(*model, prompt, o));
-    if (!base) CHECK(cached[0] != cached[1]);  // the samples are independent draws
+    if (base) {  // against its windows' forwards, one a window start (teacher_forced)
+      std::vector<int64_t> text = prompt;
+      text.insert(text.end(), cached[0].begin(), cached[0].end());
+      CHECK(cached[0] == teacher_forced(*model, text, 3, o));
+    } else {
+      o.use_cache = false;
+      CHECK(cached == nn::generate_tokens(*model, prompt, o));
+      CHECK(cached[0] != cached[1]);  // the samples are independent draws
+    }
   }
 }
 
