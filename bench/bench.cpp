@@ -114,6 +114,11 @@ double step_flops(const BenchConfig& c) {
   return passes * f.forward_flops_per_token * static_cast<double>(c.batch * c.tokens());
 }
 
+// Bytes in MiB, the unit of every MB figure bench prints (the plan's, the peak RSS's).
+double mib(size_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
 double peak_rss_mb() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -221,7 +226,7 @@ struct StepOptions {
 void print_memory_plan(const nlohmann::json& budget) {
   const double planned =
       budget["plan_state_mb"].get<double>() + budget["plan_activations_mb"].get<double>();
-  const double tensors_mb = static_cast<double>(ag::allocator_stats().peak_live_bytes) / (1 << 20);
+  const double tensors_mb = mib(ag::allocator_stats().peak_live_bytes);
   fmt::print(
       "memory plan: state {:.1f} MB + activations {:.1f} MB; peak RSS {:.2f}x of it; the "
       "tensors' peak {:.1f} MB ({:.2f}x)\n",
@@ -247,38 +252,37 @@ void report_steps(const BenchConfig& c, const StepOptions& o, int processes, int
   const double gflops = processes * step_flops(c) / (median / 1e3) / 1e9;
   const auto [lo, hi] = std::minmax_element(t.total.begin(), t.total.end());
   if (o.json) {
-    std::cout
-        << nlohmann::json{{"impl", "attograd"},
-                          {"config", c.name},
-                          {"dropout", o.dropout},
-                          {"threads", o.threads},
-                          {"precision", base::choice_name(o.precision)},
-                          {"processes", processes},
-                          {"ms_per_step", median},
-                          {"tokens_per_s", tokens_per_s},
-                          {"gflops", gflops},
-                          {"peak_rss_mb", peak_rss_mb()},
-                          {"tensor_peak_mb", ag::allocator_stats().peak_live_bytes / 1048576.0},
-                          {"tensor_cached_mb", ag::allocator_stats().cached_bytes / 1048576.0},
-                          {"steps", t.total.size()},
-                          {"parameters", parameters},
-                          {"lora_rank", o.lora_rank},
-                          {"base_precision", base::choice_name(o.base_precision)},
-                          {"checkpoint_activations", o.checkpoint_activations},
-                          {"forward_ms", StepTimes::median(t.forward)},
-                          {"backward_ms", StepTimes::median(t.backward)},
-                          {"optimizer_ms", StepTimes::median(t.optimizer)},
-                          {"reduce_ms", StepTimes::median(t.reduce)},
-                          {"cpu_ms_per_step", t.cpu_per_step},
-                          {"reduced_team_steps", t.reduced_team},
-                          {"background_load", load_cpu >= 0},
-                          {"background_load_cpu", load_cpu},
-                          {"plan_state_mb", budget.at("plan_state_mb")},
-                          {"plan_activations_mb", budget.at("plan_activations_mb")},
-                          {"plan_activation_terms", budget.at("plan_activation_terms")},
-                          {"plan_base_scratch_mb", budget.at("plan_base_scratch_mb")}}
-               .dump()
-        << std::endl;
+    std::cout << nlohmann::json{{"impl", "attograd"},
+                                {"config", c.name},
+                                {"dropout", o.dropout},
+                                {"threads", o.threads},
+                                {"precision", base::choice_name(o.precision)},
+                                {"processes", processes},
+                                {"ms_per_step", median},
+                                {"tokens_per_s", tokens_per_s},
+                                {"gflops", gflops},
+                                {"peak_rss_mb", peak_rss_mb()},
+                                {"tensor_peak_mb", mib(ag::allocator_stats().peak_live_bytes)},
+                                {"tensor_cached_mb", mib(ag::allocator_stats().cached_bytes)},
+                                {"steps", t.total.size()},
+                                {"parameters", parameters},
+                                {"lora_rank", o.lora_rank},
+                                {"base_precision", base::choice_name(o.base_precision)},
+                                {"checkpoint_activations", o.checkpoint_activations},
+                                {"forward_ms", StepTimes::median(t.forward)},
+                                {"backward_ms", StepTimes::median(t.backward)},
+                                {"optimizer_ms", StepTimes::median(t.optimizer)},
+                                {"reduce_ms", StepTimes::median(t.reduce)},
+                                {"cpu_ms_per_step", t.cpu_per_step},
+                                {"reduced_team_steps", t.reduced_team},
+                                {"background_load", load_cpu >= 0},
+                                {"background_load_cpu", load_cpu},
+                                {"plan_state_mb", budget.at("plan_state_mb")},
+                                {"plan_activations_mb", budget.at("plan_activations_mb")},
+                                {"plan_activation_terms", budget.at("plan_activation_terms")},
+                                {"plan_base_scratch_mb", budget.at("plan_base_scratch_mb")}}
+                     .dump()
+              << std::endl;
     return;
   }
   fmt::print(
