@@ -373,7 +373,13 @@ std::span<const float> CachedInference::step(std::span<const int64_t> ids) {
                     "(the decoder's capacity)",
                     length_, positions_));
   model_.embed(c_, ids.data(), batch_, length_, 0);
+  // Weights read by 8-bit activations (q8_0, q4_k) take them in every step, however many
+  // rows: past the usual four, the float32 route would sum the rounded weights by float32
+  // activations, and a sample's text would depend on how many were drawn beside it.
+  const bool rounds = !c_.q8_0_q8_copies.empty() || !c_.q4_k_q8_copies.empty();
+  if (rounds) c_.vector_rows = std::max(batch_, inference::kVectorRows);
   run(InferencePass{0, batch_, 0, length_}, step_paces_[batch_]);
+  c_.vector_rows = inference::kVectorRows;
   length_ += 1;
   return c_.logits;
 }

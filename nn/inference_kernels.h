@@ -56,7 +56,8 @@ inline void store_output(float sum, const float* bias, int64_t o, float& to, boo
 // Where W has its panels (W.panels), the vector kernel is panel_linear's, in its order
 // (panel_gemv.h), for every row count it takes.
 // vector_rows: the most rows the vector kernel takes (kVectorRows; a server's step of
-// independent sequences asks for more, so that every row keeps the bits it has alone).
+// independent sequences asks for more, so that every row keeps the bits it has alone, and
+// so does a step of weights read by 8-bit activations, which only that kernel rounds).
 // matrix_out: the whole matrix's outputs, of which [y, y + out) is this thread's share.
 // BLAS's sums for an output depend on the shape of the call that computes it where the
 // call is small (OpenBLAS's small-matrix kernels, under 10^6 multiply-adds), and a share's

@@ -408,6 +408,44 @@ TEST_CASE("decoding rows side by side equals decoding each alone", "[decode]") {
   }
 }
 
+// Weights read by 8-bit activations: a step of more rows than the vector kernel's usual four
+// (sample --num-samples 6) still rounds every row's activations, so each row has the bits of
+// a decoder of that row alone (before, such a step summed the rounded weights by float32
+// activations, and a sample's text depended on how many were drawn beside it).
+TEST_CASE("a step of many rows reads 8-bit activations as a step of one does", "[decode]") {
+  const nn::GPTConfig cfg = q4_k_llama();
+  for (const nn::WeightFormat format : {nn::WeightFormat::q8_0, nn::WeightFormat::q4_k}) {
+    INFO((format == nn::WeightFormat::q8_0 ? "q8_0" : "q4_k"));
+    const auto model_ptr = ag_test::sharp_model(cfg, 13);
+    if (format == nn::WeightFormat::q8_0) nn::round_weights_to_q8_0(*model_ptr);
+    if (format == nn::WeightFormat::q4_k) CHECK(nn::round_weights_to_q4_k(*model_ptr) <= 3);
+    const int64_t V = cfg.vocab_size, B = 6, n = 3, steps = 4;
+    std::vector<std::vector<int64_t>> rows;
+    std::vector<int64_t> prompt;
+    for (int64_t b = 0; b < B; ++b) {
+      rows.push_back(ag_test::random_tokens(n + steps, V, 40 + b));
+      prompt.insert(prompt.end(), rows[b].begin(), rows[b].begin() + n);
+    }
+    nn::CachedInference together(*model_ptr, B, format);
+    together.prefill(prompt, n);
+    std::vector<float> last;
+    for (int64_t t = n; t < n + steps; ++t) {
+      std::vector<int64_t> next;
+      for (const auto& r : rows) next.push_back(r[t]);
+      const auto l = together.step(next);
+      last.assign(l.begin(), l.end());
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      nn::CachedInference one(*model_ptr, 1, format);
+      one.prefill(std::span<const int64_t>(rows[b].data(), n), n);
+      std::span<const float> l;
+      for (int64_t t = n; t < n + steps; ++t)
+        l = one.step(std::span<const int64_t>(&rows[b][t], 1));
+      CHECK(std::equal(l.begin(), l.end(), last.begin() + b * V));
+    }
+  }
+}
+
 // Independent sequences in one decoder's rows (a server's slots): each row at a length of its
 // own, stepped together in any order and grouping, gives the bits of a decoder of that row
 // alone (the learned positions of GPT-2's shape and Llama's RoPE).

@@ -52,27 +52,21 @@ cache_equals_no_cache)
   sample run.h5 --tokens 60 --no-cache > /dev/null
   ! grep -q "of weights each" stats.txt || fail "--no-cache: a rate of steps never taken: $(cat stats.txt)"
   # Q8_0 weights by Q8_0 activations (llama.cpp's arithmetic; --no-cache would be float32's):
-  # the same text on 1 and 2 threads, and not the float32 activations' text for every seed
-  differs=0
-  for seed in 1 2 3 4 5; do
-    sample run.h5 --tokens 200 --seed "$seed" --weights q8_0 --threads 1 > one.txt
-    sample run.h5 --tokens 200 --seed "$seed" --weights q8_0 --threads 2 > two.txt
-    cmp -s one.txt two.txt || fail "--weights q8_0, seed $seed: the thread count changed the text"
-    [ "$(wc -c < one.txt)" -ge 200 ] || fail "--weights q8_0: a short sample: $(cat one.txt)"
-    sample run.h5 --tokens 200 --seed "$seed" --weights q8_0-f32 > f32.txt
-    cmp -s one.txt f32.txt || differs=1
-  done
-  [ "$differs" -eq 1 ] || fail "--weights q8_0 gave q8_0-f32's samples for 5 seeds: activations not rounded?"
+  # the same text on 1 and 2 threads, and not the float32 activations' text for every one of
+  # five samples (--num-samples: one process draws them all)
+  five=(--tokens 200 --seed 1 --num-samples 5)
+  sample run.h5 "${five[@]}" --weights q8_0 --threads 1 > one.txt
+  sample run.h5 "${five[@]}" --weights q8_0 --threads 2 > two.txt
+  cmp -s one.txt two.txt || fail "--weights q8_0: the thread count changed the text"
+  [ "$(wc -c < one.txt)" -ge 1000 ] || fail "--weights q8_0: short samples: $(cat one.txt)"
+  sample run.h5 "${five[@]}" --weights q8_0-f32 > f32.txt
+  ! cmp -s one.txt f32.txt || fail "--weights q8_0 gave q8_0-f32's 5 samples: activations not rounded?"
   # bfloat16 and Q8_0 weights sample from a (slightly) different model: meaningful only if
-  # the text differs somewhere from float32's over a few seeds
+  # the text differs somewhere from float32's over a few samples
+  sample run.h5 "${five[@]}" > f32.txt
   for weights in bf16 q8_0-f32 q4_k-f32; do
-    differs=0
-    for seed in 1 2 3 4 5; do
-      sample run.h5 --tokens 200 --seed "$seed" > f32.txt
-      sample run.h5 --tokens 200 --seed "$seed" --weights "$weights" > rounded.txt
-      cmp -s f32.txt rounded.txt || differs=1
-    done
-    [ "$differs" -eq 1 ] || fail "--weights $weights gave float32's samples for 5 seeds: not applied?"
+    sample run.h5 "${five[@]}" --weights "$weights" > rounded.txt
+    ! cmp -s f32.txt rounded.txt || fail "--weights $weights gave float32's 5 samples: not applied?"
   done
   # rows of 256 weights and more are Q4_K blocks under --weights q4_k(-f32) (the model above
   # has none: all Q8_0): the cache still equals the full window, and the text is not Q8_0's
@@ -85,20 +79,16 @@ cache_equals_no_cache)
     cmp -s cached.txt full.txt ||
       fail "'$opts --weights q4_k-f32': the cache changed the text: $(diff cached.txt full.txt | head -4)"
   done
-  differs=0 rounded=0
-  for seed in 1 2 3 4 5; do
-    sample wide.h5 --tokens 100 --seed "$seed" --weights q8_0-f32 > q8.txt
-    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k-f32 > q4.txt
-    cmp -s q8.txt q4.txt || differs=1
-    # Q4_K by 8-bit activations (llama.cpp's arithmetic): the same text on 1 and 2 threads,
-    # and not the float32 activations' text for every seed
-    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k --threads 1 > one.txt
-    sample wide.h5 --tokens 100 --seed "$seed" --weights q4_k --threads 2 > two.txt
-    cmp -s one.txt two.txt || fail "--weights q4_k, seed $seed: the thread count changed the text"
-    cmp -s one.txt q4.txt || rounded=1
-  done
-  [ "$differs" -eq 1 ] || fail "--weights q4_k-f32 gave Q8_0's samples for 5 seeds: no Q4_K blocks?"
-  [ "$rounded" -eq 1 ] || fail "--weights q4_k gave q4_k-f32's samples for 5 seeds: activations not rounded?"
+  five=(--tokens 100 --seed 1 --num-samples 5)
+  sample wide.h5 "${five[@]}" --weights q8_0-f32 > q8.txt
+  sample wide.h5 "${five[@]}" --weights q4_k-f32 > q4.txt
+  ! cmp -s q8.txt q4.txt || fail "--weights q4_k-f32 gave Q8_0's 5 samples: no Q4_K blocks?"
+  # Q4_K by 8-bit activations (llama.cpp's arithmetic): the same text on 1 and 2 threads,
+  # and not the float32 activations' text for every sample
+  sample wide.h5 "${five[@]}" --weights q4_k --threads 1 > one.txt
+  sample wide.h5 "${five[@]}" --weights q4_k --threads 2 > two.txt
+  cmp -s one.txt two.txt || fail "--weights q4_k: the thread count changed the text"
+  ! cmp -s one.txt q4.txt || fail "--weights q4_k gave q4_k-f32's 5 samples: activations not rounded?"
   ;;
 streams)
   # Tokens reach stdout as they are made: the file grows while the sampler runs.
