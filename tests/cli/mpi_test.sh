@@ -59,7 +59,7 @@ stopped_once() {
 # Under Open MPI's default odls_base_sigkill_timeout (1 s from the ranks' SIGTERM to their
 # SIGKILL): a run whose step takes about 2.5 s per rank on the 2-core development VM (and
 # whose checkpoint is 157 MB), and Ctrl-C as a terminal sends it, at the start of a step.
-slow_step_run=(--context-length 128 --d-model 384 --n-heads 6 --n-layers 6 --batch-size 8
+slow_step_run=(--context-length 128 --d-model 384 --n-heads 6 --n-layers 6 --batch-size 8 --eval-windows 2
                --threads 1 --sample-tokens 0 --eval-interval 0 --log-interval 1 --steps 1000)
 ctrl_c_under_default() {  # ctrl_c_under_default [mpirun options] -- [train options]
   local launcher=()

@@ -315,11 +315,17 @@ def check_blocks(a, work, arch, failures):
 
 
 # ------------------------------------------------------------------------------ llama.cpp
-def llama_cpp_greedy(llama_dir, gguf, ids, lora):
+def llama_cpp_greedy(llama_dir, gguf, prompts, lora):
+    """llama.cpp's greedy continuation of each prompt (a list of ids), with the adapter LORA
+    ("": none): one process for them all, whose start is most of its time"""
     env = dict(os.environ, LORA=lora)
+    ids = [str(i) for prompt in prompts for i in prompt + [","]]
     out = run("node", os.path.join(HERE, "llama_cpp_decode.mjs"), llama_dir, gguf, str(TOKENS), "-",
-              *map(str, ids), env=env)
-    return json.loads(out)["generated"]
+              *ids, env=env)
+    generations = json.loads(out)["generations"]
+    if len(generations) != len(prompts):
+        raise RuntimeError(f"llama.cpp decoded {len(generations)} prompts of {len(prompts)}")
+    return generations
 
 
 def top_logprobs(a, checkpoint, prompt, tokens):
@@ -354,13 +360,12 @@ def check_llama_cpp(a, work, llama_dir, failures):
     lora = check_lora_keeps(a, kept, "llama mix", failures, steps="20", lr="0.02")
     adapter = os.path.join(work, "mix_lora.gguf")
     run(a, "export", lora, "--format", "gguf-lora", "--out", adapter)
-    changed = False
-    for prompt in PROMPTS:
-        ids = run(a, "encode", "--tokenizer", lora, stdin=prompt).split()
+    prompts = [run(a, "encode", "--tokenizer", lora, stdin=prompt).split() for prompt in PROMPTS]
+    with_adapter = llama_cpp_greedy(llama_dir, mix, prompts, adapter)
+    changed = with_adapter != llama_cpp_greedy(llama_dir, mix, prompts, "")
+    for prompt, ids, got in zip(PROMPTS, prompts, with_adapter):
         want = run(a, "sample", "--checkpoint", lora, "--prompt", prompt, "--temperature", "0",
                    "--tokens", str(TOKENS))
-        got = llama_cpp_greedy(llama_dir, mix, ids, adapter)
-        changed |= got != llama_cpp_greedy(llama_dir, mix, ids, "")
         same = 0  # how many of llama.cpp's tokens continue attograd's text
         for n in range(1, len(got) + 1):
             text = run(a, "decode", "--tokenizer", lora, stdin=" ".join(ids + [str(t) for t in got[:n]]))

@@ -13,8 +13,6 @@
 # Skips (77) without node or npm, or when tools/npm_fixtures.sh cannot install the packages
 # (node-llama-cpp: Linux x64 only).
 source "$(dirname "$0")/llama_cpp_fixture.sh" "$@"
-field() { node -e 'const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
-  const v = r[process.argv[1]]; console.log(Array.isArray(v) ? v.join(" ") : v)' "$1"; }
 
 cd "$work"
 questions=()
@@ -39,23 +37,29 @@ grep -q 'vocab: 257 -> 259' chat.txt || fail "the chat run did not grow the voca
 im_start=257 im_end=258  # after the bytes and the byte tokenizer's <|endoftext|>
 for pair in "chat.gguf chat.h5" "chat16.gguf back16.h5"; do
   gguf=${pair% *} model=${pair#* }
-  for question in "${questions[@]}"; do
+  prompts=() paths=(eos eot wrapper)
+  assistant=$(printf 'assistant\n' | "$attograd" encode --tokenizer "$model")
+  for i in "${!questions[@]}"; do
     # ChatML's prompt as attograd writes it: <|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n
-    user=$(printf 'user\n%s' "$question" | "$attograd" encode --tokenizer "$model")
-    assistant=$(printf 'assistant\n' | "$attograd" encode --tokenizer "$model")
-    # shellcheck disable=SC2086
-    STOP_AT_EOG=1 node "$here/llama_cpp_decode.mjs" "$llama_dir" "$gguf" 40 - $im_start $user \
-      $im_end 10 $im_start $assistant > got.json ||
-      { fail "llama.cpp did not load or run $gguf"; break; }
-    for key in eos eot; do
-      [ "$(field $key < got.json)" = $im_end ] || fail "$gguf: llama.cpp's $key is $(field $key < got.json), not <|im_end|>"
-    done
-    [ "$(field wrapper < got.json)" = ChatMLChatWrapper ] ||
-      fail "$gguf: node-llama-cpp resolved the chat template to $(field wrapper < got.json)"
-    [ "$(field stop < got.json)" = $im_end ] ||
-      fail "$gguf: '$question': llama.cpp did not stop at <|im_end|> (stop: $(field stop < got.json))"
+    user=$(printf 'user\n%s' "${questions[$i]}" | "$attograd" encode --tokenizer "$model")
+    # shellcheck disable=SC2206
+    prompts+=($im_start $user $im_end 10 $im_start $assistant ,)
+    paths+=("stops.$i" "generations.$i")
+  done
+  STOP_AT_EOG=1 node "$here/llama_cpp_decode.mjs" "$llama_dir" "$gguf" 40 - "${prompts[@]}" > got.json ||
+    { fail "llama.cpp did not load or run $gguf"; continue; }
+  mapfile -t read_back < <(fields got.json "${paths[@]}")
+  for i in 0 1; do
+    [ "${read_back[$i]}" = $im_end ] || fail "$gguf: llama.cpp's ${paths[$i]} is ${read_back[$i]}, not <|im_end|>"
+  done
+  [ "${read_back[2]}" = ChatMLChatWrapper ] ||
+    fail "$gguf: node-llama-cpp resolved the chat template to ${read_back[2]}"
+  for i in "${!questions[@]}"; do
+    question=${questions[$i]} stop=${read_back[$((3 + 2 * i))]} generated=${read_back[$((4 + 2 * i))]}
+    [ "$stop" = $im_end ] ||
+      fail "$gguf: '$question': llama.cpp did not stop at <|im_end|> (stop: $stop)"
     want=$("$attograd" sample "$model" --chat "$question" --temperature 0 --tokens 40 2> /dev/null)
-    got=$(field generated < got.json | "$attograd" decode --tokenizer "$model")
+    got=$(printf '%s' "$generated" | "$attograd" decode --tokenizer "$model")
     if [ "$got" = "$want" ]; then
       echo "$gguf: '$question': llama.cpp answers '$got' and stops at <|im_end|>, as attograd does"
     else

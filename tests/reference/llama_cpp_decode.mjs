@@ -1,8 +1,11 @@
 // llama.cpp itself (the npm package node-llama-cpp's prebuilt CPU build, offline) on a GGUF
 // file attograd wrote: loads it, tokenizes a text, and greedily decodes from given ids.
-//   [STOP_AT_EOG=1] node llama_cpp_decode.mjs NPM_DIR FILE.gguf TOKENS TEXTS_DIR IDS...
+//   [STOP_AT_EOG=1] node llama_cpp_decode.mjs NPM_DIR FILE.gguf TOKENS TEXTS_DIR IDS... [, IDS...]...
 // Prints one JSON line: {"tokenized": {NAME: the ids llama.cpp gives TEXTS_DIR/NAME.txt (no
-// BOS)}, "generated": the TOKENS ids it picks after IDS at temperature 0, "architecture":
+// BOS)}, "generated": the TOKENS ids it picks after IDS at temperature 0, "generations" and
+// "stops": "generated" and "stop" of each prompt when "," parts IDS into several, each
+// decoded from an empty cache (one process: loading llama.cpp is most of a prompt's time),
+// "architecture":
 // general.architecture, "bos", "eos", "eot": the ids llama.cpp takes for them (or null),
 // "wrapper": the class of the chat wrapper node-llama-cpp resolves from the file's chat
 // template, "stop": with STOP_AT_EOG=1, the end-of-generation id that ended "generated"
@@ -12,16 +15,55 @@
 // line each, in order, with "file" its path. LORA=ADAPTER.gguf: llama.cpp's LoRA adapter
 // loaded onto each model's context at scale 1 (attograd's export --format gguf-lora).
 // LOGITS=1: "logits" also holds llama.cpp's raw logits (an array of vocabulary length) for
-// the row before each generated id, the prompt and those ids evaluated again from an empty
-// cache (else null).
+// the row before each id generated after the first prompt, the prompt and those ids
+// evaluated again from an empty cache (else null).
 import { pathToFileURL } from "node:url";
 import fs from "node:fs";
 import path from "node:path";
 
-const [npmDir, file, count, textsDir, ...prompt] = process.argv.slice(2);
+const [npmDir, file, count, textsDir, ...ids] = process.argv.slice(2);
+const prompts = ids.join(" ").split(",").map((part) => part.trim().split(/ +/).filter((id) => id !== ""))
+  .filter((prompt, i, all) => prompt.length > 0 || all.length === 1);  // "1 2 ," is one prompt
 const entry = path.join(npmDir, "node_modules", "node-llama-cpp", "dist", "index.js");
 const { getLlama, LlamaLogLevel, resolveChatWrapper } = await import(pathToFileURL(entry).href);
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+
+// The COUNT ids llama.cpp picks after PROMPT at temperature 0, and with STOP_AT_EOG=1 the
+// end-of-generation id that ended them sooner (else null)
+async function greedy(model, sequence, prompt) {
+  const generated = [];
+  let stop = null;
+  const stopAtEog = process.env.STOP_AT_EOG === "1";
+  if (Number(count) > 0) {
+    const options = { temperature: 0, yieldEogToken: stopAtEog };  // to say which id stopped it
+    for await (const token of sequence.evaluate(prompt, options)) {
+      if (stopAtEog && model.isEogToken(token)) {
+        stop = token;
+        break;
+      }
+      generated.push(token);
+      if (generated.length >= Number(count)) break;
+    }
+  }
+  return { generated, stop };
+}
+
+// With LOGITS=1, teacher-forced: the prompt and the generated ids again, from an empty
+// cache, with the raw logits of every row that predicts a generated id (else null)
+async function teacherForcedLogits(model, sequence, prompt, generated) {
+  if (process.env.LOGITS !== "1" || generated.length === 0) return null;
+  await sequence.clearHistory();
+  const ids = prompt.concat(generated.slice(0, -1));
+  const first = prompt.length - 1;
+  const input = ids.map((id, i) => (i < first ? id : [id, { generateNext: { logits: true } }]));
+  const rows = await sequence.controlledEvaluate(input);
+  const vocab = model.tokens.size ?? model.vocabularySize;
+  return rows.slice(first).map((row) => {
+    const out = new Array(vocab).fill(null);
+    for (const [token, value] of row.next.logits) out[token] = value;
+    return out;
+  });
+}
 
 async function run(file) {
   const model = await llama.loadModel({ modelPath: path.resolve(file) });
@@ -39,35 +81,15 @@ async function run(file) {
     ...(process.env.LORA ? { lora: { adapters: [{ filePath: path.resolve(process.env.LORA), scale: 1 }] } } : {}),
   });
   const sequence = context.getSequence();
-  const generated = [];
-  let stop = null;
-  const stopAtEog = process.env.STOP_AT_EOG === "1";
-  if (Number(count) > 0) {
-    const options = { temperature: 0, yieldEogToken: stopAtEog };  // to say which id stopped it
-    for await (const token of sequence.evaluate(prompt.map(Number), options)) {
-      if (stopAtEog && model.isEogToken(token)) {
-        stop = token;
-        break;
-      }
-      generated.push(token);
-      if (generated.length >= Number(count)) break;
-    }
-  }
+  const generations = [];
+  const stops = [];
   let logits = null;
-  if (process.env.LOGITS === "1" && generated.length > 0) {
-    // teacher-forced: the prompt and the generated ids again, from an empty cache, with the
-    // raw logits of every row that predicts a generated id
-    await sequence.clearHistory();
-    const ids = prompt.map(Number).concat(generated.slice(0, -1));
-    const first = prompt.length - 1;
-    const input = ids.map((id, i) => (i < first ? id : [id, { generateNext: { logits: true } }]));
-    const rows = await sequence.controlledEvaluate(input);
-    const vocab = model.tokens.size ?? model.vocabularySize;
-    logits = rows.slice(first).map((row) => {
-      const out = new Array(vocab).fill(null);
-      for (const [token, value] of row.next.logits) out[token] = value;
-      return out;
-    });
+  for (const prompt of prompts) {
+    if (generations.length > 0) await sequence.clearHistory();
+    const { generated, stop } = await greedy(model, sequence, prompt.map(Number));
+    generations.push(generated);
+    stops.push(stop);
+    if (logits === null) logits = await teacherForcedLogits(model, sequence, prompt.map(Number), generated);
   }
   const tokenized = {};
   const names = textsDir === "-" ? [] : fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt"));
@@ -78,7 +100,8 @@ async function run(file) {
   const architecture = model.fileInfo?.metadata?.general?.architecture ?? "";
   const { bos, eos, eot } = model.tokens;
   const wrapper = resolveChatWrapper(model)?.constructor?.name ?? null;
-  const out = { file, tokenized, generated, architecture, bos, eos, eot, wrapper, stop, logits };
+  const [generated, stop] = [generations[0], stops[0]];
+  const out = { file, tokenized, generated, generations, architecture, bos, eos, eot, wrapper, stop, stops, logits };
   process.stdout.write(JSON.stringify(out) + "\n");
   await context.dispose();
   await model.dispose();

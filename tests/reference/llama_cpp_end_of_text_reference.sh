@@ -12,8 +12,6 @@
 # Skips (77) without node or npm, or when tools/npm_fixtures.sh cannot install the packages
 # (node-llama-cpp: Linux x64 only).
 source "$(dirname "$0")/llama_cpp_fixture.sh" "$@"
-field() { node -e 'const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
-  const v = r[process.argv[1]]; console.log(Array.isArray(v) ? v.join(" ") : v)' "$1"; }
 
 cd "$work"
 mkdir docs
@@ -30,19 +28,24 @@ grep -q '"end_of_text": 256' docs.prepared/meta.json || fail "the folder records
   { cat train.txt; exit 1; }
 "$attograd" export --checkpoint docs.h5 --format gguf --out docs.gguf > /dev/null
 
-for prompt in "${prompts[@]}"; do
-  ids=$(printf '%s' "$prompt" | "$attograd" encode --tokenizer docs.h5)
-  # shellcheck disable=SC2086
-  STOP_AT_EOG=1 node "$here/llama_cpp_decode.mjs" "$llama_dir" docs.gguf 40 - $ids > got.json ||
-    { fail "llama.cpp did not load or run docs.gguf"; break; }
-  for key in bos eos eot; do
-    [ "$(field $key < got.json)" = 256 ] || fail "llama.cpp's $key is $(field $key < got.json), not <|endoftext|> (256)"
-  done
-  [ "$(field stop < got.json)" = 256 ] ||
-    fail "'$prompt': llama.cpp did not stop at <|endoftext|> (stop: $(field stop < got.json))"
+decode_ids=() paths=(bos eos eot)
+for i in "${!prompts[@]}"; do
+  # shellcheck disable=SC2206
+  decode_ids+=($(printf '%s' "${prompts[$i]}" | "$attograd" encode --tokenizer docs.h5) ,)
+  paths+=("stops.$i" "generations.$i")
+done
+STOP_AT_EOG=1 node "$here/llama_cpp_decode.mjs" "$llama_dir" docs.gguf 40 - "${decode_ids[@]}" > got.json ||
+  { echo "FAIL: llama.cpp did not load or run docs.gguf"; exit 1; }
+mapfile -t read_back < <(fields got.json "${paths[@]}")
+for i in 0 1 2; do
+  [ "${read_back[$i]}" = 256 ] || fail "llama.cpp's ${paths[$i]} is ${read_back[$i]}, not <|endoftext|> (256)"
+done
+for i in "${!prompts[@]}"; do
+  prompt=${prompts[$i]} stop=${read_back[$((3 + 2 * i))]} generated=${read_back[$((4 + 2 * i))]}
+  [ "$stop" = 256 ] || fail "'$prompt': llama.cpp did not stop at <|endoftext|> (stop: $stop)"
   # attograd's sample prints the prompt, then the continuation up to <|endoftext|>
   want=$("$attograd" sample docs.h5 --prompt "$prompt" --temperature 0 --tokens 40 2> /dev/null)
-  got=$prompt$(field generated < got.json | "$attograd" decode --tokenizer docs.h5)
+  got=$prompt$(printf '%s' "$generated" | "$attograd" decode --tokenizer docs.h5)
   if [ "$got" = "$want" ]; then
     echo "'$prompt': llama.cpp continues '$got' and stops at <|endoftext|>, as attograd does"
   else

@@ -22,30 +22,34 @@ declare -A options=(
   [qwen2]="--qkv-bias true --rope-theta 1000000 --norm-eps 1e-6"
   [qwen3]="--qk-norm true --head-dim 32 --rope-theta 1000000 --norm-eps 1e-6"
 )
-tokens=40
+tokens=40  # each prompt's continuation, all decoded by one llama.cpp process
 prompts=("The tokenizer don't" "café 42" "#include (a+b)" "code")
 
+names=()
+for text in "$work"/texts/*.txt; do names+=("$(basename "$text" .txt)"); done
 for arch in llama qwen2 qwen3; do
   model="$work/$arch.h5" gguf="$work/$arch.gguf"
   # shellcheck disable=SC2086
   "$attograd" train "${common[@]}" ${options[$arch]} --out "$model" > /dev/null
   "$attograd" export --checkpoint "$model" --format gguf --out "$gguf" > /dev/null
-  field() { node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-    const v = process.argv[2].split(".").reduce((o, k) => o[k], r);
-    console.log(Array.isArray(v) ? v.join(" ") : v)' "${json:-$work/$arch.json}" "$1"; }
-  texts="$work/texts"  # tokenized once, with the first prompt
+  prompt_ids=() decode_ids=()
   for prompt in "${prompts[@]}"; do
-    prompt_ids=$(printf '%s' "$prompt" | "$attograd" encode --tokenizer "$model")
-    # shellcheck disable=SC2086
-    node "$here/llama_cpp_decode.mjs" "$llama_dir" "$gguf" "$tokens" "$texts" $prompt_ids \
-      > "$work/$arch.json" || { fail "$arch: llama.cpp did not load or run $gguf"; break; }
-    arch_read=$(field architecture)
-    [ "$arch_read" = "$arch" ] || fail "$arch: llama.cpp read general.architecture '$arch_read'"
-    [ "$texts" = - ] || cp "$work/$arch.json" "$work/$arch.texts.json"
-    texts=-
+    prompt_ids+=("$(printf '%s' "$prompt" | "$attograd" encode --tokenizer "$model")")
+    # shellcheck disable=SC2206
+    decode_ids+=(${prompt_ids[-1]} ,)
+  done
+  node "$here/llama_cpp_decode.mjs" "$llama_dir" "$gguf" "$tokens" "$work/texts" \
+    "${decode_ids[@]}" > "$work/$arch.json" || { fail "$arch: llama.cpp did not load or run $gguf"; continue; }
+  paths=(architecture)
+  for i in "${!prompts[@]}"; do paths+=("generations.$i"); done
+  for name in "${names[@]}"; do paths+=("tokenized.$name"); done
+  mapfile -t read_back < <(fields "$work/$arch.json" "${paths[@]}")
+  [ "${read_back[0]}" = "$arch" ] || fail "$arch: llama.cpp read general.architecture '${read_back[0]}'"
+  for i in "${!prompts[@]}"; do
+    prompt=${prompts[$i]}
     want=$("$attograd" sample --checkpoint "$model" --prompt "$prompt" --temperature 0 \
       --tokens "$tokens" 2> /dev/null)
-    got=$(printf '%s' "$prompt_ids $(field generated)" | "$attograd" decode --tokenizer "$model")
+    got=$(printf '%s' "${prompt_ids[$i]} ${read_back[$((1 + i))]}" | "$attograd" decode --tokenizer "$model")
     if [ "$got" = "$want" ]; then
       echo "$arch: after '$prompt' llama.cpp's $tokens greedy tokens are attograd's:" \
         "$(printf '%s' "$want" | tr '\n' '|' | cut -c 1-80)"
@@ -54,16 +58,17 @@ for arch in llama qwen2 qwen3; do
     fi
   done
   same=0
-  for text in "$work"/texts/*.txt; do
-    name=$(basename "$text" .txt)
-    ours=$("$attograd" encode --tokenizer "$model" < "$text" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//')
-    theirs=$(json="$work/$arch.texts.json" field "tokenized.$name")
+  for j in "${!names[@]}"; do
+    name=${names[$j]}
+    ours=$("$attograd" encode --tokenizer "$model" < "$work/texts/$name.txt" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//')
+    theirs=${read_back[$((1 + ${#prompts[@]} + j))]}
     if [ "$ours" = "$theirs" ]; then
       same=$((same + 1))
     else
       fail "$arch: llama.cpp tokenizes $name.txt to [${theirs:0:200}], attograd to [${ours:0:200}]"
     fi
   done
+  [ "$same" -gt 0 ] || fail "$arch: no text was tokenized"
   echo "$arch: llama.cpp tokenizes $same texts to attograd's ids"
   "$attograd" import "$gguf" --out "$work/$arch.back.h5" > /dev/null
 done

@@ -90,11 +90,17 @@ def check_round_trip(a, work, arch, base, lora, exported, failures):
               "tensors bit for bit")
 
 
-def llama_cpp_greedy(llama_dir, gguf, ids, lora):
+def llama_cpp_greedy(llama_dir, gguf, prompts, lora):
+    """llama.cpp's greedy continuation of each prompt (a list of ids), with the adapter LORA
+    ("": none): one process for them all, whose start is most of its time"""
     env = dict(os.environ, LORA=lora)
+    ids = [str(i) for prompt in prompts for i in prompt + [","]]
     out = run("node", os.path.join(HERE, "llama_cpp_decode.mjs"), llama_dir, gguf, str(TOKENS), "-",
-              *map(str, ids), env=env)
-    return json.loads(out)["generated"]
+              *ids, env=env)
+    generations = json.loads(out)["generations"]
+    if len(generations) != len(prompts):
+        raise RuntimeError(f"llama.cpp decoded {len(generations)} prompts of {len(prompts)}")
+    return generations
 
 
 def check_llama_cpp(a, work, llama_dir, arch, failures):
@@ -109,17 +115,14 @@ def check_llama_cpp(a, work, llama_dir, arch, failures):
     run(a, "export", lora, "--format", "peft", "--out", peft)
     run(a, "import", peft, "--base", base, "--out", again)
     run(a, "export", again, "--format", "gguf-lora", "--out", via_peft)
-    changed = False
-    for prompt in PROMPTS:
-        ids = run(a, "encode", "--tokenizer", lora, stdin=prompt).split()
-        # (each decode is a llama.cpp process: the adapter's is made once, and the base alone
-        # only until one prompt shows the adapter applied)
-        with_adapter = llama_cpp_greedy(llama_dir, gguf, ids, adapter)
-        changed = changed or with_adapter != llama_cpp_greedy(llama_dir, gguf, ids, "")
+    prompts = [run(a, "encode", "--tokenizer", lora, stdin=prompt).split() for prompt in PROMPTS]
+    with_adapter = llama_cpp_greedy(llama_dir, gguf, prompts, adapter)
+    changed = with_adapter != llama_cpp_greedy(llama_dir, gguf, prompts, "")
+    via_peft_adapter = llama_cpp_greedy(llama_dir, gguf, prompts, via_peft)
+    for prompt, ids, got_direct, got_via_peft in zip(PROMPTS, prompts, with_adapter, via_peft_adapter):
         want = run(a, "sample", "--checkpoint", lora, "--prompt", prompt, "--temperature", "0",
                    "--tokens", str(TOKENS))
-        for name, file in (("gguf-lora", adapter), ("peft -> import -> gguf-lora", via_peft)):
-            got = with_adapter if file == adapter else llama_cpp_greedy(llama_dir, gguf, ids, file)
+        for name, got in (("gguf-lora", got_direct), ("peft -> import -> gguf-lora", got_via_peft)):
             text = run(a, "decode", "--tokenizer", lora, stdin=" ".join(ids + [str(t) for t in got]))
             if text.rstrip("\n") != want.rstrip("\n"):
                 failures.append(f"{arch}: after {prompt!r} llama.cpp with the {name} adapter gives "
