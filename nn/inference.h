@@ -187,6 +187,7 @@ class CachedInference {
   void prefill_row(const int64_t* ids, int64_t b, int64_t n);
   void check_prefill_row(int64_t slot, int64_t n) const;
   void check_step_rows(std::span<const int64_t> slots, std::span<const int64_t> ids) const;
+  int64_t step_vector_rows() const;
   std::span<const float> prefill_then_step(int64_t slot, std::span<const int64_t> window,
                                            std::span<const int64_t> slots,
                                            std::span<const int64_t> ids);
