@@ -46,6 +46,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 from serve_process import start_serve  # noqa: E402
+from llama_cpp_process import llama_cpp_greedy  # noqa: E402
 
 COMMON = ["--tokenizer", "bpe", "--vocab-size", "320", "--context-length", "64", "--d-model", "256",
           "--n-heads", "4", "--n-layers", "2", "--batch-size", "8", "--dropout", "0",
@@ -65,8 +66,8 @@ GGML = {0: "f32", 1: "f16", 8: "q8_0", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1
 TYPE_OF = {v: k for k, v in GGML.items()}
 
 
-def run(*args, env=None, stdin=None):
-    p = subprocess.run(list(args), capture_output=True, text=True, env=env, input=stdin)
+def run(*args, stdin=None):
+    p = subprocess.run(list(args), capture_output=True, text=True, input=stdin)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:3])} ... exited {p.returncode}: "
                            f"{p.stdout[-800:]}{p.stderr[-800:]}")
@@ -315,19 +316,6 @@ def check_blocks(a, work, arch, failures):
 
 
 # ------------------------------------------------------------------------------ llama.cpp
-def llama_cpp_greedy(llama_dir, gguf, prompts, lora):
-    """llama.cpp's greedy continuation of each prompt (a list of ids), with the adapter LORA
-    ("": none): one process for them all, whose start is most of its time"""
-    env = dict(os.environ, LORA=lora)
-    ids = [str(i) for prompt in prompts for i in prompt + [","]]
-    out = run("node", os.path.join(HERE, "llama_cpp_decode.mjs"), llama_dir, gguf, str(TOKENS), "-",
-              *ids, env=env)
-    generations = json.loads(out)["generations"]
-    if len(generations) != len(prompts):
-        raise RuntimeError(f"llama.cpp decoded {len(generations)} prompts of {len(prompts)}")
-    return generations
-
-
 def top_logprobs(a, checkpoint, prompt, tokens):
     """attograd's top-5 log-probabilities at each of its first `tokens` greedy tokens after
     prompt (serve's completions, whose greedy text is sample's), as {token text: nats}."""
@@ -361,8 +349,8 @@ def check_llama_cpp(a, work, llama_dir, failures):
     adapter = os.path.join(work, "mix_lora.gguf")
     run(a, "export", lora, "--format", "gguf-lora", "--out", adapter)
     prompts = [run(a, "encode", "--tokenizer", lora, stdin=prompt).split() for prompt in PROMPTS]
-    with_adapter = llama_cpp_greedy(llama_dir, mix, prompts, adapter)
-    changed = with_adapter != llama_cpp_greedy(llama_dir, mix, prompts, "")
+    with_adapter = llama_cpp_greedy(llama_dir, mix, prompts, TOKENS, adapter)
+    changed = with_adapter != llama_cpp_greedy(llama_dir, mix, prompts, TOKENS, "")
     for prompt, ids, got in zip(PROMPTS, prompts, with_adapter):
         want = run(a, "sample", "--checkpoint", lora, "--prompt", prompt, "--temperature", "0",
                    "--tokens", str(TOKENS))

@@ -22,7 +22,7 @@ import fs from "node:fs";
 import path from "node:path";
 
 const [npmDir, file, count, textsDir, ...ids] = process.argv.slice(2);
-const prompts = ids.join(" ").split(",").map((part) => part.trim().split(/ +/).filter((id) => id !== ""))
+const prompts = ids.join(" ").split(",").map((part) => part.trim().split(/ +/).filter((id) => id !== "").map(Number))
   .filter((prompt, i, all) => prompt.length > 0 || all.length === 1);  // "1 2 ," is one prompt
 const entry = path.join(npmDir, "node_modules", "node-llama-cpp", "dist", "index.js");
 const { getLlama, LlamaLogLevel, resolveChatWrapper } = await import(pathToFileURL(entry).href);
@@ -86,10 +86,10 @@ async function run(file) {
   let logits = null;
   for (const prompt of prompts) {
     if (generations.length > 0) await sequence.clearHistory();
-    const { generated, stop } = await greedy(model, sequence, prompt.map(Number));
+    const { generated, stop } = await greedy(model, sequence, prompt);
     generations.push(generated);
     stops.push(stop);
-    if (logits === null) logits = await teacherForcedLogits(model, sequence, prompt.map(Number), generated);
+    if (logits === null) logits = await teacherForcedLogits(model, sequence, prompt, generated);
   }
   const tokenized = {};
   const names = textsDir === "-" ? [] : fs.readdirSync(textsDir).filter((n) => n.endsWith(".txt"));

@@ -35,6 +35,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from llama_cpp_process import llama_cpp_greedy  # noqa: E402
 COMMON = ["--tokenizer", "bpe", "--vocab-size", "320", "--context-length", "64", "--d-model", "48",
           "--n-heads", "4", "--n-layers", "2", "--d-ff", "96", "--batch-size", "8", "--dropout", "0",
           "--eval-interval", "0", "--sample-tokens", "0"]
@@ -52,8 +54,8 @@ PROMPTS = ["The tokenizer don't", "café 42", "code"]
 TOKENS = 24
 
 
-def run(*args, env=None, stdin=None):
-    p = subprocess.run(list(args), capture_output=True, text=True, env=env, input=stdin)
+def run(*args, stdin=None):
+    p = subprocess.run(list(args), capture_output=True, text=True, input=stdin)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:3])} ... exited {p.returncode}: "
                            f"{p.stdout[-800:]}{p.stderr[-800:]}")
@@ -90,19 +92,6 @@ def check_round_trip(a, work, arch, base, lora, exported, failures):
               "tensors bit for bit")
 
 
-def llama_cpp_greedy(llama_dir, gguf, prompts, lora):
-    """llama.cpp's greedy continuation of each prompt (a list of ids), with the adapter LORA
-    ("": none): one process for them all, whose start is most of its time"""
-    env = dict(os.environ, LORA=lora)
-    ids = [str(i) for prompt in prompts for i in prompt + [","]]
-    out = run("node", os.path.join(HERE, "llama_cpp_decode.mjs"), llama_dir, gguf, str(TOKENS), "-",
-              *ids, env=env)
-    generations = json.loads(out)["generations"]
-    if len(generations) != len(prompts):
-        raise RuntimeError(f"llama.cpp decoded {len(generations)} prompts of {len(prompts)}")
-    return generations
-
-
 def check_llama_cpp(a, work, llama_dir, arch, failures):
     # a base that writes text of its own, so that the adapter's change of it shows
     base, lora = train(a, work, arch, 150)
@@ -116,9 +105,9 @@ def check_llama_cpp(a, work, llama_dir, arch, failures):
     run(a, "import", peft, "--base", base, "--out", again)
     run(a, "export", again, "--format", "gguf-lora", "--out", via_peft)
     prompts = [run(a, "encode", "--tokenizer", lora, stdin=prompt).split() for prompt in PROMPTS]
-    with_adapter = llama_cpp_greedy(llama_dir, gguf, prompts, adapter)
-    changed = with_adapter != llama_cpp_greedy(llama_dir, gguf, prompts, "")
-    via_peft_adapter = llama_cpp_greedy(llama_dir, gguf, prompts, via_peft)
+    with_adapter = llama_cpp_greedy(llama_dir, gguf, prompts, TOKENS, adapter)
+    changed = with_adapter != llama_cpp_greedy(llama_dir, gguf, prompts, TOKENS, "")
+    via_peft_adapter = llama_cpp_greedy(llama_dir, gguf, prompts, TOKENS, via_peft)
     for prompt, ids, got_direct, got_via_peft in zip(PROMPTS, prompts, with_adapter, via_peft_adapter):
         want = run(a, "sample", "--checkpoint", lora, "--prompt", prompt, "--temperature", "0",
                    "--tokens", str(TOKENS))
